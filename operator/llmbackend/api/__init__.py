@@ -1,0 +1,1 @@
+"""API types of llmbackend.dev/v1alpha1 (the CRD is generated from these)."""

@@ -1,0 +1,372 @@
+"""The LLMBackend API (llmbackend.dev/v1alpha1).
+
+These pydantic models are the single source of truth for the CRD schema:
+`llmbackend crd` generates crds/llmbackend.yaml from them (see api/crdgen.py),
+and a test fails when the committed YAML drifts.
+
+Field names are camelCase on the wire (aliases) and snake_case in Python.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "llmbackend.dev"
+VERSION = "v1alpha1"
+KIND = "LLMBackend"
+PLURAL = "llmbackends"
+SINGULAR = "llmbackend"
+SHORT_NAMES = ["llmb"]
+CATEGORIES = ["llm"]
+
+DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-trtllm-python-py3"
+DEFAULT_VLLM_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3"
+
+# Kubernetes quantity strings ("8", "500m", "64Gi").
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+# Values that end up in command lines or config.pbtxt: no quotes, shell or pbtxt metacharacters.
+SAFE_PATH_PATTERN = r"^[A-Za-z0-9._/\-]+$"
+SAFE_URI_PATTERN = r"^[a-z][a-z0-9+.\-]*://[A-Za-z0-9._~:/?#@!$&()*+,;=%\-]+$"
+IMAGE_PATTERN = r"^[a-z0-9]+([._\-/:@][A-Za-z0-9]+)*$"
+
+
+class _Model(BaseModel):
+    """Base: camelCase aliases, reject unknown fields (the API server prunes them anyway)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_enum_values=True,
+    )
+
+    def dump(self) -> dict[str, Any]:
+        """Wire form: camelCase, no unset/None fields."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class Quantization(str, Enum):
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8_WO = "int8_wo"
+    INT4_AWQ = "int4_awq"
+
+
+class KVCacheDtype(str, Enum):
+    AUTO = "auto"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+
+
+class Backend(str, Enum):
+    TENSORRTLLM = "tensorrtllm"
+    VLLM = "vllm"
+
+
+class Objective(str, Enum):
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
+class ModelArchitecture(_Model):
+    """Transformer shape: what the planner needs to size weights and KV cache."""
+
+    num_layers: int = Field(ge=1, le=1024, description="Number of transformer layers (pipeline stages split these).")
+    hidden_size: int = Field(ge=64, le=131072, description="Model hidden size.")
+    num_attention_heads: int = Field(ge=1, le=1024, description="Attention (query) heads; tensor parallelism must divide this.")
+    num_key_value_heads: int = Field(ge=1, le=1024, description="Key/value heads (GQA). Equal to numAttentionHeads for MHA.")
+    head_dim: int = Field(ge=8, le=1024, description="Dimension of one attention head.")
+    vocab_size: int = Field(ge=1, le=4_000_000, description="Vocabulary size.")
+    parameter_count: int = Field(
+        ge=1_000_000, le=100_000_000_000_000,
+        description="Total parameters (all experts for mixture-of-experts models).",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.numKeyValueHeads <= self.numAttentionHeads && self.numAttentionHeads % self.numKeyValueHeads == 0",
+                    "message": "numKeyValueHeads must divide numAttentionHeads",
+                }
+            ]
+        }
+    )
+
+
+class PVCSource(_Model):
+    claim_name: str = Field(
+        min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="PersistentVolumeClaim in the same namespace holding weights, tokenizer and engines.",
+    )
+    path: str = Field(
+        default="/", max_length=1024, pattern=SAFE_PATH_PATTERN,
+        description="Directory inside the claim (mounted read-only at /models).",
+    )
+
+
+class ModelSource(_Model):
+    """Where weights, tokenizer and (for tensorrtllm) engines come from: a PVC or a URI."""
+
+    pvc: PVCSource | None = Field(default=None, description="Read weights/engines from a PersistentVolumeClaim.")
+    uri: str | None = Field(
+        default=None, max_length=2048, pattern=SAFE_URI_PATTERN,
+        description="Read weights from a URI (s3://, gs://, hf://, ...), fetched by the serving image.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "has(self.pvc) != has(self.uri)", "message": "set exactly one of pvc or uri"}
+            ]
+        }
+    )
+
+
+class ModelSpec(_Model):
+    """The model to serve: a preset from the built-in catalog or an explicit architecture."""
+
+    preset: str | None = Field(
+        default=None, max_length=63, pattern=r"^[a-z0-9][a-z0-9.\-]*$",
+        description="Name of a built-in model (e.g. llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, mixtral-8x7b).",
+    )
+    architecture: ModelArchitecture | None = Field(
+        default=None, description="Explicit architecture, for models not in the catalog."
+    )
+    name: str | None = Field(
+        default=None, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
+        description="Display name of the model (defaults to the preset or the CR name).",
+    )
+    source: ModelSource | None = Field(default=None, description="Where weights and engines come from.")
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "has(self.preset) != has(self.architecture)", "message": "set exactly one of preset or architecture"}
+            ]
+        }
+    )
+
+
+class BatchSchedulerPolicy(str, Enum):
+    MAX_UTILIZATION = "max_utilization"
+    GUARANTEED_NO_EVICT = "guaranteed_no_evict"
+
+
+class EngineSpec(_Model):
+    """Inference engine and its build/runtime limits."""
+
+    backend: Backend = Field(default=Backend.TENSORRTLLM, description="Triton backend: tensorrtllm or vllm.")
+    quantization: Quantization = Field(default=Quantization.BF16, description="Weight precision.")
+    kv_cache_dtype: KVCacheDtype = Field(
+        default=KVCacheDtype.AUTO,
+        description="KV cache precision; auto = fp8 when quantization is fp8, else 16-bit.",
+    )
+    max_batch_size: int = Field(default=64, ge=1, le=4096, description="Maximum requests batched in flight by the engine.")
+    max_input_len: int = Field(default=2048, ge=1, le=1_048_576, description="Maximum prompt length in tokens.")
+    max_seq_len: int = Field(default=4096, ge=2, le=1_048_576, description="Maximum prompt + output length in tokens.")
+    max_num_tokens: int = Field(default=8192, ge=1, le=1_048_576, description="Maximum tokens per engine iteration.")
+    kv_cache_free_gpu_mem_fraction: float = Field(
+        default=0.9, ge=0.05, le=0.99,
+        description="Fraction of GPU memory left after weights that the KV cache may take.",
+    )
+    batch_scheduler_policy: BatchSchedulerPolicy = Field(
+        default=BatchSchedulerPolicy.MAX_UTILIZATION, description="In-flight batch scheduler policy."
+    )
+    enable_chunked_context: bool = Field(default=True, description="Split long prompts across iterations.")
+    enable_kv_cache_reuse: bool = Field(default=False, description="Reuse KV blocks across requests sharing a prefix.")
+    streaming: bool = Field(default=True, description="Decoupled (streaming) transaction policy.")
+    image: str | None = Field(
+        default=None, max_length=512, pattern=IMAGE_PATTERN,
+        description="Serving image (defaults to the Triton TRT-LLM or vLLM image).",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self.maxInputLen < self.maxSeqLen", "message": "maxInputLen must be less than maxSeqLen"}
+            ]
+        }
+    )
+
+
+class ParallelismSpec(_Model):
+    """Sharding. Leave both empty for automatic planning from the cluster's GPUs."""
+
+    tensor_parallel: int | None = Field(default=None, ge=1, le=64, description="Tensor-parallel size (GPUs sharing each layer).")
+    pipeline_parallel: int | None = Field(default=None, ge=1, le=64, description="Pipeline-parallel size (stages of layers).")
+    objective: Objective = Field(
+        default=Objective.LATENCY,
+        description="Tie-break between plans of equal GPU count: latency prefers wider TP, throughput prefers more replicas/PP.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.pipelineParallel) || has(self.tensorParallel)",
+                    "message": "pipelineParallel requires tensorParallel",
+                },
+                {
+                    "rule": "!has(self.tensorParallel) || !has(self.pipelineParallel) || self.tensorParallel * self.pipelineParallel <= 512",
+                    "message": "tensorParallel x pipelineParallel must be at most 512 GPUs",
+                },
+            ]
+        }
+    )
+
+    @property
+    def is_auto(self) -> bool:
+        return self.tensor_parallel is None
+
+
+class MetricsSource(str, Enum):
+    TRITON = "triton"
+    PROMETHEUS = "prometheus"
+
+
+class AutoscalingMode(str, Enum):
+    OPERATOR = "operator"
+    HPA = "hpa"
+
+
+class PrometheusSource(_Model):
+    url: str = Field(max_length=2048, pattern=r"^https?://[A-Za-z0-9._:\-/]+$", description="Prometheus base URL.")
+    query: str | None = Field(
+        default=None, max_length=4096,
+        description="PromQL returning the ratio; defaults to the triton:queue_compute:ratio recording rule for this backend's pods.",
+    )
+
+
+class AutoscalingSpec(_Model):
+    """Scale on Triton's queue-to-compute ratio (time in queue / time in compute)."""
+
+    enabled: bool = Field(default=False, description="Turn autoscaling on; then the operator owns the workload's replicas.")
+    mode: AutoscalingMode = Field(
+        default=AutoscalingMode.OPERATOR,
+        description="operator: built-in loop; hpa: render an autoscaling/v2 HPA on the custom metric instead.",
+    )
+    source: MetricsSource = Field(default=MetricsSource.TRITON, description="Where the ratio comes from.")
+    prometheus: PrometheusSource | None = Field(default=None, description="Required when source is prometheus.")
+    min_replicas: int = Field(default=1, ge=0, le=1000)
+    max_replicas: int = Field(default=4, ge=1, le=1000)
+    target_ratio: float = Field(default=1.0, gt=0, le=100, description="Target queue/compute ratio per replica.")
+    tolerance: float = Field(default=0.1, ge=0, le=1, description="No scaling while |ratio/target - 1| is within this band.")
+    window_seconds: int = Field(default=60, ge=5, le=3600, description="Window over which the ratio is computed.")
+    sync_period_seconds: int = Field(default=15, ge=1, le=600, description="How often the ratio is evaluated.")
+    scale_up_stabilization_seconds: int = Field(default=0, ge=0, le=3600)
+    scale_down_stabilization_seconds: int = Field(default=300, ge=0, le=86400)
+    max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
+    max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas"},
+                {"rule": "self.source != 'prometheus' || has(self.prometheus)", "message": "source prometheus requires prometheus.url"},
+            ]
+        }
+    )
+
+
+class Toleration(_Model):
+    key: str | None = Field(default=None, max_length=316)
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = Field(default=None, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class ResourceRequests(_Model):
+    cpu: str | None = Field(default=None, pattern=QUANTITY_PATTERN, description="CPU request per pod (limit equals request).")
+    memory: str | None = Field(default=None, pattern=QUANTITY_PATTERN, description="Memory request per pod (limit equals request).")
+
+
+class SchedulingSpec(_Model):
+    node_selector: dict[Annotated[str, Field(max_length=316)], Annotated[str, Field(max_length=63)]] | None = Field(
+        default=None, description="Extra node labels the serving pods require (also restricts planning)."
+    )
+    tolerations: list[Toleration] | None = Field(default=None, max_length=32)
+    priority_class_name: str | None = Field(default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    resources: ResourceRequests | None = None
+
+
+class LLMBackendSpec(_Model):
+    model: ModelSpec
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
+    replicas: int = Field(default=1, ge=0, le=1000, description="Replicas (model copies) when autoscaling is off.")
+    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec)
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+
+
+# ---- status ----
+
+
+class Condition(_Model):
+    """metav1.Condition."""
+
+    type: str = Field(max_length=316)
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(max_length=1024)
+    message: str = Field(default="", max_length=32768)
+    last_transition_time: str
+    observed_generation: int | None = None
+
+
+class PlanStatus(_Model):
+    tensor_parallel: int
+    pipeline_parallel: int
+    gpus_per_replica: int
+    nodes_per_replica: int
+    memory_per_gpu_bytes: int
+    gpu_product: str | None = None
+    topology_source: Literal["annotation", "inferred", "explicit"] | None = None
+    explanation: str = Field(default="", max_length=8192)
+
+
+class EndpointStatus(_Model):
+    service: str
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+
+
+class AutoscalingStatus(_Model):
+    current_ratio: str | None = Field(default=None, description="Last measured queue/compute ratio (string, 3 decimals).")
+    desired_replicas: int | None = None
+    last_scale_time: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class LLMBackendStatus(_Model):
+    observed_generation: int | None = None
+    conditions: list[Condition] | None = None
+    plan: PlanStatus | None = None
+    replicas: int | None = None
+    ready_replicas: int | None = None
+    selector: str | None = Field(default=None, description="Label selector of the serving pods (scale subresource).")
+    endpoint: EndpointStatus | None = None
+    autoscaling: AutoscalingStatus | None = None
+    rollout_strategy: Literal["RollingUpdate", "Recreate"] | None = None
+    model_name: str | None = None
+    backend: str | None = None
+
+
+class LLMBackend(_Model):
+    """A model served by Triton Inference Server with the TensorRT-LLM (or vLLM) backend."""
+
+    api_version: Literal["llmbackend.dev/v1alpha1"] = "llmbackend.dev/v1alpha1"
+    kind: Literal["LLMBackend"] = "LLMBackend"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: LLMBackendSpec
+    status: LLMBackendStatus | None = None
+
+    model_config = ConfigDict(extra="ignore")

@@ -1,0 +1,43 @@
+"""The `llmbackend` command: operator, CRD generation, planning, dev cluster, demo."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Each subcommand lives in its own module, exposing `register(subparsers)`;
+# the registered parser sets `func(args) -> int`.
+SUBCOMMAND_MODULES = [
+    "llmbackend.api.crdgen",
+    "llmbackend.planning.cli",
+    "llmbackend.controller.run",
+    "llmbackend.devcluster.cli",
+    "llmbackend.planning.topology_reporter",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmbackend", description=__doc__)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module_name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:  # not written yet
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
