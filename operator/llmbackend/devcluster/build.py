@@ -1,0 +1,139 @@
+"""Build the control-plane binaries (etcd, kube-apiserver, controller-manager, scheduler, kubectl, kwok)
+from the Go module proxy, once, into a cache outside the repository.
+
+The Go module in e2e/cluster/gotools pins the versions; the cache directory is keyed by a hash of
+its go.mod/go.sum, so a version bump rebuilds and an unchanged module reuses the binaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+GOTOOLS_DIR = REPO_ROOT / "e2e" / "cluster" / "gotools"
+
+# binary name -> Go main package
+PACKAGES = {
+    "etcd": "go.etcd.io/etcd/server/v3",
+    "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+    "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+    "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+    "kwok": "sigs.k8s.io/kwok/cmd/kwok",
+}
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def cache_root() -> Path:
+    base = os.environ.get("LLMB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "llmbackend"
+    )
+    return Path(base)
+
+
+def module_versions() -> dict[str, str]:
+    """Pinned versions read from go.mod (for names and notes)."""
+    versions = {}
+    for line in (GOTOOLS_DIR / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("k8s.io/kubernetes", "sigs.k8s.io/kwok", "go.etcd.io/etcd/server/v3"):
+            versions[parts[0].split("/")[1] if "etcd" not in parts[0] else "etcd"] = parts[1]
+    return {"kubernetes": versions.get("kubernetes", "?"), "etcd": versions.get("etcd", "?"), "kwok": versions.get("kwok", "?")}
+
+
+def bin_dir() -> Path:
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum", "tools.go"):
+        digest.update((GOTOOLS_DIR / name).read_bytes())
+    v = module_versions()
+    return cache_root() / "bin" / f"k8s-{v['kubernetes']}-etcd-{v['etcd']}-kwok-{v['kwok']}-{digest.hexdigest()[:12]}"
+
+
+def go_output_name(package: str) -> str:
+    """`go build` names a binary after the last path element, skipping a major-version suffix."""
+    parts = package.split("/")
+    return parts[-2] if re.fullmatch(r"v[0-9]+", parts[-1]) else parts[-1]
+
+
+def binaries_present(directory: Path) -> bool:
+    return all(os.access(directory / name, os.X_OK) for name in PACKAGES)
+
+
+# kwok's own stage definitions (node initialize + lease heartbeat, pod ready/complete/delete),
+# read from the kwok module the binaries were built from.
+KWOK_STAGES = [
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+]
+KWOK_STAGES_FILE = "kwok-stages.yaml"
+
+
+def write_kwok_stages(directory: Path, go: str) -> None:
+    proc = subprocess.run(
+        [go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"], cwd=GOTOOLS_DIR, capture_output=True, text=True
+    )
+    module_dir = Path(proc.stdout.strip())
+    if proc.returncode != 0 or not module_dir.is_dir():
+        raise BuildError(f"cannot locate the kwok module to read its stages: {proc.stderr.strip()}")
+    documents = [(module_dir / stage).read_text() for stage in KWOK_STAGES]
+    (directory / KWOK_STAGES_FILE).write_text("\n---\n".join(documents))
+
+
+def ensure_binaries(log=print) -> Path:
+    """Return the directory holding all binaries, building them first if needed."""
+    directory = bin_dir()
+    if binaries_present(directory) and (directory / KWOK_STAGES_FILE).exists():
+        return directory
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(
+            "the Go toolchain ('go') is not on PATH: it is needed once to build kube-apiserver, etcd and kwok "
+            "from the Go module proxy. Install Go >= 1.26 (https://go.dev/doc/install) and retry."
+        )
+    if binaries_present(directory):
+        write_kwok_stages(directory, go)
+        return directory
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="build-", dir=directory.parent))
+    log(f"building control-plane binaries into {directory} (first time only; several minutes) ...")
+    started = time.monotonic()
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
+    # GOCACHE/GOMODCACHE stay at Go's defaults (outside the repo) so rebuilds are incremental.
+    cmd = [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging) + "/", *PACKAGES.values()]
+    proc = subprocess.run(cmd, cwd=GOTOOLS_DIR, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
+        raise BuildError(f"go build failed (exit {proc.returncode}) in {GOTOOLS_DIR}:\n{tail}")
+    for name, package in PACKAGES.items():
+        built = staging / go_output_name(package)
+        if not built.exists():
+            raise BuildError(f"go build did not produce {built.name} for {package}")
+        built.rename(staging / name)
+    write_kwok_stages(staging, go)
+    if directory.exists():
+        shutil.rmtree(directory)
+    staging.rename(directory)  # atomic: a half-built cache is never used
+    log(f"built in {time.monotonic() - started:.0f}s")
+    return directory
+
+
+if __name__ == "__main__":  # pragma: no cover
+    try:
+        print(ensure_binaries())
+    except BuildError as exc:
+        sys.exit(f"error: {exc}")
