@@ -1,0 +1,601 @@
+"""Pure rendering of the Triton model repository and the tritonserver command line.
+
+Nothing here talks to Kubernetes; every function maps spec values to strings.
+
+Layout inside the serving pod (assumptions shared with the workload renderer):
+
+* `/models` (MODELS_DIR): the model source, read-only. For a PVC source the
+  claim's `path` directory is what is mounted there (see PVCSource.path), so
+  the tokenizer is at `/models/tokenizer` and TensorRT-LLM engines at
+  `engine_dir(tp, pp, quantization)`. For a URI source the serving image (or
+  an init container) fetches the same layout into `/models`.
+* `MODEL_REPOSITORY` (`/model-repository`): the Triton model repository that
+  `render_model_repository()` describes (file path -> content). Triton needs a
+  version directory `<model>/1/` for every model, even when it is empty:
+  `version_dirs()` lists them. The Python models `preprocessing/1/model.py`
+  and `postprocessing/1/model.py` are NOT rendered: they come from the serving
+  image (`IMAGE_PYTHON_MODELS`), because they must match the image's
+  TensorRT-LLM version.
+
+Design rule (checked by `batching_violations()`): an engine that batches in
+flight owns batching. Triton must never form batches or hold requests in front
+of it. Only the `tensorrt_llm` model has a `dynamic_batching` block, with
+`max_queue_delay_microseconds: 0` and no `preferred_batch_size`; it exists only
+because the TensorRT-LLM backend reads `default_queue_policy.max_queue_size` as
+the bound of the executor's request queue.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from typing import Any
+
+from ..api.v1alpha1 import Backend, BatchSchedulerPolicy, KVCacheDtype, LLMBackendSpec, Quantization
+from .pbtxt import Ident, Message, msg, parse, to_pbtxt
+
+MODELS_DIR = "/models"
+TOKENIZER_DIR = f"{MODELS_DIR}/tokenizer"
+ENGINES_DIR = f"{MODELS_DIR}/engines"
+MODEL_REPOSITORY = "/model-repository"
+
+HTTP_PORT = 8000
+GRPC_PORT = 8001
+METRICS_PORT = 8002
+
+# Where the NGC `tritonserver:<yy.mm>-trtllm-python-py3` image ships the upstream
+# inflight_batcher_llm models. Verify per image version; the workload copies
+# these next to the rendered configs.
+IMAGE_ALL_MODELS_DIR = "/app/all_models/inflight_batcher_llm"
+IMAGE_PYTHON_MODELS: dict[str, str] = {
+    "preprocessing/1/model.py": f"{IMAGE_ALL_MODELS_DIR}/preprocessing/1/model.py",
+    "postprocessing/1/model.py": f"{IMAGE_ALL_MODELS_DIR}/postprocessing/1/model.py",
+}
+
+TRTLLM_MODELS = ("ensemble", "preprocessing", "tensorrt_llm", "postprocessing")
+ENSEMBLE_MODEL = "ensemble"
+
+# The executor's queue bound (tensorrt_llm default_queue_policy.max_queue_size) is
+# this many full batches: enough to keep the engine fed between iterations, small
+# enough that overload is rejected quickly (and shows up in metrics and the
+# autoscaler) instead of piling up as hidden latency.
+QUEUE_BATCHES = 4
+
+# Python (tokenizer) model instances. Each instance is a process; with Triton's
+# default scheduler (no dynamic batching) requests wait only when all are busy.
+TOKENIZER_INSTANCES = 4
+
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_PATH = re.compile(r"^[A-Za-z0-9._/\-]+$")
+
+
+# ---- small helpers ----
+
+
+def validate_model_name(name: str) -> str:
+    """Triton model names become directory names: allow only `[A-Za-z0-9_.-]`, not '.' or '..'."""
+    if not isinstance(name, str) or not _MODEL_NAME.match(name) or name in (".", ".."):
+        raise ValueError(f"invalid model name {name!r}: must match {_MODEL_NAME.pattern} and not be '.' or '..'")
+    return name
+
+
+def _validate_path(path: str, what: str) -> str:
+    if not _PATH.match(path):
+        raise ValueError(f"invalid {what} {path!r}: must match {_PATH.pattern}")
+    return path
+
+
+def _validate_parallelism(tensor_parallel: int, pipeline_parallel: int) -> int:
+    for name, value in (("tensor_parallel", tensor_parallel), ("pipeline_parallel", pipeline_parallel)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return tensor_parallel * pipeline_parallel
+
+
+def engine_dir(tensor_parallel: int, pipeline_parallel: int, quantization: str | Quantization) -> str:
+    """Engine directory for one (quantization, TP, PP): `/models/engines/<quant>-tp<T>-pp<P>`.
+
+    TP and PP are baked into an engine at checkpoint conversion, so each
+    combination needs its own directory. The engine builder must write there.
+    """
+    _validate_parallelism(tensor_parallel, pipeline_parallel)
+    quant = Quantization(quantization).value
+    return f"{ENGINES_DIR}/{quant}-tp{tensor_parallel}-pp{pipeline_parallel}"
+
+
+def executor_queue_size(spec: LLMBackendSpec) -> int:
+    """max_queue_size for the tensorrt_llm model: QUEUE_BATCHES x maxBatchSize."""
+    return spec.engine.max_batch_size * QUEUE_BATCHES
+
+
+def weights_path(spec: LLMBackendSpec) -> str:
+    """What vLLM loads: the URI for a URI source, else MODELS_DIR (where the claim's path is mounted)."""
+    source = spec.model.source
+    if source is not None and source.uri is not None:
+        return source.uri
+    return MODELS_DIR
+
+
+def served_model_name(backend: str | Backend, model_name: str) -> str:
+    """The Triton model clients call (and the `model` label in metrics/statistics)."""
+    validate_model_name(model_name)
+    return ENSEMBLE_MODEL if Backend(backend) == Backend.TENSORRTLLM else model_name
+
+
+def version_dirs(backend: str | Backend, model_name: str) -> list[str]:
+    """Version directories Triton requires; create them even when no rendered file lies inside."""
+    validate_model_name(model_name)
+    if Backend(backend) == Backend.TENSORRTLLM:
+        return [f"{m}/1" for m in TRTLLM_MODELS]
+    return [f"{model_name}/1"]
+
+
+# ---- tensor declarations ----
+
+
+def _tensor(name: str, dtype: str, dims: list[int], *, optional: bool = False,
+            ragged: bool = False, scalar: bool = False) -> Message:
+    fields: list[tuple[str, Any]] = [("name", name), ("data_type", Ident(dtype)), ("dims", dims)]
+    if scalar:  # [1] on the wire, a scalar inside the engine
+        fields.append(("reshape", msg(("shape", []))))
+    if optional:
+        fields.append(("optional", True))
+    if ragged:
+        fields.append(("allow_ragged_batch", True))
+    return msg(*fields)
+
+
+def _params(**values: str) -> list[tuple[str, Message]]:
+    return [
+        ("parameters", msg(("key", key), ("value", msg(("string_value", value)))))
+        for key, value in values.items()
+    ]
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _map(kind: str, pairs: list[tuple[str, str]]) -> list[tuple[str, Message]]:
+    return [(kind, msg(("key", key), ("value", value))) for key, value in pairs]
+
+
+# ---- tensorrtllm backend ----
+
+
+def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> Message:
+    e = spec.engine
+    inputs = [
+        _tensor("input_ids", "TYPE_INT32", [-1], ragged=True),
+        _tensor("input_lengths", "TYPE_INT32", [1], scalar=True),
+        _tensor("request_output_len", "TYPE_INT32", [1], scalar=True),
+        _tensor("end_id", "TYPE_INT32", [1], scalar=True, optional=True),
+        _tensor("pad_id", "TYPE_INT32", [1], scalar=True, optional=True),
+        _tensor("stop_words_list", "TYPE_INT32", [2, -1], optional=True, ragged=True),
+        _tensor("bad_words_list", "TYPE_INT32", [2, -1], optional=True, ragged=True),
+        _tensor("temperature", "TYPE_FP32", [1], scalar=True, optional=True),
+        _tensor("runtime_top_k", "TYPE_INT32", [1], scalar=True, optional=True),
+        _tensor("runtime_top_p", "TYPE_FP32", [1], scalar=True, optional=True),
+        _tensor("streaming", "TYPE_BOOL", [1], scalar=True, optional=True),
+    ]
+    outputs = [
+        _tensor("output_ids", "TYPE_INT32", [-1, -1]),
+        _tensor("sequence_length", "TYPE_INT32", [-1]),
+        _tensor("cum_log_probs", "TYPE_FP32", [-1]),
+        _tensor("output_log_probs", "TYPE_FP32", [-1, -1]),
+        _tensor("context_logits", "TYPE_FP32", [-1, -1]),
+        _tensor("generation_logits", "TYPE_FP32", [-1, -1, -1]),
+        _tensor("batch_index", "TYPE_INT32", [1]),
+        _tensor("sequence_index", "TYPE_INT32", [1]),
+    ]
+    return msg(
+        ("name", "tensorrt_llm"),
+        ("backend", "tensorrtllm"),
+        ("max_batch_size", e.max_batch_size),
+        ("model_transaction_policy", msg(("decoupled", e.streaming))),
+        # Kept ONLY for default_queue_policy.max_queue_size (the executor's queue bound).
+        # Delay 0 and no preferred_batch_size: Triton never holds requests to form a batch.
+        ("dynamic_batching", msg(
+            ("max_queue_delay_microseconds", 0),
+            ("default_queue_policy", msg(("max_queue_size", executor_queue_size(spec)))),
+        )),
+        ("input", inputs),
+        ("output", outputs),
+        # KIND_CPU: the backend places the engine on the GPUs itself (one MPI rank per GPU).
+        ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_CPU")))]),
+        *_params(
+            gpt_model_type="inflight_fused_batching",
+            gpt_model_path=engine_dir(tensor_parallel, pipeline_parallel, e.quantization),
+            max_beam_width="1",
+            batch_scheduler_policy=BatchSchedulerPolicy(e.batch_scheduler_policy).value,
+            kv_cache_free_gpu_mem_fraction=repr(float(e.kv_cache_free_gpu_mem_fraction)),
+            enable_chunked_context=_bool(e.enable_chunked_context),
+            enable_kv_cache_reuse=_bool(e.enable_kv_cache_reuse),
+            exclude_input_in_output="true",
+            FORCE_CPU_ONLY_INPUT_TENSORS="no",
+        ),
+    )
+
+
+def _preprocessing_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> Message:
+    inputs = [
+        _tensor("QUERY", "TYPE_STRING", [1]),
+        _tensor("DECODER_QUERY", "TYPE_STRING", [1], optional=True),
+        _tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", [1]),
+        _tensor("BAD_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
+        _tensor("STOP_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
+        _tensor("EMBEDDING_BIAS_WORDS", "TYPE_STRING", [-1], optional=True),
+        _tensor("EMBEDDING_BIAS_WEIGHTS", "TYPE_FP32", [-1], optional=True),
+        _tensor("END_ID", "TYPE_INT32", [1], optional=True),
+        _tensor("PAD_ID", "TYPE_INT32", [1], optional=True),
+        _tensor("PROMPT_TABLE_EXTRA_ID", "TYPE_UINT64", [1], optional=True),
+    ]
+    # The image's model.py looks up the dtype of each of these outputs at load time
+    # (including the multimodal ones), so all of them must be declared.
+    outputs = [
+        _tensor("INPUT_ID", "TYPE_INT32", [-1]),
+        _tensor("REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
+        _tensor("DECODER_INPUT_ID", "TYPE_INT32", [-1]),
+        _tensor("REQUEST_DECODER_INPUT_LEN", "TYPE_INT32", [1]),
+        _tensor("BAD_WORDS_IDS", "TYPE_INT32", [2, -1]),
+        _tensor("STOP_WORDS_IDS", "TYPE_INT32", [2, -1]),
+        _tensor("EMBEDDING_BIAS", "TYPE_FP32", [-1]),
+        _tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", [-1]),
+        _tensor("OUT_END_ID", "TYPE_INT32", [1]),
+        _tensor("OUT_PAD_ID", "TYPE_INT32", [1]),
+        _tensor("OUT_PROMPT_TABLE_EXTRA_IDS", "TYPE_UINT64", [-1]),
+        _tensor("PIXEL_VALUES", "TYPE_FP16", [-1, -1, -1, -1]),
+        _tensor("IMAGE_SIZES", "TYPE_INT64", [-1, 2]),
+    ]
+    return msg(
+        ("name", "preprocessing"),
+        ("backend", "python"),
+        ("max_batch_size", spec.engine.max_batch_size),
+        ("input", inputs),
+        ("output", outputs),
+        ("instance_group", [msg(("count", TOKENIZER_INSTANCES), ("kind", Ident("KIND_CPU")))]),
+        *_params(
+            tokenizer_dir=TOKENIZER_DIR,
+            add_special_tokens="true",
+            # read unconditionally by model.py; empty = text-only model
+            multimodal_model_path="",
+            gpt_model_path=engine_dir(tensor_parallel, pipeline_parallel, spec.engine.quantization),
+        ),
+    )
+
+
+def _postprocessing_config(spec: LLMBackendSpec) -> Message:
+    return msg(
+        ("name", "postprocessing"),
+        ("backend", "python"),
+        ("max_batch_size", spec.engine.max_batch_size),
+        ("input", [
+            _tensor("TOKENS_BATCH", "TYPE_INT32", [-1, -1]),
+            _tensor("SEQUENCE_LENGTH", "TYPE_INT32", [-1]),
+        ]),
+        ("output", [_tensor("OUTPUT", "TYPE_STRING", [-1])]),
+        ("instance_group", [msg(("count", TOKENIZER_INSTANCES), ("kind", Ident("KIND_CPU")))]),
+        *_params(tokenizer_dir=TOKENIZER_DIR, skip_special_tokens="true"),
+    )
+
+
+def _ensemble_config(spec: LLMBackendSpec) -> Message:
+    def step(model: str, inputs: list[tuple[str, str]], outputs: list[tuple[str, str]]) -> Message:
+        return msg(("model_name", model), ("model_version", -1),
+                   *_map("input_map", inputs), *_map("output_map", outputs))
+
+    steps = [
+        step("preprocessing",
+             [("QUERY", "text_input"), ("REQUEST_OUTPUT_LEN", "max_tokens"),
+              ("BAD_WORDS_DICT", "bad_words"), ("STOP_WORDS_DICT", "stop_words"),
+              ("END_ID", "end_id"), ("PAD_ID", "pad_id")],
+             [("INPUT_ID", "_INPUT_ID"), ("REQUEST_INPUT_LEN", "_REQUEST_INPUT_LEN"),
+              ("REQUEST_OUTPUT_LEN", "_REQUEST_OUTPUT_LEN"), ("BAD_WORDS_IDS", "_BAD_WORDS_IDS"),
+              ("STOP_WORDS_IDS", "_STOP_WORDS_IDS"), ("OUT_END_ID", "_END_ID"),
+              ("OUT_PAD_ID", "_PAD_ID")]),
+        step("tensorrt_llm",
+             [("input_ids", "_INPUT_ID"), ("input_lengths", "_REQUEST_INPUT_LEN"),
+              ("request_output_len", "_REQUEST_OUTPUT_LEN"), ("end_id", "_END_ID"),
+              ("pad_id", "_PAD_ID"), ("bad_words_list", "_BAD_WORDS_IDS"),
+              ("stop_words_list", "_STOP_WORDS_IDS"), ("temperature", "temperature"),
+              ("runtime_top_k", "top_k"), ("runtime_top_p", "top_p"), ("streaming", "stream")],
+             [("output_ids", "_TOKENS_BATCH"), ("sequence_length", "_SEQUENCE_LENGTH")]),
+        step("postprocessing",
+             [("TOKENS_BATCH", "_TOKENS_BATCH"), ("SEQUENCE_LENGTH", "_SEQUENCE_LENGTH")],
+             [("OUTPUT", "text_output")]),
+    ]
+    return msg(
+        ("name", ENSEMBLE_MODEL),
+        ("platform", "ensemble"),
+        ("max_batch_size", spec.engine.max_batch_size),
+        ("input", [
+            _tensor("text_input", "TYPE_STRING", [1]),
+            _tensor("max_tokens", "TYPE_INT32", [1]),
+            _tensor("bad_words", "TYPE_STRING", [-1], optional=True),
+            _tensor("stop_words", "TYPE_STRING", [-1], optional=True),
+            _tensor("end_id", "TYPE_INT32", [1], optional=True),
+            _tensor("pad_id", "TYPE_INT32", [1], optional=True),
+            _tensor("temperature", "TYPE_FP32", [1], optional=True),
+            _tensor("top_k", "TYPE_INT32", [1], optional=True),
+            _tensor("top_p", "TYPE_FP32", [1], optional=True),
+            _tensor("stream", "TYPE_BOOL", [1], optional=True),
+        ]),
+        ("output", [_tensor("text_output", "TYPE_STRING", [-1])]),
+        ("ensemble_scheduling", msg(("step", steps))),
+    )
+
+
+_HEADER = (
+    "Rendered by the llmbackend operator ({what}); do not edit.\n"
+    "Batching belongs to the engine (in-flight batching): Triton must not form batches or delay requests."
+)
+
+
+def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int) -> dict[str, str]:
+    python_note = "\nThe Python model.py in 1/ comes from the serving image; only this config is rendered."
+    return {
+        "ensemble/config.pbtxt": to_pbtxt(_ensemble_config(spec), _HEADER.format(what="ensemble")),
+        "preprocessing/config.pbtxt": to_pbtxt(
+            _preprocessing_config(spec, tp, pp), _HEADER.format(what="tokenizer") + python_note),
+        "tensorrt_llm/config.pbtxt": to_pbtxt(
+            _tensorrt_llm_config(spec, tp, pp),
+            _HEADER.format(what=f"TensorRT-LLM engine, TP={tp} PP={pp}")
+            + "\ndynamic_batching is kept only for default_queue_policy.max_queue_size, "
+              "the executor's queue bound.",
+        ),
+        "postprocessing/config.pbtxt": to_pbtxt(
+            _postprocessing_config(spec), _HEADER.format(what="detokenizer") + python_note),
+    }
+
+
+# ---- vllm backend ----
+
+
+def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> dict[str, Any]:
+    """The vLLM engine arguments written to model.json."""
+    _validate_parallelism(tensor_parallel, pipeline_parallel)
+    e = spec.engine
+    args: dict[str, Any] = {
+        "model": weights_path(spec),
+        "tensor_parallel_size": tensor_parallel,
+        "pipeline_parallel_size": pipeline_parallel,
+        "gpu_memory_utilization": float(e.kv_cache_free_gpu_mem_fraction),
+        "max_num_seqs": e.max_batch_size,
+        "max_model_len": e.max_seq_len,
+        "enforce_eager": False,
+        "enable_chunked_prefill": e.enable_chunked_context,
+        "enable_prefix_caching": e.enable_kv_cache_reuse,
+        # Without chunked prefill a whole prompt must fit in one step.
+        "max_num_batched_tokens": e.max_num_tokens if e.enable_chunked_context
+        else max(e.max_num_tokens, e.max_seq_len),
+    }
+    quant = Quantization(e.quantization)
+    if quant == Quantization.BF16:
+        args["dtype"] = "bfloat16"
+    elif quant == Quantization.FP16:
+        args["dtype"] = "float16"
+    elif quant == Quantization.FP8:
+        args["quantization"] = "fp8"
+    elif quant == Quantization.INT4_AWQ:
+        args["quantization"] = "awq"
+    else:
+        raise ValueError(f"quantization {quant.value!r} is not supported by the vllm backend")
+    kv = KVCacheDtype(e.kv_cache_dtype)
+    if kv == KVCacheDtype.FP8 or (kv == KVCacheDtype.AUTO and quant == Quantization.FP8):
+        args["kv_cache_dtype"] = "fp8"
+    return args
+
+
+def _vllm_config(model_name: str) -> Message:
+    return msg(
+        ("name", model_name),
+        ("backend", "vllm"),
+        # 0: Triton does not batch; vLLM batches in flight.
+        ("max_batch_size", 0),
+        ("model_transaction_policy", msg(("decoupled", True))),
+        # Declared explicitly because tritonserver runs with --disable-auto-complete-config.
+        ("input", [
+            _tensor("text_input", "TYPE_STRING", [1]),
+            _tensor("stream", "TYPE_BOOL", [1], optional=True),
+            _tensor("sampling_parameters", "TYPE_STRING", [1], optional=True),
+            _tensor("exclude_input_in_output", "TYPE_BOOL", [1], optional=True),
+        ]),
+        ("output", [_tensor("text_output", "TYPE_STRING", [-1])]),
+        # KIND_MODEL: vLLM places itself on the GPUs.
+        ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_MODEL")))]),
+    )
+
+
+def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dict[str, str]:
+    return {
+        f"{model_name}/config.pbtxt": to_pbtxt(_vllm_config(model_name), _HEADER.format(what="vLLM")),
+        # The vLLM backend reads model.json from the version directory.
+        f"{model_name}/1/model.json": json.dumps(vllm_engine_args(spec, tp, pp), indent=2, sort_keys=True) + "\n",
+    }
+
+
+# ---- entry point ----
+
+
+def render_model_repository(
+    spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int
+) -> dict[str, str]:
+    """Relative file path -> content of the Triton model repository for this spec.
+
+    Raises ValueError for an invalid model name, parallelism, or a
+    quantization the backend cannot serve.
+    """
+    validate_model_name(model_name)
+    _validate_parallelism(tensor_parallel, pipeline_parallel)
+    backend = Backend(spec.engine.backend)
+    if backend == Backend.TENSORRTLLM:
+        files = _render_trtllm(spec, tensor_parallel, pipeline_parallel)
+    else:
+        files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel)
+    problems = batching_violations(files)
+    if problems:  # a bug in this module, never a user error
+        raise AssertionError("rendered config breaks the batching rule: " + "; ".join(problems))
+    return files
+
+
+# ---- the design rule, checked on rendered text ----
+
+
+def _one(fields: dict[str, list[Any]], name: str, default: Any = None) -> Any:
+    values = fields.get(name)
+    return values[-1] if values else default
+
+
+def batching_violations(files: dict[str, str]) -> list[str]:
+    """Every way the rendered repository lets Triton batch or hold requests in front of the engine.
+
+    Parses each `*/config.pbtxt` (not string matching) and checks:
+    - no model has `sequence_batching`;
+    - ensemble, python and vllm models have no `dynamic_batching`;
+    - vllm models have `max_batch_size: 0` and a decoupled transaction policy;
+    - the tensorrtllm model batches in flight (`gpt_model_type`), and its
+      `dynamic_batching` has delay 0, no `preferred_batch_size`, no priority
+      queues, and a positive `default_queue_policy.max_queue_size`;
+    - no other backend appears.
+    """
+    problems: list[str] = []
+    configs = {p: t for p, t in files.items() if posixpath.basename(p) == "config.pbtxt"}
+    if not configs:
+        return ["no config.pbtxt in the repository"]
+    for path in sorted(configs):
+        try:
+            cfg = parse(configs[path])
+        except ValueError as exc:
+            problems.append(f"{path}: cannot parse: {exc}")
+            continue
+        platform = _one(cfg, "platform")
+        backend = _one(cfg, "backend")
+        dyn = cfg.get("dynamic_batching", [])
+        if "sequence_batching" in cfg:
+            problems.append(f"{path}: sequence_batching is not allowed")
+        if len(dyn) > 1:
+            problems.append(f"{path}: more than one dynamic_batching block")
+        if platform == "ensemble" or backend in ("python", "vllm"):
+            if dyn:
+                problems.append(f"{path}: {platform or backend} model must not have dynamic_batching")
+            if backend == "vllm":
+                if _one(cfg, "max_batch_size", 0) != 0:
+                    problems.append(f"{path}: vllm model must have max_batch_size: 0")
+                policy = _one(cfg, "model_transaction_policy", {})
+                if _one(policy, "decoupled") is not True:
+                    problems.append(f"{path}: vllm model must be decoupled")
+        elif backend == "tensorrtllm":
+            params = {
+                _one(p, "key"): _one(_one(p, "value", {}), "string_value")
+                for p in cfg.get("parameters", [])
+            }
+            if params.get("gpt_model_type") not in ("inflight_fused_batching", "inflight_batching"):
+                problems.append(f"{path}: gpt_model_type must be an in-flight batching mode, "
+                                f"got {params.get('gpt_model_type')!r}")
+            if not dyn:
+                problems.append(f"{path}: tensorrtllm model needs dynamic_batching for "
+                                "default_queue_policy.max_queue_size")
+            for block in dyn:
+                delay = _one(block, "max_queue_delay_microseconds", 0)
+                if delay != 0:
+                    problems.append(f"{path}: max_queue_delay_microseconds must be 0, got {delay!r}")
+                if "preferred_batch_size" in block:
+                    problems.append(f"{path}: preferred_batch_size is not allowed "
+                                    f"({block['preferred_batch_size']!r})")
+                for key in ("priority_levels", "priority_queue_policy", "default_priority_level"):
+                    if key in block:
+                        problems.append(f"{path}: {key} is not allowed")
+                queue = _one(_one(block, "default_queue_policy", {}), "max_queue_size", 0)
+                if not isinstance(queue, int) or isinstance(queue, bool) or queue <= 0:
+                    problems.append(f"{path}: default_queue_policy.max_queue_size must be a positive int, "
+                                    f"got {queue!r}")
+        else:
+            problems.append(f"{path}: unexpected backend/platform {backend or platform!r}")
+    return problems
+
+
+def assert_engine_managed_batching(files: dict[str, str]) -> None:
+    """Raise AssertionError listing every violation of the batching rule."""
+    problems = batching_violations(files)
+    if problems:
+        raise AssertionError("batching rule violated:\n- " + "\n- ".join(problems))
+
+
+# ---- tritonserver command lines ----
+
+
+def _rank_args(rank: int, world_size: int, model_repository: str) -> list[str]:
+    """tritonserver arguments for one MPI rank. Rank 0 serves; other ranks only host the engine."""
+    args = ["tritonserver", f"--model-repository={model_repository}"]
+    if rank == 0:
+        args += [
+            f"--http-port={HTTP_PORT}", f"--grpc-port={GRPC_PORT}", f"--metrics-port={METRICS_PORT}",
+            "--allow-metrics=true", "--allow-gpu-metrics=true",
+        ]
+    else:
+        # Upstream (launch_triton_server.py, LWS example): other ranks load only the
+        # engine model and open no endpoints (no port clashes inside one pod).
+        args += [
+            "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false",
+            "--model-control-mode=explicit", "--load-model=tensorrt_llm",
+        ]
+    args.append("--disable-auto-complete-config")
+    if world_size > 1:
+        # Python models of ranks on one host need distinct shared-memory regions.
+        args.append(f"--backend-config=python,shm-region-prefix-name=prefix{rank}_")
+    return args
+
+
+def _mpmd(world_size: int, model_repository: str) -> list[str]:
+    """`-n 1 <rank 0 args> : -n 1 <rank 1 args> : ...` (one app context per rank)."""
+    argv: list[str] = []
+    for rank in range(world_size):
+        if rank:
+            argv.append(":")
+        argv += ["-n", "1", *_rank_args(rank, world_size, model_repository)]
+    return argv
+
+
+def triton_command(model_repository: str, tensor_parallel: int, pipeline_parallel: int, backend: str) -> list[str]:
+    """Container args (argv, no shell) for one pod holding the whole replica.
+
+    vllm, or tensorrtllm with TP x PP = 1: a single tritonserver (vLLM spawns
+    its own workers for TP/PP). tensorrtllm with TP x PP > 1: `mpirun` with one
+    tritonserver per rank (one rank per GPU), as upstream's
+    scripts/launch_triton_server.py does.
+    """
+    _validate_path(model_repository, "model repository")
+    world = _validate_parallelism(tensor_parallel, pipeline_parallel)
+    if Backend(backend) == Backend.VLLM or world == 1:
+        return _rank_args(0, 1, model_repository)
+    return ["mpirun", "--allow-run-as-root", *_mpmd(world, model_repository)]
+
+
+def mpi_leader_command(
+    world_size: int,
+    hostfile_path: str,
+    model_repository: str = MODEL_REPOSITORY,
+    rsh_agent: str | None = None,
+) -> list[str]:
+    """mpirun argv for the leader pod of a multi-node (LeaderWorkerSet) tensorrtllm replica.
+
+    Assumptions (the workload renderer must provide them):
+    - `hostfile_path` lists the group's pods, leader first, one line each with
+      `slots=<GPUs per pod>`, written once every worker is ready (the leader
+      waits for the group, e.g. from LWS_LEADER_ADDRESS / LWS_GROUP_SIZE).
+    - Ranks fill slots in hostfile order (`--map-by slot`), so rank 0 runs on the
+      leader: only the leader serves HTTP/gRPC/metrics and is probed.
+    - mpirun reaches workers through `rsh_agent` (e.g. a `kubectl exec` wrapper;
+      needs RBAC) or, when None, ssh (workers run sshd); workers otherwise idle.
+    - The model repository and `/models` are at the same paths in every pod.
+    """
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    _validate_path(hostfile_path, "hostfile path")
+    _validate_path(model_repository, "model repository")
+    argv = ["mpirun", "--allow-run-as-root", "--hostfile", hostfile_path,
+            "--map-by", "slot", "--bind-to", "none"]
+    if rsh_agent is not None:
+        argv += ["--mca", "plm_rsh_agent", _validate_path(rsh_agent, "rsh agent")]
+    return argv + _mpmd(world_size, model_repository)
