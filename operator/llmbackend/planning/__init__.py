@@ -1,1 +1,13 @@
-"""planning"""
+"""Planning: from GPU nodes and a model to the TP x PP shape of one replica.
+
+Pure code, no Kubernetes API calls (except the two CLI entry points):
+
+- `inventory`: Node dicts -> `GPUNode` (GFD labels, allocatable GPUs, NVLink
+  domains from the `llmbackend.dev/gpu-topology` annotation or inferred from
+  the product), `Inventory` index, `node_matches`, `gpu_fingerprint`.
+- `memory`: per-GPU memory estimate (weights, KV cache, activations, overhead).
+- `planner`: `plan()` -> `Plan` (cost model in its docstring), `replicas_capacity()`.
+- `cli`: `llmbackend plan -f backend.yaml --nodes nodes.yaml -o json|text`.
+- `topology_reporter`: `llmbackend topology-reporter`, annotates a Node with its
+  NVLink domains read from NVML or `nvidia-smi topo -m`.
+"""

@@ -1,0 +1,97 @@
+"""`llmbackend plan`: the JSON contract, exit codes and input errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmbackend.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPO = ROOT / "e2e" / "topologies"
+
+
+def manifest(tmp_path: Path, spec: dict, name: str = "b.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
+                                    "metadata": {"name": "m"}, "spec": spec}))
+    return str(path)
+
+
+def run(capsys, *argv):
+    rc = main(["plan", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_fits_json(tmp_path, capsys):
+    rc, out, _ = run(capsys, "-f", manifest(tmp_path, {"model": {"preset": "llama-3.1-70b"}}),
+                     "--nodes", str(TOPO / "dgx-h100.yaml"))
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["fits"] is True and doc["reason"] == "Fits"
+    assert (doc["tensorParallel"], doc["pipelineParallel"], doc["gpusPerReplica"], doc["nodesPerReplica"]) == (4, 1, 4, 1)
+    assert doc["topologySource"] == "annotation" and doc["memoryPerGpuBytes"] > 0
+    assert doc["gpuProduct"] == "NVIDIA-H100-80GB-HBM3" and "explanation" in doc and "domain" in doc
+
+
+def test_multi_node_and_nodelist(tmp_path, capsys):
+    items = [d for d in yaml.safe_load_all((TOPO / "dgx-h100-x4.yaml").read_text()) if d]
+    nodelist = tmp_path / "nodes.yaml"
+    nodelist.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    rc, out, _ = run(capsys, "-f", manifest(tmp_path, {"model": {"preset": "llama-3.1-405b"}}), "--nodes", str(nodelist))
+    doc = json.loads(out)
+    assert rc == 0 and (doc["tensorParallel"], doc["pipelineParallel"], doc["nodesPerReplica"]) == (8, 2, 2)
+
+
+def test_inferred_topology(tmp_path, capsys):
+    rc, out, _ = run(capsys, "-f", manifest(tmp_path, {"model": {"preset": "llama-3.1-8b"}}),
+                     "--nodes", str(TOPO / "a100-40gb-sxm.yaml"))
+    assert rc == 0 and json.loads(out)["topologySource"] == "inferred"
+
+
+def test_does_not_fit_exit_2(tmp_path, capsys):
+    rc, out, _ = run(capsys, "-f", manifest(tmp_path, {"model": {"preset": "llama-3.1-405b"}}),
+                     "--nodes", str(TOPO / "dgx-h100.yaml"))
+    doc = json.loads(out)
+    assert rc == 2 and doc["fits"] is False and doc["reason"] == "InsufficientGPUMemory"
+
+
+def test_explicit_invalid_exit_2(tmp_path, capsys):
+    spec = {"model": {"preset": "llama-3.1-70b"}, "parallelism": {"tensorParallel": 3}}
+    rc, out, _ = run(capsys, "-f", manifest(tmp_path, spec), "--nodes", str(TOPO / "dgx-h100.yaml"))
+    assert rc == 2 and json.loads(out)["reason"] == "TensorParallelDoesNotDivideHeads"
+
+
+def test_text_output(tmp_path, capsys):
+    rc, out, _ = run(capsys, "-f", manifest(tmp_path, {"model": {"preset": "llama-3.1-70b"}}),
+                     "--nodes", str(TOPO / "dgx-h100.yaml"), "-o", "text")
+    assert rc == 0 and out.startswith("Plan: TP4 x PP1")
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"model": {"preset": "llama-9"}}, "unknown model preset"),
+        ({"model": {"preset": "llama-3.1-8b"}, "engine": {"quantization": "int3"}}, "spec.engine.quantization"),
+        ({"model": {"preset": "llama-3.1-8b"}, "parallelism": {"tensorParallel": 0}}, "spec.parallelism.tensorParallel"),
+    ],
+)
+def test_bad_spec_exit_1(tmp_path, capsys, spec, needle):
+    rc, out, err = run(capsys, "-f", manifest(tmp_path, spec), "--nodes", str(TOPO / "dgx-h100.yaml"))
+    assert rc == 1 and out == ""
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_file_and_bad_yaml(tmp_path, capsys):
+    rc, _, err = run(capsys, "-f", str(tmp_path / "nope.yaml"), "--nodes", str(TOPO / "dgx-h100.yaml"))
+    assert rc == 1 and "cannot read" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("spec: [unclosed\n")
+    rc, _, err = run(capsys, "-f", str(bad), "--nodes", str(TOPO / "dgx-h100.yaml"))
+    assert rc == 1 and "invalid YAML" in err
+    rc, _, err = run(capsys, "-f", manifest(tmp_path, {"model": {"preset": "llama-3.1-8b"}}), "--nodes", str(bad))
+    assert rc == 1 and "invalid YAML" in err

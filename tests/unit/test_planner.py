@@ -1,0 +1,258 @@
+"""Planner: published sizing practice on the e2e node fixtures, rules and reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmbackend.api.catalog import PRESETS
+from llmbackend.api.v1alpha1 import EngineSpec, LLMBackendSpec, ModelArchitecture, ParallelismSpec
+from llmbackend.planning import planner
+from llmbackend.planning.inventory import parse_node
+from llmbackend.planning.planner import plan, plan_for_spec, replicas_capacity
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "e2e" / "topologies"
+L8, L70, L405 = PRESETS["llama-3.1-8b"], PRESETS["llama-3.1-70b"], PRESETS["llama-3.1-405b"]
+
+
+def docs(name: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all((TOPOLOGIES / f"{name}.yaml").read_text()) if d]
+
+
+def nodes(*names: str):
+    return [parse_node(d) for name in names for d in docs(name)]
+
+
+def auto(arch, topo, **engine):
+    return plan(arch, EngineSpec(**engine), ParallelismSpec(), nodes(*topo.split("+")))
+
+
+def explicit(arch, topo, tp, pp=None, **engine):
+    return plan(arch, EngineSpec(**engine), ParallelismSpec(tensor_parallel=tp, pipeline_parallel=pp),
+                nodes(*topo.split("+")))
+
+
+# ---- published practice (default engine: maxBatchSize 64 x maxSeqLen 4096) ----
+
+
+def test_llama8b_bf16_tp1_on_h100():
+    p = auto(L8, "dgx-h100")
+    assert (p.fits, p.tensor_parallel, p.pipeline_parallel, p.gpus_per_replica) == (True, 1, 1, 1)
+    assert p.reason == "Fits" and p.topology_source == "annotation"
+    assert p.gpu_product == "NVIDIA-H100-80GB-HBM3"
+
+
+def test_llama70b_bf16_tp4_on_dgx_h100():
+    p = auto(L70, "dgx-h100")
+    assert (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (4, 1, 1)
+    assert "dgx-h100-0 GPUs 0-7 (NVSwitch)" in p.domain
+    assert "Rejected: TP2 x PP1" in p.explanation
+
+
+def test_llama70b_bf16_smaller_batch_still_tp4():
+    p = auto(L70, "dgx-h100", max_batch_size=16)
+    assert (p.tensor_parallel, p.pipeline_parallel) == (4, 1)
+
+
+def test_llama70b_fp8_tp2_on_h100_tp1_on_h200():
+    assert auto(L70, "dgx-h100", quantization="fp8").tensor_parallel == 2
+    h200 = auto(L70, "hgx-h200", quantization="fp8")
+    assert (h200.tensor_parallel, h200.gpu_product) == (1, "NVIDIA-H200")
+
+
+def test_mixed_cluster_prefers_fewest_gpus_product():
+    p = auto(L70, "dgx-h100+hgx-h200", quantization="fp8")
+    assert (p.gpu_product, p.tensor_parallel) == ("NVIDIA-H200", 1)
+
+
+def test_llama405b_fp8_tp8_on_dgx_h100():
+    p = auto(L405, "dgx-h100", quantization="fp8")
+    assert (p.tensor_parallel, p.pipeline_parallel, p.gpus_per_replica) == (8, 1, 8)
+
+
+def test_llama405b_bf16_tp8_pp2_on_two_dgx():
+    p = auto(L405, "dgx-h100-x4")
+    assert (p.fits, p.tensor_parallel, p.pipeline_parallel) == (True, 8, 2)
+    assert (p.gpus_per_replica, p.nodes_per_replica, p.gpus_per_node) == (16, 2, 8)
+    assert len(p.nodes) == 2 and p.stages_per_node == 1
+    assert "across nodes" in p.explanation
+
+
+def test_too_large_model_reports_largest_domain_and_required_memory():
+    p = auto(L405, "dgx-h100")
+    assert not p.fits and p.reason == "InsufficientGPUMemory"
+    assert p.largest_domain_gpus == 8
+    assert p.required_memory_bytes > 800 * 10**9
+    assert p.memory_per_gpu_bytes > p.required_memory_bytes // 8 // 2
+    j = p.to_json()
+    assert j["fits"] is False and j["largestDomainGpus"] == 8 and j["requiredMemoryBytes"] == p.required_memory_bytes
+
+
+def test_fp8_on_a100_rejected():
+    p = auto(L70, "a100-40gb-sxm", quantization="fp8")
+    assert not p.fits and p.reason == "QuantizationUnsupported"
+    e = explicit(L70, "a100-40gb-sxm", 8, quantization="fp8")
+    assert not e.fits and e.reason == "QuantizationUnsupported"
+    # Mixed cluster: fp8 goes to the H100 node, A100 mentioned as not usable.
+    m = auto(L70, "a100-40gb-sxm+dgx-h100", quantization="fp8")
+    assert m.fits and m.gpu_product == "NVIDIA-H100-80GB-HBM3"
+    assert "A100" in m.explanation
+
+
+def test_int4_fine_on_a100():
+    p = auto(L70, "a100-40gb-sxm", quantization="int4_awq")
+    assert p.fits and p.topology_source == "inferred"
+
+
+def test_a100_inferred_topology_tp8():
+    p = auto(L70, "a100-40gb-sxm")
+    assert (p.tensor_parallel, p.topology_source) == (8, "inferred")
+
+
+def test_l40s_70b_default_does_not_fit_singleton_domains():
+    p = auto(L70, "l40s-pcie")
+    assert not p.fits and p.reason == "InsufficientGPUMemory"
+    assert p.largest_domain_gpus == 1
+
+
+def test_l40s_70b_small_batch_pp_over_pcie_last_resort():
+    p = auto(L70, "l40s-pcie", max_batch_size=8)
+    assert p.fits and (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (1, 4, 1)
+    assert "PCIe" in p.explanation and "Warning" in p.explanation
+
+
+def test_l40s_tp_cannot_cross_pcie():
+    p = explicit(L8, "l40s-pcie", 2)
+    assert not p.fits and p.reason == "TensorParallelExceedsNVLinkDomain"
+
+
+def test_h100_nvl_pairs_stage_per_pair():
+    p = auto(L70, "h100-nvl-pairs")
+    assert (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (2, 2, 1)
+    assert explicit(L70, "h100-nvl-pairs", 4).reason == "TensorParallelExceedsNVLinkDomain"
+
+
+def test_gb200_tp_spans_trays_of_clique():
+    p = auto(L405, "gb200-nvl-clique")
+    assert (p.tensor_parallel, p.pipeline_parallel) == (8, 1)
+    assert p.nodes_per_replica == 2 and p.gpus_per_node == 4 and p.spans_clique
+    assert "clique" in p.domain
+    e = explicit(L405, "gb200-nvl-clique", 16)
+    assert e.fits and e.nodes_per_replica == 4
+
+
+def test_gb200_without_clique_label_cannot_span():
+    ds = docs("gb200-nvl-clique")
+    for d in ds:
+        del d["metadata"]["labels"]["nvidia.com/gpu.clique"]
+    p = plan(L405, EngineSpec(), ParallelismSpec(tensor_parallel=8), [parse_node(d) for d in ds])
+    assert p.reason == "TensorParallelExceedsNVLinkDomain"
+
+
+# ---- explicit parallelism ----
+
+
+def test_explicit_valid_accepted():
+    p = explicit(L70, "dgx-h100", 8)
+    assert p.fits and p.explicit and (p.tensor_parallel, p.pipeline_parallel) == (8, 1)
+    assert "(explicit)" in p.explanation
+
+
+@pytest.mark.parametrize(
+    ("tp", "pp", "reason"),
+    [
+        (3, None, "TensorParallelDoesNotDivideHeads"),
+        (2, None, "InsufficientGPUMemory"),
+        (16, None, "TensorParallelExceedsNVLinkDomain"),
+        (8, 2, "InsufficientGPUs"),
+    ],
+)
+def test_explicit_invalid_reasons(tp, pp, reason):
+    p = explicit(L70, "dgx-h100", tp, pp)
+    assert not p.fits and p.reason == reason
+    assert p.tensor_parallel == tp and p.pipeline_parallel == (pp or 1)
+
+
+def test_explicit_pp_exceeds_layers():
+    p = explicit(L8, "dgx-h100-x4", 1, 33)
+    assert not p.fits and p.reason == "PipelineParallelExceedsLayers"
+
+
+def test_tp_vs_kv_heads_rule():
+    arch = ModelArchitecture(num_layers=8, hidden_size=1024, num_attention_heads=24, num_key_value_heads=8,
+                             head_dim=64, vocab_size=1000, parameter_count=100_000_000)
+    assert planner.tp_rule_violation(arch, 4) is None
+    assert planner.tp_rule_violation(arch, 3) == "TensorParallelIncompatibleWithKVHeads"
+    assert planner.tp_rule_violation(arch, 24) is None  # multiple of 8 KV heads, divides 24
+    assert planner.tp_rule_violation(arch, 12) == "TensorParallelIncompatibleWithKVHeads"
+    assert planner.tp_rule_violation(arch, 5) == "TensorParallelDoesNotDivideHeads"
+    p = plan(arch, EngineSpec(), ParallelismSpec(tensor_parallel=3), nodes("dgx-h100"))
+    assert p.reason == "TensorParallelIncompatibleWithKVHeads"
+
+
+# ---- eligibility ----
+
+
+def test_no_gpu_nodes():
+    assert plan(L8, EngineSpec(), ParallelismSpec(), []).reason == "NoGPUNodes"
+
+
+def test_node_selector_and_taints_restrict():
+    assert auto(L8, "dgx-h100").fits
+    p = plan(L8, EngineSpec(), ParallelismSpec(), nodes("dgx-h100"), node_selector={"pool": "x"})
+    assert p.reason == "NoSchedulableGPUNodes"
+    d = docs("dgx-h100")[0]
+    d["spec"] = {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
+    tainted = [parse_node(d)]
+    assert plan(L8, EngineSpec(), ParallelismSpec(), tainted).reason == "NoSchedulableGPUNodes"
+    tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert plan(L8, EngineSpec(), ParallelismSpec(), tainted, tolerations=tol).fits
+
+
+def test_allocatable_caps_capacity():
+    d = docs("dgx-h100")[0]
+    d["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    p = plan(L405, EngineSpec(quantization="fp8"), ParallelismSpec(), [parse_node(d)])
+    assert not p.fits
+
+
+def test_objective_reported():
+    p = plan(L8, EngineSpec(), ParallelismSpec(objective="throughput"), nodes("dgx-h100"))
+    assert p.objective == "throughput" and p.to_json()["objective"] == "throughput"
+
+
+# ---- outputs ----
+
+
+def test_to_json_contract_and_status():
+    p = auto(L70, "dgx-h100")
+    j = p.to_json()
+    for key in ("fits", "tensorParallel", "pipelineParallel", "gpusPerReplica", "nodesPerReplica",
+                "memoryPerGpuBytes", "topologySource", "reason", "explanation", "gpuProduct", "domain"):
+        assert key in j
+    assert j["memoryPerGpuBytes"] == p.breakdown.total
+    s = p.to_status()
+    assert s["tensorParallel"] == 4 and s["topologySource"] == "annotation"
+
+
+def test_explanation_lists_breakdown_and_domain():
+    text = auto(L70, "dgx-h100").explanation
+    assert "TP4 x PP1" in text and "weights" in text and "KV cache" in text and "usable" in text
+    assert "Domain:" in text
+
+
+def test_plan_for_spec_uses_preset_and_scheduling():
+    spec = LLMBackendSpec.model_validate({"model": {"preset": "llama-3.1-70b"},
+                                          "scheduling": {"nodeSelector": {"nvidia.com/gpu.family": "hopper"}}})
+    assert plan_for_spec(spec, nodes("dgx-h100")).tensor_parallel == 4
+
+
+def test_replicas_capacity():
+    assert replicas_capacity(auto(L70, "dgx-h100-x4"), nodes("dgx-h100-x4")) == 8
+    assert replicas_capacity(auto(L405, "dgx-h100-x4"), nodes("dgx-h100-x4")) == 2
+    assert replicas_capacity(auto(L8, "l40s-pcie"), nodes("l40s-pcie")) == 2  # PP2 over PCIe
+    assert replicas_capacity(auto(L8, "l40s-pcie", max_batch_size=16), nodes("l40s-pcie")) == 4
+    assert replicas_capacity(auto(L405, "gb200-nvl-clique"), nodes("gb200-nvl-clique")) == 2
+    assert replicas_capacity(auto(L405, "dgx-h100"), nodes("dgx-h100")) == 0
