@@ -299,11 +299,11 @@ class SchedulingSpec(_Model):
 
 class LLMBackendSpec(_Model):
     model: ModelSpec
-    engine: EngineSpec = Field(default_factory=EngineSpec)
-    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
+    engine: EngineSpec = Field(default_factory=EngineSpec, json_schema_extra=lambda s: s.update(default=EngineSpec().dump()))
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec, json_schema_extra=lambda s: s.update(default=ParallelismSpec().dump()))
     replicas: int = Field(default=1, ge=0, le=1000, description="Replicas (model copies) when autoscaling is off.")
-    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec)
-    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, json_schema_extra=lambda s: s.update(default=AutoscalingSpec().dump()))
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, json_schema_extra=lambda s: s.update(default=SchedulingSpec().dump()))
 
 
 # ---- status ----

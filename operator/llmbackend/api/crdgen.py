@@ -1,0 +1,155 @@
+"""Generate the LLMBackend CustomResourceDefinition from the pydantic models.
+
+`llmbackend crd > crds/llmbackend.yaml`; tests/unit/test_crd.py fails when the committed file drifts.
+Pydantic's JSON Schema is turned into a structural OpenAPI v3 schema: `$ref`s inlined, Optional[X]
+collapsed to X (absent fields are simply omitted), titles dropped, CEL rules kept.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import yaml
+
+from . import v1alpha1 as api
+
+# Not allowed (or meaningless) in a Kubernetes structural schema.
+DROP_KEYS = {"title", "propertyNames"}
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].split("/")[-1]]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _inline(merged, defs)
+    any_of = node.get("anyOf")
+    if any_of is not None:
+        non_null = [branch for branch in any_of if branch.get("type") != "null"]
+        if len(non_null) == 1:  # Optional[X]
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            return _inline({**non_null[0], **rest}, defs)
+    out = {}
+    for key, value in node.items():
+        if key in DROP_KEYS or key == "$defs":
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "properties":
+            out[key] = {name: _inline(prop, defs) for name, prop in value.items()}
+        else:
+            out[key] = _inline(value, defs)
+    # `additionalProperties: false` is implied by `properties` in Kubernetes and may not stand beside it.
+    if out.get("additionalProperties") is False:
+        del out["additionalProperties"]
+    # JSON Schema 2020's numeric exclusive bounds -> OpenAPI v3.0's boolean form.
+    for bound, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(out.get(bound), (int, float)) and not isinstance(out.get(bound), bool):
+            out[flag] = out.pop(bound)
+            out[bound] = True
+    # Enum-only schemas need a type to be structural.
+    if "enum" in out and "type" not in out:
+        out["type"] = "string"
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+        out.setdefault("type", "string")
+    return out
+
+
+def openapi_schema(model: type) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True, mode="validation")
+    defs = schema.pop("$defs", {})
+    return _inline(schema, defs)
+
+
+def crd() -> dict[str, Any]:
+    spec_schema = openapi_schema(api.LLMBackendSpec)
+    status_schema = openapi_schema(api.LLMBackendStatus)
+    root = {
+        "type": "object",
+        "description": api.LLMBackend.__doc__.strip(),
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {**spec_schema, "description": "Desired state: the model, the engine, sharding, replicas and autoscaling."},
+            "status": {**status_schema, "description": "Observed state, written by the operator."},
+        },
+        "required": ["spec"],
+    }
+    # Names end up in labels, Service names and DNS: keep them within DNS-1035 label limits.
+    root["x-kubernetes-validations"] = [
+        {
+            "rule": "self.metadata.name.size() <= 52 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+            "message": "metadata.name must be a DNS-1035 label of at most 52 characters (it names Services and pods)",
+        }
+    ]
+    columns = [
+        ("Model", "string", ".status.modelName", 0),
+        ("Backend", "string", ".status.backend", 0),
+        ("TP", "integer", ".status.plan.tensorParallel", 0),
+        ("PP", "integer", ".status.plan.pipelineParallel", 0),
+        ("GPUs/replica", "integer", ".status.plan.gpusPerReplica", 0),
+        ("Replicas", "integer", ".status.replicas", 0),
+        ("Ready", "integer", ".status.readyReplicas", 0),
+        ("Ratio", "string", ".status.autoscaling.currentRatio", 0),
+        ("Status", "string", ".status.conditions[?(@.type==\"Available\")].reason", 1),
+        ("GPU", "string", ".status.plan.gpuProduct", 1),
+        ("Age", "date", ".metadata.creationTimestamp", 0),
+    ]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{api.PLURAL}.{api.GROUP}",
+            "labels": {"app.kubernetes.io/name": "llmbackend-operator", "app.kubernetes.io/part-of": "llmbackend"},
+        },
+        "spec": {
+            "group": api.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": api.KIND,
+                "listKind": f"{api.KIND}List",
+                "plural": api.PLURAL,
+                "singular": api.SINGULAR,
+                "shortNames": api.SHORT_NAMES,
+                "categories": api.CATEGORIES,
+            },
+            "versions": [
+                {
+                    "name": api.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": root},
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
+                    "additionalPrinterColumns": [
+                        {"name": n, "type": t, "jsonPath": p, **({"priority": prio} if prio else {})}
+                        for n, t, p, prio in columns
+                    ],
+                }
+            ],
+        },
+    }
+
+
+HEADER = "# Generated by `llmbackend crd` from operator/llmbackend/api/v1alpha1.py. Do not edit by hand.\n"
+
+
+def render() -> str:
+    return HEADER + yaml.safe_dump(crd(), sort_keys=False, width=120)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("crd", help="print the LLMBackend CRD generated from the API models")
+    parser.set_defaults(func=lambda args: sys.stdout.write(render()) and 0)
