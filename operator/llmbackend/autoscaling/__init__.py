@@ -1,1 +1,20 @@
-"""autoscaling"""
+"""Autoscaling on Triton's queue-to-compute ratio.
+
+* :mod:`.ratio` (pure): counters from ``/metrics`` text or the statistics API,
+  and the windowed ratio Δqueue/Δcompute summed over pods (``RatioReading``).
+* :mod:`.sources`: ``TritonScraper`` (async, scrapes each ready pod's metrics
+  port, keeps a per-pod sample ring) and ``PrometheusRatioSource`` (reads the
+  ``triton:queue_compute:ratio`` recording rule or a configured PromQL).
+* :mod:`.decision` (pure): ``decide()`` — the HPA algorithm on the ratio, with
+  tolerance, bounds, step limits, stabilization windows, a scale-down cooldown
+  of one metrics window, an optional occupancy guard and a capacity cap;
+  ``ScalerState`` is JSON-able.
+* :mod:`.hpa`: ``mode: hpa`` renders an autoscaling/v2 HPA, the PrometheusRule
+  and the prometheus-adapter rule instead of the built-in loop.
+* :mod:`.metrics`: the operator's own Prometheus metrics.
+
+The controller wires them: every ``syncPeriodSeconds`` it reads a
+``RatioReading`` for the backend, calls ``decide()``, writes the workload's
+replicas (the operator is the only writer when autoscaling is on) and reports
+``status.autoscaling``.
+"""

@@ -1,0 +1,291 @@
+"""Triton's queue-to-compute ratio, computed from cumulative counters (pure).
+
+The ratio is ``Δ queue time / Δ compute time`` over a window: above 1, requests
+wait in Triton's queue longer than they compute. NVIDIA's autoscaling guide
+records the same quantity per pod in Prometheus as::
+
+    rate(nv_inference_queue_duration_us[1m]) / clamp_min(rate(nv_inference_compute_infer_duration_us[1m]), 1)
+
+Here the operator computes it itself from ``/metrics`` (Prometheus text, µs) or
+from the statistics API (``/v2/models/<m>/stats``, ns).
+
+Aggregation across pods (``window_ratio``): the deltas are *summed* over pods
+and divided once, i.e. a compute-weighted average of the per-pod ratios. It is
+invariant to duplicating a pod's counters, and idle/warming pods (no compute)
+do not drag the average to 0. The decision layer scales this per-replica
+average by the number of pods that contributed (``RatioReading.pods_used``),
+like the HPA's ``AverageValue`` on ready pods.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from prometheus_client.parser import text_string_to_metric_families
+
+QUEUE_METRIC = "nv_inference_queue_duration_us"
+COMPUTE_METRIC = "nv_inference_compute_infer_duration_us"
+SUCCESS_METRIC = "nv_inference_request_success"
+PENDING_METRIC = "nv_inference_pending_request_count"
+TRTLLM_REQUEST_METRIC = "nv_trt_llm_request_metrics"
+TRTLLM_KV_METRIC = "nv_trt_llm_kv_cache_block_metrics"
+
+# Reasons a RatioReading carries (ratio None unless noted).
+REASON_OK = "Ok"
+REASON_NO_SAMPLES = "NoSamples"          # no pod has >= 2 samples in the window
+REASON_NO_TRAFFIC = "NoTraffic"          # ratio 0.0: nothing queued or computed in the window
+REASON_NO_COMPLETIONS = "NoCompletions"  # requests pending but none completed: cannot measure
+REASON_STALE = "Stale"                   # samples exist but none is recent enough
+REASON_PROMETHEUS_ERROR = "PrometheusError"
+REASON_NO_DATA = "NoData"
+
+
+@dataclass(frozen=True)
+class TritonCounters:
+    """Cumulative counters of one model on one server (summed over model versions).
+
+    ``queue_us``/``compute_infer_us``/``success_count`` are monotonically
+    increasing (until the server restarts); ``pending`` is a gauge. The TRT-LLM
+    companions are gauges present only when the tensorrtllm backend exports them.
+    """
+
+    queue_us: float
+    compute_infer_us: float
+    success_count: float
+    pending: float | None = None
+    trtllm_waiting: float | None = None
+    kv_cache_fraction: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class RatioReading:
+    """The ratio over a window, or ``ratio=None`` with a ``reason``.
+
+    ``ratio == 0.0`` with reason ``NoTraffic`` is a legitimate measurement (an
+    idle backend wants its minimum); ``None`` means "do not scale on this".
+    ``pods_used`` = pods whose deltas contributed (None when unknown, e.g. a
+    custom PromQL that returns one aggregated series).
+    """
+
+    ratio: float | None
+    reason: str = REASON_OK
+    message: str = ""
+    pods_used: int | None = 0
+    pods_stale: int = 0
+    pods_warming: int = 0
+    timestamp: float | None = None  # time of the newest sample used
+    queue_us: float = 0.0
+    compute_us: float = 0.0
+    requests: float = 0.0
+    trtllm_waiting: float | None = None
+    kv_cache_fraction: float | None = None
+    # Little's law: Σ compute time / elapsed time = mean requests in compute, per pod
+    # that contributed. With the engine's max batch size it gives the occupancy that
+    # decide() uses to keep scale-downs from saturating the remaining replicas.
+    mean_inflight_per_pod: float | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.ratio is not None
+
+    def formatted(self) -> str | None:
+        """Status form: string with 3 decimals (AutoscalingStatus.currentRatio)."""
+        return None if self.ratio is None else f"{self.ratio:.3f}"
+
+
+def _matches(labels: Mapping[str, str], model: str | None) -> bool:
+    return model is None or labels.get("model") == model
+
+
+def parse_metrics_text(text: str, model: str | None) -> TritonCounters | None:
+    """Parse Triton's Prometheus exposition. ``model=None`` sums all models.
+
+    Returns None when the text has no queue/compute counters for the model
+    (model not loaded, wrong port, garbage). Raises nothing on garbage.
+    """
+    queue = compute = success = pending = None
+    waiting = None
+    kv_frac = None
+    kv_used = kv_max = None
+
+    def add(cur: float | None, v: float) -> float:
+        return v if cur is None else cur + v
+
+    try:
+        families = list(text_string_to_metric_families(text))
+    except Exception:  # noqa: BLE001 - garbage from a pod must never raise
+        return None
+    for fam in families:
+        for s in fam.samples:
+            name, labels, value = s.name, s.labels, s.value
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            if name in (QUEUE_METRIC, QUEUE_METRIC + "_total") and _matches(labels, model):
+                queue = add(queue, value)
+            elif name in (COMPUTE_METRIC, COMPUTE_METRIC + "_total") and _matches(labels, model):
+                compute = add(compute, value)
+            elif name in (SUCCESS_METRIC, SUCCESS_METRIC + "_total") and _matches(labels, model):
+                success = add(success, value)
+            elif name == PENDING_METRIC and _matches(labels, model):
+                pending = add(pending, value)
+            elif name == TRTLLM_REQUEST_METRIC and labels.get("request_type") == "waiting":
+                # TRT-LLM metrics are labelled with the tensorrt_llm model, which is
+                # not necessarily the model we measure (ensemble): take them all.
+                waiting = add(waiting, value)
+            elif name == TRTLLM_KV_METRIC:
+                kind = labels.get("kv_cache_block_type")
+                if kind == "fraction":
+                    kv_frac = value if kv_frac is None else max(kv_frac, value)
+                elif kind == "used":
+                    kv_used = add(kv_used, value)
+                elif kind == "max":
+                    kv_max = add(kv_max, value)
+    if queue is None or compute is None:
+        return None
+    if kv_frac is None and kv_used is not None and kv_max:
+        kv_frac = kv_used / kv_max
+    return TritonCounters(
+        queue_us=queue,
+        compute_infer_us=compute,
+        success_count=success or 0.0,
+        pending=pending,
+        trtllm_waiting=waiting,
+        kv_cache_fraction=kv_frac,
+    )
+
+
+def from_statistics(stats_json: Mapping[str, Any], model: str | None) -> TritonCounters | None:
+    """Counters from the statistics API (``GET /v2/models[/<m>]/stats``, durations in ns).
+
+    Sums all versions of ``model`` (all models when None). Returns None when the
+    model is absent or the JSON is malformed.
+    """
+    try:
+        entries = stats_json.get("model_stats") or []
+        queue_ns = compute_ns = success = 0.0
+        found = False
+        for e in entries:
+            if model is not None and e.get("name") != model:
+                continue
+            st = e.get("inference_stats") or {}
+            queue_ns += float((st.get("queue") or {}).get("ns", 0))
+            compute_ns += float((st.get("compute_infer") or {}).get("ns", 0))
+            success += float((st.get("success") or {}).get("count", 0))
+            found = True
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if not found:
+        return None
+    return TritonCounters(queue_us=queue_ns / 1000.0, compute_infer_us=compute_ns / 1000.0, success_count=success)
+
+
+@dataclass
+class _PodDelta:
+    queue: float = 0.0
+    compute: float = 0.0
+    success: float = 0.0
+    resets: int = 0
+
+
+def pod_delta(samples: Sequence[tuple[float, TritonCounters]]) -> _PodDelta:
+    """Sum of consecutive increases; a decrease of any counter means the server
+    restarted (counters start at 0 again), so that step's increase is the new value
+    (what Prometheus' rate() does)."""
+    d = _PodDelta()
+    for (_, a), (_, b) in zip(samples, samples[1:]):
+        if (
+            b.queue_us < a.queue_us
+            or b.compute_infer_us < a.compute_infer_us
+            or b.success_count < a.success_count
+        ):
+            d.resets += 1
+            d.queue += b.queue_us
+            d.compute += b.compute_infer_us
+            d.success += b.success_count
+        else:
+            d.queue += b.queue_us - a.queue_us
+            d.compute += b.compute_infer_us - a.compute_infer_us
+            d.success += b.success_count - a.success_count
+    return d
+
+
+def window_ratio(
+    samples_by_pod: Mapping[str, Iterable[tuple[float, TritonCounters]]],
+    now: float,
+    window_s: float,
+) -> RatioReading:
+    """Aggregate Δqueue / Δcompute over the pods' samples in ``[now - window_s, now]``.
+
+    Per pod: needs >= 2 samples in the window ("warming" otherwise); a pod whose
+    newest sample is older than the window is "stale". Deltas are summed across
+    pods. Outcomes:
+
+    * no pod usable: ``ratio None``, reason ``Stale`` if every pod with samples is
+      stale, else ``NoSamples``;
+    * Δqueue == Δcompute == 0 and nothing pending: ``ratio 0.0``, ``NoTraffic``
+      (idle is a real measurement: scale toward minReplicas);
+    * nothing completed but requests pending: ``ratio None``, ``NoCompletions``
+      (Triton records durations at completion; a stuck or very slow server would
+      otherwise look idle);
+    * else ``ratio = Δqueue / max(Δcompute, 1 µs × pods_used)`` (the guide's
+      ``clamp_min(..., 1)``, per pod so that duplicated pods give the same ratio).
+    """
+    lo = now - window_s
+    used = stale = warming = 0
+    total = _PodDelta()
+    newest: float | None = None
+    pending_total = 0.0
+    pending_seen = False
+    waiting_total: float | None = None
+    kv_max: float | None = None
+    inflight = 0.0
+    for _pod, samples in samples_by_pod.items():
+        seq = sorted((s for s in samples), key=lambda x: x[0])
+        if not seq:
+            continue
+        in_win = [s for s in seq if lo <= s[0] <= now]
+        if not in_win:
+            stale += 1
+            continue
+        if len(in_win) < 2:
+            warming += 1
+            continue
+        d = pod_delta(in_win)
+        used += 1
+        total.queue += d.queue
+        total.compute += d.compute
+        total.success += d.success
+        last_t, last = in_win[-1]
+        span = last_t - in_win[0][0]
+        if span > 0:
+            inflight += d.compute / 1e6 / span
+        newest = last_t if newest is None else max(newest, last_t)
+        if last.pending is not None:
+            pending_seen = True
+            pending_total += last.pending
+        if last.trtllm_waiting is not None:
+            waiting_total = (waiting_total or 0.0) + last.trtllm_waiting
+        if last.kv_cache_fraction is not None:
+            kv_max = last.kv_cache_fraction if kv_max is None else max(kv_max, last.kv_cache_fraction)
+
+    common = dict(
+        pods_used=used, pods_stale=stale, pods_warming=warming, timestamp=newest,
+        queue_us=total.queue, compute_us=total.compute, requests=total.success,
+        trtllm_waiting=waiting_total, kv_cache_fraction=kv_max,
+        mean_inflight_per_pod=(inflight / used) if used else None,
+    )
+    if used == 0:
+        if stale and not warming:
+            return RatioReading(None, REASON_STALE, f"no sample from {stale} pod(s) within the last {window_s:g}s", **common)
+        return RatioReading(None, REASON_NO_SAMPLES, f"need 2 samples per pod within {window_s:g}s; {warming} pod(s) have fewer", **common)
+    if total.queue == 0 and total.compute == 0:
+        if pending_seen and pending_total > 0:
+            return RatioReading(None, REASON_NO_COMPLETIONS, f"{pending_total:g} request(s) pending, none completed within {window_s:g}s", **common)
+        return RatioReading(0.0, REASON_NO_TRAFFIC, f"no requests in the last {window_s:g}s on {used} pod(s)", **common)
+    ratio = total.queue / max(total.compute, float(used))
+    return RatioReading(ratio, REASON_OK, f"queue/compute {ratio:.3f} over {used} pod(s), {total.success:g} request(s)", **common)

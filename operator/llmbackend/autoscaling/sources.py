@@ -1,0 +1,291 @@
+"""Where readings come from: Triton's /metrics of each pod, or Prometheus.
+
+Both sources return a :class:`RatioReading`; errors become readings with
+``ratio=None`` and a reason, they never raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+import aiohttp
+
+from .ratio import (
+    REASON_NO_DATA,
+    REASON_PROMETHEUS_ERROR,
+    REASON_STALE,
+    RatioReading,
+    TritonCounters,
+    parse_metrics_text,
+    window_ratio,
+)
+
+DEFAULT_METRICS_PORT = 8002
+
+
+@dataclass
+class PodScrapeState:
+    samples: deque = field(default_factory=lambda: deque(maxlen=720))  # (t, TritonCounters)
+    last_error: str | None = None
+    last_error_time: float | None = None
+    errors: int = 0
+    last_ok_time: float | None = None
+
+
+class TritonScraper:
+    """Scrapes ``http://{ip}:{port}/metrics`` of each ready pod and keeps a ring of samples per pod.
+
+    One scraper per backend. Call :meth:`scrape` every sync period with the
+    backend's ready pods (``{pod_name: ip}`` or ``{pod_name: "ip:port"}``), then
+    :meth:`reading` for a window; :meth:`poll` does both. Pods no longer listed
+    are forgotten. Per-pod failures (timeout, refused, HTTP error, garbage,
+    model absent) are recorded in :attr:`pods` and counted in the return value
+    of :meth:`scrape`; nothing raises.
+
+    ``model``: Triton model whose queue/compute to measure (``tensorrt_llm`` for
+    a TRT-LLM ensemble, ``vllm_model`` ...); None sums all models.
+    """
+
+    def __init__(
+        self,
+        model: str | None,
+        *,
+        port: int = DEFAULT_METRICS_PORT,
+        timeout_s: float = 2.0,
+        concurrency: int = 16,
+        retention_s: float = 3600.0,
+        max_samples_per_pod: int = 720,
+        clock: Callable[[], float] = time.time,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.model = model
+        self.port = port
+        self.timeout_s = timeout_s
+        self.retention_s = retention_s
+        self.max_samples = max_samples_per_pod
+        self.clock = clock
+        self.pods: dict[str, PodScrapeState] = {}
+        self._sem = asyncio.Semaphore(concurrency)
+        self._session = session
+        self._own_session = session is None
+
+    async def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+            self._own_session = True
+        return self._session
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def __aenter__(self) -> "TritonScraper":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def url_for(self, address: str) -> str:
+        host = address
+        if address.count(":") == 1:  # ip:port
+            return f"http://{address}/metrics"
+        if ":" in address and not address.startswith("["):  # bare IPv6
+            host = f"[{address}]"
+        return f"http://{host}:{self.port}/metrics"
+
+    async def _fetch(self, session: aiohttp.ClientSession, pod: str, address: str) -> tuple[str, TritonCounters | None, str | None, float]:
+        url = self.url_for(address)
+        async with self._sem:
+            try:
+                async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
+                    if resp.status != 200:
+                        return pod, None, f"HTTP {resp.status} from {url}", self.clock()
+                    text = await resp.text(errors="replace")
+            except asyncio.TimeoutError:
+                return pod, None, f"timeout after {self.timeout_s:g}s: {url}", self.clock()
+            except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
+                return pod, None, f"{type(e).__name__}: {e} ({url})", self.clock()
+        t = self.clock()
+        c = parse_metrics_text(text, self.model)
+        if c is None:
+            return pod, None, f"no Triton queue/compute counters for model {self.model!r} at {url}", t
+        return pod, c, None, t
+
+    async def scrape(self, pods: Mapping[str, str]) -> int:
+        """Scrape every listed pod concurrently; returns the number of failed pods."""
+        for gone in set(self.pods) - set(pods):
+            del self.pods[gone]
+        if not pods:
+            return 0
+        session = await self._get_session()
+        results = await asyncio.gather(*(self._fetch(session, p, a) for p, a in pods.items()))
+        failed = 0
+        for pod, counters, err, t in results:
+            st = self.pods.setdefault(pod, PodScrapeState(samples=deque(maxlen=self.max_samples)))
+            if err is not None:
+                failed += 1
+                st.errors += 1
+                st.last_error, st.last_error_time = err, t
+                continue
+            st.samples.append((t, counters))
+            st.last_ok_time = t
+            while st.samples and st.samples[0][0] < t - self.retention_s:
+                st.samples.popleft()
+        return failed
+
+    def samples_by_pod(self) -> dict[str, list[tuple[float, TritonCounters]]]:
+        return {p: list(st.samples) for p, st in self.pods.items()}
+
+    def errors(self) -> dict[str, str]:
+        return {p: st.last_error for p, st in self.pods.items() if st.last_error}
+
+    def reading(self, window_s: float, now: float | None = None) -> RatioReading:
+        return window_ratio(self.samples_by_pod(), self.clock() if now is None else now, window_s)
+
+    async def poll(self, pods: Mapping[str, str], window_s: float) -> RatioReading:
+        await self.scrape(pods)
+        return self.reading(window_s)
+
+
+_LABEL_ESCAPE = re.compile(r'(["\\])')
+
+
+def _promql_str(s: str) -> str:
+    return _LABEL_ESCAPE.sub(r"\\\1", s)
+
+
+def default_query(namespace: str, pod_regex: str, metric: str = "triton:queue_compute:ratio") -> str:
+    """The recording rule's per-pod series of this backend's pods.
+
+    Deliberately *not* aggregated in PromQL: :class:`PrometheusRatioSource`
+    averages the per-pod values (the HPA's ``AverageValue``: ratio per replica)
+    and so also knows how many pods reported (``pods_used``) and the age of each
+    sample. A ``sum(...)`` would grow with the replica count and be compared
+    against a per-replica target."""
+    return f'{metric}{{namespace="{_promql_str(namespace)}",pod=~"{_promql_str(pod_regex)}"}}'
+
+
+def pod_regex_for(names: list[str] | None = None, prefix: str | None = None) -> str:
+    """A ``pod=~`` regex: exact pod names, or ``<prefix>-.*`` (StatefulSet pods are ``<name>-<ordinal>``)."""
+    if names:
+        return "|".join(re.escape(n) for n in sorted(names))
+    if prefix:
+        return re.escape(prefix) + "-[0-9]+.*"
+    return ".+"
+
+
+class PrometheusRatioSource:
+    """Reads the ratio from Prometheus' instant query API (``<url>/api/v1/query``).
+
+    With ``query=None`` it uses :func:`default_query` (per-pod recording-rule
+    series, averaged here). A custom ``query`` may return one series per pod or
+    one already-aggregated series: every returned series is treated as one
+    per-replica value and averaged; ``pods_used`` is the number of series only
+    for the default query (None otherwise, so decide() uses the replica count).
+
+    A sample older than ``max_age_s`` (Prometheus returns the last value within
+    its 5 min lookback) makes the reading ``Stale``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        query: str | None = None,
+        *,
+        timeout_s: float = 5.0,
+        max_age_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.query = query
+        self.timeout_s = timeout_s
+        self.max_age_s = max_age_s
+        self.clock = clock
+        self._session = session
+        self._own_session = session is None
+        self.last_error: str | None = None
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def __aenter__(self) -> "PrometheusRatioSource":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def query_for(self, namespace: str, pod_regex: str) -> str:
+        return self.query if self.query else default_query(namespace, pod_regex)
+
+    async def _query(self, q: str) -> dict[str, Any]:
+        assert self._session is not None
+        async with self._session.get(
+            f"{self.url}/api/v1/query", params={"query": q},
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+        ) as resp:
+            body = await resp.json(content_type=None)
+            if resp.status != 200 or not isinstance(body, dict) or body.get("status") != "success":
+                err = body.get("error") if isinstance(body, dict) else None
+                raise RuntimeError(f"HTTP {resp.status}: {err or body!r}"[:500])
+            return body.get("data") or {}
+
+    async def reading(self, namespace: str, pod_regex: str) -> RatioReading:
+        """Query the ratio and, alongside, ``timestamp(<query>)`` (when each series'
+        sample was written, e.g. the rule evaluation): instant queries stamp results
+        with the query time, so only the latter shows a stalled rule or scrape."""
+        q = self.query_for(namespace, pod_regex)
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+            self._own_session = True
+        data, ts = await asyncio.gather(self._query(q), self._query(f"timestamp({q})"), return_exceptions=True)
+        if isinstance(data, BaseException):
+            e = data
+            self.last_error = f"timeout after {self.timeout_s:g}s" if isinstance(e, asyncio.TimeoutError) else f"{type(e).__name__}: {e}"
+            return RatioReading(None, REASON_PROMETHEUS_ERROR, self.last_error, pods_used=None)
+        self.last_error = None
+        sample_times: list[float] | None = None
+        if isinstance(ts, dict) and ts.get("resultType") == "vector":
+            try:
+                sample_times = [float(s["value"][1]) for s in ts.get("result") or []]
+            except (KeyError, TypeError, ValueError, IndexError):
+                sample_times = None
+        return self.parse_result(data, per_pod=self.query is None, sample_times=sample_times)
+
+    def parse_result(self, data: Mapping[str, Any], per_pod: bool = True, sample_times: list[float] | None = None) -> RatioReading:
+        now = self.clock()
+        rtype = data.get("resultType")
+        result = data.get("result")
+        points: list[tuple[float, float]] = []
+        try:
+            if rtype == "vector":
+                for s in result or []:
+                    t, v = s["value"]
+                    points.append((float(t), float(v)))
+            elif rtype == "scalar" and result:
+                t, v = result
+                points.append((float(t), float(v)))
+            else:
+                return RatioReading(None, REASON_NO_DATA, f"unexpected result type {rtype!r}", pods_used=None)
+        except (KeyError, TypeError, ValueError) as e:
+            return RatioReading(None, REASON_PROMETHEUS_ERROR, f"malformed result: {e}", pods_used=None)
+        points = [(t, v) for t, v in points if not (math.isnan(v) or math.isinf(v))]
+        if not points:
+            return RatioReading(None, REASON_NO_DATA, "query returned no series", pods_used=0 if per_pod else None)
+        newest = max(sample_times) if sample_times else max(t for t, _ in points)
+        if now - newest > self.max_age_s:
+            return RatioReading(None, REASON_STALE, f"newest sample is {now - newest:.0f}s old", pods_used=None, timestamp=newest)
+        ratio = max(0.0, sum(v for _, v in points) / len(points))
+        return RatioReading(
+            ratio, "Ok", f"queue/compute {ratio:.3f} from Prometheus ({len(points)} series)",
+            pods_used=len(points) if per_pod else None, timestamp=newest,
+        )

@@ -1,0 +1,170 @@
+"""The autoscaler against a real Triton (pytriton fake LLM) and a real Prometheus.
+
+Two "pods" are the same Triton behind two TCP forwarders on 127.0.1.x: the
+summed-delta ratio is invariant to duplicated counters, and Prometheus sees two
+pod series like in a cluster. Assertions are about target semantics (above /
+below target × (1 ± tolerance)), not hard-coded ratios.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from harness import background_load, forward, prometheus_binary, run_fake_llm_triton, run_prometheus
+from llmbackend.api.v1alpha1 import AutoscalingSpec
+from llmbackend.autoscaling import decision as D
+from llmbackend.autoscaling.decision import ScalerState, decide
+from llmbackend.autoscaling.hpa import prometheus_rule_group
+from llmbackend.autoscaling.ratio import REASON_NO_TRAFFIC, from_statistics, parse_metrics_text
+from llmbackend.autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
+
+pytestmark = pytest.mark.triton
+
+CAPACITY = 2          # requests per "batch" of the fake engine
+TOKENS = 10
+TOKEN_DELAY = 0.01    # 100 ms per request
+HEAVY = 4 * CAPACITY  # closed-loop clients well above capacity
+WINDOW = 6            # seconds
+SPEC = AutoscalingSpec(
+    enabled=True, min_replicas=1, max_replicas=8, target_ratio=1.0, tolerance=0.1,
+    window_seconds=WINDOW, scale_up_stabilization_seconds=0, scale_down_stabilization_seconds=5,
+    max_scale_up_step=4, max_scale_down_step=1,
+)
+POD_IPS = ("127.0.1.11", "127.0.1.12")
+
+
+@pytest.fixture(scope="module")
+def triton():
+    with run_fake_llm_triton(capacity=CAPACITY, token_delay_s=TOKEN_DELAY) as ep, contextlib.ExitStack() as st:
+        pods = {}
+        for i, ip in enumerate(POD_IPS):
+            host, port = st.enter_context(forward(ip, 0, ep.host, ep.metrics_port))
+            pods[f"fake-llm-{i}"] = f"{host}:{port}"
+        yield ep, pods
+
+
+async def _sample(scraper: TritonScraper, pods: dict, seconds: float, every: float = 1.0, on_reading=None) -> None:
+    end = time.time() + seconds
+    while time.time() < end:
+        failed = await scraper.scrape(pods)
+        assert failed == 0, scraper.errors()
+        if on_reading is not None:
+            on_reading(scraper.reading(WINDOW))
+        await asyncio.sleep(every)
+
+
+def test_idle_is_no_traffic_and_stats_api_agrees(triton):
+    ep, pods = triton
+
+    async def go():
+        async with TritonScraper(ep.model, timeout_s=2.0) as s:
+            await _sample(s, pods, 2.5)
+            return s.reading(WINDOW)
+
+    r = asyncio.run(go())
+    assert r.reason == REASON_NO_TRAFFIC and r.ratio == 0.0 and r.pods_used == 2
+    d = decide(ScalerState(), r, SPEC, current_replicas=2, now=time.time())
+    assert d.desired_replicas == 1 and d.reason in (D.SCALED_DOWN, D.AT_MIN_REPLICAS)
+
+    # statistics API (left open by the fake's TritonSecurityConfig) gives the same totals (ns -> µs)
+    with urllib.request.urlopen(f"http://{ep.http_url}/v2/models/{ep.model}/stats", timeout=5) as f:
+        stats = from_statistics(json.load(f), ep.model)
+    with urllib.request.urlopen(ep.metrics_url, timeout=5) as f:
+        prom = parse_metrics_text(f.read().decode(), ep.model)
+    assert stats is not None and prom is not None
+    assert stats.success_count == prom.success_count
+    assert abs(stats.queue_us - prom.queue_us) <= 1 + 1e-6 * prom.queue_us
+
+
+def test_scale_up_under_load_then_down_after_stabilization(triton):
+    ep, pods = triton
+    log: list[tuple[float, str, float | None, int]] = []
+    state = {"s": ScalerState(), "replicas": 2}
+
+    def on_reading(r):
+        now = time.time()
+        d = decide(state["s"], r, SPEC, state["replicas"], now)
+        state["s"] = d.state
+        log.append((now, d.reason, r.ratio, d.desired_replicas))
+        state["last"] = (r, d)
+
+    async def go():
+        async with TritonScraper(ep.model) as s:
+            with background_load(ep.http_url, ep.model, HEAVY, tokens=TOKENS) as res:
+                await _sample(s, pods, WINDOW + 3, on_reading=on_reading)
+                loaded, d_up = state["last"]
+            assert res.errors == 0 and res.ok > 0, res.last_error
+            # load stopped: decide with the replica count it asked for
+            state["replicas"] = d_up.desired_replicas
+            t_stop = time.time()
+            await _sample(s, pods, WINDOW + SPEC.scale_down_stabilization_seconds + 4, on_reading=on_reading)
+            return loaded, d_up, t_stop
+
+    loaded, d_up, t_stop = asyncio.run(go())
+    print("\n".join(f"{t - t_stop:+6.1f}s {reason:22s} ratio={ratio} desired={n}" for t, reason, ratio, n in log))
+    # under 4x capacity requests wait about as long as several service times
+    assert loaded.ratio is not None and loaded.ratio > SPEC.target_ratio * (1 + SPEC.tolerance), loaded
+    assert loaded.pods_used == 2
+    assert d_up.desired_replicas > 2 and d_up.reason in (D.SCALED_UP, D.AT_MAX_REPLICAS)
+    after = [(t, reason, ratio, n) for t, reason, ratio, n in log if t > t_stop]
+    # the ratio falls back to 0 once the window has no loaded samples
+    assert after[-1][2] == 0.0
+    # and the scale-down waits for the stabilization window after the last high recommendation
+    downs = [t for t, reason, _, n in after if n < d_up.desired_replicas]
+    assert downs, after
+    assert any(reason == D.STABILIZING_SCALE_DOWN for _, reason, _, _ in after)
+    last_high = max(t for t, _, ratio, _ in log if ratio is not None and ratio > SPEC.target_ratio * (1 - SPEC.tolerance))
+    assert downs[0] - last_high >= SPEC.scale_down_stabilization_seconds - 0.01
+
+
+@pytest.mark.skipif(prometheus_binary() is None, reason="prometheus binary not found: apt-get install -y prometheus")
+def test_prometheus_source_matches_scraper(triton, tmp_path):
+    ep, pods = triton
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": [prometheus_rule_group("fake-llm", ep.model, window_seconds=10, interval_seconds=1)]}))
+    targets = {pod: [addr] for pod, addr in pods.items()}
+    with run_prometheus(targets, [rules]) as prom:
+        src = PrometheusRatioSource(prom.url, timeout_s=5, max_age_s=30)
+
+        async def go():
+            async with TritonScraper(ep.model) as s:
+                with background_load(ep.http_url, ep.model, HEAVY, tokens=TOKENS):
+                    await _sample(s, pods, 12)
+                    ours = s.reading(10)
+                    theirs = await src.reading("default", pod_regex_for(list(pods)))
+                await src.close()
+                return ours, theirs
+
+        ours, theirs = asyncio.run(go())
+    print(f"scraper {ours.ratio}  prometheus {theirs.ratio} ({theirs.message})")
+    assert theirs.ratio is not None, theirs
+    assert theirs.pods_used == 2
+    assert ours.ratio > 1.1 and theirs.ratio > 1.1
+    assert 0.5 < theirs.ratio / ours.ratio < 2.0
+
+
+def test_scraper_survives_dead_and_garbage_pods(triton):
+    ep, pods = triton
+
+    async def go():
+        async with TritonScraper(ep.model, timeout_s=0.5) as s:
+            bad = dict(pods, dead="127.0.1.99:1", garbage=f"{ep.host}:{ep.http_port}")
+            for _ in range(2):
+                failed = await s.scrape(bad)
+                await asyncio.sleep(0.3)
+            errors = s.errors()
+            r = s.reading(WINDOW)
+            await s.scrape(pods)  # dropped pods are forgotten
+            return failed, errors, r, set(s.pods)
+
+    failed, errors, r, left = asyncio.run(go())
+    assert failed == 2 and set(errors) == {"dead", "garbage"}
+    assert r.pods_used == 2 and r.ratio is not None
+    assert left == set(pods)
