@@ -329,6 +329,10 @@ class PlanStatus(_Model):
     gpu_product: str | None = None
     topology_source: Literal["annotation", "inferred", "explicit"] | None = None
     explanation: str = Field(default="", max_length=8192)
+    input_hash: str | None = Field(
+        default=None, max_length=64,
+        description="Hash of the spec fields this plan was made for; the plan is kept while they are unchanged.",
+    )
 
 
 class EndpointStatus(_Model):

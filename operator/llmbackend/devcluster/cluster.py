@@ -244,7 +244,8 @@ def _start(cluster: Cluster, component: Component) -> None:
 
 
 def _save_pids(cluster: Cluster) -> None:
-    state = {"ports": asdict(cluster.ports), "pids": {c.name: c.pid for c in cluster.components if c.pid}}
+    previous = json.loads(cluster.pid_file.read_text())["pids"] if cluster.pid_file.exists() else {}
+    state = {"ports": asdict(cluster.ports), "pids": {**previous, **{c.name: c.pid for c in cluster.components if c.pid}}}
     cluster.pid_file.write_text(json.dumps(state))
 
 
@@ -252,7 +253,7 @@ def up(directory: Path | None = None, ports: Ports | None = None, log=print) -> 
     """Start the control plane; return when every component is ready. Idempotent when already up."""
     directory = Path(directory or default_dir())
     existing = load(directory)
-    if existing is not None and all(_healthy(c) for c in existing.components):
+    if existing is not None and all(_healthy(c) for c in existing.components if c.health_url):
         log(f"dev cluster already running; KUBECONFIG={existing.kubeconfig}")
         return existing
     if existing is not None:
@@ -291,7 +292,10 @@ def load(directory: Path) -> Cluster | None:
     components = plan_components(cluster, Path("/nonexistent"))
     for c in components:
         c.pid = state["pids"].get(c.name)
-    cluster.components = [c for c in components if c.pid]
+    # Processes started next to the cluster (the demo's operator) are stopped with it, first.
+    planned = {c.name for c in components}
+    extras = [Component(name, [], "", pid=pid) for name, pid in state["pids"].items() if name not in planned]
+    cluster.components = [c for c in components if c.pid] + extras
     return cluster
 
 

@@ -1,0 +1,167 @@
+"""A small, explicit Kubernetes REST client: get, list, server-side apply, status patch, delete.
+
+Built on the `kubernetes` package's configuration loading and REST transport (kubeconfig, in-cluster
+token refresh, TLS), without API discovery, so every call is one known HTTP request. Each method
+records which (group, resource, verb) it uses; the ClusterRole is checked against that record.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client import rest
+
+from ..render.workloads import MANAGED_KINDS
+from . import permissions
+
+FIELD_MANAGER = "llmbackend-operator"
+
+# kind -> (apiVersion, plural) for every kind the controller reads or writes.
+KINDS: dict[str, tuple[str, str]] = {
+    **MANAGED_KINDS,
+    "LLMBackend": ("llmbackend.dev/v1alpha1", "llmbackends"),
+    "Pod": ("v1", "pods"),
+    "Node": ("v1", "nodes"),
+    "Event": ("v1", "events"),
+}
+CLUSTER_SCOPED = {"Node"}
+
+for _kind in MANAGED_KINDS:
+    _group = MANAGED_KINDS[_kind][0].rpartition("/")[0]
+    permissions.require(_group, MANAGED_KINDS[_kind][1], "get", "create", "patch", "delete")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str, message: str):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    configuration = k8s_client.Configuration()
+    if kubeconfig is None:
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+            return configuration
+        except k8s_config.ConfigException:
+            pass
+    k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    return configuration
+
+
+class Kube:
+    def __init__(self, configuration: k8s_client.Configuration, pool_size: int = 16):
+        configuration.connection_pool_maxsize = pool_size
+        self.configuration = configuration
+        self._rest = rest.RESTClientObject(configuration)
+        self._lock = threading.Lock()
+        self.calls: Counter[str] = Counter()  # verb -> count, for benchmarks ("API requests per CR")
+        self._api_cache: dict[str, bool] = {}
+
+    # ---- plumbing ----
+
+    def _path(self, kind: str, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+        api_version, plural = KINDS[kind]
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        path = base
+        if namespace and kind not in CLUSTER_SCOPED:
+            path += f"/namespaces/{quote(namespace)}"
+        path += f"/{plural}"
+        if name:
+            path += f"/{quote(name)}"
+        if subresource:
+            path += f"/{subresource}"
+        return path
+
+    def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
+                content_type: str = "application/json", timeout: float = 30) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        for auth in self.configuration.auth_settings().values():
+            headers[auth["key"]] = auth["value"]
+        url = self.configuration.host + path + (f"?{urlencode(query)}" if query else "")
+        with self._lock:
+            self.calls[method] += 1
+        response = self._rest.request(method, url, headers=headers, body=body, _request_timeout=timeout)
+        data = response.read()
+        if response.status >= 400:
+            try:
+                status = json.loads(data)
+                raise ApiError(response.status, status.get("reason", ""), status.get("message", data[:500]))
+            except ValueError:
+                raise ApiError(response.status, "", data[:500].decode(errors="replace")) from None
+        return json.loads(data) if data else None
+
+    # ---- verbs ----
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", self._path(kind, namespace, name))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict[str, Any]]:
+        query = {}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        return self.request("GET", self._path(kind, namespace), query=query)["items"]
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply with the operator's single field manager; conflicts are forced (we own these fields)."""
+        meta = obj["metadata"]
+        path = self._path(obj["kind"], meta.get("namespace"), meta["name"])
+        return self.request("PATCH", path, query={"fieldManager": FIELD_MANAGER, "force": "true"},
+                            body=obj, content_type="application/apply-patch+yaml")
+
+    def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
+                     resource_version: str | None = None) -> dict[str, Any]:
+        """JSON merge patch of .status (resourceVersion makes it conditional when given)."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return self.request("PATCH", self._path(kind, namespace, name, "status"), body=body,
+                            content_type="application/merge-patch+json")
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", self._path(kind, namespace, name), body=body)
+            return True
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        return self.request("POST", self._path(obj["kind"], meta.get("namespace")), body=obj)
+
+    def has_api(self, api_version: str, plural: str) -> bool:
+        """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed)."""
+        key = f"{api_version}/{plural}"
+        cached = self._api_cache.get(key)
+        if cached:
+            return True  # once served, assume it stays; absence is re-checked every time
+        try:
+            resources = self.request("GET", f"/apis/{api_version}")
+            found = any(r.get("name") == plural for r in resources.get("resources", []))
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            found = False
+        self._api_cache[key] = found
+        return found

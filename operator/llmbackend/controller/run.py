@@ -1,0 +1,317 @@
+"""`llmbackend run`: the operator process.
+
+kopf provides the watches (LLMBackends, their children, Nodes), the liveness endpoint and logging.
+Watch events only enqueue keys; a small work queue (deduplicating, with per-key backoff) runs the
+level-triggered `Reconciler` in worker threads. The autoscaler loop and a periodic resync enqueue
+keys too. With --leader-elect, only the holder of a coordination.k8s.io Lease runs at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import logging
+import os
+import time
+from collections import Counter
+from typing import Any
+
+import kopf
+
+from ..api.v1alpha1 import GROUP, PLURAL, VERSION, AutoscalingMode
+from ..autoscaling import metrics
+from ..autoscaling.decision import ScalerState, decide
+from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
+from ..render.workloads import BACKEND_LABEL, MANAGED_BY
+from . import permissions
+from .kube import Kube, load_configuration
+from .leader import LeaderElector
+from .reconcile import Reconciler, ScaleDecision, SharedState
+
+log = logging.getLogger("llmbackend.operator")
+
+# kopf watches these (list + watch): the operator's children, to notice drift and rollout progress.
+for _group, _plural in (("apps", "deployments"), ("leaderworkerset.x-k8s.io", "leaderworkersets")):
+    permissions.require(_group, _plural, "list", "watch")
+
+
+class WorkQueue:
+    """Deduplicating queue of keys: a key is never processed by two workers at once."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._pending: set[tuple[str, str]] = set()
+        self._active: set[tuple[str, str]] = set()
+        self._dirty: set[tuple[str, str]] = set()
+        self.failures: Counter[tuple[str, str]] = Counter()
+
+    def add(self, key: tuple[str, str]) -> None:
+        if key in self._active:
+            self._dirty.add(key)  # re-run once the current pass ends
+        elif key not in self._pending:
+            self._pending.add(key)
+            self._queue.put_nowait(key)
+
+    def add_after(self, key: tuple[str, str], delay: float) -> None:
+        asyncio.get_running_loop().call_later(delay, self.add, key)
+
+    async def get(self) -> tuple[str, str]:
+        key = await self._queue.get()
+        self._pending.discard(key)
+        self._active.add(key)
+        return key
+
+    def done(self, key: tuple[str, str]) -> None:
+        self._active.discard(key)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.add(key)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+class Operator:
+    def __init__(self, kube: Kube, workers: int = 4, resync_seconds: float = 300):
+        self.kube = kube
+        self.state = SharedState()
+        self.reconciler = Reconciler(kube, self.state)
+        self.queue: WorkQueue | None = None
+        self.workers = workers
+        self.resync_seconds = resync_seconds
+        self.known: set[tuple[str, str]] = set()
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
+        self.tasks: list[asyncio.Task] = []
+        self.scalers: dict[tuple[str, str], dict[str, Any]] = {}
+
+    # ---- event intake (called by kopf handlers, on the event loop) ----
+
+    def enqueue(self, key: tuple[str, str]) -> None:
+        if self.queue is not None:
+            self.queue.add(key)
+
+    def on_backend_event(self, event_type: str, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        if event_type == "DELETED":
+            self.known.discard(key)
+            self.reconciler.forget(key)
+            self.scalers.pop(key, None)
+            metrics.forget_backend(namespace, name)
+            return
+        self.known.add(key)
+        self.enqueue(key)
+
+    def on_node_event(self, event_type: str, body: dict[str, Any]) -> None:
+        name = body.get("metadata", {}).get("name", "")
+        changed = self.state.inventory.remove(name) if event_type == "DELETED" else self.state.inventory.upsert(body)
+        if not changed:
+            return  # heartbeats and unrelated label changes do not re-render anything
+        with self.state.lock:
+            # Only backends waiting for GPUs or sizing their autoscaling need another look; running plans are kept.
+            keys = set(self.state.waiting_for_capacity) | set(self.state.autoscale_targets)
+        for key in keys:
+            self.enqueue(key)
+
+    # ---- loops ----
+
+    async def start(self) -> None:
+        self.queue = WorkQueue()
+        for key in self.known:
+            self.queue.add(key)
+        self.tasks = [asyncio.create_task(self._worker(i)) for i in range(self.workers)]
+        self.tasks.append(asyncio.create_task(self._resync_loop()))
+        self.tasks.append(asyncio.create_task(self._autoscale_loop()))
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for scaler in self.scalers.values():
+            await scaler["source"].close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _worker(self, index: int) -> None:
+        loop = asyncio.get_running_loop()
+        assert self.queue is not None
+        while True:
+            key = await self.queue.get()
+            started = time.monotonic()
+            try:
+                outcome = await loop.run_in_executor(self.executor, self.reconciler.reconcile, key)
+                self.queue.failures.pop(key, None)
+                metrics.observe_reconcile("success", time.monotonic() - started)
+                if outcome.requeue_after:
+                    self.queue.add_after(key, outcome.requeue_after)
+            except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff, never crashes
+                failures = self.queue.failures[key] = self.queue.failures[key] + 1
+                delay = min(300.0, 0.5 * 2 ** min(failures, 10))
+                metrics.observe_reconcile("error", time.monotonic() - started)
+                log.warning("reconcile %s/%s failed (attempt %d, retry in %.1fs): %s", *key, failures, delay, exc)
+                self.queue.add_after(key, delay)
+            finally:
+                self.queue.done(key)
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_seconds)
+            for key in list(self.known):
+                self.enqueue(key)
+
+    async def _autoscale_loop(self) -> None:
+        """Every second, evaluate the backends whose sync period is due."""
+        while True:
+            await asyncio.sleep(1)
+            with self.state.lock:
+                targets = dict(self.state.autoscale_targets)
+            for key in list(self.scalers):
+                if key not in targets:
+                    await self.scalers.pop(key)["source"].close()
+            due = []
+            now = time.time()
+            for key, target in targets.items():
+                scaler = self.scalers.get(key)
+                if scaler is None or scaler["kind"] != target.spec.source or scaler.get("model") != target.scrape_model:
+                    if scaler is not None:
+                        await scaler["source"].close()
+                    scaler = self.scalers[key] = self._new_scaler(target)
+                if now >= scaler["next"]:
+                    scaler["next"] = now + target.spec.sync_period_seconds
+                    due.append((key, target, scaler))
+            if due:
+                await asyncio.gather(*(self._evaluate(*item) for item in due), return_exceptions=True)
+
+    def _new_scaler(self, target) -> dict[str, Any]:
+        if target.spec.source == "prometheus":
+            source = PrometheusRatioSource(target.spec.prometheus.url, target.spec.prometheus.query)
+        else:
+            source = TritonScraper(target.scrape_model)
+        return {"kind": target.spec.source, "model": target.scrape_model, "source": source,
+                "state": ScalerState(), "next": 0.0}
+
+    async def _evaluate(self, key: tuple[str, str], target, scaler: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        pods = await loop.run_in_executor(
+            self.executor, lambda: self.kube.list("Pod", target.namespace, label_selector=target.selector))
+        ready = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if _pod_ready(p)}
+        if target.spec.source == "prometheus":
+            reading = await scaler["source"].reading(target.namespace, pod_regex_for(names=sorted(ready)) if ready else "^$")
+        else:
+            failed = await scaler["source"].scrape(ready)
+            if failed:
+                metrics.scrape_error(target.namespace, target.name, failed)
+            reading = scaler["source"].reading(target.spec.window_seconds)
+        decision = decide(
+            scaler["state"], reading, target.spec, target.current_replicas, time.time(),
+            schedulable_max=target.capacity_replicas, gpus_per_replica=target.gpus_per_replica,
+            max_batch_size=target.max_batch_size,
+        )
+        scaler["state"] = decision.state
+        ratio = reading.formatted() if reading.ratio is not None else None
+        metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
+                            replicas=target.current_replicas)
+        new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
+                            decision.state.last_scale_time_rfc3339())
+        with self.state.lock:
+            old = self.state.decisions.get(key)
+            self.state.decisions[key] = new
+        if old != new:
+            if decision.desired_replicas != target.current_replicas:
+                log.info("autoscaling %s/%s: %d -> %d (%s: %s)", *key, target.current_replicas,
+                         decision.desired_replicas, decision.reason, decision.message)
+            self.enqueue(key)
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status", {})
+    if not status.get("podIP") or pod["metadata"].get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+
+
+def build_registry(operator: Operator) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.networking.request_timeout = 60
+        # The handlers below are event handlers only: kopf keeps no progress or diff-base state,
+        # so it writes no annotations or finalizers on the user's objects.
+        await operator.start()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_via_client(**kwargs)  # kubeconfig or in-cluster, like the REST client
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        await operator.stop()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def backend_event(event: dict[str, Any], name: str, namespace: str, **_: Any) -> None:
+        operator.on_backend_event(event.get("type") or "", namespace, name)
+
+    children = {"labels": {"app.kubernetes.io/managed-by": MANAGED_BY}}
+
+    @kopf.on.event("apps", "v1", "deployments", registry=registry, **children)
+    @kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", registry=registry, **children)
+    @kopf.on.event("", "v1", "pods", registry=registry, **children)
+    async def child_event(labels: dict[str, str], namespace: str, **_: Any) -> None:
+        owner = labels.get(BACKEND_LABEL)
+        if owner:
+            operator.enqueue((namespace, owner))
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    async def node_event(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+        operator.on_node_event(event.get("type") or "", dict(body))
+
+    @kopf.on.probe(id="queue", registry=registry)
+    def queue_depth(**_: Any) -> int:
+        return len(operator.queue) if operator.queue else 0
+
+    return registry
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("run", help="run the operator")
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig (default: in-cluster, then KUBECONFIG)")
+    parser.add_argument("--namespace", action="append", default=[], help="watch only these namespaces (repeatable; default all)")
+    parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    parser.add_argument("--resync-seconds", type=float, default=300, help="periodic full resync")
+    parser.add_argument("--metrics-addr", default="127.0.0.1:9090", help="host:port of the Prometheus metrics endpoint ('' = off)")
+    parser.add_argument("--health-addr", default="127.0.0.1:8081", help="host:port of the liveness endpoint /healthz ('' = off)")
+    parser.add_argument("--leader-elect", action="store_true", help="run only while holding the leader Lease")
+    parser.add_argument("--lease-name", default="llmbackend-operator")
+    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
+    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("kopf.objects", "kopf.activities.probe", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
+    kube = Kube(load_configuration(args.kubeconfig), pool_size=args.workers + 4)
+    elector = None
+    if args.leader_elect:
+        elector = LeaderElector(kube, args.lease_name, args.lease_namespace)
+        elector.acquire()  # blocks until this replica leads; exits the process when leadership is lost
+    if args.metrics_addr:
+        host, _, port = args.metrics_addr.rpartition(":")
+        metrics.start_metrics_server(int(port), host or "0.0.0.0")
+    operator = Operator(kube, workers=args.workers, resync_seconds=args.resync_seconds)
+    liveness = f"http://{args.health_addr}/healthz" if args.health_addr else None
+    kopf.run(
+        registry=build_registry(operator),
+        standalone=True,  # leader election above replaces kopf's peering
+        clusterwide=not args.namespace,
+        namespaces=args.namespace,
+        liveness_endpoint=liveness,
+    )
+    return 0
