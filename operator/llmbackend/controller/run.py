@@ -243,8 +243,16 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         await operator.start()
 
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        return kopf.login_via_client(**kwargs)  # kubeconfig or in-cluster, like the REST client
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        # The same credentials as the REST client (re-read on 401, so rotated tokens are picked up).
+        config = operator.kube.configuration
+        token = config.get_api_key_with_prefix("BearerToken", alias="authorization")
+        scheme, _, token = (token or "").partition(" ")
+        return kopf.ConnectionInfo(
+            server=config.host, ca_path=config.ssl_ca_cert, insecure=not config.verify_ssl,
+            certificate_path=config.cert_file, private_key_path=config.key_file,
+            scheme=scheme or None, token=token or None,
+        )
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
@@ -295,23 +303,41 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("kopf.objects", "kopf.activities.probe", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it
     kube = Kube(load_configuration(args.kubeconfig), pool_size=args.workers + 4)
-    elector = None
-    if args.leader_elect:
-        elector = LeaderElector(kube, args.lease_name, args.lease_namespace)
-        elector.acquire()  # blocks until this replica leads; exits the process when leadership is lost
+    # Health and metrics answer from the start: a standby replica waiting for the Lease is healthy.
+    if args.health_addr:
+        serve_healthz(args.health_addr)
     if args.metrics_addr:
         host, _, port = args.metrics_addr.rpartition(":")
         metrics.start_metrics_server(int(port), host or "0.0.0.0")
+    if args.leader_elect:
+        elector = LeaderElector(kube, args.lease_name, args.lease_namespace)
+        elector.acquire()  # blocks until this replica leads; exits the process when leadership is lost
     operator = Operator(kube, workers=args.workers, resync_seconds=args.resync_seconds)
-    liveness = f"http://{args.health_addr}/healthz" if args.health_addr else None
     kopf.run(
         registry=build_registry(operator),
         standalone=True,  # leader election above replaces kopf's peering
         clusterwide=not args.namespace,
         namespaces=args.namespace,
-        liveness_endpoint=liveness,
     )
     return 0
+
+
+def serve_healthz(address: str) -> None:
+    """GET /healthz -> 200 while the process runs (liveness/readiness of leader and standby alike)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server naming
+            ok = self.path.split("?")[0] in ("/healthz", "/readyz")
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            self.wfile.write(b"ok\n" if ok else b"not found\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    host, _, port = address.rpartition(":")
+    server = http.server.ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
+    threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()

@@ -52,8 +52,19 @@ def module_versions() -> dict[str, str]:
     return {"kubernetes": versions.get("kubernetes", "?"), "etcd": versions.get("etcd", "?"), "kwok": versions.get("kwok", "?")}
 
 
+def ldflags() -> str:
+    """Strip symbols and stamp the Kubernetes version, as the release build does (`kubectl version`, /version)."""
+    version = module_versions()["kubernetes"]
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {package}.gitVersion={version}", f"-X {package}.gitMajor={major}",
+                  f"-X {package}.gitMinor={minor}", f"-X {package}.gitTreeState=clean"]
+    return " ".join(flags)
+
+
 def bin_dir() -> Path:
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(ldflags().encode())
     for name in ("go.mod", "go.sum", "tools.go"):
         digest.update((GOTOOLS_DIR / name).read_bytes())
     v = module_versions()
@@ -113,7 +124,7 @@ def ensure_binaries(log=print) -> Path:
     started = time.monotonic()
     env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
     # GOCACHE/GOMODCACHE stay at Go's defaults (outside the repo) so rebuilds are incremental.
-    cmd = [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging) + "/", *PACKAGES.values()]
+    cmd = [go, "build", "-trimpath", f"-ldflags={ldflags()}", "-o", str(staging) + "/", *PACKAGES.values()]
     proc = subprocess.run(cmd, cwd=GOTOOLS_DIR, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)

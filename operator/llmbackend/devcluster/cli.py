@@ -18,6 +18,7 @@ from .cluster import Cluster, ClusterError, default_dir, down, load, up
 TOPOLOGIES_DIR = REPO_ROOT / "e2e" / "topologies"
 CRD_FILE = REPO_ROOT / "crds" / "llmbackend.yaml"
 DEMO_SAMPLE = REPO_ROOT / "manifests" / "samples" / "llama-3.1-8b-trtllm.yaml"
+MODELS_PVC = REPO_ROOT / "e2e" / "fixtures" / "models-pvc.yaml"
 
 
 def topology_nodes(name: str) -> list[dict[str, Any]]:
@@ -58,7 +59,7 @@ def install_crd(kube, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         live = kube.get("CustomResourceDefinition", None, crd["metadata"]["name"])
-        conditions = {c["type"]: c["status"] for c in (live or {}).get("status", {}).get("conditions", [])}
+        conditions = {c["type"]: c["status"] for c in ((live or {}).get("status") or {}).get("conditions") or []}
         if conditions.get("Established") == "True":
             return
         time.sleep(0.2)
@@ -99,6 +100,7 @@ def demo(args) -> int:
     kubectl = _kubectl(cluster)
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
     sample = Path(args.sample)
+    subprocess.run([kubectl, "apply", "-f", str(MODELS_PVC)], env=env, check=True)  # the samples' model store
     subprocess.run([kubectl, "apply", "-f", str(sample)], env=env, check=True)
     name = yaml.safe_load(sample.read_text())["metadata"]["name"]
     namespace = yaml.safe_load(sample.read_text())["metadata"].get("namespace", "default")

@@ -1,0 +1,37 @@
+# syntax=docker/dockerfile:1
+# The llmbackend operator image (also runs the topology reporter DaemonSet).
+#
+#   docker build -t ghcr.io/llmbackend/operator:0.1.0 .
+#
+# NOTE: not built in this repository's CI/dev environment -- there is no Docker/container engine
+# there. The manifests (manifests/default) reference ghcr.io/llmbackend/operator:0.1.0; override
+# with kustomize `images:` after building and pushing your own.
+
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml ./
+COPY operator ./operator
+# Install into an isolated prefix that the runtime stage copies as a whole.
+RUN python -m venv /opt/llmbackend \
+ && /opt/llmbackend/bin/pip install --upgrade pip \
+ && /opt/llmbackend/bin/pip install .
+
+FROM python:3.11-slim
+LABEL org.opencontainers.image.title="llmbackend-operator" \
+      org.opencontainers.image.description="Kubernetes operator serving LLMs on Triton Inference Server with TensorRT-LLM" \
+      org.opencontainers.image.source="https://github.com/llmbackend/llmbackend" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/llmbackend/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+COPY --from=build /opt/llmbackend /opt/llmbackend
+# Non-root (matches runAsUser 65532 in the manifests); no home directory writes needed,
+# the root filesystem is mounted read-only and /tmp is an emptyDir.
+RUN groupadd --system --gid 65532 llmbackend \
+ && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin llmbackend
+USER 65532:65532
+WORKDIR /tmp
+EXPOSE 9090 8081
+ENTRYPOINT ["llmbackend"]
+CMD ["run", "--leader-elect", "--metrics-addr=0.0.0.0:9090", "--health-addr=0.0.0.0:8081"]

@@ -1,0 +1,129 @@
+"""E2E fixtures: one real control plane per session (etcd, kube-apiserver, controller-manager,
+scheduler, kwok) with simulated GPU nodes, the CRD installed, and the operator running as a real
+process. Each test gets its own namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from llmbackend.controller.kube import KINDS, Kube, load_configuration
+from llmbackend.devcluster import cluster as devcluster
+from llmbackend.devcluster.build import bin_dir
+from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes
+
+pytestmark = pytest.mark.e2e
+KINDS.setdefault("Namespace", ("v1", "namespaces"))
+KINDS.setdefault("ReplicaSet", ("apps/v1", "replicasets"))
+# The nodes every e2e test sees: four DGX H100 (32 GPUs).
+SESSION_TOPOLOGY = "dgx-h100-x4"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/e2e" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+class ClusterHandle:
+    def __init__(self, cluster: devcluster.Cluster):
+        self.cluster = cluster
+        self.kube = Kube(load_configuration(str(cluster.kubeconfig)))
+        self.kubectl_path = str(bin_dir() / "kubectl")
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig))
+        proc = subprocess.run([self.kubectl_path, *args], env=env, input=input, capture_output=True, text=True, timeout=60)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+        return proc
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory) -> ClusterHandle:
+    directory = tmp_path_factory.mktemp("cluster")
+    c = devcluster.up(directory, devcluster.Ports.free())
+    handle = ClusterHandle(c)
+    load_nodes(handle.kube, topology_nodes(SESSION_TOPOLOGY))
+    install_crd(handle.kube)
+    yield handle
+    devcluster.stop(c)
+
+
+class OperatorProcess:
+    def __init__(self, handle: ClusterHandle, extra_args: list[str] | None = None):
+        self.handle = handle
+        self.extra_args = extra_args or []
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = start_operator(self.handle.cluster, self.extra_args)
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc and self.proc.poll() is None:
+            (self.proc.kill if kill else self.proc.terminate)()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return devcluster.log_tail(self.handle.cluster.log_file("llmbackend-operator"), lines)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster) -> OperatorProcess:
+    op = OperatorProcess(cluster)
+    op.start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture
+def namespace(cluster) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    cluster.kube.delete("Namespace", None, name)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.25, what: str = "condition") -> Any:
+    """Poll until predicate() is truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    for cond in ((obj or {}).get("status") or {}).get("conditions", []):
+        if cond["type"] == type_:
+            return cond
+    return None
+
+
+def backend_manifest(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    base = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}}}
+    base.update(spec)
+    return {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
+            "metadata": {"name": name, "namespace": namespace}, "spec": base}
+
+
+def apply_manifest(cluster: ClusterHandle, manifest: dict[str, Any]) -> subprocess.CompletedProcess:
+    return cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]

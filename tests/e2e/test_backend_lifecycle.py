@@ -1,0 +1,161 @@
+"""LLMBackend reconciliation on the real control plane: children, status, scale, rollout, deletion, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import REPO_ROOT, apply_manifest, backend_manifest, condition, wait_for
+from llmbackend.controller.reconcile import Reconciler, SharedState
+from llmbackend.planning.inventory import Inventory
+
+
+def _available(cluster, namespace, name):
+    obj = cluster.kube.get("LLMBackend", namespace, name)
+    cond = condition(obj, "Available")
+    if cond and cond["status"] == "True" and cond.get("observedGeneration") == obj["metadata"]["generation"]:
+        return obj
+    return None
+
+
+def test_sample_backend_gets_children_pods_and_becomes_available(cluster, operator, namespace):
+    sample = yaml.safe_load((REPO_ROOT / "manifests/samples/llama-3.1-8b-trtllm.yaml").read_text())
+    sample["metadata"]["namespace"] = namespace
+    sample["spec"]["model"]["source"] = {"uri": "s3://models/llama-3.1-8b"}  # no PVC in the test namespace
+    apply_manifest(cluster, sample)
+    name = sample["metadata"]["name"]
+
+    obj = wait_for(lambda: _available(cluster, namespace, name), timeout=60, what="Available=True")
+    uid = obj["metadata"]["uid"]
+    for kind, child in (("ConfigMap", f"{name}-model-repo"), ("Deployment", name), ("Service", name)):
+        live = cluster.kube.get(kind, namespace, child)
+        assert live is not None, kind
+        owners = live["metadata"]["ownerReferences"]
+        assert owners[0]["uid"] == uid and owners[0]["controller"] is True
+        assert live["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "llmbackend-operator"
+
+    pods = cluster.kube.list("Pod", namespace, label_selector=f"llmbackend.dev/backend={name}")
+    assert len(pods) == 1
+    assert pods[0]["spec"]["nodeName"].startswith("dgx-h100-")
+    assert pods[0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert condition(pods[0], "Ready")["status"] == "True"
+
+    status = obj["status"]
+    assert status["plan"]["tensorParallel"] == 1 and status["plan"]["pipelineParallel"] == 1
+    assert status["readyReplicas"] == 1 and status["observedGeneration"] == obj["metadata"]["generation"]
+    assert condition(obj, "Planned")["status"] == "True"
+    assert condition(obj, "Degraded")["status"] == "False"
+    # The user's object carries no operator bookkeeping (GitOps sees no drift).
+    assert not [a for a in (obj["metadata"].get("annotations") or {}) if "kopf" in a]
+    assert not obj["metadata"].get("finalizers")
+
+    # Printer columns are filled.
+    table = cluster.kubectl("get", "llmb", name, "-n", namespace, "-o", "wide").stdout.splitlines()
+    header, row = table[0].split(), table[1].split()
+    assert header[:9] == ["NAME", "MODEL", "BACKEND", "TP", "PP", "GPUS/REPLICA", "REPLICAS", "READY", "RATIO"]
+    assert row[1:8] == ["llama-3.1-8b", "tensorrtllm", "1", "1", "1", "1", "1"]
+
+    events = cluster.kube.list("Event", namespace, field_selector=f"involvedObject.name={name}")
+    assert {"Fits", "ReplicasReady"} <= {e["reason"] for e in events}
+
+
+def test_reconcile_with_nothing_changed_makes_no_writes(cluster, operator, namespace):
+    apply_manifest(cluster, backend_manifest("noop", namespace))
+    wait_for(lambda: _available(cluster, namespace, "noop"), timeout=60, what="Available=True")
+    state = SharedState(inventory=Inventory(cluster.kube.list("Node")))
+    reconciler = Reconciler(cluster.kube, state)
+    outcome = reconciler.reconcile((namespace, "noop"))
+    assert outcome.writes == 0, "a second reconcile of an unchanged backend must not write"
+
+
+def test_kubectl_scale_and_spec_change_roll_out(cluster, operator, namespace):
+    apply_manifest(cluster, backend_manifest("scaled", namespace))
+    wait_for(lambda: _available(cluster, namespace, "scaled"), timeout=60, what="Available=True")
+    template_hash = cluster.kube.get("Deployment", namespace, "scaled")["spec"]["template"]["metadata"]["annotations"]
+
+    cluster.kubectl("scale", "llmb", "scaled", "-n", namespace, "--replicas=2")
+    wait_for(lambda: cluster.kube.get("Deployment", namespace, "scaled")["spec"]["replicas"] == 2, what="Deployment replicas 2")
+    obj = wait_for(lambda: _available(cluster, namespace, "scaled"), timeout=60, what="2 replicas Available")
+    assert obj["status"]["replicas"] == 2 and obj["status"]["readyReplicas"] == 2
+    assert cluster.kube.get("PodDisruptionBudget", namespace, "scaled") is not None, "PDB once replicas > 1"
+
+    # A spec change that alters the Triton config rolls the pods (config hash on the pod template).
+    cluster.kubectl("patch", "llmb", "scaled", "-n", namespace, "--type=merge", "-p", json.dumps({"spec": {"engine": {"maxBatchSize": 32}}}))
+    wait_for(lambda: cluster.kube.get("Deployment", namespace, "scaled")["spec"]["template"]["metadata"]["annotations"] != template_hash,
+             what="new pod template")
+    config = cluster.kube.get("ConfigMap", namespace, "scaled-model-repo")["data"]["tensorrt_llm__config.pbtxt"]
+    assert "max_batch_size: 32" in config
+    wait_for(lambda: _available(cluster, namespace, "scaled"), timeout=90, what="rollout complete")
+
+    cluster.kubectl("scale", "llmb", "scaled", "-n", namespace, "--replicas=1")
+    wait_for(lambda: cluster.kube.get("PodDisruptionBudget", namespace, "scaled") is None, what="PDB pruned at 1 replica")
+
+
+def test_deleting_the_backend_garbage_collects_children(cluster, operator, namespace):
+    apply_manifest(cluster, backend_manifest("gone", namespace))
+    wait_for(lambda: _available(cluster, namespace, "gone"), timeout=60, what="Available=True")
+    cluster.kubectl("delete", "llmb", "gone", "-n", namespace, "--wait=true")
+    wait_for(lambda: cluster.kube.get("Deployment", namespace, "gone") is None
+             and cluster.kube.get("ConfigMap", namespace, "gone-model-repo") is None
+             and cluster.kube.get("Service", namespace, "gone") is None,
+             timeout=60, what="children garbage-collected")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"model": {"preset": "llama-3.1-8b"}, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must not exceed maxReplicas"),
+    ({"model": {"preset": "llama-3.1-8b"}, "parallelism": {"pipelineParallel": 2}}, "pipelineParallel requires tensorParallel"),
+    ({"model": {"preset": "llama-3.1-8b"}, "engine": {"quantization": "fp4"}}, 'Unsupported value: "fp4"'),
+    ({"model": {}}, "set exactly one of preset or architecture"),
+    ({"model": {"preset": "llama-3.1-8b"}, "replicas": -1}, "should be greater than or equal to 0"),
+])
+def test_invalid_backend_is_rejected_by_the_api_server(cluster, namespace, spec, message):
+    manifest = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
+                "metadata": {"name": "bad", "namespace": namespace}, "spec": spec}
+    proc = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest), check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+
+
+@pytest.mark.parametrize("spec, reason", [
+    ({"model": {"preset": "no-such-model", "source": {"uri": "s3://m/x"}}}, "UnknownPreset"),
+    ({"model": {"preset": "llama-3.1-70b", "source": {"uri": "s3://m/x"}}, "parallelism": {"tensorParallel": 3}},
+     "TensorParallelDoesNotDivideHeads"),
+    ({"model": {"architecture": {"numLayers": 200, "hiddenSize": 32768, "numAttentionHeads": 256, "numKeyValueHeads": 16,
+                                 "headDim": 128, "vocabSize": 256000, "parameterCount": 9_000_000_000_000},
+                "source": {"uri": "s3://m/x"}}}, "InsufficientGPUMemory"),
+])
+def test_impossible_backend_is_reported_not_crashed(cluster, operator, namespace, spec, reason):
+    manifest = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
+                "metadata": {"name": "impossible", "namespace": namespace}, "spec": spec}
+    apply_manifest(cluster, manifest)
+    obj = wait_for(lambda: (o := cluster.kube.get("LLMBackend", namespace, "impossible"))
+                   and condition(o, "Planned") and o, timeout=30, what="Planned condition")
+    planned, degraded = condition(obj, "Planned"), condition(obj, "Degraded")
+    assert planned["status"] == "False" and planned["reason"] == reason
+    assert degraded["status"] == "True"
+    assert cluster.kube.get("Deployment", namespace, "impossible") is None
+    assert operator.proc.poll() is None, operator.log_tail()
+
+
+def test_multi_node_plan_needs_leaderworkerset_then_renders_one(cluster, operator, namespace):
+    manifest = backend_manifest("big", namespace)
+    manifest["spec"]["model"]["preset"] = "llama-3.1-405b"  # bf16: TP8 inside a node x PP2 across two nodes
+    apply_manifest(cluster, manifest)
+    obj = wait_for(lambda: (o := cluster.kube.get("LLMBackend", namespace, "big")) and condition(o, "Degraded") and o,
+                   timeout=30, what="status")
+    assert obj["status"]["plan"]["tensorParallel"] == 8 and obj["status"]["plan"]["pipelineParallel"] == 2
+    assert obj["status"]["plan"]["nodesPerReplica"] == 2
+    if cluster.kube.get("CustomResourceDefinition", None, "leaderworkersets.leaderworkerset.x-k8s.io") is None:
+        assert condition(obj, "Degraded")["reason"] == "LeaderWorkerSetNotInstalled"
+        cluster.kubectl("apply", "-f", str(REPO_ROOT / "e2e/fixtures/lws-crd.yaml"))
+    lws = wait_for(lambda: cluster.kube.get("LeaderWorkerSet", namespace, "big"), timeout=90, what="LeaderWorkerSet")
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 2
+    leader = template["leaderTemplate"]["spec"]["containers"][0]
+    assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert "mpirun" in leader["args"]
+    assert lws["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
+    service = cluster.kube.get("Service", namespace, "big")
+    assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
