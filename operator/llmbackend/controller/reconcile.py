@@ -204,6 +204,7 @@ class Reconciler:
         strategy, strategy_why = choose_rollout_strategy(replicas or 0, spare)
         status["rolloutStrategy"] = strategy.type
 
+        previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy)
         for child in desired:
             child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
@@ -213,6 +214,11 @@ class Reconciler:
                 if child["kind"] == workload_kind:
                     live_workload = applied
         self._prune(ref, {(c["kind"], c["metadata"]["name"]) for c in desired}, multi_node)
+        if spec.autoscaling.enabled and previous_replicas is not None and replicas is not None and replicas != previous_replicas:
+            auto = status.get("autoscaling", {})
+            self.event(obj, "Normal", "ScaledUp" if replicas > previous_replicas else "ScaledDown",
+                       f"{workload_kind} {ref.name}: {previous_replicas} -> {replicas} replicas "
+                       f"(ratio {auto.get('currentRatio', '?')}, {auto.get('reason', '')}: {auto.get('message', '')})")
 
         self._status_from_workload(ref, spec, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
         self._finish(obj, ref, status, conditions, old_status)

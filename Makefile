@@ -1,0 +1,46 @@
+# The two promised commands: `make demo` (main job on the local default) and `make test` (all tests).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP_FLAGS ?= -q --disable-pip-version-check
+
+.PHONY: setup demo test unit e2e tools crd bench down clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install $(PIP_FLAGS) -e '.[test]'
+	touch $@
+
+# Control-plane binaries (etcd, kube-apiserver, ...) built once from the Go module proxy into ~/.cache/llmbackend.
+tools: setup
+	$(PY) -m llmbackend.devcluster.build
+
+# Debian's Prometheus for the autoscaling tests (installed when missing and we are root; otherwise those tests skip).
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) || echo "prometheus not installed: the Prometheus-source tests will be skipped"; }
+
+demo: tools
+	$(VENV)/bin/llmbackend demo
+
+test: tools prometheus
+	$(PY) -m pytest -p no:cacheprovider
+
+unit: setup
+	$(PY) -m pytest -p no:cacheprovider tests/unit
+
+e2e: tools prometheus
+	$(PY) -m pytest -p no:cacheprovider tests/e2e tests/triton
+
+crd: setup
+	$(VENV)/bin/llmbackend crd > crds/llmbackend.yaml
+
+bench: tools
+	$(PY) benchmarks/plan_bench.py
+	$(PY) benchmarks/autoscale_sim.py
+
+down: setup
+	$(VENV)/bin/llmbackend dev-cluster down
+
+clean: down
+	rm -rf $(VENV)

@@ -1,0 +1,57 @@
+"""Pure pieces of the controller: drift detection, plan stickiness key, conditions, the work queue."""
+
+from __future__ import annotations
+
+import asyncio
+
+from llmbackend.api.v1alpha1 import LLMBackendSpec
+from llmbackend.controller.conditions import Conditions
+from llmbackend.controller.reconcile import is_subset, spec_hash
+from llmbackend.controller.run import WorkQueue
+
+
+def test_is_subset_ignores_server_defaults_but_sees_changed_or_missing_fields():
+    desired = {"spec": {"replicas": 2, "template": {"containers": [{"name": "t", "image": "a"}]}}}
+    live = {"spec": {"replicas": 2, "revisionHistoryLimit": 10,
+                     "template": {"containers": [{"name": "t", "image": "a", "terminationMessagePath": "/dev/x"}]}}}
+    assert is_subset(desired, live)
+    assert not is_subset(desired, {"spec": {**live["spec"], "replicas": 3}})
+    assert not is_subset(desired, {"spec": {**live["spec"], "template": {"containers": []}}})
+
+
+def test_spec_hash_ignores_replicas_and_autoscaling_but_not_the_engine():
+    base = {"model": {"preset": "llama-3.1-8b"}}
+    a = LLMBackendSpec.model_validate(base)
+    assert spec_hash(a) == spec_hash(LLMBackendSpec.model_validate({**base, "replicas": 5}))
+    assert spec_hash(a) == spec_hash(LLMBackendSpec.model_validate({**base, "autoscaling": {"enabled": True}}))
+    assert spec_hash(a) != spec_hash(LLMBackendSpec.model_validate({**base, "engine": {"quantization": "fp8"}}))
+
+
+def test_condition_transition_time_moves_only_on_status_change():
+    first = Conditions(None, 1)
+    first.set("Available", False, "ReplicasNotReady", "0/1")
+    old = first.to_list()
+    again = Conditions(old, 2)
+    again.set("Available", False, "ReplicasNotReady", "still 0/1")
+    assert again.to_list()[0]["lastTransitionTime"] == old[0]["lastTransitionTime"]
+    assert again.to_list()[0]["observedGeneration"] == 2
+    assert again.changed() == []
+    flipped = Conditions(old, 2)
+    flipped.set("Available", True, "ReplicasReady", "1/1")
+    assert [c["type"] for c in flipped.changed()] == ["Available"]
+
+
+def test_work_queue_deduplicates_and_reruns_a_key_dirtied_while_active():
+    async def scenario():
+        queue = WorkQueue()
+        key = ("ns", "a")
+        queue.add(key)
+        queue.add(key)
+        assert len(queue) == 1
+        got = await queue.get()
+        queue.add(key)  # changed while being reconciled
+        assert len(queue) == 0
+        queue.done(got)
+        assert len(queue) == 1, "re-queued once the active pass ended"
+
+    asyncio.run(scenario())

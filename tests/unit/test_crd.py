@@ -1,0 +1,53 @@
+"""The CRD in crds/ is generated from the pydantic models and must not drift; its schema must be structural."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from llmbackend.api import crdgen
+
+CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "llmbackend.yaml"
+
+
+def test_committed_crd_matches_the_models():
+    assert CRD_FILE.read_text() == crdgen.render(), "crds/llmbackend.yaml drifted: run `make crd` and commit it"
+
+
+def _walk(schema, path="spec"):
+    yield path, schema
+    for name, prop in (schema.get("properties") or {}).items():
+        yield from _walk(prop, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        yield from _walk(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _walk(schema["additionalProperties"], f"{path}{{}}")
+
+
+def test_schema_is_structural_and_documented():
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    version = crd["spec"]["versions"][0]
+    root = version["schema"]["openAPIV3Schema"]
+    for path, node in _walk(root["properties"]["spec"]):
+        assert "$ref" not in node and "anyOf" not in node and "allOf" not in node, path
+        assert "type" in node, f"{path} has no type (not structural)"
+        assert not ("properties" in node and "additionalProperties" in node), path
+    spec_props = root["properties"]["spec"]["properties"]
+    for field in ("model", "engine", "parallelism", "replicas", "autoscaling", "scheduling"):
+        assert field in spec_props
+    assert spec_props["engine"]["properties"]["quantization"]["enum"] == ["bf16", "fp16", "fp8", "int8_wo", "int4_awq"]
+    assert spec_props["engine"]["properties"]["maxBatchSize"]["description"]
+    rules = [r["rule"] for r in spec_props["autoscaling"]["x-kubernetes-validations"]]
+    assert any("minReplicas <= self.maxReplicas" in r for r in rules)
+
+
+def test_scale_subresource_and_printer_columns():
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    version = crd["spec"]["versions"][0]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector",
+    }
+    names = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert names[:9] == ["Model", "Backend", "TP", "PP", "GPUs/replica", "Replicas", "Ready", "Ratio", "Status"]
+    assert crd["spec"]["names"]["shortNames"] == ["llmb"] and crd["spec"]["names"]["categories"] == ["llm"]
