@@ -34,6 +34,7 @@ e2e: tools prometheus
 
 crd: setup
 	$(VENV)/bin/llmbackend crd > crds/llmbackend.yaml
+	$(VENV)/bin/llmbackend crd --reference > docs/configuration.md
 
 bench: tools
 	$(PY) benchmarks/plan_bench.py

@@ -15,6 +15,11 @@ def test_committed_crd_matches_the_models():
     assert CRD_FILE.read_text() == crdgen.render(), "crds/llmbackend.yaml drifted: run `make crd` and commit it"
 
 
+def test_committed_configuration_reference_matches_the_models():
+    reference = CRD_FILE.parents[1] / "docs" / "configuration.md"
+    assert reference.read_text() == crdgen.reference_markdown(), "docs/configuration.md drifted: run `make crd`"
+
+
 def _walk(schema, path="spec"):
     yield path, schema
     for name, prop in (schema.get("properties") or {}).items():

@@ -120,7 +120,8 @@ def demo(args) -> int:
     print("\nplan:\n" + obj.get("status", {}).get("plan", {}).get("explanation", "(none)"))
     print("\nconditions:")
     for cond in obj.get("status", {}).get("conditions", []):
-        print(f"  {cond['type']:<12} {cond['status']:<6} {cond['reason']}: {cond.get('message', '')[:160]}")
+        message = (cond.get("message") or "").strip().splitlines()
+        print(f"  {cond['type']:<12} {cond['status']:<6} {cond['reason']}: {message[0][:160] if message else ''}")
     print(f"\n{'Available' if available else 'NOT available'} after {time.monotonic() - started:.1f}s.")
     print(f"Try: export KUBECONFIG={cluster.kubeconfig}; {kubectl} get llmb -o wide")
     print("Stop everything: llmbackend dev-cluster down")
