@@ -159,3 +159,26 @@ def test_multi_node_plan_needs_leaderworkerset_then_renders_one(cluster, operato
     assert lws["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
     service = cluster.kube.get("Service", namespace, "big")
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+
+
+def test_a_foreign_hpa_on_the_workload_is_reported_not_fought(cluster, operator, namespace):
+    manifest = backend_manifest("contested", namespace, autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 2})
+    apply_manifest(cluster, manifest)
+    wait_for(lambda: _available(cluster, namespace, "contested"), timeout=60, what="Available=True")
+    # Someone adds their own HPA on our Deployment; the HPA controller lifts it to its minReplicas.
+    cluster.kube.apply({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "someone-elses", "namespace": namespace},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "contested"},
+                 "minReplicas": 3, "maxReplicas": 3,
+                 "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]},
+    })
+    obj = wait_for(lambda: (o := cluster.kube.get("LLMBackend", namespace, "contested"))
+                   and (condition(o, "Degraded") or {}).get("reason") == "ConflictingHorizontalPodAutoscaler" and o,
+                   timeout=60, what="conflict reported")
+    assert "someone-elses" in condition(obj, "Degraded")["message"]
+    # The operator no longer owns .spec.replicas, so the two writers do not flap.
+    deployment = cluster.kube.get("Deployment", namespace, "contested")
+    replica_managers = [m["manager"] for m in deployment["metadata"]["managedFields"]
+                        if "f:replicas" in str(m.get("fieldsV1", {}).get("f:spec", {}))]
+    assert "llmbackend-operator" not in replica_managers

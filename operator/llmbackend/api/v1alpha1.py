@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "llmbackend.dev"
@@ -32,6 +32,9 @@ QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 SAFE_PATH_PATTERN = r"^[A-Za-z0-9._/\-]+$"
 SAFE_URI_PATTERN = r"^[a-z][a-z0-9+.\-]*://[A-Za-z0-9._~:/?#@!$&()*+,;=%\-]+$"
 IMAGE_PATTERN = r"^[a-z0-9]+([._\-/:@][A-Za-z0-9]+)*$"
+# Kubernetes label syntax (node selectors and tolerations end up in pod specs).
+LABEL_KEY_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 
 
 class _Model(BaseModel):
@@ -109,6 +112,21 @@ class PVCSource(_Model):
         default="/", max_length=1024, pattern=SAFE_PATH_PATTERN,
         description="Directory inside the claim (mounted read-only at /models).",
     )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "!self.path.contains('..')", "message": "path must not contain '..'"}
+            ]
+        }
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _no_parent_segments(cls, value: str) -> str:
+        if ".." in value:
+            raise ValueError("path must not contain '..'")
+        return value
 
 
 class ModelSource(_Model):
@@ -276,9 +294,9 @@ class AutoscalingSpec(_Model):
 
 
 class Toleration(_Model):
-    key: str | None = Field(default=None, max_length=316)
+    key: str | None = Field(default=None, max_length=316, pattern=LABEL_KEY_PATTERN)
     operator: Literal["Exists", "Equal"] | None = None
-    value: str | None = Field(default=None, max_length=63)
+    value: str | None = Field(default=None, max_length=63, pattern=LABEL_VALUE_PATTERN)
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
 
@@ -289,7 +307,10 @@ class ResourceRequests(_Model):
 
 
 class SchedulingSpec(_Model):
-    node_selector: dict[Annotated[str, Field(max_length=316)], Annotated[str, Field(max_length=63)]] | None = Field(
+    node_selector: dict[
+        Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)],
+        Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)],
+    ] | None = Field(
         default=None, description="Extra node labels the serving pods require (also restricts planning)."
     )
     tolerations: list[Toleration] | None = Field(default=None, max_length=32)

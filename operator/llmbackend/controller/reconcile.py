@@ -44,6 +44,7 @@ LWS_API = ("leaderworkerset.x-k8s.io/v1", "leaderworkersets")
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
 
 permissions.require("", "events", "create")
+permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
 
 
 @dataclass
@@ -206,7 +207,10 @@ class Reconciler:
 
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy)
+        conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         for child in desired:
+            if conflict and child["kind"] == workload_kind:
+                child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
             child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
             live = live_workload if child["kind"] == workload_kind else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
             if live is None or not _up_to_date(child, live):
@@ -221,9 +225,25 @@ class Reconciler:
                        f"(ratio {auto.get('currentRatio', '?')}, {auto.get('reason', '')}: {auto.get('message', '')})")
 
         self._status_from_workload(ref, spec, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
+        if conflict:
+            conditions.set(DEGRADED, True, "ConflictingHorizontalPodAutoscaler",
+                           f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
+                           "writing its replicas. Delete that HPA, or use spec.autoscaling (mode operator or hpa) instead.")
         self._finish(obj, ref, status, conditions, old_status)
         # Keep watching a rollout; the watch on children also wakes us, this is the safety net.
         return Outcome(requeue_after=None if conditions.is_true(AVAILABLE) else 30)
+
+    def _foreign_hpa(self, ref: BackendRef, workload_kind: str, live_workload, replicas: int | None) -> str | None:
+        """Name of an HPA we do not own that targets our workload. Looked up only when replicas drifted."""
+        live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
+        if live_workload is None or replicas is None or live_replicas == replicas:
+            return None
+        for hpa in self.kube.list("HorizontalPodAutoscaler", ref.namespace):
+            target = hpa.get("spec", {}).get("scaleTargetRef", {})
+            owned = any(o.get("uid") == ref.uid for o in hpa["metadata"].get("ownerReferences", []))
+            if not owned and target.get("kind") == workload_kind and target.get("name") == ref.name:
+                return hpa["metadata"]["name"]
+        return None
 
     def _sticky_plan(self, old_status: dict[str, Any], input_hash: str, conditions: Conditions) -> PlanStatus | None:
         """Keep the plan chosen for this spec: node churn must not reshuffle running replicas."""
