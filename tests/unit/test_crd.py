@@ -35,7 +35,8 @@ def test_schema_is_structural_and_documented():
     version = crd["spec"]["versions"][0]
     root = version["schema"]["openAPIV3Schema"]
     for path, node in _walk(root["properties"]["spec"]):
-        assert "$ref" not in node and "anyOf" not in node and "allOf" not in node, path
+        for unsupported in ("$ref", "anyOf", "allOf", "patternProperties", "propertyNames", "const"):
+            assert unsupported not in node, f"{path}: {unsupported} is not allowed in a Kubernetes structural schema"
         assert "type" in node, f"{path} has no type (not structural)"
         assert not ("properties" in node and "additionalProperties" in node), path
     spec_props = root["properties"]["spec"]["properties"]

@@ -7,6 +7,7 @@ collapsed to X (absent fields are simply omitted), titles dropped, CEL rules kep
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -43,6 +44,13 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
             out[key] = {name: _inline(prop, defs) for name, prop in value.items()}
         else:
             out[key] = _inline(value, defs)
+    # Kubernetes has no patternProperties: map values keep their schema, key syntax becomes a CEL rule.
+    pattern_properties = out.pop("patternProperties", None)
+    if pattern_properties:
+        (key_pattern, value_schema), = pattern_properties.items()
+        out["additionalProperties"] = value_schema
+        rule = {"rule": f"self.all(k, k.matches({json.dumps(key_pattern)}))", "message": f"keys must match {key_pattern}"}
+        out.setdefault("x-kubernetes-validations", []).append(rule)
     # `additionalProperties: false` is implied by `properties` in Kubernetes and may not stand beside it.
     if out.get("additionalProperties") is False:
         del out["additionalProperties"]

@@ -311,7 +311,7 @@ class SchedulingSpec(_Model):
         Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)],
         Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)],
     ] | None = Field(
-        default=None, description="Extra node labels the serving pods require (also restricts planning)."
+        default=None, max_length=32, description="Extra node labels the serving pods require (also restricts planning)."
     )
     tolerations: list[Toleration] | None = Field(default=None, max_length=32)
     priority_class_name: str | None = Field(default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")

@@ -1,0 +1,299 @@
+"""Load benchmark of the operator on a real control plane (a script that prints figures, not a test).
+
+    python benchmarks/load_bench.py [--backends 500] [--extra-nodes 70] [--dir /tmp/llmb-bench]
+
+1. Dev cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok) with dgx-h100-x4 plus
+   `--extra-nodes` generated DGX-H100-like nodes (8 GPUs each), the CRD, the operator as a subprocess.
+2. Creates N single-GPU LLMBackends at once (threads); time until each is Planned=True and has its
+   Deployment (p50/p99/max per CR, total); API requests per CR.
+3. No-op resync: once the cluster is quiet, waits two resync periods (--resync-seconds 20) and counts
+   writes (PATCH/POST/PUT/DELETE) the operator made meanwhile: must be 0.
+4. Node churn: 1,000 label updates within a minute (an irrelevant label and nvidia.com/gfd.timestamp):
+   writes stay ~0, the reconcile count barely moves.
+Operator CPU time and peak RSS (VmHWM) at the end.
+
+API requests are read from the apiserver's apiserver_request_total (which has no user-agent label):
+requests attributed to the operator are those on the resources only it writes or GETs
+(llmbackends, llmbackends/status, configmaps, services, poddisruptionbudgets, core/v1 events,
+GET deployments); deployment writes are taken from the operator's field-manager view: PATCH on
+deployments (the controller-manager only PUTs deployments/status). This script itself only LISTs,
+and POSTs the LLMBackends (subtracted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "operator"))
+
+from llmbackend.controller.kube import KINDS, ApiError, Kube, load_configuration  # noqa: E402
+from llmbackend.devcluster import cluster as devcluster  # noqa: E402
+from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
+
+KINDS.setdefault("Namespace", ("v1", "namespaces"))
+WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE", "APPLY", "CREATE", "UPDATE"}
+OPERATOR_RESOURCES = {("llmbackend.dev", "llmbackends", ""), ("llmbackend.dev", "llmbackends", "status"),
+                      ("", "configmaps", ""), ("", "services", ""), ("policy", "poddisruptionbudgets", "")}
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def apiserver_requests(kube: Kube) -> Counter:
+    """(verb, group, resource, subresource) -> count, from the apiserver's own /metrics."""
+    headers = {}
+    for auth in kube.configuration.auth_settings().values():
+        headers[auth["key"]] = auth["value"]
+    resp = kube._rest.request("GET", kube.configuration.host + "/metrics", headers=headers, _request_timeout=30)
+    text = resp.read().decode()
+    out: Counter = Counter()
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+        value = float(line.rsplit(" ", 1)[1])
+        out[(labels.get("verb", ""), labels.get("group", ""), labels.get("resource", ""), labels.get("subresource", ""))] += value
+    return out
+
+
+def operator_share(counts: Counter) -> dict[str, float]:
+    """Requests attributed to the operator, by verb (see module docstring)."""
+    by_verb: Counter = Counter()
+    for (verb, group, resource, sub), n in counts.items():
+        if (group, resource, sub) in OPERATOR_RESOURCES and verb not in ("LIST", "WATCH"):
+            by_verb[verb] += n
+        elif (group, resource, sub) == ("apps", "deployments", "") and verb in ("GET", "APPLY", "POST", "DELETE"):
+            by_verb[verb] += n
+        elif (group, resource) == ("", "events") and verb in WRITE_VERBS:
+            by_verb["events:" + verb] += n  # core/v1 events: the operator's and the controller-manager's
+    return dict(by_verb)
+
+
+def diff(after: dict, before: dict) -> dict:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before) if after.get(k, 0) - before.get(k, 0)}
+
+
+def writes(by_verb: dict) -> float:
+    """Writes to objects (events excluded: the controller-manager posts core/v1 events too)."""
+    return sum(v for k, v in by_verb.items() if k in WRITE_VERBS)
+
+
+def operator_metrics(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("llmbackend_reconcile_total{") or line.startswith("llmbackend_reconcile_errors_total "):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def reconciles(port: int) -> float:
+    return sum(v for k, v in operator_metrics(port).items() if k.startswith("llmbackend_reconcile_total"))
+
+
+def proc_stats(pid: int) -> dict[str, float]:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    kb = lambda k: int(status[k].split()[0]) / 1024  # noqa: E731
+    return {"cpu_s": cpu, "rss_mb": kb("VmRSS"), "peak_rss_mb": kb("VmHWM")}
+
+
+def extra_nodes(count: int) -> list[dict]:
+    template = topology_nodes("dgx-h100-x4")[0]
+    nodes = []
+    for i in range(count):
+        node = copy.deepcopy(template)
+        name = f"dgx-bench-{i:03d}"
+        node["metadata"]["name"] = name
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+        nodes.append(node)
+    return nodes
+
+
+def backend(name: str, namespace: str) -> dict:
+    return {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}},
+                     "parallelism": {"tensorParallel": 1}}}
+
+
+def cond(obj: dict, type_: str) -> dict | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == type_), None)
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backends", type=int, default=500)
+    ap.add_argument("--extra-nodes", type=int, default=70)
+    ap.add_argument("--resync-seconds", type=float, default=20)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--label-updates", type=int, default=1000)
+    ap.add_argument("--dir", default=None)
+    args = ap.parse_args()
+
+    directory = Path(args.dir or tempfile.mkdtemp(prefix="llmb-bench-"))
+    t = time.monotonic()
+    cluster = devcluster.up(directory, devcluster.Ports.free(), log=lambda *a: None)
+    print(f"cluster up in {time.monotonic() - t:.1f}s ({directory})")
+    op = None
+    try:
+        kube = Kube(load_configuration(str(cluster.kubeconfig)), pool_size=32)
+        nodes = topology_nodes("dgx-h100-x4") + extra_nodes(args.extra_nodes)
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda n: load_nodes(kube, [n]), nodes))
+        install_crd(kube)
+        ns = "bench"
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        print(f"{len(nodes)} nodes ({8 * len(nodes)} GPUs), CRD installed")
+
+        metrics_port = free_port()
+        op = start_operator(cluster, ["--metrics-addr", f"127.0.0.1:{metrics_port}",
+                                      "--resync-seconds", str(args.resync_seconds), "--workers", str(args.workers)])
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                reconciles(metrics_port)
+                break
+            except OSError:
+                if time.monotonic() > deadline or op.poll() is not None:
+                    raise SystemExit("operator did not come up: " + devcluster.log_tail(cluster.log_file("llmbackend-operator")))
+                time.sleep(0.5)
+        time.sleep(3)  # kopf lists nodes and starts its watches
+        base_api = operator_share(apiserver_requests(kube))
+        base_rec = reconciles(metrics_port)
+        stats0 = proc_stats(op.pid)
+
+        # ---- burst: N backends at once ----
+        names = [f"b{i:04d}" for i in range(args.backends)]
+        created: dict[str, float] = {}
+        t0 = time.monotonic()
+
+        def create(name: str) -> None:
+            kube.create(backend(name, ns))
+            created[name] = time.monotonic()
+
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(create, names))
+        print(f"created {len(names)} LLMBackends in {time.monotonic() - t0:.1f}s")
+        done: dict[str, float] = {}
+        deadline = t0 + 300
+        while len(done) < len(names) and time.monotonic() < deadline:
+            now = time.monotonic()
+            deployments = {d["metadata"]["name"] for d in kube.list("Deployment", ns)}
+            for obj in kube.list("LLMBackend", ns):
+                name = obj["metadata"]["name"]
+                planned = cond(obj, "Planned")
+                if name not in done and planned and planned["status"] == "True" and name in deployments:
+                    done[name] = now
+            time.sleep(0.5)
+        total = (max(done.values()) - t0) if done else float("nan")
+        latencies = [done[n] - created[n] for n in done]
+        burst_api = diff(operator_share(apiserver_requests(kube)), base_api)
+        burst_api["POST"] = burst_api.get("POST", 0) - len(names)  # this script's creates
+        if not burst_api["POST"]:
+            del burst_api["POST"]
+        burst_rec = reconciles(metrics_port) - base_rec
+        print(f"\n== burst: {len(done)}/{len(names)} Planned with a Deployment; total {total:.1f}s "
+              f"(target <= 120s): per CR p50 {pct(latencies, 50):.1f}s p99 {pct(latencies, 99):.1f}s max {max(latencies, default=float('nan')):.1f}s")
+        print(f"   operator API requests: {json.dumps(burst_api, sort_keys=True)} -> {sum(v for k, v in burst_api.items() if not k.startswith('events')) / len(names):.1f} per CR excluding events "
+              f"({writes(burst_api) / len(names):.1f} writes per CR); reconciles {burst_rec:.0f} ({burst_rec / len(names):.1f} per CR)")
+
+        # ---- settle: pods become ready, statuses get their last update ----
+        t_settle = time.monotonic()
+        last, quiet_since = writes(operator_share(apiserver_requests(kube))), time.monotonic()
+        available = 0
+        while time.monotonic() - t_settle < 300:
+            time.sleep(5)
+            now_w = writes(operator_share(apiserver_requests(kube)))
+            items = kube.list("LLMBackend", ns)
+            available = sum(1 for o in items if (cond(o, "Available") or {}).get("status") == "True")
+            if now_w != last:
+                last, quiet_since = now_w, time.monotonic()
+            elif time.monotonic() - quiet_since >= 15 and available == len(names):
+                break
+        print(f"\n== settle: {available}/{len(names)} Available after {time.monotonic() - t0:.1f}s from the burst")
+
+        # ---- no-op resync ----
+        quiet = 2 * args.resync_seconds + 5
+        before_api, before_rec = operator_share(apiserver_requests(kube)), reconciles(metrics_port)
+        time.sleep(quiet)
+        quiet_api = diff(operator_share(apiserver_requests(kube)), before_api)
+        quiet_rec = reconciles(metrics_port) - before_rec
+        print(f"\n== no-op resync ({quiet:.0f}s, resync every {args.resync_seconds:.0f}s): reconciles {quiet_rec:.0f}, "
+              f"operator writes {writes(quiet_api):.0f} (target 0); requests {json.dumps(quiet_api, sort_keys=True)}")
+
+        # ---- node churn ----
+        node_names = [n["metadata"]["name"] for n in nodes]
+        before_api, before_rec = operator_share(apiserver_requests(kube)), reconciles(metrics_port)
+        node_path = lambda n: kube._path("Node", None, n)  # noqa: E731
+        failures = Counter()
+
+        def touch(i: int) -> None:
+            name = node_names[i % len(node_names)]
+            labels = {"bench.example.com/irrelevant": str(i)} if i % 2 else {"nvidia.com/gfd.timestamp": str(1700000000 + i)}
+            try:
+                kube.request("PATCH", node_path(name), body={"metadata": {"labels": labels}},
+                             content_type="application/merge-patch+json")
+            except ApiError as exc:
+                failures[exc.status] += 1
+
+        t_churn = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            for i in range(args.label_updates):
+                pool.submit(touch, i)
+                time.sleep(max(0.0, (t_churn + (i + 1) * 50 / args.label_updates) - time.monotonic()))
+        churn_s = time.monotonic() - t_churn
+        time.sleep(10)
+        churn_api = diff(operator_share(apiserver_requests(kube)), before_api)
+        churn_rec = reconciles(metrics_port) - before_rec
+        print(f"\n== node churn: {args.label_updates} label updates in {churn_s:.1f}s (failures {dict(failures)}): "
+              f"reconciles {churn_rec:.0f} (a resync of {len(names)} every {args.resync_seconds:.0f}s included), "
+              f"operator writes {writes(churn_api):.0f}; requests {json.dumps(churn_api, sort_keys=True)}")
+
+        stats = proc_stats(op.pid)
+        print(f"\n== operator process: CPU {stats['cpu_s']:.1f}s total ({stats['cpu_s'] - stats0['cpu_s']:.1f}s during the run), "
+              f"RSS {stats['rss_mb']:.0f} MB, peak RSS {stats['peak_rss_mb']:.0f} MB (target < 300 MB)")
+        errors = operator_metrics(metrics_port)
+        print(f"   operator metrics: {json.dumps(errors, sort_keys=True)}")
+        ok = (len(done) == len(names) and total <= 120 and writes(quiet_api) == 0 and stats["peak_rss_mb"] < 300)
+        print(f"\n{'PASS' if ok else 'MISS'}: targets (all reconciled within 120s, 0 no-op writes, peak RSS < 300 MB)")
+        return 0 if ok else 1
+    finally:
+        if op is not None and op.poll() is None:
+            op.terminate()
+            try:
+                op.wait(timeout=20)
+            except Exception:  # noqa: BLE001
+                op.kill()
+        devcluster.stop(cluster)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
