@@ -28,10 +28,8 @@ import json
 import os
 import re
 import socket
-import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections import Counter

@@ -50,22 +50,33 @@ class ClusterHandle:
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory) -> ClusterHandle:
     directory = tmp_path_factory.mktemp("cluster")
-    c = devcluster.up(directory, devcluster.Ports.free())
-    handle = ClusterHandle(c)
-    load_nodes(handle.kube, topology_nodes(SESSION_TOPOLOGY))
-    install_crd(handle.kube)
-    yield handle
-    devcluster.stop(c)
+    c = devcluster.up(directory, devcluster.Ports.free(), tied_to_parent=True)
+    try:
+        handle = ClusterHandle(c)
+        load_nodes(handle.kube, topology_nodes(SESSION_TOPOLOGY))
+        install_crd(handle.kube)
+        yield handle
+    finally:
+        devcluster.stop(c)
 
 
 class OperatorProcess:
-    def __init__(self, handle: ClusterHandle, extra_args: list[str] | None = None):
+    """The operator as a real process; `name` names its log file (and, via env POD_NAME, its lease identity)."""
+
+    def __init__(self, handle: ClusterHandle, extra_args: list[str] | None = None, name: str = "llmbackend-operator",
+                 env: dict[str, str] | None = None):
         self.handle = handle
         self.extra_args = extra_args or []
+        self.name = name
+        self.env = env or {}
         self.proc: subprocess.Popen | None = None
 
+    @property
+    def log_path(self) -> Path:
+        return self.handle.cluster.log_file(self.name)
+
     def start(self) -> None:
-        self.proc = start_operator(self.handle.cluster, self.extra_args)
+        self.proc = start_operator(self.handle.cluster, self.extra_args, name=self.name, env=self.env)
 
     def stop(self, kill: bool = False) -> None:
         if self.proc and self.proc.poll() is None:
@@ -76,8 +87,14 @@ class OperatorProcess:
                 self.proc.kill()
                 self.proc.wait()
 
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
     def log_tail(self, lines: int = 40) -> str:
-        return devcluster.log_tail(self.handle.cluster.log_file("llmbackend-operator"), lines)
+        return devcluster.log_tail(self.log_path, lines)
 
 
 @pytest.fixture(scope="session")
@@ -86,6 +103,31 @@ def operator(cluster) -> OperatorProcess:
     op.start()
     yield op
     op.stop()
+
+
+@pytest.fixture(scope="module")
+def exclusive_cluster(cluster, operator):
+    """The cluster with the session operator stopped for this module (restarted afterwards)."""
+    operator.stop()
+    yield cluster
+    operator.start()
+
+
+@pytest.fixture
+def own_operator(exclusive_cluster):
+    """Factory of operator processes for one test; all are stopped at its end."""
+    started: list[OperatorProcess] = []
+
+    def make(*extra: str, **kwargs) -> OperatorProcess:
+        kwargs.setdefault("name", f"operator-{uuid.uuid4().hex[:6]}")
+        op = OperatorProcess(exclusive_cluster, list(extra), **kwargs)
+        op.start()
+        started.append(op)
+        return op
+
+    yield make
+    for op in started:
+        op.stop(kill=True)
 
 
 @pytest.fixture
@@ -106,6 +148,15 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float 
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def available(cluster: ClusterHandle, namespace: str, name: str) -> dict[str, Any] | None:
+    """The backend, once Available=True for its current generation."""
+    obj = cluster.kube.get("LLMBackend", namespace, name)
+    cond = condition(obj, "Available")
+    if cond and cond["status"] == "True" and cond.get("observedGeneration") == obj["metadata"]["generation"]:
+        return obj
+    return None
 
 
 def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:

@@ -7,27 +7,19 @@ import json
 import pytest
 import yaml
 
-from conftest import REPO_ROOT, apply_manifest, backend_manifest, condition, wait_for
+from conftest import REPO_ROOT, apply_manifest, available, backend_manifest, condition, wait_for
 from llmbackend.controller.reconcile import Reconciler, SharedState
 from llmbackend.planning.inventory import Inventory
 
 
-def _available(cluster, namespace, name):
-    obj = cluster.kube.get("LLMBackend", namespace, name)
-    cond = condition(obj, "Available")
-    if cond and cond["status"] == "True" and cond.get("observedGeneration") == obj["metadata"]["generation"]:
-        return obj
-    return None
-
-
-def test_sample_backend_gets_children_pods_and_becomes_available(cluster, operator, namespace):
+def test_sample_backend_gets_children_pods_and_becomesavailable(cluster, operator, namespace):
     sample = yaml.safe_load((REPO_ROOT / "manifests/samples/llama-3.1-8b-trtllm.yaml").read_text())
     sample["metadata"]["namespace"] = namespace
     sample["spec"]["model"]["source"] = {"uri": "s3://models/llama-3.1-8b"}  # no PVC in the test namespace
     apply_manifest(cluster, sample)
     name = sample["metadata"]["name"]
 
-    obj = wait_for(lambda: _available(cluster, namespace, name), timeout=60, what="Available=True")
+    obj = wait_for(lambda: available(cluster, namespace, name), timeout=60, what="Available=True")
     uid = obj["metadata"]["uid"]
     for kind, child in (("ConfigMap", f"{name}-model-repo"), ("Deployment", name), ("Service", name)):
         live = cluster.kube.get(kind, namespace, child)
@@ -63,7 +55,7 @@ def test_sample_backend_gets_children_pods_and_becomes_available(cluster, operat
 
 def test_reconcile_with_nothing_changed_makes_no_writes(cluster, operator, namespace):
     apply_manifest(cluster, backend_manifest("noop", namespace))
-    wait_for(lambda: _available(cluster, namespace, "noop"), timeout=60, what="Available=True")
+    wait_for(lambda: available(cluster, namespace, "noop"), timeout=60, what="Available=True")
     state = SharedState(inventory=Inventory(cluster.kube.list("Node")))
     reconciler = Reconciler(cluster.kube, state)
     outcome = reconciler.reconcile((namespace, "noop"))
@@ -72,12 +64,12 @@ def test_reconcile_with_nothing_changed_makes_no_writes(cluster, operator, names
 
 def test_kubectl_scale_and_spec_change_roll_out(cluster, operator, namespace):
     apply_manifest(cluster, backend_manifest("scaled", namespace))
-    wait_for(lambda: _available(cluster, namespace, "scaled"), timeout=60, what="Available=True")
+    wait_for(lambda: available(cluster, namespace, "scaled"), timeout=60, what="Available=True")
     template_hash = cluster.kube.get("Deployment", namespace, "scaled")["spec"]["template"]["metadata"]["annotations"]
 
     cluster.kubectl("scale", "llmb", "scaled", "-n", namespace, "--replicas=2")
     wait_for(lambda: cluster.kube.get("Deployment", namespace, "scaled")["spec"]["replicas"] == 2, what="Deployment replicas 2")
-    obj = wait_for(lambda: _available(cluster, namespace, "scaled"), timeout=60, what="2 replicas Available")
+    obj = wait_for(lambda: available(cluster, namespace, "scaled"), timeout=60, what="2 replicas Available")
     assert obj["status"]["replicas"] == 2 and obj["status"]["readyReplicas"] == 2
     assert cluster.kube.get("PodDisruptionBudget", namespace, "scaled") is not None, "PDB once replicas > 1"
 
@@ -87,7 +79,7 @@ def test_kubectl_scale_and_spec_change_roll_out(cluster, operator, namespace):
              what="new pod template")
     config = cluster.kube.get("ConfigMap", namespace, "scaled-model-repo")["data"]["tensorrt_llm__config.pbtxt"]
     assert "max_batch_size: 32" in config
-    wait_for(lambda: _available(cluster, namespace, "scaled"), timeout=90, what="rollout complete")
+    wait_for(lambda: available(cluster, namespace, "scaled"), timeout=90, what="rollout complete")
 
     cluster.kubectl("scale", "llmb", "scaled", "-n", namespace, "--replicas=1")
     wait_for(lambda: cluster.kube.get("PodDisruptionBudget", namespace, "scaled") is None, what="PDB pruned at 1 replica")
@@ -95,7 +87,7 @@ def test_kubectl_scale_and_spec_change_roll_out(cluster, operator, namespace):
 
 def test_deleting_the_backend_garbage_collects_children(cluster, operator, namespace):
     apply_manifest(cluster, backend_manifest("gone", namespace))
-    wait_for(lambda: _available(cluster, namespace, "gone"), timeout=60, what="Available=True")
+    wait_for(lambda: available(cluster, namespace, "gone"), timeout=60, what="Available=True")
     cluster.kubectl("delete", "llmb", "gone", "-n", namespace, "--wait=true")
     wait_for(lambda: cluster.kube.get("Deployment", namespace, "gone") is None
              and cluster.kube.get("ConfigMap", namespace, "gone-model-repo") is None
@@ -164,7 +156,7 @@ def test_multi_node_plan_needs_leaderworkerset_then_renders_one(cluster, operato
 def test_a_foreign_hpa_on_the_workload_is_reported_not_fought(cluster, operator, namespace):
     manifest = backend_manifest("contested", namespace, autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 2})
     apply_manifest(cluster, manifest)
-    wait_for(lambda: _available(cluster, namespace, "contested"), timeout=60, what="Available=True")
+    wait_for(lambda: available(cluster, namespace, "contested"), timeout=60, what="Available=True")
     # Someone adds their own HPA on our Deployment; the HPA controller lifts it to its minReplicas.
     cluster.kube.apply({
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",

@@ -10,84 +10,16 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 
-from conftest import OperatorProcess, apply_manifest, backend_manifest, condition, wait_for
+from conftest import apply_manifest, available, backend_manifest, condition, wait_for
 from llmbackend.devcluster import cluster as devcluster
 from llmbackend.devcluster.cli import topology_nodes
 
 MANAGED_BY = "llmbackend-operator"
-
-
-class IsolatedOperator(OperatorProcess):
-    """An operator process with its own log file (and optional env, e.g. POD_NAME for the lease identity)."""
-
-    def __init__(self, handle, extra_args=None, name: str | None = None, env: dict[str, str] | None = None):
-        super().__init__(handle, extra_args)
-        self.name = name or f"operator-{uuid.uuid4().hex[:6]}"
-        self.env = env or {}
-
-    @property
-    def log_path(self):
-        return self.handle.cluster.directory / "logs" / f"{self.name}.log"
-
-    def start(self) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llmbackend.cli", "run", "--kubeconfig", str(self.handle.cluster.kubeconfig),
-             "--metrics-addr", "", "--health-addr", "", *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env={**os.environ, **self.env},
-        )
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, lines: int = 40) -> str:
-        return devcluster.log_tail(self.log_path, lines)
-
-
-@pytest.fixture(scope="module")
-def exclusive_cluster(cluster, operator):
-    """The cluster with the session operator stopped for this module (restarted afterwards)."""
-    operator.stop()
-    yield cluster
-    operator.start()
-
-
-@pytest.fixture
-def own_operator(exclusive_cluster):
-    """Factory of operator processes for one test; all are stopped at its end."""
-    started: list[IsolatedOperator] = []
-
-    def make(*extra: str, **kwargs) -> IsolatedOperator:
-        op = IsolatedOperator(exclusive_cluster, list(extra), **kwargs)
-        op.start()
-        started.append(op)
-        return op
-
-    yield make
-    for op in started:
-        op.stop(kill=True)
-
-
-def available(cluster, namespace, name):
-    obj = cluster.kube.get("LLMBackend", namespace, name)
-    cond = condition(obj, "Available")
-    if cond and cond["status"] == "True" and cond.get("observedGeneration") == obj["metadata"]["generation"]:
-        return obj
-    return None
 
 
 def all_available(cluster, namespace, names):

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import time
 
-from conftest import apply_manifest, backend_manifest, condition, wait_for
+from conftest import apply_manifest, available, backend_manifest, condition, wait_for
 from llmbackend.controller import leader  # noqa: F401 - registers the Lease kind with Kube
-from test_faults import available, exclusive_cluster, own_operator  # noqa: F401 - fixtures
 
 LEASE_SECONDS = 15  # LeaderElector default
 RENEW_SECONDS = 5

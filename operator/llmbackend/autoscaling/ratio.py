@@ -20,7 +20,7 @@ like the HPA's ``AverageValue`` on ready pods.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -21,6 +22,7 @@ from ..render.workloads import MANAGED_KINDS
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"
+API_ABSENCE_TTL_S = 30.0
 
 # kind -> (apiVersion, plural) for every kind the controller reads or writes.
 KINDS: dict[str, tuple[str, str]] = {
@@ -64,7 +66,7 @@ class Kube:
         self._rest = rest.RESTClientObject(configuration)
         self._lock = threading.Lock()
         self.calls: Counter[str] = Counter()  # verb -> count, for benchmarks ("API requests per CR")
-        self._api_cache: dict[str, bool] = {}
+        self._api_cache: dict[str, tuple[bool, float]] = {}
 
     # ---- plumbing ----
 
@@ -154,8 +156,8 @@ class Kube:
         """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed)."""
         key = f"{api_version}/{plural}"
         cached = self._api_cache.get(key)
-        if cached:
-            return True  # once served, assume it stays; absence is re-checked every time
+        if cached is not None and (cached[0] or time.monotonic() - cached[1] < API_ABSENCE_TTL_S):
+            return cached[0]  # once served, assume it stays; absence is re-checked after 30 s
         try:
             resources = self.request("GET", f"/apis/{api_version}")
             found = any(r.get("name") == plural for r in resources.get("resources", []))
@@ -163,5 +165,5 @@ class Kube:
             if exc.status != 404:
                 raise
             found = False
-        self._api_cache[key] = found
+        self._api_cache[key] = (found, time.monotonic())
         return found

@@ -22,7 +22,6 @@ from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import triton
 from ..render.workloads import (
-    BACKEND_LABEL,
     MANAGED_KINDS,
     BackendRef,
     choose_rollout_strategy,
@@ -208,6 +207,7 @@ class Reconciler:
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy)
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
+        applied_any = False
         for child in desired:
             if conflict and child["kind"] == workload_kind:
                 child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
@@ -215,9 +215,13 @@ class Reconciler:
             live = live_workload if child["kind"] == workload_kind else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
             if live is None or not _up_to_date(child, live):
                 applied = self.kube.apply(child)
+                applied_any = True
                 if child["kind"] == workload_kind:
                     live_workload = applied
-        self._prune(ref, {(c["kind"], c["metadata"]["name"]) for c in desired}, multi_node)
+        # The desired set only changes with the spec or the replica count (which re-applies the workload):
+        # an unchanged pass skips the lookups for children to prune.
+        if applied_any or old_status.get("observedGeneration") != meta.get("generation"):
+            self._prune(ref, {(c["kind"], c["metadata"]["name"]) for c in desired}, multi_node)
         if spec.autoscaling.enabled and previous_replicas is not None and replicas is not None and replicas != previous_replicas:
             auto = status.get("autoscaling", {})
             self.event(obj, "Normal", "ScaledUp" if replicas > previous_replicas else "ScaledDown",

@@ -19,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from ..api.v1alpha1 import GROUP, PLURAL, VERSION, AutoscalingMode
+from ..api.v1alpha1 import GROUP, PLURAL, VERSION
 from ..autoscaling import metrics
 from ..autoscaling.decision import ScalerState, decide
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for

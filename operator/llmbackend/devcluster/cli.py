@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from .build import REPO_ROOT, BuildError
-from .cluster import Cluster, ClusterError, default_dir, down, load, up
+from .cluster import Cluster, ClusterError, _die_with_parent, default_dir, down, load, up
 
 TOPOLOGIES_DIR = REPO_ROOT / "e2e" / "topologies"
 CRD_FILE = REPO_ROOT / "crds" / "llmbackend.yaml"
@@ -66,13 +66,15 @@ def install_crd(kube, timeout_s: float = 30) -> None:
     raise ClusterError(f"CRD {crd['metadata']['name']} not Established within {timeout_s}s")
 
 
-def start_operator(cluster: Cluster, extra_args: list[str] | None = None) -> subprocess.Popen:
-    """Run `llmbackend run` against the cluster in the background, logging next to the components."""
-    log = open(cluster.log_file("llmbackend-operator"), "ab")
+def start_operator(cluster: Cluster, extra_args: list[str] | None = None, name: str = "llmbackend-operator",
+                   env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Run `llmbackend run` against the cluster in the background, logging to logs/<name>.log."""
+    log = open(cluster.log_file(name), "ab")
     return subprocess.Popen(
         [sys.executable, "-m", "llmbackend.cli", "run", "--kubeconfig", str(cluster.kubeconfig),
          "--metrics-addr", "127.0.0.1:0", "--health-addr", "", *(extra_args or [])],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=_die_with_parent if cluster.tied_to_parent else None, env={**os.environ, **(env or {})},
     )
 
 

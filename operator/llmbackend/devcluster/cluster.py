@@ -76,6 +76,8 @@ class Cluster:
     directory: Path
     ports: Ports = field(default_factory=Ports)
     components: list[Component] = field(default_factory=list)
+    # Test clusters die with the process that started them (even when it is killed); the dev cluster outlives `up`.
+    tied_to_parent: bool = False
 
     @property
     def kubeconfig(self) -> Path:
@@ -172,6 +174,8 @@ def plan_components(cluster: Cluster, bins: Path) -> list[Component]:
             "--service-account-private-key-file", str(pki / "sa.key"), "--root-ca-file", str(pki / "ca.crt"),
             "--use-service-account-credentials=false", "--cert-dir", str(d / "kcm-certs"),
             "--concurrent-deployment-syncs", "10", "--concurrent-replicaset-syncs", "10",
+            # kwok heartbeats can lag on a busy 2-core machine: do not mark simulated nodes NotReady too eagerly.
+            "--node-monitor-grace-period", "2m",
             "--kube-api-qps", "200", "--kube-api-burst", "400",
         ], f"https://{HOST}:{p.controller_manager}/healthz"),
         Component("kube-scheduler", [
@@ -224,6 +228,7 @@ def _start(cluster: Cluster, component: Component) -> None:
     proc = subprocess.Popen(
         component.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True,  # outlive `dev-cluster up`; stopped by PID in `down`
+        preexec_fn=_die_with_parent if cluster.tied_to_parent else None,
     )
     component.pid = proc.pid
     _save_pids(cluster)
@@ -243,13 +248,21 @@ def _start(cluster: Cluster, component: Component) -> None:
     )
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _save_pids(cluster: Cluster) -> None:
     previous = json.loads(cluster.pid_file.read_text())["pids"] if cluster.pid_file.exists() else {}
     state = {"ports": asdict(cluster.ports), "pids": {**previous, **{c.name: c.pid for c in cluster.components if c.pid}}}
     cluster.pid_file.write_text(json.dumps(state))
 
 
-def up(directory: Path | None = None, ports: Ports | None = None, log=print) -> Cluster:
+def up(directory: Path | None = None, ports: Ports | None = None, log=print, tied_to_parent: bool = False) -> Cluster:
     """Start the control plane; return when every component is ready. Idempotent when already up."""
     directory = Path(directory or default_dir())
     existing = load(directory)
@@ -258,7 +271,7 @@ def up(directory: Path | None = None, ports: Ports | None = None, log=print) -> 
         return existing
     if existing is not None:
         down(directory, log=lambda *_: None)  # half-running: restart cleanly, keeping etcd data
-    cluster = Cluster(directory, ports or Ports())
+    cluster = Cluster(directory, ports or Ports(), tied_to_parent=tied_to_parent)
     taken = [f"{name}={port}" for name, port in asdict(cluster.ports).items() if _port_taken(port)]
     if taken:
         raise ClusterError(
