@@ -55,3 +55,12 @@ def test_work_queue_deduplicates_and_reruns_a_key_dirtied_while_active():
         assert len(queue) == 1, "re-queued once the active pass ended"
 
     asyncio.run(scenario())
+
+
+def test_merge_patch_nulls_fields_no_longer_reported_at_any_depth():
+    from llmbackend.controller.reconcile import merge_patch
+
+    old = {"replicas": 2, "autoscaling": {"currentRatio": "0.000", "reason": "WithinTolerance"}, "plan": {"tp": 1}}
+    new = {"replicas": 2, "autoscaling": {"reason": "StaleMetrics"}}
+    assert merge_patch(old, new) == {"autoscaling": {"currentRatio": None, "reason": "StaleMetrics"}, "plan": None}
+    assert merge_patch(new, new) == {}, "nothing changed: nothing to write"

@@ -360,12 +360,8 @@ class Reconciler:
 
     def _finish(self, obj, ref: BackendRef, status: dict[str, Any], conditions: Conditions, old_status: dict[str, Any]) -> None:
         status["conditions"] = conditions.to_list()
-        # Merge patch: fields we no longer report are removed explicitly.
-        patch = {k: v for k, v in status.items()}
-        for k in old_status:
-            if k not in status:
-                patch[k] = None
-        if any(old_status.get(k) != v for k, v in patch.items()):
+        patch = merge_patch(old_status, status)
+        if patch:
             try:
                 self.kube.patch_status("LLMBackend", ref.namespace, ref.name, patch,
                                        resource_version=obj["metadata"]["resourceVersion"])
@@ -396,6 +392,22 @@ class Reconciler:
             self.kube.create(event)
         except ApiError as exc:  # events are best effort
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
+
+
+def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386 patch turning `old` into `new`: fields no longer reported are nulled, at any depth."""
+    patch: dict[str, Any] = {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif before != value or key not in old:
+            patch[key] = value
+    return patch
 
 
 def _up_to_date(desired: dict[str, Any], live: dict[str, Any]) -> bool:

@@ -96,7 +96,9 @@ class Operator:
         if event_type == "DELETED":
             self.known.discard(key)
             self.reconciler.forget(key)
-            self.scalers.pop(key, None)
+            scaler = self.scalers.pop(key, None)
+            if scaler is not None:
+                asyncio.get_running_loop().create_task(scaler["source"].close())
             metrics.forget_backend(namespace, name)
             return
         self.known.add(key)

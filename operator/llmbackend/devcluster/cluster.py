@@ -188,6 +188,9 @@ def plan_components(cluster: Cluster, bins: Path) -> list[Component]:
             str(bins / "kwok"), "--kubeconfig", kubeconfig, "--config", str(bins / KWOK_STAGES_FILE),
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
             "--cidr", POD_CIDR, "--node-ip", HOST, "--server-address", f"{HOST}:{p.kwok}",
+            # Renew node Leases (the heartbeat-with-lease stage); without it the node lifecycle
+            # controller marks every simulated node NotReady after the grace period.
+            "--node-lease-duration-seconds", "40",
         ], f"http://{HOST}:{p.kwok}/healthz"),
     ]
 
