@@ -149,7 +149,7 @@ def test_multi_node_plan_needs_leaderworkerset_then_renders_one(cluster, operato
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert "mpirun" in leader["args"]
     assert lws["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
-    service = cluster.kube.get("Service", namespace, "big")
+    service = wait_for(lambda: cluster.kube.get("Service", namespace, "big"), what="Service")  # applied after the LWS
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
 

@@ -1,0 +1,64 @@
+"""RBAC as installed from manifests/, checked by the real API server's authorizer (SubjectAccessReview)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import REPO_ROOT
+from llmbackend.controller.kube import KINDS
+from llmbackend.controller.permissions import permissions
+import llmbackend.controller.run  # noqa: F401 - registers every permission the controller uses
+
+KINDS.setdefault("SubjectAccessReview", ("authorization.k8s.io/v1", "subjectaccessreviews"))
+OPERATOR = "system:serviceaccount:llmbackend-system:llmbackend-operator"
+REPORTER = "system:serviceaccount:llmbackend-system:llmbackend-topology-reporter"
+
+
+@pytest.fixture(scope="module")
+def installed_rbac(cluster):
+    for path in ("manifests/default/namespace.yaml", "manifests/default/serviceaccount.yaml", "manifests/default/rbac.yaml",
+                 "manifests/topology-reporter/serviceaccount.yaml", "manifests/topology-reporter/rbac.yaml"):
+        cluster.kubectl("apply", "-f", str(REPO_ROOT / path))
+    return cluster
+
+
+def allowed(cluster, user: str, verb: str, group: str, resource: str, namespace: str | None = "default") -> bool:
+    resource, _, subresource = resource.partition("/")
+    attributes = {"verb": verb, "group": group, "resource": resource}
+    if subresource:
+        attributes["subresource"] = subresource
+    if namespace and resource not in ("nodes", "namespaces", "customresourcedefinitions"):
+        attributes["namespace"] = namespace
+    review = cluster.kube.create({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                                  "metadata": {}, "spec": {"user": OPERATOR if user == "operator" else REPORTER,
+                                                           "groups": ["system:serviceaccounts"],
+                                                           "resourceAttributes": attributes}})
+    return review["status"].get("allowed", False)
+
+
+def test_operator_can_do_everything_its_code_uses(installed_rbac):
+    denied = [(group, resource, verb) for (group, resource), verbs in permissions().items() for verb in sorted(verbs)
+              if not allowed(installed_rbac, "operator", verb, group, resource)]
+    assert denied == []
+
+
+@pytest.mark.parametrize("verb, group, resource", [
+    ("get", "", "secrets"), ("list", "", "secrets"), ("watch", "", "secrets"),
+    ("create", "", "pods/exec"), ("create", "", "pods"), ("delete", "", "pods"),
+    ("patch", "llmbackend.dev", "llmbackends"), ("update", "llmbackend.dev", "llmbackends"),  # never rewrites the user's spec
+    ("delete", "llmbackend.dev", "llmbackends"),
+    ("patch", "", "nodes"), ("delete", "", "nodes"),
+    ("create", "rbac.authorization.k8s.io", "clusterroles"), ("escalate", "rbac.authorization.k8s.io", "clusterroles"),
+    ("bind", "rbac.authorization.k8s.io", "clusterroles"), ("create", "rbac.authorization.k8s.io", "rolebindings"),
+    ("impersonate", "", "serviceaccounts"), ("create", "", "serviceaccounts/token"),
+    ("create", "apiextensions.k8s.io", "customresourcedefinitions"),
+])
+def test_operator_cannot_read_secrets_or_escalate(installed_rbac, verb, group, resource):
+    assert not allowed(installed_rbac, "operator", verb, group, resource)
+
+
+def test_topology_reporter_only_reads_and_annotates_nodes(installed_rbac):
+    assert allowed(installed_rbac, "reporter", "get", "", "nodes")
+    assert allowed(installed_rbac, "reporter", "patch", "", "nodes")
+    for verb, resource in (("list", "nodes"), ("delete", "nodes"), ("get", "secrets"), ("list", "pods"), ("create", "pods")):
+        assert not allowed(installed_rbac, "reporter", verb, "", resource), (verb, resource)
