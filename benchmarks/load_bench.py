@@ -12,12 +12,9 @@
    writes stay ~0, the reconcile count barely moves.
 Operator CPU time and peak RSS (VmHWM) at the end.
 
-API requests are read from the apiserver's apiserver_request_total (which has no user-agent label):
-requests attributed to the operator are those on the resources only it writes or GETs
-(llmbackends, llmbackends/status, configmaps, services, poddisruptionbudgets, core/v1 events,
-GET deployments); deployment writes are taken from the operator's field-manager view: PATCH on
-deployments (the controller-manager only PUTs deployments/status). This script itself only LISTs,
-and POSTs the LLMBackends (subtracted).
+API requests are the operator's own count (metric llmbackend_api_requests_total{method,kind}, one
+increment per HTTP request its REST client makes), so nothing of the controller-manager or of this
+script is mixed in. kopf's watch connections are not in it (they are long-lived streams, not requests).
 """
 
 from __future__ import annotations
@@ -44,9 +41,7 @@ from llmbackend.devcluster import cluster as devcluster  # noqa: E402
 from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
 
 KINDS.setdefault("Namespace", ("v1", "namespaces"))
-WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE", "APPLY", "CREATE", "UPDATE"}
-OPERATOR_RESOURCES = {("llmbackend.dev", "llmbackends", ""), ("llmbackend.dev", "llmbackends", "status"),
-                      ("", "configmaps", ""), ("", "services", ""), ("policy", "poddisruptionbudgets", "")}
+WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE"}
 
 
 def free_port() -> int:
@@ -57,43 +52,25 @@ def free_port() -> int:
     return port
 
 
-def apiserver_requests(kube: Kube) -> Counter:
-    """(verb, group, resource, subresource) -> count, from the apiserver's own /metrics."""
-    headers = {}
-    for auth in kube.configuration.auth_settings().values():
-        headers[auth["key"]] = auth["value"]
-    resp = kube._rest.request("GET", kube.configuration.host + "/metrics", headers=headers, _request_timeout=30)
-    text = resp.read().decode()
-    out: Counter = Counter()
+def api_requests(port: int) -> dict[str, float]:
+    """The operator's own count of its API requests, "METHOD kind" -> n (llmbackend_api_requests_total)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
     for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
-        value = float(line.rsplit(" ", 1)[1])
-        out[(labels.get("verb", ""), labels.get("group", ""), labels.get("resource", ""), labels.get("subresource", ""))] += value
+        if line.startswith("llmbackend_api_requests_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            out[f"{labels['method']} {labels['kind']}"] = float(line.rsplit(" ", 1)[1])
     return out
-
-
-def operator_share(counts: Counter) -> dict[str, float]:
-    """Requests attributed to the operator, by verb (see module docstring)."""
-    by_verb: Counter = Counter()
-    for (verb, group, resource, sub), n in counts.items():
-        if (group, resource, sub) in OPERATOR_RESOURCES and verb not in ("LIST", "WATCH"):
-            by_verb[verb] += n
-        elif (group, resource, sub) == ("apps", "deployments", "") and verb in ("GET", "APPLY", "POST", "DELETE"):
-            by_verb[verb] += n
-        elif (group, resource) == ("", "events") and verb in WRITE_VERBS:
-            by_verb["events:" + verb] += n  # core/v1 events: the operator's and the controller-manager's
-    return dict(by_verb)
 
 
 def diff(after: dict, before: dict) -> dict:
     return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before) if after.get(k, 0) - before.get(k, 0)}
 
 
-def writes(by_verb: dict) -> float:
-    """Writes to objects (events excluded: the controller-manager posts core/v1 events too)."""
-    return sum(v for k, v in by_verb.items() if k in WRITE_VERBS)
+def writes(requests: dict, include_events: bool = False) -> float:
+    """Writes to objects; posting an Event is counted apart (it changes nothing the operator owns)."""
+    return sum(n for key, n in requests.items()
+               if key.split()[0] in WRITE_VERBS and (include_events or key.split()[1] != "events"))
 
 
 def operator_metrics(port: int) -> dict[str, float]:
@@ -184,7 +161,7 @@ def main() -> int:
                     raise SystemExit("operator did not come up: " + devcluster.log_tail(cluster.log_file("llmbackend-operator")))
                 time.sleep(0.5)
         time.sleep(3)  # kopf lists nodes and starts its watches
-        base_api = operator_share(apiserver_requests(kube))
+        base_api = api_requests(metrics_port)
         base_rec = reconciles(metrics_port)
         stats0 = proc_stats(op.pid)
 
@@ -213,23 +190,20 @@ def main() -> int:
             time.sleep(0.5)
         total = (max(done.values()) - t0) if done else float("nan")
         latencies = [done[n] - created[n] for n in done]
-        burst_api = diff(operator_share(apiserver_requests(kube)), base_api)
-        burst_api["POST"] = burst_api.get("POST", 0) - len(names)  # this script's creates
-        if not burst_api["POST"]:
-            del burst_api["POST"]
+        burst_api = diff(api_requests(metrics_port), base_api)
         burst_rec = reconciles(metrics_port) - base_rec
         print(f"\n== burst: {len(done)}/{len(names)} Planned with a Deployment; total {total:.1f}s "
               f"(target <= 120s): per CR p50 {pct(latencies, 50):.1f}s p99 {pct(latencies, 99):.1f}s max {max(latencies, default=float('nan')):.1f}s")
-        print(f"   operator API requests: {json.dumps(burst_api, sort_keys=True)} -> {sum(v for k, v in burst_api.items() if not k.startswith('events')) / len(names):.1f} per CR excluding events "
+        print(f"   operator API requests: {json.dumps(burst_api, sort_keys=True)} -> {sum(burst_api.values()) / len(names):.1f} per CR "
               f"({writes(burst_api) / len(names):.1f} writes per CR); reconciles {burst_rec:.0f} ({burst_rec / len(names):.1f} per CR)")
 
         # ---- settle: pods become ready, statuses get their last update ----
         t_settle = time.monotonic()
-        last, quiet_since = writes(operator_share(apiserver_requests(kube))), time.monotonic()
+        last, quiet_since = writes(api_requests(metrics_port)), time.monotonic()
         available = 0
         while time.monotonic() - t_settle < 300:
             time.sleep(5)
-            now_w = writes(operator_share(apiserver_requests(kube)))
+            now_w = writes(api_requests(metrics_port))
             items = kube.list("LLMBackend", ns)
             available = sum(1 for o in items if (cond(o, "Available") or {}).get("status") == "True")
             if now_w != last:
@@ -240,16 +214,16 @@ def main() -> int:
 
         # ---- no-op resync ----
         quiet = 2 * args.resync_seconds + 5
-        before_api, before_rec = operator_share(apiserver_requests(kube)), reconciles(metrics_port)
+        before_api, before_rec = api_requests(metrics_port), reconciles(metrics_port)
         time.sleep(quiet)
-        quiet_api = diff(operator_share(apiserver_requests(kube)), before_api)
+        quiet_api = diff(api_requests(metrics_port), before_api)
         quiet_rec = reconciles(metrics_port) - before_rec
         print(f"\n== no-op resync ({quiet:.0f}s, resync every {args.resync_seconds:.0f}s): reconciles {quiet_rec:.0f}, "
               f"operator writes {writes(quiet_api):.0f} (target 0); requests {json.dumps(quiet_api, sort_keys=True)}")
 
         # ---- node churn ----
         node_names = [n["metadata"]["name"] for n in nodes]
-        before_api, before_rec = operator_share(apiserver_requests(kube)), reconciles(metrics_port)
+        before_api, before_rec = api_requests(metrics_port), reconciles(metrics_port)
         node_path = lambda n: kube._path("Node", None, n)  # noqa: E731
         failures = Counter()
 
@@ -269,7 +243,7 @@ def main() -> int:
                 time.sleep(max(0.0, (t_churn + (i + 1) * 50 / args.label_updates) - time.monotonic()))
         churn_s = time.monotonic() - t_churn
         time.sleep(10)
-        churn_api = diff(operator_share(apiserver_requests(kube)), before_api)
+        churn_api = diff(api_requests(metrics_port), before_api)
         churn_rec = reconciles(metrics_port) - before_rec
         print(f"\n== node churn: {args.label_updates} label updates in {churn_s:.1f}s (failures {dict(failures)}): "
               f"reconciles {churn_rec:.0f} (a resync of {len(names)} every {args.resync_seconds:.0f}s included), "

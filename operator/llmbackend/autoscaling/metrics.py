@@ -29,6 +29,11 @@ SCRAPE_ERRORS = Counter(
     ["namespace", "name"], registry=REGISTRY,
 )
 
+API_REQUESTS = Counter(
+    "llmbackend_api_requests_total", "Kubernetes API requests made by the reconciler, by HTTP method and kind.",
+    ["method", "kind"], registry=REGISTRY,
+)
+
 
 def start_metrics_server(port: int, addr: str = "127.0.0.1") -> Any:
     """Serve REGISTRY on http://addr:port/metrics (a daemon thread). Returns (server, thread)."""

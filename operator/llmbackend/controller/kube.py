@@ -19,6 +19,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client import rest
 
 from ..render.workloads import MANAGED_KINDS
+from ..autoscaling import metrics
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"
@@ -37,6 +38,16 @@ CLUSTER_SCOPED = {"Node"}
 for _kind in MANAGED_KINDS:
     _group = MANAGED_KINDS[_kind][0].rpartition("/")[0]
     permissions.require(_group, MANAGED_KINDS[_kind][1], "get", "create", "patch", "delete")
+
+
+def _kind_of(path: str) -> str:
+    """The plural resource of an API path (`/apis/apps/v1/namespaces/x/deployments/y` -> deployments)."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
+        parts = parts[parts.index("namespaces") + 2:]
+    else:
+        parts = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    return (parts[0] if parts else "discovery") + ("/" + parts[2] if len(parts) > 2 else "")
 
 
 class ApiError(Exception):
@@ -85,6 +96,7 @@ class Kube:
 
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
                 content_type: str = "application/json", timeout: float = 30) -> Any:
+        metrics.API_REQUESTS.labels(method=method, kind=_kind_of(path)).inc()
         headers = {"Accept": "application/json", "Content-Type": content_type}
         for auth in self.configuration.auth_settings().values():
             headers[auth["key"]] = auth["value"]
