@@ -91,7 +91,8 @@ class SharedState:
 
 def spec_hash(spec: LLMBackendSpec) -> str:
     """Hash of the fields that decide the plan (not replicas or autoscaling)."""
-    planning_input = {k: spec.dump()[k] for k in ("model", "engine", "parallelism", "scheduling") if k in spec.dump()}
+    wire = spec.dump()
+    planning_input = {k: wire.get(k) for k in ("model", "engine", "parallelism", "scheduling")}
     return hashlib.sha256(json.dumps(planning_input, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -130,10 +131,13 @@ class Reconciler:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             self.forget(key)
             return Outcome()  # children go with the CR through owner references
-        writes_before = self.kube.calls["PATCH"] + self.kube.calls["POST"] + self.kube.calls["DELETE"] + self.kube.calls["PUT"]
+        writes_before = self._writes()
         outcome = self._reconcile(obj)
-        outcome.writes = (self.kube.calls["PATCH"] + self.kube.calls["POST"] + self.kube.calls["DELETE"] + self.kube.calls["PUT"]) - writes_before
+        outcome.writes = self._writes() - writes_before  # approximate when several reconciles run at once
         return outcome
+
+    def _writes(self) -> int:
+        return sum(self.kube.calls[method] for method in ("PATCH", "POST", "PUT", "DELETE"))
 
     def forget(self, key: tuple[str, str]) -> None:
         with self.state.lock:
