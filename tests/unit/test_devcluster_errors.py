@@ -1,0 +1,52 @@
+"""Bad setup of the local control plane gets a clear message, never a hang."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from llmbackend.devcluster import build, cluster
+
+
+def test_port_already_taken_is_named(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = cluster.Ports.free()
+        ports.apiserver = taken.getsockname()[1]
+        with pytest.raises(cluster.ClusterError, match=rf"apiserver={ports.apiserver}.*already in use|already in use.*apiserver={ports.apiserver}"):
+            cluster.up(tmp_path, ports, log=lambda *a: None)
+
+
+def test_missing_go_toolchain_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMB_CACHE_DIR", str(tmp_path))  # no cached binaries there
+    monkeypatch.setattr(build.shutil, "which", lambda name: None)
+    with pytest.raises(build.BuildError, match="Go toolchain"):
+        build.ensure_binaries(log=lambda *a: None)
+
+
+def test_component_that_exits_shows_its_log_tail(tmp_path):
+    c = cluster.Cluster(tmp_path)
+    (tmp_path / "logs").mkdir()
+    component = cluster.Component("broken", ["sh", "-c", "echo 'flag provided but not defined: -x'; exit 3"],
+                                  "http://127.0.0.1:9/healthz")
+    c.components = [component]
+    with pytest.raises(cluster.ClusterError, match=r"broken exited with code 3(.|\n)*flag provided but not defined"):
+        cluster._start(c, component)
+
+
+def test_component_that_never_gets_ready_times_out_with_its_log(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster, "READY_TIMEOUT_S", 1.5)
+    c = cluster.Cluster(tmp_path)
+    (tmp_path / "logs").mkdir()
+    component = cluster.Component("sleepy", ["sh", "-c", "echo waiting for etcd; sleep 30"], "http://127.0.0.1:9/healthz")
+    c.components = [component]
+    with pytest.raises(cluster.ClusterError, match=r"sleepy did not become ready within 1.5s(.|\n)*waiting for etcd"):
+        cluster._start(c, component)
+    cluster.stop(c)
+
+
+def test_go_output_names():
+    assert build.go_output_name("go.etcd.io/etcd/server/v3") == "server"
+    assert build.go_output_name("k8s.io/kubernetes/cmd/kube-apiserver") == "kube-apiserver"
