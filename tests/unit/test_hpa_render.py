@@ -51,3 +51,18 @@ def test_prometheus_rule_and_adapter():
     a = render_adapter_rule()
     assert a["name"]["as"] == HPA_METRIC_NAME and RECORDING_RULE_NAME in a["seriesQuery"]
     assert a["resources"]["overrides"]["pod"] == {"resource": "pod"}
+
+
+def test_hpa_rules_command_prints_the_recording_and_adapter_rules(capsys):
+    from pathlib import Path
+
+    import yaml
+
+    from llmbackend.cli import main
+
+    sample = Path(__file__).resolve().parents[2] / "manifests/samples/llama-3.1-70b-autoscaled.yaml"
+    assert main(["hpa-rules", "-f", str(sample)]) == 0
+    rule, adapter = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert rule["kind"] == "PrometheusRule" and rule["metadata"]["name"] == "llama-3-1-70b"
+    assert adapter["rules"][0]["name"]["as"] == "triton_queue_compute_ratio"
+    assert main(["hpa-rules", "-f", "/nonexistent.yaml"]) == 1

@@ -17,16 +17,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api.catalog import UnknownPresetError, resolve_architecture
-from ..api.v1alpha1 import AutoscalingMode, Backend, LLMBackendSpec, PlanStatus
+from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import triton
 from ..render.workloads import (
     MANAGED_KINDS,
+    PROMETHEUS_RULE_API,
     BackendRef,
     choose_rollout_strategy,
     config_map_name,
     desired_objects,
+    metrics_model,
     model_name,
     selector_string,
 )
@@ -107,11 +109,6 @@ def is_subset(desired: Any, live: Any) -> bool:
     if isinstance(desired, list):
         return isinstance(live, list) and len(desired) == len(live) and all(is_subset(d, x) for d, x in zip(desired, live))
     return desired == live
-
-
-def scrape_model(spec: LLMBackendSpec, ref: BackendRef) -> str:
-    """The Triton model whose queue/compute times drive autoscaling: the engine, not the ensemble."""
-    return "tensorrt_llm" if spec.engine.backend == Backend.TENSORRTLLM else triton.served_model_name(spec.engine.backend, model_name(ref, spec))
 
 
 def plan_status_from(plan: Plan, input_hash: str) -> PlanStatus:
@@ -209,7 +206,9 @@ class Reconciler:
         status["rolloutStrategy"] = strategy.type
 
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
-        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy)
+        hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
+        prometheus_rules = hpa_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
+        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules)
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
@@ -271,7 +270,11 @@ class Reconciler:
             return spec.replicas
         live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         if autoscaling.mode == AutoscalingMode.HPA:
-            status["autoscaling"] = {"reason": "HorizontalPodAutoscaler", "message": "replicas are owned by the rendered HPA"}
+            message = "replicas are owned by the rendered HPA on the custom metric triton_queue_compute_ratio"
+            if not self.kube.has_api(*PROMETHEUS_RULE_API):
+                message += ("; no PrometheusRule CRD here: load the recording rule and the prometheus-adapter rule "
+                            "printed by `llmbackend hpa-rules -f <this manifest>`")
+            status["autoscaling"] = {"reason": "HorizontalPodAutoscaler", "message": message}
             return live_replicas
         with self.state.lock:
             decision = self.state.decisions.get(key)
@@ -284,7 +287,7 @@ class Reconciler:
         replicas = max(autoscaling.min_replicas, min(autoscaling.max_replicas, replicas))
         with self.state.lock:
             self.state.autoscale_targets[key] = AutoscaleTarget(
-                namespace=ref.namespace, name=ref.name, spec=autoscaling, scrape_model=scrape_model(spec, ref),
+                namespace=ref.namespace, name=ref.name, spec=autoscaling, scrape_model=metrics_model(ref, spec),
                 selector=selector_string(ref), current_replicas=replicas, capacity_replicas=capacity,
                 gpus_per_replica=plan_status.gpus_per_replica, max_batch_size=spec.engine.max_batch_size,
             )
@@ -303,7 +306,7 @@ class Reconciler:
             name = config_map_name(ref) if kind == "ConfigMap" else ref.name
             if (kind, name) in desired:
                 continue
-            if kind == "LeaderWorkerSet" and not self.kube.has_api(*LWS_API):
+            if kind in ("LeaderWorkerSet", "PrometheusRule") and not self.kube.has_api(*MANAGED_KINDS[kind]):
                 continue
             live = self.kube.get(kind, ref.namespace, name)
             if live and any(o.get("uid") == ref.uid for o in live["metadata"].get("ownerReferences", [])):

@@ -42,7 +42,9 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
+    "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
 }
+PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,13 @@ def config_map_name(ref: BackendRef) -> str:
 
 def model_name(ref: BackendRef, spec: LLMBackendSpec) -> str:
     return spec.model.name or spec.model.preset or ref.name
+
+
+def metrics_model(ref: BackendRef, spec: LLMBackendSpec) -> str:
+    """The Triton model whose queue/compute times drive autoscaling: the engine, not the ensemble."""
+    if spec.engine.backend == Backend.TENSORRTLLM:
+        return "tensorrt_llm"
+    return triton.served_model_name(spec.engine.backend, model_name(ref, spec))
 
 
 def image_for(spec: LLMBackendSpec) -> str:
@@ -388,9 +397,13 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 
 
 def desired_objects(
-    ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy
+    ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
+    prometheus_rules: bool = False,
 ) -> list[dict[str, Any]]:
-    """Everything one LLMBackend should own, in apply order (config before the pods that mount it)."""
+    """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
+
+    prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa` also owns its recording rule.
+    """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
     config_map = render_config_map(ref, spec, plan)
@@ -403,11 +416,16 @@ def desired_objects(
     if max(minimum_replicas(spec), replicas) > 1:
         objects.append(render_pdb(ref))
     if hpa_mode:
-        from ..autoscaling.hpa import render_hpa
+        from ..autoscaling.hpa import render_hpa, render_prometheus_rule
 
         workload = objects[1]
         target = {"apiVersion": workload["apiVersion"], "kind": workload["kind"], "name": workload["metadata"]["name"]}
         hpa = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
         hpa["metadata"]["ownerReferences"] = [ref.owner_reference()]
         objects.append(hpa)
+        if prometheus_rules:
+            rule = render_prometheus_rule(ref.name, ref.namespace, metrics_model(ref, spec), labels_for(ref),
+                                          window_seconds=spec.autoscaling.window_seconds)
+            rule["metadata"]["ownerReferences"] = [ref.owner_reference()]
+            objects.append(rule)
     return objects
