@@ -107,6 +107,15 @@ def _unimodal(seq: list[int]) -> bool:
     return all(seq[j + 1] <= seq[j] for j in range(i, len(seq) - 1))
 
 
+def _wait_scaled_up(rec, fw):
+    """Wait for the operator to scale past one replica, then for every replica to be Ready and forwarded."""
+    wait_for(lambda: (s := rec.latest())["replicas"] and s["replicas"] > 1, timeout=45, what="scale-up")
+    t_up = rec.now()
+    up = wait_for(lambda: (s := rec.latest())["ready"] == s["replicas"] > 1 and len(fw.pods) == s["replicas"] and s,
+                  timeout=45, what="scaled-up pods Ready and forwarded")
+    return t_up, up
+
+
 def test_direct_scrape_scales_up_under_load_and_back_down(cluster, operator, namespace, triton):
     name = "auto"
     with PodForwards(_kubeconfig(cluster), namespace, name, (triton.host, triton.metrics_port)) as fw, \
@@ -122,11 +131,8 @@ def test_direct_scrape_scales_up_under_load_and_back_down(cluster, operator, nam
         t_load = rec.now()
         with background_load(triton.http_url, triton.model, HEAVY, tokens=TOKENS) as res:
             try:
-                wait_for(lambda: (s := rec.latest())["replicas"] and s["replicas"] > 1, timeout=45, what="scale-up")
-                t_up = rec.now()
                 # The new kwok pods become Ready and their :8002 answers (same Triton behind them).
-                up = wait_for(lambda: (s := rec.latest())["ready"] == s["replicas"] > 1 and len(fw.pods) == s["replicas"] and s,
-                              timeout=45, what="scaled-up pods Ready and forwarded")
+                t_up, up = _wait_scaled_up(rec, fw)
             except AssertionError as exc:
                 raise AssertionError(f"{exc}{_diag(rec, operator, fw)}") from None
             time.sleep(2 * SYNC)  # a few decisions with every replica Ready, still under load
@@ -200,10 +206,7 @@ def test_prometheus_source_scales_up_under_load(cluster, operator, namespace, tr
         t_load = rec.now()
         with background_load(triton.http_url, triton.model, HEAVY, tokens=TOKENS) as res:
             try:
-                wait_for(lambda: (s := rec.latest())["replicas"] and s["replicas"] > 1, timeout=45, what="scale-up")
-                t_up = rec.now()
-                up = wait_for(lambda: (s := rec.latest())["ready"] == s["replicas"] > 1 and len(fw.pods) == s["replicas"] and s,
-                              timeout=45, what="scaled-up pods Ready and scraped")
+                t_up, up = _wait_scaled_up(rec, fw)
                 # Prometheus now has a series per pod (new targets added by reload) and the
                 # operator's reading covers every Ready pod.
                 wait_for(lambda: len(_prom_series(prom.url, namespace)) == up["replicas"]
