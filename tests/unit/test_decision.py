@@ -189,3 +189,18 @@ def test_occupancy_guard_keeps_replicas_that_carry_traffic():
     # without the batch size the guard is off (ratio alone)
     d = decide(ScalerState(), RatioReading(0.0, pods_used=3, mean_inflight_per_pod=20.0), spec(), 3, now=0)
     assert d.desired_replicas == 1
+
+
+def test_engine_backlog_blocks_scale_down_that_the_ratio_alone_would_allow():
+    # Decoupled TRT-LLM: Triton's queue is empty (ratio 0) but the executor holds waiting requests.
+    quiet = RatioReading(0.0, reason="Ok", pods_used=3)
+    assert decide(ScalerState(), quiet, spec(), 3, now=0).desired_replicas == 1
+    waiting = RatioReading(0.0, reason="Ok", pods_used=3, trtllm_waiting=4.0)
+    d = decide(ScalerState(), waiting, spec(), 3, now=0)
+    assert d.desired_replicas == 3 and d.reason == D.STABILIZING_SCALE_DOWN
+    assert "waiting inside the executor" in d.message
+    full_kv = RatioReading(0.0, reason="Ok", pods_used=3, trtllm_waiting=0.0, kv_cache_fraction=0.97)
+    d = decide(ScalerState(), full_kv, spec(), 3, now=0)
+    assert d.desired_replicas == 3 and "KV cache 97% used" in d.message
+    # The guard never blocks honouring a lowered maxReplicas.
+    assert decide(ScalerState(), waiting, spec(max_replicas=2), 3, now=0).desired_replicas == 2

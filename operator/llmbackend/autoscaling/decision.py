@@ -70,6 +70,8 @@ REASONS = (
 
 _MAX_HISTORY = 512
 DEFAULT_MAX_OCCUPANCY = 0.5
+# KV-cache use (fraction of blocks, max over pods) at which the engine counts as saturated.
+ENGINE_KV_CACHE_BUSY = 0.9
 
 
 @dataclass
@@ -144,6 +146,15 @@ def raw_recommendation(ratio: float, target: float, tolerance: float, current: i
             return current
     # ceil with a small epsilon so that 2.0000000001 does not become 3
     return max(0, math.ceil(new_usage * current - 1e-9))
+
+
+def _engine_backlog(reading: RatioReading) -> str:
+    """Why the engine looks saturated although Triton's queue does not ('' when it does not)."""
+    if reading.trtllm_waiting:
+        return f"TensorRT-LLM reports {reading.trtllm_waiting:g} request(s) waiting inside the executor"
+    if reading.kv_cache_fraction is not None and reading.kv_cache_fraction >= ENGINE_KV_CACHE_BUSY:
+        return f"TensorRT-LLM KV cache {reading.kv_cache_fraction:.0%} used"
+    return ""
 
 
 def decide(
@@ -239,6 +250,15 @@ def decide(
                               f"{base} wants {desired}; {total:.1f} requests in flight would fill "
                               f"{cur - 1} replicas beyond {max_occupancy_after_scale_down:.0%} of maxBatchSize {max_batch_size}", raw)
             desired = new_desired
+    # 3d. engine backlog guard. With a decoupled tensorrt_llm model, requests leave Triton's queue
+    # at once and wait inside the executor, so a low ratio can hide a saturated engine: never
+    # remove a replica while TRT-LLM itself reports waiting requests or a nearly full KV cache.
+    if desired < cur:
+        backlog = _engine_backlog(reading)
+        if backlog:
+            held = min(cur, hi)  # a lowered maxReplicas is still honoured
+            return finish(held, STABILIZING_SCALE_DOWN if held == cur else AT_MAX_REPLICAS,
+                          f"{base} wants {desired}; holding {held}: {backlog}", raw)
     # 5. bounds
     if desired > hi:
         return cap_capacity(hi, AT_MAX_REPLICAS, f"{base} wants {raw}; capped at maxReplicas {hi}", raw)
