@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -273,7 +274,10 @@ def up(directory: Path | None = None, ports: Ports | None = None, log=print, tie
         log(f"dev cluster already running; KUBECONFIG={existing.kubeconfig}")
         return existing
     if existing is not None:
-        down(directory, log=lambda *_: None)  # half-running: restart cleanly, keeping etcd data
+        down(directory, log=lambda *_: None)  # half-running: start over
+    # The dev cluster is disposable: a stopped one leaves pods that kwok would never mark Ready again
+    # (node leases expired meanwhile), so every start begins with an empty etcd.
+    shutil.rmtree(directory / "etcd", ignore_errors=True)
     cluster = Cluster(directory, ports or Ports(), tied_to_parent=tied_to_parent)
     taken = [f"{name}={port}" for name, port in asdict(cluster.ports).items() if _port_taken(port)]
     if taken:
@@ -354,7 +358,8 @@ def down(directory: Path | None = None, log=print) -> bool:
         log("no dev cluster recorded there")
         return False
     stop(cluster)
-    log("dev cluster stopped")
+    shutil.rmtree(cluster.directory / "etcd", ignore_errors=True)
+    log("dev cluster stopped (its state is discarded; `up` starts a fresh one)")
     return True
 
 

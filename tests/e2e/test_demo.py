@@ -1,0 +1,22 @@
+"""The README's main command: `llmbackend demo` (what `make demo` runs) ends with an Available backend."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_demo_reaches_available_and_down_stops_everything(tmp_path):
+    directory = tmp_path / "demo"
+    run = lambda *args: subprocess.run([sys.executable, "-m", "llmbackend.cli", *args], capture_output=True,  # noqa: E731
+                                       text=True, timeout=300)
+    try:
+        demo = run("demo", "--dir", str(directory), "--timeout", "90")
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        assert "Available after" in demo.stdout
+        assert "Planned      True   Fits" in demo.stdout
+        assert "llama-3-1-8b   llama-3.1-8b   tensorrtllm" in demo.stdout  # the kubectl get llmb -o wide row
+    finally:
+        down = run("dev-cluster", "down", "--dir", str(directory))
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert run("dev-cluster", "status", "--dir", str(directory)).returncode == 1
