@@ -174,3 +174,27 @@ def test_a_foreign_hpa_on_the_workload_is_reported_not_fought(cluster, operator,
     replica_managers = [m["manager"] for m in deployment["metadata"]["managedFields"]
                         if "f:replicas" in str(m.get("fieldsV1", {}).get("f:spec", {}))]
     assert "llmbackend-operator" not in replica_managers
+
+
+def test_more_replicas_than_the_cluster_holds_is_degraded_with_the_reason(cluster, operator, namespace):
+    # 5 replicas x TP8 = 40 GPUs; the four DGX nodes hold 32.
+    manifest = backend_manifest("toomany", namespace, replicas=5)
+    manifest["spec"]["model"]["preset"] = "llama-3.1-70b"
+    manifest["spec"]["parallelism"] = {"tensorParallel": 8}
+    apply_manifest(cluster, manifest)
+    try:
+        obj = wait_for(lambda: (o := cluster.kube.get("LLMBackend", namespace, "toomany"))
+                       and (condition(o, "Degraded") or {}).get("status") == "True" and o, timeout=60, what="Degraded")
+        degraded = condition(obj, "Degraded")
+        assert degraded["reason"] in ("Unschedulable", "InsufficientGPUs"), degraded
+        assert "nvidia.com/gpu" in degraded["message"] or "GPUs" in degraded["message"], degraded
+        assert condition(obj, "Available")["status"] == "False"
+        # The event follows the status write; its reason is the first Degraded reason seen.
+        wait_for(lambda: any(e["type"] == "Warning" and e["reason"] in ("Unschedulable", "InsufficientGPUs")
+                             for e in cluster.kube.list("Event", namespace, field_selector="involvedObject.name=toomany")),
+                 timeout=30, what="Warning event")
+    finally:
+        # Give the GPUs back before the next test: delete and wait for the pods to go.
+        cluster.kubectl("delete", "llmb", "toomany", "-n", namespace, "--wait=true")
+        wait_for(lambda: not cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=toomany"),
+                 timeout=60, what="pods gone")
