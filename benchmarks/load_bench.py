@@ -36,11 +36,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "operator"))
 
-from llmbackend.controller.kube import KINDS, ApiError, Kube, load_configuration  # noqa: E402
+from llmbackend.controller.kube import ApiError, Kube, load_configuration  # noqa: E402
 from llmbackend.devcluster import cluster as devcluster  # noqa: E402
 from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
 
-KINDS.setdefault("Namespace", ("v1", "namespaces"))
 WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE"}
 
 

@@ -21,7 +21,6 @@ from llmbackend.devcluster.build import bin_dir
 from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes
 
 pytestmark = pytest.mark.e2e
-KINDS.setdefault("Namespace", ("v1", "namespaces"))
 KINDS.setdefault("ReplicaSet", ("apps/v1", "replicasets"))
 # The nodes every e2e test sees: four DGX H100 (32 GPUs).
 SESSION_TOPOLOGY = "dgx-h100-x4"

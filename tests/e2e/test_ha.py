@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 from conftest import apply_manifest, available, backend_manifest, condition, wait_for
-from llmbackend.controller import leader  # noqa: F401 - registers the Lease kind with Kube
 
 LEASE_SECONDS = 15  # LeaderElector default
 RENEW_SECONDS = 5

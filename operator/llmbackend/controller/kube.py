@@ -32,8 +32,11 @@ KINDS: dict[str, tuple[str, str]] = {
     "Pod": ("v1", "pods"),
     "Node": ("v1", "nodes"),
     "Event": ("v1", "events"),
+    "Namespace": ("v1", "namespaces"),
+    "Lease": ("coordination.k8s.io/v1", "leases"),
+    "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions"),
 }
-CLUSTER_SCOPED = {"Node"}
+CLUSTER_SCOPED = {"Node", "Namespace", "CustomResourceDefinition"}
 
 for _kind in MANAGED_KINDS:
     _group = MANAGED_KINDS[_kind][0].rpartition("/")[0]

@@ -15,10 +15,9 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from .kube import KINDS, ApiError, Kube
+from .kube import ApiError, Kube
 
 log = logging.getLogger("llmbackend.leader")
-KINDS["Lease"] = ("coordination.k8s.io/v1", "leases")
 
 
 def _micro_time(t: float) -> str:

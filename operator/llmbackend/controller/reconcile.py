@@ -40,7 +40,6 @@ log = logging.getLogger("llmbackend.reconcile")
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 EVENT_SOURCE = "llmbackend-operator"
-LWS_API = ("leaderworkerset.x-k8s.io/v1", "leaderworkersets")
 # Waiting container reasons that mean the pod will not start without a change.
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
 
@@ -186,7 +185,7 @@ class Reconciler:
         conditions.set(PLANNED, True, "Fits", plan_status.explanation or "plan chosen")
 
         multi_node = plan_status.nodes_per_replica > 1
-        if multi_node and not self.kube.has_api(*LWS_API):
+        if multi_node and not self.kube.has_api(*MANAGED_KINDS["LeaderWorkerSet"]):
             message = (f"this plan needs {plan_status.nodes_per_replica} nodes per replica, served as a LeaderWorkerSet; "
                        "install LeaderWorkerSet (https://lws.sigs.k8s.io) and the operator retries")
             conditions.set(DEGRADED, True, "LeaderWorkerSetNotInstalled", message)
@@ -224,14 +223,14 @@ class Reconciler:
         # The desired set only changes with the spec or the replica count (which re-applies the workload):
         # an unchanged pass skips the lookups for children to prune.
         if applied_any or old_status.get("observedGeneration") != meta.get("generation"):
-            self._prune(ref, {(c["kind"], c["metadata"]["name"]) for c in desired}, multi_node)
+            self._prune(ref, {(c["kind"], c["metadata"]["name"]) for c in desired})
         if spec.autoscaling.enabled and previous_replicas is not None and replicas is not None and replicas != previous_replicas:
             auto = status.get("autoscaling", {})
             self.event(obj, "Normal", "ScaledUp" if replicas > previous_replicas else "ScaledDown",
                        f"{workload_kind} {ref.name}: {previous_replicas} -> {replicas} replicas "
                        f"(ratio {auto.get('currentRatio', '?')}, {auto.get('reason', '')}: {auto.get('message', '')})")
 
-        self._status_from_workload(ref, spec, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
+        self._status_from_workload(ref, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
         if conflict:
             conditions.set(DEGRADED, True, "ConflictingHorizontalPodAutoscaler",
                            f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
@@ -300,7 +299,7 @@ class Reconciler:
         status["autoscaling"] = {k: v for k, v in auto.items() if v is not None}
         return replicas
 
-    def _prune(self, ref: BackendRef, desired: set[tuple[str, str]], multi_node: bool) -> None:
+    def _prune(self, ref: BackendRef, desired: set[tuple[str, str]]) -> None:
         """Delete owned children of the managed kinds that are no longer desired (e.g. PDB after scale to 1)."""
         for kind in MANAGED_KINDS:
             name = config_map_name(ref) if kind == "ConfigMap" else ref.name
@@ -313,7 +312,7 @@ class Reconciler:
                 log.info("deleting %s %s/%s: no longer desired", kind, ref.namespace, name)
                 self.kube.delete(kind, ref.namespace, name, uid=live["metadata"]["uid"])
 
-    def _status_from_workload(self, ref, spec, workload, replicas, capacity, plan_status, status, conditions, strategy_why) -> None:
+    def _status_from_workload(self, ref, workload, replicas, capacity, plan_status, status, conditions, strategy_why) -> None:
         ws = (workload or {}).get("status", {})
         want = replicas if replicas is not None else (workload or {}).get("spec", {}).get("replicas", 0)
         ready = ws.get("readyReplicas", 0) or 0
@@ -377,9 +376,10 @@ class Reconciler:
                     return
                 raise
         for cond in conditions.changed():
-            if cond["type"] == PLANNED or cond["type"] == DEGRADED and cond["status"] == "True" or cond["type"] == AVAILABLE:
-                warn = (cond["type"] == DEGRADED) or (cond["type"] == PLANNED and cond["status"] == "False")
-                self.event(obj, "Warning" if warn else "Normal", cond["reason"], _first_line(cond["message"]) or cond["reason"])
+            if cond["type"] == PROGRESSING or (cond["type"] == DEGRADED and cond["status"] == "False"):
+                continue  # routine; the other transitions are worth an event
+            warn = cond["type"] == DEGRADED or (cond["type"] == PLANNED and cond["status"] == "False")
+            self.event(obj, "Warning" if warn else "Normal", cond["reason"], _first_line(cond["message"]) or cond["reason"])
 
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj["metadata"]

@@ -51,9 +51,6 @@ def load_nodes(kube, nodes: list[dict[str, Any]]) -> list[str]:
 
 
 def install_crd(kube, timeout_s: float = 30) -> None:
-    from ..controller.kube import KINDS
-
-    KINDS.setdefault("CustomResourceDefinition", ("apiextensions.k8s.io/v1", "customresourcedefinitions"))
     crd = yaml.safe_load(CRD_FILE.read_text())
     kube.apply(crd)
     deadline = time.monotonic() + timeout_s
