@@ -90,6 +90,32 @@ class ModelArchitecture(_Model):
         ge=1_000_000, le=100_000_000_000_000,
         description="Total parameters (all experts for mixture-of-experts models).",
     )
+    active_parameter_count: int | None = Field(
+        default=None, ge=1_000_000, le=100_000_000_000_000,
+        description="Parameters used per token (MoE: shared + active routed experts); defaults to parameterCount.",
+    )
+    num_experts: int | None = Field(default=None, ge=2, le=4096, description="MoE: routed experts per MoE layer.")
+    num_experts_per_token: int | None = Field(default=None, ge=1, le=4096, description="MoE: routed experts active per token.")
+    num_shared_experts: int | None = Field(default=None, ge=0, le=64, description="MoE: always-active shared experts per MoE layer.")
+    kv_lora_rank: int | None = Field(
+        default=None, ge=1, le=65536,
+        description="MLA (DeepSeek-V2/V3): rank of the compressed KV latent; one latent per token per layer, replicated on every TP rank.",
+    )
+    qk_rope_head_dim: int | None = Field(default=None, ge=0, le=4096, description="MLA: decoupled RoPE key dimension cached beside the latent.")
+    sliding_window: int | None = Field(default=None, ge=1, le=16_777_216, description="Sliding-window attention: tokens a windowed layer caches.")
+    sliding_window_layers: int | None = Field(
+        default=None, ge=0, le=1024,
+        description="How many of numLayers use the sliding window (the rest attend to the full context); defaults to all when slidingWindow is set.",
+    )
+    tie_word_embeddings: bool | None = Field(default=None, description="Input embeddings and lm_head share one matrix.")
+    weight_bytes: int | None = Field(
+        default=None, ge=1, le=1_000_000_000_000_000,
+        description="Exact weight bytes of the checkpoint (safetensors index metadata.total_size); overrides parameterCount x bytes per parameter.",
+    )
+    checkpoint_quantization: str | None = Field(
+        default=None, max_length=63, pattern=r"^[a-z0-9_\-]+$",
+        description="Quantization the checkpoint declares in its quantization_config (e.g. fp8, awq, gptq, mxfp4, compressed-tensors); empty for 16-bit checkpoints.",
+    )
 
     model_config = ConfigDict(
         json_schema_extra={

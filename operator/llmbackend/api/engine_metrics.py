@@ -1,0 +1,40 @@
+"""Names of the engine-level metrics the serving models export on Triton's :8002 (the one place they are defined).
+
+Triton's own `nv_inference_queue_duration_us` / `nv_inference_compute_infer_duration_us` read ~0 for decoupled
+LLM models: the Python model hands each request to the engine and returns at once, and the engine's wait happens
+inside it. So the operator's serving models (TensorRT-LLM LLM API and vLLM) export the engine's own timing:
+
+- per finished request, queue time = first scheduled - arrival, compute time = last token - first scheduled
+  (TensorRT-LLM: RequestOutput...request_perf_metrics.timing_metrics; vLLM: its per-request queued/inference time),
+  accumulated as counters in microseconds, plus a counter of finished requests (cumulative, like Triton's);
+- gauges from the engine's iteration stats, under the names the Gateway API Inference Extension and NVIDIA's
+  dashboards read for TensorRT-LLM (and, for vLLM backends, vLLM's own names as well).
+
+The model files shipped in the ConfigMap run inside the serving image and cannot import this package: the renderer
+passes these names to them through config.pbtxt parameters, and a test checks the exported names equal these.
+"""
+
+from __future__ import annotations
+
+# Counters (cumulative, microseconds / requests), labels: model, version.
+ENGINE_QUEUE_METRIC = "llmbackend_engine_queue_duration_us"
+ENGINE_COMPUTE_METRIC = "llmbackend_engine_compute_duration_us"
+ENGINE_REQUESTS_METRIC = "llmbackend_engine_requests_finished"
+ENGINE_FAILURES_METRIC = "llmbackend_engine_requests_failed"
+
+# Gauges, TensorRT-LLM names (also exported by the vLLM model, so one source path reads both).
+REQUEST_GAUGE = "nv_trt_llm_request_metrics"        # label request_type
+REQUEST_TYPES = ("waiting", "scheduled", "active", "max")
+KV_GAUGE = "nv_trt_llm_kv_cache_block_metrics"      # label kv_cache_block_type
+KV_TYPES = ("used", "free", "max", "fraction")
+
+# vLLM names read by the Gateway API Inference Extension's endpoint picker (vLLM backends only).
+VLLM_WAITING_GAUGE = "vllm:num_requests_waiting"
+VLLM_RUNNING_GAUGE = "vllm:num_requests_running"
+VLLM_KV_USAGE_GAUGE = "vllm:kv_cache_usage_perc"
+
+# Triton's own counters: meaningful only for non-decoupled, non-LLM models.
+TRITON_QUEUE_METRIC = "nv_inference_queue_duration_us"
+TRITON_COMPUTE_METRIC = "nv_inference_compute_infer_duration_us"
+TRITON_SUCCESS_METRIC = "nv_inference_request_success"
+TRITON_PENDING_METRIC = "nv_inference_pending_request_count"
