@@ -245,6 +245,10 @@ class ParallelismSpec(_Model):
 
     tensor_parallel: int | None = Field(default=None, ge=1, le=64, description="Tensor-parallel size (GPUs sharing each layer).")
     pipeline_parallel: int | None = Field(default=None, ge=1, le=64, description="Pipeline-parallel size (stages of layers).")
+    expert_parallel: int | None = Field(
+        default=None, ge=1, le=512,
+        description="MoE only: expert-parallel size (experts spread over this many of the TP ranks; must divide tensorParallel). Empty: planned.",
+    )
     objective: Objective = Field(
         default=Objective.LATENCY,
         description="Tie-break between plans of equal GPU count: latency prefers wider TP, throughput prefers more replicas/PP.",
@@ -370,6 +374,7 @@ class Condition(_Model):
 class PlanStatus(_Model):
     tensor_parallel: int
     pipeline_parallel: int
+    expert_parallel: int | None = Field(default=None, description="MoE: expert-parallel size inside the TP group (absent for dense models).")
     gpus_per_replica: int
     nodes_per_replica: int
     memory_per_gpu_bytes: int
