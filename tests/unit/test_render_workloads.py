@@ -54,7 +54,7 @@ def test_deployment_pod_requests_the_plans_gpus_and_probes_triton():
     assert [p["containerPort"] for p in triton["ports"]] == [8000, 8001, 8002]
     assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert triton["args"][0] == "mpirun", "TP4 runs one tritonserver rank per GPU"
+    assert triton["args"][0] == "tritonserver", "TP4 on one node: the LLM API starts its own ranks"
     assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert triton["securityContext"]["allowPrivilegeEscalation"] is False
     assert triton["securityContext"]["capabilities"] == {"drop": ["ALL"]}
@@ -104,7 +104,7 @@ def test_hpa_mode_leaves_replicas_to_the_hpa():
     assert "PrometheusRule" not in objects, "only where the Prometheus Operator's CRD is served"
     rule = _by_kind(desired_objects(REF, spec, _plan(), 2, SURGE, prometheus_rules=True))["PrometheusRule"]
     assert rule["spec"]["groups"][0]["rules"][0]["record"] == "triton:queue_compute:ratio"
-    assert 'model="tensorrt_llm"' in rule["spec"]["groups"][0]["rules"][0]["expr"]
+    assert 'model="llama-3.1-70b"' in rule["spec"]["groups"][0]["rules"][0]["expr"], "the LLM API model itself"
     assert rule["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
 
 
@@ -123,6 +123,13 @@ def test_engine_managed_batching_in_the_rendered_configmap():
     from llmbackend.render.triton import batching_violations
 
     config_map = _by_kind(desired_objects(REF, _spec(), _plan(), 1, SURGE))["ConfigMap"]
+    files = {key.replace("__", "/"): value for key, value in config_map["data"].items()}
+    name = _spec().model.preset
+    assert set(files) == {f"{name}/config.pbtxt", f"{name}/1/model.yaml", f"{name}/1/model.py"}
+    assert batching_violations(files) == []
+    assert "dynamic_batching" not in files[f"{name}/config.pbtxt"]
+
+    config_map = _by_kind(desired_objects(REF, _spec(engine={"format": "engine"}), _plan(), 1, SURGE))["ConfigMap"]
     files = {key.replace("__", "/"): value for key, value in config_map["data"].items()}
     assert set(files) == {"ensemble/config.pbtxt", "preprocessing/config.pbtxt", "tensorrt_llm/config.pbtxt",
                           "postprocessing/config.pbtxt"}

@@ -2,6 +2,14 @@
 
 Nothing here talks to Kubernetes; every function maps spec values to strings.
 
+tensorrtllm, format llmapi (the default): ONE Python-backend model named after the model's display name:
+`<model>/config.pbtxt` (decoupled, max_batch_size 0, no dynamic_batching, metric names as parameters),
+`<model>/1/model.yaml` (the `LLM()` arguments from the plan and the spec) and `<model>/1/model.py`, the operator's
+own Triton model (render/models/trtllm_llmapi.py, shipped as package data). The stock serving image needs nothing
+else: TensorRT-LLM's PyTorch path loads the Hugging Face checkpoint at MODELS_DIR directly.
+
+The rest of this docstring describes the legacy engine ensemble (`engine.format: engine`).
+
 Layout inside the serving pod (assumptions shared with the workload renderer):
 
 * `/models` (MODELS_DIR): the model source, read-only. For a PVC source the
@@ -30,9 +38,13 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from importlib import resources
 from typing import Any
 
-from ..api.v1alpha1 import Backend, BatchSchedulerPolicy, KVCacheDtype, LLMBackendSpec, Quantization
+import yaml
+
+from ..api import engine_metrics as em
+from ..api.v1alpha1 import Backend, BatchSchedulerPolicy, EngineFormat, KVCacheDtype, LLMBackendSpec, Quantization
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODELS_DIR = "/models"
@@ -117,16 +129,23 @@ def weights_path(spec: LLMBackendSpec) -> str:
     return MODELS_DIR
 
 
-def served_model_name(backend: str | Backend, model_name: str) -> str:
+def is_engine_ensemble(backend: str | Backend, engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> bool:
+    """True only for the legacy TensorRT engine ensemble (tensorrtllm with `format: engine`)."""
+    return Backend(backend) == Backend.TENSORRTLLM and EngineFormat(engine_format) == EngineFormat.ENGINE
+
+
+def served_model_name(backend: str | Backend, model_name: str,
+                      engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> str:
     """The Triton model clients call (and the `model` label in metrics/statistics)."""
     validate_model_name(model_name)
-    return ENSEMBLE_MODEL if Backend(backend) == Backend.TENSORRTLLM else model_name
+    return ENSEMBLE_MODEL if is_engine_ensemble(backend, engine_format) else model_name
 
 
-def version_dirs(backend: str | Backend, model_name: str) -> list[str]:
+def version_dirs(backend: str | Backend, model_name: str,
+                 engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> list[str]:
     """Version directories Triton requires; create them even when no rendered file lies inside."""
     validate_model_name(model_name)
-    if Backend(backend) == Backend.TENSORRTLLM:
+    if is_engine_ensemble(backend, engine_format):
         return [f"{m}/1" for m in TRTLLM_MODELS]
     return [f"{model_name}/1"]
 
@@ -349,6 +368,131 @@ def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int) -> dict[str, str]:
     }
 
 
+# ---- tensorrtllm backend, LLM API (default) ----
+
+# The operator's own Triton Python model, shipped as package data and rendered verbatim as <model>/1/model.py.
+LLMAPI_MODEL_SOURCE = ("llmbackend.render.models", "trtllm_llmapi.py")
+
+# The request/response interface of every LLM model the operator renders for generate/OpenAI clients:
+# (name, Triton type, dims, optional). Triton's generate endpoints map JSON keys to these names.
+LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
+    ("text_input", "TYPE_STRING", [1], False),
+    ("max_tokens", "TYPE_INT32", [1], True),
+    ("stream", "TYPE_BOOL", [1], True),
+    ("temperature", "TYPE_FP32", [1], True),
+    ("top_p", "TYPE_FP32", [1], True),
+    ("top_k", "TYPE_INT32", [1], True),
+    ("seed", "TYPE_UINT64", [1], True),
+    ("frequency_penalty", "TYPE_FP32", [1], True),
+    ("presence_penalty", "TYPE_FP32", [1], True),
+    ("repetition_penalty", "TYPE_FP32", [1], True),
+    ("stop_words", "TYPE_STRING", [-1], True),
+    ("exclude_input_in_output", "TYPE_BOOL", [1], True),
+    ("return_num_input_tokens", "TYPE_BOOL", [1], True),
+    ("return_num_output_tokens", "TYPE_BOOL", [1], True),
+)
+LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
+    ("text_output", "TYPE_STRING", [1]),
+    ("finish_reason", "TYPE_STRING", [1]),
+    ("num_input_tokens", "TYPE_INT32", [1]),
+    ("num_output_tokens", "TYPE_INT32", [1]),
+)
+
+# config.pbtxt parameters carrying the metric names to model.py (which cannot import this package).
+ENGINE_METRIC_PARAMETERS: dict[str, str] = {
+    "metric_engine_queue": em.ENGINE_QUEUE_METRIC,
+    "metric_engine_compute": em.ENGINE_COMPUTE_METRIC,
+    "metric_engine_requests": em.ENGINE_REQUESTS_METRIC,
+    "metric_engine_failures": em.ENGINE_FAILURES_METRIC,
+    "metric_request_gauge": em.REQUEST_GAUGE,
+    "metric_request_types": ",".join(em.REQUEST_TYPES),
+    "metric_kv_gauge": em.KV_GAUGE,
+    "metric_kv_types": ",".join(em.KV_TYPES),
+}
+
+_KV_DTYPE = {KVCacheDtype.AUTO: "auto", KVCacheDtype.FP8: "fp8", KVCacheDtype.BF16: "bfloat16",
+             KVCacheDtype.FP16: "float16"}
+_CAPACITY_POLICY = {BatchSchedulerPolicy.MAX_UTILIZATION: "MAX_UTILIZATION",
+                    BatchSchedulerPolicy.GUARANTEED_NO_EVICT: "GUARANTEED_NO_EVICT"}
+
+
+def llmapi_model_source() -> str:
+    package, name = LLMAPI_MODEL_SOURCE
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def checkpoint_path(spec: LLMBackendSpec) -> str:
+    """What LLM(model=...) loads: always MODELS_DIR, where the claim's path is mounted (a URI source is fetched to
+    the same place, see the module docstring). A user's URI never lands in model.yaml: no injection into it."""
+    del spec
+    return MODELS_DIR
+
+
+def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                expert_parallel: int | None = None) -> dict[str, Any]:
+    """The `LLM()` constructor arguments written to model.yaml (plus the `triton_config` block)."""
+    _validate_parallelism(tensor_parallel, pipeline_parallel)
+    e = spec.engine
+    args: dict[str, Any] = {
+        "model": checkpoint_path(spec),
+        "backend": "pytorch",
+        "tensor_parallel_size": tensor_parallel,
+        "pipeline_parallel_size": pipeline_parallel,
+        "max_batch_size": e.max_batch_size,
+        "max_num_tokens": e.max_num_tokens,
+        "max_seq_len": e.max_seq_len,
+        "max_input_len": e.max_input_len,
+        "enable_chunked_prefill": e.enable_chunked_context,
+        "kv_cache_config": {
+            "free_gpu_memory_fraction": float(e.kv_cache_free_gpu_mem_fraction),
+            "enable_block_reuse": e.enable_kv_cache_reuse,
+            "dtype": _KV_DTYPE[KVCacheDtype(e.kv_cache_dtype)],
+        },
+        "scheduler_config": {"capacity_scheduler_policy": _CAPACITY_POLICY[BatchSchedulerPolicy(e.batch_scheduler_policy)]},
+        # Per-request timing (engine queue/compute time) and iteration stats (gauges): what the autoscaler reads.
+        "return_perf_metrics": True,
+        "enable_iter_perf_stats": True,
+        "triton_config": {"decoupled": True, "max_batch_size": 0},
+    }
+    quant = Quantization(e.quantization)
+    if quant in (Quantization.BF16, Quantization.FP16):
+        args["dtype"] = "bfloat16" if quant == Quantization.BF16 else "float16"
+    # Quantized weights (fp8, int4_awq, ...) are read from the checkpoint's own quantization_config.
+    if expert_parallel is not None:
+        if not isinstance(expert_parallel, int) or isinstance(expert_parallel, bool) or expert_parallel < 1:
+            raise ValueError(f"expert_parallel must be a positive int, got {expert_parallel!r}")
+        args["moe_expert_parallel_size"] = expert_parallel
+    return args
+
+
+def _llmapi_config(model_name: str) -> Message:
+    return msg(
+        ("name", model_name),
+        ("backend", "python"),
+        # 0: Triton does not batch; the LLM API batches in flight.
+        ("max_batch_size", 0),
+        # Always decoupled: one request may produce many responses (streaming), and execute() only hands off.
+        ("model_transaction_policy", msg(("decoupled", True))),
+        ("input", [_tensor(n, t, d, optional=o) for n, t, d, o in LLM_INPUTS]),
+        ("output", [_tensor(n, t, d) for n, t, d in LLM_OUTPUTS]),
+        # KIND_CPU, one instance: the LLM places itself on the GPUs and batches all requests itself.
+        ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_CPU")))]),
+        *_params(engine="tensorrtllm-llmapi", **ENGINE_METRIC_PARAMETERS),
+    )
+
+
+def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None) -> dict[str, str]:
+    args = llmapi_args(spec, tp, pp, ep)
+    header = ("# Rendered by the llmbackend operator; do not edit. LLM() arguments for TensorRT-LLM's LLM API,\n"
+              "# read by 1/model.py (triton_config is for Triton, not for LLM()).\n")
+    return {
+        f"{model_name}/config.pbtxt": to_pbtxt(
+            _llmapi_config(model_name), _HEADER.format(what=f"TensorRT-LLM LLM API, TP={tp} PP={pp}")),
+        f"{model_name}/1/model.yaml": header + yaml.safe_dump(args, sort_keys=False),
+        f"{model_name}/1/model.py": llmapi_model_source(),
+    }
+
+
 # ---- vllm backend ----
 
 
@@ -419,7 +563,8 @@ def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dic
 
 
 def render_model_repository(
-    spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int
+    spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int,
+    expert_parallel: int | None = None,
 ) -> dict[str, str]:
     """Relative file path -> content of the Triton model repository for this spec.
 
@@ -429,8 +574,10 @@ def render_model_repository(
     validate_model_name(model_name)
     _validate_parallelism(tensor_parallel, pipeline_parallel)
     backend = Backend(spec.engine.backend)
-    if backend == Backend.TENSORRTLLM:
+    if is_engine_ensemble(backend, spec.engine.format):
         files = _render_trtllm(spec, tensor_parallel, pipeline_parallel)
+    elif backend == Backend.TENSORRTLLM:
+        files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel)
     else:
         files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel)
     problems = batching_violations(files)
@@ -453,7 +600,8 @@ def batching_violations(files: dict[str, str]) -> list[str]:
     Parses each `*/config.pbtxt` (not string matching) and checks:
     - no model has `sequence_batching`;
     - ensemble, python and vllm models have no `dynamic_batching`;
-    - vllm models have `max_batch_size: 0` and a decoupled transaction policy;
+    - vllm and LLM API models (python backend, parameter engine=tensorrtllm-llmapi) have `max_batch_size: 0`
+      and a decoupled transaction policy;
     - the tensorrtllm model batches in flight (`gpt_model_type`), and its
       `dynamic_batching` has delay 0, no `preferred_batch_size`, no priority
       queues, and a positive `default_queue_policy.max_queue_size`;
@@ -479,12 +627,16 @@ def batching_violations(files: dict[str, str]) -> list[str]:
         if platform == "ensemble" or backend in ("python", "vllm"):
             if dyn:
                 problems.append(f"{path}: {platform or backend} model must not have dynamic_batching")
-            if backend == "vllm":
+            params = {
+                _one(p, "key"): _one(_one(p, "value", {}), "string_value")
+                for p in cfg.get("parameters", [])
+            }
+            if backend == "vllm" or params.get("engine") == "tensorrtllm-llmapi":
                 if _one(cfg, "max_batch_size", 0) != 0:
-                    problems.append(f"{path}: vllm model must have max_batch_size: 0")
+                    problems.append(f"{path}: {params.get('engine') or backend} model must have max_batch_size: 0")
                 policy = _one(cfg, "model_transaction_policy", {})
                 if _one(policy, "decoupled") is not True:
-                    problems.append(f"{path}: vllm model must be decoupled")
+                    problems.append(f"{path}: {params.get('engine') or backend} model must be decoupled")
         elif backend == "tensorrtllm":
             params = {
                 _one(p, "key"): _one(_one(p, "value", {}), "string_value")
@@ -557,19 +709,22 @@ def _mpmd(world_size: int, model_repository: str) -> list[str]:
     return argv
 
 
-def triton_command(model_repository: str, tensor_parallel: int, pipeline_parallel: int, backend: str) -> list[str]:
+def triton_command(model_repository: str, tensor_parallel: int, pipeline_parallel: int, backend: str,
+                   engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> list[str]:
     """Container args (argv, no shell) for one pod holding the whole replica.
 
-    vllm, or tensorrtllm with TP x PP = 1: a single tritonserver (vLLM spawns
-    its own workers for TP/PP). tensorrtllm with TP x PP > 1: `mpirun` with one
-    tritonserver per rank (one rank per GPU), as upstream's
-    scripts/launch_triton_server.py does.
+    vllm, tensorrtllm through the LLM API, or the engine ensemble with TP x PP = 1: a single tritonserver (vLLM
+    and the LLM API start their own worker ranks for TP/PP on one node). Legacy engine ensemble with TP x PP > 1:
+    `mpirun` with one tritonserver per rank (one rank per GPU), as upstream's scripts/launch_triton_server.py does.
     """
     _validate_path(model_repository, "model repository")
     world = _validate_parallelism(tensor_parallel, pipeline_parallel)
-    if Backend(backend) == Backend.VLLM or world == 1:
+    if not is_engine_ensemble(backend, engine_format) or world == 1:
         return _rank_args(0, 1, model_repository)
     return ["mpirun", "--allow-run-as-root", *_mpmd(world, model_repository)]
+
+
+LLMAPI_LAUNCH = "trtllm-llmapi-launch"
 
 
 def mpi_leader_command(
@@ -577,8 +732,13 @@ def mpi_leader_command(
     hostfile_path: str,
     model_repository: str = MODEL_REPOSITORY,
     rsh_agent: str | None = None,
+    engine_format: str | EngineFormat = EngineFormat.LLMAPI,
 ) -> list[str]:
     """mpirun argv for the leader pod of a multi-node (LeaderWorkerSet) tensorrtllm replica.
+
+    LLM API (default): every rank runs `trtllm-llmapi-launch tritonserver ...`; TensorRT-LLM's launcher runs the
+    command on rank 0 only (which serves) and turns the other ranks into the LLM's MPI workers.
+    Legacy engine ensemble: one tritonserver per rank (rank 0 serves, the others host only the engine).
 
     Assumptions (the workload renderer must provide them):
     - `hostfile_path` lists the group's pods, leader first, one line each with
@@ -598,4 +758,6 @@ def mpi_leader_command(
             "--map-by", "slot", "--bind-to", "none"]
     if rsh_agent is not None:
         argv += ["--mca", "plm_rsh_agent", _validate_path(rsh_agent, "rsh agent")]
+    if EngineFormat(engine_format) == EngineFormat.LLMAPI:
+        return argv + ["-n", str(world_size), LLMAPI_LAUNCH, *_rank_args(0, 1, model_repository)]
     return argv + _mpmd(world_size, model_repository)

@@ -130,9 +130,9 @@ def model_name(ref: BackendRef, spec: LLMBackendSpec) -> str:
 
 def metrics_model(ref: BackendRef, spec: LLMBackendSpec) -> str:
     """The Triton model whose queue/compute times drive autoscaling: the engine, not the ensemble."""
-    if spec.engine.backend == Backend.TENSORRTLLM:
+    if triton.is_engine_ensemble(spec.engine.backend, spec.engine.format):
         return "tensorrt_llm"
-    return triton.served_model_name(spec.engine.backend, model_name(ref, spec))
+    return triton.served_model_name(spec.engine.backend, model_name(ref, spec), spec.engine.format)
 
 
 def image_for(spec: LLMBackendSpec) -> str:
@@ -147,7 +147,8 @@ def _config_key(path: str) -> str:
 
 
 def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
-    files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel)
+    files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
+                                           plan.expert_parallel)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -167,9 +168,9 @@ def _copy_repository_script(spec: LLMBackendSpec, ref: BackendRef) -> str:
     """
     repo = triton.MODEL_REPOSITORY
     steps = [f"cp -rL {CONFIG_MOUNT}/. {repo}/"]
-    for directory in triton.version_dirs(spec.engine.backend, model_name(ref, spec)):
+    for directory in triton.version_dirs(spec.engine.backend, model_name(ref, spec), spec.engine.format):
         steps.append(f"mkdir -p {shlex.quote(repo + '/' + directory)}")
-    if spec.engine.backend == Backend.TENSORRTLLM:
+    if triton.is_engine_ensemble(spec.engine.backend, spec.engine.format):
         for target, source in sorted(triton.IMAGE_PYTHON_MODELS.items()):
             steps.append(f"cp {shlex.quote(source)} {shlex.quote(repo + '/' + target)}")
     return " && ".join(steps)
@@ -199,10 +200,11 @@ def _pod_spec(
             'echo "$h slots=$GPUS_PER_POD" >> "$HOSTFILE"; i=$((i+1)); done; exec "$@"'
         )
         command = ["/bin/sh", "-c", script, "leader"]
-        args = triton.mpi_leader_command(world_size, HOSTFILE)
+        args = triton.mpi_leader_command(world_size, HOSTFILE, engine_format=spec.engine.format)
     else:
         command = None
-        args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend)
+        args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend,
+                                     spec.engine.format)
 
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": str(gpus_per_pod)}, "requests": {"nvidia.com/gpu": str(gpus_per_pod)}}
     if spec.scheduling.resources:
