@@ -338,7 +338,9 @@ class LLM:
         if unknown:
             raise TypeError(f"LLM() got unexpected arguments: {', '.join(unknown)}")
         path = Path(model)
-        if path.is_absolute() and not (path / "config.json").is_file():
+        # The stand-in loads no weights; it only rejects a directory that is not a checkpoint. (A path absent
+        # here, like the pod's /models, is accepted: on this machine it names the simulated checkpoint.)
+        if path.is_dir() and not (path / "config.json").is_file():
             raise ValueError(f"{model}: no config.json; not a Hugging Face checkpoint directory")
         kv = kwargs.get("kv_cache_config")
         if isinstance(kv, dict):

@@ -146,6 +146,11 @@ def _config_key(path: str) -> str:
     return path.replace("/", "__")
 
 
+def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
+    """The model repository a ConfigMap holds: path -> content, as the pod's volume items lay it out."""
+    return {key.replace("__", "/"): content for key, content in (config_map.get("data") or {}).items()}
+
+
 def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
     files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
                                            plan.expert_parallel)
