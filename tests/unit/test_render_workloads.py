@@ -122,8 +122,10 @@ def test_rollout_strategy_follows_free_capacity(replicas, spare, expected):
 def test_engine_managed_batching_in_the_rendered_configmap():
     from llmbackend.render.triton import batching_violations
 
+    from llmbackend.render.workloads import config_map_files
+
     config_map = _by_kind(desired_objects(REF, _spec(), _plan(), 1, SURGE))["ConfigMap"]
-    files = {key.replace("__", "/"): value for key, value in config_map["data"].items()}
+    files = config_map_files(config_map)
     name = _spec().model.preset
     assert set(files) == {f"{name}/config.pbtxt", f"{name}/1/model.yaml", f"{name}/1/model.py"}
     assert batching_violations(files) == []
@@ -135,3 +137,21 @@ def test_engine_managed_batching_in_the_rendered_configmap():
                           "postprocessing/config.pbtxt"}
     assert batching_violations(files) == []
     assert "max_queue_delay_microseconds: 0" in files["tensorrt_llm/config.pbtxt"]
+
+
+def test_checkpoint_check_init_container_runs_first_with_the_plan():
+    from llmbackend.render import triton as t
+
+    objects = _by_kind(desired_objects(REF, _spec(), _plan(tp=4), 1, SURGE))
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    check = pod["initContainers"][0]
+    assert check["name"] == "check-checkpoint" and check["image"] == pod["containers"][0]["image"]
+    assert check["command"][:2] == ["python3", f"{t.CHECKPOINT_CHECK_DIR}/check_checkpoint.py"]
+    assert check["command"][check["command"].index("--tp") + 1] == "4"
+    assert {m["name"] for m in check["volumeMounts"]} == {"checkpoint-check", "models"}
+    assert objects["ConfigMap"]["data"][t.CHECKPOINT_CHECK_KEY] == t.checkpoint_check_source()
+    repo_items = next(v for v in pod["volumes"] if v["name"] == "model-config")["configMap"]["items"]
+    assert t.CHECKPOINT_CHECK_KEY not in {i["key"] for i in repo_items}, "the script is not a model in the repository"
+    # nothing to check for the legacy engine ensemble or a URI source (fetched later)
+    legacy = _by_kind(desired_objects(REF, _spec(engine={"format": "engine"}), _plan(), 1, SURGE))
+    assert [c["name"] for c in legacy["Deployment"]["spec"]["template"]["spec"]["initContainers"]] == ["model-repository"]

@@ -465,6 +465,34 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
     return args
 
 
+# Fail-fast checkpoint check, shipped in the ConfigMap (NOT in the model repository) and run as an init container.
+CHECKPOINT_CHECK_SOURCE = ("llmbackend.render.scripts", "check_checkpoint.py")
+CHECKPOINT_CHECK_KEY = "llmbackend-check-checkpoint.py"  # ConfigMap key
+CHECKPOINT_CHECK_DIR = "/llmbackend-checks"              # where the init container mounts it
+
+
+def checkpoint_check_source() -> str:
+    package, name = CHECKPOINT_CHECK_SOURCE
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def checkpoint_check_command(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                             expert_parallel: int | None = None) -> list[str] | None:
+    """argv of the init container that checks the checkpoint at MODELS_DIR before tritonserver starts; None when
+    there is nothing to check yet (URI sources are fetched later; the legacy ensemble loads engines)."""
+    _validate_parallelism(tensor_parallel, pipeline_parallel)
+    source = spec.model.source
+    if source is None or source.pvc is None or is_engine_ensemble(spec.engine.backend, spec.engine.format) \
+            or Backend(spec.engine.backend) != Backend.TENSORRTLLM:
+        return None
+    argv = ["python3", f"{CHECKPOINT_CHECK_DIR}/check_checkpoint.py", "--model-dir", MODELS_DIR,
+            "--tp", str(tensor_parallel), "--pp", str(pipeline_parallel),
+            "--source", f"PersistentVolumeClaim {source.pvc.claim_name}, path {source.pvc.path}"]
+    if expert_parallel is not None:
+        argv += ["--ep", str(expert_parallel)]
+    return argv
+
+
 def _llmapi_config(model_name: str) -> Message:
     return msg(
         ("name", model_name),

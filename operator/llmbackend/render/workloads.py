@@ -148,17 +148,21 @@ def _config_key(path: str) -> str:
 
 def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
     """The model repository a ConfigMap holds: path -> content, as the pod's volume items lay it out."""
-    return {key.replace("__", "/"): content for key, content in (config_map.get("data") or {}).items()}
+    return {key.replace("__", "/"): content for key, content in (config_map.get("data") or {}).items()
+            if key != triton.CHECKPOINT_CHECK_KEY}
 
 
 def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
     files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
                                            plan.expert_parallel)
+    data = {_config_key(path): content for path, content in sorted(files.items())}
+    if triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel):
+        data[triton.CHECKPOINT_CHECK_KEY] = triton.checkpoint_check_source()
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(ref, config_map_name(ref)),
-        "data": {_config_key(path): content for path, content in sorted(files.items())},
+        "data": data,
     }
 
 
@@ -232,7 +236,8 @@ def _pod_spec(
             "name": "model-config",
             "configMap": {
                 "name": config_map["metadata"]["name"],
-                "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])],
+                "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])
+                          if key != triton.CHECKPOINT_CHECK_KEY],
             },
         },
     ]
@@ -295,6 +300,25 @@ def _pod_spec(
         "securityContext": container["securityContext"],
     }
 
+    init_containers = [init]
+    check = triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel)
+    if check and role != "worker":
+        # Fail fast with a readable reason (terminated.message) instead of a server crash loop.
+        volumes.append({"name": "checkpoint-check", "configMap": {
+            "name": config_map["metadata"]["name"],
+            "items": [{"key": triton.CHECKPOINT_CHECK_KEY, "path": "check_checkpoint.py"}]}})
+        init_containers.insert(0, {
+            "name": "check-checkpoint",
+            "image": image,
+            "command": check,
+            "volumeMounts": [
+                {"name": "checkpoint-check", "mountPath": triton.CHECKPOINT_CHECK_DIR, "readOnly": True},
+                *[m for m in volume_mounts if m["name"] == "models"],
+            ],
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            "securityContext": container["securityContext"],
+        })
+
     node_selector = dict(spec.scheduling.node_selector or {})
     if plan.gpu_product:
         node_selector.setdefault("nvidia.com/gpu.product", plan.gpu_product)
@@ -303,7 +327,7 @@ def _pod_spec(
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 60,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": SERVING_UID},
-        "initContainers": [init],
+        "initContainers": init_containers,
         "containers": [container],
         "volumes": volumes,
         "nodeSelector": node_selector,
