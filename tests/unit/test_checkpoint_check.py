@@ -78,3 +78,19 @@ def test_bad_checkpoint_fails_with_a_message_naming_the_path_and_fix(tmp_path: P
 def test_missing_directory(tmp_path: Path) -> None:
     code, _, log = run(tmp_path, tmp_path / "absent", "--tp", "1", "--pp", "1")
     assert code == 1 and "is not a directory" in log
+
+
+def test_failed_check_becomes_a_condition_reason_and_message() -> None:
+    from llmbackend.controller.reconcile import CHECKPOINT_INVALID, checkpoint_check_failure
+
+    message = "checkpoint check failed for /models (PersistentVolumeClaim models, path /llama):\n- no config.json"
+    pod = {"metadata": {"name": "llama-0"}, "status": {"initContainerStatuses": [
+        {"name": "check-checkpoint", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 1, "message": message}}},
+        {"name": "model-repository", "state": {"waiting": {"reason": "PodInitializing"}}},
+    ]}}
+    reason, text = checkpoint_check_failure(pod)
+    assert reason == CHECKPOINT_INVALID and "no config.json" in text and "llama-0" in text
+    passed = {"metadata": {"name": "p"}, "status": {"initContainerStatuses": [
+        {"name": "check-checkpoint", "state": {"terminated": {"exitCode": 0}}}]}}
+    assert checkpoint_check_failure(passed) is None

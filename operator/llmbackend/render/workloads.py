@@ -32,6 +32,7 @@ LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 CONFIG_MOUNT = "/model-config"
 HOSTFILE = "/tmp/hostfile"
 SERVING_UID = 1000  # the Triton images' triton-server user
+CHECKPOINT_CHECK_CONTAINER = "check-checkpoint"  # init container; its termination message says what is wrong
 
 # Every kind the operator may own, keyed by kind: (apiVersion, plural). The controller prunes
 # owned objects of these kinds that are no longer desired.
@@ -308,7 +309,7 @@ def _pod_spec(
             "name": config_map["metadata"]["name"],
             "items": [{"key": triton.CHECKPOINT_CHECK_KEY, "path": "check_checkpoint.py"}]}})
         init_containers.insert(0, {
-            "name": "check-checkpoint",
+            "name": CHECKPOINT_CHECK_CONTAINER,
             "image": image,
             "command": check,
             "volumeMounts": [
