@@ -53,33 +53,33 @@ def triton_schema(text: str):
 # ---- golden files ----
 
 GOLDEN_CASES = {
-    "trtllm-llmapi-default-tp2": (spec(), "llama-3.1-8b", 2, 1, None),
+    "trtllm-llmapi-default-tp2": (spec(), "llama-3.1-8b", 2, 1, None, None),
     "trtllm-llmapi-moe-fp8kv-tp4-ep4": (
         spec({"quantization": "fp8", "kvCacheDtype": "fp8", "maxBatchSize": 256, "enableKvCacheReuse": True,
               "batchSchedulerPolicy": "guaranteed_no_evict", "streaming": False}, preset="mixtral-8x7b"),
-        "mixtral-8x7b", 4, 1, 4,
+        "mixtral-8x7b", 4, 1, 4, "NVIDIA-H100-80GB-HBM3",
     ),
-    "trtllm-default-tp1": (legacy(), "llama-3.1-8b", 1, 1, None),
+    "trtllm-default-tp1": (legacy(), "llama-3.1-8b", 1, 1, None, "NVIDIA-H100-80GB-HBM3"),
     "trtllm-fp8-tp4-pp2-nostream": (
         spec({
             "format": "engine", "quantization": "fp8", "maxBatchSize": 128, "batchSchedulerPolicy": "guaranteed_no_evict",
             "kvCacheFreeGpuMemFraction": 0.85, "enableChunkedContext": False,
             "enableKvCacheReuse": True, "streaming": False,
         }),
-        "llama-3.1-405b", 4, 2, None,
+        "llama-3.1-405b", 4, 2, None, "NVIDIA-H200",
     ),
     "vllm-fp8-tp2-pvc": (
         spec({"backend": "vllm", "quantization": "fp8", "maxBatchSize": 32, "maxSeqLen": 8192},
              {"pvc": {"claimName": "weights", "path": "/llama"}}),
-        "llama-3.1-8b", 2, 1, None,
+        "llama-3.1-8b", 2, 1, None, None,
     ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
 def test_golden(case: str) -> None:
-    s, name, tp, pp, ep = GOLDEN_CASES[case]
-    files = render_model_repository(s, name, tp, pp, ep)
+    s, name, tp, pp, ep, gpu = GOLDEN_CASES[case]
+    files = render_model_repository(s, name, tp, pp, ep, gpu)
     # model.py is the package's own file, shipped verbatim: checked for identity, not kept twice.
     for rel in [r for r in files if r.endswith("/1/model.py")]:
         assert files.pop(rel) == triton.llmapi_model_source()
@@ -130,7 +130,8 @@ def test_trtllm_files_and_parameters() -> None:
     assert _one(_one(dyn, "default_queue_policy"), "max_queue_size") == 96 * triton.QUEUE_BATCHES
     p = _params(trt)
     assert p["gpt_model_type"] == "inflight_fused_batching"
-    assert p["gpt_model_path"] == "/models/engines/bf16-tp2-pp2" == engine_dir(2, 2, "bf16")
+    assert p["gpt_model_path"] == "/models/engines/triton-26.10/unknown-gpu/bf16-tp2-pp2-b96-s4096-t8192" \
+        == engine_dir(s, 2, 2)
     assert p["max_beam_width"] == "1"
     assert p["batch_scheduler_policy"] == "max_utilization"
     assert p["kv_cache_free_gpu_mem_fraction"] == "0.8"
@@ -200,13 +201,30 @@ def test_version_dirs_and_served_name() -> None:
     assert set(triton.IMAGE_PYTHON_MODELS) == {"preprocessing/1/model.py", "postprocessing/1/model.py"}
 
 
-def test_engine_dir() -> None:
-    assert engine_dir(1, 1, "bf16") == "/models/engines/bf16-tp1-pp1"
-    assert engine_dir(8, 2, "int4_awq") == "/models/engines/int4_awq-tp8-pp2"
+def test_engine_dir_is_keyed_by_everything_that_invalidates_an_engine() -> None:
+    base = legacy({"image": "nvcr.io/nvidia/tritonserver:25.03-trtllm-python-py3"})
+    key = engine_dir(base, 1, 1, "NVIDIA-H100-80GB-HBM3")
+    assert key == "/models/engines/triton-25.03/sm90/bf16-tp1-pp1-b64-s4096-t8192"
+    assert engine_dir(base, 1, 1, "NVIDIA-H200") == key, "same SM, same engine"
+    changed = [
+        engine_dir(legacy({"image": "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(base, 1, 1, "NVIDIA-A100-SXM4-80GB"),
+        engine_dir(base, 1, 1, "NVIDIA-L40S"),
+        engine_dir(legacy({"image": base.engine.image, "quantization": "fp8"}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(base, 2, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(base, 1, 2, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(legacy({"image": base.engine.image, "maxBatchSize": 8}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(legacy({"image": base.engine.image, "maxSeqLen": 8192}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(legacy({"image": base.engine.image, "maxNumTokens": 4096}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+    ]
+    assert len({key, *changed}) == len(changed) + 1, "each invalidating change names a new directory"
+    assert triton.gpu_key("NVIDIA-A100-SXM4-80GB") == "sm80" and triton.gpu_key("NVIDIA-A10G") == "sm86"
+    assert triton.gpu_key("NVIDIA-L40S") == "sm89" and triton.gpu_key("NVIDIA-L4") == "sm89"
+    assert triton.gpu_key("Some New GPU") == "some-new-gpu" and triton.gpu_key(None) == "unknown-gpu"
+    assert triton.runtime_key("registry.local/triton@sha256:" + "ab" * 32).startswith("digest-abab")
+    assert triton.runtime_key("registry.local/triton:my-build") == "my-build"
     with pytest.raises(ValueError):
-        engine_dir(0, 1, "bf16")
-    with pytest.raises(ValueError):
-        engine_dir(1, 1, "int3")
+        engine_dir(base, 0, 1)
 
 
 # ---- vllm ----

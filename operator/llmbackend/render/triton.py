@@ -15,7 +15,7 @@ Layout inside the serving pod (assumptions shared with the workload renderer):
 * `/models` (MODELS_DIR): the model source, read-only. For a PVC source the
   claim's `path` directory is what is mounted there (see PVCSource.path), so
   the tokenizer is at `/models/tokenizer` and TensorRT-LLM engines at
-  `engine_dir(tp, pp, quantization)`. For a URI source the serving image (or
+  `engine_dir(spec, tp, pp, gpu_product)`. For a URI source the serving image (or
   an init container) fetches the same layout into `/models`.
 * `MODEL_REPOSITORY` (`/model-repository`): the Triton model repository that
   `render_model_repository()` describes (file path -> content). Triton needs a
@@ -44,7 +44,16 @@ from typing import Any
 import yaml
 
 from ..api import engine_metrics as em
-from ..api.v1alpha1 import Backend, BatchSchedulerPolicy, EngineFormat, KVCacheDtype, LLMBackendSpec, Quantization
+from ..api.v1alpha1 import (
+    DEFAULT_TRITON_IMAGE,
+    DEFAULT_VLLM_IMAGE,
+    Backend,
+    BatchSchedulerPolicy,
+    EngineFormat,
+    KVCacheDtype,
+    LLMBackendSpec,
+    Quantization,
+)
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODELS_DIR = "/models"
@@ -105,15 +114,60 @@ def _validate_parallelism(tensor_parallel: int, pipeline_parallel: int) -> int:
     return tensor_parallel * pipeline_parallel
 
 
-def engine_dir(tensor_parallel: int, pipeline_parallel: int, quantization: str | Quantization) -> str:
-    """Engine directory for one (quantization, TP, PP): `/models/engines/<quant>-tp<T>-pp<P>`.
+# GPU product (GFD's nvidia.com/gpu.product, as in the plan) -> the SM an engine is built for. Longest names first
+# where one contains another (A100 before A10, L40 before L4). Unknown products key the engine by product name.
+_PRODUCT_SM: tuple[tuple[str, str], ...] = (
+    ("GB200", "sm100"), ("B200", "sm100"), ("GH200", "sm90"), ("H200", "sm90"), ("H100", "sm90"), ("H800", "sm90"),
+    ("A100", "sm80"), ("A800", "sm80"), ("A30", "sm80"), ("A10", "sm86"), ("A40", "sm86"), ("L40", "sm89"),
+    ("L4", "sm89"),
+)
 
-    TP and PP are baked into an engine at checkpoint conversion, so each
-    combination needs its own directory. The engine builder must write there.
+
+def image_for(spec: LLMBackendSpec) -> str:
+    """The serving image: the spec's, or the default for the backend (api/v1alpha1.py, one place)."""
+    if spec.engine.image:
+        return spec.engine.image
+    return DEFAULT_VLLM_IMAGE if Backend(spec.engine.backend) == Backend.VLLM else DEFAULT_TRITON_IMAGE
+
+
+def _slug(value: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", value.lower()).strip("-") or "unknown"
+
+
+def runtime_key(image: str) -> str:
+    """What pins the TensorRT-LLM version of an image: `triton-<yy.mm>` for NGC release tags, else the tag or digest."""
+    if "@" in image:
+        return "digest-" + _slug(image.rsplit("@", 1)[1].replace("sha256:", ""))[:16]
+    tag = image.rsplit("/", 1)[-1].partition(":")[2] or "latest"
+    release = re.match(r"^(\d{2}\.\d{2})-trtllm", tag)
+    return f"triton-{release.group(1)}" if release else _slug(tag)
+
+
+def gpu_key(gpu_product: str | None) -> str:
+    """The SM an engine is built for, from the plan's GPU product (`sm90`), else the product's name."""
+    if not gpu_product:
+        return "unknown-gpu"
+    upper = gpu_product.upper()
+    for name, sm in _PRODUCT_SM:
+        if name in upper:
+            return sm
+    return _slug(gpu_product)
+
+
+def engine_dir(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+               gpu_product: str | None = None) -> str:
+    """Legacy engines: one directory per everything that invalidates a TensorRT engine.
+
+    `/models/engines/<runtime>/<sm>/<quant>-tp<T>-pp<P>-b<batch>-s<seq>-t<tokens>`: the image's TensorRT-LLM
+    version (its Triton release), the GPU architecture, quantization, TP x PP and the max_* limits the executor
+    takes from the engine. The engine builder must write there; a change of any of them points at a new directory.
     """
     _validate_parallelism(tensor_parallel, pipeline_parallel)
-    quant = Quantization(quantization).value
-    return f"{ENGINES_DIR}/{quant}-tp{tensor_parallel}-pp{pipeline_parallel}"
+    e = spec.engine
+    quant = Quantization(e.quantization).value
+    return (f"{ENGINES_DIR}/{runtime_key(image_for(spec))}/{gpu_key(gpu_product)}/"
+            f"{quant}-tp{tensor_parallel}-pp{pipeline_parallel}-b{e.max_batch_size}-s{e.max_seq_len}"
+            f"-t{e.max_num_tokens}")
 
 
 def executor_queue_size(spec: LLMBackendSpec) -> int:
@@ -183,7 +237,8 @@ def _map(kind: str, pairs: list[tuple[str, str]]) -> list[tuple[str, Message]]:
 # ---- tensorrtllm backend ----
 
 
-def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> Message:
+def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                         gpu_product: str | None) -> Message:
     e = spec.engine
     inputs = [
         _tensor("input_ids", "TYPE_INT32", [-1], ragged=True),
@@ -225,7 +280,7 @@ def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_pa
         ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_CPU")))]),
         *_params(
             gpt_model_type="inflight_fused_batching",
-            gpt_model_path=engine_dir(tensor_parallel, pipeline_parallel, e.quantization),
+            gpt_model_path=engine_dir(spec, tensor_parallel, pipeline_parallel, gpu_product),
             max_beam_width="1",
             batch_scheduler_policy=BatchSchedulerPolicy(e.batch_scheduler_policy).value,
             kv_cache_free_gpu_mem_fraction=repr(float(e.kv_cache_free_gpu_mem_fraction)),
@@ -237,7 +292,8 @@ def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_pa
     )
 
 
-def _preprocessing_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> Message:
+def _preprocessing_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                          gpu_product: str | None) -> Message:
     inputs = [
         _tensor("QUERY", "TYPE_STRING", [1]),
         _tensor("DECODER_QUERY", "TYPE_STRING", [1], optional=True),
@@ -279,7 +335,7 @@ def _preprocessing_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_p
             add_special_tokens="true",
             # read unconditionally by model.py; empty = text-only model
             multimodal_model_path="",
-            gpt_model_path=engine_dir(tensor_parallel, pipeline_parallel, spec.engine.quantization),
+            gpt_model_path=engine_dir(spec, tensor_parallel, pipeline_parallel, gpu_product),
         ),
     )
 
@@ -351,14 +407,14 @@ _HEADER = (
 )
 
 
-def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int) -> dict[str, str]:
+def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int, gpu_product: str | None) -> dict[str, str]:
     python_note = "\nThe Python model.py in 1/ comes from the serving image; only this config is rendered."
     return {
         "ensemble/config.pbtxt": to_pbtxt(_ensemble_config(spec), _HEADER.format(what="ensemble")),
         "preprocessing/config.pbtxt": to_pbtxt(
-            _preprocessing_config(spec, tp, pp), _HEADER.format(what="tokenizer") + python_note),
+            _preprocessing_config(spec, tp, pp, gpu_product), _HEADER.format(what="tokenizer") + python_note),
         "tensorrt_llm/config.pbtxt": to_pbtxt(
-            _tensorrt_llm_config(spec, tp, pp),
+            _tensorrt_llm_config(spec, tp, pp, gpu_product),
             _HEADER.format(what=f"TensorRT-LLM engine, TP={tp} PP={pp}")
             + "\ndynamic_batching is kept only for default_queue_policy.max_queue_size, "
               "the executor's queue bound.",
@@ -592,9 +648,11 @@ def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dic
 
 def render_model_repository(
     spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int,
-    expert_parallel: int | None = None,
+    expert_parallel: int | None = None, gpu_product: str | None = None,
 ) -> dict[str, str]:
     """Relative file path -> content of the Triton model repository for this spec.
+
+    `expert_parallel` and `gpu_product` come from the plan (EP for MoE models; the GPU keys legacy engines).
 
     Raises ValueError for an invalid model name, parallelism, or a
     quantization the backend cannot serve.
@@ -603,7 +661,7 @@ def render_model_repository(
     _validate_parallelism(tensor_parallel, pipeline_parallel)
     backend = Backend(spec.engine.backend)
     if is_engine_ensemble(backend, spec.engine.format):
-        files = _render_trtllm(spec, tensor_parallel, pipeline_parallel)
+        files = _render_trtllm(spec, tensor_parallel, pipeline_parallel, gpu_product)
     elif backend == Backend.TENSORRTLLM:
         files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel)
     else:

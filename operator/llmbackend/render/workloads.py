@@ -13,13 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api.v1alpha1 import (
-    DEFAULT_TRITON_IMAGE,
-    DEFAULT_VLLM_IMAGE,
     GROUP,
     KIND,
     VERSION,
     AutoscalingMode,
-    Backend,
     LLMBackendSpec,
     PlanStatus,
 )
@@ -136,10 +133,7 @@ def metrics_model(ref: BackendRef, spec: LLMBackendSpec) -> str:
     return triton.served_model_name(spec.engine.backend, model_name(ref, spec), spec.engine.format)
 
 
-def image_for(spec: LLMBackendSpec) -> str:
-    if spec.engine.image:
-        return spec.engine.image
-    return DEFAULT_VLLM_IMAGE if spec.engine.backend == Backend.VLLM else DEFAULT_TRITON_IMAGE
+image_for = triton.image_for
 
 
 def _config_key(path: str) -> str:
@@ -155,7 +149,7 @@ def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
 
 def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
     files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
-                                           plan.expert_parallel)
+                                           plan.expert_parallel, plan.gpu_product)
     data = {_config_key(path): content for path, content in sorted(files.items())}
     if triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel):
         data[triton.CHECKPOINT_CHECK_KEY] = triton.checkpoint_check_source()
