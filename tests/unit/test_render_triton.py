@@ -525,8 +525,10 @@ def _contexts(argv: list[str]) -> list[list[str]]:
 
 
 def test_llmapi_runs_one_tritonserver_per_node() -> None:
-    # the LLM API starts its own worker ranks on one node
-    assert triton_command("/model-repository", 8, 1, "tensorrtllm") == SINGLE
+    # the LLM API spawns its own GPU ranks on one node, from one MPI process
+    assert triton_command("/model-repository", 1, 1, "tensorrtllm") == SINGLE
+    assert triton_command("/model-repository", 8, 1, "tensorrtllm") == ["mpirun", "--allow-run-as-root", "-n", "1",
+                                                                         *SINGLE]
     argv = mpi_leader_command(16, "/etc/mpi/hostfile")
     assert argv[argv.index("-n"):] == ["-n", "16", triton.LLMAPI_LAUNCH, *SINGLE]
 

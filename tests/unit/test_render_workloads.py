@@ -54,7 +54,8 @@ def test_deployment_pod_requests_the_plans_gpus_and_probes_triton():
     assert [p["containerPort"] for p in triton["ports"]] == [8000, 8001, 8002]
     assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert triton["args"][0] == "tritonserver", "TP4 on one node: the LLM API starts its own ranks"
+    assert triton["args"][:4] == ["mpirun", "--allow-run-as-root", "-n", "1"], \
+        "TP4 on one node: one tritonserver; the LLM API spawns its 4 GPU ranks"
     assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert triton["securityContext"]["allowPrivilegeEscalation"] is False
     assert triton["securityContext"]["capabilities"] == {"drop": ["ALL"]}

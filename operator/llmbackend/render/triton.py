@@ -799,14 +799,17 @@ def triton_command(model_repository: str, tensor_parallel: int, pipeline_paralle
                    engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> list[str]:
     """Container args (argv, no shell) for one pod holding the whole replica.
 
-    vllm, tensorrtllm through the LLM API, or the engine ensemble with TP x PP = 1: a single tritonserver (vLLM
-    and the LLM API start their own worker ranks for TP/PP on one node). Legacy engine ensemble with TP x PP > 1:
-    `mpirun` with one tritonserver per rank (one rank per GPU), as upstream's scripts/launch_triton_server.py does.
+    vllm, or TP x PP = 1: a single tritonserver (vLLM starts its own workers). tensorrtllm through the LLM API with
+    TP x PP > 1: one tritonserver under `mpirun -n 1`; the LLM spawns its GPU ranks through MPI on this node, as
+    upstream's scripts/launch_triton_server.py runs the LLM API model. Legacy engine ensemble with TP x PP > 1:
+    `mpirun` with one tritonserver per rank (one rank per GPU).
     """
     _validate_path(model_repository, "model repository")
     world = _validate_parallelism(tensor_parallel, pipeline_parallel)
-    if not is_engine_ensemble(backend, engine_format) or world == 1:
+    if Backend(backend) == Backend.VLLM or world == 1:
         return _rank_args(0, 1, model_repository)
+    if not is_engine_ensemble(backend, engine_format):
+        return ["mpirun", "--allow-run-as-root", "-n", "1", *_rank_args(0, 1, model_repository)]
     return ["mpirun", "--allow-run-as-root", *_mpmd(world, model_repository)]
 
 
