@@ -65,8 +65,8 @@ def real_answer(kube: Any, namespace: str, backend: dict[str, Any], workdir: Pat
     for rel, content in config_map_files(config_map).items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(content)
-    say(f"\nreal Triton on pod {pods[0]['metadata']['name']} ({pod_ip}): loading the {len(config_map['data'])} files "
-        f"of ConfigMap {config_map_name(ref)} with the CPU stand-in engine ...")
+    say(f"\nreal Triton on pod {pods[0]['metadata']['name']} ({pod_ip}): loading the model repository of ConfigMap "
+        f"{config_map_name(ref)} ({', '.join(sorted(config_map_files(config_map)))}) with the CPU stand-in engine ...")
     try:
         with run_tritonserver(repo, host=pod_ip, http_port=triton.HTTP_PORT, grpc_port=triton.GRPC_PORT,
                               metrics_port=triton.METRICS_PORT, extra_pythonpath=[STANDINS],
@@ -82,7 +82,7 @@ def real_answer(kube: Any, namespace: str, backend: dict[str, Any], workdir: Pat
                 t.start()
             for t in threads:
                 t.join(120)
-            time.sleep(1.5)
+            time.sleep(2.5)  # the model refreshes its iteration-stats gauges every second
             with urllib.request.urlopen(server.metrics_url, timeout=10) as r:  # noqa: S310 - loopback
                 lines = engine_metric_lines(r.read().decode(), model)
             say(f"engine metrics on {server.metrics_url} (after {1 + BURST} requests):")

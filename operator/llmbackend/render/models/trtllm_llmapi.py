@@ -170,7 +170,8 @@ class _Metrics:
                 params["metric_engine_compute"], "Engine compute time (last token - first scheduled) of finished "
                 "requests, microseconds, cumulative", counter),
             "finished": pb_utils.MetricFamily(
-                params["metric_engine_requests"], "Requests the engine finished (with timing), cumulative", counter),
+                params["metric_engine_requests"], "Requests the engine finished (cancelled ones included), "
+                "cumulative", counter),
             "failed": pb_utils.MetricFamily(
                 params["metric_engine_failures"], "Requests that ended with an error, cumulative", counter),
             "requests": pb_utils.MetricFamily(
@@ -291,9 +292,9 @@ class TritonPythonModel:
         if output is None:
             raise RuntimeError("the engine returned no output")
         times = engine_times_us(output)
-        if times is not None:
-            self.metrics.queue.increment(times[0])
-            self.metrics.compute.increment(times[1])
+        if times is not None:  # whole microseconds, like Triton's own duration counters
+            self.metrics.queue.increment(round(times[0]))
+            self.metrics.compute.increment(round(times[1]))
         self.metrics.finished.increment(1)
         if request.is_cancelled():
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
