@@ -41,8 +41,8 @@ log = logging.getLogger("llmbackend.reconcile")
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 EVENT_SOURCE = "llmbackend-operator"
-# Waiting container reasons that mean the pod will not start without a change.
 CHECKPOINT_INVALID = "CheckpointInvalid"  # reason: the checkpoint check init container failed
+# Waiting container reasons that mean the pod will not start without a change.
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
 
 permissions.require("", "events", "create")
