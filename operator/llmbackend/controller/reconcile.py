@@ -20,7 +20,7 @@ from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
-from ..render import triton
+from ..render import openai, triton
 from ..render.workloads import (
     MANAGED_KINDS,
     PROMETHEUS_RULE_API,
@@ -231,6 +231,8 @@ class Reconciler:
                        f"(ratio {auto.get('currentRatio', '?')}, {auto.get('reason', '')}: {auto.get('message', '')})")
 
         self._status_from_workload(ref, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
+        if openai.enabled(spec):
+            status["endpoint"]["openaiPort"] = openai.OPENAI_PORT
         if conflict:
             conditions.set(DEGRADED, True, "ConflictingHorizontalPodAutoscaler",
                            f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "

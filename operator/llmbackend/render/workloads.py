@@ -23,7 +23,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     PlanStatus,
 )
-from . import triton
+from . import openai, triton
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -152,7 +152,7 @@ def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(ref, config_map_name(ref)),
-        "data": {_config_key(path): content for path, content in sorted(files.items())},
+        "data": {**{_config_key(path): content for path, content in sorted(files.items())}, **openai.config_map_data(spec)},
     }
 
 
@@ -225,7 +225,8 @@ def _pod_spec(
             "name": "model-config",
             "configMap": {
                 "name": config_map["metadata"]["name"],
-                "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])],
+                "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])
+                          if key != openai.FRONTEND_KEY],  # the frontend is mounted on its own, not in the repository
             },
         },
     ]
@@ -301,6 +302,11 @@ def _pod_spec(
         "volumes": volumes,
         "nodeSelector": node_selector,
     }
+    if role != "worker" and openai.enabled(spec):
+        pod["containers"].append(openai.container(
+            spec, image, triton.served_model_name(backend, model_name(ref, spec)), model_name(ref, spec),
+            container["securityContext"], [m for m in volume_mounts if m["name"] == "models"]))
+        volumes.append(openai.volume(config_map["metadata"]["name"]))
     if spec.scheduling.tolerations:
         pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations]
     if spec.scheduling.priority_class_name:
@@ -363,7 +369,7 @@ def render_leader_worker_set(
     }
 
 
-def render_service(ref: BackendRef, multi_node: bool) -> dict[str, Any]:
+def render_service(ref: BackendRef, multi_node: bool, openai_port: bool = False) -> dict[str, Any]:
     selector = selector_for(ref)
     if multi_node:
         selector = {**selector, LWS_WORKER_INDEX_LABEL: "0"}  # only leaders serve
@@ -378,6 +384,7 @@ def render_service(ref: BackendRef, multi_node: bool) -> dict[str, Any]:
                 {"name": "http", "port": triton.HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
                 {"name": "grpc", "port": triton.GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
                 {"name": "metrics", "port": triton.METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                *([openai.service_port()] if openai_port else []),
             ],
         },
     }
@@ -412,7 +419,7 @@ def desired_objects(
         objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map))
     else:
         objects.append(render_deployment(ref, spec, plan, None if hpa_mode else replicas, strategy, config_map))
-    objects.append(render_service(ref, multi_node))
+    objects.append(render_service(ref, multi_node, openai.enabled(spec)))
     if max(minimum_replicas(spec), replicas) > 1:
         objects.append(render_pdb(ref))
     if hpa_mode:

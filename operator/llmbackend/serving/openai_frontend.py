@@ -464,15 +464,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default="0.0.0.0")  # noqa: S104 - the pod's port; tests pass 127.0.0.1
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--triton-url", default="http://127.0.0.1:8000")
-    ap.add_argument("--model", required=True, help="Triton model name (also the OpenAI model id)")
+    ap.add_argument("--model", required=True, help="Triton model name")
+    ap.add_argument("--served-model-name", help="the OpenAI model id (default: --model)")
     ap.add_argument("--tokenizer-dir", help="checkpoint directory holding tokenizer_config.json")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     template = ChatTemplate.load(a.tokenizer_dir)
     if template.source is None:
         log.warning("no chat template under %s: /v1/chat/completions answers 400", a.tokenizer_dir)
-    frontend = Frontend(Triton(a.triton_url, a.model), a.model, template)
-    log.info("serving model %s on %s:%d (Triton %s)", a.model, a.host, a.port, a.triton_url)
+    served = a.served_model_name or a.model
+    frontend = Frontend(Triton(a.triton_url, a.model), served, template)
+    log.info("serving model %s on %s:%d (Triton model %s at %s)", served, a.host, a.port, a.model, a.triton_url)
     serve(a.host, a.port, frontend)
     return 0
 
