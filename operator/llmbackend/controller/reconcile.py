@@ -23,6 +23,7 @@ from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import openai, triton
 from ..render.workloads import (
     MANAGED_KINDS,
+    OPTIONAL_KINDS,
     PROMETHEUS_RULE_API,
     BackendRef,
     choose_rollout_strategy,
@@ -205,9 +206,12 @@ class Reconciler:
         status["rolloutStrategy"] = strategy.type
 
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
-        hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
-        prometheus_rules = hpa_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
-        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules)
+        scaler_mode = spec.autoscaling.enabled and spec.autoscaling.mode in (AutoscalingMode.HPA, AutoscalingMode.KEDA)
+        prometheus_rules = scaler_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
+        keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
+                        and not self.kube.has_api(*MANAGED_KINDS["ScaledObject"]))
+        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
+                                  scaled_objects=not keda_missing)
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
@@ -233,6 +237,10 @@ class Reconciler:
         self._status_from_workload(ref, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
         if openai.enabled(spec):
             status["endpoint"]["openaiPort"] = openai.OPENAI_PORT
+        if keda_missing:
+            conditions.set(DEGRADED, True, "KEDANotInstalled",
+                           "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
+                           "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
         if conflict:
             conditions.set(DEGRADED, True, "ConflictingHorizontalPodAutoscaler",
                            f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
@@ -277,6 +285,13 @@ class Reconciler:
                             "printed by `llmbackend hpa-rules -f <this manifest>`")
             status["autoscaling"] = {"reason": "HorizontalPodAutoscaler", "message": message}
             return live_replicas
+        if autoscaling.mode == AutoscalingMode.KEDA:
+            status["autoscaling"] = {"reason": "ScaledObject", "message": (
+                "replicas are owned by KEDA (ScaledObject with a Prometheus trigger on triton:queue_compute:ratio); "
+                "the recording rule must be loaded in that Prometheus")}
+            with self.state.lock:
+                self.state.autoscale_targets.pop(key, None)
+            return live_replicas
         with self.state.lock:
             decision = self.state.decisions.get(key)
         if decision is not None:
@@ -307,7 +322,7 @@ class Reconciler:
             name = config_map_name(ref) if kind == "ConfigMap" else ref.name
             if (kind, name) in desired:
                 continue
-            if kind in ("LeaderWorkerSet", "PrometheusRule") and not self.kube.has_api(*MANAGED_KINDS[kind]):
+            if kind in OPTIONAL_KINDS and not self.kube.has_api(*MANAGED_KINDS[kind]):
                 continue
             live = self.kube.get(kind, ref.namespace, name)
             if live and any(o.get("uid") == ref.uid for o in live["metadata"].get("ownerReferences", [])):

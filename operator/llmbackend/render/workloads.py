@@ -43,8 +43,11 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
+    "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects"),
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
+# Kinds served only when their CRDs are installed: looked up (and pruned) only then.
+OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject")
 
 
 @dataclass(frozen=True)
@@ -405,31 +408,38 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 
 def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
-    prometheus_rules: bool = False,
+    prometheus_rules: bool = False, scaled_objects: bool = True,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
-    prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa` also owns its recording rule.
+    prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa`/`keda` also own their recording rule.
+    scaled_objects: KEDA's ScaledObject CRD is served (`mode: keda` renders one).
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
+    keda_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
     config_map = render_config_map(ref, spec, plan)
     objects = [config_map]
     if multi_node:
         objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map))
     else:
-        objects.append(render_deployment(ref, spec, plan, None if hpa_mode else replicas, strategy, config_map))
+        objects.append(render_deployment(ref, spec, plan, None if hpa_mode or keda_mode else replicas, strategy, config_map))
     objects.append(render_service(ref, multi_node, openai.enabled(spec)))
     if max(minimum_replicas(spec), replicas) > 1:
         objects.append(render_pdb(ref))
-    if hpa_mode:
+    if hpa_mode or keda_mode:
         from ..autoscaling.hpa import render_hpa, render_prometheus_rule
+        from ..autoscaling.keda import render_scaled_object
 
         workload = objects[1]
         target = {"apiVersion": workload["apiVersion"], "kind": workload["kind"], "name": workload["metadata"]["name"]}
-        hpa = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
-        hpa["metadata"]["ownerReferences"] = [ref.owner_reference()]
-        objects.append(hpa)
+        if hpa_mode:
+            scaler = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
+        else:
+            scaler = render_scaled_object(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
+        scaler["metadata"]["ownerReferences"] = [ref.owner_reference()]
+        if hpa_mode or scaled_objects:
+            objects.append(scaler)
         if prometheus_rules:
             rule = render_prometheus_rule(ref.name, ref.namespace, metrics_model(ref, spec), labels_for(ref),
                                           window_seconds=spec.autoscaling.window_seconds)
