@@ -22,8 +22,8 @@ FRONTEND = ROOT / "operator" / "llmbackend" / "serving" / "openai_frontend.py"
 
 
 @contextlib.contextmanager
-def run_tritonserver(repository: str | os.PathLike, model: str, timeout_s: float = 120) -> Iterator[str]:
-    """Serve `repository` with the tritonserver bundled in nvidia-pytriton; yields the HTTP base URL."""
+def run_tritonserver(repository: str | os.PathLike, model: str, timeout_s: float = 120) -> Iterator[tuple[str, str]]:
+    """Serve `repository` with the tritonserver bundled in nvidia-pytriton; yields (HTTP base URL, metrics URL)."""
     import pytriton
 
     pkg = Path(pytriton.__file__).parent / "tritonserver"
@@ -54,7 +54,7 @@ def run_tritonserver(repository: str | os.PathLike, model: str, timeout_s: float
         except Exception:
             log.flush()
             raise RuntimeError("tritonserver did not serve the model:\n" + (tmp / "triton.log").read_text(errors="replace")[-4000:])
-        yield url
+        yield url, f"http://127.0.0.1:{metrics}/metrics"
     finally:
         _stop(proc)
         log.close()
@@ -62,13 +62,16 @@ def run_tritonserver(repository: str | os.PathLike, model: str, timeout_s: float
 
 
 @contextlib.contextmanager
-def run_frontend(triton_url: str, model: str, tokenizer_dir: str | None, timeout_s: float = 30) -> Iterator[str]:
+def run_frontend(triton_url: str, model: str, tokenizer_dir: str | None, metrics_url: str | None = None,
+                 timeout_s: float = 30) -> Iterator[str]:
     """The OpenAI frontend as its own process; yields its base URL (.../v1)."""
     port = free_port()
     args = [sys.executable, str(FRONTEND), "--host", "127.0.0.1", "--port", str(port), "--triton-url", triton_url,
             "--model", model]
     if tokenizer_dir:
         args += ["--tokenizer-dir", str(tokenizer_dir)]
+    if metrics_url:
+        args += ["--metrics-url", metrics_url]
     log = tempfile.NamedTemporaryFile(prefix="openai-frontend-", suffix=".log", delete=False)
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": ""})  # proves it runs without the operator's package

@@ -25,8 +25,8 @@ TOKENIZER = HERE / "tokenizer"
 
 @pytest.fixture(scope="module")
 def base_url():
-    with run_tritonserver(HERE / "standin_repo", MODEL) as triton_url:
-        with run_frontend(triton_url, MODEL, str(TOKENIZER)) as url:
+    with run_tritonserver(HERE / "standin_repo", MODEL) as (triton_url, metrics_url):
+        with run_frontend(triton_url, MODEL, str(TOKENIZER), metrics_url) as url:
             yield url
 
 
@@ -136,3 +136,10 @@ def test_invalid_json_body(base_url):
         urllib.request.urlopen(request, timeout=10)  # noqa: S310 - loopback
     assert info.value.code == 400
     assert json.loads(info.value.read())["error"]["type"] == "invalid_request_error"
+
+
+def test_metrics_are_relayed_on_the_openai_port(base_url, client):
+    client.completions.create(model=MODEL, prompt="count me", max_tokens=1)
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=10) as response:  # noqa: S310
+        text = response.read().decode()
+    assert f'nv_inference_request_success{{model="{MODEL}",version="1"}}' in text

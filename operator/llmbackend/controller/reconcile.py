@@ -20,17 +20,17 @@ from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
-from ..render import openai, triton
+from ..render import gateway, openai, triton
 from ..render.workloads import (
     MANAGED_KINDS,
     OPTIONAL_KINDS,
     PROMETHEUS_RULE_API,
     BackendRef,
     choose_rollout_strategy,
-    config_map_name,
     desired_objects,
     metrics_model,
     model_name,
+    owned_names,
     selector_string,
 )
 from . import permissions
@@ -46,6 +46,10 @@ FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
+# Held only so the operator may grant them to each endpoint picker's Role (RBAC refuses granting what one lacks).
+for _rule in gateway.EPP_RULES:
+    for _resource in _rule["resources"]:
+        permissions.require(_rule["apiGroups"][0], _resource, *_rule["verbs"])
 
 
 @dataclass
@@ -210,19 +214,21 @@ class Reconciler:
         prometheus_rules = scaler_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
         keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
                         and not self.kube.has_api(*MANAGED_KINDS["ScaledObject"]))
+        inference_pool = openai.enabled(spec) and self.kube.has_api(*MANAGED_KINDS["InferencePool"])
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
-                                  scaled_objects=not keda_missing)
+                                  scaled_objects=not keda_missing, inference_pool=inference_pool)
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
-            if conflict and child["kind"] == workload_kind:
+            is_workload = child["kind"] == workload_kind and child["metadata"]["name"] == ref.name
+            if conflict and is_workload:
                 child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
             child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
-            live = live_workload if child["kind"] == workload_kind else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
+            live = live_workload if is_workload else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
             if live is None or not _up_to_date(child, live):
                 applied = self.kube.apply(child)
                 applied_any = True
-                if child["kind"] == workload_kind:
+                if is_workload:
                     live_workload = applied
         # The desired set only changes with the spec or the replica count (which re-applies the workload):
         # an unchanged pass skips the lookups for children to prune.
@@ -318,8 +324,7 @@ class Reconciler:
 
     def _prune(self, ref: BackendRef, desired: set[tuple[str, str]]) -> None:
         """Delete owned children of the managed kinds that are no longer desired (e.g. PDB after scale to 1)."""
-        for kind in MANAGED_KINDS:
-            name = config_map_name(ref) if kind == "ConfigMap" else ref.name
+        for kind, name in owned_names(ref):
             if (kind, name) in desired:
                 continue
             if kind in OPTIONAL_KINDS and not self.kube.has_api(*MANAGED_KINDS[kind]):

@@ -50,6 +50,8 @@ def container(spec: LLMBackendSpec, image: str, triton_model: str, served_model:
         "args": [
             f"--port={OPENAI_PORT}",
             f"--triton-url=http://127.0.0.1:{triton.HTTP_PORT}",
+            # /metrics on the OpenAI port: the Inference Extension's endpoint picker scrapes the pool's target port.
+            f"--metrics-url=http://127.0.0.1:{triton.METRICS_PORT}/metrics",
             f"--model={triton_model}",
             f"--served-model-name={served_model}",
             f"--tokenizer-dir={checkpoint_dir(spec)}",

@@ -23,7 +23,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     PlanStatus,
 )
-from . import openai, triton
+from . import gateway, openai, triton
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -44,10 +44,22 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
     "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects"),
+    "InferencePool": gateway.INFERENCE_POOL_API,
+    "ServiceAccount": ("v1", "serviceaccounts"),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
 # Kinds served only when their CRDs are installed: looked up (and pruned) only then.
-OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject")
+OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool")
+
+
+def owned_names(ref: "BackendRef") -> list[tuple[str, str]]:
+    """Every (kind, name) a backend's children may have: what pruning looks up."""
+    epp = gateway.epp_name(ref.name)
+    names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
+             if kind not in ("ServiceAccount", "Role", "RoleBinding")]
+    return names + [(kind, epp) for kind in ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service")]
 
 
 @dataclass(frozen=True)
@@ -408,12 +420,13 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 
 def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
-    prometheus_rules: bool = False, scaled_objects: bool = True,
+    prometheus_rules: bool = False, scaled_objects: bool = True, inference_pool: bool = False,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
     prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa`/`keda` also own their recording rule.
     scaled_objects: KEDA's ScaledObject CRD is served (`mode: keda` renders one).
+    inference_pool: the InferencePool CRD is served: with serving.openai, render the pool and its endpoint picker.
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
@@ -445,4 +458,7 @@ def desired_objects(
                                           window_seconds=spec.autoscaling.window_seconds)
             rule["metadata"]["ownerReferences"] = [ref.owner_reference()]
             objects.append(rule)
+    if inference_pool and openai.enabled(spec):
+        pool_selector = {**selector_for(ref), LWS_WORKER_INDEX_LABEL: "0"} if multi_node else selector_for(ref)
+        objects += gateway.render(ref.name, ref.namespace, spec, pool_selector, labels_for(ref), ref.owner_reference())
     return objects

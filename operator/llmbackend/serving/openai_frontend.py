@@ -278,8 +278,8 @@ def _first(event: dict[str, Any], name: str) -> Any:
 
 
 class Frontend:
-    def __init__(self, triton: Triton, served_model: str, template: ChatTemplate):
-        self.triton, self.served_model, self.template = triton, served_model, template
+    def __init__(self, triton: Triton, served_model: str, template: ChatTemplate, metrics_url: str | None = None):
+        self.triton, self.served_model, self.template, self.metrics_url = triton, served_model, template, metrics_url
         self.created = int(time.time())
 
     def models(self) -> dict[str, Any]:
@@ -335,11 +335,32 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, self.frontend.models())
         elif path == f"/v1/models/{self.frontend.served_model}":
             self._json(200, self.frontend.models()["data"][0])
+        elif path == "/metrics" and self.frontend.metrics_url:
+            self._metrics()
         elif path == "/health":
             ready = self.frontend.triton.ready()
             self._json(200 if ready else 503, {"status": "ok" if ready else "model not ready"})
         else:
             self._error(OpenAIError(404, f"no route {path}", code="not_found"))
+
+    def _metrics(self) -> None:
+        """Triton's Prometheus metrics, relayed: scrapers that only know this port (the EPP) read the engine gauges."""
+        url = urlsplit(self.frontend.metrics_url or "")
+        try:
+            conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 8002, timeout=5)
+            conn.request("GET", url.path or "/metrics")
+            response = conn.getresponse()
+            data, status = response.read(), response.status
+            content_type = response.getheader("Content-Type", "text/plain; version=0.0.4")
+            conn.close()
+        except OSError as exc:
+            self._error(OpenAIError(503, f"Triton metrics not reachable: {exc}", "server_error"))
+            return
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?")[0]
@@ -467,13 +488,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", required=True, help="Triton model name")
     ap.add_argument("--served-model-name", help="the OpenAI model id (default: --model)")
     ap.add_argument("--tokenizer-dir", help="checkpoint directory holding tokenizer_config.json")
+    ap.add_argument("--metrics-url", help="Triton's metrics URL, relayed on GET /metrics")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     template = ChatTemplate.load(a.tokenizer_dir)
     if template.source is None:
         log.warning("no chat template under %s: /v1/chat/completions answers 400", a.tokenizer_dir)
     served = a.served_model_name or a.model
-    frontend = Frontend(Triton(a.triton_url, a.model), served, template)
+    frontend = Frontend(Triton(a.triton_url, a.model), served, template, a.metrics_url)
     log.info("serving model %s on %s:%d (Triton model %s at %s)", served, a.host, a.port, a.model, a.triton_url)
     serve(a.host, a.port, frontend)
     return 0
