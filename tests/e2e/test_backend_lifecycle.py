@@ -77,7 +77,8 @@ def test_kubectl_scale_and_spec_change_roll_out(cluster, operator, namespace):
     cluster.kubectl("patch", "llmb", "scaled", "-n", namespace, "--type=merge", "-p", json.dumps({"spec": {"engine": {"maxBatchSize": 32}}}))
     wait_for(lambda: cluster.kube.get("Deployment", namespace, "scaled")["spec"]["template"]["metadata"]["annotations"] != template_hash,
              what="new pod template")
-    config = cluster.kube.get("ConfigMap", namespace, "scaled-model-repo")["data"]["tensorrt_llm__config.pbtxt"]
+    # the LLM API model: Triton's max_batch_size stays 0, the engine's limit is an LLM() argument in model.yaml
+    config = cluster.kube.get("ConfigMap", namespace, "scaled-model-repo")["data"]["llama-3.1-8b__1__model.yaml"]
     assert "max_batch_size: 32" in config
     wait_for(lambda: available(cluster, namespace, "scaled"), timeout=90, what="rollout complete")
 

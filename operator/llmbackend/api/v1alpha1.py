@@ -23,8 +23,10 @@ SINGULAR = "llmbackend"
 SHORT_NAMES = ["llmb"]
 CATEGORIES = ["llm"]
 
-DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-trtllm-python-py3"
-DEFAULT_VLLM_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3"
+# The one place the default serving images are set: NGC Triton release <yy.mm> with TensorRT-LLM (LLM API) or vLLM.
+TRITON_RELEASE = "26.10"
+DEFAULT_TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-trtllm-python-py3"
+DEFAULT_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3"
 
 # Kubernetes quantity strings ("8", "500m", "64Gi").
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
@@ -70,6 +72,13 @@ class KVCacheDtype(str, Enum):
 class Backend(str, Enum):
     TENSORRTLLM = "tensorrtllm"
     VLLM = "vllm"
+
+
+class EngineFormat(str, Enum):
+    """How the tensorrtllm backend runs the model."""
+
+    LLMAPI = "llmapi"  # TensorRT-LLM's LLM API loads the Hugging Face checkpoint (current images; no engine build)
+    ENGINE = "engine"  # legacy: prebuilt TensorRT engines + the C++ inflight batcher ensemble (older images only)
 
 
 class Objective(str, Enum):
@@ -207,6 +216,12 @@ class EngineSpec(_Model):
     """Inference engine and its build/runtime limits."""
 
     backend: Backend = Field(default=Backend.TENSORRTLLM, description="Triton backend: tensorrtllm or vllm.")
+    format: EngineFormat = Field(
+        default=EngineFormat.LLMAPI,
+        description="tensorrtllm only. llmapi: the operator's Python model runs TensorRT-LLM's LLM API on the Hugging "
+        "Face checkpoint at /models (current images, no engine build). engine: legacy prebuilt TensorRT engines "
+        "served by the inflight-batcher ensemble; only for images that still ship that backend.",
+    )
     quantization: Quantization = Field(default=Quantization.BF16, description="Weight precision.")
     kv_cache_dtype: KVCacheDtype = Field(
         default=KVCacheDtype.AUTO,

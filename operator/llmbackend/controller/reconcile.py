@@ -22,6 +22,7 @@ from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import gateway, openai, triton
 from ..render.workloads import (
+    CHECKPOINT_CHECK_CONTAINER,
     MANAGED_KINDS,
     OPTIONAL_KINDS,
     PROMETHEUS_RULE_API,
@@ -42,6 +43,7 @@ log = logging.getLogger("llmbackend.reconcile")
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 EVENT_SOURCE = "llmbackend-operator"
 # Waiting container reasons that mean the pod will not start without a change.
+CHECKPOINT_INVALID = "CheckpointInvalid"  # reason: the checkpoint check init container failed
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
 
 permissions.require("", "events", "create")
@@ -113,6 +115,20 @@ def is_subset(desired: Any, live: Any) -> bool:
     if isinstance(desired, list):
         return isinstance(live, list) and len(desired) == len(live) and all(is_subset(d, x) for d, x in zip(desired, live))
     return desired == live
+
+
+def checkpoint_check_failure(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) when the pod's checkpoint check init container failed: its termination message names the
+    path and the fix (the pod retries it with back-off; this turns the loop into a readable condition)."""
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if cs.get("name") != CHECKPOINT_CHECK_CONTAINER:
+            continue
+        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+            terminated = state.get("terminated") or {}
+            if terminated and terminated.get("exitCode", 0) != 0:
+                message = (terminated.get("message") or terminated.get("reason") or "").strip()
+                return CHECKPOINT_INVALID, f"pod {pod['metadata']['name']}: {message or 'the checkpoint check failed'}"
+    return None
 
 
 def plan_status_from(plan: Plan, input_hash: str) -> PlanStatus:
@@ -374,6 +390,9 @@ class Reconciler:
     def _pod_problem(self, ref: BackendRef) -> tuple[str, str] | None:
         """Why serving pods do not run: the scheduler's or the kubelet's words."""
         for pod in self.kube.list("Pod", ref.namespace, label_selector=selector_string(ref)):
+            invalid = checkpoint_check_failure(pod)
+            if invalid:
+                return invalid
             for cond in pod.get("status", {}).get("conditions", []):
                 if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
                     return "Unschedulable", f"pod {pod['metadata']['name']}: {cond.get('message', '')}"

@@ -13,13 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api.v1alpha1 import (
-    DEFAULT_TRITON_IMAGE,
-    DEFAULT_VLLM_IMAGE,
     GROUP,
     KIND,
     VERSION,
     AutoscalingMode,
-    Backend,
     LLMBackendSpec,
     PlanStatus,
 )
@@ -32,6 +29,7 @@ LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 CONFIG_MOUNT = "/model-config"
 HOSTFILE = "/tmp/hostfile"
 SERVING_UID = 1000  # the Triton images' triton-server user
+CHECKPOINT_CHECK_CONTAINER = "check-checkpoint"  # init container; its termination message says what is wrong
 
 # Every kind the operator may own, keyed by kind: (apiVersion, plural). The controller prunes
 # owned objects of these kinds that are no longer desired.
@@ -145,15 +143,16 @@ def model_name(ref: BackendRef, spec: LLMBackendSpec) -> str:
 
 def metrics_model(ref: BackendRef, spec: LLMBackendSpec) -> str:
     """The Triton model whose queue/compute times drive autoscaling: the engine, not the ensemble."""
-    if spec.engine.backend == Backend.TENSORRTLLM:
+    if triton.is_engine_ensemble(spec.engine.backend, spec.engine.format):
         return "tensorrt_llm"
-    return triton.served_model_name(spec.engine.backend, model_name(ref, spec))
+    return triton.served_model_name(spec.engine.backend, model_name(ref, spec), spec.engine.format)
 
 
-def image_for(spec: LLMBackendSpec) -> str:
-    if spec.engine.image:
-        return spec.engine.image
-    return DEFAULT_VLLM_IMAGE if spec.engine.backend == Backend.VLLM else DEFAULT_TRITON_IMAGE
+image_for = triton.image_for
+
+
+# ConfigMap entries that are programs mounted on their own, not files of the Triton model repository.
+NON_REPOSITORY_KEYS = frozenset({triton.CHECKPOINT_CHECK_KEY, openai.FRONTEND_KEY})
 
 
 def _config_key(path: str) -> str:
@@ -161,13 +160,23 @@ def _config_key(path: str) -> str:
     return path.replace("/", "__")
 
 
+def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
+    """The model repository a ConfigMap holds: path -> content, as the pod's volume items lay it out."""
+    return {key.replace("__", "/"): content for key, content in (config_map.get("data") or {}).items()
+            if key not in NON_REPOSITORY_KEYS}
+
+
 def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
-    files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel)
+    files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
+                                           plan.expert_parallel, plan.gpu_product)
+    data = {_config_key(path): content for path, content in sorted(files.items())}
+    if triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel):
+        data[triton.CHECKPOINT_CHECK_KEY] = triton.checkpoint_check_source()
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(ref, config_map_name(ref)),
-        "data": {**{_config_key(path): content for path, content in sorted(files.items())}, **openai.config_map_data(spec)},
+        "data": {**data, **openai.config_map_data(spec)},
     }
 
 
@@ -182,9 +191,9 @@ def _copy_repository_script(spec: LLMBackendSpec, ref: BackendRef) -> str:
     """
     repo = triton.MODEL_REPOSITORY
     steps = [f"cp -rL {CONFIG_MOUNT}/. {repo}/"]
-    for directory in triton.version_dirs(spec.engine.backend, model_name(ref, spec)):
+    for directory in triton.version_dirs(spec.engine.backend, model_name(ref, spec), spec.engine.format):
         steps.append(f"mkdir -p {shlex.quote(repo + '/' + directory)}")
-    if spec.engine.backend == Backend.TENSORRTLLM:
+    if triton.is_engine_ensemble(spec.engine.backend, spec.engine.format):
         for target, source in sorted(triton.IMAGE_PYTHON_MODELS.items()):
             steps.append(f"cp {shlex.quote(source)} {shlex.quote(repo + '/' + target)}")
     return " && ".join(steps)
@@ -214,10 +223,11 @@ def _pod_spec(
             'echo "$h slots=$GPUS_PER_POD" >> "$HOSTFILE"; i=$((i+1)); done; exec "$@"'
         )
         command = ["/bin/sh", "-c", script, "leader"]
-        args = triton.mpi_leader_command(world_size, HOSTFILE)
+        args = triton.mpi_leader_command(world_size, HOSTFILE, engine_format=spec.engine.format)
     else:
         command = None
-        args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend)
+        args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend,
+                                     spec.engine.format)
 
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": str(gpus_per_pod)}, "requests": {"nvidia.com/gpu": str(gpus_per_pod)}}
     if spec.scheduling.resources:
@@ -241,7 +251,7 @@ def _pod_spec(
             "configMap": {
                 "name": config_map["metadata"]["name"],
                 "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])
-                          if key != openai.FRONTEND_KEY],  # the frontend is mounted on its own, not in the repository
+                          if key not in NON_REPOSITORY_KEYS],
             },
         },
     ]
@@ -304,6 +314,25 @@ def _pod_spec(
         "securityContext": container["securityContext"],
     }
 
+    init_containers = [init]
+    check = triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel)
+    if check and role != "worker":
+        # Fail fast with a readable reason (terminated.message) instead of a server crash loop.
+        volumes.append({"name": "checkpoint-check", "configMap": {
+            "name": config_map["metadata"]["name"],
+            "items": [{"key": triton.CHECKPOINT_CHECK_KEY, "path": "check_checkpoint.py"}]}})
+        init_containers.insert(0, {
+            "name": CHECKPOINT_CHECK_CONTAINER,
+            "image": image,
+            "command": check,
+            "volumeMounts": [
+                {"name": "checkpoint-check", "mountPath": triton.CHECKPOINT_CHECK_DIR, "readOnly": True},
+                *[m for m in volume_mounts if m["name"] == "models"],
+            ],
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            "securityContext": container["securityContext"],
+        })
+
     node_selector = dict(spec.scheduling.node_selector or {})
     if plan.gpu_product:
         node_selector.setdefault("nvidia.com/gpu.product", plan.gpu_product)
@@ -312,7 +341,7 @@ def _pod_spec(
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 60,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": SERVING_UID},
-        "initContainers": [init],
+        "initContainers": init_containers,
         "containers": [container],
         "volumes": volumes,
         "nodeSelector": node_selector,
