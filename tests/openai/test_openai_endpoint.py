@@ -1,32 +1,58 @@
 """The official `openai` client against the operator's OpenAI frontend in front of a real tritonserver.
 
-The model behind Triton implements the serving models' interface (text_input -> text_output, finish_reason,
-num_input_tokens, num_output_tokens); a "token" of the stand-in is a whitespace-separated word, so the
-expected counts below are computed from the prompts, and the chat prompt is what the checkpoint's
-chat template makes of the messages.
+Everything comes from what the operator renders for a tensorrtllm backend: Triton serves the ConfigMap's model
+repository (the LLM API model, with the CPU stand-in engine as the only stand-in), and the frontend is the
+ConfigMap's `openai-frontend.py` run with the rendered container's arguments (addresses made local; the
+checkpoint's tokenizer_config.json is tests/openai/tokenizer). A "token" of the stand-in is a whitespace-separated
+word and its reply repeats the prompt's words, so the expected counts below follow from the prompts, and the chat
+prompt is what the checkpoint's chat template makes of the messages.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from servers import run_frontend, run_tritonserver
+from llmbackend.api import engine_metrics as em
+from llmbackend.api.v1alpha1 import PlanStatus
+from llmbackend.devcluster.tritonserver import available
+from llmbackend.render import openai as rendered_openai
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
+from servers import local_args, run_frontend
 
-pytestmark = pytest.mark.triton
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "triton"))
+from harness import free_port  # noqa: E402
+from llmapi_support import REF, backend_spec, serve  # noqa: E402
+
+pytestmark = [pytest.mark.triton,
+              pytest.mark.skipif(not available(), reason="nvidia-pytriton's tritonserver is not installed")]
 
 HERE = Path(__file__).resolve().parent
-MODEL = "llm"
+MODEL = "llama-3.1-8b"  # the preset: the Triton model and the OpenAI model id
 TOKENIZER = HERE / "tokenizer"
 
 
 @pytest.fixture(scope="module")
-def base_url():
-    with run_tritonserver(HERE / "standin_repo", MODEL) as (triton_url, metrics_url):
-        with run_frontend(triton_url, MODEL, str(TOKENIZER), metrics_url) as url:
+def base_url(tmp_path_factory):
+    spec = backend_spec(4)
+    workdir = tmp_path_factory.mktemp("openai")
+    plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
+                      memory_per_gpu_bytes=40 << 30)
+    objects = desired_objects(REF, spec, plan, 1, RolloutStrategy("Recreate"))
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    program = workdir / rendered_openai.FRONTEND_KEY
+    program.write_text(config_map["data"][rendered_openai.FRONTEND_KEY])
+    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
+    with serve(spec, workdir) as (server, name):
+        assert name == MODEL
+        port = free_port()
+        args = local_args(container["args"], server.http_url, server.metrics_url, str(TOKENIZER), port)
+        with run_frontend(program, args, port) as url:
             yield url
 
 
@@ -51,7 +77,7 @@ def test_completion_text_and_usage(client):
     prompt = "one two three"
     result = client.completions.create(model=MODEL, prompt=prompt, max_tokens=5)
     text = result.choices[0].text
-    assert len(text.split()) == 5
+    assert text.split() == ["one", "two", "three", "one", "two"]  # the stand-in repeats the prompt
     assert result.choices[0].finish_reason == "length"
     assert result.usage.prompt_tokens == len(prompt.split())
     assert result.usage.completion_tokens == 5
@@ -94,11 +120,9 @@ def test_chat_streaming(client):
 
 
 def test_stop_sequence_ends_with_stop(client):
-    # The stand-in's reply cycles through alpha beta gamma delta omega; "delta" comes within 5 words.
-    result = client.completions.create(model=MODEL, prompt="x", max_tokens=20, stop=["delta"])
+    result = client.completions.create(model=MODEL, prompt="alpha beta gamma delta omega", max_tokens=20, stop=["delta"])
     assert result.choices[0].finish_reason == "stop"
-    assert "delta" not in result.choices[0].text
-    assert result.usage.completion_tokens < 5
+    assert result.choices[0].text.split() == ["alpha", "beta", "gamma"]
 
 
 @pytest.mark.parametrize("kwargs, param", [
@@ -143,3 +167,5 @@ def test_metrics_are_relayed_on_the_openai_port(base_url, client):
     with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=10) as response:  # noqa: S310
         text = response.read().decode()
     assert f'nv_inference_request_success{{model="{MODEL}",version="1"}}' in text
+    # what the Inference Extension's endpoint picker reads on this port
+    assert f'{em.REQUEST_GAUGE}{{' in text and f'{em.KV_GAUGE}{{' in text
