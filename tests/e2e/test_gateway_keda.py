@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from conftest import apply_manifest, backend_manifest, wait_for
+from conftest import REPO_ROOT, apply_manifest, backend_manifest, wait_for
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.devcluster.crds import THIRD_PARTY_CRDS, crd_file
 from llmbackend.render import gateway
@@ -58,7 +58,7 @@ def _dry_run(cluster, obj):
 def test_rendered_objects_pass_server_side_validation(crds, namespace, backend):
     objects = [o for o in _rendered(namespace, backend) if o["kind"] != "LeaderWorkerSet"]
     kinds = {o["kind"] for o in objects}
-    assert {"InferencePool", "ScaledObject", "Role", "RoleBinding", "ServiceAccount"} <= kinds
+    assert {"InferencePool", "ScaledObject", "ServiceAccount"} <= kinds
     for obj in objects:
         result = _dry_run(crds, obj)
         assert result.returncode == 0, f"{obj['kind']} {obj['metadata']['name']}: {result.stderr}"
@@ -87,6 +87,9 @@ def test_operator_creates_pool_picker_and_scaled_object_when_the_crds_are_served
     epp = gateway.epp_name("routed")
     picker = wait_for(lambda: kube.get("Deployment", namespace, epp), timeout=60, what="endpoint picker Deployment")
     assert picker["spec"]["template"]["spec"]["serviceAccountName"] == epp
+    # The user binds the shipped ClusterRole (the operator grants nothing); the binding is valid as documented.
+    crds.kubectl("apply", "-f", str(REPO_ROOT / "manifests/gateway/endpoint-picker-rbac.yaml"))
+    crds.kubectl(*gateway.binding_command("routed", namespace).split()[1:])
     assert kube.get("Service", namespace, epp) is not None
     scaled = wait_for(lambda: kube.get("ScaledObject", namespace, "routed"), timeout=60, what="ScaledObject")
     assert scaled["spec"]["scaleTargetRef"]["name"] == "routed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -11,6 +13,7 @@ from llmbackend.render import gateway, openai
 from llmbackend.render.workloads import LWS_WORKER_INDEX_LABEL, BackendRef, RolloutStrategy, desired_objects, owned_names
 
 REF = BackendRef("llama", "serving", "uid-1")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _spec(**overrides) -> LLMBackendSpec:
@@ -75,14 +78,20 @@ def test_picker_reads_the_metric_names_the_model_exports(backend, queued, kv):
     assert args[args.index("--pool-name") + 1] == "llama"
 
 
-def test_picker_rbac_is_namespaced_and_bound_to_its_service_account():
+def test_picker_runs_as_its_own_service_account_and_the_operator_grants_nothing():
     objects = _objects(_spec())
     name = gateway.epp_name("llama")
-    binding = _by(objects, "RoleBinding", name)
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "serving"}]
+    assert _by(objects, "ServiceAccount", name)
     assert _by(objects, "Deployment", name)["spec"]["template"]["spec"]["serviceAccountName"] == name
-    assert not [o for o in objects if o["kind"].startswith("Cluster")]
+    assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
+    assert f"--serviceaccount=serving:{name}" in gateway.binding_command("llama", "serving")
+
+
+def test_shipped_cluster_role_is_the_rendered_one():
+    shipped = yaml.safe_load((ROOT / "manifests" / "gateway" / "endpoint-picker-rbac.yaml").read_text())
+    assert shipped == gateway.cluster_role(), "regenerate manifests/gateway/endpoint-picker-rbac.yaml"
+    granted = {(g, r) for rule in shipped["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert ("", "pods") in granted and ("inference.networking.k8s.io", "inferencepools") in granted
 
 
 def test_everything_rendered_can_be_pruned():

@@ -20,7 +20,7 @@ from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
-from ..render import gateway, openai, triton
+from ..render import openai, triton
 from ..render.workloads import (
     CHECKPOINT_CHECK_CONTAINER,
     MANAGED_KINDS,
@@ -48,10 +48,6 @@ FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
-# Held only so the operator may grant them to each endpoint picker's Role (RBAC refuses granting what one lacks).
-for _rule in gateway.EPP_RULES:
-    for _resource in _rule["resources"]:
-        permissions.require(_rule["apiGroups"][0], _resource, *_rule["verbs"])
 
 
 @dataclass

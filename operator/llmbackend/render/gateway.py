@@ -29,7 +29,10 @@ EPP_CONFIG_FILE = "default-plugins.yaml"
 EPP_CONFIG_DIR = "/config"
 ENGINE_NAME = "llmbackend"  # the core metrics extractor's engine entry for this project's serving models
 _READ = ["get", "watch", "list"]
-# What the EPP reads (the upstream chart's Roles); the operator must hold these to grant them.
+# The operator creates no Roles or RoleBindings (it must not be able to grant rights: tests/e2e/test_security.py).
+# The picker's rights are this ClusterRole, shipped in manifests/gateway/, which the user binds to the picker's
+# ServiceAccount in the backend's namespace (README). Rules as in the upstream chart's Roles.
+EPP_CLUSTER_ROLE = "llmbackend-endpoint-picker"
 EPP_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": _READ},
     {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": _READ},
@@ -78,9 +81,22 @@ def epp_config(spec: LLMBackendSpec) -> dict[str, Any]:
     }
 
 
+def cluster_role() -> dict[str, Any]:
+    """manifests/gateway/endpoint-picker-rbac.yaml (a unit test keeps the file equal to this)."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": EPP_CLUSTER_ROLE, "labels": {"app.kubernetes.io/part-of": "llmbackend"}},
+            "rules": [dict(rule) for rule in EPP_RULES]}
+
+
+def binding_command(name: str, namespace: str) -> str:
+    """What a user with RBAC rights runs once per backend (the operator cannot)."""
+    return (f"kubectl -n {namespace} create rolebinding {epp_name(name)} --clusterrole={EPP_CLUSTER_ROLE} "
+            f"--serviceaccount={namespace}:{epp_name(name)}")
+
+
 def render(name: str, namespace: str, spec: LLMBackendSpec, pod_selector: dict[str, str],
            labels: dict[str, str], owner: dict[str, Any]) -> list[dict[str, Any]]:
-    """InferencePool + EPP (ServiceAccount, Role, RoleBinding, ConfigMap, Deployment, Service), in apply order."""
+    """InferencePool + EPP (ServiceAccount, ConfigMap, Deployment, Service), in apply order."""
     epp = epp_name(name)
     epp_labels = {**labels, "app.kubernetes.io/component": "endpoint-picker"}
     epp_selector = {"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "endpoint-picker"}
@@ -91,11 +107,6 @@ def render(name: str, namespace: str, spec: LLMBackendSpec, pod_selector: dict[s
     specs = metric_specs(spec)
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(epp, epp_labels), "automountServiceAccountToken": True},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(epp, epp_labels),
-         "rules": [dict(rule) for rule in EPP_RULES]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(epp, epp_labels),
-         "subjects": [{"kind": "ServiceAccount", "name": epp, "namespace": namespace}],
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": epp}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(epp, epp_labels),
          "data": {EPP_CONFIG_FILE: yaml.safe_dump(epp_config(spec), sort_keys=False)}},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(epp, epp_labels), "spec": {

@@ -44,8 +44,6 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects"),
     "InferencePool": gateway.INFERENCE_POOL_API,
     "ServiceAccount": ("v1", "serviceaccounts"),
-    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
-    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
 # Kinds served only when their CRDs are installed: looked up (and pruned) only then.
@@ -56,8 +54,8 @@ def owned_names(ref: "BackendRef") -> list[tuple[str, str]]:
     """Every (kind, name) a backend's children may have: what pruning looks up."""
     epp = gateway.epp_name(ref.name)
     names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
-             if kind not in ("ServiceAccount", "Role", "RoleBinding")]
-    return names + [(kind, epp) for kind in ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service")]
+             if kind != "ServiceAccount"]
+    return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")]
 
 
 @dataclass(frozen=True)
