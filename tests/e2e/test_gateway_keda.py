@@ -32,7 +32,7 @@ def crds(exclusive_cluster):
     for name in names:
         wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
                              ((exclusive_cluster.kube.get("CustomResourceDefinition", None, name) or {}).get("status") or {})
-                             .get("conditions", [])), timeout=30, what=f"CRD {name} Established")
+                             .get("conditions") or []), timeout=30, what=f"CRD {name} Established")
     time.sleep(1)  # discovery catches up with a freshly established CRD
     yield exclusive_cluster
     for name in names:
