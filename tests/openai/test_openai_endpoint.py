@@ -22,11 +22,15 @@ from llmbackend.api.v1alpha1 import PlanStatus
 from llmbackend.devcluster.tritonserver import available
 from llmbackend.render import openai as rendered_openai
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
-from servers import local_args, run_frontend
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "triton"))
+# No conftest.py here: tests/e2e's tests import theirs as `conftest`, and a second one would shadow it.
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "triton")]
 from harness import free_port  # noqa: E402
 from llmapi_support import REF, backend_spec, serve  # noqa: E402
+from servers import local_args, run_frontend  # noqa: E402
+
+pytest.importorskip("openai", reason="pip install -e '.[test]' (the official openai client)")
+pytest.importorskip("jinja2", reason="pip install -e '.[test]' (chat templates)")
 
 pytestmark = [pytest.mark.triton,
               pytest.mark.skipif(not available(), reason="nvidia-pytriton's tritonserver is not installed")]
