@@ -22,6 +22,27 @@ from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_obj
 PROMETHEUS = {"url": "http://prometheus.monitoring:9090"}
 
 
+def test_without_the_crds_keda_mode_is_degraded_and_nothing_else_breaks(exclusive_cluster, own_operator, namespace):
+    """Runs before the `crds` fixture installs them (file order)."""
+    op = own_operator()
+    kube = exclusive_cluster.kube
+    assert kube.get("CustomResourceDefinition", None, "scaledobjects.keda.sh") is None
+    apply_manifest(exclusive_cluster, backend_manifest(
+        "nokeda", namespace, autoscaling={"enabled": True, "mode": "keda", "prometheus": PROMETHEUS}))
+    obj = wait_for(lambda: (o := kube.get("LLMBackend", namespace, "nokeda"))
+                   and ((o.get("status") or {}).get("conditions") or []) and o, timeout=60, what=f"status\n{op.log_tail()}")
+    degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "KEDANotInstalled"), degraded
+    assert "keda.sh" in degraded["message"]
+    deployment = kube.get("Deployment", namespace, "nokeda")
+    assert "openai" in [p["name"] for p in kube.get("Service", namespace, "nokeda")["spec"]["ports"]]
+    replica_managers = [m["manager"] for m in deployment["metadata"]["managedFields"]
+                        if "f:replicas" in str(m.get("fieldsV1", {}).get("f:spec", {}))]
+    assert "llmbackend-operator" not in replica_managers
+    assert kube.get("Deployment", namespace, gateway.epp_name("nokeda")) is None, "no InferencePool CRD: no picker"
+    assert op.proc.poll() is None, op.log_tail()
+
+
 @pytest.fixture(scope="module")
 def crds(exclusive_cluster):
     names = []
