@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
+from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import openai, triton
@@ -44,6 +45,7 @@ APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 EVENT_SOURCE = "llmbackend-operator"
 # Waiting container reasons that mean the pod will not start without a change.
 CHECKPOINT_INVALID = "CheckpointInvalid"  # reason: the checkpoint check init container failed
+KEDA_NOT_INSTALLED = "KEDANotInstalled"  # reason: autoscaling.mode keda without KEDA's ScaledObject CRD
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
 
 permissions.require("", "events", "create")
@@ -256,7 +258,7 @@ class Reconciler:
         if openai.enabled(spec):
             status["endpoint"]["openaiPort"] = openai.OPENAI_PORT
         if keda_missing:
-            conditions.set(DEGRADED, True, "KEDANotInstalled",
+            conditions.set(DEGRADED, True, KEDA_NOT_INSTALLED,
                            "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
                            "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
         if conflict:
@@ -305,7 +307,7 @@ class Reconciler:
             return live_replicas
         if autoscaling.mode == AutoscalingMode.KEDA:
             status["autoscaling"] = {"reason": "ScaledObject", "message": (
-                "replicas are owned by KEDA (ScaledObject with a Prometheus trigger on triton:queue_compute:ratio); "
+                f"replicas are owned by KEDA (ScaledObject with a Prometheus trigger on {RECORDING_RULE_NAME}); "
                 "the recording rule must be loaded in that Prometheus")}
             with self.state.lock:
                 self.state.autoscale_targets.pop(key, None)
