@@ -135,3 +135,12 @@ def test_chat_template_loads_named_templates(tmp_path):
         '{"name": "default", "template": "{{ bos_token }}D"}]}')
     template = fe.ChatTemplate.load(str(tmp_path))
     assert template.bos_token == "<s>" and template.render([{"role": "user", "content": "x"}]) == "D"
+
+
+def test_without_jinja2_chat_explains_and_the_frontend_still_starts(monkeypatch):
+    for module in ("jinja2", "jinja2.ext", "jinja2.sandbox"):
+        monkeypatch.setitem(sys.modules, module, None)  # import fails as in an image without jinja2
+    template = fe.ChatTemplate("{{ messages }}")
+    with pytest.raises(fe.OpenAIError) as info:
+        template.render([{"role": "user", "content": "x"}])
+    assert info.value.status == 500 and "jinja2" in info.value.message

@@ -160,10 +160,15 @@ class ChatTemplate:
     def __init__(self, source: str | None, bos_token: str | None = None, eos_token: str | None = None):
         self.source, self.bos_token, self.eos_token = source, bos_token, eos_token
         self._template = None
+        self.unavailable: str | None = None
         if source:
             # Sandboxed like transformers: templates come with checkpoints and must not reach Python objects.
-            from jinja2.ext import loopcontrols
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
+            try:
+                from jinja2.ext import loopcontrols
+                from jinja2.sandbox import ImmutableSandboxedEnvironment
+            except ImportError:  # completions still work; chat says why it cannot
+                self.unavailable = "the serving image has no jinja2 to render the chat template"
+                return
 
             def raise_exception(message: str) -> None:
                 raise _bad(f"chat template: {message}", "messages")
@@ -199,6 +204,8 @@ class ChatTemplate:
         return cls(source if isinstance(source, str) else None, token("bos_token"), token("eos_token"))
 
     def render(self, messages: list[dict[str, Any]]) -> str:
+        if self.unavailable:
+            raise OpenAIError(500, f"{self.unavailable}; use /v1/completions", "server_error")
         if self._template is None:
             raise _bad("this model's checkpoint has no chat template (tokenizer_config.json chat_template); "
                        "use /v1/completions", "messages")
