@@ -133,7 +133,7 @@ def test_engine_managed_batching_in_the_rendered_configmap():
     assert "dynamic_batching" not in files[f"{name}/config.pbtxt"]
 
     config_map = _by_kind(desired_objects(REF, _spec(engine={"format": "engine"}), _plan(), 1, SURGE))["ConfigMap"]
-    files = {key.replace("__", "/"): value for key, value in config_map["data"].items()}
+    files = config_map_files(config_map)
     assert set(files) == {"ensemble/config.pbtxt", "preprocessing/config.pbtxt", "tensorrt_llm/config.pbtxt",
                           "postprocessing/config.pbtxt"}
     assert batching_violations(files) == []

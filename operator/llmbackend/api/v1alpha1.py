@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "llmbackend.dev"
@@ -297,6 +297,7 @@ class MetricsSource(str, Enum):
 class AutoscalingMode(str, Enum):
     OPERATOR = "operator"
     HPA = "hpa"
+    KEDA = "keda"
 
 
 class PrometheusSource(_Model):
@@ -313,7 +314,8 @@ class AutoscalingSpec(_Model):
     enabled: bool = Field(default=False, description="Turn autoscaling on; then the operator owns the workload's replicas.")
     mode: AutoscalingMode = Field(
         default=AutoscalingMode.OPERATOR,
-        description="operator: built-in loop; hpa: render an autoscaling/v2 HPA on the custom metric instead.",
+        description="operator: built-in loop; hpa: render an autoscaling/v2 HPA on the custom metric instead; "
+                    "keda: render a KEDA ScaledObject with a Prometheus trigger on the same recording rule.",
     )
     source: MetricsSource = Field(default=MetricsSource.TRITON, description="Where the ratio comes from.")
     prometheus: PrometheusSource | None = Field(default=None, description="Required when source is prometheus.")
@@ -333,9 +335,17 @@ class AutoscalingSpec(_Model):
             "x-kubernetes-validations": [
                 {"rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas"},
                 {"rule": "self.source != 'prometheus' || has(self.prometheus)", "message": "source prometheus requires prometheus.url"},
+                {"rule": "self.mode != 'keda' || has(self.prometheus)",
+                 "message": "mode keda requires prometheus.url (the Prometheus KEDA queries)"},
             ]
         }
     )
+
+    @model_validator(mode="after")
+    def _keda_needs_prometheus(self) -> "AutoscalingSpec":
+        if self.mode == AutoscalingMode.KEDA and self.prometheus is None:
+            raise ValueError("mode keda requires prometheus.url (the Prometheus KEDA queries)")
+        return self
 
 
 class Toleration(_Model):
@@ -363,6 +373,16 @@ class SchedulingSpec(_Model):
     resources: ResourceRequests | None = None
 
 
+class ServingSpec(_Model):
+    """Client-facing endpoints of the serving pods (besides Triton's own HTTP/gRPC)."""
+
+    openai: bool = Field(
+        default=True,
+        description="Serve an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models) from a "
+                    "second container in each serving pod, on the Service port named openai.",
+    )
+
+
 class LLMBackendSpec(_Model):
     model: ModelSpec
     engine: EngineSpec = Field(default_factory=EngineSpec, json_schema_extra=lambda s: s.update(default=EngineSpec().dump()))
@@ -370,6 +390,7 @@ class LLMBackendSpec(_Model):
     replicas: int = Field(default=1, ge=0, le=1000, description="Replicas (model copies) when autoscaling is off.")
     autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, json_schema_extra=lambda s: s.update(default=AutoscalingSpec().dump()))
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, json_schema_extra=lambda s: s.update(default=SchedulingSpec().dump()))
+    serving: ServingSpec = Field(default_factory=ServingSpec, json_schema_extra=lambda s: s.update(default=ServingSpec().dump()))
 
 
 # ---- status ----
@@ -407,6 +428,7 @@ class EndpointStatus(_Model):
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
+    openai_port: int | None = Field(default=None, description="Port of the OpenAI-compatible API (when serving.openai).")
 
 
 class AutoscalingStatus(_Model):

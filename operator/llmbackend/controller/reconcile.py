@@ -18,19 +18,21 @@ from pydantic import ValidationError
 
 from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
+from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
-from ..render import triton
+from ..render import openai, triton
 from ..render.workloads import (
     CHECKPOINT_CHECK_CONTAINER,
     MANAGED_KINDS,
+    OPTIONAL_KINDS,
     PROMETHEUS_RULE_API,
     BackendRef,
     choose_rollout_strategy,
-    config_map_name,
     desired_objects,
     metrics_model,
     model_name,
+    owned_names,
     selector_string,
 )
 from . import permissions
@@ -42,6 +44,7 @@ log = logging.getLogger("llmbackend.reconcile")
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 EVENT_SOURCE = "llmbackend-operator"
 CHECKPOINT_INVALID = "CheckpointInvalid"  # reason: the checkpoint check init container failed
+KEDA_NOT_INSTALLED = "KEDANotInstalled"  # reason: autoscaling.mode keda without KEDA's ScaledObject CRD
 # Waiting container reasons that mean the pod will not start without a change.
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
 
@@ -221,20 +224,25 @@ class Reconciler:
         status["rolloutStrategy"] = strategy.type
 
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
-        hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
-        prometheus_rules = hpa_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
-        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules)
+        scaler_mode = spec.autoscaling.enabled and spec.autoscaling.mode in (AutoscalingMode.HPA, AutoscalingMode.KEDA)
+        prometheus_rules = scaler_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
+        keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
+                        and not self.kube.has_api(*MANAGED_KINDS["ScaledObject"]))
+        inference_pool = openai.enabled(spec) and self.kube.has_api(*MANAGED_KINDS["InferencePool"])
+        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
+                                  scaled_objects=not keda_missing, inference_pool=inference_pool)
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
-            if conflict and child["kind"] == workload_kind:
+            is_workload = child["kind"] == workload_kind and child["metadata"]["name"] == ref.name
+            if conflict and is_workload:
                 child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
             child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
-            live = live_workload if child["kind"] == workload_kind else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
+            live = live_workload if is_workload else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
             if live is None or not _up_to_date(child, live):
                 applied = self.kube.apply(child)
                 applied_any = True
-                if child["kind"] == workload_kind:
+                if is_workload:
                     live_workload = applied
         # The desired set only changes with the spec or the replica count (which re-applies the workload):
         # an unchanged pass skips the lookups for children to prune.
@@ -247,6 +255,12 @@ class Reconciler:
                        f"(ratio {auto.get('currentRatio', '?')}, {auto.get('reason', '')}: {auto.get('message', '')})")
 
         self._status_from_workload(ref, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
+        if openai.enabled(spec):
+            status["endpoint"]["openaiPort"] = openai.OPENAI_PORT
+        if keda_missing:
+            conditions.set(DEGRADED, True, KEDA_NOT_INSTALLED,
+                           "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
+                           "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
         if conflict:
             conditions.set(DEGRADED, True, "ConflictingHorizontalPodAutoscaler",
                            f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
@@ -291,6 +305,13 @@ class Reconciler:
                             "printed by `llmbackend hpa-rules -f <this manifest>`")
             status["autoscaling"] = {"reason": "HorizontalPodAutoscaler", "message": message}
             return live_replicas
+        if autoscaling.mode == AutoscalingMode.KEDA:
+            status["autoscaling"] = {"reason": "ScaledObject", "message": (
+                f"replicas are owned by KEDA (ScaledObject with a Prometheus trigger on {RECORDING_RULE_NAME}); "
+                "the recording rule must be loaded in that Prometheus")}
+            with self.state.lock:
+                self.state.autoscale_targets.pop(key, None)
+            return live_replicas
         with self.state.lock:
             decision = self.state.decisions.get(key)
         if decision is not None:
@@ -317,11 +338,10 @@ class Reconciler:
 
     def _prune(self, ref: BackendRef, desired: set[tuple[str, str]]) -> None:
         """Delete owned children of the managed kinds that are no longer desired (e.g. PDB after scale to 1)."""
-        for kind in MANAGED_KINDS:
-            name = config_map_name(ref) if kind == "ConfigMap" else ref.name
+        for kind, name in owned_names(ref):
             if (kind, name) in desired:
                 continue
-            if kind in ("LeaderWorkerSet", "PrometheusRule") and not self.kube.has_api(*MANAGED_KINDS[kind]):
+            if kind in OPTIONAL_KINDS and not self.kube.has_api(*MANAGED_KINDS[kind]):
                 continue
             live = self.kube.get(kind, ref.namespace, name)
             if live and any(o.get("uid") == ref.uid for o in live["metadata"].get("ownerReferences", [])):

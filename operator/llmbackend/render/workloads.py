@@ -20,7 +20,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     PlanStatus,
 )
-from . import triton
+from . import gateway, openai, triton
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -41,8 +41,21 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
+    "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects"),
+    "InferencePool": gateway.INFERENCE_POOL_API,
+    "ServiceAccount": ("v1", "serviceaccounts"),
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
+# Kinds served only when their CRDs are installed: looked up (and pruned) only then.
+OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool")
+
+
+def owned_names(ref: "BackendRef") -> list[tuple[str, str]]:
+    """Every (kind, name) a backend's children may have: what pruning looks up."""
+    epp = gateway.epp_name(ref.name)
+    names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
+             if kind != "ServiceAccount"]
+    return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")]
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,10 @@ def metrics_model(ref: BackendRef, spec: LLMBackendSpec) -> str:
 image_for = triton.image_for
 
 
+# ConfigMap entries that are programs mounted on their own, not files of the Triton model repository.
+NON_REPOSITORY_KEYS = frozenset({triton.CHECKPOINT_CHECK_KEY, openai.FRONTEND_KEY})
+
+
 def _config_key(path: str) -> str:
     # ConfigMap keys may not contain '/'; the volume's items map them back to paths.
     return path.replace("/", "__")
@@ -144,7 +161,7 @@ def _config_key(path: str) -> str:
 def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
     """The model repository a ConfigMap holds: path -> content, as the pod's volume items lay it out."""
     return {key.replace("__", "/"): content for key, content in (config_map.get("data") or {}).items()
-            if key != triton.CHECKPOINT_CHECK_KEY}
+            if key not in NON_REPOSITORY_KEYS}
 
 
 def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
@@ -157,7 +174,7 @@ def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(ref, config_map_name(ref)),
-        "data": data,
+        "data": {**data, **openai.config_map_data(spec)},
     }
 
 
@@ -232,7 +249,7 @@ def _pod_spec(
             "configMap": {
                 "name": config_map["metadata"]["name"],
                 "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])
-                          if key != triton.CHECKPOINT_CHECK_KEY],
+                          if key not in NON_REPOSITORY_KEYS],
             },
         },
     ]
@@ -327,6 +344,11 @@ def _pod_spec(
         "volumes": volumes,
         "nodeSelector": node_selector,
     }
+    if role != "worker" and openai.enabled(spec):
+        pod["containers"].append(openai.container(
+            spec, image, triton.served_model_name(backend, model_name(ref, spec)), model_name(ref, spec),
+            container["securityContext"], [m for m in volume_mounts if m["name"] == "models"]))
+        volumes.append(openai.volume(config_map["metadata"]["name"]))
     if spec.scheduling.tolerations:
         pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations]
     if spec.scheduling.priority_class_name:
@@ -389,7 +411,7 @@ def render_leader_worker_set(
     }
 
 
-def render_service(ref: BackendRef, multi_node: bool) -> dict[str, Any]:
+def render_service(ref: BackendRef, multi_node: bool, openai_port: bool = False) -> dict[str, Any]:
     selector = selector_for(ref)
     if multi_node:
         selector = {**selector, LWS_WORKER_INDEX_LABEL: "0"}  # only leaders serve
@@ -404,6 +426,7 @@ def render_service(ref: BackendRef, multi_node: bool) -> dict[str, Any]:
                 {"name": "http", "port": triton.HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
                 {"name": "grpc", "port": triton.GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
                 {"name": "metrics", "port": triton.METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                *([openai.service_port()] if openai_port else []),
             ],
         },
     }
@@ -424,34 +447,45 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 
 def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
-    prometheus_rules: bool = False,
+    prometheus_rules: bool = False, scaled_objects: bool = True, inference_pool: bool = False,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
-    prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa` also owns its recording rule.
+    prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa`/`keda` also own their recording rule.
+    scaled_objects: KEDA's ScaledObject CRD is served (`mode: keda` renders one).
+    inference_pool: the InferencePool CRD is served: with serving.openai, render the pool and its endpoint picker.
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
+    keda_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
     config_map = render_config_map(ref, spec, plan)
     objects = [config_map]
     if multi_node:
         objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map))
     else:
-        objects.append(render_deployment(ref, spec, plan, None if hpa_mode else replicas, strategy, config_map))
-    objects.append(render_service(ref, multi_node))
+        objects.append(render_deployment(ref, spec, plan, None if hpa_mode or keda_mode else replicas, strategy, config_map))
+    objects.append(render_service(ref, multi_node, openai.enabled(spec)))
     if max(minimum_replicas(spec), replicas) > 1:
         objects.append(render_pdb(ref))
-    if hpa_mode:
+    if hpa_mode or keda_mode:
         from ..autoscaling.hpa import render_hpa, render_prometheus_rule
+        from ..autoscaling.keda import render_scaled_object
 
         workload = objects[1]
         target = {"apiVersion": workload["apiVersion"], "kind": workload["kind"], "name": workload["metadata"]["name"]}
-        hpa = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
-        hpa["metadata"]["ownerReferences"] = [ref.owner_reference()]
-        objects.append(hpa)
+        if hpa_mode:
+            scaler = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
+        else:
+            scaler = render_scaled_object(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
+        scaler["metadata"]["ownerReferences"] = [ref.owner_reference()]
+        if hpa_mode or scaled_objects:
+            objects.append(scaler)
         if prometheus_rules:
             rule = render_prometheus_rule(ref.name, ref.namespace, metrics_model(ref, spec), labels_for(ref),
                                           window_seconds=spec.autoscaling.window_seconds)
             rule["metadata"]["ownerReferences"] = [ref.owner_reference()]
             objects.append(rule)
+    if inference_pool and openai.enabled(spec):
+        pool_selector = {**selector_for(ref), LWS_WORKER_INDEX_LABEL: "0"} if multi_node else selector_for(ref)
+        objects += gateway.render(ref.name, ref.namespace, spec, pool_selector, labels_for(ref), ref.owner_reference())
     return objects
