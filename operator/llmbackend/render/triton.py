@@ -27,12 +27,12 @@ the bound of the executor's request queue.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from typing import Any
 
-from ..api.v1alpha1 import Backend, BatchSchedulerPolicy, KVCacheDtype, LLMBackendSpec, Quantization
+from ..api.v1alpha1 import Backend, BatchSchedulerPolicy, LLMBackendSpec, Quantization
+from . import vllm_backend
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODELS_DIR = "/models"
@@ -349,70 +349,17 @@ def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int) -> dict[str, str]:
     }
 
 
-# ---- vllm backend ----
+# ---- vllm backend (rendered by vllm_backend.py) ----
 
 
 def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> dict[str, Any]:
     """The vLLM engine arguments written to model.json."""
     _validate_parallelism(tensor_parallel, pipeline_parallel)
-    e = spec.engine
-    args: dict[str, Any] = {
-        "model": weights_path(spec),
-        "tensor_parallel_size": tensor_parallel,
-        "pipeline_parallel_size": pipeline_parallel,
-        "gpu_memory_utilization": float(e.kv_cache_free_gpu_mem_fraction),
-        "max_num_seqs": e.max_batch_size,
-        "max_model_len": e.max_seq_len,
-        "enforce_eager": False,
-        "enable_chunked_prefill": e.enable_chunked_context,
-        "enable_prefix_caching": e.enable_kv_cache_reuse,
-        # Without chunked prefill a whole prompt must fit in one step.
-        "max_num_batched_tokens": e.max_num_tokens if e.enable_chunked_context
-        else max(e.max_num_tokens, e.max_seq_len),
-    }
-    quant = Quantization(e.quantization)
-    if quant == Quantization.BF16:
-        args["dtype"] = "bfloat16"
-    elif quant == Quantization.FP16:
-        args["dtype"] = "float16"
-    elif quant == Quantization.FP8:
-        args["quantization"] = "fp8"
-    elif quant == Quantization.INT4_AWQ:
-        args["quantization"] = "awq"
-    else:
-        raise ValueError(f"quantization {quant.value!r} is not supported by the vllm backend")
-    kv = KVCacheDtype(e.kv_cache_dtype)
-    if kv == KVCacheDtype.FP8 or (kv == KVCacheDtype.AUTO and quant == Quantization.FP8):
-        args["kv_cache_dtype"] = "fp8"
-    return args
-
-
-def _vllm_config(model_name: str) -> Message:
-    return msg(
-        ("name", model_name),
-        ("backend", "vllm"),
-        # 0: Triton does not batch; vLLM batches in flight.
-        ("max_batch_size", 0),
-        ("model_transaction_policy", msg(("decoupled", True))),
-        # Declared explicitly because tritonserver runs with --disable-auto-complete-config.
-        ("input", [
-            _tensor("text_input", "TYPE_STRING", [1]),
-            _tensor("stream", "TYPE_BOOL", [1], optional=True),
-            _tensor("sampling_parameters", "TYPE_STRING", [1], optional=True),
-            _tensor("exclude_input_in_output", "TYPE_BOOL", [1], optional=True),
-        ]),
-        ("output", [_tensor("text_output", "TYPE_STRING", [-1])]),
-        # KIND_MODEL: vLLM places itself on the GPUs.
-        ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_MODEL")))]),
-    )
+    return vllm_backend.vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights_path(spec))
 
 
 def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dict[str, str]:
-    return {
-        f"{model_name}/config.pbtxt": to_pbtxt(_vllm_config(model_name), _HEADER.format(what="vLLM")),
-        # The vLLM backend reads model.json from the version directory.
-        f"{model_name}/1/model.json": json.dumps(vllm_engine_args(spec, tp, pp), indent=2, sort_keys=True) + "\n",
-    }
+    return vllm_backend.render_vllm(spec, model_name, tp, pp, weights_path(spec), _HEADER.format(what="vLLM"))
 
 
 # ---- entry point ----
@@ -423,8 +370,9 @@ def render_model_repository(
 ) -> dict[str, str]:
     """Relative file path -> content of the Triton model repository for this spec.
 
-    Raises ValueError for an invalid model name, parallelism, or a
-    quantization the backend cannot serve.
+    Raises ValueError for an invalid model name or parallelism, and
+    vllm_backend.EngineConfigError (a ValueError with a condition reason)
+    for a quantization the backend cannot serve.
     """
     validate_model_name(model_name)
     _validate_parallelism(tensor_parallel, pipeline_parallel)
