@@ -401,7 +401,8 @@ def batching_violations(files: dict[str, str]) -> list[str]:
     Parses each `*/config.pbtxt` (not string matching) and checks:
     - no model has `sequence_batching`;
     - ensemble, python and vllm models have no `dynamic_batching`;
-    - vllm models have `max_batch_size: 0` and a decoupled transaction policy;
+    - vllm models, and the operator's vLLM python model (parameter engine=vllm),
+      have `max_batch_size: 0` and a decoupled transaction policy;
     - the tensorrtllm model batches in flight (`gpt_model_type`), and its
       `dynamic_batching` has delay 0, no `preferred_batch_size`, no priority
       queues, and a positive `default_queue_policy.max_queue_size`;
@@ -460,7 +461,7 @@ def batching_violations(files: dict[str, str]) -> list[str]:
                                     f"got {queue!r}")
         else:
             problems.append(f"{path}: unexpected backend/platform {backend or platform!r}")
-    return problems
+    return problems + vllm_backend.engine_model_violations(configs)
 
 
 def assert_engine_managed_batching(files: dict[str, str]) -> None:

@@ -199,7 +199,10 @@ def engine_model_violations(files: dict[str, str]) -> list[str]:
     for path, text in sorted(files.items()):
         if not path.endswith("/config.pbtxt"):
             continue
-        cfg = parse(text)
+        try:
+            cfg = parse(text)
+        except ValueError:
+            continue  # batching_violations reports unparsable files
         params = {p.get("key", [None])[-1]: p.get("value", [{}])[-1].get("string_value", [None])[-1]
                   for p in cfg.get("parameters", [])}
         if params.get("engine") != "vllm":
