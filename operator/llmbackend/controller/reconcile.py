@@ -21,6 +21,7 @@ from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import triton
+from ..render.vllm_backend import EngineConfigError
 from ..render.workloads import (
     MANAGED_KINDS,
     PROMETHEUS_RULE_API,
@@ -207,7 +208,12 @@ class Reconciler:
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
         prometheus_rules = hpa_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
-        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules)
+        try:
+            desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules)
+        except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
+            conditions.set(DEGRADED, True, exc.reason, str(exc))
+            self._finish(obj, ref, status, conditions, old_status)
+            return Outcome()
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
