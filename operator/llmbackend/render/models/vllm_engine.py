@@ -133,8 +133,10 @@ class TritonStatLogger(StatLoggerBase):
         if scheduler_stats is not None:
             cache = getattr(self.vllm_config, "cache_config", None)
             scheduler = getattr(self.vllm_config, "scheduler_config", None)
+            # Older vLLM releases named it gpu_cache_usage.
+            usage = getattr(scheduler_stats, "kv_cache_usage", getattr(scheduler_stats, "gpu_cache_usage", 0.0))
             self.metrics.step(
-                scheduler_stats.num_waiting_reqs, scheduler_stats.num_running_reqs, scheduler_stats.kv_cache_usage,
+                scheduler_stats.num_waiting_reqs, scheduler_stats.num_running_reqs, usage,
                 getattr(scheduler, "max_num_seqs", 0) or 0, getattr(cache, "num_gpu_blocks", 0) or 0)
         if iteration_stats is not None:
             for finished in iteration_stats.finished_requests:
