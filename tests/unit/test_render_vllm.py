@@ -145,7 +145,9 @@ def test_config_parses_with_tritons_schema_and_batching_belongs_to_vllm() -> Non
 def test_metric_names_reach_the_model_from_engine_metrics() -> None:
     cfg = _config(triton.render_model_repository(spec(), "m", 1, 1))
     params = {k: v.string_value for k, v in cfg.parameters.items()}
-    exported = {v for k, v in params.items() if k != "engine"}
+    exported = {v for k, v in params.items() if k != "engine" and not k.endswith("_types")}
+    assert params["metric_request_types"].split(",") == list(M.REQUEST_TYPES)
+    assert params["metric_kv_types"].split(",") == list(M.KV_TYPES)
     assert exported == {M.ENGINE_QUEUE_METRIC, M.ENGINE_COMPUTE_METRIC, M.ENGINE_REQUESTS_METRIC,
                         M.ENGINE_FAILURES_METRIC, M.REQUEST_GAUGE, M.KV_GAUGE, M.VLLM_WAITING_GAUGE,
                         M.VLLM_RUNNING_GAUGE, M.VLLM_KV_USAGE_GAUGE}

@@ -26,17 +26,20 @@ MODEL_FILE = "models/vllm_engine.py"
 # The vLLM version whose API the model file and the CPU stand-in (dev/standins/vllm) follow.
 VLLM_API_VERSION = "0.11.0"
 
-# config.pbtxt parameter key -> exported metric name (the model reads its names from here).
+# config.pbtxt parameter key -> exported metric name (the model reads its names from here). The keys of the shared
+# engine metrics are the ones the TensorRT-LLM LLM API model reads; the vllm: names are this backend's own.
 METRIC_PARAMETERS: dict[str, str] = {
-    "queue_metric": M.ENGINE_QUEUE_METRIC,
-    "compute_metric": M.ENGINE_COMPUTE_METRIC,
-    "finished_metric": M.ENGINE_REQUESTS_METRIC,
-    "failed_metric": M.ENGINE_FAILURES_METRIC,
-    "request_gauge": M.REQUEST_GAUGE,
-    "kv_gauge": M.KV_GAUGE,
-    "vllm_waiting_gauge": M.VLLM_WAITING_GAUGE,
-    "vllm_running_gauge": M.VLLM_RUNNING_GAUGE,
-    "vllm_kv_usage_gauge": M.VLLM_KV_USAGE_GAUGE,
+    "metric_engine_queue": M.ENGINE_QUEUE_METRIC,
+    "metric_engine_compute": M.ENGINE_COMPUTE_METRIC,
+    "metric_engine_requests": M.ENGINE_REQUESTS_METRIC,
+    "metric_engine_failures": M.ENGINE_FAILURES_METRIC,
+    "metric_request_gauge": M.REQUEST_GAUGE,
+    "metric_request_types": ",".join(M.REQUEST_TYPES),
+    "metric_kv_gauge": M.KV_GAUGE,
+    "metric_kv_types": ",".join(M.KV_TYPES),
+    "metric_vllm_waiting": M.VLLM_WAITING_GAUGE,
+    "metric_vllm_running": M.VLLM_RUNNING_GAUGE,
+    "metric_vllm_kv_usage": M.VLLM_KV_USAGE_GAUGE,
 }
 
 QUANTIZATION_MISMATCH = "QuantizationMismatch"

@@ -52,9 +52,14 @@ SAMPLING_INPUTS = {
     "repetition_penalty": float,
 }
 METRIC_PARAMETERS = (
-    "queue_metric", "compute_metric", "finished_metric", "failed_metric",
-    "request_gauge", "kv_gauge", "vllm_waiting_gauge", "vllm_running_gauge", "vllm_kv_usage_gauge",
+    "metric_engine_queue", "metric_engine_compute", "metric_engine_requests", "metric_engine_failures",
+    "metric_request_gauge", "metric_request_types", "metric_kv_gauge", "metric_kv_types",
+    "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage",
 )
+# What this model can report for each label value of the shared gauges (vLLM has no separate "active" count:
+# running requests are the active ones).
+REQUEST_TYPES = ("waiting", "scheduled", "active", "max")
+KV_TYPES = ("used", "free", "max", "fraction")
 
 
 class BadRequest(ValueError):
@@ -73,26 +78,31 @@ class EngineMetrics:
         if missing:
             raise pb_utils.TritonModelException(f"config.pbtxt lacks metric name parameters: {missing}")
         counter, gauge = pb_utils.MetricFamily.COUNTER, pb_utils.MetricFamily.GAUGE
+        family = pb_utils.MetricFamily
         self.families = {
-            "queue": pb_utils.MetricFamily(names["queue_metric"], "Engine queue time of finished requests (us)", counter),
-            "compute": pb_utils.MetricFamily(names["compute_metric"], "Engine inference time of finished requests (us)", counter),
-            "finished": pb_utils.MetricFamily(names["finished_metric"], "Requests the engine finished", counter),
-            "failed": pb_utils.MetricFamily(names["failed_metric"], "Requests the engine failed", counter),
-            "requests": pb_utils.MetricFamily(names["request_gauge"], "Engine requests by state", gauge),
-            "kv": pb_utils.MetricFamily(names["kv_gauge"], "Engine KV-cache blocks", gauge),
-            "waiting": pb_utils.MetricFamily(names["vllm_waiting_gauge"], "Requests waiting to be scheduled", gauge),
-            "running": pb_utils.MetricFamily(names["vllm_running_gauge"], "Requests running in the batch", gauge),
-            "kv_usage": pb_utils.MetricFamily(names["vllm_kv_usage_gauge"], "KV-cache usage (1 = full)", gauge),
+            "queue": family(names["metric_engine_queue"], "Engine queue time of finished requests (us)", counter),
+            "compute": family(names["metric_engine_compute"], "Engine inference time of finished requests (us)",
+                              counter),
+            "finished": family(names["metric_engine_requests"], "Requests the engine finished", counter),
+            "failed": family(names["metric_engine_failures"], "Requests answered with an error", counter),
+            "requests": family(names["metric_request_gauge"], "Engine requests by state", gauge),
+            "kv": family(names["metric_kv_gauge"], "Engine KV-cache blocks", gauge),
+            "waiting": family(names["metric_vllm_waiting"], "Requests waiting to be scheduled", gauge),
+            "running": family(names["metric_vllm_running"], "Requests running in the batch", gauge),
+            "kv_usage": family(names["metric_vllm_kv_usage"], "KV-cache usage (1 = full)", gauge),
         }
         f = self.families
         self.queue_us = f["queue"].Metric(labels=labels)
         self.compute_us = f["compute"].Metric(labels=labels)
         self.finished = f["finished"].Metric(labels=labels)
         self.failed = f["failed"].Metric(labels=labels)
-        self.requests = {t: f["requests"].Metric(labels={**labels, "request_type": t})
-                         for t in ("waiting", "scheduled", "active", "max")}
-        self.kv = {t: f["kv"].Metric(labels={**labels, "kv_cache_block_type": t})
-                   for t in ("used", "free", "max", "fraction")}
+        request_types = names["metric_request_types"].split(",")
+        kv_types = names["metric_kv_types"].split(",")
+        unknown = sorted(set(request_types) - set(REQUEST_TYPES)) + sorted(set(kv_types) - set(KV_TYPES))
+        if unknown:
+            raise pb_utils.TritonModelException(f"this model cannot report gauge label values {unknown}")
+        self.requests = {t: f["requests"].Metric(labels={**labels, "request_type": t}) for t in request_types}
+        self.kv = {t: f["kv"].Metric(labels={**labels, "kv_cache_block_type": t}) for t in kv_types}
         # vLLM's own gauges carry vLLM's label name for the model as well.
         vllm_labels = {**labels, "model_name": labels["model"]}
         self.waiting = f["waiting"].Metric(labels=vllm_labels)
@@ -100,19 +110,16 @@ class EngineMetrics:
         self.kv_usage = f["kv_usage"].Metric(labels=vllm_labels)
 
     def step(self, waiting: int, running: int, usage: float, max_seqs: int, kv_blocks: int) -> None:
-        self.requests["waiting"].set(waiting)
-        self.requests["scheduled"].set(running)
-        self.requests["active"].set(running)
-        self.requests["max"].set(max_seqs)
+        used = round(usage * kv_blocks)
+        values = {"waiting": waiting, "scheduled": running, "active": running, "max": max_seqs}
+        for kind, metric in self.requests.items():
+            metric.set(values[kind])
+        kv = {"fraction": usage, "max": kv_blocks, "used": used, "free": kv_blocks - used}
+        for kind, metric in self.kv.items():
+            metric.set(kv[kind])
         self.waiting.set(waiting)
         self.running.set(running)
         self.kv_usage.set(usage)
-        self.kv["fraction"].set(usage)
-        if kv_blocks:
-            used = round(usage * kv_blocks)
-            self.kv["max"].set(kv_blocks)
-            self.kv["used"].set(used)
-            self.kv["free"].set(kv_blocks - used)
 
     def request_finished(self, queued_s: float, inference_s: float) -> None:
         self.queue_us.increment(max(0.0, queued_s) * 1e6)
@@ -173,7 +180,7 @@ def parse_request(request) -> tuple[str, dict, bool, bool, bool, bool]:
         prompt = _text(texts.reshape(-1)[0])
     except UnicodeDecodeError as exc:
         raise BadRequest(f"text_input is not UTF-8: {exc}") from exc
-    if not prompt:
+    if not prompt.strip():
         raise BadRequest("text_input is empty")
     kwargs: dict = {}
     for name, kind in SAMPLING_INPUTS.items():
@@ -190,7 +197,8 @@ def parse_request(request) -> tuple[str, dict, bool, bool, bool, bool]:
         value = _scalar(request, name)
         return default if value is None else bool(value)
 
-    return (prompt, kwargs, flag("stream", False), flag("exclude_input_in_output", False),
+    # The prompt is left out of the output unless asked for (as in the TensorRT-LLM model; OpenAI clients expect that).
+    return (prompt, kwargs, flag("stream", False), flag("exclude_input_in_output", True),
             flag("return_num_input_tokens", False), flag("return_num_output_tokens", False))
 
 
@@ -238,6 +246,7 @@ class TritonPythonModel:
                 parsed = parse_request(request)
                 params = SamplingParams(**parsed[1])  # vLLM validates ranges (temperature, top_p, ...)
             except (ValueError, TypeError) as exc:
+                self.metrics.failed.increment(1)
                 request.get_response_sender().send(error_response(f"bad request: {exc}"), flags=FINAL)
                 continue
             asyncio.run_coroutine_threadsafe(self._serve(request, parsed, params), self.loop)

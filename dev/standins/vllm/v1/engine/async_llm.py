@@ -68,7 +68,9 @@ class _Request:
         self.words = prompt.split() or ["."]
         self.prompt_ids = [_token_id(w) for w in self.words]
         self.params = params
-        self.max_tokens = params.max_tokens or max(1, max_model_len - len(self.prompt_ids))
+        # Like vLLM's scheduler: a request stops ("length") at max_model_len whatever max_tokens asks for.
+        room = max(1, max_model_len - len(self.prompt_ids))
+        self.max_tokens = min(params.max_tokens or room, room)
         self.queue: asyncio.Queue[RequestOutput] = asyncio.Queue()
         self.arrival = time.monotonic()
         self.scheduled: float | None = None
