@@ -14,6 +14,7 @@ queue-to-compute ratio under 3x and 0.5x the slots (well above 1 vs well below 1
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -72,7 +73,6 @@ def server(tmp_path_factory):
         (repo / rel).write_text(content)
     for directory in triton.version_dirs("vllm", MODEL):
         (repo / directory).mkdir(parents=True, exist_ok=True)
-    import os
     env = dict(os.environ, VLLM_STANDIN_STEP_S=str(STEP_S))
     with run_tritonserver(repo, extra_pythonpath=[STANDINS], env=env,
                           extra_args=["--disable-auto-complete-config"]) as srv:
