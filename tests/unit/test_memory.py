@@ -69,3 +69,9 @@ def test_seed_example_70b_16bit_about_140gb():
 
 def test_usable_fraction():
     assert memory.usable_bytes(100) == 90
+
+
+def test_usable_fraction_for_vllm_is_its_gpu_memory_utilization():
+    vllm = EngineSpec(backend="vllm", vllm={"gpu_memory_utilization": 0.6})
+    assert memory.usable_bytes(100, vllm) == 60
+    assert memory.usable_bytes(100, EngineSpec(kv_cache_free_gpu_mem_fraction=0.6)) == 90  # TensorRT-LLM: unchanged

@@ -256,3 +256,18 @@ def test_replicas_capacity():
     assert replicas_capacity(auto(L8, "l40s-pcie", max_batch_size=16), nodes("l40s-pcie")) == 4
     assert replicas_capacity(auto(L405, "gb200-nvl-clique"), nodes("gb200-nvl-clique")) == 2
     assert replicas_capacity(auto(L405, "dgx-h100"), nodes("dgx-h100")) == 0
+
+
+# ---- vLLM plans fit into vLLM's own fraction of total memory ----
+
+
+@pytest.mark.parametrize(("utilization", "fits_tp1"), [(0.9, True), (0.3, False)])
+def test_vllm_plan_uses_gpu_memory_utilization(utilization, fits_tp1):
+    """Llama-3.1-8B bf16 (~16 GB weights + KV for 64 x 4096 tokens) fits one H100 at 0.9 of 80 GB, not at 0.3."""
+    p = auto(L8, "dgx-h100", backend="vllm", vllm={"gpu_memory_utilization": utilization})
+    assert p.fits
+    assert (p.tensor_parallel * p.pipeline_parallel == 1) is fits_tp1
+    # the TensorRT-LLM KV fraction does not change a vLLM plan
+    q = auto(L8, "dgx-h100", backend="vllm", vllm={"gpu_memory_utilization": utilization},
+             kv_cache_free_gpu_mem_fraction=0.1)
+    assert (q.tensor_parallel, q.pipeline_parallel) == (p.tensor_parallel, p.pipeline_parallel)

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
-from llmbackend.render import triton
+from llmbackend.render import triton, vllm_backend
 from llmbackend.render.pbtxt import Ident, ParseError, msg, parse, quote, to_pbtxt, unquote
 from llmbackend.render.triton import (
     assert_engine_managed_batching,
@@ -82,7 +82,7 @@ def test_golden(case: str) -> None:
     files = render_model_repository(s, name, tp, pp, ep, gpu)
     # model.py is the package's own file, shipped verbatim: checked for identity, not kept twice.
     for rel in [r for r in files if r.endswith("/1/model.py")]:
-        assert files.pop(rel) == triton.llmapi_model_source()
+        assert files.pop(rel) in (triton.llmapi_model_source(), vllm_backend.model_source())
     root = GOLDEN / case
     if os.environ.get("UPDATE_GOLDEN") == "1":
         for rel, text in files.items():
@@ -232,22 +232,22 @@ def test_engine_dir_is_keyed_by_everything_that_invalidates_an_engine() -> None:
 
 def test_vllm_files_and_config() -> None:
     files = render_model_repository(spec({"backend": "vllm"}), "my-model_1.0", 4, 1)
-    assert sorted(files) == ["my-model_1.0/1/model.json", "my-model_1.0/config.pbtxt"]
+    assert sorted(files) == ["my-model_1.0/1/model.json", "my-model_1.0/1/model.py", "my-model_1.0/config.pbtxt"]
     cfg = _cfg(files, "my-model_1.0/config.pbtxt")
     assert _one(cfg, "name") == "my-model_1.0"
-    assert _one(cfg, "backend") == "vllm"
+    assert _one(cfg, "backend") == "python"  # the operator's model over vLLM's AsyncLLM, not the stock backend
     assert _one(cfg, "max_batch_size") == 0
     assert _one(_one(cfg, "model_transaction_policy"), "decoupled") is True
     assert "dynamic_batching" not in cfg
     assert cfg["instance_group"] == [{"count": [1], "kind": [Ident("KIND_MODEL")]}]
-    assert {"text_input", "stream"} <= set(_tensors(cfg, "input"))
-    assert "text_output" in _tensors(cfg, "output")
+    assert {"text_input", "stream", "max_tokens", "stop_words"} <= set(_tensors(cfg, "input"))
+    assert {"text_output", "finish_reason"} <= set(_tensors(cfg, "output"))
 
 
 def test_vllm_model_json() -> None:
     s = spec(
         {"backend": "vllm", "maxBatchSize": 48, "maxSeqLen": 16384, "maxNumTokens": 4096,
-         "kvCacheFreeGpuMemFraction": 0.75, "enableKvCacheReuse": True},
+         "kvCacheFreeGpuMemFraction": 0.3, "enableKvCacheReuse": True, "vllm": {"gpuMemoryUtilization": 0.85}},
         {"pvc": {"claimName": "w"}},
     )
     args = json.loads(render_model_repository(s, "m", 2, 3)["m/1/model.json"])
@@ -255,7 +255,7 @@ def test_vllm_model_json() -> None:
         "model": "/models",
         "tensor_parallel_size": 2,
         "pipeline_parallel_size": 3,
-        "gpu_memory_utilization": 0.75,
+        "gpu_memory_utilization": 0.85,  # vLLM's own field; kvCacheFreeGpuMemFraction is TensorRT-LLM's
         "max_num_seqs": 48,
         "max_model_len": 16384,
         "enforce_eager": False,
@@ -263,6 +263,7 @@ def test_vllm_model_json() -> None:
         "enable_prefix_caching": True,
         "max_num_batched_tokens": 4096,
         "dtype": "bfloat16",
+        "disable_log_stats": False,
     }
 
 
@@ -392,7 +393,7 @@ def test_checker_vllm_rules() -> None:
     files = render_model_repository(spec({"backend": "vllm"}), "m", 1, 1)
     _violates(files, "m/config.pbtxt", "max_batch_size: 0", "max_batch_size: 8", r"max_batch_size: 0")
     _violates(files, "m/config.pbtxt", "decoupled: true", "decoupled: false", r"must be decoupled")
-    _violates(files, "m/config.pbtxt", 'backend: "vllm"', 'backend: "vllm"\ndynamic_batching {}',
+    _violates(files, "m/config.pbtxt", 'backend: "python"', 'backend: "python"\ndynamic_batching {}',
               r"must not have dynamic_batching")
 
 

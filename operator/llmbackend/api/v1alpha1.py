@@ -212,6 +212,17 @@ class BatchSchedulerPolicy(str, Enum):
     GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 
 
+class VLLMEngineSpec(_Model):
+    """Settings that only the vllm backend reads."""
+
+    gpu_memory_utilization: float = Field(
+        default=0.9, ge=0.05, le=0.99,
+        description="vLLM's gpu_memory_utilization: fraction of each GPU's TOTAL memory vLLM may use for weights, "
+                    "activations and KV cache together (not TensorRT-LLM's kvCacheFreeGpuMemFraction, which is a "
+                    "fraction of the memory left after weights). The planner fits vLLM plans into this fraction.",
+    )
+
+
 class EngineSpec(_Model):
     """Inference engine and its build/runtime limits."""
 
@@ -233,7 +244,8 @@ class EngineSpec(_Model):
     max_num_tokens: int = Field(default=8192, ge=1, le=1_048_576, description="Maximum tokens per engine iteration.")
     kv_cache_free_gpu_mem_fraction: float = Field(
         default=0.9, ge=0.05, le=0.99,
-        description="Fraction of GPU memory left after weights that the KV cache may take.",
+        description="TensorRT-LLM only: fraction of GPU memory left after weights that the KV cache may take "
+                    "(vLLM backends use vllm.gpuMemoryUtilization).",
     )
     batch_scheduler_policy: BatchSchedulerPolicy = Field(
         default=BatchSchedulerPolicy.MAX_UTILIZATION, description="In-flight batch scheduler policy."
@@ -244,6 +256,10 @@ class EngineSpec(_Model):
     image: str | None = Field(
         default=None, max_length=512, pattern=IMAGE_PATTERN,
         description="Serving image (defaults to the Triton TRT-LLM or vLLM image).",
+    )
+    vllm: VLLMEngineSpec = Field(
+        default_factory=VLLMEngineSpec, description="vllm backend only: vLLM's own engine settings.",
+        json_schema_extra=lambda s: s.update(default=VLLMEngineSpec().dump()),
     )
 
     model_config = ConfigDict(

@@ -22,6 +22,7 @@ from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import openai, triton
+from ..render.vllm_backend import EngineConfigError
 from ..render.workloads import (
     CHECKPOINT_CHECK_CONTAINER,
     MANAGED_KINDS,
@@ -229,8 +230,13 @@ class Reconciler:
         keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
                         and not self.kube.has_api(*MANAGED_KINDS["ScaledObject"]))
         inference_pool = openai.enabled(spec) and self.kube.has_api(*MANAGED_KINDS["InferencePool"])
-        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
-                                  scaled_objects=not keda_missing, inference_pool=inference_pool)
+        try:
+            desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
+                                      scaled_objects=not keda_missing, inference_pool=inference_pool)
+        except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
+            conditions.set(DEGRADED, True, exc.reason, str(exc))
+            self._finish(obj, ref, status, conditions, old_status)
+            return Outcome()
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:

@@ -23,7 +23,9 @@ stage (ceil(layers / pp) layers) holding its 1/tp share.
   when the replica spans more than one GPU.
 
 Usable GPU memory = labelled memory x USABLE_FRACTION (0.9): the rest is
-left for the driver, fragmentation and the error of this estimate.
+left for the driver, fragmentation and the error of this estimate. vLLM
+backends use their engine.vllm.gpuMemoryUtilization instead: vLLM keeps
+everything inside that fraction of total memory.
 """
 
 from __future__ import annotations
@@ -160,8 +162,16 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int =
     )
 
 
-def usable_bytes(gpu_memory_bytes: int) -> int:
-    return int(gpu_memory_bytes * USABLE_FRACTION)
+def usable_fraction(engine: EngineSpec | None = None) -> float:
+    """Fraction of each GPU's memory a replica is planned into: for vLLM its gpuMemoryUtilization (a fraction of
+    TOTAL memory that weights, activations and KV cache all share), else USABLE_FRACTION."""
+    if engine is not None and _value(engine.backend) == "vllm":
+        return float(engine.vllm.gpu_memory_utilization)
+    return USABLE_FRACTION
+
+
+def usable_bytes(gpu_memory_bytes: int, engine: EngineSpec | None = None) -> int:
+    return int(gpu_memory_bytes * usable_fraction(engine))
 
 
 def unsharded_bytes(arch: ModelArchitecture, engine: EngineSpec) -> int:

@@ -428,7 +428,7 @@ class _Search:
 
     def candidate(self, group: _Group, tp: int, pp: int, placement: _Placement) -> _Candidate:
         mem = self.mem(tp, pp)
-        usable = usable_bytes(group.memory_bytes)
+        usable = usable_bytes(group.memory_bytes, self.engine)
         gpus = tp * pp
         links = -group.bandwidth if (tp > 1 or pp > 1) else 0
         rest = (
@@ -445,7 +445,7 @@ class _Search:
 
     def best_for_tp(self, group: _Group, tp: int, max_pp: int) -> _Candidate | None:
         """Smallest pp (fewest GPUs) that fits memory and can be placed."""
-        usable = usable_bytes(group.memory_bytes)
+        usable = usable_bytes(group.memory_bytes, self.engine)
         slots = _stage_slots(group, tp)
         if slots == 0:
             self.rejections.append(_Rejection(tp, tp, 1, group.product,
@@ -535,10 +535,10 @@ def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[_Group], 
         return _fail(TP_EXCEEDS_NVLINK_DOMAIN, f"{label}: tensor parallel {tp} is larger than every NVLink domain "
                      f"(largest: {largest} GPUs); TP must stay inside one NVLink domain.", base, tp, pp)
     mem = search.mem(tp, pp)
-    roomy = [g for g in wide if mem.total <= usable_bytes(g.memory_bytes)]
+    roomy = [g for g in wide if mem.total <= usable_bytes(g.memory_bytes, engine)]
     if not roomy:
         best = max(wide, key=lambda g: g.memory_bytes)
-        usable = usable_bytes(best.memory_bytes)
+        usable = usable_bytes(best.memory_bytes, engine)
         return _fail(INSUFFICIENT_GPU_MEMORY, f"{label}: needs {fmt_gib(mem.total)} per GPU, "
                      f"{best.product} has {fmt_gib(usable)} usable.\nMemory per GPU: {mem.describe(usable)}.",
                      base, tp, pp, memory=mem.total, breakdown=mem)
@@ -585,7 +585,7 @@ def _insufficient(search: _Search, groups: list[_Group], base: dict, tp: int, pp
     arch = search.arch
     group = max(groups, key=lambda g: (g.largest_domain * g.memory_bytes, g.product))
     widest = max(valid_tensor_parallel(arch, limit=max(group.largest_domain, 1)), default=1)
-    usable = usable_bytes(group.memory_bytes)
+    usable = usable_bytes(group.memory_bytes, search.engine)
     mem = search.mem(widest, 1)
     slots = _stage_slots(group, widest)
     need_pp = next((p for p in range(1, min(arch.num_layers, MAX_PARALLEL) + 1)

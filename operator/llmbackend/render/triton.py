@@ -35,7 +35,6 @@ the bound of the executor's request queue.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from importlib import resources
@@ -54,6 +53,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     Quantization,
 )
+from . import vllm_backend
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODELS_DIR = "/models"
@@ -577,70 +577,17 @@ def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: 
     }
 
 
-# ---- vllm backend ----
+# ---- vllm backend (rendered by vllm_backend.py) ----
 
 
 def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> dict[str, Any]:
     """The vLLM engine arguments written to model.json."""
     _validate_parallelism(tensor_parallel, pipeline_parallel)
-    e = spec.engine
-    args: dict[str, Any] = {
-        "model": weights_path(spec),
-        "tensor_parallel_size": tensor_parallel,
-        "pipeline_parallel_size": pipeline_parallel,
-        "gpu_memory_utilization": float(e.kv_cache_free_gpu_mem_fraction),
-        "max_num_seqs": e.max_batch_size,
-        "max_model_len": e.max_seq_len,
-        "enforce_eager": False,
-        "enable_chunked_prefill": e.enable_chunked_context,
-        "enable_prefix_caching": e.enable_kv_cache_reuse,
-        # Without chunked prefill a whole prompt must fit in one step.
-        "max_num_batched_tokens": e.max_num_tokens if e.enable_chunked_context
-        else max(e.max_num_tokens, e.max_seq_len),
-    }
-    quant = Quantization(e.quantization)
-    if quant == Quantization.BF16:
-        args["dtype"] = "bfloat16"
-    elif quant == Quantization.FP16:
-        args["dtype"] = "float16"
-    elif quant == Quantization.FP8:
-        args["quantization"] = "fp8"
-    elif quant == Quantization.INT4_AWQ:
-        args["quantization"] = "awq"
-    else:
-        raise ValueError(f"quantization {quant.value!r} is not supported by the vllm backend")
-    kv = KVCacheDtype(e.kv_cache_dtype)
-    if kv == KVCacheDtype.FP8 or (kv == KVCacheDtype.AUTO and quant == Quantization.FP8):
-        args["kv_cache_dtype"] = "fp8"
-    return args
-
-
-def _vllm_config(model_name: str) -> Message:
-    return msg(
-        ("name", model_name),
-        ("backend", "vllm"),
-        # 0: Triton does not batch; vLLM batches in flight.
-        ("max_batch_size", 0),
-        ("model_transaction_policy", msg(("decoupled", True))),
-        # Declared explicitly because tritonserver runs with --disable-auto-complete-config.
-        ("input", [
-            _tensor("text_input", "TYPE_STRING", [1]),
-            _tensor("stream", "TYPE_BOOL", [1], optional=True),
-            _tensor("sampling_parameters", "TYPE_STRING", [1], optional=True),
-            _tensor("exclude_input_in_output", "TYPE_BOOL", [1], optional=True),
-        ]),
-        ("output", [_tensor("text_output", "TYPE_STRING", [-1])]),
-        # KIND_MODEL: vLLM places itself on the GPUs.
-        ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_MODEL")))]),
-    )
+    return vllm_backend.vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights_path(spec))
 
 
 def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dict[str, str]:
-    return {
-        f"{model_name}/config.pbtxt": to_pbtxt(_vllm_config(model_name), _HEADER.format(what="vLLM")),
-        # The vLLM backend reads model.json from the version directory.
-        f"{model_name}/1/model.json": json.dumps(vllm_engine_args(spec, tp, pp), indent=2, sort_keys=True) + "\n",
-    }
+    return vllm_backend.render_vllm(spec, model_name, tp, pp, weights_path(spec), _HEADER.format(what="vLLM"))
 
 
 # ---- entry point ----
@@ -654,8 +601,9 @@ def render_model_repository(
 
     `expert_parallel` and `gpu_product` come from the plan (EP for MoE models; the GPU keys legacy engines).
 
-    Raises ValueError for an invalid model name, parallelism, or a
-    quantization the backend cannot serve.
+    Raises ValueError for an invalid model name or parallelism, and
+    vllm_backend.EngineConfigError (a ValueError with a condition reason)
+    for a quantization the backend cannot serve.
     """
     validate_model_name(model_name)
     _validate_parallelism(tensor_parallel, pipeline_parallel)
@@ -686,8 +634,8 @@ def batching_violations(files: dict[str, str]) -> list[str]:
     Parses each `*/config.pbtxt` (not string matching) and checks:
     - no model has `sequence_batching`;
     - ensemble, python and vllm models have no `dynamic_batching`;
-    - vllm and LLM API models (python backend, parameter engine=tensorrtllm-llmapi) have `max_batch_size: 0`
-      and a decoupled transaction policy;
+    - vllm models and the operator's python models (parameter engine=tensorrtllm-llmapi or vllm)
+      have `max_batch_size: 0` and a decoupled transaction policy;
     - the tensorrtllm model batches in flight (`gpt_model_type`), and its
       `dynamic_batching` has delay 0, no `preferred_batch_size`, no priority
       queues, and a positive `default_queue_policy.max_queue_size`;
@@ -717,7 +665,7 @@ def batching_violations(files: dict[str, str]) -> list[str]:
                 _one(p, "key"): _one(_one(p, "value", {}), "string_value")
                 for p in cfg.get("parameters", [])
             }
-            if backend == "vllm" or params.get("engine") == "tensorrtllm-llmapi":
+            if backend == "vllm" or params.get("engine") in ("tensorrtllm-llmapi", "vllm"):
                 if _one(cfg, "max_batch_size", 0) != 0:
                     problems.append(f"{path}: {params.get('engine') or backend} model must have max_batch_size: 0")
                 policy = _one(cfg, "model_transaction_policy", {})
@@ -750,7 +698,7 @@ def batching_violations(files: dict[str, str]) -> list[str]:
                                     f"got {queue!r}")
         else:
             problems.append(f"{path}: unexpected backend/platform {backend or platform!r}")
-    return problems
+    return problems + vllm_backend.engine_model_violations(configs)
 
 
 def assert_engine_managed_batching(files: dict[str, str]) -> None:
