@@ -1,22 +1,18 @@
--- Argo CD health check for llmbackend.dev/LLMBackend
--- (resource.customizations.health.llmbackend.dev_LLMBackend in argocd-cm; embedded verbatim in
--- argocd-cm-patch.yaml -- tests/unit/test_argocd_health.py keeps the two equal).
+-- Argo CD health check for llmbackend.dev/LLMBackend (argo-cd resource_customizations layout; embedded in
+-- ../../argocd-cm-patch.yaml, which tests keep equal to this file). Lua 5.1: Argo CD runs gopher-lua.
 --
---   Progressing  no status yet; status.observedGeneration < metadata.generation; a condition
---                observed for an older generation; Available missing, or False while
---                Progressing=True (a rollout or scale-up in flight)
---   Degraded     Degraded=True or Planned=False (message "Reason: message" of that condition);
---                Available=False with no rollout in progress
---   Suspended    spec.replicas == 0 with autoscaling off (nothing is served, on purpose)
---   Healthy      Available=True for the current generation
+-- The operator writes four conditions on every pass, each with the generation it was computed for:
+-- Planned, Available, Progressing, Degraded. A condition counts only for the current generation.
 --
--- Written for Lua 5.1 (Argo CD runs gopher-lua).
+--   Progressing  being deleted; no status yet; the operator has not observed the current generation
+--                (and reported no failure for it); a rollout in flight (Progressing=True)
+--   Degraded     Degraded=True or Planned=False for the current generation (these win over anything still
+--                in flight); Available=False with nothing in progress
+--   Suspended    Available=True with reason Suspended: spec.replicas is 0 with autoscaling off
+--   Healthy      Available=True, nothing in progress; also an idle autoscaled backend at 0 (ScaledToZero)
 local hs = {}
 
-local function condition(conditions, ctype)
-  if conditions == nil then
-    return nil
-  end
+local function find(conditions, ctype)
   for _, c in ipairs(conditions) do
     if c.type == ctype then
       return c
@@ -25,88 +21,83 @@ local function condition(conditions, ctype)
   return nil
 end
 
-local function describe(c, fallback)
-  if c == nil then
-    return fallback
-  end
+-- "Reason: message", or whichever of the two is set.
+local function describe(c)
   local reason = c.reason or ""
   local message = c.message or ""
   if reason ~= "" and message ~= "" then
     return reason .. ": " .. message
-  elseif reason ~= "" then
-    return reason
-  elseif message ~= "" then
-    return message
   end
-  return fallback
+  if reason ~= "" then
+    return reason
+  end
+  return message
+end
+
+local function set(state, message)
+  hs.status = state
+  hs.message = message
+  return hs
+end
+
+if obj.metadata ~= nil and obj.metadata.deletionTimestamp ~= nil then
+  -- as Argo CD itself reports any resource being deleted
+  return set("Progressing", "Pending deletion")
 end
 
 local generation = 0
 if obj.metadata ~= nil and obj.metadata.generation ~= nil then
   generation = obj.metadata.generation
 end
+if obj.status == nil then
+  return set("Progressing", "Waiting for the operator to reconcile the LLMBackend")
+end
+local observed = obj.status.observedGeneration
+local conditions = obj.status.conditions or {}
 
-local status = obj.status
-if status == nil then
-  hs.status = "Progressing"
-  hs.message = "Waiting for the operator to reconcile the LLMBackend"
-  return hs
+-- A condition without observedGeneration was computed for status.observedGeneration.
+local function current(c)
+  local at = c.observedGeneration
+  if at == nil then
+    at = observed
+  end
+  return at ~= nil and at >= generation
 end
 
-if status.observedGeneration == nil or status.observedGeneration < generation then
-  hs.status = "Progressing"
-  hs.message = "Waiting for the operator to observe generation " .. tostring(generation)
-  return hs
+local planned = find(conditions, "Planned")
+local available = find(conditions, "Available")
+local progressing = find(conditions, "Progressing")
+local degraded = find(conditions, "Degraded")
+
+-- A failure reported for the current generation wins: the spec cannot be served until someone changes it.
+if degraded ~= nil and degraded.status == "True" and current(degraded) then
+  return set("Degraded", describe(degraded))
+end
+if planned ~= nil and planned.status == "False" and current(planned) then
+  return set("Degraded", describe(planned))
 end
 
-local conditions = status.conditions
-if conditions ~= nil then
-  for _, c in ipairs(conditions) do
-    if c.observedGeneration ~= nil and c.observedGeneration < generation then
-      hs.status = "Progressing"
-      hs.message = "Condition " .. tostring(c.type) .. " is from generation " .. tostring(c.observedGeneration)
-        .. ", waiting for generation " .. tostring(generation)
-      return hs
-    end
+if observed == nil or observed < generation then
+  return set("Progressing", "Waiting for the operator to observe generation " .. tostring(generation))
+end
+-- Only the four types above count: a type an operator version no longer writes must not hold the app back.
+for _, ctype in ipairs({"Planned", "Available", "Progressing", "Degraded"}) do
+  local c = find(conditions, ctype)
+  if c ~= nil and not current(c) then
+    return set("Progressing", "Waiting for condition " .. ctype .. " of generation " .. tostring(generation))
   end
 end
-
-local degraded = condition(conditions, "Degraded")
-if degraded ~= nil and degraded.status == "True" then
-  hs.status = "Degraded"
-  hs.message = describe(degraded, "Degraded")
-  return hs
+if available == nil then
+  return set("Progressing", "Waiting for the operator to report availability")
 end
 
-local planned = condition(conditions, "Planned")
-if planned ~= nil and planned.status == "False" then
-  hs.status = "Degraded"
-  hs.message = describe(planned, "No parallelism plan fits the cluster")
-  return hs
+if progressing ~= nil and progressing.status == "True" then
+  return set("Progressing", describe(progressing))
 end
-
-local spec = obj.spec or {}
-local autoscaling = spec.autoscaling or {}
-if spec.replicas == 0 and autoscaling.enabled ~= true then
-  hs.status = "Suspended"
-  hs.message = "Scaled to zero replicas (spec.replicas is 0, autoscaling off)"
-  return hs
+if available.status == "True" then
+  if available.reason == "Suspended" then
+    return set("Suspended", describe(available))
+  end
+  return set("Healthy", describe(available))
 end
-
-local available = condition(conditions, "Available")
-local progressing = condition(conditions, "Progressing")
-if available ~= nil and available.status == "True" then
-  hs.status = "Healthy"
-  hs.message = describe(available, "Available")
-  return hs
-end
-
-if available == nil or (progressing ~= nil and progressing.status == "True") then
-  hs.status = "Progressing"
-  hs.message = describe(progressing, describe(available, "Waiting for the backend to become available"))
-  return hs
-end
-
-hs.status = "Degraded"
-hs.message = describe(available, "Not available")
-return hs
+return set("Degraded", describe(available))
