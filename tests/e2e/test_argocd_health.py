@@ -3,7 +3,7 @@
 A running backend is edited (with kubectl apply, as a GitOps sync does) to a spec that cannot be served;
 the object the operator leaves is fed to Argo CD's own health evaluation (tests/argocd: util/lua +
 gitops-engine, running manifests/argocd's check). It must settle as Degraded with the operator's reason,
-never stay Progressing. A backend at zero replicas on purpose is Healthy (autoscaled, idle) or Suspended.
+never stay Progressing. A backend at zero replicas on purpose (autoscaled and idle, or replicas: 0) is Healthy, saying so.
 Each test starts its own operator (a fresh discovery cache), so the LeaderWorkerSet case sees the API as absent.
 """
 
@@ -91,7 +91,7 @@ def test_editing_a_running_backend_to_an_unservable_spec_is_degraded(
 
 @pytest.mark.parametrize("spec, want, reason", [
     ({"autoscaling": {"enabled": True, "minReplicas": 0, "maxReplicas": 2}}, "Healthy", "ScaledToZero"),
-    ({"replicas": 0}, "Suspended", "Suspended"),
+    ({"replicas": 0}, "Healthy", "ZeroReplicas"),
 ], ids=["autoscaled-idle-at-zero", "replicas-zero"])
 def test_a_backend_at_zero_replicas_on_purpose_is_not_degraded(
         exclusive_cluster, argocd, operator_here, namespace, spec, want, reason):

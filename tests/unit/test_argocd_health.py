@@ -162,15 +162,15 @@ def test_degraded_when_unavailable_and_not_progressing():
     assert message == "CrashLoopBackOff: tritonserver exited 1"
 
 
-def test_suspended_at_zero_replicas_without_autoscaling():
+def test_zero_replicas_without_autoscaling_is_healthy_saying_so():
     status, message = health(backend(
         cond("Planned", "True", "Fits"),
-        cond("Available", "True", "Suspended", "spec.replicas is 0"),
+        cond("Available", "True", "ZeroReplicas", "spec.replicas is 0"),
         cond("Progressing", "False", "RolloutComplete"),
         cond("Degraded", "False", "AsExpected"),
         replicas=0,
     ))
-    assert (status, message) == ("Suspended", "Suspended: spec.replicas is 0")
+    assert (status, message) == ("Healthy", "ZeroReplicas: spec.replicas is 0")
 
 
 def test_idle_autoscaled_backend_at_zero_is_healthy():

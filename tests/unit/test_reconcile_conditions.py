@@ -1,6 +1,6 @@
 """The Reconciler on an in-memory API server: every pass, including those that stop early, writes the four
 conditions for the current generation, and the shipped Argo CD check (in Lua 5.1) reads the result as
-Degraded for what cannot be served and Healthy/Suspended for a backend at zero on purpose."""
+Degraded for what cannot be served and Healthy (saying so) for a backend at zero on purpose."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_an_api_failure_is_a_condition_written_before_the_retry():
 
 @pytest.mark.parametrize("spec, reason, health", [
     ({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 0, "maxReplicas": 2}}, cond.SCALED_TO_ZERO, "Healthy"),
-    ({"model": MODEL, "replicas": 0}, cond.SUSPENDED, "Suspended"),
+    ({"model": MODEL, "replicas": 0}, cond.ZERO_REPLICAS, "Healthy"),
 ], ids=["autoscaled-idle", "replicas-0"])
 def test_zero_replicas_on_purpose_is_not_degraded(spec, reason, health):
     obj, kube = reconcile(spec, status=copy.deepcopy(SERVED_BEFORE))

@@ -358,7 +358,7 @@ class Reconciler:
                            "is served and a backend at 0 has no metrics to scale up on: raise "
                            "spec.autoscaling.minReplicas to serve")
         elif want == 0:
-            conditions.set(AVAILABLE, True, cond.SUSPENDED,
+            conditions.set(AVAILABLE, True, cond.ZERO_REPLICAS,
                            "spec.replicas is 0: nothing is served, on purpose; set spec.replicas (or enable autoscaling) to serve")
         elif rolled_out:
             conditions.set(AVAILABLE, True, cond.REPLICAS_READY, f"{ready}/{want} replicas ready on the current spec")

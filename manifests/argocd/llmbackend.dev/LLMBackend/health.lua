@@ -8,8 +8,9 @@
 --                (and reported no failure for it); a rollout in flight (Progressing=True)
 --   Degraded     Degraded=True or Planned=False for the current generation (these win over anything still
 --                in flight); Available=False with nothing in progress
---   Suspended    Available=True with reason Suspended: spec.replicas is 0 with autoscaling off
---   Healthy      Available=True, nothing in progress; also an idle autoscaled backend at 0 (ScaledToZero)
+--   Healthy      Available=True, nothing in progress. Zero replicas on purpose is Healthy, as a Deployment
+--                at 0 is in Argo CD: ScaledToZero (autoscaling idle) or ZeroReplicas (spec.replicas 0), with
+--                a message saying nothing is served. Not Suspended: a sync wave waits on Suspended forever.
 local hs = {}
 
 local function find(conditions, ctype)
@@ -95,9 +96,6 @@ if progressing ~= nil and progressing.status == "True" then
   return set("Progressing", describe(progressing))
 end
 if available.status == "True" then
-  if available.reason == "Suspended" then
-    return set("Suspended", describe(available))
-  end
   return set("Healthy", describe(available))
 end
 return set("Degraded", describe(available))
