@@ -177,3 +177,42 @@ def test_a_served_backend_is_progressing_until_its_pods_are_ready():
     assert_four_current(obj)
     assert conditions(obj)["Progressing"] == ("True", cond.ROLLING_OUT)
     assert argocd_health(obj)[0] == "Progressing"
+
+
+HPA = {"enabled": True, "mode": "hpa", "minReplicas": 1, "maxReplicas": 3}
+ALL_APIS = {"leaderworkerset.x-k8s.io/v1/leaderworkersets", "monitoring.coreos.com/v1/prometheusrules"}
+
+
+@pytest.mark.parametrize("kind, name, spec", [
+    ("ConfigMap", "llama-model-repo", {"model": MODEL}),
+    ("Deployment", "llama", {"model": MODEL}),
+    ("Service", "llama", {"model": MODEL}),
+    ("PodDisruptionBudget", "llama", {"model": MODEL, "replicas": 2}),
+    ("HorizontalPodAutoscaler", "llama", {"model": MODEL, "autoscaling": HPA}),
+    ("PrometheusRule", "llama", {"model": MODEL, "autoscaling": HPA}),
+    ("LeaderWorkerSet", "llama", {"model": {**MODEL, "preset": "llama-3.1-405b"}}),
+])
+def test_an_object_the_backend_does_not_control_is_never_adopted(kind, name, spec):
+    kube = FakeKube(apis=ALL_APIS)
+    theirs = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "serving", "uid": "theirs",
+                                                             "labels": {"team": "search"}}, "spec": {"x": 1}}
+    kube.objects[(kind, "serving", name)] = copy.deepcopy(theirs)
+    obj, kube = reconcile(spec, kube=kube)
+    assert kube.objects[(kind, "serving", name)] == theirs, "nothing of it changes"
+    assert_four_current(obj)
+    degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", cond.RESOURCE_EXISTS)
+    assert f"{kind} serving/{name}" in degraded["message"]
+    assert [k for k, _, _ in kube.objects if k not in ("LLMBackend", kind)] == [], "nothing else is applied either"
+    assert argocd_health(obj)[0] == "Degraded"
+
+
+def test_an_object_owned_but_not_controlled_by_the_backend_is_not_adopted_either():
+    kube = FakeKube()
+    kube.objects[("Service", "serving", "llama")] = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "llama", "namespace": "serving", "uid": "s",
+                     "ownerReferences": [{"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "name": "llama",
+                                          "uid": "u-1"}]}}
+    obj, _ = reconcile({"model": MODEL}, kube=kube)
+    assert conditions(obj)["Degraded"] == ("True", cond.RESOURCE_EXISTS)

@@ -230,13 +230,24 @@ class Reconciler:
         hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
         prometheus_rules = hpa_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules)
+        lives = {(c["kind"], c["metadata"]["name"]): live_workload if c["kind"] == workload_kind
+                 else self.kube.get(c["kind"], ref.namespace, c["metadata"]["name"]) for c in desired}
+        foreign = [f"{kind} {ref.namespace}/{name}" for (kind, name), live in lives.items()
+                   if live is not None and not _controlled_by(live, ref)]
+        if foreign:  # never adopt: someone else's object keeps every field it has
+            with self.state.lock:
+                self.state.autoscale_targets.pop(key, None)
+            _not_served(conditions, cond.RESOURCE_EXISTS,
+                        f"{', '.join(foreign)} already exists and is not controlled by this LLMBackend; the operator "
+                        "changes nothing of it. Delete or rename it, or give this LLMBackend another name")
+            return Outcome(requeue_after=60)  # nothing of ours is watched on it: look again
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
             if conflict and child["kind"] == workload_kind:
                 child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
             child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
-            live = live_workload if child["kind"] == workload_kind else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
+            live = lives[(child["kind"], child["metadata"]["name"])]
             if live is None or not _up_to_date(child, live):
                 try:
                     applied = self.kube.apply(child)
@@ -477,6 +488,10 @@ def _validation_message(exc: ValidationError) -> str:
         location = ".".join(str(p) for p in error.get("loc", ()))
         parts.append(f"spec.{location}: {error.get('msg')}")
     return "; ".join(parts)
+
+
+def _controlled_by(obj: dict[str, Any], ref: BackendRef) -> bool:
+    return any(o.get("uid") == ref.uid and o.get("controller") for o in obj["metadata"].get("ownerReferences") or [])
 
 
 def _not_served(conditions: Conditions, reason: str, message: str) -> None:
