@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
@@ -33,7 +34,6 @@ from ..render.workloads import (
     selector_string,
 )
 from . import permissions
-from ..api import conditions as cond
 from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions, now_rfc3339
 from .kube import ApiError, Kube
 
