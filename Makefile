@@ -12,9 +12,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install $(PIP_FLAGS) -e '.[test]'
 	touch $@
 
-# Control-plane binaries (etcd, kube-apiserver, ...) built once from the Go module proxy into ~/.cache/llmbackend.
+# Control-plane binaries (etcd, kube-apiserver, ...) and Argo CD's health evaluator (tests/argocd) built once from
+# the Go module proxy into ~/.cache/llmbackend.
 tools: setup
 	$(PY) -m llmbackend.devcluster.build
+	$(PY) tests/argocd/argocd_health.py
 
 # Debian's Prometheus for the autoscaling tests (installed when missing and we are root; otherwise those tests skip).
 prometheus:

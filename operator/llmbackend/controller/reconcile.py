@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..autoscaling.hpa import RECORDING_RULE_NAME
@@ -47,7 +48,11 @@ EVENT_SOURCE = "llmbackend-operator"
 CHECKPOINT_INVALID = "CheckpointInvalid"  # reason: the checkpoint check init container failed
 KEDA_NOT_INSTALLED = "KEDANotInstalled"  # reason: autoscaling.mode keda without KEDA's ScaledObject CRD
 # Waiting container reasons that mean the pod will not start without a change.
-FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
+FATAL_WAITING_REASONS = {
+    "ErrImagePull": cond.IMAGE_PULL_FAILED, "ImagePullBackOff": cond.IMAGE_PULL_FAILED,
+    "InvalidImageName": cond.IMAGE_PULL_FAILED, "CreateContainerConfigError": cond.CREATE_CONTAINER_CONFIG_ERROR,
+    "CrashLoopBackOff": cond.CRASH_LOOP_BACK_OFF,
+}
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
@@ -164,22 +169,39 @@ class Reconciler:
     # ---- the steps ----
 
     def _reconcile(self, obj: dict[str, Any]) -> Outcome:
+        """One pass: every path sets all four conditions for this generation; ONE status write at the end."""
         meta = obj["metadata"]
-        key = (meta["namespace"], meta["name"])
         ref = BackendRef(meta["name"], meta["namespace"], meta["uid"])
         old_status = obj.get("status") or {}
         conditions = Conditions(old_status.get("conditions"), meta.get("generation"))
         status: dict[str, Any] = {"observedGeneration": meta.get("generation"), "selector": selector_string(ref)}
+        try:
+            outcome = self._converge(obj, ref, old_status, status, conditions)
+        except ApiError as exc:
+            _api_failure(conditions, exc)
+            try:
+                self._finish(obj, ref, status, conditions, old_status)
+            except ApiError:
+                pass  # the API server is failing us; the original error below is retried with backoff
+            raise
+        self._finish(obj, ref, status, conditions, old_status)
+        return outcome
 
+    def _converge(self, obj: dict[str, Any], ref: BackendRef, old_status: dict[str, Any], status: dict[str, Any],
+                  conditions: Conditions) -> Outcome:
+        meta = obj["metadata"]
+        key = (ref.namespace, ref.name)
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
             resolve_architecture(spec.model)
         except (ValidationError, UnknownPresetError) as exc:
-            reason = "UnknownPreset" if isinstance(exc, UnknownPresetError) else "InvalidSpec"
-            message = str(exc) if isinstance(exc, UnknownPresetError) else _validation_message(exc)
+            if isinstance(exc, UnknownPresetError):
+                reason, message = cond.UNKNOWN_PRESET, (f"{exc}; set spec.model.preset to a catalog entry "
+                                                       "(`llmbackend presets`) or give spec.model.architecture")
+            else:
+                reason, message = cond.INVALID_SPEC, f"{_validation_message(exc)}; fix these fields of the spec"
             conditions.set(PLANNED, False, reason, message)
-            conditions.set(DEGRADED, True, reason, message)
-            self._finish(obj, ref, status, conditions, old_status)
+            _not_served(conditions, reason, message)
             return Outcome()  # nothing to retry until the spec changes
 
         status["modelName"] = model_name(ref, spec)
@@ -193,24 +215,24 @@ class Reconciler:
                 with self.state.lock:
                     self.state.waiting_for_capacity.add(key)
                 conditions.set(PLANNED, False, fresh.reason, fresh.explanation)
-                conditions.set(DEGRADED, True, fresh.reason, _first_line(fresh.explanation))
+                _not_served(conditions, fresh.reason,
+                            f"{_first_line(fresh.explanation)}; change the spec (model, quantization, parallelism, "
+                            "scheduling) or add nodes that fit: the operator re-plans when nodes change")
                 if old_status.get("plan"):
                     status["plan"] = old_status["plan"]  # running replicas keep their plan; nothing is deleted
-                self._finish(obj, ref, status, conditions, old_status)
                 return Outcome()  # re-run by node events (waiting_for_capacity)
             plan_status = plan_status_from(fresh, input_hash)
         with self.state.lock:
             self.state.waiting_for_capacity.discard(key)
         status["plan"] = plan_status.dump()
-        conditions.set(PLANNED, True, "Fits", plan_status.explanation or "plan chosen")
+        conditions.set(PLANNED, True, cond.FITS, plan_status.explanation or "plan chosen")
 
         multi_node = plan_status.nodes_per_replica > 1
         if multi_node and not self.kube.has_api(*MANAGED_KINDS["LeaderWorkerSet"]):
             message = (f"this plan needs {plan_status.nodes_per_replica} nodes per replica, served as a LeaderWorkerSet; "
-                       "install LeaderWorkerSet (https://lws.sigs.k8s.io) and the operator retries")
-            conditions.set(DEGRADED, True, "LeaderWorkerSetNotInstalled", message)
-            conditions.set(AVAILABLE, False, "LeaderWorkerSetNotInstalled", message)
-            self._finish(obj, ref, status, conditions, old_status)
+                       "install LeaderWorkerSet (https://lws.sigs.k8s.io) and the operator retries within a minute, "
+                       "or change the spec so one node holds a replica")
+            _not_served(conditions, cond.LEADER_WORKER_SET_NOT_INSTALLED, message)
             return Outcome(requeue_after=60)
 
         same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
@@ -235,8 +257,20 @@ class Reconciler:
                                       scaled_objects=not keda_missing, inference_pool=inference_pool)
         except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
             conditions.set(DEGRADED, True, exc.reason, str(exc))
-            self._finish(obj, ref, status, conditions, old_status)
+            _not_served(conditions, exc.reason, str(exc))
             return Outcome()
+        lives = {(c["kind"], c["metadata"]["name"]):
+                 live_workload if c["kind"] == workload_kind and c["metadata"]["name"] == ref.name
+                 else self.kube.get(c["kind"], ref.namespace, c["metadata"]["name"]) for c in desired}
+        foreign = [f"{kind} {ref.namespace}/{name}" for (kind, name), live in lives.items()
+                   if live is not None and not _controlled_by(live, ref)]
+        if foreign:  # never adopt: someone else's object keeps every field it has
+            with self.state.lock:
+                self.state.autoscale_targets.pop(key, None)
+            _not_served(conditions, cond.RESOURCE_EXISTS,
+                        f"{', '.join(foreign)} already exists and is not controlled by this LLMBackend; the operator "
+                        "changes nothing of it. Delete or rename it, or give this LLMBackend another name")
+            return Outcome(requeue_after=60)  # nothing of ours is watched on it: look again
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
@@ -244,9 +278,13 @@ class Reconciler:
             if conflict and is_workload:
                 child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
             child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
-            live = live_workload if is_workload else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
+            live = lives[(child["kind"], child["metadata"]["name"])]
             if live is None or not _up_to_date(child, live):
-                applied = self.kube.apply(child)
+                try:
+                    applied = self.kube.apply(child)
+                except ApiError as exc:
+                    raise ApiError(exc.status, exc.reason,
+                                   f"applying {child['kind']} {child['metadata']['name']}: {exc.message}") from exc
                 applied_any = True
                 if is_workload:
                     live_workload = applied
@@ -260,7 +298,7 @@ class Reconciler:
                        f"{workload_kind} {ref.name}: {previous_replicas} -> {replicas} replicas "
                        f"(ratio {auto.get('currentRatio', '?')}, {auto.get('reason', '')}: {auto.get('message', '')})")
 
-        self._status_from_workload(ref, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
+        self._status_from_workload(ref, spec, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
         if openai.enabled(spec):
             status["endpoint"]["openaiPort"] = openai.OPENAI_PORT
         if keda_missing:
@@ -268,12 +306,11 @@ class Reconciler:
                            "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
                            "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
         if conflict:
-            conditions.set(DEGRADED, True, "ConflictingHorizontalPodAutoscaler",
+            conditions.set(DEGRADED, True, cond.CONFLICTING_HPA,
                            f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
                            "writing its replicas. Delete that HPA, or use spec.autoscaling (mode operator or hpa) instead.")
-        self._finish(obj, ref, status, conditions, old_status)
         # Keep watching a rollout; the watch on children also wakes us, this is the safety net.
-        return Outcome(requeue_after=None if conditions.is_true(AVAILABLE) else 30)
+        return Outcome(requeue_after=None if conditions.is_true(AVAILABLE) and not conditions.is_true(PROGRESSING) else 30)
 
     def _foreign_hpa(self, ref: BackendRef, workload_kind: str, live_workload, replicas: int | None) -> str | None:
         """Name of an HPA we do not own that targets our workload. Looked up only when replicas drifted."""
@@ -354,7 +391,8 @@ class Reconciler:
                 log.info("deleting %s %s/%s: no longer desired", kind, ref.namespace, name)
                 self.kube.delete(kind, ref.namespace, name, uid=live["metadata"]["uid"])
 
-    def _status_from_workload(self, ref, workload, replicas, capacity, plan_status, status, conditions, strategy_why) -> None:
+    def _status_from_workload(self, ref, spec: LLMBackendSpec, workload, replicas, capacity, plan_status, status,
+                              conditions, strategy_why) -> None:
         ws = (workload or {}).get("status", {})
         want = replicas if replicas is not None else (workload or {}).get("spec", {}).get("replicas", 0)
         ready = ws.get("readyReplicas", 0) or 0
@@ -366,30 +404,42 @@ class Reconciler:
         status["endpoint"] = {"service": f"{ref.name}.{ref.namespace}.svc", "httpPort": triton.HTTP_PORT,
                               "grpcPort": triton.GRPC_PORT, "metricsPort": triton.METRICS_PORT}
         rolled_out = observed and updated >= want and ready >= want and current <= want
-        if want == 0:
-            conditions.set(AVAILABLE, False, "ScaledToZero", "replicas is 0")
+        strategy = f"rollout strategy {status['rolloutStrategy']}: {strategy_why}"
+        if want == 0 and spec.autoscaling.enabled:
+            # As a Deployment at 0 replicas is Available: the desired state is reached, on purpose.
+            conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
+                           f"idle: autoscaling scaled to 0 replicas (minReplicas {spec.autoscaling.min_replicas}); nothing "
+                           "is served and a backend at 0 has no metrics to scale up on: raise "
+                           "spec.autoscaling.minReplicas to serve")
+        elif want == 0:
+            conditions.set(AVAILABLE, True, cond.ZERO_REPLICAS,
+                           "spec.replicas is 0: nothing is served, on purpose; set spec.replicas (or enable autoscaling) to serve")
         elif rolled_out:
-            conditions.set(AVAILABLE, True, "ReplicasReady", f"{ready}/{want} replicas ready on the current spec")
+            conditions.set(AVAILABLE, True, cond.REPLICAS_READY, f"{ready}/{want} replicas ready on the current spec")
         else:
-            conditions.set(AVAILABLE, False, "ReplicasNotReady", f"{ready}/{want} replicas ready, {updated} on the current spec")
+            conditions.set(AVAILABLE, False, cond.REPLICAS_NOT_READY,
+                           f"{ready}/{want} replicas ready, {updated} on the current spec; see Degraded if this persists")
         if rolled_out or want == 0:
-            conditions.set(PROGRESSING, False, "RolloutComplete", f"rollout strategy {status['rolloutStrategy']}: {strategy_why}")
+            conditions.set(PROGRESSING, False, cond.ROLLOUT_COMPLETE, strategy)
         else:
-            conditions.set(PROGRESSING, True, "RollingOut", f"{updated}/{want} updated, {ready} ready; strategy {status['rolloutStrategy']}: {strategy_why}")
+            conditions.set(PROGRESSING, True, cond.ROLLING_OUT, f"{updated}/{want} updated, {ready} ready; {strategy}")
 
         degraded = None
         if capacity is not None and want > capacity:
-            degraded = ("InsufficientGPUs", f"{want} replicas need {want * plan_status.gpus_per_replica} x {plan_status.gpu_product} "
-                        f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas")
+            degraded = (cond.INSUFFICIENT_GPUS,
+                        f"{want} replicas need {want * plan_status.gpus_per_replica} x {plan_status.gpu_product} "
+                        f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas: "
+                        "lower the replicas (or maxReplicas) or add GPU nodes")
         if not rolled_out and want > 0:
             degraded = self._pod_problem(ref) or degraded
-        for cond in ws.get("conditions", []):
-            if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
-                degraded = ("ProgressDeadlineExceeded", cond.get("message", ""))
+        for condition in ws.get("conditions", []):
+            if condition.get("type") == "Progressing" and condition.get("reason") == cond.PROGRESS_DEADLINE_EXCEEDED:
+                degraded = (cond.PROGRESS_DEADLINE_EXCEEDED,
+                            f"{condition.get('message', '')}; see the serving pods' events (kubectl describe pods)")
         if degraded:
             conditions.set(DEGRADED, True, *degraded)
         else:
-            conditions.set(DEGRADED, False, "AsExpected", "")
+            conditions.set(DEGRADED, False, cond.AS_EXPECTED, "")
 
     def _pod_problem(self, ref: BackendRef) -> tuple[str, str] | None:
         """Why serving pods do not run: the scheduler's or the kubelet's words."""
@@ -397,14 +447,18 @@ class Reconciler:
             invalid = checkpoint_check_failure(pod)
             if invalid:
                 return invalid
-            for cond in pod.get("status", {}).get("conditions", []):
-                if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
-                    return "Unschedulable", f"pod {pod['metadata']['name']}: {cond.get('message', '')}"
+            name = pod["metadata"]["name"]
+            for c in pod.get("status", {}).get("conditions", []):
+                if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                    return cond.UNSCHEDULABLE, (f"pod {name}: {c.get('message', '')}; change spec.scheduling or "
+                                                "free or add matching nodes")
             for cs in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
                 waiting = (cs.get("state") or {}).get("waiting") or {}
-                if waiting.get("reason") in FATAL_WAITING_REASONS:
-                    return ("ImagePullFailed" if "Image" in waiting["reason"] else waiting["reason"],
-                            f"pod {pod['metadata']['name']} container {cs.get('name')}: {waiting.get('message', waiting['reason'])}")
+                why = waiting.get("reason")
+                if why in FATAL_WAITING_REASONS:
+                    reason = FATAL_WAITING_REASONS[why]
+                    return reason, (f"pod {name} container {cs.get('name')}: {waiting.get('message', why)}; "
+                                    f"see `kubectl describe pod {name}` and its logs")
         return None
 
     # ---- status and events ----
@@ -420,11 +474,11 @@ class Reconciler:
                 if exc.status == 409:  # the CR changed meanwhile; the watch brings us back
                     return
                 raise
-        for cond in conditions.changed():
-            if cond["type"] == PROGRESSING or (cond["type"] == DEGRADED and cond["status"] == "False"):
-                continue  # routine; the other transitions are worth an event
-            warn = cond["type"] == DEGRADED or (cond["type"] == PLANNED and cond["status"] == "False")
-            self.event(obj, "Warning" if warn else "Normal", cond["reason"], _first_line(cond["message"]) or cond["reason"])
+        for c in conditions.changed():
+            if c["type"] == PROGRESSING or c["status"] == "Unknown" or (c["type"] == DEGRADED and c["status"] == "False"):
+                continue  # routine (or unknown); the other transitions are worth an event
+            warn = c["type"] == DEGRADED or (c["type"] == PLANNED and c["status"] == "False")
+            self.event(obj, "Warning" if warn else "Normal", c["reason"], _first_line(c["message"]) or c["reason"])
 
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj["metadata"]
@@ -480,3 +534,28 @@ def _validation_message(exc: ValidationError) -> str:
         location = ".".join(str(p) for p in error.get("loc", ()))
         parts.append(f"spec.{location}: {error.get('msg')}")
     return "; ".join(parts)
+
+
+def _controlled_by(obj: dict[str, Any], ref: BackendRef) -> bool:
+    return any(o.get("uid") == ref.uid and o.get("controller") for o in obj["metadata"].get("ownerReferences") or [])
+
+
+def _not_served(conditions: Conditions, reason: str, message: str) -> None:
+    """A pass that stops before the workload (PLANNED already set): the current spec is not served, so nothing
+    rolls out until someone changes the spec or the cluster; Degraded carries the cause and what to do."""
+    why = reason if conditions.is_true(PLANNED) else cond.NOT_PLANNED
+    conditions.set(AVAILABLE, False, why, "the current spec is not served (see Degraded); replicas of an earlier "
+                   "spec, if any, keep running unchanged")
+    conditions.set(PROGRESSING, False, why, "nothing rolls out until the cause in Degraded is fixed")
+    conditions.set(DEGRADED, True, reason, message)
+
+
+def _api_failure(conditions: Conditions, exc: ApiError) -> None:
+    """A request of this pass failed: what the pass knows is kept, the rest is Unknown; the pass is retried."""
+    if not conditions.is_set(PLANNED):
+        conditions.set(PLANNED, "Unknown", cond.API_REQUEST_FAILED, "not evaluated: an API request failed (see Degraded)")
+    conditions.set(AVAILABLE, "Unknown", cond.API_REQUEST_FAILED, "not known: an API request failed (see Degraded)")
+    conditions.set(PROGRESSING, False, cond.API_REQUEST_FAILED, "stopped: an API request failed (see Degraded)")
+    conditions.set(DEGRADED, True, cond.API_REQUEST_FAILED,
+                   f"{exc.status} {exc.reason}: {exc.message}; the operator retries with backoff. If it persists, "
+                   "check the namespace's ResourceQuota and LimitRange, admission webhooks and the operator's RBAC")
