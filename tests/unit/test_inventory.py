@@ -79,7 +79,7 @@ def test_inference_table(product, count, domains):
 def test_bandwidth_table():
     assert nvlink_bandwidth_gbps("NVIDIA-H100-80GB-HBM3") == 900
     assert nvlink_bandwidth_gbps("NVIDIA-A100-SXM4-40GB") == 600
-    assert nvlink_bandwidth_gbps("NVIDIA-L40S") == 64
+    assert nvlink_bandwidth_gbps("NVIDIA-L40S") == 32  # no NVLink: PCIe Gen4 x16 per direction (was a flat 64)
 
 
 @pytest.mark.parametrize("bad", ["not json", '{"nvlinkDomains": 3}', '{"other": []}', '{"nvlinkDomains": [[0,1],[1,2]]}',

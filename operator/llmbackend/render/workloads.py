@@ -24,6 +24,7 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from . import triton
+from ..planning.inventory import GPU_TOLERATIONS
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -289,7 +290,10 @@ def _pod_spec(
     }
 
     node_selector = dict(spec.scheduling.node_selector or {})
-    if plan.gpu_product:
+    if plan.node_selector:  # the label that names the product on the planned nodes (GFD's or a cloud's)
+        for key, value in plan.node_selector.items():
+            node_selector.setdefault(key, value)
+    elif plan.gpu_product:
         node_selector.setdefault("nvidia.com/gpu.product", plan.gpu_product)
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
@@ -301,8 +305,9 @@ def _pod_spec(
         "volumes": volumes,
         "nodeSelector": node_selector,
     }
-    if spec.scheduling.tolerations:
-        pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations]
+    # GPU nodes of managed clouds carry an nvidia.com/gpu taint (GKE adds the toleration only through an
+    # admission plugin AKS lacks); the planner counts those nodes, so the pods tolerate it.
+    pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations or []] + [dict(t) for t in GPU_TOLERATIONS]
     if spec.scheduling.priority_class_name:
         pod["priorityClassName"] = spec.scheduling.priority_class_name
     return pod
