@@ -290,3 +290,61 @@ def test_replicas_capacity():
     assert replicas_capacity(thr(L8, "l40s-pcie", max_batch_size=16), nodes("l40s-pcie")) == 4
     assert replicas_capacity(thr(L405, "gb200-nvl-clique"), nodes("gb200-nvl-clique")) == 2
     assert replicas_capacity(auto(L405, "dgx-h100"), nodes("dgx-h100")) == 0
+
+
+# ---- managed clouds, unknown products, EP, stranded GPUs ----
+
+MIXTRAL_MOE = PRESETS["mixtral-8x7b"].model_copy(update={"num_experts": 8, "num_experts_per_token": 2,
+                                                         "active_parameter_count": 12_900_000_000})
+
+
+def gke_node(name="gke-0", labels=None, gpus=8):
+    return parse_node({"metadata": {"name": name, "labels": labels or {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}},
+                       "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+                       "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}})
+
+
+def test_gke_node_without_gfd_plans_fp8_and_selects_by_accelerator_label():
+    p = plan(L70, EngineSpec(quantization="fp8"), ParallelismSpec(objective="throughput"), [gke_node()])
+    assert p.fits and (p.tensor_parallel, p.gpu_product) == (2, "NVIDIA-H100-80GB-HBM3")
+    assert dict(p.node_selector) == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+
+
+def test_unknown_product_named_plainly():
+    mystery = gke_node("odd-0", {"node.kubernetes.io/instance-type": "x9.mystery"}, gpus=4)
+    p = plan(L8, EngineSpec(), ParallelismSpec(), [mystery])
+    assert not p.fits and p.reason == "UnknownGPUProduct"
+    assert "odd-0" in p.explanation and "unknown product" in p.explanation
+    assert "0.0 GiB" not in p.explanation
+    # Next to known nodes it is named as not used.
+    q = plan(L8, EngineSpec(), ParallelismSpec(), [mystery] + nodes("dgx-h100"))
+    assert q.fits and "Not used: odd-0" in q.explanation
+
+
+def test_expert_parallel_in_plan_status_and_validated():
+    p = explicit(MIXTRAL_MOE, "dgx-h100", 4)
+    assert p.fits and p.expert_parallel == 4 and p.to_status()["expertParallel"] == 4
+    e = plan(MIXTRAL_MOE, EngineSpec(), ParallelismSpec(tensor_parallel=4, expert_parallel=2), nodes("dgx-h100"))
+    assert e.fits and e.expert_parallel == 2 and "moe_tensor_parallel_size 2" in e.explanation
+    bad = plan(MIXTRAL_MOE, EngineSpec(), ParallelismSpec(tensor_parallel=4, expert_parallel=3), nodes("dgx-h100"))
+    assert not bad.fits and bad.reason == "ExpertParallelInvalid" and "1, 2, 4" in bad.explanation
+    dense = plan(L8, EngineSpec(), ParallelismSpec(tensor_parallel=2, expert_parallel=2), nodes("dgx-h100"))
+    assert dense.reason == "ExpertParallelInvalid"
+    # vLLM: --enable-expert-parallel spans the TP group, so EP is 1 or TP.
+    assert planner.valid_expert_parallel(MIXTRAL_MOE, EngineSpec(backend="vllm"), 4) == [1, 4]
+    assert planner.valid_expert_parallel(MIXTRAL_MOE, EngineSpec(), 4) == [1, 2, 4]
+    assert planner.valid_expert_parallel(L8, EngineSpec(), 4) == []
+
+
+def test_no_odd_pp_that_strands_gpus_when_an_even_split_exists():
+    # 5 heads: TP is 1 or 5, so a 4 x L40S node can only pipeline. The memory needs 3 stages; TP1 x PP3 would
+    # leave the fourth GPU idle, so the plan takes the even split TP1 x PP4 on the same node.
+    arch = ModelArchitecture(num_layers=40, hidden_size=5120, num_attention_heads=5, num_key_value_heads=5,
+                             head_dim=1024, vocab_size=32_000, parameter_count=110_000_000_000)
+    engine = EngineSpec(quantization="fp8", max_batch_size=2, max_seq_len=1024, max_input_len=512)
+    three = planner.estimate(arch, engine, 1, 3)
+    assert planner.fit(three, nodes("l40s-pcie")[0].memory_bytes, engine, 0.05).fits  # PP3 would fit memory
+    p = plan(arch, engine, ParallelismSpec(), nodes("l40s-pcie"))
+    assert p.fits and (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (1, 4, 1)
+    odd = plan(arch, engine, ParallelismSpec(tensor_parallel=1, pipeline_parallel=3), nodes("l40s-pcie"))
+    assert odd.fits  # explicit shapes are honoured when they fit

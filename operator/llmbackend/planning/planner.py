@@ -601,6 +601,7 @@ class _Search:
             f = self.fit(group, tp, 1)
             self.rejections.append(_Rejection(tp, tp, 1, group.product, _short_need(self.mem(tp, 1), f)))
             return None
+        first: tuple[int, _Placement] | None = None
         for pp in range(1, top + 1):
             f = self.fit(group, tp, pp)
             if not f.fits:
@@ -608,8 +609,17 @@ class _Search:
                     self.rejections.append(_Rejection(tp, tp, 1, group.product, _short_need(self.mem(tp, 1), f)))
                 continue
             placement = _place(group, tp, pp)
-            if placement is not None:
-                return self.candidate(group, tp, pp, placement, ep or None)
+            if placement is None:
+                continue
+            if first is None:
+                first = (pp, placement)
+            # An odd pipeline that strands GPUs of its node(s) gives way to a deeper even split on as many nodes.
+            if placement.stranded == 0 or pp == 1:
+                if placement.nodes_per_replica <= first[1].nodes_per_replica:
+                    return self.candidate(group, tp, pp, placement, ep or None)
+                break
+        if first is not None:
+            return self.candidate(group, tp, first[0], first[1], ep or None)
         return None
 
     def latency_pick(self, group_cands: list[_Candidate]) -> _Candidate:
@@ -621,6 +631,8 @@ class _Search:
             if nxt.tp <= current.tp:
                 continue
             if nxt.tp > LATENCY_TP_FACTOR * base.tp:
+                self.notes.append(f"Latency: stops at TP{current.tp}, at most {LATENCY_TP_FACTOR} x the throughput plan's "
+                                  f"TP{base.tp} (NVIDIA's latency profiles use about twice the throughput TP).")
                 break
             before, after = current.est.time_per_output_token_ms, nxt.est.time_per_output_token_ms
             gain = 1 - after / before
@@ -660,7 +672,8 @@ def _choose(search: _Search, candidates: list[_Candidate]) -> tuple[_Candidate, 
     best, notes = picks[0]
     del search.notes[notes_before:]
     search.notes.extend(notes)
-    others = sorted((c for c in pp1 if c is not best), key=lambda c: c.latency_key())
+    # The runner-up worth naming for latency is the throughput shape it widened from.
+    others = sorted((c for c in pp1 if c is not best), key=lambda c: c.throughput_key())
     return best, others
 
 
