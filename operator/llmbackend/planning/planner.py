@@ -64,8 +64,11 @@ plans") and tested in tests/unit/test_planner_published.py.
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture, ParallelismSpec
 from . import roofline
@@ -298,35 +301,77 @@ def _group_info(node: GPUNode) -> tuple[GPUProduct, bool]:
                       0, 0, "none", 4, 0.05), False
 
 
+# Grouping 5,000 nodes is most of a plan's time, and the operator plans many backends against the same
+# snapshot: the last few groupings are kept, keyed by the nodes' identities (GPUNodes are immutable; the
+# inventory replaces a node's object when it changes) and the scheduling constraints. Entries hold the node
+# list, so the identities cannot be reused while cached.
+_GROUP_CACHE: OrderedDict[tuple, tuple[tuple[GPUNode, ...], tuple[list[_Group], int, list[str]]]] = OrderedDict()
+_GROUP_CACHE_SIZE = 4
+_GROUP_CACHE_LOCK = threading.Lock()
+
+
+def clear_cache() -> None:
+    with _GROUP_CACHE_LOCK:
+        _GROUP_CACHE.clear()
+
+
 def _eligible_groups(nodes: Iterable[GPUNode], node_selector, tolerations) -> tuple[list[_Group], int, list[str]]:
     """Group eligible nodes by product; also how many GPU nodes were seen and the eligible ones of unknown product."""
-    tolerations = list(tolerations or []) + list(GPU_TOLERATIONS)
-    groups: dict[tuple, _Group] = {}
+    listed = tuple(nodes)  # a snapshot: the cache keeps these objects (and so their ids) alive
+    tolerations = list(tolerations or [])
+    key = (tuple(map(id, listed)), json.dumps([node_selector or {}, tolerations], sort_keys=True, default=str))
+    with _GROUP_CACHE_LOCK:
+        hit = _GROUP_CACHE.get(key)
+        if hit is not None:
+            _GROUP_CACHE.move_to_end(key)
+            return hit[1]
+    result = _group_nodes(listed, node_selector, tolerations + list(GPU_TOLERATIONS))
+    with _GROUP_CACHE_LOCK:
+        _GROUP_CACHE[key] = (listed, result)
+        while len(_GROUP_CACHE) > _GROUP_CACHE_SIZE:
+            _GROUP_CACHE.popitem(last=False)
+    return result
+
+
+def _group_nodes(nodes: Sequence[GPUNode], node_selector, tolerations) -> tuple[list[_Group], int, list[str]]:
     seen = 0
     unknown: list[str] = []
+    # The hot loop of a plan (5,000 nodes): cheap checks first (node_matches only when something can exclude),
+    # then one bucket per identical layout; domains are interned by the inventory, so identity is a cheap key.
+    buckets: dict[tuple, list[str]] = {}
+    firsts: dict[tuple, GPUNode] = {}
     for node in nodes:
         if node.gpu_count <= 0:
             continue
         seen += 1
-        if not node_matches(node, node_selector, tolerations):
+        if node.cordoned or ((node_selector or node.taints) and not node_matches(node, node_selector, tolerations)):
             continue
         if node.memory_bytes <= 0:
             unknown.append(node.name)
             continue
-        key = (node.product, node.memory_bytes, node.product_label)
-        group = groups.get(key)
+        key = (node.product, node.memory_bytes, node.product_label, node.gpu_count, id(node.nvlink_domains),
+               node.topology_source, node.clique)
+        names = buckets.get(key)
+        if names is None:
+            names = buckets[key] = []
+            firsts[key] = node
+        names.append(node.name)
+    groups: dict[tuple, _Group] = {}
+    for key, names in buckets.items():
+        node = firsts[key]
+        gkey = key[:3]
+        group = groups.get(gkey)
         if group is None:
             info, listed = _group_info(node)
             selector = node.product_label if node.product_label[0] else (LABEL_PRODUCT, node.product)
-            group = groups[key] = _Group(node.product, node.memory_bytes, node.compute_capability, info, selector, listed)
-        shape_key = (node.gpu_count, node.nvlink_domains)
-        shape = group.shapes.get(shape_key)
+            group = groups[gkey] = _Group(node.product, node.memory_bytes, node.compute_capability, info, selector, listed)
+        shape = group.shapes.get(key[3:5])
         if shape is None:
-            shape = group.shapes[shape_key] = _Shape(node.gpu_count, node.nvlink_domains)
-        shape.names.append(node.name)
+            shape = group.shapes[key[3:5]] = _Shape(node.gpu_count, node.nvlink_domains)
+        shape.names.extend(names)
         shape.sources.add(node.topology_source)
         if node.clique:
-            group.cliques.setdefault(node.clique, {}).setdefault(node.gpu_count, []).append(node.name)
+            group.cliques.setdefault(node.clique, {}).setdefault(node.gpu_count, []).extend(names)
             group.clique_sources.add(node.topology_source)
     return sorted(groups.values(), key=lambda g: (g.product, g.memory_bytes, g.selector)), seen, unknown
 
@@ -546,6 +591,7 @@ class _Search:
         self.arch, self.engine, self.objective, self.explicit_ep = arch, engine, objective, ep
         self.total_fraction = total_memory_fraction(engine)
         self._mem: dict[tuple[int, int], MemoryBreakdown] = {}
+        self._fit: dict[tuple, Fit] = {}
         self.rejections: list[_Rejection] = []
         self.notes: list[str] = []
 
@@ -556,7 +602,12 @@ class _Search:
         return m
 
     def fit(self, group: _Group, tp: int, pp: int) -> Fit:
-        return fit(self.mem(tp, pp), group.memory_bytes, self.engine, group.info.reserve_fraction, self.total_fraction)
+        key = (group.memory_bytes, group.info.reserve_fraction, tp, pp)
+        f = self._fit.get(key)
+        if f is None:
+            f = self._fit[key] = fit(self.mem(tp, pp), group.memory_bytes, self.engine, group.info.reserve_fraction,
+                                     self.total_fraction)
+        return f
 
     def ep_for(self, tp: int) -> int | None | bool:
         """EP for this TP: None for dense models, False when the explicit EP does not suit this TP."""
@@ -601,12 +652,19 @@ class _Search:
             f = self.fit(group, tp, 1)
             self.rejections.append(_Rejection(tp, tp, 1, group.product, _short_need(self.mem(tp, 1), f)))
             return None
+        if not self.fit(group, tp, 1).fits:
+            self.rejections.append(_Rejection(tp, tp, 1, group.product, _short_need(self.mem(tp, 1), self.fit(group, tp, 1))))
+        # Memory per GPU never grows with pp: bisect for the shallowest pipeline that fits, then place from there.
+        lo, hi = 1, top
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fit(group, tp, mid).fits:
+                hi = mid
+            else:
+                lo = mid + 1
         first: tuple[int, _Placement] | None = None
-        for pp in range(1, top + 1):
-            f = self.fit(group, tp, pp)
-            if not f.fits:
-                if pp == 1:
-                    self.rejections.append(_Rejection(tp, tp, 1, group.product, _short_need(self.mem(tp, 1), f)))
+        for pp in range(lo, top + 1):
+            if not self.fit(group, tp, pp).fits:
                 continue
             placement = _place(group, tp, pp)
             if placement is None:
