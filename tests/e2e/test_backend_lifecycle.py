@@ -51,7 +51,7 @@ def test_sample_backend_gets_children_pods_and_becomesavailable(cluster, operato
     table = cluster.kubectl("get", "llmb", name, "-n", namespace, "-o", "wide").stdout.splitlines()
     header, row = table[0].split(), table[1].split()
     assert header[:9] == ["NAME", "MODEL", "BACKEND", "TP", "PP", "GPUS/REPLICA", "REPLICAS", "READY", "RATIO"]
-    assert row[1:8] == ["llama-3.1-8b", "tensorrtllm", "1", "1", "1", "1", "1"]
+    assert row[1:8] == ["llama-3.1-8b", "tensorrtllm", "2", "1", "2", "1", "1"]  # latency default: TP2
 
     events = cluster.kube.list("Event", namespace, field_selector=f"involvedObject.name={name}")
     assert {"Fits", "ReplicasReady"} <= {e["reason"] for e in events}

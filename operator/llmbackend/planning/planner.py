@@ -346,7 +346,7 @@ def _group_nodes(nodes: Sequence[GPUNode], node_selector, tolerations) -> tuple[
         seen += 1
         if node.cordoned or ((node_selector or node.taints) and not node_matches(node, node_selector, tolerations)):
             continue
-        if node.memory_bytes <= 0:
+        if node.memory_bytes <= 0 or not node.product:
             unknown.append(node.name)
             continue
         key = (node.product, node.memory_bytes, node.product_label, node.gpu_count, id(node.nvlink_domains),
