@@ -185,3 +185,26 @@ def test_moe_rows_report_ep_in_status():
     assert s["expertParallel"] == 8 and "moe_expert_parallel_size 8 x moe_tensor_parallel_size 1" in p.explanation
     # EKS node without GFD: selected by its instance type, its GPU taint tolerated, fp8 allowed (CC 9.0 from the table).
     assert s["nodeSelector"] == {"karpenter.k8s.aws/instance-gpu-name": "h100"}
+
+
+def test_managed_cloud_plan_renders_pods_that_land_there():
+    """GKE node without GFD: the plan's status selects the accelerator label and the pods tolerate the GPU taint."""
+    from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
+    from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+
+    node = cloud_node("gke-a3-0", 8, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+                                      "node.kubernetes.io/instance-type": "a3-highgpu-8g"})
+    p = plan(L70, EngineSpec(quantization="fp8"), ParallelismSpec(), [parse_node(node)])
+    assert p.fits and p.gpu_product == "NVIDIA-H100-80GB-HBM3"
+    status = PlanStatus.model_validate(p.to_status())
+    spec = LLMBackendSpec.model_validate({"model": {"preset": "llama-3.1-70b", "source": {"uri": "s3://m/x"}},
+                                          "engine": {"quantization": "fp8"}})
+    objects = desired_objects(BackendRef("b", "ns", "uid"), spec, status, 1, RolloutStrategy("RollingUpdate", 1, 0))
+    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists"} in pod["tolerations"]
+    labels = node["metadata"]["labels"]
+    taints = node["spec"]["taints"]
+    assert all(labels.get(k) == v for k, v in pod["nodeSelector"].items())
+    assert all(any(t.get("key") == taint["key"] and t.get("operator") == "Exists" for t in pod["tolerations"])
+               for taint in taints)
