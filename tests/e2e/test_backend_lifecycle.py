@@ -31,11 +31,15 @@ def test_sample_backend_gets_children_pods_and_becomesavailable(cluster, operato
     pods = cluster.kube.list("Pod", namespace, label_selector=f"llmbackend.dev/backend={name}")
     assert len(pods) == 1
     assert pods[0]["spec"]["nodeName"].startswith("dgx-h100-")
-    assert pods[0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    # The sample keeps the latency default: TP2 for Llama-3.1-8B on H100 (was TP1 before the objective mattered).
+    assert pods[0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists"} in pods[0]["spec"]["tolerations"]
     assert condition(pods[0], "Ready")["status"] == "True"
 
     status = obj["status"]
-    assert status["plan"]["tensorParallel"] == 1 and status["plan"]["pipelineParallel"] == 1
+    assert status["plan"]["tensorParallel"] == 2 and status["plan"]["pipelineParallel"] == 1
+    assert status["plan"]["objective"] == "latency" and status["plan"]["timePerOutputTokenMs"] > 0
+    assert status["plan"]["interconnect"] == "NVLink4 900 GB/s" and status["plan"]["hbmBandwidthGbps"] == 3350
     assert status["readyReplicas"] == 1 and status["observedGeneration"] == obj["metadata"]["generation"]
     assert condition(obj, "Planned")["status"] == "True"
     assert condition(obj, "Degraded")["status"] == "False"
@@ -47,7 +51,7 @@ def test_sample_backend_gets_children_pods_and_becomesavailable(cluster, operato
     table = cluster.kubectl("get", "llmb", name, "-n", namespace, "-o", "wide").stdout.splitlines()
     header, row = table[0].split(), table[1].split()
     assert header[:9] == ["NAME", "MODEL", "BACKEND", "TP", "PP", "GPUS/REPLICA", "REPLICAS", "READY", "RATIO"]
-    assert row[1:8] == ["llama-3.1-8b", "tensorrtllm", "1", "1", "1", "1", "1"]
+    assert row[1:8] == ["llama-3.1-8b", "tensorrtllm", "2", "1", "2", "1", "1"]  # latency default: TP2
 
     events = cluster.kube.list("Event", namespace, field_selector=f"involvedObject.name={name}")
     assert {"Fits", "ReplicasReady"} <= {e["reason"] for e in events}

@@ -244,8 +244,11 @@ class EngineSpec(_Model):
     max_num_tokens: int = Field(default=8192, ge=1, le=1_048_576, description="Maximum tokens per engine iteration.")
     kv_cache_free_gpu_mem_fraction: float = Field(
         default=0.9, ge=0.05, le=0.99,
-        description="TensorRT-LLM only: fraction of GPU memory left after weights that the KV cache may take "
-                    "(vLLM backends use vllm.gpuMemoryUtilization).",
+        description="TensorRT-LLM: fraction of the GPU memory left free after weights (and activations) that the KV cache takes; the planner sizes with it. vLLM backends use vllm.gpuMemoryUtilization instead.",
+    )
+    kv_cache_min_sequences: int | None = Field(
+        default=None, ge=1, le=65536,
+        description="KV sizing: the KV cache must hold at least this many full-length (maxSeqLen) sequences; the engine batches as many as fit, up to maxBatchSize (status.plan.achievableConcurrency). Empty: worst case, maxBatchSize x maxSeqLen.",
     )
     batch_scheduler_policy: BatchSchedulerPolicy = Field(
         default=BatchSchedulerPolicy.MAX_UTILIZATION, description="In-flight batch scheduler policy."
@@ -282,7 +285,7 @@ class ParallelismSpec(_Model):
     )
     objective: Objective = Field(
         default=Objective.LATENCY,
-        description="Tie-break between plans of equal GPU count: latency prefers wider TP, throughput prefers more replicas/PP.",
+        description="latency: widen TP (up to 2x the throughput plan) while the roofline time per output token drops by 25% or more a step; throughput: most tokens/s per GPU (fewest GPUs per token/s).",
     )
 
     model_config = ConfigDict(
@@ -433,6 +436,17 @@ class PlanStatus(_Model):
     gpu_product: str | None = None
     topology_source: Literal["annotation", "inferred", "explicit"] | None = None
     explanation: str = Field(default="", max_length=8192)
+    objective: str | None = Field(default=None, max_length=32, description="Objective the plan was chosen for.")
+    time_per_output_token_ms: float | None = Field(
+        default=None, description="Roofline estimate: milliseconds per output token for one request (a bound, not a promise).")
+    tokens_per_second: float | None = Field(
+        default=None, description="Roofline estimate: output tokens/s per replica at achievableConcurrency.")
+    achievable_concurrency: int | None = Field(
+        default=None, description="Full-length (maxSeqLen) sequences the KV cache holds at once, at most maxBatchSize.")
+    hbm_bandwidth_gbps: int | None = Field(default=None, description="HBM bandwidth per GPU used by the estimate (GB/s).")
+    interconnect: str | None = Field(default=None, max_length=128, description="Link the TP all-reduces use, with its bandwidth (e.g. NVLink4 900 GB/s, PCIe Gen4 x16 32 GB/s).")
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="Node labels that pick this plan's GPU product (GFD's nvidia.com/gpu.product, or a managed cloud's accelerator/instance-type label).")
     input_hash: str | None = Field(
         default=None, max_length=64,
         description="Hash of the spec fields this plan was made for; the plan is kept while they are unchanged.",

@@ -20,6 +20,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     PlanStatus,
 )
+from ..planning.inventory import GPU_TOLERATIONS
 from . import gateway, openai, triton
 
 MANAGED_BY = "llmbackend-operator"
@@ -332,7 +333,10 @@ def _pod_spec(
         })
 
     node_selector = dict(spec.scheduling.node_selector or {})
-    if plan.gpu_product:
+    if plan.node_selector:  # the label that names the product on the planned nodes (GFD's or a cloud's)
+        for key, value in plan.node_selector.items():
+            node_selector.setdefault(key, value)
+    elif plan.gpu_product:
         node_selector.setdefault("nvidia.com/gpu.product", plan.gpu_product)
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
@@ -349,8 +353,9 @@ def _pod_spec(
             spec, image, triton.served_model_name(backend, model_name(ref, spec)), model_name(ref, spec),
             container["securityContext"], [m for m in volume_mounts if m["name"] == "models"]))
         volumes.append(openai.volume(config_map["metadata"]["name"]))
-    if spec.scheduling.tolerations:
-        pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations]
+    # GPU nodes of managed clouds carry an nvidia.com/gpu taint (GKE adds the toleration only through an
+    # admission plugin AKS lacks); the planner counts those nodes, so the pods tolerate it.
+    pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations or []] + [dict(t) for t in GPU_TOLERATIONS]
     if spec.scheduling.priority_class_name:
         pod["priorityClassName"] = spec.scheduling.priority_class_name
     return pod
