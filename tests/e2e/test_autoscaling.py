@@ -93,7 +93,7 @@ def _diag(rec: Recorder, operator, fw: PodForwards | None = None) -> str:
 
 def _prom_series(url: str, namespace: str) -> dict[str, float]:
     """The recording rule's current per-pod values in ``namespace``."""
-    q = urllib.parse.urlencode({"query": f'triton:queue_compute:ratio{{namespace="{namespace}"}}'})
+    q = urllib.parse.urlencode({"query": f'llmbackend:engine_queue_compute:ratio{{namespace="{namespace}"}}'})
     with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=5) as r:  # noqa: S310 - loopback
         result = json.load(r)["data"]["result"]
     return {s["metric"]["pod"]: float(s["value"][1]) for s in result}

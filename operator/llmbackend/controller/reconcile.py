@@ -269,7 +269,7 @@ class Reconciler:
             return spec.replicas
         live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         if autoscaling.mode == AutoscalingMode.HPA:
-            message = "replicas are owned by the rendered HPA on the custom metric triton_queue_compute_ratio"
+            message = "replicas are owned by the rendered HPA on the custom metric llmbackend_engine_queue_compute_ratio (the engine queue/compute ratio)"
             if not self.kube.has_api(*PROMETHEUS_RULE_API):
                 message += ("; no PrometheusRule CRD here: load the recording rule and the prometheus-adapter rule "
                             "printed by `llmbackend hpa-rules -f <this manifest>`")
