@@ -56,6 +56,7 @@ class ScaleDecision:
     message: str
     current_ratio: str | None
     last_scale_time: str | None
+    extra: dict[str, Any] = field(default_factory=dict)  # more status.autoscaling fields (signal, in flight, cold start)
 
 
 @dataclass
@@ -293,9 +294,9 @@ class Reconciler:
         auto = {"desiredReplicas": replicas}
         if decision is not None:
             auto.update(currentRatio=decision.current_ratio, reason=decision.reason, message=decision.message,
-                        lastScaleTime=decision.last_scale_time)
+                        lastScaleTime=decision.last_scale_time, **decision.extra)
         else:
-            auto.update(reason="AwaitingMetrics", message="no decision yet: waiting for a full window of Triton metrics")
+            auto.update(reason="AwaitingMetrics", message="no decision yet: waiting for a full window of engine metrics")
         status["autoscaling"] = {k: v for k, v in auto.items() if v is not None}
         return replicas
 
