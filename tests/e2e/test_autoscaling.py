@@ -159,7 +159,11 @@ def test_direct_scrape_scales_up_under_load_and_back_down(cluster, operator, nam
           f"load: {res.ok} ok, {res.errors} errors")
 
     assert peak > TARGET * (1 + TOLERANCE), timeline
-    assert up["autoscaling"]["reason"] in (D.SCALED_UP, D.AT_MAX_REPLICAS, D.STABILIZING_SCALE_UP, D.WITHIN_TOLERANCE), timeline
+    assert up["autoscaling"]["reason"] in (D.SCALED_UP, D.ENGINE_SATURATED, D.FORECAST_LOAD, D.AT_MAX_REPLICAS,
+                                           D.STABILIZING_SCALE_UP, D.WITHIN_TOLERANCE), timeline
+    # the engine's counters and gauges drive it; the cold start is learned from the (kwok) pods
+    assert up["autoscaling"]["signal"] == "engine" and "/" in up["autoscaling"]["inFlight"], up
+    assert "learned from" in final["autoscaling"]["coldStartSource"], final
     assert max(seq) <= MAX_REPLICAS
     assert seq[0] == 1 and seq[-1] == 1 and max(seq) > 1, seq
     assert _unimodal(seq), f"replicas flapped: {seq}{timeline}"

@@ -39,10 +39,13 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
 2b. The engine's view (when the reading carries the engine gauges: requests in
    flight = batch + engine queue, and the batch slots per replica). Two more
    recommendations join the ratio's, and the largest wins:
-   * forecast: requests in flight expected one cold start ahead (Holt's linear
-     smoothing of the in-flight count over the window, trend never below 0)
-     / (``targetUtilization`` x slots). A replica added now serves one cold start
-     later, so it must be asked for now. Scaling down never goes below it.
+   * forecast: the load expected one cold start ahead / (``targetUtilization`` x
+     slots). The load is the offered load (arrival rate x mean compute time per
+     request, Little's law: the sequences the arrivals keep busy; it does not grow
+     with a backlog the way the in-flight count does), else the in-flight count;
+     Holt's linear smoothing over the window gives level and trend (a falling trend
+     is not extrapolated). A replica added now serves one cold start later, so it
+     must be asked for now. Scaling down never goes below the current load.
    * saturation: slots full (active >= max, over the ready pods) or KV blocks above
      ``kvCacheThreshold`` for ``saturationSeconds`` scales up even when the ratio
      lags (it counts only finished requests): to ``in flight / (targetUtilization
@@ -176,9 +179,10 @@ class EngineView:
 
     in_flight: float
     slots_per_replica: float
-    forecast: float          # in flight expected one cold start ahead
+    forecast: float          # load expected one cold start ahead
     cold_start_s: float
     saturated: str           # why the engines count as saturated now ('' when they do not)
+    load: float = 0.0        # the load now: offered load (or in flight when it cannot be measured)
 
     def replicas_for(self, load: float, utilization: float) -> int:
         return math.ceil(load / (utilization * self.slots_per_replica) - 1e-9)
@@ -311,19 +315,20 @@ def decide(
     slots_total = reading.slots if reading.slots else (
         max_batch_size * reading.pods_used if max_batch_size and reading.pods_used else None)
     if not stale and reading.in_flight is not None and reading.pods_used and slots_total:
-        x = reading.in_flight
+        load = reading.offered_load
+        x = reading.in_flight if load is None else load
         tr = Holt(x, 0.0, now) if state.trend is None else state.trend.update(
             x, now, LEVEL_TAU_OF_WINDOW * spec.window_seconds, SLOPE_TAU_OF_WINDOW * spec.window_seconds)
         new_state.trend = tr
         horizon = cold_start_s if cold_start_s is not None else float(spec.cold_start_seconds or 0)
         forecast = max(x, tr.ahead(horizon)) if spec.forecast else x
         sat = saturation(reading, spec)
-        view = EngineView(x, slots_total / reading.pods_used, forecast, horizon, sat)
+        view = EngineView(reading.in_flight, slots_total / reading.pods_used, forecast, horizon, sat, x)
         if sat:
             new_state.saturated_since = state.saturated_since if state.saturated_since is not None else now
         else:
             new_state.saturated_since = None
-        idle = x == 0 and reading.ratio == 0.0 and reading.requests == 0
+        idle = reading.in_flight == 0 and reading.ratio == 0.0 and reading.requests == 0
         new_state.idle_since = (state.idle_since if state.idle_since is not None else now) if idle else None
 
     # 1. no usable reading
@@ -358,13 +363,13 @@ def decide(
             base += f"; saturated for {now - new_state.saturated_since:.0f}s ({view.saturated})"
         elif need_forecast > raw and need_forecast > cur:
             engine_reason = FORECAST_LOAD
-            base += f"; {view.forecast:.0f} expected in flight one cold start ({view.cold_start_s:.0f}s) ahead"
+            base += f"; load {view.load:.0f} now, {view.forecast:.0f} expected one cold start ({view.cold_start_s:.0f}s) ahead"
         raw = max(raw, engine_need)
-        if raw == 0 and cur > 0:
+        if raw == 0 and cur > 0 and lo == 0:
             idle_for = 0.0 if new_state.idle_since is None else now - new_state.idle_since
             if idle_for < spec.scale_to_zero_after_seconds:
                 raw = 1
-                if cur == 1 and lo == 0:
+                if cur == 1:
                     recs.append((now, raw))
                     return finish(1, WAITING_TO_SCALE_TO_ZERO,
                                   f"{base}: idle {idle_for:.0f}s of {spec.scale_to_zero_after_seconds}s before scaling to zero", raw)

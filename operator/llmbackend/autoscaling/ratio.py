@@ -115,6 +115,10 @@ class RatioReading:
     active: float | None = None
     slots: float | None = None
     slots_full_pods: int = 0  # pods whose batch is full (active >= max)
+    # Requests that arrived per second over the window, summed over pods: finished + growth of what is in
+    # flight (conservation; exact while no pod restarts). Unlike the in-flight count it does not grow with a
+    # backlog, and unlike the finished count it is not capped by capacity. None without in-flight gauges.
+    arrival_rate: float | None = None
     # Little's law: Σ compute time / elapsed time = mean requests in compute, per pod
     # that contributed. With the engine's max batch size it gives the occupancy that
     # decide() uses to keep scale-downs from saturating the remaining replicas.
@@ -127,6 +131,13 @@ class RatioReading:
     def formatted(self) -> str | None:
         """Status form: string with 3 decimals (AutoscalingStatus.currentRatio)."""
         return None if self.ratio is None else f"{self.ratio:.3f}"
+
+    @property
+    def offered_load(self) -> float | None:
+        """Sequences the arrivals keep busy (Little's law: arrival rate x mean compute time per request)."""
+        if self.arrival_rate is None or self.requests <= 0:
+            return None
+        return self.arrival_rate * self.compute_us / 1e6 / self.requests
 
     @property
     def in_flight(self) -> float | None:
@@ -303,6 +314,7 @@ def window_ratio(
     slots_total: float | None = None
     full = 0
     inflight = 0.0
+    arrivals: float | None = 0.0
     for _pod, samples in samples_by_pod.items():
         seq = sorted((s for s in samples), key=lambda x: x[0])
         if not seq:
@@ -323,6 +335,11 @@ def window_ratio(
         span = last_t - in_win[0][0]
         if span > 0:
             inflight += d.compute / 1e6 / span
+            first = in_win[0][1]
+            if arrivals is not None and first.pending is not None and last.pending is not None and not d.resets:
+                arrivals += max(0.0, d.success + last.pending - first.pending) / span
+            else:
+                arrivals = None
         newest = last_t if newest is None else max(newest, last_t)
         if last.pending is not None:
             pending_seen = True
@@ -344,6 +361,7 @@ def window_ratio(
         trtllm_waiting=waiting_total, kv_cache_fraction=kv_max,
         mean_inflight_per_pod=(inflight / used) if used else None,
         signal=signal, active=active_total, slots=slots_total, slots_full_pods=full,
+        arrival_rate=arrivals if used and active_total is not None else None,
     )
     if used == 0:
         if stale and not warming:
