@@ -145,6 +145,10 @@ def test_direct_scrape_scales_up_under_load_and_back_down(cluster, operator, nam
             raise AssertionError(f"{exc}{_diag(rec, operator, fw)}") from None
         time.sleep(2 * SYNC)  # and it stays there
         final = rec.latest()
+        # before each scale-down the operator set every Ready pod's deletion cost from its engine's in-flight work
+        survivors = [p for p in rec.kube.list("Pod", namespace, label_selector=f"llmbackend.dev/backend={name}")
+                     if not p["metadata"].get("deletionTimestamp")]
+        costs = [(p["metadata"].get("annotations") or {}).get("controller.kubernetes.io/pod-deletion-cost") for p in survivors]
 
     timeline = _diag(rec, operator, fw)
     print(timeline)
@@ -164,6 +168,7 @@ def test_direct_scrape_scales_up_under_load_and_back_down(cluster, operator, nam
     # the engine's counters and gauges drive it; the cold start is learned from the (kwok) pods
     assert up["autoscaling"]["signal"] == "engine" and "/" in up["autoscaling"]["inFlight"], up
     assert "learned from" in final["autoscaling"]["coldStartSource"], final
+    assert costs and all(c is not None and c.isdigit() for c in costs), costs
     assert max(seq) <= MAX_REPLICAS
     assert seq[0] == 1 and seq[-1] == 1 and max(seq) > 1, seq
     assert _unimodal(seq), f"replicas flapped: {seq}{timeline}"

@@ -318,3 +318,43 @@ def test_holt_follows_a_linear_trend():
         h = h.update(t / 10.0, float(t), 30, 60)
     assert h.slope == pytest.approx(0.1, rel=0.05)
     assert h.ahead(100) == pytest.approx(h.level + 100 * h.slope)
+
+
+def test_batch_fit_predicts_compute_time_at_the_target_batch():
+    # compute time per request = 5 s + 0.1 s per sequence in the batch, seen at batches 10..40
+    fit = D.BatchFit((0.0,) * 5, 0.0)
+    for i, b in enumerate([10, 20, 30, 40, 15, 35]):
+        fit = fit.add(b, 5 + 0.1 * b, float(i * 15), D.FIT_TAU_S)
+    assert fit.at(60) == pytest.approx(11.0, rel=1e-6)
+    # one operating point only: no slope to trust, the mean
+    flat = D.BatchFit((0.0,) * 5, 0.0).add(20, 7.0, 0.0, D.FIT_TAU_S).add(20.5, 7.1, 15.0, D.FIT_TAU_S)
+    assert flat.at(60) == pytest.approx(7.05, rel=1e-3)
+
+
+def test_load_at_the_target_batch_does_not_oscillate_with_the_replica_count():
+    # Same traffic (10 req/s) seen at 4 replicas (small batch, fast tokens) and 2 replicas (big batch):
+    # in flight differs, the replicas wanted do not.
+    s = spec(target_utilization=0.5, forecast=False, scale_down_stabilization_seconds=0)
+    state = ScalerState()
+    wants = []
+    for i, (cur, b) in enumerate([(4, 15), (2, 40), (4, 15), (2, 40), (4, 15), (2, 40)]):
+        t_req = 5 + 0.1 * b
+        r = RatioReading(0.0, pods_used=cur, signal="engine", active=float(b * cur), slots=64.0 * cur,
+                         trtllm_waiting=0.0, requests=600.0, compute_us=600 * t_req * 1e6,
+                         mean_inflight_per_pod=float(b), arrival_rate=10.0)
+        d = decide(state, r, s, cur, now=float(i * 60))
+        state = d.state
+        wants.append(d.engine.load)
+    # after both operating points were seen: the load at the target batch (32) is 10 x (5 + 3.2) = 82
+    assert wants[-1] == pytest.approx(82.0, rel=0.01) and wants[-2] == pytest.approx(82.0, rel=0.01)
+
+
+def test_engine_state_json_roundtrip_and_kept_through_a_stale_reading():
+    r = RatioReading(0.0, pods_used=2, signal="engine", active=60.0, slots=128.0, trtllm_waiting=0.0, requests=100.0,
+                     compute_us=100 * 6e6, mean_inflight_per_pod=30.0, arrival_rate=10.0)
+    d = decide(ScalerState(), r, spec(), 2, now=1000.0, cold_start_s=200)
+    assert d.state.trend is not None and d.state.fit is not None
+    again = ScalerState.from_dict(json.loads(json.dumps(d.state.to_dict())))
+    assert again == d.state
+    held = decide(again, RatioReading(None, reason="Stale", pods_used=0), spec(), 2, now=1015.0)
+    assert held.state.fit == d.state.fit and held.state.trend == d.state.trend

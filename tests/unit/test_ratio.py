@@ -194,3 +194,12 @@ def test_engine_window_sums_gauges_over_ready_pods_and_counts_full_ones():
     assert r.signal == "engine" and r.ratio == pytest.approx(1.5)
     assert (r.active, r.slots, r.trtllm_waiting, r.slots_full_pods) == (76, 128, 7, 1)
     assert r.in_flight == 83
+
+
+def test_arrival_rate_counts_finished_and_the_growth_of_in_flight():
+    def E(s, pending):
+        return TritonCounters(0, s * 1e6, s, pending=pending, trtllm_waiting=0.0, active=pending, slots=64.0)
+    # 30 finished and in flight grew 10 -> 40 over 30 s: 60 arrivals = 2 req/s (not 1, the finished rate)
+    r = window_ratio({"a": [(0, E(0, 10)), (30, E(30, 40))]}, now=30, window_s=60, signal="engine")
+    assert r.arrival_rate == pytest.approx(2.0)
+    assert r.offered_load == pytest.approx(2.0 * 1.0)  # 1 s compute per request

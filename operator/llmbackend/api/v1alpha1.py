@@ -322,7 +322,7 @@ class AutoscalingSpec(_Model):
     max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
     target_utilization: float = Field(
-        default=0.7, gt=0, le=1,
+        default=0.4, gt=0, le=1,
         description="Share of the engine's batch slots to fill: replicas = requests in flight (forecast one cold start "
                     "ahead) / (targetUtilization x slots per replica).",
     )

@@ -23,11 +23,12 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    most to the *minimum* recommendation of the last
    ``scaleUpStabilizationSeconds``, down at most to the *maximum* of the last
    ``scaleDownStabilizationSeconds``.
-   3b. Scale-down cooldown: no scale-down until ``windowSeconds`` after the
-   last change. The ratio is a hockey stick (≈0 until replicas saturate, then
-   steep), so "below target" does not say how many replicas can go; measured in
-   benchmarks/autoscale_sim.py, stepping down every sync period on stale windows
-   drains to minReplicas and then overshoots back up.
+   3b. Scale-down cooldown (readings without engine gauges): no scale-down until
+   ``windowSeconds`` after the last change. The ratio is a hockey stick (≈0
+   until replicas saturate, then steep), so "below target" does not say how many
+   replicas can go; stepping down every sync period on stale windows drains to
+   minReplicas and then overshoots back up. With the engine's view the load says
+   how many replicas the traffic needs, and step 2b keeps them.
    3c. Occupancy guard (when the engine's max batch size is known): Triton's
    counters also give the mean number of requests in compute (Σ compute time /
    elapsed, Little's law). A scale-down that would leave the remaining replicas
@@ -40,16 +41,21 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    flight = batch + engine queue, and the batch slots per replica). Two more
    recommendations join the ratio's, and the largest wins:
    * forecast: the load expected one cold start ahead / (``targetUtilization`` x
-     slots). The load is the offered load (arrival rate x mean compute time per
-     request, Little's law: the sequences the arrivals keep busy; it does not grow
-     with a backlog the way the in-flight count does), else the in-flight count;
-     Holt's linear smoothing over the window gives level and trend (a falling trend
-     is not extrapolated). A replica added now serves one cold start later, so it
-     must be asked for now. Scaling down never goes below the current load.
+     slots). The load is the sequences the arrivals keep busy at the target batch:
+     arrival rate (finished + growth of in flight) x the compute time per request
+     at the target batch (``BatchFit``: the time per token grows with the batch,
+     so in flight measured at one replica count is not the load at another; an
+     in-flight target oscillates). It does not grow with a backlog the way the
+     in-flight count does. Without an arrival rate: in flight. Holt's linear
+     smoothing over the window gives level and trend (a falling trend is not
+     extrapolated, growth capped at 2x). A replica added now serves one cold start
+     later, so it must be asked for now. Scaling down keeps the remaining replicas
+     under ``SCALE_DOWN_MARGIN`` x ``targetUtilization``.
    * saturation: slots full (active >= max, over the ready pods) or KV blocks above
      ``kvCacheThreshold`` for ``saturationSeconds`` scales up even when the ratio
-     lags (it counts only finished requests): to ``in flight / (targetUtilization
-     x slots)`` replicas, at least one more.
+     lags (it counts only finished requests): to ``load / (targetUtilization x
+     slots)`` replicas, at least one more (the load counts the waiting arrivals;
+     the raw in-flight count also holds the backlog and overshoots).
    These steps are sized from the backlog: ``maxScaleUpStep`` does not cut them
    (GPU capacity and ``maxReplicas`` do). With ``minReplicas: 0`` the last replica
    goes only after ``scaleToZeroAfterSeconds`` idle. Schedule floors raise
@@ -110,7 +116,8 @@ class ScalerState:
     last_desired: int | None = None
     saturated_since: float | None = None   # start of the current run of saturated readings
     idle_since: float | None = None        # start of the current run of idle readings
-    trend: "Holt | None" = None             # smoothed requests in flight
+    trend: "Holt | None" = None             # smoothed load
+    fit: "BatchFit | None" = None           # compute time per request vs batch size
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +127,7 @@ class ScalerState:
             "saturatedSince": self.saturated_since,
             "idleSince": self.idle_since,
             "trend": None if self.trend is None else [self.trend.level, self.trend.slope, self.trend.time],
+            "fit": None if self.fit is None else list(self.fit.sums) + [self.fit.time],
         }
 
     @classmethod
@@ -130,8 +138,10 @@ class ScalerState:
         lst = d.get("lastScaleTime")
         ld = d.get("lastDesired")
         tr = d.get("trend")
+        fit = d.get("fit")
         return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld),
-                   d.get("saturatedSince"), d.get("idleSince"), None if not tr else Holt(*map(float, tr)))
+                   d.get("saturatedSince"), d.get("idleSince"), None if not tr else Holt(*map(float, tr)),
+                   None if not fit else BatchFit(tuple(map(float, fit[:5])), float(fit[5])))
 
     def last_scale_time_rfc3339(self) -> str | None:
         if self.last_scale_time is None:
@@ -162,15 +172,54 @@ class Holt:
         slope = b * (level - self.level) / dt + (1.0 - b) * self.slope
         return Holt(level, slope, t)
 
-    def ahead(self, horizon_s: float) -> float:
-        """Expected value ``horizon_s`` ahead; a falling trend is not extrapolated (never scale down on a forecast)."""
-        return max(0.0, self.level + max(0.0, self.slope) * horizon_s)
+    def ahead(self, horizon_s: float, max_growth: float = 2.0) -> float:
+        """Expected value ``horizon_s`` ahead; a falling trend is not extrapolated (never scale down on a
+        forecast), and the extrapolation adds at most ``max_growth - 1`` times the level: a trend measured
+        just after a jump would otherwise project the jump again for every window in the horizon."""
+        level = max(0.0, self.level)
+        return min(level + max(0.0, self.slope) * horizon_s, max_growth * level)
 
+
+@dataclass(frozen=True)
+class BatchFit:
+    """Least squares, with exponential forgetting, of the compute time per request against the mean batch.
+
+    An engine's time per output token grows with its batch, so "requests in flight" measured at one replica
+    count is not the load at another: removing replicas raises the batch, the compute time and the in-flight
+    count (the feedback makes an in-flight target oscillate). The fit predicts the compute time at the target
+    batch; the replicas needed are arrival rate x that time / target batch (Little's law at the target)."""
+
+    sums: tuple[float, float, float, float, float]  # weight, Σb, ΣT, Σb², ΣbT
+    time: float
+
+    def add(self, b: float, t_s: float, now: float, tau_s: float) -> "BatchFit":
+        k = math.exp(-max(0.0, now - self.time) / tau_s)
+        w, sb, st, sbb, sbt = (x * k for x in self.sums)
+        return BatchFit((w + 1, sb + b, st + t_s, sbb + b * b, sbt + b * t_s), now)
+
+    def at(self, b_target: float) -> float | None:
+        """Compute time per request at ``b_target``; the mean when the batches seen vary too little for a slope."""
+        w, sb, st, sbb, sbt = self.sums
+        if w <= 0:
+            return None
+        mb, mt = sb / w, st / w
+        var = sbb / w - mb * mb
+        if var <= max(4.0, (0.15 * mb) ** 2):
+            return mt
+        slope = max(0.0, (sbt / w - mb * mt) / var)
+        return max(mt * 0.25, mt + slope * (b_target - mb))
+
+
+FIT_TAU_S = 1800.0  # the fit forgets over half an hour (model or traffic mix changes)
 
 # Holt time constants as fractions of the metrics window: the level follows within half a window,
 # the trend is judged over a whole window (tuned on the tuning traces of benchmarks/autoscale_bench.py).
 LEVEL_TAU_OF_WINDOW = 0.5
 SLOPE_TAU_OF_WINDOW = 1.0
+# Scale-down keeps the remaining replicas below this share of targetUtilization. The compute time per request
+# grows with the batch, so the measured load rises once replicas are removed: without this margin the count
+# oscillates around the target (seen in autoscale_bench.py on the tuning traces).
+SCALE_DOWN_MARGIN = 0.9
 
 
 @dataclass(frozen=True)
@@ -285,7 +334,7 @@ def decide(
     keep = max(spec.scale_up_stabilization_seconds, spec.scale_down_stabilization_seconds)
     recs = [(t, r) for t, r in state.recommendations if now - t <= keep and t <= now]
     new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
-                            state.idle_since, state.trend)
+                            state.idle_since, state.trend, state.fit)
     view: EngineView | None = None
 
     def finish(desired: int, reason: str, message: str, raw: int | None) -> Decision:
@@ -315,12 +364,22 @@ def decide(
     slots_total = reading.slots if reading.slots else (
         max_batch_size * reading.pods_used if max_batch_size and reading.pods_used else None)
     if not stale and reading.in_flight is not None and reading.pods_used and slots_total:
-        load = reading.offered_load
-        x = reading.in_flight if load is None else load
+        b_target = spec.target_utilization * slots_total / reading.pods_used
+        fit = state.fit
+        if reading.requests > 0 and reading.mean_inflight_per_pod is not None:
+            fit = (fit or BatchFit((0.0,) * 5, now)).add(
+                reading.mean_inflight_per_pod, reading.compute_us / 1e6 / reading.requests, now, FIT_TAU_S)
+        new_state.fit = fit
+        t_target = fit.at(b_target) if fit is not None else None
+        if reading.arrival_rate is not None and t_target is not None:
+            x = reading.arrival_rate * t_target   # the sequences the arrivals keep busy at the target batch
+        else:
+            x = reading.offered_load if reading.offered_load is not None else reading.in_flight
         tr = Holt(x, 0.0, now) if state.trend is None else state.trend.update(
             x, now, LEVEL_TAU_OF_WINDOW * spec.window_seconds, SLOPE_TAU_OF_WINDOW * spec.window_seconds)
         new_state.trend = tr
-        horizon = cold_start_s if cold_start_s is not None else float(spec.cold_start_seconds or 0)
+        # the load is measured over the window, half a window late on average: look that much further
+        horizon = (cold_start_s if cold_start_s is not None else float(spec.cold_start_seconds or 0)) + spec.window_seconds / 2
         forecast = max(x, tr.ahead(horizon)) if spec.forecast else x
         sat = saturation(reading, spec)
         view = EngineView(reading.in_flight, slots_total / reading.pods_used, forecast, horizon, sat, x)
@@ -356,8 +415,14 @@ def decide(
         sustained = (view.saturated and new_state.saturated_since is not None
                      and now - new_state.saturated_since >= spec.saturation_seconds)
         if sustained:
-            need_sat = max(cur + 1, view.replicas_for(view.in_flight, spec.target_utilization))
+            # Sized from the demand the engines cannot take: the offered load counts every arrival, also
+            # those waiting. (The in-flight count also holds the backlog built up while saturated: sized
+            # from it, a step overshoots several-fold after a cold start; measured in autoscale_bench.py.)
+            need_sat = max(cur + 1, view.replicas_for(max(view.load, reading.active or 0.0), spec.target_utilization))
         engine_need = max(need_forecast, need_sat)
+        keep_n = view.replicas_for(max(view.load, reading.active or 0.0), spec.target_utilization * SCALE_DOWN_MARGIN)
+        if engine_need < cur:
+            engine_need = min(cur, max(engine_need, keep_n))
         if need_sat > raw and need_sat >= need_forecast:
             engine_reason = ENGINE_SATURATED
             base += f"; saturated for {now - new_state.saturated_since:.0f}s ({view.saturated})"
@@ -436,7 +501,8 @@ def decide(
         if stab_reason == STABILIZING_SCALE_UP and not limited:
             msg += f" (stabilized, raw {raw})"
         return cap_capacity(desired, reason, msg, raw)
-    if desired < cur and state.last_scale_time is not None and now - state.last_scale_time < spec.window_seconds:
+    if (desired < cur and view is None and state.last_scale_time is not None
+            and now - state.last_scale_time < spec.window_seconds):
         # The window still holds samples from before the last change: a queue ratio below
         # target says nothing about how many replicas can go, so remove replicas only once
         # the reading fully reflects the current count (see module docstring, step 3b).
