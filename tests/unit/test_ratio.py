@@ -203,3 +203,13 @@ def test_arrival_rate_counts_finished_and_the_growth_of_in_flight():
     r = window_ratio({"a": [(0, E(0, 10)), (30, E(30, 40))]}, now=30, window_s=60, signal="engine")
     assert r.arrival_rate == pytest.approx(2.0)
     assert r.offered_load == pytest.approx(2.0 * 1.0)  # 1 s compute per request
+
+
+def test_activation_query_result_parses_to_the_requests_waiting():
+    from llmbackend.autoscaling.sources import parse_scalar
+    vec = {"resultType": "vector", "result": [{"metric": {}, "value": [1, "3"]}, {"metric": {}, "value": [1, "2"]}]}
+    assert parse_scalar(vec) == 5
+    assert parse_scalar({"resultType": "scalar", "result": [1, "4"]}) == 4
+    assert parse_scalar({"resultType": "vector", "result": []}) is None
+    assert parse_scalar({"resultType": "vector", "result": [{"value": [1, "NaN"]}]}) is None
+    assert parse_scalar({"resultType": "vector", "result": [{"nope": 1}]}) is None

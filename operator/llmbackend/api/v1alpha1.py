@@ -290,6 +290,11 @@ class PrometheusSource(_Model):
         default=None, max_length=4096,
         description="PromQL returning the ratio; defaults to the llmbackend:engine_queue_compute:ratio recording rule for this backend's pods.",
     )
+    activation_query: str | None = Field(
+        default=None, max_length=4096,
+        description="PromQL returning the requests waiting for this backend while it has no replica (e.g. the "
+                    "gateway's flow-control queue for its pool); above 0 it scales 0 -> 1. Used with minReplicas 0.",
+    )
 
 
 class ScheduleFloor(_Model):

@@ -512,6 +512,8 @@ def decide(
     if desired < cur:
         return finish(desired, SCALED_DOWN, f"{base}: {cur} -> {desired} replicas{limited}", raw)
     # no change
+    if raw < cur and cur <= lo:  # whatever the stabilization window holds, minReplicas is the floor
+        return finish(cur, AT_MIN_REPLICAS, f"{base} wants {raw}; at minReplicas {lo}", raw)
     if stab_reason == STABILIZING_SCALE_DOWN:
         return finish(cur, STABILIZING_SCALE_DOWN,
                       f"{base} wants {raw}; holding {cur} for the {down_w}s scale-down stabilization window", raw)

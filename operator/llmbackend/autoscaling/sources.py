@@ -197,6 +197,19 @@ def default_query(namespace: str, pod_regex: str, metric: str = "llmbackend:engi
     return f'{metric}{{namespace="{_promql_str(namespace)}",pod=~"{_promql_str(pod_regex)}"}}'
 
 
+def parse_scalar(data: Mapping[str, Any]) -> float | None:
+    """Sum of an instant query's vector (or its scalar); None when empty or malformed; NaN/Inf ignored."""
+    try:
+        if data.get("resultType") == "scalar":
+            values = [float(data["result"][1])]
+        else:
+            values = [float(s["value"][1]) for s in data.get("result") or []]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    values = [v for v in values if not (math.isnan(v) or math.isinf(v))]
+    return sum(values) if values else None
+
+
 def pod_regex_for(names: list[str] | None = None, prefix: str | None = None) -> str:
     """A ``pod=~`` regex: exact pod names, or ``<prefix>-.*`` (StatefulSet pods are ``<name>-<ordinal>``)."""
     if names:
@@ -285,6 +298,17 @@ class PrometheusRatioSource:
             except (KeyError, TypeError, ValueError, IndexError):
                 sample_times = None
         return self.parse_result(data, per_pod=self.query is None, sample_times=sample_times)
+
+    async def waiting(self, query: str) -> float | None:
+        """The activation query's value (requests waiting for a backend with no replica); None on any error."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+            self._own_session = True
+        try:
+            return parse_scalar(await self._query(query))
+        except Exception as e:  # noqa: BLE001 - no activation signal is "nothing waiting", never a crash
+            self.last_error = f"{type(e).__name__}: {e}"
+            return None
 
     def parse_result(self, data: Mapping[str, Any], per_pod: bool = True, sample_times: list[float] | None = None) -> RatioReading:
         now = self.clock()

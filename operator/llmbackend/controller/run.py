@@ -169,7 +169,10 @@ class Operator:
                 targets = dict(self.state.autoscale_targets)
             for key in list(self.scalers):
                 if key not in targets:
-                    await self.scalers.pop(key)["source"].close()
+                    gone = self.scalers.pop(key)
+                    for source in (gone["source"], gone.get("activation")):
+                        if source is not None:
+                            await source.close()
             due = []
             now = time.time()
             for key, target in targets.items():
@@ -206,10 +209,16 @@ class Operator:
             if failed:
                 metrics.scrape_error(target.namespace, target.name, failed)
             reading = scaler["source"].reading(target.spec.window_seconds)
+        waiting = None
+        prom = target.spec.prometheus
+        if target.current_replicas == 0 and prom is not None and prom.activation_query:
+            # No replica, no engine metrics: the requests held in front of the backend decide 0 -> 1.
+            activation = scaler.setdefault("activation", PrometheusRatioSource(prom.url))
+            waiting = await activation.waiting(prom.activation_query)
         decision = decide(
             scaler["state"], reading, target.spec, target.current_replicas, time.time(),
             schedulable_max=target.capacity_replicas, gpus_per_replica=target.gpus_per_replica,
-            max_batch_size=target.max_batch_size, cold_start_s=cold_s,
+            max_batch_size=target.max_batch_size, cold_start_s=cold_s, waiting_at_zero=waiting,
         )
         scaler["state"] = decision.state
         if decision.desired_replicas < target.current_replicas and isinstance(scaler["source"], TritonScraper):
