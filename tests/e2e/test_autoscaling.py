@@ -4,6 +4,10 @@ LLM on CPU) standing behind every pod's ``<podIP>:8002``, real load, optionally 
 The operator process scrapes what it would scrape in a cluster (``http://<podIP>:8002/metrics`` of the
 backend's Ready pods, or Prometheus' recording rule), decides, and writes the Deployment's replicas;
 kwok makes the new pods Ready, the forwarder makes their metrics endpoints answer.
+
+The Triton behind the pods runs tests/triton/fake_llm.py, which exports the engine metrics the autoscaler reads
+(llmbackend/api/engine_metrics.py) with real in-flight semantics. The operator's own LLM API model with its CPU
+stand-in engine (branch i10) exports the same names; once merged, this test should serve that model instead.
 """
 
 from __future__ import annotations
