@@ -585,7 +585,7 @@ def main() -> int:
     only = set(args.only.split(",")) if args.only else set(POLICIES)
     traces = args.traces.split(",") if args.traces else list(ALL_TRACES)
     for name, (cls, grid) in POLICIES.items():
-        if name not in only and not (args.only and args.only in name):
+        if (name not in only and not (args.only and args.only in name)) or (args.quick and name != "operator"):
             continue
         knobs = [None] + grid if name == "operator" else grid
         if args.quick:
