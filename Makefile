@@ -40,7 +40,7 @@ crd: setup
 
 bench: tools
 	$(PY) benchmarks/plan_bench.py
-	$(PY) benchmarks/autoscale_sim.py
+	$(PY) benchmarks/autoscale_bench.py
 
 down: setup
 	$(VENV)/bin/llmbackend dev-cluster down

@@ -104,7 +104,7 @@ def test_hpa_mode_leaves_replicas_to_the_hpa():
     assert hpa["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert "PrometheusRule" not in objects, "only where the Prometheus Operator's CRD is served"
     rule = _by_kind(desired_objects(REF, spec, _plan(), 2, SURGE, prometheus_rules=True))["PrometheusRule"]
-    assert rule["spec"]["groups"][0]["rules"][0]["record"] == "triton:queue_compute:ratio"
+    assert rule["spec"]["groups"][0]["rules"][0]["record"] == "llmbackend:engine_queue_compute:ratio"
     assert 'model="llama-3.1-70b"' in rule["spec"]["groups"][0]["rules"][0]["expr"], "the LLM API model itself"
     assert rule["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
 

@@ -323,12 +323,26 @@ class PrometheusSource(_Model):
     url: str = Field(max_length=2048, pattern=r"^https?://[A-Za-z0-9._:\-/]+$", description="Prometheus base URL.")
     query: str | None = Field(
         default=None, max_length=4096,
-        description="PromQL returning the ratio; defaults to the triton:queue_compute:ratio recording rule for this backend's pods.",
+        description="PromQL returning the ratio; defaults to the llmbackend:engine_queue_compute:ratio recording rule for this backend's pods.",
+    )
+    activation_query: str | None = Field(
+        default=None, max_length=4096,
+        description="PromQL returning the requests waiting for this backend while it has no replica (e.g. the "
+                    "gateway's flow-control queue for its pool); above 0 it scales 0 -> 1. Used with minReplicas 0.",
     )
 
 
+class ScheduleFloor(_Model):
+    """A minimum replica count during a daily UTC time range (known peaks: scale before they start)."""
+
+    start: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="Start, HH:MM UTC.")
+    end: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="End, HH:MM UTC (before start: wraps midnight).")
+    min_replicas: int = Field(ge=0, le=1000)
+
+
 class AutoscalingSpec(_Model):
-    """Scale on Triton's queue-to-compute ratio (time in queue / time in compute)."""
+    """Scale on the engine's queue-to-compute ratio (time in the engine's queue / time in compute), with
+    saturation as a trigger and the load forecast one cold start ahead."""
 
     enabled: bool = Field(default=False, description="Turn autoscaling on; then the operator owns the workload's replicas.")
     mode: AutoscalingMode = Field(
@@ -348,6 +362,26 @@ class AutoscalingSpec(_Model):
     scale_down_stabilization_seconds: int = Field(default=300, ge=0, le=86400)
     max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
+    target_utilization: float = Field(
+        default=0.4, gt=0, le=1,
+        description="Share of the engine's batch slots to fill: replicas = requests in flight (forecast one cold start "
+                    "ahead) / (targetUtilization x slots per replica).",
+    )
+    saturation_seconds: int = Field(
+        default=10, ge=0, le=600,
+        description="Slots full or KV cache above kvCacheThreshold for this long scales up, whatever the ratio says.",
+    )
+    kv_cache_threshold: float = Field(default=0.95, gt=0, le=1, description="KV-cache block fraction that counts as saturated.")
+    forecast: bool = Field(default=True, description="Scale for the load expected one cold start ahead (Holt's linear trend).")
+    cold_start_seconds: int | None = Field(
+        default=None, ge=0, le=7200,
+        description="Time from pod creation to Ready; default: learned from this backend's own pods.",
+    )
+    scale_to_zero_after_seconds: int = Field(
+        default=900, ge=0, le=86400,
+        description="With minReplicas 0: idle (nothing in flight, no request finished) this long before the last replica goes.",
+    )
+    schedule: list[ScheduleFloor] | None = Field(default=None, max_length=16, description="Daily minimum-replica floors (UTC).")
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -463,6 +497,15 @@ class EndpointStatus(_Model):
 
 class AutoscalingStatus(_Model):
     current_ratio: str | None = Field(default=None, description="Last measured queue/compute ratio (string, 3 decimals).")
+    signal: str | None = Field(
+        default=None,
+        description="Which counters the ratio comes from: engine (the serving model's engine queue/compute), "
+                    "triton (Triton's own; non-LLM models only) or prometheus (the recording rule).",
+    )
+    in_flight: str | None = Field(default=None, description="Requests inside the engines (batch + engine queue) / batch slots, ready pods.")
+    forecast_in_flight: str | None = Field(default=None, description="Requests in flight expected one cold start ahead.")
+    cold_start_seconds: int | None = Field(default=None, description="Pod creation to Ready, as used for the forecast.")
+    cold_start_source: str | None = Field(default=None, description="Where coldStartSeconds comes from (learned from N pods, spec, default).")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
     reason: str | None = None

@@ -151,6 +151,11 @@ class Kube:
         return self.request("PATCH", self._path(kind, namespace, name, "status"), body=body,
                             content_type="application/merge-patch+json")
 
+    def annotate(self, kind: str, namespace: str, name: str, annotations: dict[str, str | None]) -> dict[str, Any]:
+        """JSON merge patch of metadata.annotations (None removes one)."""
+        return self.request("PATCH", self._path(kind, namespace, name), body={"metadata": {"annotations": annotations}},
+                            content_type="application/merge-patch+json")
+
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         if uid:

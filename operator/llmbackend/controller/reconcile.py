@@ -67,6 +67,7 @@ class ScaleDecision:
     message: str
     current_ratio: str | None
     last_scale_time: str | None
+    extra: dict[str, Any] = field(default_factory=dict)  # more status.autoscaling fields (signal, in flight, cold start)
 
 
 @dataclass
@@ -342,7 +343,7 @@ class Reconciler:
             return spec.replicas
         live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         if autoscaling.mode == AutoscalingMode.HPA:
-            message = "replicas are owned by the rendered HPA on the custom metric triton_queue_compute_ratio"
+            message = "replicas are owned by the rendered HPA on the custom metric llmbackend_engine_queue_compute_ratio (the engine queue/compute ratio)"
             if not self.kube.has_api(*PROMETHEUS_RULE_API):
                 message += ("; no PrometheusRule CRD here: load the recording rule and the prometheus-adapter rule "
                             "printed by `llmbackend hpa-rules -f <this manifest>`")
@@ -373,9 +374,9 @@ class Reconciler:
         auto = {"desiredReplicas": replicas}
         if decision is not None:
             auto.update(currentRatio=decision.current_ratio, reason=decision.reason, message=decision.message,
-                        lastScaleTime=decision.last_scale_time)
+                        lastScaleTime=decision.last_scale_time, **decision.extra)
         else:
-            auto.update(reason="AwaitingMetrics", message="no decision yet: waiting for a full window of Triton metrics")
+            auto.update(reason="AwaitingMetrics", message="no decision yet: waiting for a full window of engine metrics")
         status["autoscaling"] = {k: v for k, v in auto.items() if v is not None}
         return replicas
 

@@ -21,7 +21,7 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from ..planning.inventory import GPU_TOLERATIONS
-from . import gateway, openai, triton
+from . import drain, gateway, openai, triton
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -208,6 +208,7 @@ def _pod_spec(
 ) -> dict[str, Any]:
     """Pod spec of a single-node replica (role=server), or of an LWS leader/worker."""
     gpus_per_pod = plan.gpus_per_replica // max(1, plan.nodes_per_replica)
+    drain_s = drain.drain_seconds(spec.engine.max_seq_len)
     image = image_for(spec)
     backend = spec.engine.backend
     if role == "worker":
@@ -301,6 +302,9 @@ def _pod_spec(
         container["livenessProbe"] = {
             "httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6,
         }
+        # Drain-safe scale-down: wait for in-flight requests, then Triton's exit timeout (render/drain.py).
+        container["lifecycle"] = {"preStop": {"exec": {"command": drain.prestop_command(triton.METRICS_PORT, drain_s)}}}
+        container["args"] = [a for arg in args for a in ([arg, f"--exit-timeout-secs={drain_s}"] if arg == "tritonserver" else [arg])]
 
     init = {
         "name": "model-repository",
@@ -341,7 +345,7 @@ def _pod_spec(
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": drain.termination_grace_seconds(drain_s),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": SERVING_UID},
         "initContainers": init_containers,
         "containers": [container],
