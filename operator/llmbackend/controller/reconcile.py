@@ -21,6 +21,7 @@ from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import triton
+from ..render.multinode import multi_node_spec, needs_compute_domain
 from ..render.workloads import (
     MANAGED_KINDS,
     PROMETHEUS_RULE_API,
@@ -45,6 +46,10 @@ FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
+# Never used by the operator itself: the API server lets it create the multi-node leaders' Role
+# (pods get + pods/exec create, see render/multinode.py) only if it holds those permissions
+# (RBAC escalation prevention). The alternative, `escalate` on roles, would let it grant anything.
+permissions.require("", "pods/exec", "create")
 
 
 @dataclass
@@ -192,6 +197,16 @@ class Reconciler:
             conditions.set(AVAILABLE, False, "LeaderWorkerSetNotInstalled", message)
             self._finish(obj, ref, status, conditions, old_status)
             return Outcome(requeue_after=60)
+        compute_domains = needs_compute_domain(plan_status) and self.kube.has_api(*MANAGED_KINDS["ComputeDomain"])
+        if needs_compute_domain(plan_status) and not compute_domains and not multi_node_spec(spec).allow_cross_node_nvlink_without_compute_domain:
+            message = (f"tensor parallelism spans {plan_status.nodes_per_replica} nodes of a multi-node NVLink clique "
+                       "(GB200/GB300), which needs an IMEX channel per group: install NVIDIA's DRA driver for GPUs with "
+                       "ComputeDomains (resource.nvidia.com), or set spec.scheduling.multiNode."
+                       "allowCrossNodeNvlinkWithoutComputeDomain: true if IMEX is provisioned outside Kubernetes")
+            conditions.set(DEGRADED, True, "ComputeDomainNotInstalled", message)
+            conditions.set(AVAILABLE, False, "ComputeDomainNotInstalled", message)
+            self._finish(obj, ref, status, conditions, old_status)
+            return Outcome(requeue_after=60)
 
         same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
             plan_status.tensor_parallel, plan_status.pipeline_parallel, plan_status.gpu_product)
@@ -207,7 +222,8 @@ class Reconciler:
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
         prometheus_rules = hpa_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
-        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules)
+        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
+                                  compute_domains)
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
@@ -305,7 +321,7 @@ class Reconciler:
             name = config_map_name(ref) if kind == "ConfigMap" else ref.name
             if (kind, name) in desired:
                 continue
-            if kind in ("LeaderWorkerSet", "PrometheusRule") and not self.kube.has_api(*MANAGED_KINDS[kind]):
+            if kind in ("LeaderWorkerSet", "PrometheusRule", "ComputeDomain") and not self.kube.has_api(*MANAGED_KINDS[kind]):
                 continue
             live = self.kube.get(kind, ref.namespace, name)
             if live and any(o.get("uid") == ref.uid for o in live["metadata"].get("ownerReferences", [])):

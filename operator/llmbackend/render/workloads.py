@@ -30,7 +30,6 @@ BACKEND_LABEL = "llmbackend.dev/backend"
 CONFIG_HASH_ANNOTATION = "llmbackend.dev/config-hash"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 CONFIG_MOUNT = "/model-config"
-HOSTFILE = "/tmp/hostfile"
 SERVING_UID = 1000  # the Triton images' triton-server user
 
 # Every kind the operator may own, keyed by kind: (apiVersion, plural). The controller prunes
@@ -40,6 +39,11 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "Service": ("v1", "services"),
     "Deployment": ("apps/v1", "deployments"),
     "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
+    # Multi-node groups: the MPI leader's exec rights (render/multinode.py) and GB200 IMEX domains.
+    "ServiceAccount": ("v1", "serviceaccounts"),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
+    "ComputeDomain": ("resource.nvidia.com/v1beta1", "computedomains"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
@@ -187,22 +191,9 @@ def _pod_spec(
     gpus_per_pod = plan.gpus_per_replica // max(1, plan.nodes_per_replica)
     image = image_for(spec)
     backend = spec.engine.backend
-    if role == "worker":
-        # Workers host MPI ranks launched by the leader; they serve nothing themselves.
-        args = ["sleep", "infinity"]
-        command: list[str] | None = None
-    elif role == "leader":
-        # Wait for the group, write the hostfile, then mpirun (argv passed as "$@", never interpolated).
-        script = (
-            'set -e; : > "$HOSTFILE"; i=0; while [ "$i" -lt "$LWS_GROUP_SIZE" ]; do '
-            'if [ "$i" -eq 0 ]; then h="$LWS_LEADER_ADDRESS"; else h="$(echo "$LWS_LEADER_ADDRESS" | sed "s/^\\([^.]*\\)\\./\\1-$i./")"; fi; '
-            'echo "$h slots=$GPUS_PER_POD" >> "$HOSTFILE"; i=$((i+1)); done; exec "$@"'
-        )
-        command = ["/bin/sh", "-c", script, "leader"]
-        args = triton.mpi_leader_command(world_size, HOSTFILE)
-    else:
-        command = None
-        args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend)
+    # Leaders and workers of multi-node groups get their launch command from render/multinode.py.
+    command: list[str] | None = None
+    args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend)
 
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": str(gpus_per_pod)}, "requests": {"nvidia.com/gpu": str(gpus_per_pod)}}
     if spec.scheduling.resources:
@@ -244,7 +235,6 @@ def _pod_spec(
         "args": args,
         "env": [
             {"name": "GPUS_PER_POD", "value": str(gpus_per_pod)},
-            {"name": "HOSTFILE", "value": HOSTFILE},
         ],
         "resources": resources,
         "volumeMounts": volume_mounts,
@@ -339,30 +329,6 @@ def render_deployment(
     return deployment
 
 
-def render_leader_worker_set(
-    ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, config_map: dict[str, Any]
-) -> dict[str, Any]:
-    """A multi-node replica: one LWS group of nodesPerReplica pods; the leader launches MPI over the group."""
-    annotations = {CONFIG_HASH_ANNOTATION: _config_hash(config_map)}
-    leader = _pod_spec(ref, spec, plan, config_map, role="leader", world_size=plan.gpus_per_replica)
-    worker = _pod_spec(ref, spec, plan, config_map, role="worker", world_size=plan.gpus_per_replica)
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": _meta(ref, ref.name),
-        "spec": {
-            "replicas": replicas,
-            "startupPolicy": "LeaderReady",
-            "leaderWorkerTemplate": {
-                "size": plan.nodes_per_replica,
-                "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": {"labels": labels_for(ref), "annotations": annotations}, "spec": leader},
-                "workerTemplate": {"metadata": {"labels": labels_for(ref, "worker"), "annotations": annotations}, "spec": worker},
-            },
-        },
-    }
-
-
 def render_service(ref: BackendRef, multi_node: bool) -> dict[str, Any]:
     selector = selector_for(ref)
     if multi_node:
@@ -398,18 +364,22 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 
 def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
-    prometheus_rules: bool = False,
+    prometheus_rules: bool = False, compute_domains: bool = False,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
     prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa` also owns its recording rule.
+    compute_domains: the ComputeDomain CRD (NVIDIA DRA driver) is served: a plan whose tensor
+    parallelism spans an NVLink clique gets one, and its pods claim the IMEX channel.
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
     config_map = render_config_map(ref, spec, plan)
     objects = [config_map]
     if multi_node:
-        objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map))
+        from .multinode import multi_node_objects, needs_compute_domain
+
+        objects += multi_node_objects(ref, spec, plan, replicas, config_map, compute_domains and needs_compute_domain(plan))
     else:
         objects.append(render_deployment(ref, spec, plan, None if hpa_mode else replicas, strategy, config_map))
     objects.append(render_service(ref, multi_node))
@@ -418,7 +388,7 @@ def desired_objects(
     if hpa_mode:
         from ..autoscaling.hpa import render_hpa, render_prometheus_rule
 
-        workload = objects[1]
+        workload = next(o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet"))
         target = {"apiVersion": workload["apiVersion"], "kind": workload["kind"], "name": workload["metadata"]["name"]}
         hpa = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
         hpa["metadata"]["ownerReferences"] = [ref.owner_reference()]
