@@ -334,7 +334,10 @@ class Reconciler:
         ready = ws.get("readyReplicas", 0) or 0
         updated = ws.get("updatedReplicas", 0) or 0
         current = ws.get("replicas", 0) or 0
-        observed = ws.get("observedGeneration", 0) >= (workload or {}).get("metadata", {}).get("generation", 1)
+        generation = (workload or {}).get("metadata", {}).get("generation", 1)
+        # LeaderWorkerSet reports no observedGeneration; its updated/ready group counts are the signal.
+        lws = (workload or {}).get("kind") == "LeaderWorkerSet"
+        observed = ws.get("observedGeneration", generation if lws else 0) >= generation
         status["replicas"] = want
         status["readyReplicas"] = ready
         status["endpoint"] = {"service": f"{ref.name}.{ref.namespace}.svc", "httpPort": triton.HTTP_PORT,
