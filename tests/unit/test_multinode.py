@@ -13,9 +13,11 @@ from llmbackend.controller.permissions import permissions
 from llmbackend.controller.reconcile import Reconciler  # noqa: F401  (registers the operator's permissions)
 from llmbackend.render.multinode import (
     CLIQUE_LABEL,
+    GROUP_INDEX_LABEL,
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     KUEUE_QUEUE_LABEL,
     LAUNCH_KEY_PREFIX,
+    group_problem,
     rank_layout,
     worker_pod_names,
 )
@@ -211,3 +213,35 @@ def test_startup_timeout_reaches_both_scripts():
     spec = _spec(scheduling={"multiNode": {"startupTimeoutSeconds": 1200}})
     for pod in _pods(_objects(spec=spec)):
         assert _env(pod["containers"][0])["LAUNCH_WAIT_SECONDS"] == "1200"
+
+
+# ---- partial groups ----
+
+def _pod(name, group, ready=False, unschedulable=None, waiting=None):
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    if unschedulable:
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable})
+    status = {"conditions": conditions}
+    if waiting:
+        status["containerStatuses"] = [{"name": "triton", "state": {"waiting": {"reason": waiting, "message": "boom"}}}]
+    return {"metadata": {"name": name, "labels": {GROUP_INDEX_LABEL: str(group)}}, "status": status}
+
+
+FATAL = {"ImagePullBackOff", "CrashLoopBackOff"}
+
+
+@pytest.mark.parametrize("pods,expected", [
+    ([_pod("b-0", 0, True), _pod("b-0-1", 0, True)], None),
+    ([_pod("b-0", 0, True), _pod("b-0-1", 0)], None),  # still starting: not a problem yet
+    ([_pod("b-0", 0, True), _pod("b-0-1", 0, unschedulable="0/4 nodes have 8 free GPUs")],
+     "group 0: 1/2 pods ready; pod b-0-1: Unschedulable: 0/4 nodes have 8 free GPUs."),
+    ([_pod("b-0", 0, True), _pod("b-0-1", 0, True), _pod("b-1", 1), _pod("b-1-1", 1, waiting="CrashLoopBackOff")],
+     "group 1: 0/2 pods ready; pod b-1-1: CrashLoopBackOff: boom."),
+])
+def test_a_partial_group_is_a_reason_with_the_stuck_pod(pods, expected):
+    problem = group_problem(pods, 2, FATAL)
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem[0] == "PartialGroup" and problem[1].startswith(expected), problem
+        assert "serves nothing" in problem[1]

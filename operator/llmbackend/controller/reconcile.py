@@ -21,8 +21,9 @@ from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import triton
-from ..render.multinode import multi_node_spec, needs_compute_domain
+from ..render.multinode import group_problem, multi_node_spec, needs_compute_domain
 from ..render.workloads import (
+    BACKEND_LABEL,
     MANAGED_KINDS,
     PROMETHEUS_RULE_API,
     BackendRef,
@@ -360,6 +361,9 @@ class Reconciler:
                         f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas")
         if not rolled_out and want > 0:
             degraded = self._pod_problem(ref) or degraded
+            if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
+                pods = self.kube.list("Pod", ref.namespace, label_selector=f"{BACKEND_LABEL}={ref.name}")
+                degraded = group_problem(pods, plan_status.nodes_per_replica, FATAL_WAITING_REASONS) or degraded
         for cond in ws.get("conditions", []):
             if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
                 degraded = ("ProgressDeadlineExceeded", cond.get("message", ""))

@@ -273,3 +273,44 @@ def multi_node_objects(
         objects.append(render_compute_domain(ref))
     objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map, compute_domain))
     return objects
+
+
+# ---- status: groups are all-or-nothing ----
+
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+PARTIAL_GROUP = "PartialGroup"  # reason: some pods of a group run, others cannot start; the group serves nothing
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def _stuck(pod: dict[str, Any], fatal_waiting: set[str]) -> str | None:
+    """Why a pod cannot start without a change (the scheduler's or the kubelet's words), else None."""
+    status = pod.get("status", {})
+    for cond in status.get("conditions", []):
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+            return f"Unschedulable: {cond.get('message', '')}"
+    for cs in status.get("initContainerStatuses", []) + status.get("containerStatuses", []):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in fatal_waiting:
+            return f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    return None
+
+
+def group_problem(pods: list[dict[str, Any]], size: int, fatal_waiting: set[str]) -> tuple[str, str] | None:
+    """The first group with a pod that cannot start: a partial group is a reason, never capacity."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        groups.setdefault(pod["metadata"].get("labels", {}).get(GROUP_INDEX_LABEL, "?"), []).append(pod)
+    for index in sorted(groups, key=lambda i: (not i.isdigit(), int(i) if i.isdigit() else 0, i)):
+        members = groups[index]
+        ready = sum(_pod_ready(p) for p in members)
+        for pod in sorted(members, key=lambda p: p["metadata"]["name"]):
+            why = None if _pod_ready(pod) else _stuck(pod, fatal_waiting)
+            if why:
+                return PARTIAL_GROUP, (f"group {index}: {ready}/{size} pods ready; pod {pod['metadata']['name']}: {why}. "
+                                       f"The group serves nothing until all {size} pods run.")
+    return None
