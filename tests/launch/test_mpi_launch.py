@@ -41,7 +41,7 @@ def _free_port() -> int:
 def _render(tp: int, pp: int, nodes: int, ep: int | None = None):
     spec = LLMBackendSpec.model_validate({
         "model": {"preset": "llama-3.1-405b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}},
-        "scheduling": {"multiNode": {"startupTimeoutSeconds": 30}},
+        "scheduling": {"multiNode": {"startupTimeoutSeconds": 120}},
     })
     plan = PlanStatus(tensor_parallel=tp, pipeline_parallel=pp, expert_parallel=ep, gpus_per_replica=tp * pp,
                       nodes_per_replica=nodes, memory_per_gpu_bytes=1)
@@ -54,7 +54,7 @@ def _render(tp: int, pp: int, nodes: int, ep: int | None = None):
 class Group:
     """One LWS group on this machine: the rendered leader process and a directory that is its "cluster"."""
 
-    def __init__(self, tmp: Path, tp: int, pp: int, nodes: int, wait_seconds: int = 30):
+    def __init__(self, tmp: Path, tp: int, pp: int, nodes: int, wait_seconds: int = 120):
         self.dir = tmp
         self.nodes = nodes
         for sub in ("pods", "ranks", "noexec", "launch"):
@@ -112,7 +112,7 @@ class Group:
         self.log.flush()
         return (self.dir / "leader.log").read_text()
 
-    def wait_until(self, predicate, what: str, timeout: float = 60) -> None:
+    def wait_until(self, predicate, what: str, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
             if self.proc is not None and self.proc.poll() is not None and not predicate():
@@ -121,7 +121,7 @@ class Group:
                 raise AssertionError(f"timed out waiting for {what}:\n{self.output()}")
             time.sleep(0.1)
 
-    def wait_exit(self, timeout: float = 60) -> int:
+    def wait_exit(self, timeout: float = 180) -> int:
         assert self.proc is not None
         try:
             return self.proc.wait(timeout=timeout)

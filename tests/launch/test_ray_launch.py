@@ -45,7 +45,7 @@ def _render(tp: int, pp: int, nodes: int):
 
 
 class RayGroup:
-    def __init__(self, tmp: Path, tp: int, pp: int, nodes: int, wait_seconds: int = 30):
+    def __init__(self, tmp: Path, tp: int, pp: int, nodes: int, wait_seconds: int = 120):
         self.dir = tmp
         self.nodes = nodes
         (tmp / "launch").mkdir(parents=True)
@@ -87,7 +87,7 @@ class RayGroup:
         except OSError:
             return False
 
-    def wait_until(self, predicate, what: str, timeout: float = 60) -> None:
+    def wait_until(self, predicate, what: str, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:

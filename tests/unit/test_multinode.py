@@ -17,6 +17,7 @@ from llmbackend.render.multinode import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     KUEUE_QUEUE_LABEL,
     LAUNCH_KEY_PREFIX,
+    choose_gang_scheduler,
     group_problem,
     rank_layout,
     worker_pod_names,
@@ -202,11 +203,38 @@ def test_clique_plan_gets_a_compute_domain_and_claims_its_channel_in_every_pod()
     assert "annotations" not in plain["LeaderWorkerSet"]["metadata"]
 
 
-def test_exclusive_topology_and_kueue_queue_from_the_spec():
-    spec = _spec(scheduling={"multiNode": {"exclusiveTopology": "cloud.google.com/gce-topology-block", "queueName": "gpu"}})
+def test_exclusive_topology_from_the_spec():
+    spec = _spec(scheduling={"multiNode": {"exclusiveTopology": "cloud.google.com/gce-topology-block"}})
     lws = _objects(spec=spec)["LeaderWorkerSet"]
     assert lws["metadata"]["annotations"][EXCLUSIVE_TOPOLOGY_ANNOTATION] == "cloud.google.com/gce-topology-block"
-    assert lws["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "gpu"
+
+
+@pytest.mark.parametrize("choice,queue,volcano,kueue,expected", [
+    ("auto", None, False, False, None),
+    ("auto", None, True, False, "volcano"),
+    ("auto", "gpu", False, True, "kueue"),
+    ("auto", None, False, True, None),          # Kueue admits only workloads that name a queue
+    ("auto", "gpu", True, True, "volcano"),
+    ("kueue", "gpu", True, True, "kueue"),
+    ("volcano", "gpu", False, True, None),      # asked for Volcano, not installed
+    ("none", "gpu", True, True, None),
+])
+def test_gang_scheduler_choice(choice, queue, volcano, kueue, expected):
+    spec = _spec(scheduling={"multiNode": {"gangScheduler": choice, **({"queueName": queue} if queue else {})}})
+    assert choose_gang_scheduler(spec, volcano, kueue) == expected
+
+
+def test_gang_scheduling_metadata():
+    spec = _spec(scheduling={"multiNode": {"queueName": "gpu"}})
+    kueue = _objects(spec=spec, gang_scheduler="kueue")["LeaderWorkerSet"]
+    assert kueue["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "gpu"
+    assert all("schedulerName" not in pod for pod in _pods({"LeaderWorkerSet": kueue}))
+    volcano = _objects(spec=spec, gang_scheduler="volcano")["LeaderWorkerSet"]
+    assert all(pod["schedulerName"] == "volcano" for pod in _pods({"LeaderWorkerSet": volcano}))
+    assert volcano["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "gpu"
+    assert KUEUE_QUEUE_LABEL not in volcano["metadata"]["labels"]
+    plain = _objects(spec=spec)["LeaderWorkerSet"]
+    assert KUEUE_QUEUE_LABEL not in plain["metadata"]["labels"] and "annotations" not in plain["metadata"]
 
 
 def test_startup_timeout_reaches_both_scripts():

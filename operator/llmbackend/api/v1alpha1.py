@@ -361,9 +361,16 @@ class MultiNodeSpec(_Model):
         description="Run tensor parallelism over a multi-node NVLink clique (GB200/GB300) although no ComputeDomain "
                     "(NVIDIA DRA driver) is served, e.g. when IMEX channels are provisioned outside Kubernetes.",
     )
+    gang_scheduler: Literal["auto", "kueue", "volcano", "none"] = Field(
+        default="auto",
+        description="Who admits and schedules each group whole. auto: Volcano when its PodGroup CRD is served (the pods "
+                    "use schedulerName volcano; LeaderWorkerSet, configured with gangSchedulingManagement volcano, creates "
+                    "one PodGroup per group), else Kueue when its CRDs are served and queueName is set.",
+    )
     queue_name: str | None = Field(
         default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-        description="Kueue LocalQueue that admits each group whole (label kueue.x-k8s.io/queue-name on the LeaderWorkerSet).",
+        description="Queue that admits each group whole: a Kueue LocalQueue (label kueue.x-k8s.io/queue-name on the "
+                    "LeaderWorkerSet) or a Volcano queue (annotation scheduling.volcano.sh/queue-name).",
     )
 
 

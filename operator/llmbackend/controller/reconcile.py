@@ -21,7 +21,14 @@ from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import triton
-from ..render.multinode import group_problem, multi_node_spec, needs_compute_domain
+from ..render.multinode import (
+    KUEUE_API,
+    VOLCANO_API,
+    choose_gang_scheduler,
+    group_problem,
+    multi_node_spec,
+    needs_compute_domain,
+)
 from ..render.workloads import (
     BACKEND_LABEL,
     MANAGED_KINDS,
@@ -223,8 +230,9 @@ class Reconciler:
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
         prometheus_rules = hpa_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
+        gang = choose_gang_scheduler(spec, self.kube.has_api(*VOLCANO_API), self.kube.has_api(*KUEUE_API)) if multi_node else None
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
-                                  compute_domains)
+                                  compute_domains, gang)
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:

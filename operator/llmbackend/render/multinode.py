@@ -36,6 +36,10 @@ from .workloads import (
 LWS_API = ("leaderworkerset.x-k8s.io/v1", "leaderworkersets")
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_API = ("kueue.x-k8s.io/v1beta1", "localqueues")
+VOLCANO_API = ("scheduling.volcano.sh/v1beta1", "podgroups")
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+VOLCANO_SCHEDULER = "volcano"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 COMPUTE_DOMAIN_API = ("resource.nvidia.com/v1beta1", "computedomains")
 IMEX_CLAIM = "imex-channel"
@@ -218,6 +222,18 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
     return pod
 
 
+def choose_gang_scheduler(spec: LLMBackendSpec, volcano_served: bool, kueue_served: bool) -> str | None:
+    """Who places each group whole: "volcano", "kueue" or None (LWS alone; it still recreates groups as units)."""
+    options = multi_node_spec(spec)
+    if options.gang_scheduler == "none":
+        return None
+    if options.gang_scheduler in ("auto", "volcano") and volcano_served:
+        return "volcano"
+    if options.gang_scheduler in ("auto", "kueue") and kueue_served and options.queue_name:
+        return "kueue"
+    return None
+
+
 def exclusive_topology_key(spec: LLMBackendSpec, plan: PlanStatus) -> str | None:
     options = multi_node_spec(spec)
     if options.exclusive_topology:
@@ -227,7 +243,7 @@ def exclusive_topology_key(spec: LLMBackendSpec, plan: PlanStatus) -> str | None
 
 def render_leader_worker_set(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, config_map: dict[str, Any],
-    compute_domain: bool = False,
+    compute_domain: bool = False, gang: str | None = None,
 ) -> dict[str, Any]:
     """One LWS group per replica. LeaderCreated: the workers start with the leader (the leader is
     Ready only once every rank runs, so LeaderReady would never create them)."""
@@ -240,8 +256,12 @@ def render_leader_worker_set(
     if topology:
         meta["annotations"] = {EXCLUSIVE_TOPOLOGY_ANNOTATION: topology}
     queue = multi_node_spec(spec).queue_name
-    if queue:
+    if gang == "kueue" and queue:
         meta["labels"] = {**meta["labels"], KUEUE_QUEUE_LABEL: queue}
+    if gang == VOLCANO_SCHEDULER:
+        leader["schedulerName"] = worker["schedulerName"] = VOLCANO_SCHEDULER
+        if queue:
+            meta["annotations"] = {**meta.get("annotations", {}), VOLCANO_QUEUE_ANNOTATION: queue}
     return {
         "apiVersion": LWS_API[0],
         "kind": "LeaderWorkerSet",
@@ -262,7 +282,7 @@ def render_leader_worker_set(
 
 def multi_node_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, config_map: dict[str, Any],
-    compute_domain: bool = False,
+    compute_domain: bool = False, gang: str | None = None,
 ) -> list[dict[str, Any]]:
     """Everything a multi-node backend owns besides the ConfigMap and Service, in apply order."""
     add_launch_files(config_map, spec)
@@ -271,7 +291,7 @@ def multi_node_objects(
         objects += launcher_rbac(ref, spec, plan, replicas)
     if compute_domain:
         objects.append(render_compute_domain(ref))
-    objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map, compute_domain))
+    objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map, compute_domain, gang))
     return objects
 
 

@@ -364,13 +364,14 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 
 def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
-    prometheus_rules: bool = False, compute_domains: bool = False,
+    prometheus_rules: bool = False, compute_domains: bool = False, gang_scheduler: str | None = None,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
     prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa` also owns its recording rule.
     compute_domains: the ComputeDomain CRD (NVIDIA DRA driver) is served: a plan whose tensor
     parallelism spans an NVLink clique gets one, and its pods claim the IMEX channel.
+    gang_scheduler: "volcano" or "kueue" places multi-node groups whole (multinode.choose_gang_scheduler).
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
@@ -379,7 +380,8 @@ def desired_objects(
     if multi_node:
         from .multinode import multi_node_objects, needs_compute_domain
 
-        objects += multi_node_objects(ref, spec, plan, replicas, config_map, compute_domains and needs_compute_domain(plan))
+        objects += multi_node_objects(ref, spec, plan, replicas, config_map, compute_domains and needs_compute_domain(plan),
+                                      gang_scheduler)
     else:
         objects.append(render_deployment(ref, spec, plan, None if hpa_mode else replicas, strategy, config_map))
     objects.append(render_service(ref, multi_node))
