@@ -273,3 +273,16 @@ def test_a_partial_group_is_a_reason_with_the_stuck_pod(pods, expected):
     else:
         assert problem[0] == "PartialGroup" and problem[1].startswith(expected), problem
         assert "serves nothing" in problem[1]
+
+
+def test_default_launcher_image_is_the_operator_image_that_ships_kubectl():
+    from pathlib import Path
+
+    import yaml
+
+    from llmbackend.api.v1alpha1 import DEFAULT_LAUNCHER_IMAGE, LAUNCHER_KUBECTL
+
+    root = Path(__file__).resolve().parents[2]
+    deployment = yaml.safe_load((root / "manifests/default/deployment.yaml").read_text())
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == DEFAULT_LAUNCHER_IMAGE
+    assert f'open("{LAUNCHER_KUBECTL}", "wb")' in (root / "Dockerfile").read_text(), "the Dockerfile installs kubectl there"
