@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup demo test unit e2e tools crd bench down clean
+.PHONY: setup demo test unit e2e tools prometheus openmpi crd bench down clean
 
 setup: $(VENV)/.installed
 
@@ -17,21 +17,26 @@ $(VENV)/.installed: pyproject.toml
 tools: setup
 	$(PY) -m llmbackend.devcluster.build
 	$(PY) tests/argocd/argocd_health.py
+	$(PY) -m llmbackend.devcluster.lws
 
 # Debian's Prometheus for the autoscaling tests (installed when missing and we are root; otherwise those tests skip).
 prometheus:
 	@command -v prometheus >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) || echo "prometheus not installed: the Prometheus-source tests will be skipped"; }
 
+# Debian's Open MPI for the multi-node launch tests (tests/launch: the rendered leader scripts run real mpirun).
+openmpi:
+	@command -v mpirun >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null) || echo "openmpi-bin not installed: the multi-node launch tests will be skipped"; }
+
 demo: tools
 	$(VENV)/bin/llmbackend demo
 
-test: tools prometheus
+test: tools prometheus openmpi
 	$(PY) -m pytest -p no:cacheprovider
 
 unit: setup
 	$(PY) -m pytest -p no:cacheprovider tests/unit
 
-e2e: tools prometheus
+e2e: tools prometheus openmpi
 	$(PY) -m pytest -p no:cacheprovider tests/e2e tests/triton
 
 crd: setup

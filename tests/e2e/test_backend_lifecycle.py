@@ -9,6 +9,8 @@ import yaml
 
 from conftest import REPO_ROOT, apply_manifest, available, backend_manifest, condition, wait_for
 from llmbackend.controller.reconcile import Reconciler, SharedState
+from llmbackend.devcluster.lws import CRD_FILE as LWS_CRD_FILE
+from llmbackend.devcluster.lws import ensure_lws
 from llmbackend.planning.inventory import Inventory
 
 
@@ -146,13 +148,14 @@ def test_multi_node_plan_needs_leaderworkerset_then_renders_one(cluster, operato
     assert obj["status"]["plan"]["nodesPerReplica"] == 2
     if cluster.kube.get("CustomResourceDefinition", None, "leaderworkersets.leaderworkerset.x-k8s.io") is None:
         assert condition(obj, "Degraded")["reason"] == "LeaderWorkerSetNotInstalled"
-        cluster.kubectl("apply", "-f", str(REPO_ROOT / "e2e/fixtures/lws-crd.yaml"))
+        # The real CRD (sigs.k8s.io/lws, as `make tools` builds it); no LWS controller runs in this test.
+        cluster.kubectl("apply", "--server-side", "-f", str(ensure_lws() / LWS_CRD_FILE))
     lws = wait_for(lambda: cluster.kube.get("LeaderWorkerSet", namespace, "big"), timeout=90, what="LeaderWorkerSet")
     template = lws["spec"]["leaderWorkerTemplate"]
     assert template["size"] == 2
     leader = template["leaderTemplate"]["spec"]["containers"][0]
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert "mpirun" in leader["args"]
+    assert leader["args"][0] == "trtllm-llmapi-launch" and leader["command"][-1] == "/launch/leader-mpi.sh"
     assert lws["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
     service = wait_for(lambda: cluster.kube.get("Service", namespace, "big"), what="Service")  # applied after the LWS
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"

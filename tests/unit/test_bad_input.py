@@ -142,6 +142,9 @@ def check_rendered(spec: LLMBackendSpec, objects: list[dict[str, Any]]) -> None:
                 assert isinstance(arg, str) and "\n" not in arg and "\x00" not in arg
             assert re.match(r"^[a-z0-9]+([._\-/:@][A-Za-z0-9]+)*$", container["image"]), container["image"]
             for env in container.get("env", []):
+                if "valueFrom" in env:  # downward API (the pod's namespace), no user input
+                    assert set(env["valueFrom"]) == {"fieldRef"}, env
+                    continue
                 assert isinstance(env["value"], str) and "\x00" not in env["value"]
         for key, value in (pod.get("nodeSelector") or {}).items():
             prefix, _, name = key.rpartition("/")

@@ -91,7 +91,9 @@ def test_multi_node_replica_is_a_leader_worker_set_and_service_selects_leaders()
     worker = lws["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8" and worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert "startupProbe" in leader and "startupProbe" not in worker, "probe only the leader"
-    assert leader["args"][:1] == ["mpirun"] and "16" not in leader["command"][2], "argv passed as $@, not interpolated"
+    assert leader["command"] == ["/bin/sh", "/launch/leader-mpi.sh"], "the launch script takes the server argv as $@"
+    assert leader["args"][:2] == ["trtllm-llmapi-launch", "tritonserver"]
+    assert lws["startupPolicy"] == "LeaderCreated", "LeaderReady would never create the workers the leader waits for"
     assert objects["Service"]["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
 

@@ -27,6 +27,9 @@ CATEGORIES = ["llm"]
 TRITON_RELEASE = "26.10"
 DEFAULT_TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-trtllm-python-py3"
 DEFAULT_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3"
+# The operator's own image; it ships kubectl, which multi-node leaders use to start ranks in workers.
+DEFAULT_LAUNCHER_IMAGE = "ghcr.io/llmbackend/operator:0.1.0"
+LAUNCHER_KUBECTL = "/opt/llmbackend/bin/kubectl"
 
 # Kubernetes quantity strings ("8", "500m", "64Gi").
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
@@ -414,6 +417,41 @@ class ResourceRequests(_Model):
     memory: str | None = Field(default=None, pattern=QUANTITY_PATTERN, description="Memory request per pod (limit equals request).")
 
 
+class MultiNodeSpec(_Model):
+    """How a replica that spans nodes (one LeaderWorkerSet group) starts and is placed."""
+
+    launcher_image: str | None = Field(
+        default=None, max_length=512, pattern=IMAGE_PATTERN,
+        description=f"Image holding kubectl at {LAUNCHER_KUBECTL}, copied into TensorRT-LLM leaders to start MPI ranks "
+                    "in the workers through `kubectl exec` (defaults to the operator image).",
+    )
+    startup_timeout_seconds: int = Field(
+        default=900, ge=30, le=7200,
+        description="How long a leader waits for every worker of its group before it fails (the group is then recreated).",
+    )
+    exclusive_topology: str | None = Field(
+        default=None, max_length=316, pattern=LABEL_KEY_PATTERN,
+        description="Node label key of a topology domain (rack, block) that each group occupies alone (LeaderWorkerSet "
+                    "exclusive placement). Defaults to nvidia.com/gpu.clique when tensor parallelism spans an NVLink clique.",
+    )
+    allow_cross_node_nvlink_without_compute_domain: bool = Field(
+        default=False,
+        description="Run tensor parallelism over a multi-node NVLink clique (GB200/GB300) although no ComputeDomain "
+                    "(NVIDIA DRA driver) is served, e.g. when IMEX channels are provisioned outside Kubernetes.",
+    )
+    gang_scheduler: Literal["auto", "kueue", "volcano", "none"] = Field(
+        default="auto",
+        description="Who admits and schedules each group whole. auto: Volcano when its PodGroup CRD is served (the pods "
+                    "use schedulerName volcano; LeaderWorkerSet, configured with gangSchedulingManagement volcano, creates "
+                    "one PodGroup per group), else Kueue when its CRDs are served and queueName is set.",
+    )
+    queue_name: str | None = Field(
+        default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Queue that admits each group whole: a Kueue LocalQueue (label kueue.x-k8s.io/queue-name on the "
+                    "LeaderWorkerSet) or a Volcano queue (annotation scheduling.volcano.sh/queue-name).",
+    )
+
+
 class SchedulingSpec(_Model):
     node_selector: dict[
         Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)],
@@ -424,6 +462,7 @@ class SchedulingSpec(_Model):
     tolerations: list[Toleration] | None = Field(default=None, max_length=32)
     priority_class_name: str | None = Field(default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     resources: ResourceRequests | None = None
+    multi_node: MultiNodeSpec | None = Field(default=None, description="Replicas that span nodes (LeaderWorkerSet groups).")
 
 
 class ServingSpec(_Model):
@@ -468,6 +507,9 @@ class PlanStatus(_Model):
     nodes_per_replica: int
     memory_per_gpu_bytes: int
     gpu_product: str | None = None
+    spans_nvlink_clique: bool | None = Field(
+        default=None, description="Tensor parallelism spans nodes of one multi-node NVLink clique (needs an IMEX channel).",
+    )
     topology_source: Literal["annotation", "inferred", "explicit"] | None = None
     explanation: str = Field(default="", max_length=8192)
     objective: str | None = Field(default=None, max_length=32, description="Objective the plan was chosen for.")

@@ -23,8 +23,17 @@ from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import openai, triton
+from ..render.multinode import (
+    KUEUE_API,
+    VOLCANO_API,
+    choose_gang_scheduler,
+    group_problem,
+    multi_node_spec,
+    needs_compute_domain,
+)
 from ..render.vllm_backend import EngineConfigError
 from ..render.workloads import (
+    BACKEND_LABEL,
     CHECKPOINT_CHECK_CONTAINER,
     MANAGED_KINDS,
     OPTIONAL_KINDS,
@@ -56,6 +65,10 @@ FATAL_WAITING_REASONS = {
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
+# Never used by the operator itself: the API server lets it create the multi-node leaders' Role
+# (pods get + pods/exec create, see render/multinode.py) only if it holds those permissions
+# (RBAC escalation prevention). The alternative, `escalate` on roles, would let it grant anything.
+permissions.require("", "pods/exec", "create")
 
 
 @dataclass
@@ -235,6 +248,16 @@ class Reconciler:
                        "or change the spec so one node holds a replica")
             _not_served(conditions, cond.LEADER_WORKER_SET_NOT_INSTALLED, message)
             return Outcome(requeue_after=60)
+        compute_domains = needs_compute_domain(plan_status) and self.kube.has_api(*MANAGED_KINDS["ComputeDomain"])
+        if needs_compute_domain(plan_status) and not compute_domains and not multi_node_spec(spec).allow_cross_node_nvlink_without_compute_domain:
+            message = (f"tensor parallelism spans {plan_status.nodes_per_replica} nodes of a multi-node NVLink clique "
+                       "(GB200/GB300), which needs an IMEX channel per group: install NVIDIA's DRA driver for GPUs with "
+                       "ComputeDomains (resource.nvidia.com), or set spec.scheduling.multiNode."
+                       "allowCrossNodeNvlinkWithoutComputeDomain: true if IMEX is provisioned outside Kubernetes")
+            conditions.set(DEGRADED, True, "ComputeDomainNotInstalled", message)
+            conditions.set(AVAILABLE, False, "ComputeDomainNotInstalled", message)
+            self._finish(obj, ref, status, conditions, old_status)
+            return Outcome(requeue_after=60)
 
         same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
             plan_status.tensor_parallel, plan_status.pipeline_parallel, plan_status.gpu_product)
@@ -253,11 +276,11 @@ class Reconciler:
         keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
                         and not self.kube.has_api(*MANAGED_KINDS["ScaledObject"]))
         inference_pool = openai.enabled(spec) and self.kube.has_api(*MANAGED_KINDS["InferencePool"])
+        gang = choose_gang_scheduler(spec, self.kube.has_api(*VOLCANO_API), self.kube.has_api(*KUEUE_API)) if multi_node else None
         try:
             desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
-                                      scaled_objects=not keda_missing, inference_pool=inference_pool)
+                                      compute_domains, gang, scaled_objects=not keda_missing, inference_pool=inference_pool)
         except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
-            conditions.set(DEGRADED, True, exc.reason, str(exc))
             _not_served(conditions, exc.reason, str(exc))
             return Outcome()
         lives = {(c["kind"], c["metadata"]["name"]):
@@ -399,7 +422,10 @@ class Reconciler:
         ready = ws.get("readyReplicas", 0) or 0
         updated = ws.get("updatedReplicas", 0) or 0
         current = ws.get("replicas", 0) or 0
-        observed = ws.get("observedGeneration", 0) >= (workload or {}).get("metadata", {}).get("generation", 1)
+        generation = (workload or {}).get("metadata", {}).get("generation", 1)
+        # LeaderWorkerSet reports no observedGeneration; its updated/ready group counts are the signal.
+        lws = (workload or {}).get("kind") == "LeaderWorkerSet"
+        observed = ws.get("observedGeneration", generation if lws else 0) >= generation
         status["replicas"] = want
         status["readyReplicas"] = ready
         status["endpoint"] = {"service": f"{ref.name}.{ref.namespace}.svc", "httpPort": triton.HTTP_PORT,
@@ -433,6 +459,9 @@ class Reconciler:
                         "lower the replicas (or maxReplicas) or add GPU nodes")
         if not rolled_out and want > 0:
             degraded = self._pod_problem(ref) or degraded
+            if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
+                pods = self.kube.list("Pod", ref.namespace, label_selector=f"{BACKEND_LABEL}={ref.name}")
+                degraded = group_problem(pods, plan_status.nodes_per_replica, FATAL_WAITING_REASONS) or degraded
         for condition in ws.get("conditions", []):
             if condition.get("type") == "Progressing" and condition.get("reason") == cond.PROGRESS_DEADLINE_EXCEEDED:
                 degraded = (cond.PROGRESS_DEADLINE_EXCEEDED,

@@ -208,6 +208,7 @@ class Plan:
             expert_parallel=self.expert_parallel,
             gpus_per_replica=self.gpus_per_replica, nodes_per_replica=self.nodes_per_replica,
             memory_per_gpu_bytes=self.memory_per_gpu_bytes, gpu_product=self.gpu_product,
+            spans_nvlink_clique=(self.nodes_per_replica > 1 and self.spans_clique) or None,
             topology_source=self.topology_source, explanation=self.explanation[:8192],
             objective=self.objective,
             time_per_output_token_ms=extra.get("timePerOutputTokenMs"),

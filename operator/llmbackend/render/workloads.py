@@ -28,7 +28,6 @@ BACKEND_LABEL = "llmbackend.dev/backend"
 CONFIG_HASH_ANNOTATION = "llmbackend.dev/config-hash"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 CONFIG_MOUNT = "/model-config"
-HOSTFILE = "/tmp/hostfile"
 SERVING_UID = 1000  # the Triton images' triton-server user
 CHECKPOINT_CHECK_CONTAINER = "check-checkpoint"  # init container; its termination message says what is wrong
 
@@ -39,6 +38,11 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "Service": ("v1", "services"),
     "Deployment": ("apps/v1", "deployments"),
     "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
+    # Multi-node groups: the MPI leader's exec rights (render/multinode.py) and GB200 IMEX domains.
+    "ServiceAccount": ("v1", "serviceaccounts"),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
+    "ComputeDomain": ("resource.nvidia.com/v1beta1", "computedomains"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
@@ -211,23 +215,10 @@ def _pod_spec(
     drain_s = drain.drain_seconds(spec.engine.max_seq_len)
     image = image_for(spec)
     backend = spec.engine.backend
-    if role == "worker":
-        # Workers host MPI ranks launched by the leader; they serve nothing themselves.
-        args = ["sleep", "infinity"]
-        command: list[str] | None = None
-    elif role == "leader":
-        # Wait for the group, write the hostfile, then mpirun (argv passed as "$@", never interpolated).
-        script = (
-            'set -e; : > "$HOSTFILE"; i=0; while [ "$i" -lt "$LWS_GROUP_SIZE" ]; do '
-            'if [ "$i" -eq 0 ]; then h="$LWS_LEADER_ADDRESS"; else h="$(echo "$LWS_LEADER_ADDRESS" | sed "s/^\\([^.]*\\)\\./\\1-$i./")"; fi; '
-            'echo "$h slots=$GPUS_PER_POD" >> "$HOSTFILE"; i=$((i+1)); done; exec "$@"'
-        )
-        command = ["/bin/sh", "-c", script, "leader"]
-        args = triton.mpi_leader_command(world_size, HOSTFILE, engine_format=spec.engine.format)
-    else:
-        command = None
-        args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend,
-                                     spec.engine.format)
+    # Leaders and workers of multi-node groups get their launch command from render/multinode.py.
+    command: list[str] | None = None
+    args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend,
+                                 spec.engine.format)
 
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": str(gpus_per_pod)}, "requests": {"nvidia.com/gpu": str(gpus_per_pod)}}
     if spec.scheduling.resources:
@@ -270,7 +261,6 @@ def _pod_spec(
         "args": args,
         "env": [
             {"name": "GPUS_PER_POD", "value": str(gpus_per_pod)},
-            {"name": "HOSTFILE", "value": HOSTFILE},
         ],
         "resources": resources,
         "volumeMounts": volume_mounts,
@@ -396,30 +386,6 @@ def render_deployment(
     return deployment
 
 
-def render_leader_worker_set(
-    ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, config_map: dict[str, Any]
-) -> dict[str, Any]:
-    """A multi-node replica: one LWS group of nodesPerReplica pods; the leader launches MPI over the group."""
-    annotations = {CONFIG_HASH_ANNOTATION: _config_hash(config_map)}
-    leader = _pod_spec(ref, spec, plan, config_map, role="leader", world_size=plan.gpus_per_replica)
-    worker = _pod_spec(ref, spec, plan, config_map, role="worker", world_size=plan.gpus_per_replica)
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": _meta(ref, ref.name),
-        "spec": {
-            "replicas": replicas,
-            "startupPolicy": "LeaderReady",
-            "leaderWorkerTemplate": {
-                "size": plan.nodes_per_replica,
-                "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": {"labels": labels_for(ref), "annotations": annotations}, "spec": leader},
-                "workerTemplate": {"metadata": {"labels": labels_for(ref, "worker"), "annotations": annotations}, "spec": worker},
-            },
-        },
-    }
-
-
 def render_service(ref: BackendRef, multi_node: bool, openai_port: bool = False) -> dict[str, Any]:
     selector = selector_for(ref)
     if multi_node:
@@ -456,11 +422,15 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 
 def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
-    prometheus_rules: bool = False, scaled_objects: bool = True, inference_pool: bool = False,
+    prometheus_rules: bool = False, compute_domains: bool = False, gang_scheduler: str | None = None,
+    scaled_objects: bool = True, inference_pool: bool = False,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
     prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa`/`keda` also own their recording rule.
+    compute_domains: the ComputeDomain CRD (NVIDIA DRA driver) is served: a plan whose tensor
+    parallelism spans an NVLink clique gets one, and its pods claim the IMEX channel.
+    gang_scheduler: "volcano" or "kueue" places multi-node groups whole (multinode.choose_gang_scheduler).
     scaled_objects: KEDA's ScaledObject CRD is served (`mode: keda` renders one).
     inference_pool: the InferencePool CRD is served: with serving.openai, render the pool and its endpoint picker.
     """
@@ -470,7 +440,10 @@ def desired_objects(
     config_map = render_config_map(ref, spec, plan)
     objects = [config_map]
     if multi_node:
-        objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map))
+        from .multinode import multi_node_objects, needs_compute_domain
+
+        objects += multi_node_objects(ref, spec, plan, replicas, config_map, compute_domains and needs_compute_domain(plan),
+                                      gang_scheduler)
     else:
         objects.append(render_deployment(ref, spec, plan, None if hpa_mode or keda_mode else replicas, strategy, config_map))
     objects.append(render_service(ref, multi_node, openai.enabled(spec)))
@@ -480,7 +453,7 @@ def desired_objects(
         from ..autoscaling.hpa import render_hpa, render_prometheus_rule
         from ..autoscaling.keda import render_scaled_object
 
-        workload = objects[1]
+        workload = next(o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet"))
         target = {"apiVersion": workload["apiVersion"], "kind": workload["kind"], "name": workload["metadata"]["name"]}
         if hpa_mode:
             scaler = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
