@@ -8,7 +8,7 @@ Layout of the cache volume:
   <cache>/.staging/<key>/<revision>/...   files being downloaded (`*.part` while incomplete)
   <cache>/<key>/<revision>/...            a complete, verified copy; renamed there in one step
   <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename)
-  <cache>/<key>/refs/<requested revision> the resolved revision (hf://: a commit; s3://: a listing digest)
+  <cache>/<key>/refs/<requested revision> -> ../<revision>  (hf://: a commit; s3://: "latest" -> a listing digest)
 Nothing half-downloaded is ever at a path a server loads.
 
 Verification: every file's size; sha256 of LFS files and the git blob sha1 of small files (hf://);
@@ -486,10 +486,12 @@ def _staged_bytes(root: Path) -> int:
 
 
 def _write_ref(cache: Path, source: Source, revision: str) -> None:
+    """refs/<requested> -> ../<revision>: the stable path serving pods load (replaced in one step)."""
     refs = cache / source.key / "refs"
     refs.mkdir(parents=True, exist_ok=True)
     tmp = refs / f".{source.requested}.tmp"
-    tmp.write_text(revision)
+    tmp.unlink(missing_ok=True)
+    os.symlink(f"../{revision}", tmp)
     os.replace(tmp, refs / source.requested)
 
 

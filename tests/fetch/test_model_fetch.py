@@ -47,7 +47,8 @@ def test_download_once_verified_with_progress_and_architecture(hub, tmp_path) ->
     done = fetch(hub, cache)
     assert done.returncode == 0, done.stderr
     assert_copy_complete(cache, f"hf/{REPO}", SHA)
-    assert (cache / "hf" / REPO / "refs" / "main").read_text() == SHA
+    ref = cache / "hf" / REPO / "refs" / "main"
+    assert os.readlink(ref) == f"../{SHA}" and (ref / mf.MARKER).is_file()  # the path serving pods load
     progress = json.loads((tmp_path / "progress.json").read_text())
     assert progress["phase"] == "Ready" and progress["bytesDone"] == progress["bytesTotal"]
     assert progress["bytesTotal"] == sum(len(v) for k, v in checkpoint_files().items() if not k.startswith("original/"))
@@ -69,7 +70,7 @@ def test_revision_tag_resolves_to_the_commit(hub, tmp_path) -> None:
     cache = tmp_path / "cache"
     done = fetch(hub, cache, f"{REPO}@v1")
     assert done.returncode == 0, done.stderr
-    assert (cache / "hf" / REPO / "refs" / "v1").read_text() == SHA
+    assert os.readlink(cache / "hf" / REPO / "refs" / "v1") == f"../{SHA}"
     assert_copy_complete(cache, f"hf/{REPO}", SHA)
 
 

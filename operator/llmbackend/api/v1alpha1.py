@@ -157,7 +157,7 @@ class PVCSource(_Model):
 
 # Model sources the download Job understands: hf://org/name[@revision] and s3://bucket[/prefix].
 HF_URI_PATTERN = r"hf://[A-Za-z0-9][A-Za-z0-9._\-]*/[A-Za-z0-9][A-Za-z0-9._\-]*(@[A-Za-z0-9._\-]+)?"
-S3_URI_PATTERN = r"s3://[A-Za-z0-9._~/\-]+"
+S3_URI_PATTERN = r"s3://[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9._~/\-]*)?"
 MODEL_URI_PATTERN = rf"^({HF_URI_PATTERN}|{S3_URI_PATTERN})$"
 DNS_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
@@ -213,7 +213,7 @@ class ModelSource(_Model):
                  "message": "secretRef, endpoint and cache apply to uri sources only"},
                 {"rule": "!has(self.region) || (has(self.uri) && self.uri.startsWith('s3://'))",
                  "message": "region applies to s3:// sources only"},
-                {"rule": "!has(self.uri) || !self.uri.matches('/[.][.](/|$)')", "message": "uri must not contain '..' segments"},
+                {"rule": "!has(self.uri) || !self.uri.matches('/[.]{1,2}(/|$)')", "message": "uri must not contain '.' or '..' segments"},
             ]
         }
     )
@@ -221,8 +221,8 @@ class ModelSource(_Model):
     @field_validator("uri")
     @classmethod
     def _no_parent_segments_in_uri(cls, value: str | None) -> str | None:
-        if value is not None and ".." in value.split("://", 1)[1].split("/"):
-            raise ValueError("uri must not contain '..' segments")
+        if value is not None and any(seg in (".", "..") for seg in value.split("://", 1)[1].split("/")):
+            raise ValueError("uri must not contain '.' or '..' segments")
         return value
 
 

@@ -110,10 +110,13 @@ def executor_queue_size(spec: LLMBackendSpec) -> int:
 
 
 def weights_path(spec: LLMBackendSpec) -> str:
-    """What vLLM loads: the URI for a URI source, else MODELS_DIR (where the claim's path is mounted)."""
+    """What the engine loads: for a URI source its complete copy in the model cache (render/modelcache.py),
+    else MODELS_DIR (where the claim's path is mounted)."""
     source = spec.model.source
     if source is not None and source.uri is not None:
-        return source.uri
+        from .modelcache import model_path
+
+        return model_path(source)
     return MODELS_DIR
 
 

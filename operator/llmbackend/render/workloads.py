@@ -23,7 +23,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     PlanStatus,
 )
-from . import triton
+from . import modelcache, triton
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -237,6 +237,10 @@ def _pod_spec(
         if sub_path:
             mount["subPath"] = sub_path
         volume_mounts.append(mount)
+    if source is not None and source.uri is not None:
+        cache_volume, cache_mount = modelcache.serving_volume(source)
+        volumes.append(cache_volume)
+        volume_mounts.append(cache_mount)
 
     container: dict[str, Any] = {
         "name": "triton",
@@ -259,7 +263,7 @@ def _pod_spec(
     if command:
         container["command"] = command
     if source is not None and source.uri is not None:
-        container["env"].append({"name": "MODEL_URI", "value": source.uri})
+        container["env"].append({"name": "MODEL_PATH", "value": modelcache.model_path(source)})
     if role != "worker":
         container["ports"] = [
             {"name": "http", "containerPort": triton.HTTP_PORT, "protocol": "TCP"},
@@ -296,7 +300,9 @@ def _pod_spec(
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 60,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": SERVING_UID},
-        "initContainers": [init],
+        "initContainers": [init] + (
+            [modelcache.wait_init_container(source, image, container["securityContext"])]
+            if source is not None and source.uri is not None else []),
         "containers": [container],
         "volumes": volumes,
         "nodeSelector": node_selector,
