@@ -390,15 +390,28 @@ def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = 
 
 # ---- download ----
 
+LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path")
+
+
 class Progress:
-    def __init__(self, path: str | None, state: dict[str, Any]):
+    """Progress in a JSON file and, every LOG_INTERVAL_S, as one JSON line on stdout: the operator reads
+    the last line of the running Job pod's log into status.model."""
+
+    LOG_INTERVAL_S = 5.0
+
+    def __init__(self, path: str | None, state: dict[str, Any], log: bool = False):
         self.path = Path(path) if path else None
         self.state = state
+        self.log = log
         self._last = 0.0
+        self._last_log = 0.0
 
     def update(self, force: bool = False, **fields: Any) -> None:
         self.state.update(fields)
         now = time.monotonic()
+        if self.log and (force or now - self._last_log >= self.LOG_INTERVAL_S):
+            self._last_log = now
+            print(json.dumps({k: self.state[k] for k in LOG_FIELDS if k in self.state}, sort_keys=True), flush=True)
         if self.path is None or (not force and now - self._last < 1.0):
             return
         self._last = now
@@ -601,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(state, sort_keys=True))
         return EXIT_NO_CONFIG if state.get("architectureReason") == REASONS[EXIT_NO_CONFIG] else EXIT_OK
 
-    progress = Progress(args.progress_file, {})
+    progress = Progress(args.progress_file, {}, log=True)
     try:
         args.cache.mkdir(parents=True, exist_ok=True)
         state = download(args.source, args.cache, endpoint=args.endpoint, region=args.region, anonymous=args.anonymous,
@@ -612,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model_fetch: {err.reason}: {err}", file=sys.stderr)
         return err.code
     _termination(args.termination_log, state)
-    print(json.dumps({k: state[k] for k in ("phase", "resolvedRevision", "path", "bytesTotal") if k in state}))
+    print(json.dumps({k: state[k] for k in LOG_FIELDS if k in state}, sort_keys=True))
     return EXIT_OK
 
 

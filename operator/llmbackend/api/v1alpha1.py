@@ -234,7 +234,8 @@ class ModelSpec(_Model):
         description="Name of a built-in model (e.g. llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, mixtral-8x7b).",
     )
     architecture: ModelArchitecture | None = Field(
-        default=None, description="Explicit architecture, for models not in the catalog."
+        default=None,
+        description="Explicit architecture, for models not in the catalog. With neither preset nor architecture, a uri source's config.json and safetensors index are read instead.",
     )
     name: str | None = Field(
         default=None, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
@@ -245,7 +246,11 @@ class ModelSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                {"rule": "has(self.preset) != has(self.architecture)", "message": "set exactly one of preset or architecture"}
+                {"rule": "!(has(self.preset) && has(self.architecture))", "message": "set exactly one of preset or architecture"},
+                {
+                    "rule": "has(self.preset) || has(self.architecture) || (has(self.source) && has(self.source.uri))",
+                    "message": "set exactly one of preset or architecture, or leave both out with a source.uri: the architecture is then read from the checkpoint's config.json",
+                },
             ]
         }
     )

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api.catalog import UnknownPresetError, resolve_architecture
+from .modelcache import model_cache_blocks_plan, sync_model_cache
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
@@ -153,6 +154,12 @@ class Reconciler:
 
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
+            model_cache = sync_model_cache(self.kube, ref.namespace, spec)  # uri sources only
+            if model_cache is not None:
+                spec = model_cache.spec  # with the checkpoint's architecture when the spec has none
+                if model_cache_blocks_plan(model_cache, status, conditions):
+                    self._finish(obj, ref, status, conditions, old_status)
+                    return Outcome(requeue_after=None if model_cache.permanent else 15)
             resolve_architecture(spec.model)
         except (ValidationError, UnknownPresetError) as exc:
             reason = "UnknownPreset" if isinstance(exc, UnknownPresetError) else "InvalidSpec"
@@ -231,6 +238,8 @@ class Reconciler:
                        f"(ratio {auto.get('currentRatio', '?')}, {auto.get('reason', '')}: {auto.get('message', '')})")
 
         self._status_from_workload(ref, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
+        if model_cache is not None and model_cache.permanent:
+            conditions.set(DEGRADED, True, model_cache.reason, model_cache.message)
         if conflict:
             conditions.set(DEGRADED, True, "ConflictingHorizontalPodAutoscaler",
                            f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "

@@ -22,6 +22,8 @@ from ..api.v1alpha1 import ModelSource
 from ..model_fetch import MARKER, Source, parse_uri
 
 CACHE_MOUNT = "/model-cache"
+# The download Job runs the operator's own image (model_fetch is in it); override with LLMBACKEND_DOWNLOADER_IMAGE.
+DEFAULT_DOWNLOADER_IMAGE = "ghcr.io/llmbackend/operator:0.1.0"
 DEFAULT_CACHE_CLAIM = "llmbackend-model-cache"
 CACHE_LABEL = "llmbackend.dev/model-cache"
 SOURCE_ANNOTATION = "llmbackend.dev/model-source"
