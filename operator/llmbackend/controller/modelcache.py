@@ -25,6 +25,7 @@ MODEL_READY = "ModelReady"
 # Reasons of this step (the download Job's own reasons are model_fetch.REASONS).
 SECRET_NOT_FOUND = "SecretNotFound"  # source.secretRef names a Secret that does not exist
 WAITING_FOR_CHECKPOINT = "WaitingForCheckpoint"  # no architecture until the download reports config.json
+ARCHITECTURE_UNKNOWN = "CheckpointArchitectureUnknown"  # the download finished without an architecture report
 CHECKPOINT_READ_TTL_S = 600.0
 
 permissions.require("batch", "jobs", "get", "create")
@@ -145,6 +146,11 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCa
         return ModelCacheResult(spec, True, termination.get("architectureReason") or "InvalidCheckpointConfig",
                                 termination["architectureError"], {k: v for k, v in status.items() if v is not None},
                                 permanent=True)
+    if arch is None and spec.model.preset is None and outcome["phase"] == "Ready":
+        return ModelCacheResult(spec, True, ARCHITECTURE_UNKNOWN,
+                                "the download finished without reporting the checkpoint's architecture; "
+                                "set spec.model.preset or spec.model.architecture",
+                                {k: v for k, v in status.items() if v is not None}, permanent=True)
     if arch is not None and spec.model.preset is None and spec.model.architecture is None:
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"architecture": arch})})
     result = ModelCacheResult(spec, outcome["phase"] == "Ready", outcome["reason"], outcome["message"],
