@@ -98,9 +98,9 @@ class HubServer:
         repo = self.repos.get(repo_id)
         if repo is None:
             if token is None:
-                self._error(h, 401, "RepositoryNotFound", "Repository not found")
+                self._error(h, 401, "RepoNotFound", "Repository not found")
             else:
-                self._error(h, 404, "RepositoryNotFound", "Repository not found")
+                self._error(h, 404, "RepoNotFound", "Repository not found")
             return None
         if repo.gated:
             if token is None:

@@ -77,7 +77,7 @@ def test_revision_tag_resolves_to_the_commit(hub, tmp_path) -> None:
 @pytest.mark.parametrize("repo,token,code,reason,words", [
     ("meta-llama/Llama-3.1-8B-Instruct", None, mf.EXIT_UNAUTHORIZED, "SourceUnauthorized", ["gated", "HF_TOKEN", "secretRef"]),
     ("meta-llama/Llama-3.1-8B-Instruct", "hf_not_granted", mf.EXIT_FORBIDDEN, "SourceForbidden", ["license"]),
-    ("acme/missing", "hf_good", mf.EXIT_NOT_FOUND, "SourceNotFound", ["RepositoryNotFound", "source.uri"]),
+    ("acme/missing", "hf_good", mf.EXIT_NOT_FOUND, "SourceNotFound", ["RepoNotFound", "source.uri"]),
     ("acme/missing", None, mf.EXIT_UNAUTHORIZED, "SourceUnauthorized", ["does not exist"]),
     (REPO + "@no-such-branch", None, mf.EXIT_NOT_FOUND, "SourceNotFound", ["RevisionNotFound"]),
     ("acme/no-config", None, mf.EXIT_NO_CONFIG, "CheckpointConfigMissing", ["config.json"]),
