@@ -127,3 +127,11 @@ def test_every_preset_matches_its_config_json(preset) -> None:
     assert arch.parameter_count == pytest.approx(from_config.parameter_count, rel=0.02)
     if from_config.active_parameter_count:
         assert arch.active_parameter_count == pytest.approx(from_config.active_parameter_count, rel=0.03)
+
+
+def test_multimodal_wrapper_reads_its_text_config() -> None:
+    """Mistral Small 3.1 (mistral3) nests the Mistral Small 3 language model in text_config."""
+    text = load("mistral-small-24b-2501")
+    wrapped = {"model_type": "mistral3", "architectures": ["Mistral3ForConditionalGeneration"], "text_config": text,
+               "vision_config": {"model_type": "pixtral", "hidden_size": 1024}}
+    assert architecture_from_config(wrapped) == architecture_from_config(text)

@@ -55,7 +55,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 # Multimodal wrappers: the language model's shape sits in text_config.
-_TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text", "gemma3": "gemma3_text", "mistral3": None, "qwen2_5_vl": None}
+_TEXT_CONFIG_WRAPPERS = {"llama4": "llama4_text", "gemma3": "gemma3_text", "mistral3": None}
 
 
 def _get(c: Mapping[str, Any], key: str, default: Any = None) -> Any:
@@ -261,7 +261,7 @@ _READERS: dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]] = {
     "gpt_oss": _gpt_oss,
     "llama4_text": _llama4,
 }
-SUPPORTED_MODEL_TYPES = tuple(sorted(set(_READERS) | set(_TEXT_CONFIG_WRAPPERS) - {"mistral3", "qwen2_5_vl"}))
+SUPPORTED_MODEL_TYPES = tuple(sorted(set(_READERS) | {"llama4", "gemma3"}))
 
 
 def checkpoint_quantization(config: Mapping[str, Any]) -> str | None:

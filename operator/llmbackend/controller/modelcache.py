@@ -16,7 +16,7 @@ from typing import Any
 
 from ..api.checkpoint import CheckpointError, architecture_from_config
 from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture, ModelSource
-from ..model_fetch import FetchError, read_checkpoint
+from ..model_fetch import EXIT_UNREACHABLE, FetchError, read_checkpoint
 from ..render import modelcache as mc
 from ..render.workloads import SERVING_UID
 from . import permissions
@@ -65,6 +65,8 @@ def _architecture_over_https(source: ModelSource) -> ModelArchitecture | Excepti
             info.config, info.index, None if info.index else info.safetensors_bytes or None)
     except (FetchError, CheckpointError) as exc:
         result = exc
+        if hit and isinstance(hit[1], ModelArchitecture) and isinstance(exc, FetchError) and exc.code == EXIT_UNREACHABLE:
+            result = hit[1]  # a Hub outage does not unplan a running backend
     with _reads_lock:
         _reads[key] = (time.monotonic(), result)
     return result
@@ -109,7 +111,7 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCa
     if spec.model.preset is None and arch is None and source.uri.startswith("hf://") and source.secret_ref is None:
         got = _architecture_over_https(source)
         arch, read_error = (got, None) if isinstance(got, ModelArchitecture) else (None, got)
-    if isinstance(read_error, FetchError) and read_error.code != 17:  # unreachable: the Job retries and reports
+    if isinstance(read_error, FetchError) and read_error.code != EXIT_UNREACHABLE:  # unreachable: the Job retries and reports
         return ModelCacheResult(spec, False, read_error.reason, str(read_error), {"phase": "Failed", "source": source.uri},
                                 permanent=True)
     if isinstance(read_error, CheckpointError):
