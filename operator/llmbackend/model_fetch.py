@@ -236,20 +236,23 @@ def _sha256_hex(data: bytes) -> str:
 
 
 def sigv4_headers(method: str, url: str, region: str, access_key: str, secret_key: str,
-                  session_token: str | None = None, now: datetime.datetime | None = None) -> dict[str, str]:
-    """AWS Signature Version 4 headers for an S3 request with no body (payload UNSIGNED-PAYLOAD)."""
+                  session_token: str | None = None, now: datetime.datetime | None = None,
+                  payload_hash: str = "UNSIGNED-PAYLOAD", extra: dict[str, str] | None = None) -> dict[str, str]:
+    """AWS Signature Version 4 headers for an S3 request (body not signed unless payload_hash is given;
+    `extra` headers are signed and returned too)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     parts = urllib.parse.urlsplit(url)
     query = sorted(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
     canonical_query = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}" for k, v in query)
-    headers = {"host": parts.netloc, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-date": amz_date}
+    headers = {"host": parts.netloc, "x-amz-content-sha256": payload_hash, "x-amz-date": amz_date}
+    headers.update({k.lower(): v for k, v in (extra or {}).items()})
     if session_token:
         headers["x-amz-security-token"] = session_token
     signed = ";".join(sorted(headers))
     canonical = "\n".join([
         method, parts.path or "/", canonical_query,
-        "".join(f"{k}:{headers[k].strip()}\n" for k in sorted(headers)), signed, "UNSIGNED-PAYLOAD",
+        "".join(f"{k}:{headers[k].strip()}\n" for k in sorted(headers)), signed, payload_hash,
     ])
     scope = f"{day}/{region}/s3/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, _sha256_hex(canonical.encode())])

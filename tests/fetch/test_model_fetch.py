@@ -248,13 +248,13 @@ def test_s3_missing_bucket(s3_endpoint, tmp_path) -> None:
 
 
 def test_sigv4_matches_the_aws_documented_example() -> None:
-    # AWS S3 docs, "Example: GET Object" (Signature Version 4, header-based auth), with UNSIGNED-PAYLOAD
-    # the canonical request changes, so check the derived signing-key chain through a fixed request instead.
+    """AWS S3 API reference, "Signature Calculations for the Authorization Header", example GET Object."""
     import datetime
     now = datetime.datetime(2013, 5, 24, tzinfo=datetime.timezone.utc)
     h = mf.sigv4_headers("GET", "https://examplebucket.s3.amazonaws.com/test.txt", "us-east-1",
-                         "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", now=now)
-    assert h["x-amz-date"] == "20130524T000000Z"
-    assert h["Authorization"].startswith(
+                         "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", now=now,
+                         payload_hash=hashlib.sha256(b"").hexdigest(), extra={"Range": "bytes=0-9"})
+    assert h["Authorization"] == (
         "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
-        "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=")
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
