@@ -36,7 +36,7 @@ CASES = [
     ("deepseek-v3", 671.0, 37.0, 61 * (512 + 64) * 2, None),
     ("qwen3-32b", 32.8, None, 2 * 64 * 8 * 128 * 2, None),
     ("qwen3-235b-a22b", 235.0, 22.0, 2 * 94 * 4 * 128 * 2, None),
-    ("gpt-oss-120b", 116.8, None, 2 * 18 * 8 * 64 * 2, (128, 18)),
+    ("gpt-oss-120b", 116.8, 5.13, 2 * 18 * 8 * 64 * 2, (128, 18)),
     # 1 global layer in 6: 10 of 62 grow with the context.
     ("gemma-3-27b", 27.4, None, 2 * 10 * 16 * 128 * 2, (1024, 52)),
     ("mistral-small-24b-2501", 23.6, None, 2 * 40 * 8 * 128 * 2, None),
@@ -51,7 +51,10 @@ def test_reader_on_real_configs(name, total_b, active_b, kv_per_token, window) -
     arch = architecture_from_config(load(name))
     assert arch.parameter_count == pytest.approx(total_b * 1e9, rel=0.02)
     if active_b is not None:
-        assert arch.active_parameter_count == pytest.approx(active_b * 1e9, rel=0.03)
+        # Cards differ on counting the input embedding (see api/checkpoint.py); the reader leaves it out,
+        # and the published figure is one of the two within 3 %.
+        with_embedding = arch.active_parameter_count + arch.vocab_size * arch.hidden_size
+        assert min(abs(arch.active_parameter_count / (active_b * 1e9) - 1), abs(with_embedding / (active_b * 1e9) - 1)) < 0.03
     assert kv_bytes_per_token(arch) == kv_per_token
     if window is None:
         assert arch.sliding_window is None

@@ -2,7 +2,8 @@
 
 Each preset is what api/checkpoint.py reads from the model's published config.json
 (tests/fixtures/checkpoints/<PRESET_FIXTURES[name]>/config.json; a unit test checks every
-field), with the parameter count the model card publishes.
+field), with the parameter count the model card publishes (active parameters: what decode reads per token,
+see api/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ PRESETS: dict[str, ModelArchitecture] = {
         94, 4096, 64, 4, 151_936, 235_000_000_000,
         active_parameter_count=22_000_000_000, num_experts=128, num_experts_per_token=8, num_shared_experts=0,
     ),
-    # Text model only (the 109B figure includes the vision encoder). The 36 RoPE layers use chunked
+    # Text model only (the 109B figure includes the vision encoder; Meta's 17B active counts the input
+    # embedding, which decode does not stream). The 36 RoPE layers use chunked
     # attention over 8192-token chunks: they cache at most a chunk, like a sliding window.
     "llama-4-scout-17b-16e": _dense(
         48, 5120, 40, 8, 202_048, 107_800_000_000,
-        active_parameter_count=17_200_000_000, num_experts=16, num_experts_per_token=1, num_shared_experts=1,
+        active_parameter_count=16_100_000_000, num_experts=16, num_experts_per_token=1, num_shared_experts=1,
         sliding_window=8192, sliding_window_layers=36,
     ),
     # MLA: a 512 + 64 latent per token and layer; head_dim is the q/k width (128 nope + 64 rope).
@@ -49,7 +51,7 @@ PRESETS: dict[str, ModelArchitecture] = {
     ),
     "gpt-oss-120b": _dense(
         36, 2880, 64, 8, 201_088, 116_800_000_000, head_dim=64,
-        active_parameter_count=5_700_000_000, num_experts=128, num_experts_per_token=4, num_shared_experts=0,
+        active_parameter_count=5_130_000_000, num_experts=128, num_experts_per_token=4, num_shared_experts=0,
         sliding_window=128, sliding_window_layers=18, checkpoint_quantization="mxfp4",
     ),
     # Text model only; tied embeddings; 5 of every 6 layers attend to a 1024-token window.

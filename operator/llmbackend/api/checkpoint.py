@@ -10,7 +10,10 @@ Parameter count (when the checkpoint gives none; biases and norms are left out, 
                                   + hidden x (kv_lora + rope) + kv_lora x heads x (nope + v) + heads x v x hidden
   MLP/layer       gated (SwiGLU/GeGLU): 3 x hidden x intermediate
   MoE/layer       (routed + shared experts) x 3 x hidden x expert_intermediate + router hidden x routed
-  active          the same with only the routed experts a token uses (num_experts_per_tok) plus shared ones
+  active          the same with only the routed experts a token uses (num_experts_per_tok) plus shared ones,
+                  and lm_head but not the input embedding (a token reads one row of it): what decode streams
+                  per token. Model cards differ here (OpenAI's 5.1B for gpt-oss-120b leaves the embedding out,
+                  Meta's 17B for Llama 4 Scout counts it).
 DeepSeek's multi-token-prediction layer (num_nextn_predict_layers) is not counted: it is not served
 by default (it is in the checkpoint's bytes, metadata.total_size, which weight_bytes takes as is).
 
@@ -297,7 +300,7 @@ def architecture_from_config(
     tied = bool(c.get("tie_word_embeddings", False))
     embed = fields["vocab_size"] * fields["hidden_size"] * (1 if tied else 2)
     total = fields.pop("_layer_params") + embed
-    active = fields.pop("_active_layer_params") + embed
+    active = fields.pop("_active_layer_params") + fields["vocab_size"] * fields["hidden_size"]
     if index is not None:
         size = (index.get("metadata") or {}).get("total_size")
         if isinstance(size, (int, float)) and size > 0:
