@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup demo test unit e2e tools prometheus openmpi crd bench down clean
+.PHONY: setup demo test unit e2e tools prometheus openmpi moto crd bench down clean
 
 setup: $(VENV)/.installed
 
@@ -30,8 +30,16 @@ openmpi:
 demo: tools
 	$(VENV)/bin/llmbackend demo
 
-test: tools prometheus openmpi
+test: tools prometheus openmpi moto
 	$(PY) -m pytest -p no:cacheprovider
+
+# moto's S3 server for tests/fetch, in its own venv: botocore pins python-dateutil below 3, the kubernetes client needs 3+.
+MOTO_VENV := $(HOME)/.cache/llmbackend/moto-venv
+moto: $(MOTO_VENV)/bin/moto_server
+
+$(MOTO_VENV)/bin/moto_server:
+	python3 -m venv $(MOTO_VENV)
+	$(MOTO_VENV)/bin/pip install -q 'moto[server]>=5.1,<6'
 
 unit: setup
 	$(PY) -m pytest -p no:cacheprovider tests/unit

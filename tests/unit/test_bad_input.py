@@ -127,7 +127,8 @@ def check_rendered(spec: LLMBackendSpec, objects: list[dict[str, Any]]) -> None:
             args = json.loads(content)
             source = spec.model.source
             if source is not None and source.uri is not None:
-                assert args["model"] == source.uri
+                # Loaded from the model cache, never fetched from the URI by the server.
+                assert args["model"].startswith("/model-cache/") and "/./" not in args["model"] + "/"
     for pod in pod_specs(objects):
         for container in pod.get("initContainers", []) + pod["containers"]:
             command = container.get("command") or []

@@ -112,7 +112,9 @@ def argocd_health(obj: dict[str, Any]) -> tuple[str, str]:
 
 def assert_four_current(obj: dict[str, Any]) -> None:
     written = obj["status"]["conditions"]
-    assert [c["type"] for c in written] == list(cond.TYPES)
+    types = [c["type"] for c in written]
+    # The four, then only what this pass itself wrote (ModelReady for a URI source).
+    assert types[:4] == list(cond.TYPES) and set(types[4:]) <= {"ModelReady"}, types
     assert {c["observedGeneration"] for c in written} == {obj["metadata"]["generation"]}
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
     assert all(c["reason"] != "NotEvaluated" for c in written), written

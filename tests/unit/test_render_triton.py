@@ -291,7 +291,7 @@ def test_vllm_uri_source_explicit_fp8_kv_and_no_chunking() -> None:
     s = spec({"backend": "vllm", "kvCacheDtype": "fp8", "enableChunkedContext": False,
               "maxSeqLen": 32768, "maxNumTokens": 8192}, {"uri": "s3://bucket/llama-3.1-8b"})
     args = triton.vllm_engine_args(s, 1, 1)
-    assert args["model"] == "s3://bucket/llama-3.1-8b"
+    assert args["model"] == "/model-cache/s3/bucket/llama-3.1-8b/refs/latest"  # the cached copy
     assert args["kv_cache_dtype"] == "fp8"
     assert args["enable_chunked_prefill"] is False
     assert args["max_num_batched_tokens"] == 32768  # a whole prompt must fit one step

@@ -90,9 +90,10 @@ def test_quantization_args(quant: str, checkpoint: str | None, expected) -> None
 
 def test_pre_quantized_fp8_checkpoint_renders_without_a_quantization_argument(standin, tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "modelopt"}}))
-    s = spec({"quantization": "fp8"}, "modelopt", uri=f"file://{tmp_path}")
+    s = spec({"quantization": "fp8"}, "modelopt")
     args = json.loads(triton.render_model_repository(s, "m", 1, 1)["m/1/model.json"])
     assert "quantization" not in args
+    args["model"] = str(tmp_path)  # the stand-in reads the checkpoint's config.json where the pod would mount it
     from vllm.v1.engine.async_llm import check_quantization
 
     assert check_quantization(standin.AsyncEngineArgs(**args)) == "modelopt"

@@ -167,22 +167,75 @@ class PVCSource(_Model):
         return value
 
 
+# Model sources the download Job understands: hf://org/name[@revision] and s3://bucket[/prefix].
+HF_URI_PATTERN = r"hf://[A-Za-z0-9][A-Za-z0-9._\-]*/[A-Za-z0-9][A-Za-z0-9._\-]*(@[A-Za-z0-9._\-]+)?"
+S3_URI_PATTERN = r"s3://[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9._~/\-]*)?"
+MODEL_URI_PATTERN = rf"^({HF_URI_PATTERN}|{S3_URI_PATTERN})$"
+DNS_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class SecretReference(_Model):
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN, description="Secret in the backend's namespace.")
+
+
+class ModelCacheSpec(_Model):
+    """Where URI sources are downloaded to: a PersistentVolumeClaim shared by every backend that uses it."""
+
+    claim_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_NAME_PATTERN,
+        description="Cache claim in the backend's namespace (default llmbackend-model-cache; created when missing, never deleted with a backend).",
+    )
+    size: str | None = Field(
+        default=None, pattern=QUANTITY_PATTERN,
+        description="Size of a claim the operator creates (default: the checkpoint's size plus 10 %, at least 10Gi).",
+    )
+    storage_class_name: str | None = Field(default=None, max_length=253, pattern=DNS_NAME_PATTERN, description="Storage class of a claim the operator creates.")
+
+
 class ModelSource(_Model):
-    """Where weights, tokenizer and (for tensorrtllm) engines come from: a PVC or a URI."""
+    """Where weights, tokenizer and (for tensorrtllm) engines come from: a PVC, or a URI downloaded once into a cache."""
 
     pvc: PVCSource | None = Field(default=None, description="Read weights/engines from a PersistentVolumeClaim.")
     uri: str | None = Field(
-        default=None, max_length=2048, pattern=SAFE_URI_PATTERN,
-        description="Read weights from a URI (s3://, gs://, hf://, ...), fetched by the serving image.",
+        default=None, max_length=2048, pattern=MODEL_URI_PATTERN,
+        description=(
+            "hf://org/name[@revision] (Hugging Face Hub; revision: branch, tag or commit, default main) or "
+            "s3://bucket[/prefix] (any S3-compatible store): downloaded once into the model cache and mounted read-only."
+        ),
     )
+    secret_ref: SecretReference | None = Field(
+        default=None,
+        description=(
+            "Credentials: for hf:// the key HF_TOKEN (gated or private repositories); for s3:// the keys "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (optional AWS_SESSION_TOKEN)."
+        ),
+    )
+    endpoint: str | None = Field(
+        default=None, max_length=2048, pattern=r"^https?://[A-Za-z0-9._:\-/]+$",
+        description="s3://: endpoint of an S3-compatible store (default AWS); hf://: a Hub mirror (default https://huggingface.co).",
+    )
+    region: str | None = Field(default=None, max_length=64, pattern=r"^[a-z0-9\-]+$", description="s3://: signing region (default us-east-1).")
+    cache: ModelCacheSpec | None = Field(default=None, description="Model cache for URI sources.")
 
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                {"rule": "has(self.pvc) != has(self.uri)", "message": "set exactly one of pvc or uri"}
+                {"rule": "has(self.pvc) != has(self.uri)", "message": "set exactly one of pvc or uri"},
+                {"rule": "has(self.uri) || !(has(self.secretRef) || has(self.endpoint) || has(self.cache))",
+                 "message": "secretRef, endpoint and cache apply to uri sources only"},
+                {"rule": "!has(self.region) || (has(self.uri) && self.uri.startsWith('s3://'))",
+                 "message": "region applies to s3:// sources only"},
+                {"rule": "!has(self.uri) || !self.uri.matches('/[.]{1,2}(/|$)')", "message": "uri must not contain '.' or '..' segments"},
             ]
         }
     )
+
+    @field_validator("uri")
+    @classmethod
+    def _no_parent_segments_in_uri(cls, value: str | None) -> str | None:
+        if value is not None and any(seg in (".", "..") for seg in value.split("://", 1)[1].split("/")):
+            raise ValueError("uri must not contain '.' or '..' segments")
+        return value
 
 
 class ModelSpec(_Model):
@@ -193,7 +246,8 @@ class ModelSpec(_Model):
         description="Name of a built-in model (e.g. llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, mixtral-8x7b).",
     )
     architecture: ModelArchitecture | None = Field(
-        default=None, description="Explicit architecture, for models not in the catalog."
+        default=None,
+        description="Explicit architecture, for models not in the catalog. With neither preset nor architecture, a uri source's config.json and safetensors index are read instead.",
     )
     name: str | None = Field(
         default=None, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
@@ -204,7 +258,11 @@ class ModelSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                {"rule": "has(self.preset) != has(self.architecture)", "message": "set exactly one of preset or architecture"}
+                {"rule": "!(has(self.preset) && has(self.architecture))", "message": "set exactly one of preset or architecture"},
+                {
+                    "rule": "has(self.preset) || has(self.architecture) || (has(self.source) && has(self.source.uri))",
+                    "message": "set exactly one of preset or architecture, or leave both out with a source.uri: the architecture is then read from the checkpoint's config.json",
+                },
             ]
         }
     )
@@ -554,6 +612,18 @@ class AutoscalingStatus(_Model):
     message: str | None = None
 
 
+class ModelStatus(_Model):
+    """Download of a URI source into the model cache."""
+
+    phase: Literal["Resolving", "Downloading", "Ready", "Failed"] | None = None
+    source: str | None = None
+    resolved_revision: str | None = Field(default=None, description="Commit (hf://) or listing digest (s3://) the cache holds.")
+    bytes_done: int | None = None
+    bytes_total: int | None = None
+    claim_name: str | None = None
+    path: str | None = Field(default=None, description="Directory inside the cache claim.")
+
+
 class LLMBackendStatus(_Model):
     observed_generation: int | None = None
     conditions: list[Condition] | None = None
@@ -566,6 +636,7 @@ class LLMBackendStatus(_Model):
     rollout_strategy: Literal["RollingUpdate", "Recreate"] | None = None
     model_name: str | None = None
     backend: str | None = None
+    model: ModelStatus | None = None
 
 
 class LLMBackend(_Model):

@@ -60,8 +60,9 @@ class Conditions:
         return out
 
     def to_list(self) -> list[dict[str, Any]]:
-        """The four types, all for this generation; anything else of the old status is dropped."""
+        """The four types, all for this generation, then any other type this pass set (ModelReady for URI sources);
+        conditions of the old status that this pass did not write are dropped."""
         for type_ in TYPES:
             if type_ not in self._new:
                 self.set(type_, "Unknown", NOT_EVALUATED, "not evaluated in this pass; the operator retries")
-        return [self._new[t] for t in TYPES]
+        return [self._new[t] for t in TYPES] + [c for t, c in self._new.items() if t not in TYPES]

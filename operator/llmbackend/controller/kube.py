@@ -30,6 +30,8 @@ KINDS: dict[str, tuple[str, str]] = {
     **MANAGED_KINDS,
     "LLMBackend": ("llmbackend.dev/v1alpha1", "llmbackends"),
     "Pod": ("v1", "pods"),
+    "Job": ("batch/v1", "jobs"),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
     "Node": ("v1", "nodes"),
     "Event": ("v1", "events"),
     "Namespace": ("v1", "namespaces"),

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
+from .modelcache import model_cache_blocks_plan, sync_model_cache
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
@@ -207,6 +208,17 @@ class Reconciler:
         key = (ref.namespace, ref.name)
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
+            model_cache = sync_model_cache(self.kube, ref.namespace, spec)  # uri sources only
+            if model_cache is not None:
+                spec = model_cache.spec  # with the checkpoint's architecture when the spec has none
+                if model_cache_blocks_plan(model_cache, status, conditions):
+                    if model_cache.permanent:
+                        _not_served(conditions, model_cache.reason, model_cache.message)
+                    else:  # downloading: nothing is wrong yet, the checkpoint is on its way
+                        conditions.set(AVAILABLE, False, cond.NOT_PLANNED, "waiting for the checkpoint (see ModelReady)")
+                        conditions.set(PROGRESSING, True, model_cache.reason, model_cache.message)
+                        conditions.set(DEGRADED, False, model_cache.reason, "")
+                    return Outcome(requeue_after=None if model_cache.permanent else 15)
             resolve_architecture(spec.model)
         except (ValidationError, UnknownPresetError) as exc:
             if isinstance(exc, UnknownPresetError):
@@ -254,9 +266,7 @@ class Reconciler:
                        "(GB200/GB300), which needs an IMEX channel per group: install NVIDIA's DRA driver for GPUs with "
                        "ComputeDomains (resource.nvidia.com), or set spec.scheduling.multiNode."
                        "allowCrossNodeNvlinkWithoutComputeDomain: true if IMEX is provisioned outside Kubernetes")
-            conditions.set(DEGRADED, True, "ComputeDomainNotInstalled", message)
-            conditions.set(AVAILABLE, False, "ComputeDomainNotInstalled", message)
-            self._finish(obj, ref, status, conditions, old_status)
+            _not_served(conditions, "ComputeDomainNotInstalled", message)
             return Outcome(requeue_after=60)
 
         same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
@@ -329,6 +339,8 @@ class Reconciler:
             conditions.set(DEGRADED, True, KEDA_NOT_INSTALLED,
                            "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
                            "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
+        if model_cache is not None and model_cache.permanent:
+            conditions.set(DEGRADED, True, model_cache.reason, model_cache.message)
         if conflict:
             conditions.set(DEGRADED, True, cond.CONFLICTING_HPA,
                            f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "

@@ -176,10 +176,13 @@ def executor_queue_size(spec: LLMBackendSpec) -> int:
 
 
 def weights_path(spec: LLMBackendSpec) -> str:
-    """What vLLM loads: the URI for a URI source, else MODELS_DIR (where the claim's path is mounted)."""
+    """What the engine loads: for a URI source its complete copy in the model cache (render/modelcache.py),
+    else MODELS_DIR (where the claim's path is mounted)."""
     source = spec.model.source
     if source is not None and source.uri is not None:
-        return source.uri
+        from .modelcache import model_path
+
+        return model_path(source)
     return MODELS_DIR
 
 
@@ -478,10 +481,9 @@ def llmapi_model_source() -> str:
 
 
 def checkpoint_path(spec: LLMBackendSpec) -> str:
-    """What LLM(model=...) loads: always MODELS_DIR, where the claim's path is mounted (a URI source is fetched to
-    the same place, see the module docstring). A user's URI never lands in model.yaml: no injection into it."""
-    del spec
-    return MODELS_DIR
+    """What LLM(model=...) loads: the claim's path mounted at MODELS_DIR, or a URI source's complete copy in the
+    model cache. A user's URI never lands in model.yaml: only the cache path derived from it."""
+    return weights_path(spec)
 
 
 def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,

@@ -21,7 +21,7 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from ..planning.inventory import GPU_TOLERATIONS
-from . import drain, gateway, openai, triton
+from . import drain, gateway, modelcache, openai, triton
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -254,6 +254,10 @@ def _pod_spec(
         if sub_path:
             mount["subPath"] = sub_path
         volume_mounts.append(mount)
+    if source is not None and source.uri is not None:
+        cache_volume, cache_mount = modelcache.serving_volume(source)
+        volumes.append(cache_volume)
+        volume_mounts.append(cache_mount)
 
     container: dict[str, Any] = {
         "name": "triton",
@@ -275,7 +279,7 @@ def _pod_spec(
     if command:
         container["command"] = command
     if source is not None and source.uri is not None:
-        container["env"].append({"name": "MODEL_URI", "value": source.uri})
+        container["env"].append({"name": "MODEL_PATH", "value": modelcache.model_path(source)})
     if role != "worker":
         container["ports"] = [
             {"name": "http", "containerPort": triton.HTTP_PORT, "protocol": "TCP"},
@@ -308,6 +312,8 @@ def _pod_spec(
     }
 
     init_containers = [init]
+    if source is not None and source.uri is not None:  # start only once the cached copy is complete
+        init_containers.append(modelcache.wait_init_container(source, image, container["securityContext"]))
     check = triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel)
     if check and role != "worker":
         # Fail fast with a readable reason (terminated.message) instead of a server crash loop.
