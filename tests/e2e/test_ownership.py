@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from llmbackend.devcluster.lws import CRD_FILE as LWS_CRD_FILE
+from llmbackend.devcluster.lws import ensure_lws
 from conftest import REPO_ROOT, apply_manifest, backend_manifest, condition, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "argocd"))
@@ -46,7 +48,7 @@ def test_an_existing_object_with_a_childs_name_is_reported_and_left_alone(cluste
     name, their_spec, backend_spec = CASES[kind]
     if kind == "LeaderWorkerSet" and cluster.kube.get(
             "CustomResourceDefinition", None, "leaderworkersets.leaderworkerset.x-k8s.io") is None:
-        cluster.kubectl("apply", "-f", str(REPO_ROOT / "e2e/fixtures/lws-crd.yaml"))
+        cluster.kubectl("apply", "--server-side", "-f", str(ensure_lws() / LWS_CRD_FILE))
         wait_for(lambda: cluster.kubectl("api-resources", "--api-group=leaderworkerset.x-k8s.io", "-o", "name").stdout.strip(),
                  what="LeaderWorkerSet API served")
     theirs = {"apiVersion": API_VERSIONS[kind], "kind": kind,

@@ -41,7 +41,7 @@ TOKENS = 10          # per load request: ~TOKENS x STEP_S of engine compute
 PROMPT = "alpha beta gamma"
 
 
-def _spec(checkpoint: Path) -> LLMBackendSpec:
+def _spec() -> LLMBackendSpec:
     return LLMBackendSpec.model_validate({
         "model": {
             "name": MODEL,
@@ -50,7 +50,7 @@ def _spec(checkpoint: Path) -> LLMBackendSpec:
                 "headDim": 128, "vocabSize": 128256, "parameterCount": 8_030_000_000,
                 "checkpointQuantization": "modelopt",
             },
-            "source": {"uri": f"file://{checkpoint}"},
+            "source": {"pvc": {"claimName": "models", "path": "/llama"}},
         },
         "engine": {"backend": "vllm", "quantization": "fp8", "maxBatchSize": SLOTS, "maxSeqLen": 256,
                    "maxInputLen": 128},
@@ -65,10 +65,12 @@ def server(tmp_path_factory):
     (checkpoint / "config.json").write_text(json.dumps(
         {"architectures": ["LlamaForCausalLM"], "quantization_config": {"quant_method": "modelopt",
                                                                        "quant_algo": "FP8"}}))
-    spec = _spec(checkpoint)
+    spec = _spec()
     files = triton.render_model_repository(spec, MODEL, 1, 1)
     repo = root / "repo"
     for rel, content in files.items():
+        if rel.endswith("/1/model.json"):  # the pod mounts the claim at /models; here the checkpoint lives elsewhere
+            content = json.dumps({**json.loads(content), "model": str(checkpoint)})
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(content)
     for directory in triton.version_dirs("vllm", MODEL):
