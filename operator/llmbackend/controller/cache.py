@@ -22,13 +22,15 @@ from urllib.parse import urlencode
 
 from ..render.workloads import BACKEND_LABEL, MANAGED_BY, MANAGED_KINDS
 from . import permissions
-from .kube import ApiError, Kube
+from .kube import KINDS, ApiError, Kube
 
 log = logging.getLogger("llmbackend.cache")
 
 MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
 # Kinds watched with MANAGED_SELECTOR: every child kind, and the serving pods.
 WATCHED_KINDS: tuple[str, ...] = (*MANAGED_KINDS, "Pod")
+# Nodes are watched unfiltered (any node may hold GPUs); their state lives in the planner's inventory,
+# so their store only tracks whether the first list arrived.
 WATCH_TIMEOUT_S = 300
 OPTIONAL_API_RECHECK_S = 30.0
 
@@ -72,7 +74,8 @@ def simple_selector(selector: str | None) -> bool:
 class Store:
     """Objects of one kind, by (namespace, name), filled by one watcher per namespace ("" = all)."""
 
-    def __init__(self, namespaces: Iterable[str] = ("",)) -> None:
+    def __init__(self, namespaces: Iterable[str] = ("",), keep: bool = True) -> None:
+        self.keep = keep
         self.objects: dict[Key, dict[str, Any]] = {}
         self._unsynced = set(namespaces)
         self.lock = threading.Lock()
@@ -83,13 +86,15 @@ class Store:
 
     def replace(self, namespace: str, items: Iterable[dict[str, Any]]) -> None:
         """A fresh list of one namespace (or of all, with "")."""
-        fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): _slim(o) for o in items}
+        fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): _slim(o) for o in items if self.keep}
         with self.lock:
             kept = {k: v for k, v in self.objects.items() if namespace and k[0] != namespace}
             self.objects = {**kept, **fresh}
             self._unsynced.discard(namespace)
 
     def upsert(self, obj: dict[str, Any]) -> None:
+        if not self.keep:
+            return
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         with self.lock:
             if _newer(obj, self.objects.get(key)):
@@ -155,8 +160,9 @@ class Watcher(threading.Thread):
     def _list(self) -> str:
         result = self.kube.request("GET", self.kube._path(self.kind, self.namespace or None), query=self._query())
         items = result.get("items", [])
-        for item in items:  # list items carry no kind
+        for item in items:  # list items carry no kind or apiVersion
             item.setdefault("kind", self.kind)
+            item.setdefault("apiVersion", KINDS[self.kind][0])
         self.store.replace(self.namespace, items)
         if self.on_event:
             for item in items:
@@ -192,12 +198,13 @@ class WatchCaches:
         self.kube = kube
         spaces = list(namespaces or [""])
         self.stores: dict[str, Store] = {kind: Store(spaces) for kind in WATCHED_KINDS}
+        self.nodes = Store(keep=False)
         optional = {"LeaderWorkerSet", "PrometheusRule"}
         self.watchers = [
             Watcher(kube, kind, self.stores[kind], MANAGED_SELECTOR, namespace, on_event,
                     optional_api=MANAGED_KINDS[kind] if kind in optional else None)
             for kind in WATCHED_KINDS for namespace in spaces
-        ]
+        ] + [Watcher(kube, "Node", self.nodes, None, "", on_event)]
 
     def start(self) -> None:
         for watcher in self.watchers:
@@ -209,7 +216,10 @@ class WatchCaches:
 
     @property
     def synced(self) -> bool:
-        return all(store.synced for store in self.stores.values())
+        return self.nodes.synced and all(store.synced for store in self.stores.values())
+
+    def unsynced(self) -> list[str]:
+        return [kind for kind, store in {**self.stores, "Node": self.nodes}.items() if not store.synced]
 
     def wait_synced(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -36,6 +36,7 @@ log = logging.getLogger("llmbackend.operator")
 # Liveness: the event loop must tick, and a queue with work must finish a reconcile now and then.
 LOOP_STALL_S = 60.0
 QUEUE_STALL_S = 300.0
+CACHE_SYNC_TIMEOUT_S = 120.0
 
 
 class WorkQueue:
@@ -119,9 +120,14 @@ class Operator:
         self.enqueue(key)
 
     def on_child_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
-        """From a watch thread: wake the backend that owns a child or pod."""
+        """From a watch thread: a node changes the inventory; a child or pod wakes the backend that owns it."""
+        if self.loop is None:
+            return
+        if kind == "Node":
+            self.loop.call_soon_threadsafe(self.on_node_event, event_type, obj)
+            return
         owner = (obj.get("metadata", {}).get("labels") or {}).get(BACKEND_LABEL)
-        if owner and self.loop is not None:
+        if owner:
             self.loop.call_soon_threadsafe(self.enqueue, (obj["metadata"].get("namespace", ""), owner))
 
     # ---- health ----
@@ -140,8 +146,7 @@ class Operator:
         if not self.started:
             return True, "standby: waiting for the leader Lease"
         if not self.caches.synced:
-            unsynced = [kind for kind, store in self.caches.stores.items() if not store.synced]
-            return False, "watch caches not synced: " + ", ".join(unsynced)
+            return False, "watch caches not synced: " + ", ".join(self.caches.unsynced())
         return True, "ok"
 
     def on_node_event(self, event_type: str, body: dict[str, Any]) -> None:
@@ -163,11 +168,18 @@ class Operator:
         self.queue = WorkQueue()
         for key in self.known:
             self.queue.add(key)
-        self.tasks = [asyncio.create_task(self._worker(i)) for i in range(self.workers)]
+        self.tasks = [asyncio.create_task(self._begin()), asyncio.create_task(self._heartbeat_loop())]
+        self.started = True
+
+    async def _begin(self) -> None:
+        """Reconcile once the caches hold the first lists: plans and capacity need the whole node inventory."""
+        assert self.loop is not None
+        if not await self.loop.run_in_executor(None, self.caches.wait_synced, CACHE_SYNC_TIMEOUT_S):
+            log.warning("watch caches not synced after %.0fs (%s); reconciling with reads from the API server",
+                        CACHE_SYNC_TIMEOUT_S, ", ".join(self.caches.unsynced()))
+        self.tasks += [asyncio.create_task(self._worker(i)) for i in range(self.workers)]
         self.tasks.append(asyncio.create_task(self._resync_loop()))
         self.tasks.append(asyncio.create_task(self._autoscale_loop()))
-        self.tasks.append(asyncio.create_task(self._heartbeat_loop()))
-        self.started = True
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -314,10 +326,6 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def backend_event(event: dict[str, Any], name: str, namespace: str, **_: Any) -> None:
         operator.on_backend_event(event.get("type") or "", namespace, name, event.get("object"))
-
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node_event(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
-        operator.on_node_event(event.get("type") or "", dict(body))
 
     return registry
 
