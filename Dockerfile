@@ -16,6 +16,19 @@ COPY operator ./operator
 RUN python -m venv /opt/llmbackend \
  && /opt/llmbackend/bin/pip install --upgrade pip \
  && /opt/llmbackend/bin/pip install .
+# kubectl: multi-node TensorRT-LLM leaders copy it from this image (an init container) to start MPI
+# ranks in their workers through `kubectl exec` (LAUNCHER_KUBECTL in api/v1alpha1.py).
+ARG KUBECTL_VERSION=v1.36.3
+ARG TARGETARCH=amd64
+RUN python - <<EOF
+import hashlib, urllib.request
+url = "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/${TARGETARCH}/kubectl"
+data = urllib.request.urlopen(url).read()
+want = urllib.request.urlopen(url + ".sha256").read().decode().split()[0]
+assert hashlib.sha256(data).hexdigest() == want, "kubectl checksum mismatch"
+open("/opt/llmbackend/bin/kubectl", "wb").write(data)
+EOF
+RUN chmod 0755 /opt/llmbackend/bin/kubectl
 
 FROM python:3.11-slim
 LABEL org.opencontainers.image.title="llmbackend-operator" \

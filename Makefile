@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup demo test unit e2e tools crd bench down clean
+.PHONY: setup demo test unit e2e tools prometheus openmpi moto crd bench down clean
 
 setup: $(VENV)/.installed
 
@@ -12,24 +12,39 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install $(PIP_FLAGS) -e '.[test]'
 	touch $@
 
-# Control-plane binaries (etcd, kube-apiserver, ...) built once from the Go module proxy into ~/.cache/llmbackend.
+# Control-plane binaries (etcd, kube-apiserver, ...) and Argo CD's health evaluator (tests/argocd) built once from
+# the Go module proxy into ~/.cache/llmbackend.
 tools: setup
 	$(PY) -m llmbackend.devcluster.build
+	$(PY) tests/argocd/argocd_health.py
+	$(PY) -m llmbackend.devcluster.lws
 
 # Debian's Prometheus for the autoscaling tests (installed when missing and we are root; otherwise those tests skip).
 prometheus:
 	@command -v prometheus >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) || echo "prometheus not installed: the Prometheus-source tests will be skipped"; }
 
+# Debian's Open MPI for the multi-node launch tests (tests/launch: the rendered leader scripts run real mpirun).
+openmpi:
+	@command -v mpirun >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null) || echo "openmpi-bin not installed: the multi-node launch tests will be skipped"; }
+
 demo: tools
 	$(VENV)/bin/llmbackend demo
 
-test: tools prometheus
+test: tools prometheus openmpi moto
 	$(PY) -m pytest -p no:cacheprovider
+
+# moto's S3 server for tests/fetch, in its own venv: botocore pins python-dateutil below 3, the kubernetes client needs 3+.
+MOTO_VENV := $(HOME)/.cache/llmbackend/moto-venv
+moto: $(MOTO_VENV)/bin/moto_server
+
+$(MOTO_VENV)/bin/moto_server:
+	python3 -m venv $(MOTO_VENV)
+	$(MOTO_VENV)/bin/pip install -q 'moto[server]>=5.1,<6'
 
 unit: setup
 	$(PY) -m pytest -p no:cacheprovider tests/unit
 
-e2e: tools prometheus
+e2e: tools prometheus openmpi
 	$(PY) -m pytest -p no:cacheprovider tests/e2e tests/triton
 
 crd: setup
@@ -38,7 +53,7 @@ crd: setup
 
 bench: tools
 	$(PY) benchmarks/plan_bench.py
-	$(PY) benchmarks/autoscale_sim.py
+	$(PY) benchmarks/autoscale_bench.py
 
 down: setup
 	$(VENV)/bin/llmbackend dev-cluster down

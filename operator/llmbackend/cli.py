@@ -15,6 +15,7 @@ SUBCOMMAND_MODULES = [
     "llmbackend.devcluster.cli",
     "llmbackend.planning.topology_reporter",
     "llmbackend.autoscaling.hpa",
+    "llmbackend.controller.preview",
 ]
 
 

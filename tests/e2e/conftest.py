@@ -133,8 +133,18 @@ def own_operator(exclusive_cluster):
 def namespace(cluster) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    # The model cache claim of uri sources needs a volume (no storage provisioner here): one pre-bound PV.
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(model_cache_volume(name)))
     yield name
     cluster.kube.delete("Namespace", None, name)
+    cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
+
+
+def model_cache_volume(namespace: str, claim: str = "llmbackend-model-cache") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-model-cache"},
+            "spec": {"capacity": {"storage": "10Ti"}, "accessModes": ["ReadWriteMany"],
+                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{namespace}-model-cache"},
+                     "claimRef": {"namespace": namespace, "name": claim}}}
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.25, what: str = "condition") -> Any:
@@ -166,7 +176,10 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 
 
 def backend_manifest(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    base = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}}}
+    # Objective throughput: one GPU per 8B replica, so the operator tests can pack many backends on the four
+    # DGX nodes (the latency default now takes TP2 for this model, as NVIDIA's latency profile does).
+    base = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}},
+            "parallelism": {"objective": "throughput"}}
     base.update(spec)
     return {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
             "metadata": {"name": name, "namespace": namespace}, "spec": base}

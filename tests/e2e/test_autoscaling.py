@@ -4,6 +4,10 @@ LLM on CPU) standing behind every pod's ``<podIP>:8002``, real load, optionally 
 The operator process scrapes what it would scrape in a cluster (``http://<podIP>:8002/metrics`` of the
 backend's Ready pods, or Prometheus' recording rule), decides, and writes the Deployment's replicas;
 kwok makes the new pods Ready, the forwarder makes their metrics endpoints answer.
+
+The Triton behind the pods runs tests/triton/fake_llm.py, which exports the engine metrics the autoscaler reads
+(llmbackend/api/engine_metrics.py) with real in-flight semantics. The operator's own LLM API model with its CPU
+stand-in engine (branch i10) exports the same names; once merged, this test should serve that model instead.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def _diag(rec: Recorder, operator, fw: PodForwards | None = None) -> str:
 
 def _prom_series(url: str, namespace: str) -> dict[str, float]:
     """The recording rule's current per-pod values in ``namespace``."""
-    q = urllib.parse.urlencode({"query": f'triton:queue_compute:ratio{{namespace="{namespace}"}}'})
+    q = urllib.parse.urlencode({"query": f'llmbackend:engine_queue_compute:ratio{{namespace="{namespace}"}}'})
     with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=5) as r:  # noqa: S310 - loopback
         result = json.load(r)["data"]["result"]
     return {s["metric"]["pod"]: float(s["value"][1]) for s in result}
@@ -145,6 +149,10 @@ def test_direct_scrape_scales_up_under_load_and_back_down(cluster, operator, nam
             raise AssertionError(f"{exc}{_diag(rec, operator, fw)}") from None
         time.sleep(2 * SYNC)  # and it stays there
         final = rec.latest()
+        # before each scale-down the operator set every Ready pod's deletion cost from its engine's in-flight work
+        survivors = [p for p in rec.kube.list("Pod", namespace, label_selector=f"llmbackend.dev/backend={name}")
+                     if not p["metadata"].get("deletionTimestamp")]
+        costs = [(p["metadata"].get("annotations") or {}).get("controller.kubernetes.io/pod-deletion-cost") for p in survivors]
 
     timeline = _diag(rec, operator, fw)
     print(timeline)
@@ -159,7 +167,12 @@ def test_direct_scrape_scales_up_under_load_and_back_down(cluster, operator, nam
           f"load: {res.ok} ok, {res.errors} errors")
 
     assert peak > TARGET * (1 + TOLERANCE), timeline
-    assert up["autoscaling"]["reason"] in (D.SCALED_UP, D.AT_MAX_REPLICAS, D.STABILIZING_SCALE_UP, D.WITHIN_TOLERANCE), timeline
+    assert up["autoscaling"]["reason"] in (D.SCALED_UP, D.ENGINE_SATURATED, D.FORECAST_LOAD, D.AT_MAX_REPLICAS,
+                                           D.STABILIZING_SCALE_UP, D.WITHIN_TOLERANCE), timeline
+    # the engine's counters and gauges drive it; the cold start is learned from the (kwok) pods
+    assert up["autoscaling"]["signal"] == "engine" and "/" in up["autoscaling"]["inFlight"], up
+    assert "learned from" in final["autoscaling"]["coldStartSource"], final
+    assert costs and all(c is not None and c.isdigit() for c in costs), costs
     assert max(seq) <= MAX_REPLICAS
     assert seq[0] == 1 and seq[-1] == 1 and max(seq) > 1, seq
     assert _unimodal(seq), f"replicas flapped: {seq}{timeline}"

@@ -9,6 +9,8 @@ import yaml
 
 from conftest import REPO_ROOT, apply_manifest, available, backend_manifest, condition, wait_for
 from llmbackend.controller.reconcile import Reconciler, SharedState
+from llmbackend.devcluster.lws import CRD_FILE as LWS_CRD_FILE
+from llmbackend.devcluster.lws import ensure_lws
 from llmbackend.planning.inventory import Inventory
 
 
@@ -31,11 +33,15 @@ def test_sample_backend_gets_children_pods_and_becomesavailable(cluster, operato
     pods = cluster.kube.list("Pod", namespace, label_selector=f"llmbackend.dev/backend={name}")
     assert len(pods) == 1
     assert pods[0]["spec"]["nodeName"].startswith("dgx-h100-")
-    assert pods[0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    # The sample keeps the latency default: TP2 for Llama-3.1-8B on H100 (was TP1 before the objective mattered).
+    assert pods[0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists"} in pods[0]["spec"]["tolerations"]
     assert condition(pods[0], "Ready")["status"] == "True"
 
     status = obj["status"]
-    assert status["plan"]["tensorParallel"] == 1 and status["plan"]["pipelineParallel"] == 1
+    assert status["plan"]["tensorParallel"] == 2 and status["plan"]["pipelineParallel"] == 1
+    assert status["plan"]["objective"] == "latency" and status["plan"]["timePerOutputTokenMs"] > 0
+    assert status["plan"]["interconnect"] == "NVLink4 900 GB/s" and status["plan"]["hbmBandwidthGbps"] == 3350
     assert status["readyReplicas"] == 1 and status["observedGeneration"] == obj["metadata"]["generation"]
     assert condition(obj, "Planned")["status"] == "True"
     assert condition(obj, "Degraded")["status"] == "False"
@@ -47,7 +53,7 @@ def test_sample_backend_gets_children_pods_and_becomesavailable(cluster, operato
     table = cluster.kubectl("get", "llmb", name, "-n", namespace, "-o", "wide").stdout.splitlines()
     header, row = table[0].split(), table[1].split()
     assert header[:9] == ["NAME", "MODEL", "BACKEND", "TP", "PP", "GPUS/REPLICA", "REPLICAS", "READY", "RATIO"]
-    assert row[1:8] == ["llama-3.1-8b", "tensorrtllm", "1", "1", "1", "1", "1"]
+    assert row[1:8] == ["llama-3.1-8b", "tensorrtllm", "2", "1", "2", "1", "1"]  # latency default: TP2
 
     events = cluster.kube.list("Event", namespace, field_selector=f"involvedObject.name={name}")
     assert {"Fits", "ReplicasReady"} <= {e["reason"] for e in events}
@@ -77,7 +83,8 @@ def test_kubectl_scale_and_spec_change_roll_out(cluster, operator, namespace):
     cluster.kubectl("patch", "llmb", "scaled", "-n", namespace, "--type=merge", "-p", json.dumps({"spec": {"engine": {"maxBatchSize": 32}}}))
     wait_for(lambda: cluster.kube.get("Deployment", namespace, "scaled")["spec"]["template"]["metadata"]["annotations"] != template_hash,
              what="new pod template")
-    config = cluster.kube.get("ConfigMap", namespace, "scaled-model-repo")["data"]["tensorrt_llm__config.pbtxt"]
+    # the LLM API model: Triton's max_batch_size stays 0, the engine's limit is an LLM() argument in model.yaml
+    config = cluster.kube.get("ConfigMap", namespace, "scaled-model-repo")["data"]["llama-3.1-8b__1__model.yaml"]
     assert "max_batch_size: 32" in config
     wait_for(lambda: available(cluster, namespace, "scaled"), timeout=90, what="rollout complete")
 
@@ -141,13 +148,14 @@ def test_multi_node_plan_needs_leaderworkerset_then_renders_one(cluster, operato
     assert obj["status"]["plan"]["nodesPerReplica"] == 2
     if cluster.kube.get("CustomResourceDefinition", None, "leaderworkersets.leaderworkerset.x-k8s.io") is None:
         assert condition(obj, "Degraded")["reason"] == "LeaderWorkerSetNotInstalled"
-        cluster.kubectl("apply", "-f", str(REPO_ROOT / "e2e/fixtures/lws-crd.yaml"))
+        # The real CRD (sigs.k8s.io/lws, as `make tools` builds it); no LWS controller runs in this test.
+        cluster.kubectl("apply", "--server-side", "-f", str(ensure_lws() / LWS_CRD_FILE))
     lws = wait_for(lambda: cluster.kube.get("LeaderWorkerSet", namespace, "big"), timeout=90, what="LeaderWorkerSet")
     template = lws["spec"]["leaderWorkerTemplate"]
     assert template["size"] == 2
     leader = template["leaderTemplate"]["spec"]["containers"][0]
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert "mpirun" in leader["args"]
+    assert leader["args"][0] == "trtllm-llmapi-launch" and leader["command"][-1] == "/launch/leader-mpi.sh"
     assert lws["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
     service = wait_for(lambda: cluster.kube.get("Service", namespace, "big"), what="Service")  # applied after the LWS
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from llmbackend.api.engine_metrics import ENGINE_QUEUE_METRIC, REQUEST_GAUGE
+
 
 def test_demo_reaches_available_and_down_stops_everything(tmp_path):
     directory = tmp_path / "demo"
@@ -16,6 +18,10 @@ def test_demo_reaches_available_and_down_stops_everything(tmp_path):
         assert "Available after" in demo.stdout
         assert "Planned      True   Fits" in demo.stdout
         assert "llama-3-1-8b   llama-3.1-8b   tensorrtllm" in demo.stdout  # the kubectl get llmb -o wide row
+        # ... and a real answer: a real tritonserver on the files the operator wrote into the ConfigMap
+        assert "  reply:  'Triton serves this model" in demo.stdout, demo.stdout
+        assert f'{ENGINE_QUEUE_METRIC}{{model="llama-3.1-8b"' in demo.stdout
+        assert f'{REQUEST_GAUGE}{{' in demo.stdout
     finally:
         down = run("dev-cluster", "down", "--dir", str(directory))
     assert down.returncode == 0 and "stopped" in down.stdout

@@ -68,7 +68,8 @@ def test_operator_killed_mid_batch_converges_without_duplicates_or_orphans(exclu
                 (c["metadata"]["name"], c["metadata"]["generation"]) for c in children if c["metadata"]["generation"] != 1]
     # One ReplicaSet and one pod per backend: nothing was created twice.
     assert len(cluster.kube.list("ReplicaSet", namespace)) == len(names)
-    pods = [p for p in cluster.kube.list("Pod", namespace) if not p["metadata"].get("deletionTimestamp")]
+    pods = [p for p in cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend")  # serving pods, not downloads
+            if not p["metadata"].get("deletionTimestamp")]
     assert len(pods) == len(names)
     for obj in backends.values():
         status = obj["status"]
@@ -151,7 +152,11 @@ def test_operator_restores_owned_fields_and_keeps_foreign_ones(exclusive_cluster
     key = next(k for k in config if k.endswith("config.pbtxt"))
     kubectl_patch("configmap", "drift-model-repo", "merge",
                   {"metadata": {"labels": {"other": "yes"}}, "data": {key: "name: \"hijacked\"\n"}})
-    assert cluster.kube.get("ConfigMap", namespace, "drift-model-repo")["data"][key] != config[key]
+    # The patch went in (the operator may already be restoring the data: a reconcile woken by its own Deployment
+    # write can read the ConfigMap right after the patch, so the edited data itself is not asserted here).
+    patched = cluster.kube.get("ConfigMap", namespace, "drift-model-repo")
+    assert patched["metadata"]["labels"]["other"] == "yes"
+    assert "intruder" in {m["manager"] for m in patched["metadata"]["managedFields"]}
     wait_for(lambda: cluster.kube.get("ConfigMap", namespace, "drift-model-repo")["data"][key] == config[key],
              timeout=30, what="ConfigMap data restored")
     live_cm = cluster.kube.get("ConfigMap", namespace, "drift-model-repo")
@@ -177,8 +182,8 @@ def test_node_flicker_and_cordon_do_not_touch_running_replicas(exclusive_cluster
     wait_for(lambda: available(cluster, namespace, "steady"), timeout=60, what="Available")
     before = cluster.kube.get("Deployment", namespace, "steady")
     backend_before = cluster.kube.get("LLMBackend", namespace, "steady")
-    pods_before = {p["metadata"]["uid"] for p in cluster.kube.list("Pod", namespace)}
-    node = cluster.kube.list("Pod", namespace)[0]["spec"]["nodeName"]
+    pods_before = {p["metadata"]["uid"] for p in cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend")}
+    node = cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend")[0]["spec"]["nodeName"]
     nodes = [n["metadata"]["name"] for n in topology_nodes("dgx-h100-x4")]
     try:
         for i in range(10):
@@ -197,7 +202,7 @@ def test_node_flicker_and_cordon_do_not_touch_running_replicas(exclusive_cluster
     after = cluster.kube.get("Deployment", namespace, "steady")
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], "Deployment was rewritten"
-    assert {p["metadata"]["uid"] for p in cluster.kube.list("Pod", namespace)} == pods_before, "replicas were replaced"
+    assert {p["metadata"]["uid"] for p in cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend")} == pods_before, "replicas were replaced"
     backend_after = cluster.kube.get("LLMBackend", namespace, "steady")
     assert backend_after["status"]["plan"] == backend_before["status"]["plan"]
     assert condition(backend_after, "Available")["status"] == "True"
@@ -227,7 +232,7 @@ def test_backend_waiting_for_capacity_is_planned_when_a_node_is_added(exclusive_
                        timeout=30, what=f"Planned=True after the node was added; log:\n{op.log_tail()}")
         assert obj["status"]["plan"]["gpuProduct"] == "NVIDIA-H100-80GB-HBM3"
         wait_for(lambda: available(cluster, namespace, "waiting"), timeout=60, what="Available on the new node")
-        pod = cluster.kube.list("Pod", namespace)[0]
+        pod = cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend")[0]
         assert pod["spec"]["nodeName"] == node_name
     finally:
         cluster.kube.delete("Node", None, node_name)

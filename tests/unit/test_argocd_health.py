@@ -1,7 +1,8 @@
-"""The Argo CD health check (manifests/argocd/health.lua), run in a real Lua interpreter (lupa).
+"""The Argo CD health check (manifests/argocd/llmbackend.dev/LLMBackend/health.lua), run in lupa (Lua 5.1 and 5.4).
 
 Argo CD sets the global `obj` to the live object (a Lua table built from its JSON) and takes the
-returned table's `status` and `message`.
+returned table's `status` and `message`. The same cases (health_test.yaml) also run in Argo CD's own
+Go code: tests/argocd.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import yaml
 lupa = pytest.importorskip("lupa", reason="pip install lupa (in the test extra)")
 
 ROOT = Path(__file__).resolve().parents[2]
-HEALTH_LUA = ROOT / "manifests" / "argocd" / "health.lua"
+CUSTOMIZATION = ROOT / "manifests" / "argocd" / "llmbackend.dev" / "LLMBackend"
+HEALTH_LUA = CUSTOMIZATION / "health.lua"
 CM_PATCH = ROOT / "manifests" / "argocd" / "argocd-cm-patch.yaml"
 KEY = "resource.customizations.health.llmbackend.dev_LLMBackend"
 T0 = "2025-01-01T00:00:00Z"
@@ -160,14 +162,65 @@ def test_degraded_when_unavailable_and_not_progressing():
     assert message == "CrashLoopBackOff: tritonserver exited 1"
 
 
-def test_suspended_at_zero_replicas_without_autoscaling():
-    status, _ = health(backend(
-        cond("Planned", "True", "PlanFound"),
-        cond("Available", "False", "ScaledToZero"),
+def test_zero_replicas_without_autoscaling_is_healthy_saying_so():
+    status, message = health(backend(
+        cond("Planned", "True", "Fits"),
+        cond("Available", "True", "ZeroReplicas", "spec.replicas is 0"),
         cond("Progressing", "False", "RolloutComplete"),
+        cond("Degraded", "False", "AsExpected"),
         replicas=0,
     ))
-    assert status == "Suspended"
+    assert (status, message) == ("Healthy", "ZeroReplicas: spec.replicas is 0")
+
+
+def test_idle_autoscaled_backend_at_zero_is_healthy():
+    status, message = health(backend(
+        cond("Planned", "True", "Fits"),
+        cond("Available", "True", "ScaledToZero", "idle"),
+        cond("Progressing", "False", "RolloutComplete"),
+        cond("Degraded", "False", "AsExpected"),
+        replicas=0, autoscaling=True,
+    ))
+    assert (status, message) == ("Healthy", "ScaledToZero: idle")
+
+
+def test_rollout_in_flight_is_progressing_even_while_available():
+    status, message = health(backend(
+        cond("Planned", "True", "Fits"),
+        cond("Available", "True", "ReplicasReady"),
+        cond("Progressing", "True", "RollingOut", "1/2 updated"),
+        cond("Degraded", "False", "AsExpected"),
+    ))
+    assert (status, message) == ("Progressing", "RollingOut: 1/2 updated")
+
+
+def test_current_degraded_wins_over_stale_conditions_and_status():
+    status, message = health(backend(
+        cond("Available", "True", "ReplicasReady", gen=3),
+        cond("Degraded", "True", "UnknownPreset", "no such preset", gen=4),
+        generation=4, observed=3,
+    ))
+    assert (status, message) == ("Degraded", "UnknownPreset: no such preset")
+
+
+def test_stale_condition_of_a_type_no_longer_written_is_ignored():
+    conds = [*HEALTHY, cond("Ready", "False", "Legacy", gen=1)]
+    assert health(backend(*conds))[0] == "Healthy"
+
+
+def test_deleting_is_progressing_as_argo_cd_reports_it():
+    obj = backend(*HEALTHY)
+    obj["metadata"]["deletionTimestamp"] = T0
+    assert health(obj) == ("Progressing", "Pending deletion")
+
+
+CASES = yaml.safe_load((CUSTOMIZATION / "health_test.yaml").read_text())["tests"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["inputPath"].removeprefix("testdata/") for c in CASES])
+def test_upstream_style_case(case):
+    obj = yaml.safe_load((CUSTOMIZATION / case["inputPath"]).read_text())
+    assert health(obj) == (case["healthStatus"]["status"], case["healthStatus"]["message"])
 
 
 def test_zero_replicas_with_autoscaling_is_not_suspended():

@@ -127,7 +127,8 @@ def check_rendered(spec: LLMBackendSpec, objects: list[dict[str, Any]]) -> None:
             args = json.loads(content)
             source = spec.model.source
             if source is not None and source.uri is not None:
-                assert args["model"] == source.uri
+                # Loaded from the model cache, never fetched from the URI by the server.
+                assert args["model"].startswith("/model-cache/") and "/./" not in args["model"] + "/"
     for pod in pod_specs(objects):
         for container in pod.get("initContainers", []) + pod["containers"]:
             command = container.get("command") or []
@@ -142,6 +143,9 @@ def check_rendered(spec: LLMBackendSpec, objects: list[dict[str, Any]]) -> None:
                 assert isinstance(arg, str) and "\n" not in arg and "\x00" not in arg
             assert re.match(r"^[a-z0-9]+([._\-/:@][A-Za-z0-9]+)*$", container["image"]), container["image"]
             for env in container.get("env", []):
+                if "valueFrom" in env:  # downward API (the pod's namespace), no user input
+                    assert set(env["valueFrom"]) == {"fieldRef"}, env
+                    continue
                 assert isinstance(env["value"], str) and "\x00" not in env["value"]
         for key, value in (pod.get("nodeSelector") or {}).items():
             prefix, _, name = key.rpartition("/")

@@ -28,17 +28,32 @@ def test_spec_hash_ignores_replicas_and_autoscaling_but_not_the_engine():
 
 
 def test_condition_transition_time_moves_only_on_status_change():
+    def available(conditions: Conditions) -> dict:
+        return next(c for c in conditions.to_list() if c["type"] == "Available")
+
     first = Conditions(None, 1)
     first.set("Available", False, "ReplicasNotReady", "0/1")
     old = first.to_list()
     again = Conditions(old, 2)
     again.set("Available", False, "ReplicasNotReady", "still 0/1")
-    assert again.to_list()[0]["lastTransitionTime"] == old[0]["lastTransitionTime"]
-    assert again.to_list()[0]["observedGeneration"] == 2
-    assert again.changed() == []
+    assert available(again)["lastTransitionTime"] == available(first)["lastTransitionTime"]
+    assert available(again)["observedGeneration"] == 2
+    assert [c for c in again.changed() if c["type"] == "Available"] == []
     flipped = Conditions(old, 2)
     flipped.set("Available", True, "ReplicasReady", "1/1")
     assert [c["type"] for c in flipped.changed()] == ["Available"]
+
+
+def test_conditions_are_the_four_types_for_this_generation_and_nothing_else():
+    old = [{"type": t, "status": "True", "reason": "R", "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z",
+            "observedGeneration": 1} for t in ("Planned", "Available", "Ready", "Legacy")]
+    conditions = Conditions(old, 2)
+    conditions.set("Degraded", True, "UnknownPreset", "no such preset")
+    written = conditions.to_list()
+    assert [c["type"] for c in written] == ["Planned", "Available", "Progressing", "Degraded"]
+    assert {c["observedGeneration"] for c in written} == {2}
+    # what this pass did not set is Unknown, never the old value carried at generation 1
+    assert [c["status"] for c in written] == ["Unknown", "Unknown", "Unknown", "True"]
 
 
 def test_work_queue_deduplicates_and_reruns_a_key_dirtied_while_active():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+
+import pytest
 import math
 
 from hypothesis import given, settings
@@ -204,3 +206,155 @@ def test_engine_backlog_blocks_scale_down_that_the_ratio_alone_would_allow():
     assert d.desired_replicas == 3 and "KV cache 97% used" in d.message
     # The guard never blocks honouring a lowered maxReplicas.
     assert decide(ScalerState(), waiting, spec(max_replicas=2), 3, now=0).desired_replicas == 2
+
+
+# ---- the engine's view: saturation, forecast one cold start ahead, scale to zero ----
+
+def engine_reading(ratio, pods, in_flight, slots_per_pod=64, reason="Ok", requests=10.0, kv=None):
+    active = min(in_flight, slots_per_pod * pods)
+    return RatioReading(ratio, reason=reason, pods_used=pods, signal="engine", active=active,
+                        slots=slots_per_pod * pods, trtllm_waiting=in_flight - active, requests=requests,
+                        kv_cache_fraction=kv)
+
+
+def test_ratio_near_zero_but_slots_full_scales_up_after_the_saturation_window():
+    s = spec(saturation_seconds=10, forecast=False, target_utilization=0.8)
+    r = engine_reading(0.01, 2, in_flight=140)  # 128 slots full, 12 waiting; ratio still ~0
+    first = decide(ScalerState(), r, s, 2, now=0)
+    # capacity alone already asks for ceil(140 / (0.8 * 64)) = 3
+    assert first.desired_replicas == 3
+    # full slots, demand that fits the target: the ratio lags, saturation alone scales up once sustained
+    r = engine_reading(0.01, 2, in_flight=128)
+    s = spec(saturation_seconds=10, forecast=False, target_utilization=1.0)
+    d0 = decide(ScalerState(), r, s, 2, now=0)
+    assert d0.desired_replicas == 2 and d0.state.saturated_since == 0
+    d1 = decide(d0.state, r, s, 2, now=15)
+    assert d1.desired_replicas == 3 and d1.reason == D.ENGINE_SATURATED
+    assert "batch slots busy" in d1.message
+
+
+def test_saturation_step_is_sized_from_the_backlog_and_bounded_by_capacity():
+    s = spec(saturation_seconds=0, forecast=False, target_utilization=0.5, max_scale_up_step=1, max_replicas=50)
+    r = engine_reading(0.0, 2, in_flight=640)  # 10 replicas of slots at 100 %, 20 at 50 %
+    d = decide(ScalerState(), r, s, 2, now=0)
+    assert d.desired_replicas == 20  # maxScaleUpStep 1 does not cut a backlog-sized step
+    d = decide(ScalerState(), r, s, 2, now=0, schedulable_max=6, gpus_per_replica=8)
+    assert d.desired_replicas == 6 and d.reason == D.INSUFFICIENT_CAPACITY and "8 GPU(s)" in d.message
+    # KV cache above threshold counts as saturated too
+    r = engine_reading(0.0, 2, in_flight=20, kv=0.99)
+    d = decide(ScalerState(), r, spec(saturation_seconds=0, forecast=False), 2, now=0)
+    assert d.desired_replicas == 3 and d.reason == D.ENGINE_SATURATED and "KV cache 99%" in d.message
+
+
+def test_stale_metrics_hold_and_say_why():
+    stale = RatioReading(None, reason="Stale", message="no sample from 3 pod(s) within the last 60s", pods_used=0,
+                         signal="engine", active=200.0, slots=192.0)
+    d = decide(ScalerState(saturated_since=0.0), stale, spec(saturation_seconds=0), 3, now=100)
+    assert d.desired_replicas == 3 and d.reason == D.STALE_METRICS
+    assert "no sample from 3 pod(s)" in d.message
+
+
+def test_no_completions_with_full_slots_still_scales_on_saturation():
+    # long generations: nothing finished in the window, the ratio cannot be computed, the engine is full
+    r = engine_reading(None, 2, in_flight=150, reason="NoCompletions", requests=0.0)
+    d = decide(ScalerState(), r, spec(saturation_seconds=0, forecast=False, target_utilization=1.0), 2, now=0)
+    assert d.desired_replicas == 3 and d.reason == D.ENGINE_SATURATED
+
+
+def _ramp(cold_start_s):
+    """Requests in flight rising 1 per 10 s; returns the time of the first scale-up from 2 replicas."""
+    s = spec(window_seconds=60, target_utilization=0.8, forecast=True, saturation_seconds=30)
+    state, cur = ScalerState(), 2
+    for t in range(0, 1200, 15):
+        d = decide(state, engine_reading(0.0, cur, in_flight=40 + t / 10), s, cur, now=float(t), cold_start_s=cold_start_s)
+        state = d.state
+        if d.desired_replicas > cur:
+            return t
+    return None
+
+
+def test_cold_start_4_min_scales_earlier_than_1_min():
+    t240, t60 = _ramp(240.0), _ramp(60.0)
+    assert t240 is not None and t60 is not None
+    assert t240 < t60
+    # and neither waits until the slots are full (2 x 64 x 0.8 = 102 in flight at t = 620 s)
+    assert t60 < 620
+
+
+def test_forecast_never_scales_down_on_a_falling_trend():
+    s = spec(window_seconds=60, target_utilization=0.8)
+    state = ScalerState()
+    for t in range(0, 300, 15):  # falling load
+        d = decide(state, engine_reading(0.0, 4, in_flight=max(0, 200 - t)), s, 4, now=float(t), cold_start_s=240)
+        state = d.state
+        assert d.engine.forecast >= d.engine.in_flight
+
+
+def test_scale_to_zero_only_after_the_idle_period():
+    s = spec(min_replicas=0, scale_to_zero_after_seconds=600)
+    idle = engine_reading(0.0, 1, in_flight=0, reason="NoTraffic", requests=0.0)
+    d = decide(ScalerState(), idle, s, 1, now=0)
+    assert d.desired_replicas == 1 and d.reason == D.WAITING_TO_SCALE_TO_ZERO
+    d = decide(d.state, idle, s, 1, now=700)
+    assert d.desired_replicas == 0
+    # 0 -> 1 when requests wait in front of a backend without replicas; nothing waiting keeps 0
+    none = RatioReading(None, reason="NoSamples", pods_used=0)
+    assert decide(ScalerState(), none, s, 0, now=0).desired_replicas == 0
+    d = decide(ScalerState(), none, s, 0, now=0, waiting_at_zero=3)
+    assert d.desired_replicas == 1 and d.reason == D.SCALED_FROM_ZERO
+
+
+def test_schedule_floor_raises_min_replicas_inside_its_range():
+    s = spec(min_replicas=1, schedule=[{"start": "08:00", "end": "18:00", "minReplicas": 4}])
+    at_9 = 9 * 3600.0
+    assert D.schedule_floor(s, at_9) == 4 and D.schedule_floor(s, 20 * 3600.0) == 0
+    d = decide(ScalerState(), R(0.0, 2), s, 2, now=at_9)
+    assert d.desired_replicas == 4
+
+
+def test_holt_follows_a_linear_trend():
+    h = D.Holt(0.0, 0.0, 0.0)
+    for t in range(15, 1500, 15):
+        h = h.update(t / 10.0, float(t), 30, 60)
+    assert h.slope == pytest.approx(0.1, rel=0.05)
+    assert h.ahead(100) == pytest.approx(h.level + 100 * h.slope)
+
+
+def test_batch_fit_predicts_compute_time_at_the_target_batch():
+    # compute time per request = 5 s + 0.1 s per sequence in the batch, seen at batches 10..40
+    fit = D.BatchFit((0.0,) * 5, 0.0)
+    for i, b in enumerate([10, 20, 30, 40, 15, 35]):
+        fit = fit.add(b, 5 + 0.1 * b, float(i * 15), D.FIT_TAU_S)
+    assert fit.at(60) == pytest.approx(11.0, rel=1e-6)
+    # one operating point only: no slope to trust, the mean
+    flat = D.BatchFit((0.0,) * 5, 0.0).add(20, 7.0, 0.0, D.FIT_TAU_S).add(20.5, 7.1, 15.0, D.FIT_TAU_S)
+    assert flat.at(60) == pytest.approx(7.05, rel=1e-3)
+
+
+def test_load_at_the_target_batch_does_not_oscillate_with_the_replica_count():
+    # Same traffic (10 req/s) seen at 4 replicas (small batch, fast tokens) and 2 replicas (big batch):
+    # in flight differs, the replicas wanted do not.
+    s = spec(target_utilization=0.5, forecast=False, scale_down_stabilization_seconds=0)
+    state = ScalerState()
+    wants = []
+    for i, (cur, b) in enumerate([(4, 15), (2, 40), (4, 15), (2, 40), (4, 15), (2, 40)]):
+        t_req = 5 + 0.1 * b
+        r = RatioReading(0.0, pods_used=cur, signal="engine", active=float(b * cur), slots=64.0 * cur,
+                         trtllm_waiting=0.0, requests=600.0, compute_us=600 * t_req * 1e6,
+                         mean_inflight_per_pod=float(b), arrival_rate=10.0)
+        d = decide(state, r, s, cur, now=float(i * 60))
+        state = d.state
+        wants.append(d.engine.load)
+    # after both operating points were seen: the load at the target batch (32) is 10 x (5 + 3.2) = 82
+    assert wants[-1] == pytest.approx(82.0, rel=0.01) and wants[-2] == pytest.approx(82.0, rel=0.01)
+
+
+def test_engine_state_json_roundtrip_and_kept_through_a_stale_reading():
+    r = RatioReading(0.0, pods_used=2, signal="engine", active=60.0, slots=128.0, trtllm_waiting=0.0, requests=100.0,
+                     compute_us=100 * 6e6, mean_inflight_per_pod=30.0, arrival_rate=10.0)
+    d = decide(ScalerState(), r, spec(), 2, now=1000.0, cold_start_s=200)
+    assert d.state.trend is not None and d.state.fit is not None
+    again = ScalerState.from_dict(json.loads(json.dumps(d.state.to_dict())))
+    assert again == d.state
+    held = decide(again, RatioReading(None, reason="Stale", pods_used=0), spec(), 2, now=1015.0)
+    assert held.state.fit == d.state.fit and held.state.trend == d.state.trend

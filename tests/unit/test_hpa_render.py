@@ -5,6 +5,7 @@ import re
 import pytest
 
 from llmbackend.api.v1alpha1 import AutoscalingSpec
+from llmbackend.api.engine_metrics import ENGINE_COMPUTE_METRIC, ENGINE_QUEUE_METRIC
 from llmbackend.autoscaling.hpa import (
     HPA_METRIC_NAME,
     RECORDING_RULE_NAME,
@@ -45,7 +46,10 @@ def test_prometheus_rule_and_adapter():
     assert r["apiVersion"] == "monitoring.coreos.com/v1" and r["kind"] == "PrometheusRule"
     rule = r["spec"]["groups"][0]["rules"][0]
     assert rule["record"] == RECORDING_RULE_NAME
-    assert "rate(nv_inference_queue_duration_us{model=\"ensemble\"}[1m])" in rule["expr"]
+    # the engine's counters (Triton's queue reads ~0 for decoupled LLM models)
+    assert f'rate({ENGINE_QUEUE_METRIC}{{model="ensemble"}}[1m])' in rule["expr"]
+    assert f'rate({ENGINE_COMPUTE_METRIC}{{model="ensemble"}}[1m])' in rule["expr"]
+    assert "nv_inference" not in rule["expr"]
     assert "clamp_min(" in rule["expr"] and "by (namespace, pod)" in rule["expr"]
     assert "[90s]" in recording_expr(None, 90)
     a = render_adapter_rule()
@@ -64,5 +68,5 @@ def test_hpa_rules_command_prints_the_recording_and_adapter_rules(capsys):
     assert main(["hpa-rules", "-f", str(sample)]) == 0
     rule, adapter = list(yaml.safe_load_all(capsys.readouterr().out))
     assert rule["kind"] == "PrometheusRule" and rule["metadata"]["name"] == "llama-3-1-70b"
-    assert adapter["rules"][0]["name"]["as"] == "triton_queue_compute_ratio"
+    assert adapter["rules"][0]["name"]["as"] == "llmbackend_engine_queue_compute_ratio"
     assert main(["hpa-rules", "-f", "/nonexistent.yaml"]) == 1

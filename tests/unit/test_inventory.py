@@ -79,7 +79,7 @@ def test_inference_table(product, count, domains):
 def test_bandwidth_table():
     assert nvlink_bandwidth_gbps("NVIDIA-H100-80GB-HBM3") == 900
     assert nvlink_bandwidth_gbps("NVIDIA-A100-SXM4-40GB") == 600
-    assert nvlink_bandwidth_gbps("NVIDIA-L40S") == 64
+    assert nvlink_bandwidth_gbps("NVIDIA-L40S") == 32  # no NVLink: PCIe Gen4 x16 per direction (was a flat 64)
 
 
 @pytest.mark.parametrize("bad", ["not json", '{"nvlinkDomains": 3}', '{"other": []}', '{"nvlinkDomains": [[0,1],[1,2]]}',
@@ -176,3 +176,91 @@ def test_inventory_memory_small():
     tracemalloc.stop()
     assert len(inv) == 1000
     assert size < 5 * 1024 * 1024  # ~5 KB per node at most
+
+
+# ---- product table and managed clouds (no GFD labels) ----
+
+from llmbackend.planning.inventory import PRODUCTS, instance_type_gpus, product_info  # noqa: E402
+
+
+def cloud(labels: dict, gpus: int = 8, taint: bool = False) -> dict:
+    spec = {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]} if taint else {}
+    return {"metadata": {"name": "c-0", "labels": labels}, "spec": spec,
+            "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}}
+
+
+@pytest.mark.parametrize(
+    ("product", "mem_mib", "cc", "hbm", "link"),
+    [
+        ("NVIDIA-H100-80GB-HBM3", 81_559, (9, 0), 3350, "NVLink4 900 GB/s"),
+        ("NVIDIA-H100-PCIe", 81_559, (9, 0), 2000, "PCIe Gen5 x16 64 GB/s"),
+        ("NVIDIA-H100-NVL", 95_830, (9, 0), 3900, "NVLink4 600 GB/s"),
+        ("NVIDIA-H200", 143_771, (9, 0), 4800, "NVLink4 900 GB/s"),
+        ("NVIDIA-B200", 183_359, (10, 0), 8000, "NVLink5 1800 GB/s"),
+        ("NVIDIA-GB200", 189_471, (10, 0), 8000, "NVLink5 1800 GB/s"),
+        ("NVIDIA-GB300", 284_208, (10, 3), 8000, "NVLink5 1800 GB/s"),
+        ("NVIDIA-A100-SXM4-40GB", 40_960, (8, 0), 1555, "NVLink3 600 GB/s"),
+        ("NVIDIA-A100-SXM4-80GB", 81_920, (8, 0), 2039, "NVLink3 600 GB/s"),
+        ("NVIDIA-L40S", 46_068, (8, 9), 864, "PCIe Gen4 x16 32 GB/s"),
+        ("NVIDIA-L4", 23_034, (8, 9), 300, "PCIe Gen4 x16 32 GB/s"),
+        ("NVIDIA-A10G", 23_028, (8, 6), 600, "PCIe Gen4 x16 32 GB/s"),
+    ],
+)
+def test_product_table(product, mem_mib, cc, hbm, link):
+    info = product_info(product)
+    assert (info.memory_mib, info.compute_capability, info.hbm_gbps) == (mem_mib, cc, hbm)
+    assert info.link_text(True) == link
+    assert 0.03 <= info.reserve_fraction <= 0.08
+
+
+def test_every_product_has_bandwidth_and_a_smaller_reserve_on_big_parts():
+    assert all(p.hbm_gbps > 0 and p.memory_mib > 0 for p in PRODUCTS)
+    assert product_info("NVIDIA-H200").reserve_fraction < product_info("NVIDIA-H100-80GB-HBM3").reserve_fraction
+
+
+@pytest.mark.parametrize(
+    ("labels", "product", "count", "selector"),
+    [
+        ({"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}, "NVIDIA-H100-80GB-HBM3", 8,
+         ("cloud.google.com/gke-accelerator", "nvidia-h100-80gb")),
+        ({"node.kubernetes.io/instance-type": "a3-highgpu-8g"}, "NVIDIA-H100-80GB-HBM3", 8,
+         ("node.kubernetes.io/instance-type", "a3-highgpu-8g")),
+        ({"node.kubernetes.io/instance-type": "p5.48xlarge"}, "NVIDIA-H100-80GB-HBM3", 8,
+         ("node.kubernetes.io/instance-type", "p5.48xlarge")),
+        ({"node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"}, "NVIDIA-H100-80GB-HBM3", 8,
+         ("node.kubernetes.io/instance-type", "Standard_ND96isr_H100_v5")),
+        ({"karpenter.k8s.aws/instance-gpu-name": "l40s", "karpenter.k8s.aws/instance-gpu-count": "4",
+          "karpenter.k8s.aws/instance-gpu-memory": "46068"}, "NVIDIA-L40S", 4,
+         ("karpenter.k8s.aws/instance-gpu-name", "l40s")),
+        ({"karpenter.k8s.aws/instance-gpu-name": "a100", "karpenter.k8s.aws/instance-gpu-memory": "81920"},
+         "NVIDIA-A100-SXM4-80GB", 8, ("karpenter.k8s.aws/instance-gpu-name", "a100")),
+        ({"node.kubernetes.io/instance-type": "g5.12xlarge"}, "NVIDIA-A10G", 4,
+         ("node.kubernetes.io/instance-type", "g5.12xlarge")),
+    ],
+)
+def test_managed_cloud_labels_without_gfd(labels, product, count, selector):
+    node = parse_node(cloud(labels, gpus=count, taint=True))
+    info = product_info(product)
+    assert node.product == product and node.product_label == selector
+    assert node.memory_bytes == (int(labels.get("karpenter.k8s.aws/instance-gpu-memory", 0)) or info.memory_mib) * 1024 * 1024
+    assert node.compute_capability == info.compute_capability  # fp8 on H100 is no longer refused for CC 0.0
+    expected = (tuple(range(count)),) if info.nvlink_shape == "all" else tuple((i,) for i in range(count))
+    assert node.nvlink_domains == expected
+
+
+def test_gfd_labels_win_over_cloud_labels():
+    node = parse_node(cloud({"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.memory": "143771",
+                             "node.kubernetes.io/instance-type": "p5.48xlarge"}))
+    assert node.product == "NVIDIA-H200" and node.product_label == ("nvidia.com/gpu.product", "NVIDIA-H200")
+
+
+def test_instance_type_table():
+    assert instance_type_gpus("p4de.24xlarge") == ("NVIDIA-A100-SXM4-80GB", 8)
+    assert instance_type_gpus("a2-ultragpu-4g") == ("NVIDIA-A100-SXM4-80GB", 4)
+    assert instance_type_gpus("g6e.xlarge") == ("NVIDIA-L40S", 1)
+    assert instance_type_gpus("m5.large") is None
+
+
+def test_gpu_node_of_unknown_product_is_kept_with_no_memory():
+    node = parse_node(cloud({"node.kubernetes.io/instance-type": "x9.mystery"}, gpus=2))
+    assert node is not None and node.gpu_count == 2 and node.product == "" and node.memory_bytes == 0

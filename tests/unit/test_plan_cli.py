@@ -28,12 +28,14 @@ def run(capsys, *argv):
 
 
 def test_fits_json(tmp_path, capsys):
-    rc, out, _ = run(capsys, "-f", manifest(tmp_path, {"model": {"preset": "llama-3.1-70b"}}),
-                     "--nodes", str(TOPO / "dgx-h100.yaml"))
+    spec = {"model": {"preset": "llama-3.1-70b"}, "parallelism": {"objective": "throughput"}}
+    rc, out, _ = run(capsys, "-f", manifest(tmp_path, spec), "--nodes", str(TOPO / "dgx-h100.yaml"))
     assert rc == 0
     doc = json.loads(out)
     assert doc["fits"] is True and doc["reason"] == "Fits"
     assert (doc["tensorParallel"], doc["pipelineParallel"], doc["gpusPerReplica"], doc["nodesPerReplica"]) == (4, 1, 4, 1)
+    assert doc["hbmBandwidthGbps"] == 3350 and doc["interconnect"] == "NVLink4 900 GB/s"
+    assert doc["timePerOutputTokenMs"] > 0 and doc["tokensPerSecond"] > 0 and doc["achievableConcurrency"] == 64
     assert doc["topologySource"] == "annotation" and doc["memoryPerGpuBytes"] > 0
     assert doc["gpuProduct"] == "NVIDIA-H100-80GB-HBM3" and "explanation" in doc and "domain" in doc
 
@@ -69,7 +71,9 @@ def test_explicit_invalid_exit_2(tmp_path, capsys):
 def test_text_output(tmp_path, capsys):
     rc, out, _ = run(capsys, "-f", manifest(tmp_path, {"model": {"preset": "llama-3.1-70b"}}),
                      "--nodes", str(TOPO / "dgx-h100.yaml"), "-o", "text")
-    assert rc == 0 and out.startswith("Plan: TP4 x PP1")
+    # Latency default: TP8, twice the throughput TP (the objective used to change nothing).
+    assert rc == 0 and out.startswith("Plan: TP8 x PP1")
+    assert "Estimate (roofline)" in out and "HBM 3.35 TB/s" in out and "NVLink4 900 GB/s" in out
 
 
 @pytest.mark.parametrize(

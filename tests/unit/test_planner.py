@@ -25,8 +25,12 @@ def nodes(*names: str):
     return [parse_node(d) for name in names for d in docs(name)]
 
 
-def auto(arch, topo, **engine):
-    return plan(arch, EngineSpec(**engine), ParallelismSpec(), nodes(*topo.split("+")))
+def auto(arch, topo, objective="latency", **engine):
+    return plan(arch, EngineSpec(**engine), ParallelismSpec(objective=objective), nodes(*topo.split("+")))
+
+
+def thr(arch, topo, **engine):
+    return auto(arch, topo, "throughput", **engine)
 
 
 def explicit(arch, topo, tp, pp=None, **engine):
@@ -35,36 +39,47 @@ def explicit(arch, topo, tp, pp=None, **engine):
 
 
 # ---- published practice (default engine: maxBatchSize 64 x maxSeqLen 4096) ----
+# The objective used to change nothing (latency took the throughput shape). Since the roofline,
+# latency widens TP as NVIDIA's NIM latency profiles do: these tests name the objective they check;
+# the published-profile table is tests/unit/test_planner_published.py.
 
 
-def test_llama8b_bf16_tp1_on_h100():
-    p = auto(L8, "dgx-h100")
+def test_llama8b_bf16_tp1_throughput_tp2_latency_on_h100():
+    p = thr(L8, "dgx-h100")
     assert (p.fits, p.tensor_parallel, p.pipeline_parallel, p.gpus_per_replica) == (True, 1, 1, 1)
     assert p.reason == "Fits" and p.topology_source == "annotation"
     assert p.gpu_product == "NVIDIA-H100-80GB-HBM3"
+    lat = auto(L8, "dgx-h100")
+    assert (lat.tensor_parallel, lat.gpus_per_replica) == (2, 2)
+    assert lat.estimate.time_per_output_token_ms < p.estimate.time_per_output_token_ms
+    assert "Latency: TP1 -> TP2" in lat.explanation and "3.35 TB/s" in lat.explanation
 
 
 def test_llama70b_bf16_tp4_on_dgx_h100():
-    p = auto(L70, "dgx-h100")
+    p = thr(L70, "dgx-h100")
     assert (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (4, 1, 1)
     assert "dgx-h100-0 GPUs 0-7 (NVSwitch)" in p.domain
     assert "Rejected: TP2 x PP1" in p.explanation
+    assert auto(L70, "dgx-h100").tensor_parallel == 8  # latency: twice the throughput TP
 
 
 def test_llama70b_bf16_smaller_batch_still_tp4():
-    p = auto(L70, "dgx-h100", max_batch_size=16)
+    p = thr(L70, "dgx-h100", max_batch_size=16)
     assert (p.tensor_parallel, p.pipeline_parallel) == (4, 1)
 
 
 def test_llama70b_fp8_tp2_on_h100_tp1_on_h200():
-    assert auto(L70, "dgx-h100", quantization="fp8").tensor_parallel == 2
-    h200 = auto(L70, "hgx-h200", quantization="fp8")
+    assert thr(L70, "dgx-h100", quantization="fp8").tensor_parallel == 2
+    h200 = thr(L70, "hgx-h200", quantization="fp8")
     assert (h200.tensor_parallel, h200.gpu_product) == (1, "NVIDIA-H200")
 
 
-def test_mixed_cluster_prefers_fewest_gpus_product():
-    p = auto(L70, "dgx-h100+hgx-h200", quantization="fp8")
+def test_mixed_cluster_throughput_prefers_fewest_gpus_product_latency_the_fastest():
+    p = thr(L70, "dgx-h100+hgx-h200", quantization="fp8")
     assert (p.gpu_product, p.tensor_parallel) == ("NVIDIA-H200", 1)
+    lat = auto(L70, "dgx-h100+hgx-h200", quantization="fp8")
+    # H100 TP4 (4 x 3.35 TB/s) reads the weights faster than H200 TP2 (2 x 4.8 TB/s).
+    assert (lat.gpu_product, lat.tensor_parallel) == ("NVIDIA-H100-80GB-HBM3", 4)
 
 
 def test_llama405b_fp8_tp8_on_dgx_h100():
@@ -117,26 +132,35 @@ def test_l40s_70b_default_does_not_fit_singleton_domains():
     assert p.largest_domain_gpus == 1
 
 
-def test_l40s_70b_small_batch_pp_over_pcie_last_resort():
+def test_l40s_70b_small_batch_tp_over_pcie_not_pp():
+    # Was TP1 x PP4 (TP banned outside NVLink); NVIDIA ships TP4 engines for L40S: TP over PCIe
+    # is preferred to pipeline stages over PCIe, with a note naming the link.
     p = auto(L70, "l40s-pcie", max_batch_size=8)
-    assert p.fits and (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (1, 4, 1)
-    assert "PCIe" in p.explanation and "Warning" in p.explanation
+    assert p.fits and (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (4, 1, 1)
+    assert p.tp_over_pcie and "PCIe Gen4 x16 32 GB/s" in p.explanation and "Note: tensor parallel over PCIe" in p.explanation
+    assert "Warning" not in p.explanation
 
 
-def test_l40s_tp_cannot_cross_pcie():
+def test_l40s_explicit_tp_over_pcie_honoured():
+    # Was refused (TensorParallelExceedsNVLinkDomain); explicit TP is honoured whenever memory fits.
     p = explicit(L8, "l40s-pcie", 2)
-    assert not p.fits and p.reason == "TensorParallelExceedsNVLinkDomain"
+    assert p.fits and p.tp_over_pcie and p.tensor_parallel == 2
+    assert explicit(L8, "l40s-pcie", 8).reason == "TensorParallelExceedsNVLinkDomain"  # wider than the node
 
 
-def test_h100_nvl_pairs_stage_per_pair():
+def test_h100_nvl_pairs_tp4_over_pcie_before_pp():
+    # Was TP2 x PP2 (a stage per NVLink pair, PCIe between stages); TP over PCIe now wins over PP over PCIe.
     p = auto(L70, "h100-nvl-pairs")
-    assert (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (2, 2, 1)
-    assert explicit(L70, "h100-nvl-pairs", 4).reason == "TensorParallelExceedsNVLinkDomain"
+    assert (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (4, 1, 1) and p.tp_over_pcie
+    e = explicit(L70, "h100-nvl-pairs", 2, 2)
+    assert e.fits and (e.tensor_parallel, e.pipeline_parallel) == (2, 2) and not e.tp_over_pcie
 
 
 def test_gb200_tp_spans_trays_of_clique():
-    p = auto(L405, "gb200-nvl-clique")
+    p = thr(L405, "gb200-nvl-clique")
     assert (p.tensor_parallel, p.pipeline_parallel) == (8, 1)
+    assert "NVLink5 1800 GB/s (multi-node clique)" in p.explanation
+    assert auto(L405, "gb200-nvl-clique").tensor_parallel == 16  # latency: the whole clique
     assert p.nodes_per_replica == 2 and p.gpus_per_node == 4 and p.spans_clique
     assert "clique" in p.domain
     e = explicit(L405, "gb200-nvl-clique", 16)
@@ -206,9 +230,13 @@ def test_node_selector_and_taints_restrict():
     d = docs("dgx-h100")[0]
     d["spec"] = {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
     tainted = [parse_node(d)]
-    assert plan(L8, EngineSpec(), ParallelismSpec(), tainted).reason == "NoSchedulableGPUNodes"
-    tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert plan(L8, EngineSpec(), ParallelismSpec(), tainted, tolerations=tol).fits
+    # GKE's nvidia.com/gpu taint no longer excludes the node: serving pods always tolerate it.
+    assert plan(L8, EngineSpec(), ParallelismSpec(), tainted).fits
+    d["spec"] = {"taints": [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]}
+    other = [parse_node(d)]
+    assert plan(L8, EngineSpec(), ParallelismSpec(), other).reason == "NoSchedulableGPUNodes"
+    tol = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+    assert plan(L8, EngineSpec(), ParallelismSpec(), other, tolerations=tol).fits
 
 
 def test_allocatable_caps_capacity():
@@ -227,7 +255,7 @@ def test_objective_reported():
 
 
 def test_to_json_contract_and_status():
-    p = auto(L70, "dgx-h100")
+    p = thr(L70, "dgx-h100")
     j = p.to_json()
     for key in ("fits", "tensorParallel", "pipelineParallel", "gpusPerReplica", "nodesPerReplica",
                 "memoryPerGpuBytes", "topologySource", "reason", "explanation", "gpuProduct", "domain"):
@@ -235,6 +263,11 @@ def test_to_json_contract_and_status():
     assert j["memoryPerGpuBytes"] == p.breakdown.total
     s = p.to_status()
     assert s["tensorParallel"] == 4 and s["topologySource"] == "annotation"
+    assert s["objective"] == "throughput" and s["hbmBandwidthGbps"] == 3350
+    assert s["interconnect"] == "NVLink4 900 GB/s" and s["achievableConcurrency"] == 64
+    assert 0 < s["timePerOutputTokenMs"] == j["timePerOutputTokenMs"] and s["tokensPerSecond"] > 0
+    assert s["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert "expertParallel" not in s
 
 
 def test_explanation_lists_breakdown_and_domain():
@@ -246,13 +279,87 @@ def test_explanation_lists_breakdown_and_domain():
 def test_plan_for_spec_uses_preset_and_scheduling():
     spec = LLMBackendSpec.model_validate({"model": {"preset": "llama-3.1-70b"},
                                           "scheduling": {"nodeSelector": {"nvidia.com/gpu.family": "hopper"}}})
-    assert plan_for_spec(spec, nodes("dgx-h100")).tensor_parallel == 4
+    assert plan_for_spec(spec, nodes("dgx-h100")).tensor_parallel == 8  # latency default
 
 
 def test_replicas_capacity():
-    assert replicas_capacity(auto(L70, "dgx-h100-x4"), nodes("dgx-h100-x4")) == 8
+    assert replicas_capacity(thr(L70, "dgx-h100-x4"), nodes("dgx-h100-x4")) == 8
+    assert replicas_capacity(auto(L70, "dgx-h100-x4"), nodes("dgx-h100-x4")) == 4  # latency TP8
     assert replicas_capacity(auto(L405, "dgx-h100-x4"), nodes("dgx-h100-x4")) == 2
-    assert replicas_capacity(auto(L8, "l40s-pcie"), nodes("l40s-pcie")) == 2  # PP2 over PCIe
-    assert replicas_capacity(auto(L8, "l40s-pcie", max_batch_size=16), nodes("l40s-pcie")) == 4
-    assert replicas_capacity(auto(L405, "gb200-nvl-clique"), nodes("gb200-nvl-clique")) == 2
+    assert replicas_capacity(thr(L8, "l40s-pcie"), nodes("l40s-pcie")) == 2  # TP2 over PCIe (was PP2)
+    assert replicas_capacity(thr(L8, "l40s-pcie", max_batch_size=16), nodes("l40s-pcie")) == 4
+    assert replicas_capacity(thr(L405, "gb200-nvl-clique"), nodes("gb200-nvl-clique")) == 2
     assert replicas_capacity(auto(L405, "dgx-h100"), nodes("dgx-h100")) == 0
+
+
+# ---- managed clouds, unknown products, EP, stranded GPUs ----
+
+MIXTRAL_MOE = PRESETS["mixtral-8x7b"].model_copy(update={"num_experts": 8, "num_experts_per_token": 2,
+                                                         "active_parameter_count": 12_900_000_000})
+
+
+def gke_node(name="gke-0", labels=None, gpus=8):
+    return parse_node({"metadata": {"name": name, "labels": labels or {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}},
+                       "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+                       "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}})
+
+
+def test_gke_node_without_gfd_plans_fp8_and_selects_by_accelerator_label():
+    p = plan(L70, EngineSpec(quantization="fp8"), ParallelismSpec(objective="throughput"), [gke_node()])
+    assert p.fits and (p.tensor_parallel, p.gpu_product) == (2, "NVIDIA-H100-80GB-HBM3")
+    assert dict(p.node_selector) == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+
+
+def test_unknown_product_named_plainly():
+    mystery = gke_node("odd-0", {"node.kubernetes.io/instance-type": "x9.mystery"}, gpus=4)
+    p = plan(L8, EngineSpec(), ParallelismSpec(), [mystery])
+    assert not p.fits and p.reason == "UnknownGPUProduct"
+    assert "odd-0" in p.explanation and "unknown product" in p.explanation
+    assert "0.0 GiB" not in p.explanation
+    # Next to known nodes it is named as not used.
+    q = plan(L8, EngineSpec(), ParallelismSpec(), [mystery] + nodes("dgx-h100"))
+    assert q.fits and "Not used: odd-0" in q.explanation
+
+
+def test_expert_parallel_in_plan_status_and_validated():
+    p = explicit(MIXTRAL_MOE, "dgx-h100", 4)
+    assert p.fits and p.expert_parallel == 4 and p.to_status()["expertParallel"] == 4
+    e = plan(MIXTRAL_MOE, EngineSpec(), ParallelismSpec(tensor_parallel=4, expert_parallel=2), nodes("dgx-h100"))
+    assert e.fits and e.expert_parallel == 2 and "moe_tensor_parallel_size 2" in e.explanation
+    bad = plan(MIXTRAL_MOE, EngineSpec(), ParallelismSpec(tensor_parallel=4, expert_parallel=3), nodes("dgx-h100"))
+    assert not bad.fits and bad.reason == "ExpertParallelInvalid" and "1, 2, 4" in bad.explanation
+    dense = plan(L8, EngineSpec(), ParallelismSpec(tensor_parallel=2, expert_parallel=2), nodes("dgx-h100"))
+    assert dense.reason == "ExpertParallelInvalid"
+    # vLLM: --enable-expert-parallel spans the TP group, so EP is 1 or TP.
+    assert planner.valid_expert_parallel(MIXTRAL_MOE, EngineSpec(backend="vllm"), 4) == [1, 4]
+    assert planner.valid_expert_parallel(MIXTRAL_MOE, EngineSpec(), 4) == [1, 2, 4]
+    assert planner.valid_expert_parallel(L8, EngineSpec(), 4) == []
+
+
+def test_no_odd_pp_that_strands_gpus_when_an_even_split_exists():
+    # 5 heads: TP is 1 or 5, so a 4 x L40S node can only pipeline. The memory needs 3 stages; TP1 x PP3 would
+    # leave the fourth GPU idle, so the plan takes the even split TP1 x PP4 on the same node.
+    arch = ModelArchitecture(num_layers=40, hidden_size=5120, num_attention_heads=5, num_key_value_heads=5,
+                             head_dim=1024, vocab_size=32_000, parameter_count=110_000_000_000)
+    engine = EngineSpec(quantization="fp8", max_batch_size=2, max_seq_len=1024, max_input_len=512)
+    three = planner.estimate(arch, engine, 1, 3)
+    assert planner.fit(three, nodes("l40s-pcie")[0].memory_bytes, engine, 0.05).fits  # PP3 would fit memory
+    p = plan(arch, engine, ParallelismSpec(), nodes("l40s-pcie"))
+    assert p.fits and (p.tensor_parallel, p.pipeline_parallel, p.nodes_per_replica) == (1, 4, 1)
+    odd = plan(arch, engine, ParallelismSpec(tensor_parallel=1, pipeline_parallel=3), nodes("l40s-pcie"))
+    assert odd.fits  # explicit shapes are honoured when they fit
+
+
+# ---- vLLM plans fit into vLLM's own fraction of total memory ----
+
+
+@pytest.mark.parametrize(("utilization", "fits_tp1"), [(0.9, True), (0.3, False)])
+def test_vllm_plan_uses_gpu_memory_utilization(utilization, fits_tp1):
+    """Llama-3.1-8B bf16 (~16 GB weights + KV for 64 x 4096 tokens) fits one H100 at 0.9 of 80 GB, not at 0.3."""
+    p = thr(L8, "dgx-h100", backend="vllm", vllm={"gpu_memory_utilization": utilization})
+    assert p.fits
+    assert (p.tensor_parallel * p.pipeline_parallel == 1) is fits_tp1
+    # the TensorRT-LLM KV fraction does not change a vLLM plan
+    q = thr(L8, "dgx-h100", backend="vllm", vllm={"gpu_memory_utilization": utilization},
+            kv_cache_free_gpu_mem_fraction=0.1)
+    assert (q.tensor_parallel, q.pipeline_parallel) == (p.tensor_parallel, p.pipeline_parallel)

@@ -6,9 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmbackend.api.v1alpha1 import EngineSpec, ModelArchitecture, ParallelismSpec
-from llmbackend.planning.inventory import GPUNode, infer_domains
-from llmbackend.planning.memory import estimate, usable_bytes
-from llmbackend.planning.planner import plan, quantization_supported, tp_rule_violation
+from llmbackend.planning.inventory import GPUNode, infer_domains, product_info
+from llmbackend.planning.memory import estimate, fit
+from llmbackend.planning.planner import LATENCY_TP_FACTOR, plan, quantization_supported, tp_rule_violation
 
 GIB = 1024**3
 PRODUCTS = [  # product, memory, compute capability
@@ -61,6 +61,17 @@ def explicit_fits(arch, engine, nodes, tp, pp):
     return plan(arch, engine, ParallelismSpec(tensor_parallel=tp, pipeline_parallel=pp), nodes).fits
 
 
+def fits_memory(arch, engine, node, tp, pp):
+    return fit(estimate(arch, engine, tp, pp), node.memory_bytes, engine, product_info(node.product).reserve_fraction).fits
+
+
+def stage_slots(node, tp):
+    """TP inside an NVLink domain when one is wide enough, else over PCIe inside the node."""
+    if tp > max(len(d) for d in node.nvlink_domains):
+        return node.gpu_count // tp
+    return min(sum(len(d) // tp for d in node.nvlink_domains), node.gpu_count // tp)
+
+
 @SETTINGS
 @given(arch=architectures(), engine=engines, nodes=gpu_nodes())
 def test_fitting_plans_obey_rules(arch, engine, nodes):
@@ -75,9 +86,11 @@ def test_fitting_plans_obey_rules(arch, engine, nodes):
     used = [n for n in nodes if n.product == p.gpu_product]
     assert used and all(quantization_supported(engine.quantization, n.compute_capability) for n in used)
     assert p.memory_per_gpu_bytes == estimate(arch, engine, tp, pp).total
-    assert p.memory_per_gpu_bytes <= usable_bytes(used[0].memory_bytes)
+    assert fits_memory(arch, engine, used[0], tp, pp)
     if not p.spans_clique:
-        assert any(n.largest_domain >= tp for n in used)  # TP inside one NVLink domain
+        # TP inside one node: its NVLink domain, or over PCIe (then said so).
+        assert any(n.gpu_count >= tp for n in used)
+        assert p.tp_over_pcie == (not any(n.largest_domain >= tp for n in used))
         assert p.gpus_per_node % tp == 0
     assert p.gpus_per_node * p.nodes_per_replica == p.gpus_per_replica
     assert set(p.nodes) <= {n.name for n in used} and len(p.nodes) == p.nodes_per_replica
@@ -86,10 +99,15 @@ def test_fitting_plans_obey_rules(arch, engine, nodes):
 
 
 @SETTINGS
-@given(arch=architectures(), engine=engines, nodes=gpu_nodes())
-def test_plans_are_minimal(arch, engine, nodes):
-    """No single-domain plan with fewer GPUs; PP only when no single-domain plan exists; none missed."""
-    p = plan(arch, engine, ParallelismSpec(), nodes)
+@given(arch=architectures(), engine=engines, nodes=gpu_nodes(), objective=st.sampled_from(["latency", "throughput"]))
+def test_plans_are_minimal(arch, engine, nodes, objective):
+    """Throughput: fewest GPUs on the chosen product; latency: at most twice that; PP only when no
+    single-stage plan exists anywhere; none missed.
+
+    (Before the roofline, every objective took the fewest GPUs; NVIDIA's latency profiles use about
+    twice the throughput TP, and throughput now compares tokens/s per GPU across products.)
+    """
+    p = plan(arch, engine, ParallelismSpec(objective=objective), nodes)
     tps = [t for t in range(1, arch.num_attention_heads + 1) if tp_rule_violation(arch, t) is None and t <= 32]
     pp1 = [t for t in tps if explicit_fits(arch, engine, nodes, t, 1)]
     if not p.fits:
@@ -97,7 +115,12 @@ def test_plans_are_minimal(arch, engine, nodes):
         assert not any(explicit_fits(arch, engine, nodes, t, q)
                        for t in tps for q in range(2, min(arch.num_layers, 8) + 1))
     elif p.pipeline_parallel == 1:
-        assert p.tensor_parallel == min(pp1)
+        same = [n for n in nodes if n.product == p.gpu_product]
+        fewest = min(t for t in tps if explicit_fits(arch, engine, same, t, 1))
+        if objective == "throughput":
+            assert p.tensor_parallel == fewest
+        else:
+            assert fewest <= p.tensor_parallel <= LATENCY_TP_FACTOR * fewest
     else:
         assert not pp1
 
@@ -106,16 +129,15 @@ def oracle_valid(arch, engine, nodes, tp, pp):
     """Independent statement of the rules (no cliques in these inventories)."""
     if tp_rule_violation(arch, tp) or pp > arch.num_layers:
         return False
-    need = estimate(arch, engine, tp, pp).total
     by_product: dict[str, list[GPUNode]] = {}
     for n in nodes:
         by_product.setdefault(n.product, []).append(n)
     for group in by_product.values():
         if not quantization_supported(engine.quantization, group[0].compute_capability):
             continue
-        if need > usable_bytes(group[0].memory_bytes):
+        if not fits_memory(arch, engine, group[0], tp, pp):
             continue
-        slots = [min(sum(len(d) // tp for d in n.nvlink_domains), n.gpu_count // tp) for n in group]
+        slots = [stage_slots(n, tp) for n in group]
         # k stages on each of pp/k nodes
         if any(sum(s >= k for s in slots) >= pp // k for k in range(1, pp + 1) if pp % k == 0):
             return True

@@ -48,7 +48,7 @@ nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max",model="tensorrt_llm"
 
 def test_parse_sums_versions_and_filters_model():
     c = parse_metrics_text(TRITON_TEXT, "llm")
-    assert c == TritonCounters(4000, 4000, 15, pending=3, trtllm_waiting=7, kv_cache_fraction=0.75)
+    assert c == TritonCounters(4000, 4000, 15, pending=3, trtllm_waiting=7, kv_cache_fraction=0.75, active=64)
 
 
 def test_parse_all_models_and_missing_model_and_garbage():
@@ -147,3 +147,69 @@ def test_mean_inflight_is_littles_law():
     samples = {"a": [(0, C(0, 0)), (10, C(0, 30e6, 10))], "b": [(0, C(0, 0)), (10, C(0, 10e6, 5))]}
     r = window_ratio(samples, now=10, window_s=60)
     assert r.mean_inflight_per_pod == pytest.approx((3 + 1) / 2)
+
+
+ENGINE_TEXT = """\
+# TYPE llmbackend_engine_queue_duration_us counter
+llmbackend_engine_queue_duration_us{model="llm",version="1"} 9000
+# TYPE llmbackend_engine_compute_duration_us counter
+llmbackend_engine_compute_duration_us{model="llm",version="1"} 3000
+# TYPE llmbackend_engine_requests_finished counter
+llmbackend_engine_requests_finished{model="llm",version="1"} 4
+# TYPE nv_inference_queue_duration_us counter
+nv_inference_queue_duration_us{model="llm",version="1"} 1
+# TYPE nv_inference_compute_infer_duration_us counter
+nv_inference_compute_infer_duration_us{model="llm",version="1"} 500
+# TYPE nv_trt_llm_request_metrics gauge
+nv_trt_llm_request_metrics{model="llm",request_type="waiting",version="1"} 5
+nv_trt_llm_request_metrics{model="llm",request_type="scheduled",version="1"} 64
+nv_trt_llm_request_metrics{model="llm",request_type="active",version="1"} 64
+nv_trt_llm_request_metrics{model="llm",request_type="max",version="1"} 64
+nv_trt_llm_request_metrics{model="other",request_type="active",version="1"} 3
+# TYPE nv_trt_llm_kv_cache_block_metrics gauge
+nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="llm",version="1"} 0.5
+"""
+
+
+def test_engine_signal_reads_the_engine_counters_and_gauges_of_its_model():
+    e = parse_metrics_text(ENGINE_TEXT, "llm", "engine")
+    assert (e.queue_us, e.compute_infer_us, e.success_count) == (9000, 3000, 4)
+    assert (e.active, e.slots, e.trtllm_waiting, e.kv_cache_fraction) == (64, 64, 5, 0.5)
+    assert e.pending == 69  # batch + engine queue
+    # Triton's own counters of the same model: the blind ratio (queue ~0)
+    t = parse_metrics_text(ENGINE_TEXT, "llm", "triton")
+    assert (t.queue_us, t.compute_infer_us) == (1, 500)
+    # a model without engine counters is no reading for the engine signal (not a silent 0)
+    assert parse_metrics_text(TRITON_TEXT, "llm", "engine") is None
+
+
+def test_engine_window_sums_gauges_over_ready_pods_and_counts_full_ones():
+    def E(q, c, s, active, slots, waiting=0.0):
+        return TritonCounters(q, c, s, pending=active + waiting, trtllm_waiting=waiting, active=active, slots=slots)
+    samples = {
+        "a": [(0, E(0, 0, 0, 64, 64)), (10, E(30e6, 10e6, 3, 64, 64, 7))],
+        "b": [(0, E(0, 0, 0, 10, 64)), (10, E(0, 10e6, 2, 12, 64))],
+    }
+    r = window_ratio(samples, now=10, window_s=30, signal="engine")
+    assert r.signal == "engine" and r.ratio == pytest.approx(1.5)
+    assert (r.active, r.slots, r.trtllm_waiting, r.slots_full_pods) == (76, 128, 7, 1)
+    assert r.in_flight == 83
+
+
+def test_arrival_rate_counts_finished_and_the_growth_of_in_flight():
+    def E(s, pending):
+        return TritonCounters(0, s * 1e6, s, pending=pending, trtllm_waiting=0.0, active=pending, slots=64.0)
+    # 30 finished and in flight grew 10 -> 40 over 30 s: 60 arrivals = 2 req/s (not 1, the finished rate)
+    r = window_ratio({"a": [(0, E(0, 10)), (30, E(30, 40))]}, now=30, window_s=60, signal="engine")
+    assert r.arrival_rate == pytest.approx(2.0)
+    assert r.offered_load == pytest.approx(2.0 * 1.0)  # 1 s compute per request
+
+
+def test_activation_query_result_parses_to_the_requests_waiting():
+    from llmbackend.autoscaling.sources import parse_scalar
+    vec = {"resultType": "vector", "result": [{"metric": {}, "value": [1, "3"]}, {"metric": {}, "value": [1, "2"]}]}
+    assert parse_scalar(vec) == 5
+    assert parse_scalar({"resultType": "scalar", "result": [1, "4"]}) == 4
+    assert parse_scalar({"resultType": "vector", "result": []}) is None
+    assert parse_scalar({"resultType": "vector", "result": [{"value": [1, "NaN"]}]}) is None
+    assert parse_scalar({"resultType": "vector", "result": [{"nope": 1}]}) is None

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
-from llmbackend.render import triton
+from llmbackend.render import triton, vllm_backend
 from llmbackend.render.pbtxt import Ident, ParseError, msg, parse, quote, to_pbtxt, unquote
 from llmbackend.render.triton import (
     assert_engine_managed_batching,
@@ -30,42 +30,67 @@ from llmbackend.render.triton import (
 GOLDEN = Path(__file__).parent / "golden" / "triton"
 
 
-def spec(engine: dict | None = None, source: dict | None = None) -> LLMBackendSpec:
-    model: dict = {"preset": "llama-3.1-8b"}
+def spec(engine: dict | None = None, source: dict | None = None, preset: str = "llama-3.1-8b") -> LLMBackendSpec:
+    model: dict = {"preset": preset}
     if source is not None:
         model["source"] = source
     return LLMBackendSpec.model_validate({"model": model, "engine": engine or {}})
 
 
+def legacy(engine: dict | None = None) -> LLMBackendSpec:
+    """The opt-in legacy TensorRT engine ensemble."""
+    return spec({"format": "engine", **(engine or {})})
+
+
+def triton_schema(text: str):
+    """Parse a rendered config.pbtxt with Triton's own protobuf schema (raises on any unknown field or bad value)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
 # ---- golden files ----
 
 GOLDEN_CASES = {
-    "trtllm-default-tp1": (spec(), "llama-3.1-8b", 1, 1),
+    "trtllm-llmapi-default-tp2": (spec(), "llama-3.1-8b", 2, 1, None, None),
+    "trtllm-llmapi-moe-fp8kv-tp4-ep4": (
+        spec({"quantization": "fp8", "kvCacheDtype": "fp8", "maxBatchSize": 256, "enableKvCacheReuse": True,
+              "batchSchedulerPolicy": "guaranteed_no_evict", "streaming": False}, preset="mixtral-8x7b"),
+        "mixtral-8x7b", 4, 1, 4, "NVIDIA-H100-80GB-HBM3",
+    ),
+    "trtllm-default-tp1": (legacy(), "llama-3.1-8b", 1, 1, None, "NVIDIA-H100-80GB-HBM3"),
     "trtllm-fp8-tp4-pp2-nostream": (
         spec({
-            "quantization": "fp8", "maxBatchSize": 128, "batchSchedulerPolicy": "guaranteed_no_evict",
+            "format": "engine", "quantization": "fp8", "maxBatchSize": 128, "batchSchedulerPolicy": "guaranteed_no_evict",
             "kvCacheFreeGpuMemFraction": 0.85, "enableChunkedContext": False,
             "enableKvCacheReuse": True, "streaming": False,
         }),
-        "llama-3.1-405b", 4, 2,
+        "llama-3.1-405b", 4, 2, None, "NVIDIA-H200",
     ),
     "vllm-fp8-tp2-pvc": (
         spec({"backend": "vllm", "quantization": "fp8", "maxBatchSize": 32, "maxSeqLen": 8192},
              {"pvc": {"claimName": "weights", "path": "/llama"}}),
-        "llama-3.1-8b", 2, 1,
+        "llama-3.1-8b", 2, 1, None, None,
     ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
 def test_golden(case: str) -> None:
-    s, name, tp, pp = GOLDEN_CASES[case]
-    files = render_model_repository(s, name, tp, pp)
+    s, name, tp, pp, ep, gpu = GOLDEN_CASES[case]
+    files = render_model_repository(s, name, tp, pp, ep, gpu)
+    # model.py is the package's own file, shipped verbatim: checked for identity, not kept twice.
+    for rel in [r for r in files if r.endswith("/1/model.py")]:
+        assert files.pop(rel) in (triton.llmapi_model_source(), vllm_backend.model_source())
     root = GOLDEN / case
     if os.environ.get("UPDATE_GOLDEN") == "1":
         for rel, text in files.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
+    for rel, text in files.items():
+        if rel.endswith("config.pbtxt"):
+            triton_schema(text)
     on_disk = {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
     assert sorted(on_disk) == sorted(files), "rendered file set changed"
     for rel, text in files.items():
@@ -92,7 +117,7 @@ def _tensors(cfg: dict, kind: str) -> dict[str, str]:
 
 
 def test_trtllm_files_and_parameters() -> None:
-    s = spec({"maxBatchSize": 96, "kvCacheFreeGpuMemFraction": 0.8, "enableKvCacheReuse": True})
+    s = legacy({"maxBatchSize": 96, "kvCacheFreeGpuMemFraction": 0.8, "enableKvCacheReuse": True})
     files = render_model_repository(s, "m", 2, 2)
     assert sorted(files) == sorted(f"{m}/config.pbtxt" for m in triton.TRTLLM_MODELS)
     trt = _cfg(files, "tensorrt_llm/config.pbtxt")
@@ -105,7 +130,8 @@ def test_trtllm_files_and_parameters() -> None:
     assert _one(_one(dyn, "default_queue_policy"), "max_queue_size") == 96 * triton.QUEUE_BATCHES
     p = _params(trt)
     assert p["gpt_model_type"] == "inflight_fused_batching"
-    assert p["gpt_model_path"] == "/models/engines/bf16-tp2-pp2" == engine_dir(2, 2, "bf16")
+    assert p["gpt_model_path"] == "/models/engines/triton-26.10/unknown-gpu/bf16-tp2-pp2-b96-s4096-t8192" \
+        == engine_dir(s, 2, 2)
     assert p["max_beam_width"] == "1"
     assert p["batch_scheduler_policy"] == "max_utilization"
     assert p["kv_cache_free_gpu_mem_fraction"] == "0.8"
@@ -126,14 +152,14 @@ def test_trtllm_files_and_parameters() -> None:
 
 
 def test_trtllm_streaming_off_is_not_decoupled() -> None:
-    files = render_model_repository(spec({"streaming": False}), "m", 1, 1)
+    files = render_model_repository(legacy({"streaming": False}), "m", 1, 1)
     trt = _cfg(files, "tensorrt_llm/config.pbtxt")
     assert _one(_one(trt, "model_transaction_policy"), "decoupled") is False
 
 
 def test_ensemble_wiring_is_consistent() -> None:
     """Every ensemble edge connects an existing producer to an existing consumer of the same dtype."""
-    files = render_model_repository(spec(), "m", 1, 1)
+    files = render_model_repository(legacy(), "m", 1, 1)
     ens = _cfg(files, "ensemble/config.pbtxt")
     assert _one(ens, "platform") == "ensemble"
     ens_inputs = _tensors(ens, "input")
@@ -165,20 +191,40 @@ def test_ensemble_wiring_is_consistent() -> None:
 
 
 def test_version_dirs_and_served_name() -> None:
-    assert triton.version_dirs("tensorrtllm", "m") == ["ensemble/1", "preprocessing/1", "tensorrt_llm/1", "postprocessing/1"]
+    assert triton.version_dirs("tensorrtllm", "m", "engine") == [
+        "ensemble/1", "preprocessing/1", "tensorrt_llm/1", "postprocessing/1"]
+    assert triton.version_dirs("tensorrtllm", "m") == ["m/1"]
     assert triton.version_dirs("vllm", "m") == ["m/1"]
-    assert triton.served_model_name("tensorrtllm", "m") == "ensemble"
+    assert triton.served_model_name("tensorrtllm", "m", "engine") == "ensemble"
+    assert triton.served_model_name("tensorrtllm", "m") == "m"
     assert triton.served_model_name("vllm", "m") == "m"
     assert set(triton.IMAGE_PYTHON_MODELS) == {"preprocessing/1/model.py", "postprocessing/1/model.py"}
 
 
-def test_engine_dir() -> None:
-    assert engine_dir(1, 1, "bf16") == "/models/engines/bf16-tp1-pp1"
-    assert engine_dir(8, 2, "int4_awq") == "/models/engines/int4_awq-tp8-pp2"
+def test_engine_dir_is_keyed_by_everything_that_invalidates_an_engine() -> None:
+    base = legacy({"image": "nvcr.io/nvidia/tritonserver:25.03-trtllm-python-py3"})
+    key = engine_dir(base, 1, 1, "NVIDIA-H100-80GB-HBM3")
+    assert key == "/models/engines/triton-25.03/sm90/bf16-tp1-pp1-b64-s4096-t8192"
+    assert engine_dir(base, 1, 1, "NVIDIA-H200") == key, "same SM, same engine"
+    changed = [
+        engine_dir(legacy({"image": "nvcr.io/nvidia/tritonserver:25.05-trtllm-python-py3"}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(base, 1, 1, "NVIDIA-A100-SXM4-80GB"),
+        engine_dir(base, 1, 1, "NVIDIA-L40S"),
+        engine_dir(legacy({"image": base.engine.image, "quantization": "fp8"}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(base, 2, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(base, 1, 2, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(legacy({"image": base.engine.image, "maxBatchSize": 8}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(legacy({"image": base.engine.image, "maxSeqLen": 8192}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+        engine_dir(legacy({"image": base.engine.image, "maxNumTokens": 4096}), 1, 1, "NVIDIA-H100-80GB-HBM3"),
+    ]
+    assert len({key, *changed}) == len(changed) + 1, "each invalidating change names a new directory"
+    assert triton.gpu_key("NVIDIA-A100-SXM4-80GB") == "sm80" and triton.gpu_key("NVIDIA-A10G") == "sm86"
+    assert triton.gpu_key("NVIDIA-L40S") == "sm89" and triton.gpu_key("NVIDIA-L4") == "sm89"
+    assert triton.gpu_key("Some New GPU") == "some-new-gpu" and triton.gpu_key(None) == "unknown-gpu"
+    assert triton.runtime_key("registry.local/triton@sha256:" + "ab" * 32).startswith("digest-abab")
+    assert triton.runtime_key("registry.local/triton:my-build") == "my-build"
     with pytest.raises(ValueError):
-        engine_dir(0, 1, "bf16")
-    with pytest.raises(ValueError):
-        engine_dir(1, 1, "int3")
+        engine_dir(base, 0, 1)
 
 
 # ---- vllm ----
@@ -186,22 +232,22 @@ def test_engine_dir() -> None:
 
 def test_vllm_files_and_config() -> None:
     files = render_model_repository(spec({"backend": "vllm"}), "my-model_1.0", 4, 1)
-    assert sorted(files) == ["my-model_1.0/1/model.json", "my-model_1.0/config.pbtxt"]
+    assert sorted(files) == ["my-model_1.0/1/model.json", "my-model_1.0/1/model.py", "my-model_1.0/config.pbtxt"]
     cfg = _cfg(files, "my-model_1.0/config.pbtxt")
     assert _one(cfg, "name") == "my-model_1.0"
-    assert _one(cfg, "backend") == "vllm"
+    assert _one(cfg, "backend") == "python"  # the operator's model over vLLM's AsyncLLM, not the stock backend
     assert _one(cfg, "max_batch_size") == 0
     assert _one(_one(cfg, "model_transaction_policy"), "decoupled") is True
     assert "dynamic_batching" not in cfg
     assert cfg["instance_group"] == [{"count": [1], "kind": [Ident("KIND_MODEL")]}]
-    assert {"text_input", "stream"} <= set(_tensors(cfg, "input"))
-    assert "text_output" in _tensors(cfg, "output")
+    assert {"text_input", "stream", "max_tokens", "stop_words"} <= set(_tensors(cfg, "input"))
+    assert {"text_output", "finish_reason"} <= set(_tensors(cfg, "output"))
 
 
 def test_vllm_model_json() -> None:
     s = spec(
         {"backend": "vllm", "maxBatchSize": 48, "maxSeqLen": 16384, "maxNumTokens": 4096,
-         "kvCacheFreeGpuMemFraction": 0.75, "enableKvCacheReuse": True},
+         "kvCacheFreeGpuMemFraction": 0.3, "enableKvCacheReuse": True, "vllm": {"gpuMemoryUtilization": 0.85}},
         {"pvc": {"claimName": "w"}},
     )
     args = json.loads(render_model_repository(s, "m", 2, 3)["m/1/model.json"])
@@ -209,7 +255,7 @@ def test_vllm_model_json() -> None:
         "model": "/models",
         "tensor_parallel_size": 2,
         "pipeline_parallel_size": 3,
-        "gpu_memory_utilization": 0.75,
+        "gpu_memory_utilization": 0.85,  # vLLM's own field; kvCacheFreeGpuMemFraction is TensorRT-LLM's
         "max_num_seqs": 48,
         "max_model_len": 16384,
         "enforce_eager": False,
@@ -217,6 +263,7 @@ def test_vllm_model_json() -> None:
         "enable_prefix_caching": True,
         "max_num_batched_tokens": 4096,
         "dtype": "bfloat16",
+        "disable_log_stats": False,
     }
 
 
@@ -244,7 +291,7 @@ def test_vllm_uri_source_explicit_fp8_kv_and_no_chunking() -> None:
     s = spec({"backend": "vllm", "kvCacheDtype": "fp8", "enableChunkedContext": False,
               "maxSeqLen": 32768, "maxNumTokens": 8192}, {"uri": "s3://bucket/llama-3.1-8b"})
     args = triton.vllm_engine_args(s, 1, 1)
-    assert args["model"] == "s3://bucket/llama-3.1-8b"
+    assert args["model"] == "/model-cache/s3/bucket/llama-3.1-8b/refs/latest"  # the cached copy
     assert args["kv_cache_dtype"] == "fp8"
     assert args["enable_chunked_prefill"] is False
     assert args["max_num_batched_tokens"] == 32768  # a whole prompt must fit one step
@@ -254,6 +301,7 @@ def test_vllm_uri_source_explicit_fp8_kv_and_no_chunking() -> None:
 
 engine_specs = st.fixed_dictionaries({
     "backend": st.sampled_from(["tensorrtllm", "vllm"]),
+    "format": st.sampled_from(["llmapi", "engine"]),
     "quantization": st.sampled_from(["bf16", "fp16", "fp8", "int8_wo", "int4_awq"]),
     "kvCacheDtype": st.sampled_from(["auto", "bf16", "fp16", "fp8"]),
     "maxBatchSize": st.integers(1, 4096),
@@ -281,6 +329,7 @@ def test_batching_rule_holds_for_every_engine_spec(engine: dict, tp: int, pp: in
     assert_engine_managed_batching(files)
     for path, text in files.items():
         if path.endswith("config.pbtxt"):
+            triton_schema(text)
             cfg = parse(text)
             if _one(cfg, "backend") == "tensorrtllm":
                 assert _one(cfg, "max_batch_size") == engine["maxBatchSize"]
@@ -294,7 +343,7 @@ def test_batching_rule_holds_for_every_engine_spec(engine: dict, tp: int, pp: in
 
 @pytest.fixture
 def trt_files() -> dict[str, str]:
-    return render_model_repository(spec(), "m", 1, 1)
+    return render_model_repository(legacy(), "m", 1, 1)
 
 
 def _violates(files: dict[str, str], path: str, old: str, new: str, pattern: str) -> None:
@@ -344,7 +393,7 @@ def test_checker_vllm_rules() -> None:
     files = render_model_repository(spec({"backend": "vllm"}), "m", 1, 1)
     _violates(files, "m/config.pbtxt", "max_batch_size: 0", "max_batch_size: 8", r"max_batch_size: 0")
     _violates(files, "m/config.pbtxt", "decoupled: true", "decoupled: false", r"must be decoupled")
-    _violates(files, "m/config.pbtxt", 'backend: "vllm"', 'backend: "vllm"\ndynamic_batching {}',
+    _violates(files, "m/config.pbtxt", 'backend: "python"', 'backend: "python"\ndynamic_batching {}',
               r"must not have dynamic_batching")
 
 
@@ -476,8 +525,17 @@ def _contexts(argv: list[str]) -> list[list[str]]:
     return out
 
 
+def test_llmapi_runs_one_tritonserver_per_node() -> None:
+    # the LLM API spawns its own GPU ranks on one node, from one MPI process
+    assert triton_command("/model-repository", 1, 1, "tensorrtllm") == SINGLE
+    assert triton_command("/model-repository", 8, 1, "tensorrtllm") == ["mpirun", "--allow-run-as-root", "-n", "1",
+                                                                         *SINGLE]
+    argv = mpi_leader_command(16, "/etc/mpi/hostfile")
+    assert argv[argv.index("-n"):] == ["-n", "16", triton.LLMAPI_LAUNCH, *SINGLE]
+
+
 def test_mpirun_command_one_rank_per_gpu() -> None:
-    argv = triton_command("/model-repository", 2, 2, "tensorrtllm")
+    argv = triton_command("/model-repository", 2, 2, "tensorrtllm", "engine")
     assert argv[:2] == ["mpirun", "--allow-run-as-root"]
     ctxs = _contexts(argv[2:])
     assert len(ctxs) == 4
@@ -495,7 +553,7 @@ def test_mpirun_command_one_rank_per_gpu() -> None:
 
 
 def test_mpi_leader_command() -> None:
-    argv = mpi_leader_command(16, "/etc/mpi/hostfile", rsh_agent="/opt/llmbackend/kubexec")
+    argv = mpi_leader_command(16, "/etc/mpi/hostfile", rsh_agent="/opt/llmbackend/kubexec", engine_format="engine")
     assert argv[:10] == [
         "mpirun", "--allow-run-as-root", "--hostfile", "/etc/mpi/hostfile",
         "--map-by", "slot", "--bind-to", "none", "--mca", "plm_rsh_agent",
@@ -519,3 +577,63 @@ def test_mpi_leader_command() -> None:
 def test_command_validation(call) -> None:
     with pytest.raises(ValueError):
         call()
+
+
+# ---- LLM API model ----
+
+
+def test_llmapi_repository_and_model_yaml() -> None:
+    import yaml
+
+    from llmbackend.api import engine_metrics as em
+
+    s = spec({"maxBatchSize": 48, "maxNumTokens": 4096, "maxSeqLen": 8192, "kvCacheFreeGpuMemFraction": 0.7,
+              "enableKvCacheReuse": True, "enableChunkedContext": False, "kvCacheDtype": "fp8", "streaming": False},
+             {"pvc": {"claimName": "w", "path": "/llama"}})
+    files = render_model_repository(s, "llama-3.1-8b", 2, 3)
+    assert sorted(files) == ["llama-3.1-8b/1/model.py", "llama-3.1-8b/1/model.yaml", "llama-3.1-8b/config.pbtxt"]
+    pb = triton_schema(files["llama-3.1-8b/config.pbtxt"])
+    assert (pb.name, pb.backend, pb.max_batch_size) == ("llama-3.1-8b", "python", 0)
+    assert pb.model_transaction_policy.decoupled, "always decoupled, even with streaming off: generate_stream needs it"
+    assert not pb.HasField("dynamic_batching")
+    assert {i.name for i in pb.input if not i.optional} == {"text_input"}
+    assert [o.name for o in pb.output] == ["text_output", "finish_reason", "num_input_tokens", "num_output_tokens"]
+    params = {k: v.string_value for k, v in pb.parameters.items()}
+    # the names model.py exports are the constants of api/engine_metrics.py
+    assert params["metric_engine_queue"] == em.ENGINE_QUEUE_METRIC
+    assert params["metric_engine_compute"] == em.ENGINE_COMPUTE_METRIC
+    assert params["metric_engine_requests"] == em.ENGINE_REQUESTS_METRIC
+    assert params["metric_engine_failures"] == em.ENGINE_FAILURES_METRIC
+    assert params["metric_request_gauge"] == em.REQUEST_GAUGE
+    assert params["metric_request_types"].split(",") == list(em.REQUEST_TYPES)
+    assert params["metric_kv_gauge"] == em.KV_GAUGE
+    assert params["metric_kv_types"].split(",") == list(em.KV_TYPES)
+    args = yaml.safe_load(files["llama-3.1-8b/1/model.yaml"])
+    assert args["model"] == "/models"
+    assert (args["tensor_parallel_size"], args["pipeline_parallel_size"]) == (2, 3)
+    assert "moe_expert_parallel_size" not in args
+    assert (args["max_batch_size"], args["max_num_tokens"], args["max_seq_len"]) == (48, 4096, 8192)
+    assert args["enable_chunked_prefill"] is False
+    assert args["kv_cache_config"] == {"free_gpu_memory_fraction": 0.7, "enable_block_reuse": True, "dtype": "fp8"}
+    assert args["return_perf_metrics"] is True and args["enable_iter_perf_stats"] is True
+    assert args["triton_config"] == {"decoupled": True, "max_batch_size": 0}
+    assert files["llama-3.1-8b/1/model.py"] == triton.llmapi_model_source()
+    assert "llmbackend" not in [line.split()[1] for line in triton.llmapi_model_source().splitlines()
+                                if line.startswith(("import ", "from "))], "model.py runs in the stock image"
+
+
+def test_llmapi_expert_parallel_from_the_plan() -> None:
+    import yaml
+
+    files = render_model_repository(spec(preset="mixtral-8x7b"), "mixtral", 4, 1, 2)
+    assert yaml.safe_load(files["mixtral/1/model.yaml"])["moe_expert_parallel_size"] == 2
+    with pytest.raises(ValueError):
+        render_model_repository(spec(preset="mixtral-8x7b"), "mixtral", 4, 1, 0)
+
+
+def test_checker_requires_llmapi_model_decoupled_and_unbatched() -> None:
+    files = render_model_repository(spec(), "m", 1, 1)
+    bad = dict(files, **{"m/config.pbtxt": files["m/config.pbtxt"].replace("max_batch_size: 0", "max_batch_size: 8")})
+    assert any("max_batch_size: 0" in p for p in batching_violations(bad))
+    bad = dict(files, **{"m/config.pbtxt": files["m/config.pbtxt"].replace("decoupled: true", "decoupled: false")})
+    assert any("decoupled" in p for p in batching_violations(bad))

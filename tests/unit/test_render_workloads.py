@@ -54,7 +54,8 @@ def test_deployment_pod_requests_the_plans_gpus_and_probes_triton():
     assert [p["containerPort"] for p in triton["ports"]] == [8000, 8001, 8002]
     assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert triton["args"][0] == "mpirun", "TP4 runs one tritonserver rank per GPU"
+    assert triton["args"][:4] == ["mpirun", "--allow-run-as-root", "-n", "1"], \
+        "TP4 on one node: one tritonserver; the LLM API spawns its 4 GPU ranks"
     assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert triton["securityContext"]["allowPrivilegeEscalation"] is False
     assert triton["securityContext"]["capabilities"] == {"drop": ["ALL"]}
@@ -90,7 +91,9 @@ def test_multi_node_replica_is_a_leader_worker_set_and_service_selects_leaders()
     worker = lws["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8" and worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert "startupProbe" in leader and "startupProbe" not in worker, "probe only the leader"
-    assert leader["args"][:1] == ["mpirun"] and "16" not in leader["command"][2], "argv passed as $@, not interpolated"
+    assert leader["command"] == ["/bin/sh", "/launch/leader-mpi.sh"], "the launch script takes the server argv as $@"
+    assert leader["args"][:2] == ["trtllm-llmapi-launch", "tritonserver"]
+    assert lws["startupPolicy"] == "LeaderCreated", "LeaderReady would never create the workers the leader waits for"
     assert objects["Service"]["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
 
@@ -103,8 +106,8 @@ def test_hpa_mode_leaves_replicas_to_the_hpa():
     assert hpa["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert "PrometheusRule" not in objects, "only where the Prometheus Operator's CRD is served"
     rule = _by_kind(desired_objects(REF, spec, _plan(), 2, SURGE, prometheus_rules=True))["PrometheusRule"]
-    assert rule["spec"]["groups"][0]["rules"][0]["record"] == "triton:queue_compute:ratio"
-    assert 'model="tensorrt_llm"' in rule["spec"]["groups"][0]["rules"][0]["expr"]
+    assert rule["spec"]["groups"][0]["rules"][0]["record"] == "llmbackend:engine_queue_compute:ratio"
+    assert 'model="llama-3.1-70b"' in rule["spec"]["groups"][0]["rules"][0]["expr"], "the LLM API model itself"
     assert rule["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
 
 
@@ -122,9 +125,36 @@ def test_rollout_strategy_follows_free_capacity(replicas, spare, expected):
 def test_engine_managed_batching_in_the_rendered_configmap():
     from llmbackend.render.triton import batching_violations
 
+    from llmbackend.render.workloads import config_map_files
+
     config_map = _by_kind(desired_objects(REF, _spec(), _plan(), 1, SURGE))["ConfigMap"]
-    files = {key.replace("__", "/"): value for key, value in config_map["data"].items()}
+    files = config_map_files(config_map)
+    name = _spec().model.preset
+    assert set(files) == {f"{name}/config.pbtxt", f"{name}/1/model.yaml", f"{name}/1/model.py"}
+    assert batching_violations(files) == []
+    assert "dynamic_batching" not in files[f"{name}/config.pbtxt"]
+
+    config_map = _by_kind(desired_objects(REF, _spec(engine={"format": "engine"}), _plan(), 1, SURGE))["ConfigMap"]
+    files = config_map_files(config_map)
     assert set(files) == {"ensemble/config.pbtxt", "preprocessing/config.pbtxt", "tensorrt_llm/config.pbtxt",
                           "postprocessing/config.pbtxt"}
     assert batching_violations(files) == []
     assert "max_queue_delay_microseconds: 0" in files["tensorrt_llm/config.pbtxt"]
+
+
+def test_checkpoint_check_init_container_runs_first_with_the_plan():
+    from llmbackend.render import triton as t
+
+    objects = _by_kind(desired_objects(REF, _spec(), _plan(tp=4), 1, SURGE))
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    check = pod["initContainers"][0]
+    assert check["name"] == "check-checkpoint" and check["image"] == pod["containers"][0]["image"]
+    assert check["command"][:2] == ["python3", f"{t.CHECKPOINT_CHECK_DIR}/check_checkpoint.py"]
+    assert check["command"][check["command"].index("--tp") + 1] == "4"
+    assert {m["name"] for m in check["volumeMounts"]} == {"checkpoint-check", "models"}
+    assert objects["ConfigMap"]["data"][t.CHECKPOINT_CHECK_KEY] == t.checkpoint_check_source()
+    repo_items = next(v for v in pod["volumes"] if v["name"] == "model-config")["configMap"]["items"]
+    assert t.CHECKPOINT_CHECK_KEY not in {i["key"] for i in repo_items}, "the script is not a model in the repository"
+    # nothing to check for the legacy engine ensemble or a URI source (fetched later)
+    legacy = _by_kind(desired_objects(REF, _spec(engine={"format": "engine"}), _plan(), 1, SURGE))
+    assert [c["name"] for c in legacy["Deployment"]["spec"]["template"]["spec"]["initContainers"]] == ["model-repository"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "llmbackend.dev"
@@ -23,8 +23,13 @@ SINGULAR = "llmbackend"
 SHORT_NAMES = ["llmb"]
 CATEGORIES = ["llm"]
 
-DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-trtllm-python-py3"
-DEFAULT_VLLM_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-vllm-python-py3"
+# The one place the default serving images are set: NGC Triton release <yy.mm> with TensorRT-LLM (LLM API) or vLLM.
+TRITON_RELEASE = "26.10"
+DEFAULT_TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-trtllm-python-py3"
+DEFAULT_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3"
+# The operator's own image; it ships kubectl, which multi-node leaders use to start ranks in workers.
+DEFAULT_LAUNCHER_IMAGE = "ghcr.io/llmbackend/operator:0.1.0"
+LAUNCHER_KUBECTL = "/opt/llmbackend/bin/kubectl"
 
 # Kubernetes quantity strings ("8", "500m", "64Gi").
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
@@ -70,6 +75,13 @@ class KVCacheDtype(str, Enum):
 class Backend(str, Enum):
     TENSORRTLLM = "tensorrtllm"
     VLLM = "vllm"
+
+
+class EngineFormat(str, Enum):
+    """How the tensorrtllm backend runs the model."""
+
+    LLMAPI = "llmapi"  # TensorRT-LLM's LLM API loads the Hugging Face checkpoint (current images; no engine build)
+    ENGINE = "engine"  # legacy: prebuilt TensorRT engines + the C++ inflight batcher ensemble (older images only)
 
 
 class Objective(str, Enum):
@@ -155,22 +167,75 @@ class PVCSource(_Model):
         return value
 
 
+# Model sources the download Job understands: hf://org/name[@revision] and s3://bucket[/prefix].
+HF_URI_PATTERN = r"hf://[A-Za-z0-9][A-Za-z0-9._\-]*/[A-Za-z0-9][A-Za-z0-9._\-]*(@[A-Za-z0-9._\-]+)?"
+S3_URI_PATTERN = r"s3://[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9._~/\-]*)?"
+MODEL_URI_PATTERN = rf"^({HF_URI_PATTERN}|{S3_URI_PATTERN})$"
+DNS_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class SecretReference(_Model):
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN, description="Secret in the backend's namespace.")
+
+
+class ModelCacheSpec(_Model):
+    """Where URI sources are downloaded to: a PersistentVolumeClaim shared by every backend that uses it."""
+
+    claim_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_NAME_PATTERN,
+        description="Cache claim in the backend's namespace (default llmbackend-model-cache; created when missing, never deleted with a backend).",
+    )
+    size: str | None = Field(
+        default=None, pattern=QUANTITY_PATTERN,
+        description="Size of a claim the operator creates (default: the checkpoint's size plus 10 %, at least 10Gi).",
+    )
+    storage_class_name: str | None = Field(default=None, max_length=253, pattern=DNS_NAME_PATTERN, description="Storage class of a claim the operator creates.")
+
+
 class ModelSource(_Model):
-    """Where weights, tokenizer and (for tensorrtllm) engines come from: a PVC or a URI."""
+    """Where weights, tokenizer and (for tensorrtllm) engines come from: a PVC, or a URI downloaded once into a cache."""
 
     pvc: PVCSource | None = Field(default=None, description="Read weights/engines from a PersistentVolumeClaim.")
     uri: str | None = Field(
-        default=None, max_length=2048, pattern=SAFE_URI_PATTERN,
-        description="Read weights from a URI (s3://, gs://, hf://, ...), fetched by the serving image.",
+        default=None, max_length=2048, pattern=MODEL_URI_PATTERN,
+        description=(
+            "hf://org/name[@revision] (Hugging Face Hub; revision: branch, tag or commit, default main) or "
+            "s3://bucket[/prefix] (any S3-compatible store): downloaded once into the model cache and mounted read-only."
+        ),
     )
+    secret_ref: SecretReference | None = Field(
+        default=None,
+        description=(
+            "Credentials: for hf:// the key HF_TOKEN (gated or private repositories); for s3:// the keys "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (optional AWS_SESSION_TOKEN)."
+        ),
+    )
+    endpoint: str | None = Field(
+        default=None, max_length=2048, pattern=r"^https?://[A-Za-z0-9._:\-/]+$",
+        description="s3://: endpoint of an S3-compatible store (default AWS); hf://: a Hub mirror (default https://huggingface.co).",
+    )
+    region: str | None = Field(default=None, max_length=64, pattern=r"^[a-z0-9\-]+$", description="s3://: signing region (default us-east-1).")
+    cache: ModelCacheSpec | None = Field(default=None, description="Model cache for URI sources.")
 
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                {"rule": "has(self.pvc) != has(self.uri)", "message": "set exactly one of pvc or uri"}
+                {"rule": "has(self.pvc) != has(self.uri)", "message": "set exactly one of pvc or uri"},
+                {"rule": "has(self.uri) || !(has(self.secretRef) || has(self.endpoint) || has(self.cache))",
+                 "message": "secretRef, endpoint and cache apply to uri sources only"},
+                {"rule": "!has(self.region) || (has(self.uri) && self.uri.startsWith('s3://'))",
+                 "message": "region applies to s3:// sources only"},
+                {"rule": "!has(self.uri) || !self.uri.matches('/[.]{1,2}(/|$)')", "message": "uri must not contain '.' or '..' segments"},
             ]
         }
     )
+
+    @field_validator("uri")
+    @classmethod
+    def _no_parent_segments_in_uri(cls, value: str | None) -> str | None:
+        if value is not None and any(seg in (".", "..") for seg in value.split("://", 1)[1].split("/")):
+            raise ValueError("uri must not contain '.' or '..' segments")
+        return value
 
 
 class ModelSpec(_Model):
@@ -181,7 +246,8 @@ class ModelSpec(_Model):
         description="Name of a built-in model (e.g. llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, mixtral-8x7b).",
     )
     architecture: ModelArchitecture | None = Field(
-        default=None, description="Explicit architecture, for models not in the catalog."
+        default=None,
+        description="Explicit architecture, for models not in the catalog. With neither preset nor architecture, a uri source's config.json and safetensors index are read instead.",
     )
     name: str | None = Field(
         default=None, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
@@ -192,7 +258,11 @@ class ModelSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                {"rule": "has(self.preset) != has(self.architecture)", "message": "set exactly one of preset or architecture"}
+                {"rule": "!(has(self.preset) && has(self.architecture))", "message": "set exactly one of preset or architecture"},
+                {
+                    "rule": "has(self.preset) || has(self.architecture) || (has(self.source) && has(self.source.uri))",
+                    "message": "set exactly one of preset or architecture, or leave both out with a source.uri: the architecture is then read from the checkpoint's config.json",
+                },
             ]
         }
     )
@@ -203,10 +273,27 @@ class BatchSchedulerPolicy(str, Enum):
     GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 
 
+class VLLMEngineSpec(_Model):
+    """Settings that only the vllm backend reads."""
+
+    gpu_memory_utilization: float = Field(
+        default=0.9, ge=0.05, le=0.99,
+        description="vLLM's gpu_memory_utilization: fraction of each GPU's TOTAL memory vLLM may use for weights, "
+                    "activations and KV cache together (not TensorRT-LLM's kvCacheFreeGpuMemFraction, which is a "
+                    "fraction of the memory left after weights). The planner fits vLLM plans into this fraction.",
+    )
+
+
 class EngineSpec(_Model):
     """Inference engine and its build/runtime limits."""
 
     backend: Backend = Field(default=Backend.TENSORRTLLM, description="Triton backend: tensorrtllm or vllm.")
+    format: EngineFormat = Field(
+        default=EngineFormat.LLMAPI,
+        description="tensorrtllm only. llmapi: the operator's Python model runs TensorRT-LLM's LLM API on the Hugging "
+        "Face checkpoint at /models (current images, no engine build). engine: legacy prebuilt TensorRT engines "
+        "served by the inflight-batcher ensemble; only for images that still ship that backend.",
+    )
     quantization: Quantization = Field(default=Quantization.BF16, description="Weight precision.")
     kv_cache_dtype: KVCacheDtype = Field(
         default=KVCacheDtype.AUTO,
@@ -218,7 +305,11 @@ class EngineSpec(_Model):
     max_num_tokens: int = Field(default=8192, ge=1, le=1_048_576, description="Maximum tokens per engine iteration.")
     kv_cache_free_gpu_mem_fraction: float = Field(
         default=0.9, ge=0.05, le=0.99,
-        description="Fraction of GPU memory left after weights that the KV cache may take.",
+        description="TensorRT-LLM: fraction of the GPU memory left free after weights (and activations) that the KV cache takes; the planner sizes with it. vLLM backends use vllm.gpuMemoryUtilization instead.",
+    )
+    kv_cache_min_sequences: int | None = Field(
+        default=None, ge=1, le=65536,
+        description="KV sizing: the KV cache must hold at least this many full-length (maxSeqLen) sequences; the engine batches as many as fit, up to maxBatchSize (status.plan.achievableConcurrency). Empty: worst case, maxBatchSize x maxSeqLen.",
     )
     batch_scheduler_policy: BatchSchedulerPolicy = Field(
         default=BatchSchedulerPolicy.MAX_UTILIZATION, description="In-flight batch scheduler policy."
@@ -229,6 +320,10 @@ class EngineSpec(_Model):
     image: str | None = Field(
         default=None, max_length=512, pattern=IMAGE_PATTERN,
         description="Serving image (defaults to the Triton TRT-LLM or vLLM image).",
+    )
+    vllm: VLLMEngineSpec = Field(
+        default_factory=VLLMEngineSpec, description="vllm backend only: vLLM's own engine settings.",
+        json_schema_extra=lambda s: s.update(default=VLLMEngineSpec().dump()),
     )
 
     model_config = ConfigDict(
@@ -251,7 +346,7 @@ class ParallelismSpec(_Model):
     )
     objective: Objective = Field(
         default=Objective.LATENCY,
-        description="Tie-break between plans of equal GPU count: latency prefers wider TP, throughput prefers more replicas/PP.",
+        description="latency: widen TP (up to 2x the throughput plan) while the roofline time per output token drops by 25% or more a step; throughput: most tokens/s per GPU (fewest GPUs per token/s).",
     )
 
     model_config = ConfigDict(
@@ -282,23 +377,39 @@ class MetricsSource(str, Enum):
 class AutoscalingMode(str, Enum):
     OPERATOR = "operator"
     HPA = "hpa"
+    KEDA = "keda"
 
 
 class PrometheusSource(_Model):
     url: str = Field(max_length=2048, pattern=r"^https?://[A-Za-z0-9._:\-/]+$", description="Prometheus base URL.")
     query: str | None = Field(
         default=None, max_length=4096,
-        description="PromQL returning the ratio; defaults to the triton:queue_compute:ratio recording rule for this backend's pods.",
+        description="PromQL returning the ratio; defaults to the llmbackend:engine_queue_compute:ratio recording rule for this backend's pods.",
+    )
+    activation_query: str | None = Field(
+        default=None, max_length=4096,
+        description="PromQL returning the requests waiting for this backend while it has no replica (e.g. the "
+                    "gateway's flow-control queue for its pool); above 0 it scales 0 -> 1. Used with minReplicas 0.",
     )
 
 
+class ScheduleFloor(_Model):
+    """A minimum replica count during a daily UTC time range (known peaks: scale before they start)."""
+
+    start: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="Start, HH:MM UTC.")
+    end: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="End, HH:MM UTC (before start: wraps midnight).")
+    min_replicas: int = Field(ge=0, le=1000)
+
+
 class AutoscalingSpec(_Model):
-    """Scale on Triton's queue-to-compute ratio (time in queue / time in compute)."""
+    """Scale on the engine's queue-to-compute ratio (time in the engine's queue / time in compute), with
+    saturation as a trigger and the load forecast one cold start ahead."""
 
     enabled: bool = Field(default=False, description="Turn autoscaling on; then the operator owns the workload's replicas.")
     mode: AutoscalingMode = Field(
         default=AutoscalingMode.OPERATOR,
-        description="operator: built-in loop; hpa: render an autoscaling/v2 HPA on the custom metric instead.",
+        description="operator: built-in loop; hpa: render an autoscaling/v2 HPA on the custom metric instead; "
+                    "keda: render a KEDA ScaledObject with a Prometheus trigger on the same recording rule.",
     )
     source: MetricsSource = Field(default=MetricsSource.TRITON, description="Where the ratio comes from.")
     prometheus: PrometheusSource | None = Field(default=None, description="Required when source is prometheus.")
@@ -312,15 +423,43 @@ class AutoscalingSpec(_Model):
     scale_down_stabilization_seconds: int = Field(default=300, ge=0, le=86400)
     max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
+    target_utilization: float = Field(
+        default=0.4, gt=0, le=1,
+        description="Share of the engine's batch slots to fill: replicas = requests in flight (forecast one cold start "
+                    "ahead) / (targetUtilization x slots per replica).",
+    )
+    saturation_seconds: int = Field(
+        default=10, ge=0, le=600,
+        description="Slots full or KV cache above kvCacheThreshold for this long scales up, whatever the ratio says.",
+    )
+    kv_cache_threshold: float = Field(default=0.95, gt=0, le=1, description="KV-cache block fraction that counts as saturated.")
+    forecast: bool = Field(default=True, description="Scale for the load expected one cold start ahead (Holt's linear trend).")
+    cold_start_seconds: int | None = Field(
+        default=None, ge=0, le=7200,
+        description="Time from pod creation to Ready; default: learned from this backend's own pods.",
+    )
+    scale_to_zero_after_seconds: int = Field(
+        default=900, ge=0, le=86400,
+        description="With minReplicas 0: idle (nothing in flight, no request finished) this long before the last replica goes.",
+    )
+    schedule: list[ScheduleFloor] | None = Field(default=None, max_length=16, description="Daily minimum-replica floors (UTC).")
 
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
                 {"rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas"},
                 {"rule": "self.source != 'prometheus' || has(self.prometheus)", "message": "source prometheus requires prometheus.url"},
+                {"rule": "self.mode != 'keda' || has(self.prometheus)",
+                 "message": "mode keda requires prometheus.url (the Prometheus KEDA queries)"},
             ]
         }
     )
+
+    @model_validator(mode="after")
+    def _keda_needs_prometheus(self) -> "AutoscalingSpec":
+        if self.mode == AutoscalingMode.KEDA and self.prometheus is None:
+            raise ValueError("mode keda requires prometheus.url (the Prometheus KEDA queries)")
+        return self
 
 
 class Toleration(_Model):
@@ -336,6 +475,41 @@ class ResourceRequests(_Model):
     memory: str | None = Field(default=None, pattern=QUANTITY_PATTERN, description="Memory request per pod (limit equals request).")
 
 
+class MultiNodeSpec(_Model):
+    """How a replica that spans nodes (one LeaderWorkerSet group) starts and is placed."""
+
+    launcher_image: str | None = Field(
+        default=None, max_length=512, pattern=IMAGE_PATTERN,
+        description=f"Image holding kubectl at {LAUNCHER_KUBECTL}, copied into TensorRT-LLM leaders to start MPI ranks "
+                    "in the workers through `kubectl exec` (defaults to the operator image).",
+    )
+    startup_timeout_seconds: int = Field(
+        default=900, ge=30, le=7200,
+        description="How long a leader waits for every worker of its group before it fails (the group is then recreated).",
+    )
+    exclusive_topology: str | None = Field(
+        default=None, max_length=316, pattern=LABEL_KEY_PATTERN,
+        description="Node label key of a topology domain (rack, block) that each group occupies alone (LeaderWorkerSet "
+                    "exclusive placement). Defaults to nvidia.com/gpu.clique when tensor parallelism spans an NVLink clique.",
+    )
+    allow_cross_node_nvlink_without_compute_domain: bool = Field(
+        default=False,
+        description="Run tensor parallelism over a multi-node NVLink clique (GB200/GB300) although no ComputeDomain "
+                    "(NVIDIA DRA driver) is served, e.g. when IMEX channels are provisioned outside Kubernetes.",
+    )
+    gang_scheduler: Literal["auto", "kueue", "volcano", "none"] = Field(
+        default="auto",
+        description="Who admits and schedules each group whole. auto: Volcano when its PodGroup CRD is served (the pods "
+                    "use schedulerName volcano; LeaderWorkerSet, configured with gangSchedulingManagement volcano, creates "
+                    "one PodGroup per group), else Kueue when its CRDs are served and queueName is set.",
+    )
+    queue_name: str | None = Field(
+        default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Queue that admits each group whole: a Kueue LocalQueue (label kueue.x-k8s.io/queue-name on the "
+                    "LeaderWorkerSet) or a Volcano queue (annotation scheduling.volcano.sh/queue-name).",
+    )
+
+
 class SchedulingSpec(_Model):
     node_selector: dict[
         Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)],
@@ -346,6 +520,17 @@ class SchedulingSpec(_Model):
     tolerations: list[Toleration] | None = Field(default=None, max_length=32)
     priority_class_name: str | None = Field(default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     resources: ResourceRequests | None = None
+    multi_node: MultiNodeSpec | None = Field(default=None, description="Replicas that span nodes (LeaderWorkerSet groups).")
+
+
+class ServingSpec(_Model):
+    """Client-facing endpoints of the serving pods (besides Triton's own HTTP/gRPC)."""
+
+    openai: bool = Field(
+        default=True,
+        description="Serve an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models) from a "
+                    "second container in each serving pod, on the Service port named openai.",
+    )
 
 
 class LLMBackendSpec(_Model):
@@ -355,6 +540,7 @@ class LLMBackendSpec(_Model):
     replicas: int = Field(default=1, ge=0, le=1000, description="Replicas (model copies) when autoscaling is off.")
     autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, json_schema_extra=lambda s: s.update(default=AutoscalingSpec().dump()))
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, json_schema_extra=lambda s: s.update(default=SchedulingSpec().dump()))
+    serving: ServingSpec = Field(default_factory=ServingSpec, json_schema_extra=lambda s: s.update(default=ServingSpec().dump()))
 
 
 # ---- status ----
@@ -379,8 +565,22 @@ class PlanStatus(_Model):
     nodes_per_replica: int
     memory_per_gpu_bytes: int
     gpu_product: str | None = None
+    spans_nvlink_clique: bool | None = Field(
+        default=None, description="Tensor parallelism spans nodes of one multi-node NVLink clique (needs an IMEX channel).",
+    )
     topology_source: Literal["annotation", "inferred", "explicit"] | None = None
     explanation: str = Field(default="", max_length=8192)
+    objective: str | None = Field(default=None, max_length=32, description="Objective the plan was chosen for.")
+    time_per_output_token_ms: float | None = Field(
+        default=None, description="Roofline estimate: milliseconds per output token for one request (a bound, not a promise).")
+    tokens_per_second: float | None = Field(
+        default=None, description="Roofline estimate: output tokens/s per replica at achievableConcurrency.")
+    achievable_concurrency: int | None = Field(
+        default=None, description="Full-length (maxSeqLen) sequences the KV cache holds at once, at most maxBatchSize.")
+    hbm_bandwidth_gbps: int | None = Field(default=None, description="HBM bandwidth per GPU used by the estimate (GB/s).")
+    interconnect: str | None = Field(default=None, max_length=128, description="Link the TP all-reduces use, with its bandwidth (e.g. NVLink4 900 GB/s, PCIe Gen4 x16 32 GB/s).")
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="Node labels that pick this plan's GPU product (GFD's nvidia.com/gpu.product, or a managed cloud's accelerator/instance-type label).")
     input_hash: str | None = Field(
         default=None, max_length=64,
         description="Hash of the spec fields this plan was made for; the plan is kept while they are unchanged.",
@@ -392,14 +592,36 @@ class EndpointStatus(_Model):
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
+    openai_port: int | None = Field(default=None, description="Port of the OpenAI-compatible API (when serving.openai).")
 
 
 class AutoscalingStatus(_Model):
     current_ratio: str | None = Field(default=None, description="Last measured queue/compute ratio (string, 3 decimals).")
+    signal: str | None = Field(
+        default=None,
+        description="Which counters the ratio comes from: engine (the serving model's engine queue/compute), "
+                    "triton (Triton's own; non-LLM models only) or prometheus (the recording rule).",
+    )
+    in_flight: str | None = Field(default=None, description="Requests inside the engines (batch + engine queue) / batch slots, ready pods.")
+    forecast_in_flight: str | None = Field(default=None, description="Requests in flight expected one cold start ahead.")
+    cold_start_seconds: int | None = Field(default=None, description="Pod creation to Ready, as used for the forecast.")
+    cold_start_source: str | None = Field(default=None, description="Where coldStartSeconds comes from (learned from N pods, spec, default).")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
     reason: str | None = None
     message: str | None = None
+
+
+class ModelStatus(_Model):
+    """Download of a URI source into the model cache."""
+
+    phase: Literal["Resolving", "Downloading", "Ready", "Failed"] | None = None
+    source: str | None = None
+    resolved_revision: str | None = Field(default=None, description="Commit (hf://) or listing digest (s3://) the cache holds.")
+    bytes_done: int | None = None
+    bytes_total: int | None = None
+    claim_name: str | None = None
+    path: str | None = Field(default=None, description="Directory inside the cache claim.")
 
 
 class LLMBackendStatus(_Model):
@@ -414,6 +636,7 @@ class LLMBackendStatus(_Model):
     rollout_strategy: Literal["RollingUpdate", "Recreate"] | None = None
     model_name: str | None = None
     backend: str | None = None
+    model: ModelStatus | None = None
 
 
 class LLMBackend(_Model):

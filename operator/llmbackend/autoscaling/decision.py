@@ -8,8 +8,8 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    count (reason ``MetricsUnavailable`` / ``StaleMetrics``), except that the
    bounds still apply: below ``minReplicas`` (e.g. 0 replicas, no pods, no data)
    go to ``minReplicas``; above ``maxReplicas`` go to ``maxReplicas``.
-   Scale-from-zero on demand is impossible with this signal (no pods, no
-   metrics): ``minReplicas: 0`` keeps an idle backend at 0.
+   With no replica there are no metrics: 0 -> 1 comes from ``waiting_at_zero``
+   (requests held in front of the backend, e.g. by the gateway), see README.
 2. Raw recommendation, as the HPA does with ``AverageValue`` and unready pods:
    ``usage = ratio / target``; ``ready = pods_used`` (pods that contributed,
    at most ``current``), ``unready = current - ready``. Inside the tolerance band
@@ -23,11 +23,12 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    most to the *minimum* recommendation of the last
    ``scaleUpStabilizationSeconds``, down at most to the *maximum* of the last
    ``scaleDownStabilizationSeconds``.
-   3b. Scale-down cooldown: no scale-down until ``windowSeconds`` after the
-   last change. The ratio is a hockey stick (≈0 until replicas saturate, then
-   steep), so "below target" does not say how many replicas can go; measured in
-   benchmarks/autoscale_sim.py, stepping down every sync period on stale windows
-   drains to minReplicas and then overshoots back up.
+   3b. Scale-down cooldown (readings without engine gauges): no scale-down until
+   ``windowSeconds`` after the last change. The ratio is a hockey stick (≈0
+   until replicas saturate, then steep), so "below target" does not say how many
+   replicas can go; stepping down every sync period on stale windows drains to
+   minReplicas and then overshoots back up. With the engine's view the load says
+   how many replicas the traffic needs, and step 2b keeps them.
    3c. Occupancy guard (when the engine's max batch size is known): Triton's
    counters also give the mean number of requests in compute (Σ compute time /
    elapsed, Little's law). A scale-down that would leave the remaining replicas
@@ -36,6 +37,29 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    Applies only while there is traffic.
 4. Step limits ``maxScaleUpStep`` / ``maxScaleDownStep`` per decision.
 5. Bounds ``[minReplicas, maxReplicas]``.
+2b. The engine's view (when the reading carries the engine gauges: requests in
+   flight = batch + engine queue, and the batch slots per replica). Two more
+   recommendations join the ratio's, and the largest wins:
+   * forecast: the load expected one cold start ahead / (``targetUtilization`` x
+     slots). The load is the sequences the arrivals keep busy at the target batch:
+     arrival rate (finished + growth of in flight) x the compute time per request
+     at the target batch (``BatchFit``: the time per token grows with the batch,
+     so in flight measured at one replica count is not the load at another; an
+     in-flight target oscillates). It does not grow with a backlog the way the
+     in-flight count does. Without an arrival rate: in flight. Holt's linear
+     smoothing over the window gives level and trend (a falling trend is not
+     extrapolated, growth capped at 2x). A replica added now serves one cold start
+     later, so it must be asked for now. Scaling down keeps the remaining replicas
+     under ``SCALE_DOWN_MARGIN`` x ``targetUtilization``.
+   * saturation: slots full (active >= max, over the ready pods) or KV blocks above
+     ``kvCacheThreshold`` for ``saturationSeconds`` scales up even when the ratio
+     lags (it counts only finished requests): to ``load / (targetUtilization x
+     slots)`` replicas, at least one more (the load counts the waiting arrivals;
+     the raw in-flight count also holds the backlog and overshoots).
+   These steps are sized from the backlog: ``maxScaleUpStep`` does not cut them
+   (GPU capacity and ``maxReplicas`` do). With ``minReplicas: 0`` the last replica
+   goes only after ``scaleToZeroAfterSeconds`` idle. Schedule floors raise
+   ``minReplicas`` during their UTC time ranges.
 6. Capacity: ``schedulable_max`` is the total number of whole replicas the
    cluster can hold now (running replicas + what free GPUs allow; a multi-node
    replica is one unit). A scale-up beyond it is capped (never below
@@ -61,11 +85,15 @@ STABILIZING_SCALE_UP = "StabilizingScaleUp"
 METRICS_UNAVAILABLE = "MetricsUnavailable"
 STALE_METRICS = "StaleMetrics"
 INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+ENGINE_SATURATED = "EngineSaturated"      # slots full / KV cache high for saturationSeconds: scaled up
+FORECAST_LOAD = "ForecastLoad"            # scaled up for the load expected one cold start ahead
+SCALED_FROM_ZERO = "ScaledFromZero"       # requests waiting while no replica exists
+WAITING_TO_SCALE_TO_ZERO = "IdleBeforeScaleToZero"
 
 REASONS = (
     SCALED_UP, SCALED_DOWN, WITHIN_TOLERANCE, AT_MAX_REPLICAS, AT_MIN_REPLICAS,
     STABILIZING_SCALE_DOWN, STABILIZING_SCALE_UP, METRICS_UNAVAILABLE, STALE_METRICS,
-    INSUFFICIENT_CAPACITY,
+    INSUFFICIENT_CAPACITY, ENGINE_SATURATED, FORECAST_LOAD, SCALED_FROM_ZERO, WAITING_TO_SCALE_TO_ZERO,
 )
 
 _MAX_HISTORY = 512
@@ -86,12 +114,20 @@ class ScalerState:
     recommendations: list[tuple[float, int]] = field(default_factory=list)
     last_scale_time: float | None = None
     last_desired: int | None = None
+    saturated_since: float | None = None   # start of the current run of saturated readings
+    idle_since: float | None = None        # start of the current run of idle readings
+    trend: "Holt | None" = None             # smoothed load
+    fit: "BatchFit | None" = None           # compute time per request vs batch size
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "recommendations": [[t, r] for t, r in self.recommendations],
             "lastScaleTime": self.last_scale_time,
             "lastDesired": self.last_desired,
+            "saturatedSince": self.saturated_since,
+            "idleSince": self.idle_since,
+            "trend": None if self.trend is None else [self.trend.level, self.trend.slope, self.trend.time],
+            "fit": None if self.fit is None else list(self.fit.sums) + [self.fit.time],
         }
 
     @classmethod
@@ -101,7 +137,11 @@ class ScalerState:
         recs = [(float(t), int(r)) for t, r in d.get("recommendations") or []]
         lst = d.get("lastScaleTime")
         ld = d.get("lastDesired")
-        return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld))
+        tr = d.get("trend")
+        fit = d.get("fit")
+        return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld),
+                   d.get("saturatedSince"), d.get("idleSince"), None if not tr else Holt(*map(float, tr)),
+                   None if not fit else BatchFit(tuple(map(float, fit[:5])), float(fit[5])))
 
     def last_scale_time_rfc3339(self) -> str | None:
         if self.last_scale_time is None:
@@ -112,12 +152,123 @@ class ScalerState:
 
 
 @dataclass(frozen=True)
+class Holt:
+    """Holt's linear (double exponential) smoothing on an irregular time axis.
+
+    ``level`` follows the series, ``slope`` its trend per second; both are smoothed with time constants
+    (a sample ``dt`` later weighs ``1 - exp(-dt / tau)``), so the result does not depend on the sync period."""
+
+    level: float
+    slope: float
+    time: float
+
+    def update(self, x: float, t: float, tau_level: float, tau_slope: float) -> "Holt":
+        dt = t - self.time
+        if dt <= 0:
+            return self
+        a = 1.0 - math.exp(-dt / max(tau_level, 1e-9))
+        b = 1.0 - math.exp(-dt / max(tau_slope, 1e-9))
+        level = a * x + (1.0 - a) * (self.level + self.slope * dt)
+        slope = b * (level - self.level) / dt + (1.0 - b) * self.slope
+        return Holt(level, slope, t)
+
+    def ahead(self, horizon_s: float, max_growth: float = 2.0) -> float:
+        """Expected value ``horizon_s`` ahead; a falling trend is not extrapolated (never scale down on a
+        forecast), and the extrapolation adds at most ``max_growth - 1`` times the level: a trend measured
+        just after a jump would otherwise project the jump again for every window in the horizon."""
+        level = max(0.0, self.level)
+        return min(level + max(0.0, self.slope) * horizon_s, max_growth * level)
+
+
+@dataclass(frozen=True)
+class BatchFit:
+    """Least squares, with exponential forgetting, of the compute time per request against the mean batch.
+
+    An engine's time per output token grows with its batch, so "requests in flight" measured at one replica
+    count is not the load at another: removing replicas raises the batch, the compute time and the in-flight
+    count (the feedback makes an in-flight target oscillate). The fit predicts the compute time at the target
+    batch; the replicas needed are arrival rate x that time / target batch (Little's law at the target)."""
+
+    sums: tuple[float, float, float, float, float]  # weight, Σb, ΣT, Σb², ΣbT
+    time: float
+
+    def add(self, b: float, t_s: float, now: float, tau_s: float) -> "BatchFit":
+        k = math.exp(-max(0.0, now - self.time) / tau_s)
+        w, sb, st, sbb, sbt = (x * k for x in self.sums)
+        return BatchFit((w + 1, sb + b, st + t_s, sbb + b * b, sbt + b * t_s), now)
+
+    def at(self, b_target: float) -> float | None:
+        """Compute time per request at ``b_target``; the mean when the batches seen vary too little for a slope."""
+        w, sb, st, sbb, sbt = self.sums
+        if w <= 0:
+            return None
+        mb, mt = sb / w, st / w
+        var = sbb / w - mb * mb
+        if var <= max(4.0, (0.15 * mb) ** 2):
+            return mt
+        slope = max(0.0, (sbt / w - mb * mt) / var)
+        return max(mt * 0.25, mt + slope * (b_target - mb))
+
+
+FIT_TAU_S = 1800.0  # the fit forgets over half an hour (model or traffic mix changes)
+
+# Holt time constants as fractions of the metrics window: the level follows within half a window,
+# the trend is judged over a whole window (tuned on the tuning traces of benchmarks/autoscale_bench.py).
+LEVEL_TAU_OF_WINDOW = 0.5
+SLOPE_TAU_OF_WINDOW = 1.0
+# Scale-down keeps the remaining replicas below this share of targetUtilization. The compute time per request
+# grows with the batch, so the measured load rises once replicas are removed: without this margin the count
+# oscillates around the target (seen in autoscale_bench.py on the tuning traces).
+SCALE_DOWN_MARGIN = 0.9
+
+
+@dataclass(frozen=True)
+class EngineView:
+    """What the engine gauges say about the ready pods (see module docstring, step 2b)."""
+
+    in_flight: float
+    slots_per_replica: float
+    forecast: float          # load expected one cold start ahead
+    cold_start_s: float
+    saturated: str           # why the engines count as saturated now ('' when they do not)
+    load: float = 0.0        # the load now: offered load (or in flight when it cannot be measured)
+
+    def replicas_for(self, load: float, utilization: float) -> int:
+        return math.ceil(load / (utilization * self.slots_per_replica) - 1e-9)
+
+
+@dataclass(frozen=True)
 class Decision:
     desired_replicas: int
     reason: str
     message: str
     state: ScalerState
     raw_recommendation: int | None = None  # before stabilization/limits; None without a reading
+    engine: EngineView | None = None
+
+
+def schedule_floor(spec: AutoscalingSpec, now: float) -> int:
+    """The largest schedule floor active at ``now`` (UTC), 0 without any."""
+    if not spec.schedule:
+        return 0
+    minute = int(now // 60) % (24 * 60)
+    best = 0
+    for f in spec.schedule:
+        start = int(f.start[:2]) * 60 + int(f.start[3:])
+        end = int(f.end[:2]) * 60 + int(f.end[3:])
+        inside = start <= minute < end if start <= end else (minute >= start or minute < end)
+        if inside:
+            best = max(best, f.min_replicas)
+    return best
+
+
+def saturation(reading: RatioReading, spec: AutoscalingSpec) -> str:
+    """Why the ready pods' engines are saturated now ('' when they are not)."""
+    if reading.active is not None and reading.slots and reading.active >= reading.slots:
+        return f"all {reading.slots:g} batch slots busy"
+    if reading.kv_cache_fraction is not None and reading.kv_cache_fraction >= spec.kv_cache_threshold:
+        return f"KV cache {reading.kv_cache_fraction:.0%} used (threshold {spec.kv_cache_threshold:.0%})"
+    return ""
 
 
 def _fmt(r: float | None) -> str:
@@ -167,22 +318,30 @@ def decide(
     gpus_per_replica: int | None = None,
     max_batch_size: int | None = None,
     max_occupancy_after_scale_down: float = DEFAULT_MAX_OCCUPANCY,
+    cold_start_s: float | None = None,
+    waiting_at_zero: float | None = None,
 ) -> Decision:
     """One autoscaling decision. Pure: returns a new state, never mutates ``state``.
 
-    ``max_batch_size`` (the engine's in-flight batch limit) enables the occupancy
-    guard of step 3c when the reading carries ``mean_inflight_per_pod``."""
-    lo, hi = spec.min_replicas, spec.max_replicas
+    ``max_batch_size`` (the engine's in-flight batch limit) is the slots per replica
+    when the engine does not export them, and enables the occupancy guard of step
+    3c for readings without engine gauges. ``cold_start_s``: the forecast horizon
+    (see :mod:`.coldstart`). ``waiting_at_zero``: requests waiting in front of a
+    backend that has no replica (0 -> 1)."""
+    hi = spec.max_replicas
+    lo = min(hi, max(spec.min_replicas, schedule_floor(spec, now)))
     cur = max(0, int(current_replicas))
     keep = max(spec.scale_up_stabilization_seconds, spec.scale_down_stabilization_seconds)
     recs = [(t, r) for t, r in state.recommendations if now - t <= keep and t <= now]
-    new_state = ScalerState(recs, state.last_scale_time, state.last_desired)
+    new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
+                            state.idle_since, state.trend, state.fit)
+    view: EngineView | None = None
 
     def finish(desired: int, reason: str, message: str, raw: int | None) -> Decision:
         if desired != cur:
             new_state.last_scale_time = now
         new_state.last_desired = desired
-        return Decision(desired, reason, message, new_state, raw)
+        return Decision(desired, reason, message, new_state, raw, view)
 
     def cap_capacity(desired: int, reason: str, message: str, raw: int | None) -> Decision:
         if schedulable_max is not None and desired > cur and desired > schedulable_max:
@@ -194,9 +353,46 @@ def decide(
             return finish(capped, INSUFFICIENT_CAPACITY, msg, raw)
         return finish(desired, reason, message, raw)
 
+    # 0. scale from zero: no replica, no metrics; requests held in front of the backend decide
+    if cur == 0 and waiting_at_zero and waiting_at_zero > 0 and hi >= 1:
+        new_state.idle_since = None
+        return cap_capacity(max(1, lo), SCALED_FROM_ZERO,
+                            f"{waiting_at_zero:g} request(s) waiting with no replica: 0 -> {max(1, lo)}", None)
+
+    # 2b. the engine's view (fresh readings with engine gauges only)
+    stale = reading.reason == REASON_STALE
+    slots_total = reading.slots if reading.slots else (
+        max_batch_size * reading.pods_used if max_batch_size and reading.pods_used else None)
+    if not stale and reading.in_flight is not None and reading.pods_used and slots_total:
+        b_target = spec.target_utilization * slots_total / reading.pods_used
+        fit = state.fit
+        if reading.requests > 0 and reading.mean_inflight_per_pod is not None:
+            fit = (fit or BatchFit((0.0,) * 5, now)).add(
+                reading.mean_inflight_per_pod, reading.compute_us / 1e6 / reading.requests, now, FIT_TAU_S)
+        new_state.fit = fit
+        t_target = fit.at(b_target) if fit is not None else None
+        if reading.arrival_rate is not None and t_target is not None:
+            x = reading.arrival_rate * t_target   # the sequences the arrivals keep busy at the target batch
+        else:
+            x = reading.offered_load if reading.offered_load is not None else reading.in_flight
+        tr = Holt(x, 0.0, now) if state.trend is None else state.trend.update(
+            x, now, LEVEL_TAU_OF_WINDOW * spec.window_seconds, SLOPE_TAU_OF_WINDOW * spec.window_seconds)
+        new_state.trend = tr
+        # the load is measured over the window, half a window late on average: look that much further
+        horizon = (cold_start_s if cold_start_s is not None else float(spec.cold_start_seconds or 0)) + spec.window_seconds / 2
+        forecast = max(x, tr.ahead(horizon)) if spec.forecast else x
+        sat = saturation(reading, spec)
+        view = EngineView(reading.in_flight, slots_total / reading.pods_used, forecast, horizon, sat, x)
+        if sat:
+            new_state.saturated_since = state.saturated_since if state.saturated_since is not None else now
+        else:
+            new_state.saturated_since = None
+        idle = reading.in_flight == 0 and reading.ratio == 0.0 and reading.requests == 0
+        new_state.idle_since = (state.idle_since if state.idle_since is not None else now) if idle else None
+
     # 1. no usable reading
-    if reading.ratio is None:
-        why = STALE_METRICS if reading.reason in (REASON_STALE,) else METRICS_UNAVAILABLE
+    if reading.ratio is None and not (view is not None and reading.reason == REASON_NO_COMPLETIONS):
+        why = STALE_METRICS if stale else METRICS_UNAVAILABLE
         detail = f"{reading.reason}: {reading.message}".strip(": ")
         if cur < lo:
             return cap_capacity(lo, why, f"raised to minReplicas {lo} without metrics ({detail})", None)
@@ -206,12 +402,45 @@ def decide(
             why = METRICS_UNAVAILABLE
         return finish(cur, why, f"keeping {cur} replicas: {detail}", None)
 
-    ratio = float(reading.ratio)
-    raw = raw_recommendation(ratio, spec.target_ratio, spec.tolerance, cur, reading.pods_used)
+    # 2. the ratio's recommendation (requests that finished: lags by up to a generation)
+    ratio = None if reading.ratio is None else float(reading.ratio)
+    raw = cur if ratio is None else raw_recommendation(ratio, spec.target_ratio, spec.tolerance, cur, reading.pods_used)
+    base = f"ratio {_fmt(ratio)} (target {spec.target_ratio:g}, {reading.pods_used if reading.pods_used is not None else '?'} pod(s))"
+    engine_reason = ""
+    engine_need = 0
+    if view is not None:
+        base += f", {view.in_flight:g} in flight on {view.slots_per_replica:g} slots/replica"
+        need_forecast = view.replicas_for(view.forecast, spec.target_utilization)
+        need_sat = 0
+        sustained = (view.saturated and new_state.saturated_since is not None
+                     and now - new_state.saturated_since >= spec.saturation_seconds)
+        if sustained:
+            # Sized from the demand the engines cannot take: the offered load counts every arrival, also
+            # those waiting. (The in-flight count also holds the backlog built up while saturated: sized
+            # from it, a step overshoots several-fold after a cold start; measured in autoscale_bench.py.)
+            need_sat = max(cur + 1, view.replicas_for(max(view.load, reading.active or 0.0), spec.target_utilization))
+        engine_need = max(need_forecast, need_sat)
+        keep_n = view.replicas_for(max(view.load, reading.active or 0.0), spec.target_utilization * SCALE_DOWN_MARGIN)
+        if engine_need < cur:
+            engine_need = min(cur, max(engine_need, keep_n))
+        if need_sat > raw and need_sat >= need_forecast:
+            engine_reason = ENGINE_SATURATED
+            base += f"; saturated for {now - new_state.saturated_since:.0f}s ({view.saturated})"
+        elif need_forecast > raw and need_forecast > cur:
+            engine_reason = FORECAST_LOAD
+            base += f"; load {view.load:.0f} now, {view.forecast:.0f} expected one cold start ({view.cold_start_s:.0f}s) ahead"
+        raw = max(raw, engine_need)
+        if raw == 0 and cur > 0 and lo == 0:
+            idle_for = 0.0 if new_state.idle_since is None else now - new_state.idle_since
+            if idle_for < spec.scale_to_zero_after_seconds:
+                raw = 1
+                if cur == 1:
+                    recs.append((now, raw))
+                    return finish(1, WAITING_TO_SCALE_TO_ZERO,
+                                  f"{base}: idle {idle_for:.0f}s of {spec.scale_to_zero_after_seconds}s before scaling to zero", raw)
     recs.append((now, raw))
     if len(recs) > _MAX_HISTORY:
         del recs[: len(recs) - _MAX_HISTORY]
-    base = f"ratio {_fmt(ratio)} (target {spec.target_ratio:g}, {reading.pods_used if reading.pods_used is not None else '?'} pod(s))"
 
     # 3. stabilization
     up_w, down_w = spec.scale_up_stabilization_seconds, spec.scale_down_stabilization_seconds
@@ -230,15 +459,16 @@ def decide(
 
     # 4. step limits
     limited = ""
-    if desired > cur + spec.max_scale_up_step:
-        desired = cur + spec.max_scale_up_step
+    up_step = max(spec.max_scale_up_step, engine_need - cur)  # a backlog-sized step is not cut
+    if desired > cur + up_step:
+        desired = cur + up_step
         limited = f"; limited by maxScaleUpStep {spec.max_scale_up_step}"
     elif desired < cur - spec.max_scale_down_step:
         desired = cur - spec.max_scale_down_step
         limited = f"; limited by maxScaleDownStep {spec.max_scale_down_step}"
 
-    # 3c. occupancy guard
-    if (desired < cur <= hi and max_batch_size and reading.mean_inflight_per_pod is not None
+    # 3c. occupancy guard (readings without engine gauges; with them, step 2b already holds in-flight work)
+    if (view is None and desired < cur <= hi and max_batch_size and reading.mean_inflight_per_pod is not None
             and reading.mean_inflight_per_pod > 0):
         ready_n = min(cur, reading.pods_used or cur)
         total = reading.mean_inflight_per_pod * ready_n
@@ -266,12 +496,13 @@ def decide(
         return cap_capacity(lo, AT_MIN_REPLICAS, f"{base} wants {raw}; floored at minReplicas {lo}", raw)
 
     if desired > cur:
-        reason = SCALED_UP
+        reason = engine_reason or SCALED_UP
         msg = f"{base}: {cur} -> {desired} replicas{limited}"
         if stab_reason == STABILIZING_SCALE_UP and not limited:
             msg += f" (stabilized, raw {raw})"
         return cap_capacity(desired, reason, msg, raw)
-    if desired < cur and state.last_scale_time is not None and now - state.last_scale_time < spec.window_seconds:
+    if (desired < cur and view is None and state.last_scale_time is not None
+            and now - state.last_scale_time < spec.window_seconds):
         # The window still holds samples from before the last change: a queue ratio below
         # target says nothing about how many replicas can go, so remove replicas only once
         # the reading fully reflects the current count (see module docstring, step 3b).
@@ -281,6 +512,8 @@ def decide(
     if desired < cur:
         return finish(desired, SCALED_DOWN, f"{base}: {cur} -> {desired} replicas{limited}", raw)
     # no change
+    if raw < cur and cur <= lo:  # whatever the stabilization window holds, minReplicas is the floor
+        return finish(cur, AT_MIN_REPLICAS, f"{base} wants {raw}; at minReplicas {lo}", raw)
     if stab_reason == STABILIZING_SCALE_DOWN:
         return finish(cur, STABILIZING_SCALE_DOWN,
                       f"{base} wants {raw}; holding {cur} for the {down_w}s scale-down stabilization window", raw)

@@ -1,19 +1,23 @@
-"""``mode: hpa``: render an autoscaling/v2 HPA on the queue/compute ratio, the
+"""``mode: hpa``: render an autoscaling/v2 HPA on the engine's queue/compute ratio, the
 PrometheusRule that records it and the prometheus-adapter rule that serves it.
 
-Names. The recording rule is ``triton:queue_compute:ratio`` (Prometheus'
-``level:metric:operations`` convention and NVIDIA's guide). prometheus-adapter's
+The ratio is the engine's (see :mod:`llmbackend.autoscaling.ratio`): the serving model's
+``llmbackend_engine_queue_duration_us`` / ``llmbackend_engine_compute_duration_us``
+counters, not Triton's queue (which reads ~0 for decoupled LLM models).
+
+Names. The recording rule is ``llmbackend:engine_queue_compute:ratio`` (Prometheus'
+``level:metric:operations`` convention; NVIDIA's guide names Triton's ``triton:queue_compute:ratio``). prometheus-adapter's
 default rules would expose that series unchanged, and a colon is legal in the
 custom metrics API path, but colons are unusual in Kubernetes metric names and
 some tools (and adapters' ``name.as`` templates) mishandle them. So the adapter
-rule rendered here renames it explicitly to ``triton_queue_compute_ratio``
-(``HPA_METRIC_NAME``) and the HPA references that name: no dependence on the
+rule rendered here renames it explicitly
+(``HPA_METRIC_NAME``, ``llmbackend_engine_queue_compute_ratio``) and the HPA references that name: no dependence on the
 adapter's defaults.
 
 Recording rule. Per pod, summed over model versions, for one model::
 
-    sum by (namespace, pod) (rate(nv_inference_queue_duration_us{model="M"}[W]))
-      / clamp_min(sum by (namespace, pod) (rate(nv_inference_compute_infer_duration_us{model="M"}[W])), 1)
+    sum by (namespace, pod) (rate(llmbackend_engine_queue_duration_us{model="M"}[W]))
+      / clamp_min(sum by (namespace, pod) (rate(llmbackend_engine_compute_duration_us{model="M"}[W])), 1)
 
 The guide's unaggregated form yields one series per (pod, model, version); the
 adapter's ``sum(...) by (pod)`` would then *add* ratios of the ensemble's
@@ -31,10 +35,11 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Mapping
 
+from ..api.engine_metrics import ENGINE_COMPUTE_METRIC, ENGINE_QUEUE_METRIC
 from ..api.v1alpha1 import AutoscalingSpec
 
-RECORDING_RULE_NAME = "triton:queue_compute:ratio"
-HPA_METRIC_NAME = "triton_queue_compute_ratio"
+RECORDING_RULE_NAME = "llmbackend:engine_queue_compute:ratio"
+HPA_METRIC_NAME = "llmbackend_engine_queue_compute_ratio"
 
 
 def quantity(value: float) -> str:
@@ -57,8 +62,8 @@ def recording_expr(model: str | None, window_seconds: int = 60) -> str:
     sel = f'{{model="{model}"}}' if model else ""
     w = _duration(window_seconds)
     return (
-        f"sum by (namespace, pod) (rate(nv_inference_queue_duration_us{sel}[{w}]))"
-        f" / clamp_min(sum by (namespace, pod) (rate(nv_inference_compute_infer_duration_us{sel}[{w}])), 1)"
+        f"sum by (namespace, pod) (rate({ENGINE_QUEUE_METRIC}{sel}[{w}]))"
+        f" / clamp_min(sum by (namespace, pod) (rate({ENGINE_COMPUTE_METRIC}{sel}[{w}])), 1)"
     )
 
 
@@ -137,7 +142,7 @@ def render_prometheus_rule(
 def prometheus_rule_group(name: str, model: str | None, *, window_seconds: int = 60, interval_seconds: int = 6) -> dict[str, Any]:
     """The rule group alone (also valid in a plain Prometheus ``rule_files`` YAML under ``groups:``)."""
     return {
-        "name": f"{name}.triton-autoscaling",
+        "name": f"{name}.engine-autoscaling",
         "interval": f"{interval_seconds}s",
         "rules": [{"record": RECORDING_RULE_NAME, "expr": recording_expr(model, window_seconds)}],
     }

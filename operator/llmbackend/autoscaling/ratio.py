@@ -1,8 +1,18 @@
-"""Triton's queue-to-compute ratio, computed from cumulative counters (pure).
+"""The queue-to-compute ratio, computed from cumulative counters (pure).
 
 The ratio is ``Δ queue time / Δ compute time`` over a window: above 1, requests
-wait in Triton's queue longer than they compute. NVIDIA's autoscaling guide
-records the same quantity per pod in Prometheus as::
+wait longer than they compute. Two signals give those counters:
+
+* ``engine`` (every LLM backend, TensorRT-LLM and vLLM alike): the counters the
+  operator's serving model exports from the engine's own per-request timing
+  (:mod:`llmbackend.api.engine_metrics`: queue = first scheduled - arrival,
+  compute = last token - first scheduled) and the engine's gauges (slots
+  active/max, waiting, KV-cache fraction). On a decoupled LLM model Triton's own
+  queue reads ~0 at any load (the model hands each request to the engine at once),
+  so only these counters see the wait.
+* ``triton``: Triton's ``nv_inference_queue_duration_us`` /
+  ``nv_inference_compute_infer_duration_us`` (meaningful only for non-decoupled,
+  non-LLM models). NVIDIA's autoscaling guide records it per pod as::
 
     rate(nv_inference_queue_duration_us[1m]) / clamp_min(rate(nv_inference_compute_infer_duration_us[1m]), 1)
 
@@ -25,12 +35,23 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
-QUEUE_METRIC = "nv_inference_queue_duration_us"
-COMPUTE_METRIC = "nv_inference_compute_infer_duration_us"
-SUCCESS_METRIC = "nv_inference_request_success"
-PENDING_METRIC = "nv_inference_pending_request_count"
-TRTLLM_REQUEST_METRIC = "nv_trt_llm_request_metrics"
-TRTLLM_KV_METRIC = "nv_trt_llm_kv_cache_block_metrics"
+from ..api import engine_metrics as EM
+
+QUEUE_METRIC = EM.TRITON_QUEUE_METRIC
+COMPUTE_METRIC = EM.TRITON_COMPUTE_METRIC
+SUCCESS_METRIC = EM.TRITON_SUCCESS_METRIC
+PENDING_METRIC = EM.TRITON_PENDING_METRIC
+TRTLLM_REQUEST_METRIC = EM.REQUEST_GAUGE
+TRTLLM_KV_METRIC = EM.KV_GAUGE
+
+SIGNAL_ENGINE = "engine"
+SIGNAL_TRITON = "triton"
+SIGNAL_PROMETHEUS = "prometheus"
+# Counter names per signal: (queue, compute, finished requests).
+_COUNTERS = {
+    SIGNAL_ENGINE: (EM.ENGINE_QUEUE_METRIC, EM.ENGINE_COMPUTE_METRIC, EM.ENGINE_REQUESTS_METRIC),
+    SIGNAL_TRITON: (QUEUE_METRIC, COMPUTE_METRIC, SUCCESS_METRIC),
+}
 
 # Reasons a RatioReading carries (ratio None unless noted).
 REASON_OK = "Ok"
@@ -47,8 +68,11 @@ class TritonCounters:
     """Cumulative counters of one model on one server (summed over model versions).
 
     ``queue_us``/``compute_infer_us``/``success_count`` are monotonically
-    increasing (until the server restarts); ``pending`` is a gauge. The TRT-LLM
-    companions are gauges present only when the tensorrtllm backend exports them.
+    increasing (until the server restarts): the engine's counters for signal
+    ``engine``, Triton's for ``triton``. ``pending`` is a gauge (requests in the
+    server: Triton's pending count, or the engine's waiting + active). The engine
+    gauges (``nv_trt_llm_request_metrics``/``nv_trt_llm_kv_cache_block_metrics``)
+    are present only when the serving model exports them.
     """
 
     queue_us: float
@@ -57,6 +81,8 @@ class TritonCounters:
     pending: float | None = None
     trtllm_waiting: float | None = None
     kv_cache_fraction: float | None = None
+    active: float | None = None      # sequences in the engine's batch
+    slots: float | None = None       # the engine's max batch (request_type="max")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -84,6 +110,15 @@ class RatioReading:
     requests: float = 0.0
     trtllm_waiting: float | None = None
     kv_cache_fraction: float | None = None
+    signal: str = SIGNAL_TRITON
+    # Engine gauges at the newest sample, summed over the pods used (None when not exported).
+    active: float | None = None
+    slots: float | None = None
+    slots_full_pods: int = 0  # pods whose batch is full (active >= max)
+    # Requests that arrived per second over the window, summed over pods: finished + growth of what is in
+    # flight (conservation; exact while no pod restarts). Unlike the in-flight count it does not grow with a
+    # backlog, and unlike the finished count it is not capped by capacity. None without in-flight gauges.
+    arrival_rate: float | None = None
     # Little's law: Σ compute time / elapsed time = mean requests in compute, per pod
     # that contributed. With the engine's max batch size it gives the occupancy that
     # decide() uses to keep scale-downs from saturating the remaining replicas.
@@ -97,24 +132,47 @@ class RatioReading:
         """Status form: string with 3 decimals (AutoscalingStatus.currentRatio)."""
         return None if self.ratio is None else f"{self.ratio:.3f}"
 
+    @property
+    def offered_load(self) -> float | None:
+        """Sequences the arrivals keep busy (Little's law: arrival rate x mean compute time per request)."""
+        if self.arrival_rate is None or self.requests <= 0:
+            return None
+        return self.arrival_rate * self.compute_us / 1e6 / self.requests
+
+    @property
+    def in_flight(self) -> float | None:
+        """Requests inside the engines (batch + engine queue), summed over pods; None when unknown."""
+        if self.active is None and self.trtllm_waiting is None:
+            return None
+        return (self.active or 0.0) + (self.trtllm_waiting or 0.0)
+
 
 def _matches(labels: Mapping[str, str], model: str | None) -> bool:
     return model is None or labels.get("model") == model
 
 
-def parse_metrics_text(text: str, model: str | None) -> TritonCounters | None:
-    """Parse Triton's Prometheus exposition. ``model=None`` sums all models.
+def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON) -> TritonCounters | None:
+    """Parse a Prometheus exposition from Triton's :8002. ``model=None`` sums all models.
 
-    Returns None when the text has no queue/compute counters for the model
-    (model not loaded, wrong port, garbage). Raises nothing on garbage.
+    ``signal`` picks the counters: ``engine`` (the serving model's engine counters)
+    or ``triton`` (Triton's own). Returns None when the text has no such counters
+    for the model (model not loaded, wrong port, no engine metrics, garbage).
+    Raises nothing on garbage.
     """
+    q_name, c_name, s_name = _COUNTERS.get(signal, _COUNTERS[SIGNAL_TRITON])
+    engine = signal == SIGNAL_ENGINE
     queue = compute = success = pending = None
-    waiting = None
+    waiting = active = slots = None
     kv_frac = None
     kv_used = kv_max = None
 
     def add(cur: float | None, v: float) -> float:
         return v if cur is None else cur + v
+
+    def gauge_matches(labels: Mapping[str, str]) -> bool:
+        # Engine signal: the serving model labels its gauges with its own name. Triton signal
+        # (legacy ensemble): the gauges carry the tensorrt_llm model's name: take them all.
+        return not engine or "model" not in labels or _matches(labels, model)
 
     try:
         families = list(text_string_to_metric_families(text))
@@ -125,19 +183,23 @@ def parse_metrics_text(text: str, model: str | None) -> TritonCounters | None:
             name, labels, value = s.name, s.labels, s.value
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 continue
-            if name in (QUEUE_METRIC, QUEUE_METRIC + "_total") and _matches(labels, model):
+            if name in (q_name, q_name + "_total") and _matches(labels, model):
                 queue = add(queue, value)
-            elif name in (COMPUTE_METRIC, COMPUTE_METRIC + "_total") and _matches(labels, model):
+            elif name in (c_name, c_name + "_total") and _matches(labels, model):
                 compute = add(compute, value)
-            elif name in (SUCCESS_METRIC, SUCCESS_METRIC + "_total") and _matches(labels, model):
+            elif name in (s_name, s_name + "_total") and _matches(labels, model):
                 success = add(success, value)
-            elif name == PENDING_METRIC and _matches(labels, model):
+            elif name == PENDING_METRIC and not engine and _matches(labels, model):
                 pending = add(pending, value)
-            elif name == TRTLLM_REQUEST_METRIC and labels.get("request_type") == "waiting":
-                # TRT-LLM metrics are labelled with the tensorrt_llm model, which is
-                # not necessarily the model we measure (ensemble): take them all.
-                waiting = add(waiting, value)
-            elif name == TRTLLM_KV_METRIC:
+            elif name == TRTLLM_REQUEST_METRIC and gauge_matches(labels):
+                kind = labels.get("request_type")
+                if kind == "waiting":
+                    waiting = add(waiting, value)
+                elif kind == "active":
+                    active = add(active, value)
+                elif kind == "max":
+                    slots = add(slots, value)
+            elif name == TRTLLM_KV_METRIC and gauge_matches(labels):
                 kind = labels.get("kv_cache_block_type")
                 if kind == "fraction":
                     kv_frac = value if kv_frac is None else max(kv_frac, value)
@@ -149,6 +211,8 @@ def parse_metrics_text(text: str, model: str | None) -> TritonCounters | None:
         return None
     if kv_frac is None and kv_used is not None and kv_max:
         kv_frac = kv_used / kv_max
+    if engine and (waiting is not None or active is not None):
+        pending = (waiting or 0.0) + (active or 0.0)
     return TritonCounters(
         queue_us=queue,
         compute_infer_us=compute,
@@ -156,6 +220,8 @@ def parse_metrics_text(text: str, model: str | None) -> TritonCounters | None:
         pending=pending,
         trtllm_waiting=waiting,
         kv_cache_fraction=kv_frac,
+        active=active,
+        slots=slots,
     )
 
 
@@ -218,6 +284,7 @@ def window_ratio(
     samples_by_pod: Mapping[str, Iterable[tuple[float, TritonCounters]]],
     now: float,
     window_s: float,
+    signal: str = SIGNAL_TRITON,
 ) -> RatioReading:
     """Aggregate Δqueue / Δcompute over the pods' samples in ``[now - window_s, now]``.
 
@@ -243,7 +310,11 @@ def window_ratio(
     pending_seen = False
     waiting_total: float | None = None
     kv_max: float | None = None
+    active_total: float | None = None
+    slots_total: float | None = None
+    full = 0
     inflight = 0.0
+    arrivals: float | None = 0.0
     for _pod, samples in samples_by_pod.items():
         seq = sorted((s for s in samples), key=lambda x: x[0])
         if not seq:
@@ -264,6 +335,11 @@ def window_ratio(
         span = last_t - in_win[0][0]
         if span > 0:
             inflight += d.compute / 1e6 / span
+            first = in_win[0][1]
+            if arrivals is not None and first.pending is not None and last.pending is not None and not d.resets:
+                arrivals += max(0.0, d.success + last.pending - first.pending) / span
+            else:
+                arrivals = None
         newest = last_t if newest is None else max(newest, last_t)
         if last.pending is not None:
             pending_seen = True
@@ -272,12 +348,20 @@ def window_ratio(
             waiting_total = (waiting_total or 0.0) + last.trtllm_waiting
         if last.kv_cache_fraction is not None:
             kv_max = last.kv_cache_fraction if kv_max is None else max(kv_max, last.kv_cache_fraction)
+        if last.active is not None:
+            active_total = (active_total or 0.0) + last.active
+        if last.slots is not None:
+            slots_total = (slots_total or 0.0) + last.slots
+            if last.slots > 0 and (last.active or 0.0) >= last.slots:
+                full += 1
 
     common = dict(
         pods_used=used, pods_stale=stale, pods_warming=warming, timestamp=newest,
         queue_us=total.queue, compute_us=total.compute, requests=total.success,
         trtllm_waiting=waiting_total, kv_cache_fraction=kv_max,
         mean_inflight_per_pod=(inflight / used) if used else None,
+        signal=signal, active=active_total, slots=slots_total, slots_full_pods=full,
+        arrival_rate=arrivals if used and active_total is not None else None,
     )
     if used == 0:
         if stale and not warming:
@@ -288,4 +372,4 @@ def window_ratio(
             return RatioReading(None, REASON_NO_COMPLETIONS, f"{pending_total:g} request(s) pending, none completed within {window_s:g}s", **common)
         return RatioReading(0.0, REASON_NO_TRAFFIC, f"no requests in the last {window_s:g}s on {used} pod(s)", **common)
     ratio = total.queue / max(total.compute, float(used))
-    return RatioReading(ratio, REASON_OK, f"queue/compute {ratio:.3f} over {used} pod(s), {total.success:g} request(s)", **common)
+    return RatioReading(ratio, REASON_OK, f"{signal} queue/compute {ratio:.3f} over {used} pod(s), {total.success:g} request(s)", **common)

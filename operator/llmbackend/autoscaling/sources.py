@@ -16,10 +16,13 @@ from typing import Any, Callable, Mapping
 
 import aiohttp
 
+from ..api import engine_metrics as EM
 from .ratio import (
     REASON_NO_DATA,
     REASON_PROMETHEUS_ERROR,
     REASON_STALE,
+    SIGNAL_ENGINE,
+    SIGNAL_PROMETHEUS,
     RatioReading,
     TritonCounters,
     parse_metrics_text,
@@ -48,14 +51,17 @@ class TritonScraper:
     model absent) are recorded in :attr:`pods` and counted in the return value
     of :meth:`scrape`; nothing raises.
 
-    ``model``: Triton model whose queue/compute to measure (``tensorrt_llm`` for
-    a TRT-LLM ensemble, ``vllm_model`` ...); None sums all models.
+    ``model``: Triton model whose queue/compute to measure (``tensorrt_llm``,
+    the served vLLM model ...); None sums all models. ``signal``: ``engine``
+    (the serving model's engine counters; every LLM backend) or ``triton``
+    (Triton's own; non-decoupled, non-LLM models only).
     """
 
     def __init__(
         self,
         model: str | None,
         *,
+        signal: str = SIGNAL_ENGINE,
         port: int = DEFAULT_METRICS_PORT,
         timeout_s: float = 2.0,
         concurrency: int = 16,
@@ -65,6 +71,7 @@ class TritonScraper:
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.model = model
+        self.signal = signal
         self.port = port
         self.timeout_s = timeout_s
         self.retention_s = retention_s
@@ -113,8 +120,11 @@ class TritonScraper:
             except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
                 return pod, None, f"{type(e).__name__}: {e} ({url})", self.clock()
         t = self.clock()
-        c = parse_metrics_text(text, self.model)
+        c = parse_metrics_text(text, self.model, self.signal)
         if c is None:
+            if self.signal == SIGNAL_ENGINE:
+                return pod, None, (f"no engine counters ({EM.ENGINE_QUEUE_METRIC}) for model {self.model!r} at {url}: "
+                                   "the serving model must export them (the operator's rendered model does)"), t
             return pod, None, f"no Triton queue/compute counters for model {self.model!r} at {url}", t
         return pod, c, None, t
 
@@ -147,7 +157,22 @@ class TritonScraper:
         return {p: st.last_error for p, st in self.pods.items() if st.last_error}
 
     def reading(self, window_s: float, now: float | None = None) -> RatioReading:
-        return window_ratio(self.samples_by_pod(), self.clock() if now is None else now, window_s)
+        r = window_ratio(self.samples_by_pod(), self.clock() if now is None else now, window_s, self.signal)
+        if r.pods_used == 0 and not r.pods_stale and not r.pods_warming and self.errors():
+            # Every pod failed: say why (e.g. no engine counters) instead of "no samples".
+            pod, err = sorted(self.errors().items())[0]
+            return RatioReading(None, r.reason, f"{r.message}; {pod}: {err}", pods_used=0, signal=self.signal)
+        return r
+
+    def in_flight_by_pod(self) -> dict[str, float]:
+        """Requests inside each pod's engine at its newest sample (batch + engine queue), for drain ordering."""
+        out: dict[str, float] = {}
+        for pod, st in self.pods.items():
+            if st.samples:
+                c = st.samples[-1][1]
+                if c.pending is not None:
+                    out[pod] = c.pending
+        return out
 
     async def poll(self, pods: Mapping[str, str], window_s: float) -> RatioReading:
         await self.scrape(pods)
@@ -161,7 +186,7 @@ def _promql_str(s: str) -> str:
     return _LABEL_ESCAPE.sub(r"\\\1", s)
 
 
-def default_query(namespace: str, pod_regex: str, metric: str = "triton:queue_compute:ratio") -> str:
+def default_query(namespace: str, pod_regex: str, metric: str = "llmbackend:engine_queue_compute:ratio") -> str:
     """The recording rule's per-pod series of this backend's pods.
 
     Deliberately *not* aggregated in PromQL: :class:`PrometheusRatioSource`
@@ -170,6 +195,19 @@ def default_query(namespace: str, pod_regex: str, metric: str = "triton:queue_co
     sample. A ``sum(...)`` would grow with the replica count and be compared
     against a per-replica target."""
     return f'{metric}{{namespace="{_promql_str(namespace)}",pod=~"{_promql_str(pod_regex)}"}}'
+
+
+def parse_scalar(data: Mapping[str, Any]) -> float | None:
+    """Sum of an instant query's vector (or its scalar); None when empty or malformed; NaN/Inf ignored."""
+    try:
+        if data.get("resultType") == "scalar":
+            values = [float(data["result"][1])]
+        else:
+            values = [float(s["value"][1]) for s in data.get("result") or []]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    values = [v for v in values if not (math.isnan(v) or math.isinf(v))]
+    return sum(values) if values else None
 
 
 def pod_regex_for(names: list[str] | None = None, prefix: str | None = None) -> str:
@@ -261,6 +299,17 @@ class PrometheusRatioSource:
                 sample_times = None
         return self.parse_result(data, per_pod=self.query is None, sample_times=sample_times)
 
+    async def waiting(self, query: str) -> float | None:
+        """The activation query's value (requests waiting for a backend with no replica); None on any error."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+            self._own_session = True
+        try:
+            return parse_scalar(await self._query(query))
+        except Exception as e:  # noqa: BLE001 - no activation signal is "nothing waiting", never a crash
+            self.last_error = f"{type(e).__name__}: {e}"
+            return None
+
     def parse_result(self, data: Mapping[str, Any], per_pod: bool = True, sample_times: list[float] | None = None) -> RatioReading:
         now = self.clock()
         rtype = data.get("resultType")
@@ -287,5 +336,5 @@ class PrometheusRatioSource:
         ratio = max(0.0, sum(v for _, v in points) / len(points))
         return RatioReading(
             ratio, "Ok", f"queue/compute {ratio:.3f} from Prometheus ({len(points)} series)",
-            pods_used=len(points) if per_pod else None, timestamp=newest,
+            pods_used=len(points) if per_pod else None, timestamp=newest, signal=SIGNAL_PROMETHEUS,
         )

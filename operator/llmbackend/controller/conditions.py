@@ -1,15 +1,19 @@
-"""metav1.Condition bookkeeping: lastTransitionTime only moves when status flips."""
+"""metav1.Condition bookkeeping for one reconcile pass: lastTransitionTime only moves when status flips.
+
+A pass sets each of the four types (api/conditions.py) for the current generation; to_list() writes
+exactly those, so a type the operator no longer writes is dropped rather than carried at an old generation.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Any
 
-PLANNED = "Planned"
-AVAILABLE = "Available"
-PROGRESSING = "Progressing"
-DEGRADED = "Degraded"
-ORDER = (PLANNED, AVAILABLE, PROGRESSING, DEGRADED)
+from ..api.conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, TYPES
+
+__all__ = ["AVAILABLE", "DEGRADED", "PLANNED", "PROGRESSING", "TYPES", "Conditions", "now_rfc3339"]
+
+NOT_EVALUATED = "NotEvaluated"  # a type this pass did not set (a bug: every path sets all four)
 
 
 def now_rfc3339() -> str:
@@ -35,6 +39,10 @@ class Conditions:
             "observedGeneration": self.generation,
         }
 
+    def is_set(self, type_: str) -> bool:
+        """Set in this pass."""
+        return type_ in self._new
+
     def get(self, type_: str) -> dict[str, Any] | None:
         return self._new.get(type_) or self._old.get(type_)
 
@@ -52,5 +60,9 @@ class Conditions:
         return out
 
     def to_list(self) -> list[dict[str, Any]]:
-        merged = {**self._old, **self._new}
-        return [merged[t] for t in ORDER if t in merged] + [c for t, c in merged.items() if t not in ORDER]
+        """The four types, all for this generation, then any other type this pass set (ModelReady for URI sources);
+        conditions of the old status that this pass did not write are dropped."""
+        for type_ in TYPES:
+            if type_ not in self._new:
+                self.set(type_, "Unknown", NOT_EVALUATED, "not evaluated in this pass; the operator retries")
+        return [self._new[t] for t in TYPES] + [c for t, c in self._new.items() if t not in TYPES]

@@ -30,6 +30,8 @@ KINDS: dict[str, tuple[str, str]] = {
     **MANAGED_KINDS,
     "LLMBackend": ("llmbackend.dev/v1alpha1", "llmbackends"),
     "Pod": ("v1", "pods"),
+    "Job": ("batch/v1", "jobs"),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
     "Node": ("v1", "nodes"),
     "Event": ("v1", "events"),
     "Namespace": ("v1", "namespaces"),
@@ -176,6 +178,11 @@ class Kube:
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         return self.request("PATCH", self._path(kind, namespace, name, "status"), body=body,
+                            content_type="application/merge-patch+json")
+
+    def annotate(self, kind: str, namespace: str, name: str, annotations: dict[str, str | None]) -> dict[str, Any]:
+        """JSON merge patch of metadata.annotations (None removes one)."""
+        return self.request("PATCH", self._path(kind, namespace, name), body={"metadata": {"annotations": annotations}},
                             content_type="application/merge-patch+json")
 
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:

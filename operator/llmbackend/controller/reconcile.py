@@ -16,20 +16,35 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
+from .modelcache import model_cache_blocks_plan, sync_model_cache
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
+from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
-from ..render import triton
+from ..render import openai, triton
+from ..render.multinode import (
+    KUEUE_API,
+    VOLCANO_API,
+    choose_gang_scheduler,
+    group_problem,
+    multi_node_spec,
+    needs_compute_domain,
+)
+from ..render.vllm_backend import EngineConfigError
 from ..render.workloads import (
+    BACKEND_LABEL,
+    CHECKPOINT_CHECK_CONTAINER,
     MANAGED_KINDS,
+    OPTIONAL_KINDS,
     PROMETHEUS_RULE_API,
     BackendRef,
     choose_rollout_strategy,
-    config_map_name,
     desired_objects,
     metrics_model,
     model_name,
+    owned_names,
     selector_string,
 )
 from . import permissions
@@ -40,11 +55,21 @@ log = logging.getLogger("llmbackend.reconcile")
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 EVENT_SOURCE = "llmbackend-operator"
+CHECKPOINT_INVALID = "CheckpointInvalid"  # reason: the checkpoint check init container failed
+KEDA_NOT_INSTALLED = "KEDANotInstalled"  # reason: autoscaling.mode keda without KEDA's ScaledObject CRD
 # Waiting container reasons that mean the pod will not start without a change.
-FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
+FATAL_WAITING_REASONS = {
+    "ErrImagePull": cond.IMAGE_PULL_FAILED, "ImagePullBackOff": cond.IMAGE_PULL_FAILED,
+    "InvalidImageName": cond.IMAGE_PULL_FAILED, "CreateContainerConfigError": cond.CREATE_CONTAINER_CONFIG_ERROR,
+    "CrashLoopBackOff": cond.CRASH_LOOP_BACK_OFF,
+}
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
+# Never used by the operator itself: the API server lets it create the multi-node leaders' Role
+# (pods get + pods/exec create, see render/multinode.py) only if it holds those permissions
+# (RBAC escalation prevention). The alternative, `escalate` on roles, would let it grant anything.
+permissions.require("", "pods/exec", "create")
 
 
 @dataclass
@@ -56,6 +81,7 @@ class ScaleDecision:
     message: str
     current_ratio: str | None
     last_scale_time: str | None
+    extra: dict[str, Any] = field(default_factory=dict)  # more status.autoscaling fields (signal, in flight, cold start)
 
 
 @dataclass
@@ -110,6 +136,20 @@ def is_subset(desired: Any, live: Any) -> bool:
     return desired == live
 
 
+def checkpoint_check_failure(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) when the pod's checkpoint check init container failed: its termination message names the
+    path and the fix (the pod retries it with back-off; this turns the loop into a readable condition)."""
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if cs.get("name") != CHECKPOINT_CHECK_CONTAINER:
+            continue
+        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+            terminated = state.get("terminated") or {}
+            if terminated and terminated.get("exitCode", 0) != 0:
+                message = (terminated.get("message") or terminated.get("reason") or "").strip()
+                return CHECKPOINT_INVALID, f"pod {pod['metadata']['name']}: {message or 'the checkpoint check failed'}"
+    return None
+
+
 def plan_status_from(plan: Plan, input_hash: str) -> PlanStatus:
     return PlanStatus.model_validate({**plan.to_status(), "inputHash": input_hash})
 
@@ -144,22 +184,50 @@ class Reconciler:
     # ---- the steps ----
 
     def _reconcile(self, obj: dict[str, Any]) -> Outcome:
+        """One pass: every path sets all four conditions for this generation; ONE status write at the end."""
         meta = obj["metadata"]
-        key = (meta["namespace"], meta["name"])
         ref = BackendRef(meta["name"], meta["namespace"], meta["uid"])
         old_status = obj.get("status") or {}
         conditions = Conditions(old_status.get("conditions"), meta.get("generation"))
         status: dict[str, Any] = {"observedGeneration": meta.get("generation"), "selector": selector_string(ref)}
+        try:
+            outcome = self._converge(obj, ref, old_status, status, conditions)
+        except ApiError as exc:
+            _api_failure(conditions, exc)
+            try:
+                self._finish(obj, ref, status, conditions, old_status)
+            except ApiError:
+                pass  # the API server is failing us; the original error below is retried with backoff
+            raise
+        self._finish(obj, ref, status, conditions, old_status)
+        return outcome
 
+    def _converge(self, obj: dict[str, Any], ref: BackendRef, old_status: dict[str, Any], status: dict[str, Any],
+                  conditions: Conditions) -> Outcome:
+        meta = obj["metadata"]
+        key = (ref.namespace, ref.name)
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
+            model_cache = sync_model_cache(self.kube, ref.namespace, spec)  # uri sources only
+            if model_cache is not None:
+                spec = model_cache.spec  # with the checkpoint's architecture when the spec has none
+                if model_cache_blocks_plan(model_cache, status, conditions):
+                    if model_cache.permanent:
+                        _not_served(conditions, model_cache.reason, model_cache.message)
+                    else:  # downloading: nothing is wrong yet, the checkpoint is on its way
+                        conditions.set(AVAILABLE, False, cond.NOT_PLANNED, "waiting for the checkpoint (see ModelReady)")
+                        conditions.set(PROGRESSING, True, model_cache.reason, model_cache.message)
+                        conditions.set(DEGRADED, False, model_cache.reason, "")
+                    return Outcome(requeue_after=None if model_cache.permanent else 15)
             resolve_architecture(spec.model)
         except (ValidationError, UnknownPresetError) as exc:
-            reason = "UnknownPreset" if isinstance(exc, UnknownPresetError) else "InvalidSpec"
-            message = str(exc) if isinstance(exc, UnknownPresetError) else _validation_message(exc)
+            if isinstance(exc, UnknownPresetError):
+                reason, message = cond.UNKNOWN_PRESET, (f"{exc}; set spec.model.preset to a catalog entry "
+                                                       "(`llmbackend presets`) or give spec.model.architecture")
+            else:
+                reason, message = cond.INVALID_SPEC, f"{_validation_message(exc)}; fix these fields of the spec"
             conditions.set(PLANNED, False, reason, message)
-            conditions.set(DEGRADED, True, reason, message)
-            self._finish(obj, ref, status, conditions, old_status)
+            _not_served(conditions, reason, message)
             return Outcome()  # nothing to retry until the spec changes
 
         status["modelName"] = model_name(ref, spec)
@@ -173,24 +241,32 @@ class Reconciler:
                 with self.state.lock:
                     self.state.waiting_for_capacity.add(key)
                 conditions.set(PLANNED, False, fresh.reason, fresh.explanation)
-                conditions.set(DEGRADED, True, fresh.reason, _first_line(fresh.explanation))
+                _not_served(conditions, fresh.reason,
+                            f"{_first_line(fresh.explanation)}; change the spec (model, quantization, parallelism, "
+                            "scheduling) or add nodes that fit: the operator re-plans when nodes change")
                 if old_status.get("plan"):
                     status["plan"] = old_status["plan"]  # running replicas keep their plan; nothing is deleted
-                self._finish(obj, ref, status, conditions, old_status)
                 return Outcome()  # re-run by node events (waiting_for_capacity)
             plan_status = plan_status_from(fresh, input_hash)
         with self.state.lock:
             self.state.waiting_for_capacity.discard(key)
         status["plan"] = plan_status.dump()
-        conditions.set(PLANNED, True, "Fits", plan_status.explanation or "plan chosen")
+        conditions.set(PLANNED, True, cond.FITS, plan_status.explanation or "plan chosen")
 
         multi_node = plan_status.nodes_per_replica > 1
         if multi_node and not self.kube.has_api(*MANAGED_KINDS["LeaderWorkerSet"]):
             message = (f"this plan needs {plan_status.nodes_per_replica} nodes per replica, served as a LeaderWorkerSet; "
-                       "install LeaderWorkerSet (https://lws.sigs.k8s.io) and the operator retries")
-            conditions.set(DEGRADED, True, "LeaderWorkerSetNotInstalled", message)
-            conditions.set(AVAILABLE, False, "LeaderWorkerSetNotInstalled", message)
-            self._finish(obj, ref, status, conditions, old_status)
+                       "install LeaderWorkerSet (https://lws.sigs.k8s.io) and the operator retries within a minute, "
+                       "or change the spec so one node holds a replica")
+            _not_served(conditions, cond.LEADER_WORKER_SET_NOT_INSTALLED, message)
+            return Outcome(requeue_after=60)
+        compute_domains = needs_compute_domain(plan_status) and self.kube.has_api(*MANAGED_KINDS["ComputeDomain"])
+        if needs_compute_domain(plan_status) and not compute_domains and not multi_node_spec(spec).allow_cross_node_nvlink_without_compute_domain:
+            message = (f"tensor parallelism spans {plan_status.nodes_per_replica} nodes of a multi-node NVLink clique "
+                       "(GB200/GB300), which needs an IMEX channel per group: install NVIDIA's DRA driver for GPUs with "
+                       "ComputeDomains (resource.nvidia.com), or set spec.scheduling.multiNode."
+                       "allowCrossNodeNvlinkWithoutComputeDomain: true if IMEX is provisioned outside Kubernetes")
+            _not_served(conditions, "ComputeDomainNotInstalled", message)
             return Outcome(requeue_after=60)
 
         same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
@@ -205,20 +281,46 @@ class Reconciler:
         status["rolloutStrategy"] = strategy.type
 
         previous_replicas = (live_workload or {}).get("spec", {}).get("replicas")
-        hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
-        prometheus_rules = hpa_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
-        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules)
+        scaler_mode = spec.autoscaling.enabled and spec.autoscaling.mode in (AutoscalingMode.HPA, AutoscalingMode.KEDA)
+        prometheus_rules = scaler_mode and self.kube.has_api(*PROMETHEUS_RULE_API)
+        keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
+                        and not self.kube.has_api(*MANAGED_KINDS["ScaledObject"]))
+        inference_pool = openai.enabled(spec) and self.kube.has_api(*MANAGED_KINDS["InferencePool"])
+        gang = choose_gang_scheduler(spec, self.kube.has_api(*VOLCANO_API), self.kube.has_api(*KUEUE_API)) if multi_node else None
+        try:
+            desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy, prometheus_rules,
+                                      compute_domains, gang, scaled_objects=not keda_missing, inference_pool=inference_pool)
+        except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
+            _not_served(conditions, exc.reason, str(exc))
+            return Outcome()
+        lives = {(c["kind"], c["metadata"]["name"]):
+                 live_workload if c["kind"] == workload_kind and c["metadata"]["name"] == ref.name
+                 else self.kube.get(c["kind"], ref.namespace, c["metadata"]["name"]) for c in desired}
+        foreign = [f"{kind} {ref.namespace}/{name}" for (kind, name), live in lives.items()
+                   if live is not None and not _controlled_by(live, ref)]
+        if foreign:  # never adopt: someone else's object keeps every field it has
+            with self.state.lock:
+                self.state.autoscale_targets.pop(key, None)
+            _not_served(conditions, cond.RESOURCE_EXISTS,
+                        f"{', '.join(foreign)} already exists and is not controlled by this LLMBackend; the operator "
+                        "changes nothing of it. Delete or rename it, or give this LLMBackend another name")
+            return Outcome(requeue_after=60)  # nothing of ours is watched on it: look again
         conflict = self._foreign_hpa(ref, workload_kind, live_workload, replicas)
         applied_any = False
         for child in desired:
-            if conflict and child["kind"] == workload_kind:
+            is_workload = child["kind"] == workload_kind and child["metadata"]["name"] == ref.name
+            if conflict and is_workload:
                 child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
             child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
-            live = live_workload if child["kind"] == workload_kind else self.kube.get(child["kind"], ref.namespace, child["metadata"]["name"])
+            live = lives[(child["kind"], child["metadata"]["name"])]
             if live is None or not _up_to_date(child, live):
-                applied = self.kube.apply(child)
+                try:
+                    applied = self.kube.apply(child)
+                except ApiError as exc:
+                    raise ApiError(exc.status, exc.reason,
+                                   f"applying {child['kind']} {child['metadata']['name']}: {exc.message}") from exc
                 applied_any = True
-                if child["kind"] == workload_kind:
+                if is_workload:
                     live_workload = applied
         # The desired set only changes with the spec or the replica count (which re-applies the workload):
         # an unchanged pass skips the lookups for children to prune.
@@ -230,14 +332,21 @@ class Reconciler:
                        f"{workload_kind} {ref.name}: {previous_replicas} -> {replicas} replicas "
                        f"(ratio {auto.get('currentRatio', '?')}, {auto.get('reason', '')}: {auto.get('message', '')})")
 
-        self._status_from_workload(ref, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
+        self._status_from_workload(ref, spec, live_workload, replicas, capacity, plan_status, status, conditions, strategy_why)
+        if openai.enabled(spec):
+            status["endpoint"]["openaiPort"] = openai.OPENAI_PORT
+        if keda_missing:
+            conditions.set(DEGRADED, True, KEDA_NOT_INSTALLED,
+                           "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
+                           "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
+        if model_cache is not None and model_cache.permanent:
+            conditions.set(DEGRADED, True, model_cache.reason, model_cache.message)
         if conflict:
-            conditions.set(DEGRADED, True, "ConflictingHorizontalPodAutoscaler",
+            conditions.set(DEGRADED, True, cond.CONFLICTING_HPA,
                            f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
                            "writing its replicas. Delete that HPA, or use spec.autoscaling (mode operator or hpa) instead.")
-        self._finish(obj, ref, status, conditions, old_status)
         # Keep watching a rollout; the watch on children also wakes us, this is the safety net.
-        return Outcome(requeue_after=None if conditions.is_true(AVAILABLE) else 30)
+        return Outcome(requeue_after=None if conditions.is_true(AVAILABLE) and not conditions.is_true(PROGRESSING) else 30)
 
     def _foreign_hpa(self, ref: BackendRef, workload_kind: str, live_workload, replicas: int | None) -> str | None:
         """Name of an HPA we do not own that targets our workload. Looked up only when replicas drifted."""
@@ -269,11 +378,18 @@ class Reconciler:
             return spec.replicas
         live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
         if autoscaling.mode == AutoscalingMode.HPA:
-            message = "replicas are owned by the rendered HPA on the custom metric triton_queue_compute_ratio"
+            message = "replicas are owned by the rendered HPA on the custom metric llmbackend_engine_queue_compute_ratio (the engine queue/compute ratio)"
             if not self.kube.has_api(*PROMETHEUS_RULE_API):
                 message += ("; no PrometheusRule CRD here: load the recording rule and the prometheus-adapter rule "
                             "printed by `llmbackend hpa-rules -f <this manifest>`")
             status["autoscaling"] = {"reason": "HorizontalPodAutoscaler", "message": message}
+            return live_replicas
+        if autoscaling.mode == AutoscalingMode.KEDA:
+            status["autoscaling"] = {"reason": "ScaledObject", "message": (
+                f"replicas are owned by KEDA (ScaledObject with a Prometheus trigger on {RECORDING_RULE_NAME}); "
+                "the recording rule must be loaded in that Prometheus")}
+            with self.state.lock:
+                self.state.autoscale_targets.pop(key, None)
             return live_replicas
         with self.state.lock:
             decision = self.state.decisions.get(key)
@@ -293,73 +409,98 @@ class Reconciler:
         auto = {"desiredReplicas": replicas}
         if decision is not None:
             auto.update(currentRatio=decision.current_ratio, reason=decision.reason, message=decision.message,
-                        lastScaleTime=decision.last_scale_time)
+                        lastScaleTime=decision.last_scale_time, **decision.extra)
         else:
-            auto.update(reason="AwaitingMetrics", message="no decision yet: waiting for a full window of Triton metrics")
+            auto.update(reason="AwaitingMetrics", message="no decision yet: waiting for a full window of engine metrics")
         status["autoscaling"] = {k: v for k, v in auto.items() if v is not None}
         return replicas
 
     def _prune(self, ref: BackendRef, desired: set[tuple[str, str]]) -> None:
         """Delete owned children of the managed kinds that are no longer desired (e.g. PDB after scale to 1)."""
-        for kind in MANAGED_KINDS:
-            name = config_map_name(ref) if kind == "ConfigMap" else ref.name
+        for kind, name in owned_names(ref):
             if (kind, name) in desired:
                 continue
-            if kind in ("LeaderWorkerSet", "PrometheusRule") and not self.kube.has_api(*MANAGED_KINDS[kind]):
+            if kind in OPTIONAL_KINDS and not self.kube.has_api(*MANAGED_KINDS[kind]):
                 continue
             live = self.kube.get(kind, ref.namespace, name)
             if live and any(o.get("uid") == ref.uid for o in live["metadata"].get("ownerReferences", [])):
                 log.info("deleting %s %s/%s: no longer desired", kind, ref.namespace, name)
                 self.kube.delete(kind, ref.namespace, name, uid=live["metadata"]["uid"])
 
-    def _status_from_workload(self, ref, workload, replicas, capacity, plan_status, status, conditions, strategy_why) -> None:
+    def _status_from_workload(self, ref, spec: LLMBackendSpec, workload, replicas, capacity, plan_status, status,
+                              conditions, strategy_why) -> None:
         ws = (workload or {}).get("status", {})
         want = replicas if replicas is not None else (workload or {}).get("spec", {}).get("replicas", 0)
         ready = ws.get("readyReplicas", 0) or 0
         updated = ws.get("updatedReplicas", 0) or 0
         current = ws.get("replicas", 0) or 0
-        observed = ws.get("observedGeneration", 0) >= (workload or {}).get("metadata", {}).get("generation", 1)
+        generation = (workload or {}).get("metadata", {}).get("generation", 1)
+        # LeaderWorkerSet reports no observedGeneration; its updated/ready group counts are the signal.
+        lws = (workload or {}).get("kind") == "LeaderWorkerSet"
+        observed = ws.get("observedGeneration", generation if lws else 0) >= generation
         status["replicas"] = want
         status["readyReplicas"] = ready
         status["endpoint"] = {"service": f"{ref.name}.{ref.namespace}.svc", "httpPort": triton.HTTP_PORT,
                               "grpcPort": triton.GRPC_PORT, "metricsPort": triton.METRICS_PORT}
         rolled_out = observed and updated >= want and ready >= want and current <= want
-        if want == 0:
-            conditions.set(AVAILABLE, False, "ScaledToZero", "replicas is 0")
+        strategy = f"rollout strategy {status['rolloutStrategy']}: {strategy_why}"
+        if want == 0 and spec.autoscaling.enabled:
+            # As a Deployment at 0 replicas is Available: the desired state is reached, on purpose.
+            conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
+                           f"idle: autoscaling scaled to 0 replicas (minReplicas {spec.autoscaling.min_replicas}); nothing "
+                           "is served and a backend at 0 has no metrics to scale up on: raise "
+                           "spec.autoscaling.minReplicas to serve")
+        elif want == 0:
+            conditions.set(AVAILABLE, True, cond.ZERO_REPLICAS,
+                           "spec.replicas is 0: nothing is served, on purpose; set spec.replicas (or enable autoscaling) to serve")
         elif rolled_out:
-            conditions.set(AVAILABLE, True, "ReplicasReady", f"{ready}/{want} replicas ready on the current spec")
+            conditions.set(AVAILABLE, True, cond.REPLICAS_READY, f"{ready}/{want} replicas ready on the current spec")
         else:
-            conditions.set(AVAILABLE, False, "ReplicasNotReady", f"{ready}/{want} replicas ready, {updated} on the current spec")
+            conditions.set(AVAILABLE, False, cond.REPLICAS_NOT_READY,
+                           f"{ready}/{want} replicas ready, {updated} on the current spec; see Degraded if this persists")
         if rolled_out or want == 0:
-            conditions.set(PROGRESSING, False, "RolloutComplete", f"rollout strategy {status['rolloutStrategy']}: {strategy_why}")
+            conditions.set(PROGRESSING, False, cond.ROLLOUT_COMPLETE, strategy)
         else:
-            conditions.set(PROGRESSING, True, "RollingOut", f"{updated}/{want} updated, {ready} ready; strategy {status['rolloutStrategy']}: {strategy_why}")
+            conditions.set(PROGRESSING, True, cond.ROLLING_OUT, f"{updated}/{want} updated, {ready} ready; {strategy}")
 
         degraded = None
         if capacity is not None and want > capacity:
-            degraded = ("InsufficientGPUs", f"{want} replicas need {want * plan_status.gpus_per_replica} x {plan_status.gpu_product} "
-                        f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas")
+            degraded = (cond.INSUFFICIENT_GPUS,
+                        f"{want} replicas need {want * plan_status.gpus_per_replica} x {plan_status.gpu_product} "
+                        f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas: "
+                        "lower the replicas (or maxReplicas) or add GPU nodes")
         if not rolled_out and want > 0:
             degraded = self._pod_problem(ref) or degraded
-        for cond in ws.get("conditions", []):
-            if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
-                degraded = ("ProgressDeadlineExceeded", cond.get("message", ""))
+            if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
+                pods = self.kube.list("Pod", ref.namespace, label_selector=f"{BACKEND_LABEL}={ref.name}")
+                degraded = group_problem(pods, plan_status.nodes_per_replica, FATAL_WAITING_REASONS) or degraded
+        for condition in ws.get("conditions", []):
+            if condition.get("type") == "Progressing" and condition.get("reason") == cond.PROGRESS_DEADLINE_EXCEEDED:
+                degraded = (cond.PROGRESS_DEADLINE_EXCEEDED,
+                            f"{condition.get('message', '')}; see the serving pods' events (kubectl describe pods)")
         if degraded:
             conditions.set(DEGRADED, True, *degraded)
         else:
-            conditions.set(DEGRADED, False, "AsExpected", "")
+            conditions.set(DEGRADED, False, cond.AS_EXPECTED, "")
 
     def _pod_problem(self, ref: BackendRef) -> tuple[str, str] | None:
         """Why serving pods do not run: the scheduler's or the kubelet's words."""
         for pod in self.kube.list("Pod", ref.namespace, label_selector=selector_string(ref)):
-            for cond in pod.get("status", {}).get("conditions", []):
-                if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
-                    return "Unschedulable", f"pod {pod['metadata']['name']}: {cond.get('message', '')}"
+            invalid = checkpoint_check_failure(pod)
+            if invalid:
+                return invalid
+            name = pod["metadata"]["name"]
+            for c in pod.get("status", {}).get("conditions", []):
+                if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                    return cond.UNSCHEDULABLE, (f"pod {name}: {c.get('message', '')}; change spec.scheduling or "
+                                                "free or add matching nodes")
             for cs in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
                 waiting = (cs.get("state") or {}).get("waiting") or {}
-                if waiting.get("reason") in FATAL_WAITING_REASONS:
-                    return ("ImagePullFailed" if "Image" in waiting["reason"] else waiting["reason"],
-                            f"pod {pod['metadata']['name']} container {cs.get('name')}: {waiting.get('message', waiting['reason'])}")
+                why = waiting.get("reason")
+                if why in FATAL_WAITING_REASONS:
+                    reason = FATAL_WAITING_REASONS[why]
+                    return reason, (f"pod {name} container {cs.get('name')}: {waiting.get('message', why)}; "
+                                    f"see `kubectl describe pod {name}` and its logs")
         return None
 
     # ---- status and events ----
@@ -375,11 +516,11 @@ class Reconciler:
                 if exc.status == 409:  # the CR changed meanwhile; the watch brings us back
                     return
                 raise
-        for cond in conditions.changed():
-            if cond["type"] == PROGRESSING or (cond["type"] == DEGRADED and cond["status"] == "False"):
-                continue  # routine; the other transitions are worth an event
-            warn = cond["type"] == DEGRADED or (cond["type"] == PLANNED and cond["status"] == "False")
-            self.event(obj, "Warning" if warn else "Normal", cond["reason"], _first_line(cond["message"]) or cond["reason"])
+        for c in conditions.changed():
+            if c["type"] == PROGRESSING or c["status"] == "Unknown" or (c["type"] == DEGRADED and c["status"] == "False"):
+                continue  # routine (or unknown); the other transitions are worth an event
+            warn = c["type"] == DEGRADED or (c["type"] == PLANNED and c["status"] == "False")
+            self.event(obj, "Warning" if warn else "Normal", c["reason"], _first_line(c["message"]) or c["reason"])
 
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj["metadata"]
@@ -435,3 +576,28 @@ def _validation_message(exc: ValidationError) -> str:
         location = ".".join(str(p) for p in error.get("loc", ()))
         parts.append(f"spec.{location}: {error.get('msg')}")
     return "; ".join(parts)
+
+
+def _controlled_by(obj: dict[str, Any], ref: BackendRef) -> bool:
+    return any(o.get("uid") == ref.uid and o.get("controller") for o in obj["metadata"].get("ownerReferences") or [])
+
+
+def _not_served(conditions: Conditions, reason: str, message: str) -> None:
+    """A pass that stops before the workload (PLANNED already set): the current spec is not served, so nothing
+    rolls out until someone changes the spec or the cluster; Degraded carries the cause and what to do."""
+    why = reason if conditions.is_true(PLANNED) else cond.NOT_PLANNED
+    conditions.set(AVAILABLE, False, why, "the current spec is not served (see Degraded); replicas of an earlier "
+                   "spec, if any, keep running unchanged")
+    conditions.set(PROGRESSING, False, why, "nothing rolls out until the cause in Degraded is fixed")
+    conditions.set(DEGRADED, True, reason, message)
+
+
+def _api_failure(conditions: Conditions, exc: ApiError) -> None:
+    """A request of this pass failed: what the pass knows is kept, the rest is Unknown; the pass is retried."""
+    if not conditions.is_set(PLANNED):
+        conditions.set(PLANNED, "Unknown", cond.API_REQUEST_FAILED, "not evaluated: an API request failed (see Degraded)")
+    conditions.set(AVAILABLE, "Unknown", cond.API_REQUEST_FAILED, "not known: an API request failed (see Degraded)")
+    conditions.set(PROGRESSING, False, cond.API_REQUEST_FAILED, "stopped: an API request failed (see Degraded)")
+    conditions.set(DEGRADED, True, cond.API_REQUEST_FAILED,
+                   f"{exc.status} {exc.reason}: {exc.message}; the operator retries with backoff. If it persists, "
+                   "check the namespace's ResourceQuota and LimitRange, admission webhooks and the operator's RBAC")

@@ -22,8 +22,9 @@ from typing import Any
 import kopf
 
 from ..api.v1alpha1 import GROUP, PLURAL, VERSION
-from ..autoscaling import metrics
+from ..autoscaling import coldstart, metrics
 from ..autoscaling.decision import ScalerState, decide
+from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.workloads import BACKEND_LABEL
 from .cache import CachedKube, Store, WatchCaches
@@ -231,7 +232,10 @@ class Operator:
                 targets = dict(self.state.autoscale_targets)
             for key in list(self.scalers):
                 if key not in targets:
-                    await self.scalers.pop(key)["source"].close()
+                    gone = self.scalers.pop(key)
+                    for source in (gone["source"], gone.get("activation")):
+                        if source is not None:
+                            await source.close()
             due = []
             now = time.time()
             for key, target in targets.items():
@@ -252,13 +256,15 @@ class Operator:
         else:
             source = TritonScraper(target.scrape_model)
         return {"kind": target.spec.source, "model": target.scrape_model, "source": source,
-                "state": ScalerState(), "next": 0.0}
+                "state": ScalerState(), "next": 0.0, "cold_starts": {}}
 
     async def _evaluate(self, key: tuple[str, str], target, scaler: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
         pods = await loop.run_in_executor(
             self.executor, lambda: self.kube.list("Pod", target.namespace, label_selector=target.selector))
         ready = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if _pod_ready(p)}
+        scaler["cold_starts"] = coldstart.observe(scaler["cold_starts"], pods)
+        cold_s, cold_from = coldstart.estimate(scaler["cold_starts"].values(), target.spec.cold_start_seconds)
         if target.spec.source == "prometheus":
             reading = await scaler["source"].reading(target.namespace, pod_regex_for(names=sorted(ready)) if ready else "^$")
         else:
@@ -266,17 +272,30 @@ class Operator:
             if failed:
                 metrics.scrape_error(target.namespace, target.name, failed)
             reading = scaler["source"].reading(target.spec.window_seconds)
+        waiting = None
+        prom = target.spec.prometheus
+        if target.current_replicas == 0 and prom is not None and prom.activation_query:
+            # No replica, no engine metrics: the requests held in front of the backend decide 0 -> 1.
+            activation = scaler.setdefault("activation", PrometheusRatioSource(prom.url))
+            waiting = await activation.waiting(prom.activation_query)
         decision = decide(
             scaler["state"], reading, target.spec, target.current_replicas, time.time(),
             schedulable_max=target.capacity_replicas, gpus_per_replica=target.gpus_per_replica,
-            max_batch_size=target.max_batch_size,
+            max_batch_size=target.max_batch_size, cold_start_s=cold_s, waiting_at_zero=waiting,
         )
         scaler["state"] = decision.state
+        if decision.desired_replicas < target.current_replicas and isinstance(scaler["source"], TritonScraper):
+            await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, pods,
+                                       scaler["source"].in_flight_by_pod())
         ratio = reading.formatted() if reading.ratio is not None else None
+        extra: dict[str, Any] = {"signal": reading.signal, "coldStartSeconds": round(cold_s), "coldStartSource": cold_from}
+        if decision.engine is not None:
+            extra["inFlight"] = f"{decision.engine.in_flight:g}/{decision.engine.slots_per_replica * (reading.pods_used or 0):g}"
+            extra["forecastInFlight"] = f"{decision.engine.forecast:.1f}"
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
                             replicas=target.current_replicas)
         new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
-                            decision.state.last_scale_time_rfc3339())
+                            decision.state.last_scale_time_rfc3339(), extra)
         with self.state.lock:
             old = self.state.decisions.get(key)
             self.state.decisions[key] = new
@@ -285,6 +304,20 @@ class Operator:
                 log.info("autoscaling %s/%s: %d -> %d (%s: %s)", *key, target.current_replicas,
                          decision.desired_replicas, decision.reason, decision.message)
             self.enqueue(key)
+
+
+    def _set_deletion_costs(self, namespace: str, pods: list[dict[str, Any]], in_flight: dict[str, float]) -> None:
+        """Before a scale-down: the pods with the least in-flight work get the lowest deletion cost (go first)."""
+        current = {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(DELETION_COST_ANNOTATION)
+                   for p in pods}
+        for pod, cost in deletion_costs({k: v for k, v in in_flight.items() if k in current}, current).items():
+            try:
+                self.kube.annotate("Pod", namespace, pod, {DELETION_COST_ANNOTATION: cost})
+            except Exception as exc:  # noqa: BLE001 - ordering is best effort; the scale-down proceeds
+                log.warning("pod-deletion-cost on %s/%s: %s", namespace, pod, exc)
+
+
+permissions.require("", "pods", "patch")  # pod-deletion-cost before a scale-down
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:

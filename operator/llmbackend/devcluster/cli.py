@@ -122,9 +122,14 @@ def demo(args) -> int:
         message = (cond.get("message") or "").strip().splitlines()
         print(f"  {cond['type']:<12} {cond['status']:<6} {cond['reason']}: {message[0][:160] if message else ''}")
     print(f"\n{'Available' if available else 'NOT available'} after {time.monotonic() - started:.1f}s.")
+    answered = False
+    if available:
+        from .answer import real_answer
+
+        answered = real_answer(kube, namespace, obj, directory / "demo-triton")
     print(f"Try: export KUBECONFIG={cluster.kubeconfig}; {kubectl} get llmb -o wide")
     print("Stop everything: llmbackend dev-cluster down")
-    return 0 if available else 1
+    return 0 if available and answered else 1
 
 
 def _pid_alive(pid: int) -> bool:

@@ -2,10 +2,13 @@
 
 Pure code, no Kubernetes API calls (except the two CLI entry points):
 
-- `inventory`: Node dicts -> `GPUNode` (GFD labels, allocatable GPUs, NVLink
-  domains from the `llmbackend.dev/gpu-topology` annotation or inferred from
-  the product), `Inventory` index, `node_matches`, `gpu_fingerprint`.
-- `memory`: per-GPU memory estimate (weights, KV cache, activations, overhead).
+- `inventory`: Node dicts -> `GPUNode` (GFD or managed-cloud labels, allocatable
+  GPUs, NVLink domains from the `llmbackend.dev/gpu-topology` annotation or
+  inferred from the product), `PRODUCTS` (the one table of GPU facts),
+  `Inventory` index, `node_matches`, `gpu_fingerprint`.
+- `memory`: per-GPU memory estimate (weights, KV cache, activations, overhead)
+  and `fit()` (reserve, kvCacheFreeGpuMemFraction, vLLM's total fraction).
+- `roofline`: time per output token and throughput of a candidate plan.
 - `planner`: `plan()` -> `Plan` (cost model in its docstring), `replicas_capacity()`.
 - `cli`: `llmbackend plan -f backend.yaml --nodes nodes.yaml -o json|text`.
 - `topology_reporter`: `llmbackend topology-reporter`, annotates a Node with its

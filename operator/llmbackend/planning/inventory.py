@@ -2,13 +2,24 @@
 
 A Node (the dict form of a v1 Node, as from `yaml.safe_load` or kopf's body)
 becomes a small, frozen `GPUNode`: GPU count (allocatable `nvidia.com/gpu`),
-product and memory from GPU Feature Discovery labels, and NVLink domains.
+product, memory and compute capability, and NVLink domains.
+
+The product comes from GPU Feature Discovery (`nvidia.com/gpu.product`) or,
+when GFD is not installed (GKE's default driver install, EKS without the GPU
+Operator), from the managed cloud's labels: GKE `cloud.google.com/gke-accelerator`,
+Karpenter `karpenter.k8s.aws/instance-gpu-name`, and every cloud's
+`node.kubernetes.io/instance-type` (p5.48xlarge, a3-highgpu-8g,
+Standard_ND96isr_H100_v5, ...). Memory and compute capability missing from
+labels are filled in from `PRODUCTS`, the one table of product facts (memory,
+compute capability, HBM bandwidth, NVLink generation/bandwidth/shape, PCIe
+generation). A node with GPUs whose product is unknown keeps product "" and is
+named by the planner.
 
 NVLink domains come from the annotation `llmbackend.dev/gpu-topology`
 (`{"nvlinkDomains": [[0,1,...], ...]}`, written by the topology reporter).
-Without it (or when it is not valid JSON) they are inferred from the product
-(`PRODUCT_TOPOLOGY`); unknown products get singleton domains, so the planner
-never assumes NVLink it cannot see.
+Without it (or when it is not valid JSON) they are inferred from the product;
+unknown products get singleton domains, so the planner never assumes NVLink
+it cannot see.
 
 `Inventory` is the operator's in-memory index. It stores only GPUNodes and
 interns repeated strings, so 5,000 nodes take a few MB.
@@ -17,6 +28,7 @@ interns repeated strings, so 5,000 nodes take a few MB.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
@@ -30,48 +42,197 @@ LABEL_FAMILY = "nvidia.com/gpu.family"
 LABEL_CC_MAJOR = "nvidia.com/gpu.compute.major"
 LABEL_CC_MINOR = "nvidia.com/gpu.compute.minor"
 LABEL_CLIQUE = "nvidia.com/gpu.clique"
+LABEL_GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
+LABEL_KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+LABEL_KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+LABEL_KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"  # MiB per GPU
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_INSTANCE_TYPE_BETA = "beta.kubernetes.io/instance-type"
+
+# Serving pods tolerate the taint managed clouds put on GPU nodes (GKE:
+# nvidia.com/gpu=present:NoSchedule; AKS has no admission plugin that adds the
+# toleration), so the planner counts such nodes. render/workloads.py adds it.
+GPU_TOLERATIONS: tuple[dict[str, str], ...] = ({"key": GPU_RESOURCE, "operator": "Exists"},)
 
 # Labels that change without the node changing (GFD rewrites its timestamp on
 # every run): keeping them would make every relabel look like a new node.
 VOLATILE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
 HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
-PCIE_GBPS = 64  # PCIe Gen5 x16, per direction
 MIB = 1024 * 1024
+# PCIe x16 bandwidth per direction, GB/s, by generation.
+PCIE_GBPS = {3: 16, 4: 32, 5: 64, 6: 128}
 
-# Product substring (upper case) -> (NVLink shape, NVLink GB/s per GPU).
-# Shapes: "all" = one NVSwitch domain over all GPUs of the node,
-# "pairs" = NVLink-bridged pairs, "none" = PCIe only (singleton domains).
-# Checked in order: the first match wins, so specific names come first.
-PRODUCT_TOPOLOGY: tuple[tuple[str, str, int], ...] = (
-    ("GB200", "all", 1800),
-    ("B200", "all", 1800),
-    ("B100", "all", 1800),
-    ("H200-NVL", "pairs", 900),
-    ("H200", "all", 900),
-    ("H100-NVL", "pairs", 600),
+
+@dataclass(frozen=True, slots=True)
+class GPUProduct:
+    """Facts about one GPU product (vendor data sheets; memory as NVML reports it)."""
+
+    name: str  # canonical GFD product string
+    memory_mib: int
+    compute_capability: tuple[int, int]
+    hbm_gbps: int  # memory bandwidth, GB/s
+    nvlink_gen: int  # 0 = none
+    nvlink_gbps: int  # per GPU, both directions summed as NVIDIA quotes it; 0 = none
+    nvlink_shape: str  # "all" (NVSwitch over the node), "pairs" (bridged pairs), "none"
+    pcie_gen: int
+    reserve_fraction: float  # memory the driver, allocator fragmentation and estimate error may take
+
+    @property
+    def pcie_gbps(self) -> int:
+        return PCIE_GBPS[self.pcie_gen]
+
+    def link_text(self, over_nvlink: bool) -> str:
+        if over_nvlink and self.nvlink_gen:
+            return f"NVLink{self.nvlink_gen} {self.nvlink_gbps} GB/s"
+        return f"PCIe Gen{self.pcie_gen} x16 {self.pcie_gbps} GB/s"
+
+
+def _p(name, mem, cc, hbm, nvgen, nvgbps, shape, pcie, reserve=0.05) -> GPUProduct:
+    return GPUProduct(name, mem, cc, hbm, nvgen, nvgbps, shape, pcie, reserve)
+
+
+# The one table of product facts. Matching is by upper-case substring, first
+# match wins, so specific names come first (GB200 before B200, H100-NVL before
+# H100). Reserve: 5% on most cards, 4% on 140+ GB parts (the fixed runtime
+# overhead is charged separately in memory.estimate), 7% on 16-24 GB cards.
+PRODUCTS: tuple[GPUProduct, ...] = (
+    _p("NVIDIA-GB300", 284_208, (10, 3), 8000, 5, 1800, "all", 6, 0.04),
+    _p("NVIDIA-B300", 275_040, (10, 3), 8000, 5, 1800, "all", 6, 0.04),
+    _p("NVIDIA-GB200", 189_471, (10, 0), 8000, 5, 1800, "all", 6, 0.04),
+    _p("NVIDIA-B200", 183_359, (10, 0), 8000, 5, 1800, "all", 5, 0.04),
+    _p("NVIDIA-B100", 183_359, (10, 0), 8000, 5, 1800, "all", 5, 0.04),
+    _p("NVIDIA-H200-NVL", 143_771, (9, 0), 4800, 4, 900, "pairs", 5, 0.04),
+    _p("NVIDIA-H200", 143_771, (9, 0), 4800, 4, 900, "all", 5, 0.04),
+    _p("NVIDIA-H100-NVL", 95_830, (9, 0), 3900, 4, 600, "pairs", 5),
     # H100 PCIe: NVLink bridges are optional, so assume none (conservative).
-    ("H100-PCIE", "none", PCIE_GBPS),
-    ("H100", "all", 900),  # SXM: NVIDIA-H100-80GB-HBM3, H100-SXM5-*
-    ("H800", "all", 400),
-    ("A100-PCIE", "pairs", 600),
-    ("A100", "all", 600),  # SXM4: NVIDIA-A100-SXM4-40GB/80GB
-    ("A800", "all", 400),
-    ("L40S", "none", PCIE_GBPS),
-    ("L40", "none", PCIE_GBPS),
-    ("L4", "none", PCIE_GBPS),
-    ("A10G", "none", PCIE_GBPS),
-    ("A10", "none", PCIE_GBPS),
-    ("T4", "none", PCIE_GBPS),
+    _p("NVIDIA-H100-PCIE", 81_559, (9, 0), 2000, 0, 0, "none", 5),
+    _p("NVIDIA-H100", 81_559, (9, 0), 3350, 4, 900, "all", 5),  # SXM: NVIDIA-H100-80GB-HBM3
+    _p("NVIDIA-H800", 81_559, (9, 0), 3350, 4, 400, "all", 5),
+    _p("NVIDIA-A100-PCIE-40GB", 40_960, (8, 0), 1555, 3, 600, "pairs", 4),
+    _p("NVIDIA-A100-80GB-PCIE", 81_920, (8, 0), 1935, 3, 600, "pairs", 4),
+    _p("NVIDIA-A100-PCIE", 81_920, (8, 0), 1935, 3, 600, "pairs", 4),
+    _p("NVIDIA-A100-SXM4-40GB", 40_960, (8, 0), 1555, 3, 600, "all", 4),
+    _p("NVIDIA-A100-SXM4-80GB", 81_920, (8, 0), 2039, 3, 600, "all", 4),
+    _p("NVIDIA-A100", 81_920, (8, 0), 2039, 3, 600, "all", 4),
+    _p("NVIDIA-A800", 81_920, (8, 0), 2039, 3, 400, "all", 4),
+    _p("NVIDIA-L40S", 46_068, (8, 9), 864, 0, 0, "none", 4),
+    _p("NVIDIA-L40", 46_068, (8, 9), 864, 0, 0, "none", 4),
+    _p("NVIDIA-L4", 23_034, (8, 9), 300, 0, 0, "none", 4, 0.07),
+    _p("NVIDIA-A10G", 23_028, (8, 6), 600, 0, 0, "none", 4, 0.07),
+    _p("NVIDIA-A10", 23_028, (8, 6), 600, 0, 0, "none", 4, 0.07),
+    _p("Tesla-T4", 15_360, (7, 5), 320, 0, 0, "none", 3, 0.07),
 )
+_KEYS = tuple((p.name.upper().replace("NVIDIA-", "").replace("TESLA-", ""), p) for p in PRODUCTS)
+UNKNOWN_PRODUCT = _p("", 0, (0, 0), 0, 0, 0, "none", 4)
+
+
+def product_info(product: str) -> GPUProduct:
+    """Facts for a product string (GFD name or canonical); UNKNOWN_PRODUCT when none match."""
+    upper = product.upper().replace("_", "-")
+    if not upper:
+        return UNKNOWN_PRODUCT
+    for key, info in _KEYS:
+        if key in upper:
+            return info
+    return UNKNOWN_PRODUCT
+
+
+# Managed-cloud names -> canonical product. GKE accelerator label values
+# (cloud.google.com/gke-accelerator) and Karpenter's instance-gpu-name.
+CLOUD_ACCELERATORS: dict[str, str] = {
+    "nvidia-gb200": "NVIDIA-GB200",
+    "nvidia-b200": "NVIDIA-B200",
+    "nvidia-h200-141gb": "NVIDIA-H200",
+    "nvidia-h100-mega-80gb": "NVIDIA-H100-80GB-HBM3",
+    "nvidia-h100-80gb": "NVIDIA-H100-80GB-HBM3",
+    "nvidia-a100-80gb": "NVIDIA-A100-SXM4-80GB",
+    "nvidia-tesla-a100": "NVIDIA-A100-SXM4-40GB",
+    "nvidia-l4": "NVIDIA-L4",
+    "nvidia-tesla-t4": "Tesla-T4",
+    # Karpenter (lower-case short names)
+    "gb200": "NVIDIA-GB200", "b200": "NVIDIA-B200", "h200": "NVIDIA-H200", "h100": "NVIDIA-H100-80GB-HBM3",
+    "a100": "NVIDIA-A100-SXM4-40GB", "l40s": "NVIDIA-L40S", "l4": "NVIDIA-L4", "a10g": "NVIDIA-A10G",
+    "t4": "Tesla-T4",
+}
+
+# node.kubernetes.io/instance-type -> (product, GPUs). Exact names first, then patterns.
+INSTANCE_TYPES: dict[str, tuple[str, int]] = {
+    # AWS
+    "p5.48xlarge": ("NVIDIA-H100-80GB-HBM3", 8),
+    "p5e.48xlarge": ("NVIDIA-H200", 8),
+    "p5en.48xlarge": ("NVIDIA-H200", 8),
+    "p6-b200.48xlarge": ("NVIDIA-B200", 8),
+    "p4d.24xlarge": ("NVIDIA-A100-SXM4-40GB", 8),
+    "p4de.24xlarge": ("NVIDIA-A100-SXM4-80GB", 8),
+    # Google Cloud
+    "a3-highgpu-8g": ("NVIDIA-H100-80GB-HBM3", 8),
+    "a3-megagpu-8g": ("NVIDIA-H100-80GB-HBM3", 8),
+    "a3-edgegpu-8g": ("NVIDIA-H100-80GB-HBM3", 8),
+    "a3-ultragpu-8g": ("NVIDIA-H200", 8),
+    "a4-highgpu-8g": ("NVIDIA-B200", 8),
+    "a4x-highgpu-4g": ("NVIDIA-GB200", 4),
+    "a2-megagpu-16g": ("NVIDIA-A100-SXM4-40GB", 16),
+    # Azure
+    "Standard_ND96isr_H100_v5": ("NVIDIA-H100-80GB-HBM3", 8),
+    "Standard_ND96isr_H200_v5": ("NVIDIA-H200", 8),
+    "Standard_ND96asr_v4": ("NVIDIA-A100-SXM4-40GB", 8),
+    "Standard_ND96amsr_A100_v4": ("NVIDIA-A100-SXM4-80GB", 8),
+    "Standard_NC24ads_A100_v4": ("NVIDIA-A100-80GB-PCIe", 1),
+    "Standard_NC48ads_A100_v4": ("NVIDIA-A100-80GB-PCIe", 2),
+    "Standard_NC96ads_A100_v4": ("NVIDIA-A100-80GB-PCIe", 4),
+    "Standard_NC40ads_H100_v5": ("NVIDIA-H100-NVL", 1),
+    "Standard_NC80adis_H100_v5": ("NVIDIA-H100-NVL", 2),
+}
+_AWS_FAMILIES = {"g5": "NVIDIA-A10G", "g6": "NVIDIA-L4", "g6e": "NVIDIA-L40S", "g4dn": "Tesla-T4"}
+# AWS g-family sizes -> GPUs (1 below 12xlarge).
+_AWS_G_SIZES = {"12xlarge": 4, "24xlarge": 4, "48xlarge": 8}
+_GCP_COUNT = re.compile(r"^(a2-highgpu|a2-ultragpu|a3-highgpu)-(\d+)g$")
+
+
+def instance_type_gpus(instance_type: str) -> tuple[str, int] | None:
+    """(product, GPUs) of a managed-cloud instance type, None when unknown."""
+    if instance_type in INSTANCE_TYPES:
+        return INSTANCE_TYPES[instance_type]
+    family, _, size = instance_type.partition(".")
+    if family in _AWS_FAMILIES and size:
+        return _AWS_FAMILIES[family], _AWS_G_SIZES.get(size, 1)
+    m = _GCP_COUNT.match(instance_type)
+    if m:
+        product = {"a2-highgpu": "NVIDIA-A100-SXM4-40GB", "a2-ultragpu": "NVIDIA-A100-SXM4-80GB",
+                   "a3-highgpu": "NVIDIA-H100-80GB-HBM3"}[m.group(1)]
+        return product, int(m.group(2))
+    if instance_type.startswith("g2-standard-"):
+        return "NVIDIA-L4", 0  # count from allocatable
+    return None
+
+
+def product_from_labels(labels: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(product, label key, label value) naming the node's GPU product; ("", "", "") when none."""
+    product = str(labels.get(LABEL_PRODUCT) or "")
+    if product:
+        return product, LABEL_PRODUCT, product
+    for key in (LABEL_GKE_ACCELERATOR, LABEL_KARPENTER_GPU_NAME):
+        value = str(labels.get(key) or "")
+        if value and value.lower() in CLOUD_ACCELERATORS:
+            canonical = CLOUD_ACCELERATORS[value.lower()]
+            if key == LABEL_KARPENTER_GPU_NAME and canonical.startswith("NVIDIA-A100"):
+                mem = _int(labels.get(LABEL_KARPENTER_GPU_MEMORY))
+                canonical = "NVIDIA-A100-SXM4-80GB" if mem > 60_000 else canonical
+            return canonical, key, value
+    for key in (LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA):
+        value = str(labels.get(key) or "")
+        known = instance_type_gpus(value) if value else None
+        if known:
+            return known[0], key, value
+    return "", "", ""
 
 
 def _product_entry(product: str) -> tuple[str, int]:
-    upper = product.upper()
-    for needle, shape, gbps in PRODUCT_TOPOLOGY:
-        if needle in upper:
-            return shape, gbps
-    return "none", PCIE_GBPS  # unknown: no NVLink assumed
+    info = product_info(product)
+    if info.nvlink_shape == "none":
+        return "none", info.pcie_gbps
+    return info.nvlink_shape, info.nvlink_gbps
 
 
 def nvlink_bandwidth_gbps(product: str) -> int:
@@ -126,6 +287,8 @@ class GPUNode:
     labels: tuple[tuple[str, str], ...]  # sorted pairs, volatile labels dropped
     cordoned: bool = False  # spec.unschedulable: no toleration helps
     topology_note: str = ""  # why the annotation was not used, if it was present
+    # The label that names the product on this node (GFD's, or a cloud's): serving pods select on it.
+    product_label: tuple[str, str] = ("", "")
 
     @property
     def largest_domain(self) -> int:
@@ -179,12 +342,14 @@ def parse_node(node: Mapping[str, Any]) -> GPUNode | None:
     allocatable = status.get("allocatable") or {}
 
     gpu_count = _quantity_int(allocatable.get(GPU_RESOURCE))
-    product = str(labels.get(LABEL_PRODUCT, ""))
+    product, label_key, label_value = product_from_labels(labels)
     if gpu_count <= 0 and not product and LABEL_COUNT not in labels:
         return None
+    info = product_info(product)
 
     # Domain indices follow the node's GPUs as labelled; allocatable may be lower.
-    labelled = _int(labels.get(LABEL_COUNT), gpu_count) or gpu_count
+    labelled = (_int(labels.get(LABEL_COUNT)) or _int(labels.get(LABEL_KARPENTER_GPU_COUNT))
+                or gpu_count)
     note = ""
     domains = None
     raw = annotations.get(TOPOLOGY_ANNOTATION)
@@ -200,7 +365,11 @@ def parse_node(node: Mapping[str, Any]) -> GPUNode | None:
     )
     cordoned = bool(spec.get("unschedulable", False))
     schedulable = not cordoned and not any(effect in HARD_TAINT_EFFECTS for _, _, effect in taints)
-    memory_mib = _int(labels.get(LABEL_MEMORY), 0)
+    # Without GFD (managed clouds) memory and compute capability come from the product table.
+    memory_mib = _int(labels.get(LABEL_MEMORY)) or _int(labels.get(LABEL_KARPENTER_GPU_MEMORY)) or info.memory_mib
+    cc = (_int(labels.get(LABEL_CC_MAJOR)), _int(labels.get(LABEL_CC_MINOR)))
+    if cc == (0, 0):
+        cc = info.compute_capability
     clique = labels.get(LABEL_CLIQUE)
 
     return GPUNode(
@@ -209,7 +378,7 @@ def parse_node(node: Mapping[str, Any]) -> GPUNode | None:
         product=_share(product),
         memory_bytes=memory_mib * MIB,
         family=_share(str(labels.get(LABEL_FAMILY, ""))),
-        compute_capability=_share((_int(labels.get(LABEL_CC_MAJOR)), _int(labels.get(LABEL_CC_MINOR)))),
+        compute_capability=_share(cc),
         clique=_share(str(clique)) if clique else None,
         nvlink_domains=_share(domains),
         topology_source=source,
@@ -221,6 +390,7 @@ def parse_node(node: Mapping[str, Any]) -> GPUNode | None:
         )),
         cordoned=cordoned,
         topology_note=note,
+        product_label=_share((sys.intern(label_key), sys.intern(label_value))),
     )
 
 
@@ -233,7 +403,7 @@ def gpu_fingerprint(node: GPUNode) -> tuple:
     return (
         node.gpu_count, node.product, node.memory_bytes, node.compute_capability,
         node.clique, node.nvlink_domains, node.topology_source, node.schedulable,
-        node.cordoned, node.taints, node.labels,
+        node.cordoned, node.taints, node.labels, node.product_label,
     )
 
 

@@ -1,29 +1,39 @@
-"""Per-GPU memory estimate for one model shard (architecture, engine, TP, PP).
+"""Per-GPU memory estimate for one model shard, and whether it fits a GPU.
 
 The estimate is for the most loaded GPU of a replica: the largest pipeline
 stage (ceil(layers / pp) layers) holding its 1/tp share.
 
-- Weights: parameters x bytes per parameter (bf16/fp16 2, fp8 1, int8
-  weight-only 1, int4 AWQ 0.5 plus ~3% for group scales and zeros). The
-  embedding and lm_head (vocab x hidden each, inside `parameterCount`) are
-  counted separately: with pp = 1 both sit on the one stage; with pp > 1 the
-  first stage holds the embedding and the last the lm_head, so the largest
-  stage carries one of them on top of its layers. All parameters use the
-  quantized width (the small error is covered by the usable fraction).
-- KV cache for maxBatchSize x maxSeqLen tokens, per token and GPU:
-  2 (K and V) x ceil(layers / pp) x kv_heads_per_gpu x head_dim x kv bytes,
-  kv_heads_per_gpu = max(1, kv_heads / tp): once tp exceeds the KV heads they
-  are replicated and per-GPU KV stops shrinking. kv bytes: kvCacheDtype, and
-  `auto` = fp8 (1 byte) when quantization is fp8, else 2.
+- Weights: `weightBytes` of the checkpoint when known (exact; used when the
+  checkpoint is already in the served precision), else layer parameters x
+  bytes per parameter (bf16/fp16 2, fp8 1, int8 weight-only 1, int4 AWQ 0.5
+  plus ~3% for group scales and zeros). Embedding and lm_head (vocab x hidden
+  each, one matrix when tied) stay 16-bit in quantized checkpoints (ModelOpt,
+  AWQ, GPTQ): Llama-3.1-8B fp8 is ~9.1 GB, not 8.0. With pp = 1 both sit on the
+  one stage; with pp > 1 the largest stage carries one of them. MoE: every
+  expert is resident; expert parallelism (EP) spreads routed experts over EP of
+  the TP ranks and splits each over TP / EP (moe_expert_parallel_size x
+  moe_tensor_parallel_size = tensor_parallel_size in TensorRT-LLM), so the
+  per-GPU share is 1/tp either way.
+- KV cache per token and GPU: 2 (K and V) x stage layers x kv_heads_per_gpu x
+  head_dim x kv bytes, kv_heads_per_gpu = max(1, kv_heads / tp) (replicated
+  beyond the KV heads). MLA (DeepSeek-V2/V3): one latent of kv_lora_rank +
+  qk_rope_head_dim elements per token and layer, the same on every TP rank.
+  Sliding-window layers cache at most the window per sequence. kv bytes:
+  kvCacheDtype; `auto` = fp8 (1 byte) when quantization is fp8, else 2.
+- KV sizing (the knob): worst case maxBatchSize x maxSeqLen (default), or
+  `kvCacheMinSequences` full-length sequences; the engine then batches as many
+  as the KV cache holds (achievable concurrency, reported in status).
 - Activations / workspace: maxNumTokens x hidden x 2 bytes x ACTIVATION_FACTOR
-  / tp (about that many hidden-sized 16-bit buffers live at once: QKV,
-  attention output, the wider MLP intermediate), plus fp32 logits for
-  maxBatchSize x vocab / tp.
-- Overhead: CUDA context and runtime (2 GiB) plus NCCL buffers (0.35 GB)
-  when the replica spans more than one GPU.
+  / tp, plus fp32 logits for maxBatchSize x vocab / tp.
+- Overhead: CUDA context and runtime (2 GiB) plus NCCL buffers (0.35 GB) when
+  the replica spans more than one GPU.
 
-Usable GPU memory = labelled memory x USABLE_FRACTION (0.9): the rest is
-left for the driver, fragmentation and the error of this estimate.
+Fit (`fit()`): usable = memory x (1 - the product's reserve fraction, 4-7%,
+see inventory.PRODUCTS). TensorRT-LLM gives the KV cache
+kvCacheFreeGpuMemFraction of what is free after weights, activations and
+overhead; vLLM gives weights + activations + KV cache gpu_memory_utilization
+of the TOTAL memory (pass `total_fraction`). A shard fits when that KV
+capacity holds the sized KV cache.
 """
 
 from __future__ import annotations
@@ -35,11 +45,12 @@ from typing import Any
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture
 
 GIB = 1024**3
-USABLE_FRACTION = 0.9
+DEFAULT_RESERVE_FRACTION = 0.05
 CUDA_CONTEXT_BYTES = 2 * GIB
 NCCL_BYTES = 350_000_000
 ACTIVATION_FACTOR = 8
 INT4_SCALE_OVERHEAD = 0.03
+EMBEDDING_BYTES_PER_PARAM = 2  # embeddings and lm_head stay 16-bit in quantized checkpoints
 
 BYTES_PER_PARAM = {
     "bf16": 2.0,
@@ -48,6 +59,7 @@ BYTES_PER_PARAM = {
     "int8_wo": 1.0,
     "int4_awq": 0.5 * (1 + INT4_SCALE_OVERHEAD),
 }
+SIXTEEN_BIT = ("bf16", "fp16")
 
 
 def _value(x: Any) -> str:
@@ -83,12 +95,47 @@ def kv_heads_per_gpu(num_kv_heads: int, tp: int) -> int:
     return max(1, math.ceil(num_kv_heads / tp))
 
 
+def is_mla(arch: ModelArchitecture) -> bool:
+    return arch.kv_lora_rank is not None
+
+
+def is_moe(arch: ModelArchitecture) -> bool:
+    return bool(arch.num_experts)
+
+
+def _kv_bytes_per_token_layer(arch: ModelArchitecture, engine: EngineSpec, tp: int) -> int:
+    if is_mla(arch):
+        return ((arch.kv_lora_rank or 0) + (arch.qk_rope_head_dim or 0)) * kv_bytes_per_element(engine)
+    return 2 * kv_heads_per_gpu(arch.num_key_value_heads, tp) * arch.head_dim * kv_bytes_per_element(engine)
+
+
 def kv_bytes_per_token(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int = 1) -> int:
-    """KV cache bytes per token on the most loaded GPU."""
-    return (
-        2 * stage_layers(arch.num_layers, pp) * kv_heads_per_gpu(arch.num_key_value_heads, tp)
-        * arch.head_dim * kv_bytes_per_element(engine)
-    )
+    """KV cache bytes per token of full-attention context on the most loaded GPU (all stage layers)."""
+    return stage_layers(arch.num_layers, pp) * _kv_bytes_per_token_layer(arch, engine, tp)
+
+
+def _stage_layer_split(arch: ModelArchitecture, pp: int) -> tuple[int, int]:
+    """(full-attention layers, sliding-window layers) on the largest stage (full layers counted generously)."""
+    layers = stage_layers(arch.num_layers, pp)
+    if not arch.sliding_window:
+        return layers, 0
+    windowed = arch.num_layers if arch.sliding_window_layers is None else min(arch.sliding_window_layers, arch.num_layers)
+    full = min(layers, math.ceil((arch.num_layers - windowed) / pp))
+    return full, layers - full
+
+
+def kv_bytes_per_sequence(arch: ModelArchitecture, engine: EngineSpec, tp: int, pp: int, seq_len: int) -> int:
+    """KV bytes of one sequence of seq_len tokens on the most loaded GPU (windows cap windowed layers)."""
+    full, windowed = _stage_layer_split(arch, pp)
+    per_layer = _kv_bytes_per_token_layer(arch, engine, tp)
+    window = min(arch.sliding_window or seq_len, seq_len)
+    return per_layer * (full * seq_len + windowed * window)
+
+
+def sized_sequences(engine: EngineSpec) -> int:
+    """Full-length sequences the KV cache is sized for (the KV sizing knob)."""
+    minimum = getattr(engine, "kv_cache_min_sequences", None)
+    return minimum if minimum else engine.max_batch_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +150,16 @@ class MemoryBreakdown:
     overhead: int
     kv_tokens: int
     kv_dtype: str
+    kv_per_sequence: int = 0
+    sequences: int = 0
 
     @property
     def total(self) -> int:
         return self.weights + self.kv_cache + self.activations + self.overhead
+
+    @property
+    def non_kv(self) -> int:
+        return self.weights + self.activations + self.overhead
 
     def describe(self, usable: int | None = None) -> str:
         text = (
@@ -130,20 +183,34 @@ def fmt_gib(n: int | float) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
+def exact_weights_apply(arch: ModelArchitecture, quantization: Any) -> bool:
+    """weightBytes describes the served weights: the checkpoint is already quantized, or both are 16-bit."""
+    return arch.weight_bytes is not None and (bool(arch.checkpoint_quantization) or _value(quantization) in SIXTEEN_BIT)
+
+
 def weight_bytes_per_gpu(arch: ModelArchitecture, quantization: Any, tp: int, pp: int) -> int:
     embed = arch.vocab_size * arch.hidden_size
-    # Untied embedding + lm_head; clamp for odd explicit architectures.
-    layer_params = max(arch.parameter_count - 2 * embed, 0)
-    extra = 2 * embed if pp == 1 else embed
-    if layer_params == 0:
-        extra = min(extra, arch.parameter_count)
-    params = layer_params * stage_layers(arch.num_layers, pp) / arch.num_layers + extra
-    return math.ceil(params * bytes_per_param(quantization) / tp)
+    matrices = 1 if arch.tie_word_embeddings else 2
+    embed_bytes = embed * EMBEDDING_BYTES_PER_PARAM
+    if exact_weights_apply(arch, quantization):
+        assert arch.weight_bytes is not None
+        layer_bytes = max(arch.weight_bytes - matrices * embed_bytes, 0)
+        if layer_bytes == 0:
+            embed_bytes = arch.weight_bytes // matrices
+    else:
+        layer_params = max(arch.parameter_count - matrices * embed, 0)
+        layer_bytes = layer_params * bytes_per_param(quantization)
+        if layer_params == 0:  # odd explicit architectures: everything is "embedding"
+            embed_bytes = arch.parameter_count * bytes_per_param(quantization) / matrices
+    extra = matrices if pp == 1 else 1
+    stage = layer_bytes * stage_layers(arch.num_layers, pp) / arch.num_layers + extra * embed_bytes
+    return math.ceil(stage / tp)
 
 
 def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int = 1) -> MemoryBreakdown:
     """Memory on the most loaded GPU for this TP x PP shard (see module docstring)."""
-    tokens = engine.max_batch_size * engine.max_seq_len
+    sequences = sized_sequences(engine)
+    per_sequence = kv_bytes_per_sequence(arch, engine, tp, pp, engine.max_seq_len)
     activations = (
         engine.max_num_tokens * arch.hidden_size * 2 * ACTIVATION_FACTOR
         + engine.max_batch_size * arch.vocab_size * 4
@@ -152,16 +219,49 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int =
     return MemoryBreakdown(
         tp=tp, pp=pp,
         weights=weight_bytes_per_gpu(arch, engine.quantization, tp, pp),
-        kv_cache=tokens * kv_bytes_per_token(arch, engine, tp, pp),
+        kv_cache=sequences * per_sequence,
         activations=activations,
         overhead=overhead,
-        kv_tokens=tokens,
+        kv_tokens=sequences * engine.max_seq_len,
         kv_dtype=kv_dtype_name(engine),
+        kv_per_sequence=per_sequence,
+        sequences=sequences,
     )
 
 
-def usable_bytes(gpu_memory_bytes: int) -> int:
-    return int(gpu_memory_bytes * USABLE_FRACTION)
+def usable_bytes(gpu_memory_bytes: int, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> int:
+    return int(gpu_memory_bytes * (1 - reserve_fraction))
+
+
+def total_memory_fraction(engine: EngineSpec) -> float | None:
+    """vLLM's gpu_memory_utilization when the spec has it (a fraction of TOTAL memory), else None."""
+    if _value(engine.backend) != "vllm":
+        return None
+    return float(engine.vllm.gpu_memory_utilization)
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    fits: bool
+    usable: int  # bytes the shard may use on this GPU
+    kv_capacity: int  # KV cache bytes the engine would allocate
+    concurrency: int  # full-length sequences in flight (<= maxBatchSize)
+
+
+def fit(mem: MemoryBreakdown, gpu_memory_bytes: int, engine: EngineSpec,
+        reserve_fraction: float = DEFAULT_RESERVE_FRACTION, total_fraction: float | None = None) -> Fit:
+    """Does the shard fit, how much KV cache the engine gets, and how many full sequences that holds."""
+    if total_fraction is not None:  # vLLM: one budget for everything, the user's fraction is the reserve
+        usable = int(gpu_memory_bytes * total_fraction)
+        capacity = usable - mem.non_kv
+    else:  # TensorRT-LLM: a fraction of what is free after weights
+        usable = usable_bytes(gpu_memory_bytes, reserve_fraction)
+        capacity = int((usable - mem.non_kv) * engine.kv_cache_free_gpu_mem_fraction)
+    capacity = max(capacity, 0)
+    per_seq = max(mem.kv_per_sequence, 1)
+    concurrency = min(engine.max_batch_size, capacity // per_seq)
+    return Fit(fits=mem.non_kv <= usable and capacity >= mem.kv_cache and concurrency >= 1,
+               usable=usable, kv_capacity=capacity, concurrency=concurrency)
 
 
 def unsharded_bytes(arch: ModelArchitecture, engine: EngineSpec) -> int:

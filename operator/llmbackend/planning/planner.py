@@ -1,90 +1,113 @@
-"""Topology-aware TP/PP planning: the shape of one replica, from the GPUs at hand.
+"""Topology-aware TP/PP/EP planning: the shape of one replica, from the GPUs at hand.
 
 `plan()` is pure: it takes the model architecture, engine limits, the user's
 parallelism request and the GPU nodes, and returns a `Plan` (fits or not, with
-a reason and a human explanation). No Kubernetes calls.
+a reason, a roofline estimate and a human explanation). No Kubernetes calls.
 
 Rules (a candidate is tensor parallel `tp` x pipeline parallel `pp` on one GPU
-product):
+product; MoE models add expert parallel `ep` inside the TP group):
 - tp divides the attention heads; tp divides the KV heads, or (tp > KV heads)
   is a multiple of them (KV heads are then replicated); pp <= layers.
-- A pipeline stage is tp GPUs inside one NVLink domain of one node, or, for
-  nodes sharing an `nvidia.com/gpu.clique` (multi-node NVLink, GB200 NVL), tp
-  GPUs over whole trays of one clique (tp a multiple of the tray's GPUs).
-- A replica is pp stages. A domain of D GPUs offers D // tp stage slots and a
-  node offers the sum over its domains (capped by allocatable GPUs). Replicas
-  are uniform: k stages on each of pp / k nodes, k as large as possible
-  (fewest nodes); stages on one node talk over NVLink when they share a
-  domain, else over PCIe (the last resort on PCIe-only servers such as L40S:
-  flagged in the explanation); stages on different nodes talk over the network.
-- Replicas are homogeneous: one GPU product (and memory size) per replica.
+- A pipeline stage is tp GPUs of one node: inside one NVLink domain when one
+  is wide enough, else over PCIe inside the node (allowed with the cost of
+  PCIe all-reduces, and a note: NVIDIA ships TP2/TP4 engines for L4, L40S,
+  A10G and H100 PCIe); or, for nodes sharing an `nvidia.com/gpu.clique`
+  (multi-node NVLink, GB200 NVL), tp GPUs over whole trays of one clique.
+- A replica is pp stages. Replicas are uniform: k stages on each of pp / k
+  nodes, k as large as possible (fewest nodes). One GPU product per replica.
+- EP (MoE): ep divides tp and the routed experts; TensorRT-LLM runs
+  moe_expert_parallel_size = ep x moe_tensor_parallel_size = tp / ep; vLLM's
+  --enable-expert-parallel uses ep = tp. Automatic: the widest ep that divides
+  both. Memory per GPU is the same for every split of tp (each GPU holds 1/tp
+  of the experts); EP trades all-reduces of each expert for token all-to-all.
 - fp8 needs compute capability >= 8.9 (not A100); int8/int4 weight-only run
-  anywhere.
+  anywhere. Without GFD labels the capability comes from the product table.
 - Only nodes that are not cordoned, match the nodeSelector and tolerate all
-  NoSchedule/NoExecute taints count; capacity is allocatable `nvidia.com/gpu`.
-- Memory: `memory.estimate()` of the most loaded GPU must be <= usable memory
-  (90% of the labelled memory), with the full KV budget of maxBatchSize x
-  maxSeqLen tokens.
+  NoSchedule/NoExecute taints count; serving pods always tolerate
+  `nvidia.com/gpu` taints (GKE, AKS), so those do not exclude a node.
+- Memory: `memory.fit()`: the KV cache the engine would get (TensorRT-LLM:
+  kvCacheFreeGpuMemFraction of the memory free after weights; vLLM: the total
+  memory fraction) must hold the sized KV cache (maxBatchSize x maxSeqLen, or
+  kvCacheMinSequences sequences); usable memory = memory less the product's
+  reserve (4-7%) with the fixed runtime overhead charged in the estimate.
 
 Cost model (lower wins, compared in this order):
-1. No pipeline when one NVLink domain can hold the model: plans with pp = 1
-   (TP inside one domain, or over one multi-node NVLink clique) win over any
-   plan with pp > 1, even one with fewer GPUs (published practice: TP8 for
-   Llama-405B fp8 on a DGX H100, not TP1 x PP7).
-2. Among pp = 1 plans, fewest GPUs per replica: nothing that fits one GPU is
-   sharded. Among pp > 1 plans (the model fits no single domain), least
-   communication first (see 3), then the widest TP a stage's domain allows
-   (each stage fills one NVLink domain: TP8 x PP2 on two DGX H100, not
-   TP1 x PP14), then fewest GPUs.
-3. Communication: inside one node's NVLink domain (0) < TP over a multi-node
-   NVLink clique (1) < PP stages within one NVLink domain or clique (2) < PP
-   stages over PCIe within one node (3) < PP across nodes (4); then higher
-   NVLink bandwidth of the product.
-4. Balanced pipeline stages (pp divides the layers) before uneven ones; uneven
-   stages are allowed, and the memory estimate charges the largest stage.
-5. Objective: latency prefers larger tp (fewer stages); throughput prefers
-   smaller tp (more, smaller replicas per node).
-6. More memory headroom (fraction of usable memory left), then product name.
+1. No pipeline when one node's GPUs (or one NVLink clique) can hold the model:
+   plans with pp = 1 win over any plan with pp > 1.
+2. Among pp = 1 plans, the objective, from the roofline (roofline.py):
+   - throughput: most tokens/s per GPU at the achievable concurrency (the
+     fewest GPUs per token/s; with the worst-case KV sizing this is the fewest
+     GPUs, since all-reduces only cost), then fewest GPUs;
+   - latency: per product, start from the throughput plan's TP and widen TP
+     while each step to the next valid TP cuts the time per output token by
+     at least LATENCY_MIN_GAIN (25%), up to LATENCY_TP_FACTOR (2) x that TP
+     (NVIDIA's NIM latency profiles use about twice the throughput TP); then
+     the product with the lowest time per output token, then fewest GPUs.
+   TP over PCIe pays its all-reduces at PCIe speed (and 20 us a hop), so it
+   wins only where the HBM saving outweighs it.
+3. Among pp > 1 plans (the model fits no single node or clique): least
+   communication first (PP stages inside one NVLink domain or clique (3) <
+   PP over PCIe inside one node (4) < PP across nodes (5)), then no stranded
+   GPUs (a TP1 x PP3 on a 4-GPU node loses to an even split), then higher
+   link bandwidth, then the widest TP (each stage fills its domain: TP8 x PP2
+   on two DGX H100, not TP1 x PP14), then fewest GPUs.
+4. Balanced pipeline stages (pp divides the layers) before uneven ones.
+5. More memory headroom, then product name.
 
-Explicit tp/pp are checked with the same rules; when invalid the plan does not
-fit and `reason` names the first rule broken.
+Explicit tp/pp/ep are checked with the same rules and honoured whenever they
+fit memory (TP over PCIe included); when invalid the plan does not fit and
+`reason` names the first rule broken.
 
-Published data points this reproduces with the default engine (maxBatchSize 64,
-maxSeqLen 4096, so a KV budget of 262,144 tokens): Llama-3.1-8B bf16 -> TP1 on
-H100; Llama-3.1-70B bf16 -> TP4 on DGX H100 (TP2 needs ~110 GiB per GPU);
-Llama-3.1-70B fp8 -> TP2 on H100, TP1 on H200; Llama-3.1-405B fp8 -> TP8 on
-DGX H100; Llama-3.1-405B bf16 -> TP8 x PP2 on two DGX H100.
+The published plans this reproduces are listed in the README ("Published
+plans") and tested in tests/unit/test_planner_published.py.
 """
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture, ParallelismSpec
-from .inventory import GPUNode, describe_gpus, domain_kind, node_matches, nvlink_bandwidth_gbps
-from .memory import MemoryBreakdown, estimate, fmt_gib, unsharded_bytes, usable_bytes, _value
+from . import roofline
+from .inventory import (
+    GPU_TOLERATIONS, LABEL_PRODUCT, UNKNOWN_PRODUCT, GPUNode, GPUProduct, describe_gpus, domain_kind, node_matches,
+    product_info,
+)
+from .memory import (
+    Fit, MemoryBreakdown, _value, estimate, fit, fmt_gib, is_moe, total_memory_fraction, unsharded_bytes,
+)
 
 FITS = "Fits"
 NO_GPU_NODES = "NoGPUNodes"
 NO_SCHEDULABLE_GPU_NODES = "NoSchedulableGPUNodes"
+UNKNOWN_GPU_PRODUCT = "UnknownGPUProduct"
 INSUFFICIENT_GPU_MEMORY = "InsufficientGPUMemory"
 INSUFFICIENT_GPUS = "InsufficientGPUs"
 QUANTIZATION_UNSUPPORTED = "QuantizationUnsupported"
 TP_DOES_NOT_DIVIDE_HEADS = "TensorParallelDoesNotDivideHeads"
 TP_INCOMPATIBLE_KV_HEADS = "TensorParallelIncompatibleWithKVHeads"
-TP_EXCEEDS_NVLINK_DOMAIN = "TensorParallelExceedsNVLinkDomain"
+TP_EXCEEDS_NVLINK_DOMAIN = "TensorParallelExceedsNVLinkDomain"  # kept name: TP wider than any node or clique
 PP_EXCEEDS_LAYERS = "PipelineParallelExceedsLayers"
+EP_INVALID = "ExpertParallelInvalid"
 
 FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
 MAX_PARALLEL = 64  # ParallelismSpec bounds tp and pp to 64 each
+LATENCY_MIN_GAIN = 0.25
+LATENCY_TP_FACTOR = 2
+UNLISTED_HBM_GBPS = 1000  # product not in the table but memory labelled: a middling figure, said so
 
+# Communication ranks (lower is better).
+COMM_NVLINK, COMM_CLIQUE, COMM_TP_PCIE, COMM_PP_NVLINK, COMM_PP_PCIE, COMM_PP_NETWORK = range(6)
 _COMM_TEXT = {
-    0: "inside one NVLink domain",
-    1: "tensor parallel over a multi-node NVLink clique",
-    2: "pipeline stages inside one NVLink domain",
-    3: "pipeline stages over PCIe inside one node (no NVLink between them; slower)",
-    4: "pipeline stages across nodes over the network",
+    COMM_NVLINK: "inside one NVLink domain",
+    COMM_CLIQUE: "tensor parallel over a multi-node NVLink clique",
+    COMM_TP_PCIE: "tensor parallel over PCIe inside one node (no NVLink between these GPUs; all-reduces at PCIe speed)",
+    COMM_PP_NVLINK: "pipeline stages inside one NVLink domain",
+    COMM_PP_PCIE: "pipeline stages over PCIe inside one node (no NVLink between them; slower)",
+    COMM_PP_NETWORK: "pipeline stages across nodes over the network",
 }
 
 
@@ -119,6 +142,10 @@ class Plan:
     explicit: bool = False
     objective: str = "latency"
     spans_clique: bool = False
+    expert_parallel: int | None = None
+    estimate: roofline.Estimate | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tp_over_pcie: bool = False
 
     @property
     def stages_per_node(self) -> int:
@@ -126,6 +153,18 @@ class Plan:
         if not self.fits or self.spans_clique:
             return 0
         return self.gpus_per_node // self.tensor_parallel
+
+    def _estimates_json(self) -> dict[str, Any]:
+        e = self.estimate
+        if e is None:
+            return {}
+        return {
+            "timePerOutputTokenMs": round(e.time_per_output_token_ms, 3),
+            "tokensPerSecond": round(e.tokens_per_second, 1),
+            "achievableConcurrency": e.concurrency,
+            "hbmBandwidthGbps": e.hbm_gbps,
+            "interconnect": e.tp_link if self.gpus_per_replica > 1 else "",
+        }
 
     def to_json(self) -> dict[str, Any]:
         """The `llmbackend plan -o json` contract (camelCase)."""
@@ -147,6 +186,11 @@ class Plan:
             "objective": self.objective,
             "explanation": self.explanation,
         }
+        if self.expert_parallel is not None:
+            doc["expertParallel"] = self.expert_parallel
+        doc.update(self._estimates_json())
+        if self.node_selector:
+            doc["nodeSelector"] = dict(self.node_selector)
         if self.breakdown is not None:
             doc["memoryBreakdown"] = self.breakdown.to_json()
         if not self.fits:
@@ -158,11 +202,21 @@ class Plan:
         """Wire form of `status.plan` (PlanStatus) for a plan that fits."""
         from ..api.v1alpha1 import PlanStatus
 
+        extra = self._estimates_json()
         return PlanStatus(
             tensor_parallel=self.tensor_parallel, pipeline_parallel=self.pipeline_parallel,
+            expert_parallel=self.expert_parallel,
             gpus_per_replica=self.gpus_per_replica, nodes_per_replica=self.nodes_per_replica,
             memory_per_gpu_bytes=self.memory_per_gpu_bytes, gpu_product=self.gpu_product,
+            spans_nvlink_clique=(self.nodes_per_replica > 1 and self.spans_clique) or None,
             topology_source=self.topology_source, explanation=self.explanation[:8192],
+            objective=self.objective,
+            time_per_output_token_ms=extra.get("timePerOutputTokenMs"),
+            tokens_per_second=extra.get("tokensPerSecond"),
+            achievable_concurrency=extra.get("achievableConcurrency"),
+            hbm_bandwidth_gbps=extra.get("hbmBandwidthGbps"),
+            interconnect=extra.get("interconnect") or None,
+            node_selector=dict(self.node_selector) or None,
         ).dump()
 
 
@@ -178,22 +232,35 @@ class _Shape:
     names: list[str] = field(default_factory=list)
     sources: set[str] = field(default_factory=set)
 
+    @property
+    def widest_domain(self) -> int:
+        return min(max((len(d) for d in self.domains), default=0), self.gpu_count)
+
     def slots(self, tp: int) -> tuple[int, int]:
-        """(stage slots on the node, most slots inside one domain) for stages of tp GPUs."""
+        """(stage slots on the node, most slots inside one domain) for stages of tp GPUs.
+
+        Stages inside NVLink domains when a domain is wide enough, else TP over
+        PCIe across the node's GPUs (most slots inside one domain is then 0).
+        """
+        if tp > self.widest_domain:
+            return self.gpu_count // tp, 0
         per_domain = [len(d) // tp for d in self.domains]
         return min(sum(per_domain), self.gpu_count // tp), min(max(per_domain, default=0), self.gpu_count // tp)
 
     def domain_for(self, tp: int) -> tuple[int, ...]:
-        return next((d for d in self.domains if len(d) >= tp), ())
+        return next((d for d in self.domains if len(d) >= tp), tuple(range(min(tp, self.gpu_count))))
 
 
 @dataclass(slots=True)
 class _Group:
-    """Eligible nodes of one GPU product and memory size."""
+    """Eligible nodes of one GPU product, memory size and product label."""
 
     product: str
     memory_bytes: int
     compute_capability: tuple[int, int]
+    info: GPUProduct
+    selector: tuple[str, str]
+    listed: bool = True  # the product is in inventory.PRODUCTS
     shapes: dict[tuple, _Shape] = field(default_factory=dict)
     # clique id -> gpus per tray -> node names (trays of one clique, for TP over trays)
     cliques: dict[str, dict[int, list[str]]] = field(default_factory=dict)
@@ -201,11 +268,11 @@ class _Group:
 
     @property
     def bandwidth(self) -> int:
-        return nvlink_bandwidth_gbps(self.product)
+        return self.info.nvlink_gbps or self.info.pcie_gbps
 
     @property
     def largest_local_domain(self) -> int:
-        return max((min(max(len(d) for d in s.domains), s.gpu_count) for s in self.shapes.values() if s.domains), default=0)
+        return max((s.widest_domain for s in self.shapes.values() if s.domains), default=0)
 
     @property
     def largest_domain(self) -> int:
@@ -213,35 +280,101 @@ class _Group:
         return max(self.largest_local_domain, clique)
 
     @property
+    def largest_node(self) -> int:
+        return max((s.gpu_count for s in self.shapes.values()), default=0)
+
+    @property
+    def largest_tp(self) -> int:
+        """Widest TP any placement allows: a whole node (NVLink or PCIe) or a clique."""
+        return max(self.largest_domain, self.largest_node)
+
+    @property
     def total_gpus(self) -> int:
         return sum(s.gpu_count * len(s.names) for s in self.shapes.values())
 
 
-def _eligible_groups(nodes: Iterable[GPUNode], node_selector, tolerations) -> tuple[list[_Group], int]:
-    """Group eligible nodes by product; also return how many GPU nodes were seen."""
+def _group_info(node: GPUNode) -> tuple[GPUProduct, bool]:
+    info = product_info(node.product)
+    if info is not UNKNOWN_PRODUCT:
+        return info, True
+    # Labelled product missing from the table: plan on its labels, with a middling bandwidth (said so).
+    return GPUProduct(node.product, node.memory_bytes // (1024 * 1024), node.compute_capability, UNLISTED_HBM_GBPS,
+                      0, 0, "none", 4, 0.05), False
+
+
+# Grouping 5,000 nodes is most of a plan's time, and the operator plans many backends against the same
+# snapshot: the last few groupings are kept, keyed by the nodes' identities (GPUNodes are immutable; the
+# inventory replaces a node's object when it changes) and the scheduling constraints. Entries hold the node
+# list, so the identities cannot be reused while cached.
+_GROUP_CACHE: OrderedDict[tuple, tuple[tuple[GPUNode, ...], tuple[list[_Group], int, list[str]]]] = OrderedDict()
+_GROUP_CACHE_SIZE = 4
+_GROUP_CACHE_LOCK = threading.Lock()
+
+
+def clear_cache() -> None:
+    with _GROUP_CACHE_LOCK:
+        _GROUP_CACHE.clear()
+
+
+def _eligible_groups(nodes: Iterable[GPUNode], node_selector, tolerations) -> tuple[list[_Group], int, list[str]]:
+    """Group eligible nodes by product; also how many GPU nodes were seen and the eligible ones of unknown product."""
+    listed = tuple(nodes)  # a snapshot: the cache keeps these objects (and so their ids) alive
     tolerations = list(tolerations or [])
-    groups: dict[tuple, _Group] = {}
+    key = (tuple(map(id, listed)), json.dumps([node_selector or {}, tolerations], sort_keys=True, default=str))
+    with _GROUP_CACHE_LOCK:
+        hit = _GROUP_CACHE.get(key)
+        if hit is not None:
+            _GROUP_CACHE.move_to_end(key)
+            return hit[1]
+    result = _group_nodes(listed, node_selector, tolerations + list(GPU_TOLERATIONS))
+    with _GROUP_CACHE_LOCK:
+        _GROUP_CACHE[key] = (listed, result)
+        while len(_GROUP_CACHE) > _GROUP_CACHE_SIZE:
+            _GROUP_CACHE.popitem(last=False)
+    return result
+
+
+def _group_nodes(nodes: Sequence[GPUNode], node_selector, tolerations) -> tuple[list[_Group], int, list[str]]:
     seen = 0
+    unknown: list[str] = []
+    # The hot loop of a plan (5,000 nodes): cheap checks first (node_matches only when something can exclude),
+    # then one bucket per identical layout; domains are interned by the inventory, so identity is a cheap key.
+    buckets: dict[tuple, list[str]] = {}
+    firsts: dict[tuple, GPUNode] = {}
     for node in nodes:
         if node.gpu_count <= 0:
             continue
         seen += 1
-        if not node_matches(node, node_selector, tolerations):
+        if node.cordoned or ((node_selector or node.taints) and not node_matches(node, node_selector, tolerations)):
             continue
-        key = (node.product, node.memory_bytes)
-        group = groups.get(key)
+        if node.memory_bytes <= 0 or not node.product:
+            unknown.append(node.name)
+            continue
+        key = (node.product, node.memory_bytes, node.product_label, node.gpu_count, id(node.nvlink_domains),
+               node.topology_source, node.clique)
+        names = buckets.get(key)
+        if names is None:
+            names = buckets[key] = []
+            firsts[key] = node
+        names.append(node.name)
+    groups: dict[tuple, _Group] = {}
+    for key, names in buckets.items():
+        node = firsts[key]
+        gkey = key[:3]
+        group = groups.get(gkey)
         if group is None:
-            group = groups[key] = _Group(node.product, node.memory_bytes, node.compute_capability)
-        shape_key = (node.gpu_count, node.nvlink_domains)
-        shape = group.shapes.get(shape_key)
+            info, listed = _group_info(node)
+            selector = node.product_label if node.product_label[0] else (LABEL_PRODUCT, node.product)
+            group = groups[gkey] = _Group(node.product, node.memory_bytes, node.compute_capability, info, selector, listed)
+        shape = group.shapes.get(key[3:5])
         if shape is None:
-            shape = group.shapes[shape_key] = _Shape(node.gpu_count, node.nvlink_domains)
-        shape.names.append(node.name)
+            shape = group.shapes[key[3:5]] = _Shape(node.gpu_count, node.nvlink_domains)
+        shape.names.extend(names)
         shape.sources.add(node.topology_source)
         if node.clique:
-            group.cliques.setdefault(node.clique, {}).setdefault(node.gpu_count, []).append(node.name)
+            group.cliques.setdefault(node.clique, {}).setdefault(node.gpu_count, []).extend(names)
             group.clique_sources.add(node.topology_source)
-    return sorted(groups.values(), key=lambda g: (g.product, g.memory_bytes)), seen
+    return sorted(groups.values(), key=lambda g: (g.product, g.memory_bytes, g.selector)), seen, unknown
 
 
 # ---- placement ----
@@ -256,6 +389,8 @@ class _Placement:
     domain: str
     source: str
     spans_clique: bool = False
+    stranded: int = 0  # GPUs of a used node that no replica of this shape can use
+    tp_over_pcie: bool = False
 
 
 def _divisors_desc(n: int) -> list[int]:
@@ -294,23 +429,26 @@ def _place_local(group: _Group, tp: int, pp: int) -> _Placement | None:
             names.extend(shape.names[: need - len(names)])
         shape = chosen[0][2]
         dom = shape.domain_for(tp)
-        kind = domain_kind(len(dom), group.product)
+        pcie_tp = tp > 1 and chosen[0][1] == 0
+        kind = "PCIe, no NVLink between them" if pcie_tp else domain_kind(len(dom), group.product)
         if pp == 1:
-            rank = 0
+            rank = COMM_TP_PCIE if pcie_tp else COMM_NVLINK
             desc = f"{names[0]} GPUs {describe_gpus(dom)} ({kind})"
         elif need == 1:
-            rank = 2 if chosen[0][1] >= pp else 3
-            if rank == 2:
+            rank = COMM_PP_NVLINK if chosen[0][1] >= pp else COMM_PP_PCIE
+            if rank == COMM_PP_NVLINK:
                 desc = f"{names[0]} GPUs {describe_gpus(dom)} ({kind}), {pp} stages of {tp} GPUs"
             else:
                 desc = (f"{names[0]}: {pp} stages of {tp} GPUs in separate domains "
                         f"({kind} inside a stage, PCIe between stages)")
         else:
-            rank = 4
+            rank = COMM_PP_NETWORK
             desc = (f"{', '.join(names)}: {k} stage(s) of {tp} GPUs per node, each in a domain like "
                     f"GPUs {describe_gpus(dom)} ({kind}); stages across nodes over the network")
+        stranded = min(r[2].gpu_count % (k * tp) for r in chosen)
         sources: set[str] = set().union(*(r[2].sources for r in chosen))
-        return _Placement(need, k * tp, rank, tuple(names), desc, _source(sources))
+        return _Placement(need, k * tp, rank, tuple(names), desc, _source(sources), stranded=stranded,
+                          tp_over_pcie=pcie_tp)
     return None
 
 
@@ -331,7 +469,7 @@ def _place_clique(group: _Group, tp: int, pp: int) -> _Placement | None:
     per_stage = tp // gpus
     if slots >= pp:
         used = names[: pp * per_stage]
-        rank = 1 if pp == 1 else 2
+        rank = COMM_CLIQUE if pp == 1 else COMM_PP_NVLINK
         desc = f"clique {clique}: {', '.join(used)} (multi-node NVLink, {tp} GPUs per stage)"
         return _Placement(pp * per_stage, gpus, rank, tuple(used), desc, _source(group.clique_sources), True)
     # Stages in different cliques: PP over the network.
@@ -347,7 +485,7 @@ def _place_clique(group: _Group, tp: int, pp: int) -> _Placement | None:
         if not left:
             break
     desc = f"{', '.join(used)}: stages over NVLink cliques, across cliques over the network"
-    return _Placement(pp * per_stage, gpus, 4, tuple(used), desc, _source(group.clique_sources), True)
+    return _Placement(pp * per_stage, gpus, COMM_PP_NETWORK, tuple(used), desc, _source(group.clique_sources), True)
 
 
 def _place(group: _Group, tp: int, pp: int) -> _Placement | None:
@@ -389,18 +527,53 @@ def quantization_supported(quantization: Any, compute_capability: tuple[int, int
     return True
 
 
+def valid_expert_parallel(arch: ModelArchitecture, engine: EngineSpec, tp: int) -> list[int]:
+    """EP sizes the engine accepts for this TP (empty list: dense model)."""
+    experts = arch.num_experts or 0
+    if not experts:
+        return []
+    if _value(engine.backend) == "vllm":  # --enable-expert-parallel: EP spans the TP group
+        return [1] + ([tp] if tp > 1 and experts % tp == 0 else [])
+    return [ep for ep in range(1, tp + 1) if tp % ep == 0 and experts % ep == 0]
+
+
 # ---- search ----
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Candidate:
-    key: tuple
     group: _Group
     tp: int
     pp: int
+    ep: int | None
     mem: MemoryBreakdown
-    usable: int
+    fit: Fit
     placement: _Placement
+    est: roofline.Estimate
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def per_gpu(self) -> float:
+        return self.est.tokens_per_second / self.gpus
+
+    @property
+    def headroom(self) -> float:
+        return (self.fit.usable - self.mem.total) / self.fit.usable
+
+    def pipeline_key(self, arch: ModelArchitecture) -> tuple:
+        p = self.placement
+        return (p.comm_rank, p.stranded > 0, -self.group.bandwidth, -self.tp, self.gpus,
+                arch.num_layers % self.pp != 0, -self.headroom, self.group.product)
+
+    def throughput_key(self) -> tuple:
+        return (-round(self.per_gpu, 1), self.gpus, self.placement.comm_rank, -self.headroom, self.group.product)
+
+    def latency_key(self) -> tuple:
+        return (round(self.est.time_per_output_token_ms, 3), self.gpus, self.placement.comm_rank, -self.headroom,
+                self.group.product)
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,10 +588,13 @@ class _Rejection:
 class _Search:
     """One planning run: memory estimates are cached per (tp, pp) across products."""
 
-    def __init__(self, arch: ModelArchitecture, engine: EngineSpec, objective: str) -> None:
-        self.arch, self.engine, self.objective = arch, engine, objective
+    def __init__(self, arch: ModelArchitecture, engine: EngineSpec, objective: str, ep: int | None = None) -> None:
+        self.arch, self.engine, self.objective, self.explicit_ep = arch, engine, objective, ep
+        self.total_fraction = total_memory_fraction(engine)
         self._mem: dict[tuple[int, int], MemoryBreakdown] = {}
+        self._fit: dict[tuple, Fit] = {}
         self.rejections: list[_Rejection] = []
+        self.notes: list[str] = []
 
     def mem(self, tp: int, pp: int) -> MemoryBreakdown:
         m = self._mem.get((tp, pp))
@@ -426,49 +602,138 @@ class _Search:
             m = self._mem[(tp, pp)] = estimate(self.arch, self.engine, tp, pp)
         return m
 
-    def candidate(self, group: _Group, tp: int, pp: int, placement: _Placement) -> _Candidate:
+    def fit(self, group: _Group, tp: int, pp: int) -> Fit:
+        key = (group.memory_bytes, group.info.reserve_fraction, tp, pp)
+        f = self._fit.get(key)
+        if f is None:
+            f = self._fit[key] = fit(self.mem(tp, pp), group.memory_bytes, self.engine, group.info.reserve_fraction,
+                                     self.total_fraction)
+        return f
+
+    def ep_for(self, tp: int) -> int | None | bool:
+        """EP for this TP: None for dense models, False when the explicit EP does not suit this TP."""
+        options = valid_expert_parallel(self.arch, self.engine, tp)
+        if not options:
+            return None if not self.explicit_ep or self.explicit_ep == 1 else False
+        if self.explicit_ep is not None:
+            return self.explicit_ep if self.explicit_ep in options else False
+        return max(options)
+
+    def candidate(self, group: _Group, tp: int, pp: int, placement: _Placement, ep: int | None) -> _Candidate:
         mem = self.mem(tp, pp)
-        usable = usable_bytes(group.memory_bytes)
-        gpus = tp * pp
-        links = -group.bandwidth if (tp > 1 or pp > 1) else 0
-        rest = (
-            self.arch.num_layers % pp != 0,
-            -tp if self.objective == "latency" else tp,
-            -(usable - mem.total) / usable,
-            group.product,
-        )
-        if pp == 1:
-            key = (0, gpus, placement.comm_rank, links) + rest
+        f = self.fit(group, tp, pp)
+        if placement.spans_clique:
+            link = roofline.tp_link(group.info, roofline.LINK_CLIQUE)
+        elif placement.tp_over_pcie:
+            link = roofline.tp_link(group.info, roofline.LINK_PCIE)
         else:
-            key = (1, placement.comm_rank, links, -tp, gpus) + rest
-        return _Candidate(key, group, tp, pp, mem, usable, placement)
+            link = roofline.tp_link(group.info, roofline.LINK_NVLINK)
+        stage = None
+        if pp > 1:
+            stage = {COMM_PP_NVLINK: roofline.tp_link(group.info, roofline.LINK_CLIQUE if placement.spans_clique
+                                                      else roofline.LINK_NVLINK),
+                     COMM_PP_PCIE: roofline.tp_link(group.info, roofline.LINK_PCIE)}.get(
+                placement.comm_rank, roofline.network_link())
+        est = roofline.estimate(self.arch, self.engine, group.info, tp, pp, link, stage, f.concurrency)
+        return _Candidate(group, tp, pp, ep, mem, f, placement, est)
 
     def best_for_tp(self, group: _Group, tp: int, max_pp: int) -> _Candidate | None:
         """Smallest pp (fewest GPUs) that fits memory and can be placed."""
-        usable = usable_bytes(group.memory_bytes)
+        ep = self.ep_for(tp)
+        if ep is False:
+            return None
         slots = _stage_slots(group, tp)
         if slots == 0:
             self.rejections.append(_Rejection(tp, tp, 1, group.product,
-                                              f"no NVLink domain of {tp} GPUs (largest {group.largest_domain})"))
+                                              f"no node or NVLink clique with {tp} GPUs (largest {group.largest_tp})"))
             return None
         top = min(max_pp, slots)
-        if self.mem(tp, top).total > usable:
+        if not self.fit(group, tp, top).fits:
             # Even the deepest pipeline the nodes allow does not fit: report PP1.
-            need = self.mem(tp, 1).total
-            self.rejections.append(_Rejection(tp, tp, 1, group.product,
-                                              f"needs {fmt_gib(need)} per GPU > {fmt_gib(usable)} usable"))
+            f = self.fit(group, tp, 1)
+            self.rejections.append(_Rejection(tp, tp, 1, group.product, _short_need(self.mem(tp, 1), f)))
             return None
-        for pp in range(1, top + 1):
-            m = self.mem(tp, pp)
-            if m.total > usable:
-                if pp == 1:
-                    self.rejections.append(_Rejection(tp, tp, 1, group.product,
-                                                      f"needs {fmt_gib(m.total)} per GPU > {fmt_gib(usable)} usable"))
+        if not self.fit(group, tp, 1).fits:
+            self.rejections.append(_Rejection(tp, tp, 1, group.product, _short_need(self.mem(tp, 1), self.fit(group, tp, 1))))
+        # Memory per GPU never grows with pp: bisect for the shallowest pipeline that fits, then place from there.
+        lo, hi = 1, top
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fit(group, tp, mid).fits:
+                hi = mid
+            else:
+                lo = mid + 1
+        first: tuple[int, _Placement] | None = None
+        for pp in range(lo, top + 1):
+            if not self.fit(group, tp, pp).fits:
                 continue
             placement = _place(group, tp, pp)
-            if placement is not None:
-                return self.candidate(group, tp, pp, placement)
+            if placement is None:
+                continue
+            if first is None:
+                first = (pp, placement)
+            # An odd pipeline that strands GPUs of its node(s) gives way to a deeper even split on as many nodes.
+            if placement.stranded == 0 or pp == 1:
+                if placement.nodes_per_replica <= first[1].nodes_per_replica:
+                    return self.candidate(group, tp, pp, placement, ep or None)
+                break
+        if first is not None:
+            return self.candidate(group, tp, first[0], first[1], ep or None)
         return None
+
+    def latency_pick(self, group_cands: list[_Candidate]) -> _Candidate:
+        """Widen TP from the throughput plan while each step cuts time per token by LATENCY_MIN_GAIN."""
+        ordered = sorted(group_cands, key=lambda c: c.tp)
+        base = min(ordered, key=lambda c: c.throughput_key())
+        current = base
+        for nxt in ordered:
+            if nxt.tp <= current.tp:
+                continue
+            if nxt.tp > LATENCY_TP_FACTOR * base.tp:
+                self.notes.append(f"Latency: stops at TP{current.tp}, at most {LATENCY_TP_FACTOR} x the throughput plan's "
+                                  f"TP{base.tp} (NVIDIA's latency profiles use about twice the throughput TP).")
+                break
+            before, after = current.est.time_per_output_token_ms, nxt.est.time_per_output_token_ms
+            gain = 1 - after / before
+            if gain < LATENCY_MIN_GAIN:
+                self.notes.append(f"Latency: TP{nxt.tp} on {nxt.group.product} would cut time per token only "
+                                  f"{before:.2f} -> {after:.2f} ms ({gain:.0%} < {LATENCY_MIN_GAIN:.0%}): stays TP{current.tp}.")
+                break
+            self.notes.append(f"Latency: TP{current.tp} -> TP{nxt.tp} on {nxt.group.product} cuts time per token "
+                              f"{before:.2f} -> {after:.2f} ms ({gain:.0%}).")
+            current = nxt
+        return current
+
+
+def _short_need(mem: MemoryBreakdown, f: Fit) -> str:
+    return (f"needs {fmt_gib(mem.non_kv)} + KV {fmt_gib(mem.kv_cache)} per GPU; "
+            f"{fmt_gib(f.usable)} usable leaves KV room for {fmt_gib(f.kv_capacity)}")
+
+
+def _choose(search: _Search, candidates: list[_Candidate]) -> tuple[_Candidate, list[_Candidate]]:
+    pp1 = [c for c in candidates if c.pp == 1]
+    if not pp1:
+        ranked = sorted(candidates, key=lambda c: c.pipeline_key(search.arch))
+        return ranked[0], ranked[1:]
+    if search.objective == "throughput":
+        ranked = sorted(pp1, key=lambda c: c.throughput_key())
+        return ranked[0], ranked[1:]
+    by_group: dict[int, list[_Candidate]] = {}
+    for c in pp1:
+        by_group.setdefault(id(c.group), []).append(c)
+    notes_before = len(search.notes)
+    picks = []
+    for cands in by_group.values():
+        mark = len(search.notes)
+        pick = search.latency_pick(cands)
+        picks.append((pick, search.notes[mark:]))
+    picks.sort(key=lambda pn: pn[0].latency_key())
+    best, notes = picks[0]
+    del search.notes[notes_before:]
+    search.notes.extend(notes)
+    # The runner-up worth naming for latency is the throughput shape it widened from.
+    others = sorted((c for c in pp1 if c is not best), key=lambda c: c.throughput_key())
+    return best, others
 
 
 def plan(
@@ -479,26 +744,31 @@ def plan(
     node_selector: Mapping[str, str] | None = None,
     tolerations: Iterable[Any] | None = None,
 ) -> Plan:
-    """Plan one replica's TP x PP shape on the given nodes (see module docstring)."""
+    """Plan one replica's TP x PP (x EP) shape on the given nodes (see module docstring)."""
     parallelism = parallelism or ParallelismSpec()
     objective = _value(parallelism.objective)
-    groups, seen = _eligible_groups(nodes, node_selector, tolerations)
-    search = _Search(arch, engine, objective)
+    groups, seen, unknown = _eligible_groups(nodes, node_selector, tolerations)
+    search = _Search(arch, engine, objective, parallelism.expert_parallel)
     explicit = parallelism.tensor_parallel is not None
     base = dict(objective=objective, explicit=explicit, required_memory_bytes=unsharded_bytes(arch, engine),
                 largest_domain_gpus=max((g.largest_domain for g in groups), default=0))
+    if unknown:
+        search.notes.append(_unknown_text(unknown))
     if explicit:
-        return _plan_explicit(search, parallelism, groups, seen, base)
+        return _plan_explicit(search, parallelism, groups, seen, unknown, base)
 
     if not groups:
-        return _no_nodes(seen, base, 0, 0)
+        return _no_nodes(seen, unknown, base, 0, 0)
     usable_groups = [g for g in groups if quantization_supported(engine.quantization, g.compute_capability)]
     if not usable_groups:
         return _unsupported_quantization(engine, groups, base, 0, 0)
+    if parallelism.expert_parallel and parallelism.expert_parallel > 1 and not is_moe(arch):
+        return _fail(EP_INVALID, f"expertParallel {parallelism.expert_parallel} is set but the model has no "
+                     "experts (numExperts).", base, 0, 0)
     max_pp = min(arch.num_layers, MAX_PARALLEL)
     candidates: list[_Candidate] = []
     for group in usable_groups:
-        for tp in valid_tensor_parallel(arch, limit=group.largest_domain):
+        for tp in valid_tensor_parallel(arch, limit=group.largest_tp):
             cand = search.best_for_tp(group, tp, max_pp)
             if cand is not None:
                 candidates.append(cand)
@@ -507,14 +777,15 @@ def plan(
             search.rejections.append(_Rejection(0, 0, 0, group.product, _quant_text(engine, group)))
     if not candidates:
         return _insufficient(search, usable_groups, base, 0, 0)
-    candidates.sort(key=lambda c: c.key)
-    return _fitting_plan(search, candidates[0], candidates[1:], base)
+    best, others = _choose(search, candidates)
+    return _fitting_plan(search, best, others, base)
 
 
-def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[_Group], seen: int, base: dict) -> Plan:
+def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[_Group], seen: int, unknown: list[str],
+                   base: dict) -> Plan:
     arch, engine = search.arch, search.engine
     tp, pp = par.tensor_parallel or 1, par.pipeline_parallel or 1
-    label = f"Explicit TP{tp} x PP{pp}"
+    label = f"Explicit TP{tp} x PP{pp}" + (f" x EP{par.expert_parallel}" if par.expert_parallel else "")
     violation = tp_rule_violation(arch, tp)
     if violation == TP_DOES_NOT_DIVIDE_HEADS:
         return _fail(violation, f"{label}: tensor parallel {tp} does not divide the "
@@ -524,31 +795,39 @@ def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[_Group], 
                      f"{arch.num_key_value_heads} KV heads.", base, tp, pp)
     if pp > arch.num_layers:
         return _fail(PP_EXCEEDS_LAYERS, f"{label}: {pp} pipeline stages for {arch.num_layers} layers.", base, tp, pp)
+    ep = search.ep_for(tp)
+    if ep is False:
+        options = valid_expert_parallel(arch, engine, tp)
+        allowed = ", ".join(str(o) for o in options) if options else "none (dense model)"
+        return _fail(EP_INVALID, f"{label}: expert parallel {par.expert_parallel} must divide tensor parallel {tp} "
+                     f"and the {arch.num_experts or 0} experts ({_value(engine.backend)} accepts: {allowed}).",
+                     base, tp, pp)
     if not groups:
-        return _no_nodes(seen, base, tp, pp)
+        return _no_nodes(seen, unknown, base, tp, pp)
     usable_groups = [g for g in groups if quantization_supported(engine.quantization, g.compute_capability)]
     if not usable_groups:
         return _unsupported_quantization(engine, groups, base, tp, pp)
-    wide = [g for g in usable_groups if g.largest_domain >= tp]
+    wide = [g for g in usable_groups if g.largest_tp >= tp]
     if not wide:
-        largest = max(g.largest_domain for g in usable_groups)
-        return _fail(TP_EXCEEDS_NVLINK_DOMAIN, f"{label}: tensor parallel {tp} is larger than every NVLink domain "
-                     f"(largest: {largest} GPUs); TP must stay inside one NVLink domain.", base, tp, pp)
+        largest = max(g.largest_tp for g in usable_groups)
+        return _fail(TP_EXCEEDS_NVLINK_DOMAIN, f"{label}: tensor parallel {tp} is larger than every node and NVLink "
+                     f"clique (largest: {largest} GPUs); TP stays inside one node (NVLink, or PCIe at a cost) "
+                     "or one multi-node NVLink clique.", base, tp, pp)
     mem = search.mem(tp, pp)
-    roomy = [g for g in wide if mem.total <= usable_bytes(g.memory_bytes)]
+    roomy = [g for g in wide if search.fit(g, tp, pp).fits]
     if not roomy:
         best = max(wide, key=lambda g: g.memory_bytes)
-        usable = usable_bytes(best.memory_bytes)
-        return _fail(INSUFFICIENT_GPU_MEMORY, f"{label}: needs {fmt_gib(mem.total)} per GPU, "
-                     f"{best.product} has {fmt_gib(usable)} usable.\nMemory per GPU: {mem.describe(usable)}.",
-                     base, tp, pp, memory=mem.total, breakdown=mem)
-    placed = [search.candidate(g, tp, pp, p) for g in roomy if (p := _place(g, tp, pp)) is not None]
+        f = search.fit(best, tp, pp)
+        return _fail(INSUFFICIENT_GPU_MEMORY, f"{label}: {_short_need(mem, f)} on {best.product}.\n"
+                     f"Memory per GPU: {mem.describe(f.usable)}.", base, tp, pp, memory=mem.total, breakdown=mem)
+    placed = [search.candidate(g, tp, pp, p, ep or None) for g in roomy if (p := _place(g, tp, pp)) is not None]
     if not placed:
         slots = max(_stage_slots(g, tp) for g in roomy)
-        return _fail(INSUFFICIENT_GPUS, f"{label}: needs {pp} stages of {tp} GPUs (each inside one NVLink "
-                     f"domain); the eligible nodes offer {slots} such stage(s).", base, tp, pp,
+        return _fail(INSUFFICIENT_GPUS, f"{label}: needs {pp} stages of {tp} GPUs (each inside one node or NVLink "
+                     f"clique); the eligible nodes offer {slots} such stage(s).", base, tp, pp,
                      memory=mem.total, breakdown=mem)
-    placed.sort(key=lambda c: c.key)
+    key = (lambda c: c.throughput_key()) if search.objective == "throughput" else (lambda c: c.latency_key())
+    placed.sort(key=lambda c: (c.placement.comm_rank,) + key(c))
     return _fitting_plan(search, placed[0], placed[1:], base)
 
 
@@ -561,9 +840,18 @@ def _fail(reason: str, text: str, base: dict, tp: int, pp: int, memory: int = 0,
                 memory_per_gpu_bytes=memory, breakdown=breakdown, **base)
 
 
-def _no_nodes(seen: int, base: dict, tp: int, pp: int) -> Plan:
+def _unknown_text(names: list[str]) -> str:
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"Not used: {shown}: has GPUs of an unknown product (no {LABEL_PRODUCT}, no known "
+            "cloud.google.com/gke-accelerator, karpenter.k8s.aws/instance-gpu-name or node.kubernetes.io/instance-type "
+            "label): install GPU Feature Discovery or set nvidia.com/gpu.product and nvidia.com/gpu.memory labels.")
+
+
+def _no_nodes(seen: int, unknown: list[str], base: dict, tp: int, pp: int) -> Plan:
     if seen == 0:
         return _fail(NO_GPU_NODES, "No nodes with allocatable nvidia.com/gpu.", base, tp, pp)
+    if unknown:
+        return _fail(UNKNOWN_GPU_PRODUCT, _unknown_text(unknown), base, tp, pp)
     return _fail(NO_SCHEDULABLE_GPU_NODES, f"None of the {seen} GPU nodes is eligible: cordoned, not matching "
                  "the nodeSelector, or tainted without a matching toleration.", base, tp, pp)
 
@@ -581,60 +869,91 @@ def _unsupported_quantization(engine: EngineSpec, groups: list[_Group], base: di
 
 
 def _insufficient(search: _Search, groups: list[_Group], base: dict, tp: int, pp: int) -> Plan:
-    """Nothing fits: explain with the widest domain and what it would need."""
+    """Nothing fits: explain with the widest placement and what it would need."""
     arch = search.arch
-    group = max(groups, key=lambda g: (g.largest_domain * g.memory_bytes, g.product))
-    widest = max(valid_tensor_parallel(arch, limit=max(group.largest_domain, 1)), default=1)
-    usable = usable_bytes(group.memory_bytes)
+    group = max(groups, key=lambda g: (g.largest_tp * g.memory_bytes, g.product))
+    widest = max(valid_tensor_parallel(arch, limit=max(group.largest_tp, 1)), default=1)
     mem = search.mem(widest, 1)
+    f = search.fit(group, widest, 1)
     slots = _stage_slots(group, widest)
     need_pp = next((p for p in range(1, min(arch.num_layers, MAX_PARALLEL) + 1)
-                    if search.mem(widest, p).total <= usable), None)
+                    if search.fit(group, widest, p).fits), None)
     lines = [
         f"No plan fits: the model needs {fmt_gib(base['required_memory_bytes'])} per replica unsharded.",
-        f"Largest NVLink domain: {base['largest_domain_gpus']} GPUs ({group.product}, "
-        f"{fmt_gib(usable)} usable per GPU).",
-        f"At TP{widest} x PP1: {mem.describe(usable)}.",
+        f"Widest TP: {group.largest_tp} GPUs ({group.product}, {fmt_gib(f.usable)} usable per GPU = "
+        f"{100 - round(100 * group.info.reserve_fraction)}% of {fmt_gib(group.memory_bytes)}).",
+        f"At TP{widest} x PP1: {mem.describe(f.usable)}; the KV cache would get {fmt_gib(f.kv_capacity)}.",
     ]
     if need_pp is None:
         lines.append(f"Even {min(arch.num_layers, MAX_PARALLEL)} pipeline stages of TP{widest} would not fit.")
     else:
         lines.append(f"TP{widest} x PP{need_pp} would fit memory but needs {need_pp} stages of {widest} GPUs; "
                      f"the eligible nodes offer {slots}.")
-    lines.append("Reduce maxBatchSize/maxSeqLen, quantize (fp8, int4_awq) or add GPUs.")
+    lines.append("Reduce maxBatchSize/maxSeqLen (or set kvCacheMinSequences), quantize (fp8, int4_awq) or add GPUs.")
+    lines.extend(n for n in search.notes if n.startswith("Not used"))
     return _fail(INSUFFICIENT_GPU_MEMORY, "\n".join(lines), base, tp, pp, memory=mem.total, breakdown=mem)
+
+
+def _memory_line(search: _Search, best: _Candidate) -> str:
+    g, f, m = best.group, best.fit, best.mem
+    if search.total_fraction is not None:
+        budget = f"gpu_memory_utilization {search.total_fraction:g} of {fmt_gib(g.memory_bytes)}"
+    else:
+        budget = (f"{100 - round(100 * g.info.reserve_fraction)}% of {fmt_gib(g.memory_bytes)}; the KV cache gets "
+                  f"kvCacheFreeGpuMemFraction {search.engine.kv_cache_free_gpu_mem_fraction:g} of the rest")
+    sized = ("worst case maxBatchSize x maxSeqLen" if not getattr(search.engine, "kv_cache_min_sequences", None)
+             else f"kvCacheMinSequences {m.sequences} x maxSeqLen")
+    return (f"Memory per GPU: {m.describe(f.usable)} ({int(100 * m.total / f.usable)}% of usable = {budget}); "
+            f"KV sized for {sized}; the engine's KV cache ({fmt_gib(f.kv_capacity)}) holds {f.concurrency} "
+            f"full-length sequences at once (maxBatchSize {search.engine.max_batch_size}).")
 
 
 def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], base: dict) -> Plan:
     p = best.placement
-    gpus = best.tp * best.pp
+    gpus = best.gpus
+    shape = f"TP{best.tp} x PP{best.pp}" + (f" x EP{best.ep}" if best.ep else "")
     lines = [
-        f"Plan: TP{best.tp} x PP{best.pp} = {gpus} GPU(s) per replica on {p.nodes_per_replica} node(s) "
+        f"Plan: {shape} = {gpus} GPU(s) per replica on {p.nodes_per_replica} node(s) "
         f"of {best.group.product}, {_COMM_TEXT[p.comm_rank]}; objective {search.objective}"
         + (" (explicit)." if base["explicit"] else "."),
-        f"Memory per GPU: {best.mem.describe(best.usable)} "
-        f"({int(100 * best.mem.total / best.usable)}% of usable = 90% of {fmt_gib(best.group.memory_bytes)}).",
+        "Estimate (roofline): " + best.est.describe(gpus) + ".",
+        _memory_line(search, best),
         f"Domain: {p.domain}; topology from {p.source}.",
     ]
-    rejected = [r for r in search.rejections if r.gpus and r.gpus < gpus]
+    if best.ep:
+        moe_tp = best.tp // best.ep
+        lines.append(f"Experts: {search.arch.num_experts} routed experts over EP{best.ep} "
+                     f"({search.arch.num_experts // best.ep} per EP rank), each expert split over TP{moe_tp} "
+                     f"(moe_expert_parallel_size {best.ep} x moe_tensor_parallel_size {moe_tp} = TP{best.tp}).")
+    lines.extend(n for n in search.notes if n.startswith("Latency"))
+    rejected = [r for r in search.rejections if r.gpus and r.gpus < gpus and r.product == best.group.product]
     if rejected:
         r = max(rejected, key=lambda r: (r.gpus, r.tp))
         lines.append(f"Rejected: TP{r.tp} x PP{r.pp} on {r.product} ({r.gpus} GPU(s)): {r.why}.")
-    elif others:
+    if others:
         o = others[0]
-        lines.append(f"Next best: TP{o.tp} x PP{o.pp} on {o.group.product} ({o.tp * o.pp} GPU(s), "
-                     f"{_COMM_TEXT[o.placement.comm_rank]}).")
-    quant = [r for r in search.rejections if not r.gpus]
-    for r in quant:
+        lines.append(f"Next best: TP{o.tp} x PP{o.pp} on {o.group.product} ({o.gpus} GPU(s), "
+                     f"{_COMM_TEXT[o.placement.comm_rank]}; ~{o.est.time_per_output_token_ms:.2f} ms per token, "
+                     f"~{o.per_gpu:,.0f} tokens/s per GPU).")
+    for r in (r for r in search.rejections if not r.gpus):
         lines.append(f"Not used: {r.product}: {r.why}.")
-    if p.comm_rank == 3:
+    lines.extend(n for n in search.notes if n.startswith("Not used"))
+    if not best.group.listed:
+        lines.append(f"Note: {best.group.product} is not in the product table; HBM bandwidth assumed "
+                     f"{UNLISTED_HBM_GBPS} GB/s for the estimate.")
+    if p.tp_over_pcie:
+        lines.append(f"Note: tensor parallel over PCIe ({best.est.tp_link}): no NVLink between these GPUs, "
+                     f"all-reduces cost ~{best.est.allreduce_ms:.2f} ms per token; preferred to pipeline stages over PCIe.")
+    if p.comm_rank == COMM_PP_PCIE:
         lines.append("Warning: pipeline stages talk over PCIe (no NVLink between these GPUs).")
     return Plan(
         fits=True, reason=FITS, tensor_parallel=best.tp, pipeline_parallel=best.pp, gpus_per_replica=gpus,
         nodes_per_replica=p.nodes_per_replica, gpus_per_node=p.gpus_per_node,
-        memory_per_gpu_bytes=best.mem.total, usable_memory_per_gpu_bytes=best.usable,
+        memory_per_gpu_bytes=best.mem.total, usable_memory_per_gpu_bytes=best.fit.usable,
         gpu_product=best.group.product, topology_source=p.source, domain=p.domain,
-        explanation="\n".join(lines), breakdown=best.mem, nodes=p.names, spans_clique=p.spans_clique, **base,
+        explanation="\n".join(lines), breakdown=best.mem, nodes=p.names, spans_clique=p.spans_clique,
+        expert_parallel=best.ep, estimate=best.est, node_selector=(best.group.selector,),
+        tp_over_pcie=p.tp_over_pcie, **base,
     )
 
 
@@ -647,7 +966,7 @@ def replicas_capacity(
     """How many whole replicas of this plan's shape the nodes could hold (ignoring other workloads)."""
     if not plan_.fits:
         return 0
-    groups, _ = _eligible_groups(nodes, node_selector, tolerations)
+    groups, _, _ = _eligible_groups(nodes, node_selector, tolerations)
     tp, pp = plan_.tensor_parallel, plan_.pipeline_parallel
     total = 0
     for group in groups:

@@ -2,12 +2,20 @@
 
 Nothing here talks to Kubernetes; every function maps spec values to strings.
 
+tensorrtllm, format llmapi (the default): ONE Python-backend model named after the model's display name:
+`<model>/config.pbtxt` (decoupled, max_batch_size 0, no dynamic_batching, metric names as parameters),
+`<model>/1/model.yaml` (the `LLM()` arguments from the plan and the spec) and `<model>/1/model.py`, the operator's
+own Triton model (render/models/trtllm_llmapi.py, shipped as package data). The stock serving image needs nothing
+else: TensorRT-LLM's PyTorch path loads the Hugging Face checkpoint at MODELS_DIR directly.
+
+The rest of this docstring describes the legacy engine ensemble (`engine.format: engine`).
+
 Layout inside the serving pod (assumptions shared with the workload renderer):
 
 * `/models` (MODELS_DIR): the model source, read-only. For a PVC source the
   claim's `path` directory is what is mounted there (see PVCSource.path), so
   the tokenizer is at `/models/tokenizer` and TensorRT-LLM engines at
-  `engine_dir(tp, pp, quantization)`. For a URI source the serving image (or
+  `engine_dir(spec, tp, pp, gpu_product)`. For a URI source the serving image (or
   an init container) fetches the same layout into `/models`.
 * `MODEL_REPOSITORY` (`/model-repository`): the Triton model repository that
   `render_model_repository()` describes (file path -> content). Triton needs a
@@ -27,12 +35,25 @@ the bound of the executor's request queue.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
+from importlib import resources
 from typing import Any
 
-from ..api.v1alpha1 import Backend, BatchSchedulerPolicy, KVCacheDtype, LLMBackendSpec, Quantization
+import yaml
+
+from ..api import engine_metrics as em
+from ..api.v1alpha1 import (
+    DEFAULT_TRITON_IMAGE,
+    DEFAULT_VLLM_IMAGE,
+    Backend,
+    BatchSchedulerPolicy,
+    EngineFormat,
+    KVCacheDtype,
+    LLMBackendSpec,
+    Quantization,
+)
+from . import vllm_backend
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODELS_DIR = "/models"
@@ -93,15 +114,60 @@ def _validate_parallelism(tensor_parallel: int, pipeline_parallel: int) -> int:
     return tensor_parallel * pipeline_parallel
 
 
-def engine_dir(tensor_parallel: int, pipeline_parallel: int, quantization: str | Quantization) -> str:
-    """Engine directory for one (quantization, TP, PP): `/models/engines/<quant>-tp<T>-pp<P>`.
+# GPU product (GFD's nvidia.com/gpu.product, as in the plan) -> the SM an engine is built for. Longest names first
+# where one contains another (A100 before A10, L40 before L4). Unknown products key the engine by product name.
+_PRODUCT_SM: tuple[tuple[str, str], ...] = (
+    ("GB200", "sm100"), ("B200", "sm100"), ("GH200", "sm90"), ("H200", "sm90"), ("H100", "sm90"), ("H800", "sm90"),
+    ("A100", "sm80"), ("A800", "sm80"), ("A30", "sm80"), ("A10", "sm86"), ("A40", "sm86"), ("L40", "sm89"),
+    ("L4", "sm89"),
+)
 
-    TP and PP are baked into an engine at checkpoint conversion, so each
-    combination needs its own directory. The engine builder must write there.
+
+def image_for(spec: LLMBackendSpec) -> str:
+    """The serving image: the spec's, or the default for the backend (api/v1alpha1.py, one place)."""
+    if spec.engine.image:
+        return spec.engine.image
+    return DEFAULT_VLLM_IMAGE if Backend(spec.engine.backend) == Backend.VLLM else DEFAULT_TRITON_IMAGE
+
+
+def _slug(value: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", value.lower()).strip("-") or "unknown"
+
+
+def runtime_key(image: str) -> str:
+    """What pins the TensorRT-LLM version of an image: `triton-<yy.mm>` for NGC release tags, else the tag or digest."""
+    if "@" in image:
+        return "digest-" + _slug(image.rsplit("@", 1)[1].replace("sha256:", ""))[:16]
+    tag = image.rsplit("/", 1)[-1].partition(":")[2] or "latest"
+    release = re.match(r"^(\d{2}\.\d{2})-trtllm", tag)
+    return f"triton-{release.group(1)}" if release else _slug(tag)
+
+
+def gpu_key(gpu_product: str | None) -> str:
+    """The SM an engine is built for, from the plan's GPU product (`sm90`), else the product's name."""
+    if not gpu_product:
+        return "unknown-gpu"
+    upper = gpu_product.upper()
+    for name, sm in _PRODUCT_SM:
+        if name in upper:
+            return sm
+    return _slug(gpu_product)
+
+
+def engine_dir(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+               gpu_product: str | None = None) -> str:
+    """Legacy engines: one directory per everything that invalidates a TensorRT engine.
+
+    `/models/engines/<runtime>/<sm>/<quant>-tp<T>-pp<P>-b<batch>-s<seq>-t<tokens>`: the image's TensorRT-LLM
+    version (its Triton release), the GPU architecture, quantization, TP x PP and the max_* limits the executor
+    takes from the engine. The engine builder must write there; a change of any of them points at a new directory.
     """
     _validate_parallelism(tensor_parallel, pipeline_parallel)
-    quant = Quantization(quantization).value
-    return f"{ENGINES_DIR}/{quant}-tp{tensor_parallel}-pp{pipeline_parallel}"
+    e = spec.engine
+    quant = Quantization(e.quantization).value
+    return (f"{ENGINES_DIR}/{runtime_key(image_for(spec))}/{gpu_key(gpu_product)}/"
+            f"{quant}-tp{tensor_parallel}-pp{pipeline_parallel}-b{e.max_batch_size}-s{e.max_seq_len}"
+            f"-t{e.max_num_tokens}")
 
 
 def executor_queue_size(spec: LLMBackendSpec) -> int:
@@ -110,23 +176,33 @@ def executor_queue_size(spec: LLMBackendSpec) -> int:
 
 
 def weights_path(spec: LLMBackendSpec) -> str:
-    """What vLLM loads: the URI for a URI source, else MODELS_DIR (where the claim's path is mounted)."""
+    """What the engine loads: for a URI source its complete copy in the model cache (render/modelcache.py),
+    else MODELS_DIR (where the claim's path is mounted)."""
     source = spec.model.source
     if source is not None and source.uri is not None:
-        return source.uri
+        from .modelcache import model_path
+
+        return model_path(source)
     return MODELS_DIR
 
 
-def served_model_name(backend: str | Backend, model_name: str) -> str:
+def is_engine_ensemble(backend: str | Backend, engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> bool:
+    """True only for the legacy TensorRT engine ensemble (tensorrtllm with `format: engine`)."""
+    return Backend(backend) == Backend.TENSORRTLLM and EngineFormat(engine_format) == EngineFormat.ENGINE
+
+
+def served_model_name(backend: str | Backend, model_name: str,
+                      engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> str:
     """The Triton model clients call (and the `model` label in metrics/statistics)."""
     validate_model_name(model_name)
-    return ENSEMBLE_MODEL if Backend(backend) == Backend.TENSORRTLLM else model_name
+    return ENSEMBLE_MODEL if is_engine_ensemble(backend, engine_format) else model_name
 
 
-def version_dirs(backend: str | Backend, model_name: str) -> list[str]:
+def version_dirs(backend: str | Backend, model_name: str,
+                 engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> list[str]:
     """Version directories Triton requires; create them even when no rendered file lies inside."""
     validate_model_name(model_name)
-    if Backend(backend) == Backend.TENSORRTLLM:
+    if is_engine_ensemble(backend, engine_format):
         return [f"{m}/1" for m in TRTLLM_MODELS]
     return [f"{model_name}/1"]
 
@@ -164,7 +240,8 @@ def _map(kind: str, pairs: list[tuple[str, str]]) -> list[tuple[str, Message]]:
 # ---- tensorrtllm backend ----
 
 
-def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> Message:
+def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                         gpu_product: str | None) -> Message:
     e = spec.engine
     inputs = [
         _tensor("input_ids", "TYPE_INT32", [-1], ragged=True),
@@ -206,7 +283,7 @@ def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_pa
         ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_CPU")))]),
         *_params(
             gpt_model_type="inflight_fused_batching",
-            gpt_model_path=engine_dir(tensor_parallel, pipeline_parallel, e.quantization),
+            gpt_model_path=engine_dir(spec, tensor_parallel, pipeline_parallel, gpu_product),
             max_beam_width="1",
             batch_scheduler_policy=BatchSchedulerPolicy(e.batch_scheduler_policy).value,
             kv_cache_free_gpu_mem_fraction=repr(float(e.kv_cache_free_gpu_mem_fraction)),
@@ -218,7 +295,8 @@ def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_pa
     )
 
 
-def _preprocessing_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> Message:
+def _preprocessing_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                          gpu_product: str | None) -> Message:
     inputs = [
         _tensor("QUERY", "TYPE_STRING", [1]),
         _tensor("DECODER_QUERY", "TYPE_STRING", [1], optional=True),
@@ -260,7 +338,7 @@ def _preprocessing_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_p
             add_special_tokens="true",
             # read unconditionally by model.py; empty = text-only model
             multimodal_model_path="",
-            gpt_model_path=engine_dir(tensor_parallel, pipeline_parallel, spec.engine.quantization),
+            gpt_model_path=engine_dir(spec, tensor_parallel, pipeline_parallel, gpu_product),
         ),
     )
 
@@ -332,14 +410,14 @@ _HEADER = (
 )
 
 
-def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int) -> dict[str, str]:
+def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int, gpu_product: str | None) -> dict[str, str]:
     python_note = "\nThe Python model.py in 1/ comes from the serving image; only this config is rendered."
     return {
         "ensemble/config.pbtxt": to_pbtxt(_ensemble_config(spec), _HEADER.format(what="ensemble")),
         "preprocessing/config.pbtxt": to_pbtxt(
-            _preprocessing_config(spec, tp, pp), _HEADER.format(what="tokenizer") + python_note),
+            _preprocessing_config(spec, tp, pp, gpu_product), _HEADER.format(what="tokenizer") + python_note),
         "tensorrt_llm/config.pbtxt": to_pbtxt(
-            _tensorrt_llm_config(spec, tp, pp),
+            _tensorrt_llm_config(spec, tp, pp, gpu_product),
             _HEADER.format(what=f"TensorRT-LLM engine, TP={tp} PP={pp}")
             + "\ndynamic_batching is kept only for default_queue_policy.max_queue_size, "
               "the executor's queue bound.",
@@ -349,88 +427,193 @@ def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int) -> dict[str, str]:
     }
 
 
-# ---- vllm backend ----
+# ---- tensorrtllm backend, LLM API (default) ----
+
+# The operator's own Triton Python model, shipped as package data and rendered verbatim as <model>/1/model.py.
+LLMAPI_MODEL_SOURCE = ("llmbackend.render.models", "trtllm_llmapi.py")
+
+# The request/response interface of every LLM model the operator renders for generate/OpenAI clients:
+# (name, Triton type, dims, optional). Triton's generate endpoints map JSON keys to these names.
+LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
+    ("text_input", "TYPE_STRING", [1], False),
+    ("max_tokens", "TYPE_INT32", [1], True),
+    ("stream", "TYPE_BOOL", [1], True),
+    ("temperature", "TYPE_FP32", [1], True),
+    ("top_p", "TYPE_FP32", [1], True),
+    ("top_k", "TYPE_INT32", [1], True),
+    ("seed", "TYPE_UINT64", [1], True),
+    ("frequency_penalty", "TYPE_FP32", [1], True),
+    ("presence_penalty", "TYPE_FP32", [1], True),
+    ("repetition_penalty", "TYPE_FP32", [1], True),
+    ("stop_words", "TYPE_STRING", [-1], True),
+    ("exclude_input_in_output", "TYPE_BOOL", [1], True),
+    ("return_num_input_tokens", "TYPE_BOOL", [1], True),
+    ("return_num_output_tokens", "TYPE_BOOL", [1], True),
+)
+LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
+    ("text_output", "TYPE_STRING", [1]),
+    ("finish_reason", "TYPE_STRING", [1]),
+    ("num_input_tokens", "TYPE_INT32", [1]),
+    ("num_output_tokens", "TYPE_INT32", [1]),
+)
+
+# config.pbtxt parameters carrying the metric names to model.py (which cannot import this package).
+ENGINE_METRIC_PARAMETERS: dict[str, str] = {
+    "metric_engine_queue": em.ENGINE_QUEUE_METRIC,
+    "metric_engine_compute": em.ENGINE_COMPUTE_METRIC,
+    "metric_engine_requests": em.ENGINE_REQUESTS_METRIC,
+    "metric_engine_failures": em.ENGINE_FAILURES_METRIC,
+    "metric_request_gauge": em.REQUEST_GAUGE,
+    "metric_request_types": ",".join(em.REQUEST_TYPES),
+    "metric_kv_gauge": em.KV_GAUGE,
+    "metric_kv_types": ",".join(em.KV_TYPES),
+}
+
+_KV_DTYPE = {KVCacheDtype.AUTO: "auto", KVCacheDtype.FP8: "fp8", KVCacheDtype.BF16: "bfloat16",
+             KVCacheDtype.FP16: "float16"}
+_CAPACITY_POLICY = {BatchSchedulerPolicy.MAX_UTILIZATION: "MAX_UTILIZATION",
+                    BatchSchedulerPolicy.GUARANTEED_NO_EVICT: "GUARANTEED_NO_EVICT"}
+
+
+def llmapi_model_source() -> str:
+    package, name = LLMAPI_MODEL_SOURCE
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def checkpoint_path(spec: LLMBackendSpec) -> str:
+    """What LLM(model=...) loads: the claim's path mounted at MODELS_DIR, or a URI source's complete copy in the
+    model cache. A user's URI never lands in model.yaml: only the cache path derived from it."""
+    return weights_path(spec)
+
+
+def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                expert_parallel: int | None = None) -> dict[str, Any]:
+    """The `LLM()` constructor arguments written to model.yaml (plus the `triton_config` block)."""
+    _validate_parallelism(tensor_parallel, pipeline_parallel)
+    e = spec.engine
+    args: dict[str, Any] = {
+        "model": checkpoint_path(spec),
+        "backend": "pytorch",
+        "tensor_parallel_size": tensor_parallel,
+        "pipeline_parallel_size": pipeline_parallel,
+        "max_batch_size": e.max_batch_size,
+        "max_num_tokens": e.max_num_tokens,
+        "max_seq_len": e.max_seq_len,
+        "max_input_len": e.max_input_len,
+        "enable_chunked_prefill": e.enable_chunked_context,
+        "kv_cache_config": {
+            "free_gpu_memory_fraction": float(e.kv_cache_free_gpu_mem_fraction),
+            "enable_block_reuse": e.enable_kv_cache_reuse,
+            "dtype": _KV_DTYPE[KVCacheDtype(e.kv_cache_dtype)],
+        },
+        "scheduler_config": {"capacity_scheduler_policy": _CAPACITY_POLICY[BatchSchedulerPolicy(e.batch_scheduler_policy)]},
+        # Per-request timing (engine queue/compute time) and iteration stats (gauges): what the autoscaler reads.
+        "return_perf_metrics": True,
+        "enable_iter_perf_stats": True,
+        "triton_config": {"decoupled": True, "max_batch_size": 0},
+    }
+    quant = Quantization(e.quantization)
+    if quant in (Quantization.BF16, Quantization.FP16):
+        args["dtype"] = "bfloat16" if quant == Quantization.BF16 else "float16"
+    # Quantized weights (fp8, int4_awq, ...) are read from the checkpoint's own quantization_config.
+    if expert_parallel is not None:
+        if not isinstance(expert_parallel, int) or isinstance(expert_parallel, bool) or expert_parallel < 1:
+            raise ValueError(f"expert_parallel must be a positive int, got {expert_parallel!r}")
+        args["moe_expert_parallel_size"] = expert_parallel
+    return args
+
+
+# Fail-fast checkpoint check, shipped in the ConfigMap (NOT in the model repository) and run as an init container.
+CHECKPOINT_CHECK_SOURCE = ("llmbackend.render.scripts", "check_checkpoint.py")
+CHECKPOINT_CHECK_KEY = "llmbackend-check-checkpoint.py"  # ConfigMap key
+CHECKPOINT_CHECK_DIR = "/llmbackend-checks"              # where the init container mounts it
+
+
+def checkpoint_check_source() -> str:
+    package, name = CHECKPOINT_CHECK_SOURCE
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def checkpoint_check_command(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                             expert_parallel: int | None = None) -> list[str] | None:
+    """argv of the init container that checks the checkpoint at MODELS_DIR before tritonserver starts; None when
+    there is nothing to check yet (URI sources are fetched later; the legacy ensemble loads engines)."""
+    _validate_parallelism(tensor_parallel, pipeline_parallel)
+    source = spec.model.source
+    if source is None or source.pvc is None or is_engine_ensemble(spec.engine.backend, spec.engine.format) \
+            or Backend(spec.engine.backend) != Backend.TENSORRTLLM:
+        return None
+    argv = ["python3", f"{CHECKPOINT_CHECK_DIR}/check_checkpoint.py", "--model-dir", MODELS_DIR,
+            "--tp", str(tensor_parallel), "--pp", str(pipeline_parallel),
+            "--source", f"PersistentVolumeClaim {source.pvc.claim_name}, path {source.pvc.path}"]
+    if expert_parallel is not None:
+        argv += ["--ep", str(expert_parallel)]
+    return argv
+
+
+def _llmapi_config(model_name: str) -> Message:
+    return msg(
+        ("name", model_name),
+        ("backend", "python"),
+        # 0: Triton does not batch; the LLM API batches in flight.
+        ("max_batch_size", 0),
+        # Always decoupled: one request may produce many responses (streaming), and execute() only hands off.
+        ("model_transaction_policy", msg(("decoupled", True))),
+        ("input", [_tensor(n, t, d, optional=o) for n, t, d, o in LLM_INPUTS]),
+        ("output", [_tensor(n, t, d) for n, t, d in LLM_OUTPUTS]),
+        # KIND_CPU, one instance: the LLM places itself on the GPUs and batches all requests itself.
+        ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_CPU")))]),
+        *_params(engine="tensorrtllm-llmapi", **ENGINE_METRIC_PARAMETERS),
+    )
+
+
+def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None) -> dict[str, str]:
+    args = llmapi_args(spec, tp, pp, ep)
+    header = ("# Rendered by the llmbackend operator; do not edit. LLM() arguments for TensorRT-LLM's LLM API,\n"
+              "# read by 1/model.py (triton_config is for Triton, not for LLM()).\n")
+    return {
+        f"{model_name}/config.pbtxt": to_pbtxt(
+            _llmapi_config(model_name), _HEADER.format(what=f"TensorRT-LLM LLM API, TP={tp} PP={pp}")),
+        f"{model_name}/1/model.yaml": header + yaml.safe_dump(args, sort_keys=False),
+        f"{model_name}/1/model.py": llmapi_model_source(),
+    }
+
+
+# ---- vllm backend (rendered by vllm_backend.py) ----
 
 
 def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> dict[str, Any]:
     """The vLLM engine arguments written to model.json."""
     _validate_parallelism(tensor_parallel, pipeline_parallel)
-    e = spec.engine
-    args: dict[str, Any] = {
-        "model": weights_path(spec),
-        "tensor_parallel_size": tensor_parallel,
-        "pipeline_parallel_size": pipeline_parallel,
-        "gpu_memory_utilization": float(e.kv_cache_free_gpu_mem_fraction),
-        "max_num_seqs": e.max_batch_size,
-        "max_model_len": e.max_seq_len,
-        "enforce_eager": False,
-        "enable_chunked_prefill": e.enable_chunked_context,
-        "enable_prefix_caching": e.enable_kv_cache_reuse,
-        # Without chunked prefill a whole prompt must fit in one step.
-        "max_num_batched_tokens": e.max_num_tokens if e.enable_chunked_context
-        else max(e.max_num_tokens, e.max_seq_len),
-    }
-    quant = Quantization(e.quantization)
-    if quant == Quantization.BF16:
-        args["dtype"] = "bfloat16"
-    elif quant == Quantization.FP16:
-        args["dtype"] = "float16"
-    elif quant == Quantization.FP8:
-        args["quantization"] = "fp8"
-    elif quant == Quantization.INT4_AWQ:
-        args["quantization"] = "awq"
-    else:
-        raise ValueError(f"quantization {quant.value!r} is not supported by the vllm backend")
-    kv = KVCacheDtype(e.kv_cache_dtype)
-    if kv == KVCacheDtype.FP8 or (kv == KVCacheDtype.AUTO and quant == Quantization.FP8):
-        args["kv_cache_dtype"] = "fp8"
-    return args
-
-
-def _vllm_config(model_name: str) -> Message:
-    return msg(
-        ("name", model_name),
-        ("backend", "vllm"),
-        # 0: Triton does not batch; vLLM batches in flight.
-        ("max_batch_size", 0),
-        ("model_transaction_policy", msg(("decoupled", True))),
-        # Declared explicitly because tritonserver runs with --disable-auto-complete-config.
-        ("input", [
-            _tensor("text_input", "TYPE_STRING", [1]),
-            _tensor("stream", "TYPE_BOOL", [1], optional=True),
-            _tensor("sampling_parameters", "TYPE_STRING", [1], optional=True),
-            _tensor("exclude_input_in_output", "TYPE_BOOL", [1], optional=True),
-        ]),
-        ("output", [_tensor("text_output", "TYPE_STRING", [-1])]),
-        # KIND_MODEL: vLLM places itself on the GPUs.
-        ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_MODEL")))]),
-    )
+    return vllm_backend.vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights_path(spec))
 
 
 def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dict[str, str]:
-    return {
-        f"{model_name}/config.pbtxt": to_pbtxt(_vllm_config(model_name), _HEADER.format(what="vLLM")),
-        # The vLLM backend reads model.json from the version directory.
-        f"{model_name}/1/model.json": json.dumps(vllm_engine_args(spec, tp, pp), indent=2, sort_keys=True) + "\n",
-    }
+    return vllm_backend.render_vllm(spec, model_name, tp, pp, weights_path(spec), _HEADER.format(what="vLLM"))
 
 
 # ---- entry point ----
 
 
 def render_model_repository(
-    spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int
+    spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int,
+    expert_parallel: int | None = None, gpu_product: str | None = None,
 ) -> dict[str, str]:
     """Relative file path -> content of the Triton model repository for this spec.
 
-    Raises ValueError for an invalid model name, parallelism, or a
-    quantization the backend cannot serve.
+    `expert_parallel` and `gpu_product` come from the plan (EP for MoE models; the GPU keys legacy engines).
+
+    Raises ValueError for an invalid model name or parallelism, and
+    vllm_backend.EngineConfigError (a ValueError with a condition reason)
+    for a quantization the backend cannot serve.
     """
     validate_model_name(model_name)
     _validate_parallelism(tensor_parallel, pipeline_parallel)
     backend = Backend(spec.engine.backend)
-    if backend == Backend.TENSORRTLLM:
-        files = _render_trtllm(spec, tensor_parallel, pipeline_parallel)
+    if is_engine_ensemble(backend, spec.engine.format):
+        files = _render_trtllm(spec, tensor_parallel, pipeline_parallel, gpu_product)
+    elif backend == Backend.TENSORRTLLM:
+        files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel)
     else:
         files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel)
     problems = batching_violations(files)
@@ -453,7 +636,8 @@ def batching_violations(files: dict[str, str]) -> list[str]:
     Parses each `*/config.pbtxt` (not string matching) and checks:
     - no model has `sequence_batching`;
     - ensemble, python and vllm models have no `dynamic_batching`;
-    - vllm models have `max_batch_size: 0` and a decoupled transaction policy;
+    - vllm models and the operator's python models (parameter engine=tensorrtllm-llmapi or vllm)
+      have `max_batch_size: 0` and a decoupled transaction policy;
     - the tensorrtllm model batches in flight (`gpt_model_type`), and its
       `dynamic_batching` has delay 0, no `preferred_batch_size`, no priority
       queues, and a positive `default_queue_policy.max_queue_size`;
@@ -479,12 +663,16 @@ def batching_violations(files: dict[str, str]) -> list[str]:
         if platform == "ensemble" or backend in ("python", "vllm"):
             if dyn:
                 problems.append(f"{path}: {platform or backend} model must not have dynamic_batching")
-            if backend == "vllm":
+            params = {
+                _one(p, "key"): _one(_one(p, "value", {}), "string_value")
+                for p in cfg.get("parameters", [])
+            }
+            if backend == "vllm" or params.get("engine") in ("tensorrtllm-llmapi", "vllm"):
                 if _one(cfg, "max_batch_size", 0) != 0:
-                    problems.append(f"{path}: vllm model must have max_batch_size: 0")
+                    problems.append(f"{path}: {params.get('engine') or backend} model must have max_batch_size: 0")
                 policy = _one(cfg, "model_transaction_policy", {})
                 if _one(policy, "decoupled") is not True:
-                    problems.append(f"{path}: vllm model must be decoupled")
+                    problems.append(f"{path}: {params.get('engine') or backend} model must be decoupled")
         elif backend == "tensorrtllm":
             params = {
                 _one(p, "key"): _one(_one(p, "value", {}), "string_value")
@@ -512,7 +700,7 @@ def batching_violations(files: dict[str, str]) -> list[str]:
                                     f"got {queue!r}")
         else:
             problems.append(f"{path}: unexpected backend/platform {backend or platform!r}")
-    return problems
+    return problems + vllm_backend.engine_model_violations(configs)
 
 
 def assert_engine_managed_batching(files: dict[str, str]) -> None:
@@ -557,19 +745,25 @@ def _mpmd(world_size: int, model_repository: str) -> list[str]:
     return argv
 
 
-def triton_command(model_repository: str, tensor_parallel: int, pipeline_parallel: int, backend: str) -> list[str]:
+def triton_command(model_repository: str, tensor_parallel: int, pipeline_parallel: int, backend: str,
+                   engine_format: str | EngineFormat = EngineFormat.LLMAPI) -> list[str]:
     """Container args (argv, no shell) for one pod holding the whole replica.
 
-    vllm, or tensorrtllm with TP x PP = 1: a single tritonserver (vLLM spawns
-    its own workers for TP/PP). tensorrtllm with TP x PP > 1: `mpirun` with one
-    tritonserver per rank (one rank per GPU), as upstream's
-    scripts/launch_triton_server.py does.
+    vllm, or TP x PP = 1: a single tritonserver (vLLM starts its own workers). tensorrtllm through the LLM API with
+    TP x PP > 1: one tritonserver under `mpirun -n 1`; the LLM spawns its GPU ranks through MPI on this node, as
+    upstream's scripts/launch_triton_server.py runs the LLM API model. Legacy engine ensemble with TP x PP > 1:
+    `mpirun` with one tritonserver per rank (one rank per GPU).
     """
     _validate_path(model_repository, "model repository")
     world = _validate_parallelism(tensor_parallel, pipeline_parallel)
     if Backend(backend) == Backend.VLLM or world == 1:
         return _rank_args(0, 1, model_repository)
+    if not is_engine_ensemble(backend, engine_format):
+        return ["mpirun", "--allow-run-as-root", "-n", "1", *_rank_args(0, 1, model_repository)]
     return ["mpirun", "--allow-run-as-root", *_mpmd(world, model_repository)]
+
+
+LLMAPI_LAUNCH = "trtllm-llmapi-launch"
 
 
 def mpi_leader_command(
@@ -577,8 +771,13 @@ def mpi_leader_command(
     hostfile_path: str,
     model_repository: str = MODEL_REPOSITORY,
     rsh_agent: str | None = None,
+    engine_format: str | EngineFormat = EngineFormat.LLMAPI,
 ) -> list[str]:
     """mpirun argv for the leader pod of a multi-node (LeaderWorkerSet) tensorrtllm replica.
+
+    LLM API (default): every rank runs `trtllm-llmapi-launch tritonserver ...`; TensorRT-LLM's launcher runs the
+    command on rank 0 only (which serves) and turns the other ranks into the LLM's MPI workers.
+    Legacy engine ensemble: one tritonserver per rank (rank 0 serves, the others host only the engine).
 
     Assumptions (the workload renderer must provide them):
     - `hostfile_path` lists the group's pods, leader first, one line each with
@@ -598,4 +797,6 @@ def mpi_leader_command(
             "--map-by", "slot", "--bind-to", "none"]
     if rsh_agent is not None:
         argv += ["--mca", "plm_rsh_agent", _validate_path(rsh_agent, "rsh agent")]
+    if EngineFormat(engine_format) == EngineFormat.LLMAPI:
+        return argv + ["-n", str(world_size), LLMAPI_LAUNCH, *_rank_args(0, 1, model_repository)]
     return argv + _mpmd(world_size, model_repository)

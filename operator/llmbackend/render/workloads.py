@@ -13,25 +13,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api.v1alpha1 import (
-    DEFAULT_TRITON_IMAGE,
-    DEFAULT_VLLM_IMAGE,
     GROUP,
     KIND,
     VERSION,
     AutoscalingMode,
-    Backend,
     LLMBackendSpec,
     PlanStatus,
 )
-from . import triton
+from ..planning.inventory import GPU_TOLERATIONS
+from . import drain, gateway, modelcache, openai, triton
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
 CONFIG_HASH_ANNOTATION = "llmbackend.dev/config-hash"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 CONFIG_MOUNT = "/model-config"
-HOSTFILE = "/tmp/hostfile"
 SERVING_UID = 1000  # the Triton images' triton-server user
+CHECKPOINT_CHECK_CONTAINER = "check-checkpoint"  # init container; its termination message says what is wrong
 
 # Every kind the operator may own, keyed by kind: (apiVersion, plural). The controller prunes
 # owned objects of these kinds that are no longer desired.
@@ -40,11 +38,29 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "Service": ("v1", "services"),
     "Deployment": ("apps/v1", "deployments"),
     "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
+    # Multi-node groups: the MPI leader's exec rights (render/multinode.py) and GB200 IMEX domains.
+    "ServiceAccount": ("v1", "serviceaccounts"),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
+    "ComputeDomain": ("resource.nvidia.com/v1beta1", "computedomains"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
+    "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects"),
+    "InferencePool": gateway.INFERENCE_POOL_API,
+    "ServiceAccount": ("v1", "serviceaccounts"),
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
+# Kinds served only when their CRDs are installed: looked up (and pruned) only then.
+OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool")
+
+
+def owned_names(ref: "BackendRef") -> list[tuple[str, str]]:
+    """Every (kind, name) a backend's children may have: what pruning looks up."""
+    epp = gateway.epp_name(ref.name)
+    names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
+             if kind != "ServiceAccount"]
+    return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")]
 
 
 @dataclass(frozen=True)
@@ -130,15 +146,16 @@ def model_name(ref: BackendRef, spec: LLMBackendSpec) -> str:
 
 def metrics_model(ref: BackendRef, spec: LLMBackendSpec) -> str:
     """The Triton model whose queue/compute times drive autoscaling: the engine, not the ensemble."""
-    if spec.engine.backend == Backend.TENSORRTLLM:
+    if triton.is_engine_ensemble(spec.engine.backend, spec.engine.format):
         return "tensorrt_llm"
-    return triton.served_model_name(spec.engine.backend, model_name(ref, spec))
+    return triton.served_model_name(spec.engine.backend, model_name(ref, spec), spec.engine.format)
 
 
-def image_for(spec: LLMBackendSpec) -> str:
-    if spec.engine.image:
-        return spec.engine.image
-    return DEFAULT_VLLM_IMAGE if spec.engine.backend == Backend.VLLM else DEFAULT_TRITON_IMAGE
+image_for = triton.image_for
+
+
+# ConfigMap entries that are programs mounted on their own, not files of the Triton model repository.
+NON_REPOSITORY_KEYS = frozenset({triton.CHECKPOINT_CHECK_KEY, openai.FRONTEND_KEY})
 
 
 def _config_key(path: str) -> str:
@@ -146,13 +163,23 @@ def _config_key(path: str) -> str:
     return path.replace("/", "__")
 
 
+def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
+    """The model repository a ConfigMap holds: path -> content, as the pod's volume items lay it out."""
+    return {key.replace("__", "/"): content for key, content in (config_map.get("data") or {}).items()
+            if key not in NON_REPOSITORY_KEYS}
+
+
 def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
-    files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel)
+    files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
+                                           plan.expert_parallel, plan.gpu_product)
+    data = {_config_key(path): content for path, content in sorted(files.items())}
+    if triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel):
+        data[triton.CHECKPOINT_CHECK_KEY] = triton.checkpoint_check_source()
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(ref, config_map_name(ref)),
-        "data": {_config_key(path): content for path, content in sorted(files.items())},
+        "data": {**data, **openai.config_map_data(spec)},
     }
 
 
@@ -167,9 +194,9 @@ def _copy_repository_script(spec: LLMBackendSpec, ref: BackendRef) -> str:
     """
     repo = triton.MODEL_REPOSITORY
     steps = [f"cp -rL {CONFIG_MOUNT}/. {repo}/"]
-    for directory in triton.version_dirs(spec.engine.backend, model_name(ref, spec)):
+    for directory in triton.version_dirs(spec.engine.backend, model_name(ref, spec), spec.engine.format):
         steps.append(f"mkdir -p {shlex.quote(repo + '/' + directory)}")
-    if spec.engine.backend == Backend.TENSORRTLLM:
+    if triton.is_engine_ensemble(spec.engine.backend, spec.engine.format):
         for target, source in sorted(triton.IMAGE_PYTHON_MODELS.items()):
             steps.append(f"cp {shlex.quote(source)} {shlex.quote(repo + '/' + target)}")
     return " && ".join(steps)
@@ -185,24 +212,13 @@ def _pod_spec(
 ) -> dict[str, Any]:
     """Pod spec of a single-node replica (role=server), or of an LWS leader/worker."""
     gpus_per_pod = plan.gpus_per_replica // max(1, plan.nodes_per_replica)
+    drain_s = drain.drain_seconds(spec.engine.max_seq_len)
     image = image_for(spec)
     backend = spec.engine.backend
-    if role == "worker":
-        # Workers host MPI ranks launched by the leader; they serve nothing themselves.
-        args = ["sleep", "infinity"]
-        command: list[str] | None = None
-    elif role == "leader":
-        # Wait for the group, write the hostfile, then mpirun (argv passed as "$@", never interpolated).
-        script = (
-            'set -e; : > "$HOSTFILE"; i=0; while [ "$i" -lt "$LWS_GROUP_SIZE" ]; do '
-            'if [ "$i" -eq 0 ]; then h="$LWS_LEADER_ADDRESS"; else h="$(echo "$LWS_LEADER_ADDRESS" | sed "s/^\\([^.]*\\)\\./\\1-$i./")"; fi; '
-            'echo "$h slots=$GPUS_PER_POD" >> "$HOSTFILE"; i=$((i+1)); done; exec "$@"'
-        )
-        command = ["/bin/sh", "-c", script, "leader"]
-        args = triton.mpi_leader_command(world_size, HOSTFILE)
-    else:
-        command = None
-        args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend)
+    # Leaders and workers of multi-node groups get their launch command from render/multinode.py.
+    command: list[str] | None = None
+    args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend,
+                                 spec.engine.format)
 
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": str(gpus_per_pod)}, "requests": {"nvidia.com/gpu": str(gpus_per_pod)}}
     if spec.scheduling.resources:
@@ -225,7 +241,8 @@ def _pod_spec(
             "name": "model-config",
             "configMap": {
                 "name": config_map["metadata"]["name"],
-                "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])],
+                "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])
+                          if key not in NON_REPOSITORY_KEYS],
             },
         },
     ]
@@ -237,6 +254,10 @@ def _pod_spec(
         if sub_path:
             mount["subPath"] = sub_path
         volume_mounts.append(mount)
+    if source is not None and source.uri is not None:
+        cache_volume, cache_mount = modelcache.serving_volume(source)
+        volumes.append(cache_volume)
+        volume_mounts.append(cache_mount)
 
     container: dict[str, Any] = {
         "name": "triton",
@@ -244,7 +265,6 @@ def _pod_spec(
         "args": args,
         "env": [
             {"name": "GPUS_PER_POD", "value": str(gpus_per_pod)},
-            {"name": "HOSTFILE", "value": HOSTFILE},
         ],
         "resources": resources,
         "volumeMounts": volume_mounts,
@@ -259,7 +279,7 @@ def _pod_spec(
     if command:
         container["command"] = command
     if source is not None and source.uri is not None:
-        container["env"].append({"name": "MODEL_URI", "value": source.uri})
+        container["env"].append({"name": "MODEL_PATH", "value": modelcache.model_path(source)})
     if role != "worker":
         container["ports"] = [
             {"name": "http", "containerPort": triton.HTTP_PORT, "protocol": "TCP"},
@@ -276,6 +296,9 @@ def _pod_spec(
         container["livenessProbe"] = {
             "httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6,
         }
+        # Drain-safe scale-down: wait for in-flight requests, then Triton's exit timeout (render/drain.py).
+        container["lifecycle"] = {"preStop": {"exec": {"command": drain.prestop_command(triton.METRICS_PORT, drain_s)}}}
+        container["args"] = [a for arg in args for a in ([arg, f"--exit-timeout-secs={drain_s}"] if arg == "tritonserver" else [arg])]
 
     init = {
         "name": "model-repository",
@@ -288,21 +311,51 @@ def _pod_spec(
         "securityContext": container["securityContext"],
     }
 
+    init_containers = [init]
+    if source is not None and source.uri is not None:  # start only once the cached copy is complete
+        init_containers.append(modelcache.wait_init_container(source, image, container["securityContext"]))
+    check = triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel)
+    if check and role != "worker":
+        # Fail fast with a readable reason (terminated.message) instead of a server crash loop.
+        volumes.append({"name": "checkpoint-check", "configMap": {
+            "name": config_map["metadata"]["name"],
+            "items": [{"key": triton.CHECKPOINT_CHECK_KEY, "path": "check_checkpoint.py"}]}})
+        init_containers.insert(0, {
+            "name": CHECKPOINT_CHECK_CONTAINER,
+            "image": image,
+            "command": check,
+            "volumeMounts": [
+                {"name": "checkpoint-check", "mountPath": triton.CHECKPOINT_CHECK_DIR, "readOnly": True},
+                *[m for m in volume_mounts if m["name"] == "models"],
+            ],
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            "securityContext": container["securityContext"],
+        })
+
     node_selector = dict(spec.scheduling.node_selector or {})
-    if plan.gpu_product:
+    if plan.node_selector:  # the label that names the product on the planned nodes (GFD's or a cloud's)
+        for key, value in plan.node_selector.items():
+            node_selector.setdefault(key, value)
+    elif plan.gpu_product:
         node_selector.setdefault("nvidia.com/gpu.product", plan.gpu_product)
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": drain.termination_grace_seconds(drain_s),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": SERVING_UID},
-        "initContainers": [init],
+        "initContainers": init_containers,
         "containers": [container],
         "volumes": volumes,
         "nodeSelector": node_selector,
     }
-    if spec.scheduling.tolerations:
-        pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations]
+    if role != "worker" and openai.enabled(spec):
+        pod["containers"].append(openai.container(
+            spec, image, triton.served_model_name(backend, model_name(ref, spec)), model_name(ref, spec),
+            container["securityContext"], [m for m in volume_mounts if m["name"] == "models"]))
+        volumes.append(openai.volume(config_map["metadata"]["name"]))
+    # GPU nodes of managed clouds carry an nvidia.com/gpu taint (GKE adds the toleration only through an
+    # admission plugin AKS lacks); the planner counts those nodes, so the pods tolerate it.
+    pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations or []] + [dict(t) for t in GPU_TOLERATIONS]
     if spec.scheduling.priority_class_name:
         pod["priorityClassName"] = spec.scheduling.priority_class_name
     return pod
@@ -339,31 +392,7 @@ def render_deployment(
     return deployment
 
 
-def render_leader_worker_set(
-    ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, config_map: dict[str, Any]
-) -> dict[str, Any]:
-    """A multi-node replica: one LWS group of nodesPerReplica pods; the leader launches MPI over the group."""
-    annotations = {CONFIG_HASH_ANNOTATION: _config_hash(config_map)}
-    leader = _pod_spec(ref, spec, plan, config_map, role="leader", world_size=plan.gpus_per_replica)
-    worker = _pod_spec(ref, spec, plan, config_map, role="worker", world_size=plan.gpus_per_replica)
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": _meta(ref, ref.name),
-        "spec": {
-            "replicas": replicas,
-            "startupPolicy": "LeaderReady",
-            "leaderWorkerTemplate": {
-                "size": plan.nodes_per_replica,
-                "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": {"labels": labels_for(ref), "annotations": annotations}, "spec": leader},
-                "workerTemplate": {"metadata": {"labels": labels_for(ref, "worker"), "annotations": annotations}, "spec": worker},
-            },
-        },
-    }
-
-
-def render_service(ref: BackendRef, multi_node: bool) -> dict[str, Any]:
+def render_service(ref: BackendRef, multi_node: bool, openai_port: bool = False) -> dict[str, Any]:
     selector = selector_for(ref)
     if multi_node:
         selector = {**selector, LWS_WORKER_INDEX_LABEL: "0"}  # only leaders serve
@@ -378,6 +407,7 @@ def render_service(ref: BackendRef, multi_node: bool) -> dict[str, Any]:
                 {"name": "http", "port": triton.HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
                 {"name": "grpc", "port": triton.GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
                 {"name": "metrics", "port": triton.METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                *([openai.service_port()] if openai_port else []),
             ],
         },
     }
@@ -398,34 +428,52 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 
 def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
-    prometheus_rules: bool = False,
+    prometheus_rules: bool = False, compute_domains: bool = False, gang_scheduler: str | None = None,
+    scaled_objects: bool = True, inference_pool: bool = False,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
-    prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa` also owns its recording rule.
+    prometheus_rules: the PrometheusRule CRD is served, so `mode: hpa`/`keda` also own their recording rule.
+    compute_domains: the ComputeDomain CRD (NVIDIA DRA driver) is served: a plan whose tensor
+    parallelism spans an NVLink clique gets one, and its pods claim the IMEX channel.
+    gang_scheduler: "volcano" or "kueue" places multi-node groups whole (multinode.choose_gang_scheduler).
+    scaled_objects: KEDA's ScaledObject CRD is served (`mode: keda` renders one).
+    inference_pool: the InferencePool CRD is served: with serving.openai, render the pool and its endpoint picker.
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
+    keda_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
     config_map = render_config_map(ref, spec, plan)
     objects = [config_map]
     if multi_node:
-        objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map))
+        from .multinode import multi_node_objects, needs_compute_domain
+
+        objects += multi_node_objects(ref, spec, plan, replicas, config_map, compute_domains and needs_compute_domain(plan),
+                                      gang_scheduler)
     else:
-        objects.append(render_deployment(ref, spec, plan, None if hpa_mode else replicas, strategy, config_map))
-    objects.append(render_service(ref, multi_node))
+        objects.append(render_deployment(ref, spec, plan, None if hpa_mode or keda_mode else replicas, strategy, config_map))
+    objects.append(render_service(ref, multi_node, openai.enabled(spec)))
     if max(minimum_replicas(spec), replicas) > 1:
         objects.append(render_pdb(ref))
-    if hpa_mode:
+    if hpa_mode or keda_mode:
         from ..autoscaling.hpa import render_hpa, render_prometheus_rule
+        from ..autoscaling.keda import render_scaled_object
 
-        workload = objects[1]
+        workload = next(o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet"))
         target = {"apiVersion": workload["apiVersion"], "kind": workload["kind"], "name": workload["metadata"]["name"]}
-        hpa = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
-        hpa["metadata"]["ownerReferences"] = [ref.owner_reference()]
-        objects.append(hpa)
+        if hpa_mode:
+            scaler = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
+        else:
+            scaler = render_scaled_object(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
+        scaler["metadata"]["ownerReferences"] = [ref.owner_reference()]
+        if hpa_mode or scaled_objects:
+            objects.append(scaler)
         if prometheus_rules:
             rule = render_prometheus_rule(ref.name, ref.namespace, metrics_model(ref, spec), labels_for(ref),
                                           window_seconds=spec.autoscaling.window_seconds)
             rule["metadata"]["ownerReferences"] = [ref.owner_reference()]
             objects.append(rule)
+    if inference_pool and openai.enabled(spec):
+        pool_selector = {**selector_for(ref), LWS_WORKER_INDEX_LABEL: "0"} if multi_node else selector_for(ref)
+        objects += gateway.render(ref.name, ref.namespace, spec, pool_selector, labels_for(ref), ref.owner_reference())
     return objects

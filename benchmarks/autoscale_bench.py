@@ -1,0 +1,661 @@
+#!/usr/bin/env python3
+"""Autoscaling benchmark: the operator's decision code against the autoscalers users would pick instead.
+
+One run prints one table. Everything below is a stated model, not a GPU measurement.
+
+Serving model (per replica = 1 GPU; GPU-hours = replica-hours from pod creation to the end of its drain):
+* An engine with SLOTS = 64 sequences batched in flight and a FIFO engine queue in front of them
+  (requests wait there when all slots are busy: TensorRT-LLM / vLLM semantics).
+* Prefill at PREFILL_TOK_S tokens/s, prioritised over decode (chunked prefill shares each step: time spent on
+  prompts is taken from decoding). Decode: one token per running sequence per iteration, an iteration takes
+  TPOT_BASE + TPOT_PER_SEQ x batch seconds, so the time per output token grows with the batch.
+* Prompts log-normal (median 600, clipped 32..4000 tokens), outputs log-normal (median 200, clipped 16..1500).
+* Per request: TTFT = first token - arrival, TPOT = (last token - first token) / (output - 1). The SLO is met when
+  TTFT <= 2 s and TPOT <= 50 ms; the score is the share of requests that meet it (requests not finished by the
+  end count as missed).
+* Gateway: least outstanding requests over Ready, non-draining replicas (per-pod engine queues, no shared queue).
+* Cold start: a new replica is Ready U(180, 300) s after creation (image, weights, engine warm-up). A removed
+  replica stops admitting, finishes what it holds (the operator's rendered preStop/exit timeout allow it) and
+  counts GPU time until then. Which replica goes: the not-ready ones first, then, for the operator, the one
+  with the least in-flight work (pod-deletion-cost); for the others the most recently Ready (ReplicaSet order).
+* Time advances in DT = 0.5 s steps; arrivals are Poisson at the trace's rate, at continuous times.
+
+Metrics each policy sees (what it would see in a cluster):
+* operator: scrapes every replica's engine counters/gauges (llmbackend/api/engine_metrics.py) every 15 s
+  (syncPeriodSeconds) and calls llmbackend's own window_ratio() and decide() unmodified, with
+  AutoscalingSpec defaults, the cold start learned from its pods (coldstart.estimate) and no capacity limit.
+* hpa-ratio: the Kubernetes HPA algorithm on the ratio exactly as `mode: hpa` renders it (render_hpa() with
+  AutoscalingSpec defaults: the behavior rendered there, 10 % tolerance, 15 s sync): per-pod
+  rate(engine queue)[1m] / rate(engine compute)[1m] from 15 s scrapes, 15 s pipeline lag (rule, adapter),
+  pods without a sample count as 0 when scaling up and as the target when scaling down. Knob: target ratio.
+* keda-inflight: HPA (default behavior: up max(100 %, 4 pods)/15 s, down 100 %/15 s after a 300 s
+  stabilization) on an External AverageValue metric = in-flight requests (engine batch + queue) summed over
+  pods, from 15 s scrapes. Knob: in-flight per replica.
+* knative-kpa: Knative's KPA on concurrency per replica (60 s stable / 6 s panic window, panic at 200 %,
+  2 s tick, scale-down at most halves). Knob: target concurrency.
+* oracle: knows the future arrivals: keeps ready, one cold start early, the replicas that Little's law says
+  the next 5 min need at its utilization. Knob: utilization.
+
+Tuning: every policy's knob is set to the cheapest grid value that reaches 99 % (mean over seeds) on the
+separate tuning traces (tune-day, tune-steps), then used on the test traces. The operator runs its defaults
+(chosen the same way, on the tuning traces). The table also gives, per test trace, the GPU-hours each policy
+needs to reach 99 % with the best knob of its grid for that trace (generous to every policy), and the SLO each
+policy reaches at the operator's GPU-hours (interpolated along its knob sweep).
+
+    python benchmarks/autoscale_bench.py [--seeds 5] [--jobs 2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "operator"))
+
+from llmbackend.api.v1alpha1 import AutoscalingSpec  # noqa: E402
+from llmbackend.autoscaling import coldstart  # noqa: E402
+from llmbackend.autoscaling.decision import ScalerState, decide  # noqa: E402
+from llmbackend.autoscaling.hpa import render_hpa  # noqa: E402
+from llmbackend.autoscaling.ratio import SIGNAL_ENGINE, TritonCounters, window_ratio  # noqa: E402
+
+# ---- the serving model ----
+SLOTS = 64
+DT = 0.5
+PREFILL_TOK_S = 40_000.0
+TPOT_BASE = 0.015
+TPOT_PER_SEQ = 0.0004
+COLD_START = (180.0, 300.0)
+TTFT_SLO = 2.0
+TPOT_SLO = 0.050
+SCRAPE = 15.0
+MAX_REPLICAS = 40
+WARM_S = 900.0  # every run starts this long before t = 0 at the trace's initial rate (not scored, no GPU time)
+TAIL_S = 300.0  # the run continues this long after the last arrival
+CLIENT_TIMEOUT_S = 60.0  # a request still in an engine queue after this long is cancelled by its client (missed)
+SLO_GOAL = 0.99
+
+
+# ---- traces: request rate (req/s) as a function of time; (name, duration s, rate function) ----
+def _smooth(t, a, b):
+    x = np.clip((t - a) / max(b - a, 1e-9), 0, 1)
+    return x * x * (3 - 2 * x)
+
+
+def _bursts(t, spec):
+    return sum(h * ((t >= s) & (t < s + d)) for s, d, h in spec)
+
+
+def business_day(t):
+    """A working day compressed to 2 h: morning ramp, lunch dip, afternoon peak, evening decline, 4 bursts."""
+    t = np.asarray(t) * 1.5
+    base = 3 + 27 * _smooth(t, 600, 3000) - 8 * (_smooth(t, 4200, 4800) - _smooth(t, 5400, 6000)) \
+        + 6 * _smooth(t, 6000, 7200) - 28 * _smooth(t, 8400, 10500)
+    return np.maximum(base, 2) + _bursts(t, [(2400, 360, 15), (3900, 270, 12), (6600, 450, 18), (8100, 225, 14)])
+
+
+def flash_crowd(t):
+    """10x within a minute for 20 min, then back (1 h)."""
+    return 4 + 36 * (_smooth(t, 900, 960) - _smooth(t, 2100, 2160))
+
+
+def slow_ramp(t):
+    """3 -> 40 req/s over 75 min, held 15 min."""
+    return 3 + 37 * np.clip(np.asarray(t) / 4500, 0, 1)
+
+
+def on_off(t):
+    """Spikes: 5 min at 30 req/s every 15 min, 3 req/s between."""
+    return np.where((t % 900) >= 600, 30.0, 3.0)
+
+
+def tune_day(t):
+    """Tuning only: another day shape (1.5 h), other burst times and heights."""
+    t = np.asarray(t) * 4 / 3
+    base = 4 + 20 * _smooth(t, 300, 2400) - 20 * _smooth(t, 5400, 7000)
+    return np.maximum(base, 2) + _bursts(t, [(1500, 200, 10), (3300, 300, 14), (4700, 120, 8)])
+
+
+def tune_steps(t):
+    """Tuning only: two rises of 2.5x and 3x within 5 and 10 min, and back (1 h)."""
+    return 6 + 9 * (_smooth(t, 600, 900) - _smooth(t, 1500, 1700)) + 12 * (_smooth(t, 2100, 2700) - _smooth(t, 3000, 3300))
+
+
+TEST_TRACES = [("business-day", 7200, business_day), ("flash-crowd-10x", 3600, flash_crowd),
+               ("slow-ramp", 5400, slow_ramp), ("on-off-spikes", 5400, on_off)]
+TUNE_TRACES = [("tune-day", 5400, tune_day), ("tune-steps", 3600, tune_steps)]
+ALL_TRACES = {n: (d, f) for n, d, f in TEST_TRACES + TUNE_TRACES}
+
+
+def arrivals(trace: str, seed: int):
+    duration, rate = ALL_TRACES[trace]
+    rng = np.random.default_rng([seed, sum(map(ord, trace))])
+    edges = np.arange(-WARM_S, duration, DT)
+    counts = rng.poisson(np.asarray(rate(np.maximum(edges + DT / 2, 0.0)), dtype=float) * DT)
+    t = np.repeat(edges, counts) + rng.uniform(0, DT, counts.sum())
+    n = len(t)
+    prompt = np.clip(rng.lognormal(math.log(600), 0.8, n), 32, 4000)
+    out = np.clip(np.round(rng.lognormal(math.log(200), 0.7, n)), 16, 1500)
+    return t, prompt, out, rng
+
+
+# ---- policies ----
+class Policy:
+    period = SCRAPE
+
+    def __init__(self, knob):
+        self.knob = knob
+
+    def desired(self, sim: "Sim", now: float) -> int:
+        raise NotImplementedError
+
+
+class Operator(Policy):
+    """llmbackend's decide() on llmbackend's window_ratio() of the engine counters (AutoscalingSpec defaults)."""
+
+    def __init__(self, knob=None):
+        super().__init__(knob)
+        kw = dict(enabled=True, min_replicas=1, max_replicas=MAX_REPLICAS)
+        if knob is not None:
+            kw["target_utilization"] = knob
+        self.spec = AutoscalingSpec(**kw)
+        self.period = float(self.spec.sync_period_seconds)
+        self.state = ScalerState()
+        self.samples: dict[int, list] = {}
+        self.cold_starts: list[float] = []
+
+    def desired(self, sim, now):
+        for p in sim.ready_pods(now):
+            self.samples.setdefault(p, []).append((now, sim.counters(p)))
+            if len(self.samples[p]) > 12:
+                del self.samples[p][0]
+        live = set(sim.live_pods())
+        for p in list(self.samples):
+            if p not in live:
+                del self.samples[p]
+        reading = window_ratio(self.samples, now, self.spec.window_seconds, SIGNAL_ENGINE)
+        cold, _ = coldstart.estimate(sim.observed_cold_starts(), self.spec.cold_start_seconds)
+        d = decide(self.state, reading, self.spec, sim.replicas(), now, max_batch_size=SLOTS, cold_start_s=cold)
+        self.state = d.state
+        return d.desired_replicas
+
+
+def _hpa_step(current, desired, behavior, history, now):
+    """The HPA's stabilization + policies (one Pods/Percent policy set, selectPolicy Max)."""
+    history.append((now, desired))
+    up, down = behavior["scaleUp"], behavior["scaleDown"]
+    while history and now - history[0][0] > max(up["stabilizationWindowSeconds"], down["stabilizationWindowSeconds"]):
+        history.pop(0)
+    if desired > current:
+        desired = min(r for t, r in history if now - t <= up["stabilizationWindowSeconds"])
+        desired = max(desired, current)
+        limit = max(current + (p["value"] if p["type"] == "Pods" else math.ceil(current * p["value"] / 100))
+                    for p in up["policies"])
+        return min(desired, limit)
+    if desired < current:
+        desired = max(r for t, r in history if now - t <= down["stabilizationWindowSeconds"])
+        desired = min(desired, current)
+        limit = min(current - (p["value"] if p["type"] == "Pods" else math.floor(current * p["value"] / 100))
+                    for p in down["policies"])
+        return max(desired, limit)
+    return current
+
+
+DEFAULT_HPA_BEHAVIOR = {
+    "scaleUp": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Percent", "value": 100}, {"type": "Pods", "value": 4}]},
+    "scaleDown": {"stabilizationWindowSeconds": 300, "policies": [{"type": "Percent", "value": 100}]},
+}
+
+
+class HpaRatio(Policy):
+    """The HPA that `mode: hpa` renders, on the recorded per-pod engine ratio."""
+
+    LAG = 15.0
+
+    def __init__(self, knob):
+        super().__init__(knob)
+        spec = AutoscalingSpec(enabled=True, mode="hpa", min_replicas=1, max_replicas=MAX_REPLICAS, target_ratio=knob)
+        hpa = render_hpa("b", "ns", {"apiVersion": "apps/v1", "kind": "Deployment", "name": "b"}, spec)["spec"]
+        self.behavior = hpa["behavior"]
+        self.target = knob
+        self.window = spec.window_seconds
+        self.samples: dict[int, list] = {}
+        self.history: list = []
+
+    def desired(self, sim, now):
+        for p in sim.ready_pods(now):
+            self.samples.setdefault(p, []).append((now, sim.counters(p)))
+            if len(self.samples[p]) > 10:
+                del self.samples[p][0]
+        t_eval = now - self.LAG
+        ratios = []
+        for p in sim.live_pods():
+            pts = [(t, c) for t, c in self.samples.get(p, []) if t_eval - self.window <= t <= t_eval]
+            if len(pts) >= 2:
+                dq = pts[-1][1].queue_us - pts[0][1].queue_us
+                dc = pts[-1][1].compute_infer_us - pts[0][1].compute_infer_us
+                ratios.append(dq / max(dc, 1.0 * (pts[-1][0] - pts[0][0])))
+        cur = sim.replicas()
+        if not ratios:
+            return cur
+        missing = cur - len(ratios)
+        usage = sum(ratios) / len(ratios) / self.target
+        if abs(usage - 1) <= 0.1:
+            return _hpa_step(cur, cur, self.behavior, self.history, now)
+        if usage > 1:   # missing pods count as 0
+            new_usage = sum(ratios) / self.target / cur
+        else:           # missing pods count as at target
+            new_usage = (sum(ratios) / self.target + missing) / cur
+        if abs(new_usage - 1) <= 0.1 or (usage > 1) != (new_usage > 1):
+            rec = cur
+        else:
+            rec = math.ceil(new_usage * cur - 1e-9)
+        rec = max(1, min(MAX_REPLICAS, rec))
+        return _hpa_step(cur, rec, self.behavior, self.history, now)
+
+
+class KedaInflight(Policy):
+    """HPA (default behavior) on an External AverageValue metric: in-flight requests over all pods."""
+
+    def __init__(self, knob):
+        super().__init__(knob)
+        self.history: list = []
+
+    def desired(self, sim, now):
+        total = sim.total_in_flight()
+        cur = sim.replicas()
+        usage = total / (self.knob * max(cur, 1))
+        rec = cur if abs(usage - 1) <= 0.1 else math.ceil(total / self.knob - 1e-9)
+        rec = max(1, min(MAX_REPLICAS, rec))
+        return _hpa_step(cur, rec, DEFAULT_HPA_BEHAVIOR, self.history, now)
+
+
+class KnativeKpa(Policy):
+    """Knative KPA: concurrency averaged over 60 s (stable) and 6 s (panic), 2 s tick."""
+
+    period = 2.0
+
+    def __init__(self, knob):
+        super().__init__(knob)
+        self.obs: list[tuple[float, float]] = []
+        self.panic_until = -1.0
+
+    def desired(self, sim, now):
+        self.obs.append((now, sim.total_in_flight()))
+        while self.obs and now - self.obs[0][0] > 60:
+            self.obs.pop(0)
+        stable = sum(v for _, v in self.obs) / len(self.obs)
+        recent = [v for t, v in self.obs if now - t <= 6]
+        panic = sum(recent) / len(recent)
+        ready = max(1, len(sim.ready_pods(now)))
+        cur = sim.replicas()
+        d_stable = math.ceil(stable / self.knob - 1e-9)
+        d_panic = math.ceil(panic / self.knob - 1e-9)
+        if d_panic / ready >= 2.0:
+            self.panic_until = now + 60
+        if now < self.panic_until:
+            want = max(d_panic, cur)
+        else:
+            want = max(d_stable, math.ceil(ready / 2))  # max scale-down rate 2
+        return max(1, min(MAX_REPLICAS, want))
+
+
+class Oracle(Policy):
+    """Foresight: the replicas the next cold start + 5 min need (Little's law on the realized arrivals)."""
+
+    def __init__(self, knob):
+        super().__init__(knob)
+        self.need = None
+
+    def desired(self, sim, now):
+        if self.need is None:
+            # in flight at time tau ~ requests that arrived within one mean latency before tau
+            lat = float(np.mean(sim.out)) * (TPOT_BASE + TPOT_PER_SEQ * SLOTS * self.knob) + 0.1
+            edges = np.arange(-WARM_S, sim.end + 600, SCRAPE)
+            arr = np.histogram(sim.t_arr, bins=np.append(edges, edges[-1] + SCRAPE))[0] / SCRAPE
+            inflight = arr * lat
+            # peak of each 60 s: bursts inside a scrape period are covered
+            k = int(60 / SCRAPE)
+            inflight = np.array([inflight[i:i + k].max() for i in range(len(inflight))])
+            self.need = np.ceil(inflight / (self.knob * SLOTS) - 1e-9)
+        i0 = int((now + WARM_S) // SCRAPE)
+        ahead = int((COLD_START[1] + 300) / SCRAPE)
+        return max(1, min(MAX_REPLICAS, int(self.need[i0:i0 + ahead].max())))
+
+
+POLICIES = {
+    "operator": (Operator, [0.3, 0.4, 0.5, 0.6]),
+    "hpa-ratio (mode: hpa)": (HpaRatio, [0.01, 0.05, 0.2, 1.0]),
+    "keda-inflight": (KedaInflight, [10, 15, 20, 30]),
+    "knative-kpa": (KnativeKpa, [10, 15, 20, 30]),
+    "oracle": (Oracle, [0.6, 0.7, 0.8, 0.9]),
+}
+
+
+# ---- the simulation ----
+class Sim:
+    def __init__(self, trace: str, seed: int):
+        self.trace = trace
+        self.end = ALL_TRACES[trace][0]
+        self.t_arr, self.prompt, self.out, rng = arrivals(trace, seed)
+        n = len(self.t_arr)
+        self.rng = rng
+        self.pod = np.full(n, -1, dtype=np.int64)
+        self.admit = np.full(n, np.nan)
+        self.first = np.full(n, np.nan)
+        self.done = np.full(n, np.nan)
+        self.prefill_left = self.prompt.copy()
+        self.decoded = np.zeros(n)
+        self.phase = np.zeros(n, dtype=np.int8)  # 0 not arrived/unrouted, 1 engine queue, 2 prefill, 3 decode, 4 done
+        self.live = np.zeros(0, dtype=np.int64)
+        self.next_arrival = 0
+        self.gateway: list[int] = []
+        # pods
+        self.created: list[float] = []
+        self.ready_at: list[float] = []
+        self.draining: list[bool] = []
+        self.gone: list[float] = []
+        self.q_us: list[float] = []
+        self.c_us: list[float] = []
+        self.fin: list[float] = []
+        self.outstanding: list[int] = []
+        self.active = np.zeros(0)
+        self.waiting = np.zeros(0)
+        # start with what the initial rate needs at 60 % of the slots (the same for every policy)
+        initial = math.ceil(float(ALL_TRACES[trace][1](0.0)) * 9.0 / (0.6 * SLOTS))
+        for _ in range(initial):
+            self._add_pod(-WARM_S, ready_at=-WARM_S)
+        self.initial = initial
+
+    # pods
+    def _add_pod(self, now, ready_at=None):
+        self.created.append(now)
+        self.ready_at.append(ready_at if ready_at is not None else now + self.rng.uniform(*COLD_START))
+        self.draining.append(False)
+        self.gone.append(math.nan)
+        for lst in (self.q_us, self.c_us, self.fin):
+            lst.append(0.0)
+        self.outstanding.append(0)
+        self.active = np.append(self.active, 0)
+        self.waiting = np.append(self.waiting, 0)
+
+    def live_pods(self):
+        return [p for p in range(len(self.created)) if not self.draining[p] and math.isnan(self.gone[p])]
+
+    def ready_pods(self, now):
+        return [p for p in self.live_pods() if self.ready_at[p] <= now]
+
+    def replicas(self):
+        return len(self.live_pods())
+
+    def observed_cold_starts(self):
+        return [self.ready_at[p] - self.created[p] for p in range(self.initial, len(self.created))
+                if self.ready_at[p] <= self.now]
+
+    def counters(self, p):
+        a, w = float(self.active[p]), float(self.waiting[p])
+        return TritonCounters(self.q_us[p], self.c_us[p], self.fin[p], pending=a + w, trtllm_waiting=w,
+                              kv_cache_fraction=None, active=a, slots=float(SLOTS))
+
+    def total_in_flight(self):
+        return float(sum(self.outstanding[p] for p in self.live_pods())) + len(self.gateway)
+
+    def scale_to(self, want, now, by_in_flight: bool):
+        live = self.live_pods()
+        if want > len(live):
+            for _ in range(want - len(live)):
+                self._add_pod(now)
+        elif want < len(live):
+            warming = sorted((p for p in live if self.ready_at[p] > now), key=lambda p: -self.created[p])
+            ready = [p for p in live if self.ready_at[p] <= now]
+            if by_in_flight:
+                ready.sort(key=lambda p: self.outstanding[p])
+            else:
+                ready.sort(key=lambda p: -self.ready_at[p])
+            for p in (warming + ready)[: len(live) - want]:
+                self.draining[p] = True
+                if self.outstanding[p] == 0:
+                    self.gone[p] = now
+
+    # one step
+    def step(self, t0):
+        t1 = t0 + DT
+        self.now = t0
+        # 1. arrivals -> least outstanding Ready replica (the gateway holds them when none is routable)
+        routable = [p for p in self.live_pods() if self.ready_at[p] <= t0]
+        hi = int(np.searchsorted(self.t_arr, t1))
+        new = list(range(self.next_arrival, hi))
+        self.next_arrival = hi
+        if self.gateway:
+            new = self.gateway + new
+            self.gateway = []
+        if routable and new:
+            out = self.outstanding
+            for i in new:
+                p = min(routable, key=out.__getitem__)
+                out[p] += 1
+                self.pod[i] = p
+            idx = np.asarray(new, dtype=np.int64)
+            self.phase[idx] = 1
+            self.live = np.concatenate([self.live, idx])
+        elif new:
+            self.gateway = new
+        live = self.live
+        if len(live) == 0:
+            return
+        npods = len(self.created)
+        ph = self.phase[live]
+        pods = self.pod[live]
+        # 2. clients give up on requests queued too long; admission into free slots, FIFO per engine
+        gave_up = live[(ph == 1) & (self.t_arr[live] < t0 - CLIENT_TIMEOUT_S)]
+        if len(gave_up):
+            self.phase[gave_up] = 4
+            for p, n in zip(*np.unique(self.pod[gave_up], return_counts=True)):
+                self.outstanding[p] -= int(n)
+                if self.draining[p] and self.outstanding[p] == 0:
+                    self.gone[p] = t0
+            keep = self.phase[live] != 4
+            live, ph, pods = live[keep], ph[keep], pods[keep]
+        running = (ph == 2) | (ph == 3)
+        busy = np.bincount(pods[running], minlength=npods)
+        wq = live[ph == 1]
+        if len(wq):
+            wp = self.pod[wq]
+            order = np.argsort(wp, kind="stable")
+            wq, wp = wq[order], wp[order]
+            rank = np.arange(len(wq)) - np.searchsorted(wp, wp, "left")
+            ok = rank < (SLOTS - busy)[wp]
+            adm = wq[ok]
+            self.phase[adm] = 2
+            self.admit[adm] = np.maximum(self.t_arr[adm], t0)
+            ph = self.phase[live]
+        # 3. prefill (prompts first, FIFO per engine)
+        pf = live[ph == 2]
+        prefill_used = np.zeros(npods)
+        budget = PREFILL_TOK_S * DT
+        if len(pf):
+            pp = self.pod[pf]
+            order = np.argsort(pp, kind="stable")
+            pf, pp = pf[order], pp[order]
+            start = np.searchsorted(pp, pp, "left")
+            vals = self.prefill_left[pf].copy()
+            cs = np.cumsum(vals)
+            cum = cs - np.concatenate([[0.0], cs])[start]
+            done = cum <= budget
+            fd = pf[done]
+            self.first[fd] = np.maximum(t0 + cum[done] / PREFILL_TOK_S, self.admit[fd] + vals[done] / PREFILL_TOK_S)
+            self.prefill_left[fd] = 0
+            self.decoded[fd] = 1.0
+            self.phase[fd] = 3
+            part = ~done & (cum - vals < budget)  # the prompt this step's budget ends in
+            self.prefill_left[pf[part]] = cum[part] - budget
+            prefill_used = np.minimum(np.bincount(pp, weights=vals, minlength=npods), budget) / PREFILL_TOK_S
+        # 4. decode (sequences that had their first token before this step)
+        dec = live[(ph == 3)]
+        if len(dec):
+            dp = self.pod[dec]
+            b = np.bincount(dp, minlength=npods)
+            it = TPOT_BASE + TPOT_PER_SEQ * b
+            avail = DT - prefill_used
+            iters = (avail / it)[dp]
+            before = self.decoded[dec]
+            self.decoded[dec] = before + iters
+            fin = self.decoded[dec] >= self.out[dec]
+            if fin.any():
+                f = dec[fin]
+                fp = dp[fin]
+                frac = (self.out[f] - before[fin]) / iters[fin]
+                self.done[f] = t0 + prefill_used[fp] + frac * avail[fp]
+                self.phase[f] = 4
+                qa = np.bincount(fp, weights=(self.admit[f] - self.t_arr[f]) * 1e6, minlength=npods)
+                ca = np.bincount(fp, weights=(self.done[f] - self.admit[f]) * 1e6, minlength=npods)
+                na = np.bincount(fp, minlength=npods)
+                for p in np.nonzero(na)[0]:
+                    self.q_us[p] += qa[p]
+                    self.c_us[p] += ca[p]
+                    self.fin[p] += na[p]
+                    self.outstanding[p] -= int(na[p])
+                    if self.draining[p] and self.outstanding[p] == 0:
+                        self.gone[p] = t1
+        self.live = live[self.phase[live] != 4]
+        ph = self.phase[self.live]
+        lp = self.pod[self.live]
+        self.active = np.bincount(lp[(ph == 2) | (ph == 3)], minlength=npods).astype(float)
+        self.waiting = np.bincount(lp[ph == 1], minlength=npods).astype(float)
+
+    def run(self, policy: Policy):
+        next_decision = -WARM_S
+        by_in_flight = isinstance(policy, Operator)
+        steps = int((self.end + TAIL_S + WARM_S) / DT)
+        for k in range(steps):
+            t = k * DT - WARM_S
+            self.now = t
+            if t >= next_decision:
+                next_decision += policy.period
+                want = policy.desired(self, t)
+                if want != self.replicas():
+                    self.scale_to(want, t, by_in_flight)
+            self.step(t)
+        end = steps * DT - WARM_S
+        gpu_s = sum(max(0.0, (g if not math.isnan(g) else end) - max(c, 0.0)) for c, g in zip(self.created, self.gone))
+        ok = ((self.first - self.t_arr) <= TTFT_SLO) & (
+            (self.done - self.first) / np.maximum(self.out - 1, 1) <= TPOT_SLO) & ~np.isnan(self.done)
+        return float(ok[self.t_arr >= 0].mean()), gpu_s / 3600.0
+
+
+def run_one(args):
+    policy, knob, trace, seed = args
+    cls = POLICIES[policy][0]
+    sim = Sim(trace, seed)
+    slo, gpu_h = sim.run(cls(knob))
+    return policy, knob, trace, seed, slo, gpu_h
+
+
+@dataclass
+class Cell:
+    slo: list
+    gpu: list
+
+    @property
+    def slo_mean(self):
+        return float(np.mean(self.slo))
+
+    @property
+    def gpu_mean(self):
+        return float(np.mean(self.gpu))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--quick", action="store_true", help="operator defaults only (for a smoke test)")
+    ap.add_argument("--only", help="comma-separated policies to run (e.g. operator while tuning)")
+    ap.add_argument("--traces", help="comma-separated traces (default: all)")
+    args = ap.parse_args()
+    started = time.time()
+    seeds = list(range(1, args.seeds + 1))
+    jobs = []
+    only = set(args.only.split(",")) if args.only else set(POLICIES)
+    traces = args.traces.split(",") if args.traces else list(ALL_TRACES)
+    for name, (cls, grid) in POLICIES.items():
+        if (name not in only and not (args.only and args.only in name)) or (args.quick and name != "operator"):
+            continue
+        knobs = [None] + grid if name == "operator" else grid
+        if args.quick:
+            knobs = knobs[:1]
+        for knob in knobs:
+            for trace in traces:
+                for seed in seeds:
+                    jobs.append((name, knob, trace, seed))
+    results: dict[tuple, Cell] = {}
+    with ProcessPoolExecutor(args.jobs) as ex:
+        for policy, knob, trace, seed, slo, gpu in ex.map(run_one, jobs, chunksize=1):
+            results.setdefault((policy, knob, trace), Cell([], [])).slo.append(slo)
+            results[(policy, knob, trace)].gpu.append(gpu)
+    if args.only or args.traces:
+        for key, c in sorted(results.items(), key=lambda kv: (kv[0][2], kv[0][0], str(kv[0][1]))):
+            print(f"{key[2]:16s} {key[0]:22s} {str(key[1]):6s} SLO {c.slo_mean:.2%} [{min(c.slo):.2%}-{max(c.slo):.2%}] "
+                  f"GPU-h {c.gpu_mean:.2f}")
+    else:
+        print(table(results, args))
+    print(f"\n{len(jobs)} simulations, {time.time() - started:.0f} s on {args.jobs} process(es)")
+    return 0
+
+
+def tuned_knob(results, name, grid):
+    """Cheapest grid value reaching the goal (mean over seeds) on every tuning trace; else the best SLO."""
+    ok = [k for k in grid if all(results[(name, k, tr)].slo_mean >= SLO_GOAL for tr, _, _ in TUNE_TRACES)]
+    if ok:
+        return min(ok, key=lambda k: sum(results[(name, k, tr)].gpu_mean for tr, _, _ in TUNE_TRACES))
+    return max(grid, key=lambda k: min(results[(name, k, tr)].slo_mean for tr, _, _ in TUNE_TRACES))
+
+
+def slo_at(results, name, knobs, trace, budget):
+    pts = sorted((results[(name, k, trace)].gpu_mean, results[(name, k, trace)].slo_mean) for k in knobs)
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    if budget <= xs[0]:
+        return ys[0], "<=" if budget < xs[0] else ""
+    if budget >= xs[-1]:
+        return ys[-1], ">=" if budget > xs[-1] else ""
+    return float(np.interp(budget, xs, np.maximum.accumulate(ys))), ""
+
+
+def table(results, args) -> str:
+    rows = []
+    head = ("| trace | policy (knob) | SLO met, mean [min-max] | GPU-h, mean [min-max] | GPU-h to reach 99 % | "
+            "SLO at the operator's GPU-h |")
+    rows.append(head)
+    rows.append("|" + "---|" * 6)
+    for trace, _, _ in TEST_TRACES:
+        budget = results[("operator", None, trace)].gpu_mean
+        for name, (cls, grid) in POLICIES.items():
+            if args.quick and name != "operator":
+                continue
+            knob = None if name == "operator" else tuned_knob(results, name, grid)
+            c = results[(name, knob, trace)]
+            label = f"{name} (defaults)" if knob is None else f"{name} ({knob:g}, tuned)"
+            knobs = [k for k in ([None] + grid if name == "operator" else grid) if (name, k, trace) in results]
+            reach = [results[(name, k, trace)].gpu_mean for k in knobs if results[(name, k, trace)].slo_mean >= SLO_GOAL]
+            if name == "operator":
+                reach_s = f"{c.gpu_mean:.1f} (defaults)" if c.slo_mean >= SLO_GOAL else "not reached (defaults)"
+            else:
+                reach_s = f"{min(reach):.1f}" if reach else "not reached"
+            if name == "operator":
+                at_s = f"{c.slo_mean:.1%}"
+            else:
+                v, mark = slo_at(results, name, knobs, trace, budget)
+                at_s = f"{mark}{v:.1%}"
+            rows.append(f"| {trace} | {label} | {c.slo_mean:.1%} [{min(c.slo):.1%}-{max(c.slo):.1%}] | "
+                        f"{c.gpu_mean:.1f} [{min(c.gpu):.1f}-{max(c.gpu):.1f}] | {reach_s} | {at_s} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,405 @@
+"""CPU stand-in for the subset of TensorRT-LLM's LLM API that the operator's Triton model uses.
+
+Shapes follow TensorRT-LLM 1.2's documented LLM API (`tensorrt_llm.LLM`, `SamplingParams`,
+`llmapi.KvCacheConfig`): `LLM(model=..., **llm_args)` rejects unknown arguments like the real pydantic LlmArgs;
+`generate_async(prompt, sampling_params, streaming)` returns a RequestOutput that is async-iterable (one item per
+engine iteration when streaming, only the final one otherwise), with `outputs[0].text`, `token_ids`,
+`finish_reason` ("stop" | "length" | "cancelled"), and, with `return_perf_metrics`,
+`outputs[0].request_perf_metrics.timing_metrics.{arrival,first_scheduled,first_token,last_token}_time` as
+`datetime.timedelta` on a steady clock; `abort()`; `get_stats_async(timeout)` yields iteration-stats dicts
+(`numQueuedRequests`, `numActiveRequests`, `maxNumActiveRequests`, `inflightBatchingStats`, `kvCacheStats`) when
+`enable_iter_perf_stats` is on; `shutdown()`.
+
+What it simulates, nothing more: in-flight batching with `max_batch_size` slots; every iteration (a fixed decode
+time, env `TRTLLM_STANDIN_ITERATION_S`, default 0.02 s) admits waiting requests into free slots and gives every
+running request one token; requests wait inside the engine while the slots are full. The "tokenizer" splits on
+whitespace; the "model" answers with the prompt's words, echoed in order. This is not TensorRT-LLM's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import datetime
+import itertools
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+__version__ = "1.2.0+cpu-standin"
+FOLLOWS_TENSORRT_LLM = "1.2"
+
+_TOKENS_PER_BLOCK = 32
+
+
+def _now() -> datetime.timedelta:
+    return datetime.timedelta(seconds=time.monotonic())
+
+
+@dataclasses.dataclass
+class KvCacheConfig:
+    free_gpu_memory_fraction: float | None = None
+    enable_block_reuse: bool = True
+    dtype: str = "auto"
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.free_gpu_memory_fraction is not None and not 0 < self.free_gpu_memory_fraction <= 1:
+            raise ValueError(f"free_gpu_memory_fraction must be in (0, 1], got {self.free_gpu_memory_fraction}")
+
+
+@dataclasses.dataclass
+class SamplingParams:
+    max_tokens: int = 32
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    repetition_penalty: float | None = None
+    stop: str | list[str] | None = None
+    end_id: int | None = None
+    return_perf_metrics: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is None or self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature is not None and self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclasses.dataclass
+class TimingMetrics:
+    arrival_time: datetime.timedelta = datetime.timedelta(0)
+    first_scheduled_time: datetime.timedelta = datetime.timedelta(0)
+    first_token_time: datetime.timedelta = datetime.timedelta(0)
+    last_token_time: datetime.timedelta = datetime.timedelta(0)
+
+
+@dataclasses.dataclass
+class KvCacheMetrics:
+    num_total_allocated_blocks: int = 0
+    num_new_allocated_blocks: int = 0
+    num_reused_blocks: int = 0
+    num_missed_blocks: int = 0
+    kv_cache_hit_rate: float = 0.0
+
+
+@dataclasses.dataclass
+class RequestPerfMetrics:
+    timing_metrics: TimingMetrics = dataclasses.field(default_factory=TimingMetrics)
+    kv_cache_metrics: KvCacheMetrics = dataclasses.field(default_factory=KvCacheMetrics)
+
+
+@dataclasses.dataclass
+class CompletionOutput:
+    index: int = 0
+    text: str = ""
+    token_ids: list[int] = dataclasses.field(default_factory=list)
+    finish_reason: str | None = None
+    request_perf_metrics: RequestPerfMetrics | None = None
+    _last_text_len: int = 0
+    _last_token_len: int = 0
+
+    @property
+    def text_diff(self) -> str:
+        return self.text[self._last_text_len:]
+
+    @property
+    def token_ids_diff(self) -> list[int]:
+        return self.token_ids[self._last_token_len:]
+
+
+class RequestOutput:
+    """What generate_async returns: async-iterable, `abort()`, `finished`, `outputs`, `prompt_token_ids`."""
+
+    def __init__(self, engine: "_Engine", request_id: int, prompt: str, prompt_token_ids: list[int],
+                 params: SamplingParams, streaming: bool, perf: bool) -> None:
+        self._engine = engine
+        self.request_id = request_id
+        self.prompt = prompt
+        self.prompt_token_ids = prompt_token_ids
+        self.streaming = streaming
+        self._params = params
+        self._stop = [params.stop] if isinstance(params.stop, str) else list(params.stop or [])
+        self._words = prompt.split() or ["..."]
+        self.outputs = [CompletionOutput(request_perf_metrics=RequestPerfMetrics() if perf else None)]
+        self.finished = False
+        self._timing = TimingMetrics(arrival_time=_now())
+        self._pending = 0            # snapshots not yet consumed by the iterator
+        self._cond = threading.Condition()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    # -- engine side (engine thread) --
+
+    def _step(self) -> None:
+        out = self.outputs[0]
+        now = _now()
+        if not out.token_ids:
+            self._timing.first_token_time = now
+        word = self._words[len(out.token_ids) % len(self._words)]
+        out.token_ids.append(sum(word.encode()) % 32000)
+        out.text = (out.text + " " + word) if out.text else word
+        if any(s and out.text.endswith(s) for s in self._stop):
+            out.text = out.text[: -len(next(s for s in self._stop if s and out.text.endswith(s)))].rstrip()
+            self._finish("stop", now)
+        elif len(out.token_ids) >= self._params.max_tokens:
+            self._finish("length", now)
+        self._publish()
+
+    def _finish(self, reason: str, now: datetime.timedelta) -> None:
+        self.outputs[0].finish_reason = reason
+        self._timing.last_token_time = now
+        if self.outputs[0].request_perf_metrics is not None:
+            self.outputs[0].request_perf_metrics.timing_metrics = dataclasses.replace(self._timing)
+        self.finished = True
+
+    def _publish(self) -> None:
+        with self._cond:
+            self._pending += 1
+            self._cond.notify_all()
+            waiters = list(self._waiters)
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    # -- client side --
+
+    def abort(self) -> None:
+        self._engine.abort(self)
+
+    def result(self, timeout: float | None = None) -> "RequestOutput":
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.finished, timeout):
+                raise TimeoutError(f"request {self.request_id} not finished after {timeout}s")
+        return self
+
+    def __aiter__(self) -> AsyncIterator["RequestOutput"]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator["RequestOutput"]:
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        with self._cond:
+            self._waiters.append((loop, event))
+        out = self.outputs[0]
+        try:
+            while True:
+                with self._cond:
+                    ready, done = self._pending > 0, self.finished
+                    self._pending = 0
+                    event.clear()
+                if done or (ready and self.streaming):
+                    yield self
+                    out._last_text_len, out._last_token_len = len(out.text), len(out.token_ids)
+                    if done:
+                        return
+                    continue
+                await event.wait()
+        finally:
+            with self._cond:
+                self._waiters.remove((loop, event))
+
+
+class _Engine:
+    """The in-flight batcher: one thread, fixed slots, fixed iteration time."""
+
+    def __init__(self, slots: int, max_seq_len: int, iteration_s: float, stats: bool) -> None:
+        self.slots = slots
+        self.max_seq_len = max_seq_len
+        self.iteration_s = iteration_s
+        self.max_blocks = slots * math.ceil(max_seq_len / _TOKENS_PER_BLOCK)
+        self.waiting: collections.deque[RequestOutput] = collections.deque()
+        self.running: list[RequestOutput] = []
+        self.aborted: set[int] = set()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.stopped = False
+        self.iter = 0
+        self.stats_enabled = stats
+        self.stats: collections.deque[dict[str, Any]] = collections.deque(maxlen=1000)
+        self.thread = threading.Thread(target=self._run, name="trtllm-standin-engine", daemon=True)
+        self.thread.start()
+
+    def submit(self, req: RequestOutput) -> None:
+        with self.lock:
+            if self.stopped:
+                raise RuntimeError("the LLM has been shut down")
+            self.waiting.append(req)
+        self.wake.set()
+
+    def abort(self, req: RequestOutput) -> None:
+        with self.lock:
+            self.aborted.add(req.request_id)
+        self.wake.set()
+
+    def _blocks(self, req: RequestOutput) -> int:
+        return math.ceil((len(req.prompt_token_ids) + len(req.outputs[0].token_ids)) / _TOKENS_PER_BLOCK)
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                if self.stopped:
+                    cancelled = list(self.waiting) + self.running
+                    self.waiting.clear()
+                    self.running.clear()
+                    break
+                idle = not self.waiting and not self.running and not self.aborted
+            if idle:
+                self.wake.wait(0.5)
+                self.wake.clear()
+                continue
+            self._iteration()
+            time.sleep(self.iteration_s)
+        for req in cancelled:
+            req._finish("cancelled", _now())
+            req._publish()
+
+    def _iteration(self) -> None:
+        now = _now()
+        with self.lock:
+            done: list[RequestOutput] = []
+            for req in [*self.running, *self.waiting]:
+                if req.request_id in self.aborted:
+                    done.append(req)
+            for req in done:
+                if req in self.running:
+                    self.running.remove(req)
+                else:
+                    self.waiting.remove(req)
+                self.aborted.discard(req.request_id)
+            self.aborted &= {r.request_id for r in (*self.running, *self.waiting)}
+            while self.waiting and len(self.running) < self.slots:
+                req = self.waiting.popleft()
+                req._timing.first_scheduled_time = now
+                self.running.append(req)
+            scheduled = list(self.running)
+            queued = len(self.waiting)
+        for req in done:
+            req._finish("cancelled", now)
+            req._publish()
+        for req in scheduled:
+            req._step()
+        with self.lock:
+            self.running = [r for r in self.running if not r.finished]
+            used = sum(self._blocks(r) for r in self.running)
+            self.iter += 1
+            if self.stats_enabled:
+                self.stats.append({
+                    "iter": self.iter,
+                    "iterLatencyMS": self.iteration_s * 1000.0,
+                    "numActiveRequests": len(scheduled),
+                    "numQueuedRequests": queued,
+                    "numCompletedRequests": sum(1 for r in scheduled if r.finished),
+                    "maxNumActiveRequests": self.slots,
+                    "inflightBatchingStats": {
+                        "numScheduledRequests": len(scheduled),
+                        "numContextRequests": sum(1 for r in scheduled if len(r.outputs[0].token_ids) == 1),
+                        "numGenRequests": sum(1 for r in scheduled if len(r.outputs[0].token_ids) > 1),
+                        "numPausedRequests": 0,
+                    },
+                    "kvCacheStats": {
+                        "maxNumBlocks": self.max_blocks,
+                        "freeNumBlocks": self.max_blocks - used,
+                        "usedNumBlocks": used,
+                        "tokensPerBlock": _TOKENS_PER_BLOCK,
+                        "allocTotalBlocks": used,
+                    },
+                })
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+        self.wake.set()
+        self.thread.join(5)
+
+
+_LLM_ARGS = {
+    "tokenizer", "backend", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size",
+    "moe_tensor_parallel_size", "kv_cache_config", "max_batch_size", "max_num_tokens", "max_seq_len",
+    "max_input_len", "enable_chunked_prefill", "return_perf_metrics", "enable_iter_perf_stats", "scheduler_config",
+    "trust_remote_code", "skip_tokenizer_init",
+}
+
+
+class LLM:
+    """`LLM(model, **llm_args)`; `model` is a checkpoint directory (must hold config.json) or a hub id."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, model: str, **kwargs: Any) -> None:
+        unknown = sorted(set(kwargs) - _LLM_ARGS)
+        if unknown:
+            raise TypeError(f"LLM() got unexpected arguments: {', '.join(unknown)}")
+        path = Path(model)
+        # The stand-in loads no weights; it only rejects a directory that is not a checkpoint. (A path absent
+        # here, like the pod's /models, is accepted: on this machine it names the simulated checkpoint.)
+        if path.is_dir() and not (path / "config.json").is_file():
+            raise ValueError(f"{model}: no config.json; not a Hugging Face checkpoint directory")
+        kv = kwargs.get("kv_cache_config")
+        if isinstance(kv, dict):
+            kv = KvCacheConfig(**kv)
+        if kv is not None and not isinstance(kv, KvCacheConfig):
+            raise TypeError("kv_cache_config must be a KvCacheConfig")
+        for key in ("tensor_parallel_size", "pipeline_parallel_size", "max_batch_size", "max_num_tokens", "max_seq_len"):
+            value = kwargs.get(key)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{key} must be a positive int, got {value!r}")
+        self.model = model
+        self.args = dict(kwargs, kv_cache_config=kv)
+        self.max_seq_len = int(kwargs.get("max_seq_len") or 2048)
+        self._perf = bool(kwargs.get("return_perf_metrics"))
+        self._engine = _Engine(
+            slots=int(kwargs.get("max_batch_size") or 8),
+            max_seq_len=self.max_seq_len,
+            iteration_s=float(os.environ.get("TRTLLM_STANDIN_ITERATION_S", "0.02")),
+            stats=bool(kwargs.get("enable_iter_perf_stats")),
+        )
+
+    def generate_async(self, inputs: str, sampling_params: SamplingParams | None = None,
+                       streaming: bool = False, **_: Any) -> RequestOutput:
+        if not isinstance(inputs, str):
+            raise TypeError("the stand-in accepts text prompts only")
+        params = sampling_params or SamplingParams()
+        prompt_ids = [sum(w.encode()) % 32000 for w in inputs.split()]
+        if not prompt_ids:
+            raise ValueError("the prompt is empty")
+        if len(prompt_ids) + params.max_tokens > self.max_seq_len:
+            raise ValueError(f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
+                             f"max_seq_len ({self.max_seq_len})")
+        req = RequestOutput(self._engine, next(self._ids), inputs, prompt_ids, params, streaming,
+                            self._perf or params.return_perf_metrics)
+        self._engine.submit(req)
+        return req
+
+    def generate(self, inputs: str, sampling_params: SamplingParams | None = None) -> RequestOutput:
+        return self.generate_async(inputs, sampling_params).result()
+
+    async def get_stats_async(self, timeout: float = 2) -> AsyncIterator[dict[str, Any]]:
+        """Iteration stats recorded since the last call (none unless enable_iter_perf_stats)."""
+        while self._engine.stats:
+            yield self._engine.stats.popleft()
+
+    def get_stats(self, timeout: float = 2) -> list[dict[str, Any]]:
+        out = []
+        while self._engine.stats:
+            out.append(self._engine.stats.popleft())
+        return out
+
+    def shutdown(self) -> None:
+        self._engine.stop()
+
+    def __enter__(self) -> "LLM":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+__all__ = ["LLM", "SamplingParams", "KvCacheConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics"]

@@ -1,0 +1,214 @@
+"""AsyncLLM (vLLM 0.11.0 V1 engine client): generate() / abort() over a simulated in-flight batching engine.
+
+Simulation: `max_num_seqs` slots; every VLLM_STANDIN_STEP_S seconds each running request gets one token (the first
+step is prefill + first token); waiting requests take free slots FIFO before each step. Output token i echoes the
+prompt's words cyclically. Per step the stat loggers get SchedulerStats (waiting, running, KV usage) and
+IterationStats whose finished_requests carry queued_time (scheduled - arrival) and inference_time (last token -
+scheduled), as vLLM computes them.
+
+Like vLLM: an unknown engine argument is a TypeError (AsyncEngineArgs is a dataclass); a `quantization` argument that
+contradicts the checkpoint's config.json quantization_config, or an AWQ/GPTQ method on a checkpoint without one, is a
+ValueError at start; a prompt longer than max_model_len is a ValueError from generate(); an aborted request's
+generator ends with finish_reason "abort"; cancelling the consumer aborts the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import math
+import os
+import time
+import zlib
+from typing import AsyncGenerator, Iterable
+
+from ...config import CacheConfig, SchedulerConfig, VllmConfig
+from ...engine.arg_utils import AsyncEngineArgs
+from ...outputs import CompletionOutput, RequestOutput
+from ...sampling_params import SamplingParams
+from ..metrics.stats import FinishedRequestStats, IterationStats, SchedulerStats
+
+BLOCK_SIZE = 16
+PRE_QUANTIZED_ONLY = ("awq", "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors", "modelopt")
+
+
+def _checkpoint_quantization(model: str) -> str | None:
+    path = model[len("file://"):] if model.startswith("file://") else model
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return None
+    method = (config.get("quantization_config") or {}).get("quant_method")
+    return str(method).lower() if method else None
+
+
+def check_quantization(engine_args: AsyncEngineArgs) -> str | None:
+    """The quantization vLLM would use, or ValueError where vLLM refuses to start."""
+    declared = _checkpoint_quantization(engine_args.model)
+    asked = engine_args.quantization
+    if declared and asked and asked != declared:
+        raise ValueError(
+            f"Quantization method specified in the model config ({declared}) does not match the quantization "
+            f"method specified in the `quantization` argument ({asked}).")
+    if asked in PRE_QUANTIZED_ONLY and not declared:
+        raise ValueError(f"quantization {asked!r} needs a pre-quantized checkpoint (no quantization_config found)")
+    return declared or asked
+
+
+def _token_id(word: str) -> int:
+    return zlib.crc32(word.encode()) % 32000
+
+
+class _Request:
+    def __init__(self, request_id: str, prompt: str, params: SamplingParams, max_model_len: int) -> None:
+        self.id = request_id
+        self.prompt = prompt
+        self.words = prompt.split() or ["."]
+        self.prompt_ids = [_token_id(w) for w in self.words]
+        self.params = params
+        # Like vLLM's scheduler: a request stops ("length") at max_model_len whatever max_tokens asks for.
+        room = max(1, max_model_len - len(self.prompt_ids))
+        self.max_tokens = min(params.max_tokens or room, room)
+        self.queue: asyncio.Queue[RequestOutput] = asyncio.Queue()
+        self.arrival = time.monotonic()
+        self.scheduled: float | None = None
+        self.text = ""
+        self.token_ids: list[int] = []
+        self.finish_reason: str | None = None
+        self.stop_reason: str | None = None
+
+    def step(self) -> None:
+        word = self.words[len(self.token_ids) % len(self.words)]
+        self.token_ids.append(_token_id(word))
+        self.text += " " + word
+        for stop in self.params.stop or []:
+            at = self.text.find(stop)
+            if at >= 0:
+                self.text = self.text[:at]
+                self.finish_reason, self.stop_reason = "stop", stop
+                return
+        if len(self.token_ids) >= self.max_tokens:
+            self.finish_reason = "length"
+
+    def output(self) -> RequestOutput:
+        done = self.finish_reason is not None
+        completion = CompletionOutput(0, self.text, list(self.token_ids), finish_reason=self.finish_reason,
+                                      stop_reason=self.stop_reason)
+        return RequestOutput(self.id, self.prompt, list(self.prompt_ids), None, [completion], done)
+
+    def tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.token_ids)
+
+
+class AsyncLLM:
+    def __init__(self, engine_args: AsyncEngineArgs, stat_loggers=None) -> None:
+        self.quantization = check_quantization(engine_args)
+        self.max_num_seqs = engine_args.max_num_seqs or 256
+        self.max_model_len = engine_args.max_model_len or 8192
+        self.step_s = float(os.environ.get("VLLM_STANDIN_STEP_S", "0.01"))
+        blocks = self.max_num_seqs * math.ceil(self.max_model_len / BLOCK_SIZE)
+        self.vllm_config = VllmConfig(
+            CacheConfig(BLOCK_SIZE, engine_args.gpu_memory_utilization, blocks, engine_args.kv_cache_dtype),
+            SchedulerConfig(self.max_num_seqs, engine_args.max_num_batched_tokens or 8192, self.max_model_len))
+        self.log_stats = not engine_args.disable_log_stats
+        self.stat_loggers = [factory(self.vllm_config, 0) for factory in (stat_loggers or [])]
+        for logger in self.stat_loggers:
+            logger.log_engine_initialized()
+        self._waiting: collections.deque[_Request] = collections.deque()
+        self._running: dict[str, _Request] = {}
+        self._requests: dict[str, _Request] = {}
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self.errored = False
+
+    @classmethod
+    def from_engine_args(cls, engine_args: AsyncEngineArgs, start_engine_loop: bool = True, usage_context=None,
+                         stat_loggers=None, **kwargs) -> "AsyncLLM":
+        return cls(engine_args, stat_loggers)
+
+    def _ensure_loop(self) -> None:
+        if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def generate(self, prompt, sampling_params: SamplingParams, request_id: str,
+                       **kwargs) -> AsyncGenerator[RequestOutput, None]:
+        text = prompt.get("prompt", "") if isinstance(prompt, dict) else str(prompt)
+        if request_id in self._requests:
+            raise ValueError(f"Request id {request_id} already running.")
+        request = _Request(request_id, text, sampling_params, self.max_model_len)
+        if len(request.prompt_ids) > self.max_model_len:
+            raise ValueError(f"The decoder prompt (length {len(request.prompt_ids)}) is longer than the maximum "
+                             f"model length of {self.max_model_len}.")
+        self._ensure_loop()
+        self._requests[request_id] = request
+        self._waiting.append(request)
+        assert self._wake is not None
+        self._wake.set()
+        try:
+            while True:
+                out = await request.queue.get()
+                yield out
+                if out.finished:
+                    return
+        except (asyncio.CancelledError, GeneratorExit):
+            self._abort(request_id)
+            raise
+        finally:
+            self._requests.pop(request_id, None)
+
+    async def abort(self, request_id: str | Iterable[str]) -> None:
+        for rid in [request_id] if isinstance(request_id, str) else list(request_id):
+            self._abort(rid)
+
+    def _abort(self, request_id: str) -> None:
+        request = self._requests.get(request_id)
+        if request is None or request.finish_reason is not None:
+            return
+        self._running.pop(request_id, None)
+        if request in self._waiting:
+            self._waiting.remove(request)
+        request.finish_reason = "abort"
+        request.queue.put_nowait(request.output())
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            if not self._waiting and not self._running:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = time.monotonic()
+            while self._waiting and len(self._running) < self.max_num_seqs:
+                request = self._waiting.popleft()
+                request.scheduled = now
+                self._running[request.id] = request
+            await asyncio.sleep(self.step_s)
+            now = time.monotonic()
+            iteration = IterationStats()
+            for request in list(self._running.values()):
+                if request.finish_reason is not None:  # aborted during the step
+                    continue
+                request.step()
+                iteration.num_generation_tokens += 1
+                if request.finish_reason is not None:
+                    del self._running[request.id]
+                    scheduled = request.scheduled or now
+                    iteration.finished_requests.append(FinishedRequestStats(
+                        finish_reason=request.finish_reason, e2e_latency=now - request.arrival,
+                        num_prompt_tokens=len(request.prompt_ids), num_generation_tokens=len(request.token_ids),
+                        max_tokens_param=request.params.max_tokens, queued_time=scheduled - request.arrival,
+                        inference_time=now - scheduled))
+                request.queue.put_nowait(request.output())
+            blocks = sum(math.ceil(r.tokens() / BLOCK_SIZE) for r in self._running.values())
+            total = self.vllm_config.cache_config.num_gpu_blocks or 1
+            scheduler = SchedulerStats(len(self._running), len(self._waiting), min(1.0, blocks / total))
+            if self.log_stats:
+                for logger in self.stat_loggers:
+                    logger.record(scheduler, iteration, None, 0)
+
+    def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()

@@ -1,0 +1,64 @@
+"""Cold start (pure): how long this backend's pods take from creation to Ready, learned from its own pods.
+
+A replica added now serves only one cold start later (image pull, weights, engine warm-up: minutes for an
+LLM), so the decision scales for the load expected that far ahead. Each pod that has turned Ready gives one
+observation: the Ready condition's ``lastTransitionTime`` minus ``metadata.creationTimestamp``. A pod whose
+readiness flapped later gives a too-long value; the estimate takes the median of recent observations.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import statistics
+from typing import Any, Iterable, Mapping
+
+DEFAULT_COLD_START_S = 180.0  # until a pod has been seen turning Ready: 3 min, a mid-size LLM
+MAX_OBSERVATIONS = 16
+_MAX_PLAUSIBLE_S = 2 * 3600.0
+
+
+def _ts(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_cold_start(pod: Mapping[str, Any]) -> float | None:
+    """Seconds from creation to Ready of one pod (a Kubernetes Pod dict); None when not Ready or unreadable."""
+    created = _ts((pod.get("metadata") or {}).get("creationTimestamp"))
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") == "True":
+            ready = _ts(cond.get("lastTransitionTime"))
+            if created is None or ready is None or not 0 <= ready - created <= _MAX_PLAUSIBLE_S:
+                return None
+            return ready - created
+    return None
+
+
+def observe(known: Mapping[str, float], pods: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """``known`` plus the cold starts of ``pods`` not seen before (by uid or name), the newest MAX_OBSERVATIONS."""
+    out = dict(known)
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        key = meta.get("uid") or meta.get("name")
+        if not key or key in out:
+            continue
+        seconds = pod_cold_start(pod)
+        if seconds is not None:
+            out[key] = seconds
+    if len(out) > MAX_OBSERVATIONS:
+        out = dict(list(out.items())[-MAX_OBSERVATIONS:])
+    return out
+
+
+def estimate(observed: Iterable[float], override: int | None = None) -> tuple[float, str]:
+    """(seconds, where from): the spec's override, else the median of the observations, else the default."""
+    if override is not None:
+        return float(override), "spec.autoscaling.coldStartSeconds"
+    values = list(observed)
+    if values:
+        return float(statistics.median(values)), f"learned from {len(values)} pod(s)"
+    return DEFAULT_COLD_START_S, "default (no pod seen turning Ready yet)"

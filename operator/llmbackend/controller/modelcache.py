@@ -1,0 +1,179 @@
+"""Reconcile step for URI sources: the model cache claim, the download Job, status.model, ModelReady,
+and the architecture read from the checkpoint when the spec gives none.
+
+Create-if-missing only: a cache claim or download Job may serve several backends, so this step never
+changes or deletes one. What to create and what a Job's state means: render/modelcache.py (pure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api.checkpoint import CheckpointError, architecture_from_config
+from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture, ModelSource
+from ..model_fetch import EXIT_UNREACHABLE, FetchError, read_checkpoint
+from ..render import modelcache as mc
+from ..render.workloads import SERVING_UID
+from . import permissions
+
+MODEL_READY = "ModelReady"
+# Reasons of this step (the download Job's own reasons are model_fetch.REASONS).
+SECRET_NOT_FOUND = "SecretNotFound"  # source.secretRef names a Secret that does not exist
+WAITING_FOR_CHECKPOINT = "WaitingForCheckpoint"  # no architecture until the download reports config.json
+ARCHITECTURE_UNKNOWN = "CheckpointArchitectureUnknown"  # the download finished without an architecture report
+CHECKPOINT_READ_TTL_S = 600.0
+
+permissions.require("batch", "jobs", "get", "create")
+permissions.require("", "persistentvolumeclaims", "get", "create")
+# Download progress: the last line of the running Job pod's log (model_fetch prints JSON lines).
+permissions.require("", "pods/log", "get")
+
+
+@dataclass
+class ModelCacheResult:
+    spec: LLMBackendSpec  # with the checkpoint's architecture filled in when it was read
+    ready: bool
+    reason: str
+    message: str
+    status: dict[str, Any] = field(default_factory=dict)  # status.model (wire form)
+    permanent: bool = False  # retrying cannot help until the spec or the source changes
+
+    @property
+    def has_architecture(self) -> bool:
+        return self.spec.model.preset is not None or self.spec.model.architecture is not None
+
+
+_reads: dict[tuple[str, str], tuple[float, ModelArchitecture | Exception]] = {}
+_reads_lock = threading.Lock()
+
+
+def _architecture_over_https(source: ModelSource) -> ModelArchitecture | Exception:
+    """hf:// without a token: config.json + index over HTTPS before any download (remembered a while)."""
+    key = (source.uri or "", source.endpoint or "")
+    with _reads_lock:
+        hit = _reads.get(key)
+    if hit and time.monotonic() - hit[0] < CHECKPOINT_READ_TTL_S:
+        return hit[1]
+    try:
+        info = read_checkpoint(source.uri or "", endpoint=source.endpoint, env={})
+        result: ModelArchitecture | Exception = architecture_from_config(
+            info.config, info.index, None if info.index else info.safetensors_bytes or None)
+    except (FetchError, CheckpointError) as exc:
+        result = exc
+        if hit and isinstance(hit[1], ModelArchitecture) and isinstance(exc, FetchError) and exc.code == EXIT_UNREACHABLE:
+            result = hit[1]  # a Hub outage does not unplan a running backend
+    with _reads_lock:
+        _reads[key] = (time.monotonic(), result)
+    return result
+
+
+def _last_log_line(kube: Any, namespace: str, pod: str) -> dict[str, Any] | None:
+    try:
+        line = kube.request("GET", kube._path("Pod", namespace, pod, "log"), query={"tailLines": "1"})
+    except Exception:  # noqa: BLE001 - progress is best effort (no log yet, pod gone, not JSON)
+        return None
+    return line if isinstance(line, dict) else None
+
+
+def _termination(kube: Any, namespace: str, job_name: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(termination message of the Job's newest finished pod, or the progress line of a running one;
+    a config error of a pod that cannot start)."""
+    pods = kube.list("Pod", namespace, label_selector=f"job-name={job_name}")
+    pods.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    for pod in reversed(pods):
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") == "CreateContainerConfigError":
+                return None, waiting.get("message", "")
+            if "running" in (cs.get("state") or {}):
+                return _last_log_line(kube, namespace, pod["metadata"]["name"]), None
+            terminated = (cs.get("state") or {}).get("terminated") or {}
+            if terminated.get("message"):
+                try:
+                    return json.loads(terminated["message"]), None
+                except ValueError:
+                    return {"message": terminated["message"][:1024]}, None
+    return None, None
+
+
+def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCacheResult | None:
+    """Ensure the cache claim and the download Job of a URI source; None for other sources."""
+    source = spec.model.source
+    if source is None or source.uri is None:
+        return None
+    arch: ModelArchitecture | None = spec.model.architecture
+    read_error: Exception | None = None
+    if spec.model.preset is None and arch is None and source.uri.startswith("hf://") and source.secret_ref is None:
+        got = _architecture_over_https(source)
+        arch, read_error = (got, None) if isinstance(got, ModelArchitecture) else (None, got)
+    if isinstance(read_error, FetchError) and read_error.code != EXIT_UNREACHABLE:  # unreachable: the Job retries and reports
+        return ModelCacheResult(spec, False, read_error.reason, str(read_error), {"phase": "Failed", "source": source.uri},
+                                permanent=True)
+    if isinstance(read_error, CheckpointError):
+        return ModelCacheResult(spec, False, read_error.reason, str(read_error), {"phase": "Failed", "source": source.uri},
+                                permanent=True)
+
+    claim = mc.cache_claim(source)
+    if kube.get("PersistentVolumeClaim", namespace, claim) is None:
+        size_hint = arch.weight_bytes if arch is not None else None
+        kube.create(mc.render_cache_claim(namespace, source, size_hint))
+    job_name = mc.download_job_name(source)
+    job = kube.get("Job", namespace, job_name)
+    if job is None:
+        image = os.environ.get("LLMBACKEND_DOWNLOADER_IMAGE", mc.DEFAULT_DOWNLOADER_IMAGE)
+        job = kube.create(mc.render_download_job(namespace, source, image, SERVING_UID))
+    termination, config_error = _termination(kube, namespace, job_name)
+    outcome = mc.job_outcome(job, termination)
+    if config_error and outcome["phase"] != "Ready":
+        name = source.secret_ref.name if source.secret_ref else "?"
+        outcome = {"phase": "Failed", "reason": SECRET_NOT_FOUND,
+                   "message": f"the download Job cannot start: {config_error}; create Secret {name} in {namespace} "
+                              "with the keys source.secretRef documents"}
+    status = {"phase": outcome["phase"], "source": source.uri, "claimName": claim,
+              "resolvedRevision": outcome.get("resolvedRevision"), "bytesTotal": outcome.get("bytesTotal"),
+              "path": outcome.get("path")}
+    if outcome["phase"] == "Ready" and outcome.get("bytesTotal") is not None:
+        status["bytesDone"] = outcome["bytesTotal"]
+    elif outcome["phase"] == "Downloading" and termination and isinstance(termination.get("bytesDone"), int):
+        status["bytesDone"] = termination["bytesDone"]
+    if arch is None and spec.model.preset is None and termination and isinstance(termination.get("architecture"), dict):
+        arch = ModelArchitecture.model_validate(termination["architecture"])  # s3://, or hf:// with a token
+    if (arch is None and spec.model.preset is None and outcome["phase"] == "Ready" and termination
+            and termination.get("architectureError")):
+        return ModelCacheResult(spec, True, termination.get("architectureReason") or "InvalidCheckpointConfig",
+                                termination["architectureError"], {k: v for k, v in status.items() if v is not None},
+                                permanent=True)
+    if arch is None and spec.model.preset is None and outcome["phase"] == "Ready":
+        return ModelCacheResult(spec, True, ARCHITECTURE_UNKNOWN,
+                                "the download finished without reporting the checkpoint's architecture; "
+                                "set spec.model.preset or spec.model.architecture",
+                                {k: v for k, v in status.items() if v is not None}, permanent=True)
+    if arch is not None and spec.model.preset is None and spec.model.architecture is None:
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"architecture": arch})})
+    result = ModelCacheResult(spec, outcome["phase"] == "Ready", outcome["reason"], outcome["message"],
+                              {k: v for k, v in status.items() if v is not None},
+                              permanent=outcome["phase"] == "Failed")
+    if not result.has_architecture and not result.permanent:
+        result.message += "; the plan waits for the checkpoint's config.json"
+    return result
+
+
+def model_cache_blocks_plan(result: ModelCacheResult, status: dict[str, Any], conditions: Any) -> bool:
+    """Put status.model and ModelReady on the status; True when there is no architecture to plan with yet
+    (Planned is then False with the reason: waiting for the download, or why the checkpoint is unusable)."""
+    from .conditions import DEGRADED, PLANNED
+
+    status["model"] = result.status
+    conditions.set(MODEL_READY, result.ready, result.reason, result.message)
+    if result.has_architecture:
+        return False
+    reason = result.reason if result.permanent else WAITING_FOR_CHECKPOINT
+    conditions.set(PLANNED, False, reason, result.message)
+    if result.permanent:
+        conditions.set(DEGRADED, True, reason, result.message)
+    return True

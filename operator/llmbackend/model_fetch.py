@@ -1,0 +1,636 @@
+"""Model download program: fetch an hf:// or s3:// checkpoint ONCE into the model cache.
+
+Runs in the operator's download Job as `python -m llmbackend.model_fetch download ...` (standard
+library only; the architecture step imports api/checkpoint lazily). Also importable by the operator
+for the read it does before any download (`read_checkpoint`: config.json + safetensors index).
+
+Layout of the cache volume:
+  <cache>/.staging/<key>/<revision>/...   files being downloaded (`*.part` while incomplete)
+  <cache>/<key>/<revision>/...            a complete, verified copy; renamed there in one step
+  <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename)
+  <cache>/<key>/refs/<requested revision> -> ../<revision>  (hf://: a commit; s3://: "latest" -> a listing digest)
+Nothing half-downloaded is ever at a path a server loads.
+
+Verification: every file's size; sha256 of LFS files and the git blob sha1 of small files (hf://);
+the MD5 ETag of single-part, non-KMS objects (s3://). A mismatch deletes the file and fails (exit 16).
+Resume: a `.part` file is continued with an HTTP Range request (here, and by the next Job attempt).
+
+Progress: a JSON file (--progress-file) rewritten atomically; the final state also goes to the
+termination message (--termination-log), which the operator reads into status.model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import fnmatch
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any, Callable
+
+HF_ENDPOINT = "https://huggingface.co"
+MARKER = ".llmbackend-complete.json"
+CHUNK = 1 << 20
+RETRIES = 5
+TERMINATION_LIMIT = 4096
+
+# Exit codes, each with the reason the operator puts on the ModelReady condition.
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_UNAUTHORIZED = 10
+EXIT_FORBIDDEN = 11
+EXIT_NOT_FOUND = 12
+EXIT_NO_CONFIG = 13
+EXIT_TOO_LARGE = 14
+EXIT_NO_CREDENTIALS = 15
+EXIT_VERIFY_FAILED = 16
+EXIT_UNREACHABLE = 17
+REASONS = {
+    EXIT_USAGE: "InvalidSource",
+    EXIT_UNAUTHORIZED: "SourceUnauthorized",
+    EXIT_FORBIDDEN: "SourceForbidden",
+    EXIT_NOT_FOUND: "SourceNotFound",
+    EXIT_NO_CONFIG: "CheckpointConfigMissing",
+    EXIT_TOO_LARGE: "CheckpointLargerThanCache",
+    EXIT_NO_CREDENTIALS: "SourceCredentialsMissing",
+    EXIT_VERIFY_FAILED: "DownloadVerificationFailed",
+    EXIT_UNREACHABLE: "SourceUnreachable",
+}
+# Weight formats a server does not need when safetensors are present (Llama repos also ship original/).
+SKIP_WITH_SAFETENSORS = ("*.bin", "*.pt", "*.pth", "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.ckpt", "original/*")
+
+
+class FetchError(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.reason = REASONS.get(code, "DownloadFailed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    scheme: str  # "hf" or "s3"
+    repo: str  # hf: org/name; s3: bucket
+    revision: str  # hf: requested revision; s3: "" (the listing digest is resolved)
+    prefix: str = ""  # s3 key prefix, without the trailing slash
+
+    @property
+    def key(self) -> str:
+        """Directory of this source in the cache (revision directories go under it)."""
+        if self.scheme == "hf":
+            return f"hf/{self.repo}"
+        return "s3/" + "/".join(p for p in (self.repo, self.prefix) if p)
+
+    @property
+    def requested(self) -> str:
+        return self.revision or "latest"
+
+
+def parse_uri(uri: str) -> Source:
+    parsed = urllib.parse.urlsplit(uri)
+    if parsed.scheme == "hf":
+        path = parsed.netloc + parsed.path
+        name, _, revision = path.partition("@")
+        parts = name.strip("/").split("/")
+        if len(parts) != 2 or not all(parts):
+            raise FetchError(EXIT_USAGE, f"{uri!r}: expected hf://org/name[@revision]")
+        return Source("hf", "/".join(parts), revision or "main")
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise FetchError(EXIT_USAGE, f"{uri!r}: expected s3://bucket[/prefix]")
+        return Source("s3", parsed.netloc, "", parsed.path.strip("/"))
+    raise FetchError(EXIT_USAGE, f"{uri!r}: only hf:// and s3:// sources are downloaded")
+
+
+@dataclasses.dataclass
+class RemoteFile:
+    path: str
+    size: int
+    url: str
+    sha256: str | None = None
+    git_sha1: str | None = None
+    md5: str | None = None
+
+
+def _safe_relative(path: str) -> str:
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise FetchError(EXIT_VERIFY_FAILED, f"refusing a remote file name that leaves the model directory: {path!r}")
+    return path
+
+
+def select_files(files: list[RemoteFile]) -> list[RemoteFile]:
+    if any(f.path.endswith(".safetensors") for f in files):
+        files = [f for f in files if not any(fnmatch.fnmatch(f.path, g) for g in SKIP_WITH_SAFETENSORS)]
+    return files
+
+
+# ---- HTTP ----
+
+class _NoAuthAcrossHosts(urllib.request.HTTPRedirectHandler):
+    """Follow redirects (the Hub sends LFS files to a CDN) without handing the token to another host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
+            new.headers.pop("Authorization", None)
+            new.unredirected_hdrs.pop("Authorization", None)
+        return new
+
+
+_OPENER = urllib.request.build_opener(_NoAuthAcrossHosts)
+
+
+def _open(url: str, headers: dict[str, str], timeout: float = 60.0) -> http.client.HTTPResponse:
+    return _OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout)  # type: ignore[no-any-return]
+
+
+# ---- Hugging Face Hub ----
+
+class Hub:
+    def __init__(self, source: Source, endpoint: str | None = None, token: str | None = None):
+        self.source = source
+        self.endpoint = (endpoint or HF_ENDPOINT).rstrip("/")
+        self.token = token or None
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def error(self, err: urllib.error.HTTPError, what: str) -> FetchError:
+        code = err.headers.get("X-Error-Code", "") if err.headers else ""
+        detail = (err.headers.get("X-Error-Message", "") if err.headers else "") or err.reason
+        repo = self.source.repo
+        if err.code == 401:
+            if self.token:
+                return FetchError(EXIT_UNAUTHORIZED, f"{what}: the Hub rejected the token (401 {detail}); put a valid token in the HF_TOKEN key of source.secretRef")
+            return FetchError(EXIT_UNAUTHORIZED, f"{what}: {repo} is gated, private or does not exist (401 {code or detail}); "
+                                                 "put a Hugging Face token in a Secret (key HF_TOKEN) and name it in source.secretRef")
+        if err.code == 403:
+            return FetchError(EXIT_FORBIDDEN, f"{what}: the token has no access to {repo} (403 {code or detail}); "
+                                              "accept the model's license on its Hub page with the token's account, or use a token with read access")
+        if err.code == 404:
+            return FetchError(EXIT_NOT_FOUND, f"{what}: not found (404 {code or detail}); check the repository and revision in source.uri")
+        return FetchError(EXIT_UNREACHABLE, f"{what}: HTTP {err.code} {detail}")
+
+    def _get(self, url: str, what: str) -> http.client.HTTPResponse:
+        try:
+            return _open(url, self.headers())
+        except urllib.error.HTTPError as err:
+            raise self.error(err, what) from None
+        except (urllib.error.URLError, OSError) as err:
+            raise FetchError(EXIT_UNREACHABLE, f"{what}: cannot reach {self.endpoint}: {err}") from None
+
+    def list_files(self) -> tuple[str, list[RemoteFile]]:
+        """(resolved commit, files) from GET /api/models/{repo}/revision/{revision}?blobs=true."""
+        src = self.source
+        url = f"{self.endpoint}/api/models/{src.repo}/revision/{urllib.parse.quote(src.revision, safe='')}?blobs=true"
+        with self._get(url, f"listing {src.repo}@{src.revision}") as resp:
+            info = json.load(resp)
+        sha = info.get("sha")
+        if not isinstance(sha, str) or not sha:
+            raise FetchError(EXIT_UNREACHABLE, f"listing {src.repo}@{src.revision}: the answer has no commit sha")
+        files = []
+        for sib in info.get("siblings") or []:
+            path = _safe_relative(str(sib.get("rfilename", "")))
+            lfs = sib.get("lfs") or {}
+            size = lfs.get("size", sib.get("size"))
+            if not isinstance(size, int):
+                raise FetchError(EXIT_UNREACHABLE, f"listing {src.repo}: no size for {path} (is this a Hub-compatible endpoint?)")
+            files.append(RemoteFile(
+                path=path, size=size, url=self.resolve_url(sha, path),
+                sha256=lfs.get("sha256"), git_sha1=None if lfs else sib.get("blobId"),
+            ))
+        return sha, files
+
+    def resolve_url(self, revision: str, path: str) -> str:
+        return f"{self.endpoint}/{self.source.repo}/resolve/{revision}/{urllib.parse.quote(path)}"
+
+    def read_json(self, revision: str, path: str) -> dict[str, Any] | None:
+        try:
+            with _open(self.resolve_url(revision, path), self.headers()) as resp:
+                return json.load(resp)  # type: ignore[no-any-return]
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return None
+            raise self.error(err, f"reading {path}") from None
+        except (urllib.error.URLError, OSError) as err:
+            raise FetchError(EXIT_UNREACHABLE, f"reading {path}: cannot reach {self.endpoint}: {err}") from None
+
+
+# ---- S3 (SigV4, path-style for custom endpoints) ----
+
+def _sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sigv4_headers(method: str, url: str, region: str, access_key: str, secret_key: str,
+                  session_token: str | None = None, now: datetime.datetime | None = None,
+                  payload_hash: str = "UNSIGNED-PAYLOAD", extra: dict[str, str] | None = None) -> dict[str, str]:
+    """AWS Signature Version 4 headers for an S3 request (body not signed unless payload_hash is given;
+    `extra` headers are signed and returned too)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    parts = urllib.parse.urlsplit(url)
+    query = sorted(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    canonical_query = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}" for k, v in query)
+    headers = {"host": parts.netloc, "x-amz-content-sha256": payload_hash, "x-amz-date": amz_date}
+    headers.update({k.lower(): v for k, v in (extra or {}).items()})
+    if session_token:
+        headers["x-amz-security-token"] = session_token
+    signed = ";".join(sorted(headers))
+    canonical = "\n".join([
+        method, parts.path or "/", canonical_query,
+        "".join(f"{k}:{headers[k].strip()}\n" for k in sorted(headers)), signed, payload_hash,
+    ])
+    scope = f"{day}/{region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, _sha256_hex(canonical.encode())])
+    key = ("AWS4" + secret_key).encode()
+    for part in (day, region, "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    out = {k: v for k, v in headers.items() if k != "host"}
+    out["Authorization"] = f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={signed}, Signature={signature}"
+    return out
+
+
+_S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+class S3:
+    def __init__(self, source: Source, endpoint: str | None = None, region: str | None = None,
+                 access_key: str | None = None, secret_key: str | None = None, session_token: str | None = None,
+                 anonymous: bool = False):
+        self.source = source
+        self.region = region or "us-east-1"
+        if endpoint:
+            self.base = endpoint.rstrip("/") + "/" + source.repo  # path style: MinIO, Ceph, moto, ...
+        else:
+            self.base = f"https://{source.repo}.s3.{self.region}.amazonaws.com"
+        if not anonymous and not (access_key and secret_key):
+            raise FetchError(EXIT_NO_CREDENTIALS, f"no credentials for s3://{source.repo}: put AWS_ACCESS_KEY_ID and "
+                                                  "AWS_SECRET_ACCESS_KEY in a Secret and name it in source.secretRef")
+        self.creds = None if anonymous else (access_key, secret_key, session_token)
+
+    def headers(self, url: str) -> dict[str, str]:
+        if self.creds is None:
+            return {}
+        access, secret, token = self.creds
+        return sigv4_headers("GET", url, self.region, access or "", secret or "", token)
+
+    def error(self, err: urllib.error.HTTPError, what: str) -> FetchError:
+        try:
+            body = err.read().decode(errors="replace")
+            code = (ET.fromstring(body).findtext("Code") or "") if body.strip().startswith("<") else ""
+        except (ET.ParseError, OSError):
+            code = ""
+        bucket = self.source.repo
+        if err.code == 404:
+            return FetchError(EXIT_NOT_FOUND, f"{what}: {code or 'not found'} (404); check the bucket and prefix in source.uri")
+        if err.code in (401, 403):
+            return FetchError(EXIT_FORBIDDEN, f"{what}: {code or 'access denied'} ({err.code}); check the keys in source.secretRef "
+                                              f"and that they may read s3://{bucket}, and source.endpoint/region")
+        return FetchError(EXIT_UNREACHABLE, f"{what}: HTTP {err.code} {code}")
+
+    def object_url(self, key: str) -> str:
+        return f"{self.base}/{urllib.parse.quote(key, safe='/-_.~')}"
+
+    def list_files(self) -> tuple[str, list[RemoteFile]]:
+        """(listing digest, files) from ListObjectsV2 under the prefix."""
+        prefix = self.source.prefix + "/" if self.source.prefix else ""
+        files: list[RemoteFile] = []
+        token = None
+        while True:
+            query = {"list-type": "2", "prefix": prefix}
+            if token:
+                query["continuation-token"] = token
+            url = self.base + "/?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+            try:
+                with _open(url, self.headers(url)) as resp:
+                    root = ET.fromstring(resp.read())
+            except urllib.error.HTTPError as err:
+                raise self.error(err, f"listing s3://{self.source.repo}/{prefix}") from None
+            except (urllib.error.URLError, OSError) as err:
+                raise FetchError(EXIT_UNREACHABLE, f"listing s3://{self.source.repo}: cannot reach {self.base}: {err}") from None
+            for item in root.iter(f"{_S3_NS}Contents"):
+                key = item.findtext(f"{_S3_NS}Key") or ""
+                if key.endswith("/"):
+                    continue  # directory placeholder objects
+                etag = (item.findtext(f"{_S3_NS}ETag") or "").strip('"')
+                md5 = etag if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag.lower()) else None
+                files.append(RemoteFile(path=_safe_relative(key[len(prefix):]), size=int(item.findtext(f"{_S3_NS}Size") or 0),
+                                        url=self.object_url(key), md5=md5))
+            if (root.findtext(f"{_S3_NS}IsTruncated") or "false").lower() != "true":
+                break
+            token = root.findtext(f"{_S3_NS}NextContinuationToken")
+        if not files:
+            raise FetchError(EXIT_NOT_FOUND, f"no objects under s3://{self.source.repo}/{prefix}; check the prefix in source.uri")
+        listing = "\n".join(f"{f.path}\t{f.size}\t{f.md5 or ''}" for f in sorted(files, key=lambda f: f.path))
+        return "s3-" + _sha256_hex(listing.encode())[:20], files
+
+    def read_json(self, revision: str, path: str) -> dict[str, Any] | None:
+        key = "/".join(p for p in (self.source.prefix, path) if p)
+        url = self.object_url(key)
+        try:
+            with _open(url, self.headers(url)) as resp:
+                return json.load(resp)  # type: ignore[no-any-return]
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return None
+            raise self.error(err, f"reading {path}") from None
+        except (urllib.error.URLError, OSError) as err:
+            raise FetchError(EXIT_UNREACHABLE, f"reading {path}: cannot reach {self.base}: {err}") from None
+
+
+def client_for(source: Source, endpoint: str | None = None, region: str | None = None,
+               env: dict[str, str] | None = None, anonymous: bool = False) -> Hub | S3:
+    env = dict(os.environ) if env is None else env
+    if source.scheme == "hf":
+        return Hub(source, endpoint or env.get("HF_ENDPOINT"), env.get("HF_TOKEN"))
+    return S3(source, endpoint, region or env.get("AWS_REGION"), env.get("AWS_ACCESS_KEY_ID"),
+              env.get("AWS_SECRET_ACCESS_KEY"), env.get("AWS_SESSION_TOKEN"), anonymous)
+
+
+# ---- pre-download read (operator) ----
+
+@dataclasses.dataclass
+class CheckpointInfo:
+    revision: str
+    config: dict[str, Any]
+    index: dict[str, Any] | None
+    files_bytes: int  # what a download takes (selected files)
+    safetensors_bytes: int
+
+
+def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = None,
+                    env: dict[str, str] | None = None, anonymous: bool = False) -> CheckpointInfo:
+    """config.json and the safetensors index of a source, without downloading the weights."""
+    source = parse_uri(uri)
+    client = client_for(source, endpoint, region, env, anonymous)
+    revision, files = client.list_files()
+    files = select_files(files)
+    if not any(f.path == "config.json" for f in files):
+        raise FetchError(EXIT_NO_CONFIG, f"{uri} has no config.json at its top level; point source.uri at the checkpoint directory")
+    config = client.read_json(revision, "config.json")
+    if config is None:
+        raise FetchError(EXIT_NO_CONFIG, f"{uri}: config.json is listed but cannot be read")
+    index = client.read_json(revision, "model.safetensors.index.json") if any(
+        f.path == "model.safetensors.index.json" for f in files) else None
+    return CheckpointInfo(revision, config, index, sum(f.size for f in files),
+                          sum(f.size for f in files if f.path.endswith(".safetensors")))
+
+
+# ---- download ----
+
+LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path")
+
+
+class Progress:
+    """Progress in a JSON file and, every LOG_INTERVAL_S, as one JSON line on stdout: the operator reads
+    the last line of the running Job pod's log into status.model."""
+
+    LOG_INTERVAL_S = 5.0
+
+    def __init__(self, path: str | None, state: dict[str, Any], log: bool = False):
+        self.path = Path(path) if path else None
+        self.state = state
+        self.log = log
+        self._last = 0.0
+        self._last_log = 0.0
+
+    def update(self, force: bool = False, **fields: Any) -> None:
+        self.state.update(fields)
+        now = time.monotonic()
+        if self.log and (force or now - self._last_log >= self.LOG_INTERVAL_S):
+            self._last_log = now
+            print(json.dumps({k: self.state[k] for k in LOG_FIELDS if k in self.state}, sort_keys=True), flush=True)
+        if self.path is None or (not force and now - self._last < 1.0):
+            return
+        self._last = now
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.state, sort_keys=True))
+        os.replace(tmp, self.path)
+
+    def add(self, n: int) -> None:
+        self.update(bytesDone=self.state.get("bytesDone", 0) + n)
+
+
+def _hash_file(path: Path, algo: str, git_size: int | None = None) -> str:
+    h = hashlib.new(algo)
+    if git_size is not None:
+        h.update(f"blob {git_size}\0".encode())
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verify(f: RemoteFile, part: Path, headers: dict[str, str]) -> None:
+    size = part.stat().st_size
+    problem = None
+    if size != f.size:
+        problem = f"size {size} != {f.size}"
+    elif f.sha256 and _hash_file(part, "sha256") != f.sha256:
+        problem = "sha256 differs from the one the source lists"
+    elif f.git_sha1 and len(f.git_sha1) == 40 and _hash_file(part, "sha1", f.size) != f.git_sha1:
+        problem = "git blob id differs from the one the source lists"
+    elif f.md5 and headers.get("x-amz-server-side-encryption") != "aws:kms" and _hash_file(part, "md5") != f.md5:
+        problem = "MD5 differs from the object's ETag"
+    if problem:
+        part.unlink(missing_ok=True)
+        raise FetchError(EXIT_VERIFY_FAILED, f"{f.path}: {problem}; the file was deleted, the next attempt downloads it again")
+
+
+def download_file(f: RemoteFile, dest: Path, headers_for: Callable[[str], dict[str, str]], progress: Progress) -> None:
+    """Download one file to dest via dest.part, resuming what is there; verified before the rename."""
+    part = dest.with_name(dest.name + ".part")
+    part.parent.mkdir(parents=True, exist_ok=True)
+    last_headers: dict[str, str] = {}
+    for attempt in range(RETRIES):
+        have = part.stat().st_size if part.exists() else 0
+        if have > f.size:
+            part.unlink()
+            progress.add(-have)
+            have = 0
+        if have == f.size:
+            part.touch()  # empty files too
+            break
+        headers = dict(headers_for(f.url))
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        try:
+            with _open(f.url, headers) as resp:
+                last_headers = {k.lower(): v for k, v in resp.headers.items()}
+                mode = "ab"
+                if resp.status != 206 and have:
+                    progress.add(-have)  # the server ignored the Range: start over
+                    mode = "wb"
+                with part.open(mode) as out:
+                    # read1: write what arrived (a killed Job keeps it for the next attempt's Range request).
+                    while chunk := resp.read1(CHUNK):
+                        out.write(chunk)
+                        out.flush()
+                        progress.add(len(chunk))
+        except urllib.error.HTTPError as err:
+            if err.code == 416 and have == f.size:
+                break
+            if err.code in (401, 403, 404) or attempt == RETRIES - 1:
+                raise FetchError({401: EXIT_UNAUTHORIZED, 403: EXIT_FORBIDDEN, 404: EXIT_NOT_FOUND}.get(err.code, EXIT_UNREACHABLE),
+                                 f"downloading {f.path}: HTTP {err.code} {err.reason}") from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
+            if attempt == RETRIES - 1:
+                raise FetchError(EXIT_UNREACHABLE, f"downloading {f.path}: {err} (after {RETRIES} attempts; the next attempt resumes)") from None
+            time.sleep(min(2**attempt, 10) * 0.1)
+    _verify(f, part, last_headers)
+    os.replace(part, dest)
+
+
+def _staged_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+
+
+def _write_ref(cache: Path, source: Source, revision: str) -> None:
+    """refs/<requested> -> ../<revision>: the stable path serving pods load (replaced in one step)."""
+    refs = cache / source.key / "refs"
+    refs.mkdir(parents=True, exist_ok=True)
+    tmp = refs / f".{source.requested}.tmp"
+    tmp.unlink(missing_ok=True)
+    os.symlink(f"../{revision}", tmp)
+    os.replace(tmp, refs / source.requested)
+
+
+def inspect_dir(path: Path) -> dict[str, Any]:
+    """Architecture of a checkpoint directory (the inspector's answer); an error entry when unreadable."""
+    config_path = path / "config.json"
+    if not config_path.is_file():
+        return {"architectureError": f"no config.json in {path}", "architectureReason": REASONS[EXIT_NO_CONFIG]}
+    try:
+        from .api.checkpoint import CheckpointError, architecture_from_config
+    except ImportError:  # a plain Python without the operator's dependencies: nothing to report
+        return {}
+    index_path = path / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text()) if index_path.is_file() else None
+    single = path / "model.safetensors"
+    weight_bytes = single.stat().st_size if index is None and single.is_file() else None
+    try:
+        arch = architecture_from_config(json.loads(config_path.read_text()), index, weight_bytes)
+    except (CheckpointError, ValueError) as err:
+        return {"architectureError": str(err), "architectureReason": getattr(err, "reason", "InvalidCheckpointConfig")}
+    return {"architecture": arch.dump()}
+
+
+def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str | None = None,
+             env: dict[str, str] | None = None, anonymous: bool = False, progress: Progress | None = None,
+             capacity_bytes: int | None = None) -> dict[str, Any]:
+    """Download `uri` into `cache` once; returns the final state (also in the progress file)."""
+    source = parse_uri(uri)
+    progress = progress or Progress(None, {})
+    progress.update(force=True, phase="Resolving", source=uri)
+    client = client_for(source, endpoint, region, env, anonymous)
+    revision, files = client.list_files()
+    files = select_files(files)
+    final = cache / source.key / revision
+    total = sum(f.size for f in files)
+    state = {"resolvedRevision": revision, "path": f"{source.key}/{revision}", "bytesTotal": total, "filesTotal": len(files)}
+    if (final / MARKER).is_file():
+        _write_ref(cache, source, revision)
+        progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state)
+        return progress.state
+    if not any(f.path == "config.json" for f in files):
+        raise FetchError(EXIT_NO_CONFIG, f"{uri} has no config.json at its top level; point source.uri at a Hugging Face checkpoint directory")
+    staging = cache / ".staging" / source.key / revision
+    staged = _staged_bytes(staging)
+    free = shutil.disk_usage(cache).free if capacity_bytes is None else capacity_bytes - _staged_bytes(cache)
+    if total - staged > free:
+        raise FetchError(EXIT_TOO_LARGE, f"the checkpoint takes {total / 1e9:.1f} GB but the cache has {(free + staged) / 1e9:.1f} GB "
+                                         "for it; raise source.cache.size or name a larger claim in source.cache.claimName")
+    progress.update(force=True, phase="Downloading", bytesDone=staged, filesDone=0, **state)
+    headers_for = client.headers if isinstance(client, S3) else (lambda url: client.headers())
+    for i, f in enumerate(sorted(files, key=lambda f: (f.path != "config.json", f.size))):
+        dest = staging / f.path
+        if not dest.exists():
+            download_file(f, dest, headers_for, progress)
+        progress.update(filesDone=i + 1)
+    summary = {"source": uri, "revision": revision, "bytes": total, "files": len(files),
+               "completedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    (staging / MARKER).write_text(json.dumps(summary, sort_keys=True))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(staging, final)
+    except OSError:
+        if not (final / MARKER).is_file():  # another Job finished the same revision first: keep theirs
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+    _write_ref(cache, source, revision)
+    progress.update(force=True, phase="Ready", bytesDone=total, **state, **inspect_dir(final))
+    return progress.state
+
+
+def _termination(path: str | None, state: dict[str, Any]) -> None:
+    if not path:
+        return
+    keep = {k: state[k] for k in ("phase", "reason", "message", "resolvedRevision", "path", "bytesTotal", "exitCode",
+                                  "architecture", "architectureError", "architectureReason") if k in state}
+    text = json.dumps(keep, sort_keys=True)
+    if len(text) > TERMINATION_LIMIT:
+        keep.pop("architecture", None)
+        keep["message"] = str(keep.get("message", ""))[:2048]
+        text = json.dumps(keep, sort_keys=True)
+    try:
+        Path(path).write_text(text)
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m llmbackend.model_fetch", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("download", help="download a source into the cache (token/keys from HF_TOKEN / AWS_* env)")
+    d.add_argument("--source", required=True)
+    d.add_argument("--cache", required=True, type=Path)
+    d.add_argument("--endpoint")
+    d.add_argument("--region")
+    d.add_argument("--anonymous", action="store_true", help="s3: unsigned requests (public buckets)")
+    d.add_argument("--progress-file")
+    d.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
+    d.add_argument("--cache-capacity-bytes", type=int, help="bytes the cache may hold (default: the volume's free space)")
+    i = sub.add_parser("inspect", help="print the architecture of a checkpoint directory (pvc sources)")
+    i.add_argument("--dir", required=True, type=Path)
+    i.add_argument("--termination-log")
+    args = parser.parse_args(argv)
+
+    if args.command == "inspect":
+        state = {"phase": "Ready", **inspect_dir(args.dir)}
+        _termination(args.termination_log, state)
+        print(json.dumps(state, sort_keys=True))
+        return EXIT_NO_CONFIG if state.get("architectureReason") == REASONS[EXIT_NO_CONFIG] else EXIT_OK
+
+    progress = Progress(args.progress_file, {}, log=True)
+    try:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        state = download(args.source, args.cache, endpoint=args.endpoint, region=args.region, anonymous=args.anonymous,
+                         progress=progress, capacity_bytes=args.cache_capacity_bytes)
+    except FetchError as err:
+        progress.update(force=True, phase="Failed", reason=err.reason, message=str(err), exitCode=err.code)
+        _termination(args.termination_log, progress.state)
+        print(f"model_fetch: {err.reason}: {err}", file=sys.stderr)
+        return err.code
+    _termination(args.termination_log, state)
+    print(json.dumps({k: state[k] for k in LOG_FIELDS if k in state}, sort_keys=True))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

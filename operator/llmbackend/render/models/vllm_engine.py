@@ -1,0 +1,303 @@
+"""Triton Python model serving vLLM's V1 async engine, with the engine's own queue and compute time as metrics.
+
+Owned by the llmbackend operator and shipped in the rendered model repository as `<model>/1/model.py`; it runs
+inside the stock `tritonserver:<yy.mm>-vllm-python-py3` image and imports only what that image has (it must not
+import llmbackend). Written against vLLM 0.11.0's public API:
+
+- `vllm.AsyncEngineArgs(**model.json)` and `vllm.v1.engine.async_llm.AsyncLLM.from_engine_args(args,
+  stat_loggers=[cls])`, where `cls` subclasses `vllm.v1.metrics.loggers.StatLoggerBase` (the documented custom
+  stat logger interface: `__init__(vllm_config, engine_index)`, `record(scheduler_stats, iteration_stats, ...)`,
+  `log_engine_initialized()`);
+- `AsyncLLM.generate(prompt, SamplingParams, request_id)`: async generator of cumulative `RequestOutput`s;
+  `AsyncLLM.abort(request_id)`;
+- per step `SchedulerStats.num_waiting_reqs / num_running_reqs / kv_cache_usage` and per finished request
+  `IterationStats.finished_requests[i].queued_time / inference_time` (seconds).
+
+Why not Triton's stock vllm backend: it exports token counters and latency histograms only, no queue time and no
+waiting count, so the autoscaler would have no engine-level queue-to-compute signal.
+
+Metric names come from config.pbtxt `parameters` (rendered from llmbackend.api.engine_metrics), so the operator
+keeps one definition of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import uuid
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from vllm import AsyncEngineArgs, SamplingParams
+from vllm.v1.engine.async_llm import AsyncLLM
+from vllm.v1.metrics.loggers import StatLoggerBase
+
+# How often a request waiting for its next output checks whether Triton cancelled it.
+CANCEL_POLL_S = 0.05
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+# vLLM's finish reasons -> the operator's contract ("abort" is what vLLM reports for an aborted request).
+FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled"}
+
+# Optional [1] inputs passed to SamplingParams under the same name: name -> Python type.
+SAMPLING_INPUTS = {
+    "max_tokens": int,
+    "temperature": float,
+    "top_p": float,
+    "top_k": int,
+    "seed": int,
+    "frequency_penalty": float,
+    "presence_penalty": float,
+    "repetition_penalty": float,
+}
+METRIC_PARAMETERS = (
+    "metric_engine_queue", "metric_engine_compute", "metric_engine_requests", "metric_engine_failures",
+    "metric_request_gauge", "metric_request_types", "metric_kv_gauge", "metric_kv_types",
+    "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage",
+)
+# What this model can report for each label value of the shared gauges (vLLM has no separate "active" count:
+# running requests are the active ones).
+REQUEST_TYPES = ("waiting", "scheduled", "active", "max")
+KV_TYPES = ("used", "free", "max", "fraction")
+
+
+class BadRequest(ValueError):
+    """The request's inputs are invalid: answered with an error, the model keeps serving."""
+
+
+def _parameters(model_config: dict) -> dict[str, str]:
+    return {k: v.get("string_value", "") for k, v in (model_config.get("parameters") or {}).items()}
+
+
+class EngineMetrics:
+    """The Triton metric families this model exports (kept alive as long as their metrics: see REFERENCE.md)."""
+
+    def __init__(self, names: dict[str, str], labels: dict[str, str]) -> None:
+        missing = [p for p in METRIC_PARAMETERS if not names.get(p)]
+        if missing:
+            raise pb_utils.TritonModelException(f"config.pbtxt lacks metric name parameters: {missing}")
+        counter, gauge = pb_utils.MetricFamily.COUNTER, pb_utils.MetricFamily.GAUGE
+        family = pb_utils.MetricFamily
+        self.families = {
+            "queue": family(names["metric_engine_queue"], "Engine queue time of finished requests (us)", counter),
+            "compute": family(names["metric_engine_compute"], "Engine inference time of finished requests (us)",
+                              counter),
+            "finished": family(names["metric_engine_requests"], "Requests the engine finished", counter),
+            "failed": family(names["metric_engine_failures"], "Requests answered with an error", counter),
+            "requests": family(names["metric_request_gauge"], "Engine requests by state", gauge),
+            "kv": family(names["metric_kv_gauge"], "Engine KV-cache blocks", gauge),
+            "waiting": family(names["metric_vllm_waiting"], "Requests waiting to be scheduled", gauge),
+            "running": family(names["metric_vllm_running"], "Requests running in the batch", gauge),
+            "kv_usage": family(names["metric_vllm_kv_usage"], "KV-cache usage (1 = full)", gauge),
+        }
+        f = self.families
+        self.queue_us = f["queue"].Metric(labels=labels)
+        self.compute_us = f["compute"].Metric(labels=labels)
+        self.finished = f["finished"].Metric(labels=labels)
+        self.failed = f["failed"].Metric(labels=labels)
+        request_types = names["metric_request_types"].split(",")
+        kv_types = names["metric_kv_types"].split(",")
+        unknown = sorted(set(request_types) - set(REQUEST_TYPES)) + sorted(set(kv_types) - set(KV_TYPES))
+        if unknown:
+            raise pb_utils.TritonModelException(f"this model cannot report gauge label values {unknown}")
+        self.requests = {t: f["requests"].Metric(labels={**labels, "request_type": t}) for t in request_types}
+        self.kv = {t: f["kv"].Metric(labels={**labels, "kv_cache_block_type": t}) for t in kv_types}
+        # vLLM's own gauges carry vLLM's label name for the model as well.
+        vllm_labels = {**labels, "model_name": labels["model"]}
+        self.waiting = f["waiting"].Metric(labels=vllm_labels)
+        self.running = f["running"].Metric(labels=vllm_labels)
+        self.kv_usage = f["kv_usage"].Metric(labels=vllm_labels)
+
+    def step(self, waiting: int, running: int, usage: float, max_seqs: int, kv_blocks: int) -> None:
+        used = round(usage * kv_blocks)
+        values = {"waiting": waiting, "scheduled": running, "active": running, "max": max_seqs}
+        for kind, metric in self.requests.items():
+            metric.set(values[kind])
+        kv = {"fraction": usage, "max": kv_blocks, "used": used, "free": kv_blocks - used}
+        for kind, metric in self.kv.items():
+            metric.set(kv[kind])
+        self.waiting.set(waiting)
+        self.running.set(running)
+        self.kv_usage.set(usage)
+
+    def request_finished(self, queued_s: float, inference_s: float) -> None:
+        self.queue_us.increment(max(0.0, queued_s) * 1e6)
+        self.compute_us.increment(max(0.0, inference_s) * 1e6)
+        self.finished.increment(1)
+
+
+class TritonStatLogger(StatLoggerBase):
+    """vLLM custom stat logger: forwards the engine's per-step and per-request stats to Triton's metrics."""
+
+    metrics: EngineMetrics  # bound by a subclass made in initialize(): vLLM constructs loggers from the class
+
+    def __init__(self, vllm_config, engine_index: int = 0) -> None:
+        self.vllm_config = vllm_config
+        self.engine_index = engine_index
+
+    def record(self, scheduler_stats, iteration_stats, *args, **kwargs) -> None:
+        if scheduler_stats is not None:
+            cache = getattr(self.vllm_config, "cache_config", None)
+            scheduler = getattr(self.vllm_config, "scheduler_config", None)
+            # Older vLLM releases named it gpu_cache_usage.
+            usage = getattr(scheduler_stats, "kv_cache_usage", getattr(scheduler_stats, "gpu_cache_usage", 0.0))
+            self.metrics.step(
+                scheduler_stats.num_waiting_reqs, scheduler_stats.num_running_reqs, usage,
+                getattr(scheduler, "max_num_seqs", 0) or 0, getattr(cache, "num_gpu_blocks", 0) or 0)
+        if iteration_stats is not None:
+            for finished in iteration_stats.finished_requests:
+                self.metrics.request_finished(finished.queued_time, finished.inference_time)
+
+    def log_engine_initialized(self) -> None:
+        pass
+
+
+def _optional(request, name: str):
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return None if tensor is None else tensor.as_numpy()
+
+
+def _scalar(request, name: str):
+    value = _optional(request, name)
+    if value is None:
+        return None
+    if value.size != 1:
+        raise BadRequest(f"input {name!r} must hold exactly one value, got shape {list(value.shape)}")
+    return value.reshape(-1)[0]
+
+
+def _text(value) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def parse_request(request) -> tuple[str, dict, bool, bool, bool, bool]:
+    """(prompt, SamplingParams kwargs, stream, exclude_input, return_num_input, return_num_output)."""
+    texts = _optional(request, "text_input")
+    if texts is None or texts.size != 1:
+        raise BadRequest("text_input must hold exactly one prompt")
+    try:
+        prompt = _text(texts.reshape(-1)[0])
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"text_input is not UTF-8: {exc}") from exc
+    if not prompt.strip():
+        raise BadRequest("text_input is empty")
+    kwargs: dict = {}
+    for name, kind in SAMPLING_INPUTS.items():
+        value = _scalar(request, name)
+        if value is not None:
+            kwargs[name] = kind(value)
+    if "max_tokens" in kwargs and kwargs["max_tokens"] < 1:
+        raise BadRequest(f"max_tokens must be at least 1, got {kwargs['max_tokens']}")
+    stop = _optional(request, "stop_words")
+    if stop is not None and stop.size:
+        kwargs["stop"] = [_text(s) for s in stop.reshape(-1) if _text(s)]
+
+    def flag(name: str, default: bool) -> bool:
+        value = _scalar(request, name)
+        return default if value is None else bool(value)
+
+    # The prompt is left out of the output unless asked for (as in the TensorRT-LLM model; OpenAI clients expect that).
+    return (prompt, kwargs, flag("stream", False), flag("exclude_input_in_output", True),
+            flag("return_num_input_tokens", False), flag("return_num_output_tokens", False))
+
+
+def make_response(text: str, finish_reason: str, n_in: int | None, n_out: int | None):
+    tensors = [
+        pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_)),
+        pb_utils.Tensor("finish_reason", np.array([finish_reason.encode("utf-8")], dtype=np.object_)),
+    ]
+    if n_in is not None:
+        tensors.append(pb_utils.Tensor("num_input_tokens", np.array([n_in], dtype=np.int32)))
+    if n_out is not None:
+        tensors.append(pb_utils.Tensor("num_output_tokens", np.array([n_out], dtype=np.int32)))
+    return pb_utils.InferenceResponse(output_tensors=tensors)
+
+
+def error_response(message: str):
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
+
+
+class TritonPythonModel:
+    def initialize(self, args: dict) -> None:
+        self.logger = pb_utils.Logger
+        config = json.loads(args["model_config"])
+        labels = {"model": args["model_name"], "version": args["model_version"]}
+        self.metrics = EngineMetrics(_parameters(config), labels)
+        path = os.path.join(args["model_repository"], args["model_version"], "model.json")
+        with open(path, encoding="utf-8") as f:
+            engine_args = json.load(f)
+        logger_cls = type("BoundTritonStatLogger", (TritonStatLogger,), {"metrics": self.metrics})
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="vllm-engine-loop", daemon=True)
+        self.thread.start()
+
+        async def start():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_args), stat_loggers=[logger_cls])
+
+        self.engine = asyncio.run_coroutine_threadsafe(start(), self.loop).result()
+        self.logger.log_info(f"vLLM engine started: {json.dumps(engine_args, sort_keys=True)}")
+
+    def execute(self, requests):
+        # Decoupled: hand each request to the engine's loop and return at once; vLLM batches in flight.
+        for request in requests:
+            try:
+                parsed = parse_request(request)
+                params = SamplingParams(**parsed[1])  # vLLM validates ranges (temperature, top_p, ...)
+            except (ValueError, TypeError) as exc:
+                self.metrics.failed.increment(1)
+                request.get_response_sender().send(error_response(f"bad request: {exc}"), flags=FINAL)
+                continue
+            asyncio.run_coroutine_threadsafe(self._serve(request, parsed, params), self.loop)
+        return None
+
+    async def _serve(self, request, parsed, params) -> None:
+        sender = request.get_response_sender()
+        request_id = uuid.uuid4().hex
+        task = asyncio.ensure_future(self._generate(sender, request_id, parsed, params))
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+                if not task.done() and request.is_cancelled():
+                    # Triton request cancellation: free the engine slot now, then answer once.
+                    await self.engine.abort(request_id)
+                    task.cancel()
+                    sender.send(make_response("", "cancelled", None, None), flags=FINAL)
+                    return
+            task.result()
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the model
+            self.metrics.failed.increment(1)
+            self.logger.log_warn(f"request {request_id} failed: {exc!r}")
+            sender.send(error_response(f"engine error: {exc}"), flags=FINAL)
+
+    async def _generate(self, sender, request_id: str, parsed, params) -> None:
+        prompt, _, stream, exclude_input, want_in, want_out = parsed
+        sent = 0  # characters of the cumulative output already streamed
+        last = None
+        async for output in self.engine.generate(prompt, params, request_id):
+            last = output
+            completion = output.outputs[0]
+            if stream and not output.finished and len(completion.text) > sent:
+                sender.send(make_response(completion.text[sent:], "", None, None))
+                sent = len(completion.text)
+        if last is None:
+            raise RuntimeError("the engine produced no output")
+        completion = last.outputs[0]
+        reason = FINISH_REASONS.get(str(completion.finish_reason), str(completion.finish_reason or "stop"))
+        if stream:
+            text = completion.text[sent:]
+        else:
+            text = completion.text if exclude_input else prompt + completion.text
+        n_in = len(last.prompt_token_ids or []) if want_in else None
+        n_out = len(completion.token_ids) if want_out else None
+        sender.send(make_response(text, reason, n_in, n_out), flags=FINAL)
+
+    def finalize(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.shutdown()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)

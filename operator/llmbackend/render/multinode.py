@@ -1,0 +1,336 @@
+"""Replicas that span nodes: one LeaderWorkerSet group per replica, and what it takes to start it.
+
+- TensorRT-LLM (LLM API, MPI): the leader waits for its workers, then runs
+  `mpirun -np TPxPP trtllm-llmapi-launch tritonserver ...` over the group's pods, one rank per GPU,
+  starting remote ranks with `kubectl exec` as MPI's rsh agent (no sshd). Rank 0 (on the leader)
+  serves; the others work. The leader's ServiceAccount may exec only into this backend's worker pods.
+- vLLM: the leader runs a Ray head, workers join it, and the leader serves once every GPU joined
+  (vLLM's `distributed_executor_backend: ray` places TP x PP workers on the Ray cluster).
+- GB200/GB300 plans whose tensor parallelism spans the nodes of an NVLink clique get a ComputeDomain
+  (NVIDIA DRA driver) and its IMEX channel claim in every pod of the group.
+- All-or-nothing: LeaderWorkerSet recreates a group as a unit; exclusive topology and Kueue place
+  and admit it whole.
+
+The launch scripts are files in render/scripts/, shipped in the backend's ConfigMap. Pure: nothing
+here talks to the API server.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from ..api.v1alpha1 import DEFAULT_LAUNCHER_IMAGE, LAUNCHER_KUBECTL, Backend, LLMBackendSpec, MultiNodeSpec, PlanStatus
+from . import triton
+from .workloads import (
+    CONFIG_HASH_ANNOTATION,
+    BackendRef,
+    _config_hash,
+    _meta,
+    _pod_spec,
+    labels_for,
+)
+
+LWS_API = ("leaderworkerset.x-k8s.io/v1", "leaderworkersets")
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_API = ("kueue.x-k8s.io/v1beta1", "localqueues")
+VOLCANO_API = ("scheduling.volcano.sh/v1beta1", "podgroups")
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+VOLCANO_SCHEDULER = "volcano"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+COMPUTE_DOMAIN_API = ("resource.nvidia.com/v1beta1", "computedomains")
+IMEX_CLAIM = "imex-channel"
+
+LAUNCH_MOUNT = "/launch"  # the scripts (ConfigMap keys launch__*.sh)
+LAUNCH_KEY_PREFIX = "launch__"
+KUBECTL_DIR = "/launcher"  # kubectl copied from the launcher image
+HOSTFILE = "/tmp/hostfile"
+SERVING_CONTAINER = "triton"
+
+SCRIPTS = {
+    Backend.TENSORRTLLM: ("leader-mpi.sh", "worker-mpi.sh", "kubexec.sh"),
+    Backend.VLLM: ("leader-ray.sh", "worker-ray.sh"),
+}
+
+
+@dataclass(frozen=True)
+class RankLayout:
+    """How one replica's ranks lie over its pods: one rank per GPU, the leader's GPUs first."""
+
+    world_size: int  # TP x PP (TensorRT-LLM's EP subdivides the TP group; it adds no ranks)
+    pods: int
+    gpus_per_pod: int
+
+    def ranks_of_pod(self, index: int) -> range:
+        """Global ranks hosted by pod `index` (0 = leader) with `--map-by slot` over the hostfile."""
+        return range(index * self.gpus_per_pod, (index + 1) * self.gpus_per_pod)
+
+
+def rank_layout(plan: PlanStatus) -> RankLayout:
+    """Validate the plan's parallelism against its pods and GPUs; raise ValueError on a contradiction."""
+    tp, pp, ep = plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel
+    if tp < 1 or pp < 1:
+        raise ValueError(f"tensor and pipeline parallel sizes must be >= 1 (TP{tp} x PP{pp})")
+    if ep is not None and (ep < 1 or tp % ep):
+        raise ValueError(f"expert parallelism {ep} must divide tensor parallelism {tp} (TensorRT-LLM splits the TP group)")
+    world = tp * pp
+    nodes = max(1, plan.nodes_per_replica)
+    if plan.gpus_per_replica != world:
+        raise ValueError(f"plan has {plan.gpus_per_replica} GPUs per replica but TP{tp} x PP{pp} = {world} ranks")
+    if world % nodes:
+        raise ValueError(f"{world} ranks do not split evenly over {nodes} pods")
+    return RankLayout(world_size=world, pods=nodes, gpus_per_pod=world // nodes)
+
+
+def multi_node_spec(spec: LLMBackendSpec) -> MultiNodeSpec:
+    return spec.scheduling.multi_node or MultiNodeSpec()
+
+
+def uses_mpi(spec: LLMBackendSpec) -> bool:
+    return Backend(spec.engine.backend) == Backend.TENSORRTLLM
+
+
+def needs_compute_domain(plan: PlanStatus) -> bool:
+    return bool(plan.spans_nvlink_clique) and plan.nodes_per_replica > 1
+
+
+def script_text(name: str) -> str:
+    return (resources.files(__package__) / "scripts" / name).read_text()
+
+
+def add_launch_files(config_map: dict[str, Any], spec: LLMBackendSpec) -> None:
+    """Ship the backend's launch scripts in its ConfigMap; vLLM across nodes runs its workers on Ray."""
+    backend = Backend(spec.engine.backend)
+    for name in SCRIPTS[backend]:
+        config_map["data"][LAUNCH_KEY_PREFIX + name] = script_text(name)
+    if backend == Backend.VLLM:
+        for key, content in config_map["data"].items():
+            if key.endswith("__model.json"):
+                args = json.loads(content)
+                args["distributed_executor_backend"] = "ray"
+                config_map["data"][key] = json.dumps(args, indent=2, sort_keys=True) + "\n"
+
+
+def worker_pod_names(ref: BackendRef, groups: int, size: int) -> list[str]:
+    """LeaderWorkerSet names pods <lws>-<group> (leader) and <lws>-<group>-<index> (workers)."""
+    return [f"{ref.name}-{g}-{i}" for g in range(groups) for i in range(1, size)]
+
+
+def launcher_rbac(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int) -> list[dict[str, Any]]:
+    """ServiceAccount + Role + RoleBinding for MPI leaders: get and exec into this backend's worker pods only.
+
+    The names are known in advance (LWS names pods by group and index), so the Role lists them:
+    a leader's token cannot exec into any other pod of the namespace. Autoscaled backends list
+    every group up to maxReplicas, so a scale-up never waits for the Role.
+    """
+    groups = max(replicas, spec.autoscaling.max_replicas if spec.autoscaling.enabled else 0, 1)
+    names = worker_pod_names(ref, groups, plan.nodes_per_replica)
+    labels = labels_for(ref, "launcher")
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ref, ref.name, labels),
+               "automountServiceAccountToken": False}
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(ref, ref.name, labels),
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": names},
+            {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"], "resourceNames": list(names)},
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(ref, ref.name, labels),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ref.name},
+        "subjects": [{"kind": "ServiceAccount", "name": ref.name, "namespace": ref.namespace}],
+    }
+    return [account, role, binding]
+
+
+def compute_domain_name(ref: BackendRef) -> str:
+    return ref.name
+
+
+def render_compute_domain(ref: BackendRef) -> dict[str, Any]:
+    """One ComputeDomain per backend; every pod that claims its channel joins the IMEX domain."""
+    return {
+        "apiVersion": COMPUTE_DOMAIN_API[0], "kind": "ComputeDomain", "metadata": _meta(ref, compute_domain_name(ref)),
+        # numNodes 0: the driver no longer gates startup on a node count (the field is deprecated).
+        "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": f"{ref.name}-{IMEX_CLAIM}"}}},
+    }
+
+
+def _env(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def _launch_volume(config_map: dict[str, Any]) -> dict[str, Any]:
+    items = [{"key": k, "path": k[len(LAUNCH_KEY_PREFIX):], "mode": 0o555}
+             for k in sorted(config_map["data"]) if k.startswith(LAUNCH_KEY_PREFIX)]
+    return {"name": "launch", "configMap": {"name": config_map["metadata"]["name"], "items": items, "defaultMode": 0o555}}
+
+
+def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_map: dict[str, Any], *, leader: bool,
+               layout: RankLayout, compute_domain: bool) -> dict[str, Any]:
+    pod = _pod_spec(ref, spec, plan, config_map, role="leader" if leader else "worker", world_size=layout.world_size)
+    # The model repository volume must not carry the launch scripts (Triton would read them as models).
+    for volume in pod["volumes"]:
+        if volume["name"] == "model-config":
+            volume["configMap"]["items"] = [i for i in volume["configMap"]["items"] if not i["key"].startswith(LAUNCH_KEY_PREFIX)]
+    pod["volumes"].append(_launch_volume(config_map))
+    container = pod["containers"][0]
+    container["volumeMounts"].append({"name": "launch", "mountPath": LAUNCH_MOUNT, "readOnly": True})
+    container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    options = multi_node_spec(spec)
+    container["env"] = [e for e in container["env"] if e["name"] not in ("GPUS_PER_POD", "HOSTFILE")] + [
+        _env("GPUS_PER_POD", str(layout.gpus_per_pod)),
+        _env("WORLD_SIZE", str(layout.world_size)),
+        _env("LAUNCH_WAIT_SECONDS", str(options.startup_timeout_seconds)),
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+    mpi = uses_mpi(spec)
+    serve = triton.triton_command(triton.MODEL_REPOSITORY, 1, 1, spec.engine.backend)  # what rank 0 runs
+    if mpi:
+        script = "leader-mpi.sh" if leader else "worker-mpi.sh"
+        args = ["trtllm-llmapi-launch", *serve] if leader else []
+    else:
+        script = "leader-ray.sh" if leader else "worker-ray.sh"
+        args = serve if leader else []
+    container["command"] = ["/bin/sh", f"{LAUNCH_MOUNT}/{script}"]
+    container["args"] = args
+    if leader and mpi:
+        container["env"] += [
+            _env("HOSTFILE", HOSTFILE),
+            _env("KUBECTL", f"{KUBECTL_DIR}/kubectl"),
+            _env("KUBEXEC", f"{LAUNCH_MOUNT}/kubexec.sh"),
+            _env("LAUNCH_CONTAINER", SERVING_CONTAINER),
+        ]
+        container["volumeMounts"].append({"name": "launcher", "mountPath": KUBECTL_DIR, "readOnly": True})
+        pod["volumes"].append({"name": "launcher", "emptyDir": {}})
+        pod["initContainers"].append({
+            "name": "launcher",
+            "image": options.launcher_image or DEFAULT_LAUNCHER_IMAGE,
+            "command": ["cp", LAUNCHER_KUBECTL, f"{KUBECTL_DIR}/kubectl"],
+            "volumeMounts": [{"name": "launcher", "mountPath": KUBECTL_DIR}],
+            "securityContext": container["securityContext"],
+        })
+        # Only the leader holds a token, bound to the Role above; workers keep automount off.
+        pod["serviceAccountName"] = ref.name
+        pod["automountServiceAccountToken"] = True
+    if compute_domain:
+        pod["resourceClaims"] = [{"name": IMEX_CLAIM, "resourceClaimTemplateName": f"{ref.name}-{IMEX_CLAIM}"}]
+        container["resources"]["claims"] = [{"name": IMEX_CLAIM}]
+    return pod
+
+
+def choose_gang_scheduler(spec: LLMBackendSpec, volcano_served: bool, kueue_served: bool) -> str | None:
+    """Who places each group whole: "volcano", "kueue" or None (LWS alone; it still recreates groups as units)."""
+    options = multi_node_spec(spec)
+    if options.gang_scheduler == "none":
+        return None
+    if options.gang_scheduler in ("auto", "volcano") and volcano_served:
+        return "volcano"
+    if options.gang_scheduler in ("auto", "kueue") and kueue_served and options.queue_name:
+        return "kueue"
+    return None
+
+
+def exclusive_topology_key(spec: LLMBackendSpec, plan: PlanStatus) -> str | None:
+    options = multi_node_spec(spec)
+    if options.exclusive_topology:
+        return options.exclusive_topology
+    return CLIQUE_LABEL if plan.spans_nvlink_clique else None
+
+
+def render_leader_worker_set(
+    ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, config_map: dict[str, Any],
+    compute_domain: bool = False, gang: str | None = None,
+) -> dict[str, Any]:
+    """One LWS group per replica. LeaderCreated: the workers start with the leader (the leader is
+    Ready only once every rank runs, so LeaderReady would never create them)."""
+    layout = rank_layout(plan)
+    annotations = {CONFIG_HASH_ANNOTATION: _config_hash(config_map)}
+    leader = _group_pod(ref, spec, plan, config_map, leader=True, layout=layout, compute_domain=compute_domain)
+    worker = _group_pod(ref, spec, plan, config_map, leader=False, layout=layout, compute_domain=compute_domain)
+    meta = _meta(ref, ref.name)
+    topology = exclusive_topology_key(spec, plan)
+    if topology:
+        meta["annotations"] = {EXCLUSIVE_TOPOLOGY_ANNOTATION: topology}
+    queue = multi_node_spec(spec).queue_name
+    if gang == "kueue" and queue:
+        meta["labels"] = {**meta["labels"], KUEUE_QUEUE_LABEL: queue}
+    if gang == VOLCANO_SCHEDULER:
+        leader["schedulerName"] = worker["schedulerName"] = VOLCANO_SCHEDULER
+        if queue:
+            meta["annotations"] = {**meta.get("annotations", {}), VOLCANO_QUEUE_ANNOTATION: queue}
+    return {
+        "apiVersion": LWS_API[0],
+        "kind": "LeaderWorkerSet",
+        "metadata": meta,
+        "spec": {
+            "replicas": replicas,
+            "startupPolicy": "LeaderCreated",
+            "leaderWorkerTemplate": {
+                "size": layout.pods,
+                # Any container restart in a group (a lost rank ends the leader) recreates the whole group.
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": {"metadata": {"labels": labels_for(ref), "annotations": annotations}, "spec": leader},
+                "workerTemplate": {"metadata": {"labels": labels_for(ref, "worker"), "annotations": annotations}, "spec": worker},
+            },
+        },
+    }
+
+
+def multi_node_objects(
+    ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, config_map: dict[str, Any],
+    compute_domain: bool = False, gang: str | None = None,
+) -> list[dict[str, Any]]:
+    """Everything a multi-node backend owns besides the ConfigMap and Service, in apply order."""
+    add_launch_files(config_map, spec)
+    objects: list[dict[str, Any]] = []
+    if uses_mpi(spec):
+        objects += launcher_rbac(ref, spec, plan, replicas)
+    if compute_domain:
+        objects.append(render_compute_domain(ref))
+    objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map, compute_domain, gang))
+    return objects
+
+
+# ---- status: groups are all-or-nothing ----
+
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+PARTIAL_GROUP = "PartialGroup"  # reason: some pods of a group run, others cannot start; the group serves nothing
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def _stuck(pod: dict[str, Any], fatal_waiting: set[str]) -> str | None:
+    """Why a pod cannot start without a change (the scheduler's or the kubelet's words), else None."""
+    status = pod.get("status", {})
+    for cond in status.get("conditions", []):
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+            return f"Unschedulable: {cond.get('message', '')}"
+    for cs in status.get("initContainerStatuses", []) + status.get("containerStatuses", []):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in fatal_waiting:
+            return f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    return None
+
+
+def group_problem(pods: list[dict[str, Any]], size: int, fatal_waiting: set[str]) -> tuple[str, str] | None:
+    """The first group with a pod that cannot start: a partial group is a reason, never capacity."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        groups.setdefault(pod["metadata"].get("labels", {}).get(GROUP_INDEX_LABEL, "?"), []).append(pod)
+    for index in sorted(groups, key=lambda i: (not i.isdigit(), int(i) if i.isdigit() else 0, i)):
+        members = groups[index]
+        ready = sum(_pod_ready(p) for p in members)
+        for pod in sorted(members, key=lambda p: p["metadata"]["name"]):
+            why = None if _pod_ready(pod) else _stuck(pod, fatal_waiting)
+            if why:
+                return PARTIAL_GROUP, (f"group {index}: {ready}/{size} pods ready; pod {pod['metadata']['name']}: {why}. "
+                                       f"The group serves nothing until all {size} pods run.")
+    return None

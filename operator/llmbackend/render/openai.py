@@ -1,0 +1,75 @@
+"""The OpenAI-compatible endpoint of a backend (`serving.openai`): the frontend container, its port and its file.
+
+The frontend (llmbackend/serving/openai_frontend.py, standard library + jinja2) runs as a second container of
+each serving pod with the serving image, reads the checkpoint's chat template from the model source and talks
+to Triton on localhost. It travels in the backend's ConfigMap under FRONTEND_KEY, mounted on its own (not
+copied into the Triton model repository).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from ..api.v1alpha1 import LLMBackendSpec
+from . import triton
+
+OPENAI_PORT = 9000
+PORT_NAME = "openai"
+CONTAINER_NAME = "openai"
+FRONTEND_KEY = "openai-frontend.py"
+FRONTEND_DIR = "/opt/llmbackend"
+VOLUME_NAME = "openai-frontend"
+
+
+def enabled(spec: LLMBackendSpec) -> bool:
+    return spec.serving.openai
+
+
+def frontend_source() -> str:
+    return resources.files("llmbackend.serving").joinpath("openai_frontend.py").read_text(encoding="utf-8")
+
+
+def config_map_data(spec: LLMBackendSpec) -> dict[str, str]:
+    """Extra ConfigMap entries: the frontend program (changing it rolls the pods through the config hash)."""
+    return {FRONTEND_KEY: frontend_source()} if enabled(spec) else {}
+
+
+def checkpoint_dir(spec: LLMBackendSpec) -> str:
+    """Where the checkpoint's tokenizer_config.json (chat template) lies inside the pod: the model source mount."""
+    return triton.MODELS_DIR
+
+
+def container(spec: LLMBackendSpec, image: str, triton_model: str, served_model: str,
+              security_context: dict[str, Any], model_mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The frontend container; `model_mounts`: the serving container's mounts of the model source (read-only)."""
+    return {
+        "name": CONTAINER_NAME,
+        "image": image,
+        "command": ["python3", f"{FRONTEND_DIR}/{FRONTEND_KEY}"],
+        "args": [
+            f"--port={OPENAI_PORT}",
+            f"--triton-url=http://127.0.0.1:{triton.HTTP_PORT}",
+            # /metrics on the OpenAI port: the Inference Extension's endpoint picker scrapes the pool's target port.
+            f"--metrics-url=http://127.0.0.1:{triton.METRICS_PORT}/metrics",
+            f"--model={triton_model}",
+            f"--served-model-name={served_model}",
+            f"--tokenizer-dir={checkpoint_dir(spec)}",
+        ],
+        "ports": [{"name": PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
+        # /health is ready only when Triton's model is: the Service sends OpenAI traffic to loaded pods only.
+        "readinessProbe": {"httpGet": {"path": "/health", "port": PORT_NAME}, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": 10, "failureThreshold": 6},
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "volumeMounts": [{"name": VOLUME_NAME, "mountPath": FRONTEND_DIR, "readOnly": True},
+                         *[{**m, "readOnly": True} for m in model_mounts]],
+        "securityContext": security_context,
+    }
+
+
+def volume(config_map_name: str) -> dict[str, Any]:
+    return {"name": VOLUME_NAME, "configMap": {"name": config_map_name, "items": [{"key": FRONTEND_KEY, "path": FRONTEND_KEY}]}}
+
+
+def service_port() -> dict[str, Any]:
+    return {"name": PORT_NAME, "port": OPENAI_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}

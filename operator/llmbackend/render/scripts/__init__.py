@@ -1,0 +1,1 @@
+"""Scripts the operator ships in ConfigMaps to run in the stock serving image (package data, stdlib only)."""

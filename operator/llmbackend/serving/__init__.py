@@ -1,0 +1,1 @@
+"""Programs that run inside the serving pods (shipped in the ConfigMap; standard library only)."""

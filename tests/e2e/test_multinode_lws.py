@@ -1,0 +1,116 @@
+"""Multi-node replicas on the local control plane with the real LeaderWorkerSet controller
+(sigs.k8s.io/lws, built from the Go module proxy; its CRD and webhooks): the multi-node sample
+reaches Available, LWS names pods as the launcher Role expects, and deleting a worker pod restarts
+the whole group (RecreateGroupOnPodRestart). kwok marks the pods Ready; it runs no containers
+(the launch scripts themselves run for real in tests/launch).
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from llmbackend.devcluster.lws import LwsController
+
+from conftest import REPO_ROOT, apply_manifest, available, condition, wait_for
+
+SAMPLE = REPO_ROOT / "manifests/samples/llama-3.1-405b-multinode.yaml"
+
+
+@pytest.fixture(scope="module")
+def lws(cluster, tmp_path_factory):
+    controller = LwsController(cluster.cluster.kubeconfig, tmp_path_factory.mktemp("lws"), cluster.kubectl_path)
+    controller.start()
+    yield controller
+    controller.stop()
+
+
+def _models_volume(cluster, namespace: str, claim: str) -> None:
+    """A PVC (pre-bound to a PV) so that the sample's pods can be scheduled; kwok never mounts it."""
+    cluster.kube.create({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
+        "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"], "hostPath": {"path": "/nonexistent"},
+                 "claimRef": {"namespace": namespace, "name": claim}, "persistentVolumeReclaimPolicy": "Delete"},
+    })
+    cluster.kube.create({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
+        "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Ti"}}, "storageClassName": "",
+                 "volumeName": f"{namespace}-{claim}"},
+    })
+
+
+def _group_pods(cluster, namespace: str, name: str) -> dict[str, dict]:
+    pods = cluster.kube.list("Pod", namespace, label_selector=f"leaderworkerset.sigs.k8s.io/name={name}")
+    return {p["metadata"]["name"]: p for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+def _diagnose(cluster, namespace: str, name: str, operator, lws) -> str:
+    obj = cluster.kube.get("LLMBackend", namespace, name) or {}
+    lines = [f"conditions: {[(c['type'], c['status'], c['reason'], c['message'][:200]) for c in (obj.get('status') or {}).get('conditions', [])]}"]
+    lines.append(f"lws status: {(cluster.kube.get('LeaderWorkerSet', namespace, name) or {}).get('status')}")
+    for pod in cluster.kube.list("Pod", namespace):
+        status = pod.get("status", {})
+        lines.append(f"pod {pod['metadata']['name']}: {status.get('phase')} "
+                     f"{[(c['type'], c['status'], c.get('message', '')[:150]) for c in status.get('conditions', [])]}")
+    lines.append("lws controller log:\n" + "\n".join(lws.log_path.read_text(errors="replace").splitlines()[-15:]))
+    lines.append("operator log:\n" + operator.log_tail(15))
+    return "\n".join(lines)
+
+
+def _wait(cluster, namespace, name, operator, lws, predicate, what, timeout=120):
+    try:
+        return wait_for(predicate, timeout=timeout, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_diagnose(cluster, namespace, name, operator, lws)}") from None
+
+
+def _ready(pod: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group(cluster, operator, namespace, lws):
+    from llmbackend.controller.kube import KINDS
+
+    KINDS.setdefault("PersistentVolume", ("v1", "persistentvolumes"))
+    KINDS.setdefault("PersistentVolumeClaim", ("v1", "persistentvolumeclaims"))
+    manifest = yaml.safe_load(SAMPLE.read_text())
+    manifest["metadata"]["namespace"] = namespace
+    name = manifest["metadata"]["name"]
+    _models_volume(cluster, namespace, manifest["spec"]["model"]["source"]["pvc"]["claimName"])
+    apply_manifest(cluster, manifest)
+
+    obj = _wait(cluster, namespace, name, operator, lws, lambda: available(cluster, namespace, name),
+                "the multi-node sample Available")
+    plan = obj["status"]["plan"]
+    assert (plan["tensorParallel"], plan["pipelineParallel"], plan["nodesPerReplica"]) == (8, 2, 2)
+    lws_obj = cluster.kube.get("LeaderWorkerSet", namespace, name)
+    assert lws_obj["spec"]["startupPolicy"] == "LeaderCreated"
+    assert lws_obj["status"]["readyReplicas"] == 1
+
+    pods = _group_pods(cluster, namespace, name)
+    leader_name, worker_name = f"{name}-0", f"{name}-0-1"
+    assert set(pods) == {leader_name, worker_name} and all(_ready(p) for p in pods.values())
+    # LWS's webhook gave the pods the environment the launch scripts read.
+    env = {e["name"]: e.get("value") for e in pods[worker_name]["spec"]["containers"][0]["env"]}
+    assert env["LWS_GROUP_SIZE"] == "2" and env["LWS_LEADER_ADDRESS"].startswith(f"{leader_name}.")
+    assert pods[leader_name]["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    # The launcher Role names exactly the worker pods LWS created; only the leader mounts its token.
+    role = cluster.kube.get("Role", namespace, name)
+    assert role["rules"][1]["resources"] == ["pods/exec"] and role["rules"][1]["resourceNames"] == [worker_name]
+    assert pods[leader_name]["spec"]["serviceAccountName"] == name
+    assert pods[worker_name]["spec"].get("automountServiceAccountToken") is False
+    service = cluster.kube.get("Service", namespace, name)
+    assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+
+    old_uids = {n: p["metadata"]["uid"] for n, p in pods.items()}
+    cluster.kube.delete("Pod", namespace, worker_name)
+
+    def group_recreated():
+        now = _group_pods(cluster, namespace, name)
+        return (set(now) == set(old_uids) and all(now[n]["metadata"]["uid"] != old_uids[n] for n in now)
+                and all(_ready(p) for p in now.values()) and now)
+
+    _wait(cluster, namespace, name, operator, lws, group_recreated, "LWS to recreate leader and worker (the whole group)")
+    _wait(cluster, namespace, name, operator, lws, lambda: available(cluster, namespace, name),
+          "Available again after the group restart")
+    assert condition(cluster.kube.get("LLMBackend", namespace, name), "Degraded")["status"] == "False"

@@ -1,0 +1,80 @@
+"""Never adopt: an object that already has a child's name and that the backend does not control is reported
+(Degraded=True, ResourceExists, naming it) and left exactly as it was, for every kind of child the
+operator renders here; deleting the backend leaves it in place. (PrometheusRule, the remaining kind, needs a
+CRD the local control plane does not serve: tests/unit/test_reconcile_conditions.py covers it.)"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, apply_manifest, backend_manifest, condition, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "argocd"))
+from argocd_health import ensure_binary, health  # noqa: E402
+
+THEIR_LABELS = {"team": "search"}
+SELECTOR = {"matchLabels": {"app": "theirs"}}
+POD = {"metadata": {"labels": {"app": "theirs"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+
+# kind -> (the backend's child name, their object's spec, the backend's spec that renders that kind)
+CASES = {
+    "ConfigMap": ("owned-model-repo", None, {}),
+    "Deployment": ("owned", {"replicas": 0, "selector": SELECTOR, "template": POD}, {}),
+    "Service": ("owned", {"ports": [{"port": 80}], "selector": {"app": "theirs"}}, {}),
+    "PodDisruptionBudget": ("owned", {"minAvailable": 1, "selector": SELECTOR}, {"replicas": 2}),
+    "HorizontalPodAutoscaler": ("owned", {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "theirs"},
+        "minReplicas": 1, "maxReplicas": 2,
+        "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}],
+    }, {"autoscaling": {"enabled": True, "mode": "hpa", "minReplicas": 1, "maxReplicas": 2}}),
+    "LeaderWorkerSet": ("owned", {"replicas": 0, "leaderWorkerTemplate": {"size": 2, "workerTemplate": POD}},
+                        {"model": {"preset": "llama-3.1-405b", "source": {"uri": "s3://models/llama-3.1-405b"}}}),
+}
+API_VERSIONS = {"ConfigMap": "v1", "Deployment": "apps/v1", "Service": "v1", "PodDisruptionBudget": "policy/v1",
+                "HorizontalPodAutoscaler": "autoscaling/v2", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}
+
+
+@pytest.fixture(scope="module")
+def argocd():
+    return ensure_binary()
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_an_existing_object_with_a_childs_name_is_reported_and_left_alone(cluster, operator, namespace, argocd, kind):
+    name, their_spec, backend_spec = CASES[kind]
+    if kind == "LeaderWorkerSet" and cluster.kube.get(
+            "CustomResourceDefinition", None, "leaderworkersets.leaderworkerset.x-k8s.io") is None:
+        cluster.kubectl("apply", "-f", str(REPO_ROOT / "e2e/fixtures/lws-crd.yaml"))
+        wait_for(lambda: cluster.kubectl("api-resources", "--api-group=leaderworkerset.x-k8s.io", "-o", "name").stdout.strip(),
+                 what="LeaderWorkerSet API served")
+    theirs = {"apiVersion": API_VERSIONS[kind], "kind": kind,
+              "metadata": {"name": name, "namespace": namespace, "labels": THEIR_LABELS}}
+    if their_spec is None:
+        theirs["data"] = {"model.txt": "someone else's"}
+    else:
+        theirs["spec"] = their_spec
+    before = cluster.kube.create(theirs)
+
+    manifest = backend_manifest("owned", namespace, **backend_spec)
+    apply_manifest(cluster, manifest)
+    # LWS discovery is re-checked by the operator at most every 30 s after the CRD appears
+    obj = wait_for(lambda: (o := cluster.kube.get("LLMBackend", namespace, "owned"))
+                   and (condition(o, "Degraded") or {}).get("reason") == "ResourceExists" and o,
+                   timeout=120, what="Degraded=ResourceExists")
+    degraded = condition(obj, "Degraded")
+    assert degraded["status"] == "True" and f"{kind} {namespace}/{name}" in degraded["message"], degraded
+    assert health(argocd, obj)[0] == "Degraded"
+    after = cluster.kube.get(kind, namespace, name)
+    # nothing of it changes (its own controller may still write its status)
+    for part in ("spec", "data"):
+        assert after.get(part) == before.get(part)
+    for field in ("labels", "ownerReferences"):
+        assert after["metadata"].get(field) == before["metadata"].get(field)
+    assert not any(a.startswith("llmbackend.dev/") for a in after["metadata"].get("annotations") or {})
+    assert "llmbackend-operator" not in {m["manager"] for m in after["metadata"].get("managedFields", [])}
+
+    cluster.kubectl("delete", "llmb", "owned", "-n", namespace, "--wait=true")
+    assert cluster.kube.get(kind, namespace, name) is not None, "their object outlives the backend"
+    assert operator.proc.poll() is None, operator.log_tail()

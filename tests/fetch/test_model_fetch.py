@@ -1,0 +1,260 @@
+"""The download program (llmbackend.model_fetch) as a process against a Hub-shaped server and moto's S3.
+
+Real servers on 127.0.0.1; the program runs as its own process like the download Job runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import checkpoint_files, run_fetch
+
+from llmbackend import model_fetch as mf
+
+REPO = "acme/tiny-llama"
+SHA = "fedcba9876543210fedcba9876543210fedcba98"
+
+
+def fetch(hub, cache: Path, repo: str = REPO, *extra: str, env=None):
+    return run_fetch("download", "--source", f"hf://{repo}", "--cache", str(cache), "--endpoint", hub.endpoint,
+                     "--progress-file", str(cache.parent / "progress.json"),
+                     "--termination-log", str(cache.parent / "termination"), *extra, env=env)
+
+
+def termination(cache: Path) -> dict:
+    return json.loads((cache.parent / "termination").read_text())
+
+
+def assert_copy_complete(cache: Path, key: str, revision: str) -> Path:
+    final = cache / key / revision
+    expected = {k: v for k, v in checkpoint_files().items() if not k.startswith("original/")}
+    got = {str(p.relative_to(final)): p.read_bytes() for p in final.rglob("*") if p.is_file() and p.name != mf.MARKER}
+    assert got == expected
+    assert json.loads((final / mf.MARKER).read_text())["revision"] == revision
+    assert not list((cache / ".staging").rglob("*.part"))
+    return final
+
+
+def test_download_once_verified_with_progress_and_architecture(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache)
+    assert done.returncode == 0, done.stderr
+    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+    ref = cache / "hf" / REPO / "refs" / "main"
+    assert os.readlink(ref) == f"../{SHA}" and (ref / mf.MARKER).is_file()  # the path serving pods load
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert progress["phase"] == "Ready" and progress["bytesDone"] == progress["bytesTotal"]
+    assert progress["bytesTotal"] == sum(len(v) for k, v in checkpoint_files().items() if not k.startswith("original/"))
+    message = termination(cache)
+    assert message["resolvedRevision"] == SHA and message["path"] == f"hf/{REPO}/{SHA}"
+    # The architecture step read the downloaded config.json and index.
+    assert message["architecture"]["numLayers"] == 32 and message["architecture"]["weightBytes"] == 1_800_000
+    assert not hub.requests_for("consolidated")
+
+    # A second run (another backend, same model and revision) finds the copy and downloads nothing.
+    before = len(hub.requests_for("/resolve/"))
+    again = fetch(hub, cache)
+    assert again.returncode == 0, again.stderr
+    assert len(hub.requests_for("/resolve/")) == before
+    assert termination(cache)["phase"] == "Ready"
+
+
+def test_revision_tag_resolves_to_the_commit(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, f"{REPO}@v1")
+    assert done.returncode == 0, done.stderr
+    assert os.readlink(cache / "hf" / REPO / "refs" / "v1") == f"../{SHA}"
+    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+
+
+@pytest.mark.parametrize("repo,token,code,reason,words", [
+    ("meta-llama/Llama-3.1-8B-Instruct", None, mf.EXIT_UNAUTHORIZED, "SourceUnauthorized", ["gated", "HF_TOKEN", "secretRef"]),
+    ("meta-llama/Llama-3.1-8B-Instruct", "hf_not_granted", mf.EXIT_FORBIDDEN, "SourceForbidden", ["license"]),
+    ("acme/missing", "hf_good", mf.EXIT_NOT_FOUND, "SourceNotFound", ["RepoNotFound", "source.uri"]),
+    ("acme/missing", None, mf.EXIT_UNAUTHORIZED, "SourceUnauthorized", ["does not exist"]),
+    (REPO + "@no-such-branch", None, mf.EXIT_NOT_FOUND, "SourceNotFound", ["RevisionNotFound"]),
+    ("acme/no-config", None, mf.EXIT_NO_CONFIG, "CheckpointConfigMissing", ["config.json"]),
+])
+def test_bad_sources_fail_with_a_reason_and_what_to_do(hub, tmp_path, repo, token, code, reason, words) -> None:
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, repo, env={"HF_TOKEN": token} if token else None)
+    assert done.returncode == code, done.stderr
+    message = termination(cache)
+    assert message["reason"] == reason and message["phase"] == "Failed"
+    for word in words:
+        assert word in message["message"]
+    assert not (cache / "hf").exists() or not any((cache / "hf").rglob(mf.MARKER))
+
+
+def test_gated_model_with_token_and_no_token_sent_to_the_cdn(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, "meta-llama/Llama-3.1-8B-Instruct", env={"HF_TOKEN": "hf_good"})
+    assert done.returncode == 0, done.stderr
+    assert all(h.get("Authorization") == "Bearer hf_good" for _, _, h in hub.requests_for("/resolve/"))
+    cdn = hub.requests_for("/cdn/")
+    assert cdn and all("Authorization" not in h for _, _, h in cdn)
+
+
+def test_larger_than_the_cache_is_refused_before_downloading(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, REPO, "--cache-capacity-bytes", "1000000")
+    assert done.returncode == mf.EXIT_TOO_LARGE
+    assert "source.cache" in termination(cache)["message"]
+    assert not hub.requests_for("/resolve/")
+
+
+def test_hash_mismatch_is_rejected_and_nothing_is_published(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    hub.faults.corrupt.add("model-00001-of-00002.safetensors")  # the largest file: fetched last
+    done = fetch(hub, cache)
+    assert done.returncode == mf.EXIT_VERIFY_FAILED
+    assert "sha256" in termination(cache)["message"]
+    assert not (cache / "hf" / REPO / SHA).exists()
+    assert not list(cache.rglob("model-00001-of-00002.safetensors*"))  # the bad bytes are gone
+    # The next attempt (the Job's retry) gets good bytes and keeps the files already verified.
+    hub.faults.corrupt.clear()
+    shard2_gets = len(hub.requests_for("model-00002"))
+    assert shard2_gets
+    again = fetch(hub, cache)
+    assert again.returncode == 0, again.stderr
+    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+    assert len(hub.requests_for("model-00002")) == shard2_gets
+
+
+def test_dropped_connection_resumes_with_a_range_request(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    hub.faults.cut_after["model-00001-of-00002.safetensors"] = 400_000
+    done = fetch(hub, cache)
+    assert done.returncode == 0, done.stderr
+    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+    ranges = [h.get("Range") for _, _, h in hub.requests_for("/cdn/acme/tiny-llama/model-00001")]
+    assert ranges == [None, "bytes=400000-"]
+
+
+def test_killed_download_resumes_in_the_next_process(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    hub.faults.hold_after["model-00001-of-00002.safetensors"] = 700_000
+    proc = run_fetch("download", "--source", f"hf://{REPO}", "--cache", str(cache), "--endpoint", hub.endpoint, wait=False)
+    try:
+        assert hub.faults.held.wait(60), "the download never reached the held file"
+        part = cache / ".staging" / "hf" / REPO / SHA / "model-00001-of-00002.safetensors.part"
+        for _ in range(600):  # until the client has written what the server sent (bounded: 60 s)
+            if part.exists() and part.stat().st_size == 700_000:
+                break
+            time.sleep(0.1)
+        assert part.stat().st_size == 700_000
+        assert not (cache / "hf" / REPO / SHA).exists()  # nothing visible where a server loads
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        hub.faults.release.set()
+    done = fetch(hub, cache)
+    assert done.returncode == 0, done.stderr
+    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+    ranges = [h.get("Range") for _, _, h in hub.requests_for("/cdn/acme/tiny-llama/model-00001")]
+    assert ranges[-1] == "bytes=700000-"
+
+
+def test_operator_reads_config_and_index_before_downloading(hub) -> None:
+    info = mf.read_checkpoint(f"hf://{REPO}", endpoint=hub.endpoint, env={})
+    assert info.revision == SHA
+    assert info.config["model_type"] == "llama" and info.index["metadata"]["total_size"] == 1_800_000
+    assert info.safetensors_bytes == len(checkpoint_files()["model-00001-of-00002.safetensors"]) + len(
+        checkpoint_files()["model-00002-of-00002.safetensors"])
+    assert not hub.requests_for("safetensors?") and not hub.requests_for("/cdn/")
+    with pytest.raises(mf.FetchError) as err:
+        mf.read_checkpoint("hf://meta-llama/Llama-3.1-8B-Instruct", endpoint=hub.endpoint, env={})
+    assert err.value.code == mf.EXIT_UNAUTHORIZED
+
+
+def test_inspect_a_pvc_directory(tmp_path) -> None:
+    for name, data in checkpoint_files().items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    done = run_fetch("inspect", "--dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["architecture"]["numKeyValueHeads"] == 8
+    (tmp_path / "config.json").unlink()
+    missing = run_fetch("inspect", "--dir", str(tmp_path))
+    assert missing.returncode == mf.EXIT_NO_CONFIG
+
+
+# ---- S3-compatible store ----
+
+def _s3_put(endpoint: str, path: str, data: bytes = b"") -> None:
+    url = f"{endpoint}/{path}"
+    headers = mf.sigv4_headers("PUT", url, "us-east-1", "test", "test")
+    headers["Content-Type"] = "application/octet-stream"  # urllib's default (a form) would be parsed, not stored
+    urllib.request.urlopen(urllib.request.Request(url, data=data, method="PUT", headers=headers), timeout=30).close()
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+
+
+@pytest.fixture
+def bucket(s3_endpoint, request):
+    name = "models-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:16]
+    _s3_put(s3_endpoint, name)
+    for path, data in checkpoint_files().items():
+        _s3_put(s3_endpoint, f"{name}/llama/{path}", data)
+    _s3_put(s3_endpoint, f"{name}/empty/readme.txt", b"nothing here")
+    return name
+
+
+def s3_fetch(endpoint: str, cache: Path, uri: str, env=S3_ENV):
+    return run_fetch("download", "--source", uri, "--cache", str(cache), "--endpoint", endpoint,
+                     "--termination-log", str(cache.parent / "termination"), env=env)
+
+
+def test_s3_download_verified_and_shared(s3_endpoint, bucket, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    done = s3_fetch(s3_endpoint, cache, f"s3://{bucket}/llama")
+    assert done.returncode == 0, done.stderr
+    message = termination(cache)
+    revision = message["resolvedRevision"]
+    assert revision.startswith("s3-")
+    assert_copy_complete(cache, f"s3/{bucket}/llama", revision)
+    assert message["architecture"]["vocabSize"] == 128_256
+    again = s3_fetch(s3_endpoint, cache, f"s3://{bucket}/llama")
+    assert again.returncode == 0 and termination(cache)["resolvedRevision"] == revision
+    info = mf.read_checkpoint(f"s3://{bucket}/llama", endpoint=s3_endpoint, env=S3_ENV)
+    assert info.revision == revision and info.index["metadata"]["total_size"] == 1_800_000
+
+
+@pytest.mark.parametrize("uri_suffix,env,code,reason", [
+    ("/llama", {}, mf.EXIT_NO_CREDENTIALS, "SourceCredentialsMissing"),
+    ("/no-such-prefix", S3_ENV, mf.EXIT_NOT_FOUND, "SourceNotFound"),
+    ("/empty", S3_ENV, mf.EXIT_NO_CONFIG, "CheckpointConfigMissing"),
+])
+def test_s3_bad_sources(s3_endpoint, bucket, tmp_path, uri_suffix, env, code, reason) -> None:
+    cache = tmp_path / "cache"
+    done = s3_fetch(s3_endpoint, cache, f"s3://{bucket}{uri_suffix}", env=env)
+    assert done.returncode == code, done.stderr
+    assert termination(cache)["reason"] == reason
+
+
+def test_s3_missing_bucket(s3_endpoint, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    done = s3_fetch(s3_endpoint, cache, "s3://no-such-bucket-here/llama")
+    assert done.returncode == mf.EXIT_NOT_FOUND
+    assert "NoSuchBucket" in termination(cache)["message"]
+
+
+def test_sigv4_matches_the_aws_documented_example() -> None:
+    """AWS S3 API reference, "Signature Calculations for the Authorization Header", example GET Object."""
+    import datetime
+    now = datetime.datetime(2013, 5, 24, tzinfo=datetime.timezone.utc)
+    h = mf.sigv4_headers("GET", "https://examplebucket.s3.amazonaws.com/test.txt", "us-east-1",
+                         "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", now=now,
+                         payload_hash=hashlib.sha256(b"").hexdigest(), extra={"Range": "bytes=0-9"})
+    assert h["Authorization"] == (
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")

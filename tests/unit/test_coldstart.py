@@ -1,0 +1,34 @@
+"""Cold start learned from the backend's own pods (pure)."""
+
+from __future__ import annotations
+
+from llmbackend.autoscaling import coldstart
+
+
+def pod(name, created, ready_at=None, status="True", uid=None):
+    conds = [] if ready_at is None else [{"type": "Ready", "status": status, "lastTransitionTime": ready_at}]
+    return {"metadata": {"name": name, "uid": uid or name, "creationTimestamp": created}, "status": {"conditions": conds}}
+
+
+def test_pod_cold_start_is_creation_to_ready():
+    assert coldstart.pod_cold_start(pod("a", "2026-01-01T10:00:00Z", "2026-01-01T10:04:00Z")) == 240
+    assert coldstart.pod_cold_start(pod("a", "2026-01-01T10:00:00Z")) is None            # not Ready yet
+    assert coldstart.pod_cold_start(pod("a", "2026-01-01T10:00:00Z", "2026-01-01T10:04:00Z", "False")) is None
+    assert coldstart.pod_cold_start(pod("a", "garbage", "2026-01-01T10:04:00Z")) is None
+    assert coldstart.pod_cold_start(pod("a", "2026-01-01T10:00:00Z", "2026-01-01T09:00:00Z")) is None  # clock skew
+
+
+def test_observe_keeps_the_first_observation_per_pod_and_estimate_takes_the_median():
+    seen = coldstart.observe({}, [pod("a", "2026-01-01T10:00:00Z", "2026-01-01T10:03:00Z"),
+                                  pod("b", "2026-01-01T10:00:00Z", "2026-01-01T10:05:00Z"),
+                                  pod("c", "2026-01-01T10:00:00Z")])
+    assert seen == {"a": 180, "b": 300}
+    # a later readiness flap of "a" does not replace its cold start
+    seen = coldstart.observe(seen, [pod("a", "2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z"),
+                                    pod("c", "2026-01-01T10:00:00Z", "2026-01-01T10:04:00Z")])
+    assert seen == {"a": 180, "b": 300, "c": 240}
+    assert coldstart.estimate(seen.values()) == (240, "learned from 3 pod(s)")
+    assert coldstart.estimate([], 90) == (90, "spec.autoscaling.coldStartSeconds")
+    assert coldstart.estimate([])[0] == coldstart.DEFAULT_COLD_START_S
+    many = coldstart.observe({}, [pod(f"p{i}", "2026-01-01T10:00:00Z", "2026-01-01T10:01:00Z") for i in range(40)])
+    assert len(many) == coldstart.MAX_OBSERVATIONS

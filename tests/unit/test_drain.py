@@ -1,0 +1,69 @@
+"""Drain-safe scale-down (pure): deletion costs from in-flight work, the drain bound and its rendering."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
+from llmbackend.autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
+from llmbackend.render import drain
+from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+
+
+@pytest.mark.parametrize("in_flight, current, expected", [
+    # least work -> lowest cost -> deleted first
+    ({"a": 60.0, "b": 3.0, "c": 0.0}, {}, {"a": "60", "b": "3", "c": "0"}),
+    # unchanged annotations are not rewritten (no write per sync period)
+    ({"a": 60.0, "b": 3.4}, {"a": "60", "b": "3"}, {}),
+    ({"a": 2.6}, {"a": "60"}, {"a": "3"}),
+    # no reading (NaN) leaves the pod alone; negatives clamp to 0
+    ({"a": float("nan"), "b": -1.0}, {}, {"b": "0"}),
+])
+def test_deletion_costs_follow_in_flight_work(in_flight, current, expected):
+    assert deletion_costs(in_flight, current) == expected
+    assert DELETION_COST_ANNOTATION == "controller.kubernetes.io/pod-deletion-cost"
+
+
+@pytest.mark.parametrize("max_seq_len, override, expected", [
+    (4096, None, 4096 * drain.DRAIN_SECONDS_PER_TOKEN + drain.DRAIN_QUEUE_MARGIN_S),  # 276 s
+    (256, None, drain.MIN_DRAIN_S),          # short requests still get the floor
+    (131072, None, drain.MAX_DRAIN_S),       # capped
+    (4096, 90, 90),
+])
+def test_drain_bound(max_seq_len, override, expected):
+    assert drain.drain_seconds(max_seq_len, override) == int(round(expected + 0.49))
+
+
+def _pod(plan_tp=4, pp=1, nodes=1, max_seq_len=8192):
+    spec = LLMBackendSpec.model_validate({
+        "model": {"preset": "llama-3.1-70b", "source": {"pvc": {"claimName": "models", "path": "/m"}}},
+        "engine": {"maxSeqLen": max_seq_len}})
+    plan = PlanStatus(tensor_parallel=plan_tp, pipeline_parallel=pp, gpus_per_replica=plan_tp * pp, nodes_per_replica=nodes,
+                      memory_per_gpu_bytes=60 << 30, gpu_product="NVIDIA-H100-80GB-HBM3", topology_source="annotation")
+    objs = {o["kind"]: o for o in desired_objects(BackendRef("b", "ns", "u"), spec, plan, 2, RolloutStrategy("RollingUpdate", 1, 0))}
+    return objs, drain.drain_seconds(max_seq_len)
+
+
+def test_rendered_pod_drains_before_it_stops():
+    objs, bound = _pod(plan_tp=4)
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["lifecycle"]["preStop"]["exec"]["command"][0] == "python3"
+    # every tritonserver (each MPI rank) gets the exit timeout; the grace covers deregistration + drain
+    ranks = [i for i, a in enumerate(c["args"]) if a == "tritonserver"]
+    assert ranks and all(c["args"][i + 1] == f"--exit-timeout-secs={bound}" for i in ranks)
+    assert pod["terminationGracePeriodSeconds"] >= bound + drain.DEREGISTER_DELAY_S
+    assert bound > 60, "longer than the old fixed 60 s grace for 8k-token requests"
+
+
+def test_multi_node_leader_drains_workers_do_not_serve():
+    objs, bound = _pod(plan_tp=8, pp=2, nodes=2)
+    tmpl = objs["LeaderWorkerSet"]["spec"]["leaderWorkerTemplate"]
+    assert "lifecycle" in tmpl["leaderTemplate"]["spec"]["containers"][0]
+    assert "lifecycle" not in tmpl["workerTemplate"]["spec"]["containers"][0]
+
+
+def test_prestop_polls_the_engine_gauge_of_engine_metrics():
+    cmd = drain.prestop_command(8002, 120)
+    assert "nv_trt_llm_request_metrics{" in cmd[2] and "end=time.time()+120" in cmd[2]
+    compile(cmd[2], "prestop", "exec")

@@ -1,0 +1,220 @@
+"""The Reconciler on an in-memory API server: every pass, including those that stop early, writes the four
+conditions for the current generation, and the shipped Argo CD check (in Lua 5.1) reads the result as
+Degraded for what cannot be served and Healthy (saying so) for a backend at zero on purpose."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmbackend.api import conditions as cond
+from llmbackend.controller.kube import ApiError
+from llmbackend.controller.reconcile import Reconciler, SharedState
+from llmbackend.devcluster.cli import topology_nodes
+
+lupa = pytest.importorskip("lupa", reason="pip install lupa (in the test extra)")
+
+HEALTH_LUA = Path(__file__).resolve().parents[2] / "manifests/argocd/llmbackend.dev/LLMBackend/health.lua"
+MODEL = {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}}
+HUGE = {"architecture": {"numLayers": 200, "hiddenSize": 32768, "numAttentionHeads": 256, "numKeyValueHeads": 16,
+                         "headDim": 128, "vocabSize": 256000, "parameterCount": 9_000_000_000_000},
+        "source": {"uri": "s3://m/x"}}
+
+
+class FakeKube:
+    """The part of controller.kube.Kube the Reconciler uses, over a dict; `fail` makes applies fail."""
+
+    def __init__(self, apis: set[str] = frozenset(), fail: ApiError | None = None):
+        self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        self.calls: Counter = Counter()
+        self.apis = set(apis)
+        self.fail = fail
+        self.events: list[dict[str, Any]] = []
+
+    def get(self, kind, namespace, name):
+        self.calls["GET"] += 1
+        return copy.deepcopy(self.objects.get((kind, namespace, name)))
+
+    def list(self, kind, namespace=None, label_selector=None, field_selector=None):
+        self.calls["LIST"] += 1
+        return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
+
+    def apply(self, obj):
+        self.calls["PATCH"] += 1
+        if self.fail:
+            raise ApiError(self.fail.status, self.fail.reason, self.fail.message)
+        meta = obj["metadata"]
+        self.objects[(obj["kind"], meta.get("namespace"), meta["name"])] = copy.deepcopy(obj)
+        return copy.deepcopy(obj)
+
+    def patch_status(self, kind, namespace, name, patch, resource_version=None):
+        self.calls["PATCH"] += 1
+        obj = self.objects[(kind, namespace, name)]
+        obj["status"] = _merge(obj.get("status") or {}, patch)
+        return copy.deepcopy(obj)
+
+    def create(self, obj):
+        self.calls["POST"] += 1
+        self.events.append(obj)
+        return obj
+
+    def delete(self, kind, namespace, name, uid=None):
+        self.calls["DELETE"] += 1
+        return self.objects.pop((kind, namespace, name), None) is not None
+
+    def has_api(self, api_version, plural):
+        return f"{api_version}/{plural}" in self.apis
+
+
+def _merge(old: dict, patch: dict) -> dict:
+    out = dict(old)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def backend(spec: dict[str, Any], generation: int = 2, status: dict | None = None) -> dict[str, Any]:
+    return {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
+            "metadata": {"name": "llama", "namespace": "serving", "uid": "u-1", "generation": generation,
+                         "resourceVersion": "7"},
+            "spec": spec, "status": status or {}}
+
+
+def reconcile(spec: dict[str, Any], kube: FakeKube | None = None, status: dict | None = None) -> tuple[dict, FakeKube]:
+    kube = kube or FakeKube()
+    state = SharedState()
+    for node in topology_nodes("dgx-h100-x4"):
+        state.inventory.upsert(node)
+    kube.objects[("LLMBackend", "serving", "llama")] = backend(spec, status=status)
+    Reconciler(kube, state).reconcile(("serving", "llama"))
+    return kube.objects[("LLMBackend", "serving", "llama")], kube
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in obj["status"]["conditions"]}
+
+
+def argocd_health(obj: dict[str, Any]) -> tuple[str, str]:
+    lua = lupa.LuaRuntime(unpack_returned_tuples=True)
+    lua.globals().obj = lua.table_from(copy.deepcopy(obj), recursive=True)
+    hs = lua.execute(HEALTH_LUA.read_text())
+    return hs["status"], hs["message"]
+
+
+def assert_four_current(obj: dict[str, Any]) -> None:
+    written = obj["status"]["conditions"]
+    types = [c["type"] for c in written]
+    # The four, then only what this pass itself wrote (ModelReady for a URI source).
+    assert types[:4] == list(cond.TYPES) and set(types[4:]) <= {"ModelReady"}, types
+    assert {c["observedGeneration"] for c in written} == {obj["metadata"]["generation"]}
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    assert all(c["reason"] != "NotEvaluated" for c in written), written
+
+
+# An earlier pass served generation 1 well; the user then edits the spec (generation 2).
+SERVED_BEFORE = {"observedGeneration": 1, "conditions": [
+    {"type": t, "status": s, "reason": r, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+     "observedGeneration": 1}
+    for t, s, r in (("Planned", "True", "Fits"), ("Available", "True", "ReplicasReady"),
+                    ("Progressing", "False", "RolloutComplete"), ("Degraded", "False", "AsExpected"),
+                    ("Ready", "True", "TypeOfAnOlderOperator"))]}
+
+
+@pytest.mark.parametrize("spec, planned, degraded_reason", [
+    ({"model": {"preset": "no-such-model", "source": {"uri": "s3://m/x"}}}, "False", cond.UNKNOWN_PRESET),
+    ({"model": MODEL, "replicas": -1}, "False", cond.INVALID_SPEC),
+    ({"model": HUGE}, "False", "InsufficientGPUMemory"),
+    ({"model": {**MODEL, "preset": "llama-3.1-405b"}}, "True", cond.LEADER_WORKER_SET_NOT_INSTALLED),
+], ids=["unknown-preset", "invalid-spec", "no-gpu-set-holds-it", "multi-node-without-lws"])
+def test_a_pass_that_stops_early_writes_all_four_conditions_and_is_degraded(spec, planned, degraded_reason):
+    obj, kube = reconcile(spec, status=copy.deepcopy(SERVED_BEFORE))
+    assert_four_current(obj)
+    got = conditions(obj)
+    assert got["Planned"][0] == planned
+    assert got["Degraded"] == ("True", degraded_reason)
+    assert got["Available"][0] == "False" and got["Progressing"][0] == "False"
+    assert not any(k == "Deployment" for k, _, _ in kube.objects)
+    status, message = argocd_health(obj)
+    assert status == "Degraded" and message.startswith(degraded_reason), message
+
+
+def test_an_api_failure_is_a_condition_written_before_the_retry():
+    quota = ApiError(403, "Forbidden", 'deployments "llama" is forbidden: exceeded quota: gpus')
+    kube = FakeKube(fail=quota)
+    with pytest.raises(ApiError):  # re-raised: the work queue retries with backoff
+        reconcile({"model": MODEL}, kube=kube, status=copy.deepcopy(SERVED_BEFORE))
+    obj = kube.objects[("LLMBackend", "serving", "llama")]
+    assert_four_current(obj)
+    degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", cond.API_REQUEST_FAILED)
+    assert "applying" in degraded["message"] and "exceeded quota" in degraded["message"]
+    assert argocd_health(obj)[0] == "Degraded"
+
+
+@pytest.mark.parametrize("spec, reason, health", [
+    ({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 0, "maxReplicas": 2}}, cond.SCALED_TO_ZERO, "Healthy"),
+    ({"model": MODEL, "replicas": 0}, cond.ZERO_REPLICAS, "Healthy"),
+], ids=["autoscaled-idle", "replicas-0"])
+def test_zero_replicas_on_purpose_is_not_degraded(spec, reason, health):
+    obj, kube = reconcile(spec, status=copy.deepcopy(SERVED_BEFORE))
+    assert_four_current(obj)
+    assert conditions(obj)["Available"] == ("True", reason)
+    assert conditions(obj)["Degraded"] == ("False", cond.AS_EXPECTED)
+    assert kube.objects[("Deployment", "serving", "llama")]["spec"]["replicas"] == 0
+    status, message = argocd_health(obj)
+    assert status == health and message.startswith(reason)
+
+
+def test_a_served_backend_is_progressing_until_its_pods_are_ready():
+    obj, _ = reconcile({"model": MODEL}, status=copy.deepcopy(SERVED_BEFORE))
+    assert_four_current(obj)
+    assert conditions(obj)["Progressing"] == ("True", cond.ROLLING_OUT)
+    assert argocd_health(obj)[0] == "Progressing"
+
+
+HPA = {"enabled": True, "mode": "hpa", "minReplicas": 1, "maxReplicas": 3}
+ALL_APIS = {"leaderworkerset.x-k8s.io/v1/leaderworkersets", "monitoring.coreos.com/v1/prometheusrules"}
+
+
+@pytest.mark.parametrize("kind, name, spec", [
+    ("ConfigMap", "llama-model-repo", {"model": MODEL}),
+    ("Deployment", "llama", {"model": MODEL}),
+    ("Service", "llama", {"model": MODEL}),
+    ("PodDisruptionBudget", "llama", {"model": MODEL, "replicas": 2}),
+    ("HorizontalPodAutoscaler", "llama", {"model": MODEL, "autoscaling": HPA}),
+    ("PrometheusRule", "llama", {"model": MODEL, "autoscaling": HPA}),
+    ("LeaderWorkerSet", "llama", {"model": {**MODEL, "preset": "llama-3.1-405b"}}),
+])
+def test_an_object_the_backend_does_not_control_is_never_adopted(kind, name, spec):
+    kube = FakeKube(apis=ALL_APIS)
+    theirs = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "serving", "uid": "theirs",
+                                                             "labels": {"team": "search"}}, "spec": {"x": 1}}
+    kube.objects[(kind, "serving", name)] = copy.deepcopy(theirs)
+    obj, kube = reconcile(spec, kube=kube)
+    assert kube.objects[(kind, "serving", name)] == theirs, "nothing of it changes"
+    assert_four_current(obj)
+    degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", cond.RESOURCE_EXISTS)
+    assert f"{kind} serving/{name}" in degraded["message"]
+    assert [k for k, _, _ in kube.objects if k not in ("LLMBackend", kind)] == [], "nothing else is applied either"
+    assert argocd_health(obj)[0] == "Degraded"
+
+
+def test_an_object_owned_but_not_controlled_by_the_backend_is_not_adopted_either():
+    kube = FakeKube()
+    kube.objects[("Service", "serving", "llama")] = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "llama", "namespace": "serving", "uid": "s",
+                     "ownerReferences": [{"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "name": "llama",
+                                          "uid": "u-1"}]}}
+    obj, _ = reconcile({"model": MODEL}, kube=kube)
+    assert conditions(obj)["Degraded"] == ("True", cond.RESOURCE_EXISTS)

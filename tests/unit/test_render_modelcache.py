@@ -1,0 +1,98 @@
+"""Pure rendering of the model cache: claim, download Job, serving pods, outcome -> status."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmbackend import model_fetch as mf
+from llmbackend.api.v1alpha1 import LLMBackendSpec, ModelSource, PlanStatus
+from llmbackend.render import modelcache as mc
+from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+
+GIB = 1024**3
+
+
+def src(**fields) -> ModelSource:
+    return ModelSource.model_validate(fields)
+
+
+def test_backends_of_one_source_share_one_job_and_one_copy() -> None:
+    a = src(uri="hf://Qwen/Qwen3-32B@main", secretRef={"name": "hf"})
+    b = src(uri="hf://Qwen/Qwen3-32B@main", secretRef={"name": "other-token"})
+    assert mc.download_job_name(a) == mc.download_job_name(b)
+    assert mc.model_path(a) == mc.model_path(b) == "/model-cache/hf/Qwen/Qwen3-32B/refs/main"
+    assert mc.download_job_name(src(uri="hf://Qwen/Qwen3-32B@v2")) != mc.download_job_name(a)
+    assert mc.download_job_name(src(uri="hf://Qwen/Qwen3-32B@main", cache={"claimName": "shared"})) != mc.download_job_name(a)
+
+
+@pytest.mark.parametrize("fields,checkpoint_bytes,size", [
+    ({"uri": "s3://m/x"}, None, "10Gi"),
+    ({"uri": "s3://m/x"}, 65 * 10**9, f"{-(-int(65e9 * 1.1) // GIB)}Gi"),
+    ({"uri": "s3://m/x", "cache": {"size": "2Ti"}}, 65 * 10**9, "2Ti"),
+])
+def test_cache_claim_sized_from_the_checkpoint_and_not_owned(fields, checkpoint_bytes, size) -> None:
+    pvc = mc.render_cache_claim("serving", src(**fields), checkpoint_bytes)
+    assert pvc["spec"]["resources"]["requests"]["storage"] == size
+    assert "ownerReferences" not in pvc["metadata"]  # deleting a backend never deletes the cache
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pvc["metadata"]["name"] == "llmbackend-model-cache"
+
+
+def test_download_job() -> None:
+    s = src(uri="s3://models/llama", secretRef={"name": "s3"}, endpoint="http://minio.storage:9000", region="eu-west-1",
+            cache={"claimName": "shared", "storageClassName": "nfs"})
+    job = mc.render_download_job("serving", s, "ghcr.io/llmbackend/operator:0.1.0", 1000)
+    assert "ownerReferences" not in job["metadata"]
+    pod = job["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"] == ["python", "-m", "llmbackend.model_fetch"]
+    assert c["args"][:5] == ["download", "--source", "s3://models/llama", "--cache", mc.CACHE_MOUNT]
+    assert c["args"][-4:] == ["--endpoint", "http://minio.storage:9000", "--region", "eu-west-1"]
+    assert {e["name"]: e["valueFrom"]["secretKeyRef"]["optional"] for e in c["env"]} == {
+        "AWS_ACCESS_KEY_ID": False, "AWS_SECRET_ACCESS_KEY": False, "AWS_SESSION_TOKEN": True}
+    assert pod["volumes"][0] == {"name": "cache", "persistentVolumeClaim": {"claimName": "shared"}}
+    assert pod["restartPolicy"] == "Never" and c["securityContext"]["runAsNonRoot"] is True
+    # Exit codes no retry can fix fail the Job at once; a dropped network (17) or bad bytes (16) retry.
+    rule = job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]
+    assert set(rule["values"]) == {mf.EXIT_USAGE, mf.EXIT_UNAUTHORIZED, mf.EXIT_FORBIDDEN, mf.EXIT_NOT_FOUND,
+                                   mf.EXIT_NO_CONFIG, mf.EXIT_TOO_LARGE, mf.EXIT_NO_CREDENTIALS}
+    hf = mc.render_download_job("serving", src(uri="hf://meta-llama/Llama-3.1-8B-Instruct", secretRef={"name": "hf"}), "img", 1000)
+    assert [e["name"] for e in hf["spec"]["template"]["spec"]["containers"][0]["env"]] == ["HF_TOKEN"]
+    json.dumps(job)
+
+
+def test_serving_pods_mount_the_cache_read_only_and_wait_for_the_marker() -> None:
+    spec = LLMBackendSpec.model_validate({"model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"}},
+                                          "engine": {"backend": "vllm"}})
+    plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1, memory_per_gpu_bytes=1)
+    objects = desired_objects(BackendRef("llama", "serving", "uid"), spec, plan, 1, RolloutStrategy("RollingUpdate", 1, 0))
+    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "model-cache", "persistentVolumeClaim": {"claimName": "llmbackend-model-cache", "readOnly": True}} in pod["volumes"]
+    triton = next(c for c in pod["containers"] if c["name"] == "triton")
+    assert {"name": "model-cache", "mountPath": "/model-cache", "readOnly": True} in triton["volumeMounts"]
+    assert not any(m.get("subPath") for m in triton["volumeMounts"] if m["name"] == "model-cache")
+    wait = pod["initContainers"][-1]
+    assert wait["name"] == "wait-model"
+    assert wait["env"] == [{"name": "MARKER", "value": f"/model-cache/hf/meta-llama/Llama-3.1-8B-Instruct/refs/main/{mf.MARKER}"}]
+    config = next(o for o in objects if o["kind"] == "ConfigMap")
+    model_json = json.loads(next(v for k, v in config["data"].items() if k.endswith("model.json")))
+    assert model_json["model"] == "/model-cache/hf/meta-llama/Llama-3.1-8B-Instruct/refs/main"
+
+
+@pytest.mark.parametrize("job,term,phase,reason", [
+    (None, None, "Resolving", "DownloadPending"),
+    ({"status": {"active": 1}}, None, "Downloading", "Downloading"),
+    ({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}, {"resolvedRevision": "abc", "bytesTotal": 5},
+     "Ready", "ModelCached"),
+    ({"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy"}]}},
+     {"reason": "SourceUnauthorized", "message": "put a token in HF_TOKEN"}, "Failed", "SourceUnauthorized"),
+    ({"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "x"}]}},
+     None, "Failed", "BackoffLimitExceeded"),
+])
+def test_job_outcome(job, term, phase, reason) -> None:
+    out = mc.job_outcome(job, term)
+    assert (out["phase"], out["reason"]) == (phase, reason)
+    if term and "resolvedRevision" in term:
+        assert out["resolvedRevision"] == "abc" and out["bytesTotal"] == 5

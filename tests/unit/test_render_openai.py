@@ -1,0 +1,146 @@
+"""serving.openai: the frontend container, its port on the pod and the Service, and the frontend's pure parts."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+import pytest
+
+from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
+from llmbackend.render import openai
+from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+from llmbackend.serving import openai_frontend as fe
+
+REF = BackendRef("llama", "serving", "uid-1")
+SURGE = RolloutStrategy("RollingUpdate", 1, 0)
+
+
+def _spec(**overrides) -> LLMBackendSpec:
+    spec = {"model": {"preset": "llama-3.1-8b", "name": "Llama-8B",
+                      "source": {"pvc": {"claimName": "models", "path": "/llama"}}}}
+    spec.update(overrides)
+    return LLMBackendSpec.model_validate(spec)
+
+
+def _plan(nodes=1) -> PlanStatus:
+    return PlanStatus(tensor_parallel=8, pipeline_parallel=nodes, gpus_per_replica=8 * nodes, nodes_per_replica=nodes,
+                      memory_per_gpu_bytes=60 << 30, gpu_product="NVIDIA-H100-80GB-HBM3")
+
+
+def _objects(spec, nodes=1):
+    return {o["kind"]: o for o in desired_objects(REF, spec, _plan(nodes), 1, SURGE)}
+
+
+def _pod(objects):
+    if "Deployment" in objects:
+        return objects["Deployment"]["spec"]["template"]["spec"]
+    return objects["LeaderWorkerSet"]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+
+
+@pytest.mark.parametrize("backend", ["tensorrtllm", "vllm"])
+def test_on_by_default_container_port_service_and_file(backend):
+    objects = _objects(_spec(engine={"backend": backend}))
+    pod = _pod(objects)
+    frontend = {c["name"]: c for c in pod["containers"]}[openai.CONTAINER_NAME]
+    assert frontend["image"] == {c["name"]: c for c in pod["containers"]}["triton"]["image"]
+    assert frontend["ports"] == [{"name": "openai", "containerPort": openai.OPENAI_PORT, "protocol": "TCP"}]
+    assert "--served-model-name=Llama-8B" in frontend["args"]
+    assert "nvidia.com/gpu" not in str(frontend["resources"])
+    service_ports = {p["name"]: p for p in objects["Service"]["spec"]["ports"]}
+    assert service_ports["openai"] == {"name": "openai", "port": openai.OPENAI_PORT, "targetPort": "openai", "protocol": "TCP"}
+    data = objects["ConfigMap"]["data"]
+    assert data[openai.FRONTEND_KEY] == openai.frontend_source()
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert [i["key"] for i in volumes[openai.VOLUME_NAME]["configMap"]["items"]] == [openai.FRONTEND_KEY]
+    # not copied into the Triton model repository
+    assert openai.FRONTEND_KEY not in [i["key"] for i in volumes["model-config"]["configMap"]["items"]]
+    # the frontend reads the chat template from the model source, read-only
+    mounts = {m["name"]: m for m in frontend["volumeMounts"]}
+    assert mounts["models"]["readOnly"] is True and f"--tokenizer-dir={mounts['models']['mountPath']}" in frontend["args"]
+
+
+def test_off_renders_no_frontend():
+    objects = _objects(_spec(serving={"openai": False}))
+    assert [c["name"] for c in _pod(objects)["containers"]] == ["triton"]
+    assert "openai" not in {p["name"] for p in objects["Service"]["spec"]["ports"]}
+    assert openai.FRONTEND_KEY not in objects["ConfigMap"]["data"]
+
+
+def test_multi_node_only_the_leader_serves_openai():
+    objects = _objects(_spec(), nodes=2)
+    template = objects["LeaderWorkerSet"]["spec"]["leaderWorkerTemplate"]
+    assert openai.CONTAINER_NAME in [c["name"] for c in template["leaderTemplate"]["spec"]["containers"]]
+    assert [c["name"] for c in template["workerTemplate"]["spec"]["containers"]] == ["triton"]
+
+
+def test_frontend_needs_only_the_standard_library_and_jinja2():
+    tree = ast.parse(openai.frontend_source())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            imported.add(node.module.split(".")[0])
+    assert imported - set(sys.stdlib_module_names) == {"jinja2"}
+
+
+@pytest.mark.parametrize("body, expected", [
+    ({}, {"max_tokens": fe.DEFAULT_MAX_TOKENS}),
+    ({"max_tokens": 7, "temperature": 0.5, "top_p": 1}, {"max_tokens": 7, "temperature": 0.5, "top_p": 1.0}),
+    ({"max_completion_tokens": 9, "max_tokens": 7}, {"max_tokens": 9}),
+    ({"stop": "END"}, {"max_tokens": fe.DEFAULT_MAX_TOKENS, "stop_words": ["END"]}),
+    ({"seed": -1}, {"max_tokens": fe.DEFAULT_MAX_TOKENS, "seed": (1 << 64) - 1}),
+])
+def test_sampling_inputs(body, expected):
+    assert fe.sampling_inputs(body) == expected
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": "5"}, "max_tokens"), ({"temperature": 3}, "temperature"),
+    ({"temperature": True}, "temperature"), ({"stop": ["a", "b", "c", "d", "e"]}, "stop"), ({"stop": [""]}, "stop"),
+    ({"n": 2}, "n"), ({"logprobs": True}, "logprobs"), ({"stream": "yes"}, "stream"), ({"best_of": 3}, "best_of"),
+])
+def test_sampling_inputs_rejects(body, param):
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.sampling_inputs(body)
+    assert (info.value.status, info.value.param, info.value.body()["error"]["type"]) == (400, param, "invalid_request_error")
+
+
+def test_chat_template_renders_and_drops_the_bos_the_engine_adds():
+    template = fe.ChatTemplate("{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+                               "{% if add_generation_prompt %}[assistant]{% endif %}", "<s>", "</s>")
+    messages = fe.chat_messages({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})
+    assert template.render(messages) == "[user]hi[assistant]"
+
+
+def test_chat_template_errors_are_the_requests_fault():
+    template = fe.ChatTemplate("{{ raise_exception('roles must alternate') }}")
+    with pytest.raises(fe.OpenAIError) as info:
+        template.render([{"role": "user", "content": "x"}])
+    assert info.value.status == 400 and "roles must alternate" in info.value.message
+    with pytest.raises(fe.OpenAIError):
+        fe.ChatTemplate(None).render([{"role": "user", "content": "x"}])
+
+
+def test_chat_template_is_sandboxed():
+    template = fe.ChatTemplate("{{ messages.__class__.__mro__ }}")
+    with pytest.raises(fe.OpenAIError):
+        template.render([{"role": "user", "content": "x"}])
+
+
+def test_chat_template_loads_named_templates(tmp_path):
+    (tmp_path / "tokenizer_config.json").write_text(
+        '{"bos_token": {"content": "<s>"}, "chat_template": [{"name": "tool_use", "template": "T"}, '
+        '{"name": "default", "template": "{{ bos_token }}D"}]}')
+    template = fe.ChatTemplate.load(str(tmp_path))
+    assert template.bos_token == "<s>" and template.render([{"role": "user", "content": "x"}]) == "D"
+
+
+def test_without_jinja2_chat_explains_and_the_frontend_still_starts(monkeypatch):
+    for module in ("jinja2", "jinja2.ext", "jinja2.sandbox"):
+        monkeypatch.setitem(sys.modules, module, None)  # import fails as in an image without jinja2
+    template = fe.ChatTemplate("{{ messages }}")
+    with pytest.raises(fe.OpenAIError) as info:
+        template.render([{"role": "user", "content": "x"}])
+    assert info.value.status == 500 and "jinja2" in info.value.message
