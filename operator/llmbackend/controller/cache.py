@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable, Iterable
 from urllib.parse import urlencode
 
-from ..render.workloads import BACKEND_LABEL, MANAGED_BY, MANAGED_KINDS
+from ..render.workloads import BACKEND_LABEL, MANAGED_BY, MANAGED_KINDS, OPTIONAL_KINDS
 from . import permissions
 from .kube import KINDS, ApiError, Kube
 
@@ -199,7 +199,7 @@ class WatchCaches:
         spaces = list(namespaces or [""])
         self.stores: dict[str, Store] = {kind: Store(spaces) for kind in WATCHED_KINDS}
         self.nodes = Store(keep=False)
-        optional = {"LeaderWorkerSet", "PrometheusRule"}
+        optional = {*OPTIONAL_KINDS, "ComputeDomain"}  # CRDs that may not be served
         self.watchers = [
             Watcher(kube, kind, self.stores[kind], MANAGED_SELECTOR, namespace, on_event,
                     optional_api=MANAGED_KINDS[kind] if kind in optional else None)

@@ -27,6 +27,7 @@ from ..autoscaling.decision import ScalerState, decide
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.workloads import BACKEND_LABEL
+from . import permissions
 from .cache import CachedKube, Store, WatchCaches
 from .kube import Kube, load_configuration
 from .leader import LeaderElector
