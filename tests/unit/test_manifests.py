@@ -83,8 +83,8 @@ def test_operator_deployment(bundle):
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     _restricted(pod, c)
     assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert c[probe]["httpGet"]["path"] == "/healthz"
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert c[probe]["httpGet"]["path"] == path
         port = c[probe]["httpGet"]["port"]
         named = {p["name"]: p["containerPort"] for p in c["ports"]}
         assert named.get(port, port) == 8081

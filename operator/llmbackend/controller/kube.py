@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import quote, urlencode
 
 from kubernetes import client as k8s_client
@@ -117,6 +117,33 @@ class Kube:
             except ValueError:
                 raise ApiError(response.status, "", data[:500].decode(errors="replace")) from None
         return json.loads(data) if data else None
+
+    def stream(self, path: str, timeout: float) -> Iterator[dict[str, Any]]:
+        """The events of a watch request (`path` carries `watch=1`), decoded one JSON line at a time."""
+        import urllib3
+
+        metrics.API_REQUESTS.labels(method="WATCH", kind=_kind_of(path)).inc()
+        headers = {"Accept": "application/json"}
+        for auth in self.configuration.auth_settings().values():
+            headers[auth["key"]] = auth["value"]
+        with self._lock:
+            self.calls["WATCH"] += 1
+        response = self._rest.pool_manager.request(
+            "GET", self.configuration.host + path, headers=headers, preload_content=False,
+            timeout=urllib3.Timeout(connect=10, read=timeout))
+        try:
+            if response.status >= 400:
+                data = response.read()
+                raise ApiError(response.status, "", data[:500].decode(errors="replace"))
+            buffer = b""
+            for chunk in response.stream(65536):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
 
     # ---- verbs ----
 

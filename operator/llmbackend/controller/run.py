@@ -1,9 +1,11 @@
 """`llmbackend run`: the operator process.
 
-kopf provides the watches (LLMBackends, their children, Nodes), the liveness endpoint and logging.
-Watch events only enqueue keys; a small work queue (deduplicating, with per-key backoff) runs the
-level-triggered `Reconciler` in worker threads. The autoscaler loop and a periodic resync enqueue
-keys too. With --leader-elect, only the holder of a coordination.k8s.io Lease runs at all.
+kopf provides the watches of LLMBackends and Nodes (every one of them matters) and logging. The
+operator's children and serving pods are watched by `cache.WatchCaches` with a label selector sent to
+the API server, so unrelated objects never reach this process. Watch events only enqueue keys; a small
+work queue (deduplicating, with per-key backoff) runs the level-triggered `Reconciler` in worker threads,
+reading from the caches. The autoscaler loop and a periodic resync enqueue keys too. With
+--leader-elect, only the holder of a coordination.k8s.io Lease runs at all. docs/controller.md says why.
 """
 
 from __future__ import annotations
@@ -24,17 +26,19 @@ from ..autoscaling import coldstart, metrics
 from ..autoscaling.decision import ScalerState, decide
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
-from ..render.workloads import BACKEND_LABEL, MANAGED_BY
+from ..render.workloads import BACKEND_LABEL
 from . import permissions
+from .cache import CachedKube, Store, WatchCaches
 from .kube import Kube, load_configuration
 from .leader import LeaderElector
 from .reconcile import Reconciler, ScaleDecision, SharedState
 
 log = logging.getLogger("llmbackend.operator")
 
-# kopf watches these (list + watch): the operator's children, to notice drift and rollout progress.
-for _group, _plural in (("apps", "deployments"), ("leaderworkerset.x-k8s.io", "leaderworkersets")):
-    permissions.require(_group, _plural, "list", "watch")
+# Liveness: the event loop must tick, and a queue with work must finish a reconcile now and then.
+LOOP_STALL_S = 60.0
+QUEUE_STALL_S = 300.0
+CACHE_SYNC_TIMEOUT_S = 120.0
 
 
 class WorkQueue:
@@ -74,10 +78,17 @@ class WorkQueue:
 
 
 class Operator:
-    def __init__(self, kube: Kube, workers: int = 4, resync_seconds: float = 300):
-        self.kube = kube
+    def __init__(self, kube: Kube, workers: int = 4, resync_seconds: float = 300, namespaces: list[str] | None = None):
         self.state = SharedState()
-        self.reconciler = Reconciler(kube, self.state)
+        self.caches = WatchCaches(kube, namespaces, on_event=self.on_child_event)
+        self.backends = Store()
+        self.backends.replace("", [])  # filled by kopf's LLMBackend events before any key is enqueued
+        self.kube = CachedKube(kube, self.caches, self.backends)
+        self.reconciler = Reconciler(self.kube, self.state)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.started = False
+        self.heartbeat = time.monotonic()
+        self.last_progress = time.monotonic()
         self.queue: WorkQueue | None = None
         self.workers = workers
         self.resync_seconds = resync_seconds
@@ -92,8 +103,13 @@ class Operator:
         if self.queue is not None:
             self.queue.add(key)
 
-    def on_backend_event(self, event_type: str, namespace: str, name: str) -> None:
+    def on_backend_event(self, event_type: str, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
         key = (namespace, name)
+        if body is not None:
+            if event_type == "DELETED":
+                self.backends.remove(body)
+            else:
+                self.backends.upsert(body)
         if event_type == "DELETED":
             self.known.discard(key)
             self.reconciler.forget(key)
@@ -104,6 +120,36 @@ class Operator:
             return
         self.known.add(key)
         self.enqueue(key)
+
+    def on_child_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        """From a watch thread: a node changes the inventory; a child or pod wakes the backend that owns it."""
+        if self.loop is None:
+            return
+        if kind == "Node":
+            self.loop.call_soon_threadsafe(self.on_node_event, event_type, obj)
+            return
+        owner = (obj.get("metadata", {}).get("labels") or {}).get(BACKEND_LABEL)
+        if owner:
+            self.loop.call_soon_threadsafe(self.enqueue, (obj["metadata"].get("namespace", ""), owner))
+
+    # ---- health ----
+
+    def live(self) -> tuple[bool, str]:
+        if not self.started:
+            return True, "waiting to lead"
+        now = time.monotonic()
+        if now - self.heartbeat > LOOP_STALL_S:
+            return False, f"event loop stalled for {now - self.heartbeat:.0f}s"
+        if self.queue is not None and len(self.queue) and now - self.last_progress > QUEUE_STALL_S:
+            return False, f"{len(self.queue)} keys queued and no reconcile finished for {now - self.last_progress:.0f}s"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.started:
+            return True, "standby: waiting for the leader Lease"
+        if not self.caches.synced:
+            return False, "watch caches not synced: " + ", ".join(self.caches.unsynced())
+        return True, "ok"
 
     def on_node_event(self, event_type: str, body: dict[str, Any]) -> None:
         name = body.get("metadata", {}).get("name", "")
@@ -119,10 +165,21 @@ class Operator:
     # ---- loops ----
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.caches.start()
         self.queue = WorkQueue()
         for key in self.known:
             self.queue.add(key)
-        self.tasks = [asyncio.create_task(self._worker(i)) for i in range(self.workers)]
+        self.tasks = [asyncio.create_task(self._begin()), asyncio.create_task(self._heartbeat_loop())]
+        self.started = True
+
+    async def _begin(self) -> None:
+        """Reconcile once the caches hold the first lists: plans and capacity need the whole node inventory."""
+        assert self.loop is not None
+        if not await self.loop.run_in_executor(None, self.caches.wait_synced, CACHE_SYNC_TIMEOUT_S):
+            log.warning("watch caches not synced after %.0fs (%s); reconciling with reads from the API server",
+                        CACHE_SYNC_TIMEOUT_S, ", ".join(self.caches.unsynced()))
+        self.tasks += [asyncio.create_task(self._worker(i)) for i in range(self.workers)]
         self.tasks.append(asyncio.create_task(self._resync_loop()))
         self.tasks.append(asyncio.create_task(self._autoscale_loop()))
 
@@ -132,6 +189,7 @@ class Operator:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         for scaler in self.scalers.values():
             await scaler["source"].close()
+        self.caches.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def _worker(self, index: int) -> None:
@@ -153,7 +211,13 @@ class Operator:
                 log.warning("reconcile %s/%s failed (attempt %d, retry in %.1fs): %s", *key, failures, delay, exc)
                 self.queue.add_after(key, delay)
             finally:
+                self.last_progress = time.monotonic()
                 self.queue.done(key)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            self.heartbeat = time.monotonic()
+            await asyncio.sleep(1)
 
     async def _resync_loop(self) -> None:
         while True:
@@ -295,25 +359,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def backend_event(event: dict[str, Any], name: str, namespace: str, **_: Any) -> None:
-        operator.on_backend_event(event.get("type") or "", namespace, name)
-
-    children = {"labels": {"app.kubernetes.io/managed-by": MANAGED_BY}}
-
-    @kopf.on.event("apps", "v1", "deployments", registry=registry, **children)
-    @kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", registry=registry, **children)
-    @kopf.on.event("", "v1", "pods", registry=registry, **children)
-    async def child_event(labels: dict[str, str], namespace: str, **_: Any) -> None:
-        owner = labels.get(BACKEND_LABEL)
-        if owner:
-            operator.enqueue((namespace, owner))
-
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node_event(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
-        operator.on_node_event(event.get("type") or "", dict(body))
-
-    @kopf.on.probe(id="queue", registry=registry)
-    def queue_depth(**_: Any) -> int:
-        return len(operator.queue) if operator.queue else 0
+        operator.on_backend_event(event.get("type") or "", namespace, name, event.get("object"))
 
     return registry
 
@@ -325,7 +371,7 @@ def register(subparsers) -> None:
     parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
     parser.add_argument("--resync-seconds", type=float, default=300, help="periodic full resync")
     parser.add_argument("--metrics-addr", default="127.0.0.1:9090", help="host:port of the Prometheus metrics endpoint ('' = off)")
-    parser.add_argument("--health-addr", default="127.0.0.1:8081", help="host:port of the liveness endpoint /healthz ('' = off)")
+    parser.add_argument("--health-addr", default="127.0.0.1:8081", help="host:port of /healthz (liveness) and /readyz ('' = off)")
     parser.add_argument("--leader-elect", action="store_true", help="run only while holding the leader Lease")
     parser.add_argument("--lease-name", default="llmbackend-operator")
     parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
@@ -339,16 +385,16 @@ def run(args: argparse.Namespace) -> int:
     for noisy in ("kopf.objects", "kopf.activities.probe", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     kube = Kube(load_configuration(args.kubeconfig), pool_size=args.workers + 4)
-    # Health and metrics answer from the start: a standby replica waiting for the Lease is healthy.
+    operator = Operator(kube, workers=args.workers, resync_seconds=args.resync_seconds, namespaces=args.namespace)
+    # Health and metrics answer from the start: a standby replica waiting for the Lease is live and ready.
     if args.health_addr:
-        serve_healthz(args.health_addr)
+        serve_health(args.health_addr, operator)
     if args.metrics_addr:
         host, _, port = args.metrics_addr.rpartition(":")
         metrics.start_metrics_server(int(port), host or "0.0.0.0")
     if args.leader_elect:
         elector = LeaderElector(kube, args.lease_name, args.lease_namespace)
         elector.acquire()  # blocks until this replica leads; exits the process when leadership is lost
-    operator = Operator(kube, workers=args.workers, resync_seconds=args.resync_seconds)
     kopf.run(
         registry=build_registry(operator),
         standalone=True,  # leader election above replaces kopf's peering
@@ -358,17 +404,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_healthz(address: str) -> None:
-    """GET /healthz -> 200 while the process runs (liveness/readiness of leader and standby alike)."""
+def serve_health(address: str, operator: Operator) -> None:
+    """GET /healthz: live (the event loop ticks, queued work gets done); GET /readyz: the watch caches are synced.
+
+    A standby replica (waiting for the Lease) is live and ready, so a rolling update of the operator can finish.
+    """
     import http.server
     import threading
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
-            ok = self.path.split("?")[0] in ("/healthz", "/readyz")
-            self.send_response(200 if ok else 404)
+            path = self.path.split("?")[0]
+            check = {"/healthz": operator.live, "/livez": operator.live, "/readyz": operator.ready}.get(path)
+            if check is None:
+                ok, message = False, "not found"
+                self.send_response(404)
+            else:
+                ok, message = check()
+                self.send_response(200 if ok else 503)
             self.end_headers()
-            self.wfile.write(b"ok\n" if ok else b"not found\n")
+            self.wfile.write(message.encode() + b"\n")
 
         def log_message(self, *args: Any) -> None:
             pass

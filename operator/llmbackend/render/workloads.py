@@ -48,7 +48,6 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
     "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects"),
     "InferencePool": gateway.INFERENCE_POOL_API,
-    "ServiceAccount": ("v1", "serviceaccounts"),
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
 # Kinds served only when their CRDs are installed: looked up (and pruned) only then.

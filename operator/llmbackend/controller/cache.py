@@ -1,0 +1,293 @@
+"""Watch caches: the operator's children and serving pods, filtered by label in the API server.
+
+Each watched kind is listed once and then watched (`?labelSelector=...&watch=1`), so the API server sends
+only the operator's objects: 20,000 unrelated pods cost nothing here. The reconciler reads through
+`CachedKube`, which answers `get`/`list` from these caches once they are synced and sends only writes
+(and the rare read of something the caches cannot know, such as a foreign object with a child's name) to
+the API server. Results of our own writes are stored at once, so the next pass sees them before the
+watch event arrives.
+
+A watch runs in a daemon thread (blocking urllib3 stream); events are handed to a callback that must be
+thread-safe (the operator forwards them to its event loop).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterable
+from urllib.parse import urlencode
+
+from ..render.workloads import BACKEND_LABEL, MANAGED_BY, MANAGED_KINDS, OPTIONAL_KINDS
+from . import permissions
+from .kube import KINDS, ApiError, Kube
+
+log = logging.getLogger("llmbackend.cache")
+
+MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+# Kinds watched with MANAGED_SELECTOR: every child kind, and the serving pods.
+WATCHED_KINDS: tuple[str, ...] = (*MANAGED_KINDS, "Pod")
+# Nodes are watched unfiltered (any node may hold GPUs); their state lives in the planner's inventory,
+# so their store only tracks whether the first list arrived.
+WATCH_TIMEOUT_S = 300
+OPTIONAL_API_RECHECK_S = 30.0
+
+for _kind in MANAGED_KINDS:
+    permissions.require(MANAGED_KINDS[_kind][0].rpartition("/")[0], MANAGED_KINDS[_kind][1], "list", "watch")
+
+Key = tuple[str, str]
+EventCallback = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, object)
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop what the reconciler never reads (managedFields is most of an object's size)."""
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
+
+
+def _newer(candidate: dict[str, Any], current: dict[str, Any] | None) -> bool:
+    if current is None:
+        return True
+    try:
+        return int(candidate["metadata"]["resourceVersion"]) >= int(current["metadata"]["resourceVersion"])
+    except (KeyError, ValueError):
+        return True  # resourceVersions are opaque in general; etcd's are integers
+
+
+def _matches(labels: dict[str, str], selector: str | None) -> bool:
+    if not selector:
+        return True
+    for term in selector.split(","):
+        key, _, value = term.partition("=")
+        if labels.get(key.strip()) != value.strip():
+            return False
+    return True
+
+
+def simple_selector(selector: str | None) -> bool:
+    """Whether a selector is a conjunction of equalities (the only kind the cache evaluates)."""
+    return not selector or all("=" in t and "!" not in t and " in " not in t for t in selector.split(","))
+
+
+class Store:
+    """Objects of one kind, by (namespace, name), filled by one watcher per namespace ("" = all)."""
+
+    def __init__(self, namespaces: Iterable[str] = ("",), keep: bool = True) -> None:
+        self.keep = keep
+        self.objects: dict[Key, dict[str, Any]] = {}
+        self._unsynced = set(namespaces)
+        self.lock = threading.Lock()
+
+    @property
+    def synced(self) -> bool:
+        return not self._unsynced
+
+    def replace(self, namespace: str, items: Iterable[dict[str, Any]]) -> None:
+        """A fresh list of one namespace (or of all, with "")."""
+        fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): _slim(o) for o in items if self.keep}
+        with self.lock:
+            kept = {k: v for k, v in self.objects.items() if namespace and k[0] != namespace}
+            self.objects = {**kept, **fresh}
+            self._unsynced.discard(namespace)
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        if not self.keep:
+            return
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        with self.lock:
+            if _newer(obj, self.objects.get(key)):
+                self.objects[key] = _slim(obj)
+
+    def remove(self, obj: dict[str, Any]) -> None:
+        with self.lock:
+            self.objects.pop((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]), None)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.lock:
+            obj = self.objects.get((namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, namespace: str | None, selector: str | None) -> list[dict[str, Any]]:
+        with self.lock:
+            return [copy.deepcopy(o) for (ns, _), o in self.objects.items()
+                    if (namespace is None or ns == namespace) and _matches(o["metadata"].get("labels") or {}, selector)]
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+
+class Watcher(threading.Thread):
+    """List + watch one kind in one namespace ("" = all) with a label selector, forever.
+
+    Re-lists when the watch ends (server timeout), expires (410) or fails (with backoff).
+    """
+
+    def __init__(self, kube: Kube, kind: str, store: Store, selector: str | None, namespace: str = "",
+                 on_event: EventCallback | None = None, optional_api: tuple[str, str] | None = None):
+        super().__init__(name=f"watch-{kind}-{namespace or 'all'}", daemon=True)
+        self.kube, self.kind, self.store, self.selector, self.namespace = kube, kind, store, selector, namespace
+        self.on_event = on_event
+        self.optional_api = optional_api
+        self.stopped = threading.Event()
+        self.errors = 0
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                if self.optional_api and not self.kube.has_api(*self.optional_api):
+                    self.store.replace(self.namespace, [])  # not served: nothing of this kind can exist
+                    self.stopped.wait(OPTIONAL_API_RECHECK_S)
+                    continue
+                self._watch(self._list())
+                self.errors = 0
+            except Exception as exc:  # noqa: BLE001 - a watch never dies; it backs off and re-lists
+                self.errors += 1
+                delay = min(30.0, 0.5 * 2 ** min(self.errors, 6))
+                log.warning("watch %s: %s (re-listing in %.1fs)", self.kind, exc, delay)
+                self.stopped.wait(delay)
+
+    def _query(self, **extra: Any) -> dict[str, Any]:
+        query: dict[str, Any] = dict(extra)
+        if self.selector:
+            query["labelSelector"] = self.selector
+        return query
+
+    def _list(self) -> str:
+        result = self.kube.request("GET", self.kube._path(self.kind, self.namespace or None), query=self._query())
+        items = result.get("items", [])
+        for item in items:  # list items carry no kind or apiVersion
+            item.setdefault("kind", self.kind)
+            item.setdefault("apiVersion", KINDS[self.kind][0])
+        self.store.replace(self.namespace, items)
+        if self.on_event:
+            for item in items:
+                self.on_event(self.kind, "ADDED", item)
+        return result["metadata"]["resourceVersion"]
+
+    def _watch(self, version: str) -> None:
+        query = self._query(watch="1", resourceVersion=version, allowWatchBookmarks="true",
+                            timeoutSeconds=str(WATCH_TIMEOUT_S))
+        path = self.kube._path(self.kind, self.namespace or None) + "?" + urlencode(query)
+        for event in self.kube.stream(path, timeout=WATCH_TIMEOUT_S + 30):
+            if self.stopped.is_set():
+                return
+            kind, obj = event.get("type", ""), event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    return  # expired resourceVersion: re-list
+                raise ApiError(obj.get("code", 500), obj.get("reason", ""), obj.get("message", ""))
+            if kind == "BOOKMARK":
+                continue
+            if kind == "DELETED":
+                self.store.remove(obj)
+            else:
+                self.store.upsert(obj)
+            if self.on_event:
+                self.on_event(self.kind, kind, obj)
+
+
+class WatchCaches:
+    """The stores and watchers of every watched kind."""
+
+    def __init__(self, kube: Kube, namespaces: list[str] | None = None, on_event: EventCallback | None = None):
+        self.kube = kube
+        spaces = list(namespaces or [""])
+        self.stores: dict[str, Store] = {kind: Store(spaces) for kind in WATCHED_KINDS}
+        self.nodes = Store(keep=False)
+        optional = {*OPTIONAL_KINDS, "ComputeDomain"}  # CRDs that may not be served
+        self.watchers = [
+            Watcher(kube, kind, self.stores[kind], MANAGED_SELECTOR, namespace, on_event,
+                    optional_api=MANAGED_KINDS[kind] if kind in optional else None)
+            for kind in WATCHED_KINDS for namespace in spaces
+        ] + [Watcher(kube, "Node", self.nodes, None, "", on_event)]
+
+    def start(self) -> None:
+        for watcher in self.watchers:
+            watcher.start()
+
+    def stop(self) -> None:
+        for watcher in self.watchers:
+            watcher.stop()
+
+    @property
+    def synced(self) -> bool:
+        return self.nodes.synced and all(store.synced for store in self.stores.values())
+
+    def unsynced(self) -> list[str]:
+        return [kind for kind, store in {**self.stores, "Node": self.nodes}.items() if not store.synced]
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.synced:
+                return True
+            time.sleep(0.05)
+        return self.synced
+
+
+class CachedKube:
+    """The reconciler's client: reads from the watch caches, writes to the API server (and into the caches).
+
+    Everything else (calls, has_api, events) is the wrapped `Kube`'s.
+    """
+
+    def __init__(self, kube: Kube, caches: WatchCaches, backends: Store | None = None):
+        self.kube = kube
+        self.caches = caches
+        self.backends = backends  # LLMBackends, fed by the operator's own watch of them
+        self.cache_reads = 0     # reads answered without a request (for benchmarks)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kube, name)
+
+    def _store(self, kind: str) -> Store | None:
+        store = self.backends if kind == "LLMBackend" else self.caches.stores.get(kind)
+        return store if store is not None and store.synced else None
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        store = self._store(kind)
+        if store is not None:
+            cached = store.get(namespace or "", name)
+            if cached is not None:
+                self.cache_reads += 1
+                return cached
+        # Not ours (no label), not created yet, or deleted: only the API server knows.
+        live = self.kube.get(kind, namespace, name)
+        if live is not None and store is not None and kind != "LLMBackend" and \
+                (live["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == MANAGED_BY:
+            store.upsert(live)
+        return live
+
+    def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> list[dict[str, Any]]:
+        store = self._store(kind)
+        if store is not None and not field_selector and simple_selector(label_selector) \
+                and label_selector and BACKEND_LABEL in label_selector:
+            self.cache_reads += 1
+            return store.list(namespace, label_selector)
+        return self.kube.list(kind, namespace, label_selector=label_selector, field_selector=field_selector)
+
+    def _remember(self, obj: dict[str, Any]) -> dict[str, Any]:
+        store = self.backends if obj.get("kind") == "LLMBackend" else self.caches.stores.get(obj.get("kind", ""))
+        if store is not None and obj.get("metadata", {}).get("resourceVersion"):
+            store.upsert(copy.deepcopy(obj))
+        return obj
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._remember(self.kube.apply(obj))
+
+    def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
+                     resource_version: str | None = None) -> dict[str, Any]:
+        return self._remember(self.kube.patch_status(kind, namespace, name, status, resource_version=resource_version))
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        deleted = self.kube.delete(kind, namespace, name, uid=uid)
+        store = self.caches.stores.get(kind)
+        if store is not None:
+            store.remove({"metadata": {"namespace": namespace, "name": name}})
+        return deleted

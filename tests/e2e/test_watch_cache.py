@@ -1,0 +1,82 @@
+"""The operator reads from label-filtered watch caches: health endpoints, zero reads on a no-op resync,
+and unrelated pods never reach it."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+
+from conftest import apply_manifest, available, backend_manifest, wait_for
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)
+
+
+def _requests(port: int) -> dict[str, float]:
+    """llmbackend_api_requests_total as {"METHOD kind": n}."""
+    _, text = _http(f"http://127.0.0.1:{port}/metrics")
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("llmbackend_api_requests_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            out[f"{labels['method']} {labels['kind']}"] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def _reconciles(port: int) -> float:
+    _, text = _http(f"http://127.0.0.1:{port}/metrics")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("llmbackend_reconcile_total{"))
+
+
+def test_noop_resync_reads_nothing_and_unrelated_pods_are_not_watched(exclusive_cluster, own_operator, namespace):
+    cluster = exclusive_cluster
+    health, metrics = _free_port(), _free_port()
+    op = own_operator("--health-addr", f"127.0.0.1:{health}", "--metrics-addr", f"127.0.0.1:{metrics}",
+                      "--resync-seconds", "2")
+    wait_for(lambda: _http(f"http://127.0.0.1:{health}/readyz")[0] == 200, timeout=30, what="/readyz 200")
+    assert _http(f"http://127.0.0.1:{health}/healthz") == (200, "ok\n")
+    assert _http(f"http://127.0.0.1:{health}/nothing")[0] == 404
+
+    apply_manifest(cluster, backend_manifest("cached", namespace))
+    wait_for(lambda: available(cluster, namespace, "cached"), timeout=60, what="Available")
+    time.sleep(3)  # last status writes settle
+
+    # Pods that are not the operator's: the API server never sends them to it.
+    for i in range(20):
+        cluster.kube.create({"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": f"unrelated-{i}", "namespace": namespace, "labels": {"app": "other"}},
+                             "spec": {"nodeName": "no-such-node", "containers": [{"name": "c", "image": "busybox"}]}})
+
+    before, reconciles_before = _requests(metrics), _reconciles(metrics)
+    time.sleep(7)  # three resync periods
+    after, reconciles_after = _requests(metrics), _reconciles(metrics)
+    assert reconciles_after - reconciles_before >= 2, "the periodic resync ran"
+    # "GET discovery" is the 30-second check whether an optional CRD (LeaderWorkerSet, PrometheusRule) got
+    # installed, made by the watchers whatever the resync does; every other read would be the reconciler's.
+    reads = {k: after.get(k, 0) - before.get(k, 0) for k in after
+             if k.startswith("GET ") and k != "GET discovery" and after.get(k, 0) != before.get(k, 0)}
+    writes = {k: after.get(k, 0) - before.get(k, 0) for k in after
+              if k.split()[0] in ("PATCH", "POST", "PUT", "DELETE") and after.get(k, 0) != before.get(k, 0)}
+    assert reads == {}, f"a no-op resync read from the API server: {reads}\n{op.log_tail()}"
+    assert writes == {}, f"a no-op resync wrote: {writes}"
+
+    # The cache still follows changes: a manual scale is reverted without a GET of the Deployment.
+    cluster.kubectl("-n", namespace, "scale", "deployment", "cached", "--replicas=3")
+    wait_for(lambda: cluster.kube.get("Deployment", namespace, "cached")["spec"]["replicas"] == 1, timeout=30,
+             what="replicas restored by the operator")
