@@ -222,8 +222,9 @@ def test_prometheus_source_scales_up_under_load(cluster, operator, namespace, tr
                 t_up, up = _wait_scaled_up(rec, fw)
                 # Prometheus now has a series per pod (new targets added by reload) and the
                 # operator's reading covers every Ready pod.
-                wait_for(lambda: len(_prom_series(prom.url, namespace)) == up["replicas"]
-                         and f"{up['replicas']} pod(s)" in rec.latest()["autoscaling"].get("message", ""),
+                # (against the latest replica count: the operator may take a second step meanwhile)
+                wait_for(lambda: len(_prom_series(prom.url, namespace)) == (s := rec.latest())["replicas"] == s["ready"]
+                         and f"{s['replicas']} pod(s)" in s["autoscaling"].get("message", ""),
                          timeout=30, what="a series for every pod")
                 loaded = _prom_series(prom.url, namespace)
             except AssertionError as exc:

@@ -27,15 +27,15 @@ from .kube import KINDS, ApiError, Kube
 log = logging.getLogger("llmbackend.cache")
 
 MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
-# Kinds watched with MANAGED_SELECTOR: every child kind, and the serving pods.
-WATCHED_KINDS: tuple[str, ...] = (*MANAGED_KINDS, "Pod")
+# Kinds watched with MANAGED_SELECTOR: every child kind, the model cache's claim and download Job, and the pods.
+WATCHED_KINDS: tuple[str, ...] = (*MANAGED_KINDS, "PersistentVolumeClaim", "Job", "Pod")
 # Nodes are watched unfiltered (any node may hold GPUs); their state lives in the planner's inventory,
 # so their store only tracks whether the first list arrived.
 WATCH_TIMEOUT_S = 300
 OPTIONAL_API_RECHECK_S = 30.0
 
-for _kind in MANAGED_KINDS:
-    permissions.require(MANAGED_KINDS[_kind][0].rpartition("/")[0], MANAGED_KINDS[_kind][1], "list", "watch")
+for _kind in WATCHED_KINDS:
+    permissions.require(KINDS[_kind][0].rpartition("/")[0], KINDS[_kind][1], "list", "watch")
 
 Key = tuple[str, str]
 EventCallback = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, object)
@@ -266,8 +266,10 @@ class CachedKube:
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         store = self._store(kind)
-        if store is not None and not field_selector and simple_selector(label_selector) \
-                and label_selector and BACKEND_LABEL in label_selector:
+        # The caches hold exactly the objects with the operator's managed-by label: a selector that implies it
+        # (or names a backend, whose objects all carry it) is answered from them.
+        if store is not None and not field_selector and simple_selector(label_selector) and label_selector \
+                and (BACKEND_LABEL in label_selector or MANAGED_SELECTOR in label_selector):
             self.cache_reads += 1
             return store.list(namespace, label_selector)
         return self.kube.list(kind, namespace, label_selector=label_selector, field_selector=field_selector)

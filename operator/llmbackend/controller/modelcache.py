@@ -20,6 +20,7 @@ from ..model_fetch import EXIT_UNREACHABLE, FetchError, read_checkpoint
 from ..render import modelcache as mc
 from ..render.workloads import SERVING_UID
 from . import permissions
+from .cache import MANAGED_SELECTOR
 
 MODEL_READY = "ModelReady"
 # Reasons of this step (the download Job's own reasons are model_fetch.REASONS).
@@ -83,7 +84,7 @@ def _last_log_line(kube: Any, namespace: str, pod: str) -> dict[str, Any] | None
 def _termination(kube: Any, namespace: str, job_name: str) -> tuple[dict[str, Any] | None, str | None]:
     """(termination message of the Job's newest finished pod, or the progress line of a running one;
     a config error of a pod that cannot start)."""
-    pods = kube.list("Pod", namespace, label_selector=f"job-name={job_name}")
+    pods = kube.list("Pod", namespace, label_selector=f"{MANAGED_SELECTOR},job-name={job_name}")
     pods.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
     for pod in reversed(pods):
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
