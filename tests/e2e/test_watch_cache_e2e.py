@@ -48,7 +48,10 @@ def test_noop_resync_reads_nothing_and_unrelated_pods_are_not_watched(exclusive_
     cluster = exclusive_cluster
     health, metrics = _free_port(), _free_port()
     op = own_operator("--health-addr", f"127.0.0.1:{health}", "--metrics-addr", f"127.0.0.1:{metrics}",
-                      "--resync-seconds", "2")
+                      "--resync-seconds", "2",
+                      # Only this test's namespace: backends of earlier tests still terminating elsewhere
+                      # would add their own requests to the counters.
+                      "--namespace", namespace)
     # Before it starts (a standby waiting for the Lease) it is ready too; "ok" means started with synced caches.
     wait_for(lambda: _http(f"http://127.0.0.1:{health}/readyz") == (200, "ok\n"), timeout=30, what="/readyz ok")
     assert _http(f"http://127.0.0.1:{health}/healthz") == (200, "ok\n")

@@ -34,9 +34,10 @@ class FakeKube:
         return copy.deepcopy(obj)
 
     def list(self, kind, namespace=None, label_selector=None, field_selector=None):
-        key, _, value = (label_selector or "").partition("=")
+        wanted = dict(term.split("=", 1) for term in (label_selector or "").split(",") if term)
         return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items()
-                if k == kind and ns == namespace and o["metadata"].get("labels", {}).get(key) == value]
+                if k == kind and ns == namespace
+                and wanted.items() <= o["metadata"].get("labels", {}).items()]
 
     def request(self, method, path, query=None, **_):
         assert method == "GET" and path.endswith("/log") and query == {"tailLines": "1"}
@@ -49,8 +50,10 @@ def spec(source: dict, **model) -> LLMBackendSpec:
 
 
 def job_pod(kube: FakeKube, job: str, state: dict, name: str = "fetch-1") -> None:
+    # A Job's pods carry its template's labels (the managed-by label the operator's pod watch selects on).
+    template_labels = kube.objects[("Job", "serving", job)]["spec"]["template"]["metadata"]["labels"]
     kube.objects[("Pod", "serving", name)] = {
-        "metadata": {"name": name, "labels": {"job-name": job}, "creationTimestamp": "2026-12-03T00:00:00Z"},
+        "metadata": {"name": name, "labels": {**template_labels, "job-name": job}, "creationTimestamp": "2026-12-03T00:00:00Z"},
         "status": {"containerStatuses": [{"name": "fetch", "state": state}]},
     }
 
