@@ -8,41 +8,8 @@ import json
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.controller import modelcache as cmc
-from llmbackend.controller.kube import Kube
+from llmbackend.controller.fakekube import FakeKube
 from llmbackend.render import modelcache as mc
-
-
-class FakeKube:
-    """The verbs the step uses, over a dict; records creates."""
-
-    _path = Kube._path  # same URL shapes as the real client
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], dict] = {}
-        self.created: list[dict] = []
-        self.logs: dict[str, str] = {}
-
-    def get(self, kind, namespace, name):
-        obj = self.objects.get((kind, namespace, name))
-        return copy.deepcopy(obj) if obj else None
-
-    def create(self, obj):
-        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
-        assert key not in self.objects, f"{key} already exists"
-        self.objects[key] = copy.deepcopy(obj)
-        self.created.append(obj)
-        return copy.deepcopy(obj)
-
-    def list(self, kind, namespace=None, label_selector=None, field_selector=None):
-        wanted = dict(term.split("=", 1) for term in (label_selector or "").split(",") if term)
-        return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items()
-                if k == kind and ns == namespace
-                and wanted.items() <= o["metadata"].get("labels", {}).items()]
-
-    def request(self, method, path, query=None, **_):
-        assert method == "GET" and path.endswith("/log") and query == {"tailLines": "1"}
-        pod = path.split("/")[-2]
-        return json.loads(self.logs[pod])
 
 
 def spec(source: dict, **model) -> LLMBackendSpec:

@@ -6,7 +6,7 @@ import asyncio
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.controller.conditions import Conditions
-from llmbackend.controller.reconcile import is_subset, spec_hash
+from llmbackend.controller.decide import is_subset, spec_hash
 from llmbackend.controller.run import WorkQueue
 
 
@@ -73,7 +73,7 @@ def test_work_queue_deduplicates_and_reruns_a_key_dirtied_while_active():
 
 
 def test_merge_patch_nulls_fields_no_longer_reported_at_any_depth():
-    from llmbackend.controller.reconcile import merge_patch
+    from llmbackend.controller.decide import merge_patch
 
     old = {"replicas": 2, "autoscaling": {"currentRatio": "0.000", "reason": "WithinTolerance"}, "plan": {"tp": 1}}
     new = {"replicas": 2, "autoscaling": {"reason": "StaleMetrics"}}

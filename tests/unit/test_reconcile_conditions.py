@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from llmbackend.api import conditions as cond
+from llmbackend.controller.fakekube import FakeKube
 from llmbackend.controller.kube import ApiError
 from llmbackend.controller.reconcile import Reconciler, SharedState
 from llmbackend.devcluster.cli import topology_nodes
@@ -23,63 +24,6 @@ MODEL = {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}
 HUGE = {"architecture": {"numLayers": 200, "hiddenSize": 32768, "numAttentionHeads": 256, "numKeyValueHeads": 16,
                          "headDim": 128, "vocabSize": 256000, "parameterCount": 9_000_000_000_000},
         "source": {"uri": "s3://m/x"}}
-
-
-class FakeKube:
-    """The part of controller.kube.Kube the Reconciler uses, over a dict; `fail` makes applies fail."""
-
-    def __init__(self, apis: set[str] = frozenset(), fail: ApiError | None = None):
-        self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
-        self.calls: Counter = Counter()
-        self.apis = set(apis)
-        self.fail = fail
-        self.events: list[dict[str, Any]] = []
-
-    def get(self, kind, namespace, name):
-        self.calls["GET"] += 1
-        return copy.deepcopy(self.objects.get((kind, namespace, name)))
-
-    def list(self, kind, namespace=None, label_selector=None, field_selector=None):
-        self.calls["LIST"] += 1
-        return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items() if k == kind and ns == namespace]
-
-    def apply(self, obj):
-        self.calls["PATCH"] += 1
-        if self.fail:
-            raise ApiError(self.fail.status, self.fail.reason, self.fail.message)
-        meta = obj["metadata"]
-        self.objects[(obj["kind"], meta.get("namespace"), meta["name"])] = copy.deepcopy(obj)
-        return copy.deepcopy(obj)
-
-    def patch_status(self, kind, namespace, name, patch, resource_version=None):
-        self.calls["PATCH"] += 1
-        obj = self.objects[(kind, namespace, name)]
-        obj["status"] = _merge(obj.get("status") or {}, patch)
-        return copy.deepcopy(obj)
-
-    def create(self, obj):
-        self.calls["POST"] += 1
-        self.events.append(obj)
-        return obj
-
-    def delete(self, kind, namespace, name, uid=None):
-        self.calls["DELETE"] += 1
-        return self.objects.pop((kind, namespace, name), None) is not None
-
-    def has_api(self, api_version, plural):
-        return f"{api_version}/{plural}" in self.apis
-
-
-def _merge(old: dict, patch: dict) -> dict:
-    out = dict(old)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def backend(spec: dict[str, Any], generation: int = 2, status: dict | None = None) -> dict[str, Any]:
@@ -147,16 +91,20 @@ def test_a_pass_that_stops_early_writes_all_four_conditions_and_is_degraded(spec
     assert status == "Degraded" and message.startswith(degraded_reason), message
 
 
-def test_an_api_failure_is_a_condition_written_before_the_retry():
-    quota = ApiError(403, "Forbidden", 'deployments "llama" is forbidden: exceeded quota: gpus')
-    kube = FakeKube(fail=quota)
+@pytest.mark.parametrize("failing_kind, words", [
+    ("Deployment", "applying Deployment llama"),  # act: a child's apply
+    ("PersistentVolumeClaim", "exceeded quota"),  # observe: the model cache step, before any decision
+])
+def test_an_api_failure_is_a_condition_written_before_the_retry(failing_kind, words):
+    quota = ApiError(403, "Forbidden", f'{failing_kind.lower()}s "llama" is forbidden: exceeded quota: gpus')
+    kube = FakeKube(fail=quota, fail_kinds=(failing_kind,))
     with pytest.raises(ApiError):  # re-raised: the work queue retries with backoff
         reconcile({"model": MODEL}, kube=kube, status=copy.deepcopy(SERVED_BEFORE))
     obj = kube.objects[("LLMBackend", "serving", "llama")]
     assert_four_current(obj)
     degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", cond.API_REQUEST_FAILED)
-    assert "applying" in degraded["message"] and "exceeded quota" in degraded["message"]
+    assert words in degraded["message"] and "exceeded quota" in degraded["message"]
     assert argocd_health(obj)[0] == "Degraded"
 
 
@@ -205,7 +153,9 @@ def test_an_object_the_backend_does_not_control_is_never_adopted(kind, name, spe
     degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", cond.RESOURCE_EXISTS)
     assert f"{kind} serving/{name}" in degraded["message"]
-    assert [k for k, _, _ in kube.objects if k not in ("LLMBackend", kind)] == [], "nothing else is applied either"
+    # The model cache's claim and download Job are shared by backends, not children: created whatever happens.
+    assert [k for k, _, _ in kube.objects if k not in ("LLMBackend", kind, "PersistentVolumeClaim", "Job")] == [], \
+        "nothing else is applied either"
     assert argocd_health(obj)[0] == "Degraded"
 
 

@@ -162,19 +162,3 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCa
     if not result.has_architecture and not result.permanent:
         result.message += "; the plan waits for the checkpoint's config.json"
     return result
-
-
-def model_cache_blocks_plan(result: ModelCacheResult, status: dict[str, Any], conditions: Any) -> bool:
-    """Put status.model and ModelReady on the status; True when there is no architecture to plan with yet
-    (Planned is then False with the reason: waiting for the download, or why the checkpoint is unusable)."""
-    from .conditions import DEGRADED, PLANNED
-
-    status["model"] = result.status
-    conditions.set(MODEL_READY, result.ready, result.reason, result.message)
-    if result.has_architecture:
-        return False
-    reason = result.reason if result.permanent else WAITING_FOR_CHECKPOINT
-    conditions.set(PLANNED, False, reason, result.message)
-    if result.permanent:
-        conditions.set(DEGRADED, True, reason, result.message)
-    return True

@@ -26,7 +26,7 @@ from ..planning.cli import InputError, _load_yaml_docs, load_backend, node_dicts
 from ..planning.inventory import parse_node
 from ..planning.planner import plan_for_spec, replicas_capacity
 from ..render.workloads import BackendRef, choose_rollout_strategy, config_map_files, desired_objects, minimum_replicas
-from .reconcile import plan_status_from, spec_hash
+from .decide import plan_status_from, spec_hash
 
 PREVIEW_UID = "00000000-0000-0000-0000-000000000000"  # the API server assigns the real one
 

@@ -1,0 +1,596 @@
+"""The decision of one reconcile pass, with no I/O: what the operator observed in, what it wants out.
+
+`decide(Observed) -> Decision`: the children to apply and prune, the status (typed: api/v1alpha1.py's
+models), the conditions, the events, the autoscaler's target and when to look again. reconcile.py
+observes (reads, answered by the watch caches) and acts (writes); this module only decides, so every
+path of a pass is unit-tested on plain data (tests/unit/test_decide.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..api import conditions as cond
+from ..api.catalog import UnknownPresetError, resolve_architecture
+from ..api.v1alpha1 import (
+    AutoscalingMode,
+    AutoscalingSpec,
+    AutoscalingStatus,
+    Condition,
+    EndpointStatus,
+    LLMBackendSpec,
+    LLMBackendStatus,
+    ModelStatus,
+    PlanStatus,
+)
+from ..autoscaling.hpa import RECORDING_RULE_NAME
+from ..planning.inventory import GPUNode
+from ..planning.planner import Plan, plan_for_spec, replicas_capacity
+from ..render import openai, triton
+from ..render.multinode import KUEUE_API, VOLCANO_API, choose_gang_scheduler, group_problem, multi_node_spec, needs_compute_domain
+from ..render.vllm_backend import EngineConfigError
+from ..render.workloads import (
+    CHECKPOINT_CHECK_CONTAINER,
+    MANAGED_KINDS,
+    OPTIONAL_KINDS,
+    PROMETHEUS_RULE_API,
+    BackendRef,
+    choose_rollout_strategy,
+    desired_objects,
+    metrics_model,
+    model_name,
+    selector_for,
+    selector_string,
+)
+from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions
+from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult
+
+APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
+# Optional APIs a pass asks about, by name: (apiVersion, plural). Observe reports which are served.
+OPTIONAL_APIS: dict[str, tuple[str, str]] = {
+    **{kind: MANAGED_KINDS[kind] for kind in (*OPTIONAL_KINDS, "ComputeDomain")},
+    "Volcano": VOLCANO_API,
+    "Kueue": KUEUE_API,
+}
+# Waiting container reasons that mean the pod will not start without a change.
+FATAL_WAITING_REASONS = {
+    "ErrImagePull": cond.IMAGE_PULL_FAILED, "ImagePullBackOff": cond.IMAGE_PULL_FAILED,
+    "InvalidImageName": cond.IMAGE_PULL_FAILED, "CreateContainerConfigError": cond.CREATE_CONTAINER_CONFIG_ERROR,
+    "CrashLoopBackOff": cond.CRASH_LOOP_BACK_OFF,
+}
+ROLLOUT_REQUEUE_S = 30.0  # safety net while a rollout runs (the watches on children wake us first)
+OPTIONAL_API_REQUEUE_S = 60.0  # a missing CRD: installing it sends no event to this backend
+DOWNLOAD_REQUEUE_S = 15.0
+
+
+@dataclass
+class ScaleDecision:
+    """What the autoscaler last decided for a backend (written by the autoscaler loop)."""
+
+    desired_replicas: int
+    reason: str
+    message: str
+    current_ratio: str | None
+    last_scale_time: str | None
+    extra: dict[str, Any] = field(default_factory=dict)  # more status.autoscaling fields (signal, in flight, cold start)
+
+
+@dataclass
+class AutoscaleTarget:
+    """What the autoscaler loop needs to know about a backend (decided here, kept in the shared state)."""
+
+    namespace: str
+    name: str
+    spec: AutoscalingSpec
+    scrape_model: str
+    selector: str
+    current_replicas: int
+    capacity_replicas: int | None
+    gpus_per_replica: int
+    max_batch_size: int
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one pass reads. `children` maps (kind, name) to the live object, or None when the API server
+    said there is none; a name missing from it was not looked at (decide asks for it: Decision.look_up)."""
+
+    obj: dict[str, Any]
+    nodes: list[GPUNode] = field(default_factory=list)
+    apis: frozenset[str] = frozenset()  # names of OPTIONAL_APIS served here
+    children: Mapping[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
+    pods: list[dict[str, Any]] = field(default_factory=list)  # every pod with the backend's label
+    scale_decision: ScaleDecision | None = None
+    model_cache: ModelCacheResult | None = None
+    hpas: list[dict[str, Any]] | None = None  # the namespace's HPAs; None: not looked at
+
+    @property
+    def ref(self) -> BackendRef:
+        meta = self.obj["metadata"]
+        return BackendRef(meta["name"], meta["namespace"], meta["uid"])
+
+
+@dataclass
+class Decision:
+    status: LLMBackendStatus
+    conditions: Conditions
+    apply: list[dict[str, Any]] = field(default_factory=list)
+    prune: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, name, uid) of owned children not desired
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) besides condition changes
+    requeue_after: float | None = None
+    autoscale_target: AutoscaleTarget | None = None  # None: the operator's autoscaler does not scale this backend
+    waiting_for_capacity: bool = False  # re-run this backend when nodes change
+    # Reads the caches cannot answer that this decision needs: children by (kind, name) and the HPAs.
+    look_up: list[tuple[str, str]] = field(default_factory=list)
+    look_up_hpas: bool = False
+
+
+class _Stop(Exception):
+    """A step ended the pass early; the decision so far is complete."""
+
+
+def spec_hash(spec: LLMBackendSpec) -> str:
+    """Hash of the fields that decide the plan (not replicas or autoscaling)."""
+    wire = spec.dump()
+    planning_input = {k: wire.get(k) for k in ("model", "engine", "parallelism", "scheduling")}
+    return hashlib.sha256(json.dumps(planning_input, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def object_hash(obj: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def is_subset(desired: Any, live: Any) -> bool:
+    """Every field we set has that value live (server defaults may add fields; lists must match in length)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(k in live and is_subset(v, live[k]) for k, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(live, list) and len(desired) == len(live) and all(is_subset(d, x) for d, x in zip(desired, live))
+    return desired == live
+
+
+def plan_status_from(plan: Plan, input_hash: str) -> PlanStatus:
+    return PlanStatus.model_validate({**plan.to_status(), "inputHash": input_hash})
+
+
+def checkpoint_check_failure(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) when the pod's checkpoint check init container failed: its termination message names the
+    path and the fix (the pod retries it with back-off; this turns the loop into a readable condition)."""
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if cs.get("name") != CHECKPOINT_CHECK_CONTAINER:
+            continue
+        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+            terminated = state.get("terminated") or {}
+            if terminated and terminated.get("exitCode", 0) != 0:
+                message = (terminated.get("message") or terminated.get("reason") or "").strip()
+                return cond.CHECKPOINT_INVALID, f"pod {pod['metadata']['name']}: {message or 'the checkpoint check failed'}"
+    return None
+
+
+def controlled_by(obj: dict[str, Any], ref: BackendRef) -> bool:
+    return any(o.get("uid") == ref.uid and o.get("controller") for o in obj["metadata"].get("ownerReferences") or [])
+
+
+def decide(observed: Observed) -> Decision:
+    """One pass: every path sets all four conditions for this generation."""
+    obj = observed.obj
+    meta = obj["metadata"]
+    ref = observed.ref
+    old_status = obj.get("status") or {}
+    decision = Decision(
+        status=LLMBackendStatus(observed_generation=meta.get("generation"), selector=selector_string(ref)),
+        conditions=Conditions(old_status.get("conditions"), meta.get("generation")),
+    )
+    try:
+        _converge(observed, ref, old_status, decision)
+    except _Stop:
+        pass
+    return decision
+
+
+def finish_status(decision: Decision) -> dict[str, Any]:
+    """The status to write (wire form), with the conditions of this pass."""
+    decision.status.conditions = [Condition.model_validate(c) for c in decision.conditions.to_list()]
+    return decision.status.dump()
+
+
+# ---- the steps ----
+
+
+def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], decision: Decision) -> None:
+    conditions, status = decision.conditions, decision.status
+    spec = _valid_spec(observed, decision)
+    status.model_name = model_name(ref, spec)
+    status.backend = spec.engine.backend
+    fresh = plan_for_spec(spec, observed.nodes)
+    plan_status = _plan(observed, spec, fresh, old_status, decision)
+    _require_apis(observed, spec, plan_status, decision)
+
+    same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
+        plan_status.tensor_parallel, plan_status.pipeline_parallel, plan_status.gpu_product)
+    capacity = replicas_capacity(fresh, observed.nodes, spec.scheduling.node_selector,
+                                 [t.dump() for t in spec.scheduling.tolerations or []]) if same_shape else None
+    multi_node = plan_status.nodes_per_replica > 1
+    workload_kind = "LeaderWorkerSet" if multi_node else "Deployment"
+    live_workload = observed.children.get((workload_kind, ref.name))
+    replicas = _replicas(observed, spec, live_workload, capacity, plan_status, decision)
+    spare = (capacity - (replicas or 0)) if capacity is not None else 0
+    strategy, strategy_why = choose_rollout_strategy(replicas or 0, spare)
+    status.rollout_strategy = strategy.type
+
+    apis = observed.apis
+    scaler_mode = spec.autoscaling.enabled and spec.autoscaling.mode in (AutoscalingMode.HPA, AutoscalingMode.KEDA)
+    keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
+                    and "ScaledObject" not in apis)
+    compute_domains = needs_compute_domain(plan_status) and "ComputeDomain" in apis
+    gang = choose_gang_scheduler(spec, "Volcano" in apis, "Kueue" in apis) if multi_node else None
+    try:
+        desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy,
+                                  scaler_mode and "PrometheusRule" in apis, compute_domains, gang,
+                                  scaled_objects=not keda_missing,
+                                  inference_pool=openai.enabled(spec) and "InferencePool" in apis)
+    except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
+        not_served(conditions, exc.reason, str(exc))
+        raise _Stop from None
+    wanted = [(c["kind"], c["metadata"]["name"]) for c in desired]
+    decision.look_up = [k for k in wanted if k not in observed.children]
+    if decision.look_up:  # not in the caches: not created yet, or someone else's; reconcile asks the API server
+        raise _Stop
+    foreign = [f"{kind} {ref.namespace}/{name}" for kind, name in wanted
+               if observed.children[(kind, name)] is not None and not controlled_by(observed.children[(kind, name)], ref)]
+    if foreign:  # never adopt: someone else's object keeps every field it has
+        decision.autoscale_target = None
+        not_served(conditions, cond.RESOURCE_EXISTS,
+                    f"{', '.join(foreign)} already exists and is not controlled by this LLMBackend; the operator "
+                    "changes nothing of it. Delete or rename it, or give this LLMBackend another name")
+        decision.requeue_after = OPTIONAL_API_REQUEUE_S  # nothing of ours is watched on it: look again
+        raise _Stop
+    live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
+    drifted = live_workload is not None and replicas is not None and live_replicas != replicas
+    if drifted and observed.hpas is None:
+        decision.look_up_hpas = True  # replicas changed behind our back: another HPA? (asked only then)
+        raise _Stop
+    conflict = _foreign_hpa(observed, ref, workload_kind) if drifted else None
+
+    workload_changes = False
+    for child in desired:
+        is_workload = child["kind"] == workload_kind and child["metadata"]["name"] == ref.name
+        if conflict and is_workload:
+            child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
+        child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
+        live = observed.children[(child["kind"], child["metadata"]["name"])]
+        if live is None or not _up_to_date(child, live):
+            decision.apply.append(child)
+            workload_changes = workload_changes or is_workload
+    decision.prune = _to_prune(observed, ref, set(wanted))
+    if spec.autoscaling.enabled and live_replicas is not None and replicas is not None and replicas != live_replicas:
+        auto = status.autoscaling or AutoscalingStatus()
+        decision.events.append(("Normal", "ScaledUp" if replicas > live_replicas else "ScaledDown",
+                                f"{workload_kind} {ref.name}: {live_replicas} -> {replicas} replicas "
+                                f"(ratio {auto.current_ratio or '?'}, {auto.reason or ''}: {auto.message or ''})"))
+
+    _status_from_workload(observed, ref, spec, live_workload, workload_changes, replicas, capacity, plan_status,
+                          strategy_why, decision)
+    if openai.enabled(spec) and status.endpoint is not None:
+        status.endpoint.openai_port = openai.OPENAI_PORT
+    if keda_missing:
+        conditions.set(DEGRADED, True, cond.KEDA_NOT_INSTALLED,
+                       "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
+                       "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
+    if observed.model_cache is not None and observed.model_cache.permanent:
+        conditions.set(DEGRADED, True, observed.model_cache.reason, observed.model_cache.message)
+    if conflict:
+        conditions.set(DEGRADED, True, cond.CONFLICTING_HPA,
+                       f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
+                       "writing its replicas. Delete that HPA, or use spec.autoscaling (mode operator or hpa) instead.")
+    rolled_out = conditions.is_true(AVAILABLE) and not conditions.is_true(PROGRESSING)
+    decision.requeue_after = None if rolled_out else ROLLOUT_REQUEUE_S
+
+
+def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
+    """The spec, with the checkpoint's architecture for URI sources; stops the pass when it cannot be planned."""
+    conditions = decision.conditions
+    try:
+        spec = LLMBackendSpec.model_validate(observed.obj.get("spec") or {})
+        cache = observed.model_cache
+        if cache is not None:
+            spec = cache.spec  # with the checkpoint's architecture when the spec has none
+            decision.status.model = ModelStatus.model_validate(cache.status)
+            conditions.set(MODEL_READY, cache.ready, cache.reason, cache.message)
+            if not cache.has_architecture:
+                reason = cache.reason if cache.permanent else WAITING_FOR_CHECKPOINT
+                conditions.set(PLANNED, False, reason, cache.message)
+                if cache.permanent:
+                    not_served(conditions, cache.reason, cache.message)
+                else:  # downloading: nothing is wrong yet, the checkpoint is on its way
+                    conditions.set(AVAILABLE, False, cond.NOT_PLANNED, "waiting for the checkpoint (see ModelReady)")
+                    conditions.set(PROGRESSING, True, cache.reason, cache.message)
+                    conditions.set(DEGRADED, False, cache.reason, "")
+                    decision.requeue_after = DOWNLOAD_REQUEUE_S
+                raise _Stop
+        resolve_architecture(spec.model)
+        return spec
+    except (ValidationError, UnknownPresetError) as exc:
+        if isinstance(exc, UnknownPresetError):
+            reason, message = cond.UNKNOWN_PRESET, (f"{exc}; set spec.model.preset to a catalog entry "
+                                                   "(`llmbackend presets`) or give spec.model.architecture")
+        else:
+            reason, message = cond.INVALID_SPEC, f"{_validation_message(exc)}; fix these fields of the spec"
+        conditions.set(PLANNED, False, reason, message)
+        not_served(conditions, reason, message)
+        raise _Stop from None  # nothing to retry until the spec changes
+
+
+def _plan(observed: Observed, spec: LLMBackendSpec, fresh: Plan, old_status: dict[str, Any],
+          decision: Decision) -> PlanStatus:
+    """The plan kept for this spec (node churn must not reshuffle running replicas), else a fresh one that fits."""
+    conditions = decision.conditions
+    input_hash = spec_hash(spec)
+    plan_status = _sticky_plan(old_status, input_hash, conditions)
+    if plan_status is None:
+        if not fresh.fits:
+            decision.waiting_for_capacity = True  # re-run by node events
+            conditions.set(PLANNED, False, fresh.reason, fresh.explanation)
+            not_served(conditions, fresh.reason,
+                        f"{_first_line(fresh.explanation)}; change the spec (model, quantization, parallelism, "
+                        "scheduling) or add nodes that fit: the operator re-plans when nodes change")
+            if old_status.get("plan"):  # running replicas keep their plan; nothing is deleted
+                try:
+                    decision.status.plan = PlanStatus.model_validate(old_status["plan"])
+                except ValidationError:
+                    pass  # unreadable (written by another version): dropped rather than kept half
+            raise _Stop
+        plan_status = plan_status_from(fresh, input_hash)
+    decision.status.plan = plan_status
+    conditions.set(PLANNED, True, cond.FITS, plan_status.explanation or "plan chosen")
+    return plan_status
+
+
+def _sticky_plan(old_status: dict[str, Any], input_hash: str, conditions: Conditions) -> PlanStatus | None:
+    old_plan = old_status.get("plan")
+    if old_plan and old_plan.get("inputHash") == input_hash and conditions.is_true(PLANNED):
+        try:
+            return PlanStatus.model_validate(old_plan)
+        except ValidationError:
+            return None
+    return None
+
+
+def _require_apis(observed: Observed, spec: LLMBackendSpec, plan_status: PlanStatus, decision: Decision) -> None:
+    """Stop when the plan needs an API this cluster does not serve (installing a CRD wakes no backend: look again)."""
+    if plan_status.nodes_per_replica > 1 and "LeaderWorkerSet" not in observed.apis:
+        message = (f"this plan needs {plan_status.nodes_per_replica} nodes per replica, served as a LeaderWorkerSet; "
+                   "install LeaderWorkerSet (https://lws.sigs.k8s.io) and the operator retries within a minute, "
+                   "or change the spec so one node holds a replica")
+        not_served(decision.conditions, cond.LEADER_WORKER_SET_NOT_INSTALLED, message)
+        decision.requeue_after = OPTIONAL_API_REQUEUE_S
+        raise _Stop
+    if (needs_compute_domain(plan_status) and "ComputeDomain" not in observed.apis
+            and not multi_node_spec(spec).allow_cross_node_nvlink_without_compute_domain):
+        message = (f"tensor parallelism spans {plan_status.nodes_per_replica} nodes of a multi-node NVLink clique "
+                   "(GB200/GB300), which needs an IMEX channel per group: install NVIDIA's DRA driver for GPUs with "
+                   "ComputeDomains (resource.nvidia.com), or set spec.scheduling.multiNode."
+                   "allowCrossNodeNvlinkWithoutComputeDomain: true if IMEX is provisioned outside Kubernetes")
+        not_served(decision.conditions, cond.COMPUTE_DOMAIN_NOT_INSTALLED, message)
+        decision.requeue_after = OPTIONAL_API_REQUEUE_S
+        raise _Stop
+
+
+def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str, Any] | None, capacity: int | None,
+              plan_status: PlanStatus, decision: Decision) -> int | None:
+    """Replicas to write (None: another controller owns them) and status.autoscaling."""
+    autoscaling = spec.autoscaling
+    ref = observed.ref
+    if not autoscaling.enabled:
+        return spec.replicas
+    live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
+    if autoscaling.mode == AutoscalingMode.HPA:
+        message = ("replicas are owned by the rendered HPA on the custom metric llmbackend_engine_queue_compute_ratio "
+                   "(the engine queue/compute ratio)")
+        if "PrometheusRule" not in observed.apis:
+            message += ("; no PrometheusRule CRD here: load the recording rule and the prometheus-adapter rule "
+                        "printed by `llmbackend hpa-rules -f <this manifest>`")
+        decision.status.autoscaling = AutoscalingStatus(reason="HorizontalPodAutoscaler", message=message)
+        return live_replicas
+    if autoscaling.mode == AutoscalingMode.KEDA:
+        decision.status.autoscaling = AutoscalingStatus(reason="ScaledObject", message=(
+            f"replicas are owned by KEDA (ScaledObject with a Prometheus trigger on {RECORDING_RULE_NAME}); "
+            "the recording rule must be loaded in that Prometheus"))
+        return live_replicas
+    scale = observed.scale_decision
+    if scale is not None:
+        replicas = scale.desired_replicas
+    elif live_replicas is not None:
+        replicas = live_replicas
+    else:
+        replicas = autoscaling.min_replicas
+    replicas = max(autoscaling.min_replicas, min(autoscaling.max_replicas, replicas))
+    decision.autoscale_target = AutoscaleTarget(
+        namespace=ref.namespace, name=ref.name, spec=autoscaling, scrape_model=metrics_model(ref, spec),
+        selector=selector_string(ref), current_replicas=replicas, capacity_replicas=capacity,
+        gpus_per_replica=plan_status.gpus_per_replica, max_batch_size=spec.engine.max_batch_size,
+    )
+    if scale is not None:
+        auto = AutoscalingStatus.model_validate({
+            "desiredReplicas": replicas, "currentRatio": scale.current_ratio, "reason": scale.reason,
+            "message": scale.message, "lastScaleTime": scale.last_scale_time, **scale.extra})
+    else:
+        auto = AutoscalingStatus(desired_replicas=replicas, reason="AwaitingMetrics",
+                                 message="no decision yet: waiting for a full window of engine metrics")
+    decision.status.autoscaling = auto
+    return replicas
+
+
+def _foreign_hpa(observed: Observed, ref: BackendRef, workload_kind: str) -> str | None:
+    """Name of an HPA we do not own that targets our workload."""
+    for hpa in observed.hpas or []:
+        target = hpa.get("spec", {}).get("scaleTargetRef", {})
+        owned = any(o.get("uid") == ref.uid for o in hpa["metadata"].get("ownerReferences", []))
+        if not owned and target.get("kind") == workload_kind and target.get("name") == ref.name:
+            return str(hpa["metadata"]["name"])
+    return None
+
+
+def _to_prune(observed: Observed, ref: BackendRef, wanted: set[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """Owned children of the managed kinds that are no longer desired (e.g. the PDB after a scale to 1)."""
+    return [(kind, name, live["metadata"]["uid"]) for (kind, name), live in sorted(observed.children.items())
+            if (kind, name) not in wanted and live is not None and kind in MANAGED_KINDS
+            and any(o.get("uid") == ref.uid for o in live["metadata"].get("ownerReferences", []))]
+
+
+def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendSpec, workload: dict[str, Any] | None,
+                          workload_changes: bool, replicas: int | None, capacity: int | None,
+                          plan_status: PlanStatus, strategy_why: str, decision: Decision) -> None:
+    conditions, status = decision.conditions, decision.status
+    ws = (workload or {}).get("status", {})
+    want = replicas if replicas is not None else (workload or {}).get("spec", {}).get("replicas", 0)
+    ready = ws.get("readyReplicas", 0) or 0
+    updated = ws.get("updatedReplicas", 0) or 0
+    current = ws.get("replicas", 0) or 0
+    generation = (workload or {}).get("metadata", {}).get("generation", 1)
+    # LeaderWorkerSet reports no observedGeneration; its updated/ready group counts are the signal.
+    lws = (workload or {}).get("kind") == "LeaderWorkerSet"
+    observed_generation = ws.get("observedGeneration", generation if lws else 0) >= generation
+    status.replicas = want
+    status.ready_replicas = ready
+    status.endpoint = EndpointStatus(service=f"{ref.name}.{ref.namespace}.svc", http_port=triton.HTTP_PORT,
+                                     grpc_port=triton.GRPC_PORT, metrics_port=triton.METRICS_PORT)
+    # A workload this pass changes is rolling out whatever its status said before the change.
+    rolled_out = (not workload_changes and observed_generation and updated >= want and ready >= want
+                  and current <= want)
+    strategy = f"rollout strategy {status.rollout_strategy}: {strategy_why}"
+    if want == 0 and spec.autoscaling.enabled:
+        # As a Deployment at 0 replicas is Available: the desired state is reached, on purpose.
+        conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
+                       f"idle: autoscaling scaled to 0 replicas (minReplicas {spec.autoscaling.min_replicas}); nothing "
+                       "is served and a backend at 0 has no metrics to scale up on: raise "
+                       "spec.autoscaling.minReplicas to serve")
+    elif want == 0:
+        conditions.set(AVAILABLE, True, cond.ZERO_REPLICAS,
+                       "spec.replicas is 0: nothing is served, on purpose; set spec.replicas (or enable autoscaling) to serve")
+    elif rolled_out:
+        conditions.set(AVAILABLE, True, cond.REPLICAS_READY, f"{ready}/{want} replicas ready on the current spec")
+    else:
+        conditions.set(AVAILABLE, False, cond.REPLICAS_NOT_READY,
+                       f"{ready}/{want} replicas ready, {updated} on the current spec; see Degraded if this persists")
+    if rolled_out or want == 0:
+        conditions.set(PROGRESSING, False, cond.ROLLOUT_COMPLETE, strategy)
+    else:
+        conditions.set(PROGRESSING, True, cond.ROLLING_OUT, f"{updated}/{want} updated, {ready} ready; {strategy}")
+
+    degraded = None
+    if capacity is not None and want > capacity:
+        degraded = (cond.INSUFFICIENT_GPUS,
+                    f"{want} replicas need {want * plan_status.gpus_per_replica} x {plan_status.gpu_product} "
+                    f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas: "
+                    "lower the replicas (or maxReplicas) or add GPU nodes")
+    if not rolled_out and want > 0:
+        degraded = _pod_problem(observed, ref) or degraded
+        if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
+            degraded = group_problem(observed.pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS)) or degraded
+    for condition in ws.get("conditions", []):
+        if condition.get("type") == "Progressing" and condition.get("reason") == cond.PROGRESS_DEADLINE_EXCEEDED:
+            degraded = (cond.PROGRESS_DEADLINE_EXCEEDED,
+                        f"{condition.get('message', '')}; see the serving pods' events (kubectl describe pods)")
+    if degraded:
+        conditions.set(DEGRADED, True, *degraded)
+    else:
+        conditions.set(DEGRADED, False, cond.AS_EXPECTED, "")
+
+
+def _pod_problem(observed: Observed, ref: BackendRef) -> tuple[str, str] | None:
+    """Why serving pods do not run: the scheduler's or the kubelet's words."""
+    selector = selector_for(ref)
+    for pod in observed.pods:
+        if not selector.items() <= (pod["metadata"].get("labels") or {}).items():
+            continue  # a multi-node worker: group_problem looks at those
+        invalid = checkpoint_check_failure(pod)
+        if invalid:
+            return invalid
+        name = pod["metadata"]["name"]
+        for c in pod.get("status", {}).get("conditions", []):
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                return cond.UNSCHEDULABLE, (f"pod {name}: {c.get('message', '')}; change spec.scheduling or "
+                                            "free or add matching nodes")
+        for cs in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            why = waiting.get("reason")
+            if why in FATAL_WAITING_REASONS:
+                return FATAL_WAITING_REASONS[why], (f"pod {name} container {cs.get('name')}: {waiting.get('message', why)}; "
+                                                    f"see `kubectl describe pod {name}` and its logs")
+    return None
+
+
+def condition_events(conditions: Conditions) -> list[tuple[str, str, str]]:
+    """Events for condition transitions worth one: not Progressing (routine), not Unknown, not Degraded clearing."""
+    events = []
+    for c in conditions.changed():
+        if c["type"] == PROGRESSING or c["status"] == "Unknown" or (c["type"] == DEGRADED and c["status"] == "False"):
+            continue
+        warn = c["type"] == DEGRADED or (c["type"] == PLANNED and c["status"] == "False")
+        events.append(("Warning" if warn else "Normal", c["reason"], _first_line(c["message"]) or c["reason"]))
+    return events
+
+
+def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386 patch turning `old` into `new`: fields no longer reported are nulled, at any depth."""
+    patch: dict[str, Any] = {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif before != value or key not in old:
+            patch[key] = value
+    return patch
+
+
+def not_served(conditions: Conditions, reason: str, message: str) -> None:
+    """A pass that stops before the workload (PLANNED already set): the current spec is not served, so nothing
+    rolls out until someone changes the spec or the cluster; Degraded carries the cause and what to do."""
+    why = reason if conditions.is_true(PLANNED) else cond.NOT_PLANNED
+    conditions.set(AVAILABLE, False, why, "the current spec is not served (see Degraded); replicas of an earlier "
+                   "spec, if any, keep running unchanged")
+    conditions.set(PROGRESSING, False, why, "nothing rolls out until the cause in Degraded is fixed")
+    conditions.set(DEGRADED, True, reason, message)
+
+
+
+def api_failure(conditions: Conditions, status: int, reason: str, message: str) -> None:
+    """A request of this pass failed: what the pass knows is kept, the rest is Unknown; the pass is retried."""
+    if not conditions.is_set(PLANNED):
+        conditions.set(PLANNED, "Unknown", cond.API_REQUEST_FAILED, "not evaluated: an API request failed (see Degraded)")
+    conditions.set(AVAILABLE, "Unknown", cond.API_REQUEST_FAILED, "not known: an API request failed (see Degraded)")
+    conditions.set(PROGRESSING, False, cond.API_REQUEST_FAILED, "stopped: an API request failed (see Degraded)")
+    conditions.set(DEGRADED, True, cond.API_REQUEST_FAILED,
+                   f"{status} {reason}: {message}; the operator retries with backoff. If it persists, "
+                   "check the namespace's ResourceQuota and LimitRange, admission webhooks and the operator's RBAC")
+
+
+def _up_to_date(desired: dict[str, Any], live: dict[str, Any]) -> bool:
+    annotations = live.get("metadata", {}).get("annotations") or {}
+    if annotations.get(APPLIED_HASH_ANNOTATION) != desired["metadata"]["annotations"][APPLIED_HASH_ANNOTATION]:
+        return False
+    # Someone else may have changed a field we own since: compare what we set.
+    return is_subset({k: v for k, v in desired.items() if k not in ("status",)}, live)
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        location = ".".join(str(p) for p in error.get("loc", ()))
+        parts.append(f"spec.{location}: {error.get('msg')}")
+    return "; ".join(parts)

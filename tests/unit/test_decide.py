@@ -1,0 +1,199 @@
+"""decide(): one reconcile pass as a pure function of what was observed, table-driven, no client at all."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from llmbackend.api import conditions as cond
+from llmbackend.api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
+from llmbackend.controller.decide import Decision, Observed, ScaleDecision, decide, finish_status
+from llmbackend.controller.modelcache import ModelCacheResult
+from llmbackend.devcluster.cli import topology_nodes
+from llmbackend.planning.inventory import Inventory
+from llmbackend.render.workloads import BACKEND_LABEL
+
+
+def _nodes() -> list:
+    inventory = Inventory()
+    for node in topology_nodes("dgx-h100-x4"):
+        inventory.upsert(node)
+    return inventory.nodes()
+
+
+NODES = _nodes()
+MODEL = {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "llama"}}}
+
+
+def backend(spec: dict[str, Any], status: dict | None = None) -> dict[str, Any]:
+    return {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
+            "metadata": {"name": "llama", "namespace": "serving", "uid": "u-1", "generation": 3, "resourceVersion": "9"},
+            "spec": spec, "status": status or {}}
+
+
+def conditions(decision: Decision) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in decision.conditions.to_list()}
+
+
+def first_pass(spec: dict[str, Any], **observed: Any) -> Decision:
+    """A backend with no children yet: the API server said none exists under any wanted name."""
+    asked = decide(Observed(backend(spec), NODES, **observed))
+    absent = {key: None for key in asked.look_up}
+    return decide(Observed(backend(spec), NODES, children=absent, **observed))
+
+
+def settle(spec: dict[str, Any], live: dict, **observed: Any) -> Decision:
+    """decide(), then again with what it asked for answered from `live` (as reconcile does with the API server)."""
+    decision = decide(Observed(backend(spec), NODES, children=live, **observed))
+    if decision.look_up:
+        known = {**{key: None for key in decision.look_up}, **live}
+        decision = decide(Observed(backend(spec), NODES, children=known, **observed))
+    return decision
+
+
+def served(decision: Decision, ready: int) -> dict[tuple[str, str], dict[str, Any]]:
+    """The children as the API server holds them after `decision` was applied, the workload with `ready` pods."""
+    live = {}
+    for child in copy.deepcopy(decision.apply):
+        child["metadata"].update(uid=f"uid-{child['kind']}", generation=1)
+        if child["kind"] == "Deployment" and child["metadata"]["name"] == "llama":
+            want = child["spec"]["replicas"]
+            child["status"] = {"observedGeneration": 1, "replicas": want, "updatedReplicas": want, "readyReplicas": ready}
+        live[(child["kind"], child["metadata"]["name"])] = child
+    return live
+
+
+def test_a_new_backend_asks_for_its_children_then_creates_them():
+    asked = decide(Observed(backend({"model": MODEL}), NODES))
+    assert ("Deployment", "llama") in asked.look_up and ("Service", "llama") in asked.look_up
+    assert asked.apply == [], "nothing is applied before the API server said what exists"
+    created = first_pass({"model": MODEL})
+    assert created.look_up == []
+    assert {c["kind"] for c in created.apply} >= {"ConfigMap", "Deployment", "Service"}
+    assert conditions(created)["Planned"] == ("True", cond.FITS)
+    assert conditions(created)["Progressing"] == ("True", cond.ROLLING_OUT)
+    assert created.requeue_after is not None, "a rollout is watched"
+
+
+def test_every_child_carries_the_backend_label_that_observe_lists_by():
+    spec = {"model": MODEL, "replicas": 2, "autoscaling": {"enabled": True, "mode": "hpa", "maxReplicas": 4}}
+    decision = first_pass(spec, apis=frozenset({"PrometheusRule", "InferencePool"}))
+    assert len(decision.apply) >= 5
+    for child in decision.apply:
+        assert child["metadata"]["labels"][BACKEND_LABEL] == "llama", child["kind"]
+
+
+@pytest.mark.parametrize("ready, available, progressing, requeue", [
+    (1, ("True", cond.REPLICAS_READY), ("False", cond.ROLLOUT_COMPLETE), None),
+    (0, ("False", cond.REPLICAS_NOT_READY), ("True", cond.ROLLING_OUT), 30.0),
+])
+def test_a_steady_backend_applies_nothing(ready, available, progressing, requeue):
+    live = served(first_pass({"model": MODEL}), ready)
+    again = decide(Observed(backend({"model": MODEL}), NODES, children=live))
+    assert (again.apply, again.prune, again.look_up, again.look_up_hpas) == ([], [], [], False)
+    got = conditions(again)
+    assert (got["Available"], got["Progressing"], got["Degraded"][0]) == (available, progressing, "False")
+    assert again.requeue_after == requeue
+
+
+def test_a_changed_spec_is_rolling_out_even_if_the_old_workload_was_ready():
+    live = served(first_pass({"model": MODEL}), ready=1)
+    changed = decide(Observed(backend({"model": MODEL, "engine": {"maxBatchSize": 32}}), NODES, children=live))
+    assert "Deployment" in {c["kind"] for c in changed.apply}
+    assert conditions(changed)["Progressing"] == ("True", cond.ROLLING_OUT)
+    assert conditions(changed)["Available"][0] == "False"
+
+
+def test_an_owned_child_no_longer_desired_is_pruned_and_a_foreign_one_is_not():
+    live = served(first_pass({"model": MODEL, "replicas": 2}), ready=2)
+    assert ("PodDisruptionBudget", "llama") in live
+    live[("ConfigMap", "someone-elses")] = {"kind": "ConfigMap", "metadata": {"name": "someone-elses", "uid": "x",
+                                                                              "labels": {BACKEND_LABEL: "llama"}}}
+    scaled_in = decide(Observed(backend({"model": MODEL, "replicas": 1}), NODES, children=live, hpas=[]))
+    assert scaled_in.prune == [("PodDisruptionBudget", "llama", "uid-PodDisruptionBudget")]
+
+
+@pytest.mark.parametrize("kind, name", [("Service", "llama"), ("Deployment", "llama"), ("ConfigMap", "llama-model-repo")])
+def test_an_object_it_does_not_control_stops_the_pass_and_is_named(kind, name):
+    theirs = {"kind": kind, "metadata": {"name": name, "uid": "theirs", "labels": {"team": "search"}}}
+    asked = decide(Observed(backend({"model": MODEL}), NODES))
+    children = {key: (theirs if key == (kind, name) else None) for key in asked.look_up}
+    decision = decide(Observed(backend({"model": MODEL}), NODES, children=children))
+    assert decision.apply == [] and decision.prune == []
+    assert conditions(decision)["Degraded"] == ("True", cond.RESOURCE_EXISTS)
+    assert f"{kind} serving/{name}" in decision.conditions.get("Degraded")["message"]
+
+
+def test_replicas_changed_behind_its_back_asks_for_the_hpas_then_yields_to_a_foreign_one():
+    live = served(first_pass({"model": MODEL, "replicas": 2}), ready=2)
+    live[("Deployment", "llama")]["spec"]["replicas"] = 5  # someone else scaled it
+    asked = decide(Observed(backend({"model": MODEL, "replicas": 2}), NODES, children=live))
+    assert asked.look_up_hpas and asked.apply == []
+    theirs = {"metadata": {"name": "their-hpa"}, "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "llama"}}}
+    decision = decide(Observed(backend({"model": MODEL, "replicas": 2}), NODES, children=live, hpas=[theirs]))
+    assert conditions(decision)["Degraded"] == ("True", cond.CONFLICTING_HPA)
+    workload = next(c for c in decision.apply if c["kind"] == "Deployment")
+    assert "replicas" not in workload["spec"], "one writer for replicas"
+    alone = decide(Observed(backend({"model": MODEL, "replicas": 2}), NODES, children=live, hpas=[]))
+    assert next(c for c in alone.apply if c["kind"] == "Deployment")["spec"]["replicas"] == 2, "scale reverted"
+
+
+def test_the_autoscalers_decision_sets_replicas_target_and_an_event():
+    spec = {"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4}}
+    live = served(first_pass(spec), ready=1)
+    scale = ScaleDecision(3, "ScaleUp", "engine queue grows", "2.100", "2026-12-03T00:00:00Z", {"signal": "engine"})
+    decision = settle(spec, live, scale_decision=scale, hpas=[])
+    assert next(c for c in decision.apply if c["kind"] == "Deployment")["spec"]["replicas"] == 3
+    assert "PodDisruptionBudget" in {c["kind"] for c in decision.apply}, "more than one replica: a PDB"
+    assert decision.autoscale_target is not None and decision.autoscale_target.current_replicas == 3
+    assert decision.status.autoscaling.signal == "engine" and decision.status.autoscaling.desired_replicas == 3
+    assert [(t, r) for t, r, _ in decision.events] == [("Normal", "ScaledUp")]
+    fixed = decide(Observed(backend({"model": MODEL}), NODES, children=live))
+    assert fixed.autoscale_target is None, "not the operator's to scale"
+
+
+def test_a_model_that_fits_nowhere_waits_for_capacity():
+    huge = {"architecture": {"numLayers": 200, "hiddenSize": 32768, "numAttentionHeads": 256, "numKeyValueHeads": 16,
+                             "headDim": 128, "vocabSize": 256000, "parameterCount": 9_000_000_000_000},
+            "source": MODEL["source"]}
+    decision = decide(Observed(backend({"model": huge}), NODES))
+    assert decision.waiting_for_capacity and decision.apply == [] and decision.look_up == []
+    assert conditions(decision)["Planned"][0] == "False" and conditions(decision)["Degraded"][0] == "True"
+
+
+@pytest.mark.parametrize("container_state, reason", [
+    ({"waiting": {"reason": "ImagePullBackOff", "message": "manifest unknown"}}, cond.IMAGE_PULL_FAILED),
+    ({"waiting": {"reason": "CrashLoopBackOff"}}, cond.CRASH_LOOP_BACK_OFF),
+])
+def test_a_pod_that_cannot_start_is_degraded_with_the_kubelets_words(container_state, reason):
+    live = served(first_pass({"model": MODEL}), ready=0)
+    pod = {"metadata": {"name": "llama-abc", "labels": {BACKEND_LABEL: "llama", "app.kubernetes.io/component": "server"}},
+           "status": {"containerStatuses": [{"name": "triton", "state": container_state}]}}
+    decision = decide(Observed(backend({"model": MODEL}), NODES, children=live, pods=[pod]))
+    assert conditions(decision)["Degraded"] == ("True", reason)
+    assert "llama-abc" in decision.conditions.get("Degraded")["message"]
+
+
+def test_a_checkpoint_on_its_way_is_progressing_not_degraded():
+    spec = {"model": {"source": {"uri": "hf://acme/tiny"}}}
+    downloading = ModelCacheResult(LLMBackendSpec.model_validate(spec), False, "Downloading", "700/1800 bytes",
+                                   {"phase": "Downloading", "bytesDone": 700, "bytesTotal": 1800})
+    decision = decide(Observed(backend(spec), NODES, model_cache=downloading))
+    got = conditions(decision)
+    assert got["ModelReady"] == ("False", "Downloading") and got["Progressing"][0] == "True"
+    assert got["Degraded"][0] == "False" and decision.apply == [] and decision.requeue_after == 15
+    assert decision.status.model.bytes_done == 700
+
+
+def test_the_status_is_typed_a_misspelt_field_cannot_be_written():
+    decision = first_pass({"model": MODEL})
+    wire = finish_status(decision)
+    assert wire["observedGeneration"] == 3 and wire["plan"]["tensorParallel"] >= 1
+    assert [c["type"] for c in wire["conditions"]][:4] == list(cond.TYPES)
+    with pytest.raises(ValueError):
+        decision.status.readyReplica = 1  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError):
+        LLMBackendStatus.model_validate({"readyReplica": 1})
