@@ -197,3 +197,50 @@ def test_the_status_is_typed_a_misspelt_field_cannot_be_written():
         decision.status.readyReplica = 1  # type: ignore[attr-defined]
     with pytest.raises(ValidationError):
         LLMBackendStatus.model_validate({"readyReplica": 1})
+
+
+# ---- never adopt: every kind the operator may own ----
+
+def _gb200_nodes() -> list:
+    inventory = Inventory()
+    for node in topology_nodes("gb200-nvl-clique"):
+        inventory.upsert(node)
+    return inventory.nodes()
+
+
+PROMETHEUS = {"url": "http://prometheus.monitoring:9090"}
+# (nodes, spec, served optional APIs): together they render every kind of MANAGED_KINDS.
+SCENARIOS = {
+    "single-node-hpa": (NODES, {"model": MODEL, "replicas": 2, "autoscaling": {"enabled": True, "mode": "hpa", "maxReplicas": 4}},
+                        {"PrometheusRule", "InferencePool"}),
+    "keda": (NODES, {"model": MODEL, "autoscaling": {"enabled": True, "mode": "keda", "prometheus": PROMETHEUS}},
+             {"ScaledObject", "PrometheusRule"}),
+    "replicas-2": (NODES, {"model": MODEL, "replicas": 2}, set()),
+    "gb200-clique": (_gb200_nodes(), {"model": {"preset": "llama-3.1-405b", "source": MODEL["source"]}},
+                     {"LeaderWorkerSet", "ComputeDomain"}),
+}
+
+
+def _wanted(scenario: str) -> list[tuple[str, str]]:
+    nodes, spec, apis = SCENARIOS[scenario]
+    return decide(Observed(backend(spec), nodes, apis=frozenset(apis))).look_up
+
+
+CHILDREN = sorted({(kind, name, scenario) for scenario in SCENARIOS for kind, name in _wanted(scenario)})
+
+
+def test_the_scenarios_cover_every_kind_the_operator_may_own():
+    from llmbackend.render.workloads import MANAGED_KINDS
+
+    assert {kind for kind, _, _ in CHILDREN} == set(MANAGED_KINDS)
+
+
+@pytest.mark.parametrize("kind, name, scenario", CHILDREN, ids=[f"{k}/{n}" for k, n, _ in CHILDREN])
+def test_no_child_kind_is_ever_adopted(kind, name, scenario):
+    nodes, spec, apis = SCENARIOS[scenario]
+    theirs = {"kind": kind, "metadata": {"name": name, "uid": "theirs", "labels": {"team": "search"}}}
+    children = {key: (theirs if key == (kind, name) else None) for key in _wanted(scenario)}
+    decision = decide(Observed(backend(spec), nodes, apis=frozenset(apis), children=children))
+    assert decision.apply == [] and decision.prune == [], "nothing is applied, theirs is not touched"
+    assert conditions(decision)["Degraded"] == ("True", cond.RESOURCE_EXISTS)
+    assert f"{kind} serving/{name}" in decision.conditions.get("Degraded")["message"]
