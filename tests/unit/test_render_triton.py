@@ -22,7 +22,6 @@ from llmbackend.render.triton import (
     assert_engine_managed_batching,
     batching_violations,
     engine_dir,
-    mpi_leader_command,
     render_model_repository,
     triton_command,
 )
@@ -530,8 +529,6 @@ def test_llmapi_runs_one_tritonserver_per_node() -> None:
     assert triton_command("/model-repository", 1, 1, "tensorrtllm") == SINGLE
     assert triton_command("/model-repository", 8, 1, "tensorrtllm") == ["mpirun", "--allow-run-as-root", "-n", "1",
                                                                          *SINGLE]
-    argv = mpi_leader_command(16, "/etc/mpi/hostfile")
-    assert argv[argv.index("-n"):] == ["-n", "16", triton.LLMAPI_LAUNCH, *SINGLE]
 
 
 def test_mpirun_command_one_rank_per_gpu() -> None:
@@ -552,27 +549,10 @@ def test_mpirun_command_one_rank_per_gpu() -> None:
     assert not any(" " in a for a in argv)  # argv, never a shell string
 
 
-def test_mpi_leader_command() -> None:
-    argv = mpi_leader_command(16, "/etc/mpi/hostfile", rsh_agent="/opt/llmbackend/kubexec", engine_format="engine")
-    assert argv[:10] == [
-        "mpirun", "--allow-run-as-root", "--hostfile", "/etc/mpi/hostfile",
-        "--map-by", "slot", "--bind-to", "none", "--mca", "plm_rsh_agent",
-    ]
-    assert argv[10] == "/opt/llmbackend/kubexec"
-    ctxs = _contexts(argv[11:])
-    assert len(ctxs) == 16
-    assert ctxs[0][:3] == ["-n", "1", "tritonserver"] and "--http-port=8000" in ctxs[0]
-    assert all("--allow-http=false" in c for c in ctxs[1:])
-    assert "--mca" not in mpi_leader_command(2, "/etc/mpi/hostfile")
-
-
 @pytest.mark.parametrize("call", [
     lambda: triton_command("/repo; rm -rf /", 1, 1, "tensorrtllm"),
     lambda: triton_command("/repo", 0, 1, "tensorrtllm"),
     lambda: triton_command("/repo", 1, 1, "onnx"),
-    lambda: mpi_leader_command(0, "/h"),
-    lambda: mpi_leader_command(2, "/h f"),
-    lambda: mpi_leader_command(2, "/h", rsh_agent="ssh -p 22"),
 ])
 def test_command_validation(call) -> None:
     with pytest.raises(ValueError):

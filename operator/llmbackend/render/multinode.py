@@ -48,6 +48,8 @@ LAUNCH_MOUNT = "/launch"  # the scripts (ConfigMap keys launch__*.sh)
 LAUNCH_KEY_PREFIX = "launch__"
 KUBECTL_DIR = "/launcher"  # kubectl copied from the launcher image
 HOSTFILE = "/tmp/hostfile"
+# TensorRT-LLM's launcher: on rank 0 it runs the command (tritonserver serves), other ranks become the LLM's MPI workers.
+LLMAPI_LAUNCH = "trtllm-llmapi-launch"
 SERVING_CONTAINER = "triton"
 
 SCRIPTS = {
@@ -191,7 +193,7 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
     serve = triton.triton_command(triton.MODEL_REPOSITORY, 1, 1, spec.engine.backend)  # what rank 0 runs
     if mpi:
         script = "leader-mpi.sh" if leader else "worker-mpi.sh"
-        args = ["trtllm-llmapi-launch", *serve] if leader else []
+        args = [LLMAPI_LAUNCH, *serve] if leader else []
     else:
         script = "leader-ray.sh" if leader else "worker-ray.sh"
         args = serve if leader else []
