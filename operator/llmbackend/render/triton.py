@@ -53,7 +53,8 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     Quantization,
 )
-from . import vllm_backend
+from . import llm_io, vllm_backend
+from .llm_io import tensor
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODELS_DIR = "/models"
@@ -210,18 +211,6 @@ def version_dirs(backend: str | Backend, model_name: str,
 # ---- tensor declarations ----
 
 
-def _tensor(name: str, dtype: str, dims: list[int], *, optional: bool = False,
-            ragged: bool = False, scalar: bool = False) -> Message:
-    fields: list[tuple[str, Any]] = [("name", name), ("data_type", Ident(dtype)), ("dims", dims)]
-    if scalar:  # [1] on the wire, a scalar inside the engine
-        fields.append(("reshape", msg(("shape", []))))
-    if optional:
-        fields.append(("optional", True))
-    if ragged:
-        fields.append(("allow_ragged_batch", True))
-    return msg(*fields)
-
-
 def _params(**values: str) -> list[tuple[str, Message]]:
     return [
         ("parameters", msg(("key", key), ("value", msg(("string_value", value)))))
@@ -244,27 +233,27 @@ def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_pa
                          gpu_product: str | None) -> Message:
     e = spec.engine
     inputs = [
-        _tensor("input_ids", "TYPE_INT32", [-1], ragged=True),
-        _tensor("input_lengths", "TYPE_INT32", [1], scalar=True),
-        _tensor("request_output_len", "TYPE_INT32", [1], scalar=True),
-        _tensor("end_id", "TYPE_INT32", [1], scalar=True, optional=True),
-        _tensor("pad_id", "TYPE_INT32", [1], scalar=True, optional=True),
-        _tensor("stop_words_list", "TYPE_INT32", [2, -1], optional=True, ragged=True),
-        _tensor("bad_words_list", "TYPE_INT32", [2, -1], optional=True, ragged=True),
-        _tensor("temperature", "TYPE_FP32", [1], scalar=True, optional=True),
-        _tensor("runtime_top_k", "TYPE_INT32", [1], scalar=True, optional=True),
-        _tensor("runtime_top_p", "TYPE_FP32", [1], scalar=True, optional=True),
-        _tensor("streaming", "TYPE_BOOL", [1], scalar=True, optional=True),
+        tensor("input_ids", "TYPE_INT32", [-1], ragged=True),
+        tensor("input_lengths", "TYPE_INT32", [1], scalar=True),
+        tensor("request_output_len", "TYPE_INT32", [1], scalar=True),
+        tensor("end_id", "TYPE_INT32", [1], scalar=True, optional=True),
+        tensor("pad_id", "TYPE_INT32", [1], scalar=True, optional=True),
+        tensor("stop_words_list", "TYPE_INT32", [2, -1], optional=True, ragged=True),
+        tensor("bad_words_list", "TYPE_INT32", [2, -1], optional=True, ragged=True),
+        tensor("temperature", "TYPE_FP32", [1], scalar=True, optional=True),
+        tensor("runtime_top_k", "TYPE_INT32", [1], scalar=True, optional=True),
+        tensor("runtime_top_p", "TYPE_FP32", [1], scalar=True, optional=True),
+        tensor("streaming", "TYPE_BOOL", [1], scalar=True, optional=True),
     ]
     outputs = [
-        _tensor("output_ids", "TYPE_INT32", [-1, -1]),
-        _tensor("sequence_length", "TYPE_INT32", [-1]),
-        _tensor("cum_log_probs", "TYPE_FP32", [-1]),
-        _tensor("output_log_probs", "TYPE_FP32", [-1, -1]),
-        _tensor("context_logits", "TYPE_FP32", [-1, -1]),
-        _tensor("generation_logits", "TYPE_FP32", [-1, -1, -1]),
-        _tensor("batch_index", "TYPE_INT32", [1]),
-        _tensor("sequence_index", "TYPE_INT32", [1]),
+        tensor("output_ids", "TYPE_INT32", [-1, -1]),
+        tensor("sequence_length", "TYPE_INT32", [-1]),
+        tensor("cum_log_probs", "TYPE_FP32", [-1]),
+        tensor("output_log_probs", "TYPE_FP32", [-1, -1]),
+        tensor("context_logits", "TYPE_FP32", [-1, -1]),
+        tensor("generation_logits", "TYPE_FP32", [-1, -1, -1]),
+        tensor("batch_index", "TYPE_INT32", [1]),
+        tensor("sequence_index", "TYPE_INT32", [1]),
     ]
     return msg(
         ("name", "tensorrt_llm"),
@@ -298,33 +287,33 @@ def _tensorrt_llm_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_pa
 def _preprocessing_config(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
                           gpu_product: str | None) -> Message:
     inputs = [
-        _tensor("QUERY", "TYPE_STRING", [1]),
-        _tensor("DECODER_QUERY", "TYPE_STRING", [1], optional=True),
-        _tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", [1]),
-        _tensor("BAD_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
-        _tensor("STOP_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
-        _tensor("EMBEDDING_BIAS_WORDS", "TYPE_STRING", [-1], optional=True),
-        _tensor("EMBEDDING_BIAS_WEIGHTS", "TYPE_FP32", [-1], optional=True),
-        _tensor("END_ID", "TYPE_INT32", [1], optional=True),
-        _tensor("PAD_ID", "TYPE_INT32", [1], optional=True),
-        _tensor("PROMPT_TABLE_EXTRA_ID", "TYPE_UINT64", [1], optional=True),
+        tensor("QUERY", "TYPE_STRING", [1]),
+        tensor("DECODER_QUERY", "TYPE_STRING", [1], optional=True),
+        tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", [1]),
+        tensor("BAD_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
+        tensor("STOP_WORDS_DICT", "TYPE_STRING", [-1], optional=True),
+        tensor("EMBEDDING_BIAS_WORDS", "TYPE_STRING", [-1], optional=True),
+        tensor("EMBEDDING_BIAS_WEIGHTS", "TYPE_FP32", [-1], optional=True),
+        tensor("END_ID", "TYPE_INT32", [1], optional=True),
+        tensor("PAD_ID", "TYPE_INT32", [1], optional=True),
+        tensor("PROMPT_TABLE_EXTRA_ID", "TYPE_UINT64", [1], optional=True),
     ]
     # The image's model.py looks up the dtype of each of these outputs at load time
     # (including the multimodal ones), so all of them must be declared.
     outputs = [
-        _tensor("INPUT_ID", "TYPE_INT32", [-1]),
-        _tensor("REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
-        _tensor("DECODER_INPUT_ID", "TYPE_INT32", [-1]),
-        _tensor("REQUEST_DECODER_INPUT_LEN", "TYPE_INT32", [1]),
-        _tensor("BAD_WORDS_IDS", "TYPE_INT32", [2, -1]),
-        _tensor("STOP_WORDS_IDS", "TYPE_INT32", [2, -1]),
-        _tensor("EMBEDDING_BIAS", "TYPE_FP32", [-1]),
-        _tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", [-1]),
-        _tensor("OUT_END_ID", "TYPE_INT32", [1]),
-        _tensor("OUT_PAD_ID", "TYPE_INT32", [1]),
-        _tensor("OUT_PROMPT_TABLE_EXTRA_IDS", "TYPE_UINT64", [-1]),
-        _tensor("PIXEL_VALUES", "TYPE_FP16", [-1, -1, -1, -1]),
-        _tensor("IMAGE_SIZES", "TYPE_INT64", [-1, 2]),
+        tensor("INPUT_ID", "TYPE_INT32", [-1]),
+        tensor("REQUEST_INPUT_LEN", "TYPE_INT32", [1]),
+        tensor("DECODER_INPUT_ID", "TYPE_INT32", [-1]),
+        tensor("REQUEST_DECODER_INPUT_LEN", "TYPE_INT32", [1]),
+        tensor("BAD_WORDS_IDS", "TYPE_INT32", [2, -1]),
+        tensor("STOP_WORDS_IDS", "TYPE_INT32", [2, -1]),
+        tensor("EMBEDDING_BIAS", "TYPE_FP32", [-1]),
+        tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", [-1]),
+        tensor("OUT_END_ID", "TYPE_INT32", [1]),
+        tensor("OUT_PAD_ID", "TYPE_INT32", [1]),
+        tensor("OUT_PROMPT_TABLE_EXTRA_IDS", "TYPE_UINT64", [-1]),
+        tensor("PIXEL_VALUES", "TYPE_FP16", [-1, -1, -1, -1]),
+        tensor("IMAGE_SIZES", "TYPE_INT64", [-1, 2]),
     ]
     return msg(
         ("name", "preprocessing"),
@@ -349,10 +338,10 @@ def _postprocessing_config(spec: LLMBackendSpec) -> Message:
         ("backend", "python"),
         ("max_batch_size", spec.engine.max_batch_size),
         ("input", [
-            _tensor("TOKENS_BATCH", "TYPE_INT32", [-1, -1]),
-            _tensor("SEQUENCE_LENGTH", "TYPE_INT32", [-1]),
+            tensor("TOKENS_BATCH", "TYPE_INT32", [-1, -1]),
+            tensor("SEQUENCE_LENGTH", "TYPE_INT32", [-1]),
         ]),
-        ("output", [_tensor("OUTPUT", "TYPE_STRING", [-1])]),
+        ("output", [tensor("OUTPUT", "TYPE_STRING", [-1])]),
         ("instance_group", [msg(("count", TOKENIZER_INSTANCES), ("kind", Ident("KIND_CPU")))]),
         *_params(tokenizer_dir=TOKENIZER_DIR, skip_special_tokens="true"),
     )
@@ -388,18 +377,18 @@ def _ensemble_config(spec: LLMBackendSpec) -> Message:
         ("platform", "ensemble"),
         ("max_batch_size", spec.engine.max_batch_size),
         ("input", [
-            _tensor("text_input", "TYPE_STRING", [1]),
-            _tensor("max_tokens", "TYPE_INT32", [1]),
-            _tensor("bad_words", "TYPE_STRING", [-1], optional=True),
-            _tensor("stop_words", "TYPE_STRING", [-1], optional=True),
-            _tensor("end_id", "TYPE_INT32", [1], optional=True),
-            _tensor("pad_id", "TYPE_INT32", [1], optional=True),
-            _tensor("temperature", "TYPE_FP32", [1], optional=True),
-            _tensor("top_k", "TYPE_INT32", [1], optional=True),
-            _tensor("top_p", "TYPE_FP32", [1], optional=True),
-            _tensor("stream", "TYPE_BOOL", [1], optional=True),
+            tensor("text_input", "TYPE_STRING", [1]),
+            tensor("max_tokens", "TYPE_INT32", [1]),
+            tensor("bad_words", "TYPE_STRING", [-1], optional=True),
+            tensor("stop_words", "TYPE_STRING", [-1], optional=True),
+            tensor("end_id", "TYPE_INT32", [1], optional=True),
+            tensor("pad_id", "TYPE_INT32", [1], optional=True),
+            tensor("temperature", "TYPE_FP32", [1], optional=True),
+            tensor("top_k", "TYPE_INT32", [1], optional=True),
+            tensor("top_p", "TYPE_FP32", [1], optional=True),
+            tensor("stream", "TYPE_BOOL", [1], optional=True),
         ]),
-        ("output", [_tensor("text_output", "TYPE_STRING", [-1])]),
+        ("output", [tensor("text_output", "TYPE_STRING", [-1])]),
         ("ensemble_scheduling", msg(("step", steps))),
     )
 
@@ -431,31 +420,6 @@ def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int, gpu_product: str | No
 
 # The operator's own Triton Python model, shipped as package data and rendered verbatim as <model>/1/model.py.
 LLMAPI_MODEL_SOURCE = ("llmbackend.render.models", "trtllm_llmapi.py")
-
-# The request/response interface of every LLM model the operator renders for generate/OpenAI clients:
-# (name, Triton type, dims, optional). Triton's generate endpoints map JSON keys to these names.
-LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
-    ("text_input", "TYPE_STRING", [1], False),
-    ("max_tokens", "TYPE_INT32", [1], True),
-    ("stream", "TYPE_BOOL", [1], True),
-    ("temperature", "TYPE_FP32", [1], True),
-    ("top_p", "TYPE_FP32", [1], True),
-    ("top_k", "TYPE_INT32", [1], True),
-    ("seed", "TYPE_UINT64", [1], True),
-    ("frequency_penalty", "TYPE_FP32", [1], True),
-    ("presence_penalty", "TYPE_FP32", [1], True),
-    ("repetition_penalty", "TYPE_FP32", [1], True),
-    ("stop_words", "TYPE_STRING", [-1], True),
-    ("exclude_input_in_output", "TYPE_BOOL", [1], True),
-    ("return_num_input_tokens", "TYPE_BOOL", [1], True),
-    ("return_num_output_tokens", "TYPE_BOOL", [1], True),
-)
-LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
-    ("text_output", "TYPE_STRING", [1]),
-    ("finish_reason", "TYPE_STRING", [1]),
-    ("num_input_tokens", "TYPE_INT32", [1]),
-    ("num_output_tokens", "TYPE_INT32", [1]),
-)
 
 # config.pbtxt parameters carrying the metric names to model.py (which cannot import this package).
 ENGINE_METRIC_PARAMETERS: dict[str, str] = {
@@ -559,8 +523,7 @@ def _llmapi_config(model_name: str) -> Message:
         ("max_batch_size", 0),
         # Always decoupled: one request may produce many responses (streaming), and execute() only hands off.
         ("model_transaction_policy", msg(("decoupled", True))),
-        ("input", [_tensor(n, t, d, optional=o) for n, t, d, o in LLM_INPUTS]),
-        ("output", [_tensor(n, t, d) for n, t, d in LLM_OUTPUTS]),
+        *llm_io.tensors(),
         # KIND_CPU, one instance: the LLM places itself on the GPUs and batches all requests itself.
         ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_CPU")))]),
         *_params(engine="tensorrtllm-llmapi", **ENGINE_METRIC_PARAMETERS),

@@ -20,6 +20,7 @@ from typing import Any
 from ..api import engine_metrics as M
 from ..api.catalog import resolve_architecture
 from ..api.v1alpha1 import KVCacheDtype, LLMBackendSpec, Quantization
+from . import llm_io
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODEL_FILE = "models/vllm_engine.py"
@@ -130,37 +131,6 @@ def model_source() -> str:
     return resources.files(__package__).joinpath(MODEL_FILE).read_text(encoding="utf-8")
 
 
-def _tensor(name: str, dtype: str, dims: list[int], optional: bool = False) -> Message:
-    fields: list[tuple[str, Any]] = [("name", name), ("data_type", Ident(dtype)), ("dims", dims)]
-    if optional:
-        fields.append(("optional", True))
-    return msg(*fields)
-
-
-# The request/response contract shared with the TensorRT-LLM LLM API model.
-INPUTS: tuple[tuple[str, str, list[int]], ...] = (
-    ("max_tokens", "TYPE_INT32", [1]),
-    ("stream", "TYPE_BOOL", [1]),
-    ("temperature", "TYPE_FP32", [1]),
-    ("top_p", "TYPE_FP32", [1]),
-    ("top_k", "TYPE_INT32", [1]),
-    ("seed", "TYPE_UINT64", [1]),
-    ("frequency_penalty", "TYPE_FP32", [1]),
-    ("presence_penalty", "TYPE_FP32", [1]),
-    ("repetition_penalty", "TYPE_FP32", [1]),
-    ("stop_words", "TYPE_STRING", [-1]),
-    ("exclude_input_in_output", "TYPE_BOOL", [1]),
-    ("return_num_input_tokens", "TYPE_BOOL", [1]),
-    ("return_num_output_tokens", "TYPE_BOOL", [1]),
-)
-OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
-    ("text_output", "TYPE_STRING", [1]),
-    ("finish_reason", "TYPE_STRING", [1]),
-    ("num_input_tokens", "TYPE_INT32", [1]),
-    ("num_output_tokens", "TYPE_INT32", [1]),
-)
-
-
 def vllm_model_config(model_name: str) -> Message:
     return msg(
         ("name", model_name),
@@ -169,9 +139,7 @@ def vllm_model_config(model_name: str) -> Message:
         ("max_batch_size", 0),
         ("model_transaction_policy", msg(("decoupled", True))),
         # Declared explicitly because tritonserver runs with --disable-auto-complete-config.
-        ("input", [_tensor("text_input", "TYPE_STRING", [1])]
-         + [_tensor(n, t, d, optional=True) for n, t, d in INPUTS]),
-        ("output", [_tensor(n, t, d) for n, t, d in OUTPUTS]),
+        *llm_io.tensors(),
         # KIND_MODEL: vLLM places itself on the GPUs.
         ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_MODEL")))]),
         *[("parameters", msg(("key", key), ("value", msg(("string_value", value)))))

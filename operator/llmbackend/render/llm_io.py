@@ -1,0 +1,52 @@
+"""The tensors every LLM model the operator renders declares (TensorRT-LLM's LLM API model and the vLLM model):
+one request/response contract for Triton's generate endpoints, the OpenAI frontend and standard clients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .pbtxt import Ident, Message, msg
+
+# The request/response interface of every LLM model the operator renders for generate/OpenAI clients:
+# (name, Triton type, dims, optional). Triton's generate endpoints map JSON keys to these names.
+LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
+    ("text_input", "TYPE_STRING", [1], False),
+    ("max_tokens", "TYPE_INT32", [1], True),
+    ("stream", "TYPE_BOOL", [1], True),
+    ("temperature", "TYPE_FP32", [1], True),
+    ("top_p", "TYPE_FP32", [1], True),
+    ("top_k", "TYPE_INT32", [1], True),
+    ("seed", "TYPE_UINT64", [1], True),
+    ("frequency_penalty", "TYPE_FP32", [1], True),
+    ("presence_penalty", "TYPE_FP32", [1], True),
+    ("repetition_penalty", "TYPE_FP32", [1], True),
+    ("stop_words", "TYPE_STRING", [-1], True),
+    ("exclude_input_in_output", "TYPE_BOOL", [1], True),
+    ("return_num_input_tokens", "TYPE_BOOL", [1], True),
+    ("return_num_output_tokens", "TYPE_BOOL", [1], True),
+)
+LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
+    ("text_output", "TYPE_STRING", [1]),
+    ("finish_reason", "TYPE_STRING", [1]),
+    ("num_input_tokens", "TYPE_INT32", [1]),
+    ("num_output_tokens", "TYPE_INT32", [1]),
+)
+
+
+def tensor(name: str, dtype: str, dims: list[int], *, optional: bool = False,
+           ragged: bool = False, scalar: bool = False) -> Message:
+    """One config.pbtxt `input`/`output` entry."""
+    fields: list[tuple[str, Any]] = [("name", name), ("data_type", Ident(dtype)), ("dims", dims)]
+    if scalar:  # [1] on the wire, a scalar inside the engine
+        fields.append(("reshape", msg(("shape", []))))
+    if optional:
+        fields.append(("optional", True))
+    if ragged:
+        fields.append(("allow_ragged_batch", True))
+    return msg(*fields)
+
+
+def tensors() -> list[tuple[str, list[Message]]]:
+    """The `input` and `output` fields of an LLM model's config.pbtxt."""
+    return [("input", [tensor(n, t, d, optional=o) for n, t, d, o in LLM_INPUTS]),
+            ("output", [tensor(n, t, d) for n, t, d in LLM_OUTPUTS])]
