@@ -162,7 +162,11 @@ class Kube:
             query["labelSelector"] = label_selector
         if field_selector:
             query["fieldSelector"] = field_selector
-        return self.request("GET", self._path(kind, namespace), query=query)["items"]
+        items = self.request("GET", self._path(kind, namespace), query=query)["items"]
+        for item in items:  # a list's items carry no kind or apiVersion; objects read by get do
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", KINDS[kind][0])
+        return items
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply with the operator's single field manager; conflicts are forced (we own these fields)."""
