@@ -136,12 +136,13 @@ def backend(name: str, namespace: str) -> dict:
                      "parallelism": {"tensorParallel": 1}}}
 
 
-def model_cache_volume(namespace: str) -> dict:
+def add_model_cache_volume(kube: Kube, namespace: str) -> None:
     """A volume pre-bound to the namespace's model cache claim (the dev cluster has no storage provisioner)."""
-    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-model-cache"},
-            "spec": {"capacity": {"storage": "10Ti"}, "accessModes": ["ReadWriteMany"],
-                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{namespace}-model-cache"},
-                     "claimRef": {"namespace": namespace, "name": DEFAULT_CACHE_CLAIM}}}
+    kube.request("POST", "/api/v1/persistentvolumes", body={
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-model-cache"},
+        "spec": {"capacity": {"storage": "10Ti"}, "accessModes": ["ReadWriteMany"],
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{namespace}-model-cache"},
+                 "claimRef": {"namespace": namespace, "name": DEFAULT_CACHE_CLAIM}}})
 
 
 def cond(obj: dict, type_: str) -> dict | None:
@@ -176,7 +177,7 @@ def main() -> int:
         install_crd(kube)
         ns = "bench"
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        kube.create(model_cache_volume(ns))
+        add_model_cache_volume(kube, ns)
         print(f"{len(nodes)} nodes ({8 * len(nodes)} GPUs), CRD installed")
 
         metrics_port = free_port()
