@@ -37,6 +37,10 @@ class FakeKube:
         self.writes.append(("apply", o["kind"], o["metadata"]["name"]))
         return {**o, "metadata": {**o["metadata"], "resourceVersion": "9"}}
 
+    def create(self, o):
+        self.writes.append(("create", o["kind"], o["metadata"]["name"]))
+        return {**o, "metadata": {**o["metadata"], "resourceVersion": "11"}}
+
     def patch_status(self, kind, namespace, name, status, resource_version=None):
         self.writes.append(("status", kind, name))
         return {"kind": kind, "metadata": {"name": name, "namespace": namespace, "resourceVersion": "10"}, "status": status}
@@ -105,6 +109,9 @@ def test_writes_are_remembered_so_the_next_pass_sees_them():
     assert client.get("LLMBackend", "ns", "b")["status"] == {"replicas": 2}
     client.delete("ConfigMap", "ns", "b-config")
     assert client.caches.stores["ConfigMap"].get("ns", "b-config") is None
+    client.create(obj("Job", "llmb-fetch-1", owner=None))  # the model cache's shared download Job
+    assert client.get("Job", "ns", "llmb-fetch-1")["metadata"]["resourceVersion"] == "11"
+    client.create({"kind": "Event", "metadata": {"name": "e", "namespace": "ns", "resourceVersion": "12"}})
     assert fake.reads == []
 
 

@@ -293,6 +293,9 @@ class CachedKube:
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self._remember(self.kube.apply(obj))
 
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._remember(self.kube.create(obj))  # the model cache's claim and Job (Events are not cached)
+
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]:
         return self._remember(self.kube.patch_status(kind, namespace, name, status, resource_version=resource_version))
