@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO / "operator"))
 from llmbackend.controller.kube import ApiError, Kube, load_configuration  # noqa: E402
 from llmbackend.devcluster import cluster as devcluster  # noqa: E402
 from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
+from llmbackend.render.modelcache import DEFAULT_CACHE_CLAIM  # noqa: E402
 
 WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE"}
 
@@ -95,6 +96,28 @@ def proc_stats(pid: int) -> dict[str, float]:
     return {"cpu_s": cpu, "rss_mb": kb("VmRSS"), "peak_rss_mb": kb("VmHWM")}
 
 
+def wait_operator_up(cluster, op, metrics_port: int, timeout_s: float = 60) -> None:
+    """Until the operator's metrics endpoint answers (it exits with the log's tail if it never does)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            reconciles(metrics_port)
+            return
+        except OSError:
+            if time.monotonic() > deadline or op.poll() is not None:
+                raise SystemExit("operator did not come up: " + devcluster.log_tail(cluster.log_file("llmbackend-operator")))
+            time.sleep(0.5)
+
+
+def stop_operator(op) -> None:
+    if op is not None and op.poll() is None:
+        op.terminate()
+        try:
+            op.wait(timeout=20)
+        except Exception:  # noqa: BLE001
+            op.kill()
+
+
 def extra_nodes(count: int) -> list[dict]:
     template = topology_nodes("dgx-h100-x4")[0]
     nodes = []
@@ -111,6 +134,15 @@ def backend(name: str, namespace: str) -> dict:
     return {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "metadata": {"name": name, "namespace": namespace},
             "spec": {"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}},
                      "parallelism": {"tensorParallel": 1}}}
+
+
+def add_model_cache_volume(kube: Kube, namespace: str) -> None:
+    """A volume pre-bound to the namespace's model cache claim (the dev cluster has no storage provisioner)."""
+    kube.request("POST", "/api/v1/persistentvolumes", body={
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-model-cache"},
+        "spec": {"capacity": {"storage": "10Ti"}, "accessModes": ["ReadWriteMany"],
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{namespace}-model-cache"},
+                 "claimRef": {"namespace": namespace, "name": DEFAULT_CACHE_CLAIM}}})
 
 
 def cond(obj: dict, type_: str) -> dict | None:
@@ -145,20 +177,13 @@ def main() -> int:
         install_crd(kube)
         ns = "bench"
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        add_model_cache_volume(kube, ns)
         print(f"{len(nodes)} nodes ({8 * len(nodes)} GPUs), CRD installed")
 
         metrics_port = free_port()
         op = start_operator(cluster, ["--metrics-addr", f"127.0.0.1:{metrics_port}",
                                       "--resync-seconds", str(args.resync_seconds), "--workers", str(args.workers)])
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                reconciles(metrics_port)
-                break
-            except OSError:
-                if time.monotonic() > deadline or op.poll() is not None:
-                    raise SystemExit("operator did not come up: " + devcluster.log_tail(cluster.log_file("llmbackend-operator")))
-                time.sleep(0.5)
+        wait_operator_up(cluster, op, metrics_port)
         time.sleep(3)  # kopf lists nodes and starts its watches
         base_api = api_requests(metrics_port)
         base_rec = reconciles(metrics_port)
@@ -257,12 +282,7 @@ def main() -> int:
         print(f"\n{'PASS' if ok else 'MISS'}: targets (all reconciled within 120s, 0 no-op writes, peak RSS < 300 MB)")
         return 0 if ok else 1
     finally:
-        if op is not None and op.poll() is None:
-            op.terminate()
-            try:
-                op.wait(timeout=20)
-            except Exception:  # noqa: BLE001
-                op.kill()
+        stop_operator(op)
         devcluster.stop(cluster)
 
 

@@ -84,3 +84,52 @@ def test_noop_resync_reads_nothing_and_unrelated_pods_are_not_watched(exclusive_
     cluster.kubectl("-n", namespace, "scale", "deployment", "cached", "--replicas=3")
     wait_for(lambda: cluster.kube.get("Deployment", namespace, "cached")["spec"]["replicas"] == 1, timeout=30,
              what="replicas restored by the operator")
+
+
+def test_a_watch_the_server_ends_resumes_without_a_list(cluster, namespace, monkeypatch):
+    """The API server ends every watch (timeoutSeconds); the next one starts from the last resourceVersion seen,
+    misses nothing, and lists nothing (the production timeout is 5 min; 1 s here)."""
+    import threading
+
+    from llmbackend.controller import cache
+
+    class Counting:
+        def __init__(self, kube):
+            self.kube, self.lists, self.watches = kube, 0, 0
+
+        def __getattr__(self, name):
+            return getattr(self.kube, name)
+
+        def request(self, method, path, **kwargs):
+            self.lists += 1
+            return self.kube.request(method, path, **kwargs)
+
+        def stream(self, path, timeout):
+            self.watches += 1
+            return self.kube.stream(path, timeout)
+
+    def config_map(name: str, labels: dict[str, str]) -> dict:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                "data": {"v": "1"}}
+
+    monkeypatch.setattr(cache, "WATCH_TIMEOUT_S", 1)
+    ours = {"app.kubernetes.io/managed-by": cache.MANAGED_SELECTOR.split("=")[1]}
+    cluster.kube.create(config_map("ours-a", ours))
+    cluster.kube.create(config_map("theirs", {"app": "other"}))
+    kube = Counting(cluster.kube)
+    store = cache.Store([namespace])
+    watcher = cache.Watcher(kube, "ConfigMap", store, cache.MANAGED_SELECTOR, namespace)  # type: ignore[arg-type]
+    threading.Thread(target=watcher.run, daemon=True).start()
+    try:
+        wait_for(lambda: store.synced and store.get(namespace, "ours-a"), timeout=10, what="first list")
+        wait_for(lambda: kube.watches >= 3, timeout=20, what="two watches ended by the server")
+        cluster.kube.request("PATCH", cluster.kube._path("ConfigMap", namespace, "ours-a"), body={"data": {"v": "2"}},
+                             content_type="application/merge-patch+json")
+        cluster.kube.create(config_map("ours-b", ours))
+        wait_for(lambda: (store.get(namespace, "ours-a") or {}).get("data") == {"v": "2"}, timeout=10, what="the update")
+        wait_for(lambda: store.get(namespace, "ours-b"), timeout=10, what="the new object")
+        wait_for(lambda: kube.watches >= 6, timeout=20, what="more watches after the events")
+        assert kube.lists == 1, f"{kube.lists} lists for {kube.watches} watches"
+        assert store.get(namespace, "theirs") is None
+    finally:
+        watcher.stop()

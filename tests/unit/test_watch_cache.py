@@ -37,6 +37,10 @@ class FakeKube:
         self.writes.append(("apply", o["kind"], o["metadata"]["name"]))
         return {**o, "metadata": {**o["metadata"], "resourceVersion": "9"}}
 
+    def create(self, o):
+        self.writes.append(("create", o["kind"], o["metadata"]["name"]))
+        return {**o, "metadata": {**o["metadata"], "resourceVersion": "11"}}
+
     def patch_status(self, kind, namespace, name, status, resource_version=None):
         self.writes.append(("status", kind, name))
         return {"kind": kind, "metadata": {"name": name, "namespace": namespace, "resourceVersion": "10"}, "status": status}
@@ -105,6 +109,9 @@ def test_writes_are_remembered_so_the_next_pass_sees_them():
     assert client.get("LLMBackend", "ns", "b")["status"] == {"replicas": 2}
     client.delete("ConfigMap", "ns", "b-config")
     assert client.caches.stores["ConfigMap"].get("ns", "b-config") is None
+    client.create(obj("Job", "llmb-fetch-1", owner=None))  # the model cache's shared download Job
+    assert client.get("Job", "ns", "llmb-fetch-1")["metadata"]["resourceVersion"] == "11"
+    client.create({"kind": "Event", "metadata": {"name": "e", "namespace": "ns", "resourceVersion": "12"}})
     assert fake.reads == []
 
 
@@ -130,3 +137,53 @@ def test_selectors():
     assert simple_selector("a=b,c=d") and simple_selector(None)
     assert not simple_selector("a!=b") and not simple_selector("a in (b)")
     assert MANAGED_SELECTOR == f"app.kubernetes.io/managed-by={MANAGED_BY}"
+
+
+class ScriptedWatchKube:
+    """A LIST and a sequence of watch streams; the watcher is stopped when the script runs out."""
+
+    def __init__(self, streams: list[list[dict[str, Any]]]):
+        self.streams = streams
+        self.lists = 0
+        self.watched_from: list[str] = []
+        self.watcher = None
+
+    def _path(self, kind, namespace):
+        return f"/api/v1/{kind.lower()}s"
+
+    def request(self, method, path, query=None):
+        self.lists += 1
+        return {"metadata": {"resourceVersion": str(100 * self.lists)}, "items": []}
+
+    def stream(self, path, timeout):
+        self.watched_from.append(dict(p.split("=") for p in path.split("?")[1].split("&"))["resourceVersion"])
+        if not self.streams:
+            self.watcher.stop()
+            return iter(())
+        return iter(self.streams.pop(0))
+
+
+def run_watcher(streams: list[list[dict[str, Any]]]) -> ScriptedWatchKube:
+    from llmbackend.controller.cache import Watcher
+
+    fake = ScriptedWatchKube(streams)
+    store = Store()
+    fake.watcher = Watcher(fake, "Pod", store, MANAGED_SELECTOR)  # type: ignore[arg-type]
+    fake.watcher.run()  # in this thread; returns once stopped
+    return fake
+
+
+def test_a_watch_ended_by_the_server_resumes_from_the_last_version_without_a_list():
+    fake = run_watcher([
+        [{"type": "ADDED", "object": obj("Pod", "p", rv="105")}],                       # server timeout
+        [{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "180"}}}],     # idle: a bookmark
+        [],                                                                               # idle, nothing at all
+    ])
+    assert fake.lists == 1
+    assert fake.watched_from == ["100", "105", "180", "180"]
+
+
+def test_an_expired_version_is_listed_again():
+    fake = run_watcher([[{"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}]])
+    assert fake.lists == 2
+    assert fake.watched_from == ["100", "200"]

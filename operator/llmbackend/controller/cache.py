@@ -121,7 +121,9 @@ class Store:
 class Watcher(threading.Thread):
     """List + watch one kind in one namespace ("" = all) with a label selector, forever.
 
-    Re-lists when the watch ends (server timeout), expires (410) or fails (with backoff).
+    When the server ends a watch (every WATCH_TIMEOUT_S), the next one resumes from the last resourceVersion
+    seen (bookmarks keep it fresh), so an idle operator sends no LIST. It re-lists only when that version
+    has expired (410) or the watch failed (with backoff).
     """
 
     def __init__(self, kube: Kube, kind: str, store: Store, selector: str | None, namespace: str = "",
@@ -137,15 +139,20 @@ class Watcher(threading.Thread):
         self.stopped.set()
 
     def run(self) -> None:
+        version: str | None = None  # where the next watch starts; None: list first
         while not self.stopped.is_set():
             try:
                 if self.optional_api and not self.kube.has_api(*self.optional_api):
                     self.store.replace(self.namespace, [])  # not served: nothing of this kind can exist
+                    version = None
                     self.stopped.wait(OPTIONAL_API_RECHECK_S)
                     continue
-                self._watch(self._list())
+                if version is None:
+                    version = self._list()
+                version = self._watch(version)
                 self.errors = 0
             except Exception as exc:  # noqa: BLE001 - a watch never dies; it backs off and re-lists
+                version = None
                 self.errors += 1
                 delay = min(30.0, 0.5 * 2 ** min(self.errors, 6))
                 log.warning("watch %s: %s (re-listing in %.1fs)", self.kind, exc, delay)
@@ -169,18 +176,20 @@ class Watcher(threading.Thread):
                 self.on_event(self.kind, "ADDED", item)
         return result["metadata"]["resourceVersion"]
 
-    def _watch(self, version: str) -> None:
+    def _watch(self, version: str) -> str | None:
+        """Follow one watch from `version`; returns the version to resume from, or None to re-list."""
         query = self._query(watch="1", resourceVersion=version, allowWatchBookmarks="true",
                             timeoutSeconds=str(WATCH_TIMEOUT_S))
         path = self.kube._path(self.kind, self.namespace or None) + "?" + urlencode(query)
         for event in self.kube.stream(path, timeout=WATCH_TIMEOUT_S + 30):
             if self.stopped.is_set():
-                return
+                return None
             kind, obj = event.get("type", ""), event.get("object") or {}
             if kind == "ERROR":
                 if obj.get("code") == 410:
-                    return  # expired resourceVersion: re-list
+                    return None  # expired resourceVersion: re-list
                 raise ApiError(obj.get("code", 500), obj.get("reason", ""), obj.get("message", ""))
+            version = obj.get("metadata", {}).get("resourceVersion") or version
             if kind == "BOOKMARK":
                 continue
             if kind == "DELETED":
@@ -189,6 +198,7 @@ class Watcher(threading.Thread):
                 self.store.upsert(obj)
             if self.on_event:
                 self.on_event(self.kind, kind, obj)
+        return version
 
 
 class WatchCaches:
@@ -282,6 +292,9 @@ class CachedKube:
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self._remember(self.kube.apply(obj))
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._remember(self.kube.create(obj))  # the model cache's claim and Job (Events are not cached)
 
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]:
