@@ -57,6 +57,7 @@ EXIT_TOO_LARGE = 14
 EXIT_NO_CREDENTIALS = 15
 EXIT_VERIFY_FAILED = 16
 EXIT_UNREACHABLE = 17
+EXIT_BAD_CONFIG = 18
 REASONS = {
     EXIT_USAGE: "InvalidSource",
     EXIT_UNAUTHORIZED: "SourceUnauthorized",
@@ -67,6 +68,7 @@ REASONS = {
     EXIT_NO_CREDENTIALS: "SourceCredentialsMissing",
     EXIT_VERIFY_FAILED: "DownloadVerificationFailed",
     EXIT_UNREACHABLE: "SourceUnreachable",
+    EXIT_BAD_CONFIG: "InvalidCheckpointConfig",
 }
 # Weight formats a server does not need when safetensors are present (Llama repos also ship original/).
 SKIP_WITH_SAFETENSORS = ("*.bin", "*.pt", "*.pth", "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.ckpt", "original/*")
@@ -511,24 +513,69 @@ def _write_ref(cache: Path, source: Source, revision: str) -> None:
     os.replace(tmp, refs / source.requested)
 
 
+# Quantization configs some exporters write next to config.json instead of inside it
+# (NVIDIA ModelOpt: hf_quant_config.json; AutoGPTQ: quantize_config.json).
+QUANT_CONFIG_FILES = ("hf_quant_config.json", "quantize_config.json")
+
+
+def _read_json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{path.name} is not valid JSON ({err}); fix or replace the file in the checkpoint") from None
+
+
+def _with_quantization_file(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """config.json with `quantization_config` taken from a separate quantization file when it has none."""
+    if isinstance(config.get("quantization_config"), dict):
+        return config
+    for name in QUANT_CONFIG_FILES:
+        if not (path / name).is_file():
+            continue
+        extra = _read_json_file(path / name)
+        if not isinstance(extra, dict):
+            continue
+        quant = extra.get("quantization") if isinstance(extra.get("quantization"), dict) else extra  # ModelOpt nests it
+        if name == "quantize_config.json" and "quant_method" not in quant:
+            quant = {**quant, "quant_method": "gptq"}
+        return {**config, "quantization_config": quant}
+    return config
+
+
 def inspect_dir(path: Path) -> dict[str, Any]:
-    """Architecture of a checkpoint directory (the inspector's answer); an error entry when unreadable."""
+    """Architecture of a checkpoint directory (the inspector's answer): {"architecture": ...}, or
+    {"architectureError", "architectureReason"} saying what is wrong and what to do."""
     config_path = path / "config.json"
     if not config_path.is_file():
-        return {"architectureError": f"no config.json in {path}", "architectureReason": REASONS[EXIT_NO_CONFIG]}
+        where = f"{path} does not exist" if not path.is_dir() else f"no config.json in {path}"
+        return {"architectureError": f"{where}; point the source (source.pvc.path, source.uri) at the directory that "
+                                     "holds the Hugging Face checkpoint (config.json, *.safetensors)",
+                "architectureReason": REASONS[EXIT_NO_CONFIG]}
     try:
         from .api.checkpoint import CheckpointError, architecture_from_config
     except ImportError:  # a plain Python without the operator's dependencies: nothing to report
         return {}
     index_path = path / "model.safetensors.index.json"
-    index = json.loads(index_path.read_text()) if index_path.is_file() else None
     single = path / "model.safetensors"
-    weight_bytes = single.stat().st_size if index is None and single.is_file() else None
     try:
-        arch = architecture_from_config(json.loads(config_path.read_text()), index, weight_bytes)
+        config = _read_json_file(config_path)
+        if not isinstance(config, dict):
+            raise ValueError("config.json is not a JSON object")
+        config = _with_quantization_file(config, path)
+        index = _read_json_file(index_path) if index_path.is_file() else None
+        weight_bytes = single.stat().st_size if index is None and single.is_file() else None
+        arch = architecture_from_config(config, index if isinstance(index, dict) else None, weight_bytes)
     except (CheckpointError, ValueError) as err:
         return {"architectureError": str(err), "architectureReason": getattr(err, "reason", "InvalidCheckpointConfig")}
     return {"architecture": arch.dump()}
+
+
+def inspect_report(path: Path) -> dict[str, Any]:
+    """What the inspector Job reports: phase Ready with the architecture, or Failed with a reason and message."""
+    found = inspect_dir(path)
+    if "architectureError" in found:
+        return {"phase": "Failed", "reason": found["architectureReason"], "message": found["architectureError"], **found}
+    return {"phase": "Ready", **found}
 
 
 def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str | None = None,
@@ -606,16 +653,19 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--progress-file")
     d.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
     d.add_argument("--cache-capacity-bytes", type=int, help="bytes the cache may hold (default: the volume's free space)")
-    i = sub.add_parser("inspect", help="print the architecture of a checkpoint directory (pvc sources)")
+    i = sub.add_parser("inspect", help="report the architecture of a checkpoint directory (pvc sources; exit 13: no "
+                                       "config.json, 18: a config the reader cannot use)")
     i.add_argument("--dir", required=True, type=Path)
-    i.add_argument("--termination-log")
+    i.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
     args = parser.parse_args(argv)
 
     if args.command == "inspect":
-        state = {"phase": "Ready", **inspect_dir(args.dir)}
+        state = inspect_report(args.dir)
         _termination(args.termination_log, state)
         print(json.dumps(state, sort_keys=True))
-        return EXIT_NO_CONFIG if state.get("architectureReason") == REASONS[EXIT_NO_CONFIG] else EXIT_OK
+        if state["phase"] == "Ready":
+            return EXIT_OK
+        return EXIT_NO_CONFIG if state["reason"] == REASONS[EXIT_NO_CONFIG] else EXIT_BAD_CONFIG
 
     progress = Progress(args.progress_file, {}, log=True)
     try:

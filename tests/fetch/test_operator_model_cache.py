@@ -1,15 +1,21 @@
 """The operator's model-cache step (controller/modelcache.py) on a fake API server and the Hub-shaped server:
-create-if-missing of the shared claim and Job, status.model, ModelReady, architecture from the checkpoint."""
+create-if-missing of the shared claim and Job, status.model, ModelReady, architecture from the checkpoint;
+for pvc sources, the inspector Job whose report is the real inspector program's termination message."""
 
 from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
+
+import pytest
+from conftest import checkpoint_files, run_fetch
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.controller import modelcache as cmc
 from llmbackend.controller.kube import Kube
 from llmbackend.render import modelcache as mc
+from llmbackend.render.workloads import BackendRef
 
 
 class FakeKube:
@@ -21,6 +27,7 @@ class FakeKube:
         self.objects: dict[tuple[str, str, str], dict] = {}
         self.created: list[dict] = []
         self.logs: dict[str, str] = {}
+        self.deleted: list[tuple[str, str]] = []
 
     def get(self, kind, namespace, name):
         obj = self.objects.get((kind, namespace, name))
@@ -32,6 +39,10 @@ class FakeKube:
         self.objects[key] = copy.deepcopy(obj)
         self.created.append(obj)
         return copy.deepcopy(obj)
+
+    def delete(self, kind, namespace, name, uid=None):
+        self.deleted.append((kind, name))
+        return self.objects.pop((kind, namespace, name), None) is not None
 
     def list(self, kind, namespace=None, label_selector=None, field_selector=None):
         key, _, value = (label_selector or "").partition("=")
@@ -122,3 +133,105 @@ def test_gated_model_without_token_is_a_permanent_reason(hub) -> None:
     result = cmc.sync_model_cache(FakeKube(), "serving", spec({"uri": "hf://meta-llama/Llama-3.1-8B-Instruct", "endpoint": hub.endpoint}))
     assert (result.reason, result.permanent, result.has_architecture) == ("SourceUnauthorized", True, False)
     assert "secretRef" in result.message
+
+
+# ---- pvc sources: the inspector Job ----
+
+OWNER = BackendRef("llama", "serving", "uid-1")
+
+
+def claim(kube: FakeKube, name: str = "models") -> None:
+    kube.objects[("PersistentVolumeClaim", "serving", name)] = {"metadata": {"name": name}}
+
+
+def run_inspector(job: dict, root: Path) -> dict:
+    """Run the Job's own command line (the real inspector program) with the claim at `root`; its termination message."""
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    mount = container["volumeMounts"][0]["mountPath"]
+    args = [a.replace(mount, str(root)) if a.startswith(mount) else a for a in container["args"]]
+    termination = root.parent / "termination"
+    args[args.index("--termination-log") + 1] = str(termination)
+    run_fetch(*args)
+    return json.loads(termination.read_text())
+
+
+def finish(kube: FakeKube, job_name: str, report: dict, exit_code: int) -> None:
+    kube.objects[("Job", "serving", job_name)]["status"] = {
+        "conditions": [{"type": "Complete" if exit_code == 0 else "Failed", "status": "True"}]}
+    job_pod(kube, job_name, {"terminated": {"exitCode": exit_code, "message": json.dumps(report)}}, name="inspect-1")
+
+
+def test_pvc_without_architecture_is_planned_from_the_inspector_report(tmp_path) -> None:
+    kube = FakeKube()
+    claim(kube)
+    root = tmp_path / "claim"
+    for name, data in checkpoint_files().items():
+        (root / "llama-3.1-8b" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "llama-3.1-8b" / name).write_bytes(data)
+    s = spec({"pvc": {"claimName": "models", "path": "/llama-3.1-8b"}})
+    waiting = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    (job,) = kube.created
+    # Owned by the backend, labelled as its child (its pod's events wake the backend), claim read-only.
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert job["spec"]["template"]["metadata"]["labels"]["llmbackend.dev/backend"] == "llama"
+    assert job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "models", "readOnly": True}
+    assert (waiting.ready, waiting.reason, waiting.permanent, waiting.has_architecture) == (False, "InspectingCheckpoint", False, False)
+    assert waiting.status["phase"] == "Inspecting" and waiting.status["source"] == "pvc://models/llama-3.1-8b"
+
+    finish(kube, job["metadata"]["name"], run_inspector(job, root), 0)
+    done = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    assert done.ready and done.reason == "CheckpointInspected" and done.status["phase"] == "Ready"
+    arch = done.spec.model.architecture
+    assert (arch.num_layers, arch.num_key_value_heads, arch.weight_bytes) == (32, 8, 1_800_000)
+    assert len(kube.created) == 1  # read once; the report stays on the finished Job's pod
+
+
+@pytest.mark.parametrize("damage,reason", [
+    (lambda d: (d / "config.json").unlink(), "CheckpointConfigMissing"),
+    (lambda d: (d / "config.json").write_text(json.dumps({"model_type": "rwkv7", "num_hidden_layers": 2})), "UnsupportedModelType"),
+])
+def test_a_bad_pvc_checkpoint_is_a_reason_with_what_to_do(tmp_path, damage, reason) -> None:
+    kube = FakeKube()
+    claim(kube)
+    root = tmp_path / "claim"
+    for name, data in checkpoint_files().items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    damage(root)
+    s = spec({"pvc": {"claimName": "models"}})
+    cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    (job,) = kube.created
+    report = run_inspector(job, root)
+    finish(kube, job["metadata"]["name"], report, 13 if reason == "CheckpointConfigMissing" else 18)
+    result = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    assert (result.reason, result.permanent, result.has_architecture, result.status["phase"]) == (reason, True, False, "Failed")
+    assert "spec.model.architecture" in result.message or "source.pvc.path" in result.message
+
+
+def test_pvc_inspection_missing_claim_changed_source_and_lost_report(tmp_path) -> None:
+    kube = FakeKube()
+    s = spec({"pvc": {"claimName": "models", "path": "/a"}})
+    missing = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    assert (missing.reason, missing.permanent) == ("ClaimNotFound", False) and "create it" in missing.message
+    assert not kube.created
+    claim(kube)
+    cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    first = kube.created[-1]["metadata"]["name"]
+    # Another path: a new inspector; the previous source's one is deleted.
+    cmc.sync_model_cache(kube, "serving", spec({"pvc": {"claimName": "models", "path": "/b"}}), owner=OWNER)
+    second = kube.created[-1]["metadata"]["name"]
+    assert second != first and ("Job", first) in kube.deleted
+    # Finished, but its pod (and report) was garbage-collected: run it again.
+    s_b = spec({"pvc": {"claimName": "models", "path": "/b"}})
+    kube.objects[("Job", "serving", second)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    again = cmc.sync_model_cache(kube, "serving", s_b, owner=OWNER)
+    assert ("Job", second) in kube.deleted and again.reason == "InspectingCheckpoint" and not again.permanent
+    # A pod without a report (an image without the inspector): a reason, not a loop.
+    cmc.sync_model_cache(kube, "serving", s_b, owner=OWNER)
+    kube.objects[("Job", "serving", second)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    job_pod(kube, second, {"terminated": {"exitCode": 0}}, name="inspect-2")
+    silent = cmc.sync_model_cache(kube, "serving", s_b, owner=OWNER)
+    assert (silent.reason, silent.permanent) == ("CheckpointArchitectureUnknown", True) and f"delete Job {second}" in silent.message
+    # With a preset there is nothing to inspect.
+    assert cmc.sync_model_cache(FakeKube(), "serving", spec({"pvc": {"claimName": "models"}}, preset="llama-3.1-8b"),
+                                owner=OWNER) is None

@@ -96,3 +96,44 @@ def test_job_outcome(job, term, phase, reason) -> None:
     assert (out["phase"], out["reason"]) == (phase, reason)
     if term and "resolvedRevision" in term:
         assert out["resolvedRevision"] == "abc" and out["bytesTotal"] == 5
+
+
+# ---- pvc sources: the inspector Job ----
+
+def test_inspect_job_reads_the_claim_read_only_and_is_owned() -> None:
+    pvc = src(pvc={"claimName": "weights", "path": "/llama/8b/"}).pvc
+    owner = BackendRef("llama", "serving", "u1").owner_reference()
+    job = mc.render_inspect_job("serving", "llama", pvc, "img:1", 1000, {"llmbackend.dev/backend": "llama"}, owner)
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["inspect", "--dir", f"{mc.INSPECT_MOUNT}/llama/8b", "--termination-log", "/dev/termination-log"]
+    assert c["volumeMounts"][0]["readOnly"] is True and c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert job["metadata"]["ownerReferences"] == [owner]
+    assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "model-inspect"
+    assert set(job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"]) == {mf.EXIT_NO_CONFIG, mf.EXIT_BAD_CONFIG}
+    # One Job per (backend, claim, path): another path or backend is another Job.
+    names = {mc.inspect_job_name(b, src(pvc={"claimName": "weights", "path": p}).pvc)
+             for b, p in [("llama", "/a"), ("llama", "/b"), ("other", "/a")]}
+    assert len(names) == 3 and all(len(n) <= 63 for n in names)
+
+
+ARCH = {"numLayers": 2, "hiddenSize": 64, "numAttentionHeads": 2, "numKeyValueHeads": 1, "headDim": 32,
+        "vocabSize": 100, "parameterCount": 1000}
+RUNNING = {"metadata": {"name": "j"}, "status": {}}
+COMPLETE = {"metadata": {"name": "j"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+FAILED = {"metadata": {"name": "j"}, "status": {"conditions": [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]}}
+
+
+@pytest.mark.parametrize("job,report,pods,phase,reason", [
+    (None, None, 0, "Inspecting", "InspectingCheckpoint"),
+    (RUNNING, None, 1, "Inspecting", "InspectingCheckpoint"),
+    (COMPLETE, {"phase": "Ready", "architecture": ARCH}, 1, "Ready", "CheckpointInspected"),
+    (RUNNING, {"phase": "Ready", "architecture": ARCH}, 1, "Ready", "CheckpointInspected"),  # its last log line
+    (FAILED, {"phase": "Failed", "reason": "UnsupportedModelType", "message": "m"}, 1, "Failed", "UnsupportedModelType"),
+    (COMPLETE, None, 0, "Rerun", "InspectingCheckpoint"),
+    (COMPLETE, {"phase": "Ready"}, 1, "Failed", "CheckpointArchitectureUnknown"),
+    (FAILED, None, 1, "Failed", "CheckpointArchitectureUnknown"),
+])
+def test_inspect_outcome(job, report, pods, phase, reason) -> None:
+    out = mc.inspect_outcome(job, report, pods)
+    assert (out["phase"], out["reason"]) == (phase, reason)
+    assert ("architecture" in out) == (phase == "Ready")

@@ -1,8 +1,9 @@
-"""Reconcile step for URI sources: the model cache claim, the download Job, status.model, ModelReady,
-and the architecture read from the checkpoint when the spec gives none.
+"""Reconcile step for model sources: for URI sources the model cache claim, the download Job, status.model,
+ModelReady, and the architecture read from the checkpoint when the spec gives none; for a pvc source without
+an architecture, the backend's inspector Job and its report.
 
-Create-if-missing only: a cache claim or download Job may serve several backends, so this step never
-changes or deletes one. What to create and what a Job's state means: render/modelcache.py (pure).
+Create-if-missing only for the cache: a cache claim or download Job may serve several backends, so this step
+never changes or deletes one. What to create and what a Job's state means: render/modelcache.py (pure).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..api.checkpoint import CheckpointError, architecture_from_config
 from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture, ModelSource
 from ..model_fetch import EXIT_UNREACHABLE, FetchError, read_checkpoint
 from ..render import modelcache as mc
-from ..render.workloads import SERVING_UID
+from ..render.workloads import BACKEND_LABEL, SERVING_UID, BackendRef, labels_for
 from . import permissions
 
 MODEL_READY = "ModelReady"
@@ -26,9 +27,11 @@ MODEL_READY = "ModelReady"
 SECRET_NOT_FOUND = "SecretNotFound"  # source.secretRef names a Secret that does not exist
 WAITING_FOR_CHECKPOINT = "WaitingForCheckpoint"  # no architecture until the download reports config.json
 ARCHITECTURE_UNKNOWN = "CheckpointArchitectureUnknown"  # the download finished without an architecture report
+CLAIM_NOT_FOUND = "ClaimNotFound"  # source.pvc.claimName names a claim that does not exist
 CHECKPOINT_READ_TTL_S = 600.0
 
-permissions.require("batch", "jobs", "get", "create")
+# delete: an inspector Job of a backend's previous pvc source, or one whose pod (and report) is gone.
+permissions.require("batch", "jobs", "get", "list", "create", "delete")
 permissions.require("", "persistentvolumeclaims", "get", "create")
 # Download progress: the last line of the running Job pod's log (model_fetch prints JSON lines).
 permissions.require("", "pods/log", "get")
@@ -80,10 +83,12 @@ def _last_log_line(kube: Any, namespace: str, pod: str) -> dict[str, Any] | None
     return line if isinstance(line, dict) else None
 
 
-def _termination(kube: Any, namespace: str, job_name: str) -> tuple[dict[str, Any] | None, str | None]:
+def _termination(kube: Any, namespace: str, job_name: str,
+                 pods: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(termination message of the Job's newest finished pod, or the progress line of a running one;
     a config error of a pod that cannot start)."""
-    pods = kube.list("Pod", namespace, label_selector=f"job-name={job_name}")
+    if pods is None:
+        pods = kube.list("Pod", namespace, label_selector=f"job-name={job_name}")
     pods.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
     for pod in reversed(pods):
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -101,9 +106,63 @@ def _termination(kube: Any, namespace: str, job_name: str) -> tuple[dict[str, An
     return None, None
 
 
-def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCacheResult | None:
-    """Ensure the cache claim and the download Job of a URI source; None for other sources."""
+def downloader_image() -> str:
+    return os.environ.get(mc.DOWNLOADER_IMAGE_ENV) or mc.DEFAULT_DOWNLOADER_IMAGE
+
+
+def _with_architecture(spec: LLMBackendSpec, arch: ModelArchitecture) -> LLMBackendSpec:
+    return spec.model_copy(update={"model": spec.model.model_copy(update={"architecture": arch})})
+
+
+def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCacheResult:
+    """A pvc source without preset or architecture: the backend's inspector Job reads the checkpoint;
+    the plan waits for its report (its pod's termination message)."""
+    pvc = spec.model.source.pvc  # type: ignore[union-attr]
+    assert pvc is not None
+    namespace = owner.namespace
+    status: dict[str, Any] = {"source": mc.pvc_source_label(pvc), "claimName": pvc.claim_name,
+                              "path": pvc.path.strip("/") or None}
+    if kube.get("PersistentVolumeClaim", namespace, pvc.claim_name) is None:
+        message = (f"PersistentVolumeClaim {pvc.claim_name} does not exist in {namespace}; create it with the checkpoint "
+                   "(config.json, *.safetensors) at source.pvc.path, or fix source.pvc.claimName")
+        return ModelCacheResult(spec, False, CLAIM_NOT_FOUND, message, {**status, "phase": "Failed"})
+    name = mc.inspect_job_name(owner.name, pvc)
+    job = kube.get("Job", namespace, name)
+    if job is None:
+        for old in kube.list("Job", namespace, label_selector=f"{BACKEND_LABEL}={owner.name}"):
+            meta = old["metadata"]
+            if meta.get("labels", {}).get("app.kubernetes.io/component") == "model-inspect" and meta["name"] != name:
+                kube.delete("Job", namespace, meta["name"], uid=meta.get("uid"))  # the previous source's inspector
+        job = kube.create(mc.render_inspect_job(namespace, owner.name, pvc, downloader_image(), SERVING_UID,
+                                                labels_for(owner, "model-inspect"), owner.owner_reference()))
+    pods = kube.list("Pod", namespace, label_selector=f"job-name={name}")
+    report, _ = _termination(kube, namespace, name, pods) if pods else (None, None)
+    outcome = mc.inspect_outcome(job, report, len(pods))
+    if outcome["phase"] == "Rerun":  # a finished Job whose pod was garbage-collected: read the checkpoint again
+        kube.delete("Job", namespace, name, uid=job["metadata"].get("uid"))
+        outcome = {**outcome, "phase": "Inspecting"}
+    status = {k: v for k, v in {**status, "phase": outcome["phase"]}.items() if v is not None}
+    if outcome["phase"] == "Ready":
+        try:
+            arch = ModelArchitecture.model_validate(outcome["architecture"])
+        except ValueError as exc:
+            return ModelCacheResult(spec, False, "InvalidCheckpointConfig", f"the inspector's report is not a valid "
+                                    f"architecture ({exc}); set spec.model.architecture", {**status, "phase": "Failed"},
+                                    permanent=True)
+        return ModelCacheResult(_with_architecture(spec, arch), True, outcome["reason"], outcome["message"], status)
+    if outcome["phase"] == "Failed":
+        return ModelCacheResult(spec, False, outcome["reason"], outcome["message"], status, permanent=True)
+    return ModelCacheResult(spec, False, outcome["reason"], outcome["message"] + "; the plan waits for its report", status)
+
+
+def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec,
+                     owner: BackendRef | None = None) -> ModelCacheResult | None:
+    """Ensure the cache claim and the download Job of a URI source, or the inspector Job of a pvc source
+    without an architecture (needs `owner`); None when the source needs neither."""
     source = spec.model.source
+    if source is not None and source.pvc is not None and owner is not None and (
+            spec.model.preset is None and spec.model.architecture is None):
+        return _inspect_pvc(kube, owner, spec)
     if source is None or source.uri is None:
         return None
     arch: ModelArchitecture | None = spec.model.architecture
@@ -125,8 +184,7 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCa
     job_name = mc.download_job_name(source)
     job = kube.get("Job", namespace, job_name)
     if job is None:
-        image = os.environ.get("LLMBACKEND_DOWNLOADER_IMAGE", mc.DEFAULT_DOWNLOADER_IMAGE)
-        job = kube.create(mc.render_download_job(namespace, source, image, SERVING_UID))
+        job = kube.create(mc.render_download_job(namespace, source, downloader_image(), SERVING_UID))
     termination, config_error = _termination(kube, namespace, job_name)
     outcome = mc.job_outcome(job, termination)
     if config_error and outcome["phase"] != "Ready":
@@ -154,7 +212,7 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCa
                                 "set spec.model.preset or spec.model.architecture",
                                 {k: v for k, v in status.items() if v is not None}, permanent=True)
     if arch is not None and spec.model.preset is None and spec.model.architecture is None:
-        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"architecture": arch})})
+        spec = _with_architecture(spec, arch)
     result = ModelCacheResult(spec, outcome["phase"] == "Ready", outcome["reason"], outcome["message"],
                               {k: v for k, v in status.items() if v is not None},
                               permanent=outcome["phase"] == "Failed")

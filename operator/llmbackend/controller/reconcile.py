@@ -208,7 +208,7 @@ class Reconciler:
         key = (ref.namespace, ref.name)
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
-            model_cache = sync_model_cache(self.kube, ref.namespace, spec)  # uri sources only
+            model_cache = sync_model_cache(self.kube, ref.namespace, spec, owner=ref)  # uri sources; pvc without architecture
             if model_cache is not None:
                 spec = model_cache.spec  # with the checkpoint's architecture when the spec has none
                 if model_cache_blocks_plan(model_cache, status, conditions):

@@ -18,12 +18,15 @@ import hashlib
 import math
 from typing import Any
 
-from ..api.v1alpha1 import ModelSource
-from ..model_fetch import MARKER, Source, parse_uri
+from ..api.v1alpha1 import OPERATOR_IMAGE, ModelSource, PVCSource
+from ..model_fetch import EXIT_BAD_CONFIG, EXIT_NO_CONFIG, MARKER, Source, parse_uri
 
 CACHE_MOUNT = "/model-cache"
-# The download Job runs the operator's own image (model_fetch is in it); override with LLMBACKEND_DOWNLOADER_IMAGE.
-DEFAULT_DOWNLOADER_IMAGE = "ghcr.io/llmbackend/operator:0.1.0"
+# The download, inspector and cleanup Jobs run the operator's own image (model_fetch is in it); the operator
+# Deployment sets LLMBACKEND_DOWNLOADER_IMAGE to its own image (manifests/default), this is the fallback.
+DOWNLOADER_IMAGE_ENV = "LLMBACKEND_DOWNLOADER_IMAGE"
+DEFAULT_DOWNLOADER_IMAGE = OPERATOR_IMAGE
+INSPECT_MOUNT = "/checkpoint"
 DEFAULT_CACHE_CLAIM = "llmbackend-model-cache"
 CACHE_LABEL = "llmbackend.dev/model-cache"
 SOURCE_ANNOTATION = "llmbackend.dev/model-source"
@@ -182,3 +185,84 @@ def job_outcome(job: dict[str, Any] | None, termination: dict[str, Any] | None) 
         message = term.get("message") or conditions["Failed"].get("message") or "the download Job failed"
         return {"phase": "Failed", "reason": reason, "message": message, **progress}
     return {"phase": "Downloading", "reason": "Downloading", "message": "the download Job is running", **progress}
+
+
+# ---- pvc sources: the inspector Job ----
+
+def pvc_source_label(pvc: PVCSource) -> str:
+    """status.model.source of a pvc source."""
+    return f"pvc://{pvc.claim_name}/{pvc.path.strip('/')}".rstrip("/")
+
+
+def inspect_job_name(backend: str, pvc: PVCSource) -> str:
+    """One inspector Job per (backend, claim, path): a changed source gets a new Job."""
+    ident = "\n".join([backend, pvc.claim_name, pvc.path.strip("/")])
+    return "llmb-inspect-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def render_inspect_job(namespace: str, backend: str, pvc: PVCSource, image: str, uid: int,
+                       labels: dict[str, str], owner: dict[str, Any]) -> dict[str, Any]:
+    """The Job that reads config.json, the safetensors index and the quantization config of a pvc source
+    (claim mounted read-only) and reports the architecture in its termination message. Owned by the backend;
+    `labels` are the backend's child labels, so its pod's events wake the backend's reconcile."""
+    directory = f"{INSPECT_MOUNT}/{pvc.path.strip('/')}".rstrip("/")
+    container = {
+        "name": "inspect",
+        "image": image,
+        "command": ["python", "-m", "llmbackend.model_fetch"],
+        "args": ["inspect", "--dir", directory, "--termination-log", "/dev/termination-log"],
+        "volumeMounts": [{"name": "checkpoint", "mountPath": INSPECT_MOUNT, "readOnly": True}],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                            "runAsUser": uid, "runAsGroup": uid, "readOnlyRootFilesystem": True},
+        "terminationMessagePolicy": "File",
+    }
+    pod_labels = {**labels, "app.kubernetes.io/component": "model-inspect"}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": inspect_job_name(backend, pvc), "namespace": namespace, "labels": pod_labels,
+                     "ownerReferences": [owner]},
+        "spec": {
+            "backoffLimit": 2,
+            # A missing or unusable config.json stays so: fail at once, the report says why.
+            "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+                "containerName": "inspect", "operator": "In", "values": [EXIT_NO_CONFIG, EXIT_BAD_CONFIG]}}]},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "enableServiceLinks": False,
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                    "volumes": [{"name": "checkpoint",
+                                 "persistentVolumeClaim": {"claimName": pvc.claim_name, "readOnly": True}}],
+                },
+            },
+        },
+    }
+
+
+def inspect_outcome(job: dict[str, Any] | None, report: dict[str, Any] | None, pods: int) -> dict[str, Any]:
+    """What the inspector Job's state and report mean: {"phase": Inspecting|Ready|Failed|Rerun, "reason",
+    "message", "architecture"?}. Rerun: the Job finished but its pod (and report) is gone."""
+    name = (job or {}).get("metadata", {}).get("name", "")
+    if job is None:
+        return {"phase": "Inspecting", "reason": "InspectingCheckpoint", "message": "the inspector Job is being created"}
+    if report and report.get("phase") == "Failed" and report.get("reason"):
+        return {"phase": "Failed", "reason": report["reason"], "message": str(report.get("message", ""))}
+    if report and isinstance(report.get("architecture"), dict):
+        return {"phase": "Ready", "reason": "CheckpointInspected",
+                "message": "the architecture was read from the checkpoint's config.json", "architecture": report["architecture"]}
+    conditions = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or []}
+    finished = next((t for t in ("Complete", "Failed") if (conditions.get(t) or {}).get("status") == "True"), None)
+    if finished is None:
+        return {"phase": "Inspecting", "reason": "InspectingCheckpoint",
+                "message": f"Job {name} is reading config.json from the claim"}
+    if pods == 0:
+        return {"phase": "Rerun", "reason": "InspectingCheckpoint", "message": f"Job {name} finished but its report is gone"}
+    detail = (conditions.get("Failed") or {}).get("message") or "its pod reported nothing"
+    return {"phase": "Failed", "reason": "CheckpointArchitectureUnknown",
+            "message": f"the inspector Job {name} finished without reporting the architecture ({detail}); check that the "
+                       f"operator image runs `python -m llmbackend.model_fetch inspect`, delete Job {name} to run it again, "
+                       "or set spec.model.preset or spec.model.architecture"}
