@@ -17,6 +17,9 @@ Resume: a `.part` file is continued with an HTTP Range request (here, and by the
 
 Progress: a JSON file (--progress-file) rewritten atomically; the final state also goes to the
 termination message (--termination-log), which the operator reads into status.model.
+
+Also: `inspect` (a pvc source's config.json -> architecture, for the inspector Job) and `prune` (delete
+copies and refs no backend uses any more, for the cleanup Job; see prune()).
 """
 
 from __future__ import annotations
@@ -625,6 +628,93 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     return progress.state
 
 
+# ---- cleanup of copies no backend uses ----
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _remove_tree(cache: Path, path: Path) -> int:
+    """Move `path` out of sight in one step (a reader sees the whole copy or none), then delete it; bytes freed."""
+    size = _tree_bytes(path)
+    trash = cache / ".trash"
+    trash.mkdir(exist_ok=True)
+    target = trash / f"{path.name}.{os.getpid()}.{time.monotonic_ns()}"
+    os.rename(path, target)
+    shutil.rmtree(target, ignore_errors=True)
+    return size
+
+
+def parse_keep(keep: list[str]) -> set[tuple[str, str]]:
+    """`<key>/refs/<revision>` strings (what serving pods load) -> {(key, ref name)}."""
+    out = set()
+    for item in keep:
+        key, sep, name = item.rpartition("/refs/")
+        if not sep or not key or not name or "/" in name:
+            raise FetchError(EXIT_USAGE, f"--keep {item!r}: expected <key>/refs/<revision>")
+        _safe_relative(f"{key}/refs/{name}")
+        out.add((key, name))
+    return out
+
+
+def prune(cache: Path, keep: list[str]) -> dict[str, Any]:
+    """Delete every complete copy, ref and staging directory of the cache that no kept ref needs.
+
+    A copy is kept when a kept ref points at it (two refs of one key can share a copy); the operator
+    runs this only while no download Job writes to the cache, and keeps every ref that a backend's
+    spec or a running serving pod names."""
+    kept_refs = parse_keep(keep)
+    kept_keys = {key for key, _ in kept_refs}
+    kept_copies = set()
+    for key, name in kept_refs:
+        link = cache / key / "refs" / name
+        if link.is_symlink():
+            target = os.readlink(link)
+            if target.startswith("../") and "/" not in target[3:]:
+                kept_copies.add((key, target[3:]))
+    deleted: list[str] = []
+    freed = 0
+    for dirpath, dirnames, _ in os.walk(cache):
+        here = Path(dirpath)
+        key = here.relative_to(cache).as_posix()
+        if key == ".":
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            continue
+        for d in sorted(dirnames):
+            full = here / d
+            if full.is_symlink():
+                continue
+            if (full / MARKER).is_file():  # a complete copy: <key>/<revision>
+                dirnames.remove(d)
+                if (key, d) not in kept_copies:
+                    freed += _remove_tree(cache, full)
+                    deleted.append(f"{key}/{d}")
+            elif d == "refs":
+                dirnames.remove(d)
+                for link in full.iterdir():
+                    if (key, link.name) not in kept_refs:
+                        link.unlink()
+                        deleted.append(f"{key}/refs/{link.name}")
+    staging = cache / ".staging"
+    for dirpath, dirnames, _ in os.walk(staging):
+        here = Path(dirpath)
+        for d in sorted(dirnames):
+            rel = (here / d).relative_to(staging).as_posix()
+            if rel in kept_keys:
+                dirnames.remove(d)  # a kept source's partial download: the next download resumes it
+                continue
+            if any(k.startswith(rel + "/") for k in kept_keys):
+                continue  # on the way to a kept source
+            dirnames.remove(d)
+            freed += _remove_tree(cache, here / d)
+            deleted.append(f".staging/{rel}")
+    for dirpath, dirnames, filenames in os.walk(cache, topdown=False):  # directories left empty
+        here = Path(dirpath)
+        if here != cache and not any(here.iterdir()):
+            here.rmdir()
+    return {"phase": "Ready", "deleted": deleted, "freedBytes": freed, "kept": sorted(f"{k}/refs/{n}" for k, n in kept_refs)}
+
+
 def _termination(path: str | None, state: dict[str, Any]) -> None:
     if not path:
         return
@@ -657,7 +747,23 @@ def main(argv: list[str] | None = None) -> int:
                                        "config.json, 18: a config the reader cannot use)")
     i.add_argument("--dir", required=True, type=Path)
     i.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
+    c = sub.add_parser("prune", help="delete the copies, refs and partial downloads no kept ref needs")
+    c.add_argument("--cache", required=True, type=Path)
+    c.add_argument("--keep", action="append", default=[], help="<key>/refs/<revision> a backend or pod uses (repeatable)")
+    c.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
     args = parser.parse_args(argv)
+
+    if args.command == "prune":
+        try:
+            report = prune(args.cache, args.keep)
+        except FetchError as err:
+            report = {"phase": "Failed", "reason": err.reason, "message": str(err)}
+        if args.termination_log:
+            summary = {k: v for k, v in report.items() if k != "deleted" and k != "kept"}
+            summary["deletedCount"] = len(report.get("deleted", []))
+            Path(args.termination_log).write_text(json.dumps(summary, sort_keys=True))
+        print(json.dumps(report, sort_keys=True))
+        return EXIT_OK if report["phase"] == "Ready" else EXIT_USAGE
 
     if args.command == "inspect":
         state = inspect_report(args.dir)
