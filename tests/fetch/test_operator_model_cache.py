@@ -47,7 +47,7 @@ class FakeKube:
     def list(self, kind, namespace=None, label_selector=None, field_selector=None):
         key, _, value = (label_selector or "").partition("=")
         return [copy.deepcopy(o) for (k, ns, _), o in self.objects.items()
-                if k == kind and ns == namespace and o["metadata"].get("labels", {}).get(key) == value]
+                if k == kind and ns == namespace and (not key or o["metadata"].get("labels", {}).get(key) == value)]
 
     def request(self, method, path, query=None, **_):
         assert method == "GET" and path.endswith("/log") and query == {"tailLines": "1"}
@@ -235,3 +235,60 @@ def test_pvc_inspection_missing_claim_changed_source_and_lost_report(tmp_path) -
     # With a preset there is nothing to inspect.
     assert cmc.sync_model_cache(FakeKube(), "serving", spec({"pvc": {"claimName": "models"}}, preset="llama-3.1-8b"),
                                 owner=OWNER) is None
+
+
+# ---- cleanup of copies no backend uses ----
+
+def backend_obj(kube: FakeKube, name: str, source: dict) -> None:
+    kube.objects[("LLMBackend", "serving", name)] = {"metadata": {"name": name},
+                                                    "spec": {"model": {"preset": "llama-3.1-8b", "source": source}}}
+
+
+def complete(kube: FakeKube, kind_name: str) -> None:
+    kube.objects[("Job", "serving", kind_name)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+
+
+def test_a_dropped_revision_is_cleaned_up_and_downloads_wait_for_the_cleanup() -> None:
+    kube = FakeKube()
+    v1, v2 = {"uri": "s3://models/llama-v1"}, {"uri": "s3://models/llama-v2"}
+    backend_obj(kube, "a", v1)
+    backend_obj(kube, "b", v2)
+    for source in (v1, v2):
+        cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+        complete(kube, mc.download_job_name(spec(source).model.source))
+    job_v1 = mc.download_job_name(spec(v1).model.source)
+
+    # "a" moves to v2: its old source is named by no backend any more.
+    backend_obj(kube, "a", v2)
+    cmc.sync_model_cache(kube, "serving", spec(v2, preset="llama-3.1-8b"), previous_source=v1["uri"])
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    args = cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--keep") + 1] == "s3/models/llama-v2/refs/latest" and args.count("--keep") == 1
+    assert ("Job", job_v1) in kube.deleted
+
+    # A backend that wants v1 again while the cleanup runs waits; afterwards it downloads afresh.
+    backend_obj(kube, "c", v1)
+    waiting = cmc.sync_model_cache(kube, "serving", spec(v1, preset="llama-3.1-8b"))
+    assert (waiting.reason, waiting.ready, waiting.permanent) == ("WaitingForCacheCleanup", False, False)
+    assert kube.get("Job", "serving", job_v1) is None
+    complete(kube, cleanup["metadata"]["name"])
+    again = cmc.sync_model_cache(kube, "serving", spec(v1, preset="llama-3.1-8b"))
+    assert again.reason == "DownloadPending" or again.reason == "Downloading"
+    assert kube.get("Job", "serving", job_v1) is not None
+
+
+def test_deleting_one_of_two_backends_of_a_source_cleans_nothing() -> None:
+    kube = FakeKube()
+    source = {"uri": "s3://models/shared"}
+    backend_obj(kube, "a", source)
+    backend_obj(kube, "b", source)
+    cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    complete(kube, mc.download_job_name(spec(source).model.source))
+    del kube.objects[("LLMBackend", "serving", "a")]
+    assert cmc.cleanup_model_caches(kube, "serving") is False
+    assert not kube.deleted and not [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    # The last one goes: the source's Job goes and a cleanup that keeps nothing starts.
+    del kube.objects[("LLMBackend", "serving", "b")]
+    assert cmc.cleanup_model_caches(kube, "serving") is False
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    assert "--keep" not in cleanup["spec"]["template"]["spec"]["containers"][0]["args"]

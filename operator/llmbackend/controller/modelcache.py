@@ -3,12 +3,17 @@ ModelReady, and the architecture read from the checkpoint when the spec gives no
 an architecture, the backend's inspector Job and its report.
 
 Create-if-missing only for the cache: a cache claim or download Job may serve several backends, so this step
-never changes or deletes one. What to create and what a Job's state means: render/modelcache.py (pure).
+never changes one. Cleanup (`cleanup_model_caches`): when no backend names a source any more (a backend
+deleted, or its source changed), its download Job is deleted and a cleanup Job deletes the copies no backend
+or running pod uses. Downloads and cleanups of a claim never run at the same time: both are decided under
+one lock per namespace, from direct API reads. What to create and what a Job's state means:
+render/modelcache.py (pure).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -18,9 +23,12 @@ from typing import Any
 from ..api.checkpoint import CheckpointError, architecture_from_config
 from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture, ModelSource
 from ..model_fetch import EXIT_UNREACHABLE, FetchError, read_checkpoint
+from .kube import ApiError
 from ..render import modelcache as mc
-from ..render.workloads import BACKEND_LABEL, SERVING_UID, BackendRef, labels_for
+from ..render.workloads import BACKEND_LABEL, MANAGED_BY, SERVING_UID, BackendRef, labels_for
 from . import permissions
+
+log = logging.getLogger(__name__)
 
 MODEL_READY = "ModelReady"
 # Reasons of this step (the download Job's own reasons are model_fetch.REASONS).
@@ -28,11 +36,14 @@ SECRET_NOT_FOUND = "SecretNotFound"  # source.secretRef names a Secret that does
 WAITING_FOR_CHECKPOINT = "WaitingForCheckpoint"  # no architecture until the download reports config.json
 ARCHITECTURE_UNKNOWN = "CheckpointArchitectureUnknown"  # the download finished without an architecture report
 CLAIM_NOT_FOUND = "ClaimNotFound"  # source.pvc.claimName names a claim that does not exist
+WAITING_FOR_CACHE_CLEANUP = "WaitingForCacheCleanup"  # a cleanup Job is deleting unused copies in the claim
 CHECKPOINT_READ_TTL_S = 600.0
 
 # delete: an inspector Job of a backend's previous pvc source, or one whose pod (and report) is gone.
 permissions.require("batch", "jobs", "get", "list", "create", "delete")
 permissions.require("", "persistentvolumeclaims", "get", "create")
+# Cleanup: which sources backends still name.
+permissions.require("llmbackend.dev", "llmbackends", "list")
 # Download progress: the last line of the running Job pod's log (model_fetch prints JSON lines).
 permissions.require("", "pods/log", "get")
 
@@ -155,11 +166,76 @@ def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCac
     return ModelCacheResult(spec, False, outcome["reason"], outcome["message"] + "; the plan waits for its report", status)
 
 
-def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec,
-                     owner: BackendRef | None = None) -> ModelCacheResult | None:
+# ---- cleanup of copies no backend uses ----
+
+_locks_guard = threading.Lock()
+_namespace_locks: dict[str, threading.Lock] = {}
+_cleanup_owed: set[str] = set()  # namespaces where a cleanup may be owed (a source was dropped, or one waits)
+_cleanup_seen: set[str] = set()  # namespaces looked at since this process started (catches up after a restart)
+
+
+def _namespace_lock(namespace: str) -> threading.Lock:
+    with _locks_guard:
+        return _namespace_locks.setdefault(namespace, threading.Lock())
+
+
+def cleanup_model_caches(kube: Any, namespace: str) -> bool:
+    """Run the cleanups a namespace owes (render/modelcache.cache_cleanups decides); True while one waits
+    (a download still running, pods still loading a dropped copy): call again later."""
+    managed = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+    with _namespace_lock(namespace):
+        _cleanup_seen.add(namespace)
+        jobs = kube.list("Job", namespace, label_selector=managed)
+        if not any((j["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == mc.DOWNLOAD_COMPONENT
+                   for j in jobs):
+            _cleanup_owed.discard(namespace)
+            return False
+        backends = kube.list("LLMBackend", namespace)
+        pods = kube.list("Pod", namespace, label_selector=managed)
+        waiting = False
+        for cleanup in mc.cache_cleanups(backends, jobs, pods):
+            if cleanup.wait:
+                log.info("model cache %s/%s: cleanup of %s waits: %s", namespace, cleanup.claim,
+                         ", ".join(cleanup.stale_jobs), cleanup.wait)
+                waiting = True
+                continue
+            # The cleanup Job first: should deleting the stale Jobs fail, the next pass finds them again.
+            try:
+                kube.create(mc.render_cleanup_job(namespace, cleanup, downloader_image(), SERVING_UID))
+            except ApiError as exc:
+                if exc.status != 409:  # 409: this very cleanup was started before
+                    raise
+            for name in cleanup.stale_jobs:
+                kube.delete("Job", namespace, name)
+            log.info("model cache %s/%s: no backend uses %s any more; cleaning up, keeping %s", namespace,
+                     cleanup.claim, ", ".join(cleanup.stale_jobs), ", ".join(cleanup.keep) or "nothing")
+        if waiting:
+            _cleanup_owed.add(namespace)
+        else:
+            _cleanup_owed.discard(namespace)
+        return waiting
+
+
+def _cleanup_running(kube: Any, namespace: str, claim: str) -> str | None:
+    """Name of a cleanup Job of the claim that has not finished (a download must not start meanwhile)."""
+    for job in kube.list("Job", namespace, label_selector=f"{mc.CACHE_LABEL}={claim}"):
+        labels = job["metadata"].get("labels") or {}
+        if labels.get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT and not mc._finished(job):
+            return str(job["metadata"]["name"])
+    return None
+
+
+def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: BackendRef | None = None,
+                     previous_source: str | None = None) -> ModelCacheResult | None:
     """Ensure the cache claim and the download Job of a URI source, or the inspector Job of a pvc source
-    without an architecture (needs `owner`); None when the source needs neither."""
+    without an architecture (needs `owner`); None when the source needs neither. `previous_source`
+    (status.model.source): a URI the backend no longer names may leave a copy to clean up."""
     source = spec.model.source
+    current = source.uri if source is not None else None
+    if previous_source and previous_source.startswith(("hf://", "s3://")) and previous_source != current:
+        _cleanup_owed.add(namespace)
+    if namespace in _cleanup_owed or namespace not in _cleanup_seen:
+        cleanup_model_caches(kube, namespace)
     if source is not None and source.pvc is not None and owner is not None and (
             spec.model.preset is None and spec.model.architecture is None):
         return _inspect_pvc(kube, owner, spec)
@@ -182,9 +258,18 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec,
         size_hint = arch.weight_bytes if arch is not None else None
         kube.create(mc.render_cache_claim(namespace, source, size_hint))
     job_name = mc.download_job_name(source)
-    job = kube.get("Job", namespace, job_name)
-    if job is None:
-        job = kube.create(mc.render_download_job(namespace, source, downloader_image(), SERVING_UID))
+    with _namespace_lock(namespace):  # never start a download while a cleanup of the claim runs
+        job = kube.get("Job", namespace, job_name)
+        if job is not None and job["metadata"].get("deletionTimestamp"):
+            cleaning = job_name  # deleted by a cleanup just now: its copy is going too
+        else:
+            cleaning = _cleanup_running(kube, namespace, claim) if job is None else None
+        if job is None and cleaning is None:
+            job = kube.create(mc.render_download_job(namespace, source, downloader_image(), SERVING_UID))
+    if cleaning is not None:
+        return ModelCacheResult(spec, False, WAITING_FOR_CACHE_CLEANUP,
+                                f"Job {cleaning} is deleting unused copies in claim {claim}; the download starts when it "
+                                "finishes", {"phase": "Resolving", "source": source.uri, "claimName": claim})
     termination, config_error = _termination(kube, namespace, job_name)
     outcome = mc.job_outcome(job, termination)
     if config_error and outcome["phase"] != "Ready":

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
-from .modelcache import model_cache_blocks_plan, sync_model_cache
+from .modelcache import cleanup_model_caches, model_cache_blocks_plan, sync_model_cache
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
@@ -166,7 +166,9 @@ class Reconciler:
         obj = self.kube.get("LLMBackend", namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             self.forget(key)
-            return Outcome()  # children go with the CR through owner references
+            # Children go with the CR through owner references; copies in a model cache only when no other
+            # backend uses them (the cleanup waits for the backend's pods to go: look again until it ran).
+            return Outcome(requeue_after=30 if cleanup_model_caches(self.kube, namespace) else None)
         writes_before = self._writes()
         outcome = self._reconcile(obj)
         outcome.writes = self._writes() - writes_before  # approximate when several reconciles run at once
@@ -208,7 +210,8 @@ class Reconciler:
         key = (ref.namespace, ref.name)
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
-            model_cache = sync_model_cache(self.kube, ref.namespace, spec, owner=ref)  # uri sources; pvc without architecture
+            model_cache = sync_model_cache(self.kube, ref.namespace, spec, owner=ref,  # uri sources; pvc without architecture
+                                           previous_source=(old_status.get("model") or {}).get("source"))
             if model_cache is not None:
                 spec = model_cache.spec  # with the checkpoint's architecture when the spec has none
                 if model_cache_blocks_plan(model_cache, status, conditions):
