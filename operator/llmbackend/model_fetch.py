@@ -538,7 +538,8 @@ def _with_quantization_file(config: dict[str, Any], path: Path) -> dict[str, Any
         extra = _read_json_file(path / name)
         if not isinstance(extra, dict):
             continue
-        quant = extra.get("quantization") if isinstance(extra.get("quantization"), dict) else extra  # ModelOpt nests it
+        nested = extra.get("quantization")
+        quant: dict[str, Any] = nested if isinstance(nested, dict) else extra  # ModelOpt nests it
         if name == "quantize_config.json" and "quant_method" not in quant:
             quant = {**quant, "quant_method": "gptq"}
         return {**config, "quantization_config": quant}

@@ -121,3 +121,35 @@ def test_pvc_without_architecture_is_planned_from_the_inspector_report(cluster, 
     assert obj["status"]["model"]["phase"] == "Ready" and obj["status"]["model"]["source"] == f"pvc://{claim}/llama"
     # Planned from the checkpoint: 8B in bf16 (its exact 16.06 GB from the index) on one H100.
     assert obj["status"]["plan"]["tensorParallel"] == 1
+
+
+def test_deleting_the_last_backend_of_a_source_cleans_its_copy_and_keeps_the_others(cluster, operator, namespace):
+    kept, dropped = {"uri": "s3://models/kept"}, {"uri": "s3://models/dropped"}
+    for name, source in (("keeper", kept), ("leaver", dropped)):
+        apply_manifest(cluster, backend_manifest(name, namespace, model={"preset": "llama-3.1-8b", "source": source}))
+    for name in ("keeper", "leaver"):
+        wait_for(lambda: available(cluster, namespace, name), timeout=90, what=f"{name} Available=True")
+    kept_job = mc.download_job_name(ModelSource.model_validate(kept))
+    dropped_job = mc.download_job_name(ModelSource.model_validate(dropped))
+    assert cluster.kube.get("Job", namespace, dropped_job) is not None
+
+    cluster.kubectl("delete", "llmb", "leaver", "-n", namespace, "--wait=true")
+
+    def cleanup_job():
+        jobs = [j for j in cluster.kube.list("Job", namespace)
+                if j["metadata"]["labels"].get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT]
+        return jobs[0] if jobs else None
+    # After leaver's serving pods are gone (the operator waits for them), a cleanup that keeps keeper's copy.
+    job = wait_for(cleanup_job, timeout=120, what="cleanup Job")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--keep"] == ["s3/models/kept/refs/latest"]
+    assert "ownerReferences" not in job["metadata"]
+    wait_for(lambda: cluster.kube.get("Job", namespace, dropped_job) is None, timeout=30, what="dropped source's Job gone")
+    assert cluster.kube.get("Job", namespace, kept_job) is not None
+    assert available(cluster, namespace, "keeper")
+
+    # The dropped source wanted again: downloaded afresh (after the cleanup finished), not served from a deleted copy.
+    apply_manifest(cluster, backend_manifest("returner", namespace, model={"preset": "llama-3.1-8b", "source": dropped}))
+    wait_for(lambda: cluster.kube.get("Job", namespace, dropped_job), timeout=90, what="a new download Job")
+    finished = cluster.kube.get("Job", namespace, job["metadata"]["name"])
+    assert finished is None or any(c["type"] == "Complete" for c in finished["status"].get("conditions", []))

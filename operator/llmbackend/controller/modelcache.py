@@ -220,7 +220,7 @@ def _cleanup_running(kube: Any, namespace: str, claim: str) -> str | None:
     """Name of a cleanup Job of the claim that has not finished (a download must not start meanwhile)."""
     for job in kube.list("Job", namespace, label_selector=f"{mc.CACHE_LABEL}={claim}"):
         labels = job["metadata"].get("labels") or {}
-        if labels.get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT and not mc._finished(job):
+        if labels.get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT and not mc.job_finished(job):
             return str(job["metadata"]["name"])
     return None
 
@@ -258,6 +258,7 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
         size_hint = arch.weight_bytes if arch is not None else None
         kube.create(mc.render_cache_claim(namespace, source, size_hint))
     job_name = mc.download_job_name(source)
+    cleaning: str | None
     with _namespace_lock(namespace):  # never start a download while a cleanup of the claim runs
         job = kube.get("Job", namespace, job_name)
         if job is not None and job["metadata"].get("deletionTimestamp"):

@@ -187,7 +187,7 @@ def job_outcome(job: dict[str, Any] | None, termination: dict[str, Any] | None) 
     """status.model and the ModelReady condition from the Job and its last pod's termination message:
     {"phase", "reason", "message", **progress fields}."""
     term = termination or {}
-    progress = {k: term[k] for k in ("resolvedRevision", "bytesTotal", "path") if k in term}
+    progress: dict[str, Any] = {k: term[k] for k in ("resolvedRevision", "bytesTotal", "path") if k in term}
     if job is None:
         return {"phase": "Resolving", "reason": "DownloadPending", "message": "the download Job is being created"}
     conditions = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or []}
@@ -293,13 +293,13 @@ class CacheCleanup:
     wait: str | None = None  # why the cleanup cannot start yet (None: start it now)
 
 
-def _finished(job: dict[str, Any]) -> bool:
+def job_finished(job: dict[str, Any]) -> bool:
     return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
                for c in (job.get("status") or {}).get("conditions") or [])
 
 
 def _running(obj: dict[str, Any]) -> bool:
-    return not obj["metadata"].get("deletionTimestamp") and not _finished(obj)
+    return not obj["metadata"].get("deletionTimestamp") and not job_finished(obj)
 
 
 def _uri_ref(uri: str) -> str | None:
