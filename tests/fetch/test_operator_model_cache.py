@@ -292,3 +292,14 @@ def test_deleting_one_of_two_backends_of_a_source_cleans_nothing() -> None:
     assert cmc.cleanup_model_caches(kube, "serving") is False
     (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
     assert "--keep" not in cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_a_failing_cleanup_does_not_fail_the_reconcile_and_stays_owed() -> None:
+    from llmbackend.controller.kube import ApiError
+
+    class Forbidden(FakeKube):
+        def list(self, kind, namespace=None, label_selector=None, field_selector=None):
+            raise ApiError(403, "Forbidden", "jobs is forbidden")
+
+    assert cmc.cleanup_model_caches_safely(Forbidden(), "locked") is False
+    assert "locked" in cmc._cleanup_owed

@@ -216,6 +216,18 @@ def cleanup_model_caches(kube: Any, namespace: str) -> bool:
         return waiting
 
 
+def cleanup_model_caches_safely(kube: Any, namespace: str) -> bool:
+    """cleanup_model_caches for callers that must not fail on it: an API error leaves the cleanup owed (the
+    next reconcile in the namespace retries) instead of failing that reconcile."""
+    try:
+        return cleanup_model_caches(kube, namespace)
+    except ApiError as exc:
+        log.warning("model cache cleanup in %s failed, retried at the next reconcile there: %s", namespace, exc)
+        with _locks_guard:
+            _cleanup_owed.add(namespace)
+        return False
+
+
 def _cleanup_running(kube: Any, namespace: str, claim: str) -> str | None:
     """Name of a cleanup Job of the claim that has not finished (a download must not start meanwhile)."""
     for job in kube.list("Job", namespace, label_selector=f"{mc.CACHE_LABEL}={claim}"):
@@ -235,7 +247,7 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
     if previous_source and previous_source.startswith(("hf://", "s3://")) and previous_source != current:
         _cleanup_owed.add(namespace)
     if namespace in _cleanup_owed or namespace not in _cleanup_seen:
-        cleanup_model_caches(kube, namespace)
+        cleanup_model_caches_safely(kube, namespace)
     if source is not None and source.pvc is not None and owner is not None and (
             spec.model.preset is None and spec.model.architecture is None):
         return _inspect_pvc(kube, owner, spec)

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
-from .modelcache import cleanup_model_caches, model_cache_blocks_plan, sync_model_cache
+from .modelcache import cleanup_model_caches_safely, model_cache_blocks_plan, sync_model_cache
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
@@ -168,7 +168,7 @@ class Reconciler:
             self.forget(key)
             # Children go with the CR through owner references; copies in a model cache only when no other
             # backend uses them (the cleanup waits for the backend's pods to go: look again until it ran).
-            return Outcome(requeue_after=30 if cleanup_model_caches(self.kube, namespace) else None)
+            return Outcome(requeue_after=30 if cleanup_model_caches_safely(self.kube, namespace) else None)
         writes_before = self._writes()
         outcome = self._reconcile(obj)
         outcome.writes = self._writes() - writes_before  # approximate when several reconciles run at once

@@ -299,7 +299,8 @@ def job_finished(job: dict[str, Any]) -> bool:
 
 
 def _running(obj: dict[str, Any]) -> bool:
-    return not obj["metadata"].get("deletionTimestamp") and not job_finished(obj)
+    """Not finished, or being deleted (its pod may still write)."""
+    return bool(obj["metadata"].get("deletionTimestamp")) or not job_finished(obj)
 
 
 def _uri_ref(uri: str) -> str | None:
