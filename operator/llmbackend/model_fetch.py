@@ -17,6 +17,9 @@ Resume: a `.part` file is continued with an HTTP Range request (here, and by the
 
 Progress: a JSON file (--progress-file) rewritten atomically; the final state also goes to the
 termination message (--termination-log), which the operator reads into status.model.
+
+Also: `inspect` (a pvc source's config.json -> architecture, for the inspector Job) and `prune` (delete
+copies and refs no backend uses any more, for the cleanup Job; see prune()).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ EXIT_TOO_LARGE = 14
 EXIT_NO_CREDENTIALS = 15
 EXIT_VERIFY_FAILED = 16
 EXIT_UNREACHABLE = 17
+EXIT_BAD_CONFIG = 18
 REASONS = {
     EXIT_USAGE: "InvalidSource",
     EXIT_UNAUTHORIZED: "SourceUnauthorized",
@@ -67,6 +71,7 @@ REASONS = {
     EXIT_NO_CREDENTIALS: "SourceCredentialsMissing",
     EXIT_VERIFY_FAILED: "DownloadVerificationFailed",
     EXIT_UNREACHABLE: "SourceUnreachable",
+    EXIT_BAD_CONFIG: "InvalidCheckpointConfig",
 }
 # Weight formats a server does not need when safetensors are present (Llama repos also ship original/).
 SKIP_WITH_SAFETENSORS = ("*.bin", "*.pt", "*.pth", "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.ckpt", "original/*")
@@ -511,24 +516,70 @@ def _write_ref(cache: Path, source: Source, revision: str) -> None:
     os.replace(tmp, refs / source.requested)
 
 
+# Quantization configs some exporters write next to config.json instead of inside it
+# (NVIDIA ModelOpt: hf_quant_config.json; AutoGPTQ: quantize_config.json).
+QUANT_CONFIG_FILES = ("hf_quant_config.json", "quantize_config.json")
+
+
+def _read_json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{path.name} is not valid JSON ({err}); fix or replace the file in the checkpoint") from None
+
+
+def _with_quantization_file(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """config.json with `quantization_config` taken from a separate quantization file when it has none."""
+    if isinstance(config.get("quantization_config"), dict):
+        return config
+    for name in QUANT_CONFIG_FILES:
+        if not (path / name).is_file():
+            continue
+        extra = _read_json_file(path / name)
+        if not isinstance(extra, dict):
+            continue
+        nested = extra.get("quantization")
+        quant: dict[str, Any] = nested if isinstance(nested, dict) else extra  # ModelOpt nests it
+        if name == "quantize_config.json" and "quant_method" not in quant:
+            quant = {**quant, "quant_method": "gptq"}
+        return {**config, "quantization_config": quant}
+    return config
+
+
 def inspect_dir(path: Path) -> dict[str, Any]:
-    """Architecture of a checkpoint directory (the inspector's answer); an error entry when unreadable."""
+    """Architecture of a checkpoint directory (the inspector's answer): {"architecture": ...}, or
+    {"architectureError", "architectureReason"} saying what is wrong and what to do."""
     config_path = path / "config.json"
     if not config_path.is_file():
-        return {"architectureError": f"no config.json in {path}", "architectureReason": REASONS[EXIT_NO_CONFIG]}
+        where = f"{path} does not exist" if not path.is_dir() else f"no config.json in {path}"
+        return {"architectureError": f"{where}; point the source (source.pvc.path, source.uri) at the directory that "
+                                     "holds the Hugging Face checkpoint (config.json, *.safetensors)",
+                "architectureReason": REASONS[EXIT_NO_CONFIG]}
     try:
         from .api.checkpoint import CheckpointError, architecture_from_config
     except ImportError:  # a plain Python without the operator's dependencies: nothing to report
         return {}
     index_path = path / "model.safetensors.index.json"
-    index = json.loads(index_path.read_text()) if index_path.is_file() else None
     single = path / "model.safetensors"
-    weight_bytes = single.stat().st_size if index is None and single.is_file() else None
     try:
-        arch = architecture_from_config(json.loads(config_path.read_text()), index, weight_bytes)
+        config = _read_json_file(config_path)
+        if not isinstance(config, dict):
+            raise ValueError("config.json is not a JSON object")
+        config = _with_quantization_file(config, path)
+        index = _read_json_file(index_path) if index_path.is_file() else None
+        weight_bytes = single.stat().st_size if index is None and single.is_file() else None
+        arch = architecture_from_config(config, index if isinstance(index, dict) else None, weight_bytes)
     except (CheckpointError, ValueError) as err:
         return {"architectureError": str(err), "architectureReason": getattr(err, "reason", "InvalidCheckpointConfig")}
     return {"architecture": arch.dump()}
+
+
+def inspect_report(path: Path) -> dict[str, Any]:
+    """What the inspector Job reports: phase Ready with the architecture, or Failed with a reason and message."""
+    found = inspect_dir(path)
+    if "architectureError" in found:
+        return {"phase": "Failed", "reason": found["architectureReason"], "message": found["architectureError"], **found}
+    return {"phase": "Ready", **found}
 
 
 def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str | None = None,
@@ -578,6 +629,93 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     return progress.state
 
 
+# ---- cleanup of copies no backend uses ----
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _remove_tree(cache: Path, path: Path) -> int:
+    """Move `path` out of sight in one step (a reader sees the whole copy or none), then delete it; bytes freed."""
+    size = _tree_bytes(path)
+    trash = cache / ".trash"
+    trash.mkdir(exist_ok=True)
+    target = trash / f"{path.name}.{os.getpid()}.{time.monotonic_ns()}"
+    os.rename(path, target)
+    shutil.rmtree(target, ignore_errors=True)
+    return size
+
+
+def parse_keep(keep: list[str]) -> set[tuple[str, str]]:
+    """`<key>/refs/<revision>` strings (what serving pods load) -> {(key, ref name)}."""
+    out = set()
+    for item in keep:
+        key, sep, name = item.rpartition("/refs/")
+        if not sep or not key or not name or "/" in name:
+            raise FetchError(EXIT_USAGE, f"--keep {item!r}: expected <key>/refs/<revision>")
+        _safe_relative(f"{key}/refs/{name}")
+        out.add((key, name))
+    return out
+
+
+def prune(cache: Path, keep: list[str]) -> dict[str, Any]:
+    """Delete every complete copy, ref and staging directory of the cache that no kept ref needs.
+
+    A copy is kept when a kept ref points at it (two refs of one key can share a copy); the operator
+    runs this only while no download Job writes to the cache, and keeps every ref that a backend's
+    spec or a running serving pod names."""
+    kept_refs = parse_keep(keep)
+    kept_keys = {key for key, _ in kept_refs}
+    kept_copies = set()
+    for key, name in kept_refs:
+        link = cache / key / "refs" / name
+        if link.is_symlink():
+            target = os.readlink(link)
+            if target.startswith("../") and "/" not in target[3:]:
+                kept_copies.add((key, target[3:]))
+    deleted: list[str] = []
+    freed = 0
+    for dirpath, dirnames, _ in os.walk(cache):
+        here = Path(dirpath)
+        key = here.relative_to(cache).as_posix()
+        if key == ".":
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            continue
+        for d in sorted(dirnames):
+            full = here / d
+            if full.is_symlink():
+                continue
+            if (full / MARKER).is_file():  # a complete copy: <key>/<revision>
+                dirnames.remove(d)
+                if (key, d) not in kept_copies:
+                    freed += _remove_tree(cache, full)
+                    deleted.append(f"{key}/{d}")
+            elif d == "refs":
+                dirnames.remove(d)
+                for link in full.iterdir():
+                    if (key, link.name) not in kept_refs:
+                        link.unlink()
+                        deleted.append(f"{key}/refs/{link.name}")
+    staging = cache / ".staging"
+    for dirpath, dirnames, _ in os.walk(staging):
+        here = Path(dirpath)
+        for d in sorted(dirnames):
+            rel = (here / d).relative_to(staging).as_posix()
+            if rel in kept_keys:
+                dirnames.remove(d)  # a kept source's partial download: the next download resumes it
+                continue
+            if any(k.startswith(rel + "/") for k in kept_keys):
+                continue  # on the way to a kept source
+            dirnames.remove(d)
+            freed += _remove_tree(cache, here / d)
+            deleted.append(f".staging/{rel}")
+    for dirpath, dirnames, filenames in os.walk(cache, topdown=False):  # directories left empty
+        here = Path(dirpath)
+        if here != cache and not any(here.iterdir()):
+            here.rmdir()
+    return {"phase": "Ready", "deleted": deleted, "freedBytes": freed, "kept": sorted(f"{k}/refs/{n}" for k, n in kept_refs)}
+
+
 def _termination(path: str | None, state: dict[str, Any]) -> None:
     if not path:
         return
@@ -606,16 +744,35 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--progress-file")
     d.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
     d.add_argument("--cache-capacity-bytes", type=int, help="bytes the cache may hold (default: the volume's free space)")
-    i = sub.add_parser("inspect", help="print the architecture of a checkpoint directory (pvc sources)")
+    i = sub.add_parser("inspect", help="report the architecture of a checkpoint directory (pvc sources; exit 13: no "
+                                       "config.json, 18: a config the reader cannot use)")
     i.add_argument("--dir", required=True, type=Path)
-    i.add_argument("--termination-log")
+    i.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
+    c = sub.add_parser("prune", help="delete the copies, refs and partial downloads no kept ref needs")
+    c.add_argument("--cache", required=True, type=Path)
+    c.add_argument("--keep", action="append", default=[], help="<key>/refs/<revision> a backend or pod uses (repeatable)")
+    c.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
     args = parser.parse_args(argv)
 
+    if args.command == "prune":
+        try:
+            report = prune(args.cache, args.keep)
+        except FetchError as err:
+            report = {"phase": "Failed", "reason": err.reason, "message": str(err)}
+        if args.termination_log:
+            summary = {k: v for k, v in report.items() if k != "deleted" and k != "kept"}
+            summary["deletedCount"] = len(report.get("deleted", []))
+            Path(args.termination_log).write_text(json.dumps(summary, sort_keys=True))
+        print(json.dumps(report, sort_keys=True))
+        return EXIT_OK if report["phase"] == "Ready" else EXIT_USAGE
+
     if args.command == "inspect":
-        state = {"phase": "Ready", **inspect_dir(args.dir)}
+        state = inspect_report(args.dir)
         _termination(args.termination_log, state)
         print(json.dumps(state, sort_keys=True))
-        return EXIT_NO_CONFIG if state.get("architectureReason") == REASONS[EXIT_NO_CONFIG] else EXIT_OK
+        if state["phase"] == "Ready":
+            return EXIT_OK
+        return EXIT_NO_CONFIG if state["reason"] == REASONS[EXIT_NO_CONFIG] else EXIT_BAD_CONFIG
 
     progress = Progress(args.progress_file, {}, log=True)
     try:

@@ -2,10 +2,18 @@
 status.model, serving pods that mount the cache read-only, and the API server's validation of sources.
 
 kwok completes Job pods without running them, so the Job's result here is "Complete" with no report;
-the download program itself is tested as a process in tests/fetch.
+the download program itself is tested as a process in tests/fetch. For the pvc inspector, the test runs the
+inspector program on real files and writes its report into the completed pod's termination message, as the
+kubelet would.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -58,7 +66,7 @@ def test_two_backends_share_one_download_and_deleting_one_keeps_it(cluster, oper
     ({"source": {"uri": "s3://bucket/../etc"}, "preset": "llama-3.1-8b"}, "segments"),
     ({"source": {"pvc": {"claimName": "m"}, "endpoint": "http://x"}, "preset": "llama-3.1-8b"}, "uri sources only"),
     ({"source": {"uri": "hf://a/b", "region": "eu-west-1"}, "preset": "llama-3.1-8b"}, "region applies to s3"),
-    ({"source": {"pvc": {"claimName": "m"}}}, "read from the checkpoint"),
+    ({"name": "no-source"}, "read from the checkpoint"),
 ])
 def test_api_server_rejects_bad_sources(cluster, namespace, model, message):
     proc = cluster.kubectl("apply", "-f", "-", check=False, input=yaml.safe_dump(
@@ -72,3 +80,76 @@ def test_uri_without_architecture_waits_for_the_checkpoint(cluster, operator, na
     obj = wait_for(lambda: condition(cluster.kube.get("LLMBackend", namespace, "nosize"), "Planned"), timeout=60, what="Planned")
     assert obj["status"] == "False" and obj["reason"] in ("WaitingForCheckpoint", "CheckpointArchitectureUnknown")
     assert cluster.kube.get("Deployment", namespace, "nosize") is None
+
+
+def test_pvc_without_architecture_is_planned_from_the_inspector_report(cluster, operator, namespace, tmp_path):
+    # The checkpoint on "the claim": real files, read by the real inspector program (what the Job's pod runs).
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints" / "llama-3.1-8b"
+    model = tmp_path / "llama"
+    model.mkdir()
+    (model / "config.json").write_bytes((fixtures / "config.json").read_bytes())
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_060_522_496}, "weight_map": {}}))
+    termination = tmp_path / "termination"
+    subprocess.run([sys.executable, "-m", "llmbackend.model_fetch", "inspect", "--dir", str(model),
+                    "--termination-log", str(termination)], check=True, capture_output=True, timeout=60,
+                   env={**os.environ, "PYTHONPATH": str(Path(mc.__file__).resolve().parents[2])})
+
+    claim = "llmbackend-model-cache"  # the namespace's pre-bound volume
+    cluster.kube.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
+                         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
+                                  "resources": {"requests": {"storage": "10Gi"}}}})
+    pvc = {"claimName": claim, "path": "/llama"}
+    apply_manifest(cluster, backend_manifest("frompvc", namespace, model={"source": {"pvc": pvc}}))
+    job_name = mc.inspect_job_name("frompvc", ModelSource.model_validate({"pvc": pvc}).pvc)
+    job = wait_for(lambda: cluster.kube.get("Job", namespace, job_name), timeout=60, what="inspector Job")
+    owner = cluster.kube.get("LLMBackend", namespace, "frompvc")
+    assert [o["uid"] for o in job["metadata"]["ownerReferences"]] == [owner["metadata"]["uid"]]
+    assert cluster.kube.get("Deployment", namespace, "frompvc") is None  # nothing to plan with yet
+
+    # kwok "completes" the pod without running it; the kubelet would have put the report here.
+    def finished_pod():
+        pods = cluster.kube.list("Pod", namespace, label_selector=f"job-name={job_name}")
+        return pods[0] if pods and pods[0]["status"].get("phase") == "Succeeded" else None
+    pod = wait_for(finished_pod, timeout=60, what="inspector pod Succeeded")
+    statuses = pod["status"]["containerStatuses"]
+    statuses[0]["state"]["terminated"]["message"] = termination.read_text()
+    cluster.kube.patch_status("Pod", namespace, pod["metadata"]["name"], {"containerStatuses": statuses})
+
+    obj = wait_for(lambda: available(cluster, namespace, "frompvc"), timeout=90, what="frompvc Available=True")
+    ready = condition(obj, "ModelReady")
+    assert (ready["status"], ready["reason"]) == ("True", "CheckpointInspected")
+    assert obj["status"]["model"]["phase"] == "Ready" and obj["status"]["model"]["source"] == f"pvc://{claim}/llama"
+    # Planned from the checkpoint: 8B in bf16 (its exact 16.06 GB from the index) on one H100.
+    assert obj["status"]["plan"]["tensorParallel"] == 1
+
+
+def test_deleting_the_last_backend_of_a_source_cleans_its_copy_and_keeps_the_others(cluster, operator, namespace):
+    kept, dropped = {"uri": "s3://models/kept"}, {"uri": "s3://models/dropped"}
+    for name, source in (("keeper", kept), ("leaver", dropped)):
+        apply_manifest(cluster, backend_manifest(name, namespace, model={"preset": "llama-3.1-8b", "source": source}))
+    for name in ("keeper", "leaver"):
+        wait_for(lambda: available(cluster, namespace, name), timeout=90, what=f"{name} Available=True")
+    kept_job = mc.download_job_name(ModelSource.model_validate(kept))
+    dropped_job = mc.download_job_name(ModelSource.model_validate(dropped))
+    assert cluster.kube.get("Job", namespace, dropped_job) is not None
+
+    cluster.kubectl("delete", "llmb", "leaver", "-n", namespace, "--wait=true")
+
+    def cleanup_job():
+        jobs = [j for j in cluster.kube.list("Job", namespace)
+                if j["metadata"]["labels"].get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT]
+        return jobs[0] if jobs else None
+    # After leaver's serving pods are gone (the operator waits for them), a cleanup that keeps keeper's copy.
+    job = wait_for(cleanup_job, timeout=120, what="cleanup Job")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--keep"] == ["s3/models/kept/refs/latest"]
+    assert "ownerReferences" not in job["metadata"]
+    wait_for(lambda: cluster.kube.get("Job", namespace, dropped_job) is None, timeout=30, what="dropped source's Job gone")
+    assert cluster.kube.get("Job", namespace, kept_job) is not None
+    assert available(cluster, namespace, "keeper")
+
+    # The dropped source wanted again: downloaded afresh (after the cleanup finished), not served from a deleted copy.
+    apply_manifest(cluster, backend_manifest("returner", namespace, model={"preset": "llama-3.1-8b", "source": dropped}))
+    wait_for(lambda: cluster.kube.get("Job", namespace, dropped_job), timeout=90, what="a new download Job")
+    finished = cluster.kube.get("Job", namespace, job["metadata"]["name"])
+    assert finished is None or any(c["type"] == "Complete" for c in finished["status"].get("conditions", []))

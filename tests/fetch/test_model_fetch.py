@@ -174,16 +174,70 @@ def test_operator_reads_config_and_index_before_downloading(hub) -> None:
     assert err.value.code == mf.EXIT_UNAUTHORIZED
 
 
+def write_checkpoint(directory: Path, files: dict[str, bytes] | None = None) -> Path:
+    for name, data in (checkpoint_files() if files is None else files).items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(data)
+    return directory
+
+
+def inspect(directory: Path, termination: Path):
+    """The inspector as its own process, like the pvc inspector Job runs it; (exit code, termination message)."""
+    done = run_fetch("inspect", "--dir", str(directory), "--termination-log", str(termination))
+    assert done.returncode == 0 or "Failed" in done.stdout, done.stderr
+    return done.returncode, json.loads(termination.read_text())
+
+
 def test_inspect_a_pvc_directory(tmp_path) -> None:
-    for name, data in checkpoint_files().items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_bytes(data)
-    done = run_fetch("inspect", "--dir", str(tmp_path))
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["architecture"]["numKeyValueHeads"] == 8
-    (tmp_path / "config.json").unlink()
-    missing = run_fetch("inspect", "--dir", str(tmp_path))
-    assert missing.returncode == mf.EXIT_NO_CONFIG
+    model = write_checkpoint(tmp_path / "llama")
+    code, report = inspect(model, tmp_path / "termination")
+    assert code == 0 and report["phase"] == "Ready"
+    arch = report["architecture"]
+    # Shape from config.json, exact weight bytes from the index's metadata.total_size.
+    assert (arch["numLayers"], arch["numKeyValueHeads"], arch["weightBytes"]) == (32, 8, 1_800_000)
+    assert "checkpointQuantization" not in arch
+
+
+def test_inspect_reads_a_separate_quantization_config(tmp_path) -> None:
+    # NVIDIA ModelOpt exports put the quantization next to config.json (hf_quant_config.json).
+    model = write_checkpoint(tmp_path / "fp8")
+    (model / "hf_quant_config.json").write_text(json.dumps(
+        {"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None}}))
+    code, report = inspect(model, tmp_path / "termination")
+    assert code == 0 and report["architecture"]["checkpointQuantization"] == "fp8"
+    # A quantization_config inside config.json wins over the separate file.
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "awq", "bits": 4}}))
+    assert inspect(model, tmp_path / "termination")[1]["architecture"]["checkpointQuantization"] == "awq"
+
+
+@pytest.mark.parametrize("damage,exit_code,reason,hint", [
+    ("no-config", mf.EXIT_NO_CONFIG, "CheckpointConfigMissing", "source.pvc.path"),
+    ("no-dir", mf.EXIT_NO_CONFIG, "CheckpointConfigMissing", "does not exist"),
+    ("unknown-model-type", mf.EXIT_BAD_CONFIG, "UnsupportedModelType", "spec.model.architecture"),
+    ("bad-json", mf.EXIT_BAD_CONFIG, "InvalidCheckpointConfig", "not valid JSON"),
+    ("bad-index", mf.EXIT_BAD_CONFIG, "InvalidCheckpointConfig", "model.safetensors.index.json"),
+    ("no-layers", mf.EXIT_BAD_CONFIG, "InvalidCheckpointConfig", "num_hidden_layers"),
+])
+def test_inspect_reports_a_bad_checkpoint_with_reason_and_what_to_do(tmp_path, damage, exit_code, reason, hint) -> None:
+    model = write_checkpoint(tmp_path / "m")
+    config = json.loads((model / "config.json").read_text())
+    if damage == "no-config":
+        (model / "config.json").unlink()
+    elif damage == "no-dir":
+        model = tmp_path / "elsewhere"
+    elif damage == "unknown-model-type":
+        (model / "config.json").write_text(json.dumps({**config, "model_type": "rwkv7"}))
+    elif damage == "bad-json":
+        (model / "config.json").write_text("{not json")
+    elif damage == "bad-index":
+        (model / "model.safetensors.index.json").write_text('{"metadata": ')
+    elif damage == "no-layers":
+        (model / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "num_hidden_layers"}))
+    code, report = inspect(model, tmp_path / "termination")
+    assert code == exit_code
+    assert (report["phase"], report["reason"]) == ("Failed", reason)
+    assert hint in report["message"] and "architecture" not in report
 
 
 # ---- S3-compatible store ----

@@ -1,15 +1,21 @@
 """The operator's model-cache step (controller/modelcache.py) on a fake API server and the Hub-shaped server:
-create-if-missing of the shared claim and Job, status.model, ModelReady, architecture from the checkpoint."""
+create-if-missing of the shared claim and Job, status.model, ModelReady, architecture from the checkpoint;
+for pvc sources, the inspector Job whose report is the real inspector program's termination message."""
 
 from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
+
+import pytest
+from conftest import checkpoint_files, run_fetch
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.controller import modelcache as cmc
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.render import modelcache as mc
+from llmbackend.render.workloads import BackendRef
 
 
 def spec(source: dict, **model) -> LLMBackendSpec:
@@ -92,3 +98,187 @@ def test_gated_model_without_token_is_a_permanent_reason(hub) -> None:
     result = cmc.sync_model_cache(FakeKube(), "serving", spec({"uri": "hf://meta-llama/Llama-3.1-8B-Instruct", "endpoint": hub.endpoint}))
     assert (result.reason, result.permanent, result.has_architecture) == ("SourceUnauthorized", True, False)
     assert "secretRef" in result.message
+
+
+# ---- pvc sources: the inspector Job ----
+
+OWNER = BackendRef("llama", "serving", "uid-1")
+
+
+def claim(kube: FakeKube, name: str = "models") -> None:
+    kube.objects[("PersistentVolumeClaim", "serving", name)] = {"metadata": {"name": name}}
+
+
+def run_inspector(job: dict, root: Path) -> dict:
+    """Run the Job's own command line (the real inspector program) with the claim at `root`; its termination message."""
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    mount = container["volumeMounts"][0]["mountPath"]
+    args = [a.replace(mount, str(root)) if a.startswith(mount) else a for a in container["args"]]
+    termination = root.parent / "termination"
+    args[args.index("--termination-log") + 1] = str(termination)
+    run_fetch(*args)
+    return json.loads(termination.read_text())
+
+
+def finish(kube: FakeKube, job_name: str, report: dict, exit_code: int) -> None:
+    kube.objects[("Job", "serving", job_name)]["status"] = {
+        "conditions": [{"type": "Complete" if exit_code == 0 else "Failed", "status": "True"}]}
+    job_pod(kube, job_name, {"terminated": {"exitCode": exit_code, "message": json.dumps(report)}}, name="inspect-1")
+
+
+def test_pvc_without_architecture_is_planned_from_the_inspector_report(tmp_path) -> None:
+    kube = FakeKube()
+    claim(kube)
+    root = tmp_path / "claim"
+    for name, data in checkpoint_files().items():
+        (root / "llama-3.1-8b" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "llama-3.1-8b" / name).write_bytes(data)
+    s = spec({"pvc": {"claimName": "models", "path": "/llama-3.1-8b"}})
+    waiting = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    (job,) = kube.created
+    # Owned by the backend, labelled as its child (its pod's events wake the backend), claim read-only.
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert job["spec"]["template"]["metadata"]["labels"]["llmbackend.dev/backend"] == "llama"
+    assert job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "models", "readOnly": True}
+    assert (waiting.ready, waiting.reason, waiting.permanent, waiting.has_architecture) == (False, "InspectingCheckpoint", False, False)
+    assert waiting.status["phase"] == "Inspecting" and waiting.status["source"] == "pvc://models/llama-3.1-8b"
+
+    finish(kube, job["metadata"]["name"], run_inspector(job, root), 0)
+    done = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    assert done.ready and done.reason == "CheckpointInspected" and done.status["phase"] == "Ready"
+    arch = done.spec.model.architecture
+    assert (arch.num_layers, arch.num_key_value_heads, arch.weight_bytes) == (32, 8, 1_800_000)
+    assert len(kube.created) == 1  # read once; the report stays on the finished Job's pod
+
+
+@pytest.mark.parametrize("damage,reason", [
+    (lambda d: (d / "config.json").unlink(), "CheckpointConfigMissing"),
+    (lambda d: (d / "config.json").write_text(json.dumps({"model_type": "rwkv7", "num_hidden_layers": 2})), "UnsupportedModelType"),
+])
+def test_a_bad_pvc_checkpoint_is_a_reason_with_what_to_do(tmp_path, damage, reason) -> None:
+    kube = FakeKube()
+    claim(kube)
+    root = tmp_path / "claim"
+    for name, data in checkpoint_files().items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    damage(root)
+    s = spec({"pvc": {"claimName": "models"}})
+    cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    (job,) = kube.created
+    report = run_inspector(job, root)
+    finish(kube, job["metadata"]["name"], report, 13 if reason == "CheckpointConfigMissing" else 18)
+    result = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    assert (result.reason, result.permanent, result.has_architecture, result.status["phase"]) == (reason, True, False, "Failed")
+    assert "spec.model.architecture" in result.message or "source.pvc.path" in result.message
+
+
+def test_pvc_inspection_missing_claim_changed_source_and_lost_report(tmp_path) -> None:
+    kube = FakeKube()
+    s = spec({"pvc": {"claimName": "models", "path": "/a"}})
+    missing = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    assert (missing.reason, missing.permanent) == ("ClaimNotFound", False) and "create it" in missing.message
+    assert not kube.created
+    claim(kube)
+    cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    first = kube.created[-1]["metadata"]["name"]
+    # Another path: a new inspector; the previous source's one is deleted.
+    cmc.sync_model_cache(kube, "serving", spec({"pvc": {"claimName": "models", "path": "/b"}}), owner=OWNER)
+    second = kube.created[-1]["metadata"]["name"]
+    assert second != first and ("Job", first) in kube.deleted
+    # Finished, but its pod (and report) was garbage-collected: run it again.
+    s_b = spec({"pvc": {"claimName": "models", "path": "/b"}})
+    kube.objects[("Job", "serving", second)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    again = cmc.sync_model_cache(kube, "serving", s_b, owner=OWNER)
+    assert ("Job", second) in kube.deleted and again.reason == "InspectingCheckpoint" and not again.permanent
+    # A pod without a report (an image without the inspector): a reason, not a loop.
+    cmc.sync_model_cache(kube, "serving", s_b, owner=OWNER)
+    kube.objects[("Job", "serving", second)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    job_pod(kube, second, {"terminated": {"exitCode": 0}}, name="inspect-2")
+    silent = cmc.sync_model_cache(kube, "serving", s_b, owner=OWNER)
+    assert (silent.reason, silent.permanent) == ("CheckpointArchitectureUnknown", True) and f"delete Job {second}" in silent.message
+    # With a preset there is nothing to inspect.
+    assert cmc.sync_model_cache(FakeKube(), "serving", spec({"pvc": {"claimName": "models"}}, preset="llama-3.1-8b"),
+                                owner=OWNER) is None
+
+
+# ---- cleanup of copies no backend uses ----
+
+def backend_obj(kube: FakeKube, name: str, source: dict) -> None:
+    kube.objects[("LLMBackend", "serving", name)] = {"metadata": {"name": name},
+                                                    "spec": {"model": {"preset": "llama-3.1-8b", "source": source}}}
+
+
+def complete(kube: FakeKube, kind_name: str) -> None:
+    kube.objects[("Job", "serving", kind_name)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+
+
+def test_a_dropped_revision_is_cleaned_up_and_downloads_wait_for_the_cleanup() -> None:
+    kube = FakeKube()
+    v1, v2 = {"uri": "s3://models/llama-v1"}, {"uri": "s3://models/llama-v2"}
+    backend_obj(kube, "a", v1)
+    backend_obj(kube, "b", v2)
+    for source in (v1, v2):
+        cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+        complete(kube, mc.download_job_name(spec(source).model.source))
+    job_v1 = mc.download_job_name(spec(v1).model.source)
+
+    # "a" moves to v2: its old source is named by no backend any more.
+    backend_obj(kube, "a", v2)
+    cmc.sync_model_cache(kube, "serving", spec(v2, preset="llama-3.1-8b"), previous_source=v1["uri"])
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    args = cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--keep") + 1] == "s3/models/llama-v2/refs/latest" and args.count("--keep") == 1
+    assert ("Job", job_v1) in kube.deleted
+
+    # A backend that wants v1 again while the cleanup runs waits; afterwards it downloads afresh.
+    backend_obj(kube, "c", v1)
+    waiting = cmc.sync_model_cache(kube, "serving", spec(v1, preset="llama-3.1-8b"))
+    assert (waiting.reason, waiting.ready, waiting.permanent) == ("WaitingForCacheCleanup", False, False)
+    assert kube.get("Job", "serving", job_v1) is None
+    complete(kube, cleanup["metadata"]["name"])
+    again = cmc.sync_model_cache(kube, "serving", spec(v1, preset="llama-3.1-8b"))
+    assert again.reason == "DownloadPending" or again.reason == "Downloading"
+    assert kube.get("Job", "serving", job_v1) is not None
+
+
+def test_deleting_one_of_two_backends_of_a_source_cleans_nothing() -> None:
+    kube = FakeKube()
+    source = {"uri": "s3://models/shared"}
+    backend_obj(kube, "a", source)
+    backend_obj(kube, "b", source)
+    cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    complete(kube, mc.download_job_name(spec(source).model.source))
+    del kube.objects[("LLMBackend", "serving", "a")]
+    assert cmc.cleanup_model_caches(kube, "serving") is False
+    assert not kube.deleted and not [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    # The last one goes: the source's Job goes and a cleanup that keeps nothing starts.
+    del kube.objects[("LLMBackend", "serving", "b")]
+    assert cmc.cleanup_model_caches(kube, "serving") is False
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    assert "--keep" not in cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_a_failing_cleanup_does_not_fail_the_reconcile_and_stays_owed() -> None:
+    from llmbackend.controller.kube import ApiError
+
+    class Forbidden(FakeKube):
+        def list(self, kind, namespace=None, label_selector=None, field_selector=None):
+            raise ApiError(403, "Forbidden", "jobs is forbidden")
+
+    assert cmc.cleanup_model_caches_safely(Forbidden(), "locked") is False
+    assert "locked" in cmc._cleanup_owed
+
+
+def test_a_claim_and_job_created_meanwhile_by_another_reconcile_are_taken_as_they_are(hub) -> None:
+    """Two workers reconcile two backends of one source at once: the second create answers 409."""
+    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
+    first = FakeKube()
+    cmc.sync_model_cache(first, "serving", spec(source))
+    racing = FakeKube()
+    racing.objects = first.objects  # what the other worker created...
+    racing.get = lambda kind, namespace, name, _get=racing.get: (  # ...is not yet seen by this one's first reads
+        None if racing.calls["POST"] == 0 else _get(kind, namespace, name))
+    result = cmc.sync_model_cache(racing, "serving", spec(source))
+    assert racing.created == [], "nothing created twice"
+    assert result.status["claimName"] == mc.cache_claim(spec(source).model.source) and not result.permanent

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmbackend.api.v1alpha1 import OPERATOR_IMAGE
+from llmbackend.render import modelcache as mc
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "manifests" / "default"
 
@@ -81,6 +84,9 @@ def test_operator_deployment(bundle):
     assert c["args"] == ["run", "--leader-elect", "--metrics-addr=0.0.0.0:9090", "--health-addr=0.0.0.0:8081"]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "valueFrom" in e}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    # The model Jobs run the operator's own image, the one the code defaults to.
+    assert c["image"] == OPERATOR_IMAGE == mc.DEFAULT_DOWNLOADER_IMAGE
+    assert {e["name"]: e.get("value") for e in c["env"]}[mc.DOWNLOADER_IMAGE_ENV] == c["image"]
     _restricted(pod, c)
     assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
@@ -95,6 +101,22 @@ def test_operator_deployment(bundle):
     svc = bundle[("Service", "llmbackend-operator-metrics")]
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert svc["spec"]["ports"][0]["port"] == 9090
+
+
+def test_an_overlay_that_renames_the_image_moves_the_model_jobs_with_it(tmp_path):
+    # What the kustomization's comment tells overlay authors: repeat its `replacements:` block.
+    base = yaml.safe_load((DEFAULT / "kustomization.yaml").read_text())
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(DEFAULT, overlay)],
+        "images": [{"name": "ghcr.io/llmbackend/operator", "newName": "registry.example.com/llmb/operator", "newTag": "1.2.3"}],
+        "replacements": base["replacements"],
+    }))
+    dep = next(d for d in _render(overlay) if d["kind"] == "Deployment" and d["metadata"]["name"] == "llmbackend-operator")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert c["image"] == env[mc.DOWNLOADER_IMAGE_ENV] == "registry.example.com/llmb/operator:1.2.3"
 
 
 def test_topology_reporter_daemonset(bundle):

@@ -96,3 +96,125 @@ def test_job_outcome(job, term, phase, reason) -> None:
     assert (out["phase"], out["reason"]) == (phase, reason)
     if term and "resolvedRevision" in term:
         assert out["resolvedRevision"] == "abc" and out["bytesTotal"] == 5
+
+
+# ---- pvc sources: the inspector Job ----
+
+def test_inspect_job_reads_the_claim_read_only_and_is_owned() -> None:
+    pvc = src(pvc={"claimName": "weights", "path": "/llama/8b/"}).pvc
+    owner = BackendRef("llama", "serving", "u1").owner_reference()
+    job = mc.render_inspect_job("serving", "llama", pvc, "img:1", 1000, {"llmbackend.dev/backend": "llama"}, owner)
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["inspect", "--dir", f"{mc.INSPECT_MOUNT}/llama/8b", "--termination-log", "/dev/termination-log"]
+    assert c["volumeMounts"][0]["readOnly"] is True and c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert job["metadata"]["ownerReferences"] == [owner]
+    assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "model-inspect"
+    assert set(job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"]) == {mf.EXIT_NO_CONFIG, mf.EXIT_BAD_CONFIG}
+    # One Job per (backend, claim, path): another path or backend is another Job.
+    names = {mc.inspect_job_name(b, src(pvc={"claimName": "weights", "path": p}).pvc)
+             for b, p in [("llama", "/a"), ("llama", "/b"), ("other", "/a")]}
+    assert len(names) == 3 and all(len(n) <= 63 for n in names)
+
+
+ARCH = {"numLayers": 2, "hiddenSize": 64, "numAttentionHeads": 2, "numKeyValueHeads": 1, "headDim": 32,
+        "vocabSize": 100, "parameterCount": 1000}
+RUNNING = {"metadata": {"name": "j"}, "status": {}}
+COMPLETE = {"metadata": {"name": "j"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+FAILED = {"metadata": {"name": "j"}, "status": {"conditions": [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]}}
+
+
+@pytest.mark.parametrize("job,report,pods,phase,reason", [
+    (None, None, 0, "Inspecting", "InspectingCheckpoint"),
+    (RUNNING, None, 1, "Inspecting", "InspectingCheckpoint"),
+    (COMPLETE, {"phase": "Ready", "architecture": ARCH}, 1, "Ready", "CheckpointInspected"),
+    (RUNNING, {"phase": "Ready", "architecture": ARCH}, 1, "Ready", "CheckpointInspected"),  # its last log line
+    (FAILED, {"phase": "Failed", "reason": "UnsupportedModelType", "message": "m"}, 1, "Failed", "UnsupportedModelType"),
+    (COMPLETE, None, 0, "Rerun", "InspectingCheckpoint"),
+    (COMPLETE, {"phase": "Ready"}, 1, "Failed", "CheckpointArchitectureUnknown"),
+    (FAILED, None, 1, "Failed", "CheckpointArchitectureUnknown"),
+])
+def test_inspect_outcome(job, report, pods, phase, reason) -> None:
+    out = mc.inspect_outcome(job, report, pods)
+    assert (out["phase"], out["reason"]) == (phase, reason)
+    assert ("architecture" in out) == (phase == "Ready")
+
+
+# ---- cleanup of copies no backend uses (pure decision) ----
+
+V1, V2, OTHER = "hf://acme/m@v1", "hf://acme/m@v2", "s3://bucket/other"
+
+
+def backend(uri: str | None, deleting: bool = False, **source) -> dict:
+    meta = {"name": "b", "deletionTimestamp": "2026-12-03T00:00:00Z"} if deleting else {"name": "b"}
+    src_ = {"uri": uri, **source} if uri else {"pvc": {"claimName": "w"}}
+    return {"metadata": meta, "spec": {"model": {"preset": "llama-3.1-8b", "source": src_}}}
+
+
+def download(uri: str, state: str = "Complete", **source) -> dict:
+    job = mc.render_download_job("ns", src(uri=uri, **source), "img", 1000)
+    if state:
+        job["status"] = {"conditions": [{"type": state, "status": "True"}]}
+    return job
+
+
+def cleanup_job(claim: str = mc.DEFAULT_CACHE_CLAIM, state: str | None = None) -> dict:
+    job = mc.render_cleanup_job("ns", mc.CacheCleanup(claim, ("x",), ()), "img", 1000)
+    if state:
+        job["status"] = {"conditions": [{"type": state, "status": "True"}]}
+    return job
+
+
+def serving_pod(uri: str, phase: str = "Running") -> dict:
+    s = src(uri=uri)
+    volume, _ = mc.serving_volume(s)
+    return {"metadata": {"name": "p"}, "status": {"phase": phase},
+            "spec": {"volumes": [volume], "initContainers": [mc.wait_init_container(s, "img", {})]}}
+
+
+def ref(uri: str) -> str:
+    return mc.ref_path(src(uri=uri))
+
+
+@pytest.mark.parametrize("case,backends,jobs,pods,want", [
+    ("both sources used", [backend(V1), backend(V2)], [download(V1), download(V2)], [], []),
+    ("v1 dropped: clean, keep v2", [backend(V2)], [download(V1), download(V2)], [],
+     [(("v1",), (ref(V2),), None)]),
+    ("last backend deleted: keep nothing", [], [download(V1)], [], [(("v1",), (), None)]),
+    ("a backend being deleted does not hold its source", [backend(V1, deleting=True)], [download(V1)], [],
+     [(("v1",), (), None)]),
+    ("same source, other endpoint: the copy stays", [backend(V1, endpoint="http://mirror:8080")], [download(V1)], [],
+     [(("v1",), (ref(V1),), None)]),
+    ("pvc backends hold nothing", [backend(None)], [download(V1)], [], [(("v1",), (), None)]),
+    ("pods still load the dropped copy: wait", [backend(V2)], [download(V1), download(V2)], [serving_pod(V1)],
+     [(("v1",), tuple(sorted([ref(V1), ref(V2)])), "serving pods still load")]),
+    ("finished pods do not count", [backend(V2)], [download(V1), download(V2)], [serving_pod(V1, "Succeeded")],
+     [(("v1",), (ref(V2),), None)]),
+    ("a download still running on the claim: wait", [backend(V2)], [download(V1), download(V2, state="")], [],
+     [(("v1",), (ref(V2),), "still running")]),
+    ("a cleanup still running: wait", [], [download(V1), cleanup_job()], [], [(("v1",), (), "still running")]),
+    ("a finished cleanup does not block", [], [download(V1), cleanup_job(state="Complete")], [], [(("v1",), (), None)]),
+    ("another claim is another cleanup", [backend(V1)], [download(V1), download(V1, cache={"claimName": "big"})], [],
+     [(("v1",), (), None)]),
+    ("an unparseable source stops all cleanups", [{"metadata": {"name": "x"}, "spec": {"model": {"source": {"uri": "gs://x"}}}}],
+     [download(V1)], [], []),
+])
+def test_cache_cleanups(case, backends, jobs, pods, want) -> None:
+    names = {mc.download_job_name(src(uri=u, **kw)): label for u, kw, label in [
+        (V1, {}, "v1"), (V2, {}, "v2"), (OTHER, {}, "other"), (V1, {"cache": {"claimName": "big"}}, "v1")]}
+    got = [(tuple(names[j] for j in c.stale_jobs), c.keep, c.wait) for c in mc.cache_cleanups(backends, jobs, pods)]
+    assert [(stale, keep) for stale, keep, _ in got] == [(stale, keep) for stale, keep, _ in want], case
+    for (_, _, wait), (_, _, want_wait) in zip(got, want):
+        assert (wait is None) == (want_wait is None) and (want_wait is None or want_wait in wait), (case, wait)
+
+
+def test_cleanup_job_keeps_what_the_decision_keeps() -> None:
+    cleanup = mc.CacheCleanup("big", ("llmb-fetch-a",), ("hf/acme/m/refs/v2", "s3/b/x/refs/latest"))
+    job = mc.render_cleanup_job("ns", cleanup, "img:1", 1000)
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["prune", "--cache", mc.CACHE_MOUNT, "--termination-log", "/dev/termination-log",
+                         "--keep", "hf/acme/m/refs/v2", "--keep", "s3/b/x/refs/latest"]
+    assert job["spec"]["template"]["spec"]["volumes"] == [{"name": "cache", "persistentVolumeClaim": {"claimName": "big"}}]
+    assert "ownerReferences" not in job["metadata"] and job["spec"]["ttlSecondsAfterFinished"] > 0
+    assert job["metadata"]["labels"][mc.CACHE_LABEL] == "big"
+    assert mc.cleanup_job_name("big", ("a",)) != mc.cleanup_job_name("big", ("b",))
+    assert mc.pod_cache_ref({"spec": {}}) is None

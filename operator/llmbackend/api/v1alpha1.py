@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from .. import __version__
+
 GROUP = "llmbackend.dev"
 VERSION = "v1alpha1"
 KIND = "LLMBackend"
@@ -27,8 +29,10 @@ CATEGORIES = ["llm"]
 TRITON_RELEASE = "26.10"
 DEFAULT_TRITON_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-trtllm-python-py3"
 DEFAULT_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3"
-# The operator's own image; it ships kubectl, which multi-node leaders use to start ranks in workers.
-DEFAULT_LAUNCHER_IMAGE = "ghcr.io/llmbackend/operator:0.1.0"
+# The operator's own image (the one place its default is set; manifests/default pins the same tag). It ships
+# kubectl, which multi-node leaders use to start ranks in workers, and model_fetch, which the model Jobs run.
+OPERATOR_IMAGE = f"ghcr.io/llmbackend/operator:{__version__}"
+DEFAULT_LAUNCHER_IMAGE = OPERATOR_IMAGE
 LAUNCHER_KUBECTL = "/opt/llmbackend/bin/kubectl"
 
 # Kubernetes quantity strings ("8", "500m", "64Gi").
@@ -247,7 +251,7 @@ class ModelSpec(_Model):
     )
     architecture: ModelArchitecture | None = Field(
         default=None,
-        description="Explicit architecture, for models not in the catalog. With neither preset nor architecture, a uri source's config.json and safetensors index are read instead.",
+        description="Explicit architecture, for models not in the catalog. With neither preset nor architecture, the source's config.json and safetensors index are read instead (a pvc source through a small inspector Job).",
     )
     name: str | None = Field(
         default=None, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
@@ -260,8 +264,8 @@ class ModelSpec(_Model):
             "x-kubernetes-validations": [
                 {"rule": "!(has(self.preset) && has(self.architecture))", "message": "set exactly one of preset or architecture"},
                 {
-                    "rule": "has(self.preset) || has(self.architecture) || (has(self.source) && has(self.source.uri))",
-                    "message": "set exactly one of preset or architecture, or leave both out with a source.uri: the architecture is then read from the checkpoint's config.json",
+                    "rule": "has(self.preset) || has(self.architecture) || has(self.source)",
+                    "message": "set exactly one of preset or architecture, or leave both out with a source: the architecture is then read from the checkpoint's config.json",
                 },
             ]
         }
@@ -613,9 +617,10 @@ class AutoscalingStatus(_Model):
 
 
 class ModelStatus(_Model):
-    """Download of a URI source into the model cache."""
+    """Download of a URI source into the model cache, or the inspection of a pvc source without an architecture."""
 
-    phase: Literal["Resolving", "Downloading", "Ready", "Failed"] | None = None
+    phase: Literal["Resolving", "Downloading", "Inspecting", "Ready", "Failed"] | None = Field(
+        default=None, description="Inspecting: a pvc source's inspector Job is reading config.json.")
     source: str | None = None
     resolved_revision: str | None = Field(default=None, description="Commit (hf://) or listing digest (s3://) the cache holds.")
     bytes_done: int | None = None

@@ -45,6 +45,7 @@ class FakeKube:
         self.fail_kinds = fail_kinds
         self.events: list[dict[str, Any]] = []
         self.created: list[dict[str, Any]] = []
+        self.deleted: list[tuple[str, str]] = []  # (kind, name)
         self.logs: dict[str, str] = {}  # pod name -> its last log line
         self._version = 0
 
@@ -109,6 +110,7 @@ class FakeKube:
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
         self.calls["DELETE"] += 1
         self._check(kind)
+        self.deleted.append((kind, name))
         return self.objects.pop((kind, namespace, name), None) is not None
 
     def has_api(self, api_version: str, plural: str) -> bool:

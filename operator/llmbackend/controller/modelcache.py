@@ -1,13 +1,19 @@
-"""Reconcile step for URI sources: the model cache claim, the download Job, status.model, ModelReady,
-and the architecture read from the checkpoint when the spec gives none.
+"""Reconcile step for model sources: for URI sources the model cache claim, the download Job, status.model,
+ModelReady, and the architecture read from the checkpoint when the spec gives none; for a pvc source without
+an architecture, the backend's inspector Job and its report.
 
-Create-if-missing only: a cache claim or download Job may serve several backends, so this step never
-changes or deletes one. What to create and what a Job's state means: render/modelcache.py (pure).
+Create-if-missing only for the cache: a cache claim or download Job may serve several backends, so this step
+never changes one. Cleanup (`cleanup_model_caches`): when no backend names a source any more (a backend
+deleted, or its source changed), its download Job is deleted and a cleanup Job deletes the copies no backend
+or running pod uses. Downloads and cleanups of a claim never run at the same time: both are decided under
+one lock per namespace, from direct API reads. What to create and what a Job's state means:
+render/modelcache.py (pure).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -17,20 +23,28 @@ from typing import Any
 from ..api.checkpoint import CheckpointError, architecture_from_config
 from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture, ModelSource
 from ..model_fetch import EXIT_UNREACHABLE, FetchError, read_checkpoint
+from .kube import ApiError
 from ..render import modelcache as mc
-from ..render.workloads import SERVING_UID
+from ..render.workloads import BACKEND_LABEL, MANAGED_BY, SERVING_UID, BackendRef, labels_for
 from . import permissions
 from .cache import MANAGED_SELECTOR
+
+log = logging.getLogger(__name__)
 
 MODEL_READY = "ModelReady"
 # Reasons of this step (the download Job's own reasons are model_fetch.REASONS).
 SECRET_NOT_FOUND = "SecretNotFound"  # source.secretRef names a Secret that does not exist
 WAITING_FOR_CHECKPOINT = "WaitingForCheckpoint"  # no architecture until the download reports config.json
 ARCHITECTURE_UNKNOWN = "CheckpointArchitectureUnknown"  # the download finished without an architecture report
+CLAIM_NOT_FOUND = "ClaimNotFound"  # source.pvc.claimName names a claim that does not exist
+WAITING_FOR_CACHE_CLEANUP = "WaitingForCacheCleanup"  # a cleanup Job is deleting unused copies in the claim
 CHECKPOINT_READ_TTL_S = 600.0
 
-permissions.require("batch", "jobs", "get", "create")
+# delete: an inspector Job of a backend's previous pvc source, or one whose pod (and report) is gone.
+permissions.require("batch", "jobs", "get", "list", "create", "delete")
 permissions.require("", "persistentvolumeclaims", "get", "create")
+# Cleanup: which sources backends still name.
+permissions.require("llmbackend.dev", "llmbackends", "list")
 # Download progress: the last line of the running Job pod's log (model_fetch prints JSON lines).
 permissions.require("", "pods/log", "get")
 
@@ -81,10 +95,12 @@ def _last_log_line(kube: Any, namespace: str, pod: str) -> dict[str, Any] | None
     return line if isinstance(line, dict) else None
 
 
-def _termination(kube: Any, namespace: str, job_name: str) -> tuple[dict[str, Any] | None, str | None]:
+def _termination(kube: Any, namespace: str, job_name: str,
+                 pods: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(termination message of the Job's newest finished pod, or the progress line of a running one;
     a config error of a pod that cannot start)."""
-    pods = kube.list("Pod", namespace, label_selector=f"{MANAGED_SELECTOR},job-name={job_name}")
+    if pods is None:
+        pods = kube.list("Pod", namespace, label_selector=f"{MANAGED_SELECTOR},job-name={job_name}")
     pods.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
     for pod in reversed(pods):
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -102,9 +118,154 @@ def _termination(kube: Any, namespace: str, job_name: str) -> tuple[dict[str, An
     return None, None
 
 
-def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCacheResult | None:
-    """Ensure the cache claim and the download Job of a URI source; None for other sources."""
+def downloader_image() -> str:
+    return os.environ.get(mc.DOWNLOADER_IMAGE_ENV) or mc.DEFAULT_DOWNLOADER_IMAGE
+
+
+def _with_architecture(spec: LLMBackendSpec, arch: ModelArchitecture) -> LLMBackendSpec:
+    return spec.model_copy(update={"model": spec.model.model_copy(update={"architecture": arch})})
+
+
+def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCacheResult:
+    """A pvc source without preset or architecture: the backend's inspector Job reads the checkpoint;
+    the plan waits for its report (its pod's termination message)."""
+    pvc = spec.model.source.pvc  # type: ignore[union-attr]
+    assert pvc is not None
+    namespace = owner.namespace
+    status: dict[str, Any] = {"source": mc.pvc_source_label(pvc), "claimName": pvc.claim_name,
+                              "path": pvc.path.strip("/") or None}
+    if kube.get("PersistentVolumeClaim", namespace, pvc.claim_name) is None:
+        message = (f"PersistentVolumeClaim {pvc.claim_name} does not exist in {namespace}; create it with the checkpoint "
+                   "(config.json, *.safetensors) at source.pvc.path, or fix source.pvc.claimName")
+        return ModelCacheResult(spec, False, CLAIM_NOT_FOUND, message, {**status, "phase": "Failed"})
+    name = mc.inspect_job_name(owner.name, pvc)
+    job = kube.get("Job", namespace, name)
+    if job is None:
+        for old in kube.list("Job", namespace, label_selector=f"{BACKEND_LABEL}={owner.name}"):
+            meta = old["metadata"]
+            if meta.get("labels", {}).get("app.kubernetes.io/component") == "model-inspect" and meta["name"] != name:
+                kube.delete("Job", namespace, meta["name"], uid=meta.get("uid"))  # the previous source's inspector
+        job = kube.create(mc.render_inspect_job(namespace, owner.name, pvc, downloader_image(), SERVING_UID,
+                                                labels_for(owner, "model-inspect"), owner.owner_reference()))
+    pods = kube.list("Pod", namespace, label_selector=f"job-name={name}")
+    report, _ = _termination(kube, namespace, name, pods) if pods else (None, None)
+    outcome = mc.inspect_outcome(job, report, len(pods))
+    if outcome["phase"] == "Rerun":  # a finished Job whose pod was garbage-collected: read the checkpoint again
+        kube.delete("Job", namespace, name, uid=job["metadata"].get("uid"))
+        outcome = {**outcome, "phase": "Inspecting"}
+    status = {k: v for k, v in {**status, "phase": outcome["phase"]}.items() if v is not None}
+    if outcome["phase"] == "Ready":
+        try:
+            arch = ModelArchitecture.model_validate(outcome["architecture"])
+        except ValueError as exc:
+            return ModelCacheResult(spec, False, "InvalidCheckpointConfig", f"the inspector's report is not a valid "
+                                    f"architecture ({exc}); set spec.model.architecture", {**status, "phase": "Failed"},
+                                    permanent=True)
+        return ModelCacheResult(_with_architecture(spec, arch), True, outcome["reason"], outcome["message"], status)
+    if outcome["phase"] == "Failed":
+        return ModelCacheResult(spec, False, outcome["reason"], outcome["message"], status, permanent=True)
+    return ModelCacheResult(spec, False, outcome["reason"], outcome["message"] + "; the plan waits for its report", status)
+
+
+# ---- cleanup of copies no backend uses ----
+
+_locks_guard = threading.Lock()
+_namespace_locks: dict[str, threading.Lock] = {}
+_cleanup_owed: set[str] = set()  # namespaces where a cleanup may be owed (a source was dropped, or one waits)
+_cleanup_seen: set[str] = set()  # namespaces looked at since this process started (catches up after a restart)
+
+
+def _namespace_lock(namespace: str) -> threading.Lock:
+    with _locks_guard:
+        return _namespace_locks.setdefault(namespace, threading.Lock())
+
+
+def cleanup_model_caches(kube: Any, namespace: str) -> bool:
+    """Run the cleanups a namespace owes (render/modelcache.cache_cleanups decides); True while one waits
+    (a download still running, pods still loading a dropped copy): call again later."""
+    managed = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+    with _namespace_lock(namespace):
+        _cleanup_seen.add(namespace)
+        jobs = kube.list("Job", namespace, label_selector=managed)
+        if not any((j["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == mc.DOWNLOAD_COMPONENT
+                   for j in jobs):
+            _cleanup_owed.discard(namespace)
+            return False
+        backends = kube.list("LLMBackend", namespace)
+        pods = kube.list("Pod", namespace, label_selector=managed)
+        waiting = False
+        for cleanup in mc.cache_cleanups(backends, jobs, pods):
+            if cleanup.wait:
+                log.info("model cache %s/%s: cleanup of %s waits: %s", namespace, cleanup.claim,
+                         ", ".join(cleanup.stale_jobs), cleanup.wait)
+                waiting = True
+                continue
+            # The cleanup Job first: should deleting the stale Jobs fail, the next pass finds them again.
+            try:
+                kube.create(mc.render_cleanup_job(namespace, cleanup, downloader_image(), SERVING_UID))
+            except ApiError as exc:
+                if exc.status != 409:  # 409: this very cleanup was started before
+                    raise
+            for name in cleanup.stale_jobs:
+                kube.delete("Job", namespace, name)
+            log.info("model cache %s/%s: no backend uses %s any more; cleaning up, keeping %s", namespace,
+                     cleanup.claim, ", ".join(cleanup.stale_jobs), ", ".join(cleanup.keep) or "nothing")
+        if waiting:
+            _cleanup_owed.add(namespace)
+        else:
+            _cleanup_owed.discard(namespace)
+        return waiting
+
+
+def cleanup_model_caches_safely(kube: Any, namespace: str) -> bool:
+    """cleanup_model_caches for callers that must not fail on it: an API error leaves the cleanup owed (the
+    next reconcile in the namespace retries) instead of failing that reconcile."""
+    try:
+        return cleanup_model_caches(kube, namespace)
+    except ApiError as exc:
+        log.warning("model cache cleanup in %s failed, retried at the next reconcile there: %s", namespace, exc)
+        with _locks_guard:
+            _cleanup_owed.add(namespace)
+        return False
+
+
+def _cleanup_running(kube: Any, namespace: str, claim: str) -> str | None:
+    """Name of a cleanup Job of the claim that has not finished (a download must not start meanwhile)."""
+    for job in kube.list("Job", namespace, label_selector=f"{mc.CACHE_LABEL}={claim}"):
+        labels = job["metadata"].get("labels") or {}
+        if labels.get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT and not mc.job_finished(job):
+            return str(job["metadata"]["name"])
+    return None
+
+
+def _create_if_missing(kube: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create a shared object; another backend's reconcile may have created it a moment ago (409): then it is that."""
+    try:
+        return dict(kube.create(obj))
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    meta = obj["metadata"]
+    existing = kube.get(obj["kind"], meta["namespace"], meta["name"])
+    if existing is None:  # created and deleted again meanwhile: the next pass creates it
+        raise ApiError(409, "Conflict", f"{obj['kind']} {meta['name']} changed while it was created; retried")
+    return dict(existing)
+
+
+def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: BackendRef | None = None,
+                     previous_source: str | None = None) -> ModelCacheResult | None:
+    """Ensure the cache claim and the download Job of a URI source, or the inspector Job of a pvc source
+    without an architecture (needs `owner`); None when the source needs neither. `previous_source`
+    (status.model.source): a URI the backend no longer names may leave a copy to clean up."""
     source = spec.model.source
+    current = source.uri if source is not None else None
+    if previous_source and previous_source.startswith(("hf://", "s3://")) and previous_source != current:
+        _cleanup_owed.add(namespace)
+    if namespace in _cleanup_owed or namespace not in _cleanup_seen:
+        cleanup_model_caches_safely(kube, namespace)
+    if source is not None and source.pvc is not None and owner is not None and (
+            spec.model.preset is None and spec.model.architecture is None):
+        return _inspect_pvc(kube, owner, spec)
     if source is None or source.uri is None:
         return None
     arch: ModelArchitecture | None = spec.model.architecture
@@ -122,12 +283,21 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCa
     claim = mc.cache_claim(source)
     if kube.get("PersistentVolumeClaim", namespace, claim) is None:
         size_hint = arch.weight_bytes if arch is not None else None
-        kube.create(mc.render_cache_claim(namespace, source, size_hint))
+        _create_if_missing(kube, mc.render_cache_claim(namespace, source, size_hint))
     job_name = mc.download_job_name(source)
-    job = kube.get("Job", namespace, job_name)
-    if job is None:
-        image = os.environ.get("LLMBACKEND_DOWNLOADER_IMAGE", mc.DEFAULT_DOWNLOADER_IMAGE)
-        job = kube.create(mc.render_download_job(namespace, source, image, SERVING_UID))
+    cleaning: str | None
+    with _namespace_lock(namespace):  # never start a download while a cleanup of the claim runs
+        job = kube.get("Job", namespace, job_name)
+        if job is not None and job["metadata"].get("deletionTimestamp"):
+            cleaning = job_name  # deleted by a cleanup just now: its copy is going too
+        else:
+            cleaning = _cleanup_running(kube, namespace, claim) if job is None else None
+        if job is None and cleaning is None:
+            job = _create_if_missing(kube, mc.render_download_job(namespace, source, downloader_image(), SERVING_UID))
+    if cleaning is not None:
+        return ModelCacheResult(spec, False, WAITING_FOR_CACHE_CLEANUP,
+                                f"Job {cleaning} is deleting unused copies in claim {claim}; the download starts when it "
+                                "finishes", {"phase": "Resolving", "source": source.uri, "claimName": claim})
     termination, config_error = _termination(kube, namespace, job_name)
     outcome = mc.job_outcome(job, termination)
     if config_error and outcome["phase"] != "Ready":
@@ -155,7 +325,7 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec) -> ModelCa
                                 "set spec.model.preset or spec.model.architecture",
                                 {k: v for k, v in status.items() if v is not None}, permanent=True)
     if arch is not None and spec.model.preset is None and spec.model.architecture is None:
-        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"architecture": arch})})
+        spec = _with_architecture(spec, arch)
     result = ModelCacheResult(spec, outcome["phase"] == "Ready", outcome["reason"], outcome["message"],
                               {k: v for k, v in status.items() if v is not None},
                               permanent=outcome["phase"] == "Failed")

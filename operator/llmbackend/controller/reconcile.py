@@ -34,7 +34,7 @@ from .decide import (
     merge_patch,
 )
 from .kube import ApiError
-from .modelcache import sync_model_cache
+from .modelcache import cleanup_model_caches_safely, sync_model_cache
 
 log = logging.getLogger("llmbackend.reconcile")
 
@@ -95,7 +95,9 @@ class Reconciler:
         obj = self.kube.get("LLMBackend", namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             self.forget(key)
-            return Outcome()  # children go with the CR through owner references
+            # Children go with the CR through owner references; copies in a model cache only when no other
+            # backend uses them (the cleanup waits for the backend's pods to go: look again until it ran).
+            return Outcome(requeue_after=30 if cleanup_model_caches_safely(self.kube, namespace) else None)
         writes_before = self._writes()
         decision: Decision | None = None
         try:
@@ -142,7 +144,9 @@ class Reconciler:
         except ValidationError:
             spec = None  # decide says what is wrong
         if spec is not None:
-            model_cache = sync_model_cache(self.kube, namespace, spec)  # uri sources only; shared, create-if-missing
+            # URI sources (shared cache, create-if-missing); pvc sources without an architecture (inspector Job).
+            model_cache = sync_model_cache(self.kube, namespace, spec, owner=BackendRef(name, namespace, meta["uid"]),
+                                           previous_source=((obj.get("status") or {}).get("model") or {}).get("source"))
         with self.state.lock:
             scale_decision = self.state.decisions.get((namespace, name))
         return Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,

@@ -117,6 +117,7 @@ class Operator:
             if scaler is not None:
                 asyncio.get_running_loop().create_task(scaler["source"].close())
             metrics.forget_backend(namespace, name)
+            self.enqueue(key)  # the reconcile of a gone backend cleans up model cache copies no one uses
             return
         self.known.add(key)
         self.enqueue(key)

@@ -3,8 +3,10 @@
 A URI source (hf://, s3://) is downloaded ONCE per (cache claim, source) by a Job that runs
 `python -m llmbackend.model_fetch download` (operator image) into the claim; see model_fetch for
 the layout. Neither the claim nor the Job is owned by a backend: every backend of the same source
-and cache uses the same Job name and the same copy, and deleting a backend deletes neither (the
-operator never deletes a cache claim or a copy in it).
+and cache uses the same Job name and the same copy, and deleting a backend deletes neither.
+When no backend names a source any more, `cache_cleanups` decides a cleanup: its download Job goes
+and a cleanup Job (`model_fetch prune`) deletes every copy that no backend's spec and no running
+serving pod names. The claim itself is never deleted.
 
 Serving pods mount the whole claim read-only at CACHE_MOUNT (no subPath: the kubelet would create
 a missing subPath directory, which would hide the copy renamed there later), wait in an init
@@ -16,17 +18,26 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from typing import Any
 
-from ..api.v1alpha1 import ModelSource
-from ..model_fetch import MARKER, Source, parse_uri
+from pydantic import ValidationError
+
+from ..api.v1alpha1 import OPERATOR_IMAGE, ModelSource, PVCSource
+from ..model_fetch import EXIT_BAD_CONFIG, EXIT_NO_CONFIG, MARKER, FetchError, Source, parse_uri
 
 CACHE_MOUNT = "/model-cache"
-# The download Job runs the operator's own image (model_fetch is in it); override with LLMBACKEND_DOWNLOADER_IMAGE.
-DEFAULT_DOWNLOADER_IMAGE = "ghcr.io/llmbackend/operator:0.1.0"
+# The download, inspector and cleanup Jobs run the operator's own image (model_fetch is in it); the operator
+# Deployment sets LLMBACKEND_DOWNLOADER_IMAGE to its own image (manifests/default), this is the fallback.
+DOWNLOADER_IMAGE_ENV = "LLMBACKEND_DOWNLOADER_IMAGE"
+DEFAULT_DOWNLOADER_IMAGE = OPERATOR_IMAGE
+INSPECT_MOUNT = "/checkpoint"
 DEFAULT_CACHE_CLAIM = "llmbackend-model-cache"
 CACHE_LABEL = "llmbackend.dev/model-cache"
 SOURCE_ANNOTATION = "llmbackend.dev/model-source"
+DOWNLOAD_COMPONENT = "model-download"
+CLEANUP_COMPONENT = "model-cache-cleanup"
+CLEANUP_TTL_S = 3600  # finished cleanup Jobs go away by themselves
 MIN_CACHE_BYTES = 10 * 1024**3
 CACHE_HEADROOM = 1.1  # staging files, config, tokenizer, index next to the weights
 BACKOFF_LIMIT = 4
@@ -46,10 +57,15 @@ def cache_claim(source: ModelSource) -> str:
     return (source.cache.claim_name if source.cache else None) or DEFAULT_CACHE_CLAIM
 
 
+def ref_path(source: ModelSource) -> str:
+    """`<key>/refs/<requested revision>` inside the cache claim: the link to the copy this source loads."""
+    src = _source(source)
+    return f"{src.key}/refs/{src.requested}"
+
+
 def model_path(source: ModelSource) -> str:
     """Where serving pods find the checkpoint (a link to the complete copy of the requested revision)."""
-    src = _source(source)
-    return f"{CACHE_MOUNT}/{src.key}/refs/{src.requested}"
+    return f"{CACHE_MOUNT}/{ref_path(source)}"
 
 
 def download_job_name(source: ModelSource) -> str:
@@ -125,14 +141,14 @@ def render_download_job(namespace: str, source: ModelSource, image: str, uid: in
     }
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": _labels(claim, "model-download"),
+        "metadata": {"name": name, "namespace": namespace, "labels": _labels(claim, DOWNLOAD_COMPONENT),
                      "annotations": {SOURCE_ANNOTATION: source.uri or ""}},
         "spec": {
             "backoffLimit": BACKOFF_LIMIT,
             "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
                 "containerName": "fetch", "operator": "In", "values": PERMANENT_EXIT_CODES}}]},
             "template": {
-                "metadata": {"labels": _labels(claim, "model-download")},
+                "metadata": {"labels": _labels(claim, DOWNLOAD_COMPONENT)},
                 "spec": {
                     "restartPolicy": "Never",
                     "enableServiceLinks": False,
@@ -171,7 +187,7 @@ def job_outcome(job: dict[str, Any] | None, termination: dict[str, Any] | None) 
     """status.model and the ModelReady condition from the Job and its last pod's termination message:
     {"phase", "reason", "message", **progress fields}."""
     term = termination or {}
-    progress = {k: term[k] for k in ("resolvedRevision", "bytesTotal", "path") if k in term}
+    progress: dict[str, Any] = {k: term[k] for k in ("resolvedRevision", "bytesTotal", "path") if k in term}
     if job is None:
         return {"phase": "Resolving", "reason": "DownloadPending", "message": "the download Job is being created"}
     conditions = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or []}
@@ -182,3 +198,229 @@ def job_outcome(job: dict[str, Any] | None, termination: dict[str, Any] | None) 
         message = term.get("message") or conditions["Failed"].get("message") or "the download Job failed"
         return {"phase": "Failed", "reason": reason, "message": message, **progress}
     return {"phase": "Downloading", "reason": "Downloading", "message": "the download Job is running", **progress}
+
+
+# ---- pvc sources: the inspector Job ----
+
+def pvc_source_label(pvc: PVCSource) -> str:
+    """status.model.source of a pvc source."""
+    return f"pvc://{pvc.claim_name}/{pvc.path.strip('/')}".rstrip("/")
+
+
+def inspect_job_name(backend: str, pvc: PVCSource) -> str:
+    """One inspector Job per (backend, claim, path): a changed source gets a new Job."""
+    ident = "\n".join([backend, pvc.claim_name, pvc.path.strip("/")])
+    return "llmb-inspect-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def render_inspect_job(namespace: str, backend: str, pvc: PVCSource, image: str, uid: int,
+                       labels: dict[str, str], owner: dict[str, Any]) -> dict[str, Any]:
+    """The Job that reads config.json, the safetensors index and the quantization config of a pvc source
+    (claim mounted read-only) and reports the architecture in its termination message. Owned by the backend;
+    `labels` are the backend's child labels, so its pod's events wake the backend's reconcile."""
+    directory = f"{INSPECT_MOUNT}/{pvc.path.strip('/')}".rstrip("/")
+    container = {
+        "name": "inspect",
+        "image": image,
+        "command": ["python", "-m", "llmbackend.model_fetch"],
+        "args": ["inspect", "--dir", directory, "--termination-log", "/dev/termination-log"],
+        "volumeMounts": [{"name": "checkpoint", "mountPath": INSPECT_MOUNT, "readOnly": True}],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                            "runAsUser": uid, "runAsGroup": uid, "readOnlyRootFilesystem": True},
+        "terminationMessagePolicy": "File",
+    }
+    pod_labels = {**labels, "app.kubernetes.io/component": "model-inspect"}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": inspect_job_name(backend, pvc), "namespace": namespace, "labels": pod_labels,
+                     "ownerReferences": [owner]},
+        "spec": {
+            "backoffLimit": 2,
+            # A missing or unusable config.json stays so: fail at once, the report says why.
+            "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+                "containerName": "inspect", "operator": "In", "values": [EXIT_NO_CONFIG, EXIT_BAD_CONFIG]}}]},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "enableServiceLinks": False,
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                    "volumes": [{"name": "checkpoint",
+                                 "persistentVolumeClaim": {"claimName": pvc.claim_name, "readOnly": True}}],
+                },
+            },
+        },
+    }
+
+
+def inspect_outcome(job: dict[str, Any] | None, report: dict[str, Any] | None, pods: int) -> dict[str, Any]:
+    """What the inspector Job's state and report mean: {"phase": Inspecting|Ready|Failed|Rerun, "reason",
+    "message", "architecture"?}. Rerun: the Job finished but its pod (and report) is gone."""
+    name = (job or {}).get("metadata", {}).get("name", "")
+    if job is None:
+        return {"phase": "Inspecting", "reason": "InspectingCheckpoint", "message": "the inspector Job is being created"}
+    if report and report.get("phase") == "Failed" and report.get("reason"):
+        return {"phase": "Failed", "reason": report["reason"], "message": str(report.get("message", ""))}
+    if report and isinstance(report.get("architecture"), dict):
+        return {"phase": "Ready", "reason": "CheckpointInspected",
+                "message": "the architecture was read from the checkpoint's config.json", "architecture": report["architecture"]}
+    conditions = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or []}
+    finished = next((t for t in ("Complete", "Failed") if (conditions.get(t) or {}).get("status") == "True"), None)
+    if finished is None:
+        return {"phase": "Inspecting", "reason": "InspectingCheckpoint",
+                "message": f"Job {name} is reading config.json from the claim"}
+    if pods == 0:
+        return {"phase": "Rerun", "reason": "InspectingCheckpoint", "message": f"Job {name} finished but its report is gone"}
+    detail = (conditions.get("Failed") or {}).get("message") or "its pod reported nothing"
+    return {"phase": "Failed", "reason": "CheckpointArchitectureUnknown",
+            "message": f"the inspector Job {name} finished without reporting the architecture ({detail}); check that the "
+                       f"operator image runs `python -m llmbackend.model_fetch inspect`, delete Job {name} to run it again, "
+                       "or set spec.model.preset or spec.model.architecture"}
+
+
+# ---- cleanup of copies no backend uses ----
+
+@dataclass(frozen=True)
+class CacheCleanup:
+    """What to do for one cache claim whose download Jobs include some no backend needs any more."""
+
+    claim: str
+    stale_jobs: tuple[str, ...]  # download Jobs of sources no backend names: deleted when the cleanup starts
+    keep: tuple[str, ...]  # refs a backend's spec or a running serving pod names: the cleanup keeps their copies
+    wait: str | None = None  # why the cleanup cannot start yet (None: start it now)
+
+
+def job_finished(job: dict[str, Any]) -> bool:
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def _running(obj: dict[str, Any]) -> bool:
+    """Not finished, or being deleted (its pod may still write)."""
+    return bool(obj["metadata"].get("deletionTimestamp")) or not job_finished(obj)
+
+
+def _uri_ref(uri: str) -> str | None:
+    try:
+        src = parse_uri(uri)
+    except FetchError:
+        return None
+    return f"{src.key}/refs/{src.requested}"
+
+
+def cleanup_job_name(claim: str, stale_jobs: tuple[str, ...]) -> str:
+    ident = "\n".join([claim, *sorted(stale_jobs)])
+    return "llmb-cleanup-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def pod_cache_ref(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(claim, ref) a serving pod loads from the cache: its wait-model init container's marker path."""
+    spec = pod.get("spec") or {}
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or []
+              if "persistentVolumeClaim" in v}
+    for init in spec.get("initContainers") or []:
+        marker = next((e.get("value", "") for e in init.get("env") or [] if e.get("name") == "MARKER"), "")
+        prefix, suffix = f"{CACHE_MOUNT}/", f"/{MARKER}"
+        if init.get("name") == "wait-model" and marker.startswith(prefix) and marker.endswith(suffix) and "model-cache" in claims:
+            return claims["model-cache"], marker[len(prefix):-len(suffix)]
+    return None
+
+
+def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
+                   pods: list[dict[str, Any]]) -> list[CacheCleanup]:
+    """Cleanups owed in one namespace, from its LLMBackends, the operator's Jobs and the serving pods.
+
+    A download Job is stale when no backend (not being deleted) has its source. A cleanup waits while
+    anything could still write to or read from what it would delete: a download or cleanup Job of the
+    claim that has not finished, or a running pod that loads a stale source's copy (a deleted backend's
+    pods, or a rollout off an old revision). Conservative: a backend whose source does not parse stops
+    all cleanups of the namespace."""
+    needed: set[str] = set()
+    spec_refs: dict[str, set[str]] = {}
+    for backend in backends:
+        if backend["metadata"].get("deletionTimestamp"):
+            continue
+        raw = ((backend.get("spec") or {}).get("model") or {}).get("source") or {}
+        if not raw.get("uri"):
+            continue
+        try:
+            source = ModelSource.model_validate(raw)
+            ref = ref_path(source)
+        except (ValidationError, ValueError):
+            return []
+        needed.add(download_job_name(source))
+        spec_refs.setdefault(cache_claim(source), set()).add(ref)
+    pod_refs: dict[str, set[str]] = {}
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        found = pod_cache_ref(pod)
+        if found:
+            pod_refs.setdefault(found[0], set()).add(found[1])
+    by_claim: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for job in jobs:
+        labels = job["metadata"].get("labels") or {}
+        component, claim = labels.get("app.kubernetes.io/component"), labels.get(CACHE_LABEL)
+        if claim and component in (DOWNLOAD_COMPONENT, CLEANUP_COMPONENT):
+            by_claim.setdefault(claim, {}).setdefault(component, []).append(job)
+    out = []
+    for claim, kinds in sorted(by_claim.items()):
+        downloads = kinds.get(DOWNLOAD_COMPONENT, [])
+        stale = tuple(sorted(j["metadata"]["name"] for j in downloads if j["metadata"]["name"] not in needed
+                             and not j["metadata"].get("deletionTimestamp")))
+        if not stale:
+            continue
+        spec_keep, in_use = spec_refs.get(claim, set()), pod_refs.get(claim, set())
+        wait = None
+        busy = [j["metadata"]["name"] for j in kinds.get(CLEANUP_COMPONENT, []) + downloads if _running(j)]
+        stale_refs = {_uri_ref((j["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION, ""))
+                      for j in downloads if j["metadata"]["name"] in stale}
+        leaving = sorted((in_use - spec_keep) & stale_refs)
+        if busy:
+            wait = f"Job {busy[0]} is still running on claim {claim}"
+        elif leaving:
+            wait = f"serving pods still load {leaving[0]} from claim {claim}"
+        out.append(CacheCleanup(claim, stale, tuple(sorted(spec_keep | in_use)), wait))
+    return out
+
+
+def render_cleanup_job(namespace: str, cleanup: CacheCleanup, image: str, uid: int) -> dict[str, Any]:
+    """The Job that deletes, in the cache claim, every copy and ref not in `cleanup.keep` (not owned: the
+    claim is shared; it deletes itself an hour after it finishes)."""
+    args = ["prune", "--cache", CACHE_MOUNT, "--termination-log", "/dev/termination-log"]
+    for ref in cleanup.keep:
+        args += ["--keep", ref]
+    container = {
+        "name": "cleanup",
+        "image": image,
+        "command": ["python", "-m", "llmbackend.model_fetch"],
+        "args": args,
+        "volumeMounts": [{"name": "cache", "mountPath": CACHE_MOUNT}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                            "runAsUser": uid, "runAsGroup": uid, "readOnlyRootFilesystem": True},
+        "terminationMessagePolicy": "File",
+    }
+    labels = _labels(cleanup.claim, CLEANUP_COMPONENT)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": cleanup_job_name(cleanup.claim, cleanup.stale_jobs), "namespace": namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 2,
+            "ttlSecondsAfterFinished": CLEANUP_TTL_S,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "enableServiceLinks": False,
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": uid},
+                    "containers": [container],
+                    "volumes": [{"name": "cache", "persistentVolumeClaim": {"claimName": cleanup.claim}}],
+                },
+            },
+        },
+    }
