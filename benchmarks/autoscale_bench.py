@@ -62,7 +62,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from llmbackend.api.v1alpha1 import AutoscalingSpec  # noqa: E402
 from llmbackend.autoscaling import coldstart  # noqa: E402
 from llmbackend.autoscaling.decision import ScalerState, decide  # noqa: E402
-from llmbackend.autoscaling.hpa import render_hpa  # noqa: E402
+from llmbackend.render.hpa import render_hpa  # noqa: E402
 from llmbackend.autoscaling.ratio import SIGNAL_ENGINE, TritonCounters, window_ratio  # noqa: E402
 
 # ---- the serving model ----

@@ -14,7 +14,7 @@ SUBCOMMAND_MODULES = [
     "llmbackend.controller.run",
     "llmbackend.devcluster.cli",
     "llmbackend.planning.topology_reporter",
-    "llmbackend.autoscaling.hpa",
+    "llmbackend.render.cli",
     "llmbackend.controller.preview",
 ]
 

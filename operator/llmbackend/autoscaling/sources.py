@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 import aiohttp
 
 from ..api import engine_metrics as EM
+from ..render.hpa import default_query
 from .ratio import (
     REASON_NO_DATA,
     REASON_PROMETHEUS_ERROR,
@@ -177,24 +178,6 @@ class TritonScraper:
     async def poll(self, pods: Mapping[str, str], window_s: float) -> RatioReading:
         await self.scrape(pods)
         return self.reading(window_s)
-
-
-_LABEL_ESCAPE = re.compile(r'(["\\])')
-
-
-def _promql_str(s: str) -> str:
-    return _LABEL_ESCAPE.sub(r"\\\1", s)
-
-
-def default_query(namespace: str, pod_regex: str, metric: str = "llmbackend:engine_queue_compute:ratio") -> str:
-    """The recording rule's per-pod series of this backend's pods.
-
-    Deliberately *not* aggregated in PromQL: :class:`PrometheusRatioSource`
-    averages the per-pod values (the HPA's ``AverageValue``: ratio per replica)
-    and so also knows how many pods reported (``pods_used``) and the age of each
-    sample. A ``sum(...)`` would grow with the replica count and be compared
-    against a per-replica target."""
-    return f'{metric}{{namespace="{_promql_str(namespace)}",pod=~"{_promql_str(pod_regex)}"}}'
 
 
 def parse_scalar(data: Mapping[str, Any]) -> float | None:

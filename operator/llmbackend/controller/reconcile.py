@@ -20,7 +20,7 @@ from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
 from .modelcache import model_cache_blocks_plan, sync_model_cache
 from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
-from ..autoscaling.hpa import RECORDING_RULE_NAME
+from ..api.engine_metrics import RECORDING_RULE_NAME
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import openai, triton

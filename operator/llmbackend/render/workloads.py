@@ -21,7 +21,8 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from ..planning.inventory import GPU_TOLERATIONS
-from . import drain, gateway, modelcache, openai, triton
+from . import drain, gateway, keda, modelcache, openai, triton
+from .hpa import render_hpa, render_prometheus_rule
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -46,7 +47,7 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
-    "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects"),
+    "ScaledObject": keda.SCALED_OBJECT_API,
     "InferencePool": gateway.INFERENCE_POOL_API,
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
@@ -455,15 +456,12 @@ def desired_objects(
     if max(minimum_replicas(spec), replicas) > 1:
         objects.append(render_pdb(ref))
     if hpa_mode or keda_mode:
-        from ..autoscaling.hpa import render_hpa, render_prometheus_rule
-        from ..autoscaling.keda import render_scaled_object
-
         workload = next(o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet"))
         target = {"apiVersion": workload["apiVersion"], "kind": workload["kind"], "name": workload["metadata"]["name"]}
         if hpa_mode:
             scaler = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
         else:
-            scaler = render_scaled_object(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
+            scaler = keda.render_scaled_object(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
         scaler["metadata"]["ownerReferences"] = [ref.owner_reference()]
         if hpa_mode or scaled_objects:
             objects.append(scaler)

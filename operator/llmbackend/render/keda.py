@@ -3,7 +3,7 @@
 KEDA owns the replicas (through the HPA it creates, ``keda-hpa-<name>``), so the operator leaves
 ``spec.replicas`` of the workload alone, as in mode hpa. The trigger reads the same recording rule as mode
 hpa (``render_prometheus_rule``) through the same per-pod selection as the operator's Prometheus source
-(``sources.default_query``), summed: KEDA's ``AverageValue`` metric divides by the replica count, so
+(``hpa.default_query``), summed: KEDA's ``AverageValue`` metric divides by the replica count, so
 ``sum(per-pod ratio) / threshold`` replicas is the HPA's "average ratio per pod / target".
 """
 
@@ -13,11 +13,9 @@ import re
 from typing import Any, Mapping
 
 from ..api.v1alpha1 import AutoscalingSpec
-from ..render.workloads import MANAGED_KINDS
-from .hpa import quantity, render_hpa
-from .sources import default_query
+from .hpa import default_query, quantity, render_hpa
 
-SCALED_OBJECT_API = MANAGED_KINDS["ScaledObject"]
+SCALED_OBJECT_API = ("keda.sh/v1alpha1", "scaledobjects")  # (apiVersion, plural), as in workloads.MANAGED_KINDS
 
 
 def pod_name_regex(workload_kind: str, name: str) -> str:
