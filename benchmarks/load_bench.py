@@ -34,11 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "operator"))
+sys.path[0:0] = [str(REPO / "operator"), str(REPO / "dev")]
 
 from llmbackend.controller.kube import ApiError, Kube, load_configuration  # noqa: E402
-from llmbackend.devcluster import cluster as devcluster  # noqa: E402
-from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
+from devcluster import cluster as devcluster  # noqa: E402
+from devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
 
 WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE"}
 

@@ -9,8 +9,8 @@ import yaml
 
 from conftest import REPO_ROOT, apply_manifest, available, backend_manifest, condition, wait_for
 from llmbackend.controller.reconcile import Reconciler, SharedState
-from llmbackend.devcluster.lws import CRD_FILE as LWS_CRD_FILE
-from llmbackend.devcluster.lws import ensure_lws
+from devcluster.lws import CRD_FILE as LWS_CRD_FILE
+from devcluster.lws import ensure_lws
 from llmbackend.planning.inventory import Inventory
 
 

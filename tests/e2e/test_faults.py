@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 from conftest import apply_manifest, available, backend_manifest, condition, wait_for
-from llmbackend.devcluster import cluster as devcluster
-from llmbackend.devcluster.cli import topology_nodes
+from devcluster import cluster as devcluster
+from devcluster.cli import topology_nodes
 
 MANAGED_BY = "llmbackend-operator"
 

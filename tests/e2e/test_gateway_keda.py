@@ -1,6 +1,6 @@
 """InferencePool (+ endpoint picker) and KEDA ScaledObject against their real CRDs on the local control plane.
 
-The CRDs come from the Go modules that define them (llmbackend.devcluster.crds). The rendered objects pass
+The CRDs come from the Go modules that define them (devcluster.crds). The rendered objects pass
 the API server's validation (dry-run=server: OpenAPI schema and CEL rules of the CRDs); then the operator,
 seeing the CRDs served, creates them for a backend. The CRDs are removed at the end of the module and the
 session operator restarts afterwards (exclusive_cluster), so other tests see a cluster without them.
@@ -15,7 +15,7 @@ import yaml
 
 from conftest import REPO_ROOT, apply_manifest, backend_manifest, wait_for
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.devcluster.crds import THIRD_PARTY_CRDS, crd_file
+from devcluster.crds import THIRD_PARTY_CRDS, crd_file
 from llmbackend.render import gateway
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from llmbackend.devcluster.lws import LwsController
+from devcluster.lws import LwsController
 
 from conftest import REPO_ROOT, apply_manifest, available, condition, wait_for
 

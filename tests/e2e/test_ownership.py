@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from llmbackend.devcluster.lws import CRD_FILE as LWS_CRD_FILE
-from llmbackend.devcluster.lws import ensure_lws
+from devcluster.lws import CRD_FILE as LWS_CRD_FILE
+from devcluster.lws import ensure_lws
 from conftest import REPO_ROOT, apply_manifest, backend_manifest, condition, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "argocd"))

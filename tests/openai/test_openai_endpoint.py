@@ -19,7 +19,7 @@ import pytest
 
 from llmbackend.api import engine_metrics as em
 from llmbackend.api.v1alpha1 import PlanStatus
-from llmbackend.devcluster.tritonserver import available
+from devcluster.tritonserver import available
 from llmbackend.render import openai as rendered_openai
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 

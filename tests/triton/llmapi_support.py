@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.devcluster.tritonserver import TritonServer, run_tritonserver
+from devcluster.tritonserver import TritonServer, run_tritonserver
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, config_map_files, desired_objects, model_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from llmbackend.api import engine_metrics as em
-from llmbackend.devcluster.tritonserver import available
+from devcluster.tritonserver import available
 
 from llmapi_support import backend_spec, closed_loop, generate, metric, metrics, serve
 

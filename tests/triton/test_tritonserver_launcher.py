@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmbackend.devcluster.tritonserver import TritonServerError, available, run_tritonserver
+from devcluster.tritonserver import TritonServerError, available, run_tritonserver
 
 pytestmark = [pytest.mark.triton,
               pytest.mark.skipif(not available(), reason="nvidia-pytriton's tritonserver is not installed")]

@@ -26,7 +26,7 @@ import pytest
 
 from llmbackend.api import engine_metrics as M
 from llmbackend.api.v1alpha1 import LLMBackendSpec
-from llmbackend.devcluster.tritonserver import available, run_tritonserver
+from devcluster.tritonserver import available, run_tritonserver
 from llmbackend.render import triton
 
 pytestmark = [pytest.mark.triton,

@@ -14,7 +14,7 @@ import pytest
 from llmbackend.api import conditions as cond
 from llmbackend.controller.kube import ApiError
 from llmbackend.controller.reconcile import Reconciler, SharedState
-from llmbackend.devcluster.cli import topology_nodes
+from devcluster.cli import topology_nodes
 
 lupa = pytest.importorskip("lupa", reason="pip install lupa (in the test extra)")
 

@@ -283,7 +283,7 @@ def up(directory: Path | None = None, ports: Ports | None = None, log=print, tie
     if taken:
         raise ClusterError(
             f"port(s) already in use on {HOST}: {', '.join(taken)}. Stop what uses them "
-            f"(or another dev cluster: llmbackend dev-cluster down --dir ...), or pick other ports."
+            f"(or another dev cluster: python -m devcluster down --dir ...), or pick other ports."
         )
     bins = ensure_binaries(log=log)
     (directory / "logs").mkdir(parents=True, exist_ok=True)
