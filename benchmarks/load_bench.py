@@ -36,9 +36,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[0:0] = [str(REPO / "operator"), str(REPO / "dev")]
 
-from llmbackend.controller.kube import ApiError, Kube, load_configuration  # noqa: E402
 from devcluster import cluster as devcluster  # noqa: E402
 from devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
+from llmbackend.controller.kube import ApiError, Kube, load_configuration  # noqa: E402
 
 WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE"}
 
@@ -155,9 +155,9 @@ def main() -> int:
             try:
                 reconciles(metrics_port)
                 break
-            except OSError:
+            except OSError as exc:
                 if time.monotonic() > deadline or op.poll() is not None:
-                    raise SystemExit("operator did not come up: " + devcluster.log_tail(cluster.log_file("llmbackend-operator")))
+                    raise SystemExit("operator did not come up: " + devcluster.log_tail(cluster.log_file("llmbackend-operator"))) from exc
                 time.sleep(0.5)
         time.sleep(3)  # kopf lists nodes and starts its watches
         base_api = api_requests(metrics_port)

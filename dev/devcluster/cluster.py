@@ -49,7 +49,7 @@ class Ports:
     kwok: int = 26080
 
     @classmethod
-    def free(cls) -> "Ports":
+    def free(cls) -> Ports:
         """Ports the kernel says are free now (for test clusters next to a running demo)."""
         sockets = []
         try:

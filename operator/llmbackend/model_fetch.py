@@ -37,8 +37,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HF_ENDPOINT = "https://huggingface.co"
 MARKER = ".llmbackend-complete.json"
@@ -240,7 +241,7 @@ def sigv4_headers(method: str, url: str, region: str, access_key: str, secret_ke
                   payload_hash: str = "UNSIGNED-PAYLOAD", extra: dict[str, str] | None = None) -> dict[str, str]:
     """AWS Signature Version 4 headers for an S3 request (body not signed unless payload_hash is given;
     `extra` headers are signed and returned too)."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     parts = urllib.parse.urlsplit(url)
     query = sorted(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
@@ -564,7 +565,7 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
             download_file(f, dest, headers_for, progress)
         progress.update(filesDone=i + 1)
     summary = {"source": uri, "revision": revision, "bytes": total, "files": len(files),
-               "completedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+               "completedAt": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     (staging / MARKER).write_text(json.dumps(summary, sort_keys=True))
     final.parent.mkdir(parents=True, exist_ok=True)
     try:

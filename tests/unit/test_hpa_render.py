@@ -4,8 +4,13 @@ import re
 
 import pytest
 
+from llmbackend.api.engine_metrics import (
+    ENGINE_COMPUTE_METRIC,
+    ENGINE_QUEUE_METRIC,
+    HPA_METRIC_NAME,
+    RECORDING_RULE_NAME,
+)
 from llmbackend.api.v1alpha1 import AutoscalingSpec
-from llmbackend.api.engine_metrics import ENGINE_COMPUTE_METRIC, ENGINE_QUEUE_METRIC, HPA_METRIC_NAME, RECORDING_RULE_NAME
 from llmbackend.render.hpa import (
     quantity,
     recording_expr,

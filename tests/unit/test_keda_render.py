@@ -7,8 +7,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from llmbackend.api.v1alpha1 import AutoscalingSpec, LLMBackendSpec, PlanStatus
 from llmbackend.api.engine_metrics import RECORDING_RULE_NAME
+from llmbackend.api.v1alpha1 import AutoscalingSpec, LLMBackendSpec, PlanStatus
 from llmbackend.render.hpa import render_hpa
 from llmbackend.render.keda import pod_name_regex, quantity_str, render_scaled_object, trigger_query
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from devcluster.cli import topology_nodes
 from llmbackend.api import conditions as cond
 from llmbackend.controller.kube import ApiError
 from llmbackend.controller.reconcile import Reconciler, SharedState
-from devcluster.cli import topology_nodes
 
 lupa = pytest.importorskip("lupa", reason="pip install lupa (in the test extra)")
 

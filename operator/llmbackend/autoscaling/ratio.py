@@ -30,8 +30,9 @@ like the HPA's ``AverageValue`` on ready pods.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -11,8 +11,9 @@ import math
 import re
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import aiohttp
 
@@ -94,7 +95,7 @@ class TritonScraper:
             await self._session.close()
         self._session = None
 
-    async def __aenter__(self) -> "TritonScraper":
+    async def __aenter__(self) -> TritonScraper:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -116,7 +117,7 @@ class TritonScraper:
                     if resp.status != 200:
                         return pod, None, f"HTTP {resp.status} from {url}", self.clock()
                     text = await resp.text(errors="replace")
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return pod, None, f"timeout after {self.timeout_s:g}s: {url}", self.clock()
             except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
                 return pod, None, f"{type(e).__name__}: {e} ({url})", self.clock()
@@ -239,7 +240,7 @@ class PrometheusRatioSource:
             await self._session.close()
         self._session = None
 
-    async def __aenter__(self) -> "PrometheusRatioSource":
+    async def __aenter__(self) -> PrometheusRatioSource:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

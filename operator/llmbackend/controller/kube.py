@@ -11,15 +11,16 @@ import json
 import threading
 import time
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import rest
 
-from ..render.workloads import MANAGED_KINDS
 from ..autoscaling import metrics
+from ..render.workloads import MANAGED_KINDS
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"

@@ -18,9 +18,8 @@ from pydantic import ValidationError
 
 from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
-from .modelcache import model_cache_blocks_plan, sync_model_cache
-from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..api.engine_metrics import RECORDING_RULE_NAME
+from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec, PlanStatus
 from ..planning.inventory import Inventory
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import openai, triton
@@ -50,6 +49,7 @@ from ..render.workloads import (
 from . import permissions
 from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions, now_rfc3339
 from .kube import ApiError, Kube
+from .modelcache import model_cache_blocks_plan, sync_model_cache
 
 log = logging.getLogger("llmbackend.reconcile")
 

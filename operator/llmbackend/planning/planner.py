@@ -67,17 +67,33 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture, ParallelismSpec
 from . import roofline
 from .inventory import (
-    GPU_TOLERATIONS, LABEL_PRODUCT, UNKNOWN_PRODUCT, GPUNode, GPUProduct, describe_gpus, domain_kind, node_matches,
+    GPU_TOLERATIONS,
+    LABEL_PRODUCT,
+    UNKNOWN_PRODUCT,
+    GPUNode,
+    GPUProduct,
+    describe_gpus,
+    domain_kind,
+    node_matches,
     product_info,
 )
 from .memory import (
-    Fit, MemoryBreakdown, _value, estimate, fit, fmt_gib, is_moe, total_memory_fraction, unsharded_bytes,
+    Fit,
+    MemoryBreakdown,
+    _value,
+    estimate,
+    fit,
+    fmt_gib,
+    is_moe,
+    total_memory_fraction,
+    unsharded_bytes,
 )
 
 FITS = "Fits"

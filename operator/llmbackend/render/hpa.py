@@ -33,9 +33,9 @@ feature gate (alpha in 1.33): rendered only with ``configurable_tolerance=True``
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Mapping
-
+from typing import Any
 
 from ..api.engine_metrics import ENGINE_COMPUTE_METRIC, ENGINE_QUEUE_METRIC, HPA_METRIC_NAME, RECORDING_RULE_NAME
 from ..api.v1alpha1 import AutoscalingSpec

@@ -10,7 +10,8 @@ hpa (``render_prometheus_rule``) through the same per-pod selection as the opera
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..api.v1alpha1 import AutoscalingSpec
 from .hpa import default_query, quantity, render_hpa

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "Ident",
@@ -35,13 +35,13 @@ _IDENT = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 class Ident(str):
     """An enum identifier written bare (e.g. TYPE_INT32, KIND_CPU). Validated on creation."""
 
-    def __new__(cls, value: str) -> "Ident":
+    def __new__(cls, value: str) -> Ident:
         if not _IDENT.match(value):
             raise ValueError(f"not a protobuf enum identifier: {value!r}")
         return super().__new__(cls, value)
 
 
-Scalar = Union[str, int, float, bool, Ident]
+Scalar = str | int | float | bool | Ident
 
 
 @dataclass(frozen=True)

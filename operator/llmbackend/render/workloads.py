@@ -55,7 +55,7 @@ PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
 OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool")
 
 
-def owned_names(ref: "BackendRef") -> list[tuple[str, str]]:
+def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
     """Every (kind, name) a backend's children may have: what pruning looks up."""
     epp = gateway.epp_name(ref.name)
     names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS

@@ -22,9 +22,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 log = logging.getLogger("openai-frontend")
@@ -180,7 +181,7 @@ class ChatTemplate:
             self._template = env.from_string(source)
 
     @classmethod
-    def load(cls, tokenizer_dir: str | None) -> "ChatTemplate":
+    def load(cls, tokenizer_dir: str | None) -> ChatTemplate:
         if not tokenizer_dir:
             return cls(None)
         config: dict[str, Any] = {}
