@@ -143,7 +143,7 @@ def select_files(files: list[RemoteFile]) -> list[RemoteFile]:
 class _NoAuthAcrossHosts(urllib.request.HTTPRedirectHandler):
     """Follow redirects (the Hub sends LFS files to a CDN) without handing the token to another host."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
             new.headers.pop("Authorization", None)
@@ -155,7 +155,7 @@ _OPENER = urllib.request.build_opener(_NoAuthAcrossHosts)
 
 
 def _open(url: str, headers: dict[str, str], timeout: float = 60.0) -> http.client.HTTPResponse:
-    return _OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout)  # type: ignore[no-any-return]
+    return _OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout)
 
 
 # ---- Hugging Face Hub ----
@@ -221,7 +221,7 @@ class Hub:
     def read_json(self, revision: str, path: str) -> dict[str, Any] | None:
         try:
             with _open(self.resolve_url(revision, path), self.headers()) as resp:
-                return json.load(resp)  # type: ignore[no-any-return]
+                return json.load(resp)
         except urllib.error.HTTPError as err:
             if err.code == 404:
                 return None
@@ -345,7 +345,7 @@ class S3:
         url = self.object_url(key)
         try:
             with _open(url, self.headers(url)) as resp:
-                return json.load(resp)  # type: ignore[no-any-return]
+                return json.load(resp)
         except urllib.error.HTTPError as err:
             if err.code == 404:
                 return None

@@ -356,7 +356,7 @@ def window_ratio(
             if last.slots > 0 and (last.active or 0.0) >= last.slots:
                 full += 1
 
-    common = dict(
+    common: dict[str, Any] = dict(
         pods_used=used, pods_stale=stale, pods_warming=warming, timestamp=newest,
         queue_us=total.queue, compute_us=total.compute, requests=total.success,
         trtllm_waiting=waiting_total, kv_cache_fraction=kv_max,

@@ -269,6 +269,8 @@ class PrometheusRatioSource:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
             self._own_session = True
+        data: dict[str, Any] | BaseException
+        ts: dict[str, Any] | BaseException
         data, ts = await asyncio.gather(self._query(q), self._query(f"timestamp({q})"), return_exceptions=True)
         if isinstance(data, BaseException):
             e = data

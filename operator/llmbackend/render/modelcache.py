@@ -171,7 +171,7 @@ def job_outcome(job: dict[str, Any] | None, termination: dict[str, Any] | None) 
     """status.model and the ModelReady condition from the Job and its last pod's termination message:
     {"phase", "reason", "message", **progress fields}."""
     term = termination or {}
-    progress = {k: term[k] for k in ("resolvedRevision", "bytesTotal", "path") if k in term}
+    progress: dict[str, Any] = {k: term[k] for k in ("resolvedRevision", "bytesTotal", "path") if k in term}
     if job is None:
         return {"phase": "Resolving", "reason": "DownloadPending", "message": "the download Job is being created"}
     conditions = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or []}

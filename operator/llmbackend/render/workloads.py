@@ -228,7 +228,7 @@ def _pod_spec(
                 resources["requests"][key] = value
                 resources["limits"][key] = value
 
-    volume_mounts = [
+    volume_mounts: list[dict[str, Any]] = [
         {"name": "model-repository", "mountPath": triton.MODEL_REPOSITORY},
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "tmp", "mountPath": "/tmp"},
@@ -372,7 +372,7 @@ def render_deployment(
         "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
         "labelSelector": {"matchLabels": selector_for(ref)},
     }]
-    deployment = {
+    deployment: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(ref, ref.name),
