@@ -1,11 +1,11 @@
-# The two promised commands: `make demo` (main job on the local default) and `make test` (all tests).
+# The two promised commands: `make demo` (main job on the local default) and `make test` (lint, then all tests).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The repository's own tools (dev/devcluster: control plane, demo, tritonserver launcher) are not in the package.
 DEVTOOLS := PYTHONPATH=$(CURDIR)/dev$(if $(PYTHONPATH),:$(PYTHONPATH)) $(PY)
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup demo test unit e2e tools prometheus openmpi moto crd bench down clean
+.PHONY: setup demo lint test unit e2e tools prometheus openmpi moto crd bench down clean
 
 setup: $(VENV)/.installed
 
@@ -32,7 +32,13 @@ openmpi:
 demo: tools
 	$(DEVTOOLS) -m devcluster demo
 
-test: tools prometheus openmpi moto
+# The import contract (.importlinter), ruff and mypy (configured in pyproject.toml), on this tree's sources.
+lint: setup
+	PYTHONPATH=$(CURDIR)/operator $(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check operator tests benchmarks dev
+	$(VENV)/bin/mypy
+
+test: lint tools prometheus openmpi moto
 	$(PY) -m pytest -p no:cacheprovider
 
 # moto's S3 server for tests/fetch, in its own venv: botocore pins python-dateutil below 3, the kubernetes client needs 3+.
