@@ -1,9 +1,11 @@
-# The two promised commands: `make demo` (main job on the local default) and `make test` (all tests).
+# The two promised commands: `make demo` (main job on the local default) and `make test` (lint, then all tests).
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The repository's own tools (dev/devcluster: control plane, demo, tritonserver launcher) are not in the package.
+DEVTOOLS := PYTHONPATH=$(CURDIR)/dev$(if $(PYTHONPATH),:$(PYTHONPATH)) $(PY)
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup demo test unit e2e tools prometheus openmpi moto crd bench down clean
+.PHONY: setup demo lint test unit e2e tools prometheus openmpi moto crd bench down clean
 
 setup: $(VENV)/.installed
 
@@ -15,9 +17,9 @@ $(VENV)/.installed: pyproject.toml
 # Control-plane binaries (etcd, kube-apiserver, ...) and Argo CD's health evaluator (tests/argocd) built once from
 # the Go module proxy into ~/.cache/llmbackend.
 tools: setup
-	$(PY) -m llmbackend.devcluster.build
+	$(DEVTOOLS) -m devcluster.build
 	$(PY) tests/argocd/argocd_health.py
-	$(PY) -m llmbackend.devcluster.lws
+	$(DEVTOOLS) -m devcluster.lws
 
 # Debian's Prometheus for the autoscaling tests (installed when missing and we are root; otherwise those tests skip).
 prometheus:
@@ -28,9 +30,15 @@ openmpi:
 	@command -v mpirun >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null) || echo "openmpi-bin not installed: the multi-node launch tests will be skipped"; }
 
 demo: tools
-	$(VENV)/bin/llmbackend demo
+	$(DEVTOOLS) -m devcluster demo
 
-test: tools prometheus openmpi moto
+# The import contract (.importlinter), ruff and mypy (configured in pyproject.toml), on this tree's sources.
+lint: setup
+	PYTHONPATH=$(CURDIR)/operator $(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check operator tests benchmarks dev
+	$(VENV)/bin/mypy
+
+test: lint tools prometheus openmpi moto
 	$(PY) -m pytest -p no:cacheprovider
 
 # moto's S3 server for tests/fetch, in its own venv: botocore pins python-dateutil below 3, the kubernetes client needs 3+.
@@ -56,7 +64,7 @@ bench: tools
 	$(PY) benchmarks/autoscale_bench.py
 
 down: setup
-	$(VENV)/bin/llmbackend dev-cluster down
+	$(DEVTOOLS) -m devcluster down
 
 clean: down
 	rm -rf $(VENV)

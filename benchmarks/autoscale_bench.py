@@ -62,8 +62,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from llmbackend.api.v1alpha1 import AutoscalingSpec  # noqa: E402
 from llmbackend.autoscaling import coldstart  # noqa: E402
 from llmbackend.autoscaling.decision import ScalerState, decide  # noqa: E402
-from llmbackend.autoscaling.hpa import render_hpa  # noqa: E402
 from llmbackend.autoscaling.ratio import SIGNAL_ENGINE, TritonCounters, window_ratio  # noqa: E402
+from llmbackend.render.hpa import render_hpa  # noqa: E402
 
 # ---- the serving model ----
 SLOTS = 64
@@ -152,7 +152,7 @@ class Policy:
     def __init__(self, knob):
         self.knob = knob
 
-    def desired(self, sim: "Sim", now: float) -> int:
+    def desired(self, sim: Sim, now: float) -> int:
         raise NotImplementedError
 
 

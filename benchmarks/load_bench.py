@@ -34,11 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "operator"))
+sys.path[0:0] = [str(REPO / "operator"), str(REPO / "dev")]
 
+from devcluster import cluster as devcluster  # noqa: E402
+from devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
 from llmbackend.controller.kube import ApiError, Kube, load_configuration  # noqa: E402
-from llmbackend.devcluster import cluster as devcluster  # noqa: E402
-from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
 from llmbackend.render.modelcache import DEFAULT_CACHE_CLAIM  # noqa: E402
 
 WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE"}
@@ -103,9 +103,10 @@ def wait_operator_up(cluster, op, metrics_port: int, timeout_s: float = 60) -> N
         try:
             reconciles(metrics_port)
             return
-        except OSError:
+        except OSError as exc:
             if time.monotonic() > deadline or op.poll() is not None:
-                raise SystemExit("operator did not come up: " + devcluster.log_tail(cluster.log_file("llmbackend-operator")))
+                log = devcluster.log_tail(cluster.log_file("llmbackend-operator"))
+                raise SystemExit("operator did not come up: " + log) from exc
             time.sleep(0.5)
 
 

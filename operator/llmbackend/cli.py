@@ -1,4 +1,7 @@
-"""The `llmbackend` command: operator, CRD generation, planning, dev cluster, demo."""
+"""The `llmbackend` command: the operator and its tools (run, crd, plan, render, hpa-rules, topology reporter).
+
+The local dev cluster and the demo are a tool of this repository, not of the operator: `python -m devcluster`
+(dev/devcluster)."""
 
 from __future__ import annotations
 
@@ -12,9 +15,8 @@ SUBCOMMAND_MODULES = [
     "llmbackend.api.crdgen",
     "llmbackend.planning.cli",
     "llmbackend.controller.run",
-    "llmbackend.devcluster.cli",
     "llmbackend.planning.topology_reporter",
-    "llmbackend.autoscaling.hpa",
+    "llmbackend.render.cli",
     "llmbackend.controller.preview",
 ]
 
@@ -23,13 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmbackend", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module_name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # not written yet
-                continue
-            raise
-        module.register(subparsers)
+        importlib.import_module(module_name).register(subparsers)
     return parser
 
 

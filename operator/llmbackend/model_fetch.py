@@ -40,8 +40,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HF_ENDPOINT = "https://huggingface.co"
 MARKER = ".llmbackend-complete.json"
@@ -147,7 +148,7 @@ def select_files(files: list[RemoteFile]) -> list[RemoteFile]:
 class _NoAuthAcrossHosts(urllib.request.HTTPRedirectHandler):
     """Follow redirects (the Hub sends LFS files to a CDN) without handing the token to another host."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
             new.headers.pop("Authorization", None)
@@ -159,7 +160,7 @@ _OPENER = urllib.request.build_opener(_NoAuthAcrossHosts)
 
 
 def _open(url: str, headers: dict[str, str], timeout: float = 60.0) -> http.client.HTTPResponse:
-    return _OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout)  # type: ignore[no-any-return]
+    return _OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout)
 
 
 # ---- Hugging Face Hub ----
@@ -225,7 +226,7 @@ class Hub:
     def read_json(self, revision: str, path: str) -> dict[str, Any] | None:
         try:
             with _open(self.resolve_url(revision, path), self.headers()) as resp:
-                return json.load(resp)  # type: ignore[no-any-return]
+                return json.load(resp)
         except urllib.error.HTTPError as err:
             if err.code == 404:
                 return None
@@ -245,7 +246,7 @@ def sigv4_headers(method: str, url: str, region: str, access_key: str, secret_ke
                   payload_hash: str = "UNSIGNED-PAYLOAD", extra: dict[str, str] | None = None) -> dict[str, str]:
     """AWS Signature Version 4 headers for an S3 request (body not signed unless payload_hash is given;
     `extra` headers are signed and returned too)."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     parts = urllib.parse.urlsplit(url)
     query = sorted(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
@@ -349,7 +350,7 @@ class S3:
         url = self.object_url(key)
         try:
             with _open(url, self.headers(url)) as resp:
-                return json.load(resp)  # type: ignore[no-any-return]
+                return json.load(resp)
         except urllib.error.HTTPError as err:
             if err.code == 404:
                 return None
@@ -615,7 +616,7 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
             download_file(f, dest, headers_for, progress)
         progress.update(filesDone=i + 1)
     summary = {"source": uri, "revision": revision, "bytes": total, "files": len(files),
-               "completedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+               "completedAt": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     (staging / MARKER).write_text(json.dumps(summary, sort_keys=True))
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -709,7 +710,7 @@ def prune(cache: Path, keep: list[str]) -> dict[str, Any]:
             dirnames.remove(d)
             freed += _remove_tree(cache, here / d)
             deleted.append(f".staging/{rel}")
-    for dirpath, dirnames, filenames in os.walk(cache, topdown=False):  # directories left empty
+    for dirpath, _dirs, _files in os.walk(cache, topdown=False):  # directories left empty
         here = Path(dirpath)
         if here != cache and not any(here.iterdir()):
             here.rmdir()

@@ -2,7 +2,7 @@
 
 e2e/argocd-health pins argo-cd; the binary is built once from the Go module proxy into
 ~/.cache/llmbackend/bin/argocd-health-<argo-cd version>-<hash of the module's files>, like the control
-plane (operator/llmbackend/devcluster/build.py), under a lock shared with the other Go builds.
+plane (dev/devcluster/build.py), under a lock shared with the other Go builds.
 `python tests/argocd/argocd_health.py` builds it (make tools) and prints its path.
 """
 

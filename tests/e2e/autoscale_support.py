@@ -16,8 +16,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -71,7 +72,7 @@ class PodForwards:
                     with contextlib.suppress(OSError):
                         conn.shutdown(socket.SHUT_RDWR)
 
-    def __enter__(self) -> "PodForwards":
+    def __enter__(self) -> PodForwards:
         self._thread.start()
         return self
 
@@ -122,7 +123,7 @@ class Recorder:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         self._thread.start()
         return self
 

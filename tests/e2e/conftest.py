@@ -9,16 +9,17 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 
+from devcluster import cluster as devcluster
+from devcluster.build import bin_dir
+from devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes
 from llmbackend.controller.kube import KINDS, Kube, load_configuration
-from llmbackend.devcluster import cluster as devcluster
-from llmbackend.devcluster.build import bin_dir
-from llmbackend.devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes
 
 pytestmark = pytest.mark.e2e
 KINDS.setdefault("ReplicaSet", ("apps/v1", "replicasets"))

@@ -19,12 +19,12 @@ import urllib.parse
 import urllib.request
 
 import pytest
-
 from autoscale_support import PodForwards, Recorder, junk_metrics_server, prometheus_retarget
 from conftest import apply_manifest, backend_manifest, wait_for
 from harness import background_load, free_port, prometheus_binary, run_fake_llm_triton, run_prometheus
+
 from llmbackend.autoscaling import decision as D
-from llmbackend.autoscaling.hpa import prometheus_rule_group
+from llmbackend.render.hpa import prometheus_rule_group
 
 pytestmark = [
     pytest.mark.e2e,

@@ -6,11 +6,11 @@ import json
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT, apply_manifest, available, backend_manifest, condition, wait_for
+
+from devcluster.lws import CRD_FILE as LWS_CRD_FILE
+from devcluster.lws import ensure_lws
 from llmbackend.controller.reconcile import Reconciler, SharedState
-from llmbackend.devcluster.lws import CRD_FILE as LWS_CRD_FILE
-from llmbackend.devcluster.lws import ensure_lws
 from llmbackend.planning.inventory import Inventory
 
 

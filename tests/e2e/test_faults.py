@@ -14,10 +14,10 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-
 from conftest import apply_manifest, available, backend_manifest, condition, wait_for
-from llmbackend.devcluster import cluster as devcluster
-from llmbackend.devcluster.cli import topology_nodes
+
+from devcluster import cluster as devcluster
+from devcluster.cli import topology_nodes
 
 MANAGED_BY = "llmbackend-operator"
 
@@ -96,15 +96,16 @@ def test_operator_survives_apiserver_and_etcd_restarts(exclusive_cluster, own_op
             wait_for(lambda: _serves(cluster), timeout=60, what="apiserver serving after the etcd restart")
         assert op.proc.poll() is None, f"operator exited after the {component} restart:\n{op.log_tail()}"
         # A CR created after the restart converges (the watch reconnected) ...
-        wait_for(lambda: cluster.kubectl("apply", "-f", "-", check=False,
+        wait_for(lambda created=created: cluster.kubectl("apply", "-f", "-", check=False,
                                          input=json.dumps(backend_manifest(created, namespace))).returncode == 0,
                  timeout=30, what=f"create {created}")
-        wait_for(lambda: available(cluster, namespace, created), timeout=120, interval=0.5,
+        wait_for(lambda created=created: available(cluster, namespace, created), timeout=120, interval=0.5,
                  what=f"{created} Available after the {component} restart; log:\n{op.log_tail()}")
         # ... and so does a change to one that existed before.
         replicas = 2 if component == "kube-apiserver" else 1
         cluster.kubectl("scale", "llmb", "before", "-n", namespace, f"--replicas={replicas}")
-        wait_for(lambda: (d := cluster.kube.get("Deployment", namespace, "before")) and d["spec"]["replicas"] == replicas,
+        wait_for(lambda replicas=replicas: (d := cluster.kube.get("Deployment", namespace, "before"))
+                 and d["spec"]["replicas"] == replicas,
                  timeout=60, what=f"before scaled to {replicas} after the {component} restart")
     assert op.proc.poll() is None, op.log_tail()
 

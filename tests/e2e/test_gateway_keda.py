@@ -1,6 +1,6 @@
 """InferencePool (+ endpoint picker) and KEDA ScaledObject against their real CRDs on the local control plane.
 
-The CRDs come from the Go modules that define them (llmbackend.devcluster.crds). The rendered objects pass
+The CRDs come from the Go modules that define them (devcluster.crds). The rendered objects pass
 the API server's validation (dry-run=server: OpenAPI schema and CEL rules of the CRDs); then the operator,
 seeing the CRDs served, creates them for a backend. The CRDs are removed at the end of the module and the
 session operator restarts afterwards (exclusive_cluster), so other tests see a cluster without them.
@@ -12,10 +12,10 @@ import time
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT, apply_manifest, backend_manifest, wait_for
+
+from devcluster.crds import THIRD_PARTY_CRDS, crd_file
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.devcluster.crds import THIRD_PARTY_CRDS, crd_file
 from llmbackend.render import gateway
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
 
@@ -51,7 +51,7 @@ def crds(exclusive_cluster):
         exclusive_cluster.kube.apply(crd)  # server-side apply: these CRDs exceed client-side apply's annotation limit
         names.append(crd["metadata"]["name"])
     for name in names:
-        wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
+        wait_for(lambda name=name: any(c["type"] == "Established" and c["status"] == "True" for c in
                              ((exclusive_cluster.kube.get("CustomResourceDefinition", None, name) or {}).get("status") or {})
                              .get("conditions") or []), timeout=30, what=f"CRD {name} Established")
     time.sleep(1)  # discovery catches up with a freshly established CRD

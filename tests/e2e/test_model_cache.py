@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import apply_manifest, available, backend_manifest, condition, wait_for
-from llmbackend.render import modelcache as mc
+
 from llmbackend.api.v1alpha1 import ModelSource
+from llmbackend.render import modelcache as mc
 
 URI = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
 
@@ -31,9 +31,9 @@ def test_two_backends_share_one_download_and_deleting_one_keeps_it(cluster, oper
     for name in ("first", "second"):
         apply_manifest(cluster, backend_manifest(name, namespace, model={"preset": "llama-3.1-8b", "source": source}))
     for name in ("first", "second"):
-        obj = wait_for(lambda: available(cluster, namespace, name), timeout=90, what=f"{name} Available=True")
-        ready = wait_for(lambda: condition(cluster.kube.get("LLMBackend", namespace, name), "ModelReady"), timeout=60,
-                         what="ModelReady")
+        wait_for(lambda name=name: available(cluster, namespace, name), timeout=90, what=f"{name} Available=True")
+        wait_for(lambda name=name: condition(cluster.kube.get("LLMBackend", namespace, name), "ModelReady"), timeout=60,
+                 what="ModelReady")
     job_name = mc.download_job_name(ModelSource.model_validate(source))
     jobs = cluster.kube.list("Job", namespace)
     assert [j["metadata"]["name"] for j in jobs] == [job_name]
@@ -47,7 +47,7 @@ def test_two_backends_share_one_download_and_deleting_one_keeps_it(cluster, oper
         cond = condition(obj, "ModelReady")
         return obj if cond and cond["status"] == "True" else None
     for name in ("first", "second"):
-        obj = wait_for(lambda: model_ready(name), timeout=90, what=f"{name} ModelReady=True")
+        obj = wait_for(lambda name=name: model_ready(name), timeout=90, what=f"{name} ModelReady=True")
         assert obj["status"]["model"]["phase"] == "Ready" and obj["status"]["model"]["claimName"] == "llmbackend-model-cache"
 
     pod = cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=first")[0]
@@ -128,7 +128,7 @@ def test_deleting_the_last_backend_of_a_source_cleans_its_copy_and_keeps_the_oth
     for name, source in (("keeper", kept), ("leaver", dropped)):
         apply_manifest(cluster, backend_manifest(name, namespace, model={"preset": "llama-3.1-8b", "source": source}))
     for name in ("keeper", "leaver"):
-        wait_for(lambda: available(cluster, namespace, name), timeout=90, what=f"{name} Available=True")
+        wait_for(lambda name=name: available(cluster, namespace, name), timeout=90, what=f"{name} Available=True")
     kept_job = mc.download_job_name(ModelSource.model_validate(kept))
     dropped_job = mc.download_job_name(ModelSource.model_validate(dropped))
     assert cluster.kube.get("Job", namespace, dropped_job) is not None

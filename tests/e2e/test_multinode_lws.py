@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
-from llmbackend.devcluster.lws import LwsController
-
 from conftest import REPO_ROOT, apply_manifest, available, condition, wait_for
+
+from devcluster.lws import LwsController
 
 SAMPLE = REPO_ROOT / "manifests/samples/llama-3.1-405b-multinode.yaml"
 

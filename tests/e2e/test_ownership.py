@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from llmbackend.devcluster.lws import CRD_FILE as LWS_CRD_FILE
-from llmbackend.devcluster.lws import ensure_lws
-from conftest import REPO_ROOT, apply_manifest, backend_manifest, condition, wait_for
+from conftest import apply_manifest, backend_manifest, condition, wait_for
+
+from devcluster.lws import CRD_FILE as LWS_CRD_FILE
+from devcluster.lws import ensure_lws
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "argocd"))
 from argocd_health import ensure_binary, health  # noqa: E402

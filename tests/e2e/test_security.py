@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import REPO_ROOT
+
+import llmbackend.controller.run  # noqa: F401 - registers every permission the controller uses
 from llmbackend.controller.kube import KINDS
 from llmbackend.controller.permissions import permissions
-import llmbackend.controller.run  # noqa: F401 - registers every permission the controller uses
 
 KINDS.setdefault("SubjectAccessReview", ("authorization.k8s.io/v1", "subjectaccessreviews"))
 OPERATOR = "system:serviceaccount:llmbackend-system:llmbackend-operator"

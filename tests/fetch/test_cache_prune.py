@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from conftest import run_fetch
+
 from llmbackend import model_fetch as mf
 
 OLD = "fedcba9876543210fedcba9876543210fedcba98"

@@ -304,7 +304,7 @@ def test_s3_missing_bucket(s3_endpoint, tmp_path) -> None:
 def test_sigv4_matches_the_aws_documented_example() -> None:
     """AWS S3 API reference, "Signature Calculations for the Authorization Header", example GET Object."""
     import datetime
-    now = datetime.datetime(2013, 5, 24, tzinfo=datetime.timezone.utc)
+    now = datetime.datetime(2013, 5, 24, tzinfo=datetime.UTC)
     h = mf.sigv4_headers("GET", "https://examplebucket.s3.amazonaws.com/test.txt", "us-east-1",
                          "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", now=now,
                          payload_hash=hashlib.sha256(b"").hexdigest(), extra={"Range": "bytes=0-9"})

@@ -4,7 +4,6 @@ for pvc sources, the inspector Job whose report is the real inspector program's 
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 

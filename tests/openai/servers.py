@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "triton"))
 from harness import _stop, wait_http  # noqa: E402
+
 
 def local_args(container_args: list[str], triton_http: str, triton_metrics_url: str, tokenizer_dir: str,
                port: int) -> list[str]:
@@ -35,9 +36,9 @@ def run_frontend(program: str | os.PathLike, args: list[str], port: int, timeout
     try:
         try:
             wait_http(f"http://127.0.0.1:{port}/health", timeout_s, proc)
-        except Exception:
+        except Exception as exc:
             log.flush()
-            raise RuntimeError("frontend did not start:\n" + Path(log.name).read_text(errors="replace")[-3000:])
+            raise RuntimeError("frontend did not start:\n" + Path(log.name).read_text(errors="replace")[-3000:]) from exc
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         _stop(proc)

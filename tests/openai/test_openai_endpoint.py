@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from devcluster.tritonserver import available
 from llmbackend.api import engine_metrics as em
 from llmbackend.api.v1alpha1 import PlanStatus
-from llmbackend.devcluster.tritonserver import available
 from llmbackend.render import openai as rendered_openai
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 

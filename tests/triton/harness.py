@@ -18,8 +18,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -115,10 +115,10 @@ def run_fake_llm_triton(
         try:
             wait_http(f"http://{ep.http_url}/v2/models/{model}/ready", startup_timeout_s, proc)
             wait_http(ep.metrics_url, 20, proc)
-        except Exception:
+        except Exception as exc:
             log.flush()
             tail = Path(log.name).read_bytes()[-3000:].decode(errors="replace")
-            raise RuntimeError(f"fake LLM Triton did not start:\n{tail}")
+            raise RuntimeError(f"fake LLM Triton did not start:\n{tail}") from exc
         yield ep
     finally:
         _stop(proc)
@@ -185,9 +185,9 @@ def run_prometheus(
     try:
         try:
             wait_http(f"{url}/-/ready", startup_timeout_s, proc)
-        except Exception:
+        except Exception as exc:
             log.flush()
-            raise RuntimeError("prometheus did not start:\n" + Path(log.name).read_text(errors="replace")[-3000:])
+            raise RuntimeError("prometheus did not start:\n" + Path(log.name).read_text(errors="replace")[-3000:]) from exc
         yield PrometheusEndpoint(url, cfg_path)
     finally:
         _stop(proc)
@@ -290,7 +290,7 @@ class Forwarder:
         while not self._stop.is_set():
             try:
                 c, _ = self.sock.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             try:
                 u = socket.create_connection(self.target, timeout=5)

@@ -9,11 +9,12 @@ import os
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from devcluster.tritonserver import TritonServer, run_tritonserver
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.devcluster.tritonserver import TritonServer, run_tritonserver
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, config_map_files, desired_objects, model_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

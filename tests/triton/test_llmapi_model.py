@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import queue
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-from llmbackend.api import engine_metrics as em
-from llmbackend.devcluster.tritonserver import available
-
 from llmapi_support import backend_spec, closed_loop, generate, metric, metrics, serve
+
+from devcluster.tritonserver import available
+from llmbackend.api import engine_metrics as em
 
 pytestmark = [pytest.mark.triton,
               pytest.mark.skipif(not available(), reason="nvidia-pytriton's tritonserver is not installed")]

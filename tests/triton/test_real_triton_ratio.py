@@ -16,14 +16,14 @@ import urllib.request
 
 import pytest
 import yaml
-
 from harness import background_load, forward, prometheus_binary, run_fake_llm_triton, run_prometheus
+
 from llmbackend.api.v1alpha1 import AutoscalingSpec
 from llmbackend.autoscaling import decision as D
 from llmbackend.autoscaling.decision import ScalerState, decide
-from llmbackend.autoscaling.hpa import prometheus_rule_group
 from llmbackend.autoscaling.ratio import REASON_NO_TRAFFIC, from_statistics, parse_metrics_text
 from llmbackend.autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
+from llmbackend.render.hpa import prometheus_rule_group
 
 pytestmark = pytest.mark.triton
 

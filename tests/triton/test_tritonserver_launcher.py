@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmbackend.devcluster.tritonserver import TritonServerError, available, run_tritonserver
+from devcluster.tritonserver import TritonServerError, available, run_tritonserver
 
 pytestmark = [pytest.mark.triton,
               pytest.mark.skipif(not available(), reason="nvidia-pytriton's tritonserver is not installed")]
@@ -59,7 +59,7 @@ def test_serves_a_model_importing_from_extra_pythonpath(tmp_path: Path) -> None:
         assert client.infer("add", [x]).as_numpy("y").tolist() == [42]
         client.close()
     # stopped: the port no longer answers
-    with pytest.raises(Exception):
+    with pytest.raises(ConnectionRefusedError):
         httpclient.InferenceServerClient(server.http_url).is_server_live()
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devcluster.tritonserver import available, run_tritonserver
 from llmbackend.api import engine_metrics as M
 from llmbackend.api.v1alpha1 import LLMBackendSpec
-from llmbackend.devcluster.tritonserver import available, run_tritonserver
 from llmbackend.render import triton
 
 pytestmark = [pytest.mark.triton,

@@ -13,9 +13,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -26,7 +25,6 @@ from llmbackend.planning.inventory import Inventory
 from llmbackend.planning.planner import plan, plan_for_spec
 from llmbackend.render import pbtxt
 from llmbackend.render.workloads import BackendRef, choose_rollout_strategy, desired_objects
-
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "e2e" / "topologies" / "dgx-h100-x4.yaml"
 NODES = Inventory([d for d in yaml.safe_load_all(TOPOLOGY.read_text()) if d]).nodes()
@@ -253,7 +251,7 @@ def test_tensor_parallel_not_dividing_heads_is_a_plan_failure_not_a_crash() -> N
 
 
 def test_huge_strings_are_bounded_by_validation() -> None:
-    for field_name, setter in FIELD_SETTERS.items():
+    for setter in FIELD_SETTERS.values():
         raw = base_spec()
         setter(raw, "a" * 100_000)
         with pytest.raises((ValidationError, UnknownPresetError)):

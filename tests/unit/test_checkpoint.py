@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmbackend.api.catalog import PRESETS, PRESET_FIXTURES
+from llmbackend.api.catalog import PRESET_FIXTURES, PRESETS
 from llmbackend.api.checkpoint import (
     CheckpointError,
     UnsupportedModelTypeError,

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from devcluster.cli import topology_nodes
 from llmbackend.api import conditions as cond
 from llmbackend.api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from llmbackend.controller.decide import Decision, Observed, ScaleDecision, decide, finish_status
 from llmbackend.controller.modelcache import ModelCacheResult
-from llmbackend.devcluster.cli import topology_nodes
 from llmbackend.planning.inventory import Inventory
 from llmbackend.render.workloads import BACKEND_LABEL
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-
-import pytest
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

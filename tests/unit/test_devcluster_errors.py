@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from llmbackend.devcluster import build, cluster
+from devcluster import build, cluster
 
 
 def test_port_already_taken_is_named(tmp_path):

@@ -4,11 +4,14 @@ import re
 
 import pytest
 
-from llmbackend.api.v1alpha1 import AutoscalingSpec
-from llmbackend.api.engine_metrics import ENGINE_COMPUTE_METRIC, ENGINE_QUEUE_METRIC
-from llmbackend.autoscaling.hpa import (
+from llmbackend.api.engine_metrics import (
+    ENGINE_COMPUTE_METRIC,
+    ENGINE_QUEUE_METRIC,
     HPA_METRIC_NAME,
     RECORDING_RULE_NAME,
+)
+from llmbackend.api.v1alpha1 import AutoscalingSpec
+from llmbackend.render.hpa import (
     quantity,
     recording_expr,
     render_adapter_rule,

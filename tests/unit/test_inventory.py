@@ -9,7 +9,13 @@ import pytest
 import yaml
 
 from llmbackend.planning.inventory import (
-    TOPOLOGY_ANNOTATION, Inventory, gpu_fingerprint, infer_domains, node_matches, nvlink_bandwidth_gbps, parse_node,
+    TOPOLOGY_ANNOTATION,
+    Inventory,
+    gpu_fingerprint,
+    infer_domains,
+    node_matches,
+    nvlink_bandwidth_gbps,
+    parse_node,
 )
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "e2e" / "topologies"

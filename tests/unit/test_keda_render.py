@@ -7,9 +7,10 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from llmbackend.api.engine_metrics import RECORDING_RULE_NAME
 from llmbackend.api.v1alpha1 import AutoscalingSpec, LLMBackendSpec, PlanStatus
-from llmbackend.autoscaling.hpa import RECORDING_RULE_NAME, render_hpa
-from llmbackend.autoscaling.keda import pod_name_regex, quantity_str, render_scaled_object, trigger_query
+from llmbackend.render.hpa import render_hpa
+from llmbackend.render.keda import pod_name_regex, quantity_str, render_scaled_object, trigger_query
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
 
 REF = BackendRef("llama", "serving", "uid-1")

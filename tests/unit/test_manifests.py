@@ -19,7 +19,7 @@ DEFAULT = ROOT / "manifests" / "default"
 
 def _kubectl() -> str | None:
     try:
-        from llmbackend.devcluster.build import bin_dir
+        from devcluster.build import bin_dir
 
         candidate = bin_dir() / "kubectl"
         if os.access(candidate, os.X_OK):

@@ -13,8 +13,8 @@ from llmbackend.controller.permissions import permissions
 from llmbackend.controller.reconcile import Reconciler  # noqa: F401  (registers the operator's permissions)
 from llmbackend.render.multinode import (
     CLIQUE_LABEL,
-    GROUP_INDEX_LABEL,
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    GROUP_INDEX_LABEL,
     KUEUE_QUEUE_LABEL,
     LAUNCH_KEY_PREFIX,
     choose_gang_scheduler,

@@ -5,17 +5,16 @@ Degraded for what cannot be served and Healthy (saying so) for a backend at zero
 from __future__ import annotations
 
 import copy
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from devcluster.cli import topology_nodes
 from llmbackend.api import conditions as cond
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.controller.kube import ApiError
 from llmbackend.controller.reconcile import Reconciler, SharedState
-from llmbackend.devcluster.cli import topology_nodes
 
 lupa = pytest.importorskip("lupa", reason="pip install lupa (in the test extra)")
 

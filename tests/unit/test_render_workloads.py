@@ -124,7 +124,6 @@ def test_rollout_strategy_follows_free_capacity(replicas, spare, expected):
 
 def test_engine_managed_batching_in_the_rendered_configmap():
     from llmbackend.render.triton import batching_violations
-
     from llmbackend.render.workloads import config_map_files
 
     config_map = _by_kind(desired_objects(REF, _spec(), _plan(), 1, SURGE))["ConfigMap"]

@@ -31,7 +31,7 @@ def test_names_the_version_it_follows() -> None:
 def test_requests_beyond_the_slots_wait_inside_the_engine(llm) -> None:
     async def one(i: int):
         result = llm.generate_async(f"prompt {i} a b", SamplingParams(max_tokens=4), streaming=i % 2 == 0)
-        async for item in result:
+        async for item in result:  # noqa: B007 - the last item carries the result
             pass
         return item.outputs[0]
 
@@ -51,7 +51,7 @@ def test_requests_beyond_the_slots_wait_inside_the_engine(llm) -> None:
 def test_abort_finishes_as_cancelled(llm) -> None:
     async def main():
         result = llm.generate_async("x y z", SamplingParams(max_tokens=100), streaming=True)
-        async for item in result:
+        async for item in result:  # noqa: B007 - the last item carries the result
             result.abort()
         return item.outputs[0]
 

@@ -55,7 +55,7 @@ class FakeKube:
 
 def synced_client(fake: FakeKube) -> CachedKube:
     caches = WatchCaches(fake)  # type: ignore[arg-type]  # watchers are never started here
-    for kind, store in caches.stores.items():
+    for store in caches.stores.values():
         store.replace("", [])
     backends = Store()
     backends.replace("", [])

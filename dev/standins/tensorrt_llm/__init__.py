@@ -27,8 +27,9 @@ import math
 import os
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 __version__ = "1.2.0+cpu-standin"
 FOLLOWS_TENSORRT_LLM = "1.2"
@@ -120,7 +121,7 @@ class CompletionOutput:
 class RequestOutput:
     """What generate_async returns: async-iterable, `abort()`, `finished`, `outputs`, `prompt_token_ids`."""
 
-    def __init__(self, engine: "_Engine", request_id: int, prompt: str, prompt_token_ids: list[int],
+    def __init__(self, engine: _Engine, request_id: int, prompt: str, prompt_token_ids: list[int],
                  params: SamplingParams, streaming: bool, perf: bool) -> None:
         self._engine = engine
         self.request_id = request_id
@@ -174,16 +175,16 @@ class RequestOutput:
     def abort(self) -> None:
         self._engine.abort(self)
 
-    def result(self, timeout: float | None = None) -> "RequestOutput":
+    def result(self, timeout: float | None = None) -> RequestOutput:
         with self._cond:
             if not self._cond.wait_for(lambda: self.finished, timeout):
                 raise TimeoutError(f"request {self.request_id} not finished after {timeout}s")
         return self
 
-    def __aiter__(self) -> AsyncIterator["RequestOutput"]:
+    def __aiter__(self) -> AsyncIterator[RequestOutput]:
         return self._iterate()
 
-    async def _iterate(self) -> AsyncIterator["RequestOutput"]:
+    async def _iterate(self) -> AsyncIterator[RequestOutput]:
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         with self._cond:
@@ -395,7 +396,7 @@ class LLM:
     def shutdown(self) -> None:
         self._engine.stop()
 
-    def __enter__(self) -> "LLM":
+    def __enter__(self) -> LLM:
         return self
 
     def __exit__(self, *exc: object) -> None:

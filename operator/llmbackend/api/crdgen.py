@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from . import v1alpha1 as api
 
@@ -34,7 +35,7 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
         if len(non_null) == 1:  # Optional[X]
             rest = {k: v for k, v in node.items() if k != "anyOf"}
             return _inline({**non_null[0], **rest}, defs)
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in node.items():
         if key in DROP_KEYS or key == "$defs":
             continue
@@ -68,7 +69,7 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
-def openapi_schema(model: type) -> dict[str, Any]:
+def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="validation")
     defs = schema.pop("$defs", {})
     return _inline(schema, defs)
@@ -77,9 +78,9 @@ def openapi_schema(model: type) -> dict[str, Any]:
 def crd() -> dict[str, Any]:
     spec_schema = openapi_schema(api.LLMBackendSpec)
     status_schema = openapi_schema(api.LLMBackendStatus)
-    root = {
+    root: dict[str, Any] = {
         "type": "object",
-        "description": api.LLMBackend.__doc__.strip(),
+        "description": (api.LLMBackend.__doc__ or "").strip(),
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},

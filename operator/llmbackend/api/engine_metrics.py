@@ -38,3 +38,9 @@ TRITON_QUEUE_METRIC = "nv_inference_queue_duration_us"
 TRITON_COMPUTE_METRIC = "nv_inference_compute_infer_duration_us"
 TRITON_SUCCESS_METRIC = "nv_inference_request_success"
 TRITON_PENDING_METRIC = "nv_inference_pending_request_count"
+
+# Series derived from the counters above (render/hpa.py writes the rules that produce them; the Prometheus source,
+# KEDA's trigger and the HPA read them). The recording rule follows Prometheus' level:metric:operations convention;
+# the adapter renames it without colons for the custom metrics API (see render/hpa.py).
+RECORDING_RULE_NAME = "llmbackend:engine_queue_compute:ratio"
+HPA_METRIC_NAME = "llmbackend_engine_queue_compute_ratio"

@@ -460,7 +460,7 @@ class AutoscalingSpec(_Model):
     )
 
     @model_validator(mode="after")
-    def _keda_needs_prometheus(self) -> "AutoscalingSpec":
+    def _keda_needs_prometheus(self) -> AutoscalingSpec:
         if self.mode == AutoscalingMode.KEDA and self.prometheus is None:
             raise ValueError("mode keda requires prometheus.url (the Prometheus KEDA queries)")
         return self

@@ -4,13 +4,14 @@
   and the windowed ratio Δqueue/Δcompute summed over pods (``RatioReading``).
 * :mod:`.sources`: ``TritonScraper`` (async, scrapes each ready pod's metrics
   port, keeps a per-pod sample ring) and ``PrometheusRatioSource`` (reads the
-  ``triton:queue_compute:ratio`` recording rule or a configured PromQL).
+  ``llmbackend:engine_queue_compute:ratio`` recording rule or a configured PromQL).
 * :mod:`.decision` (pure): ``decide()`` — the HPA algorithm on the ratio, with
   tolerance, bounds, step limits, stabilization windows, a scale-down cooldown
   of one metrics window, an optional occupancy guard and a capacity cap;
   ``ScalerState`` is JSON-able.
-* :mod:`.hpa`: ``mode: hpa`` renders an autoscaling/v2 HPA, the PrometheusRule
-  and the prometheus-adapter rule instead of the built-in loop.
+* ``mode: hpa``/``keda`` hand the loop to Kubernetes: their objects (HPA, PrometheusRule,
+  prometheus-adapter rule, ScaledObject) are desired state, rendered in :mod:`llmbackend.render.hpa`
+  and :mod:`llmbackend.render.keda`.
 * :mod:`.metrics`: the operator's own Prometheus metrics.
 
 The controller wires them: every ``syncPeriodSeconds`` it reads a

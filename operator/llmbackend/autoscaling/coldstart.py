@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import statistics
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 DEFAULT_COLD_START_S = 180.0  # until a pod has been seen turning Ready: 3 min, a mid-size LLM
 MAX_OBSERVATIONS = 16
@@ -21,7 +22,7 @@ def _ts(value: Any) -> float | None:
     if not isinstance(value, str):
         return None
     try:
-        return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+        return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC).timestamp()
     except ValueError:
         return None
 

@@ -116,8 +116,8 @@ class ScalerState:
     last_desired: int | None = None
     saturated_since: float | None = None   # start of the current run of saturated readings
     idle_since: float | None = None        # start of the current run of idle readings
-    trend: "Holt | None" = None             # smoothed load
-    fit: "BatchFit | None" = None           # compute time per request vs batch size
+    trend: Holt | None = None             # smoothed load
+    fit: BatchFit | None = None           # compute time per request vs batch size
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,7 +131,7 @@ class ScalerState:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "ScalerState":
+    def from_dict(cls, d: dict[str, Any] | None) -> ScalerState:
         if not d:
             return cls()
         recs = [(float(t), int(r)) for t, r in d.get("recommendations") or []]
@@ -148,7 +148,7 @@ class ScalerState:
             return None
         import datetime as _dt
 
-        return _dt.datetime.fromtimestamp(self.last_scale_time, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return _dt.datetime.fromtimestamp(self.last_scale_time, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ class Holt:
     slope: float
     time: float
 
-    def update(self, x: float, t: float, tau_level: float, tau_slope: float) -> "Holt":
+    def update(self, x: float, t: float, tau_level: float, tau_slope: float) -> Holt:
         dt = t - self.time
         if dt <= 0:
             return self
@@ -192,7 +192,7 @@ class BatchFit:
     sums: tuple[float, float, float, float, float]  # weight, Σb, ΣT, Σb², ΣbT
     time: float
 
-    def add(self, b: float, t_s: float, now: float, tau_s: float) -> "BatchFit":
+    def add(self, b: float, t_s: float, now: float, tau_s: float) -> BatchFit:
         k = math.exp(-max(0.0, now - self.time) / tau_s)
         w, sb, st, sbb, sbt = (x * k for x in self.sums)
         return BatchFit((w + 1, sb + b, st + t_s, sbb + b * b, sbt + b * t_s), now)

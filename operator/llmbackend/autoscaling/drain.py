@@ -10,7 +10,7 @@ as :mod:`llmbackend.render.drain` renders it (preStop wait, Triton exit timeout,
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 

@@ -30,8 +30,9 @@ like the HPA's ``AverageValue`` on ready pods.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -355,7 +356,7 @@ def window_ratio(
             if last.slots > 0 and (last.active or 0.0) >= last.slots:
                 full += 1
 
-    common = dict(
+    common: dict[str, Any] = dict(
         pods_used=used, pods_stale=stale, pods_warming=warming, timestamp=newest,
         queue_us=total.queue, compute_us=total.compute, requests=total.success,
         trtllm_waiting=waiting_total, kv_cache_fraction=kv_max,

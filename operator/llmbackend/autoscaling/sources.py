@@ -11,12 +11,14 @@ import math
 import re
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import aiohttp
 
 from ..api import engine_metrics as EM
+from ..render.hpa import default_query
 from .ratio import (
     REASON_NO_DATA,
     REASON_PROMETHEUS_ERROR,
@@ -93,7 +95,7 @@ class TritonScraper:
             await self._session.close()
         self._session = None
 
-    async def __aenter__(self) -> "TritonScraper":
+    async def __aenter__(self) -> TritonScraper:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -115,7 +117,7 @@ class TritonScraper:
                     if resp.status != 200:
                         return pod, None, f"HTTP {resp.status} from {url}", self.clock()
                     text = await resp.text(errors="replace")
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return pod, None, f"timeout after {self.timeout_s:g}s: {url}", self.clock()
             except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
                 return pod, None, f"{type(e).__name__}: {e} ({url})", self.clock()
@@ -179,24 +181,6 @@ class TritonScraper:
         return self.reading(window_s)
 
 
-_LABEL_ESCAPE = re.compile(r'(["\\])')
-
-
-def _promql_str(s: str) -> str:
-    return _LABEL_ESCAPE.sub(r"\\\1", s)
-
-
-def default_query(namespace: str, pod_regex: str, metric: str = "llmbackend:engine_queue_compute:ratio") -> str:
-    """The recording rule's per-pod series of this backend's pods.
-
-    Deliberately *not* aggregated in PromQL: :class:`PrometheusRatioSource`
-    averages the per-pod values (the HPA's ``AverageValue``: ratio per replica)
-    and so also knows how many pods reported (``pods_used``) and the age of each
-    sample. A ``sum(...)`` would grow with the replica count and be compared
-    against a per-replica target."""
-    return f'{metric}{{namespace="{_promql_str(namespace)}",pod=~"{_promql_str(pod_regex)}"}}'
-
-
 def parse_scalar(data: Mapping[str, Any]) -> float | None:
     """Sum of an instant query's vector (or its scalar); None when empty or malformed; NaN/Inf ignored."""
     try:
@@ -256,7 +240,7 @@ class PrometheusRatioSource:
             await self._session.close()
         self._session = None
 
-    async def __aenter__(self) -> "PrometheusRatioSource":
+    async def __aenter__(self) -> PrometheusRatioSource:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -285,6 +269,8 @@ class PrometheusRatioSource:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
             self._own_session = True
+        data: dict[str, Any] | BaseException
+        ts: dict[str, Any] | BaseException
         data, ts = await asyncio.gather(self._query(q), self._query(f"timestamp({q})"), return_exceptions=True)
         if isinstance(data, BaseException):
             e = data

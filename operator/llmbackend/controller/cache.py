@@ -17,7 +17,8 @@ import copy
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 from ..render.workloads import BACKEND_LABEL, MANAGED_BY, MANAGED_KINDS, OPTIONAL_KINDS

@@ -6,7 +6,7 @@ exactly those, so a type the operator no longer writes is dropped rather than ca
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..api.conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, TYPES
@@ -17,7 +17,7 @@ NOT_EVALUATED = "NotEvaluated"  # a type this pass did not set (a bug: every pat
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Conditions:

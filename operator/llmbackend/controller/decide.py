@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
+from ..api.engine_metrics import RECORDING_RULE_NAME
 from ..api.v1alpha1 import (
     AutoscalingMode,
     AutoscalingSpec,
@@ -29,17 +30,22 @@ from ..api.v1alpha1 import (
     ModelStatus,
     PlanStatus,
 )
-from ..autoscaling.hpa import RECORDING_RULE_NAME
 from ..planning.inventory import GPUNode
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import openai, triton
-from ..render.multinode import KUEUE_API, VOLCANO_API, choose_gang_scheduler, group_problem, multi_node_spec, needs_compute_domain
+from ..render.multinode import (
+    KUEUE_API,
+    VOLCANO_API,
+    choose_gang_scheduler,
+    group_problem,
+    multi_node_spec,
+    needs_compute_domain,
+)
 from ..render.vllm_backend import EngineConfigError
 from ..render.workloads import (
     CHECKPOINT_CHECK_CONTAINER,
     MANAGED_KINDS,
     OPTIONAL_KINDS,
-    PROMETHEUS_RULE_API,
     BackendRef,
     choose_rollout_strategy,
     desired_objects,
@@ -243,7 +249,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     if decision.look_up:  # not in the caches: not created yet, or someone else's; reconcile asks the API server
         raise _Stop
     foreign = [f"{kind} {ref.namespace}/{name}" for kind, name in wanted
-               if observed.children[(kind, name)] is not None and not controlled_by(observed.children[(kind, name)], ref)]
+               if (live := observed.children[(kind, name)]) is not None and not controlled_by(live, ref)]
     if foreign:  # never adopt: someone else's object keeps every field it has
         decision.autoscale_target = None
         not_served(conditions, cond.RESOURCE_EXISTS,

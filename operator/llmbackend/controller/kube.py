@@ -11,15 +11,16 @@ import json
 import threading
 import time
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import rest
 
-from ..render.workloads import MANAGED_KINDS
 from ..autoscaling import metrics
+from ..render.workloads import MANAGED_KINDS
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"
@@ -63,6 +64,12 @@ class ApiError(Exception):
         self.message = message
 
 
+def _auth_headers(configuration: k8s_client.Configuration) -> dict[str, str]:
+    """The credentials headers (a bearer token) the configuration carries."""
+    settings: Mapping[str, Any] = configuration.auth_settings()  # a TypedDict: its values() are `object`
+    return {auth["key"]: auth["value"] for auth in settings.values()}
+
+
 def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
     configuration = k8s_client.Configuration()
     if kubeconfig is None:
@@ -103,8 +110,7 @@ class Kube:
                 content_type: str = "application/json", timeout: float = 30) -> Any:
         metrics.API_REQUESTS.labels(method=method, kind=_kind_of(path)).inc()
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        for auth in self.configuration.auth_settings().values():
-            headers[auth["key"]] = auth["value"]
+        headers.update(_auth_headers(self.configuration))
         url = self.configuration.host + path + (f"?{urlencode(query)}" if query else "")
         with self._lock:
             self.calls[method] += 1
@@ -124,8 +130,7 @@ class Kube:
 
         metrics.API_REQUESTS.labels(method="WATCH", kind=_kind_of(path)).inc()
         headers = {"Accept": "application/json"}
-        for auth in self.configuration.auth_settings().values():
-            headers[auth["key"]] = auth["value"]
+        headers.update(_auth_headers(self.configuration))
         with self._lock:
             self.calls["WATCH"] += 1
         response = self._rest.pool_manager.request(
@@ -190,7 +195,7 @@ class Kube:
                             content_type="application/merge-patch+json")
 
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:

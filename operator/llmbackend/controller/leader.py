@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .kube import ApiError, Kube
 
@@ -21,7 +21,7 @@ log = logging.getLogger("llmbackend.leader")
 
 
 def _micro_time(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _parse_time(value: str | None) -> float:

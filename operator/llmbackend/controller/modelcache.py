@@ -23,11 +23,11 @@ from typing import Any
 from ..api.checkpoint import CheckpointError, architecture_from_config
 from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture, ModelSource
 from ..model_fetch import EXIT_UNREACHABLE, FetchError, read_checkpoint
-from .kube import ApiError
 from ..render import modelcache as mc
 from ..render.workloads import BACKEND_LABEL, MANAGED_BY, SERVING_UID, BackendRef, labels_for
 from . import permissions
 from .cache import MANAGED_SELECTOR
+from .kube import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -253,6 +253,7 @@ class Operator:
                 await asyncio.gather(*(self._evaluate(*item) for item in due), return_exceptions=True)
 
     def _new_scaler(self, target) -> dict[str, Any]:
+        source: PrometheusRatioSource | TritonScraper
         if target.spec.source == "prometheus":
             source = PrometheusRatioSource(target.spec.prometheus.url, target.spec.prometheus.query)
         else:
@@ -346,8 +347,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     def login(**_: Any) -> kopf.ConnectionInfo:
         # The same credentials as the REST client (re-read on 401, so rotated tokens are picked up).
         config = operator.kube.configuration
-        token = config.get_api_key_with_prefix("BearerToken", alias="authorization")
-        scheme, _, token = (token or "").partition(" ")
+        header = config.get_api_key_with_prefix("BearerToken", alias="authorization")
+        scheme, _sep, token = (header or "").partition(" ")
         return kopf.ConnectionInfo(
             server=config.host, ca_path=config.ssl_ca_cert, insecure=not config.verify_ssl,
             certificate_path=config.cert_file, private_key_path=config.key_file,
@@ -358,7 +359,9 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def cleanup(**_: Any) -> None:
         await operator.stop()
 
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    # kopf types `namespace` as str | None and the event as its own TypedDict: LLMBackends are namespaced, and the
+    # body is read as a plain dict.
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]
     async def backend_event(event: dict[str, Any], name: str, namespace: str, **_: Any) -> None:
         operator.on_backend_event(event.get("type") or "", namespace, name, event.get("object"))
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 TOPOLOGY_ANNOTATION = "llmbackend.dev/gpu-topology"
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -191,7 +191,8 @@ def exact_weights_apply(arch: ModelArchitecture, quantization: Any) -> bool:
 def weight_bytes_per_gpu(arch: ModelArchitecture, quantization: Any, tp: int, pp: int) -> int:
     embed = arch.vocab_size * arch.hidden_size
     matrices = 1 if arch.tie_word_embeddings else 2
-    embed_bytes = embed * EMBEDDING_BYTES_PER_PARAM
+    embed_bytes: float = embed * EMBEDDING_BYTES_PER_PARAM
+    layer_bytes: float
     if exact_weights_apply(arch, quantization):
         assert arch.weight_bytes is not None
         layer_bytes = max(arch.weight_bytes - matrices * embed_bytes, 0)

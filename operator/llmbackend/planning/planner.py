@@ -67,17 +67,33 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture, ParallelismSpec
 from . import roofline
 from .inventory import (
-    GPU_TOLERATIONS, LABEL_PRODUCT, UNKNOWN_PRODUCT, GPUNode, GPUProduct, describe_gpus, domain_kind, node_matches,
+    GPU_TOLERATIONS,
+    LABEL_PRODUCT,
+    UNKNOWN_PRODUCT,
+    GPUNode,
+    GPUProduct,
+    describe_gpus,
+    domain_kind,
+    node_matches,
     product_info,
 )
 from .memory import (
-    Fit, MemoryBreakdown, _value, estimate, fit, fmt_gib, is_moe, total_memory_fraction, unsharded_bytes,
+    Fit,
+    MemoryBreakdown,
+    _value,
+    estimate,
+    fit,
+    fmt_gib,
+    is_moe,
+    total_memory_fraction,
+    unsharded_bytes,
 )
 
 FITS = "Fits"
@@ -209,7 +225,10 @@ class Plan:
             gpus_per_replica=self.gpus_per_replica, nodes_per_replica=self.nodes_per_replica,
             memory_per_gpu_bytes=self.memory_per_gpu_bytes, gpu_product=self.gpu_product,
             spans_nvlink_clique=(self.nodes_per_replica > 1 and self.spans_clique) or None,
-            topology_source=self.topology_source, explanation=self.explanation[:8192],
+            # The planner carries sources as plain strings (inventory: annotation|inferred|explicit); pydantic checks
+            # them against the Literal when the status is built.
+            topology_source=self.topology_source,  # type: ignore[arg-type]
+            explanation=self.explanation[:8192],
             objective=self.objective,
             time_per_output_token_ms=extra.get("timePerOutputTokenMs"),
             tokens_per_second=extra.get("tokensPerSecond"),
@@ -476,7 +495,7 @@ def _place_clique(group: _Group, tp: int, pp: int) -> _Placement | None:
     same_gpus = [o for o in options if o[2] == gpus]
     if sum(o[0] for o in same_gpus) < pp:
         return None
-    used: list[str] = []
+    used = []
     left = pp
     for s, _, _, n in same_gpus:
         take = min(s, left)
@@ -921,6 +940,7 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
         f"Domain: {p.domain}; topology from {p.source}.",
     ]
     if best.ep:
+        assert search.arch.num_experts is not None  # an EP degree is only chosen for MoE architectures
         moe_tp = best.tp // best.ep
         lines.append(f"Experts: {search.arch.num_experts} routed experts over EP{best.ep} "
                      f"({search.arch.num_experts // best.ep} per EP rank), each expert split over TP{moe_tp} "

@@ -151,7 +151,7 @@ def patch_node(node_name: str, value: str) -> bool:
         config.load_kube_config()
     api = client.CoreV1Api()
     node = api.read_node(node_name)
-    current = (node.metadata.annotations or {}).get(TOPOLOGY_ANNOTATION)
+    current = ((node.metadata and node.metadata.annotations) or {}).get(TOPOLOGY_ANNOTATION)
     if current == value:
         return False
     api.patch_node(node_name, {"metadata": {"annotations": {TOPOLOGY_ANNOTATION: value}}})

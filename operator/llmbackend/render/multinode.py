@@ -18,6 +18,7 @@ here talks to the API server.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -307,7 +308,7 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
-def _stuck(pod: dict[str, Any], fatal_waiting: set[str]) -> str | None:
+def _stuck(pod: dict[str, Any], fatal_waiting: Collection[str]) -> str | None:
     """Why a pod cannot start without a change (the scheduler's or the kubelet's words), else None."""
     status = pod.get("status", {})
     for cond in status.get("conditions", []):
@@ -320,7 +321,7 @@ def _stuck(pod: dict[str, Any], fatal_waiting: set[str]) -> str | None:
     return None
 
 
-def group_problem(pods: list[dict[str, Any]], size: int, fatal_waiting: set[str]) -> tuple[str, str] | None:
+def group_problem(pods: list[dict[str, Any]], size: int, fatal_waiting: Collection[str]) -> tuple[str, str] | None:
     """The first group with a pod that cannot start: a partial group is a reason, never capacity."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "Ident",
@@ -35,13 +35,13 @@ _IDENT = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 class Ident(str):
     """An enum identifier written bare (e.g. TYPE_INT32, KIND_CPU). Validated on creation."""
 
-    def __new__(cls, value: str) -> "Ident":
+    def __new__(cls, value: str) -> Ident:
         if not _IDENT.match(value):
             raise ValueError(f"not a protobuf enum identifier: {value!r}")
         return super().__new__(cls, value)
 
 
-Scalar = Union[str, int, float, bool, Ident]
+Scalar = str | int | float | bool | Ident
 
 
 @dataclass(frozen=True)
@@ -221,6 +221,7 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
             raise ParseError(f"unexpected character {text[pos]!r} at offset {pos}")
         pos = m.end()
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind != "ws":
             tokens.append((kind, m.group()))
     return tokens
@@ -253,6 +254,14 @@ class _Parser:
     def peek(self) -> tuple[str, str] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
 
+    def next_kind(self) -> str | None:
+        tok = self.peek()
+        return tok[0] if tok else None
+
+    def next_value(self) -> str | None:
+        tok = self.peek()
+        return tok[1] if tok else None
+
     def take(self) -> tuple[str, str]:
         tok = self.peek()
         if tok is None:
@@ -280,7 +289,7 @@ class _Parser:
             if kind != "word" or not _FIELD_NAME.match(name):
                 raise ParseError(f"expected a field name, got {name!r}")
             has_colon = False
-            if self.peek() and self.peek()[1] == ":":
+            if self.next_value() == ":":
                 self.i += 1
                 has_colon = True
             nxt = self.peek()
@@ -296,12 +305,12 @@ class _Parser:
                 fields.setdefault(name, []).append(self.scalar())
             else:
                 raise ParseError(f"field {name!r}: expected ':' before a scalar")
-            if self.peek() and self.peek()[1] in (",", ";"):
+            if self.next_value() in (",", ";"):
                 self.i += 1
 
     def list_values(self) -> list[Any]:
         values: list[Any] = []
-        if self.peek() and self.peek()[1] == "]":
+        if self.next_value() == "]":
             self.i += 1
             return values
         while True:
@@ -324,7 +333,7 @@ class _Parser:
         if kind == "str":
             # adjacent string literals concatenate, as in protobuf
             parts = [unquote(tok)]
-            while self.peek() and self.peek()[0] == "str":
+            while self.next_kind() == "str":
                 parts.append(unquote(self.take()[1]))
             return "".join(parts)
         if kind == "word":

@@ -10,7 +10,7 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..api.v1alpha1 import (
     GROUP,
@@ -21,7 +21,8 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from ..planning.inventory import GPU_TOLERATIONS
-from . import drain, gateway, modelcache, openai, triton
+from . import drain, gateway, keda, modelcache, openai, triton
+from .hpa import render_hpa, render_prometheus_rule
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -46,7 +47,7 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
-    "ScaledObject": ("keda.sh/v1alpha1", "scaledobjects"),
+    "ScaledObject": keda.SCALED_OBJECT_API,
     "InferencePool": gateway.INFERENCE_POOL_API,
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
@@ -54,7 +55,7 @@ PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
 OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool")
 
 
-def owned_names(ref: "BackendRef") -> list[tuple[str, str]]:
+def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
     """Every (kind, name) a backend's children may have: what pruning looks up."""
     epp = gateway.epp_name(ref.name)
     names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
@@ -85,7 +86,7 @@ class BackendRef:
 class RolloutStrategy:
     """How to replace pods on a spec change, decided from free GPU capacity."""
 
-    type: str  # RollingUpdate | Recreate
+    type: Literal["RollingUpdate", "Recreate"]
     max_surge: int = 0
     max_unavailable: int = 0
 
@@ -227,7 +228,7 @@ def _pod_spec(
                 resources["requests"][key] = value
                 resources["limits"][key] = value
 
-    volume_mounts = [
+    volume_mounts: list[dict[str, Any]] = [
         {"name": "model-repository", "mountPath": triton.MODEL_REPOSITORY},
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "tmp", "mountPath": "/tmp"},
@@ -371,7 +372,7 @@ def render_deployment(
         "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
         "labelSelector": {"matchLabels": selector_for(ref)},
     }]
-    deployment = {
+    deployment: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(ref, ref.name),
@@ -455,15 +456,12 @@ def desired_objects(
     if max(minimum_replicas(spec), replicas) > 1:
         objects.append(render_pdb(ref))
     if hpa_mode or keda_mode:
-        from ..autoscaling.hpa import render_hpa, render_prometheus_rule
-        from ..autoscaling.keda import render_scaled_object
-
         workload = next(o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet"))
         target = {"apiVersion": workload["apiVersion"], "kind": workload["kind"], "name": workload["metadata"]["name"]}
         if hpa_mode:
             scaler = render_hpa(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
         else:
-            scaler = render_scaled_object(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
+            scaler = keda.render_scaled_object(ref.name, ref.namespace, target, spec.autoscaling, labels_for(ref))
         scaler["metadata"]["ownerReferences"] = [ref.owner_reference()]
         if hpa_mode or scaled_objects:
             objects.append(scaler)

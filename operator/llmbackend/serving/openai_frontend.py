@@ -22,9 +22,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Generator, Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 log = logging.getLogger("openai-frontend")
@@ -180,7 +181,7 @@ class ChatTemplate:
             self._template = env.from_string(source)
 
     @classmethod
-    def load(cls, tokenizer_dir: str | None) -> "ChatTemplate":
+    def load(cls, tokenizer_dir: str | None) -> ChatTemplate:
         if not tokenizer_dir:
             return cls(None)
         config: dict[str, Any] = {}
@@ -242,7 +243,7 @@ class Triton:
         except OSError:
             return False
 
-    def generate(self, inputs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def generate(self, inputs: dict[str, Any]) -> Generator[dict[str, Any], None, None]:  # close() ends the stream
         """Yield each response of the decoupled model as a dict; raise OpenAIError on failure."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
         try:
@@ -480,7 +481,11 @@ def serve(host: str, port: int, frontend: Frontend, ready: threading.Event | Non
     if ready is not None:
         ready.set()
     if stop is not None:
-        threading.Thread(target=lambda: (stop.wait(), server.shutdown()), daemon=True).start()
+        def stop_when_set() -> None:
+            stop.wait()
+            server.shutdown()
+
+        threading.Thread(target=stop_when_set, daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

@@ -21,7 +21,7 @@ import math
 import os
 import time
 import zlib
-from typing import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 
 from ...config import CacheConfig, SchedulerConfig, VllmConfig
 from ...engine.arg_utils import AsyncEngineArgs
@@ -125,7 +125,7 @@ class AsyncLLM:
 
     @classmethod
     def from_engine_args(cls, engine_args: AsyncEngineArgs, start_engine_loop: bool = True, usage_context=None,
-                         stat_loggers=None, **kwargs) -> "AsyncLLM":
+                         stat_loggers=None, **kwargs) -> AsyncLLM:
         return cls(engine_args, stat_loggers)
 
     def _ensure_loop(self) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable
+from collections.abc import Callable
 
 from ...config import VllmConfig
 from .stats import IterationStats, SchedulerStats

@@ -3,21 +3,20 @@
 KEDA owns the replicas (through the HPA it creates, ``keda-hpa-<name>``), so the operator leaves
 ``spec.replicas`` of the workload alone, as in mode hpa. The trigger reads the same recording rule as mode
 hpa (``render_prometheus_rule``) through the same per-pod selection as the operator's Prometheus source
-(``sources.default_query``), summed: KEDA's ``AverageValue`` metric divides by the replica count, so
+(``hpa.default_query``), summed: KEDA's ``AverageValue`` metric divides by the replica count, so
 ``sum(per-pod ratio) / threshold`` replicas is the HPA's "average ratio per pod / target".
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..api.v1alpha1 import AutoscalingSpec
-from ..render.workloads import MANAGED_KINDS
-from .hpa import quantity, render_hpa
-from .sources import default_query
+from .hpa import default_query, quantity, render_hpa
 
-SCALED_OBJECT_API = MANAGED_KINDS["ScaledObject"]
+SCALED_OBJECT_API = ("keda.sh/v1alpha1", "scaledobjects")  # (apiVersion, plural), as in workloads.MANAGED_KINDS
 
 
 def pod_name_regex(workload_kind: str, name: str) -> str:

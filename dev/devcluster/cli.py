@@ -1,7 +1,9 @@
-"""`llmbackend dev-cluster up|down|status|load-nodes` and `llmbackend demo`."""
+"""`python -m devcluster up|down|status|load-nodes` and `python -m devcluster demo` (with dev/ on the Python path;
+`make demo` and `make down` run them). A tool of this repository, not part of the operator package."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -30,14 +32,14 @@ def topology_nodes(name: str) -> list[dict[str, Any]]:
 
 
 def kube_for(cluster: Cluster):
-    from ..controller.kube import Kube, load_configuration
+    from llmbackend.controller.kube import Kube, load_configuration
 
     return Kube(load_configuration(str(cluster.kubeconfig)))
 
 
 def load_nodes(kube, nodes: list[dict[str, Any]]) -> list[str]:
     """Create the simulated nodes (kwok picks them up by their annotation); existing ones are kept."""
-    from ..controller.kube import ApiError
+    from llmbackend.controller.kube import ApiError
 
     names = []
     for node in nodes:
@@ -128,7 +130,7 @@ def demo(args) -> int:
 
         answered = real_answer(kube, namespace, obj, directory / "demo-triton")
     print(f"Try: export KUBECONFIG={cluster.kubeconfig}; {kubectl} get llmb -o wide")
-    print("Stop everything: llmbackend dev-cluster down")
+    print("Stop everything: make down (python -m devcluster down)")
     return 0 if available and answered else 1
 
 
@@ -140,19 +142,37 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def register(subparsers) -> None:
-    dev = subparsers.add_parser("dev-cluster", help="a local control plane (etcd, kube-apiserver, scheduler, kwok) on 127.0.0.1")
-    dev.add_argument("action", choices=["up", "down", "status", "load-nodes"])
-    dev.add_argument("--dir", default=str(default_dir()), help="state directory (kubeconfig, logs, etcd data)")
-    dev.add_argument("--topology", default="dgx-h100", help="node fixture for load-nodes (name in e2e/topologies or a file)")
-    dev.set_defaults(func=dev_cluster)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
+    actions = parser.add_subparsers(dest="action", required=True)
+    for action, help_text in [
+        ("up", "start a local control plane (etcd, kube-apiserver, scheduler, kwok) on 127.0.0.1"),
+        ("down", "stop it and discard its state"),
+        ("status", "print its processes (exit 1 when none runs)"),
+        ("load-nodes", "create the simulated GPU nodes of a topology"),
+    ]:
+        sub = actions.add_parser(action, help=help_text)
+        sub.add_argument("--dir", default=str(default_dir()), help="state directory (kubeconfig, logs, etcd data)")
+        sub.add_argument("--topology", default="dgx-h100",
+                         help="node fixture for load-nodes (name in e2e/topologies or a file)")
+        sub.set_defaults(func=dev_cluster)
 
-    demo_parser = subparsers.add_parser("demo", help="dev cluster + GPU nodes + CRD + operator + a sample LLMBackend, then print its status")
+    demo_parser = actions.add_parser(
+        "demo", help="dev cluster + GPU nodes + CRD + operator + a sample LLMBackend, then print its status")
     demo_parser.add_argument("--dir", default=str(default_dir()))
     demo_parser.add_argument("--topology", default="dgx-h100")
     demo_parser.add_argument("--sample", default=str(DEMO_SAMPLE))
     demo_parser.add_argument("--timeout", type=float, default=120)
     demo_parser.set_defaults(func=lambda args: _guard(demo, args))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
 
 
 def dev_cluster(args) -> int:
@@ -175,7 +195,7 @@ def _dev_cluster(args) -> int:
     elif args.action == "load-nodes":
         cluster = load(directory)
         if cluster is None:
-            raise ClusterError("no dev cluster running; run `llmbackend dev-cluster up` first")
+            raise ClusterError("no dev cluster running; run `python -m devcluster up` first")
         print("\n".join(load_nodes(kube_for(cluster), topology_nodes(args.topology))))
     return 0
 

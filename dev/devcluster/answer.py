@@ -14,12 +14,14 @@ import shutil
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..api import engine_metrics as em
-from ..render import triton
-from ..render.workloads import BackendRef, config_map_files, config_map_name, selector_for
+from llmbackend.api import engine_metrics as em
+from llmbackend.render import triton
+from llmbackend.render.workloads import BackendRef, config_map_files, config_map_name, selector_for
+
 from .build import REPO_ROOT
 from .tritonserver import TritonServerError, available, run_tritonserver
 

@@ -32,14 +32,13 @@ feature gate (alpha in 1.33): rendered only with ``configurable_tolerance=True``
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Mapping
+from typing import Any
 
-from ..api.engine_metrics import ENGINE_COMPUTE_METRIC, ENGINE_QUEUE_METRIC
+from ..api.engine_metrics import ENGINE_COMPUTE_METRIC, ENGINE_QUEUE_METRIC, HPA_METRIC_NAME, RECORDING_RULE_NAME
 from ..api.v1alpha1 import AutoscalingSpec
-
-RECORDING_RULE_NAME = "llmbackend:engine_queue_compute:ratio"
-HPA_METRIC_NAME = "llmbackend_engine_queue_compute_ratio"
 
 
 def quantity(value: float) -> str:
@@ -148,6 +147,24 @@ def prometheus_rule_group(name: str, model: str | None, *, window_seconds: int =
     }
 
 
+_LABEL_ESCAPE = re.compile(r'(["\\])')
+
+
+def _promql_str(s: str) -> str:
+    return _LABEL_ESCAPE.sub(r"\\\1", s)
+
+
+def default_query(namespace: str, pod_regex: str, metric: str = RECORDING_RULE_NAME) -> str:
+    """The recording rule's per-pod series of this backend's pods.
+
+    Deliberately *not* aggregated in PromQL: the operator's Prometheus source (autoscaling/sources.py)
+    averages the per-pod values (the HPA's ``AverageValue``: ratio per replica)
+    and so also knows how many pods reported (``pods_used``) and the age of each
+    sample. A ``sum(...)`` would grow with the replica count and be compared
+    against a per-replica target."""
+    return f'{metric}{{namespace="{_promql_str(namespace)}",pod=~"{_promql_str(pod_regex)}"}}'
+
+
 def render_adapter_rule(metric_name: str = HPA_METRIC_NAME) -> dict[str, Any]:
     """One entry for prometheus-adapter's ``rules:`` list (custom metrics API)."""
     return {
@@ -156,39 +173,3 @@ def render_adapter_rule(metric_name: str = HPA_METRIC_NAME) -> dict[str, Any]:
         "name": {"matches": f"^{RECORDING_RULE_NAME}$", "as": metric_name},
         "metricsQuery": "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
     }
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "hpa-rules",
-        help="print the PrometheusRule and the prometheus-adapter rule that `autoscaling.mode: hpa` needs",
-        description="For clusters without the Prometheus Operator: load the recording rule into Prometheus and the "
-                    "adapter rule into prometheus-adapter's config yourself.",
-    )
-    parser.add_argument("-f", "--filename", required=True, help="LLMBackend manifest (YAML)")
-    parser.set_defaults(func=_print_rules)
-
-
-def _print_rules(args: Any) -> int:
-    import sys
-
-    import yaml
-
-    from ..planning.cli import load_backend
-    from ..render.workloads import BackendRef, labels_for, metrics_model
-
-    try:
-        backend = load_backend(args.filename)
-    except Exception as exc:  # noqa: BLE001 - one clear line for any bad input
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    meta = backend.metadata
-    ref = BackendRef(meta.get("name", "llmbackend"), meta.get("namespace", "default"), "")
-    rule = render_prometheus_rule(ref.name, ref.namespace, metrics_model(ref, backend.spec), labels_for(ref),
-                                  window_seconds=backend.spec.autoscaling.window_seconds)
-    adapter = {"rules": [render_adapter_rule()]}
-    sys.stdout.write("# PrometheusRule (or put spec.groups into a Prometheus rule file)\n")
-    sys.stdout.write(yaml.safe_dump(rule, sort_keys=False))
-    sys.stdout.write("---\n# prometheus-adapter config: add to its rules\n")
-    sys.stdout.write(yaml.safe_dump(adapter, sort_keys=False))
-    return 0

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # dev/devcluster/build.py
 GOTOOLS_DIR = REPO_ROOT / "e2e" / "cluster" / "gotools"
 
 # binary name -> Go main package

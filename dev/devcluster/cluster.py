@@ -49,7 +49,7 @@ class Ports:
     kwok: int = 26080
 
     @classmethod
-    def free(cls) -> "Ports":
+    def free(cls) -> Ports:
         """Ports the kernel says are free now (for test clusters next to a running demo)."""
         sockets = []
         try:
@@ -283,7 +283,7 @@ def up(directory: Path | None = None, ports: Ports | None = None, log=print, tie
     if taken:
         raise ClusterError(
             f"port(s) already in use on {HOST}: {', '.join(taken)}. Stop what uses them "
-            f"(or another dev cluster: llmbackend dev-cluster down --dir ...), or pick other ports."
+            f"(or another dev cluster: python -m devcluster down --dir ...), or pick other ports."
         )
     bins = ensure_binaries(log=log)
     (directory / "logs").mkdir(parents=True, exist_ok=True)
