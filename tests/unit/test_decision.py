@@ -256,7 +256,8 @@ def test_stale_metrics_hold_and_say_why():
     assert "no sample from 3 pod(s)" in d.message
 
 
-def test_no_completions_with_full_slots_still_scales_on_saturation():
+def test_no_completions_with_full_slots_still_scales_on_saturation(monkeypatch):
+    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)
     # long generations: nothing finished in the window, the ratio cannot be computed, the engine is full
     r = engine_reading(None, 2, in_flight=150, reason="NoCompletions", requests=0.0)
     d = decide(ScalerState(), r, spec(saturation_seconds=0, forecast=False, target_utilization=1.0), 2, now=0)
@@ -362,13 +363,13 @@ def test_engine_state_json_roundtrip_and_kept_through_a_stale_reading():
     assert held.state.fit == d.state.fit and held.state.trend == d.state.trend
 
 
-@pytest.mark.parametrize("load,expected", [(0.0, 0), (32.0, 2), (320.0, 11), (3200.0, 103)])
+@pytest.mark.parametrize("load,expected", [(0.0, 0), (32.0, 2), (320.0, 12), (3200.0, 105)])
 def test_headroom_is_relatively_larger_for_small_backends(load, expected):
-    # R = load / (0.5 x 64); replicas = ceil(R + 0.25 sqrt(R)): 1 -> 2 (+100 %), 10 -> 11 (+10 %), 100 -> 103
+    # R = load / (0.5 x 64); replicas = ceil(R + 0.5 sqrt(R)): 1 -> 2 (+100 %), 10 -> 12 (+20 %), 100 -> 105
     view = D.EngineView(in_flight=load, slots_per_replica=64, forecast=load, cold_start_s=0, saturated="", load=load)
     r = load / 32
     assert view.replicas_for(load, 0.5) == math.ceil(r + D.HEADROOM_BETA * math.sqrt(r) - 1e-9)
-    if D.HEADROOM_BETA == 0.25:
+    if D.HEADROOM_BETA == 0.5:
         assert view.replicas_for(load, 0.5) == expected
 
 

@@ -426,7 +426,7 @@ class AutoscalingSpec(_Model):
     target_utilization: float = Field(
         default=0.5, gt=0, le=1,
         description="Share of the engine's batch slots to fill: R = load (forecast one cold start ahead) / "
-                    "(targetUtilization x slots per replica), replicas = R + 0.25 x sqrt(R) (spare capacity for what "
+                    "(targetUtilization x slots per replica), replicas = R + 0.5 x sqrt(R) (spare capacity for what "
                     "arrives within a cold start, relatively larger for small backends).",
     )
     saturation_seconds: int = Field(

@@ -224,7 +224,7 @@ SCALE_DOWN_MARGIN = 0.9
 # capacity a reactive scaler needs for what arrives within one cold start is large, relative to the load, for a
 # small backend and small for a large one (Halfin-Whitt); a fixed utilization alone sizes it the same at every
 # scale. Tuned with targetUtilization on the tuning traces of benchmarks/autoscale_bench.py.
-HEADROOM_BETA = 0.25
+HEADROOM_BETA = 0.5
 
 
 @dataclass(frozen=True)
