@@ -56,6 +56,9 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      lags (it counts only finished requests): to ``load / (targetUtilization x
      slots)`` replicas, at least one more (the load counts the waiting arrivals;
      the raw in-flight count also holds the backlog and overshoots).
+   Both turn a load into replicas by square-root staffing: R = load / (targetUtilization x slots),
+   replicas = ceil(R + HEADROOM_BETA x sqrt(R)). Replicas still starting that the load (raw over one
+   window) no longer needs are cancelled at once (step 3a), not after the scale-down window.
    These steps are sized from the backlog: ``maxScaleUpStep`` does not cut them
    (GPU capacity and ``maxReplicas`` do). With ``minReplicas: 0`` the last replica
    goes only after ``scaleToZeroAfterSeconds`` idle. Schedule floors raise
