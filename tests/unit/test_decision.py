@@ -216,7 +216,8 @@ def engine_reading(ratio, pods, in_flight, slots_per_pod=64, reason="Ok", reques
                         kv_cache_fraction=kv)
 
 
-def test_ratio_near_zero_but_slots_full_scales_up_after_the_saturation_window():
+def test_ratio_near_zero_but_slots_full_scales_up_after_the_saturation_window(monkeypatch):
+    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)  # the saturation trigger alone (headroom: its own test)
     s = spec(saturation_seconds=10, forecast=False, target_utilization=0.8)
     r = engine_reading(0.01, 2, in_flight=140)  # 128 slots full, 12 waiting; ratio still ~0
     first = decide(ScalerState(), r, s, 2, now=0)
@@ -232,7 +233,8 @@ def test_ratio_near_zero_but_slots_full_scales_up_after_the_saturation_window():
     assert "batch slots busy" in d1.message
 
 
-def test_saturation_step_is_sized_from_the_backlog_and_bounded_by_capacity():
+def test_saturation_step_is_sized_from_the_backlog_and_bounded_by_capacity(monkeypatch):
+    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)
     s = spec(saturation_seconds=0, forecast=False, target_utilization=0.5, max_scale_up_step=1, max_replicas=50)
     r = engine_reading(0.0, 2, in_flight=640)  # 10 replicas of slots at 100 %, 20 at 50 %
     d = decide(ScalerState(), r, s, 2, now=0)
@@ -253,7 +255,8 @@ def test_stale_metrics_hold_and_say_why():
     assert "no sample from 3 pod(s)" in d.message
 
 
-def test_no_completions_with_full_slots_still_scales_on_saturation():
+def test_no_completions_with_full_slots_still_scales_on_saturation(monkeypatch):
+    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)
     # long generations: nothing finished in the window, the ratio cannot be computed, the engine is full
     r = engine_reading(None, 2, in_flight=150, reason="NoCompletions", requests=0.0)
     d = decide(ScalerState(), r, spec(saturation_seconds=0, forecast=False, target_utilization=1.0), 2, now=0)
@@ -357,3 +360,30 @@ def test_engine_state_json_roundtrip_and_kept_through_a_stale_reading():
     assert again == d.state
     held = decide(again, RatioReading(None, reason="Stale", pods_used=0), spec(), 2, now=1015.0)
     assert held.state.fit == d.state.fit and held.state.trend == d.state.trend
+
+
+@pytest.mark.parametrize("load,expected", [(0.0, 0), (32.0, 2), (320.0, 12), (3200.0, 105)])
+def test_headroom_is_relatively_larger_for_small_backends(load, expected):
+    # R = load / (0.5 x 64); replicas = ceil(R + 0.5 sqrt(R)): 1 -> 2 (+100 %), 10 -> 12 (+20 %), 100 -> 105
+    view = D.EngineView(in_flight=load, slots_per_replica=64, forecast=load, cold_start_s=0, saturated="", load=load)
+    r = load / 32
+    assert view.replicas_for(load, 0.5) == math.ceil(r + D.HEADROOM_BETA * math.sqrt(r) - 1e-9)
+    if D.HEADROOM_BETA == 0.5:
+        assert view.replicas_for(load, 0.5) == expected
+
+
+def test_replicas_still_starting_are_cancelled_at_once_when_the_load_is_gone():
+    # 4 ready, 8 more starting for a surge that is over: the 8 go now, not after the 300 s scale-down window
+    s = spec(scale_down_stabilization_seconds=300, max_scale_down_step=1, forecast=False, target_utilization=0.5,
+             max_replicas=20)
+    state = ScalerState(recommendations=[(0.0, 12)])
+    low = engine_reading(0.0, 4, in_flight=60)  # pods_used = 4 ready; 60 in flight fits 3 at 50 %
+    d = decide(state, low, s, 12, now=120)
+    assert d.desired_replicas == 4 and d.reason == D.SCALED_DOWN
+    # the ready replicas still wait for the stabilization window
+    d2 = decide(d.state, low, s, 4, now=135)
+    assert d2.desired_replicas == 4 and d2.reason == D.STABILIZING_SCALE_DOWN
+    # while the load still needs them, starting replicas stay
+    high = engine_reading(0.0, 4, in_flight=300)
+    d3 = decide(state, high, s, 12, now=120)
+    assert d3.desired_replicas >= 11

@@ -56,6 +56,9 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      lags (it counts only finished requests): to ``load / (targetUtilization x
      slots)`` replicas, at least one more (the load counts the waiting arrivals;
      the raw in-flight count also holds the backlog and overshoots).
+   Both turn a load into replicas by square-root staffing: R = load / (targetUtilization x slots),
+   replicas = ceil(R + HEADROOM_BETA x sqrt(R)). Replicas still starting that the load (raw over one
+   window) no longer needs are cancelled at once (step 3a), not after the scale-down window.
    These steps are sized from the backlog: ``maxScaleUpStep`` does not cut them
    (GPU capacity and ``maxReplicas`` do). With ``minReplicas: 0`` the last replica
    goes only after ``scaleToZeroAfterSeconds`` idle. Schedule floors raise
@@ -220,6 +223,11 @@ SLOPE_TAU_OF_WINDOW = 1.0
 # grows with the batch, so the measured load rises once replicas are removed: without this margin the count
 # oscillates around the target (seen in autoscale_bench.py on the tuning traces).
 SCALE_DOWN_MARGIN = 0.9
+# Square-root staffing: replicas = R + HEADROOM_BETA x sqrt(R), R = load / (targetUtilization x slots). The spare
+# capacity a reactive scaler needs for what arrives within one cold start is large, relative to the load, for a
+# small backend and small for a large one (Halfin-Whitt); a fixed utilization alone sizes it the same at every
+# scale. Tuned with targetUtilization on the tuning traces of benchmarks/autoscale_bench.py.
+HEADROOM_BETA = 0.5
 
 
 @dataclass(frozen=True)
@@ -234,7 +242,8 @@ class EngineView:
     load: float = 0.0        # the load now: offered load (or in flight when it cannot be measured)
 
     def replicas_for(self, load: float, utilization: float) -> int:
-        return math.ceil(load / (utilization * self.slots_per_replica) - 1e-9)
+        r = load / (utilization * self.slots_per_replica)
+        return math.ceil(r + HEADROOM_BETA * math.sqrt(max(r, 0.0)) - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -429,6 +438,8 @@ def decide(
         elif need_forecast > raw and need_forecast > cur:
             engine_reason = FORECAST_LOAD
             base += f"; load {view.load:.0f} now, {view.forecast:.0f} expected one cold start ({view.cold_start_s:.0f}s) ahead"
+        if raw < cur and reading.pods_used is not None:
+            raw = min(raw, reading.pods_used)  # below target: the load (not the unready pods) says what stays
         raw = max(raw, engine_need)
         if raw == 0 and cur > 0 and lo == 0:
             idle_for = 0.0 if new_state.idle_since is None else now - new_state.idle_since
@@ -451,6 +462,15 @@ def decide(
         desired = up_rec
     if desired > down_rec:
         desired = down_rec
+    # 3a. replicas still starting serve nobody yet: once the load (raw, over one metrics window) no longer needs
+    # them they go at once, not after the scale-down window; a scale-up for a surge that is already over then
+    # costs part of a cold start instead of a cold start plus the stabilization window.
+    cancelled = 0
+    ready_now = reading.pods_used if view is not None and reading.pods_used is not None else None
+    if ready_now is not None and desired > raw and cur > ready_now:
+        recent = max(r for t, r in recs if now - t <= spec.window_seconds)
+        to = min(desired, max(recent, ready_now, lo))
+        cancelled, desired = desired - to, to
     stab_reason = None
     if raw < cur and desired > raw:
         stab_reason = STABILIZING_SCALE_DOWN
@@ -463,8 +483,8 @@ def decide(
     if desired > cur + up_step:
         desired = cur + up_step
         limited = f"; limited by maxScaleUpStep {spec.max_scale_up_step}"
-    elif desired < cur - spec.max_scale_down_step:
-        desired = cur - spec.max_scale_down_step
+    elif desired < cur - max(spec.max_scale_down_step, cancelled):
+        desired = cur - max(spec.max_scale_down_step, cancelled)
         limited = f"; limited by maxScaleDownStep {spec.max_scale_down_step}"
 
     # 3c. occupancy guard (readings without engine gauges; with them, step 2b already holds in-flight work)
@@ -483,7 +503,7 @@ def decide(
     # 3d. engine backlog guard. With a decoupled tensorrt_llm model, requests leave Triton's queue
     # at once and wait inside the executor, so a low ratio can hide a saturated engine: never
     # remove a replica while TRT-LLM itself reports waiting requests or a nearly full KV cache.
-    if desired < cur:
+    if desired < cur and not (ready_now is not None and desired >= ready_now):  # cancelling starting replicas is safe
         backlog = _engine_backlog(reading)
         if backlog:
             held = min(cur, hi)  # a lowered maxReplicas is still honoured
