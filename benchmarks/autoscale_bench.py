@@ -584,7 +584,7 @@ def main() -> int:
     jobs = []
     only = set(args.only.split(",")) if args.only else set(POLICIES)
     traces = args.traces.split(",") if args.traces else list(ALL_TRACES)
-    for name, (cls, grid) in POLICIES.items():
+    for name, (_cls, grid) in POLICIES.items():
         if (name not in only and not (args.only and args.only in name)) or (args.quick and name != "operator"):
             continue
         knobs = [None] + grid if name == "operator" else grid
@@ -596,7 +596,7 @@ def main() -> int:
                     jobs.append((name, knob, trace, seed))
     results: dict[tuple, Cell] = {}
     with ProcessPoolExecutor(args.jobs) as ex:
-        for policy, knob, trace, seed, slo, gpu in ex.map(run_one, jobs, chunksize=1):
+        for policy, knob, trace, _seed, slo, gpu in ex.map(run_one, jobs, chunksize=1):
             results.setdefault((policy, knob, trace), Cell([], [])).slo.append(slo)
             results[(policy, knob, trace)].gpu.append(gpu)
     if args.only or args.traces:
@@ -635,7 +635,7 @@ def table(results, args) -> str:
     rows.append("|" + "---|" * 6)
     for trace, _, _ in TEST_TRACES:
         budget = results[("operator", None, trace)].gpu_mean
-        for name, (cls, grid) in POLICIES.items():
+        for name, (_cls, grid) in POLICIES.items():
             if args.quick and name != "operator":
                 continue
             knob = None if name == "operator" else tuned_knob(results, name, grid)

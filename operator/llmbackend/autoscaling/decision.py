@@ -144,7 +144,7 @@ class ScalerState:
         fit = d.get("fit")
         return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld),
                    d.get("saturatedSince"), d.get("idleSince"), None if not tr else Holt(*map(float, tr)),
-                   None if not fit else BatchFit(tuple(map(float, fit[:5])), float(fit[5])))
+                   None if not fit else BatchFit(_five(fit[:5]), float(fit[5])))
 
     def last_scale_time_rfc3339(self) -> str | None:
         if self.last_scale_time is None:
@@ -181,6 +181,11 @@ class Holt:
         just after a jump would otherwise project the jump again for every window in the horizon."""
         level = max(0.0, self.level)
         return min(level + max(0.0, self.slope) * horizon_s, max_growth * level)
+
+
+def _five(values: list[Any]) -> tuple[float, float, float, float, float]:
+    a, b, c, d, e = (float(v) for v in values)  # a stored fit: exactly five sums
+    return a, b, c, d, e
 
 
 @dataclass(frozen=True)
@@ -434,7 +439,8 @@ def decide(
             engine_need = min(cur, max(engine_need, keep_n))
         if need_sat > raw and need_sat >= need_forecast:
             engine_reason = ENGINE_SATURATED
-            base += f"; saturated for {now - new_state.saturated_since:.0f}s ({view.saturated})"
+            since = new_state.saturated_since if new_state.saturated_since is not None else now
+            base += f"; saturated for {now - since:.0f}s ({view.saturated})"
         elif need_forecast > raw and need_forecast > cur:
             engine_reason = FORECAST_LOAD
             base += f"; load {view.load:.0f} now, {view.forecast:.0f} expected one cold start ({view.cold_start_s:.0f}s) ahead"
