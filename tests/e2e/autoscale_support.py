@@ -5,19 +5,16 @@ backend's server pods: on each pod's IP it starts the real `tritonserver` on the
 in the backend's ConfigMap (the operator's LLM API model.py, model.yaml, config.pbtxt; what the pod mounts), with the
 CPU stand-in engine `tensorrt_llm` (dev/standins); when a pod goes away it takes it out of the endpoints at once and
 runs the pod's own rendered preStop (render/drain.py: wait until the engine has nothing in flight) before stopping
-that Triton. `EndpointLoad` is the clients behind a Service/gateway: closed-loop generate requests spread over the
-serving endpoints, every one counted. `PodForwards` binds a TCP forwarder on ``<podIP>:8002`` for each pod to any
+that Triton; the load (harness.EndpointLoad) goes through its endpoints. `PodForwards` binds a TCP forwarder on ``<podIP>:8002`` for each pod to any
 target (one Triton can stand behind every pod: the queue/compute ratio is invariant to duplicated counters), for the
 test that swaps the target for garbage. `Recorder` polls the Deployment and the backend's status.autoscaling.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import http.server
-import json
 import logging
 import os
 import shutil
@@ -96,8 +93,8 @@ class Drain:
 class PodTritons:
     """A real Triton per server pod of ``backend``, bound to the pod's IP on Triton's ports (see the module doc).
 
-    ``endpoints()``: {pod: ip} of the pods whose Triton is ready and which are not being deleted (what a Service's
-    endpoints hold). ``on_change({pod: "ip:8002"})`` is called from the watcher thread when that set changes.
+    ``endpoints()``: {pod: "ip:8000"} of the pods whose Triton is ready and which are not being deleted (what a
+    Service's endpoints hold). ``on_change({pod: "ip:8002"})`` is called from the watcher thread when that set changes.
     ``drains`` records every removal; ``errors`` Tritons that failed to start.
     """
 
@@ -108,7 +105,7 @@ class PodTritons:
         self.namespace, self.backend = namespace, backend
         self.iteration_s = iteration_s
         self.on_change = on_change
-        self.outstanding = outstanding or (lambda ip: 0)
+        self.outstanding = outstanding or (lambda address: 0)  # requests in flight to an HTTP address
         self.interval = interval
         self.dir = Path(tempfile.mkdtemp(prefix=f"pod-tritons-{backend}-"))
         self.repo = self.dir / "model-repository"
@@ -125,10 +122,11 @@ class PodTritons:
 
     def endpoints(self) -> dict[str, str]:
         with self._lock:
-            return dict(self._ready)
+            return {pod: f"{ip}:{rt.HTTP_PORT}" for pod, ip in self._ready.items()}
 
     def metrics_targets(self) -> dict[str, str]:
-        return {pod: f"{ip}:{METRICS_PORT}" for pod, ip in self.endpoints().items()}
+        with self._lock:
+            return {pod: f"{ip}:{METRICS_PORT}" for pod, ip in self._ready.items()}
 
     def log_tail(self, pod: str) -> str:
         try:
@@ -206,7 +204,7 @@ class PodTritons:
         """Run the pod's rendered preStop; "localhost" inside the pod is the pod's IP here. (Not when the test ends.)"""
         if self._stop.is_set():
             return
-        in_flight = self.outstanding(ip)
+        in_flight = self.outstanding(f"{ip}:{rt.HTTP_PORT}")
         t0 = time.monotonic()
         rc = None
         if script is not None:
@@ -216,111 +214,6 @@ class PodTritons:
             except subprocess.TimeoutExpired:
                 rc = -1
         self.drains.append(Drain(name, in_flight, time.monotonic() - t0, rc))
-
-
-@dataclasses.dataclass
-class LoadCounts:
-    sent: int = 0
-    ok: int = 0
-    failed: int = 0
-    by_pod: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    errors: list[str] = dataclasses.field(default_factory=list)
-
-
-class EndpointLoad:
-    """Closed-loop generate requests from ``clients`` threads through the serving endpoints, as a gateway spreads
-    them: each request goes to the endpoint with the fewest outstanding requests (ties: round robin). Only the
-    first ``active`` clients send, each waiting ``think_s`` after a reply (both settable: a load step up or down);
-    the others idle. Every request is counted:
-    ok = HTTP 200 with generated text, anything else (status, refused connection, cut stream) failed.
-    Bounded: at most ``max_requests`` and ``max_s`` seconds."""
-
-    def __init__(self, endpoints: Callable[[], dict[str, str]], model: str, clients: int, max_tokens: int,
-                 max_requests: int = 100_000, max_s: float = 600) -> None:
-        self.endpoints, self.model = endpoints, model
-        self.clients, self.max_tokens = clients, max_tokens
-        self.max_requests, self.max_s = max_requests, max_s
-        self.active = clients
-        self.think_s = 0.0
-        self.counts = LoadCounts()
-        self._outstanding: collections.Counter = collections.Counter()  # ip -> requests in flight
-        self._turn = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
-
-    def outstanding(self, ip: str) -> int:
-        with self._lock:
-            return self._outstanding[ip]
-
-    def in_flight(self) -> int:
-        with self._lock:
-            return sum(self._outstanding.values())
-
-    def __enter__(self) -> "EndpointLoad":
-        self._end = time.monotonic() + self.max_s
-        for t in self._threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        """Stop sending; wait for every request in flight to finish (each has a 120 s client timeout)."""
-        self._stop.set()
-        for t in self._threads:
-            t.join(150)
-
-    def _pick(self) -> tuple[str, str] | None:
-        eps = self.endpoints()
-        if not eps:
-            return None
-        with self._lock:
-            items = sorted(eps.items())
-            self._turn += 1
-            rotated = items[self._turn % len(items):] + items[:self._turn % len(items)]
-            pod, ip = min(rotated, key=lambda kv: self._outstanding[kv[1]])
-            self._outstanding[ip] += 1
-            return pod, ip
-
-    def _client(self, i: int) -> None:
-        n = 0
-        while not self._stop.is_set() and time.monotonic() < self._end:
-            if i >= self.active or self.counts.sent >= self.max_requests:
-                time.sleep(0.05)
-                continue
-            picked = self._pick()
-            if picked is None:
-                time.sleep(0.05)
-                continue
-            pod, ip = picked
-            n += 1
-            error = None
-            try:
-                body = json.dumps({"text_input": f"client {i} request {n} asks a question of a few words",
-                                   "max_tokens": self.max_tokens}).encode()
-                req = urllib.request.Request(f"http://{ip}:{rt.HTTP_PORT}/v2/models/{self.model}/generate", data=body,
-                                             headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(req, timeout=120) as r:  # noqa: S310 - loopback (a pod's IP)
-                    reply = json.loads(r.read().decode())
-                if not reply.get("text_output"):
-                    error = f"{pod}: no text_output in {reply}"
-            except urllib.error.HTTPError as exc:
-                error = f"{pod}: HTTP {exc.code}: {exc.read()[:200]!r}"
-            except Exception as exc:  # noqa: BLE001 - every failure is counted
-                error = f"{pod}: {type(exc).__name__}: {exc}"
-            with self._lock:
-                self._outstanding[ip] -= 1
-                self.counts.sent += 1
-                self.counts.by_pod[pod] += 1
-                if error is None:
-                    self.counts.ok += 1
-                else:
-                    self.counts.failed += 1
-                    self.counts.errors.append(error[:300])
-            if self.think_s:
-                self._stop.wait(self.think_s)
 
 
 class PodForwards:

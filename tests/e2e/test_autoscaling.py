@@ -21,10 +21,10 @@ import urllib.request
 
 import pytest
 
-from autoscale_support import (EndpointLoad, PodForwards, PodTritons, Recorder, junk_metrics_server,
-                               prometheus_retarget, serve_repository, write_model_repository)
+from autoscale_support import (PodForwards, PodTritons, Recorder, junk_metrics_server, prometheus_retarget,
+                               serve_repository, write_model_repository)
 from conftest import apply_manifest, backend_manifest, wait_for
-from harness import free_port, prometheus_binary, run_prometheus
+from harness import EndpointLoad, free_port, prometheus_binary, run_prometheus
 from llmbackend.autoscaling import decision as D
 from llmbackend.autoscaling.hpa import prometheus_rule_group
 from llmbackend.devcluster.tritonserver import available as tritonserver_available
@@ -256,12 +256,18 @@ def test_prometheus_source_scales_up_under_load(cluster, operator, namespace, tm
                 t_up, up = _wait_scaled_up(rec, tritons)
                 # Prometheus now has a series per pod (new targets added by reload) and the
                 # operator's reading covers every Ready pod.
-                wait_for(lambda: len(_prom_series(prom.url, namespace)) == up["replicas"]
-                         and f"{up['replicas']} pod(s)" in rec.latest()["autoscaling"].get("message", ""),
-                         timeout=30, what="a series for every pod")
+                # (the operator may have scaled further since: count the replicas it asks for now)
+                wait_for(lambda: (n := rec.latest()["replicas"]) == len(tritons.endpoints())
+                         and len(_prom_series(prom.url, namespace)) == n
+                         and f"{n} pod(s)" in rec.latest()["autoscaling"].get("message", ""),
+                         timeout=60, what="a series for every pod")
                 loaded = _prom_series(prom.url, namespace)
             except AssertionError as exc:
-                raise AssertionError(f"{exc}{_diag(rec, operator, tritons=tritons, load=load)}") from None
+                with urllib.request.urlopen(f"{prom.url}/api/v1/targets", timeout=5) as r:  # noqa: S310 - loopback
+                    targets = [(t["labels"].get("pod"), t["health"], t.get("lastError"))
+                               for t in json.load(r)["data"]["activeTargets"]]
+                raise AssertionError(f"{exc}\nseries {_prom_series(prom.url, namespace)}\nprometheus targets {targets}"
+                                     f"{_diag(rec, operator, tritons=tritons, load=load)}") from None
         assert load.counts.failed == 0 and load.counts.ok > 0, load.counts.errors[:10]
         timeline = _diag(rec, operator, tritons=tritons, load=load)
 
