@@ -1,20 +1,30 @@
-"""Support for tests/e2e/test_autoscaling.py: make kwok pods' metrics endpoints real.
+"""Support for tests/e2e/test_autoscaling.py: make kwok pods serve for real.
 
-kwok gives pods loopback IPs (127.0.1.0/24) but runs nothing in them. `PodForwards` watches a
-backend's pods and binds a TCP forwarder on ``<podIP>:8002`` for each, to a real Triton's metrics
-port (one Triton can stand behind every pod: the queue/compute ratio is invariant to duplicated
-counters). `Recorder` polls the Deployment and the backend's status.autoscaling to keep a history.
+kwok gives pods loopback IPs (127.0.1.0/24) but runs nothing in them. `PodTritons` plays the kubelet's part for a
+backend's server pods: on each pod's IP it starts the real `tritonserver` on the model repository the operator put
+in the backend's ConfigMap (the operator's LLM API model.py, model.yaml, config.pbtxt; what the pod mounts), with the
+CPU stand-in engine `tensorrt_llm` (dev/standins); when a pod goes away it takes it out of the endpoints at once and
+runs the pod's own rendered preStop (render/drain.py: wait until the engine has nothing in flight) before stopping
+that Triton; the load (harness.EndpointLoad) goes through its endpoints. `PodForwards` binds a TCP forwarder on ``<podIP>:8002`` for each pod to any
+target (one Triton can stand behind every pod: the queue/compute ratio is invariant to duplicated counters), for the
+test that swaps the target for garbage. `Recorder` polls the Deployment and the backend's status.autoscaling.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.server
 import logging
+import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -26,14 +36,185 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "triton"))
 
 from harness import Forwarder  # noqa: E402
 
+from devcluster.tritonserver import TritonServerError, run_tritonserver  # noqa: E402
 from llmbackend.controller.kube import Kube, load_configuration  # noqa: E402
+from llmbackend.render import triton as rt  # noqa: E402
+from llmbackend.render.workloads import BackendRef, config_map_files, config_map_name  # noqa: E402
 
 log = logging.getLogger("autoscale_support")
-METRICS_PORT = 8002
+METRICS_PORT = rt.METRICS_PORT
+STANDINS = Path(__file__).resolve().parents[2] / "dev" / "standins"
 
 
 def server_selector(backend: str) -> str:
     return f"llmbackend.dev/backend={backend},app.kubernetes.io/component=server"
+
+
+def write_model_repository(kube: Kube, namespace: str, backend: str, into: Path) -> str:
+    """Lay out the backend's ConfigMap as the pod's model repository (what its volume items give). Returns the
+    served model's name (the one directory holding a config.pbtxt)."""
+    config_map = kube.get("ConfigMap", namespace, config_map_name(BackendRef(backend, namespace, "")))
+    if config_map is None:
+        raise LookupError(f"ConfigMap {namespace}/{config_map_name(BackendRef(backend, namespace, ''))} not found")
+    files = config_map_files(config_map)
+    for rel, content in files.items():
+        (into / rel).parent.mkdir(parents=True, exist_ok=True)
+        (into / rel).write_text(content)
+    models = sorted(rel.split("/")[0] for rel in files if rel.endswith("/config.pbtxt") and rel.count("/") == 1)
+    if len(models) != 1:
+        raise LookupError(f"expected one model in the ConfigMap, found {models}")
+    return models[0]
+
+
+def serve_repository(repo: Path, host: str = "127.0.0.1", iteration_s: float = 0.05, log_path: Path | None = None,
+                     **ports: int):
+    """The real tritonserver on a model repository with the CPU stand-in engine (`iteration_s` per decode step)."""
+    env = dict(os.environ, TRTLLM_STANDIN_ITERATION_S=str(iteration_s))
+    return run_tritonserver(repo, host=host, extra_pythonpath=[STANDINS], env=env, startup_timeout_s=180,
+                            log_path=log_path, **ports)
+
+
+def _prestop_script(pod: dict[str, Any]) -> str | None:
+    """The rendered preStop of the pod's Triton container (``python3 -c SCRIPT``), or None."""
+    for c in pod["spec"].get("containers", []):
+        command = (((c.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}).get("command")
+        if command and command[:2] == ["python3", "-c"]:
+            return command[2]
+    return None
+
+
+@dataclasses.dataclass
+class Drain:
+    pod: str
+    in_flight_at_deregistration: int  # requests of EndpointLoad outstanding on the pod when it left the endpoints
+    prestop_s: float
+    prestop_rc: int | None
+
+
+class PodTritons:
+    """A real Triton per server pod of ``backend``, bound to the pod's IP on Triton's ports (see the module doc).
+
+    ``endpoints()``: {pod: "ip:8000"} of the pods whose Triton is ready and which are not being deleted (what a
+    Service's endpoints hold). ``on_change({pod: "ip:8002"})`` is called from the watcher thread when that set changes.
+    ``drains`` records every removal; ``errors`` Tritons that failed to start.
+    """
+
+    def __init__(self, kubeconfig: str, namespace: str, backend: str, iteration_s: float,
+                 on_change: Callable[[dict[str, str]], None] | None = None, interval: float = 0.3,
+                 outstanding: Callable[[str], int] | None = None) -> None:
+        self.kube = Kube(load_configuration(kubeconfig))
+        self.namespace, self.backend = namespace, backend
+        self.iteration_s = iteration_s
+        self.on_change = on_change
+        self.outstanding = outstanding or (lambda address: 0)  # requests in flight to an HTTP address
+        self.interval = interval
+        self.dir = Path(tempfile.mkdtemp(prefix=f"pod-tritons-{backend}-"))
+        self.repo = self.dir / "model-repository"
+        self.model: str | None = None
+        self.drains: list[Drain] = []
+        self.errors: dict[str, str] = {}
+        self.started: set[str] = set()
+        self._ready: dict[str, str] = {}  # pod -> ip
+        self._notified: dict[str, str] | None = None
+        self._servers: dict[str, tuple[threading.Event, threading.Thread]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pod-tritons", daemon=True)
+
+    def endpoints(self) -> dict[str, str]:
+        with self._lock:
+            return {pod: f"{ip}:{rt.HTTP_PORT}" for pod, ip in self._ready.items()}
+
+    def metrics_targets(self) -> dict[str, str]:
+        with self._lock:
+            return {pod: f"{ip}:{METRICS_PORT}" for pod, ip in self._ready.items()}
+
+    def log_tail(self, pod: str) -> str:
+        try:
+            return "\n".join((self.dir / f"{pod}.log").read_text(errors="replace").splitlines()[-15:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> PodTritons:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        with self._lock:
+            self._ready.clear()
+        for stop, _ in self._servers.values():
+            stop.set()
+        for _, thread in self._servers.values():
+            thread.join(60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._sync()
+            except Exception as exc:  # noqa: BLE001 - keep serving through API hiccups
+                log.warning("pod tritons sync failed: %s", exc)
+            self._stop.wait(self.interval)
+
+    def _sync(self) -> None:
+        pods = self.kube.list("Pod", self.namespace, label_selector=server_selector(self.backend))
+        live = {p["metadata"]["name"]: p for p in pods
+                if (p.get("status") or {}).get("podIP") and not p["metadata"].get("deletionTimestamp")}
+        for name in set(self._servers) - set(live):
+            self._leave(name)
+        for name in set(live) - set(self._servers):
+            if self.model is None:
+                self.model = write_model_repository(self.kube, self.namespace, self.backend, self.repo)
+            pod = live[name]
+            stop = threading.Event()
+            thread = threading.Thread(target=self._serve, args=(name, pod["status"]["podIP"], _prestop_script(pod), stop),
+                                      name=f"triton-{name}", daemon=True)
+            self._servers[name] = (stop, thread)
+            thread.start()
+        targets = self.metrics_targets()
+        if targets != self._notified:
+            if self.on_change is not None:
+                self.on_change(targets)  # raises -> retried next poll
+            self._notified = targets
+
+    def _leave(self, name: str) -> None:
+        """The pod is deleted: out of the endpoints now; its server thread drains and stops its Triton."""
+        with self._lock:
+            self._ready.pop(name, None)
+        stop, _ = self._servers.get(name, (None, None))
+        if stop is not None and not stop.is_set():
+            stop.set()
+
+    def _serve(self, name: str, ip: str, prestop: str | None, stop: threading.Event) -> None:
+        try:
+            with serve_repository(self.repo, ip, self.iteration_s, self.dir / f"{name}.log",
+                                  http_port=rt.HTTP_PORT, grpc_port=rt.GRPC_PORT, metrics_port=rt.METRICS_PORT):
+                self.started.add(name)
+                with self._lock:
+                    if not stop.is_set():
+                        self._ready[name] = ip  # the readiness probe (/v2/health/ready) passes
+                stop.wait()
+                self._prestop(name, ip, prestop)
+            # leaving the block sends SIGTERM: Triton exits once nothing is left (its exit timeout bounds it)
+        except TritonServerError as exc:
+            self.errors[name] = str(exc)
+
+    def _prestop(self, name: str, ip: str, script: str | None) -> None:
+        """Run the pod's rendered preStop; "localhost" inside the pod is the pod's IP here. (Not when the test ends.)"""
+        if self._stop.is_set():
+            return
+        in_flight = self.outstanding(f"{ip}:{rt.HTTP_PORT}")
+        t0 = time.monotonic()
+        rc = None
+        if script is not None:
+            try:
+                rc = subprocess.run([sys.executable, "-c", script.replace("127.0.0.1", ip)],
+                                    timeout=300, capture_output=True, check=False).returncode
+            except subprocess.TimeoutExpired:
+                rc = -1
+        self.drains.append(Drain(name, in_flight, time.monotonic() - t0, rc))
 
 
 class PodForwards:

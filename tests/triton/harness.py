@@ -1,29 +1,28 @@
-"""Real-process harness for the autoscaling tests (no mocks): a fake LLM on a real
-Triton (pytriton), a real Prometheus, a bounded load generator and a TCP forwarder.
+"""Real-process harness for the autoscaling tests (no mocks): a real Prometheus, a bounded load generator of
+generate requests and a TCP forwarder.
 
 Everything binds to 127.0.0.0/8.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-
-import numpy as np
-
-HERE = Path(__file__).resolve().parent
+from typing import Any
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -71,59 +70,6 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL) if hasattr(os, "killpg") else proc.kill()
         proc.wait(5)
-
-
-@dataclasses.dataclass(frozen=True)
-class TritonEndpoints:
-    host: str
-    http_port: int
-    grpc_port: int
-    metrics_port: int
-    model: str
-
-    @property
-    def http_url(self) -> str:
-        return f"{self.host}:{self.http_port}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://{self.host}:{self.metrics_port}/metrics"
-
-    @property
-    def metrics_address(self) -> str:
-        return f"{self.host}:{self.metrics_port}"
-
-
-@contextlib.contextmanager
-def run_fake_llm_triton(
-    *, host: str = "127.0.0.1", capacity: int = 2, token_delay_s: float = 0.01, model: str = "llm",
-    startup_timeout_s: float = 90.0, log_path: str | os.PathLike | None = None,
-) -> Iterator[TritonEndpoints]:
-    """Start tests/triton/fake_llm.py in its own process group with a fresh workspace."""
-    _check_loopback(host)
-    ep = TritonEndpoints(host, free_port(host), free_port(host), free_port(host), model)
-    tmp = tempfile.mkdtemp(prefix="fake-llm-")
-    ws = os.path.join(tmp, "workspace")  # must not exist yet
-    log = open(log_path or os.path.join(tmp, "triton.log"), "wb")
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "fake_llm.py"), "--address", host,
-         "--http-port", str(ep.http_port), "--grpc-port", str(ep.grpc_port), "--metrics-port", str(ep.metrics_port),
-         "--workspace", ws, "--capacity", str(capacity), "--token-delay", str(token_delay_s), "--model", model],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        try:
-            wait_http(f"http://{ep.http_url}/v2/models/{model}/ready", startup_timeout_s, proc)
-            wait_http(ep.metrics_url, 20, proc)
-        except Exception as exc:
-            log.flush()
-            tail = Path(log.name).read_bytes()[-3000:].decode(errors="replace")
-            raise RuntimeError(f"fake LLM Triton did not start:\n{tail}") from exc
-        yield ep
-    finally:
-        _stop(proc)
-        log.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def prometheus_binary() -> str | None:
@@ -187,7 +133,8 @@ def run_prometheus(
             wait_http(f"{url}/-/ready", startup_timeout_s, proc)
         except Exception as exc:
             log.flush()
-            raise RuntimeError("prometheus did not start:\n" + Path(log.name).read_text(errors="replace")[-3000:]) from exc
+            tail = Path(log.name).read_text(errors="replace")[-3000:]
+            raise RuntimeError("prometheus did not start:\n" + tail) from exc
         yield PrometheusEndpoint(url, cfg_path)
     finally:
         _stop(proc)
@@ -196,75 +143,110 @@ def run_prometheus(
 
 
 @dataclasses.dataclass
-class LoadResult:
+class LoadCounts:
     sent: int = 0
     ok: int = 0
-    errors: int = 0
-    latencies_s: list = dataclasses.field(default_factory=list)
-    last_error: str | None = None
+    failed: int = 0
+    by_pod: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    errors: list[str] = dataclasses.field(default_factory=list)
 
 
-def load(url: str, model: str, concurrency: int, duration_s: float, tokens: int = 10,
-         stop: threading.Event | None = None) -> LoadResult:
-    """Closed-loop load: ``concurrency`` threads, each sends one request at a time
-    (tritonclient http) for ``duration_s`` (or until ``stop`` is set). Blocking."""
-    import tritonclient.http as httpclient
+class EndpointLoad:
+    """Closed-loop generate requests (Triton's generate endpoint, JSON) from ``clients`` threads through
+    ``endpoints()`` ({name: "host:port"}, read before each request), as a gateway spreads
+    them: each request goes to the endpoint with the fewest outstanding requests (ties: round robin). Only the
+    first ``active`` clients send, each waiting ``think_s`` after a reply (both settable: a load step up or down);
+    the others idle. Every request is counted:
+    ok = HTTP 200 with generated text, anything else (status, refused connection, cut stream) failed.
+    Bounded: at most ``max_requests`` and ``max_s`` seconds."""
 
-    host = url.split("://")[-1].split(":")[0]
-    _check_loopback(host)
-    res = LoadResult()
-    lock = threading.Lock()
-    end = time.time() + duration_s
-    stop = stop or threading.Event()
+    def __init__(self, endpoints: Callable[[], dict[str, str]], model: str, clients: int, max_tokens: int,
+                 max_requests: int = 100_000, max_s: float = 600) -> None:
+        self.endpoints, self.model = endpoints, model
+        self.clients, self.max_tokens = clients, max_tokens
+        self.max_requests, self.max_s = max_requests, max_s
+        self.active = clients
+        self.think_s = 0.0
+        self.counts = LoadCounts()
+        self._outstanding: collections.Counter = collections.Counter()  # address -> requests in flight
+        self._turn = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
 
-    def worker() -> None:
-        client = httpclient.InferenceServerClient(url.split("://")[-1], connection_timeout=30, network_timeout=60)
-        inp = httpclient.InferInput("tokens", [1, 1], "INT32")  # [batch, 1]
-        inp.set_data_from_numpy(np.array([[tokens]], dtype=np.int32))
-        try:
-            while time.time() < end and not stop.is_set():
-                t0 = time.time()
-                try:
-                    client.infer(model, [inp])
-                    ok = True
-                except Exception as e:  # noqa: BLE001
-                    ok = False
-                    res.last_error = str(e)[:300]
-                    time.sleep(0.05)
-                with lock:
-                    res.sent += 1
-                    if ok:
-                        res.ok += 1
-                        res.latencies_s.append(time.time() - t0)
-                    else:
-                        res.errors += 1
-        finally:
-            client.close()
+    def outstanding(self, address: str) -> int:
+        with self._lock:
+            return self._outstanding[address]
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(duration_s + 120)
-    return res
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(self._outstanding.values())
 
+    def __enter__(self) -> EndpointLoad:
+        self._end = time.monotonic() + self.max_s
+        for t in self._threads:
+            t.start()
+        return self
 
-@contextlib.contextmanager
-def background_load(url: str, model: str, concurrency: int, duration_s: float = 3600, tokens: int = 10) -> Iterator[LoadResult]:
-    """``load`` in a thread; stops when the block exits."""
-    stop = threading.Event()
-    box: dict = {}
-    th = threading.Thread(target=lambda: box.setdefault("r", load(url, model, concurrency, duration_s, tokens, stop)), daemon=True)
-    th.start()
-    holder = LoadResult()
-    try:
-        yield holder
-    finally:
-        stop.set()
-        th.join(60)
-        r = box.get("r")
-        if r is not None:
-            holder.__dict__.update(r.__dict__)
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop sending; wait for every request in flight to finish (each has a 120 s client timeout)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(150)
+
+    def _pick(self) -> tuple[str, str] | None:
+        eps = self.endpoints()
+        if not eps:
+            return None
+        with self._lock:
+            items = sorted(eps.items())
+            self._turn += 1
+            rotated = items[self._turn % len(items):] + items[:self._turn % len(items)]
+            pod, address = min(rotated, key=lambda kv: self._outstanding[kv[1]])
+            self._outstanding[address] += 1
+            return pod, address
+
+    def _client(self, i: int) -> None:
+        n = 0
+        while not self._stop.is_set() and time.monotonic() < self._end:
+            if i >= self.active or self.counts.sent >= self.max_requests:
+                time.sleep(0.05)
+                continue
+            picked = self._pick()
+            if picked is None:
+                time.sleep(0.05)
+                continue
+            pod, address = picked
+            _check_loopback(address.rsplit(":", 1)[0])
+            n += 1
+            error = None
+            try:
+                body = json.dumps({"text_input": f"client {i} request {n} asks a question of a few words",
+                                   "max_tokens": self.max_tokens}).encode()
+                req = urllib.request.Request(f"http://{address}/v2/models/{self.model}/generate", data=body,
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=120) as r:  # noqa: S310 - loopback only
+                    reply = json.loads(r.read().decode())
+                if not reply.get("text_output"):
+                    error = f"{pod}: no text_output in {reply}"
+            except urllib.error.HTTPError as exc:
+                error = f"{pod}: HTTP {exc.code}: {exc.read()[:200]!r}"
+            except Exception as exc:  # noqa: BLE001 - every failure is counted
+                error = f"{pod}: {type(exc).__name__}: {exc}"
+            with self._lock:
+                self._outstanding[address] -= 1
+                self.counts.sent += 1
+                self.counts.by_pod[pod] += 1
+                if error is None:
+                    self.counts.ok += 1
+                else:
+                    self.counts.failed += 1
+                    self.counts.errors.append(error[:300])
+            if self.think_s:
+                self._stop.wait(self.think_s)
 
 
 class Forwarder:

@@ -1,36 +1,42 @@
-"""The autoscaler against a real Triton (pytriton fake LLM) and a real Prometheus.
+"""The autoscaler's sources and decision against a real Triton and a real Prometheus.
 
-Two "pods" are the same Triton behind two TCP forwarders on 127.0.1.x: the
-summed-delta ratio is invariant to duplicated counters, and Prometheus sees two
-pod series like in a cluster. Assertions are about target semantics (above /
-below target × (1 ± tolerance)), not hard-coded ratios.
+The Triton serves the operator's rendered LLM API model with the CPU stand-in engine (llmapi_support.serve), so the
+counters read are the engine's queue/compute time the model exports. Two "pods" are that Triton behind two TCP
+forwarders on 127.0.1.x: the summed-delta ratio is invariant to duplicated counters, and Prometheus sees two pod
+series like in a cluster. Assertions are about target semantics (above / below target × (1 ± tolerance)), not
+hard-coded ratios.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 import urllib.request
 
 import pytest
 import yaml
-from harness import background_load, forward, prometheus_binary, run_fake_llm_triton, run_prometheus
+from harness import EndpointLoad, forward, prometheus_binary, run_prometheus
+from llmapi_support import backend_spec, metric, metrics, serve
 
+from devcluster.tritonserver import TritonServer, available
+from llmbackend.api import engine_metrics as em
 from llmbackend.api.v1alpha1 import AutoscalingSpec
 from llmbackend.autoscaling import decision as D
 from llmbackend.autoscaling.decision import ScalerState, decide
-from llmbackend.autoscaling.ratio import REASON_NO_TRAFFIC, from_statistics, parse_metrics_text
+from llmbackend.autoscaling.ratio import REASON_NO_TRAFFIC, SIGNAL_TRITON, from_statistics, parse_metrics_text
 from llmbackend.autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from llmbackend.render.hpa import prometheus_rule_group
 
-pytestmark = pytest.mark.triton
+pytestmark = [pytest.mark.triton,
+              pytest.mark.skipif(not available(), reason="nvidia-pytriton's tritonserver is not installed")]
 
-CAPACITY = 2          # requests per "batch" of the fake engine
+SLOTS = 2             # the stand-in engine's in-flight batch
 TOKENS = 10
-TOKEN_DELAY = 0.01    # 100 ms per request
-HEAVY = 4 * CAPACITY  # closed-loop clients well above capacity
+ITERATION_S = 0.01    # 100 ms per request in a slot
+HEAVY = 4 * SLOTS     # closed-loop clients well above capacity
 WINDOW = 6            # seconds
 SPEC = AutoscalingSpec(
     enabled=True, min_replicas=1, max_replicas=8, target_ratio=1.0, tolerance=0.1,
@@ -40,14 +46,25 @@ SPEC = AutoscalingSpec(
 POD_IPS = ("127.0.1.11", "127.0.1.12")
 
 
+@dataclasses.dataclass(frozen=True)
+class Served:
+    server: TritonServer
+    model: str
+
+    @property
+    def load(self):
+        return lambda clients: EndpointLoad(lambda: {"triton": self.server.http_url}, self.model, clients, TOKENS)
+
+
 @pytest.fixture(scope="module")
-def triton():
-    with run_fake_llm_triton(capacity=CAPACITY, token_delay_s=TOKEN_DELAY) as ep, contextlib.ExitStack() as st:
+def triton(tmp_path_factory):
+    with serve(backend_spec(SLOTS), tmp_path_factory.mktemp("llmapi"), ITERATION_S) as (server, name), \
+            contextlib.ExitStack() as st:
         pods = {}
         for i, ip in enumerate(POD_IPS):
-            host, port = st.enter_context(forward(ip, 0, ep.host, ep.metrics_port))
-            pods[f"fake-llm-{i}"] = f"{host}:{port}"
-        yield ep, pods
+            host, port = st.enter_context(forward(ip, 0, server.host, server.metrics_port))
+            pods[f"llm-{i}"] = f"{host}:{port}"
+        yield Served(server, name), pods
 
 
 async def _sample(scraper: TritonScraper, pods: dict, seconds: float, every: float = 1.0, on_reading=None) -> None:
@@ -73,11 +90,11 @@ def test_idle_is_no_traffic_and_stats_api_agrees(triton):
     d = decide(ScalerState(), r, SPEC, current_replicas=2, now=time.time())
     assert d.desired_replicas == 1 and d.reason in (D.SCALED_DOWN, D.AT_MIN_REPLICAS)
 
-    # statistics API (left open by the fake's TritonSecurityConfig) gives the same totals (ns -> µs)
-    with urllib.request.urlopen(f"http://{ep.http_url}/v2/models/{ep.model}/stats", timeout=5) as f:
+    # Triton's statistics API gives the same totals as its own counters on :8002 (ns -> µs)
+    with urllib.request.urlopen(f"http://{ep.server.http_url}/v2/models/{ep.model}/stats", timeout=5) as f:
         stats = from_statistics(json.load(f), ep.model)
-    with urllib.request.urlopen(ep.metrics_url, timeout=5) as f:
-        prom = parse_metrics_text(f.read().decode(), ep.model)
+    with urllib.request.urlopen(ep.server.metrics_url, timeout=5) as f:
+        prom = parse_metrics_text(f.read().decode(), ep.model, signal=SIGNAL_TRITON)
     assert stats is not None and prom is not None
     assert stats.success_count == prom.success_count
     assert abs(stats.queue_us - prom.queue_us) <= 1 + 1e-6 * prom.queue_us
@@ -97,10 +114,10 @@ def test_scale_up_under_load_then_down_after_stabilization(triton):
 
     async def go():
         async with TritonScraper(ep.model) as s:
-            with background_load(ep.http_url, ep.model, HEAVY, tokens=TOKENS) as res:
+            with ep.load(HEAVY) as load:
                 await _sample(s, pods, WINDOW + 3, on_reading=on_reading)
                 loaded, d_up = state["last"]
-            assert res.errors == 0 and res.ok > 0, res.last_error
+            assert load.counts.failed == 0 and load.counts.ok > 0, load.counts.errors[:5]
             # load stopped: decide with the replica count it asked for
             state["replicas"] = d_up.desired_replicas
             t_stop = time.time()
@@ -128,14 +145,14 @@ def test_scale_up_under_load_then_down_after_stabilization(triton):
 def test_prometheus_source_matches_scraper(triton, tmp_path):
     ep, pods = triton
     rules = tmp_path / "rules.yml"
-    rules.write_text(yaml.safe_dump({"groups": [prometheus_rule_group("fake-llm", ep.model, window_seconds=10, interval_seconds=1)]}))
+    rules.write_text(yaml.safe_dump({"groups": [prometheus_rule_group("llm", ep.model, window_seconds=10, interval_seconds=1)]}))
     targets = {pod: [addr] for pod, addr in pods.items()}
     with run_prometheus(targets, [rules]) as prom:
         src = PrometheusRatioSource(prom.url, timeout_s=5, max_age_s=30)
 
         async def go():
             async with TritonScraper(ep.model) as s:
-                with background_load(ep.http_url, ep.model, HEAVY, tokens=TOKENS):
+                with ep.load(HEAVY):
                     await _sample(s, pods, 12)
                     ours = s.reading(10)
                     theirs = await src.reading("default", pod_regex_for(list(pods)))
@@ -150,12 +167,23 @@ def test_prometheus_source_matches_scraper(triton, tmp_path):
     assert 0.5 < theirs.ratio / ours.ratio < 2.0
 
 
+def _wait_engine_idle(ep) -> None:
+    """The model refreshes its in-flight gauges every second: wait until they show the previous load gone."""
+    for _ in range(50):
+        now = metrics(ep.server)
+        if sum(metric(now, em.REQUEST_GAUGE, ep.model, request_type=t) for t in ("waiting", "active")) == 0:
+            return
+        time.sleep(0.2)
+    pytest.fail("the engine still reports requests in flight 10 s after the load stopped")
+
+
 def test_scraper_survives_dead_and_garbage_pods(triton):
     ep, pods = triton
+    _wait_engine_idle(ep)
 
     async def go():
         async with TritonScraper(ep.model, timeout_s=0.5) as s:
-            bad = dict(pods, dead="127.0.1.99:1", garbage=f"{ep.host}:{ep.http_port}")
+            bad = dict(pods, dead="127.0.1.99:1", garbage=ep.server.http_url)
             for _ in range(2):
                 failed = await s.scrape(bad)
                 await asyncio.sleep(0.3)

@@ -327,9 +327,10 @@ class TritonPythonModel:
                     latest = json.loads(stats) if isinstance(stats, str) else stats
             except Exception as exc:  # noqa: BLE001 - stats are best effort; serving goes on
                 self.logger.log_warn(f"iteration stats unavailable: {type(exc).__name__}: {exc}")
-            if latest is not None:
-                self.metrics.observe_stats(*gauges_from_stats(latest))
-            elif self.in_flight == 0:
-                # No iteration ran and nothing is in flight: the engine is idle (it reports no stats then).
-                self.metrics.observe_stats({"waiting": 0.0, "scheduled": 0.0, "active": 0.0}, {})
+            requests, blocks = gauges_from_stats(latest) if latest is not None else ({}, {})
+            if self.in_flight == 0:
+                # Nothing in flight: the engine is idle (it reports no stats then, and its last iteration still
+                # counts the requests it finished in it: kept, a replica would read busy between short requests).
+                requests.update(waiting=0.0, scheduled=0.0, active=0.0)
+            self.metrics.observe_stats(requests, blocks)
             await asyncio.sleep(STATS_INTERVAL_S)
