@@ -126,37 +126,60 @@ def render_download_job(namespace: str, source: ModelSource, image: str, uid: in
         args += ["--endpoint", source.endpoint]
     if source.region:
         args += ["--region", source.region]
-    security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
-                "runAsUser": uid, "runAsGroup": uid, "readOnlyRootFilesystem": True}
-    container = {
-        "name": "fetch",
+    container = _program_container("fetch", image, args, uid, cpu="500m", memory="512Mi", memory_limit="1Gi",
+                                   mounts=[{"name": "cache", "mountPath": CACHE_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}],
+                                   env=_credential_env(source, src))
+    labels = _labels(claim, DOWNLOAD_COMPONENT)
+    return _job({"name": name, "namespace": namespace, "labels": labels,
+                 "annotations": {SOURCE_ANNOTATION: source.uri or ""}},
+                {"backoffLimit": BACKOFF_LIMIT,
+                 "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+                     "containerName": "fetch", "operator": "In", "values": PERMANENT_EXIT_CODES}}]}},
+                labels, container, [{"name": "cache", "persistentVolumeClaim": {"claimName": claim}},
+                                    {"name": "tmp", "emptyDir": {}}], fs_group=uid)
+
+
+def _program_container(name: str, image: str, args: list[str], uid: int, *, cpu: str, memory: str, memory_limit: str,
+                       mounts: list[dict[str, Any]], env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A container running the model_fetch program: non-root, read-only root, its result in the termination message."""
+    container: dict[str, Any] = {
+        "name": name,
         "image": image,
         "command": ["python", "-m", "llmbackend.model_fetch"],
         "args": args,
-        "env": _credential_env(source, src),
-        "volumeMounts": [{"name": "cache", "mountPath": CACHE_MOUNT}, {"name": "tmp", "mountPath": "/tmp"}],
-        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
-        "securityContext": security,
-        "terminationMessagePolicy": "File",
     }
+    if env is not None:
+        container["env"] = env
+    container.update({
+        "volumeMounts": mounts,
+        "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory_limit}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                            "runAsUser": uid, "runAsGroup": uid, "readOnlyRootFilesystem": True},
+        "terminationMessagePolicy": "File",
+    })
+    return container
+
+
+def _job(metadata: dict[str, Any], spec: dict[str, Any], pod_labels: dict[str, str], container: dict[str, Any],
+         volumes: list[dict[str, Any]], fs_group: int | None) -> dict[str, Any]:
+    """A Job running one container once (no service links, no API token)."""
+    pod_security: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if fs_group is not None:
+        pod_security["fsGroup"] = fs_group
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": _labels(claim, DOWNLOAD_COMPONENT),
-                     "annotations": {SOURCE_ANNOTATION: source.uri or ""}},
+        "metadata": metadata,
         "spec": {
-            "backoffLimit": BACKOFF_LIMIT,
-            "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
-                "containerName": "fetch", "operator": "In", "values": PERMANENT_EXIT_CODES}}]},
+            **spec,
             "template": {
-                "metadata": {"labels": _labels(claim, DOWNLOAD_COMPONENT)},
+                "metadata": {"labels": pod_labels},
                 "spec": {
                     "restartPolicy": "Never",
                     "enableServiceLinks": False,
                     "automountServiceAccountToken": False,
-                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": uid},
+                    "securityContext": pod_security,
                     "containers": [container],
-                    "volumes": [{"name": "cache", "persistentVolumeClaim": {"claimName": claim}},
-                                {"name": "tmp", "emptyDir": {}}],
+                    "volumes": volumes,
                 },
             },
         },
@@ -219,41 +242,19 @@ def render_inspect_job(namespace: str, backend: str, pvc: PVCSource, image: str,
     (claim mounted read-only) and reports the architecture in its termination message. Owned by the backend;
     `labels` are the backend's child labels, so its pod's events wake the backend's reconcile."""
     directory = f"{INSPECT_MOUNT}/{pvc.path.strip('/')}".rstrip("/")
-    container = {
-        "name": "inspect",
-        "image": image,
-        "command": ["python", "-m", "llmbackend.model_fetch"],
-        "args": ["inspect", "--dir", directory, "--termination-log", "/dev/termination-log"],
-        "volumeMounts": [{"name": "checkpoint", "mountPath": INSPECT_MOUNT, "readOnly": True}],
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
-                            "runAsUser": uid, "runAsGroup": uid, "readOnlyRootFilesystem": True},
-        "terminationMessagePolicy": "File",
-    }
+    container = _program_container("inspect", image, ["inspect", "--dir", directory, "--termination-log",
+                                                       "/dev/termination-log"], uid,
+                                   cpu="100m", memory="256Mi", memory_limit="512Mi",
+                                   mounts=[{"name": "checkpoint", "mountPath": INSPECT_MOUNT, "readOnly": True}])
     pod_labels = {**labels, "app.kubernetes.io/component": "model-inspect"}
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": inspect_job_name(backend, pvc), "namespace": namespace, "labels": pod_labels,
-                     "ownerReferences": [owner]},
-        "spec": {
-            "backoffLimit": 2,
-            # A missing or unusable config.json stays so: fail at once, the report says why.
-            "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
-                "containerName": "inspect", "operator": "In", "values": [EXIT_NO_CONFIG, EXIT_BAD_CONFIG]}}]},
-            "template": {
-                "metadata": {"labels": pod_labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "enableServiceLinks": False,
-                    "automountServiceAccountToken": False,
-                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [container],
-                    "volumes": [{"name": "checkpoint",
-                                 "persistentVolumeClaim": {"claimName": pvc.claim_name, "readOnly": True}}],
-                },
-            },
-        },
-    }
+    return _job({"name": inspect_job_name(backend, pvc), "namespace": namespace, "labels": pod_labels,
+                 "ownerReferences": [owner]},
+                # A missing or unusable config.json stays so: fail at once, the report says why.
+                {"backoffLimit": 2, "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+                    "containerName": "inspect", "operator": "In", "values": [EXIT_NO_CONFIG, EXIT_BAD_CONFIG]}}]}},
+                pod_labels, container, [{"name": "checkpoint",
+                                         "persistentVolumeClaim": {"claimName": pvc.claim_name, "readOnly": True}}],
+                fs_group=None)
 
 
 def inspect_outcome(job: dict[str, Any] | None, report: dict[str, Any] | None, pods: int) -> dict[str, Any]:
@@ -393,34 +394,9 @@ def render_cleanup_job(namespace: str, cleanup: CacheCleanup, image: str, uid: i
     args = ["prune", "--cache", CACHE_MOUNT, "--termination-log", "/dev/termination-log"]
     for ref in cleanup.keep:
         args += ["--keep", ref]
-    container = {
-        "name": "cleanup",
-        "image": image,
-        "command": ["python", "-m", "llmbackend.model_fetch"],
-        "args": args,
-        "volumeMounts": [{"name": "cache", "mountPath": CACHE_MOUNT}],
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
-                            "runAsUser": uid, "runAsGroup": uid, "readOnlyRootFilesystem": True},
-        "terminationMessagePolicy": "File",
-    }
+    container = _program_container("cleanup", image, args, uid, cpu="100m", memory="128Mi", memory_limit="512Mi",
+                                   mounts=[{"name": "cache", "mountPath": CACHE_MOUNT}])
     labels = _labels(cleanup.claim, CLEANUP_COMPONENT)
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": cleanup_job_name(cleanup.claim, cleanup.stale_jobs), "namespace": namespace, "labels": labels},
-        "spec": {
-            "backoffLimit": 2,
-            "ttlSecondsAfterFinished": CLEANUP_TTL_S,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "enableServiceLinks": False,
-                    "automountServiceAccountToken": False,
-                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": uid},
-                    "containers": [container],
-                    "volumes": [{"name": "cache", "persistentVolumeClaim": {"claimName": cleanup.claim}}],
-                },
-            },
-        },
-    }
+    return _job({"name": cleanup_job_name(cleanup.claim, cleanup.stale_jobs), "namespace": namespace, "labels": labels},
+                {"backoffLimit": 2, "ttlSecondsAfterFinished": CLEANUP_TTL_S}, labels, container,
+                [{"name": "cache", "persistentVolumeClaim": {"claimName": cleanup.claim}}], fs_group=uid)
