@@ -52,8 +52,10 @@ $(MOTO_VENV)/bin/moto_server:
 unit: setup
 	$(PY) -m pytest -p no:cacheprovider tests/unit
 
-e2e: tools prometheus openmpi
-	$(PY) -m pytest -p no:cacheprovider tests/e2e tests/triton
+# Two runs: named together, the two directories' conftest modules collide (`from conftest import` in each).
+e2e: tools prometheus openmpi moto
+	$(PY) -m pytest -p no:cacheprovider tests/e2e
+	$(PY) -m pytest -p no:cacheprovider tests/triton
 
 crd: setup
 	$(VENV)/bin/llmbackend crd > crds/llmbackend.yaml
