@@ -165,6 +165,20 @@ def _open(url: str, headers: dict[str, str], timeout: float = 60.0) -> http.clie
 
 # ---- Hugging Face Hub ----
 
+def _read_json(url: str, headers: dict[str, str], path: str,
+               error: Callable[[urllib.error.HTTPError, str], FetchError], server: str) -> dict[str, Any] | None:
+    """A JSON file of the source (None when it is not there); errors as the source's client words them."""
+    try:
+        with _open(url, headers) as resp:
+            return json.load(resp)
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return None
+        raise error(err, f"reading {path}") from None
+    except (urllib.error.URLError, OSError) as err:
+        raise FetchError(EXIT_UNREACHABLE, f"reading {path}: cannot reach {server}: {err}") from None
+
+
 class Hub:
     def __init__(self, source: Source, endpoint: str | None = None, token: str | None = None):
         self.source = source
@@ -224,15 +238,7 @@ class Hub:
         return f"{self.endpoint}/{self.source.repo}/resolve/{revision}/{urllib.parse.quote(path)}"
 
     def read_json(self, revision: str, path: str) -> dict[str, Any] | None:
-        try:
-            with _open(self.resolve_url(revision, path), self.headers()) as resp:
-                return json.load(resp)
-        except urllib.error.HTTPError as err:
-            if err.code == 404:
-                return None
-            raise self.error(err, f"reading {path}") from None
-        except (urllib.error.URLError, OSError) as err:
-            raise FetchError(EXIT_UNREACHABLE, f"reading {path}: cannot reach {self.endpoint}: {err}") from None
+        return _read_json(self.resolve_url(revision, path), self.headers(), path, self.error, self.endpoint)
 
 
 # ---- S3 (SigV4, path-style for custom endpoints) ----
@@ -348,15 +354,7 @@ class S3:
     def read_json(self, revision: str, path: str) -> dict[str, Any] | None:
         key = "/".join(p for p in (self.source.prefix, path) if p)
         url = self.object_url(key)
-        try:
-            with _open(url, self.headers(url)) as resp:
-                return json.load(resp)
-        except urllib.error.HTTPError as err:
-            if err.code == 404:
-                return None
-            raise self.error(err, f"reading {path}") from None
-        except (urllib.error.URLError, OSError) as err:
-            raise FetchError(EXIT_UNREACHABLE, f"reading {path}: cannot reach {self.base}: {err}") from None
+        return _read_json(url, self.headers(url), path, self.error, self.base)
 
 
 def client_for(source: Source, endpoint: str | None = None, region: str | None = None,
