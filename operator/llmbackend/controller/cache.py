@@ -210,10 +210,9 @@ class WatchCaches:
         spaces = list(namespaces or [""])
         self.stores: dict[str, Store] = {kind: Store(spaces) for kind in WATCHED_KINDS}
         self.nodes = Store(keep=False)
-        optional = {*OPTIONAL_KINDS, "ComputeDomain"}  # CRDs that may not be served
         self.watchers = [
             Watcher(kube, kind, self.stores[kind], MANAGED_SELECTOR, namespace, on_event,
-                    optional_api=MANAGED_KINDS[kind] if kind in optional else None)
+                    optional_api=MANAGED_KINDS[kind] if kind in OPTIONAL_KINDS else None)  # CRD maybe not served
             for kind in WATCHED_KINDS for namespace in spaces
         ] + [Watcher(kube, "Node", self.nodes, None, "", on_event)]
 

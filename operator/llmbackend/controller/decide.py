@@ -60,7 +60,7 @@ from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 # Optional APIs a pass asks about, by name: (apiVersion, plural). Observe reports which are served.
 OPTIONAL_APIS: dict[str, tuple[str, str]] = {
-    **{kind: MANAGED_KINDS[kind] for kind in (*OPTIONAL_KINDS, "ComputeDomain")},
+    **{kind: MANAGED_KINDS[kind] for kind in OPTIONAL_KINDS},
     "Volcano": VOLCANO_API,
     "Kueue": KUEUE_API,
 }

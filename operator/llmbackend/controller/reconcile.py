@@ -134,7 +134,7 @@ class Reconciler:
         by_label = f"{BACKEND_LABEL}={name}"
         children: dict[tuple[str, str], dict[str, Any] | None] = {}
         for kind in MANAGED_KINDS:
-            if (kind in OPTIONAL_KINDS or kind == "ComputeDomain") and kind not in apis:
+            if kind in OPTIONAL_KINDS and kind not in apis:
                 continue
             for child in self.kube.list(kind, namespace, label_selector=by_label):
                 children[(kind, child["metadata"]["name"])] = child

@@ -27,6 +27,7 @@ from ..api.v1alpha1 import DEFAULT_LAUNCHER_IMAGE, LAUNCHER_KUBECTL, Backend, LL
 from . import triton
 from .workloads import (
     CONFIG_HASH_ANNOTATION,
+    MANAGED_KINDS,
     BackendRef,
     _config_hash,
     _meta,
@@ -34,7 +35,6 @@ from .workloads import (
     labels_for,
 )
 
-LWS_API = ("leaderworkerset.x-k8s.io/v1", "leaderworkersets")
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_API = ("kueue.x-k8s.io/v1beta1", "localqueues")
@@ -42,7 +42,6 @@ VOLCANO_API = ("scheduling.volcano.sh/v1beta1", "podgroups")
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 VOLCANO_SCHEDULER = "volcano"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
-COMPUTE_DOMAIN_API = ("resource.nvidia.com/v1beta1", "computedomains")
 IMEX_CLAIM = "imex-channel"
 
 LAUNCH_MOUNT = "/launch"  # the scripts (ConfigMap keys launch__*.sh)
@@ -156,7 +155,7 @@ def compute_domain_name(ref: BackendRef) -> str:
 def render_compute_domain(ref: BackendRef) -> dict[str, Any]:
     """One ComputeDomain per backend; every pod that claims its channel joins the IMEX domain."""
     return {
-        "apiVersion": COMPUTE_DOMAIN_API[0], "kind": "ComputeDomain", "metadata": _meta(ref, compute_domain_name(ref)),
+        "apiVersion": MANAGED_KINDS["ComputeDomain"][0], "kind": "ComputeDomain", "metadata": _meta(ref, compute_domain_name(ref)),
         # numNodes 0: the driver no longer gates startup on a node count (the field is deprecated).
         "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": f"{ref.name}-{IMEX_CLAIM}"}}},
     }
@@ -266,7 +265,7 @@ def render_leader_worker_set(
         if queue:
             meta["annotations"] = {**meta.get("annotations", {}), VOLCANO_QUEUE_ANNOTATION: queue}
     return {
-        "apiVersion": LWS_API[0],
+        "apiVersion": MANAGED_KINDS["LeaderWorkerSet"][0],
         "kind": "LeaderWorkerSet",
         "metadata": meta,
         "spec": {

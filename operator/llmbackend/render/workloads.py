@@ -52,7 +52,7 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
 # Kinds served only when their CRDs are installed: looked up (and pruned) only then.
-OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool")
+OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool", "ComputeDomain")
 
 
 def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
