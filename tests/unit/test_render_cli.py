@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
+import pytest
 import yaml
 
+from llmbackend.api import conditions as cond
 from llmbackend.cli import main
 from llmbackend.render.triton import render_model_repository
 from llmbackend.render.workloads import config_map_files
@@ -70,3 +73,75 @@ def test_bad_input_exits_1(capsys, tmp_path: Path) -> None:
     path.write_text("apiVersion: llmbackend.dev/v1alpha1\nkind: LLMBackend\nspec: {model: {}}\n")
     assert main(["render", "-f", str(path), "--nodes", str(NODES)]) == 1
     assert "error:" in capsys.readouterr().err
+
+
+def _applied_by_the_reconciler(manifest: dict, apis: frozenset[str]) -> list[dict]:
+    """What the Reconciler applies on its first pass for this CR, on an in-memory API server with these APIs."""
+    from devcluster.cli import topology_nodes
+    from llmbackend.controller.decide import OPTIONAL_APIS
+    from llmbackend.controller.fakekube import FakeKube
+    from llmbackend.controller.reconcile import Reconciler, SharedState
+
+    kube = FakeKube({"/".join(OPTIONAL_APIS[name]) for name in apis})
+    state = SharedState()
+    for node in topology_nodes("dgx-h100"):
+        state.inventory.upsert(node)
+    meta = manifest["metadata"]
+    kube.objects[("LLMBackend", meta["namespace"], meta["name"])] = {
+        **manifest, "metadata": {**meta, "resourceVersion": "1"}, "status": {}}
+    sent: list[dict] = []
+
+    def recording(send):
+        def record(obj: dict) -> dict:
+            if obj["kind"] != "Event":
+                sent.append(copy.deepcopy(obj))
+            return send(obj)
+        return record
+
+    kube.create, kube.apply = recording(kube.create), recording(kube.apply)  # type: ignore[method-assign]
+    Reconciler(kube, state).reconcile((meta["namespace"], meta["name"]))
+    return sent
+
+
+@pytest.mark.parametrize("autoscaling, apis, flags", [
+    (None, {"LeaderWorkerSet", "ScaledObject"}, []),
+    ({"enabled": True, "mode": "hpa", "minReplicas": 2, "maxReplicas": 4},
+     {"LeaderWorkerSet", "ScaledObject", "PrometheusRule"}, ["--prometheus-rules"]),
+    ({"enabled": True, "mode": "keda", "minReplicas": 1, "maxReplicas": 3,
+      "prometheus": {"url": "http://prometheus.monitoring:9090"}}, {"LeaderWorkerSet", "ScaledObject"}, []),
+    ({"enabled": True, "minReplicas": 2, "maxReplicas": 4}, {"LeaderWorkerSet", "ScaledObject", "InferencePool"},
+     ["--api", "InferencePool"]),
+], ids=["fixed", "hpa", "keda", "operator-with-inference-pool"])
+def test_render_is_what_the_reconciler_applies(capsys, tmp_path: Path, autoscaling, apis, flags) -> None:
+    manifest = yaml.safe_load(SAMPLE.read_text())
+    manifest["metadata"].update({"namespace": "serving", "uid": "00000000-0000-0000-0000-000000000000",
+                                 "generation": 1})
+    if autoscaling:
+        manifest["spec"]["autoscaling"] = autoscaling
+    path = tmp_path / "backend.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    assert main(["render", "-f", str(path), "--nodes", str(NODES), *flags]) == 0
+    rendered = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d][1:]
+    applied = _applied_by_the_reconciler(manifest, frozenset(apis))
+    assert rendered == applied, "render must print exactly what the operator's first pass applies"
+
+
+def test_a_plan_needing_an_api_not_assumed_exits_2_with_the_reason(capsys, tmp_path: Path) -> None:
+    manifest = yaml.safe_load(SAMPLE.read_text())
+    manifest["spec"]["model"]["preset"] = "llama-3.1-405b"
+    manifest["spec"]["parallelism"] = {"tensorParallel": 8, "pipelineParallel": 2}
+    path = tmp_path / "multinode.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    nodes = ROOT / "e2e" / "topologies" / "dgx-h100-x4.yaml"
+    assert main(["render", "-f", str(path), "--nodes", str(nodes)]) == 0
+    kinds = [d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    assert "LeaderWorkerSet" in kinds
+    # the same plan where only ScaledObject is assumed: not LeaderWorkerSet -> not served, and why
+    from llmbackend.controller.preview import preview
+    from llmbackend.planning.cli import _load_yaml_docs, load_backend, node_dicts_from_docs
+    from llmbackend.planning.inventory import parse_node
+
+    gpu_nodes = [n for n in (parse_node(d) for d in node_dicts_from_docs(_load_yaml_docs(str(nodes)))) if n]
+    result = preview(load_backend(str(path)), gpu_nodes, frozenset({"ScaledObject"}))
+    assert not result.fits and not result.objects
+    assert result.explanation.startswith(cond.LEADER_WORKER_SET_NOT_INSTALLED)

@@ -1,13 +1,15 @@
 """`llmbackend render`: every object the operator would create for an LLMBackend, offline.
 
-    llmbackend render -f backend.yaml [--nodes nodes.yaml] [-o yaml|DIR] [--prometheus-rules]
+    llmbackend render -f backend.yaml [--nodes nodes.yaml] [-o yaml|DIR] [--api KIND ...]
 
-The plan and the objects come from the functions the reconciler calls on its first pass for a new CR (plan_for_spec,
-plan_status_from, replicas_capacity, choose_rollout_strategy, desired_objects): what you review here is what the
-controller applies. `-o yaml` (default) prints the plan (an LLMBackend with status.plan) and the objects as one
+The plan and the objects come from the reconciler's own pure `decide()`, called as on the first pass for a new CR
+(no child exists yet): what you review here is what the controller applies, annotations included. The optional APIs
+the cluster is assumed to serve are LeaderWorkerSet and KEDA's ScaledObject; `--api KIND` adds others (e.g.
+PrometheusRule, InferencePool, ComputeDomain, Volcano, Kueue; `--prometheus-rules` is `--api PrometheusRule`). `-o yaml` (default) prints the plan (an LLMBackend with status.plan) and the objects as one
 multi-document YAML; `-o DIR` writes `DIR/objects/<kind>-<name>.yaml`, `DIR/plan.yaml` and the model repository
 the ConfigMap holds under `DIR/model-repository/` (for GitOps diffs). Without --nodes the Nodes are listed from the
-current kubeconfig. Exit codes: 0 rendered, 2 no plan fits (the plan explanation is printed), 1 bad input.
+current kubeconfig. Exit codes: 0 rendered, 2 not served (no plan fits, or an API the plan needs is not assumed;
+the reason is printed), 1 bad input.
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ from typing import Any
 
 import yaml
 
+from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError
-from ..api.v1alpha1 import AutoscalingMode, LLMBackend, PlanStatus
+from ..api.v1alpha1 import LLMBackend, PlanStatus
 from ..planning.cli import InputError, _load_yaml_docs, load_backend, node_dicts_from_docs, nodes_from_cluster
-from ..planning.inventory import parse_node
-from ..planning.planner import plan_for_spec, replicas_capacity
-from ..render.workloads import BackendRef, choose_rollout_strategy, config_map_files, desired_objects, minimum_replicas
-from .decide import plan_status_from, spec_hash
+from ..planning.inventory import GPUNode, parse_node
+from ..render.workloads import config_map_files
+from .conditions import AVAILABLE, DEGRADED, PLANNED
+from .decide import OPTIONAL_APIS, Observed, decide
 
 PREVIEW_UID = "00000000-0000-0000-0000-000000000000"  # the API server assigns the real one
+DEFAULT_APIS = frozenset({"LeaderWorkerSet", "ScaledObject"})
+_MAX_PASSES = 3  # as the reconciler: one pass, then one more with the children it had to look up
 
 
 @dataclasses.dataclass
@@ -39,22 +44,33 @@ class Preview:
     objects: list[dict[str, Any]]
 
 
-def preview(backend: LLMBackend, nodes: list[Any], prometheus_rules: bool = False) -> Preview:
-    """The plan and desired objects for a new CR on these nodes (first reconcile: no live workload yet)."""
-    meta = backend.metadata or {}
-    ref = BackendRef(meta.get("name") or "llmbackend", meta.get("namespace") or "default", meta.get("uid") or PREVIEW_UID)
-    spec = backend.spec
-    fresh = plan_for_spec(spec, nodes)
-    if not fresh.fits:
-        return Preview(False, fresh.explanation, None, [])
-    plan = plan_status_from(fresh, spec_hash(spec))
-    capacity = replicas_capacity(fresh, nodes, spec.scheduling.node_selector,
-                                 [t.dump() for t in spec.scheduling.tolerations or []])
-    replicas = minimum_replicas(spec)
-    strategy, _ = choose_rollout_strategy(replicas, capacity - replicas)
-    hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
-    objects = desired_objects(ref, spec, plan, replicas, strategy, prometheus_rules and hpa_mode)
-    return Preview(True, fresh.explanation, plan, objects)
+def preview(backend: LLMBackend, nodes: list[GPUNode], apis: frozenset[str] = DEFAULT_APIS) -> Preview:
+    """The plan and objects the reconciler's first pass applies for this CR on these nodes, with these optional APIs
+    served (``OPTIONAL_APIS`` names) and no child existing yet."""
+    obj = backend.model_dump(by_alias=True, exclude_none=True, mode="json")
+    obj.pop("status", None)
+    meta = obj.setdefault("metadata", {})
+    meta.setdefault("name", "llmbackend")
+    meta.setdefault("namespace", "default")
+    meta.setdefault("uid", PREVIEW_UID)
+    meta.setdefault("generation", 1)
+    children: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for _ in range(_MAX_PASSES):
+        decision = decide(Observed(obj=obj, nodes=nodes, apis=apis, children=children))
+        if not decision.look_up:
+            break
+        children.update({key: None for key in decision.look_up})  # nothing exists before the first pass
+    conditions = decision.conditions
+    plan = decision.status.plan
+    planned = conditions.get(PLANNED) or {}
+    if planned.get("reason") in (cond.INVALID_SPEC, cond.UNKNOWN_PRESET):
+        raise ValueError(planned.get("message", ""))  # bad input, not a cluster that lacks room
+    if not conditions.is_true(PLANNED):
+        return Preview(False, planned.get("message", ""), None, [])
+    if not decision.apply:  # planned but not served here, e.g. a multi-node plan without LeaderWorkerSet
+        degraded = conditions.get(DEGRADED) or conditions.get(AVAILABLE) or {}
+        return Preview(False, f"{degraded.get('reason', '')}: {degraded.get('message', '')}", plan, [])
+    return Preview(True, plan.explanation if plan is not None else "", plan, decision.apply)
 
 
 def _plan_document(backend: LLMBackend, plan: PlanStatus) -> dict[str, Any]:
@@ -89,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         backend = load_backend(args.filename)
         raw = node_dicts_from_docs(_load_yaml_docs(args.nodes)) if args.nodes else nodes_from_cluster()
         nodes = [n for n in (parse_node(d) for d in raw) if n is not None]
-        result = preview(backend, nodes, args.prometheus_rules)
+        apis = DEFAULT_APIS | set(args.api or []) | ({"PrometheusRule"} if args.prometheus_rules else set())
+        result = preview(backend, nodes, frozenset(apis))
     except (InputError, UnknownPresetError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -113,6 +130,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-f", "--filename", required=True, help="LLMBackend manifest (YAML)")
     parser.add_argument("--nodes", help="Nodes YAML (NodeList or multi-document); default: the current cluster")
     parser.add_argument("-o", "--output", default="yaml", help="yaml (stdout, default) or a directory to write")
+    parser.add_argument("--api", action="append", choices=sorted(OPTIONAL_APIS), metavar="KIND",
+                        help=f"an optional API the cluster serves, besides {', '.join(sorted(DEFAULT_APIS))} "
+                             f"(repeatable; one of {', '.join(sorted(OPTIONAL_APIS))})")
     parser.add_argument("--prometheus-rules", action="store_true",
-                        help="autoscaling mode hpa: also render the PrometheusRule (the Prometheus Operator is installed)")
+                        help="the same as --api PrometheusRule (mode hpa/keda also own their recording rule)")
     parser.set_defaults(func=run)
