@@ -183,6 +183,8 @@ def test_scales_up_under_a_load_step_and_back_down_with_no_failed_request(cluste
         survivors = [p for p in rec.kube.list("Pod", namespace, label_selector=f"llmbackend.dev/backend={name}")
                      if not p["metadata"].get("deletionTimestamp")]
         costs = [(p["metadata"].get("annotations") or {}).get("controller.kubernetes.io/pod-deletion-cost") for p in survivors]
+        exit_timeouts = {a for p in survivors for a in p["spec"]["containers"][0].get("args", [])
+                         if a.startswith("--exit-timeout-secs=")}
         timeline = _diag(rec, operator, tritons=tritons, load=load)
 
     print(timeline)
@@ -233,6 +235,18 @@ def test_scales_up_under_a_load_step_and_back_down_with_no_failed_request(cluste
     assert len(ups) == rises and len(downs) == falls, (
         [(e["reason"], e["message"]) for e in events], seq)
     assert "-> " in ups[0]["message"], ups[0]["message"]
+    # The engines' request-time histogram reaches the status: a p99 while loaded, beside the drain bound the pods
+    # were rendered with; sub-second requests are far from it, so no DrainBoundShort warning.
+    p99s = [float(p) for s in rec.samples if t_load <= s["t"] <= t_stop
+            for p in [s["autoscaling"].get("requestP99Seconds")] if p is not None]
+    bounds = {s["autoscaling"].get("drainSeconds") for s in rec.samples if s["autoscaling"]}
+    print(f"status p99 request time under load: {min(p99s, default=0):.1f}-{max(p99s, default=0):.1f}s; "
+          f"drain bound {bounds}")
+    assert p99s, timeline
+    assert len(bounds) == 1 and exit_timeouts == {f"--exit-timeout-secs={b}" for b in bounds}, (bounds, exit_timeouts)
+    assert max(p99s) <= 0.5 * bounds.pop()
+    assert not [e for e in events if e["reason"] == "DrainBoundShort"]
+    assert all(s["autoscaling"].get("drainWarning") is None for s in rec.samples)
     assert operator.proc.poll() is None, operator.log_tail()
 
 

@@ -7,7 +7,9 @@ while the engine's exported queue/compute ratio is not."""
 
 from __future__ import annotations
 
+import math
 import queue
+import threading
 import time
 
 import numpy as np
@@ -16,6 +18,7 @@ from llmapi_support import backend_spec, closed_loop, generate, metric, metrics,
 
 from devcluster.tritonserver import available
 from llmbackend.api import engine_metrics as em
+from llmbackend.autoscaling.ratio import histogram_quantile
 
 pytestmark = [pytest.mark.triton,
               pytest.mark.skipif(not available(), reason="nvidia-pytriton's tritonserver is not installed")]
@@ -167,8 +170,72 @@ def test_exported_names_are_the_operator_constants(server) -> None:
         metric(samples, em.REQUEST_GAUGE, name, request_type=kind)
     for kind in em.KV_TYPES:
         metric(samples, em.KV_GAUGE, name, kv_cache_block_type=kind)
+    metric(samples, em.ENGINE_REQUEST_SECONDS_METRIC + "_count", name)
     assert metric(samples, em.REQUEST_GAUGE, name, request_type="max") == SLOTS
     assert metric(samples, em.KV_GAUGE, name, kv_cache_block_type="max") > 0
+
+
+def _buckets(samples: dict, model: str) -> dict[float, float]:
+    """The request-time histogram's cumulative buckets of one model: le -> count (summed over versions)."""
+    out: dict[float, float] = {}
+    for (n, labels), value in samples.items():
+        d = dict(labels)
+        if n == em.ENGINE_REQUEST_SECONDS_METRIC + "_bucket" and d.get("model") == model:
+            out[float(d["le"])] = out.get(float(d["le"]), 0.0) + value
+    return out
+
+
+def test_request_time_histogram_counts_every_finished_request(server) -> None:
+    """Short and long requests, more clients than slots: the histogram's _count grows by the finished requests,
+    its buckets are cumulative with the bounds of engine_metrics.py, each request's engine time is at most what the
+    client measured, and _sum is the queue + compute counters' sum."""
+    srv, name = server
+    hist = em.ENGINE_REQUEST_SECONDS_METRIC
+    times: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(i: int) -> None:
+        for j in range(3):
+            tokens = 40 if (i + j) % 2 else 2  # 40 iterations of 20 ms: above the first bucket (0.5 s) for sure
+            start = time.monotonic()
+            code, body = generate(srv, name, {"text_input": f"client {i} asks {j}", "max_tokens": tokens})
+            took = time.monotonic() - start
+            with lock:
+                (times.append(took) if code == 200 else errors.append(str(body)))
+
+    before = metrics(srv)
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(2 * SLOTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    after = metrics(srv)
+    assert not errors, errors[:3]
+    n = len(times)
+
+    def delta(metric_name: str) -> float:
+        return metric(after, metric_name, name) - metric(before, metric_name, name)
+
+    assert delta(hist + "_count") == n == delta(em.ENGINE_REQUESTS_METRIC)
+    old, new = _buckets(before, name), _buckets(after, name)
+    assert sorted(new) == [*em.ENGINE_REQUEST_SECONDS_BUCKETS, math.inf]
+    counts = [new[le] for le in sorted(new)]
+    assert counts == sorted(counts), "cumulative buckets"
+    assert new[math.inf] == metric(after, hist + "_count", name)
+    grown = {le: new[le] - old.get(le, 0.0) for le in new}
+    for le, count in grown.items():
+        # the engine's time of a request is part of what its client waited
+        assert count >= sum(1 for t in times if t <= le), (le, grown, sorted(times))
+    assert grown[em.ENGINE_REQUEST_SECONDS_BUCKETS[0]] < n, "the long requests lie above the first bucket"
+    seconds = delta(hist + "_sum")
+    assert seconds <= sum(times)
+    # the same requests and timing as the queue + compute counters (whole microseconds each)
+    engine_s = (delta(em.ENGINE_QUEUE_METRIC) + delta(em.ENGINE_COMPUTE_METRIC)) / 1e6
+    assert abs(seconds - engine_s) <= n * 1e-6 + 1e-9 * seconds
+    p99 = histogram_quantile(0.99, sorted(grown.items()))
+    print(f"\n{n} requests: engine p99 {p99:.3f}s (histogram), client max {max(times):.3f}s, "
+          f"engine mean {seconds / n:.3f}s, client mean {sum(times) / n:.3f}s")
 
 
 def _ratios(srv, name: str, concurrency: int) -> tuple[float, float, float]:

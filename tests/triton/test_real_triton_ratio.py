@@ -26,8 +26,16 @@ from llmbackend.api import engine_metrics as em
 from llmbackend.api.v1alpha1 import AutoscalingSpec
 from llmbackend.autoscaling import decision as D
 from llmbackend.autoscaling.decision import ScalerState, decide
-from llmbackend.autoscaling.ratio import REASON_NO_TRAFFIC, SIGNAL_TRITON, from_statistics, parse_metrics_text
+from llmbackend.autoscaling.drain import drain_warning
+from llmbackend.autoscaling.ratio import (
+    P99_MIN_REQUESTS,
+    REASON_NO_TRAFFIC,
+    SIGNAL_TRITON,
+    from_statistics,
+    parse_metrics_text,
+)
 from llmbackend.autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
+from llmbackend.render.drain import drain_seconds
 from llmbackend.render.hpa import prometheus_rule_group
 
 pytestmark = [pytest.mark.triton,
@@ -87,6 +95,7 @@ def test_idle_is_no_traffic_and_stats_api_agrees(triton):
 
     r = asyncio.run(go())
     assert r.reason == REASON_NO_TRAFFIC and r.ratio == 0.0 and r.pods_used == 2
+    assert r.request_p99_s is None and r.request_hist_count == 0, "no request, no p99"
     d = decide(ScalerState(), r, SPEC, current_replicas=2, now=time.time())
     assert d.desired_replicas == 1 and d.reason in (D.SCALED_DOWN, D.AT_MIN_REPLICAS)
 
@@ -129,6 +138,14 @@ def test_scale_up_under_load_then_down_after_stabilization(triton):
     # under 4x capacity requests wait about as long as several service times
     assert loaded.ratio is not None and loaded.ratio > SPEC.target_ratio * (1 + SPEC.tolerance), loaded
     assert loaded.pods_used == 2
+    # The engines' request-time histogram, read the same way: every finished request of the window is in it, and
+    # its p99 lies within the bucket bounds, above the mean engine time; far below the rendered drain bound.
+    assert loaded.request_hist_count == loaded.requests >= P99_MIN_REQUESTS
+    p99, mean_s = loaded.request_p99_s, (loaded.queue_us + loaded.compute_us) / loaded.requests / 1e6
+    print(f"window p99 {p99:.3f}s, mean {mean_s:.3f}s over {loaded.requests:.0f} requests")
+    assert p99 is not None and mean_s <= p99 <= em.ENGINE_REQUEST_SECONDS_BUCKETS[-1]
+    bound = drain_seconds(backend_spec(SLOTS).engine.max_seq_len)
+    assert drain_warning(p99, bound) is None
     assert d_up.desired_replicas > 2 and d_up.reason in (D.SCALED_UP, D.AT_MAX_REPLICAS)
     after = [(t, reason, ratio, n) for t, reason, ratio, n in log if t > t_stop]
     # the ratio falls back to 0 once the window has no loaded samples

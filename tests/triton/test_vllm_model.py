@@ -14,6 +14,7 @@ queue-to-compute ratio under 3x and 0.5x the slots (well above 1 vs well below 1
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -234,6 +235,13 @@ def test_exported_names_are_the_engine_metrics_constants(server):
     assert {labels for name, labels in m if name == M.KV_GAUGE} == {
         (("kv_cache_block_type", t),) for t in M.KV_TYPES}
     assert _value(m, M.REQUEST_GAUGE, request_type="max") == SLOTS
+    # Every finished request is in the request-time histogram, with the same timing as the queue + compute counters.
+    hist = M.ENGINE_REQUEST_SECONDS_METRIC
+    assert sorted(float(dict(labels)["le"]) for name, labels in m if name == hist + "_bucket") == [
+        *M.ENGINE_REQUEST_SECONDS_BUCKETS, math.inf]
+    assert _value(m, hist + "_count") == _value(m, M.ENGINE_REQUESTS_METRIC) > 0
+    engine_s = (_value(m, M.ENGINE_QUEUE_METRIC) + _value(m, M.ENGINE_COMPUTE_METRIC)) / 1e6
+    assert _value(m, hist + "_sum") == pytest.approx(engine_s, rel=1e-6, abs=1e-6)
 
 
 def _load(srv, clients: int, duration_s: float) -> tuple[float, float, float, int, int]:

@@ -67,3 +67,8 @@ KEDA_NOT_INSTALLED = "KEDANotInstalled"
 """autoscaling.mode keda and KEDA's ScaledObject CRD is not served here."""
 COMPUTE_DOMAIN_NOT_INSTALLED = "ComputeDomainNotInstalled"
 """Tensor parallelism spans nodes of a multi-node NVLink clique and NVIDIA's ComputeDomain API is not served here."""
+
+# ---- event reasons (no condition) ----
+
+DRAIN_BOUND_SHORT = "DrainBoundShort"
+"""Warning event: the observed p99 request time exceeds half the drain bound; a leaving replica may cut requests."""

@@ -7,6 +7,9 @@ inside it. So the operator's serving models (TensorRT-LLM LLM API and vLLM) expo
 - per finished request, queue time = first scheduled - arrival, compute time = last token - first scheduled
   (TensorRT-LLM: RequestOutput...request_perf_metrics.timing_metrics; vLLM: its per-request queued/inference time),
   accumulated as counters in microseconds, plus a counter of finished requests (cumulative, like Triton's);
+- per finished request, its whole time in the engine (arrival to last token = queue + compute), in seconds, as a
+  cumulative Prometheus histogram with the fixed buckets below: the engine counters alone give only the mean, and the
+  operator compares the observed p99 with the drain bound (autoscaling/drain.py);
 - gauges from the engine's iteration stats, under the names the Gateway API Inference Extension and NVIDIA's
   dashboards read for TensorRT-LLM (and, for vLLM backends, vLLM's own names as well).
 
@@ -21,6 +24,14 @@ ENGINE_QUEUE_METRIC = "llmbackend_engine_queue_duration_us"
 ENGINE_COMPUTE_METRIC = "llmbackend_engine_compute_duration_us"
 ENGINE_REQUESTS_METRIC = "llmbackend_engine_requests_finished"
 ENGINE_FAILURES_METRIC = "llmbackend_engine_requests_failed"
+
+# Histogram (Triton's HISTOGRAM family: <name>_bucket{le=...}, <name>_sum, <name>_count), labels: model, version.
+# Each finished request's time in the engine, arrival to last token, seconds (the same requests and the same timing
+# as the queue + compute counters). Bucket upper bounds, roughly geometric from a short completion to the longest
+# drain bound (render/drain.py MAX_DRAIN_S), finer where drain bounds usually lie (1-15 min); +Inf is implicit.
+ENGINE_REQUEST_SECONDS_METRIC = "llmbackend_engine_request_duration_seconds"
+ENGINE_REQUEST_SECONDS_BUCKETS: tuple[float, ...] = (
+    0.5, 1, 2, 4, 8, 15, 30, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800)
 
 # Gauges, TensorRT-LLM names (also exported by the vLLM model, so one source path reads both).
 REQUEST_GAUGE = "nv_trt_llm_request_metrics"        # label request_type

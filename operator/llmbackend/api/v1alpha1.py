@@ -448,6 +448,13 @@ class AutoscalingSpec(_Model):
         description="With minReplicas 0: idle (nothing in flight, no request finished) this long before the last replica goes.",
     )
     schedule: list[ScheduleFloor] | None = Field(default=None, max_length=16, description="Daily minimum-replica floors (UTC).")
+    drain_seconds: int | None = Field(
+        default=None, ge=0, le=1800,  # render/drain.py MAX_DRAIN_S
+        description="How long a leaving replica may take to finish its requests (preStop wait and Triton's "
+                    "--exit-timeout-secs; terminationGracePeriodSeconds adds margins), with autoscaling on or off. "
+                    "Default: maxSeqLen x 60 ms + 30 s, between 60 s and 30 min. status.autoscaling compares it with "
+                    "the observed p99 request time. Changing it changes the pod template (the replicas roll).",
+    )
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -611,6 +618,15 @@ class AutoscalingStatus(_Model):
     forecast_in_flight: str | None = Field(default=None, description="Requests in flight expected one cold start ahead.")
     cold_start_seconds: int | None = Field(default=None, description="Pod creation to Ready, as used for the forecast.")
     cold_start_source: str | None = Field(default=None, description="Where coldStartSeconds comes from (learned from N pods, spec, default).")
+    request_p99_seconds: str | None = Field(
+        default=None,
+        description="p99 of a finished request's time in the engine (arrival to last token) over the metrics window, "
+                    "seconds, from the serving model's histogram (absent with fewer than 20 requests in the window).",
+    )
+    drain_seconds: int | None = Field(
+        default=None, description="The drain bound the serving pods use (spec.autoscaling.drainSeconds or its default).")
+    drain_warning: str | None = Field(
+        default=None, description="Set while the observed p99 request time exceeds half the drain bound: what to do.")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
     reason: str | None = None

@@ -25,6 +25,11 @@ invariant to duplicating a pod's counters, and idle/warming pods (no compute)
 do not drag the average to 0. The decision layer scales this per-replica
 average by the number of pods that contributed (``RatioReading.pods_used``),
 like the HPA's ``AverageValue`` on ready pods.
+
+The same window gives the p99 of a request's time in the engine, from the histogram the serving models export
+(``EM.ENGINE_REQUEST_SECONDS_METRIC``): bucket deltas summed over the pods used, then Prometheus'
+``histogram_quantile`` (:func:`histogram_quantile`). Optional: without the histogram (older images, Triton's or
+Prometheus' signal) ``RatioReading.request_p99_s`` is None and nothing else changes.
 """
 
 from __future__ import annotations
@@ -63,6 +68,12 @@ REASON_STALE = "Stale"                   # samples exist but none is recent enou
 REASON_PROMETHEUS_ERROR = "PrometheusError"
 REASON_NO_DATA = "NoData"
 
+# Fewer finished requests than this in the window: no p99 (one slow request among ten is not a p99).
+P99_MIN_REQUESTS = 20
+_BUCKET_SAMPLE = EM.ENGINE_REQUEST_SECONDS_METRIC + "_bucket"
+# A histogram's cumulative buckets: (upper bound "le", observations <= le), ascending, the last one le=+Inf.
+Buckets = tuple[tuple[float, float], ...]
+
 
 @dataclass(frozen=True)
 class TritonCounters:
@@ -84,6 +95,7 @@ class TritonCounters:
     kv_cache_fraction: float | None = None
     active: float | None = None      # sequences in the engine's batch
     slots: float | None = None       # the engine's max batch (request_type="max")
+    request_buckets: Buckets | None = None  # the engine's request-time histogram, when exported
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -124,6 +136,11 @@ class RatioReading:
     # that contributed. With the engine's max batch size it gives the occupancy that
     # decide() uses to keep scale-downs from saturating the remaining replicas.
     mean_inflight_per_pod: float | None = None
+    # p99 of a finished request's time in the engine (arrival to last token, seconds) over the window, from the
+    # histogram's bucket deltas summed over the pods used; None without the histogram or with fewer than
+    # P99_MIN_REQUESTS requests in it. ``request_hist_count``: the requests the histogram saw in the window.
+    request_p99_s: float | None = None
+    request_hist_count: float = 0.0
 
     @property
     def available(self) -> bool:
@@ -166,6 +183,7 @@ def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON
     waiting = active = slots = None
     kv_frac = None
     kv_used = kv_max = None
+    buckets: dict[float, float] = {}
 
     def add(cur: float | None, v: float) -> float:
         return v if cur is None else cur + v
@@ -190,6 +208,12 @@ def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON
                 compute = add(compute, value)
             elif name in (s_name, s_name + "_total") and _matches(labels, model):
                 success = add(success, value)
+            elif name == _BUCKET_SAMPLE and engine and _matches(labels, model):
+                try:
+                    le = float(labels["le"])  # "+Inf" included
+                except (KeyError, ValueError):
+                    continue
+                buckets[le] = buckets.get(le, 0.0) + value  # summed over model versions
             elif name == PENDING_METRIC and not engine and _matches(labels, model):
                 pending = add(pending, value)
             elif name == TRTLLM_REQUEST_METRIC and gauge_matches(labels):
@@ -223,7 +247,63 @@ def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON
         kv_cache_fraction=kv_frac,
         active=active,
         slots=slots,
+        request_buckets=tuple(sorted(buckets.items())) if math.inf in buckets else None,
     )
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """The q-quantile of cumulative (le, count) buckets, as Prometheus' ``histogram_quantile`` computes it.
+
+    Linear interpolation inside the bucket holding the rank ``q x total``; the lowest bucket starts at 0 (when its
+    bound is positive); a rank in the +Inf bucket gives the highest finite bound (a lower bound of the truth).
+    Counts that fall between buckets (a scrape torn between updates) are made monotonic first. None without a
+    +Inf bucket or without observations."""
+    if not 0.0 < q <= 1.0:
+        raise ValueError(f"quantile must be in (0, 1], got {q}")
+    ordered = sorted(buckets)
+    if not ordered or not math.isinf(ordered[-1][0]):
+        return None
+    counts: list[float] = []
+    for _, c in ordered:
+        counts.append(max(c, counts[-1]) if counts else max(c, 0.0))
+    total = counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    i = next(i for i, c in enumerate(counts) if c >= rank)
+    if i == len(ordered) - 1:
+        return ordered[-2][0] if len(ordered) > 1 else None
+    upper = ordered[i][0]
+    if i == 0:
+        if upper <= 0:
+            return upper
+        lower, below = 0.0, 0.0
+    else:
+        lower, below = ordered[i - 1][0], counts[i - 1]
+    return lower + (upper - lower) * (rank - below) / (counts[i] - below)
+
+
+def request_p99(buckets: Sequence[tuple[float, float]], min_requests: float = P99_MIN_REQUESTS) -> float | None:
+    """p99 of the request times in ``buckets`` (window deltas), None with fewer than ``min_requests``."""
+    if not buckets or max(c for _, c in buckets) < min_requests:
+        return None
+    return histogram_quantile(0.99, buckets)
+
+
+def bucket_delta(samples: Sequence[tuple[float, TritonCounters]]) -> dict[float, float] | None:
+    """Sum of consecutive increases of one pod's histogram buckets (a restart, i.e. any bucket going down or the
+    bounds changing, counts the new values, like :func:`pod_delta`). None when no two consecutive samples have it."""
+    total: dict[float, float] | None = None
+    for (_, a), (_, b) in zip(samples, samples[1:]):
+        if a.request_buckets is None or b.request_buckets is None:
+            continue
+        before, after = dict(a.request_buckets), dict(b.request_buckets)
+        reset = before.keys() != after.keys() or any(after[le] < before[le] for le in after)
+        step = after if reset else {le: after[le] - before[le] for le in after}
+        if total is not None and total.keys() != step.keys():
+            total = {}  # the bounds changed (a new image): only the newest layout counts
+        total = {le: (total or {}).get(le, 0.0) + n for le, n in step.items()}
+    return total
 
 
 def from_statistics(stats_json: Mapping[str, Any], model: str | None) -> TritonCounters | None:
@@ -316,6 +396,7 @@ def window_ratio(
     full = 0
     inflight = 0.0
     arrivals: float | None = 0.0
+    hist: dict[float, float] | None = None  # request-time bucket deltas summed over the pods used
     for _pod, samples in samples_by_pod.items():
         seq = sorted((s for s in samples), key=lambda x: x[0])
         if not seq:
@@ -332,6 +413,9 @@ def window_ratio(
         total.queue += d.queue
         total.compute += d.compute
         total.success += d.success
+        pod_hist = bucket_delta(in_win)
+        if pod_hist is not None and (hist is None or hist.keys() == pod_hist.keys()):  # one bucket layout only
+            hist = {le: (hist or {}).get(le, 0.0) + n for le, n in pod_hist.items()}
         last_t, last = in_win[-1]
         span = last_t - in_win[0][0]
         if span > 0:
@@ -363,6 +447,8 @@ def window_ratio(
         mean_inflight_per_pod=(inflight / used) if used else None,
         signal=signal, active=active_total, slots=slots_total, slots_full_pods=full,
         arrival_rate=arrivals if used and active_total is not None else None,
+        request_p99_s=request_p99(sorted(hist.items())) if hist else None,
+        request_hist_count=hist.get(math.inf, 0.0) if hist else 0.0,
     )
     if used == 0:
         if stale and not warming:

@@ -30,9 +30,11 @@ from ..api.v1alpha1 import (
     ModelStatus,
     PlanStatus,
 )
+from ..autoscaling.drain import drain_warning
 from ..planning.inventory import GPUNode
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
 from ..render import openai, triton
+from ..render.drain import drain_seconds
 from ..render.multinode import (
     KUEUE_API,
     VOLCANO_API,
@@ -85,6 +87,7 @@ class ScaleDecision:
     current_ratio: str | None
     last_scale_time: str | None
     extra: dict[str, Any] = field(default_factory=dict)  # more status.autoscaling fields (signal, in flight, cold start)
+    request_p99_s: float | None = None  # observed p99 request time in the engines, seconds (None: not measured)
 
 
 @dataclass
@@ -429,8 +432,23 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
     else:
         auto = AutoscalingStatus(desired_replicas=replicas, reason="AwaitingMetrics",
                                  message="no decision yet: waiting for a full window of engine metrics")
+    _check_drain_bound(observed, spec, scale, auto, decision)
     decision.status.autoscaling = auto
     return replicas
+
+
+def _check_drain_bound(observed: Observed, spec: LLMBackendSpec, scale: ScaleDecision | None, auto: AutoscalingStatus,
+                       decision: Decision) -> None:
+    """status.autoscaling shows the observed p99 request time beside the (spec-derived) drain bound the pods use, a
+    warning while the p99 nears the bound, and one Warning event when that warning appears."""
+    drain_s = drain_seconds(spec.engine.max_seq_len, spec.autoscaling.drain_seconds)
+    p99 = scale.request_p99_s if scale is not None else None
+    before = (observed.obj.get("status") or {}).get("autoscaling") or {}
+    auto.drain_seconds = drain_s
+    auto.request_p99_seconds = None if p99 is None else f"{p99:.1f}"
+    auto.drain_warning = drain_warning(p99, drain_s, before.get("drainWarning"), before.get("drainSeconds"))
+    if auto.drain_warning is not None and before.get("drainWarning") is None:
+        decision.events.append(("Warning", cond.DRAIN_BOUND_SHORT, auto.drain_warning))
 
 
 def _foreign_hpa(observed: Observed, ref: BackendRef, workload_kind: str) -> str | None:

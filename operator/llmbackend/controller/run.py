@@ -298,7 +298,7 @@ class Operator:
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
                             replicas=target.current_replicas)
         new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
-                            decision.state.last_scale_time_rfc3339(), extra)
+                            decision.state.last_scale_time_rfc3339(), extra, reading.request_p99_s)
         with self.state.lock:
             old = self.state.decisions.get(key)
             self.state.decisions[key] = new

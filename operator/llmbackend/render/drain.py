@@ -6,9 +6,10 @@ and ``--exit-timeout-secs`` (the same bound) lets it finish what is left. ``term
 covers both.
 
 The bound: the longest request the backend accepts, ``maxSeqLen`` tokens at a slow per-token time, plus
-queueing; capped. The engine counters give the mean request time (Δ(queue + compute) / Δ finished), not a p99
-(no histogram is exported), so the bound comes from the spec, not from observation; a bound derived from live
-metrics would also change the pod template, i.e. restart every replica, whenever it moved.
+queueing; capped; or ``spec.autoscaling.drainSeconds``. It comes from the spec, not from observation: a bound
+derived from live metrics would change the pod template, i.e. restart every replica, whenever it moved. The
+engines' request-time histogram gives the observed p99, which the autoscaler compares with this bound and reports
+(autoscaling/drain.py ``drain_warning``).
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ METRIC_PARAMETERS: dict[str, str] = {
     "metric_engine_compute": M.ENGINE_COMPUTE_METRIC,
     "metric_engine_requests": M.ENGINE_REQUESTS_METRIC,
     "metric_engine_failures": M.ENGINE_FAILURES_METRIC,
+    "metric_engine_request_seconds": M.ENGINE_REQUEST_SECONDS_METRIC,
+    "metric_engine_request_seconds_buckets": ",".join(f"{b:g}" for b in M.ENGINE_REQUEST_SECONDS_BUCKETS),
     "metric_request_gauge": M.REQUEST_GAUGE,
     "metric_request_types": ",".join(M.REQUEST_TYPES),
     "metric_kv_gauge": M.KV_GAUGE,

@@ -15,7 +15,8 @@ own queue and compute counters see only that hand-off. The engine's real wait (f
 is exported instead, as custom metrics on :8002 named by config.pbtxt parameters (the operator passes its
 constants): per finished request, queue = first_scheduled - arrival and compute = last_token - first_scheduled
 (the LLM API's per-request timing metrics, `return_perf_metrics: true` in model.yaml), as cumulative microsecond
-counters, plus finished and failed request counters; and gauges from the engine's iteration stats
+counters, plus finished and failed request counters, and their sum (the request's time in the engine, seconds) as a
+histogram with the buckets config.pbtxt gives; and gauges from the engine's iteration stats
 (`enable_iter_perf_stats: true`) under the names the Gateway API Inference Extension reads.
 
 Multi-GPU follows the LLM API's MPI model: on one node the LLM starts its worker ranks itself; across nodes the
@@ -157,6 +158,19 @@ def gauges_from_stats(stats: dict[str, Any]) -> tuple[dict[str, float], dict[str
     return requests, blocks
 
 
+def _request_histogram(families: dict[str, Any], params: dict[str, str], labels: dict[str, str]) -> Any:
+    """Histogram of each finished request's time in the engine (arrival to last token, seconds), or None when
+    config.pbtxt names none or this Triton's Python backend has no HISTOGRAM metrics (the counters still work)."""
+    name = params.get("metric_engine_request_seconds")
+    kind = getattr(pb_utils.MetricFamily, "HISTOGRAM", None)
+    if not name or kind is None:
+        return None
+    buckets = [float(b) for b in params.get("metric_engine_request_seconds_buckets", "").split(",") if b]
+    families["request_seconds"] = pb_utils.MetricFamily(
+        name, "Time of finished requests in the engine, arrival to last token, seconds", kind)
+    return families["request_seconds"].Metric(labels=labels, buckets=buckets)
+
+
 class _Metrics:
     """Triton custom metrics; the MetricFamily objects are kept as long as their Metric objects."""
 
@@ -188,6 +202,13 @@ class _Metrics:
         self.requests = {t: self.families["requests"].Metric(labels={**labels, "request_type": t})
                          for t in self.request_types}
         self.kv = {t: self.families["kv"].Metric(labels={**labels, "kv_cache_block_type": t}) for t in self.kv_types}
+        self.request_seconds = _request_histogram(self.families, params, labels)
+
+    def request_finished(self, queue_us: float, compute_us: float) -> None:
+        self.queue.increment(round(queue_us))  # whole microseconds, like Triton's own duration counters
+        self.compute.increment(round(compute_us))
+        if self.request_seconds is not None:
+            self.request_seconds.observe((queue_us + compute_us) / 1e6)
 
     def observe_stats(self, requests: dict[str, float], blocks: dict[str, float]) -> None:
         for name, metric in self.requests.items():
@@ -292,9 +313,8 @@ class TritonPythonModel:
         if output is None:
             raise RuntimeError("the engine returned no output")
         times = engine_times_us(output)
-        if times is not None:  # whole microseconds, like Triton's own duration counters
-            self.metrics.queue.increment(round(times[0]))
-            self.metrics.compute.increment(round(times[1]))
+        if times is not None:
+            self.metrics.request_finished(*times)
         self.metrics.finished.increment(1)
         if request.is_cancelled():
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

@@ -11,7 +11,8 @@ import llmbackend). Written against vLLM 0.11.0's public API:
 - `AsyncLLM.generate(prompt, SamplingParams, request_id)`: async generator of cumulative `RequestOutput`s;
   `AsyncLLM.abort(request_id)`;
 - per step `SchedulerStats.num_waiting_reqs / num_running_reqs / kv_cache_usage` and per finished request
-  `IterationStats.finished_requests[i].queued_time / inference_time` (seconds).
+  `IterationStats.finished_requests[i].queued_time / inference_time` (seconds): the queue and compute counters, and
+  their sum (the request's time in the engine) observed into a histogram.
 
 Why not Triton's stock vllm backend: it exports token counters and latency histograms only, no queue time and no
 waiting count, so the autoscaler would have no engine-level queue-to-compute signal.
@@ -53,6 +54,7 @@ SAMPLING_INPUTS = {
 }
 METRIC_PARAMETERS = (
     "metric_engine_queue", "metric_engine_compute", "metric_engine_requests", "metric_engine_failures",
+    "metric_engine_request_seconds", "metric_engine_request_seconds_buckets",
     "metric_request_gauge", "metric_request_types", "metric_kv_gauge", "metric_kv_types",
     "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage",
 )
@@ -108,6 +110,15 @@ class EngineMetrics:
         self.waiting = f["waiting"].Metric(labels=vllm_labels)
         self.running = f["running"].Metric(labels=vllm_labels)
         self.kv_usage = f["kv_usage"].Metric(labels=vllm_labels)
+        # Each finished request's time in the engine (queued + inference = arrival to last token, seconds), when
+        # this Triton's Python backend has HISTOGRAM metrics (the counters above do not depend on it).
+        self.request_seconds = None
+        histogram = getattr(family, "HISTOGRAM", None)
+        if histogram is not None:
+            buckets = [float(b) for b in names["metric_engine_request_seconds_buckets"].split(",")]
+            f["request_seconds"] = family(names["metric_engine_request_seconds"],
+                                          "Time of finished requests in the engine, arrival to last token (s)", histogram)
+            self.request_seconds = f["request_seconds"].Metric(labels=labels, buckets=buckets)
 
     def step(self, waiting: int, running: int, usage: float, max_seqs: int, kv_blocks: int) -> None:
         used = round(usage * kv_blocks)
@@ -125,6 +136,8 @@ class EngineMetrics:
         self.queue_us.increment(max(0.0, queued_s) * 1e6)
         self.compute_us.increment(max(0.0, inference_s) * 1e6)
         self.finished.increment(1)
+        if self.request_seconds is not None:
+            self.request_seconds.observe(max(0.0, queued_s) + max(0.0, inference_s))
 
 
 class TritonStatLogger(StatLoggerBase):
