@@ -82,6 +82,23 @@ def test_scale_down_stabilization_uses_max_of_window():
     assert d.desired_replicas == 1 and d.reason == D.SCALED_DOWN and d.state.last_scale_time == 301
 
 
+@pytest.mark.parametrize("mode, window", [("operator", 60), ("hpa", 300), ("keda", 300)])
+def test_scale_down_window_default_depends_on_the_mode(mode, window):
+    extra = {"prometheus": {"url": "http://p:9090"}} if mode == "keda" else {}
+    s = AutoscalingSpec(enabled=True, mode=mode, **extra)
+    assert s.scale_down_stabilization_seconds is None and s.scale_down_window == window
+    assert AutoscalingSpec(enabled=True, mode=mode, scale_down_stabilization_seconds=7, **extra).scale_down_window == 7
+
+
+def test_operator_default_scales_down_one_minute_after_the_last_higher_recommendation():
+    s = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=10, max_scale_down_step=100)
+    d = decide(ScalerState(), R(1.0, 4), s, 4, now=0)   # rec 4
+    d = decide(d.state, R(0.25, 4), s, 4, now=59)       # rec 1, the 4 of t=0 still in the window
+    assert d.desired_replicas == 4 and d.reason == D.STABILIZING_SCALE_DOWN and "60s" in d.message
+    d = decide(d.state, R(0.25, 4), s, 4, now=61)
+    assert d.desired_replicas == 1 and d.reason == D.SCALED_DOWN
+
+
 def test_scale_up_stabilization_uses_min_of_window():
     s = spec(scale_up_stabilization_seconds=60)
     d = decide(ScalerState(), R(1.0, 2), s, 2, now=0)   # rec 2

@@ -170,7 +170,7 @@ def test_drain_warning(p99, bound, previous, previous_bound, warns):
         if bound < drain.MAX_DRAIN_S:
             suggested = int(got.rsplit("at least ", 1)[1].split()[0])
             assert p99 <= DRAIN_WARN_FRACTION * suggested <= DRAIN_WARN_FRACTION * drain.MAX_DRAIN_S, got
-            assert "spec.autoscaling.drainSeconds" in got
+            assert "spec.serving.drainSeconds" in got
         else:
             assert "maxSeqLen" in got
     if previous is not None and got is not None and p99 is None:
@@ -184,9 +184,9 @@ def _autoscaled(p99: float | None, status: dict | None = None, drain_seconds: in
     from test_decide import NODES, backend, first_pass, served, settle
 
     autoscaling = {"enabled": True, "minReplicas": 1, "maxReplicas": 4}
-    if drain_seconds is not None:
-        autoscaling["drainSeconds"] = drain_seconds
     spec = {"model": MODEL, "engine": {"maxSeqLen": 4096}, "autoscaling": autoscaling}
+    if drain_seconds is not None:
+        spec["serving"] = {"drainSeconds": drain_seconds}
     live = served(first_pass(spec), ready=1)
     scale = ScaleDecision(1, "WithinTolerance", "steady", "1.000", None, {"signal": "engine"}, p99)
     decision = settle(spec, live, scale_decision=scale, hpas=[])
@@ -219,7 +219,7 @@ def test_status_shows_the_p99_and_the_bound_and_warns_once():
 def test_the_drain_override_is_the_bound_in_status_and_in_the_pod():
     decision = _autoscaled(100.0, drain_seconds=900)
     assert decision.status.autoscaling.drain_seconds == 900 and decision.status.autoscaling.drain_warning is None
-    spec = LLMBackendSpec.model_validate({"model": MODEL, "autoscaling": {"drainSeconds": 900}})
+    spec = LLMBackendSpec.model_validate({"model": MODEL, "serving": {"drainSeconds": 900}})
     plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
                       memory_per_gpu_bytes=40 << 30)
     objs = {o["kind"]: o for o in desired_objects(BackendRef("b", "ns", "u"), spec, plan, 1, RolloutStrategy("Recreate"))}

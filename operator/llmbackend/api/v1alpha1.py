@@ -405,6 +405,10 @@ class ScheduleFloor(_Model):
     min_replicas: int = Field(ge=0, le=1000)
 
 
+OPERATOR_SCALE_DOWN_WINDOW_S = 60
+HPA_SCALE_DOWN_WINDOW_S = 300  # Kubernetes' default for the HPA
+
+
 class AutoscalingSpec(_Model):
     """Scale on the engine's queue-to-compute ratio (time in the engine's queue / time in compute), with
     saturation as a trigger and the load forecast one cold start ahead."""
@@ -424,7 +428,13 @@ class AutoscalingSpec(_Model):
     window_seconds: int = Field(default=60, ge=5, le=3600, description="Window over which the ratio is computed.")
     sync_period_seconds: int = Field(default=15, ge=1, le=600, description="How often the ratio is evaluated.")
     scale_up_stabilization_seconds: int = Field(default=0, ge=0, le=3600)
-    scale_down_stabilization_seconds: int = Field(default=300, ge=0, le=86400)
+    scale_down_stabilization_seconds: int | None = Field(
+        default=None, ge=0, le=86400,
+        description="Scale down at most to the highest recommendation of this many seconds. Default: 60 in mode "
+                    "operator (its scale-down already keeps the replicas the measured load needs; chosen on the "
+                    "tuning traces of benchmarks/autoscale_bench.py), 300 in modes hpa and keda (the HPA's default: "
+                    "the ratio alone does not say how many replicas the load needs).",
+    )
     max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
     target_utilization: float = Field(
@@ -448,13 +458,13 @@ class AutoscalingSpec(_Model):
         description="With minReplicas 0: idle (nothing in flight, no request finished) this long before the last replica goes.",
     )
     schedule: list[ScheduleFloor] | None = Field(default=None, max_length=16, description="Daily minimum-replica floors (UTC).")
-    drain_seconds: int | None = Field(
-        default=None, ge=0, le=1800,  # render/drain.py MAX_DRAIN_S
-        description="How long a leaving replica may take to finish its requests (preStop wait and Triton's "
-                    "--exit-timeout-secs; terminationGracePeriodSeconds adds margins), with autoscaling on or off. "
-                    "Default: maxSeqLen x 60 ms + 30 s, between 60 s and 30 min. status.autoscaling compares it with "
-                    "the observed p99 request time. Changing it changes the pod template (the replicas roll).",
-    )
+
+    @property
+    def scale_down_window(self) -> int:
+        """scaleDownStabilizationSeconds, or the default of this mode (see its description)."""
+        if self.scale_down_stabilization_seconds is not None:
+            return self.scale_down_stabilization_seconds
+        return OPERATOR_SCALE_DOWN_WINDOW_S if self.mode == AutoscalingMode.OPERATOR else HPA_SCALE_DOWN_WINDOW_S
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -543,6 +553,13 @@ class ServingSpec(_Model):
         description="Serve an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /v1/models) from a "
                     "second container in each serving pod, on the Service port named openai.",
     )
+    drain_seconds: int | None = Field(
+        default=None, ge=0, le=1800,  # render/drain.py MAX_DRAIN_S
+        description="How long a leaving replica may take to finish its requests (preStop wait and Triton's "
+                    "--exit-timeout-secs; terminationGracePeriodSeconds adds margins), at scale-down and at rollouts. "
+                    "Default: maxSeqLen x 60 ms + 30 s, between 60 s and 30 min. status.autoscaling compares it with "
+                    "the observed p99 request time. Changing it changes the pod template (the replicas roll).",
+    )
 
 
 class LLMBackendSpec(_Model):
@@ -624,7 +641,7 @@ class AutoscalingStatus(_Model):
                     "seconds, from the serving model's histogram (absent with fewer than 20 requests in the window).",
     )
     drain_seconds: int | None = Field(
-        default=None, description="The drain bound the serving pods use (spec.autoscaling.drainSeconds or its default).")
+        default=None, description="The drain bound the serving pods use (spec.serving.drainSeconds or its default).")
     drain_warning: str | None = Field(
         default=None, description="Set while the observed p99 request time exceeds half the drain bound: what to do.")
     desired_replicas: int | None = None

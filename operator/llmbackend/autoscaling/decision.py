@@ -345,7 +345,7 @@ def decide(
     hi = spec.max_replicas
     lo = min(hi, max(spec.min_replicas, schedule_floor(spec, now)))
     cur = max(0, int(current_replicas))
-    keep = max(spec.scale_up_stabilization_seconds, spec.scale_down_stabilization_seconds)
+    keep = max(spec.scale_up_stabilization_seconds, spec.scale_down_window)
     recs = [(t, r) for t, r in state.recommendations if now - t <= keep and t <= now]
     new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
                             state.idle_since, state.trend, state.fit)
@@ -460,7 +460,7 @@ def decide(
         del recs[: len(recs) - _MAX_HISTORY]
 
     # 3. stabilization
-    up_w, down_w = spec.scale_up_stabilization_seconds, spec.scale_down_stabilization_seconds
+    up_w, down_w = spec.scale_up_stabilization_seconds, spec.scale_down_window
     up_rec = min(r for t, r in recs if now - t <= up_w)
     down_rec = max(r for t, r in recs if now - t <= down_w)
     desired = cur

@@ -57,4 +57,4 @@ def drain_warning(p99_s: float | None, drain_s: int, previous: str | None = None
                 "(scale-down, rollout). Lower spec.engine.maxSeqLen or the clients' max_tokens")
     suggest = min(MAX_DRAIN_S, math.ceil(p99_s / fraction / 60) * 60)
     return (f"{observed}: a request longer than {drain_s}s is cut when its replica leaves (scale-down, rollout). "
-            f"Raise spec.autoscaling.drainSeconds to at least {suggest} (at most {MAX_DRAIN_S})")
+            f"Raise spec.serving.drainSeconds to at least {suggest} (at most {MAX_DRAIN_S})")

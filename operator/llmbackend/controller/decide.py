@@ -441,7 +441,7 @@ def _check_drain_bound(observed: Observed, spec: LLMBackendSpec, scale: ScaleDec
                        decision: Decision) -> None:
     """status.autoscaling shows the observed p99 request time beside the (spec-derived) drain bound the pods use, a
     warning while the p99 nears the bound, and one Warning event when that warning appears."""
-    drain_s = drain_seconds(spec.engine.max_seq_len, spec.autoscaling.drain_seconds)
+    drain_s = drain_seconds(spec.engine.max_seq_len, spec.serving.drain_seconds)
     p99 = scale.request_p99_s if scale is not None else None
     before = (observed.obj.get("status") or {}).get("autoscaling") or {}
     auto.drain_seconds = drain_s

@@ -6,7 +6,7 @@ and ``--exit-timeout-secs`` (the same bound) lets it finish what is left. ``term
 covers both.
 
 The bound: the longest request the backend accepts, ``maxSeqLen`` tokens at a slow per-token time, plus
-queueing; capped; or ``spec.autoscaling.drainSeconds``. It comes from the spec, not from observation: a bound
+queueing; capped; or ``spec.serving.drainSeconds``. It comes from the spec, not from observation: a bound
 derived from live metrics would change the pod template, i.e. restart every replica, whenever it moved. The
 engines' request-time histogram gives the observed p99, which the autoscaler compares with this bound and reports
 (autoscaling/drain.py ``drain_warning``).

@@ -113,7 +113,7 @@ def render_hpa(
             ],
             "behavior": {
                 "scaleUp": behavior(spec.scale_up_stabilization_seconds, spec.max_scale_up_step, configurable_tolerance),
-                "scaleDown": behavior(spec.scale_down_stabilization_seconds, spec.max_scale_down_step, configurable_tolerance),
+                "scaleDown": behavior(spec.scale_down_window, spec.max_scale_down_step, configurable_tolerance),
             },
         },
     }

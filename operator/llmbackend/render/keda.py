@@ -49,7 +49,7 @@ def render_scaled_object(
         "spec": {
             "scaleTargetRef": {k: target_ref[k] for k in ("apiVersion", "kind", "name") if k in target_ref},
             "pollingInterval": spec.sync_period_seconds,
-            "cooldownPeriod": spec.scale_down_stabilization_seconds,
+            "cooldownPeriod": spec.scale_down_window,
             "minReplicaCount": spec.min_replicas,  # KEDA scales to zero itself (no HPA feature gate)
             "maxReplicaCount": spec.max_replicas,
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior}},
