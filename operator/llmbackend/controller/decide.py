@@ -32,7 +32,7 @@ from ..api.v1alpha1 import (
 )
 from ..planning.inventory import GPUNode
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
-from ..render import openai, triton
+from ..render import activator, openai, triton
 from ..render.multinode import (
     KUEUE_API,
     VOLCANO_API,
@@ -47,6 +47,7 @@ from ..render.workloads import (
     MANAGED_KINDS,
     OPTIONAL_KINDS,
     BackendRef,
+    activator_selector,
     choose_rollout_strategy,
     desired_objects,
     metrics_model,
@@ -55,7 +56,7 @@ from ..render.workloads import (
     selector_string,
 )
 from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions
-from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult
+from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 # Optional APIs a pass asks about, by name: (apiVersion, plural). Observe reports which are served.
@@ -100,6 +101,8 @@ class AutoscaleTarget:
     capacity_replicas: int | None
     gpus_per_replica: int
     max_batch_size: int
+    # Scale to zero with the activator: its pods' selector; at 0 replicas the requests it holds decide 0 -> 1.
+    activator_selector: str | None = None
 
 
 @dataclass(frozen=True)
@@ -240,7 +243,8 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy,
                                   scaler_mode and "PrometheusRule" in apis, compute_domains, gang,
                                   scaled_objects=not keda_missing,
-                                  inference_pool=openai.enabled(spec) and "InferencePool" in apis)
+                                  inference_pool=openai.enabled(spec) and "InferencePool" in apis,
+                                  serving_ready=_serving_ready(observed, ref), operator_image=downloader_image())
     except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
         not_served(conditions, exc.reason, str(exc))
         raise _Stop from None
@@ -421,6 +425,8 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
         namespace=ref.namespace, name=ref.name, spec=autoscaling, scrape_model=metrics_model(ref, spec),
         selector=selector_string(ref), current_replicas=replicas, capacity_replicas=capacity,
         gpus_per_replica=plan_status.gpus_per_replica, max_batch_size=spec.engine.max_batch_size,
+        activator_selector=(",".join(f"{k}={v}" for k, v in activator_selector(ref).items())
+                            if activator.enabled(spec) else None),
     )
     if scale is not None:
         auto = AutoscalingStatus.model_validate({
@@ -508,6 +514,16 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
         conditions.set(DEGRADED, True, *degraded)
     else:
         conditions.set(DEGRADED, False, cond.AS_EXPECTED, "")
+
+
+def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
+    """A serving pod (a leader, for multi-node) is Ready and not terminating: the Service may select them."""
+    selector = selector_for(ref)
+    return any(selector.items() <= (p["metadata"].get("labels") or {}).items()
+               and not p["metadata"].get("deletionTimestamp")
+               and any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (p.get("status") or {}).get("conditions", []))
+               for p in observed.pods)
 
 
 def _pod_problem(observed: Observed, ref: BackendRef) -> tuple[str, str] | None:
