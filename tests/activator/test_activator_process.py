@@ -189,3 +189,59 @@ def test_full_queue_rejects_at_once_and_a_departed_client_is_no_longer_held(port
         assert metric(metrics_url, f"{ACTIVATOR_HELD_METRIC}_rejected_total") == 1
         first.close()
         wait_for(lambda: metric(metrics_url, ACTIVATOR_HELD_METRIC) == 0, "the departed client to be dropped")
+
+
+def test_many_held_requests_are_all_forwarded(ports):
+    port, metrics_port = ports
+    clients = 40
+    with run_activator(port, metrics_port) as metrics_url:
+        results: list = []
+
+        def client(i: int) -> None:
+            try:
+                results.append(post(port, f"/v1/completions?i={i}", b"{}"))
+            except OSError as exc:
+                results.append((None, repr(exc)))
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: metric(metrics_url, ACTIVATOR_HELD_METRIC) == clients, "every request to be held")
+        with upstream(port):
+            for t in threads:
+                t.join(60)
+        assert [r for r in results if r[0] != 200] == []
+        assert sorted(json.loads(body)["path"] for status, body in results if status == 200) == sorted(
+            f"/v1/completions?i={i}" for i in range(clients))
+        assert metric(metrics_url, f"{ACTIVATOR_HELD_METRIC}_forwarded_total") == clients
+        assert metric(metrics_url, ACTIVATOR_HELD_METRIC) == 0
+
+
+def test_a_replica_that_closes_before_answering_leaves_the_request_held(ports):
+    port, metrics_port = ports
+    with run_activator(port, metrics_port) as metrics_url:
+        closer = socket.create_server((UPSTREAM, port))  # accepts connections, answers none
+        stop = threading.Event()
+
+        def close_all() -> None:
+            closer.settimeout(0.1)
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    conn, _ = closer.accept()
+                    conn.recv(65536)
+                    conn.close()
+
+        thread = threading.Thread(target=close_all, daemon=True)
+        thread.start()
+        result: dict = {}
+        client = threading.Thread(target=lambda: result.update(r=post(port, "/v1/completions", b'{"n": 1}')))
+        client.start()
+        wait_for(lambda: metric(metrics_url, ACTIVATOR_HELD_METRIC) == 1, "the request to be held")
+        assert json.loads(http_get(f"{metrics_url}/upstream")[1]) == {str(port): True}, "it accepts connections"
+        stop.set()
+        thread.join(5)
+        closer.close()
+        with upstream(port):
+            client.join(30)
+            assert result["r"][0] == 200 and json.loads(result["r"][1])["body"] == '{"n": 1}'
+        assert metric(metrics_url, ACTIVATOR_HELD_METRIC) == 0

@@ -217,3 +217,9 @@ def test_the_program_exports_the_gauge_under_the_name_the_operator_reads():
     assert parse_held(running.metrics_text()) == 2
     running.held.leave("timeout")
     assert parse_held(running.metrics_text()) == 1
+
+
+def test_a_backend_at_zero_says_where_requests_wait():
+    created = first_pass(SPEC)
+    available = created.conditions.get("Available")
+    assert available["reason"] == "ScaledToZero" and "llama-activator" in available["message"], available

@@ -477,7 +477,12 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
     rolled_out = (not workload_changes and observed_generation and updated >= want and ready >= want
                   and current <= want)
     strategy = f"rollout strategy {status.rollout_strategy}: {strategy_why}"
-    if want == 0 and spec.autoscaling.enabled:
+    if want == 0 and activator.enabled(spec):
+        conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
+                       f"idle: autoscaling scaled to 0 replicas (minReplicas 0); requests sent to Service {ref.name} "
+                       f"wait at {activator.deployment_name(ref.name)}, and the first one scales to 1 (raise "
+                       "spec.autoscaling.minReplicas to keep a replica)")
+    elif want == 0 and spec.autoscaling.enabled:
         # As a Deployment at 0 replicas is Available: the desired state is reached, on purpose.
         conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
                        f"idle: autoscaling scaled to 0 replicas (minReplicas {spec.autoscaling.min_replicas}); nothing "

@@ -21,7 +21,7 @@ HOLD_TIMEOUT_S = 600  # a cold start of a large engine takes minutes; clients ge
 MAX_HELD = 1000
 READINESS_PERIOD_S = 2
 RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
-RUN_AS_UID = 65532  # no root needed: it only proxies
+RUN_AS_UID = 65532  # the operator image's user (Dockerfile)
 
 
 def enabled(spec: LLMBackendSpec) -> bool:
@@ -66,7 +66,7 @@ def render(backend: str, namespace: str, spec: LLMBackendSpec, serving_service: 
 
     service = {**serving_service, "metadata": {**serving_service["metadata"], "name": serving_service_name(backend)}}
     security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
-                "runAsUser": RUN_AS_UID, "readOnlyRootFilesystem": True}
+                "runAsUser": RUN_AS_UID, "runAsGroup": RUN_AS_UID, "readOnlyRootFilesystem": True}
     container = {
         "name": CONTAINER_NAME,
         "image": image,

@@ -74,6 +74,8 @@ class Activator:
         self.hold_timeout_s = hold_timeout_s
         self.held = Held(max_held)
         self.held_metric = held_metric
+        self._probes: dict[int, tuple[float, bool]] = {}  # port -> (when, accepted)
+        self._probe_lock = threading.Lock()
 
     def connect(self, port: int) -> http.client.HTTPConnection | None:
         """A connection to the serving replicas on `port`, or None while none accepts one."""
@@ -91,6 +93,16 @@ class Activator:
             return False
         conn.close()
         return True
+
+    def upstream_up(self, port: int) -> bool:
+        """upstream_reachable, probed at most once per RETRY_INTERVAL_S for all held requests together (a thousand
+        held requests must not try a thousand connections every interval)."""
+        with self._probe_lock:
+            when, up = self._probes.get(port, (0.0, False))
+            if time.monotonic() - when >= RETRY_INTERVAL_S:
+                up = self.upstream_reachable(port)
+                self._probes[port] = (time.monotonic(), up)
+            return up
 
     def metrics_text(self) -> str:
         h = self.held
@@ -163,44 +175,57 @@ class ProxyHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
             return
-        conn = activator.connect(port)
-        if conn is None:  # no replica: hold
-            if not activator.held.enter():
-                self._error(503, f"no serving replica, and {activator.held.limit} requests are already waiting; "
-                                 "retry later")
-                return
-            outcome = "gone"
-            try:
-                deadline = time.monotonic() + activator.hold_timeout_s
-                while conn is None and time.monotonic() < deadline:
-                    if _client_gone(self.connection):
-                        self.close_connection = True
-                        return
-                    time.sleep(RETRY_INTERVAL_S)
-                    conn = activator.connect(port)
-                outcome = "forwarded" if conn is not None else "timeout"
-            finally:
-                activator.held.leave(outcome)
-            if conn is None:
-                self._error(503, f"no serving replica became ready within {activator.hold_timeout_s:g}s "
-                                 "(the backend is scaling from zero, or cannot start: see its status)")
-                return
+        deadline = time.monotonic() + activator.hold_timeout_s
+        held, outcome = False, "gone"
         try:
-            self._forward(conn, body)
+            while True:
+                conn = activator.connect(port) if not held or activator.upstream_up(port) else None
+                if conn is not None:
+                    try:
+                        resp = self._send(conn, body)
+                    except OSError as exc:
+                        # Closed before any answer (a replica still starting, its accept queue full): not served,
+                        # so hold it again (sent again: an inference request changes nothing).
+                        log.info("upstream closed %s %s before answering (%s); holding it", self.command, self.path, exc)
+                        conn.close()
+                    else:
+                        if held:
+                            outcome, held = "forwarded", False
+                            activator.held.leave(outcome)
+                        try:
+                            self._relay(resp)
+                        finally:
+                            conn.close()
+                        return
+                if not held:  # no replica: hold
+                    if not activator.held.enter():
+                        self._error(503, f"no serving replica, and {activator.held.limit} requests are already "
+                                         "waiting; retry later")
+                        return
+                    held = True
+                if time.monotonic() >= deadline:
+                    outcome = "timeout"
+                    self._error(503, f"no serving replica became ready within {activator.hold_timeout_s:g}s "
+                                     "(the backend is scaling from zero, or cannot start: see its status)")
+                    return
+                if _client_gone(self.connection):
+                    self.close_connection = True
+                    return
+                time.sleep(RETRY_INTERVAL_S)
         finally:
-            conn.close()
+            if held:
+                activator.held.leave(outcome)
 
-    def _forward(self, conn: http.client.HTTPConnection, body: bytes) -> None:
+    def _send(self, conn: http.client.HTTPConnection, body: bytes) -> http.client.HTTPResponse:
+        """Send the request; the response's status and headers. OSError: nothing was answered."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "content-length"}
         headers["Content-Length"] = str(len(body))
-        try:
-            conn.request(self.command, self.path, body=body, headers=headers)
-            if conn.sock is not None:
-                conn.sock.settimeout(RESPONSE_TIMEOUT_S)
-            resp = conn.getresponse()
-        except OSError as exc:
-            self._error(502, f"the serving replica failed the request: {exc}")
-            return
+        conn.request(self.command, self.path, body=body, headers=headers)
+        if conn.sock is not None:
+            conn.sock.settimeout(RESPONSE_TIMEOUT_S)
+        return conn.getresponse()
+
+    def _relay(self, resp: http.client.HTTPResponse) -> None:
         length = resp.getheader("Content-Length")
         self.send_response(resp.status, resp.reason)
         for key, value in resp.getheaders():
