@@ -13,7 +13,7 @@ from llmbackend.api.engine_metrics import ACTIVATOR_HELD_METRIC
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.autoscaling.activation import parse_held
 from llmbackend.controller.decide import Observed, ScaleDecision, decide
-from llmbackend.render import activator, openai, triton
+from llmbackend.render import openai, triton
 from llmbackend.render.workloads import (
     LWS_WORKER_INDEX_LABEL,
     BackendRef,
@@ -102,6 +102,12 @@ def test_multi_node_serving_service_selects_leaders_only():
     assert objects[("Service", "llama")]["spec"]["selector"] == objects[("Service", "llama-serving")]["spec"]["selector"]
 
 
+def test_the_hold_timeout_comes_from_the_spec():
+    spec = _spec({**TO_ZERO, "holdTimeoutSeconds": 1800})
+    container = _named(desired_objects(REF, spec, _plan(), 0, RECREATE))[("Deployment", "llama-activator")]
+    assert _parse(container["spec"]["template"]["spec"]["containers"][0]["args"]).hold_timeout == 1800
+
+
 @pytest.mark.parametrize("openai_on", [True, False])
 def test_the_activator_pod_serves_the_service_ports_it_proxies_and_forwards_to_the_serving_service(openai_on):
     spec = _spec(TO_ZERO, serving={"openai": openai_on})
@@ -125,7 +131,7 @@ def test_the_activator_pod_serves_the_service_ports_it_proxies_and_forwards_to_t
     assert parsed.metrics_port == named_ports["metrics"] == triton.METRICS_PORT
     assert parsed.upstream == "llama-serving.serving.svc"
     assert parsed.held_metric == ACTIVATOR_HELD_METRIC
-    assert parsed.hold_timeout == activator.HOLD_TIMEOUT_S
+    assert parsed.hold_timeout == spec.autoscaling.hold_timeout_seconds == 600
     assert container["readinessProbe"]["httpGet"]["port"] == "metrics"
     assert container["securityContext"]["runAsNonRoot"] and not pod["automountServiceAccountToken"]
     assert "limits" in container["resources"] and "nvidia.com/gpu" not in container["resources"]["requests"]

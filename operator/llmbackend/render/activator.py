@@ -17,7 +17,6 @@ from . import openai, triton
 
 COMPONENT = "activator"
 CONTAINER_NAME = "activator"
-HOLD_TIMEOUT_S = 600  # a cold start of a large engine takes minutes; clients get 503 with a reason after this
 MAX_HELD = 1000
 READINESS_PERIOD_S = 2
 RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
@@ -50,7 +49,7 @@ def args(spec: LLMBackendSpec, backend: str, namespace: str) -> list[str]:
     return [*(f"--port={port}" for _, port in proxied_ports(spec)),
             f"--upstream={serving_service_name(backend)}.{namespace}.svc",
             f"--metrics-port={triton.METRICS_PORT}", f"--held-metric={EM.ACTIVATOR_HELD_METRIC}",
-            f"--hold-timeout={HOLD_TIMEOUT_S}", f"--max-held={MAX_HELD}"]
+            f"--hold-timeout={spec.autoscaling.hold_timeout_seconds}", f"--max-held={MAX_HELD}"]
 
 
 def render(backend: str, namespace: str, spec: LLMBackendSpec, serving_service: dict[str, Any], labels: dict[str, str],
