@@ -50,6 +50,10 @@ TRITON_COMPUTE_METRIC = "nv_inference_compute_infer_duration_us"
 TRITON_SUCCESS_METRIC = "nv_inference_request_success"
 TRITON_PENDING_METRIC = "nv_inference_pending_request_count"
 
+# The activator (serving/activator.py) of a backend that scales to zero: requests it holds while no replica exists.
+# The operator reads it to scale 0 -> 1 (autoscaling/activation.py); the renderer passes the name to the program.
+ACTIVATOR_HELD_METRIC = "llmbackend_activator_requests_held"
+
 # Series derived from the counters above (render/hpa.py writes the rules that produce them; the Prometheus source,
 # KEDA's trigger and the HPA read them). The recording rule follows Prometheus' level:metric:operations convention;
 # the adapter renames it without colons for the custom metrics API (see render/hpa.py).

@@ -457,6 +457,11 @@ class AutoscalingSpec(_Model):
         default=900, ge=0, le=86400,
         description="With minReplicas 0: idle (nothing in flight, no request finished) this long before the last replica goes.",
     )
+    hold_timeout_seconds: int = Field(
+        default=600, ge=1, le=3600,
+        description="With minReplicas 0 (mode operator): how long the activator holds a request while no replica is "
+                    "ready before answering 503. Cover the backend's cold start (a large engine loads for minutes).",
+    )
     schedule: list[ScheduleFloor] | None = Field(default=None, max_length=16, description="Daily minimum-replica floors (UTC).")
 
     @property

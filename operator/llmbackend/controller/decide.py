@@ -33,7 +33,7 @@ from ..api.v1alpha1 import (
 from ..autoscaling.drain import drain_warning
 from ..planning.inventory import GPUNode
 from ..planning.planner import Plan, plan_for_spec, replicas_capacity
-from ..render import openai, triton
+from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
 from ..render.multinode import (
     KUEUE_API,
@@ -49,6 +49,7 @@ from ..render.workloads import (
     MANAGED_KINDS,
     OPTIONAL_KINDS,
     BackendRef,
+    activator_selector,
     choose_rollout_strategy,
     desired_objects,
     metrics_model,
@@ -57,7 +58,7 @@ from ..render.workloads import (
     selector_string,
 )
 from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions
-from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult
+from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 # Optional APIs a pass asks about, by name: (apiVersion, plural). Observe reports which are served.
@@ -103,6 +104,8 @@ class AutoscaleTarget:
     capacity_replicas: int | None
     gpus_per_replica: int
     max_batch_size: int
+    # Scale to zero with the activator: its pods' selector; at 0 replicas the requests it holds decide 0 -> 1.
+    activator_selector: str | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,8 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy,
                                   scaler_mode and "PrometheusRule" in apis, compute_domains, gang,
                                   scaled_objects=not keda_missing,
-                                  inference_pool=openai.enabled(spec) and "InferencePool" in apis)
+                                  inference_pool=openai.enabled(spec) and "InferencePool" in apis,
+                                  serving_ready=_serving_ready(observed, ref), operator_image=downloader_image())
     except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
         not_served(conditions, exc.reason, str(exc))
         raise _Stop from None
@@ -424,6 +428,8 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
         namespace=ref.namespace, name=ref.name, spec=autoscaling, scrape_model=metrics_model(ref, spec),
         selector=selector_string(ref), current_replicas=replicas, capacity_replicas=capacity,
         gpus_per_replica=plan_status.gpus_per_replica, max_batch_size=spec.engine.max_batch_size,
+        activator_selector=(",".join(f"{k}={v}" for k, v in activator_selector(ref).items())
+                            if activator.enabled(spec) else None),
     )
     if scale is not None:
         auto = AutoscalingStatus.model_validate({
@@ -489,7 +495,12 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
     rolled_out = (not workload_changes and observed_generation and updated >= want and ready >= want
                   and current <= want)
     strategy = f"rollout strategy {status.rollout_strategy}: {strategy_why}"
-    if want == 0 and spec.autoscaling.enabled:
+    if want == 0 and activator.enabled(spec):
+        conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
+                       f"idle: autoscaling scaled to 0 replicas (minReplicas 0); requests sent to Service {ref.name} "
+                       f"wait at {activator.deployment_name(ref.name)}, and the first one scales to 1 (raise "
+                       "spec.autoscaling.minReplicas to keep a replica)")
+    elif want == 0 and spec.autoscaling.enabled:
         # As a Deployment at 0 replicas is Available: the desired state is reached, on purpose.
         conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
                        f"idle: autoscaling scaled to 0 replicas (minReplicas {spec.autoscaling.min_replicas}); nothing "
@@ -526,6 +537,16 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
         conditions.set(DEGRADED, True, *degraded)
     else:
         conditions.set(DEGRADED, False, cond.AS_EXPECTED, "")
+
+
+def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
+    """A serving pod (a leader, for multi-node) is Ready and not terminating: the Service may select them."""
+    selector = selector_for(ref)
+    return any(selector.items() <= (p["metadata"].get("labels") or {}).items()
+               and not p["metadata"].get("deletionTimestamp")
+               and any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (p.get("status") or {}).get("conditions", []))
+               for p in observed.pods)
 
 
 def _pod_problem(observed: Observed, ref: BackendRef) -> tuple[str, str] | None:

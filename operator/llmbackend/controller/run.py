@@ -19,13 +19,15 @@ import time
 from collections import Counter
 from typing import Any
 
+import aiohttp
 import kopf
 
 from ..api.v1alpha1 import GROUP, PLURAL, VERSION
-from ..autoscaling import coldstart, metrics
+from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import ScalerState, decide
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
+from ..render.triton import METRICS_PORT
 from ..render.workloads import BACKEND_LABEL
 from . import permissions
 from .cache import CachedKube, Store, WatchCaches
@@ -235,7 +237,7 @@ class Operator:
             for key in list(self.scalers):
                 if key not in targets:
                     gone = self.scalers.pop(key)
-                    for source in (gone["source"], gone.get("activation")):
+                    for source in (gone["source"], gone.get("activation"), gone.get("activator")):
                         if source is not None:
                             await source.close()
             due = []
@@ -244,7 +246,9 @@ class Operator:
                 scaler = self.scalers.get(key)
                 if scaler is None or scaler["kind"] != target.spec.source or scaler.get("model") != target.scrape_model:
                     if scaler is not None:
-                        await scaler["source"].close()
+                        for source in (scaler["source"], scaler.get("activation"), scaler.get("activator")):
+                            if source is not None:
+                                await source.close()
                     scaler = self.scalers[key] = self._new_scaler(target)
                 if now >= scaler["next"]:
                     scaler["next"] = now + target.spec.sync_period_seconds
@@ -279,8 +283,13 @@ class Operator:
         prom = target.spec.prometheus
         if target.current_replicas == 0 and prom is not None and prom.activation_query:
             # No replica, no engine metrics: the requests held in front of the backend decide 0 -> 1.
-            activation = scaler.setdefault("activation", PrometheusRatioSource(prom.url))
-            waiting = await activation.waiting(prom.activation_query)
+            scaler.setdefault("activation", PrometheusRatioSource(prom.url))
+            waiting = await scaler["activation"].waiting(prom.activation_query)
+        if target.current_replicas == 0 and target.activator_selector:
+            # The activator holds the requests that arrive at zero; its gauge wakes the backend.
+            held = await self._held_at_activator(target, scaler)
+            if held is not None:
+                waiting = max(waiting or 0.0, held)
         decision = decide(
             scaler["state"], reading, target.spec, target.current_replicas, time.time(),
             schedulable_max=target.capacity_replicas, gpus_per_replica=target.gpus_per_replica,
@@ -308,6 +317,18 @@ class Operator:
                          decision.desired_replicas, decision.reason, decision.message)
             self.enqueue(key)
 
+
+    async def _held_at_activator(self, target, scaler: dict[str, Any]) -> float | None:
+        loop = asyncio.get_running_loop()
+        pods = await loop.run_in_executor(
+            self.executor, lambda: self.kube.list("Pod", target.namespace, label_selector=target.activator_selector))
+        ready = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if _pod_ready(p)}
+        if not ready:
+            return None
+        session = scaler.get("activator")
+        if session is None or session.closed:
+            session = scaler["activator"] = aiohttp.ClientSession()
+        return await activation.held_requests(session, ready, METRICS_PORT)
 
     def _set_deletion_costs(self, namespace: str, pods: list[dict[str, Any]], in_flight: dict[str, float]) -> None:
         """Before a scale-down: the pods with the least in-flight work get the lowest deletion cost (go first)."""

@@ -15,13 +15,14 @@ from typing import Any, Literal
 from ..api.v1alpha1 import (
     GROUP,
     KIND,
+    OPERATOR_IMAGE,
     VERSION,
     AutoscalingMode,
     LLMBackendSpec,
     PlanStatus,
 )
 from ..planning.inventory import GPU_TOLERATIONS
-from . import drain, gateway, keda, modelcache, openai, triton
+from . import activator, drain, gateway, keda, modelcache, openai, triton
 from .hpa import render_hpa, render_prometheus_rule
 
 MANAGED_BY = "llmbackend-operator"
@@ -60,7 +61,8 @@ def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
     epp = gateway.epp_name(ref.name)
     names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
              if kind != "ServiceAccount"]
-    return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")]
+    return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")] + [
+        ("Deployment", activator.deployment_name(ref.name)), ("Service", activator.serving_service_name(ref.name))]
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,10 @@ def labels_for(ref: BackendRef, component: str = "server") -> dict[str, str]:
 
 def selector_for(ref: BackendRef) -> dict[str, str]:
     return {BACKEND_LABEL: ref.name, "app.kubernetes.io/component": "server"}
+
+
+def activator_selector(ref: BackendRef) -> dict[str, str]:
+    return {BACKEND_LABEL: ref.name, "app.kubernetes.io/component": activator.COMPONENT}
 
 
 def selector_string(ref: BackendRef) -> str:
@@ -392,10 +398,13 @@ def render_deployment(
     return deployment
 
 
-def render_service(ref: BackendRef, multi_node: bool, openai_port: bool = False) -> dict[str, Any]:
+def render_service(ref: BackendRef, multi_node: bool, openai_port: bool = False, to_activator: bool = False) -> dict[str, Any]:
+    """The backend's Service. to_activator: no Ready serving pod (or scaled to 0), the activator receives requests."""
     selector = selector_for(ref)
     if multi_node:
         selector = {**selector, LWS_WORKER_INDEX_LABEL: "0"}  # only leaders serve
+    if to_activator:
+        selector = activator_selector(ref)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -429,7 +438,8 @@ def minimum_replicas(spec: LLMBackendSpec) -> int:
 def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
     prometheus_rules: bool = False, compute_domains: bool = False, gang_scheduler: str | None = None,
-    scaled_objects: bool = True, inference_pool: bool = False,
+    scaled_objects: bool = True, inference_pool: bool = False, serving_ready: bool = False,
+    operator_image: str = OPERATOR_IMAGE,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
@@ -439,12 +449,19 @@ def desired_objects(
     gang_scheduler: "volcano" or "kueue" places multi-node groups whole (multinode.choose_gang_scheduler).
     scaled_objects: KEDA's ScaledObject CRD is served (`mode: keda` renders one).
     inference_pool: the InferencePool CRD is served: with serving.openai, render the pool and its endpoint picker.
+    serving_ready: a serving pod is Ready. With scale to zero (render/activator.py) the Service selects the activator
+    while none is, or while replicas is 0; operator_image: the activator's image.
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
     keda_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
     config_map = render_config_map(ref, spec, plan)
     objects = [config_map]
+    with_activator = activator.enabled(spec)
+    if with_activator:  # before the workload: it receives the requests that wait for the first replica
+        objects += activator.render(ref.name, ref.namespace, spec, render_service(ref, multi_node, openai.enabled(spec)),
+                                    labels_for(ref, activator.COMPONENT), activator_selector(ref),
+                                    ref.owner_reference(), operator_image)
     if multi_node:
         from .multinode import multi_node_objects, needs_compute_domain
 
@@ -452,7 +469,8 @@ def desired_objects(
                                       gang_scheduler)
     else:
         objects.append(render_deployment(ref, spec, plan, None if hpa_mode or keda_mode else replicas, strategy, config_map))
-    objects.append(render_service(ref, multi_node, openai.enabled(spec)))
+    objects.append(render_service(ref, multi_node, openai.enabled(spec),
+                                  to_activator=with_activator and (replicas == 0 or not serving_ready)))
     if max(minimum_replicas(spec), replicas) > 1:
         objects.append(render_pdb(ref))
     if hpa_mode or keda_mode:

@@ -1,0 +1,330 @@
+"""Activator: receives a backend's HTTP requests while it has no serving replica, holds them, and forwards each one
+once a replica accepts connections.
+
+It runs as its own small pod (the operator image, `python -m llmbackend.serving.activator`) for backends with
+`autoscaling.minReplicas: 0` in mode operator. While the backend is at zero the backend's Service selects this pod;
+the operator reads the gauge of held requests on the metrics port and scales 0 -> 1; once a serving pod is Ready the
+Service selects the serving pods again (render/activator.py). Each held request is forwarded, unchanged, to the
+Service that selects only the serving pods (same port number), and the response is streamed back as it arrives
+(server-sent events included). Standard library only: like the other programs under serving/ it imports nothing of
+the package; the metric name comes in as an argument from api/engine_metrics.py.
+
+Bounded: at most --max-held requests wait at once (more get 503 at once), each for at most --hold-timeout seconds
+(then 503 with a body that says so). A client that disconnects while held stops being held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import logging
+import select
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+log = logging.getLogger("activator")
+
+# Headers of one hop only (RFC 9110 7.6.1): never forwarded; the activator frames its own responses.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+                        "upgrade", "proxy-authenticate", "proxy-authorization"})
+MAX_BODY_BYTES = 16 * 1024 * 1024
+RETRY_INTERVAL_S = 0.25
+CONNECT_TIMEOUT_S = 2.0
+# After the upstream accepted the request: the longest wait for the next bytes of its response (a long generation
+# streams tokens; a non-streamed one may take minutes).
+RESPONSE_TIMEOUT_S = 3600.0
+
+
+class Held:
+    """The requests waiting for an upstream right now: a bounded counter read by /metrics."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self.timed_out = 0
+        self.rejected = 0
+        self.forwarded = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.count >= self.limit:
+                self.rejected += 1
+                return False
+            self.count += 1
+            return True
+
+    def leave(self, outcome: str) -> None:
+        with self._lock:
+            self.count -= 1
+            if outcome == "timeout":
+                self.timed_out += 1
+            elif outcome == "forwarded":
+                self.forwarded += 1
+
+
+class Activator:
+    def __init__(self, upstream_host: str, hold_timeout_s: float, max_held: int, held_metric: str) -> None:
+        self.upstream_host = upstream_host
+        self.hold_timeout_s = hold_timeout_s
+        self.held = Held(max_held)
+        self.held_metric = held_metric
+        self._probes: dict[int, tuple[float, bool]] = {}  # port -> (when, accepted)
+        self._probe_lock = threading.Lock()
+
+    def connect(self, port: int) -> http.client.HTTPConnection | None:
+        """A connection to the serving replicas on `port`, or None while none accepts one."""
+        conn = http.client.HTTPConnection(self.upstream_host, port, timeout=CONNECT_TIMEOUT_S)
+        try:
+            conn.connect()
+        except OSError:
+            conn.close()
+            return None
+        return conn
+
+    def upstream_reachable(self, port: int) -> bool:
+        conn = self.connect(port)
+        if conn is None:
+            return False
+        conn.close()
+        return True
+
+    def upstream_up(self, port: int) -> bool:
+        """upstream_reachable, probed at most once per RETRY_INTERVAL_S for all held requests together (a thousand
+        held requests must not try a thousand connections every interval)."""
+        with self._probe_lock:
+            when, up = self._probes.get(port, (0.0, False))
+            if time.monotonic() - when >= RETRY_INTERVAL_S:
+                up = self.upstream_reachable(port)
+                self._probes[port] = (time.monotonic(), up)
+            return up
+
+    def metrics_text(self) -> str:
+        h = self.held
+        name = self.held_metric
+        return (f"# HELP {name} Requests the activator holds while no serving replica accepts connections.\n"
+                f"# TYPE {name} gauge\n{name} {h.count}\n"
+                f"# HELP {name}_timed_out_total Held requests answered 503 after the hold timeout.\n"
+                f"# TYPE {name}_timed_out_total counter\n{name}_timed_out_total {h.timed_out}\n"
+                f"# HELP {name}_rejected_total Requests answered 503 because the hold queue was full.\n"
+                f"# TYPE {name}_rejected_total counter\n{name}_rejected_total {h.rejected}\n"
+                f"# HELP {name}_forwarded_total Held requests forwarded once a replica accepted them.\n"
+                f"# TYPE {name}_forwarded_total counter\n{name}_forwarded_total {h.forwarded}\n")
+
+
+def _client_gone(sock: socket.socket) -> bool:
+    """The client closed its side while we hold its request (readable with nothing to read)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+class ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ProxyServer
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+    def do_GET(self) -> None:
+        self._proxy()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_GET
+
+    def _error(self, status: int, message: str) -> None:
+        body = json.dumps({"error": {"message": message, "type": "service_unavailable", "param": None,
+                                     "code": "no_replica"}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Retry-After", "30")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _read_body(self) -> bytes | None:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            parts: list[bytes] = []
+            size = 0
+            while True:
+                line = self.rfile.readline(1024)
+                n = int(line.split(b";")[0].strip() or b"0", 16)
+                if n == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(parts)
+                size += n
+                if size > MAX_BODY_BYTES:
+                    return None
+                parts.append(self.rfile.read(n))
+                self.rfile.readline(1024)
+        length = int(self.headers.get("Content-Length") or 0)
+        return None if length > MAX_BODY_BYTES else self.rfile.read(length)
+
+    def _proxy(self) -> None:
+        activator = self.server.activator
+        port = self.server.upstream_port
+        body = self._read_body()
+        if body is None:
+            self.close_connection = True
+            self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
+            return
+        deadline = time.monotonic() + activator.hold_timeout_s
+        held, outcome = False, "gone"
+        try:
+            while True:
+                conn = activator.connect(port) if not held or activator.upstream_up(port) else None
+                if conn is not None:
+                    try:
+                        resp = self._send(conn, body)
+                    except OSError as exc:
+                        # Closed before any answer (a replica still starting, its accept queue full): not served,
+                        # so hold it again (sent again: an inference request changes nothing).
+                        log.info("upstream closed %s %s before answering (%s); holding it", self.command, self.path, exc)
+                        conn.close()
+                    else:
+                        if held:
+                            outcome, held = "forwarded", False
+                            activator.held.leave(outcome)
+                        try:
+                            self._relay(resp)
+                        finally:
+                            conn.close()
+                        return
+                if not held:  # no replica: hold
+                    if not activator.held.enter():
+                        self._error(503, f"no serving replica, and {activator.held.limit} requests are already "
+                                         "waiting; retry later")
+                        return
+                    held = True
+                if time.monotonic() >= deadline:
+                    outcome = "timeout"
+                    self._error(503, f"no serving replica became ready within {activator.hold_timeout_s:g}s "
+                                     "(the backend is scaling from zero, or cannot start: see its status)")
+                    return
+                if _client_gone(self.connection):
+                    self.close_connection = True
+                    return
+                time.sleep(RETRY_INTERVAL_S)
+        finally:
+            if held:
+                activator.held.leave(outcome)
+
+    def _send(self, conn: http.client.HTTPConnection, body: bytes) -> http.client.HTTPResponse:
+        """Send the request; the response's status and headers. OSError: nothing was answered."""
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "content-length"}
+        headers["Content-Length"] = str(len(body))
+        conn.request(self.command, self.path, body=body, headers=headers)
+        if conn.sock is not None:
+            conn.sock.settimeout(RESPONSE_TIMEOUT_S)
+        return conn.getresponse()
+
+    def _relay(self, resp: http.client.HTTPResponse) -> None:
+        length = resp.getheader("Content-Length")
+        self.send_response(resp.status, resp.reason)
+        for key, value in resp.getheaders():
+            if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
+                self.send_header(key, value)
+        chunked = length is None and self.command != "HEAD" and resp.status not in (204, 304)
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        elif length is not None:
+            self.send_header("Content-Length", length)
+        if resp.getheader("Connection", "").lower() == "close" and length is None and not chunked:
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.flush()
+        try:
+            while True:
+                data = resp.read1(65536)  # what has arrived: server-sent events go out as they come
+                if not data:
+                    break
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+                self.wfile.flush()
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except OSError:
+            self.close_connection = True  # either side went away mid-response
+
+
+class ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], activator: Activator, upstream_port: int) -> None:
+        self.activator = activator
+        self.upstream_port = upstream_port
+        super().__init__(address, ProxyHandler)
+
+
+class MetricsHandler(BaseHTTPRequestHandler):
+    server: MetricsServer
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+    def do_GET(self) -> None:
+        activator = self.server.activator
+        if self.path == "/metrics":
+            status, ctype, text = 200, "text/plain; version=0.0.4", activator.metrics_text()
+        elif self.path in ("/healthz", "/readyz"):
+            # Ready as soon as it can hold requests: the operator decides when the Service selects this pod.
+            status, ctype, text = 200, "text/plain", "ok\n"
+        elif self.path == "/upstream":
+            up = {str(p): activator.upstream_reachable(p) for p in self.server.upstream_ports}
+            status, ctype, text = 200, "application/json", json.dumps(up) + "\n"
+        else:
+            status, ctype, text = 404, "text/plain", "not found\n"
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class MetricsServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], activator: Activator, upstream_ports: list[int]) -> None:
+        self.activator = activator
+        self.upstream_ports = upstream_ports
+        super().__init__(address, MetricsHandler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="0.0.0.0")  # noqa: S104 - the pod's ports; tests pass a loopback IP
+    ap.add_argument("--port", type=int, action="append", required=True,
+                    help="a port to receive requests on, forwarded to the same port of --upstream (repeatable)")
+    ap.add_argument("--upstream", required=True, help="host of the Service that selects only the serving pods")
+    ap.add_argument("--metrics-port", type=int, required=True, help="/metrics, /readyz, /healthz, /upstream")
+    ap.add_argument("--held-metric", required=True, help="name of the gauge of held requests")
+    ap.add_argument("--hold-timeout", type=float, default=600.0, help="seconds a request waits for a replica")
+    ap.add_argument("--max-held", type=int, default=1000, help="requests held at once; more get 503")
+    ap.add_argument("--log-level", default="INFO")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    activator = Activator(args.upstream, args.hold_timeout, args.max_held, args.held_metric)
+    servers: list[ThreadingHTTPServer] = [ProxyServer((args.host, p), activator, p) for p in args.port]
+    servers.append(MetricsServer((args.host, args.metrics_port), activator, args.port))
+    for srv in servers[:-1]:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    log.info("holding requests on %s:%s for %s; metrics on :%d", args.host, args.port, args.upstream, args.metrics_port)
+    try:
+        servers[-1].serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
