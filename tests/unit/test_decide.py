@@ -245,3 +245,32 @@ def test_no_child_kind_is_ever_adopted(kind, name, scenario):
     assert decision.apply == [] and decision.prune == [], "nothing is applied, theirs is not touched"
     assert conditions(decision)["Degraded"] == ("True", cond.RESOURCE_EXISTS)
     assert f"{kind} serving/{name}" in decision.conditions.get("Degraded")["message"]
+
+
+def test_configmaps_as_the_caches_keep_them_compare_by_digest():
+    """The watch caches keep ConfigMap data as one digest (the model repository is ~50 KB per backend): a steady
+    backend still applies nothing, and data someone changed by hand is still put back."""
+    from llmbackend.controller.cache import Store
+    from llmbackend.controller.digest import DATA_DIGEST_KEY
+
+    live = served(first_pass({"model": MODEL}), ready=1)
+    store = Store(summarize=True)
+    for (kind, _), child in live.items():
+        if kind == "ConfigMap":
+            store.upsert({**copy.deepcopy(child), "metadata": {**child["metadata"], "resourceVersion": "5"}})
+    [cached] = store.list(None, None)
+    full = next(c for (k, _), c in live.items() if k == "ConfigMap")
+    assert set(cached["data"]) == {DATA_DIGEST_KEY} and len(str(cached)) < len(str(full)) / 10
+    from_cache = {**live, ("ConfigMap", cached["metadata"]["name"]): cached}
+    steady = decide(Observed(backend({"model": MODEL}), NODES, children=from_cache))
+    assert (steady.apply, steady.prune, steady.look_up) == ([], [], [])
+
+    edited = copy.deepcopy(full)
+    first_file = next(iter(edited["data"]))
+    edited["data"][first_file] += "\n# edited by hand"
+    store.upsert({**edited, "metadata": {**edited["metadata"], "resourceVersion": "6"}})
+    [cached] = store.list(None, None)
+    put_back = decide(Observed(backend({"model": MODEL}), NODES,
+                               children={**live, ("ConfigMap", cached["metadata"]["name"]): cached}))
+    assert [c["kind"] for c in put_back.apply] == ["ConfigMap"]
+    assert put_back.apply[0]["data"] == full["data"], "what is applied is the full desired data, not the digest"

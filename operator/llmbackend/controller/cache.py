@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 
 from ..render.workloads import BACKEND_LABEL, MANAGED_BY, MANAGED_KINDS, OPTIONAL_KINDS
 from . import permissions
+from .digest import summarize_data
 from .kube import KINDS, ApiError, Kube
 
 log = logging.getLogger("llmbackend.cache")
@@ -75,8 +76,9 @@ def simple_selector(selector: str | None) -> bool:
 class Store:
     """Objects of one kind, by (namespace, name), filled by one watcher per namespace ("" = all)."""
 
-    def __init__(self, namespaces: Iterable[str] = ("",), keep: bool = True) -> None:
+    def __init__(self, namespaces: Iterable[str] = ("",), keep: bool = True, summarize: bool = False) -> None:
         self.keep = keep
+        self.summarize = summarize  # keep ConfigMap data as a digest (decide.summarize_data)
         self.objects: dict[Key, dict[str, Any]] = {}
         self._unsynced = set(namespaces)
         self.lock = threading.Lock()
@@ -87,11 +89,14 @@ class Store:
 
     def replace(self, namespace: str, items: Iterable[dict[str, Any]]) -> None:
         """A fresh list of one namespace (or of all, with "")."""
-        fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): _slim(o) for o in items if self.keep}
+        fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): self._slim(o) for o in items if self.keep}
         with self.lock:
             kept = {k: v for k, v in self.objects.items() if namespace and k[0] != namespace}
             self.objects = {**kept, **fresh}
             self._unsynced.discard(namespace)
+
+    def _slim(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return summarize_data(_slim(obj)) if self.summarize else _slim(obj)
 
     def upsert(self, obj: dict[str, Any]) -> None:
         if not self.keep:
@@ -99,7 +104,7 @@ class Store:
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         with self.lock:
             if _newer(obj, self.objects.get(key)):
-                self.objects[key] = _slim(obj)
+                self.objects[key] = self._slim(obj)
 
     def remove(self, obj: dict[str, Any]) -> None:
         with self.lock:
@@ -208,7 +213,7 @@ class WatchCaches:
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, on_event: EventCallback | None = None):
         self.kube = kube
         spaces = list(namespaces or [""])
-        self.stores: dict[str, Store] = {kind: Store(spaces) for kind in WATCHED_KINDS}
+        self.stores: dict[str, Store] = {kind: Store(spaces, summarize=kind == "ConfigMap") for kind in WATCHED_KINDS}
         self.nodes = Store(keep=False)
         self.watchers = [
             Watcher(kube, kind, self.stores[kind], MANAGED_SELECTOR, namespace, on_event,

@@ -58,6 +58,7 @@ from ..render.workloads import (
     selector_string,
 )
 from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions
+from .digest import DATA_DIGEST_KEY, summarize_data
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
@@ -625,6 +626,8 @@ def _up_to_date(desired: dict[str, Any], live: dict[str, Any]) -> bool:
     annotations = live.get("metadata", {}).get("annotations") or {}
     if annotations.get(APPLIED_HASH_ANNOTATION) != desired["metadata"]["annotations"][APPLIED_HASH_ANNOTATION]:
         return False
+    if set(live.get("data") or {}) == {DATA_DIGEST_KEY}:  # from the caches: compare the digests
+        desired = summarize_data(desired)
     # Someone else may have changed a field we own since: compare what we set.
     return is_subset({k: v for k, v in desired.items() if k not in ("status",)}, live)
 
