@@ -111,7 +111,8 @@ def _applied_by_the_reconciler(manifest: dict, apis: frozenset[str]) -> list[dic
       "prometheus": {"url": "http://prometheus.monitoring:9090"}}, {"LeaderWorkerSet", "ScaledObject"}, []),
     ({"enabled": True, "minReplicas": 2, "maxReplicas": 4}, {"LeaderWorkerSet", "ScaledObject", "InferencePool"},
      ["--api", "InferencePool"]),
-], ids=["fixed", "hpa", "keda", "operator-with-inference-pool"])
+    ({"enabled": True, "minReplicas": 0, "maxReplicas": 2}, {"LeaderWorkerSet", "ScaledObject"}, []),
+], ids=["fixed", "hpa", "keda", "operator-with-inference-pool", "scale-to-zero-with-activator"])
 def test_render_is_what_the_reconciler_applies(capsys, tmp_path: Path, autoscaling, apis, flags) -> None:
     manifest = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"].update({"namespace": "serving", "uid": "00000000-0000-0000-0000-000000000000",
