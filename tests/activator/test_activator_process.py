@@ -245,3 +245,62 @@ def test_a_replica_that_closes_before_answering_leaves_the_request_held(ports):
             client.join(30)
             assert result["r"][0] == 200 and json.loads(result["r"][1])["body"] == '{"n": 1}'
         assert metric(metrics_url, ACTIVATOR_HELD_METRIC) == 0
+
+
+@contextlib.contextmanager
+def tcp_echo_upstream(port: int) -> Iterator[None]:
+    """A raw TCP replica: echoes what it reads, upper-cased, and closes its side after the client's half-close."""
+    listener = socket.create_server((UPSTREAM, port))
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                while data := conn.recv(65536):
+                    conn.sendall(data.upper())
+                conn.shutdown(socket.SHUT_WR)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def test_a_grpc_connection_is_held_then_relayed_byte_for_byte(ports):
+    http_port, metrics_port = ports
+    grpc_port = _free_port()
+    with run_activator(http_port, metrics_port, f"--tcp-port={grpc_port}") as metrics_url:
+        client = socket.create_connection((LISTEN, grpc_port), timeout=30)
+        client.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")  # bytes sent before any replica exists wait with it
+        wait_for(lambda: metric(metrics_url, ACTIVATOR_HELD_METRIC) == 1, "the connection to be held")
+        with tcp_echo_upstream(grpc_port):
+            client.sendall(b" and more")
+            client.shutdown(socket.SHUT_WR)  # a half-close reaches the replica, and its answer still comes back
+            received = b""
+            while data := client.recv(65536):
+                received += data
+            client.close()
+            assert received == b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n AND MORE"
+            assert metric(metrics_url, ACTIVATOR_HELD_METRIC) == 0
+            assert metric(metrics_url, f"{ACTIVATOR_HELD_METRIC}_forwarded_total") == 1
+
+
+def test_a_held_grpc_connection_is_closed_after_the_hold_timeout(ports):
+    http_port, metrics_port = ports
+    grpc_port = _free_port()
+    with run_activator(http_port, metrics_port, f"--tcp-port={grpc_port}", "--hold-timeout=1") as metrics_url:
+        client = socket.create_connection((LISTEN, grpc_port), timeout=30)
+        client.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        assert client.recv(1) == b"", "closed: the client sees UNAVAILABLE and retries with its backoff"
+        client.close()
+        assert metric(metrics_url, f"{ACTIVATOR_HELD_METRIC}_timed_out_total") == 1
+        assert metric(metrics_url, ACTIVATOR_HELD_METRIC) == 0
