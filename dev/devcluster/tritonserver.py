@@ -148,16 +148,15 @@ def _http_ok(url: str) -> bool:
 
 
 def _stop(proc: subprocess.Popen, grace_s: float) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        # The server runs in its own session (we started it so): kill its whole group, stubs included.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace_s)
+    # The server runs in its own session (we started it so): kill what is left of its group, its Python stubs
+    # included. A stub can outlive a server that exited on its own (e.g. a test sent it SIGTERM).
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
 
 
 @contextlib.contextmanager
