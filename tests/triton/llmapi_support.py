@@ -42,12 +42,10 @@ def rendered_repository(spec: LLMBackendSpec, into: Path, tp: int = 1) -> tuple[
 
 
 @contextlib.contextmanager
-def serve(spec: LLMBackendSpec, workdir: Path, iteration_s: float = 0.02,
-          **where: Any) -> Iterator[tuple[TritonServer, str]]:
-    """``where``: run_tritonserver's host and ports (default: loopback, free ports)."""
+def serve(spec: LLMBackendSpec, workdir: Path, iteration_s: float = 0.02) -> Iterator[tuple[TritonServer, str]]:
     name, repo = rendered_repository(spec, workdir / "repo")
     env = dict(os.environ, TRTLLM_STANDIN_ITERATION_S=str(iteration_s))
-    with run_tritonserver(repo, extra_pythonpath=[STANDINS], env=env, startup_timeout_s=120, **where) as server:
+    with run_tritonserver(repo, extra_pythonpath=[STANDINS], env=env, startup_timeout_s=120) as server:
         yield server, name
 
 

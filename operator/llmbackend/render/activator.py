@@ -38,20 +38,15 @@ def serving_service_name(backend: str) -> str:
 
 
 def proxied_ports(spec: LLMBackendSpec) -> list[tuple[str, int]]:
-    """(Service port name, port) the activator holds HTTP requests on."""
+    """(Service port name, port) the activator holds requests on: HTTP only (Triton's gRPC is not proxied)."""
     ports = [("http", triton.HTTP_PORT)]
     if openai.enabled(spec):
         ports.append((openai.PORT_NAME, openai.OPENAI_PORT))
     return ports
 
 
-# Held as connections and relayed byte for byte (HTTP/2: no request parsing).
-TCP_PORTS = [("grpc", triton.GRPC_PORT)]
-
-
 def args(spec: LLMBackendSpec, backend: str, namespace: str) -> list[str]:
     return [*(f"--port={port}" for _, port in proxied_ports(spec)),
-            *(f"--tcp-port={port}" for _, port in TCP_PORTS),
             f"--upstream={serving_service_name(backend)}.{namespace}.svc",
             f"--metrics-port={triton.METRICS_PORT}", f"--held-metric={EM.ACTIVATOR_HELD_METRIC}",
             f"--hold-timeout={spec.autoscaling.hold_timeout_seconds}", f"--max-held={MAX_HELD}"]
@@ -76,8 +71,7 @@ def render(backend: str, namespace: str, spec: LLMBackendSpec, serving_service: 
         "image": image,
         "command": ["python", "-m", "llmbackend.serving.activator"],
         "args": args(spec, backend, namespace),
-        "ports": [*({"name": name, "containerPort": port, "protocol": "TCP"}
-                    for name, port in proxied_ports(spec) + TCP_PORTS),
+        "ports": [*({"name": name, "containerPort": port, "protocol": "TCP"} for name, port in proxied_ports(spec)),
                   {"name": "metrics", "containerPort": triton.METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": READINESS_PERIOD_S},
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10,

@@ -11,24 +11,16 @@ the package; the metric name comes in as an argument from api/engine_metrics.py.
 
 Bounded: at most --max-held requests wait at once (more get 503 at once), each for at most --hold-timeout seconds
 (then 503 with a body that says so). A client that disconnects while held stops being held.
-
-Triton's gRPC port (--tcp-port) is held one level lower: a connection waits until a replica accepts one, then the
-bytes are relayed both ways unchanged (HTTP/2 needs no parsing for that). A gRPC client's connection attempt counts as
-one held request; past the hold timeout, or with the queue full, the connection is closed (the client sees
-UNAVAILABLE and reconnects with its backoff). A connection relayed once stays relayed through this pod until either
-side closes it, also after the Service selects the serving pods again.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
 import logging
 import select
 import socket
-import socketserver
 import sys
 import threading
 import time
@@ -262,82 +254,6 @@ class ProxyHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # either side went away mid-response
 
 
-class TcpHoldHandler(socketserver.BaseRequestHandler):
-    """One TCP connection (gRPC): held until a replica accepts a connection, then relayed byte for byte."""
-
-    server: TcpHoldServer
-
-    def handle(self) -> None:
-        activator = self.server.activator
-        port = self.server.upstream_port
-        client: socket.socket = self.request
-        deadline = time.monotonic() + activator.hold_timeout_s
-        held, outcome = False, "gone"
-        upstream: socket.socket | None = None
-        try:
-            while True:
-                if not held or activator.upstream_up(port):
-                    try:
-                        upstream = socket.create_connection((activator.upstream_host, port), timeout=CONNECT_TIMEOUT_S)
-                    except OSError:
-                        upstream = None
-                    if upstream is not None:
-                        if held:
-                            outcome = "forwarded"
-                        break
-                if not held:
-                    if not activator.held.enter():
-                        return  # closing the connection: the client retries with its backoff
-                    held = True
-                if time.monotonic() >= deadline:
-                    outcome = "timeout"
-                    return
-                if _client_gone(client):
-                    return
-                time.sleep(RETRY_INTERVAL_S)
-        finally:
-            if held:
-                activator.held.leave(outcome)
-        try:
-            _relay_bytes(client, upstream)
-        finally:
-            upstream.close()
-
-
-def _relay_bytes(a: socket.socket, b: socket.socket) -> None:
-    """Copy bytes both ways until both directions ended (a half-close is passed on) or either side fails."""
-    a.settimeout(None)
-    b.settimeout(None)
-    peer = {a: b, b: a}
-    open_ = {a, b}
-    try:
-        while open_:
-            readable, _, _ = select.select(list(open_), [], [], RESPONSE_TIMEOUT_S)
-            if not readable:
-                return  # idle for an hour: give up the connection
-            for sock in readable:
-                data = sock.recv(65536)
-                if data:
-                    peer[sock].sendall(data)
-                else:  # EOF from one side: pass the half-close on and stop reading it
-                    open_.discard(sock)
-                    with contextlib.suppress(OSError):
-                        peer[sock].shutdown(socket.SHUT_WR)
-    except OSError:
-        return
-
-
-class TcpHoldServer(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], activator: Activator, upstream_port: int) -> None:
-        self.activator = activator
-        self.upstream_port = upstream_port
-        super().__init__(address, TcpHoldHandler)
-
-
 class ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
@@ -388,8 +304,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default="0.0.0.0")  # noqa: S104 - the pod's ports; tests pass a loopback IP
     ap.add_argument("--port", type=int, action="append", required=True,
                     help="a port to receive requests on, forwarded to the same port of --upstream (repeatable)")
-    ap.add_argument("--tcp-port", type=int, action="append", default=[],
-                    help="a port whose connections are held, then relayed byte for byte (gRPC; repeatable)")
     ap.add_argument("--upstream", required=True, help="host of the Service that selects only the serving pods")
     ap.add_argument("--metrics-port", type=int, required=True, help="/metrics, /readyz, /healthz, /upstream")
     ap.add_argument("--held-metric", required=True, help="name of the gauge of held requests")
@@ -400,13 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     activator = Activator(args.upstream, args.hold_timeout, args.max_held, args.held_metric)
-    servers: list[socketserver.TCPServer] = [ProxyServer((args.host, p), activator, p) for p in args.port]
-    servers += [TcpHoldServer((args.host, p), activator, p) for p in args.tcp_port]
-    servers.append(MetricsServer((args.host, args.metrics_port), activator, args.port + args.tcp_port))
+    servers: list[ThreadingHTTPServer] = [ProxyServer((args.host, p), activator, p) for p in args.port]
+    servers.append(MetricsServer((args.host, args.metrics_port), activator, args.port))
     for srv in servers[:-1]:
         threading.Thread(target=srv.serve_forever, daemon=True).start()
-    log.info("holding requests on %s:%s (HTTP) and %s (TCP) for %s; metrics on :%d", args.host, args.port,
-             args.tcp_port, args.upstream, args.metrics_port)
+    log.info("holding requests on %s:%s for %s; metrics on :%d", args.host, args.port, args.upstream, args.metrics_port)
     try:
         servers[-1].serve_forever()
     except KeyboardInterrupt:
