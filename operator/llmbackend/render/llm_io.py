@@ -1,11 +1,27 @@
 """The tensors every LLM model the operator renders declares (TensorRT-LLM's LLM API model and the vLLM model):
-one request/response contract for Triton's generate endpoints, the OpenAI frontend and standard clients."""
+one request/response contract for Triton's generate endpoints, the OpenAI frontend and standard clients; and the
+config.pbtxt parameters that pass both models the names of the engine metrics they export."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..api import engine_metrics as em
 from .pbtxt import Ident, Message, msg
+
+# config.pbtxt parameters carrying the metric names to model.py (which cannot import this package).
+ENGINE_METRIC_PARAMETERS: dict[str, str] = {
+    "metric_engine_queue": em.ENGINE_QUEUE_METRIC,
+    "metric_engine_compute": em.ENGINE_COMPUTE_METRIC,
+    "metric_engine_requests": em.ENGINE_REQUESTS_METRIC,
+    "metric_engine_failures": em.ENGINE_FAILURES_METRIC,
+    "metric_engine_request_seconds": em.ENGINE_REQUEST_SECONDS_METRIC,
+    "metric_engine_request_seconds_buckets": ",".join(f"{b:g}" for b in em.ENGINE_REQUEST_SECONDS_BUCKETS),
+    "metric_request_gauge": em.REQUEST_GAUGE,
+    "metric_request_types": ",".join(em.REQUEST_TYPES),
+    "metric_kv_gauge": em.KV_GAUGE,
+    "metric_kv_types": ",".join(em.KV_TYPES),
+}
 
 # The request/response interface of every LLM model the operator renders for generate/OpenAI clients:
 # (name, Triton type, dims, optional). Triton's generate endpoints map JSON keys to these names.

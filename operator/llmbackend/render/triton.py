@@ -42,7 +42,6 @@ from typing import Any
 
 import yaml
 
-from ..api import engine_metrics as em
 from ..api.v1alpha1 import (
     DEFAULT_TRITON_IMAGE,
     DEFAULT_VLLM_IMAGE,
@@ -421,20 +420,6 @@ def _render_trtllm(spec: LLMBackendSpec, tp: int, pp: int, gpu_product: str | No
 # The operator's own Triton Python model, shipped as package data and rendered verbatim as <model>/1/model.py.
 LLMAPI_MODEL_SOURCE = ("llmbackend.render.models", "trtllm_llmapi.py")
 
-# config.pbtxt parameters carrying the metric names to model.py (which cannot import this package).
-ENGINE_METRIC_PARAMETERS: dict[str, str] = {
-    "metric_engine_queue": em.ENGINE_QUEUE_METRIC,
-    "metric_engine_compute": em.ENGINE_COMPUTE_METRIC,
-    "metric_engine_requests": em.ENGINE_REQUESTS_METRIC,
-    "metric_engine_failures": em.ENGINE_FAILURES_METRIC,
-    "metric_engine_request_seconds": em.ENGINE_REQUEST_SECONDS_METRIC,
-    "metric_engine_request_seconds_buckets": ",".join(f"{b:g}" for b in em.ENGINE_REQUEST_SECONDS_BUCKETS),
-    "metric_request_gauge": em.REQUEST_GAUGE,
-    "metric_request_types": ",".join(em.REQUEST_TYPES),
-    "metric_kv_gauge": em.KV_GAUGE,
-    "metric_kv_types": ",".join(em.KV_TYPES),
-}
-
 _KV_DTYPE = {KVCacheDtype.AUTO: "auto", KVCacheDtype.FP8: "fp8", KVCacheDtype.BF16: "bfloat16",
              KVCacheDtype.FP16: "float16"}
 _CAPACITY_POLICY = {BatchSchedulerPolicy.MAX_UTILIZATION: "MAX_UTILIZATION",
@@ -528,7 +513,7 @@ def _llmapi_config(model_name: str) -> Message:
         *llm_io.tensors(),
         # KIND_CPU, one instance: the LLM places itself on the GPUs and batches all requests itself.
         ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_CPU")))]),
-        *_params(engine="tensorrtllm-llmapi", **ENGINE_METRIC_PARAMETERS),
+        *_params(engine="tensorrtllm-llmapi", **llm_io.ENGINE_METRIC_PARAMETERS),
     )
 
 

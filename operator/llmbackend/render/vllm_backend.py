@@ -30,16 +30,7 @@ VLLM_API_VERSION = "0.11.0"
 # config.pbtxt parameter key -> exported metric name (the model reads its names from here). The keys of the shared
 # engine metrics are the ones the TensorRT-LLM LLM API model reads; the vllm: names are this backend's own.
 METRIC_PARAMETERS: dict[str, str] = {
-    "metric_engine_queue": M.ENGINE_QUEUE_METRIC,
-    "metric_engine_compute": M.ENGINE_COMPUTE_METRIC,
-    "metric_engine_requests": M.ENGINE_REQUESTS_METRIC,
-    "metric_engine_failures": M.ENGINE_FAILURES_METRIC,
-    "metric_engine_request_seconds": M.ENGINE_REQUEST_SECONDS_METRIC,
-    "metric_engine_request_seconds_buckets": ",".join(f"{b:g}" for b in M.ENGINE_REQUEST_SECONDS_BUCKETS),
-    "metric_request_gauge": M.REQUEST_GAUGE,
-    "metric_request_types": ",".join(M.REQUEST_TYPES),
-    "metric_kv_gauge": M.KV_GAUGE,
-    "metric_kv_types": ",".join(M.KV_TYPES),
+    **llm_io.ENGINE_METRIC_PARAMETERS,
     "metric_vllm_waiting": M.VLLM_WAITING_GAUGE,
     "metric_vllm_running": M.VLLM_RUNNING_GAUGE,
     "metric_vllm_kv_usage": M.VLLM_KV_USAGE_GAUGE,
