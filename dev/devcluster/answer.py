@@ -20,7 +20,7 @@ from typing import Any
 
 from llmbackend.api import engine_metrics as em
 from llmbackend.render import triton
-from llmbackend.render.workloads import BackendRef, config_map_files, config_map_name, selector_for
+from llmbackend.render.workloads import BackendRef, config_map_files, config_map_name, selector_string
 
 from .build import REPO_ROOT
 from .tritonserver import TritonServerError, available, run_tritonserver
@@ -54,8 +54,7 @@ def real_answer(kube: Any, namespace: str, backend: dict[str, Any], workdir: Pat
     meta = backend["metadata"]
     ref = BackendRef(meta["name"], namespace, meta.get("uid", ""))
     config_map = kube.get("ConfigMap", namespace, config_map_name(ref))
-    selector = ",".join(f"{k}={v}" for k, v in selector_for(ref).items())
-    pods = [p for p in kube.list("Pod", namespace, label_selector=selector) if (p.get("status") or {}).get("podIP")]
+    pods = [p for p in kube.list("Pod", namespace, label_selector=selector_string(ref)) if (p.get("status") or {}).get("podIP")]
     if config_map is None or not pods:
         say("(no real answer: the ConfigMap or a pod with an IP is missing)")
         return False

@@ -32,7 +32,7 @@ from llmbackend.api.engine_metrics import ACTIVATOR_HELD_METRIC
 from llmbackend.autoscaling import decision as D
 from llmbackend.render import activator as ra
 from llmbackend.render import triton as rt
-from llmbackend.render.workloads import BackendRef, activator_selector, selector_for
+from llmbackend.render.workloads import BackendRef, activator_selector, label_selector, selector_for
 from llmbackend.serving import activator as program
 
 pytestmark = [
@@ -86,7 +86,7 @@ class ServiceProxy:
 @contextlib.contextmanager
 def pod_activator(kube, namespace: str, backend: str, upstream: str) -> Iterator[str]:
     """The activator program on its kwok pod's IP with the pod's rendered arguments (upstream: the stand-in)."""
-    selector = ",".join(f"{k}={v}" for k, v in activator_selector(BackendRef(backend, namespace, "")).items())
+    selector = label_selector(activator_selector(BackendRef(backend, namespace, "")))
     pod = wait_for(lambda: next((p for p in kube.list("Pod", namespace, label_selector=selector)
                                  if (p.get("status") or {}).get("podIP")), None), timeout=60, what="the activator pod")
     (container,) = pod["spec"]["containers"]

@@ -52,10 +52,12 @@ from ..render.workloads import (
     activator_selector,
     choose_rollout_strategy,
     desired_objects,
+    label_selector,
     metrics_model,
     model_name,
     selector_for,
     selector_string,
+    serving_pod_ready,
 )
 from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions
 from .digest import DATA_DIGEST_KEY, summarize_data
@@ -429,8 +431,7 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
         namespace=ref.namespace, name=ref.name, spec=autoscaling, scrape_model=metrics_model(ref, spec),
         selector=selector_string(ref), current_replicas=replicas, capacity_replicas=capacity,
         gpus_per_replica=plan_status.gpus_per_replica, max_batch_size=spec.engine.max_batch_size,
-        activator_selector=(",".join(f"{k}={v}" for k, v in activator_selector(ref).items())
-                            if activator.enabled(spec) else None),
+        activator_selector=label_selector(activator_selector(ref)) if activator.enabled(spec) else None,
     )
     if scale is not None:
         auto = AutoscalingStatus.model_validate({
@@ -543,10 +544,7 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
 def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
     """A serving pod (a leader, for multi-node) is Ready and not terminating: the Service may select them."""
     selector = selector_for(ref)
-    return any(selector.items() <= (p["metadata"].get("labels") or {}).items()
-               and not p["metadata"].get("deletionTimestamp")
-               and any(c.get("type") == "Ready" and c.get("status") == "True"
-                       for c in (p.get("status") or {}).get("conditions", []))
+    return any(selector.items() <= (p["metadata"].get("labels") or {}).items() and serving_pod_ready(p)
                for p in observed.pods)
 
 

@@ -28,7 +28,7 @@ from ..autoscaling.decision import ScalerState, decide
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.triton import METRICS_PORT
-from ..render.workloads import BACKEND_LABEL
+from ..render.workloads import BACKEND_LABEL, serving_pod_ready
 from . import permissions
 from .cache import CachedKube, Store, WatchCaches
 from .kube import Kube, load_configuration
@@ -236,19 +236,14 @@ class Operator:
                 targets = dict(self.state.autoscale_targets)
             for key in list(self.scalers):
                 if key not in targets:
-                    gone = self.scalers.pop(key)
-                    for source in (gone["source"], gone.get("activation"), gone.get("activator")):
-                        if source is not None:
-                            await source.close()
+                    await _close_scaler(self.scalers.pop(key))
             due = []
             now = time.time()
             for key, target in targets.items():
                 scaler = self.scalers.get(key)
                 if scaler is None or scaler["kind"] != target.spec.source or scaler.get("model") != target.scrape_model:
                     if scaler is not None:
-                        for source in (scaler["source"], scaler.get("activation"), scaler.get("activator")):
-                            if source is not None:
-                                await source.close()
+                        await _close_scaler(scaler)
                     scaler = self.scalers[key] = self._new_scaler(target)
                 if now >= scaler["next"]:
                     scaler["next"] = now + target.spec.sync_period_seconds
@@ -317,7 +312,6 @@ class Operator:
                          decision.desired_replicas, decision.reason, decision.message)
             self.enqueue(key)
 
-
     async def _held_at_activator(self, target, scaler: dict[str, Any]) -> float | None:
         loop = asyncio.get_running_loop()
         pods = await loop.run_in_executor(
@@ -345,10 +339,15 @@ permissions.require("", "pods", "patch")  # pod-deletion-cost before a scale-dow
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:
-    status = pod.get("status", {})
-    if not status.get("podIP") or pod["metadata"].get("deletionTimestamp"):
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+    """Ready, not terminating, and with an IP to scrape."""
+    return bool(pod.get("status", {}).get("podIP")) and serving_pod_ready(pod)
+
+
+async def _close_scaler(scaler: dict[str, Any]) -> None:
+    """Close the metrics source of a scaler and the clients it opened for 0 -> 1 (Prometheus, activator)."""
+    for source in (scaler["source"], scaler.get("activation"), scaler.get("activator")):
+        if source is not None:
+            await source.close()
 
 
 def build_registry(operator: Operator) -> kopf.OperatorRegistry:

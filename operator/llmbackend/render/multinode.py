@@ -33,6 +33,7 @@ from .workloads import (
     _meta,
     _pod_spec,
     labels_for,
+    pod_ready,
 )
 
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
@@ -303,10 +304,6 @@ GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 PARTIAL_GROUP = "PartialGroup"  # reason: some pods of a group run, others cannot start; the group serves nothing
 
 
-def _pod_ready(pod: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
-
-
 def _stuck(pod: dict[str, Any], fatal_waiting: Collection[str]) -> str | None:
     """Why a pod cannot start without a change (the scheduler's or the kubelet's words), else None."""
     status = pod.get("status", {})
@@ -329,9 +326,9 @@ def group_problem(pods: list[dict[str, Any]], size: int, fatal_waiting: Collecti
         groups.setdefault(pod["metadata"].get("labels", {}).get(GROUP_INDEX_LABEL, "?"), []).append(pod)
     for index in sorted(groups, key=lambda i: (not i.isdigit(), int(i) if i.isdigit() else 0, i)):
         members = groups[index]
-        ready = sum(_pod_ready(p) for p in members)
+        ready = sum(pod_ready(p) for p in members)
         for pod in sorted(members, key=lambda p: p["metadata"]["name"]):
-            why = None if _pod_ready(pod) else _stuck(pod, fatal_waiting)
+            why = None if pod_ready(pod) else _stuck(pod, fatal_waiting)
             if why:
                 return PARTIAL_GROUP, (f"group {index}: {ready}/{size} pods ready; pod {pod['metadata']['name']}: {why}. "
                                        f"The group serves nothing until all {size} pods run.")

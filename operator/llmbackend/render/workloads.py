@@ -129,8 +129,24 @@ def activator_selector(ref: BackendRef) -> dict[str, str]:
     return {BACKEND_LABEL: ref.name, "app.kubernetes.io/component": activator.COMPONENT}
 
 
+def label_selector(labels: dict[str, str]) -> str:
+    """The labelSelector query string that matches ``labels``."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
 def selector_string(ref: BackendRef) -> str:
-    return ",".join(f"{k}={v}" for k, v in selector_for(ref).items())
+    return label_selector(selector_for(ref))
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    """The pod's Ready condition is True (as the kubelet reports it; terminating pods included)."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def serving_pod_ready(pod: dict[str, Any]) -> bool:
+    """Ready and not terminating: a pod a Service sends requests to, or whose engine metrics count."""
+    return not pod["metadata"].get("deletionTimestamp") and pod_ready(pod)
 
 
 def _meta(ref: BackendRef, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
