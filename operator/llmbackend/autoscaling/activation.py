@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import aiohttp
 
 from ..api.engine_metrics import ACTIVATOR_HELD_METRIC
+from .sources import metrics_url
 
 
 def parse_held(text: str, name: str = ACTIVATOR_HELD_METRIC) -> float | None:
@@ -45,9 +46,8 @@ async def held_requests(session: aiohttp.ClientSession, addresses: Mapping[str, 
     """Sum of the held requests over the activator pods (`{pod: ip}`); None when no pod answered."""
 
     async def one(ip: str) -> float | None:
-        host = f"[{ip}]" if ":" in ip else ip
         try:
-            async with session.get(f"http://{host}:{port}/metrics",
+            async with session.get(metrics_url(ip, port),
                                    timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 if resp.status != 200:
                     return None

@@ -102,12 +102,7 @@ class TritonScraper:
         await self.close()
 
     def url_for(self, address: str) -> str:
-        host = address
-        if address.count(":") == 1:  # ip:port
-            return f"http://{address}/metrics"
-        if ":" in address and not address.startswith("["):  # bare IPv6
-            host = f"[{address}]"
-        return f"http://{host}:{self.port}/metrics"
+        return metrics_url(address, self.port)
 
     async def _fetch(self, session: aiohttp.ClientSession, pod: str, address: str) -> tuple[str, TritonCounters | None, str | None, float]:
         url = self.url_for(address)
@@ -179,6 +174,16 @@ class TritonScraper:
     async def poll(self, pods: Mapping[str, str], window_s: float) -> RatioReading:
         await self.scrape(pods)
         return self.reading(window_s)
+
+
+def metrics_url(address: str, port: int) -> str:
+    """The /metrics URL of a pod: ``ip:port`` as given, else ``port`` on the IP (IPv4 or bare IPv6)."""
+    host = address
+    if address.count(":") == 1:  # ip:port
+        return f"http://{address}/metrics"
+    if ":" in address and not address.startswith("["):  # bare IPv6
+        host = f"[{address}]"
+    return f"http://{host}:{port}/metrics"
 
 
 def parse_scalar(data: Mapping[str, Any]) -> float | None:
