@@ -57,7 +57,7 @@ def summary(obj: dict[str, Any]) -> dict[str, str]:
     namespace = obj["metadata"]["namespace"]
     openai = ""
     if endpoint.get("service") and endpoint.get("openaiPort"):
-        openai = f"http://{endpoint['service']}.{namespace}.svc:{endpoint['openaiPort']}/v1"
+        openai = f"http://{endpoint['service']}:{endpoint['openaiPort']}/v1"  # service: <name>.<namespace>.svc
     stale = available and available.get("observedGeneration") not in (None, obj["metadata"].get("generation"))
     return {
         "NAMESPACE": namespace,
