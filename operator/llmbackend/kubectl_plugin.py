@@ -18,7 +18,7 @@ from .api import conditions as cond
 from .cli import main as llmbackend_main
 
 # A condition is "as it should be" at this status; the first one that is not explains the backend.
-_HEALTHY = {cond.AVAILABLE: "True", cond.DEGRADED: "False", cond.PLANNED: "True"}
+_HEALTHY = {cond.PLANNED: "True", cond.DEGRADED: "False", cond.AVAILABLE: "True"}  # root causes first
 
 
 def _parser() -> argparse.ArgumentParser:
