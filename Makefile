@@ -70,8 +70,7 @@ chart: setup
 
 # Generated docs: the preset catalog and the troubleshooting table of condition reasons.
 docs: setup
-	$(VENV)/bin/llmbackend presets --markdown > docs/presets.md
-	$(PY) -m llmbackend.api.reasons_doc > docs/troubleshooting.md
+	$(DEVTOOLS) -m devcluster.docsgen
 
 bench: tools
 	$(PY) benchmarks/plan_bench.py
