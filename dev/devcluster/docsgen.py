@@ -34,7 +34,7 @@ ADVICE: dict[str, str] = {
     "UnknownPreset": "Use a name from `llmbackend presets` (docs/presets.md), or leave `preset` out so the source's "
                      "config.json is read, or give `spec.model.architecture`.",
     "NotPlanned": "Read the Planned condition: it says why there is no plan.",
-    "LeaderWorkerSetNotInstalled": "Install LeaderWorkerSet (README prerequisites), or ask for a plan that fits one "
+    "LeaderWorkerSetNotInstalled": "Install LeaderWorkerSet (docs/install.md), or ask for a plan that fits one "
                                    "node (fewer GPUs per replica, a quantization, a smaller model).",
     "ResourceExists": "Rename or delete the object the message names; the operator never adopts what it did not "
                       "create.",
