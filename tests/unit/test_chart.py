@@ -139,3 +139,21 @@ def test_the_release_namespace_replaces_llmbackend_system():
 def test_bad_values_fail_with_what_to_do(values, error):
     proc = helm("template", "llmbackend", str(CHART), *values, check=False)
     assert proc.returncode != 0 and error in proc.stderr
+
+
+def test_a_new_rbac_file_in_the_kustomize_bundle_joins_the_chart(tmp_path, monkeypatch):
+    import shutil
+
+    manifests = tmp_path / "manifests"
+    shutil.copytree(ROOT / "manifests", manifests)
+    (manifests / "default" / "launcher-rbac.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "llmbackend-leader-election", "namespace": NAMESPACE},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"]}]}))
+    kustomization = manifests / "default" / "kustomization.yaml"
+    doc = yaml.safe_load(kustomization.read_text())
+    doc["resources"].append("launcher-rbac.yaml")
+    kustomization.write_text(yaml.safe_dump(doc))
+    monkeypatch.setattr(chart, "MANIFESTS", manifests)
+    text = chart.generated_files()[CHART / "templates" / "launcher-rbac.yaml"]
+    assert "namespace: {{ .Release.Namespace }}" in text and 'include "llmbackend.labels"' in text
