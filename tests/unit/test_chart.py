@@ -157,3 +157,8 @@ def test_a_new_rbac_file_in_the_kustomize_bundle_joins_the_chart(tmp_path, monke
     monkeypatch.setattr(chart, "MANIFESTS", manifests)
     text = chart.generated_files()[CHART / "templates" / "launcher-rbac.yaml"]
     assert "namespace: {{ .Release.Namespace }}" in text and 'include "llmbackend.labels"' in text
+
+
+def test_helm_package_names_the_package_version(tmp_path):
+    helm("package", str(CHART), "-d", str(tmp_path))
+    assert [p.name for p in tmp_path.iterdir()] == [f"llmbackend-{llmbackend.__version__}.tgz"]
