@@ -24,6 +24,7 @@ from ..api.v1alpha1 import (
 from ..planning.inventory import GPU_TOLERATIONS
 from . import activator, drain, gateway, keda, modelcache, openai, triton
 from .hpa import render_hpa, render_prometheus_rule
+from .podtemplate import apply_pod_template
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -403,10 +404,10 @@ def render_deployment(
             "selector": {"matchLabels": selector_for(ref)},
             "strategy": strategy.to_k8s(),
             "progressDeadlineSeconds": 3600,  # engines take minutes to load; 1 h before "stuck"
-            "template": {
+            "template": apply_pod_template({
                 "metadata": {"labels": labels_for(ref), "annotations": {CONFIG_HASH_ANNOTATION: _config_hash(config_map)}},
                 "spec": pod,
-            },
+            }, spec, "Deployment's pods"),
         },
     }
     if replicas is None:
