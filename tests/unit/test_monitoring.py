@@ -103,7 +103,7 @@ def backend():
 def test_conditions_keep_one_series_per_type(backend: str) -> None:
     metrics.set_backend_status("ns", backend, _conditions(), replicas=2, ready=2, desired=2)
     metrics.set_backend_status("ns", backend, _conditions("False", "ReplicasNotReady"), replicas=2, ready=1, desired=3)
-    series = {(l["type"], l["status"], l["reason"]): v for l, v in _of("llmbackend_backend_condition", backend)}
+    series = {(s["type"], s["status"], s["reason"]): v for s, v in _of("llmbackend_backend_condition", backend)}
     assert series == {("Available", "False", "ReplicasNotReady"): 1.0, ("Degraded", "False", "AsExpected"): 1.0}
     assert _of("llmbackend_backend_ready_replicas", backend)[0][1] == 1
     assert _of("llmbackend_backend_desired_replicas", backend)[0][1] == 3
@@ -113,7 +113,7 @@ def test_conditions_keep_one_series_per_type(backend: str) -> None:
 def test_signal_series_follows_the_last_reading(backend: str) -> None:
     metrics.set_backend("ns", backend, ratio=0.5, signal="triton")
     metrics.set_backend("ns", backend, ratio=0.5, signal="engine")
-    assert [(l["signal"], v) for l, v in _of("llmbackend_backend_autoscaling_signal", backend)] == [("engine", 1.0)]
+    assert [(s["signal"], v) for s, v in _of("llmbackend_backend_autoscaling_signal", backend)] == [("engine", 1.0)]
 
 
 def test_a_deleted_backend_leaves_no_series(backend: str) -> None:
