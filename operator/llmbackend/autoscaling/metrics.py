@@ -8,6 +8,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from ..api import engine_metrics
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 RECONCILE_TOTAL = Counter("llmbackend_reconcile_total", "Reconciliations by result.", ["result"], registry=REGISTRY)
@@ -21,7 +23,8 @@ BACKEND_RATIO = Gauge(
     ["namespace", "name"], registry=REGISTRY,
 )
 BACKEND_DESIRED = Gauge(
-    "llmbackend_backend_desired_replicas", "Replicas the autoscaler wants.", ["namespace", "name"], registry=REGISTRY
+    "llmbackend_backend_desired_replicas", "Replicas the operator wants: the autoscaler's decision, else spec.replicas.",
+    ["namespace", "name"], registry=REGISTRY,
 )
 BACKEND_REPLICAS = Gauge(
     "llmbackend_backend_replicas", "Current replicas of the backend's workload.", ["namespace", "name"], registry=REGISTRY
@@ -129,3 +132,26 @@ def forget_backend(namespace: str, name: str) -> None:
             gauge.remove(namespace, name, *values)
         except KeyError:
             pass
+
+
+def operator_series() -> list[tuple[str, str, tuple[str, ...], str]]:
+    """(name, type, labels, help) of every metric in REGISTRY, as the operator's /metrics names them."""
+    out = []
+    for collector in list(REGISTRY._collector_to_names):  # noqa: SLF001 - no public iterator over collectors
+        labels = tuple(getattr(collector, "_labelnames", ()))
+        for family in collector.describe():  # type: ignore[attr-defined]  # every metric of ours has one
+            name = family.name + ("_total" if family.type == "counter" else "")
+            out.append((name, family.type, labels, family.documentation))
+    return sorted(out)
+
+
+def reference_markdown() -> str:
+    """The metrics reference of docs/monitoring.md: the operator's registry and the serving pods' series."""
+    lines = ["| series | type | labels | meaning |", "|---|---|---|---|"]
+    for name, kind, labels, text in operator_series():
+        lines.append(f"| `{name}` | {kind} | {', '.join(labels)} | {text} |")
+    lines += ["", "Serving pods (Triton's metrics port, through the backend's PodMonitor, which adds `namespace`, "
+              "`name` = the LLMBackend, `pod`):", "", "| series | type | labels | meaning |", "|---|---|---|---|"]
+    for name, (kind, labels, text) in engine_metrics.SERVED_SERIES.items():
+        lines.append(f"| `{name}` | {kind} | {', '.join(labels)} | {text} |")
+    return "\n".join(lines) + "\n"
