@@ -45,6 +45,7 @@ def test_a_template_over_the_operators_settings_is_a_condition(cluster, operator
 
 @pytest.mark.parametrize("template,message", [
     ({"labels": {"llmbackend.dev/backend": "other"}}, "are the operator's"),
+    ({"annotations": {"container.apparmor.security.beta.kubernetes.io/triton": "unconfined"}}, "security settings"),
     ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "unknown field \"spec.serving.podTemplate.volumes[0].hostPath\""),
     ({"volumes": [{"name": "none"}]}, "set exactly one of configMap, secret, persistentVolumeClaim, emptyDir, csi"),
     ({"volumes": [{"name": "x", "emptyDir": {}}], "volumeMounts": [{"name": "other", "mountPath": "/other"}]},

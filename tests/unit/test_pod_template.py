@@ -168,6 +168,7 @@ def test_a_conflict_is_a_condition_and_nothing_is_applied() -> None:
     ({"labels": {"llmbackend.dev/backend": "other"}}, "prefix the operator owns"),
     ({"annotations": {"llmbackend.dev/config-hash": "0"}}, "prefix the operator owns"),
     ({"labels": {"leaderworkerset.sigs.k8s.io/group-index": "0"}}, "prefix the operator owns"),
+    ({"annotations": {"container.apparmor.security.beta.kubernetes.io/triton": "unconfined"}}, "security settings"),
     ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "Extra inputs"),
     ({"volumes": [{"name": "two", "emptyDir": {}, "configMap": {"name": "c"}}]}, "exactly one"),
     ({"volumes": [{"name": "x", "emptyDir": {}}], "volumeMounts": [{"name": "y", "mountPath": "/y"}]},

@@ -555,6 +555,9 @@ class SchedulingSpec(_Model):
 # bookkeeping live under them, so a podTemplate may not set keys there (render/podtemplate.py also refuses any other
 # key, env name, volume name or mount path the operator itself sets on a pod).
 RESERVED_KEY_PREFIXES = (f"{GROUP}/", "leaderworkerset.sigs.k8s.io/")
+# Annotations that loosen a container's confinement (AppArmor's and the pre-1.27 seccomp keys): the pods' security
+# settings are the operator's, so a podTemplate may not set them.
+SECURITY_ANNOTATION_PREFIXES = ("container.apparmor.security.beta.kubernetes.io/", "seccomp.security.alpha.kubernetes.io/")
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -592,6 +595,10 @@ def _reserved_keys(value: dict[str, str] | None) -> dict[str, str] | None:
 _RESERVED_KEYS_RULE: dict[str, Any] = {
     "rule": "self.all(k, " + " && ".join(f"!k.startsWith('{p}')" for p in RESERVED_KEY_PREFIXES) + ")",
     "message": "keys under " + " and ".join(RESERVED_KEY_PREFIXES) + " are the operator's",
+}
+_SECURITY_ANNOTATIONS_RULE: dict[str, Any] = {
+    "rule": "self.all(k, " + " && ".join(f"!k.startsWith('{p}')" for p in SECURITY_ANNOTATION_PREFIXES) + ")",
+    "message": "the pods' security settings are the operator's: no keys under " + " or ".join(SECURITY_ANNOTATION_PREFIXES),
 }
 
 
@@ -776,7 +783,7 @@ class PodTemplate(_Model):
     annotations: dict[
         Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)], Annotated[str, Field(max_length=4096)],
     ] | None = Field(default=None, max_length=64, description="Annotations added to the serving pods.",
-                     json_schema_extra={"x-kubernetes-validations": [_RESERVED_KEYS_RULE]})
+                     json_schema_extra={"x-kubernetes-validations": [_RESERVED_KEYS_RULE, _SECURITY_ANNOTATIONS_RULE]})
     image_pull_secrets: list[LocalObjectReference] | None = Field(
         default=None, max_length=16, json_schema_extra=_list_map("name"),
         description="Secrets (kubernetes.io/dockerconfigjson) for pulling the serving image from a private registry "
@@ -808,6 +815,14 @@ class PodTemplate(_Model):
     @classmethod
     def _not_operator_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         return _reserved_keys(value)
+
+    @field_validator("annotations")
+    @classmethod
+    def _no_security_annotations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for key in value or {}:
+            if key.startswith(SECURITY_ANNOTATION_PREFIXES):
+                raise ValueError(f"annotation {key}: the pods' security settings are the operator's")
+        return value
 
     @model_validator(mode="after")
     def _mounts_name_volumes(self) -> PodTemplate:
