@@ -79,8 +79,15 @@ def _without_chart_labels(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+KUSTOMIZE_NAMESPACES_CLUSTER_SCOPED = [("ValidatingAdmissionPolicy", "llmbackend-tenant-references"),
+                                       ("ValidatingAdmissionPolicyBinding", "llmbackend-tenant-references")]
+
+
 def test_default_values_render_the_kustomize_bundle():
     bundle = {(d["kind"], d["metadata"]["name"]): d for d in _render(ROOT / "manifests" / "default")}
+    for kind, name in KUSTOMIZE_NAMESPACES_CLUSTER_SCOPED:
+        # kustomize's namespace transformer does not know these kinds are cluster-scoped; kubectl drops the field.
+        assert bundle[(kind, name)]["metadata"].pop("namespace", None) in (None, NAMESPACE)
     rendered = template()
     # Helm does not create its own release namespace (`--create-namespace`); docs/install.md labels it restricted.
     bundle.pop(("Namespace", NAMESPACE))
