@@ -284,7 +284,7 @@ class IterationResult:
                     raise StopAsyncIteration
                 try:
                     await asyncio.wait_for(event.wait(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         finally:
             with self._cond:
