@@ -1,5 +1,5 @@
 """The operator's vLLM model in a real tritonserver: the EXACT files rendered for a vLLM backend, with the CPU
-stand-in `vllm` (dev/standins/vllm, vLLM 0.11.0 API, in-flight batching over SLOTS) on the model's path.
+stand-in `vllm` (dev/standins/vllm, vLLM 0.31.0 API, in-flight batching over SLOTS) on the model's path.
 
 The checkpoint is a pre-quantized FP8 one (config.json declares quantization_config, as ModelOpt checkpoints do)
 and the spec says fp8: the stand-in, like vLLM, refuses to start when a `quantization` argument contradicts the

@@ -1,5 +1,5 @@
-"""The serving models' threads, outside tritonserver: the rendered LLM API model.py with the TensorRT-LLM stand-in
-(dev/standins/tensorrt_llm) and a Python-backend stand-in (dev/standins/pb_utils_standin.py) whose calls are
+"""The serving models' threads, outside tritonserver: each rendered model.py (LLM API, vLLM) with its engine stand-in
+(dev/standins/tensorrt_llm, dev/standins/vllm) and a Python-backend stand-in (dev/standins/pb_utils_standin.py) whose calls are
 blocking round trips, as in Triton. No call into Triton may run on the engine's event loop (it would stall every
 request the loop drives), a request cancelled while it waits for a slot ends with CANCELLED, and every request gets
 exactly one final response."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,17 +25,26 @@ STANDINS = Path(__file__).resolve().parents[2] / "dev" / "standins"
 SLOTS = 2
 
 
-@pytest.fixture
-def served(tmp_path, monkeypatch):
+ENGINES = {
+    # backend -> (engine loop thread name, engine spec)
+    "trtllm": ("llmapi-loop", {"maxBatchSize": SLOTS, "maxSeqLen": 8192}),
+    "vllm": ("vllm-engine-loop", {"backend": "vllm", "maxBatchSize": SLOTS, "maxSeqLen": 512, "maxInputLen": 128}),
+}
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def served(request, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(STANDINS))
     monkeypatch.setenv("TRTLLM_STANDIN_ITERATION_S", "0.01")
+    monkeypatch.setenv("VLLM_STANDIN_STEP_S", "0.01")
     import pb_utils_standin
 
     pb_utils = pb_utils_standin.install(sys.modules)
     pb_utils.CALLS.clear()
+    loop_thread, engine = ENGINES[request.param]
     spec = LLMBackendSpec.model_validate({
         "model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}},
-        "engine": {"maxBatchSize": SLOTS, "maxSeqLen": 8192}})
+        "engine": engine})
     plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
                       memory_per_gpu_bytes=40 << 30)
     ref = BackendRef("llama", "default", "uid-1")
@@ -53,12 +63,12 @@ def served(tmp_path, monkeypatch):
     model.initialize({"model_config": json.dumps(model_config), "model_repository": str(tmp_path / name),
                       "model_version": "1", "model_name": name})
     try:
-        yield model, pb_utils
+        yield model, pb_utils, loop_thread
     finally:
         model.finalize()
-        sys.modules.pop("triton_python_backend_utils", None)
-        sys.modules.pop("tensorrt_llm", None)
-        sys.modules.pop("tensorrt_llm.llmapi", None)
+        for name in [m for m in sys.modules if m == "triton_python_backend_utils" or m.split(".")[0] in (
+                "tensorrt_llm", "vllm")]:
+            sys.modules.pop(name, None)
 
 
 def _request(pb_utils, prompt: str, max_tokens: int, stream: bool = False):
@@ -76,7 +86,7 @@ def _wait(predicate, timeout_s: float = 20.0) -> None:
 
 
 def test_no_triton_call_runs_on_the_engine_loop_and_cancelled_waiting_requests_end(served) -> None:
-    model, pb_utils = served
+    model, pb_utils, loop_thread = served
     busy = [_request(pb_utils, f"busy request {i}", 60, stream=True) for i in range(SLOTS)]
     waiting = _request(pb_utils, "waits for a slot", 4)
     model.execute([*busy, waiting])
@@ -91,6 +101,7 @@ def test_no_triton_call_runs_on_the_engine_loop_and_cancelled_waiting_requests_e
         finals = [f for _, f in r.sender.responses if f & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL]
         assert len(finals) == 1 and len(r.sender.responses) > 2, "streamed, one final response"
     _wait(lambda: not model.in_flight)
-    on_loop = [call for call, thread in pb_utils.CALLS if thread == "llmapi-loop"]
+    on_loop = [call for call, thread in pb_utils.CALLS if thread == loop_thread]
     assert on_loop == [], f"{len(on_loop)} Triton calls on the engine's event loop: {sorted(set(on_loop))}"
     assert {"send", "is_cancelled", "metric"} <= {call for call, _ in pb_utils.CALLS}
+    assert loop_thread in {thread.name for thread in threading.enumerate()}, "the loop thread's name is checked"

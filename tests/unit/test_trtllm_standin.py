@@ -25,8 +25,14 @@ def llm(monkeypatch):
     engine.shutdown()
 
 
-def test_names_the_version_it_follows() -> None:
-    assert tensorrt_llm.FOLLOWS_TENSORRT_LLM in tensorrt_llm.__doc__
+def test_follows_the_pinned_version() -> None:
+    from llmbackend.api.engine_versions import TENSORRT_LLM_VERSION, VLLM_VERSION
+
+    assert tensorrt_llm.FOLLOWS_TENSORRT_LLM == TENSORRT_LLM_VERSION
+    assert TENSORRT_LLM_VERSION in tensorrt_llm.__doc__
+    import vllm
+
+    assert vllm.__version__ == VLLM_VERSION
 
 
 def _drain(result):

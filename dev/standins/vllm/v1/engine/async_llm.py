@@ -1,4 +1,4 @@
-"""AsyncLLM (vLLM 0.11.0 V1 engine client): generate() / abort() over a simulated in-flight batching engine.
+"""AsyncLLM (vLLM 0.31.0 V1 engine client): generate() / abort() over a simulated in-flight batching engine.
 
 Simulation: `max_num_seqs` slots; every VLLM_STANDIN_STEP_S seconds each running request gets one token (the first
 step is prefill + first token); waiting requests take free slots FIFO before each step. Output token i echoes the
@@ -9,7 +9,9 @@ scheduled), as vLLM computes them.
 Like vLLM: an unknown engine argument is a TypeError (AsyncEngineArgs is a dataclass); a `quantization` argument that
 contradicts the checkpoint's config.json quantization_config, or an AWQ/GPTQ method on a checkpoint without one, is a
 ValueError at start; a prompt longer than max_model_len is a ValueError from generate(); an aborted request's
-generator ends with finish_reason "abort"; cancelling the consumer aborts the request.
+generator ends with finish_reason "abort"; cancelling the consumer aborts the request (AsyncLLM.generate's
+`except (asyncio.CancelledError, GeneratorExit)`). Stat loggers' record() gets mm_cache_stats and engine_idx as
+keywords, as vllm/v1/metrics/loggers.py StatLoggerManager.record does in 0.31.0.
 """
 
 from __future__ import annotations
@@ -159,7 +161,10 @@ class AsyncLLM:
         finally:
             self._requests.pop(request_id, None)
 
-    async def abort(self, request_id: str | Iterable[str]) -> None:
+    async def abort(self, request_id: str | Iterable[str], internal: bool = False) -> None:
+        # vllm/v1/engine/async_llm.py AsyncLLM.abort (0.31.0): takes the caller's request ids (the engine's own ids
+        # carry a random suffix); a waiting request leaves the queue and its stream ends with finish_reason "abort",
+        # with no FinishedRequestStats recorded (vllm/v1/engine/output_processor.py abort_requests).
         for rid in [request_id] if isinstance(request_id, str) else list(request_id):
             self._abort(rid)
 
@@ -207,8 +212,8 @@ class AsyncLLM:
             scheduler = SchedulerStats(len(self._running), len(self._waiting), min(1.0, blocks / total))
             if self.log_stats:
                 for logger in self.stat_loggers:
-                    logger.record(scheduler, iteration, None, 0)
+                    logger.record(scheduler, iteration, mm_cache_stats=None, engine_idx=0)
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float | None = None) -> None:
         if self._task is not None:
             self._task.cancel()
