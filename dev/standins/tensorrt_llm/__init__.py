@@ -457,14 +457,14 @@ class LLM:
             value = kwargs.get(key)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{key} must be a positive int, got {value!r}")
-        self.model = model
-        self.args = dict(kwargs, kv_cache_config=kv)
-        self.max_seq_len = int(kwargs.get("max_seq_len") or 2048)
+        self._model = model
+        self._args = dict(kwargs, kv_cache_config=kv)
+        self._max_seq_len = int(kwargs.get("max_seq_len") or 2048)
         self._perf = bool(kwargs.get("return_perf_metrics"))
         self._stats: IterationResult | None = None
         self._engine = _Engine(
             slots=int(kwargs.get("max_batch_size") or 8),
-            max_seq_len=self.max_seq_len,
+            max_seq_len=self._max_seq_len,
             iteration_s=float(os.environ.get("TRTLLM_STANDIN_ITERATION_S", "0.02")),
             stats=bool(kwargs.get("enable_iter_perf_stats")),
         )
@@ -477,9 +477,9 @@ class LLM:
         prompt_ids = [sum(w.encode()) % 32000 for w in inputs.split()]
         if not prompt_ids:
             raise ValueError("the prompt is empty")
-        if len(prompt_ids) + params.max_tokens > self.max_seq_len:
+        if len(prompt_ids) + params.max_tokens > self._max_seq_len:
             raise ValueError(f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
-                             f"max_seq_len ({self.max_seq_len})")
+                             f"max_seq_len ({self._max_seq_len})")
         # executor.py GenerationExecutor._maybe_initialize_iteration_results: the stats stream exists from the
         # first request on; every new request marks it undone (more records expected).
         if self._stats is None:
@@ -491,9 +491,6 @@ class LLM:
                             self._perf or params.return_perf_metrics, stamp_arrival=self._perf)
         self._engine.submit(req)
         return req
-
-    def generate(self, inputs: str, sampling_params: SamplingParams | None = None) -> RequestOutput:
-        return self.generate_async(inputs, sampling_params).result()
 
     def get_stats_async(self, timeout: float = 2) -> IterationResult | AsyncIterator[dict[str, Any]]:
         """llm.py LLM.get_stats_async -> executor.py GenerationExecutor.aget_stats (1.2.1)."""
