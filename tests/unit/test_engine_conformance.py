@@ -323,3 +323,14 @@ def test_standin_llm_accepts_only_torch_llm_args() -> None:
     accepted = {e.value for e in node.value.elts}
     fields = set(_cls(surface("tensorrt_llm"), "tensorrt_llm.llmapi.llm_args:TorchLlmArgs")["fields"])
     assert sorted(accepted - fields) == []
+
+
+VLLM_SOURCE = Path.home() / ".cache" / "llmbackend" / "src" / f"vllm-{VLLM_VERSION}"
+
+
+@pytest.mark.skipif(not (VLLM_SOURCE / "vllm" / "__init__.py").is_file(),
+                    reason=f"vLLM {VLLM_VERSION}'s source is not unpacked under {VLLM_SOURCE} (docs/engines.md says how)")
+def test_the_committed_vllm_surface_is_what_the_extractor_reads_from_the_wheel() -> None:
+    committed = surface("vllm")
+    fresh = extract_api.extract("vllm", VLLM_SOURCE, VLLM_VERSION, committed["source"])
+    assert fresh == committed
