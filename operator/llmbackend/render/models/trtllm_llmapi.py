@@ -45,6 +45,8 @@ import yaml
 # How long the iteration-stats stream may stay silent before it ends (the engine is idle), and the pause between
 # streams while idle, seconds.
 STATS_INTERVAL_S = 1.0
+# The shortest time between two gauge updates while the engine runs (it yields a record every iteration, ~tens of ms).
+STATS_PUBLISH_S = 0.25
 # How often the cancellation thread asks Triton whether in-flight requests were cancelled, seconds.
 CANCEL_POLL_S = 0.05
 
@@ -463,14 +465,20 @@ class TritonPythonModel:
         yields one record per engine iteration with work and ends only after `timeout` seconds without one: under
         load it never ends, so each record is published as it comes. Before the first request the stream does not
         exist (the engine prints a warning per call), so it is not polled then."""
+        loop = asyncio.get_running_loop()
         while not self.stopping.is_set():
             if self.submitted_any:
+                latest, published_at = None, 0.0
                 try:
                     async for stats in self.llm.get_stats_async(timeout=STATS_INTERVAL_S):
-                        record = json.loads(stats) if isinstance(stats, str) else stats
-                        self._publish(gauges_from_stats(record), record)
+                        latest = json.loads(stats) if isinstance(stats, str) else stats
+                        if loop.time() - published_at >= STATS_PUBLISH_S:  # one record per iteration: thinned
+                            self._publish(gauges_from_stats(latest), latest)
+                            latest, published_at = None, loop.time()
                 except Exception as exc:  # noqa: BLE001 - stats are best effort; serving goes on
                     self.ipc.call(self.logger.log_warn, f"iteration stats unavailable: {type(exc).__name__}: {exc}")
+                if latest is not None:
+                    self._publish(gauges_from_stats(latest), latest)
             self._publish(({}, {}), None)
             await asyncio.sleep(STATS_INTERVAL_S)
 
