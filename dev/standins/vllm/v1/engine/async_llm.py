@@ -153,6 +153,8 @@ class AsyncLLM:
         self._waiting.append(request)
         assert self._wake is not None
         self._wake.set()
+        # vllm/v1/engine/async_llm.py AsyncLLM.generate (0.31.0): yields outputs until one is finished; a consumer
+        # that is cancelled or drops the generator aborts the request.
         try:
             while True:
                 out = await request.queue.get()
@@ -173,6 +175,8 @@ class AsyncLLM:
             self._abort(rid)
 
     def _abort(self, request_id: str) -> None:
+        # vllm/v1/engine/output_processor.py OutputProcessor.abort_requests (0.31.0): the request leaves the
+        # scheduler (waiting or running) and its stream gets a final output with FinishReason.ABORT ("abort").
         request = self._requests.get(request_id)
         if request is None or request.finish_reason is not None:
             return
