@@ -69,6 +69,7 @@ class InferenceResponse:
 class ResponseSender:
     def __init__(self) -> None:
         self.responses: list[tuple[InferenceResponse | None, int]] = []
+        self.sent_at: list[float] = []  # time.monotonic() of each response, once its round trip completed
         self.final = threading.Event()
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
@@ -76,6 +77,7 @@ class ResponseSender:
         if self.final.is_set():
             raise TritonModelException("the final response has been sent already")
         self.responses.append((response, flags))
+        self.sent_at.append(time.monotonic())
         if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
             self.final.set()
 
