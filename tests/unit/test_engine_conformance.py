@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from test_samples import CHECKPOINTS  # the fixture checkpoints of hf:// samples (offline)
 
 from llmbackend.api.engine_versions import TENSORRT_LLM_VERSION, VLLM_VERSION
 from llmbackend.cli import main
@@ -244,7 +245,8 @@ def _rendered_files(tmp_path: Path, capsys) -> list[Path]:
     files = list(GOLDEN.glob("*/*/1/model.yaml")) + list(GOLDEN.glob("*/*/1/model.json"))
     for sample in SAMPLES:
         out = tmp_path / sample.stem
-        assert main(["render", "-f", str(sample), "--nodes", str(NODES), "-o", str(out)]) == 0
+        checkpoint = ["--checkpoint", str(CHECKPOINTS[sample.name])] if sample.name in CHECKPOINTS else []
+        assert main(["render", "-f", str(sample), "--nodes", str(NODES), "-o", str(out), *checkpoint]) == 0
         capsys.readouterr()
         files += list(out.glob("model-repository/**/model.yaml")) + list(out.glob("model-repository/**/model.json"))
     return files

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_samples import CHECKPOINTS  # the fixture checkpoints of hf:// samples (offline)
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.cli import main
@@ -22,7 +23,8 @@ CACHE_VARIABLES = {"HOME", "XDG_CACHE_HOME", "HF_HOME", "VLLM_CACHE_ROOT", "TRIT
 
 
 def _serving_pods(path: Path, tmp_path, capsys) -> tuple[dict, list[tuple[str, dict]]]:
-    assert main(["render", "-f", str(path), "--nodes", str(NODES), "-o", "yaml"]) == 0
+    checkpoint = ["--checkpoint", str(CHECKPOINTS[path.name])] if path.name in CHECKPOINTS else []
+    assert main(["render", "-f", str(path), "--nodes", str(NODES), "-o", "yaml", *checkpoint]) == 0
     docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     pods = []
     for d in docs:
