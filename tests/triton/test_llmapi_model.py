@@ -1,5 +1,5 @@
 """The operator's LLM API Triton model on a REAL tritonserver, loading the EXACT files the operator renders into the
-ConfigMap; the only stand-in is the engine (dev/standins/tensorrt_llm, CPU, TensorRT-LLM 1.2 LLM API shapes).
+ConfigMap; the only stand-in is the engine (dev/standins/tensorrt_llm, CPU, TensorRT-LLM 1.2.1 LLM API).
 
 Clients: Triton's HTTP generate endpoints, tritonclient.http (readiness, config, statistics) and tritonclient.grpc
 (bidirectional streaming, cancellation). The load tests show why Triton's own queue counter is blind on this path

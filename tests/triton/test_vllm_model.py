@@ -1,5 +1,5 @@
 """The operator's vLLM model in a real tritonserver: the EXACT files rendered for a vLLM backend, with the CPU
-stand-in `vllm` (dev/standins/vllm, vLLM 0.11.0 API, in-flight batching over SLOTS) on the model's path.
+stand-in `vllm` (dev/standins/vllm, vLLM 0.31.0 API, in-flight batching over SLOTS) on the model's path.
 
 The checkpoint is a pre-quantized FP8 one (config.json declares quantization_config, as ModelOpt checkpoints do)
 and the spec says fp8: the stand-in, like vLLM, refuses to start when a `quantization` argument contradicts the
@@ -220,6 +220,40 @@ def test_cancellation_frees_the_engine_slot(server):
     assert _value(_metrics(srv), M.ENGINE_FAILURES_METRIC) == failures  # a cancellation is not a failure
     code, out = _generate(srv, max_tokens=2)
     assert code == 200, out
+
+
+def test_cancelling_a_request_that_waits_for_a_slot_answers_it_and_leaves_nothing_waiting(server):
+    """Both slots busy, a third request waits in vLLM's queue; Triton cancels it (the client closes its stream): the
+    model aborts it in the engine and answers it itself (CANCELLED), the waiting gauge returns to 0 while the busy
+    requests still run, and nothing counts as failed."""
+    import queue
+
+    import tritonclient.grpc as grpcclient
+
+    srv, _ = server
+    failures = _value(_metrics(srv), M.ENGINE_FAILURES_METRIC)
+    busy = [threading.Thread(target=_generate, args=(srv,), kwargs={"max_tokens": 200}, daemon=True)
+            for _ in range(SLOTS)]
+    for t in busy:
+        t.start()
+    assert _wait_for(lambda: _value(_metrics(srv), M.VLLM_RUNNING_GAUGE) == SLOTS), "slots not taken"
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(srv.grpc_url)
+    text = grpcclient.InferInput("text_input", [1], "BYTES")
+    text.set_data_from_numpy(np.array([PROMPT.encode()], dtype=np.object_))
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    client.async_stream_infer(MODEL, [text], request_id="waits")
+    try:
+        assert _wait_for(lambda: _value(_metrics(srv), M.VLLM_WAITING_GAUGE) == 1), "the request is not waiting"
+    finally:
+        client.stop_stream(cancel_requests=True)
+        client.close()
+    assert _wait_for(lambda: _value(_metrics(srv), M.VLLM_WAITING_GAUGE) == 0, timeout_s=1.5), \
+        "the cancelled request still waits"
+    assert _value(_metrics(srv), M.VLLM_RUNNING_GAUGE) == SLOTS, "checked while the busy requests still run"
+    for t in busy:
+        t.join(30)
+    assert _value(_metrics(srv), M.ENGINE_FAILURES_METRIC) == failures
 
 
 def test_exported_names_are_the_engine_metrics_constants(server):

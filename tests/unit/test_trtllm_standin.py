@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,31 +25,74 @@ def llm(monkeypatch):
     engine.shutdown()
 
 
-def test_names_the_version_it_follows() -> None:
-    assert tensorrt_llm.FOLLOWS_TENSORRT_LLM in tensorrt_llm.__doc__
+def test_follows_the_pinned_version() -> None:
+    from llmbackend.api.engine_versions import TENSORRT_LLM_VERSION, VLLM_VERSION
+
+    assert tensorrt_llm.FOLLOWS_TENSORRT_LLM == TENSORRT_LLM_VERSION
+    assert TENSORRT_LLM_VERSION in tensorrt_llm.__doc__
+    import vllm
+
+    assert vllm.__version__ == VLLM_VERSION
 
 
-def test_requests_beyond_the_slots_wait_inside_the_engine(llm) -> None:
-    async def one(i: int):
-        result = llm.generate_async(f"prompt {i} a b", SamplingParams(max_tokens=4), streaming=i % 2 == 0)
+def _drain(result):
+    async def run():
         async for item in result:  # noqa: B007 - the last item carries the result
             pass
         return item.outputs[0]
+    return run()
 
+
+def test_requests_beyond_the_slots_wait_inside_the_engine_and_in_no_stats_field(llm) -> None:
     async def main():
-        return await asyncio.gather(*[one(i) for i in range(6)])
+        results = [llm.generate_async(f"prompt {i} a b", SamplingParams(max_tokens=4), streaming=i % 2 == 0)
+                   for i in range(6)]
+        return await asyncio.gather(*[_drain(r) for r in results])
 
     outputs = asyncio.run(main())
     assert all(o.finish_reason == "length" and len(o.token_ids) == 4 for o in outputs)
     waits = sorted((o.request_perf_metrics.timing_metrics.first_scheduled_time
                     - o.request_perf_metrics.timing_metrics.arrival_time) for o in outputs)
     assert waits[-1] > waits[1], "only 2 slots: later requests wait for a free one"
-    stats = llm.get_stats()
-    assert max(s["numQueuedRequests"] for s in stats) > 0
+    stats = llm.get_stats(timeout=0.2)
+    assert len(stats) >= 6, "one record per iteration with work (3 rounds of 4 tokens)"
     assert all(s["numActiveRequests"] <= 2 and s["maxNumActiveRequests"] == 2 for s in stats)
+    # py_executor: numQueuedRequests is the intake queue, drained every iteration; 4 requests waited for a slot
+    # during the first rounds and no record counts them.
+    assert all(s["numQueuedRequests"] == 0 for s in stats)
 
 
-def test_abort_finishes_as_cancelled(llm) -> None:
+def test_stats_iteration_ends_only_after_timeout_without_a_record(llm) -> None:
+    async def main():
+        result = llm.generate_async("a b c", SamplingParams(max_tokens=60))  # 60 iterations of 2 ms + sleeps
+        seen, start = [], time.monotonic()
+        async for record in llm.get_stats_async(timeout=0.3):
+            seen.append((time.monotonic(), record))
+        ended = time.monotonic()
+        out = await _drain(result)
+        again = [r async for r in llm.get_stats_async(timeout=0.3)]
+        llm.generate_async("d e", SamplingParams(max_tokens=2))
+        after_new_request = [r async for r in llm.get_stats_async(timeout=0.3)]
+        return seen, start, ended, out, again, after_new_request
+
+    seen, start, ended, out, again, after_new_request = asyncio.run(main())
+    assert out.finish_reason == "length"
+    assert len(seen) >= 50, "one record per iteration while the request runs: the loop does not end under load"
+    assert all(isinstance(r, dict) for _, r in seen), "records are yielded as dicts (json.loads), as upstream"
+    assert ended - seen[-1][0] >= 0.3, "the iteration ends only after `timeout` without a record"
+    assert again == [], "a timed-out stats stream stays done until the next request"
+    assert len(after_new_request) >= 1
+
+
+def test_stats_before_the_first_request_print_a_warning_and_yield_nothing(llm, capsys) -> None:
+    async def main():
+        return [r async for r in llm.get_stats_async(timeout=0.1)]
+
+    assert asyncio.run(main()) == []
+    assert "Iteration statistics are not available yet" in capsys.readouterr().out
+
+
+def test_abort_of_an_active_request_finishes_it_as_cancelled(llm) -> None:
     async def main():
         result = llm.generate_async("x y z", SamplingParams(max_tokens=100), streaming=True)
         async for item in result:  # noqa: B007 - the last item carries the result
@@ -57,6 +101,49 @@ def test_abort_finishes_as_cancelled(llm) -> None:
 
     out = asyncio.run(main())
     assert out.finish_reason == "cancelled" and len(out.token_ids) < 100
+
+
+def test_abort_of_a_waiting_request_drops_it_without_a_response(monkeypatch) -> None:
+    monkeypatch.setenv("TRTLLM_STANDIN_ITERATION_S", "0.01")
+    llm = LLM(model="/models", max_batch_size=2, max_seq_len=512)
+
+    async def main():
+        running = [llm.generate_async(f"busy {i}", SamplingParams(max_tokens=400)) for i in range(2)]
+        waiting = llm.generate_async("waits for a slot", SamplingParams(max_tokens=4))
+        await asyncio.sleep(0.05)
+        waiting.abort()
+        pending = asyncio.ensure_future(_drain(waiting))
+        await asyncio.sleep(0.5)
+        for r in running:
+            r.abort()
+        finished = [await _drain(r) for r in running]
+        await asyncio.sleep(0.1)
+        hung = not pending.done()
+        pending.cancel()
+        return finished, hung, waiting
+
+    try:
+        finished, hung, waiting = asyncio.run(main())
+    finally:
+        llm.shutdown()
+    assert [o.finish_reason for o in finished] == ["cancelled", "cancelled"]
+    assert hung and not waiting.finished, "no response ever comes for a request aborted while it waited"
+    assert waiting.outputs[0].token_ids == []
+
+
+def test_arrival_is_stamped_at_the_call_only_with_llm_level_perf_metrics(monkeypatch) -> None:
+    monkeypatch.setenv("TRTLLM_STANDIN_ITERATION_S", "0.002")
+    engine = LLM(model="/models", max_batch_size=1, max_seq_len=128)  # no return_perf_metrics on the LLM
+    try:
+        async def main():
+            results = [engine.generate_async(f"p {i}", SamplingParams(max_tokens=10, return_perf_metrics=True))
+                       for i in range(2)]
+            return [await _drain(r) for r in results]
+
+        second = asyncio.run(main())[1].request_perf_metrics.timing_metrics
+        assert second.first_scheduled_time == second.arrival_time, "stamped when it left the waiting queue"
+    finally:
+        engine.shutdown()
 
 
 def test_rejects_what_the_real_llm_rejects(tmp_path) -> None:

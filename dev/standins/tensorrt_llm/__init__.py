@@ -1,19 +1,27 @@
 """CPU stand-in for the subset of TensorRT-LLM's LLM API that the operator's Triton model uses.
 
-Shapes follow TensorRT-LLM 1.2's documented LLM API (`tensorrt_llm.LLM`, `SamplingParams`,
-`llmapi.KvCacheConfig`): `LLM(model=..., **llm_args)` rejects unknown arguments like the real pydantic LlmArgs;
-`generate_async(prompt, sampling_params, streaming)` returns a RequestOutput that is async-iterable (one item per
-engine iteration when streaming, only the final one otherwise), with `outputs[0].text`, `token_ids`,
-`finish_reason` ("stop" | "length" | "cancelled"), and, with `return_perf_metrics`,
-`outputs[0].request_perf_metrics.timing_metrics.{arrival,first_scheduled,first_token,last_token}_time` as
-`datetime.timedelta` on a steady clock; `abort()`; `get_stats_async(timeout)` yields iteration-stats dicts
-(`numQueuedRequests`, `numActiveRequests`, `maxNumActiveRequests`, `inflightBatchingStats`, `kvCacheStats`) when
-`enable_iter_perf_stats` is on; `shutdown()`.
+Shapes and semantics follow TensorRT-LLM 1.2.1 (the release Triton's trtllm-python-py3 images carry since 26.04; see
+docs/engines.md), read in NVIDIA/TensorRT-LLM's source. Each behaviour the serving model relies on names the upstream
+file and function it follows. In short:
 
-What it simulates, nothing more: in-flight batching with `max_batch_size` slots; every iteration (a fixed decode
-time, env `TRTLLM_STANDIN_ITERATION_S`, default 0.02 s) admits waiting requests into free slots and gives every
-running request one token; requests wait inside the engine while the slots are full. The "tokenizer" splits on
-whitespace; the "model" answers with the prompt's words, echoed in order. This is not TensorRT-LLM's code.
+- `LLM(model=..., **llm_args)` rejects unknown arguments like the real pydantic TorchLlmArgs.
+- `generate_async(prompt, sampling_params, streaming)` returns a result that is async-iterable (one item per engine
+  iteration when streaming, only the final one otherwise) with `outputs[0].text`, `token_ids`, `finish_reason`
+  ("stop" | "length" | "cancelled") and, with `return_perf_metrics`, `request_perf_metrics.timing_metrics`
+  (`datetime.timedelta` on a steady clock); `abort()`.
+- The executor: an intake queue (`submit`), drained into a waiting queue at the start of every iteration; waiting
+  requests enter free slots (`max_batch_size`); each iteration gives every active request one token.
+- Cancellation: an aborted request that still waits for a slot is dropped with NO response; an active one finishes
+  with finish_reason "cancelled".
+- Iteration stats (`enable_iter_perf_stats`): one record per iteration with work, none while idle;
+  `numQueuedRequests` counts the intake queue only (requests waiting for a slot appear in no field);
+  `get_stats_async(timeout)` returns one long-lived IterationResult whose iteration ends only after `timeout` seconds
+  without a record, and stays ended until the next `generate_async`; before the first request it prints
+  "Iteration statistics are not available yet" and yields nothing.
+
+What it simulates, nothing more: a fixed decode time per iteration (env `TRTLLM_STANDIN_ITERATION_S`, default
+0.02 s). The "tokenizer" splits on whitespace; the "model" answers with the prompt's words, echoed in order. This is
+not TensorRT-LLM's code.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import collections
 import dataclasses
 import datetime
 import itertools
+import json
 import math
 import os
 import threading
@@ -31,8 +40,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-__version__ = "1.2.0+cpu-standin"
-FOLLOWS_TENSORRT_LLM = "1.2"
+__version__ = "1.2.1+cpu-standin"
+FOLLOWS_TENSORRT_LLM = "1.2.1"
 
 _TOKENS_PER_BLOCK = 32
 
@@ -122,7 +131,7 @@ class RequestOutput:
     """What generate_async returns: async-iterable, `abort()`, `finished`, `outputs`, `prompt_token_ids`."""
 
     def __init__(self, engine: _Engine, request_id: int, prompt: str, prompt_token_ids: list[int],
-                 params: SamplingParams, streaming: bool, perf: bool) -> None:
+                 params: SamplingParams, streaming: bool, perf: bool, stamp_arrival: bool) -> None:
         self._engine = engine
         self.request_id = request_id
         self.prompt = prompt
@@ -133,7 +142,10 @@ class RequestOutput:
         self._words = prompt.split() or ["..."]
         self.outputs = [CompletionOutput(request_perf_metrics=RequestPerfMetrics() if perf else None)]
         self.finished = False
-        self._timing = TimingMetrics(arrival_time=_now())
+        # tensorrt_llm/llmapi/llm.py LLM.generate_async (1.2.1): arrival_time is stamped at the call only when the LLM
+        # was built with return_perf_metrics=True; otherwise the executor stamps it when the request leaves the
+        # waiting queue (see _Engine._admit), so queue time then misses the wait for a slot.
+        self._timing = TimingMetrics(arrival_time=_now() if stamp_arrival else datetime.timedelta(0))
         self._pending = 0            # snapshots not yet consumed by the iterator
         self._cond = threading.Condition()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
@@ -208,23 +220,101 @@ class RequestOutput:
                 self._waiters.remove((loop, event))
 
 
+class IterationResult:
+    """tensorrt_llm/executor/result.py IterationResult (1.2.1): the executor's one long-lived stats stream.
+
+    `__anext__` awaits the next record for up to `timeout` seconds and ends the iteration (marks itself done) only
+    after `timeout` without one; a done stream stays done until `mark_undone()`, which the executor calls on every
+    new request (executor.py GenerationExecutor._maybe_initialize_iteration_results). Records travel as JSON text
+    and are yielded as dicts (json.loads), as upstream."""
+
+    def __init__(self) -> None:
+        self._done = False
+        self._timeout: float = 2
+        self._items: collections.deque[str] = collections.deque(maxlen=1000)
+        self._cond = threading.Condition()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    def set_timeout(self, timeout: float) -> None:
+        self._timeout = timeout
+
+    def mark_undone(self) -> None:
+        self._done = False
+
+    def _put(self, record: dict[str, Any]) -> None:  # engine thread
+        with self._cond:
+            self._items.append(json.dumps(record))
+            self._cond.notify_all()
+            waiters = list(self._waiters)
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    def get_results(self) -> list[dict[str, Any]]:
+        """result.py IterationResult.get_results: every record until `timeout` passes without one."""
+        out = []
+        while not self._done:
+            with self._cond:
+                if not self._cond.wait_for(lambda: bool(self._items), self._timeout):
+                    self._done = True
+                    break
+                out.append(json.loads(self._items.popleft()))
+        return out
+
+    def __aiter__(self) -> IterationResult:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        if self._done:
+            raise StopAsyncIteration
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        entry = (loop, event)
+        deadline = loop.time() + self._timeout
+        with self._cond:
+            self._waiters.append(entry)
+        try:
+            while True:
+                with self._cond:
+                    if self._items:
+                        return json.loads(self._items.popleft())
+                    event.clear()
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    self._done = True
+                    raise StopAsyncIteration
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    pass
+        finally:
+            with self._cond:
+                self._waiters.remove(entry)
+
+
+async def _empty_async_iterable() -> AsyncIterator[dict[str, Any]]:
+    """executor.py empty_async_iterable: what get_stats_async returns before the first request."""
+    if False:  # noqa: SIM108 - keeps this an async generator, as upstream
+        yield {}
+
+
 class _Engine:
-    """The in-flight batcher: one thread, fixed slots, fixed iteration time."""
+    """The PyTorch executor, reduced to its request flow: one thread, fixed slots, fixed iteration time."""
 
     def __init__(self, slots: int, max_seq_len: int, iteration_s: float, stats: bool) -> None:
         self.slots = slots
         self.max_seq_len = max_seq_len
         self.iteration_s = iteration_s
         self.max_blocks = slots * math.ceil(max_seq_len / _TOKENS_PER_BLOCK)
-        self.waiting: collections.deque[RequestOutput] = collections.deque()
-        self.running: list[RequestOutput] = []
-        self.aborted: set[int] = set()
+        self.intake: collections.deque[RequestOutput] = collections.deque()   # executor_request_queue
+        self.waiting: collections.deque[RequestOutput] = collections.deque()  # waiting for a slot
+        self.running: list[RequestOutput] = []                                # active requests
+        self.cancel_ids: set[int] = set()
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stopped = False
         self.iter = 0
         self.stats_enabled = stats
-        self.stats: collections.deque[dict[str, Any]] = collections.deque(maxlen=1000)
+        self.stats_sink: IterationResult | None = None
         self.thread = threading.Thread(target=self._run, name="trtllm-standin-engine", daemon=True)
         self.thread.start()
 
@@ -232,12 +322,14 @@ class _Engine:
         with self.lock:
             if self.stopped:
                 raise RuntimeError("the LLM has been shut down")
-            self.waiting.append(req)
+            self.intake.append(req)
         self.wake.set()
 
     def abort(self, req: RequestOutput) -> None:
+        # executor_request_queue.py enqueue_cancel_request: a cancel travels through the intake queue too.
         with self.lock:
-            self.aborted.add(req.request_id)
+            if not req.finished:
+                self.cancel_ids.add(req.request_id)
         self.wake.set()
 
     def _blocks(self, req: RequestOutput) -> int:
@@ -247,11 +339,12 @@ class _Engine:
         while True:
             with self.lock:
                 if self.stopped:
-                    cancelled = list(self.waiting) + self.running
+                    cancelled = list(self.intake) + list(self.waiting) + self.running
+                    self.intake.clear()
                     self.waiting.clear()
                     self.running.clear()
                     break
-                idle = not self.waiting and not self.running and not self.aborted
+                idle = not self.intake and not self.waiting and not self.running and not self.cancel_ids
             if idle:
                 self.wake.wait(0.5)
                 self.wake.clear()
@@ -262,27 +355,30 @@ class _Engine:
             req._finish("cancelled", _now())
             req._publish()
 
+    def _admit(self, now: datetime.timedelta) -> None:
+        """py_executor.py PyExecutor._fetch_new_requests: waiting requests take free slots, in order."""
+        while self.waiting and len(self.running) < self.slots:
+            req = self.waiting.popleft()
+            if req._timing.arrival_time == datetime.timedelta(0):
+                req._timing.arrival_time = now  # no LLM-level return_perf_metrics: stamped on leaving the queue
+            req._timing.first_scheduled_time = now
+            self.running.append(req)
+
     def _iteration(self) -> None:
         now = _now()
         with self.lock:
-            done: list[RequestOutput] = []
-            for req in [*self.running, *self.waiting]:
-                if req.request_id in self.aborted:
-                    done.append(req)
-            for req in done:
-                if req in self.running:
-                    self.running.remove(req)
-                else:
-                    self.waiting.remove(req)
-                self.aborted.discard(req.request_id)
-            self.aborted &= {r.request_id for r in (*self.running, *self.waiting)}
-            while self.waiting and len(self.running) < self.slots:
-                req = self.waiting.popleft()
-                req._timing.first_scheduled_time = now
-                self.running.append(req)
+            # py_executor.py PyExecutor._fetch_and_process_requests: the intake queue is drained every iteration.
+            self.waiting.extend(self.intake)
+            self.intake.clear()
+            cancel, self.cancel_ids = self.cancel_ids, set()
+            # py_executor.py PyExecutor._handle_canceled_requests: a cancelled request that still waits for a slot
+            # leaves the waiting queue (update_waiting_queue) with NO response; active ones finish as CANCELLED.
+            self.waiting = collections.deque(r for r in self.waiting if r.request_id not in cancel)
+            cancelled_active = [r for r in self.running if r.request_id in cancel]
+            self.running = [r for r in self.running if r.request_id not in cancel]
+            self._admit(now)
             scheduled = list(self.running)
-            queued = len(self.waiting)
-        for req in done:
+        for req in cancelled_active:
             req._finish("cancelled", now)
             req._publish()
         for req in scheduled:
@@ -291,28 +387,33 @@ class _Engine:
             self.running = [r for r in self.running if not r.finished]
             used = sum(self._blocks(r) for r in self.running)
             self.iter += 1
-            if self.stats_enabled:
-                self.stats.append({
-                    "iter": self.iter,
-                    "iterLatencyMS": self.iteration_s * 1000.0,
-                    "numActiveRequests": len(scheduled),
-                    "numQueuedRequests": queued,
-                    "numCompletedRequests": sum(1 for r in scheduled if r.finished),
-                    "maxNumActiveRequests": self.slots,
-                    "inflightBatchingStats": {
-                        "numScheduledRequests": len(scheduled),
-                        "numContextRequests": sum(1 for r in scheduled if len(r.outputs[0].token_ids) == 1),
-                        "numGenRequests": sum(1 for r in scheduled if len(r.outputs[0].token_ids) > 1),
-                        "numPausedRequests": 0,
-                    },
-                    "kvCacheStats": {
-                        "maxNumBlocks": self.max_blocks,
-                        "freeNumBlocks": self.max_blocks - used,
-                        "usedNumBlocks": used,
-                        "tokensPerBlock": _TOKENS_PER_BLOCK,
-                        "allocTotalBlocks": used,
-                    },
-                })
+            sink = self.stats_sink if self.stats_enabled else None
+            # py_executor.py PyExecutor._get_init_iter_stats / _update_iter_stats: one record per iteration with
+            # work. numQueuedRequests = executor_request_queue.get_request_queue_size(): the intake queue (requests
+            # that arrived during this iteration), NOT the requests waiting for a slot.
+            record = {
+                "iter": self.iter,
+                "iterLatencyMS": self.iteration_s * 1000.0,
+                "numActiveRequests": len(scheduled) + len(cancelled_active),
+                "numQueuedRequests": len(self.intake),
+                "numCompletedRequests": sum(1 for r in scheduled if r.finished),
+                "maxNumActiveRequests": self.slots,
+                "inflightBatchingStats": {
+                    "numScheduledRequests": len(scheduled),
+                    "numContextRequests": sum(1 for r in scheduled if len(r.outputs[0].token_ids) == 1),
+                    "numGenRequests": sum(1 for r in scheduled if len(r.outputs[0].token_ids) > 1),
+                    "numPausedRequests": 0,
+                },
+                "kvCacheStats": {
+                    "maxNumBlocks": self.max_blocks,
+                    "freeNumBlocks": self.max_blocks - used,
+                    "usedNumBlocks": used,
+                    "tokensPerBlock": _TOKENS_PER_BLOCK,
+                    "allocTotalBlocks": used,
+                },
+            }
+        if sink is not None and (scheduled or cancelled_active):
+            sink._put(record)
 
     def stop(self) -> None:
         with self.lock:
@@ -320,6 +421,10 @@ class _Engine:
         self.wake.set()
         self.thread.join(5)
 
+
+_NO_STATS_YET = ("Iteration statistics are not available yet. To collect runtime statistics, please call "
+                 "get_stats_async() in async coroutine or the /metrics endpoint (if you're using trtllm-serve) AFTER "
+                 "prompts have been submitted.")
 
 _LLM_ARGS = {
     "tokenizer", "backend", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size",
@@ -352,13 +457,14 @@ class LLM:
             value = kwargs.get(key)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{key} must be a positive int, got {value!r}")
-        self.model = model
-        self.args = dict(kwargs, kv_cache_config=kv)
-        self.max_seq_len = int(kwargs.get("max_seq_len") or 2048)
+        self._model = model
+        self._args = dict(kwargs, kv_cache_config=kv)
+        self._max_seq_len = int(kwargs.get("max_seq_len") or 2048)
         self._perf = bool(kwargs.get("return_perf_metrics"))
+        self._stats: IterationResult | None = None
         self._engine = _Engine(
             slots=int(kwargs.get("max_batch_size") or 8),
-            max_seq_len=self.max_seq_len,
+            max_seq_len=self._max_seq_len,
             iteration_s=float(os.environ.get("TRTLLM_STANDIN_ITERATION_S", "0.02")),
             stats=bool(kwargs.get("enable_iter_perf_stats")),
         )
@@ -371,27 +477,36 @@ class LLM:
         prompt_ids = [sum(w.encode()) % 32000 for w in inputs.split()]
         if not prompt_ids:
             raise ValueError("the prompt is empty")
-        if len(prompt_ids) + params.max_tokens > self.max_seq_len:
+        if len(prompt_ids) + params.max_tokens > self._max_seq_len:
             raise ValueError(f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
-                             f"max_seq_len ({self.max_seq_len})")
+                             f"max_seq_len ({self._max_seq_len})")
+        # executor.py GenerationExecutor._maybe_initialize_iteration_results: the stats stream exists from the
+        # first request on; every new request marks it undone (more records expected).
+        if self._stats is None:
+            self._stats = IterationResult()
+            self._engine.stats_sink = self._stats
+        else:
+            self._stats.mark_undone()
         req = RequestOutput(self._engine, next(self._ids), inputs, prompt_ids, params, streaming,
-                            self._perf or params.return_perf_metrics)
+                            self._perf or params.return_perf_metrics, stamp_arrival=self._perf)
         self._engine.submit(req)
         return req
 
-    def generate(self, inputs: str, sampling_params: SamplingParams | None = None) -> RequestOutput:
-        return self.generate_async(inputs, sampling_params).result()
-
-    async def get_stats_async(self, timeout: float = 2) -> AsyncIterator[dict[str, Any]]:
-        """Iteration stats recorded since the last call (none unless enable_iter_perf_stats)."""
-        while self._engine.stats:
-            yield self._engine.stats.popleft()
+    def get_stats_async(self, timeout: float = 2) -> IterationResult | AsyncIterator[dict[str, Any]]:
+        """llm.py LLM.get_stats_async -> executor.py GenerationExecutor.aget_stats (1.2.1)."""
+        if self._stats is None:
+            print(_NO_STATS_YET, flush=True)  # upstream: print_colored(..., "yellow") on stdout
+            return _empty_async_iterable()
+        self._stats.set_timeout(timeout)
+        return self._stats
 
     def get_stats(self, timeout: float = 2) -> list[dict[str, Any]]:
-        out = []
-        while self._engine.stats:
-            out.append(self._engine.stats.popleft())
-        return out
+        """executor.py GenerationExecutor.get_stats: blocks until `timeout` passes without a record."""
+        if self._stats is None:
+            print(_NO_STATS_YET, flush=True)
+            return []
+        self._stats.set_timeout(timeout)
+        return self._stats.get_results()
 
     def shutdown(self) -> None:
         self._engine.stop()
@@ -403,4 +518,5 @@ class LLM:
         self.shutdown()
 
 
-__all__ = ["LLM", "SamplingParams", "KvCacheConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics"]
+__all__ = ["LLM", "SamplingParams", "KvCacheConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics",
+           "IterationResult"]

@@ -1,4 +1,4 @@
-"""The parts of VllmConfig a stat logger reads (vLLM 0.11.0 attribute names)."""
+"""The parts of VllmConfig a stat logger reads (vLLM 0.31.0 attribute names)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RequestOutput / CompletionOutput (vLLM 0.11.0 shapes; text is cumulative with the default output kind)."""
+"""RequestOutput / CompletionOutput (vLLM 0.31.0 shapes; text is cumulative with the default output kind)."""
 
 from __future__ import annotations
 

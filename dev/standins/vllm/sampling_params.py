@@ -1,9 +1,12 @@
-"""SamplingParams (vLLM 0.11.0): the fields the operator's model sets, validated as vLLM validates them."""
+"""SamplingParams (vLLM 0.31.0, vllm/sampling_params.py): the fields the operator's model sets, validated as
+vLLM validates them (SamplingParams._verify_args), raising VLLMValidationError as 0.31 does."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+
+from .exceptions import VLLMValidationError
 
 
 class RequestOutputKind(enum.Enum):
@@ -31,18 +34,18 @@ class SamplingParams:
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
         if self.n != 1:
-            raise ValueError(f"n must be 1 in this stand-in, got {self.n}")
+            raise VLLMValidationError(f"n must be 1 in this stand-in, got {self.n}")
         if not -2.0 <= self.presence_penalty <= 2.0:
-            raise ValueError(f"presence_penalty must be in [-2, 2], got {self.presence_penalty}.")
+            raise VLLMValidationError(f"presence_penalty must be in [-2, 2], got {self.presence_penalty}.")
         if not -2.0 <= self.frequency_penalty <= 2.0:
-            raise ValueError(f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty}.")
+            raise VLLMValidationError(f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty}.")
         if self.repetition_penalty <= 0.0:
-            raise ValueError(f"repetition_penalty must be greater than zero, got {self.repetition_penalty}.")
+            raise VLLMValidationError(f"repetition_penalty must be greater than zero, got {self.repetition_penalty}.")
         if self.temperature < 0.0:
-            raise ValueError(f"temperature must be non-negative, got {self.temperature}.")
+            raise VLLMValidationError(f"temperature must be non-negative, got {self.temperature}.")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
+            raise VLLMValidationError(f"top_p must be in (0, 1], got {self.top_p}.")
         if self.top_k < -1:
-            raise ValueError(f"top_k must be 0 or -1 (disable), or at least 1, got {self.top_k}.")
+            raise VLLMValidationError(f"top_k must be 0 or -1 (disable), or at least 1, got {self.top_k}.")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+            raise VLLMValidationError(f"max_tokens must be at least 1, got {self.max_tokens}.")

@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Any
 
 from ..api.v1alpha1 import DEFAULT_LAUNCHER_IMAGE, LAUNCHER_KUBECTL, Backend, LLMBackendSpec, MultiNodeSpec, PlanStatus
-from . import triton
+from . import drain, triton
 from .podtemplate import apply_pod_template
 from .workloads import (
     CONFIG_HASH_ANNOTATION,
@@ -35,6 +35,7 @@ from .workloads import (
     _pod_spec,
     labels_for,
     pod_ready,
+    with_exit_timeout,
 )
 
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
@@ -200,7 +201,8 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
         script = "leader-ray.sh" if leader else "worker-ray.sh"
         args = serve if leader else []
     container["command"] = ["/bin/sh", f"{LAUNCH_MOUNT}/{script}"]
-    container["args"] = args
+    # The leader serves: it keeps the drain-safe exit timeout that _pod_spec gave the single-node args.
+    container["args"] = with_exit_timeout(args, drain.drain_seconds(spec.engine.max_seq_len, spec.serving.drain_seconds))
     if leader and mpi:
         container["env"] += [
             _env("HOSTFILE", HOSTFILE),

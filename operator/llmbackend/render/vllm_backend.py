@@ -19,13 +19,14 @@ from typing import Any
 
 from ..api import engine_metrics as M
 from ..api.catalog import resolve_architecture
+from ..api.engine_versions import VLLM_VERSION
 from ..api.v1alpha1 import KVCacheDtype, LLMBackendSpec, Quantization
 from . import llm_io
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODEL_FILE = "models/vllm_engine.py"
 # The vLLM version whose API the model file and the CPU stand-in (dev/standins/vllm) follow.
-VLLM_API_VERSION = "0.11.0"
+VLLM_API_VERSION = VLLM_VERSION
 
 # config.pbtxt parameter key -> exported metric name (the model reads its names from here). The keys of the shared
 # engine metrics are the ones the TensorRT-LLM LLM API model reads; the vllm: names are this backend's own.

@@ -32,6 +32,10 @@ CONFIG_HASH_ANNOTATION = "llmbackend.dev/config-hash"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 CONFIG_MOUNT = "/model-config"
 SERVING_UID = 1000  # the Triton images' triton-server user
+# Triton images create that user without a home directory (triton-inference-server/server#7015): HOME and the
+# engines' caches (vLLM's torch.compile and kernel caches, TensorRT-LLM's JIT kernels, the Hub client, Triton-lang)
+# point into a writable emptyDir mounted here.
+SERVING_HOME = "/home/llmbackend"
 CHECKPOINT_CHECK_CONTAINER = "check-checkpoint"  # init container; its termination message says what is wrong
 
 # Every kind the operator may own, keyed by kind: (apiVersion, plural). The controller prunes
@@ -231,6 +235,49 @@ def _shm_size(gpus_per_pod: int) -> str:
     return f"{2 + 4 * max(0, gpus_per_pod - 1) if gpus_per_pod > 1 else 2}Gi"
 
 
+def cache_env(home: str = SERVING_HOME) -> list[dict[str, str]]:
+    """HOME and the cache variables of the serving container, all under the writable `home` emptyDir."""
+    cache = f"{home}/.cache"
+    return [{"name": "HOME", "value": home},
+            {"name": "XDG_CACHE_HOME", "value": cache},
+            {"name": "HF_HOME", "value": f"{cache}/huggingface"},
+            {"name": "VLLM_CACHE_ROOT", "value": f"{cache}/vllm"},
+            {"name": "TRITON_CACHE_DIR", "value": f"{cache}/triton"}]
+
+
+def _add_writable_home(container: dict[str, Any], volumes: list[dict[str, Any]]) -> None:
+    container["env"] += cache_env()
+    container["volumeMounts"].append({"name": "home", "mountPath": SERVING_HOME})
+    volumes.append({"name": "home", "emptyDir": {}})
+
+
+def serving_resources(spec: LLMBackendSpec, gpus_per_pod: int) -> dict[str, Any]:
+    """Requests (and limits) of the serving container.
+
+    With `scheduling.resources` the user's CPU and memory are both request and limit. Without, the container still
+    requests CPU and memory: it loads the checkpoint through host RAM and its /dev/shm is memory-backed, and a pod
+    requesting none is BestEffort, the first evicted under memory pressure. The default (2 CPUs per GPU; 8 GiB plus
+    8 GiB per GPU plus the /dev/shm size) is a floor for scheduling and eviction order, with no limit."""
+    gpus = str(gpus_per_pod)
+    resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
+    if spec.scheduling.resources and (spec.scheduling.resources.cpu or spec.scheduling.resources.memory):
+        for key in ("cpu", "memory"):
+            value = getattr(spec.scheduling.resources, key)
+            if value:
+                resources["requests"][key] = value
+                resources["limits"][key] = value
+        return resources
+    shm_gib = int(_shm_size(gpus_per_pod).removesuffix("Gi"))
+    resources["requests"]["cpu"] = str(2 * max(1, gpus_per_pod))
+    resources["requests"]["memory"] = f"{8 + 8 * max(1, gpus_per_pod) + shm_gib}Gi"
+    return resources
+
+
+def with_exit_timeout(args: list[str], drain_s: int) -> list[str]:
+    """tritonserver's argv with `--exit-timeout-secs` (how long it lets in-flight requests finish on SIGTERM)."""
+    return [a for arg in args for a in ([arg, f"--exit-timeout-secs={drain_s}"] if arg == "tritonserver" else [arg])]
+
+
 def _pod_spec(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_map: dict[str, Any], *, role: str, world_size: int
 ) -> dict[str, Any]:
@@ -244,13 +291,7 @@ def _pod_spec(
     args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend,
                                  spec.engine.format)
 
-    resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": str(gpus_per_pod)}, "requests": {"nvidia.com/gpu": str(gpus_per_pod)}}
-    if spec.scheduling.resources:
-        for key in ("cpu", "memory"):
-            value = getattr(spec.scheduling.resources, key)
-            if value:
-                resources["requests"][key] = value
-                resources["limits"][key] = value
+    resources = serving_resources(spec, gpus_per_pod)
 
     volume_mounts: list[dict[str, Any]] = [
         {"name": "model-repository", "mountPath": triton.MODEL_REPOSITORY},
@@ -300,6 +341,7 @@ def _pod_spec(
             "runAsGroup": SERVING_UID,
         },
     }
+    _add_writable_home(container, volumes)
     if command:
         container["command"] = command
     if source is not None and source.uri is not None:
@@ -322,7 +364,7 @@ def _pod_spec(
         }
         # Drain-safe scale-down: wait for in-flight requests, then Triton's exit timeout (render/drain.py).
         container["lifecycle"] = {"preStop": {"exec": {"command": drain.prestop_command(triton.METRICS_PORT, drain_s)}}}
-        container["args"] = [a for arg in args for a in ([arg, f"--exit-timeout-secs={drain_s}"] if arg == "tritonserver" else [arg])]
+        container["args"] = with_exit_timeout(args, drain_s)
 
     init = {
         "name": "model-repository",

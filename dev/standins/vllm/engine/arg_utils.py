@@ -1,4 +1,4 @@
-"""AsyncEngineArgs: the engine arguments the operator renders into model.json (vLLM 0.11.0 names and defaults).
+"""AsyncEngineArgs: the engine arguments the operator renders into model.json (vLLM 0.31.0 names and defaults).
 
 A dataclass like upstream's, so an argument vLLM does not know fails with TypeError here too.
 """

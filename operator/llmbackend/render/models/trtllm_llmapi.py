@@ -7,8 +7,14 @@ in the stock `tritonserver:<yy.mm>-trtllm-python-py3` image: it imports only the
 Requests (Triton's generate endpoints map JSON keys to these tensors; all [1] except stop_words [-1]):
 text_input (required); max_tokens, stream, temperature, top_p, top_k, seed, frequency_penalty, presence_penalty,
 repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens.
-Responses: text_output (streaming: the new text of this response), finish_reason ("stop" | "length" |
-"cancelled" on the final response, empty before), num_input_tokens / num_output_tokens when asked for.
+Responses: text_output (streaming: the new text of this response), finish_reason ("stop" | "length" on the final
+response, empty before), num_input_tokens / num_output_tokens when asked for. A request Triton cancels ends with an
+error response of code CANCELLED, sent by this model (the engine sends nothing for a request still waiting for a
+slot).
+
+Threads: the engine's asyncio loop runs only engine calls; every call into Triton (responses, metrics, logging) goes
+through one IPC thread, and cancellation is polled on its own thread (Python-backend calls are blocking round
+trips to the server process).
 
 The model is decoupled: execute() hands each request to the engine's asyncio loop and returns at once, so Triton's
 own queue and compute counters see only that hand-off. The engine's real wait (for a free slot or free KV blocks)
@@ -28,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import threading
 from typing import Any
 
@@ -35,8 +42,13 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 import yaml
 
-# How often the iteration-stats gauges are refreshed, seconds.
+# How long the iteration-stats stream may stay silent before it ends (the engine is idle), and the pause between
+# streams while idle, seconds.
 STATS_INTERVAL_S = 1.0
+# The shortest time between two gauge updates while the engine runs (it yields a record every iteration, ~tens of ms).
+STATS_PUBLISH_S = 0.25
+# How often the cancellation thread asks Triton whether in-flight requests were cancelled, seconds.
+CANCEL_POLL_S = 0.05
 
 _OPTIONAL_SCALARS = {
     # tensor name -> (SamplingParams argument, python type)
@@ -227,6 +239,61 @@ def _int_tensor(name: str, value: int) -> Any:
     return pb_utils.Tensor(name, np.array([value], dtype=np.int32))
 
 
+class _TritonIpc:
+    """One thread for every call that crosses to the Triton parent process (`sender.send`, metric updates, logging).
+
+    Python-backend calls are blocking round trips (python_backend `pb_response_sender.cc`, `pb_metric_reporter.cc`,
+    `pb_cancel.cc`); made on the engine's event loop they stall every request the loop drives. Upstream's LLM API
+    model sends from its own thread for this reason (tensorrtllm_backend `all_models/llmapi/tensorrt_llm/1/model.py`
+    `_response_loop`). Calls run in submission order, so a request's responses keep their order."""
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+        self.calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="triton-ipc", daemon=True)
+        self.thread.start()
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+        self.calls.put((fn, args, kwargs))
+
+    def _run(self) -> None:
+        while True:
+            item = self.calls.get()
+            if item is None:
+                return
+            fn, args, kwargs = item
+            try:
+                fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - one failed send must not stop the others
+                try:
+                    self.logger.log_error(f"Triton call {getattr(fn, '__name__', fn)} failed: {exc}")
+                except Exception:  # noqa: BLE001, S110 - logging is itself IPC; nothing more to do
+                    pass
+
+    def stop(self, timeout_s: float) -> None:
+        self.calls.put(None)
+        self.thread.join(timeout_s)
+
+
+class _InFlight:
+    """A request handed to the engine: the model's own book of what it submitted and has not seen end."""
+
+    def __init__(self, request: Any, sender: Any, parsed: dict[str, Any]) -> None:
+        self.request = request
+        self.sender = sender
+        self.parsed = parsed
+        self.result: Any = None      # the engine's result, once submitted (engine loop)
+        self.task: Any = None        # the coroutine serving it (engine loop)
+        self.closed = False          # the final response is queued: nothing more may be sent
+
+
+def _cancelled_response() -> Any:
+    code = getattr(pb_utils.TritonError, "CANCELLED", None)
+    error = (pb_utils.TritonError("request cancelled", code) if code is not None
+             else pb_utils.TritonError("request cancelled"))
+    return pb_utils.InferenceResponse(error=error)
+
+
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         from tensorrt_llm import LLM
@@ -246,79 +313,112 @@ class TritonPythonModel:
         self.logger = pb_utils.Logger
         self.llm = LLM(**llm_args)
         self.metrics = _Metrics(params, {"model": args["model_name"], "version": args["model_version"]})
-        self.in_flight = 0
-        self.stopping = False
+        self.ipc = _TritonIpc(self.logger)
+        # Requests submitted and not yet ended, by our own id. Guarded by `lock` (Triton's, the engine's and the
+        # cancellation threads all touch it).
+        self.lock = threading.Lock()
+        self.in_flight: dict[int, _InFlight] = {}
+        self.next_id = 0
+        self.submitted_any = False
+        self.stopping = threading.Event()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="llmapi-loop", daemon=True)
         self.thread.start()
         self.stats_task = asyncio.run_coroutine_threadsafe(self._stats_loop(), self.loop)
+        self.cancel_thread = threading.Thread(target=self._cancellation_loop, name="triton-cancel", daemon=True)
+        self.cancel_thread.start()
 
     def execute(self, requests: list[Any]) -> None:
+        # Triton's thread: parse here (tensors are local), hand valid requests to the engine's loop, return at once.
         for request in requests:
-            asyncio.run_coroutine_threadsafe(self._serve(request), self.loop)
+            sender = request.get_response_sender()
+            try:
+                parsed = parse_request(request)
+            except BadRequest as exc:
+                self.metrics.failed.increment(1)
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"bad request: {exc}")),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                continue
+            entry = _InFlight(request, sender, parsed)
+            with self.lock:
+                self.next_id += 1
+                key = self.next_id
+                self.in_flight[key] = entry
+            self.loop.call_soon_threadsafe(self._start, key, entry)
         return None
 
     def finalize(self) -> None:
-        self.stopping = True
+        self.stopping.set()
         self.stats_task.cancel()
         self.llm.shutdown()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.cancel_thread.join(5)
+        self.ipc.stop(10)
 
-    # ---- one request ----
+    # ---- sending (any thread): through the IPC thread, at most one final response per request ----
 
-    async def _serve(self, request: Any) -> None:
-        sender = request.get_response_sender()
-        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-        self.in_flight += 1
+    def _send(self, key: int, response: Any, final: bool) -> bool:
+        with self.lock:
+            entry = self.in_flight.get(key)
+            if entry is None or entry.closed:
+                return False
+            if final:
+                entry.closed = True
+                del self.in_flight[key]
+            flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0
+            # queued under the lock: a cancellation's final response cannot overtake a queued partial one
+            self.ipc.call(entry.sender.send, response, flags=flags)
+        return True
+
+    # ---- one request (engine loop) ----
+
+    def _start(self, key: int, entry: _InFlight) -> None:
+        entry.task = self.loop.create_task(self._serve(key, entry))
+
+    async def _serve(self, key: int, entry: _InFlight) -> None:
         try:
-            await self._generate(request, sender)
+            await self._generate(key, entry)
+        except asyncio.CancelledError:
+            pass  # cancelled by Triton: the cancellation thread has answered
         except BadRequest as exc:
-            self.metrics.failed.increment(1)
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"bad request: {exc}")), flags=final)
+            if self._send(key, pb_utils.InferenceResponse(error=pb_utils.TritonError(f"bad request: {exc}")), True):
+                self.ipc.call(self.metrics.failed.increment, 1)
         except Exception as exc:  # noqa: BLE001 - any engine error ends this request only
-            self.metrics.failed.increment(1)
-            self.logger.log_error(f"request failed: {type(exc).__name__}: {exc}")
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{type(exc).__name__}: {exc}")),
-                        flags=final)
-        finally:
-            self.in_flight -= 1
+            message = f"{type(exc).__name__}: {exc}"
+            if self._send(key, pb_utils.InferenceResponse(error=pb_utils.TritonError(message)), True):
+                self.ipc.call(self.metrics.failed.increment, 1)
+                self.ipc.call(self.logger.log_error, f"request failed: {message}")
 
-    async def _generate(self, request: Any, sender: Any) -> None:
+    async def _generate(self, key: int, entry: _InFlight) -> None:
         from tensorrt_llm import SamplingParams
 
-        req = parse_request(request)
+        req = entry.parsed
         try:
             sampling = SamplingParams(**req["sampling"])
             result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
         except (TypeError, ValueError) as exc:  # the engine's own validation (e.g. prompt longer than max_seq_len)
             raise BadRequest(str(exc)) from None
-        watcher = asyncio.ensure_future(self._abort_when_cancelled(request, result))
+        entry.result = result
+        self.submitted_any = True
         sent_text = 0
         prefix = "" if req["exclude_input"] else req["prompt"]
         output = None
-        try:
-            async for item in result:
-                output = item.outputs[0]
-                done = bool(getattr(item, "finished", False)) or output.finish_reason is not None
-                if request.is_cancelled():
-                    continue  # the watcher aborts; the engine then finishes the stream as cancelled
-                if req["stream"] and not done:
-                    tensors = [_text_tensor("text_output", prefix + output.text[sent_text:]),
-                               _text_tensor("finish_reason", "")]
-                    sent_text, prefix = len(output.text), ""
-                    sender.send(pb_utils.InferenceResponse(output_tensors=tensors))
-        finally:
-            watcher.cancel()
+        async for item in result:
+            output = item.outputs[0]
+            done = bool(getattr(item, "finished", False)) or output.finish_reason is not None
+            if req["stream"] and not done and not entry.closed:
+                tensors = [_text_tensor("text_output", prefix + output.text[sent_text:]),
+                           _text_tensor("finish_reason", "")]
+                sent_text, prefix = len(output.text), ""
+                self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), False)
         if output is None:
             raise RuntimeError("the engine returned no output")
         times = engine_times_us(output)
         if times is not None:
-            self.metrics.request_finished(*times)
-        self.metrics.finished.increment(1)
-        if request.is_cancelled():
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            return
+            self.ipc.call(self.metrics.request_finished, *times)
+        if entry.closed:
+            return  # cancelled: the answer is already sent
         text = output.text[sent_text:] if req["stream"] else output.text
         tensors = [_text_tensor("text_output", prefix + text),
                    _text_tensor("finish_reason", str(output.finish_reason or "stop"))]
@@ -326,31 +426,74 @@ class TritonPythonModel:
             tensors.append(_int_tensor("num_input_tokens", len(getattr(result, "prompt_token_ids", None) or [])))
         if req["num_output"]:
             tensors.append(_int_tensor("num_output_tokens", len(output.token_ids)))
-        sender.send(pb_utils.InferenceResponse(output_tensors=tensors), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), True):
+            self.ipc.call(self.metrics.finished.increment, 1)
 
-    async def _abort_when_cancelled(self, request: Any, result: Any) -> None:
-        """Triton's request cancellation (client closed the stream / cancelled the call) aborts the engine request,
-        also while it still waits in the engine's queue and produces no output."""
-        while True:
-            await asyncio.sleep(0.05)
-            if request.is_cancelled():
-                result.abort()
-                return
+    # ---- cancellation (own thread) ----
 
-    # ---- gauges ----
+    def _cancellation_loop(self) -> None:
+        """Triton's request cancellation (client closed the stream / cancelled the call), checked off the engine
+        loop: `is_cancelled()` is a blocking round trip to the parent process (python_backend `pb_cancel.cc`).
+
+        TensorRT-LLM drops an aborted request that still waits for a slot without any response
+        (`PyExecutor._handle_canceled_requests`), so, as upstream's LLM API model does, the model aborts and sends
+        its own CANCELLED final response, then stops waiting for the engine."""
+        while not self.stopping.wait(CANCEL_POLL_S):
+            with self.lock:
+                entries = [(k, e) for k, e in self.in_flight.items() if not e.closed]
+            for key, entry in entries:
+                try:
+                    cancelled = entry.request.is_cancelled()
+                except Exception:  # noqa: BLE001 - the request is gone; its final response settles it
+                    continue
+                if cancelled and self._send(key, _cancelled_response(), True):
+                    self.ipc.call(self.metrics.finished.increment, 1)
+                    self.loop.call_soon_threadsafe(self._abort, entry)
+
+    def _abort(self, entry: _InFlight) -> None:
+        # Active: the engine frees the slot and finishes it as "cancelled"; waiting: it drops it silently. Either
+        # way nobody waits for its output any more (a cancelled request's engine timing is not counted).
+        if entry.result is not None:
+            entry.result.abort()
+        if entry.task is not None:
+            entry.task.cancel()
+
+    # ---- gauges (engine loop reads, IPC thread publishes) ----
 
     async def _stats_loop(self) -> None:
-        while not self.stopping:
-            latest = None
-            try:
-                async for stats in self.llm.get_stats_async(timeout=STATS_INTERVAL_S):
-                    latest = json.loads(stats) if isinstance(stats, str) else stats
-            except Exception as exc:  # noqa: BLE001 - stats are best effort; serving goes on
-                self.logger.log_warn(f"iteration stats unavailable: {type(exc).__name__}: {exc}")
-            requests, blocks = gauges_from_stats(latest) if latest is not None else ({}, {})
-            if self.in_flight == 0:
-                # Nothing in flight: the engine is idle (it reports no stats then, and its last iteration still
-                # counts the requests it finished in it: kept, a replica would read busy between short requests).
-                requests.update(waiting=0.0, scheduled=0.0, active=0.0)
-            self.metrics.observe_stats(requests, blocks)
+        """TensorRT-LLM's stats stream (`LLM.get_stats_async`, executor/result.py `IterationResult.__anext__`)
+        yields one record per engine iteration with work and ends only after `timeout` seconds without one: under
+        load it never ends, so each record is published as it comes. Before the first request the stream does not
+        exist (the engine prints a warning per call), so it is not polled then."""
+        loop = asyncio.get_running_loop()
+        while not self.stopping.is_set():
+            if self.submitted_any:
+                latest, published_at = None, 0.0
+                try:
+                    async for stats in self.llm.get_stats_async(timeout=STATS_INTERVAL_S):
+                        latest = json.loads(stats) if isinstance(stats, str) else stats
+                        if loop.time() - published_at >= STATS_PUBLISH_S:  # one record per iteration: thinned
+                            self._publish(gauges_from_stats(latest), latest)
+                            latest, published_at = None, loop.time()
+                except Exception as exc:  # noqa: BLE001 - stats are best effort; serving goes on
+                    self.ipc.call(self.logger.log_warn, f"iteration stats unavailable: {type(exc).__name__}: {exc}")
+                if latest is not None:
+                    self._publish(gauges_from_stats(latest), latest)
+            self._publish(({}, {}), None)
             await asyncio.sleep(STATS_INTERVAL_S)
+
+    def _publish(self, gauges: tuple[dict[str, float], dict[str, float]], record: dict[str, Any] | None) -> None:
+        requests, blocks = gauges
+        with self.lock:
+            submitted = sum(1 for e in self.in_flight.values() if e.result is not None)
+        if record is not None:
+            # numQueuedRequests is the engine's intake queue only; requests waiting for a slot are in no field of
+            # the record. They are the ones this model submitted that the engine does not count as active.
+            requests["waiting"] = float(max(0, submitted - int(record.get("numActiveRequests", 0))))
+        elif submitted == 0:
+            # Nothing in flight: the engine is idle (it reports nothing then, and its last record still counts the
+            # requests it finished in it).
+            requests.update(waiting=0.0, scheduled=0.0, active=0.0)
+        if requests or blocks:
+            self.ipc.call(self.metrics.observe_stats, requests, blocks)
+

@@ -2,7 +2,8 @@
 
 Owned by the llmbackend operator and shipped in the rendered model repository as `<model>/1/model.py`; it runs
 inside the stock `tritonserver:<yy.mm>-vllm-python-py3` image and imports only what that image has (it must not
-import llmbackend). Written against vLLM 0.11.0's public API:
+import llmbackend). Written against vLLM 0.31.0's public API (the version is pinned in
+llmbackend/api/engine_versions.py and checked by tests/unit/test_engine_conformance.py):
 
 - `vllm.AsyncEngineArgs(**model.json)` and `vllm.v1.engine.async_llm.AsyncLLM.from_engine_args(args,
   stat_loggers=[cls])`, where `cls` subclasses `vllm.v1.metrics.loggers.StatLoggerBase` (the documented custom
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import threading
 import uuid
 
@@ -39,7 +41,8 @@ from vllm.v1.metrics.loggers import StatLoggerBase
 CANCEL_POLL_S = 0.05
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # vLLM's finish reasons -> the operator's contract ("abort" is what vLLM reports for an aborted request).
-FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled"}
+# "repetition" (vLLM >= 0.2x: a repetition detector stopped it) is a stop; "error" becomes an error response.
+FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled", "repetition": "stop"}
 
 # Optional [1] inputs passed to SamplingParams under the same name: name -> Python type.
 SAMPLING_INPUTS = {
@@ -140,10 +143,47 @@ class EngineMetrics:
             self.request_seconds.observe(max(0.0, queued_s) + max(0.0, inference_s))
 
 
+class TritonIpc:
+    """One thread for every call that crosses to the Triton parent process (`sender.send`, metric updates, logging).
+
+    Python-backend calls are blocking round trips (python_backend `pb_response_sender.cc`, `pb_metric_reporter.cc`,
+    `pb_cancel.cc`). vLLM calls stat loggers and yields outputs on its asyncio loop, so such calls there would stall
+    the engine's output handling for every request; upstream's vllm_backend queues its metric updates to a thread
+    for this reason (`src/utils/metrics.py`). Calls run in submission order."""
+
+    def __init__(self) -> None:
+        self.calls: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="triton-ipc", daemon=True)
+        self.thread.start()
+
+    def call(self, fn, *args, **kwargs) -> None:
+        self.calls.put((fn, args, kwargs))
+
+    def _run(self) -> None:
+        while True:
+            item = self.calls.get()
+            if item is None:
+                return
+            fn, args, kwargs = item
+            try:
+                fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - one failed call must not stop the others
+                try:
+                    pb_utils.Logger.log_error(f"Triton call {getattr(fn, '__name__', fn)} failed: {exc}")
+                except Exception:  # noqa: BLE001, S110 - logging is itself IPC; nothing more to do
+                    pass
+
+    def stop(self, timeout_s: float) -> None:
+        self.calls.put(None)
+        self.thread.join(timeout_s)
+
+
 class TritonStatLogger(StatLoggerBase):
-    """vLLM custom stat logger: forwards the engine's per-step and per-request stats to Triton's metrics."""
+    """vLLM custom stat logger: forwards the engine's per-step and per-request stats to Triton's metrics, through
+    the IPC thread (record() runs on vLLM's event loop)."""
 
     metrics: EngineMetrics  # bound by a subclass made in initialize(): vLLM constructs loggers from the class
+    ipc: TritonIpc
 
     def __init__(self, vllm_config, engine_index: int = 0) -> None:
         self.vllm_config = vllm_config
@@ -155,12 +195,12 @@ class TritonStatLogger(StatLoggerBase):
             scheduler = getattr(self.vllm_config, "scheduler_config", None)
             # Older vLLM releases named it gpu_cache_usage.
             usage = getattr(scheduler_stats, "kv_cache_usage", getattr(scheduler_stats, "gpu_cache_usage", 0.0))
-            self.metrics.step(
-                scheduler_stats.num_waiting_reqs, scheduler_stats.num_running_reqs, usage,
+            self.ipc.call(
+                self.metrics.step, scheduler_stats.num_waiting_reqs, scheduler_stats.num_running_reqs, usage,
                 getattr(scheduler, "max_num_seqs", 0) or 0, getattr(cache, "num_gpu_blocks", 0) or 0)
         if iteration_stats is not None:
             for finished in iteration_stats.finished_requests:
-                self.metrics.request_finished(finished.queued_time, finished.inference_time)
+                self.ipc.call(self.metrics.request_finished, finished.queued_time, finished.inference_time)
 
     def log_engine_initialized(self) -> None:
         pass
@@ -231,6 +271,14 @@ def error_response(message: str):
     return pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
 
 
+def cancelled_response():
+    """The final response of a request Triton cancelled: an error with code CANCELLED (as upstream's LLM models)."""
+    code = getattr(pb_utils.TritonError, "CANCELLED", None)
+    if code is None:
+        return error_response("request cancelled")
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError("request cancelled", code))
+
+
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         self.logger = pb_utils.Logger
@@ -240,7 +288,12 @@ class TritonPythonModel:
         path = os.path.join(args["model_repository"], args["model_version"], "model.json")
         with open(path, encoding="utf-8") as f:
             engine_args = json.load(f)
-        logger_cls = type("BoundTritonStatLogger", (TritonStatLogger,), {"metrics": self.metrics})
+        self.ipc = TritonIpc()
+        logger_cls = type("BoundTritonStatLogger", (TritonStatLogger,), {"metrics": self.metrics, "ipc": self.ipc})
+        # Requests handed to the engine and not yet answered: request_id -> (Triton request, sender, task).
+        self.lock = threading.Lock()
+        self.in_flight: dict[str, list] = {}
+        self.stopping = threading.Event()
 
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="vllm-engine-loop", daemon=True)
@@ -251,42 +304,55 @@ class TritonPythonModel:
 
         self.engine = asyncio.run_coroutine_threadsafe(start(), self.loop).result()
         self.logger.log_info(f"vLLM engine started: {json.dumps(engine_args, sort_keys=True)}")
+        self.cancel_thread = threading.Thread(target=self._cancellation_loop, name="triton-cancel", daemon=True)
+        self.cancel_thread.start()
 
     def execute(self, requests):
         # Decoupled: hand each request to the engine's loop and return at once; vLLM batches in flight.
         for request in requests:
+            sender = request.get_response_sender()
             try:
                 parsed = parse_request(request)
                 params = SamplingParams(**parsed[1])  # vLLM validates ranges (temperature, top_p, ...)
-            except (ValueError, TypeError) as exc:
+            except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, or (vLLM >= 0.2x) VLLMValidationError
                 self.metrics.failed.increment(1)
-                request.get_response_sender().send(error_response(f"bad request: {exc}"), flags=FINAL)
+                sender.send(error_response(f"bad request: {exc}"), flags=FINAL)
                 continue
-            asyncio.run_coroutine_threadsafe(self._serve(request, parsed, params), self.loop)
+            request_id = uuid.uuid4().hex
+            with self.lock:
+                self.in_flight[request_id] = [request, sender, None]
+            self.loop.call_soon_threadsafe(self._start, request_id, parsed, params)
         return None
 
-    async def _serve(self, request, parsed, params) -> None:
-        sender = request.get_response_sender()
-        request_id = uuid.uuid4().hex
-        task = asyncio.ensure_future(self._generate(sender, request_id, parsed, params))
-        try:
-            while not task.done():
-                await asyncio.wait({task}, timeout=CANCEL_POLL_S)
-                if not task.done() and request.is_cancelled():
-                    # Triton request cancellation: free the engine slot now, then answer once.
-                    await self.engine.abort(request_id)
-                    task.cancel()
-                    sender.send(make_response("", "cancelled", None, None), flags=FINAL)
-                    return
-            task.result()
-        except asyncio.CancelledError:
-            pass
-        except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the model
-            self.metrics.failed.increment(1)
-            self.logger.log_warn(f"request {request_id} failed: {exc!r}")
-            sender.send(error_response(f"engine error: {exc}"), flags=FINAL)
+    def _start(self, request_id: str, parsed, params) -> None:
+        with self.lock:
+            entry = self.in_flight.get(request_id)
+            if entry is None:
+                return  # cancelled before it reached the loop
+            entry[2] = self.loop.create_task(self._serve(request_id, parsed, params))
 
-    async def _generate(self, sender, request_id: str, parsed, params) -> None:
+    def _send(self, request_id: str, response, final: bool) -> bool:
+        """Queue a response for the IPC thread; after the final one nothing more is sent for this request."""
+        with self.lock:
+            entry = self.in_flight.get(request_id)
+            if entry is None:
+                return False
+            if final:
+                del self.in_flight[request_id]
+            self.ipc.call(entry[1].send, response, flags=FINAL if final else 0)
+        return True
+
+    async def _serve(self, request_id: str, parsed, params) -> None:
+        try:
+            await self._generate(request_id, parsed, params)
+        except asyncio.CancelledError:
+            pass  # cancelled by Triton: the cancellation thread has answered
+        except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the model
+            if self._send(request_id, error_response(f"engine error: {exc}"), True):
+                self.ipc.call(self.metrics.failed.increment, 1)
+                self.ipc.call(self.logger.log_warn, f"request {request_id} failed: {exc!r}")
+
+    async def _generate(self, request_id: str, parsed, params) -> None:
         prompt, _, stream, exclude_input, want_in, want_out = parsed
         sent = 0  # characters of the cumulative output already streamed
         last = None
@@ -294,11 +360,14 @@ class TritonPythonModel:
             last = output
             completion = output.outputs[0]
             if stream and not output.finished and len(completion.text) > sent:
-                sender.send(make_response(completion.text[sent:], "", None, None))
+                self._send(request_id, make_response(completion.text[sent:], "", None, None), False)
                 sent = len(completion.text)
         if last is None:
             raise RuntimeError("the engine produced no output")
         completion = last.outputs[0]
+        if completion.finish_reason == "error":
+            # vLLM >= 0.2x: the engine failed this request (finish reason "error"); it is not an answer.
+            raise RuntimeError("the engine failed the request (finish_reason 'error')")
         reason = FINISH_REASONS.get(str(completion.finish_reason), str(completion.finish_reason or "stop"))
         if stream:
             text = completion.text[sent:]
@@ -306,11 +375,38 @@ class TritonPythonModel:
             text = completion.text if exclude_input else prompt + completion.text
         n_in = len(last.prompt_token_ids or []) if want_in else None
         n_out = len(completion.token_ids) if want_out else None
-        sender.send(make_response(text, reason, n_in, n_out), flags=FINAL)
+        self._send(request_id, make_response(text, reason, n_in, n_out), True)
+
+    def _cancellation_loop(self) -> None:
+        """Triton's request cancellation, checked off the engine loop (`is_cancelled()` is a blocking round trip to
+        the server process, python_backend `pb_cancel.cc`): abort the engine request, which frees its slot or takes
+        it out of the waiting queue, and answer once with our own CANCELLED response."""
+        while not self.stopping.wait(CANCEL_POLL_S):
+            with self.lock:
+                entries = [(rid, e[0]) for rid, e in self.in_flight.items()]
+            for request_id, request in entries:
+                try:
+                    cancelled = request.is_cancelled()
+                except Exception:  # noqa: BLE001 - the request is gone; its final response settles it
+                    continue
+                if cancelled:
+                    with self.lock:
+                        entry = self.in_flight.get(request_id)
+                        task = entry[2] if entry is not None else None
+                    if self._send(request_id, cancelled_response(), True):
+                        self.loop.call_soon_threadsafe(self._abort, request_id, task)
+
+    def _abort(self, request_id: str, task) -> None:
+        self.loop.create_task(self.engine.abort(request_id))
+        if task is not None:
+            task.cancel()
 
     def finalize(self) -> None:
+        self.stopping.set()
         engine = getattr(self, "engine", None)
         if engine is not None:
             engine.shutdown()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
+        self.cancel_thread.join(timeout=5)
+        self.ipc.stop(10)

@@ -1,4 +1,4 @@
-"""AsyncLLM (vLLM 0.11.0 V1 engine client): generate() / abort() over a simulated in-flight batching engine.
+"""AsyncLLM (vLLM 0.31.0 V1 engine client): generate() / abort() over a simulated in-flight batching engine.
 
 Simulation: `max_num_seqs` slots; every VLLM_STANDIN_STEP_S seconds each running request gets one token (the first
 step is prefill + first token); waiting requests take free slots FIFO before each step. Output token i echoes the
@@ -9,7 +9,9 @@ scheduled), as vLLM computes them.
 Like vLLM: an unknown engine argument is a TypeError (AsyncEngineArgs is a dataclass); a `quantization` argument that
 contradicts the checkpoint's config.json quantization_config, or an AWQ/GPTQ method on a checkpoint without one, is a
 ValueError at start; a prompt longer than max_model_len is a ValueError from generate(); an aborted request's
-generator ends with finish_reason "abort"; cancelling the consumer aborts the request.
+generator ends with finish_reason "abort"; cancelling the consumer aborts the request (AsyncLLM.generate's
+`except (asyncio.CancelledError, GeneratorExit)`). Stat loggers' record() gets mm_cache_stats and engine_idx as
+keywords, as vllm/v1/metrics/loggers.py StatLoggerManager.record does in 0.31.0.
 """
 
 from __future__ import annotations
@@ -103,18 +105,18 @@ class _Request:
 
 
 class AsyncLLM:
-    def __init__(self, engine_args: AsyncEngineArgs, stat_loggers=None) -> None:
-        self.quantization = check_quantization(engine_args)
-        self.max_num_seqs = engine_args.max_num_seqs or 256
-        self.max_model_len = engine_args.max_model_len or 8192
-        self.step_s = float(os.environ.get("VLLM_STANDIN_STEP_S", "0.01"))
-        blocks = self.max_num_seqs * math.ceil(self.max_model_len / BLOCK_SIZE)
+    def _start(self, engine_args: AsyncEngineArgs, stat_loggers) -> None:
+        self._quantization = check_quantization(engine_args)
+        self._max_num_seqs = engine_args.max_num_seqs or 256
+        self._max_model_len = engine_args.max_model_len or 8192
+        self._step_s = float(os.environ.get("VLLM_STANDIN_STEP_S", "0.01"))
+        blocks = self._max_num_seqs * math.ceil(self._max_model_len / BLOCK_SIZE)
         self.vllm_config = VllmConfig(
             CacheConfig(BLOCK_SIZE, engine_args.gpu_memory_utilization, blocks, engine_args.kv_cache_dtype),
-            SchedulerConfig(self.max_num_seqs, engine_args.max_num_batched_tokens or 8192, self.max_model_len))
-        self.log_stats = not engine_args.disable_log_stats
-        self.stat_loggers = [factory(self.vllm_config, 0) for factory in (stat_loggers or [])]
-        for logger in self.stat_loggers:
+            SchedulerConfig(self._max_num_seqs, engine_args.max_num_batched_tokens or 8192, self._max_model_len))
+        self._log_stats = not engine_args.disable_log_stats
+        self._stat_loggers = [factory(self.vllm_config, 0) for factory in (stat_loggers or [])]
+        for logger in self._stat_loggers:
             logger.log_engine_initialized()
         self._waiting: collections.deque[_Request] = collections.deque()
         self._running: dict[str, _Request] = {}
@@ -125,8 +127,12 @@ class AsyncLLM:
 
     @classmethod
     def from_engine_args(cls, engine_args: AsyncEngineArgs, start_engine_loop: bool = True, usage_context=None,
-                         stat_loggers=None, **kwargs) -> AsyncLLM:
-        return cls(engine_args, stat_loggers)
+                         stat_loggers=None) -> AsyncLLM:
+        # vllm/v1/engine/async_llm.py AsyncLLM.from_engine_args (0.31.0): the engine is built from the engine
+        # arguments (upstream's __init__ takes the resolved VllmConfig, which the stand-in does not model).
+        engine = cls.__new__(cls)
+        engine._start(engine_args, stat_loggers)
+        return engine
 
     def _ensure_loop(self) -> None:
         if self._task is None or self._task.done():
@@ -138,15 +144,17 @@ class AsyncLLM:
         text = prompt.get("prompt", "") if isinstance(prompt, dict) else str(prompt)
         if request_id in self._requests:
             raise ValueError(f"Request id {request_id} already running.")
-        request = _Request(request_id, text, sampling_params, self.max_model_len)
-        if len(request.prompt_ids) > self.max_model_len:
+        request = _Request(request_id, text, sampling_params, self._max_model_len)
+        if len(request.prompt_ids) > self._max_model_len:
             raise ValueError(f"The decoder prompt (length {len(request.prompt_ids)}) is longer than the maximum "
-                             f"model length of {self.max_model_len}.")
+                             f"model length of {self._max_model_len}.")
         self._ensure_loop()
         self._requests[request_id] = request
         self._waiting.append(request)
         assert self._wake is not None
         self._wake.set()
+        # vllm/v1/engine/async_llm.py AsyncLLM.generate (0.31.0): yields outputs until one is finished; a consumer
+        # that is cancelled or drops the generator aborts the request.
         try:
             while True:
                 out = await request.queue.get()
@@ -159,11 +167,16 @@ class AsyncLLM:
         finally:
             self._requests.pop(request_id, None)
 
-    async def abort(self, request_id: str | Iterable[str]) -> None:
+    async def abort(self, request_id: str | Iterable[str], internal: bool = False) -> None:
+        # vllm/v1/engine/async_llm.py AsyncLLM.abort (0.31.0): takes the caller's request ids (the engine's own ids
+        # carry a random suffix); a waiting request leaves the queue and its stream ends with finish_reason "abort",
+        # with no FinishedRequestStats recorded (vllm/v1/engine/output_processor.py abort_requests).
         for rid in [request_id] if isinstance(request_id, str) else list(request_id):
             self._abort(rid)
 
     def _abort(self, request_id: str) -> None:
+        # vllm/v1/engine/output_processor.py OutputProcessor.abort_requests (0.31.0): the request leaves the
+        # scheduler (waiting or running) and its stream gets a final output with FinishReason.ABORT ("abort").
         request = self._requests.get(request_id)
         if request is None or request.finish_reason is not None:
             return
@@ -181,11 +194,11 @@ class AsyncLLM:
                 await self._wake.wait()
                 continue
             now = time.monotonic()
-            while self._waiting and len(self._running) < self.max_num_seqs:
+            while self._waiting and len(self._running) < self._max_num_seqs:
                 request = self._waiting.popleft()
                 request.scheduled = now
                 self._running[request.id] = request
-            await asyncio.sleep(self.step_s)
+            await asyncio.sleep(self._step_s)
             now = time.monotonic()
             iteration = IterationStats()
             for request in list(self._running.values()):
@@ -205,10 +218,10 @@ class AsyncLLM:
             blocks = sum(math.ceil(r.tokens() / BLOCK_SIZE) for r in self._running.values())
             total = self.vllm_config.cache_config.num_gpu_blocks or 1
             scheduler = SchedulerStats(len(self._running), len(self._waiting), min(1.0, blocks / total))
-            if self.log_stats:
-                for logger in self.stat_loggers:
-                    logger.record(scheduler, iteration, None, 0)
+            if self._log_stats:
+                for logger in self._stat_loggers:
+                    logger.record(scheduler, iteration, mm_cache_stats=None, engine_idx=0)
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float | None = None) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -1,4 +1,4 @@
-"""StatLoggerBase: vLLM's documented interface for custom stat loggers (0.11.0)."""
+"""StatLoggerBase: vLLM's documented interface for custom stat loggers (0.31.0)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SchedulerStats / IterationStats / FinishedRequestStats (vLLM 0.11.0 fields the operator's logger reads)."""
+"""SchedulerStats / IterationStats / FinishedRequestStats (vLLM 0.31.0 fields the operator's logger reads)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,107 @@
+"""The serving models' threads, outside tritonserver: each rendered model.py (LLM API, vLLM) with its engine stand-in
+(dev/standins/tensorrt_llm, dev/standins/vllm) and a Python-backend stand-in (dev/standins/pb_utils_standin.py) whose calls are
+blocking round trips, as in Triton. No call into Triton may run on the engine's event loop (it would stall every
+request the loop drives), a request cancelled while it waits for a slot ends with CANCELLED, and every request gets
+exactly one final response."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2
+
+from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
+from llmbackend.render.workloads import BackendRef, RolloutStrategy, config_map_files, desired_objects, model_name
+
+STANDINS = Path(__file__).resolve().parents[2] / "dev" / "standins"
+SLOTS = 2
+
+
+ENGINES = {
+    # backend -> (engine loop thread name, engine spec)
+    "trtllm": ("llmapi-loop", {"maxBatchSize": SLOTS, "maxSeqLen": 8192}),
+    "vllm": ("vllm-engine-loop", {"backend": "vllm", "maxBatchSize": SLOTS, "maxSeqLen": 512, "maxInputLen": 128}),
+}
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def served(request, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(STANDINS))
+    monkeypatch.setenv("TRTLLM_STANDIN_ITERATION_S", "0.01")
+    monkeypatch.setenv("VLLM_STANDIN_STEP_S", "0.01")
+    import pb_utils_standin
+
+    pb_utils = pb_utils_standin.install(sys.modules)
+    pb_utils.CALLS.clear()
+    loop_thread, engine = ENGINES[request.param]
+    spec = LLMBackendSpec.model_validate({
+        "model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}},
+        "engine": engine})
+    plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
+                      memory_per_gpu_bytes=40 << 30)
+    ref = BackendRef("llama", "default", "uid-1")
+    config_map = next(o for o in desired_objects(ref, spec, plan, 1, RolloutStrategy("Recreate"))
+                      if o["kind"] == "ConfigMap")
+    for rel, content in config_map_files(config_map).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(content)
+    name = model_name(ref, spec)
+    config = text_format.Parse((tmp_path / name / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    model_config = json_format.MessageToDict(config, preserving_proto_field_name=True)
+    module_spec = importlib.util.spec_from_file_location("llmapi_model_under_test", tmp_path / name / "1" / "model.py")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    model = module.TritonPythonModel()
+    model.initialize({"model_config": json.dumps(model_config), "model_repository": str(tmp_path / name),
+                      "model_version": "1", "model_name": name})
+    try:
+        yield model, pb_utils, loop_thread
+    finally:
+        model.finalize()
+        for name in [m for m in sys.modules if m == "triton_python_backend_utils" or m.split(".")[0] in (
+                "tensorrt_llm", "vllm")]:
+            sys.modules.pop(name, None)
+
+
+def _request(pb_utils, prompt: str, max_tokens: int, stream: bool = False):
+    tensors = {"text_input": pb_utils.Tensor("text_input", np.array([prompt.encode()], dtype=np.object_)),
+               "max_tokens": pb_utils.Tensor("max_tokens", np.array([max_tokens], dtype=np.int32)),
+               "stream": pb_utils.Tensor("stream", np.array([stream], dtype=bool))}
+    return pb_utils.InferenceRequest(tensors)
+
+
+def _wait(predicate, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_no_triton_call_runs_on_the_engine_loop_and_cancelled_waiting_requests_end(served) -> None:
+    model, pb_utils, loop_thread = served
+    busy = [_request(pb_utils, f"busy request {i}", 60, stream=True) for i in range(SLOTS)]
+    waiting = _request(pb_utils, "waits for a slot", 4)
+    model.execute([*busy, waiting])
+    time.sleep(0.2)
+    waiting.cancelled = True
+    _wait(lambda: waiting.sender.final.is_set(), 5)
+    assert all(not r.sender.final.is_set() for r in busy), "cancelled before a slot freed"
+    _wait(lambda: all(r.sender.final.is_set() for r in busy))
+    (response, _), = waiting.sender.responses
+    assert response.error is not None and response.error.code() == pb_utils.TritonError.CANCELLED
+    for r in busy:
+        finals = [f for _, f in r.sender.responses if f & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL]
+        assert len(finals) == 1 and len(r.sender.responses) > 2, "streamed, one final response"
+    _wait(lambda: not model.in_flight)
+    on_loop = [call for call, thread in pb_utils.CALLS if thread == loop_thread]
+    assert on_loop == [], f"{len(on_loop)} Triton calls on the engine's event loop: {sorted(set(on_loop))}"
+    assert {"send", "is_cancelled", "metric"} <= {call for call, _ in pb_utils.CALLS}
+    assert loop_thread in {thread.name for thread in threading.enumerate()}, "the loop thread's name is checked"
