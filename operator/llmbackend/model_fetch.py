@@ -33,6 +33,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -85,38 +86,74 @@ class FetchError(Exception):
         self.reason = REASONS.get(code, "DownloadFailed")
 
 
+# Names that become path components in the cache. A ref name is a single git ref-name component
+# (git check-ref-format: no "..", no leading or trailing ".", no ".lock" suffix); a commit is 40 hex digits
+# (what the Hub lists as a revision's `sha`); a repository part is what the Hub allows in org and name.
+COMMIT = re.compile(r"[0-9a-f]{40}")
+REF_NAME = re.compile(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*")
+REPO_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*")
+MAX_COMPONENT = 255
+
+
+def valid_revision(revision: str) -> bool:
+    """A commit hash or a single git ref-name component: safe as a directory name of the cache."""
+    return bool(COMMIT.fullmatch(revision) or (
+        REF_NAME.fullmatch(revision) and not revision.endswith(".lock") and len(revision) <= MAX_COMPONENT))
+
+
+def endpoint_id(scheme: str, endpoint: str | None) -> str:
+    """The endpoint part of a cache key: "" for the default (the Hub, AWS), else a digest of the endpoint,
+    so one URI through two endpoints gets two copies (whoever answers first cannot decide what others load)."""
+    normalized = (endpoint or "").strip().rstrip("/")
+    if not normalized or (scheme == "hf" and normalized == HF_ENDPOINT):
+        return ""
+    return hashlib.sha256(normalized.encode()).hexdigest()[:12]
+
+
 @dataclasses.dataclass(frozen=True)
 class Source:
     scheme: str  # "hf" or "s3"
     repo: str  # hf: org/name; s3: bucket
     revision: str  # hf: requested revision; s3: "" (the listing digest is resolved)
     prefix: str = ""  # s3 key prefix, without the trailing slash
+    endpoint: str = ""  # endpoint_id(): "" for the default endpoint
 
     @property
     def key(self) -> str:
-        """Directory of this source in the cache (revision directories go under it)."""
+        """Directory of this source in the cache (revision directories go under it): scheme, endpoint, repository."""
+        top = f"{self.scheme}-{self.endpoint}" if self.endpoint else self.scheme
         if self.scheme == "hf":
-            return f"hf/{self.repo}"
-        return "s3/" + "/".join(p for p in (self.repo, self.prefix) if p)
+            return f"{top}/{self.repo}"
+        return f"{top}/" + "/".join(p for p in (self.repo, self.prefix) if p)
 
     @property
     def requested(self) -> str:
         return self.revision or "latest"
 
 
-def parse_uri(uri: str) -> Source:
+def parse_uri(uri: str, endpoint: str | None = None) -> Source:
+    """The source of a URI through `endpoint` (None: the default). Every part that becomes a path in the
+    cache is checked here, whatever the API server let through (objects stored before a rule existed)."""
     parsed = urllib.parse.urlsplit(uri)
+    if "\0" in uri or "\\" in uri:
+        raise FetchError(EXIT_USAGE, f"{uri!r}: NUL and backslash are not allowed in a source URI")
     if parsed.scheme == "hf":
         path = parsed.netloc + parsed.path
-        name, _, revision = path.partition("@")
+        name, at, revision = path.partition("@")
         parts = name.strip("/").split("/")
-        if len(parts) != 2 or not all(parts):
+        if len(parts) != 2 or not all(REPO_PART.fullmatch(p) for p in parts):
             raise FetchError(EXIT_USAGE, f"{uri!r}: expected hf://org/name[@revision]")
-        return Source("hf", "/".join(parts), revision or "main")
+        if at and not valid_revision(revision):
+            raise FetchError(EXIT_USAGE, f"{uri!r}: the revision must be a 40-hex commit or a branch or tag name "
+                                         "(letters, digits, '-', '_', single dots inside; no '..'); fix source.uri")
+        return Source("hf", "/".join(parts), revision or "main", endpoint=endpoint_id("hf", endpoint))
     if parsed.scheme == "s3":
-        if not parsed.netloc:
+        if not REPO_PART.fullmatch(parsed.netloc):
             raise FetchError(EXIT_USAGE, f"{uri!r}: expected s3://bucket[/prefix]")
-        return Source("s3", parsed.netloc, "", parsed.path.strip("/"))
+        prefix = parsed.path.strip("/")
+        if prefix:
+            _safe_relative(prefix, EXIT_USAGE)
+        return Source("s3", parsed.netloc, "", prefix, endpoint=endpoint_id("s3", endpoint))
     raise FetchError(EXIT_USAGE, f"{uri!r}: only hf:// and s3:// sources are downloaded")
 
 
@@ -130,10 +167,17 @@ class RemoteFile:
     md5: str | None = None
 
 
-def _safe_relative(path: str) -> str:
-    parts = path.split("/")
-    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise FetchError(EXIT_VERIFY_FAILED, f"refusing a remote file name that leaves the model directory: {path!r}")
+def _safe_component(name: str) -> bool:
+    return (name not in ("", ".", "..") and len(name.encode()) <= MAX_COMPONENT
+            and not any(c in name for c in "\\\0") and all(ord(c) >= 0x20 and ord(c) != 0x7F for c in name))
+
+
+def _safe_relative(path: str, code: int = EXIT_VERIFY_FAILED) -> str:
+    """A relative path (from a remote listing, a URI or a --keep) that stays below the directory it is joined to."""
+    if not path or path.startswith("/") or not all(_safe_component(p) for p in path.split("/")):
+        raise FetchError(code, f"refusing a name that would leave its directory of the cache: {path!r}")
+    if path.split("/")[0] == MARKER:
+        raise FetchError(code, f"refusing a remote file named like the completion marker: {path!r}")
     return path
 
 
@@ -221,6 +265,13 @@ class Hub:
         sha = info.get("sha")
         if not isinstance(sha, str) or not sha:
             raise FetchError(EXIT_UNREACHABLE, f"listing {src.repo}@{src.revision}: the answer has no commit sha")
+        # The commit names the copy's directory: a 40-hex id, and the very commit when the URI asks for one.
+        if not COMMIT.fullmatch(sha):
+            raise FetchError(EXIT_VERIFY_FAILED, f"listing {src.repo}@{src.revision}: {sha[:100]!r} is not a commit id; "
+                                                 f"check that source.endpoint ({self.endpoint}) is a Hugging Face Hub")
+        if COMMIT.fullmatch(src.revision) and sha != src.revision:
+            raise FetchError(EXIT_VERIFY_FAILED, f"listing {src.repo}@{src.revision}: the endpoint answered with commit "
+                                                 f"{sha}; check that source.endpoint ({self.endpoint}) is a Hugging Face Hub")
         files = []
         for sib in info.get("siblings") or []:
             path = _safe_relative(str(sib.get("rfilename", "")))
@@ -339,6 +390,9 @@ class S3:
                 key = item.findtext(f"{_S3_NS}Key") or ""
                 if key.endswith("/"):
                     continue  # directory placeholder objects
+                if not key.startswith(prefix):
+                    raise FetchError(EXIT_VERIFY_FAILED, f"listing s3://{self.source.repo}/{prefix}: the store answered with "
+                                                         f"key {key[:200]!r} outside the prefix; check source.endpoint")
                 etag = (item.findtext(f"{_S3_NS}ETag") or "").strip('"')
                 md5 = etag if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag.lower()) else None
                 files.append(RemoteFile(path=_safe_relative(key[len(prefix):]), size=int(item.findtext(f"{_S3_NS}Size") or 0),
@@ -357,11 +411,17 @@ class S3:
         return _read_json(url, self.headers(url), path, self.error, self.base)
 
 
+def effective_endpoint(uri: str, endpoint: str | None, env: dict[str, str] | None = None) -> str | None:
+    """The endpoint a download of `uri` talks to (hf://: --endpoint, else HF_ENDPOINT, else the Hub)."""
+    env = dict(os.environ) if env is None else env
+    return endpoint or (env.get("HF_ENDPOINT") if uri.startswith("hf://") else None) or None
+
+
 def client_for(source: Source, endpoint: str | None = None, region: str | None = None,
                env: dict[str, str] | None = None, anonymous: bool = False) -> Hub | S3:
     env = dict(os.environ) if env is None else env
     if source.scheme == "hf":
-        return Hub(source, endpoint or env.get("HF_ENDPOINT"), env.get("HF_TOKEN"))
+        return Hub(source, endpoint, env.get("HF_TOKEN"))
     return S3(source, endpoint, region or env.get("AWS_REGION"), env.get("AWS_ACCESS_KEY_ID"),
               env.get("AWS_SECRET_ACCESS_KEY"), env.get("AWS_SESSION_TOKEN"), anonymous)
 
@@ -380,7 +440,8 @@ class CheckpointInfo:
 def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = None,
                     env: dict[str, str] | None = None, anonymous: bool = False) -> CheckpointInfo:
     """config.json and the safetensors index of a source, without downloading the weights."""
-    source = parse_uri(uri)
+    endpoint = effective_endpoint(uri, endpoint, env)
+    source = parse_uri(uri, endpoint)
     client = client_for(source, endpoint, region, env, anonymous)
     revision, files = client.list_files()
     files = select_files(files)
@@ -397,7 +458,7 @@ def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = 
 
 # ---- download ----
 
-LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path")
+LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path", "architecture")
 
 
 class Progress:
@@ -441,17 +502,22 @@ def _hash_file(path: Path, algo: str, git_size: int | None = None) -> str:
     return h.hexdigest()
 
 
-def _verify(f: RemoteFile, part: Path, headers: dict[str, str]) -> None:
-    size = part.stat().st_size
-    problem = None
+def _problem(f: RemoteFile, path: Path, headers: dict[str, str]) -> str | None:
+    """What is wrong with a downloaded file against what its source lists (None: nothing)."""
+    size = path.stat().st_size
     if size != f.size:
-        problem = f"size {size} != {f.size}"
-    elif f.sha256 and _hash_file(part, "sha256") != f.sha256:
-        problem = "sha256 differs from the one the source lists"
-    elif f.git_sha1 and len(f.git_sha1) == 40 and _hash_file(part, "sha1", f.size) != f.git_sha1:
-        problem = "git blob id differs from the one the source lists"
-    elif f.md5 and headers.get("x-amz-server-side-encryption") != "aws:kms" and _hash_file(part, "md5") != f.md5:
-        problem = "MD5 differs from the object's ETag"
+        return f"size {size} != {f.size}"
+    if f.sha256 and _hash_file(path, "sha256") != f.sha256:
+        return "sha256 differs from the one the source lists"
+    if f.git_sha1 and len(f.git_sha1) == 40 and _hash_file(path, "sha1", f.size) != f.git_sha1:
+        return "git blob id differs from the one the source lists"
+    if f.md5 and headers.get("x-amz-server-side-encryption") != "aws:kms" and _hash_file(path, "md5") != f.md5:
+        return "MD5 differs from the object's ETag"
+    return None
+
+
+def _verify(f: RemoteFile, part: Path, headers: dict[str, str]) -> None:
+    problem = _problem(f, part, headers)
     if problem:
         part.unlink(missing_ok=True)
         raise FetchError(EXIT_VERIFY_FAILED, f"{f.path}: {problem}; the file was deleted, the next attempt downloads it again")
@@ -503,6 +569,51 @@ def download_file(f: RemoteFile, dest: Path, headers_for: Callable[[str], dict[s
 
 def _staged_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+
+
+def _manifest(files: list[RemoteFile]) -> dict[str, list[Any]]:
+    """What a complete copy holds, recorded in its marker: each file's size and the hash its source lists."""
+    return {f.path: [f.size, f.sha256 or f.git_sha1 or f.md5 or ""] for f in sorted(files, key=lambda f: f.path)}
+
+
+def _regular_files(root: Path) -> dict[str, Path] | None:
+    """Relative path -> path of every file under root except its marker; None when anything is not a plain
+    file or directory (we never put a link into a copy)."""
+    out: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        for name in dirnames + filenames:
+            if (here / name).is_symlink():
+                return None
+        for name in filenames:
+            rel = (here / name).relative_to(root).as_posix()
+            if rel != MARKER:
+                out[rel] = here / name
+    return out
+
+
+def _copy_is_complete(final: Path, revision: str, files: list[RemoteFile]) -> bool:
+    """The copy at `final` is exactly what the listing names: its marker names this revision and these files
+    (sizes, hashes), and it holds those files and no others. A marker without the file list (older
+    operators) is accepted after every file's hash is checked, then rewritten with the list."""
+    try:
+        marker = json.loads((final / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    on_disk = _regular_files(final)
+    if not isinstance(marker, dict) or marker.get("revision") != revision or on_disk is None:
+        return False
+    expected = _manifest(files)
+    if set(on_disk) != set(expected) or any(on_disk[f.path].stat().st_size != f.size for f in files):
+        return False
+    if marker.get("files") == expected:
+        return True
+    if any(_problem(f, on_disk[f.path], {}) for f in files):
+        return False
+    tmp = final / f".{MARKER}.tmp"
+    tmp.write_text(json.dumps({**marker, "files": expected}, sort_keys=True))
+    os.replace(tmp, final / MARKER)
+    return True
 
 
 def _write_ref(cache: Path, source: Source, revision: str) -> None:
@@ -585,7 +696,8 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
              env: dict[str, str] | None = None, anonymous: bool = False, progress: Progress | None = None,
              capacity_bytes: int | None = None) -> dict[str, Any]:
     """Download `uri` into `cache` once; returns the final state (also in the progress file)."""
-    source = parse_uri(uri)
+    endpoint = effective_endpoint(uri, endpoint, env)
+    source = parse_uri(uri, endpoint)
     progress = progress or Progress(None, {})
     progress.update(force=True, phase="Resolving", source=uri)
     client = client_for(source, endpoint, region, env, anonymous)
@@ -594,10 +706,12 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     final = cache / source.key / revision
     total = sum(f.size for f in files)
     state = {"resolvedRevision": revision, "path": f"{source.key}/{revision}", "bytesTotal": total, "filesTotal": len(files)}
-    if (final / MARKER).is_file():
+    if _copy_is_complete(final, revision, files):
         _write_ref(cache, source, revision)
         progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state)
         return progress.state
+    if final.exists() or final.is_symlink():  # not what the listing names (tampered, or another file selection)
+        _remove_tree(cache, final)
     if not any(f.path == "config.json" for f in files):
         raise FetchError(EXIT_NO_CONFIG, f"{uri} has no config.json at its top level; point source.uri at a Hugging Face checkpoint directory")
     staging = cache / ".staging" / source.key / revision
@@ -608,19 +722,27 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
                                          "for it; raise source.cache.size or name a larger claim in source.cache.claimName")
     progress.update(force=True, phase="Downloading", bytesDone=staged, filesDone=0, **state)
     headers_for = client.headers if isinstance(client, S3) else (lambda url: client.headers())
-    for i, f in enumerate(sorted(files, key=lambda f: (f.path != "config.json", f.size))):
+    # The files the architecture is read from come first; the operator reads it from the progress line, so
+    # the plan does not wait for the weights (and the operator itself never calls the source).
+    config_files = {"config.json", "model.safetensors.index.json", *QUANT_CONFIG_FILES}
+    ordered = sorted(files, key=lambda f: (f.path not in config_files, f.size))
+    for i, f in enumerate(ordered):
         dest = staging / f.path
         if not dest.exists():
             download_file(f, dest, headers_for, progress)
         progress.update(filesDone=i + 1)
-    summary = {"source": uri, "revision": revision, "bytes": total, "files": len(files),
+        if i + 1 == len(ordered) or (f.path in config_files and ordered[i + 1].path not in config_files):
+            early = inspect_dir(staging)
+            if "architecture" in early:
+                progress.update(force=True, architecture=early["architecture"])
+    summary = {"source": uri, "key": source.key, "revision": revision, "bytes": total, "files": _manifest(files),
                "completedAt": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     (staging / MARKER).write_text(json.dumps(summary, sort_keys=True))
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.rename(staging, final)
     except OSError:
-        if not (final / MARKER).is_file():  # another Job finished the same revision first: keep theirs
+        if not _copy_is_complete(final, revision, files):  # another Job finished the same revision first: keep theirs
             raise
         shutil.rmtree(staging, ignore_errors=True)
     _write_ref(cache, source, revision)
