@@ -67,6 +67,10 @@ KEDA_NOT_INSTALLED = "KEDANotInstalled"
 """autoscaling.mode keda and KEDA's ScaledObject CRD is not served here."""
 COMPUTE_DOMAIN_NOT_INSTALLED = "ComputeDomainNotInstalled"
 """Tensor parallelism spans nodes of a multi-node NVLink clique and NVIDIA's ComputeDomain API is not served here."""
+ENDPOINT_NOT_ALLOWED = "EndpointNotAllowed"
+"""ModelReady: source.secretRef with a source.endpoint the operator's admin did not allow; the credentials are not sent."""
+PROMETHEUS_NOT_ALLOWED = "PrometheusNotAllowed"
+"""status.autoscaling: autoscaling.prometheus.url is not one the operator's admin allowed; it is not polled."""
 
 # ---- event reasons (no condition) ----
 
