@@ -68,7 +68,8 @@ class OperatorProcess:
         self.handle = handle
         self.extra_args = extra_args or []
         self.name = name
-        self.env = env or {}
+        # The tests' Prometheus servers listen on 127.0.0.1 at ports chosen per test (the admin's allow-list).
+        self.env = {"LLMBACKEND_PROMETHEUS_URLS": "http://127.0.0.1:*", **(env or {})}
         self.proc: subprocess.Popen | None = None
 
     @property

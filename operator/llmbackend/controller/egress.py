@@ -5,7 +5,7 @@ A tenant who may create LLMBackends chooses `source.endpoint` and `autoscaling.p
 sends a Secret's credentials (source.secretRef) only to the default endpoints (the Hugging Face Hub, AWS S3)
 and to the endpoints the admin listed (--model-endpoint, LLMBACKEND_MODEL_ENDPOINTS), and polls only the
 Prometheus servers the admin listed (--prometheus-url, LLMBACKEND_PROMETHEUS_URLS). An entry is a URL; what
-counts is its origin (scheme, host, port). docs/security.md says why.
+counts is its origin (scheme, host, port; `host:*` for any port). docs/security.md says why.
 """
 
 from __future__ import annotations
@@ -34,9 +34,16 @@ def origin(url: str) -> tuple[str, str, int] | None:
 
 
 def allowed(url: str, allow_list: Iterable[str]) -> bool:
-    """`url` has the origin of an entry of `allow_list`."""
+    """`url` has the origin of an entry of `allow_list` (an entry `scheme://host:*` allows any port of host)."""
     here = origin(url)
-    return here is not None and any(origin(entry) == here for entry in allow_list)
+    if here is None:
+        return False
+    for entry in allow_list:
+        any_port = entry.rstrip("/").endswith(":*")
+        there = origin(entry.rstrip("/")[:-2] if any_port else entry)
+        if there is not None and (there == here or (any_port and there[:2] == here[:2])):
+            return True
+    return False
 
 
 def _from_env(name: str) -> tuple[str, ...]:

@@ -1,0 +1,37 @@
+"""The admin's allow-lists of outside endpoints (controller/egress.py): what counts is the origin."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmbackend.controller import egress
+
+
+@pytest.mark.parametrize("url,allow_list,want", [
+    ("http://prometheus.monitoring:9090", ["http://prometheus.monitoring:9090"], True),
+    ("http://prometheus.monitoring:9090/api/v1", ["http://prometheus.monitoring:9090/"], True),
+    ("http://PROMETHEUS.monitoring:9090", ["http://prometheus.monitoring:9090"], True),
+    ("https://huggingface.co/", ["https://huggingface.co:443"], True),
+    ("http://prometheus.monitoring:9091", ["http://prometheus.monitoring:9090"], False),
+    ("https://prometheus.monitoring:9090", ["http://prometheus.monitoring:9090"], False),
+    ("http://prometheus.monitoring.evil:9090", ["http://prometheus.monitoring:9090"], False),
+    ("http://user@prometheus.monitoring:9090@evil:80", ["http://prometheus.monitoring:9090"], False),
+    ("http://127.0.0.1:41234", ["http://127.0.0.1:*"], True),
+    ("http://127.0.0.2:41234", ["http://127.0.0.1:*"], False),
+    ("http://127.0.0.1:41234", [], False),
+    ("ftp://127.0.0.1", ["ftp://127.0.0.1"], False),
+    ("http://x:notaport", ["http://x"], False),
+])
+def test_allowed(url, allow_list, want) -> None:
+    assert egress.allowed(url, allow_list) is want
+
+
+def test_settings_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv(egress.MODEL_ENDPOINTS_ENV, "http://minio.storage:9000, https://hub.mirror")
+    monkeypatch.setenv(egress.PROMETHEUS_URLS_ENV, "http://prometheus.monitoring:9090")
+    settings = egress.Settings()
+    assert settings.credentials_may_go_to("https://hub.mirror/") and settings.credentials_may_go_to(None)
+    assert not settings.credentials_may_go_to("https://other.mirror")
+    assert settings.prometheus_allowed("http://prometheus.monitoring:9090")
+    settings.configure(prometheus_urls=[])
+    assert not settings.prometheus_allowed("http://prometheus.monitoring:9090")
