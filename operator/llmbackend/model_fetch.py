@@ -1,13 +1,20 @@
 """Model download program: fetch an hf:// or s3:// checkpoint ONCE into the model cache.
 
 Runs in the operator's download Job as `python -m llmbackend.model_fetch download ...` (standard
-library only; the architecture step imports api/checkpoint lazily). Also importable by the operator
-for the read it does before any download (`read_checkpoint`: config.json + safetensors index).
+library only; the architecture step imports api/checkpoint lazily). The operator process itself never
+calls a source: config.json and the safetensors index are fetched first and the architecture read from
+them goes out in the progress line, before the weights.
 
-Layout of the cache volume:
+Everything a listing or a URI names is input from whoever runs the endpoint or wrote the spec: each name
+that becomes a path is checked first (parse_uri, _safe_relative, the listing's commit), the endpoint is
+part of the cache key, and a copy is reused only when its marker lists exactly the listed files.
+
+Layout of the cache volume (<key>: hf/org/name or s3/bucket/prefix; hf-<digest>/... and s3-<digest>/... through
+a source.endpoint other than the default, see endpoint_id):
   <cache>/.staging/<key>/<revision>/...   files being downloaded (`*.part` while incomplete)
   <cache>/<key>/<revision>/...            a complete, verified copy; renamed there in one step
-  <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename)
+  <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename):
+                                          the revision and every file's size and listed hash
   <cache>/<key>/refs/<requested revision> -> ../<revision>  (hf://: a commit; s3://: "latest" -> a listing digest)
 Nothing half-downloaded is ever at a path a server loads.
 
@@ -209,20 +216,6 @@ def _open(url: str, headers: dict[str, str], timeout: float = 60.0) -> http.clie
 
 # ---- Hugging Face Hub ----
 
-def _read_json(url: str, headers: dict[str, str], path: str,
-               error: Callable[[urllib.error.HTTPError, str], FetchError], server: str) -> dict[str, Any] | None:
-    """A JSON file of the source (None when it is not there); errors as the source's client words them."""
-    try:
-        with _open(url, headers) as resp:
-            return json.load(resp)
-    except urllib.error.HTTPError as err:
-        if err.code == 404:
-            return None
-        raise error(err, f"reading {path}") from None
-    except (urllib.error.URLError, OSError) as err:
-        raise FetchError(EXIT_UNREACHABLE, f"reading {path}: cannot reach {server}: {err}") from None
-
-
 class Hub:
     def __init__(self, source: Source, endpoint: str | None = None, token: str | None = None):
         self.source = source
@@ -287,9 +280,6 @@ class Hub:
 
     def resolve_url(self, revision: str, path: str) -> str:
         return f"{self.endpoint}/{self.source.repo}/resolve/{revision}/{urllib.parse.quote(path)}"
-
-    def read_json(self, revision: str, path: str) -> dict[str, Any] | None:
-        return _read_json(self.resolve_url(revision, path), self.headers(), path, self.error, self.endpoint)
 
 
 # ---- S3 (SigV4, path-style for custom endpoints) ----
@@ -405,11 +395,6 @@ class S3:
         listing = "\n".join(f"{f.path}\t{f.size}\t{f.md5 or ''}" for f in sorted(files, key=lambda f: f.path))
         return "s3-" + _sha256_hex(listing.encode())[:20], files
 
-    def read_json(self, revision: str, path: str) -> dict[str, Any] | None:
-        key = "/".join(p for p in (self.source.prefix, path) if p)
-        url = self.object_url(key)
-        return _read_json(url, self.headers(url), path, self.error, self.base)
-
 
 def effective_endpoint(uri: str, endpoint: str | None, env: dict[str, str] | None = None) -> str | None:
     """The endpoint a download of `uri` talks to (hf://: --endpoint, else HF_ENDPOINT, else the Hub)."""
@@ -424,36 +409,6 @@ def client_for(source: Source, endpoint: str | None = None, region: str | None =
         return Hub(source, endpoint, env.get("HF_TOKEN"))
     return S3(source, endpoint, region or env.get("AWS_REGION"), env.get("AWS_ACCESS_KEY_ID"),
               env.get("AWS_SECRET_ACCESS_KEY"), env.get("AWS_SESSION_TOKEN"), anonymous)
-
-
-# ---- pre-download read (operator) ----
-
-@dataclasses.dataclass
-class CheckpointInfo:
-    revision: str
-    config: dict[str, Any]
-    index: dict[str, Any] | None
-    files_bytes: int  # what a download takes (selected files)
-    safetensors_bytes: int
-
-
-def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = None,
-                    env: dict[str, str] | None = None, anonymous: bool = False) -> CheckpointInfo:
-    """config.json and the safetensors index of a source, without downloading the weights."""
-    endpoint = effective_endpoint(uri, endpoint, env)
-    source = parse_uri(uri, endpoint)
-    client = client_for(source, endpoint, region, env, anonymous)
-    revision, files = client.list_files()
-    files = select_files(files)
-    if not any(f.path == "config.json" for f in files):
-        raise FetchError(EXIT_NO_CONFIG, f"{uri} has no config.json at its top level; point source.uri at the checkpoint directory")
-    config = client.read_json(revision, "config.json")
-    if config is None:
-        raise FetchError(EXIT_NO_CONFIG, f"{uri}: config.json is listed but cannot be read")
-    index = client.read_json(revision, "model.safetensors.index.json") if any(
-        f.path == "model.safetensors.index.json" for f in files) else None
-    return CheckpointInfo(revision, config, index, sum(f.size for f in files),
-                          sum(f.size for f in files if f.path.endswith(".safetensors")))
 
 
 # ---- download ----
@@ -726,15 +681,18 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     # the plan does not wait for the weights (and the operator itself never calls the source).
     config_files = {"config.json", "model.safetensors.index.json", *QUANT_CONFIG_FILES}
     ordered = sorted(files, key=lambda f: (f.path not in config_files, f.size))
+    # Without an index the weight bytes are the size of model.safetensors: read once it is there.
+    early = not any(f.path == "model.safetensors" for f in files) or any(
+        f.path == "model.safetensors.index.json" for f in files)
     for i, f in enumerate(ordered):
         dest = staging / f.path
         if not dest.exists():
             download_file(f, dest, headers_for, progress)
         progress.update(filesDone=i + 1)
-        if i + 1 == len(ordered) or (f.path in config_files and ordered[i + 1].path not in config_files):
-            early = inspect_dir(staging)
-            if "architecture" in early:
-                progress.update(force=True, architecture=early["architecture"])
+        if i + 1 == len(ordered) or (early and f.path in config_files and ordered[i + 1].path not in config_files):
+            found = inspect_dir(staging)
+            if "architecture" in found:
+                progress.update(force=True, architecture=found["architecture"])
     summary = {"source": uri, "key": source.key, "revision": revision, "bytes": total, "files": _manifest(files),
                "completedAt": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     (staging / MARKER).write_text(json.dumps(summary, sort_keys=True))
