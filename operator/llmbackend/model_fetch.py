@@ -70,6 +70,7 @@ EXIT_NO_CREDENTIALS = 15
 EXIT_VERIFY_FAILED = 16
 EXIT_UNREACHABLE = 17
 EXIT_BAD_CONFIG = 18
+EXIT_CACHE_ERROR = 19
 REASONS = {
     EXIT_USAGE: "InvalidSource",
     EXIT_UNAUTHORIZED: "SourceUnauthorized",
@@ -81,6 +82,7 @@ REASONS = {
     EXIT_VERIFY_FAILED: "DownloadVerificationFailed",
     EXIT_UNREACHABLE: "SourceUnreachable",
     EXIT_BAD_CONFIG: "InvalidCheckpointConfig",
+    EXIT_CACHE_ERROR: "ModelCacheError",
 }
 # Weight formats a server does not need when safetensors are present (Llama repos also ship original/).
 SKIP_WITH_SAFETENSORS = ("*.bin", "*.pt", "*.pth", "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.ckpt", "original/*")
@@ -189,6 +191,12 @@ def _safe_relative(path: str, code: int = EXIT_VERIFY_FAILED) -> str:
 
 
 def select_files(files: list[RemoteFile]) -> list[RemoteFile]:
+    """The files a server needs; a listing that names a path twice, or a file and a directory by one name, is refused."""
+    paths = [f.path for f in files]
+    dirs = {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)}
+    if len(set(paths)) != len(paths) or dirs & set(paths):
+        raise FetchError(EXIT_VERIFY_FAILED, "the listing names a path twice, or as both a file and a directory; "
+                                             "check that source.endpoint is a Hugging Face Hub or an S3 store")
     if any(f.path.endswith(".safetensors") for f in files):
         files = [f for f in files if not any(fnmatch.fnmatch(f.path, g) for g in SKIP_WITH_SAFETENSORS)]
     return files
@@ -856,8 +864,12 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(args.progress_file, {}, log=True)
     try:
         args.cache.mkdir(parents=True, exist_ok=True)
-        state = download(args.source, args.cache, endpoint=args.endpoint, region=args.region, anonymous=args.anonymous,
-                         progress=progress, capacity_bytes=args.cache_capacity_bytes)
+        try:
+            state = download(args.source, args.cache, endpoint=args.endpoint, region=args.region,
+                             anonymous=args.anonymous, progress=progress, capacity_bytes=args.cache_capacity_bytes)
+        except OSError as err:  # the cache volume (full, read-only, a name too long): a reason, not a traceback
+            raise FetchError(EXIT_CACHE_ERROR, f"writing the model cache: {err}; check the cache claim "
+                                               "(source.cache) and its free space; the next attempt resumes") from None
     except FetchError as err:
         progress.update(force=True, phase="Failed", reason=err.reason, message=str(err), exitCode=err.code)
         _termination(args.termination_log, progress.state)

@@ -384,3 +384,22 @@ def test_one_uri_through_two_endpoints_gets_two_copies(hub, tmp_path) -> None:
         assert b"EVIL" in (cache / key(mirror) / "refs" / "main" / "config.json").read_bytes()
     assert mf.parse_uri(f"hf://{REPO}").key == f"hf/{REPO}"  # the default Hub keeps the key older copies have
     assert mf.parse_uri(f"hf://{REPO}", "https://huggingface.co/").key == f"hf/{REPO}"
+
+
+@pytest.mark.parametrize("extra", [{"config.json/x": b"{}"}, {"sub": b"1", "sub/file": b"2"}])
+def test_a_listing_naming_a_file_and_a_directory_alike_is_refused(hub, tmp_path, extra) -> None:
+    hub.repos["evil/clash"] = type(hub.repos[REPO])(files={**checkpoint_files(), **extra})
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, "evil/clash")
+    assert done.returncode == mf.EXIT_VERIFY_FAILED, done.stderr  # a reason, not a traceback
+    assert "both a file and a directory" in termination(cache)["message"]
+    assert not any(cache.rglob(mf.MARKER))
+
+
+def test_a_cache_that_cannot_be_written_is_a_reason_not_a_traceback(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / ".staging").write_text("a file where the program needs a directory")
+    done = fetch(hub, cache)
+    assert done.returncode == mf.EXIT_CACHE_ERROR and "Traceback" not in done.stderr, done.stderr
+    assert termination(cache)["reason"] == "ModelCacheError"
