@@ -35,3 +35,26 @@ def test_settings_from_the_environment(monkeypatch) -> None:
     assert settings.prometheus_allowed("http://prometheus.monitoring:9090")
     settings.configure(prometheus_urls=[])
     assert not settings.prometheus_allowed("http://prometheus.monitoring:9090")
+
+
+def test_keda_gets_no_scaled_object_for_a_prometheus_not_allowed() -> None:
+    """mode keda: KEDA, not the operator, polls the URL; the operator renders no ScaledObject that names one the
+    admin did not allow (an existing one is pruned: it is no longer desired)."""
+    from test_decide import MODEL, NODES, backend, conditions, first_pass
+
+    from llmbackend.api import conditions as cond
+    from llmbackend.controller.decide import Observed, decide
+
+    spec = {"model": MODEL, "autoscaling": {"enabled": True, "mode": "keda",
+                                            "prometheus": {"url": "http://prometheus.monitoring:9090"}}}
+    apis = frozenset({"ScaledObject", "PrometheusRule"})
+
+    def wanted(urls):
+        return {kind for kind, _ in decide(Observed(backend(spec), NODES, apis=apis, prometheus_urls=urls)).look_up}
+
+    assert "ScaledObject" in wanted(("http://prometheus.monitoring:9090",))
+    assert "ScaledObject" not in wanted(())
+    refused = first_pass(spec, apis=apis, prometheus_urls=())
+    assert conditions(refused)["Degraded"] == ("True", cond.PROMETHEUS_NOT_ALLOWED)
+    assert "--prometheus-url" in refused.conditions.get("Degraded")["message"]
+    assert all(child["kind"] != "ScaledObject" for child in refused.apply)

@@ -70,7 +70,8 @@ COMPUTE_DOMAIN_NOT_INSTALLED = "ComputeDomainNotInstalled"
 ENDPOINT_NOT_ALLOWED = "EndpointNotAllowed"
 """ModelReady: source.secretRef with a source.endpoint the operator's admin did not allow; the credentials are not sent."""
 PROMETHEUS_NOT_ALLOWED = "PrometheusNotAllowed"
-"""status.autoscaling: autoscaling.prometheus.url is not one the operator's admin allowed; it is not polled."""
+"""autoscaling.prometheus.url is not one the operator's admin allowed: the operator does not poll it (mode operator:
+status.autoscaling.reason) and renders no ScaledObject for KEDA to poll (mode keda: Degraded)."""
 
 # ---- event reasons (no condition) ----
 
