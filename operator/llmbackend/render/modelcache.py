@@ -70,8 +70,14 @@ def model_path(source: ModelSource) -> str:
 
 
 def download_job_name(source: ModelSource) -> str:
-    """One Job per (cache claim, source, endpoint, region): backends of the same model share it."""
-    ident = "\n".join([cache_claim(source), source.uri or "", source.endpoint or "", source.region or ""])
+    """One Job per (cache claim, source, endpoint, region): backends of the same model share it. Through a
+    source.endpoint the cache key has the endpoint in it (model_fetch.endpoint_id): the Job's name has the key
+    too, so a Job an older operator ran for the same source (it wrote the copy elsewhere) is not taken for it."""
+    parts = [cache_claim(source), source.uri or "", source.endpoint or "", source.region or ""]
+    src = _source(source)
+    if src.endpoint:
+        parts.append(src.key)
+    ident = "\n".join(parts)
     return "llmb-fetch-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
