@@ -1,13 +1,20 @@
 """Model download program: fetch an hf:// or s3:// checkpoint ONCE into the model cache.
 
 Runs in the operator's download Job as `python -m llmbackend.model_fetch download ...` (standard
-library only; the architecture step imports api/checkpoint lazily). Also importable by the operator
-for the read it does before any download (`read_checkpoint`: config.json + safetensors index).
+library only; the architecture step imports api/checkpoint lazily). The operator process itself never
+calls a source: config.json and the safetensors index are fetched first and the architecture read from
+them goes out in the progress line, before the weights.
 
-Layout of the cache volume:
+Everything a listing or a URI names is input from whoever runs the endpoint or wrote the spec: each name
+that becomes a path is checked first (parse_uri, _safe_relative, the listing's commit), the endpoint is
+part of the cache key, and a copy is reused only when its marker lists exactly the listed files.
+
+Layout of the cache volume (<key>: hf/org/name or s3/bucket/prefix; hf-<digest>/... and s3-<digest>/... through
+a source.endpoint other than the default, see endpoint_id):
   <cache>/.staging/<key>/<revision>/...   files being downloaded (`*.part` while incomplete)
   <cache>/<key>/<revision>/...            a complete, verified copy; renamed there in one step
-  <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename)
+  <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename):
+                                          the revision and every file's size and listed hash
   <cache>/<key>/refs/<requested revision> -> ../<revision>  (hf://: a commit; s3://: "latest" -> a listing digest)
 Nothing half-downloaded is ever at a path a server loads.
 
@@ -33,6 +40,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -62,6 +70,7 @@ EXIT_NO_CREDENTIALS = 15
 EXIT_VERIFY_FAILED = 16
 EXIT_UNREACHABLE = 17
 EXIT_BAD_CONFIG = 18
+EXIT_CACHE_ERROR = 19
 REASONS = {
     EXIT_USAGE: "InvalidSource",
     EXIT_UNAUTHORIZED: "SourceUnauthorized",
@@ -73,6 +82,7 @@ REASONS = {
     EXIT_VERIFY_FAILED: "DownloadVerificationFailed",
     EXIT_UNREACHABLE: "SourceUnreachable",
     EXIT_BAD_CONFIG: "InvalidCheckpointConfig",
+    EXIT_CACHE_ERROR: "ModelCacheError",
 }
 # Weight formats a server does not need when safetensors are present (Llama repos also ship original/).
 SKIP_WITH_SAFETENSORS = ("*.bin", "*.pt", "*.pth", "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.ckpt", "original/*")
@@ -85,38 +95,74 @@ class FetchError(Exception):
         self.reason = REASONS.get(code, "DownloadFailed")
 
 
+# Names that become path components in the cache. A ref name is a single git ref-name component
+# (git check-ref-format: no "..", no leading or trailing ".", no ".lock" suffix); a commit is 40 hex digits
+# (what the Hub lists as a revision's `sha`); a repository part is what the Hub allows in org and name.
+COMMIT = re.compile(r"[0-9a-f]{40}")
+REF_NAME = re.compile(r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*")
+REPO_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*")
+MAX_COMPONENT = 255
+
+
+def valid_revision(revision: str) -> bool:
+    """A commit hash or a single git ref-name component: safe as a directory name of the cache."""
+    return bool(COMMIT.fullmatch(revision) or (
+        REF_NAME.fullmatch(revision) and not revision.endswith(".lock") and len(revision) <= MAX_COMPONENT))
+
+
+def endpoint_id(scheme: str, endpoint: str | None) -> str:
+    """The endpoint part of a cache key: "" for the default (the Hub, AWS), else a digest of the endpoint,
+    so one URI through two endpoints gets two copies (whoever answers first cannot decide what others load)."""
+    normalized = (endpoint or "").strip().rstrip("/")
+    if not normalized or (scheme == "hf" and normalized == HF_ENDPOINT):
+        return ""
+    return hashlib.sha256(normalized.encode()).hexdigest()[:12]
+
+
 @dataclasses.dataclass(frozen=True)
 class Source:
     scheme: str  # "hf" or "s3"
     repo: str  # hf: org/name; s3: bucket
     revision: str  # hf: requested revision; s3: "" (the listing digest is resolved)
     prefix: str = ""  # s3 key prefix, without the trailing slash
+    endpoint: str = ""  # endpoint_id(): "" for the default endpoint
 
     @property
     def key(self) -> str:
-        """Directory of this source in the cache (revision directories go under it)."""
+        """Directory of this source in the cache (revision directories go under it): scheme, endpoint, repository."""
+        top = f"{self.scheme}-{self.endpoint}" if self.endpoint else self.scheme
         if self.scheme == "hf":
-            return f"hf/{self.repo}"
-        return "s3/" + "/".join(p for p in (self.repo, self.prefix) if p)
+            return f"{top}/{self.repo}"
+        return f"{top}/" + "/".join(p for p in (self.repo, self.prefix) if p)
 
     @property
     def requested(self) -> str:
         return self.revision or "latest"
 
 
-def parse_uri(uri: str) -> Source:
+def parse_uri(uri: str, endpoint: str | None = None) -> Source:
+    """The source of a URI through `endpoint` (None: the default). Every part that becomes a path in the
+    cache is checked here, whatever the API server let through (objects stored before a rule existed)."""
     parsed = urllib.parse.urlsplit(uri)
+    if "\0" in uri or "\\" in uri:
+        raise FetchError(EXIT_USAGE, f"{uri!r}: NUL and backslash are not allowed in a source URI")
     if parsed.scheme == "hf":
         path = parsed.netloc + parsed.path
-        name, _, revision = path.partition("@")
+        name, at, revision = path.partition("@")
         parts = name.strip("/").split("/")
-        if len(parts) != 2 or not all(parts):
+        if len(parts) != 2 or not all(REPO_PART.fullmatch(p) for p in parts):
             raise FetchError(EXIT_USAGE, f"{uri!r}: expected hf://org/name[@revision]")
-        return Source("hf", "/".join(parts), revision or "main")
+        if at and not valid_revision(revision):
+            raise FetchError(EXIT_USAGE, f"{uri!r}: the revision must be a 40-hex commit or a branch or tag name "
+                                         "(letters, digits, '-', '_', single dots inside; no '..'); fix source.uri")
+        return Source("hf", "/".join(parts), revision or "main", endpoint=endpoint_id("hf", endpoint))
     if parsed.scheme == "s3":
-        if not parsed.netloc:
+        if not REPO_PART.fullmatch(parsed.netloc):
             raise FetchError(EXIT_USAGE, f"{uri!r}: expected s3://bucket[/prefix]")
-        return Source("s3", parsed.netloc, "", parsed.path.strip("/"))
+        prefix = parsed.path.strip("/")
+        if prefix:
+            _safe_relative(prefix, EXIT_USAGE)
+        return Source("s3", parsed.netloc, "", prefix, endpoint=endpoint_id("s3", endpoint))
     raise FetchError(EXIT_USAGE, f"{uri!r}: only hf:// and s3:// sources are downloaded")
 
 
@@ -130,14 +176,27 @@ class RemoteFile:
     md5: str | None = None
 
 
-def _safe_relative(path: str) -> str:
-    parts = path.split("/")
-    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise FetchError(EXIT_VERIFY_FAILED, f"refusing a remote file name that leaves the model directory: {path!r}")
+def _safe_component(name: str) -> bool:
+    return (name not in ("", ".", "..") and len(name.encode()) <= MAX_COMPONENT
+            and not any(c in name for c in "\\\0") and all(ord(c) >= 0x20 and ord(c) != 0x7F for c in name))
+
+
+def _safe_relative(path: str, code: int = EXIT_VERIFY_FAILED) -> str:
+    """A relative path (from a remote listing, a URI or a --keep) that stays below the directory it is joined to."""
+    if not path or path.startswith("/") or not all(_safe_component(p) for p in path.split("/")):
+        raise FetchError(code, f"refusing a name that would leave its directory of the cache: {path!r}")
+    if path.split("/")[0] == MARKER:
+        raise FetchError(code, f"refusing a remote file named like the completion marker: {path!r}")
     return path
 
 
 def select_files(files: list[RemoteFile]) -> list[RemoteFile]:
+    """The files a server needs; a listing that names a path twice, or a file and a directory by one name, is refused."""
+    paths = [f.path for f in files]
+    dirs = {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)}
+    if len(set(paths)) != len(paths) or dirs & set(paths):
+        raise FetchError(EXIT_VERIFY_FAILED, "the listing names a path twice, or as both a file and a directory; "
+                                             "check that source.endpoint is a Hugging Face Hub or an S3 store")
     if any(f.path.endswith(".safetensors") for f in files):
         files = [f for f in files if not any(fnmatch.fnmatch(f.path, g) for g in SKIP_WITH_SAFETENSORS)]
     return files
@@ -221,6 +280,13 @@ class Hub:
         sha = info.get("sha")
         if not isinstance(sha, str) or not sha:
             raise FetchError(EXIT_UNREACHABLE, f"listing {src.repo}@{src.revision}: the answer has no commit sha")
+        # The commit names the copy's directory: a 40-hex id, and the very commit when the URI asks for one.
+        if not COMMIT.fullmatch(sha):
+            raise FetchError(EXIT_VERIFY_FAILED, f"listing {src.repo}@{src.revision}: {sha[:100]!r} is not a commit id; "
+                                                 f"check that source.endpoint ({self.endpoint}) is a Hugging Face Hub")
+        if COMMIT.fullmatch(src.revision) and sha != src.revision:
+            raise FetchError(EXIT_VERIFY_FAILED, f"listing {src.repo}@{src.revision}: the endpoint answered with commit "
+                                                 f"{sha}; check that source.endpoint ({self.endpoint}) is a Hugging Face Hub")
         files = []
         for sib in info.get("siblings") or []:
             path = _safe_relative(str(sib.get("rfilename", "")))
@@ -339,6 +405,9 @@ class S3:
                 key = item.findtext(f"{_S3_NS}Key") or ""
                 if key.endswith("/"):
                     continue  # directory placeholder objects
+                if not key.startswith(prefix):
+                    raise FetchError(EXIT_VERIFY_FAILED, f"listing s3://{self.source.repo}/{prefix}: the store answered with "
+                                                         f"key {key[:200]!r} outside the prefix; check source.endpoint")
                 etag = (item.findtext(f"{_S3_NS}ETag") or "").strip('"')
                 md5 = etag if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag.lower()) else None
                 files.append(RemoteFile(path=_safe_relative(key[len(prefix):]), size=int(item.findtext(f"{_S3_NS}Size") or 0),
@@ -357,16 +426,22 @@ class S3:
         return _read_json(url, self.headers(url), path, self.error, self.base)
 
 
+def effective_endpoint(uri: str, endpoint: str | None, env: dict[str, str] | None = None) -> str | None:
+    """The endpoint a download of `uri` talks to (hf://: --endpoint, else HF_ENDPOINT, else the Hub)."""
+    env = dict(os.environ) if env is None else env
+    return endpoint or (env.get("HF_ENDPOINT") if uri.startswith("hf://") else None) or None
+
+
 def client_for(source: Source, endpoint: str | None = None, region: str | None = None,
                env: dict[str, str] | None = None, anonymous: bool = False) -> Hub | S3:
     env = dict(os.environ) if env is None else env
     if source.scheme == "hf":
-        return Hub(source, endpoint or env.get("HF_ENDPOINT"), env.get("HF_TOKEN"))
+        return Hub(source, endpoint, env.get("HF_TOKEN"))
     return S3(source, endpoint, region or env.get("AWS_REGION"), env.get("AWS_ACCESS_KEY_ID"),
               env.get("AWS_SECRET_ACCESS_KEY"), env.get("AWS_SESSION_TOKEN"), anonymous)
 
 
-# ---- pre-download read (operator) ----
+# ---- read without downloading: the CLI's (`llmbackend plan/render` on a user's machine), never the operator's ----
 
 @dataclasses.dataclass
 class CheckpointInfo:
@@ -379,8 +454,13 @@ class CheckpointInfo:
 
 def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = None,
                     env: dict[str, str] | None = None, anonymous: bool = False) -> CheckpointInfo:
-    """config.json and the safetensors index of a source, without downloading the weights."""
-    source = parse_uri(uri)
+    """config.json and the safetensors index of a source, without downloading the weights.
+
+    For the CLI only: the operator process never calls a source (tests/unit/test_egress.py checks that no module the
+    operator runs calls this); in the cluster the download Job reads the same files first and reports them.
+    """
+    endpoint = effective_endpoint(uri, endpoint, env)
+    source = parse_uri(uri, endpoint)
     client = client_for(source, endpoint, region, env, anonymous)
     revision, files = client.list_files()
     files = select_files(files)
@@ -397,7 +477,7 @@ def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = 
 
 # ---- download ----
 
-LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path")
+LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path", "architecture")
 
 
 class Progress:
@@ -441,17 +521,22 @@ def _hash_file(path: Path, algo: str, git_size: int | None = None) -> str:
     return h.hexdigest()
 
 
-def _verify(f: RemoteFile, part: Path, headers: dict[str, str]) -> None:
-    size = part.stat().st_size
-    problem = None
+def _problem(f: RemoteFile, path: Path, headers: dict[str, str]) -> str | None:
+    """What is wrong with a downloaded file against what its source lists (None: nothing)."""
+    size = path.stat().st_size
     if size != f.size:
-        problem = f"size {size} != {f.size}"
-    elif f.sha256 and _hash_file(part, "sha256") != f.sha256:
-        problem = "sha256 differs from the one the source lists"
-    elif f.git_sha1 and len(f.git_sha1) == 40 and _hash_file(part, "sha1", f.size) != f.git_sha1:
-        problem = "git blob id differs from the one the source lists"
-    elif f.md5 and headers.get("x-amz-server-side-encryption") != "aws:kms" and _hash_file(part, "md5") != f.md5:
-        problem = "MD5 differs from the object's ETag"
+        return f"size {size} != {f.size}"
+    if f.sha256 and _hash_file(path, "sha256") != f.sha256:
+        return "sha256 differs from the one the source lists"
+    if f.git_sha1 and len(f.git_sha1) == 40 and _hash_file(path, "sha1", f.size) != f.git_sha1:
+        return "git blob id differs from the one the source lists"
+    if f.md5 and headers.get("x-amz-server-side-encryption") != "aws:kms" and _hash_file(path, "md5") != f.md5:
+        return "MD5 differs from the object's ETag"
+    return None
+
+
+def _verify(f: RemoteFile, part: Path, headers: dict[str, str]) -> None:
+    problem = _problem(f, part, headers)
     if problem:
         part.unlink(missing_ok=True)
         raise FetchError(EXIT_VERIFY_FAILED, f"{f.path}: {problem}; the file was deleted, the next attempt downloads it again")
@@ -503,6 +588,51 @@ def download_file(f: RemoteFile, dest: Path, headers_for: Callable[[str], dict[s
 
 def _staged_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.exists() else 0
+
+
+def _manifest(files: list[RemoteFile]) -> dict[str, list[Any]]:
+    """What a complete copy holds, recorded in its marker: each file's size and the hash its source lists."""
+    return {f.path: [f.size, f.sha256 or f.git_sha1 or f.md5 or ""] for f in sorted(files, key=lambda f: f.path)}
+
+
+def _regular_files(root: Path) -> dict[str, Path] | None:
+    """Relative path -> path of every file under root except its marker; None when anything is not a plain
+    file or directory (we never put a link into a copy)."""
+    out: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        for name in dirnames + filenames:
+            if (here / name).is_symlink():
+                return None
+        for name in filenames:
+            rel = (here / name).relative_to(root).as_posix()
+            if rel != MARKER:
+                out[rel] = here / name
+    return out
+
+
+def _copy_is_complete(final: Path, revision: str, files: list[RemoteFile]) -> bool:
+    """The copy at `final` is exactly what the listing names: its marker names this revision and these files
+    (sizes, hashes), and it holds those files and no others. A marker without the file list (older
+    operators) is accepted after every file's hash is checked, then rewritten with the list."""
+    try:
+        marker = json.loads((final / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    on_disk = _regular_files(final)
+    if not isinstance(marker, dict) or marker.get("revision") != revision or on_disk is None:
+        return False
+    expected = _manifest(files)
+    if set(on_disk) != set(expected) or any(on_disk[f.path].stat().st_size != f.size for f in files):
+        return False
+    if marker.get("files") == expected:
+        return True
+    if any(_problem(f, on_disk[f.path], {}) for f in files):
+        return False
+    tmp = final / f".{MARKER}.tmp"
+    tmp.write_text(json.dumps({**marker, "files": expected}, sort_keys=True))
+    os.replace(tmp, final / MARKER)
+    return True
 
 
 def _write_ref(cache: Path, source: Source, revision: str) -> None:
@@ -585,7 +715,8 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
              env: dict[str, str] | None = None, anonymous: bool = False, progress: Progress | None = None,
              capacity_bytes: int | None = None) -> dict[str, Any]:
     """Download `uri` into `cache` once; returns the final state (also in the progress file)."""
-    source = parse_uri(uri)
+    endpoint = effective_endpoint(uri, endpoint, env)
+    source = parse_uri(uri, endpoint)
     progress = progress or Progress(None, {})
     progress.update(force=True, phase="Resolving", source=uri)
     client = client_for(source, endpoint, region, env, anonymous)
@@ -594,10 +725,12 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     final = cache / source.key / revision
     total = sum(f.size for f in files)
     state = {"resolvedRevision": revision, "path": f"{source.key}/{revision}", "bytesTotal": total, "filesTotal": len(files)}
-    if (final / MARKER).is_file():
+    if _copy_is_complete(final, revision, files):
         _write_ref(cache, source, revision)
         progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state)
         return progress.state
+    if final.exists() or final.is_symlink():  # not what the listing names (tampered, or another file selection)
+        _remove_tree(cache, final)
     if not any(f.path == "config.json" for f in files):
         raise FetchError(EXIT_NO_CONFIG, f"{uri} has no config.json at its top level; point source.uri at a Hugging Face checkpoint directory")
     staging = cache / ".staging" / source.key / revision
@@ -608,19 +741,30 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
                                          "for it; raise source.cache.size or name a larger claim in source.cache.claimName")
     progress.update(force=True, phase="Downloading", bytesDone=staged, filesDone=0, **state)
     headers_for = client.headers if isinstance(client, S3) else (lambda url: client.headers())
-    for i, f in enumerate(sorted(files, key=lambda f: (f.path != "config.json", f.size))):
+    # The files the architecture is read from come first; the operator reads it from the progress line, so
+    # the plan does not wait for the weights (and the operator itself never calls the source).
+    config_files = {"config.json", "model.safetensors.index.json", *QUANT_CONFIG_FILES}
+    ordered = sorted(files, key=lambda f: (f.path not in config_files, f.size))
+    # Without an index the weight bytes are the size of model.safetensors: read once it is there.
+    early = not any(f.path == "model.safetensors" for f in files) or any(
+        f.path == "model.safetensors.index.json" for f in files)
+    for i, f in enumerate(ordered):
         dest = staging / f.path
         if not dest.exists():
             download_file(f, dest, headers_for, progress)
         progress.update(filesDone=i + 1)
-    summary = {"source": uri, "revision": revision, "bytes": total, "files": len(files),
+        if i + 1 == len(ordered) or (early and f.path in config_files and ordered[i + 1].path not in config_files):
+            found = inspect_dir(staging)
+            if "architecture" in found:
+                progress.update(force=True, architecture=found["architecture"])
+    summary = {"source": uri, "key": source.key, "revision": revision, "bytes": total, "files": _manifest(files),
                "completedAt": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     (staging / MARKER).write_text(json.dumps(summary, sort_keys=True))
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.rename(staging, final)
     except OSError:
-        if not (final / MARKER).is_file():  # another Job finished the same revision first: keep theirs
+        if not _copy_is_complete(final, revision, files):  # another Job finished the same revision first: keep theirs
             raise
         shutil.rmtree(staging, ignore_errors=True)
     _write_ref(cache, source, revision)
@@ -776,8 +920,12 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(args.progress_file, {}, log=True)
     try:
         args.cache.mkdir(parents=True, exist_ok=True)
-        state = download(args.source, args.cache, endpoint=args.endpoint, region=args.region, anonymous=args.anonymous,
-                         progress=progress, capacity_bytes=args.cache_capacity_bytes)
+        try:
+            state = download(args.source, args.cache, endpoint=args.endpoint, region=args.region,
+                             anonymous=args.anonymous, progress=progress, capacity_bytes=args.cache_capacity_bytes)
+        except OSError as err:  # the cache volume (full, read-only, a name too long): a reason, not a traceback
+            raise FetchError(EXIT_CACHE_ERROR, f"writing the model cache: {err}; check the cache claim "
+                                               "(source.cache) and its free space; the next attempt resumes") from None
     except FetchError as err:
         progress.update(force=True, phase="Failed", reason=err.reason, message=str(err), exitCode=err.code)
         _termination(args.termination_log, progress.state)

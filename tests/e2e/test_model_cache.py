@@ -64,6 +64,8 @@ def test_two_backends_share_one_download_and_deleting_one_keeps_it(cluster, oper
 @pytest.mark.parametrize("model,message", [
     ({"source": {"uri": "gs://bucket/model"}, "preset": "llama-3.1-8b"}, "spec.model.source.uri"),
     ({"source": {"uri": "s3://bucket/../etc"}, "preset": "llama-3.1-8b"}, "segments"),
+    ({"source": {"uri": "hf://org/name@.."}, "preset": "llama-3.1-8b"}, "spec.model.source.uri"),
+    ({"source": {"uri": "hf://org/name@main.lock"}, "preset": "llama-3.1-8b"}, "ref-name rules"),
     ({"source": {"pvc": {"claimName": "m"}, "endpoint": "http://x"}, "preset": "llama-3.1-8b"}, "uri sources only"),
     ({"source": {"uri": "hf://a/b", "region": "eu-west-1"}, "preset": "llama-3.1-8b"}, "region applies to s3"),
     ({"name": "no-source"}, "read from the checkpoint"),

@@ -29,6 +29,7 @@ class Repo:
     sha: str = "0123456789abcdef0123456789abcdef01234567"
     revisions: tuple[str, ...] = ("main",)
     gated: bool = False
+    hostile: bool = False  # lists `sha` for any revision and serves its files under any revision path (a lying endpoint)
 
     def is_lfs(self, path: str) -> bool:
         return path.endswith(LFS_SUFFIXES)
@@ -119,7 +120,7 @@ class HubServer:
             repo = self._access(h, repo_id)
             if repo is None:
                 return
-            if parts[5] not in repo.revisions and parts[5] != repo.sha:
+            if parts[5] not in repo.revisions and parts[5] != repo.sha and not repo.hostile:
                 return self._error(h, 404, "RevisionNotFound", f"Invalid rev id: {parts[5]}")
             siblings = []
             for path, data in sorted(repo.files.items()):
@@ -142,6 +143,9 @@ class HubServer:
             repo = self._access(h, repo_id)
             if repo is None:
                 return
+            if repo.hostile:  # whatever revision path its own listing made the client ask for
+                rev = repo.sha
+                path = next((p for i in range(3, len(parts)) if (p := "/".join(parts[i:])) in repo.files), path)
             if rev not in repo.revisions and rev != repo.sha:
                 return self._error(h, 404, "RevisionNotFound", f"Invalid rev id: {rev}")
             if path not in repo.files:

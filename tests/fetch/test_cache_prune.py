@@ -34,6 +34,7 @@ def files_of(copy: Path) -> dict[str, bytes]:
 
 def test_prune_deletes_what_no_kept_ref_needs(hub, tmp_path) -> None:
     cache = tmp_path / "cache"
+    top = mf.parse_uri("hf://acme/x", hub.endpoint).key.split("/")[0]  # hf-<endpoint digest>
     repo = hub.repos["acme/tiny-llama"]
     repo.revisions = ("main", "v1", "v2")
     download(hub, cache, "hf://acme/tiny-llama")       # refs/main -> OLD
@@ -42,26 +43,26 @@ def test_prune_deletes_what_no_kept_ref_needs(hub, tmp_path) -> None:
     download(hub, cache, "hf://acme/tiny-llama@v2")    # refs/v2 -> NEW
     hub.repos["acme/other"] = type(repo)(files=repo.files, sha="2" * 40)
     download(hub, cache, "hf://acme/other")
-    key = cache / "hf/acme/tiny-llama"
+    key = cache / f"{top}/acme/tiny-llama"
     new_files = files_of(key / NEW)
     # Partial downloads: one of a kept source (resumable later), one of a source nobody names.
-    (cache / ".staging/hf/acme/tiny-llama" / ("3" * 40)).mkdir(parents=True)
-    (cache / ".staging/hf/acme/tiny-llama" / ("3" * 40) / "model.safetensors.part").write_bytes(b"x" * 100)
-    (cache / ".staging/hf/acme/gone" / ("4" * 40)).mkdir(parents=True)
-    (cache / ".staging/hf/acme/gone" / ("4" * 40) / "model.safetensors.part").write_bytes(b"x" * 100)
+    (cache / f".staging/{top}/acme/tiny-llama" / ("3" * 40)).mkdir(parents=True)
+    (cache / f".staging/{top}/acme/tiny-llama" / ("3" * 40) / "model.safetensors.part").write_bytes(b"x" * 100)
+    (cache / f".staging/{top}/acme/gone" / ("4" * 40)).mkdir(parents=True)
+    (cache / f".staging/{top}/acme/gone" / ("4" * 40) / "model.safetensors.part").write_bytes(b"x" * 100)
 
     # Backends use @v1 and @v2: main's ref goes, its copy stays (v1 points at it); acme/other goes entirely.
-    code, report = prune(cache, "hf/acme/tiny-llama/refs/v1", "hf/acme/tiny-llama/refs/v2")
+    code, report = prune(cache, f"{top}/acme/tiny-llama/refs/v1", f"{top}/acme/tiny-llama/refs/v2")
     assert code == 0, report
     assert sorted(p.name for p in (key / "refs").iterdir()) == ["v1", "v2"]
     assert (key / OLD / mf.MARKER).is_file() and (key / NEW / mf.MARKER).is_file()
-    assert not (cache / "hf/acme/other").exists()
-    assert (cache / ".staging/hf/acme/tiny-llama").is_dir() and not (cache / ".staging/hf/acme/gone").exists()
-    assert report["freedBytes"] > 1_800_000 and "hf/acme/other/" + "2" * 40 in report["deleted"]
+    assert not (cache / f"{top}/acme/other").exists()
+    assert (cache / f".staging/{top}/acme/tiny-llama").is_dir() and not (cache / f".staging/{top}/acme/gone").exists()
+    assert report["freedBytes"] > 1_800_000 and f"{top}/acme/other/" + "2" * 40 in report["deleted"]
     assert json.loads((tmp_path / "termination").read_text())["phase"] == "Ready"
 
     # The last backend moves to v2: the old revision is deleted, the one in use is byte-for-byte intact.
-    code, report = prune(cache, "hf/acme/tiny-llama/refs/v2")
+    code, report = prune(cache, f"{top}/acme/tiny-llama/refs/v2")
     assert code == 0
     assert not (key / OLD).exists() and not (key / "refs/v1").exists()
     assert files_of(key / NEW) == new_files and (key / "refs/v2").resolve() == (key / NEW).resolve()

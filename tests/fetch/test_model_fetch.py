@@ -28,6 +28,11 @@ def fetch(hub, cache: Path, repo: str = REPO, *extra: str, env=None):
                      "--termination-log", str(cache.parent / "termination"), *extra, env=env)
 
 
+def key(hub, repo: str = REPO) -> str:
+    """The source's directory in the cache: a custom endpoint is part of it."""
+    return mf.parse_uri(f"hf://{repo}", hub.endpoint).key
+
+
 def termination(cache: Path) -> dict:
     return json.loads((cache.parent / "termination").read_text())
 
@@ -46,14 +51,14 @@ def test_download_once_verified_with_progress_and_architecture(hub, tmp_path) ->
     cache = tmp_path / "cache"
     done = fetch(hub, cache)
     assert done.returncode == 0, done.stderr
-    assert_copy_complete(cache, f"hf/{REPO}", SHA)
-    ref = cache / "hf" / REPO / "refs" / "main"
+    assert_copy_complete(cache, key(hub), SHA)
+    ref = cache / key(hub) / "refs" / "main"
     assert os.readlink(ref) == f"../{SHA}" and (ref / mf.MARKER).is_file()  # the path serving pods load
     progress = json.loads((tmp_path / "progress.json").read_text())
     assert progress["phase"] == "Ready" and progress["bytesDone"] == progress["bytesTotal"]
     assert progress["bytesTotal"] == sum(len(v) for k, v in checkpoint_files().items() if not k.startswith("original/"))
     message = termination(cache)
-    assert message["resolvedRevision"] == SHA and message["path"] == f"hf/{REPO}/{SHA}"
+    assert message["resolvedRevision"] == SHA and message["path"] == f"{key(hub)}/{SHA}"
     # The architecture step read the downloaded config.json and index.
     assert message["architecture"]["numLayers"] == 32 and message["architecture"]["weightBytes"] == 1_800_000
     assert not hub.requests_for("consolidated")
@@ -70,8 +75,8 @@ def test_revision_tag_resolves_to_the_commit(hub, tmp_path) -> None:
     cache = tmp_path / "cache"
     done = fetch(hub, cache, f"{REPO}@v1")
     assert done.returncode == 0, done.stderr
-    assert os.readlink(cache / "hf" / REPO / "refs" / "v1") == f"../{SHA}"
-    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+    assert os.readlink(cache / key(hub) / "refs" / "v1") == f"../{SHA}"
+    assert_copy_complete(cache, key(hub), SHA)
 
 
 @pytest.mark.parametrize("repo,token,code,reason,words", [
@@ -90,7 +95,7 @@ def test_bad_sources_fail_with_a_reason_and_what_to_do(hub, tmp_path, repo, toke
     assert message["reason"] == reason and message["phase"] == "Failed"
     for word in words:
         assert word in message["message"]
-    assert not (cache / "hf").exists() or not any((cache / "hf").rglob(mf.MARKER))
+    assert not any(cache.rglob(mf.MARKER))
 
 
 def test_gated_model_with_token_and_no_token_sent_to_the_cdn(hub, tmp_path) -> None:
@@ -116,7 +121,7 @@ def test_hash_mismatch_is_rejected_and_nothing_is_published(hub, tmp_path) -> No
     done = fetch(hub, cache)
     assert done.returncode == mf.EXIT_VERIFY_FAILED
     assert "sha256" in termination(cache)["message"]
-    assert not (cache / "hf" / REPO / SHA).exists()
+    assert not (cache / key(hub) / SHA).exists()
     assert not list(cache.rglob("model-00001-of-00002.safetensors*"))  # the bad bytes are gone
     # The next attempt (the Job's retry) gets good bytes and keeps the files already verified.
     hub.faults.corrupt.clear()
@@ -124,7 +129,7 @@ def test_hash_mismatch_is_rejected_and_nothing_is_published(hub, tmp_path) -> No
     assert shard2_gets
     again = fetch(hub, cache)
     assert again.returncode == 0, again.stderr
-    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+    assert_copy_complete(cache, key(hub), SHA)
     assert len(hub.requests_for("model-00002")) == shard2_gets
 
 
@@ -133,7 +138,7 @@ def test_dropped_connection_resumes_with_a_range_request(hub, tmp_path) -> None:
     hub.faults.cut_after["model-00001-of-00002.safetensors"] = 400_000
     done = fetch(hub, cache)
     assert done.returncode == 0, done.stderr
-    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+    assert_copy_complete(cache, key(hub), SHA)
     ranges = [h.get("Range") for _, _, h in hub.requests_for("/cdn/acme/tiny-llama/model-00001")]
     assert ranges == [None, "bytes=400000-"]
 
@@ -144,34 +149,31 @@ def test_killed_download_resumes_in_the_next_process(hub, tmp_path) -> None:
     proc = run_fetch("download", "--source", f"hf://{REPO}", "--cache", str(cache), "--endpoint", hub.endpoint, wait=False)
     try:
         assert hub.faults.held.wait(60), "the download never reached the held file"
-        part = cache / ".staging" / "hf" / REPO / SHA / "model-00001-of-00002.safetensors.part"
+        part = cache / ".staging" / key(hub) / SHA / "model-00001-of-00002.safetensors.part"
         for _ in range(600):  # until the client has written what the server sent (bounded: 60 s)
             if part.exists() and part.stat().st_size == 700_000:
                 break
             time.sleep(0.1)
         assert part.stat().st_size == 700_000
-        assert not (cache / "hf" / REPO / SHA).exists()  # nothing visible where a server loads
+        assert not (cache / key(hub) / SHA).exists()  # nothing visible where a server loads
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         hub.faults.release.set()
     done = fetch(hub, cache)
     assert done.returncode == 0, done.stderr
-    assert_copy_complete(cache, f"hf/{REPO}", SHA)
+    assert_copy_complete(cache, key(hub), SHA)
     ranges = [h.get("Range") for _, _, h in hub.requests_for("/cdn/acme/tiny-llama/model-00001")]
     assert ranges[-1] == "bytes=700000-"
 
 
-def test_operator_reads_config_and_index_before_downloading(hub) -> None:
-    info = mf.read_checkpoint(f"hf://{REPO}", endpoint=hub.endpoint, env={})
-    assert info.revision == SHA
-    assert info.config["model_type"] == "llama" and info.index["metadata"]["total_size"] == 1_800_000
-    assert info.safetensors_bytes == len(checkpoint_files()["model-00001-of-00002.safetensors"]) + len(
-        checkpoint_files()["model-00002-of-00002.safetensors"])
-    assert not hub.requests_for("safetensors?") and not hub.requests_for("/cdn/")
-    with pytest.raises(mf.FetchError) as err:
-        mf.read_checkpoint("hf://meta-llama/Llama-3.1-8B-Instruct", endpoint=hub.endpoint, env={})
-    assert err.value.code == mf.EXIT_UNAUTHORIZED
+def test_the_architecture_goes_out_before_the_weights(hub, tmp_path) -> None:
+    # The operator plans from this progress line: it never calls the source itself.
+    done = fetch(hub, tmp_path / "cache")
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    first = next(line for line in lines if "architecture" in line)
+    assert first["phase"] == "Downloading" and first["bytesDone"] < first["bytesTotal"]
+    assert first["architecture"]["numLayers"] == 32 and first["architecture"]["weightBytes"] == 1_800_000
 
 
 def write_checkpoint(directory: Path, files: dict[str, bytes] | None = None) -> Path:
@@ -274,12 +276,10 @@ def test_s3_download_verified_and_shared(s3_endpoint, bucket, tmp_path) -> None:
     message = termination(cache)
     revision = message["resolvedRevision"]
     assert revision.startswith("s3-")
-    assert_copy_complete(cache, f"s3/{bucket}/llama", revision)
+    assert_copy_complete(cache, mf.parse_uri(f"s3://{bucket}/llama", s3_endpoint).key, revision)
     assert message["architecture"]["vocabSize"] == 128_256
     again = s3_fetch(s3_endpoint, cache, f"s3://{bucket}/llama")
     assert again.returncode == 0 and termination(cache)["resolvedRevision"] == revision
-    info = mf.read_checkpoint(f"s3://{bucket}/llama", endpoint=s3_endpoint, env=S3_ENV)
-    assert info.revision == revision and info.index["metadata"]["total_size"] == 1_800_000
 
 
 @pytest.mark.parametrize("uri_suffix,env,code,reason", [
@@ -312,3 +312,94 @@ def test_sigv4_matches_the_aws_documented_example() -> None:
         "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
         "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
         "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+
+
+# ---- hostile endpoints: a listing is input from whoever runs the endpoint ----
+
+def _written(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+@pytest.mark.parametrize("sha", [f"../../meta-llama/Llama-3.1-8B/{SHA}", "../../../escaped", "..", "a/b", SHA[:39] + "\0"])
+def test_a_hostile_listing_commit_writes_nothing_and_marks_nothing_complete(hub, tmp_path, sha) -> None:
+    # The probe: a listing whose `sha` climbs out of its key planted a complete copy at another source's key.
+    hub.repos["evil/model"] = type(hub.repos[REPO])(files=checkpoint_files(), sha=sha, hostile=True)
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, "evil/model")
+    assert done.returncode == mf.EXIT_VERIFY_FAILED, done.stderr
+    assert "not a commit id" in termination(cache)["message"]
+    outside = {p for p in _written(tmp_path) if not p.startswith(("cache/.progress", "progress.json", "termination"))}
+    assert outside == set()  # nothing at all: not at its own key, not at another's, not outside the cache
+    assert not hub.requests_for("/resolve/")
+
+
+def test_a_planted_copy_is_not_served_to_the_genuine_source(hub, tmp_path) -> None:
+    # A copy at the genuine key with a marker but other bytes (planted, or an older operator's hostile write):
+    # the genuine download does not trust the marker, it checks the copy against its own listing.
+    cache = tmp_path / "cache"
+    assert fetch(hub, cache).returncode == 0
+    final = cache / key(hub) / SHA
+    (final / "config.json").write_bytes(b'{"tag": "EVIL"}' + b" " * (len(checkpoint_files()["config.json"]) - 15))
+    (final / "modeling_evil.py").write_text("import os\n")
+    again = fetch(hub, cache)
+    assert again.returncode == 0, again.stderr
+    assert_copy_complete(cache, key(hub), SHA)
+    assert b"EVIL" not in (cache / key(hub) / "refs" / "main" / "config.json").read_bytes()
+
+
+def test_the_commit_of_the_uri_is_checked_against_the_listing(hub, tmp_path) -> None:
+    hub.repos["acme/liar"] = type(hub.repos[REPO])(files=checkpoint_files(), sha="1" * 40, hostile=True)
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, f"acme/liar@{'2' * 40}")
+    assert done.returncode == mf.EXIT_VERIFY_FAILED, done.stderr
+    assert "answered with commit" in termination(cache)["message"]
+    assert not any(cache.rglob(mf.MARKER))
+
+
+@pytest.mark.parametrize("uri", ["hf://org/name@..", "hf://org/name@.", "hf://org/name@a..b", "hf://org/name@main.lock",
+                                 "hf://org/name@.hidden", "hf://org/name@x/../../y", "hf://../name", "hf://org/..",
+                                 "s3://bucket/a/../../b", "s3://bucket/a/./b", "hf://org/name@a%00b"])
+def test_unsafe_revisions_and_paths_in_the_uri_are_refused_before_any_request(hub, tmp_path, uri) -> None:
+    cache = tmp_path / "cache"
+    done = run_fetch("download", "--source", uri, "--cache", str(cache), "--endpoint", hub.endpoint,
+                     "--termination-log", str(tmp_path / "termination"))
+    assert done.returncode == mf.EXIT_USAGE, done.stderr
+    assert json.loads((tmp_path / "termination").read_text())["reason"] == "InvalidSource"
+    assert not hub.log and _written(cache) == set()
+
+
+def test_one_uri_through_two_endpoints_gets_two_copies(hub, tmp_path) -> None:
+    # The probe: the endpoint was not part of the cache key, so whoever downloaded first decided what every
+    # backend of the namespace loaded for that URI.
+    from hubserver import HubServer, Repo
+    cache = tmp_path / "cache"
+    with HubServer() as mirror:
+        files = {**checkpoint_files(), "config.json": checkpoint_files()["config.json"].replace(b"{", b'{"tag": "EVIL",', 1)}
+        mirror.repos[REPO] = Repo(files=files, sha=SHA)
+        assert fetch(mirror, cache).returncode == 0
+        assert fetch(hub, cache).returncode == 0
+        genuine = cache / key(hub) / "refs" / "main" / "config.json"
+        assert key(hub) != key(mirror)
+        assert b"EVIL" not in genuine.read_bytes()
+        assert b"EVIL" in (cache / key(mirror) / "refs" / "main" / "config.json").read_bytes()
+    assert mf.parse_uri(f"hf://{REPO}").key == f"hf/{REPO}"  # the default Hub keeps the key older copies have
+    assert mf.parse_uri(f"hf://{REPO}", "https://huggingface.co/").key == f"hf/{REPO}"
+
+
+@pytest.mark.parametrize("extra", [{"config.json/x": b"{}"}, {"sub": b"1", "sub/file": b"2"}])
+def test_a_listing_naming_a_file_and_a_directory_alike_is_refused(hub, tmp_path, extra) -> None:
+    hub.repos["evil/clash"] = type(hub.repos[REPO])(files={**checkpoint_files(), **extra})
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, "evil/clash")
+    assert done.returncode == mf.EXIT_VERIFY_FAILED, done.stderr  # a reason, not a traceback
+    assert "both a file and a directory" in termination(cache)["message"]
+    assert not any(cache.rglob(mf.MARKER))
+
+
+def test_a_cache_that_cannot_be_written_is_a_reason_not_a_traceback(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / ".staging").write_text("a file where the program needs a directory")
+    done = fetch(hub, cache)
+    assert done.returncode == mf.EXIT_CACHE_ERROR and "Traceback" not in done.stderr, done.stderr
+    assert termination(cache)["reason"] == "ModelCacheError"

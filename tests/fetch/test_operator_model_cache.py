@@ -1,6 +1,8 @@
 """The operator's model-cache step (controller/modelcache.py) on a fake API server and the Hub-shaped server:
-create-if-missing of the shared claim and Job, status.model, ModelReady, architecture from the checkpoint;
-for pvc sources, the inspector Job whose report is the real inspector program's termination message."""
+create-if-missing of the shared claim and Job, status.model, ModelReady, architecture from the checkpoint
+(the real download program's progress line); a Secret only for endpoints the admin allowed; the operator
+itself never calls the endpoint. For pvc sources, the inspector Job whose report is the real inspector
+program's termination message."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 from conftest import checkpoint_files, run_fetch
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
+from llmbackend.controller import egress
 from llmbackend.controller import modelcache as cmc
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.render import modelcache as mc
@@ -30,34 +33,53 @@ def job_pod(kube: FakeKube, job: str, state: dict, name: str = "fetch-1") -> Non
     }
 
 
-def test_one_claim_and_one_job_for_two_backends_of_one_model(hub) -> None:
+def run_download_job(job: dict, root: Path, env: dict | None = None) -> list[dict]:
+    """Run the download Job's own command line (the real program) with the claim at `root`; its stdout lines
+    (the progress lines the operator reads from the running pod's log)."""
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    mount = container["volumeMounts"][0]["mountPath"]
+    args = [a.replace(mount, str(root)) if a.startswith(mount) else a for a in container["args"]]
+    done = run_fetch(*args, "--termination-log", str(root.parent / "termination"), env=env)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def test_one_claim_and_one_job_for_two_backends_of_one_model(hub, tmp_path) -> None:
     kube = FakeKube()
     source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
     first = cmc.sync_model_cache(kube, "serving", spec(source))
     second = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
     assert [o["kind"] for o in kube.created] == ["PersistentVolumeClaim", "Job"]
     assert all("ownerReferences" not in o["metadata"] for o in kube.created)
-    # The architecture came from config.json and the index over HTTPS, before any download.
-    arch = first.spec.model.architecture
-    assert arch.num_layers == 32 and arch.weight_bytes == 1_800_000
+    assert not hub.log, "the operator process never calls the source's endpoint"
+    assert not first.has_architecture and not first.permanent and "config.json" in first.message
     assert second.spec.model.architecture is None and second.spec.model.preset == "llama-3.1-8b"
     assert (first.ready, first.reason, first.status["phase"]) == (False, "Downloading", "Downloading")
     assert kube.created[0]["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    # The architecture comes from the Job's progress line: config.json and the index are fetched first.
+    lines = run_download_job(kube.created[1], tmp_path / "claim")
+    early = next(line for line in lines if "architecture" in line)
+    assert early["phase"] == "Downloading" and early["bytesDone"] < early["bytesTotal"]
+    job_pod(kube, kube.created[1]["metadata"]["name"], {"running": {}})
+    kube.logs["fetch-1"] = json.dumps(early)
+    planned = cmc.sync_model_cache(kube, "serving", spec(source))
+    arch = planned.spec.model.architecture
+    assert arch.num_layers == 32 and arch.weight_bytes == 1_800_000
 
 
 def test_progress_from_the_running_pod_then_ready(hub) -> None:
     kube = FakeKube()
     source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
-    cmc.sync_model_cache(kube, "serving", spec(source))
+    cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
     name = mc.download_job_name(spec(source).model.source)
     job_pod(kube, name, {"running": {}})
     kube.logs["fetch-1"] = json.dumps({"phase": "Downloading", "bytesDone": 700, "bytesTotal": 1800, "resolvedRevision": "abc"})
-    running = cmc.sync_model_cache(kube, "serving", spec(source))
+    running = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
     assert (running.status["bytesDone"], running.status["bytesTotal"], running.status["resolvedRevision"]) == (700, 1800, "abc")
     kube.objects[("Job", "serving", name)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
     job_pod(kube, name, {"terminated": {"exitCode": 0, "message": json.dumps(
         {"phase": "Ready", "resolvedRevision": "abc", "bytesTotal": 1800, "path": "hf/acme/tiny-llama/abc"})}})
-    done = cmc.sync_model_cache(kube, "serving", spec(source))
+    done = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
     assert done.ready and done.reason == "ModelCached"
     assert done.status == {"phase": "Ready", "source": "hf://acme/tiny-llama", "claimName": "llmbackend-model-cache",
                            "resolvedRevision": "abc", "bytesTotal": 1800, "bytesDone": 1800, "path": "hf/acme/tiny-llama/abc"}
@@ -93,10 +115,59 @@ def test_bad_sources_become_reasons() -> None:
     assert (result.reason, result.status["phase"]) == ("CheckpointLargerThanCache", "Failed")
 
 
-def test_gated_model_without_token_is_a_permanent_reason(hub) -> None:
-    result = cmc.sync_model_cache(FakeKube(), "serving", spec({"uri": "hf://meta-llama/Llama-3.1-8B-Instruct", "endpoint": hub.endpoint}))
-    assert (result.reason, result.permanent, result.has_architecture) == ("SourceUnauthorized", True, False)
-    assert "secretRef" in result.message
+def test_a_hostile_progress_line_is_a_reason_not_a_crash(hub) -> None:
+    kube = FakeKube()
+    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
+    cmc.sync_model_cache(kube, "serving", spec(source))
+    job_pod(kube, mc.download_job_name(spec(source).model.source), {"running": {}})
+    kube.logs["fetch-1"] = json.dumps({"phase": "Downloading", "architecture": {"numLayers": -1}})
+    result = cmc.sync_model_cache(kube, "serving", spec(source))
+    assert (result.reason, result.permanent) == ("InvalidCheckpointConfig", True)
+
+
+# ---- credentials: only to endpoints the admin allowed ----
+
+@pytest.fixture
+def allowed_endpoints():
+    saved = egress.settings.model_endpoints
+    yield lambda *urls: egress.settings.configure(model_endpoints=urls)
+    egress.settings.configure(model_endpoints=saved)
+
+
+def test_a_secret_is_never_sent_to_an_endpoint_the_admin_did_not_allow(hub, tmp_path, allowed_endpoints) -> None:
+    # The probe: anyone who may create LLMBackends named a Secret of the namespace and their own endpoint, and
+    # the download sent its HF_TOKEN there as a Bearer token.
+    allowed_endpoints()
+    kube = FakeKube()
+    source = {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct", "endpoint": hub.endpoint, "secretRef": {"name": "hf-token"}}
+    refused = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert (refused.reason, refused.permanent, refused.ready) == ("EndpointNotAllowed", True, False)
+    assert hub.endpoint in refused.message and "--model-endpoint" in refused.message
+    assert kube.created == [], "no Job: nothing could read the Secret"
+    assert not hub.log
+    # The admin allows the endpoint: the Job gets the Secret, and the real program sends it there.
+    allowed_endpoints(hub.endpoint + "/")
+    started = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert started.reason == "Downloading"
+    job = next(o for o in kube.created if o["kind"] == "Job")
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN", "optional": False}}}]
+    run_download_job(job, tmp_path / "claim", env={"HF_TOKEN": "hf_good"})
+    assert {h.get("Authorization") for _, _, h in hub.requests_for("/api/models/")} == {"Bearer hf_good"}
+
+
+@pytest.mark.parametrize("endpoint,allowed", [
+    (None, True),                                    # the default (Hub, AWS)
+    ("https://huggingface.co", True), ("https://huggingface.co:443/", True),
+    ("https://huggingface.co.evil.example", False), ("http://huggingface.co", False),
+    ("http://minio.storage:9000", False), ("http://127.0.0.1:8080", False),
+])
+def test_which_endpoints_get_credentials_by_default(endpoint, allowed, allowed_endpoints) -> None:
+    allowed_endpoints()
+    assert egress.settings.credentials_may_go_to(endpoint) == allowed
+    allowed_endpoints("http://minio.storage:9000")
+    assert egress.settings.credentials_may_go_to("http://MINIO.storage:9000/bucket") is True
+    assert egress.settings.credentials_may_go_to("http://minio.storage:9001") is False
 
 
 # ---- pvc sources: the inspector Job ----

@@ -116,6 +116,12 @@ def test_values_reach_the_operator():
     downloader = template("--set", "downloaderImage=mirror.example.com/fetch:9")[("Deployment", "llmbackend-operator")]
     (c,) = downloader["spec"]["template"]["spec"]["containers"]
     assert {e["name"]: e.get("value") for e in c["env"]}["LLMBACKEND_DOWNLOADER_IMAGE"] == "mirror.example.com/fetch:9"
+    allowed = template("--set", "allowedModelEndpoints={http://minio.storage:9000}",
+                       "--set", "allowedPrometheusUrls={http://prometheus.monitoring:9090,http://thanos:*}")
+    (c,) = allowed[("Deployment", "llmbackend-operator")]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["LLMBACKEND_MODEL_ENDPOINTS"] == "http://minio.storage:9000"
+    assert env["LLMBACKEND_PROMETHEUS_URLS"] == "http://prometheus.monitoring:9090 http://thanos:*"
 
 
 def test_optional_parts():

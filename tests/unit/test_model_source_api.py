@@ -25,6 +25,14 @@ def test_valid_sources(source) -> None:
     {"uri": "hf://just-a-name"},                        # org/name required
     {"uri": "hf://org/name@rev with space"},
     {"uri": "hf://org/name@../../etc"},
+    {"uri": "hf://org/name@.."},                        # the probe: a ref "..", the Deployment loaded refs/..
+    {"uri": "hf://org/name@."},
+    {"uri": "hf://org/name@a..b"},
+    {"uri": "hf://org/name@.hidden"},
+    {"uri": "hf://org/name@main."},
+    {"uri": "hf://org/name@main.lock"},
+    {"uri": "hf://org/name."},
+    {"uri": "hf://org/a..b"},
     {"uri": "s3://bucket/../etc"},
     {"uri": "s3://bucket", "endpoint": "ftp://x"},
     {"uri": "s3://bucket", "secretRef": {"name": "Bad_Name"}},
@@ -33,3 +41,25 @@ def test_valid_sources(source) -> None:
 def test_invalid_sources(source) -> None:
     with pytest.raises(ValidationError):
         ModelSource.model_validate(source)
+
+
+@pytest.mark.parametrize("uri", [
+    "hf://org/name@..", "hf://org/name@.", "hf://org/name@a..b", "hf://org/name@main.lock", "hf://org/name@.x",
+    "hf://org/name@v1.0", "hf://org/name@main", "hf://org/name@" + "a" * 40, "hf://org/Llama-3.1-8B", "hf://org/a..b",
+    "s3://bucket/a/../b", "s3://bucket/a/b", "s3://bucket",
+])
+def test_the_api_and_the_downloader_agree_on_uris(uri) -> None:
+    """What the API server admits, the downloader accepts (and the reverse): an object stored before a rule
+    existed is refused by the program with InvalidSource instead of writing outside its directory."""
+    from llmbackend import model_fetch as mf
+    try:
+        ModelSource.model_validate({"uri": uri})
+        api_ok = True
+    except ValidationError:
+        api_ok = False
+    try:
+        mf.parse_uri(uri)
+        program_ok = True
+    except mf.FetchError:
+        program_ok = False
+    assert api_ok == program_ok

@@ -113,7 +113,9 @@ def _applied_by_the_reconciler(manifest: dict, apis: frozenset[str]) -> list[dic
      ["--api", "InferencePool"]),
     ({"enabled": True, "minReplicas": 0, "maxReplicas": 2}, {"LeaderWorkerSet", "ScaledObject"}, []),
 ], ids=["fixed", "hpa", "keda", "operator-with-inference-pool", "scale-to-zero-with-activator"])
-def test_render_is_what_the_reconciler_applies(capsys, tmp_path: Path, autoscaling, apis, flags) -> None:
+def test_render_is_what_the_reconciler_applies(capsys, tmp_path: Path, autoscaling, apis, flags, monkeypatch) -> None:
+    from llmbackend.controller import egress
+    monkeypatch.setattr(egress.settings, "prometheus_urls", ("http://prometheus.monitoring:9090",))  # the admin allows it
     manifest = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"].update({"namespace": "serving", "uid": "00000000-0000-0000-0000-000000000000",
                                  "generation": 1})

@@ -171,6 +171,14 @@ def serving_pod(uri: str, phase: str = "Running") -> dict:
             "spec": {"volumes": [volume], "initContainers": [mc.wait_init_container(s, "img", {})]}}
 
 
+BAD_REVISION = {"metadata": {"name": "dots"}, "spec": {"model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://org/name@.."}}}}
+OLD_POD_OF_BAD_REVISION = {  # what an older operator rendered for it
+    "metadata": {"name": "p"}, "status": {"phase": "Running"},
+    "spec": {"volumes": [{"name": "model-cache", "persistentVolumeClaim": {"claimName": mc.DEFAULT_CACHE_CLAIM}}],
+             "initContainers": [{"name": "wait-model", "env": [
+                 {"name": "MARKER", "value": f"{mc.CACHE_MOUNT}/hf/org/name/refs/../{mc.MARKER}"}]}]}}
+
+
 def ref(uri: str) -> str:
     return mc.ref_path(src(uri=uri))
 
@@ -182,8 +190,8 @@ def ref(uri: str) -> str:
     ("last backend deleted: keep nothing", [], [download(V1)], [], [(("v1",), (), None)]),
     ("a backend being deleted does not hold its source", [backend(V1, deleting=True)], [download(V1)], [],
      [(("v1",), (), None)]),
-    ("same source, other endpoint: the copy stays", [backend(V1, endpoint="http://mirror:8080")], [download(V1)], [],
-     [(("v1",), (ref(V1),), None)]),
+    ("same URI, other endpoint: another copy (the endpoint is in the key)", [backend(V1, endpoint="http://mirror:8080")],
+     [download(V1)], [], [(("v1",), (mc.ref_path(src(uri=V1, endpoint="http://mirror:8080")),), None)]),
     ("pvc backends hold nothing", [backend(None)], [download(V1)], [], [(("v1",), (), None)]),
     ("pods still load the dropped copy: wait", [backend(V2)], [download(V1), download(V2)], [serving_pod(V1)],
      [(("v1",), tuple(sorted([ref(V1), ref(V2)])), "serving pods still load")]),
@@ -195,8 +203,12 @@ def ref(uri: str) -> str:
     ("a finished cleanup does not block", [], [download(V1), cleanup_job(state="Complete")], [], [(("v1",), (), None)]),
     ("another claim is another cleanup", [backend(V1)], [download(V1), download(V1, cache={"claimName": "big"})], [],
      [(("v1",), (), None)]),
-    ("an unparseable source stops all cleanups", [{"metadata": {"name": "x"}, "spec": {"model": {"source": {"uri": "gs://x"}}}}],
-     [download(V1)], [], []),
+    ("a source that is not valid names no copy", [{"metadata": {"name": "x"}, "spec": {"model": {"source": {"uri": "gs://x"}}}}],
+     [download(V1)], [], [(("v1",), (), None)]),
+    # The probe: `@..` (stored before the API rejected it) made the keep list one the cleanup program refuses,
+    # which blocked every cleanup of the namespace.
+    ("an @.. backend and its old pod do not block the cleanup", [BAD_REVISION], [download(V1)], [OLD_POD_OF_BAD_REVISION],
+     [(("v1",), (), None)]),
 ])
 def test_cache_cleanups(case, backends, jobs, pods, want) -> None:
     names = {mc.download_job_name(src(uri=u, **kw)): label for u, kw, label in [

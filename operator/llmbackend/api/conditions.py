@@ -69,6 +69,11 @@ COMPUTE_DOMAIN_NOT_INSTALLED = "ComputeDomainNotInstalled"
 """Tensor parallelism spans nodes of a multi-node NVLink clique and NVIDIA's ComputeDomain API is not served here."""
 INVALID_POD_TEMPLATE = "InvalidPodTemplate"
 """spec.serving.podTemplate sets a label, annotation, env name, volume name or mount path the operator sets itself."""
+ENDPOINT_NOT_ALLOWED = "EndpointNotAllowed"
+"""ModelReady: source.secretRef with a source.endpoint the operator's admin did not allow; the credentials are not sent."""
+PROMETHEUS_NOT_ALLOWED = "PrometheusNotAllowed"
+"""autoscaling.prometheus.url is not one the operator's admin allowed: the operator does not poll it (mode operator:
+status.autoscaling.reason) and renders no ScaledObject for KEDA to poll (mode keda: Degraded)."""
 
 # ---- event reasons (no condition) ----
 

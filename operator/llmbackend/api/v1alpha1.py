@@ -172,7 +172,10 @@ class PVCSource(_Model):
 
 
 # Model sources the download Job understands: hf://org/name[@revision] and s3://bucket[/prefix].
-HF_URI_PATTERN = r"hf://[A-Za-z0-9][A-Za-z0-9._\-]*/[A-Za-z0-9][A-Za-z0-9._\-]*(@[A-Za-z0-9._\-]+)?"
+# org, name and revision become directories of the model cache: no "..", no leading or trailing "." (git ref-name
+# rules for the revision, which is a branch, a tag or a 40-hex commit). model_fetch.parse_uri checks the same.
+_HF_PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*([.][A-Za-z0-9_\-]+)*"
+HF_URI_PATTERN = rf"hf://{_HF_PART}/{_HF_PART}(@[A-Za-z0-9_\-]+([.][A-Za-z0-9_\-]+)*)?"
 S3_URI_PATTERN = r"s3://[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9._~/\-]*)?"
 MODEL_URI_PATTERN = rf"^({HF_URI_PATTERN}|{S3_URI_PATTERN})$"
 DNS_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -230,6 +233,8 @@ class ModelSource(_Model):
                 {"rule": "!has(self.region) || (has(self.uri) && self.uri.startsWith('s3://'))",
                  "message": "region applies to s3:// sources only"},
                 {"rule": "!has(self.uri) || !self.uri.matches('/[.]{1,2}(/|$)')", "message": "uri must not contain '.' or '..' segments"},
+                {"rule": "!has(self.uri) || !self.uri.startsWith('hf://') || !self.uri.endsWith('.lock')",
+                 "message": "the revision of an hf:// uri must not end with '.lock' (git ref-name rules)"},
             ]
         }
     )
@@ -239,6 +244,8 @@ class ModelSource(_Model):
     def _no_parent_segments_in_uri(cls, value: str | None) -> str | None:
         if value is not None and any(seg in (".", "..") for seg in value.split("://", 1)[1].split("/")):
             raise ValueError("uri must not contain '.' or '..' segments")
+        if value is not None and value.startswith("hf://") and value.endswith(".lock"):
+            raise ValueError("the revision of an hf:// uri must not end with '.lock' (git ref-name rules)")
         return value
 
 

@@ -61,6 +61,7 @@ from ..render.workloads import (
 )
 from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions
 from .digest import DATA_DIGEST_KEY, summarize_data
+from .egress import PROMETHEUS_URLS_ENV, allowed
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
@@ -124,6 +125,7 @@ class Observed:
     scale_decision: ScaleDecision | None = None
     model_cache: ModelCacheResult | None = None
     hpas: list[dict[str, Any]] | None = None  # the namespace's HPAs; None: not looked at
+    prometheus_urls: tuple[str, ...] | None = None  # the admin's allow-list (egress.py); None: not restricted
 
     @property
     def ref(self) -> BackendRef:
@@ -243,12 +245,16 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     scaler_mode = spec.autoscaling.enabled and spec.autoscaling.mode in (AutoscalingMode.HPA, AutoscalingMode.KEDA)
     keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
                     and "ScaledObject" not in apis)
+    prom = spec.autoscaling.prometheus
+    # KEDA polls the ScaledObject's Prometheus: only one the admin allowed (the operator's own polling: run.py).
+    keda_refused = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA and prom is not None
+                    and observed.prometheus_urls is not None and not allowed(prom.url, observed.prometheus_urls))
     compute_domains = needs_compute_domain(plan_status) and "ComputeDomain" in apis
     gang = choose_gang_scheduler(spec, "Volcano" in apis, "Kueue" in apis) if multi_node else None
     try:
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy,
                                   scaler_mode and "PrometheusRule" in apis, compute_domains, gang,
-                                  scaled_objects=not keda_missing,
+                                  scaled_objects=not (keda_missing or keda_refused),
                                   inference_pool=openai.enabled(spec) and "InferencePool" in apis,
                                   serving_ready=_serving_ready(observed, ref), operator_image=downloader_image(),
                                   pod_monitor="PodMonitor" in apis)
@@ -300,6 +306,11 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         conditions.set(DEGRADED, True, cond.KEDA_NOT_INSTALLED,
                        "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
                        "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
+    if keda_refused and prom is not None:
+        conditions.set(DEGRADED, True, cond.PROMETHEUS_NOT_ALLOWED,
+                       f"autoscaling.prometheus.url {prom.url} is not a Prometheus this operator lets KEDA poll, so no "
+                       "ScaledObject is rendered; ask the cluster admin to allow it (operator flag --prometheus-url, or "
+                       f"{PROMETHEUS_URLS_ENV}), or use autoscaling.mode operator with source triton")
     if observed.model_cache is not None and observed.model_cache.permanent:
         conditions.set(DEGRADED, True, observed.model_cache.reason, observed.model_cache.message)
     if conflict:

@@ -2,6 +2,11 @@
 ModelReady, and the architecture read from the checkpoint when the spec gives none; for a pvc source without
 an architecture, the backend's inspector Job and its report.
 
+The operator process itself never calls a source: the download Job reads config.json first and reports the
+architecture in its progress line (a tenant chooses source.endpoint; the operator must not be their way into
+the cluster network, nor wait on their server). A Secret's credentials go only to endpoints the admin allowed
+(egress.py).
+
 Create-if-missing only for the cache: a cache claim or download Job may serve several backends, so this step
 never changes one. Cleanup (`cleanup_model_caches`): when no backend names a source any more (a backend
 deleted, or its source changed), its download Job is deleted and a cleanup Job deletes the copies no backend
@@ -16,17 +21,19 @@ import json
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api.checkpoint import CheckpointError, architecture_from_config
-from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture, ModelSource
-from ..model_fetch import EXIT_UNREACHABLE, FetchError, read_checkpoint
+from pydantic import ValidationError
+
+from ..api import conditions as cond
+from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture
+from ..model_fetch import FetchError
 from ..render import modelcache as mc
 from ..render.workloads import BACKEND_LABEL, MANAGED_BY, SERVING_UID, BackendRef, labels_for
 from . import permissions
 from .cache import MANAGED_SELECTOR
+from .egress import MODEL_ENDPOINTS_ENV, settings
 from .kube import ApiError
 
 log = logging.getLogger(__name__)
@@ -38,7 +45,6 @@ WAITING_FOR_CHECKPOINT = "WaitingForCheckpoint"  # no architecture until the dow
 ARCHITECTURE_UNKNOWN = "CheckpointArchitectureUnknown"  # the download finished without an architecture report
 CLAIM_NOT_FOUND = "ClaimNotFound"  # source.pvc.claimName names a claim that does not exist
 WAITING_FOR_CACHE_CLEANUP = "WaitingForCacheCleanup"  # a cleanup Job is deleting unused copies in the claim
-CHECKPOINT_READ_TTL_S = 600.0
 
 # delete: an inspector Job of a backend's previous pvc source, or one whose pod (and report) is gone.
 permissions.require("batch", "jobs", "get", "list", "create", "delete")
@@ -61,30 +67,6 @@ class ModelCacheResult:
     @property
     def has_architecture(self) -> bool:
         return self.spec.model.preset is not None or self.spec.model.architecture is not None
-
-
-_reads: dict[tuple[str, str], tuple[float, ModelArchitecture | Exception]] = {}
-_reads_lock = threading.Lock()
-
-
-def _architecture_over_https(source: ModelSource) -> ModelArchitecture | Exception:
-    """hf:// without a token: config.json + index over HTTPS before any download (remembered a while)."""
-    key = (source.uri or "", source.endpoint or "")
-    with _reads_lock:
-        hit = _reads.get(key)
-    if hit and time.monotonic() - hit[0] < CHECKPOINT_READ_TTL_S:
-        return hit[1]
-    try:
-        info = read_checkpoint(source.uri or "", endpoint=source.endpoint, env={})
-        result: ModelArchitecture | Exception = architecture_from_config(
-            info.config, info.index, None if info.index else info.safetensors_bytes or None)
-    except (FetchError, CheckpointError) as exc:
-        result = exc
-        if hit and isinstance(hit[1], ModelArchitecture) and isinstance(exc, FetchError) and exc.code == EXIT_UNREACHABLE:
-            result = hit[1]  # a Hub outage does not unplan a running backend
-    with _reads_lock:
-        _reads[key] = (time.monotonic(), result)
-    return result
 
 
 def _last_log_line(kube: Any, namespace: str, pod: str) -> dict[str, Any] | None:
@@ -269,15 +251,16 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
     if source is None or source.uri is None:
         return None
     arch: ModelArchitecture | None = spec.model.architecture
-    read_error: Exception | None = None
-    if spec.model.preset is None and arch is None and source.uri.startswith("hf://") and source.secret_ref is None:
-        got = _architecture_over_https(source)
-        arch, read_error = (got, None) if isinstance(got, ModelArchitecture) else (None, got)
-    if isinstance(read_error, FetchError) and read_error.code != EXIT_UNREACHABLE:  # unreachable: the Job retries and reports
-        return ModelCacheResult(spec, False, read_error.reason, str(read_error), {"phase": "Failed", "source": source.uri},
-                                permanent=True)
-    if isinstance(read_error, CheckpointError):
-        return ModelCacheResult(spec, False, read_error.reason, str(read_error), {"phase": "Failed", "source": source.uri},
+    try:
+        mc.ref_path(source)
+    except FetchError as err:  # stored before the API server checked what the program checks
+        return ModelCacheResult(spec, False, err.reason, str(err), {"phase": "Failed", "source": source.uri}, permanent=True)
+    if source.secret_ref is not None and not settings.credentials_may_go_to(source.endpoint):
+        message = (f"source.endpoint {source.endpoint} is not an endpoint this operator sends credentials to, so Secret "
+                   f"{source.secret_ref.name} is not used and nothing is downloaded; ask the cluster admin to allow it "
+                   f"(operator flag --model-endpoint, or {MODEL_ENDPOINTS_ENV}), or leave out source.endpoint (the "
+                   "default endpoint) or source.secretRef (a public model)")
+        return ModelCacheResult(spec, False, cond.ENDPOINT_NOT_ALLOWED, message, {"phase": "Failed", "source": source.uri},
                                 permanent=True)
 
     claim = mc.cache_claim(source)
@@ -313,7 +296,12 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
     elif outcome["phase"] == "Downloading" and termination and isinstance(termination.get("bytesDone"), int):
         status["bytesDone"] = termination["bytesDone"]
     if arch is None and spec.model.preset is None and termination and isinstance(termination.get("architecture"), dict):
-        arch = ModelArchitecture.model_validate(termination["architecture"])  # s3://, or hf:// with a token
+        try:  # from the Job's progress line (config.json is fetched first) or its termination message
+            arch = ModelArchitecture.model_validate(termination["architecture"])
+        except ValidationError as exc:
+            return ModelCacheResult(spec, False, "InvalidCheckpointConfig", f"the download Job's report is not a valid "
+                                    f"architecture ({exc}); set spec.model.architecture", {"phase": "Failed",
+                                    "source": source.uri}, permanent=True)
     if (arch is None and spec.model.preset is None and outcome["phase"] == "Ready" and termination
             and termination.get("architectureError")):
         return ModelCacheResult(spec, True, termination.get("architectureReason") or "InvalidCheckpointConfig",

@@ -20,7 +20,7 @@ from ..api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from ..autoscaling import metrics
 from ..planning.inventory import Inventory
 from ..render.workloads import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef
-from . import permissions
+from . import egress, permissions
 from .conditions import Conditions, now_rfc3339
 from .decide import (
     OPTIONAL_APIS,
@@ -152,7 +152,8 @@ class Reconciler:
             scale_decision = self.state.decisions.get((namespace, name))
         return Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,
                         pods=self.kube.list("Pod", namespace, label_selector=by_label),
-                        scale_decision=scale_decision, model_cache=model_cache)
+                        scale_decision=scale_decision, model_cache=model_cache,
+                        prometheus_urls=egress.settings.prometheus_urls)
 
     def _look_up(self, observed: Observed, decision: Decision) -> Observed:
         """What decide asked for and the caches do not hold: children by name (not created yet, or someone

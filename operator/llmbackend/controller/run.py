@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 import kopf
 
+from ..api import conditions as cond
 from ..api.v1alpha1 import GROUP, PLURAL, VERSION
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import ScalerState, decide
@@ -29,7 +30,7 @@ from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.triton import METRICS_PORT
 from ..render.workloads import BACKEND_LABEL, serving_pod_ready
-from . import permissions
+from . import egress, permissions
 from .cache import CachedKube, Store, WatchCaches
 from .kube import Kube, load_configuration
 from .leader import LeaderElector
@@ -117,7 +118,7 @@ class Operator:
             self.reconciler.forget(key)
             scaler = self.scalers.pop(key, None)
             if scaler is not None:
-                asyncio.get_running_loop().create_task(scaler["source"].close())
+                asyncio.get_running_loop().create_task(_close_scaler(scaler))
             metrics.forget_backend(namespace, name)
             self.enqueue(key)  # the reconcile of a gone backend cleans up model cache copies no one uses
             return
@@ -191,7 +192,7 @@ class Operator:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         for scaler in self.scalers.values():
-            await scaler["source"].close()
+            await _close_scaler(scaler)
         self.caches.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
@@ -252,8 +253,10 @@ class Operator:
                 await asyncio.gather(*(self._evaluate(*item) for item in due), return_exceptions=True)
 
     def _new_scaler(self, target) -> dict[str, Any]:
-        source: PrometheusRatioSource | TritonScraper
-        if target.spec.source == "prometheus":
+        source: PrometheusRatioSource | TritonScraper | None
+        if target.spec.source == "prometheus" and not egress.settings.prometheus_allowed(target.spec.prometheus.url):
+            source = None  # a URL the admin did not allow is never called (_evaluate says so in status)
+        elif target.spec.source == "prometheus":
             source = PrometheusRatioSource(target.spec.prometheus.url, target.spec.prometheus.query)
         else:
             source = TritonScraper(target.scrape_model)
@@ -262,6 +265,13 @@ class Operator:
 
     async def _evaluate(self, key: tuple[str, str], target, scaler: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
+        prom = target.spec.prometheus
+        if prom is not None and not egress.settings.prometheus_allowed(prom.url):
+            self._hold(key, target, cond.PROMETHEUS_NOT_ALLOWED, (
+                f"autoscaling.prometheus.url {prom.url} is not a Prometheus this operator may call, so replicas stay "
+                f"at {target.current_replicas}; ask the cluster admin to allow it (operator flag --prometheus-url, or "
+                f"{egress.PROMETHEUS_URLS_ENV}), or use autoscaling.source triton"))
+            return
         pods = await loop.run_in_executor(
             self.executor, lambda: self.kube.list("Pod", target.namespace, label_selector=target.selector))
         ready = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if _pod_ready(p)}
@@ -275,7 +285,6 @@ class Operator:
                 metrics.scrape_error(target.namespace, target.name, failed)
             reading = scaler["source"].reading(target.spec.window_seconds)
         waiting = None
-        prom = target.spec.prometheus
         if target.current_replicas == 0 and prom is not None and prom.activation_query:
             # No replica, no engine metrics: the requests held in front of the backend decide 0 -> 1.
             scaler.setdefault("activation", PrometheusRatioSource(prom.url))
@@ -310,6 +319,15 @@ class Operator:
             if decision.desired_replicas != target.current_replicas:
                 log.info("autoscaling %s/%s: %d -> %d (%s: %s)", *key, target.current_replicas,
                          decision.desired_replicas, decision.reason, decision.message)
+            self.enqueue(key)
+
+    def _hold(self, key: tuple[str, str], target, reason: str, message: str) -> None:
+        """A decision that keeps the replicas where they are, with why in status.autoscaling."""
+        new = ScaleDecision(target.current_replicas, reason, message, None, None)
+        with self.state.lock:
+            old = self.state.decisions.get(key)
+            self.state.decisions[key] = new
+        if old != new:
             self.enqueue(key)
 
     async def _held_at_activator(self, target, scaler: dict[str, Any]) -> float | None:
@@ -399,6 +417,12 @@ def register(subparsers) -> None:
     parser.add_argument("--leader-elect", action="store_true", help="run only while holding the leader Lease")
     parser.add_argument("--lease-name", default="llmbackend-operator")
     parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
+    parser.add_argument("--model-endpoint", action="append", default=None, metavar="URL",
+                        help="a source.endpoint (besides the Hugging Face Hub and AWS S3) that a source's Secret may be "
+                             f"sent to (repeatable; default: ${egress.MODEL_ENDPOINTS_ENV}, space or comma separated)")
+    parser.add_argument("--prometheus-url", action="append", default=None, metavar="URL",
+                        help="a Prometheus that autoscaling.prometheus.url may name, for the operator to poll "
+                             f"(repeatable; default: ${egress.PROMETHEUS_URLS_ENV}; none: prometheus sources are refused)")
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(func=run)
 
@@ -408,6 +432,7 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("kopf.objects", "kopf.activities.probe", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    egress.settings.configure(args.model_endpoint, args.prometheus_url)
     kube = Kube(load_configuration(args.kubeconfig), pool_size=args.workers + 4)
     operator = Operator(kube, workers=args.workers, resync_seconds=args.resync_seconds, namespaces=args.namespace)
     # Health and metrics answer from the start: a standby replica waiting for the Lease is live and ready.

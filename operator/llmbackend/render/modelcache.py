@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api.v1alpha1 import OPERATOR_IMAGE, ModelSource, PVCSource
-from ..model_fetch import EXIT_BAD_CONFIG, EXIT_NO_CONFIG, MARKER, FetchError, Source, parse_uri
+from ..model_fetch import EXIT_BAD_CONFIG, EXIT_NO_CONFIG, MARKER, FetchError, Source, parse_keep, parse_uri
 
 CACHE_MOUNT = "/model-cache"
 # The download, inspector and cleanup Jobs run the operator's own image (model_fetch is in it); the operator
@@ -35,6 +35,7 @@ INSPECT_MOUNT = "/checkpoint"
 DEFAULT_CACHE_CLAIM = "llmbackend-model-cache"
 CACHE_LABEL = "llmbackend.dev/model-cache"
 SOURCE_ANNOTATION = "llmbackend.dev/model-source"
+REF_ANNOTATION = "llmbackend.dev/model-ref"  # the download's `<key>/refs/<revision>` (the key depends on the endpoint)
 DOWNLOAD_COMPONENT = "model-download"
 CLEANUP_COMPONENT = "model-cache-cleanup"
 CLEANUP_TTL_S = 3600  # finished cleanup Jobs go away by themselves
@@ -50,7 +51,7 @@ S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 def _source(source: ModelSource) -> Source:
     if source.uri is None:
         raise ValueError("the model cache is for uri sources")
-    return parse_uri(source.uri)
+    return parse_uri(source.uri, source.endpoint)
 
 
 def cache_claim(source: ModelSource) -> str:
@@ -69,8 +70,14 @@ def model_path(source: ModelSource) -> str:
 
 
 def download_job_name(source: ModelSource) -> str:
-    """One Job per (cache claim, source, endpoint, region): backends of the same model share it."""
-    ident = "\n".join([cache_claim(source), source.uri or "", source.endpoint or "", source.region or ""])
+    """One Job per (cache claim, source, endpoint, region): backends of the same model share it. Through a
+    source.endpoint the cache key has the endpoint in it (model_fetch.endpoint_id): the Job's name has the key
+    too, so a Job an older operator ran for the same source (it wrote the copy elsewhere) is not taken for it."""
+    parts = [cache_claim(source), source.uri or "", source.endpoint or "", source.region or ""]
+    src = _source(source)
+    if src.endpoint:
+        parts.append(src.key)
+    ident = "\n".join(parts)
     return "llmb-fetch-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
@@ -131,7 +138,7 @@ def render_download_job(namespace: str, source: ModelSource, image: str, uid: in
                                    env=_credential_env(source, src))
     labels = _labels(claim, DOWNLOAD_COMPONENT)
     return _job({"name": name, "namespace": namespace, "labels": labels,
-                 "annotations": {SOURCE_ANNOTATION: source.uri or ""}},
+                 "annotations": {SOURCE_ANNOTATION: source.uri or "", REF_ANNOTATION: ref_path(source)}},
                 {"backoffLimit": BACKOFF_LIMIT,
                  "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
                      "containerName": "fetch", "operator": "In", "values": PERMANENT_EXIT_CODES}}]}},
@@ -304,12 +311,25 @@ def _running(obj: dict[str, Any]) -> bool:
     return bool(obj["metadata"].get("deletionTimestamp")) or not job_finished(obj)
 
 
-def _uri_ref(uri: str) -> str | None:
+def _job_ref(job: dict[str, Any]) -> str | None:
+    """The ref a download Job writes (Jobs of older operators carry only the URI: the default endpoint's key)."""
+    annotations = job["metadata"].get("annotations") or {}
+    if annotations.get(REF_ANNOTATION):
+        return str(annotations[REF_ANNOTATION])
     try:
-        src = parse_uri(uri)
+        src = parse_uri(annotations.get(SOURCE_ANNOTATION, ""))
     except FetchError:
         return None
     return f"{src.key}/refs/{src.requested}"
+
+
+def _safe_ref(ref: str) -> bool:
+    """A ref the cleanup program accepts in --keep (a pod of an older operator may name one it refuses)."""
+    try:
+        parse_keep([ref])
+    except FetchError:
+        return False
+    return True
 
 
 def cleanup_job_name(claim: str, stale_jobs: tuple[str, ...]) -> str:
@@ -337,8 +357,9 @@ def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
     A download Job is stale when no backend (not being deleted) has its source. A cleanup waits while
     anything could still write to or read from what it would delete: a download or cleanup Job of the
     claim that has not finished, or a running pod that loads a stale source's copy (a deleted backend's
-    pods, or a rollout off an old revision). Conservative: a backend whose source does not parse stops
-    all cleanups of the namespace."""
+    pods, or a rollout off an old revision). A backend whose source is not valid (stored before a rule
+    existed, e.g. `@..`) names no copy: it has no download Job of its own, and its pods' refs still count;
+    a ref no copy can have is left out of the keep list (the cleanup program would refuse it)."""
     needed: set[str] = set()
     spec_refs: dict[str, set[str]] = {}
     for backend in backends:
@@ -350,8 +371,8 @@ def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
         try:
             source = ModelSource.model_validate(raw)
             ref = ref_path(source)
-        except (ValidationError, ValueError):
-            return []
+        except (ValidationError, ValueError, FetchError):
+            continue
         needed.add(download_job_name(source))
         spec_refs.setdefault(cache_claim(source), set()).add(ref)
     pod_refs: dict[str, set[str]] = {}
@@ -359,7 +380,7 @@ def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
         found = pod_cache_ref(pod)
-        if found:
+        if found and _safe_ref(found[1]):
             pod_refs.setdefault(found[0], set()).add(found[1])
     by_claim: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for job in jobs:
@@ -377,8 +398,7 @@ def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
         spec_keep, in_use = spec_refs.get(claim, set()), pod_refs.get(claim, set())
         wait = None
         busy = [j["metadata"]["name"] for j in kinds.get(CLEANUP_COMPONENT, []) + downloads if _running(j)]
-        stale_refs = {_uri_ref((j["metadata"].get("annotations") or {}).get(SOURCE_ANNOTATION, ""))
-                      for j in downloads if j["metadata"]["name"] in stale}
+        stale_refs = {_job_ref(j) for j in downloads if j["metadata"]["name"] in stale}
         leaving = sorted((in_use - spec_keep) & stale_refs)
         if busy:
             wait = f"Job {busy[0]} is still running on claim {claim}"
