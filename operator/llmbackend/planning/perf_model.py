@@ -59,11 +59,12 @@ class Efficiency:
     bandwidth: float
     compute: float
     step_overhead_s: float
+    compute_fp4: float = 0.0  # fp4 tensor math's own fraction (0: the same as compute)
 
 
 # Fitted by benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
 # tests/unit/test_perf_model.py checks that the script's fit still lands here.
-CALIBRATED = Efficiency(bandwidth=0.65, compute=0.38, step_overhead_s=0.0022)
+CALIBRATED = Efficiency(bandwidth=0.92, compute=0.46, step_overhead_s=0.0073, compute_fp4=0.30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +94,11 @@ class Hardware:
     """What the model needs of one GPU product and the links of a plan."""
 
     hbm_gbps: float
-    tflops: float  # dense peak at the plan's math precision
+    tflops: float  # dense peak at the plan's math precision (the linear layers)
     tp_link: Link | None
     stage_link: Link | None
+    attention_tflops: float = 0.0  # attention's math (fp8 at most: fp4 models attend in fp8); 0 = tflops
+    precision: str = "16bit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,11 @@ class Prediction:
     bound: str  # what limits the linear layers in steady state: "memory" or "compute"
     pipeline_idle: float  # fraction of stage time idle for want of micro-batches (PP bubble)
     token_budget_limited: bool  # maxNumTokens caps the decoders the prompt stream keeps fed
+
+
+def attention_precision(precision: str) -> str:
+    """Attention runs fp8 at most (fp4 checkpoints keep an fp8 KV cache and fp8 attention)."""
+    return "fp8" if precision in ("fp8", "fp4") else "16bit"
 
 
 def math_precision(quantization: str) -> str:
@@ -138,7 +146,9 @@ class Model:
         self.lm_head_flops = 2 * embed / tp
         self.attn_width = max(arch.num_attention_heads // tp, 1) * arch.head_dim
         self.bw = hw.hbm_gbps * 1e9 * eff.bandwidth
-        self.flops = hw.tflops * 1e12 * eff.compute
+        compute = eff.compute_fp4 if (hw.precision == "fp4" and eff.compute_fp4) else eff.compute
+        self.flops = hw.tflops * 1e12 * compute
+        self.attn_flops_rate = (hw.attention_tflops or hw.tflops) * 1e12 * eff.compute
 
     # ---- one step ----
 
@@ -182,7 +192,7 @@ class Model:
         matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
         kv_s = decode * self.kv_bytes(context) / self.bw
         attn_flops = 4 * self.layers * self.attn_width * (decode * context + prefill * prompt / 2)
-        attn_s = attn_flops / self.flops
+        attn_s = attn_flops / self.attn_flops_rate
         comm_s = self.allreduce_s(tokens)
         total = max(weights_s, matmul_s) + max(kv_s, attn_s) + comm_s + self.eff.step_overhead_s
         return total, comm_s, matmul_s > weights_s

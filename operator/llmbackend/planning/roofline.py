@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture
 from .inventory import GPUProduct
-from .perf_model import CALIBRATED, Hardware, Link, Model, Prediction, Workload, math_precision
+from .perf_model import CALIBRATED, Hardware, Link, Model, Prediction, Workload, attention_precision, math_precision
 
 NVLINK_LATENCY_S = 5e-6  # one small all-reduce over NVSwitch / NVLink
 CLIQUE_LATENCY_S = 8e-6  # over a multi-node NVLink clique
@@ -87,7 +87,7 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, product: GPUProduct, t
     workload = workload or default_workload(engine)
     precision = math_precision(engine.quantization)
     hw = Hardware(product.hbm_gbps, product.tflops(precision), link if tp > 1 else None,
-                  stage_link if pp > 1 else None)
+                  stage_link if pp > 1 else None, product.tflops(attention_precision(precision)), precision)
     model = Model(arch, engine, hw, tp, pp, CALIBRATED)
     pred: Prediction = model.predict(workload, kv_capacity_bytes)
     # The latency objective: one request's time at the workload's concurrency (one request when none is given).
