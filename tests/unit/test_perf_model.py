@@ -124,6 +124,17 @@ def test_kv_cache_and_max_batch_cap_what_is_in_flight():
     assert p.ttft_ms > 2 * alone.ttft_ms  # the 24 waiting requests' wait shows in TTFT
 
 
+def test_one_output_token_is_all_prefill():
+    """Scoring-like traffic (O = 1): no decode; prompt tokens/s cannot beat the compute the prompts need."""
+    m = model()
+    preds = [m.predict(Workload(2000, 1, c), kv_capacity()) for c in (1, 4, 64)]
+    assert preds[0].tpot_ms == 0 and preds[0].ttft_ms > 0
+    assert preds[1].output_tokens_per_s > preds[0].output_tokens_per_s  # batching prompts helps a little
+    prompt_tokens_per_s = preds[2].output_tokens_per_s * 2000
+    assert prompt_tokens_per_s * 2 * 7e9 < H100.tflops("fp8") * 1e12  # under the peak
+    assert preds[2].ttft_ms > 10 * preds[0].ttft_ms  # 64 prompts queue for the step budget
+
+
 def test_arrival_rate_builds_concurrency():
     m = model()
     low, high = (m.at_rate(500, 200, rate, kv_capacity()) for rate in (1.0, 20.0))

@@ -96,6 +96,8 @@ def test_workload_flags_answer_what_the_plan_does_for_my_traffic(tmp_path, capsy
     assert (long_prompt["estimateInputTokens"], long_prompt["estimateOutputTokens"]) == (2048, 128)
     assert long_prompt["achievableConcurrency"] == 32
     assert "estimate for 2048 input / 128 output tokens at 32 request(s) in flight" in long_prompt["estimate"]
+    rc, out, _ = run(capsys, "-f", path, "--nodes", str(TOPO / "dgx-h100.yaml"), "--isl", "8000", "-o", "text")
+    assert rc == 0 and "exceed maxInputLen 2048 / maxSeqLen 4096: the engine would reject them" in out
     with pytest.raises(SystemExit) as exc:  # argparse rejects it: usage and exit 2
         run(capsys, "-f", path, "--nodes", str(TOPO / "dgx-h100.yaml"), "--isl", "0")
     assert exc.value.code == 2 and "--isl: 0 is out of range" in capsys.readouterr().err

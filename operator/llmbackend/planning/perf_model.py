@@ -218,6 +218,8 @@ class Model:
         chunk = isl / prefill_steps
         context = isl + osl / 2
         micro = min(in_flight, self.pp)  # micro-batches in the pipeline
+        if osl == 1:
+            return self._prefill_only(workload, users, in_flight, micro, budget, prefill_steps, chunk)
         # Decoders per step: a request decodes O - 1 of its prefill_steps + O - 1 steps (refined below).
         decoding = in_flight * (osl - 1) / (osl - 1 + prefill_steps) if osl > 1 else 0.0
         limited = False
@@ -254,6 +256,23 @@ class Model:
             output_tokens_per_s=throughput, step_ms=step_s * 1e3, allreduce_ms=comm_s * 1e3,
             bound="compute" if compute_bound else "memory", pipeline_idle=1 - micro / self.pp,
             token_budget_limited=limited,
+        )
+
+    def _prefill_only(self, workload: Workload, users: float, in_flight: float, micro: float, budget: int,
+                      prefill_steps: int, chunk: float) -> Prediction:
+        """One output token a request (scoring, classification): every step is prompt chunks, as many as the budget."""
+        prompts = min(in_flight, micro * budget / chunk)  # requests whose chunk fits a step
+        per_micro = prompts * chunk / micro
+        step_s, comm_s, compute_bound = self.step(0.0, per_micro, chunk, workload.input_tokens)
+        request_s = prefill_steps * self.pp * (step_s + self.hop_s(per_micro))
+        throughput = prompts / request_s
+        ttft_s = max(request_s, users / throughput)  # requests beyond a step's budget wait their turn
+        return Prediction(
+            workload=workload, in_flight=in_flight, waiting=max(users - in_flight, 0.0), decoding=0.0,
+            prefill_tokens_per_step=prompts * chunk, ttft_ms=ttft_s * 1e3, tpot_ms=0.0,
+            output_tokens_per_s=throughput, step_ms=step_s * 1e3, allreduce_ms=comm_s * 1e3,
+            bound="compute" if compute_bound else "memory", pipeline_idle=1 - micro / self.pp,
+            token_budget_limited=prompts < in_flight,
         )
 
     def at_rate(self, input_tokens: int, output_tokens: int, requests_per_s: float,

@@ -986,6 +986,11 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
     if not best.group.listed:
         lines.append(f"Note: {best.group.product} is not in the product table; HBM bandwidth assumed "
                      f"{UNLISTED_HBM_GBPS} GB/s and {UNLISTED_TFLOPS_16BIT} TFLOPS for the estimate.")
+    w, engine = best.est.workload, search.engine
+    if w.input_tokens > engine.max_input_len or w.input_tokens + w.output_tokens > engine.max_seq_len:
+        lines.append(f"Note: the estimate's requests ({w.input_tokens} input + {w.output_tokens} output tokens) exceed "
+                     f"maxInputLen {engine.max_input_len} / maxSeqLen {engine.max_seq_len}: the engine would reject "
+                     "them; raise the limits or estimate shorter requests.")
     if p.tp_over_pcie:
         lines.append(f"Note: tensor parallel over PCIe ({best.est.tp_link}): no NVLink between these GPUs, "
                      f"all-reduces cost ~{best.est.allreduce_ms:.2f} ms a step; preferred to pipeline stages over PCIe.")
