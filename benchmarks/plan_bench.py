@@ -3,7 +3,7 @@
     python benchmarks/plan_bench.py [--nodes 5000] [--repeat 50]
 
 Nodes are copies of the e2e/topologies fixtures (DGX H100, HGX H200, A100,
-H100 NVL, L40S, GB200 trays) with unique names. Every plan runs the roofline
+H100 NVL, L40S, GB200 trays) with unique names. Every plan runs the performance-model
 estimate for each candidate, under both objectives. Prints figures; no asserts.
 Targets: p99 < 10 ms per plan, < 100 MB for the index.
 """

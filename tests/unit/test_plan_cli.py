@@ -73,7 +73,34 @@ def test_text_output(tmp_path, capsys):
                      "--nodes", str(TOPO / "dgx-h100.yaml"), "-o", "text")
     # Latency default: TP8, twice the throughput TP (the objective used to change nothing).
     assert rc == 0 and out.startswith("Plan: TP8 x PP1")
-    assert "Estimate (roofline)" in out and "HBM 3.35 TB/s" in out and "NVLink4 900 GB/s" in out
+    assert "Estimate (performance model" in out and "an estimate, not a promise" in out
+    assert "HBM 3.35 TB/s" in out and "989 TFLOPS 16-bit" in out and "NVLink4 900 GB/s" in out
+    assert "for 2048 input / 2048 output tokens" in out  # the spec's limits: maxInputLen, maxSeqLen - maxInputLen
+
+
+def test_workload_flags_answer_what_the_plan_does_for_my_traffic(tmp_path, capsys):
+    """8B fp8 on one H100: long prompts with short answers make fewer output tokens/s than the reverse (NVIDIA's
+    perf-overview: 3,450 vs 22,714 tokens/s at 2048/128 vs 128/2048)."""
+    spec = {"model": {"preset": "llama-3.1-8b"}, "engine": {"quantization": "fp8"},
+            "parallelism": {"objective": "throughput"}}
+    path = manifest(tmp_path, spec)
+    docs = {}
+    for isl, osl in ((2048, 128), (128, 2048)):
+        rc, out, _ = run(capsys, "-f", path, "--nodes", str(TOPO / "dgx-h100.yaml"), "--isl", str(isl),
+                         "--osl", str(osl), "--concurrency", "32")
+        assert rc == 0
+        docs[isl, osl] = json.loads(out)
+    long_prompt, long_answer = docs[2048, 128], docs[128, 2048]
+    assert long_prompt["tokensPerSecond"] < 0.75 * long_answer["tokensPerSecond"]
+    assert long_prompt["timeToFirstTokenMs"] > long_answer["timeToFirstTokenMs"]
+    assert (long_prompt["estimateInputTokens"], long_prompt["estimateOutputTokens"]) == (2048, 128)
+    assert long_prompt["achievableConcurrency"] == 32
+    assert "estimate for 2048 input / 128 output tokens at 32 request(s) in flight" in long_prompt["estimate"]
+    rc, out, _ = run(capsys, "-f", path, "--nodes", str(TOPO / "dgx-h100.yaml"), "--isl", "8000", "-o", "text")
+    assert rc == 0 and "exceed maxInputLen 2048 / maxSeqLen 4096: the engine would reject them" in out
+    with pytest.raises(SystemExit) as exc:  # argparse rejects it: usage and exit 2
+        run(capsys, "-f", path, "--nodes", str(TOPO / "dgx-h100.yaml"), "--isl", "0")
+    assert exc.value.code == 2 and "--isl: 0 is out of range" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -357,7 +357,7 @@ class ParallelismSpec(_Model):
     )
     objective: Objective = Field(
         default=Objective.LATENCY,
-        description="latency: widen TP (up to 2x the throughput plan) while the roofline time per output token drops by 25% or more a step; throughput: most tokens/s per GPU (fewest GPUs per token/s).",
+        description="latency: widen TP (up to 2x the throughput plan) while the estimated time of one request (time to first token + output tokens x time per output token) drops by 15% or more a step; throughput: most estimated output tokens/s per GPU (fewest GPUs per token/s).",
     )
 
     model_config = ConfigDict(
@@ -907,13 +907,23 @@ class PlanStatus(_Model):
     topology_source: Literal["annotation", "inferred", "explicit"] | None = None
     explanation: str = Field(default="", max_length=8192)
     objective: str | None = Field(default=None, max_length=32, description="Objective the plan was chosen for.")
+    estimate: str | None = Field(
+        default=None, max_length=256,
+        description="What the figures below are: an estimate for the workload named here (input/output tokens, "
+                    "requests in flight), from a performance model calibrated on TensorRT-LLM's published tables.")
+    time_to_first_token_ms: float | None = Field(
+        default=None, description="Estimate: milliseconds to the first token at the estimate's workload.")
     time_per_output_token_ms: float | None = Field(
-        default=None, description="Roofline estimate: milliseconds per output token for one request (a bound, not a promise).")
+        default=None, description="Estimate: milliseconds per output token at the estimate's workload.")
     tokens_per_second: float | None = Field(
-        default=None, description="Roofline estimate: output tokens/s per replica at achievableConcurrency.")
+        default=None, description="Estimate: output tokens/s per replica at the estimate's workload.")
     achievable_concurrency: int | None = Field(
-        default=None, description="Full-length (maxSeqLen) sequences the KV cache holds at once, at most maxBatchSize.")
+        default=None, description="Requests in flight the estimate assumes: at most maxBatchSize and what the KV "
+                                  "cache holds at the estimate's input + output tokens.")
+    estimate_input_tokens: int | None = Field(default=None, description="Input tokens per request the estimate assumes (default maxInputLen).")
+    estimate_output_tokens: int | None = Field(default=None, description="Output tokens per request the estimate assumes (default maxSeqLen - maxInputLen).")
     hbm_bandwidth_gbps: int | None = Field(default=None, description="HBM bandwidth per GPU used by the estimate (GB/s).")
+    tflops_per_gpu: float | None = Field(default=None, description="Dense peak TFLOPS per GPU at the plan's math precision used by the estimate.")
     interconnect: str | None = Field(default=None, max_length=128, description="Link the TP all-reduces use, with its bandwidth (e.g. NVLink4 900 GB/s, PCIe Gen4 x16 32 GB/s).")
     node_selector: dict[str, str] | None = Field(
         default=None, description="Node labels that pick this plan's GPU product (GFD's nvidia.com/gpu.product, or a managed cloud's accelerator/instance-type label).")

@@ -33,7 +33,14 @@ from ..api.catalog import PRESETS, UnknownPresetError
 from ..api.checkpoint import CheckpointError, architecture_from_config
 from ..api.v1alpha1 import LLMBackend, PlanStatus
 from ..model_fetch import FetchError, inspect_dir, read_checkpoint
-from ..planning.cli import InputError, _load_yaml_docs, load_backend, node_dicts_from_docs, nodes_from_cluster
+from ..planning.cli import (
+    InputError,
+    _load_yaml_docs,
+    load_backend,
+    node_dicts_from_docs,
+    nodes_from_cluster,
+    positive_count,
+)
 from ..planning.cli import run as run_plan
 from ..planning.inventory import GPUNode, parse_node
 from ..render.workloads import config_map_files
@@ -190,6 +197,11 @@ def register(subparsers: Any) -> None:
     plan.add_argument("--nodes", help="Nodes YAML (NodeList or multi-document); default: the current cluster")
     plan.add_argument("-o", "--output", choices=["json", "text"], default="json")
     plan.add_argument("--checkpoint", metavar="DIR", help=CHECKPOINT_HELP)
+    plan.add_argument("--isl", type=positive_count, help="input tokens per request for the estimates (default maxInputLen)")
+    plan.add_argument("--osl", type=positive_count,
+                      help="output tokens per request for the estimates (default maxSeqLen - maxInputLen)")
+    plan.add_argument("--concurrency", type=positive_count,
+                      help="requests in flight for the estimates (default: as many as maxBatchSize and the KV cache allow)")
     plan.set_defaults(func=lambda args: _plan(args))
 
 

@@ -8,7 +8,9 @@ Pure code, no Kubernetes API calls (except the two CLI entry points):
   `Inventory` index, `node_matches`, `gpu_fingerprint`.
 - `memory`: per-GPU memory estimate (weights, KV cache, activations, overhead)
   and `fit()` (reserve, kvCacheFreeGpuMemFraction, vLLM's total fraction).
-- `roofline`: time per output token and throughput of a candidate plan.
+- `perf_model`: time to first token, time per output token and throughput of a
+  plan for a workload (calibrated: benchmarks/perf_calibrate.py).
+- `roofline`: the links a placement uses, the default workload, `estimate()`.
 - `planner`: `plan()` -> `Plan` (cost model in its docstring), `replicas_capacity()`.
 - `cli`: `llmbackend plan -f backend.yaml --nodes nodes.yaml -o json|text`.
 - `topology_reporter`: `llmbackend topology-reporter`, annotates a Node with its

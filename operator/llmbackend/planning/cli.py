@@ -1,7 +1,12 @@
 """`llmbackend plan`: plan an LLMBackend manifest against a set of Nodes.
 
-    llmbackend plan -f backend.yaml --nodes nodes.yaml -o json|text
+    llmbackend plan -f backend.yaml --nodes nodes.yaml -o json|text [--isl N --osl M --concurrency C]
 
+--isl/--osl/--concurrency: the traffic the estimates (time to first token, time
+per output token, output tokens/s) are for: input and output tokens per request
+and requests in flight. Defaults: maxInputLen, maxSeqLen - maxInputLen, and as
+many requests as maxBatchSize and the KV cache allow. The objectives rank plans
+on these estimates too.
 --nodes takes a v1 NodeList (`kubectl get nodes -o yaml`) or multi-document
 Nodes; without it the Nodes are listed from the current kubeconfig.
 Exit codes: 0 a plan fits, 2 no plan fits (the JSON is still printed),
@@ -23,6 +28,7 @@ from ..api.catalog import UnknownPresetError
 from ..api.v1alpha1 import LLMBackend
 from .inventory import parse_node
 from .planner import plan_for_spec
+from .roofline import Workload, default_workload
 
 
 class InputError(Exception):
@@ -85,6 +91,25 @@ def nodes_from_cluster() -> list[dict]:
         raise InputError(f"cannot list nodes from the cluster: {exc.__class__.__name__}: {exc}".splitlines()[0]) from exc
 
 
+def workload_from_args(args: argparse.Namespace, backend: LLMBackend) -> Workload | None:
+    """The traffic named on the command line, the spec's limits filling what is not; None when nothing is named."""
+    isl, osl, conc = getattr(args, "isl", None), getattr(args, "osl", None), getattr(args, "concurrency", None)
+    if isl is None and osl is None and conc is None:
+        return None
+    base = default_workload(backend.spec.engine)
+    return Workload(isl or base.input_tokens, osl or base.output_tokens, conc)
+
+
+def positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 10_000_000:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (1 to 10,000,000)")
+    return value
+
+
 def run(args: argparse.Namespace, backend: LLMBackend | None = None) -> int:
     """Plan an LLMBackend manifest against a set of Nodes (`llmbackend plan`, registered with `render` in
     controller/preview.py, which reads a checkpoint's architecture first when the spec has none).
@@ -96,7 +121,7 @@ def run(args: argparse.Namespace, backend: LLMBackend | None = None) -> int:
         backend = backend or load_backend(args.filename)
         raw = node_dicts_from_docs(_load_yaml_docs(args.nodes)) if args.nodes else nodes_from_cluster()
         nodes = [n for n in (parse_node(d) for d in raw) if n is not None]
-        result = plan_for_spec(backend.spec, nodes)
+        result = plan_for_spec(backend.spec, nodes, workload_from_args(args, backend))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

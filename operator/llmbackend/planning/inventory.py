@@ -78,6 +78,16 @@ class GPUProduct:
     nvlink_shape: str  # "all" (NVSwitch over the node), "pairs" (bridged pairs), "none"
     pcie_gen: int
     reserve_fraction: float  # memory the driver, allocator fragmentation and estimate error may take
+    # Dense (no sparsity) tensor-core peak TFLOPS per GPU by math precision, from the data sheets: 16-bit
+    # (bf16, or fp16 where the part has no bf16), fp8, fp4; 0 = the part has no such tensor math.
+    tflops_16bit: float = 0.0
+    tflops_fp8: float = 0.0
+    tflops_fp4: float = 0.0
+
+    def tflops(self, precision: str) -> float:
+        """Peak dense TFLOPS for a math precision ("16bit", "fp8", "fp4"): fp4 falls back to fp8, all to 16-bit."""
+        value = {"16bit": self.tflops_16bit, "fp8": self.tflops_fp8, "fp4": self.tflops_fp4 or self.tflops_fp8}
+        return value.get(precision) or self.tflops_16bit
 
     @property
     def pcie_gbps(self) -> int:
@@ -89,40 +99,43 @@ class GPUProduct:
         return f"PCIe Gen{self.pcie_gen} x16 {self.pcie_gbps} GB/s"
 
 
-def _p(name, mem, cc, hbm, nvgen, nvgbps, shape, pcie, reserve=0.05) -> GPUProduct:
-    return GPUProduct(name, mem, cc, hbm, nvgen, nvgbps, shape, pcie, reserve)
+def _p(name, mem, cc, hbm, nvgen, nvgbps, shape, pcie, reserve=0.05, tflops=(0.0, 0.0, 0.0)) -> GPUProduct:
+    return GPUProduct(name, mem, cc, hbm, nvgen, nvgbps, shape, pcie, reserve, *tflops)
 
 
 # The one table of product facts. Matching is by upper-case substring, first
 # match wins, so specific names come first (GB200 before B200, H100-NVL before
 # H100). Reserve: 5% on most cards, 4% on 140+ GB parts (the fixed runtime
 # overhead is charged separately in memory.estimate), 7% on 16-24 GB cards.
+# TFLOPS (dense, 16-bit / fp8 / fp4): the vendor data sheets' tensor-core figures halved where quoted with
+# sparsity. The A10G has no NVIDIA data sheet: the A10's figure. B300/GB300 carry B200/GB200's figures (their
+# fp4 is higher; this under-states it).
 PRODUCTS: tuple[GPUProduct, ...] = (
-    _p("NVIDIA-GB300", 284_208, (10, 3), 8000, 5, 1800, "all", 6, 0.04),
-    _p("NVIDIA-B300", 275_040, (10, 3), 8000, 5, 1800, "all", 6, 0.04),
-    _p("NVIDIA-GB200", 189_471, (10, 0), 8000, 5, 1800, "all", 6, 0.04),
-    _p("NVIDIA-B200", 183_359, (10, 0), 8000, 5, 1800, "all", 5, 0.04),
-    _p("NVIDIA-B100", 183_359, (10, 0), 8000, 5, 1800, "all", 5, 0.04),
-    _p("NVIDIA-H200-NVL", 143_771, (9, 0), 4800, 4, 900, "pairs", 5, 0.04),
-    _p("NVIDIA-H200", 143_771, (9, 0), 4800, 4, 900, "all", 5, 0.04),
-    _p("NVIDIA-H100-NVL", 95_830, (9, 0), 3900, 4, 600, "pairs", 5),
+    _p("NVIDIA-GB300", 284_208, (10, 3), 8000, 5, 1800, "all", 6, 0.04, (2500, 5000, 10000)),
+    _p("NVIDIA-B300", 275_040, (10, 3), 8000, 5, 1800, "all", 6, 0.04, (2250, 4500, 9000)),
+    _p("NVIDIA-GB200", 189_471, (10, 0), 8000, 5, 1800, "all", 6, 0.04, (2500, 5000, 10000)),
+    _p("NVIDIA-B200", 183_359, (10, 0), 8000, 5, 1800, "all", 5, 0.04, (2250, 4500, 9000)),
+    _p("NVIDIA-B100", 183_359, (10, 0), 8000, 5, 1800, "all", 5, 0.04, (1750, 3500, 7000)),
+    _p("NVIDIA-H200-NVL", 143_771, (9, 0), 4800, 4, 900, "pairs", 5, 0.04, (835, 1671, 0)),
+    _p("NVIDIA-H200", 143_771, (9, 0), 4800, 4, 900, "all", 5, 0.04, (989, 1979, 0)),
+    _p("NVIDIA-H100-NVL", 95_830, (9, 0), 3900, 4, 600, "pairs", 5, 0.05, (835, 1671, 0)),
     # H100 PCIe: NVLink bridges are optional, so assume none (conservative).
-    _p("NVIDIA-H100-PCIE", 81_559, (9, 0), 2000, 0, 0, "none", 5),
-    _p("NVIDIA-H100", 81_559, (9, 0), 3350, 4, 900, "all", 5),  # SXM: NVIDIA-H100-80GB-HBM3
-    _p("NVIDIA-H800", 81_559, (9, 0), 3350, 4, 400, "all", 5),
-    _p("NVIDIA-A100-PCIE-40GB", 40_960, (8, 0), 1555, 3, 600, "pairs", 4),
-    _p("NVIDIA-A100-80GB-PCIE", 81_920, (8, 0), 1935, 3, 600, "pairs", 4),
-    _p("NVIDIA-A100-PCIE", 81_920, (8, 0), 1935, 3, 600, "pairs", 4),
-    _p("NVIDIA-A100-SXM4-40GB", 40_960, (8, 0), 1555, 3, 600, "all", 4),
-    _p("NVIDIA-A100-SXM4-80GB", 81_920, (8, 0), 2039, 3, 600, "all", 4),
-    _p("NVIDIA-A100", 81_920, (8, 0), 2039, 3, 600, "all", 4),
-    _p("NVIDIA-A800", 81_920, (8, 0), 2039, 3, 400, "all", 4),
-    _p("NVIDIA-L40S", 46_068, (8, 9), 864, 0, 0, "none", 4),
-    _p("NVIDIA-L40", 46_068, (8, 9), 864, 0, 0, "none", 4),
-    _p("NVIDIA-L4", 23_034, (8, 9), 300, 0, 0, "none", 4, 0.07),
-    _p("NVIDIA-A10G", 23_028, (8, 6), 600, 0, 0, "none", 4, 0.07),
-    _p("NVIDIA-A10", 23_028, (8, 6), 600, 0, 0, "none", 4, 0.07),
-    _p("Tesla-T4", 15_360, (7, 5), 320, 0, 0, "none", 3, 0.07),
+    _p("NVIDIA-H100-PCIE", 81_559, (9, 0), 2000, 0, 0, "none", 5, 0.05, (756, 1513, 0)),
+    _p("NVIDIA-H100", 81_559, (9, 0), 3350, 4, 900, "all", 5, 0.05, (989, 1979, 0)),  # SXM: NVIDIA-H100-80GB-HBM3
+    _p("NVIDIA-H800", 81_559, (9, 0), 3350, 4, 400, "all", 5, 0.05, (989, 1979, 0)),
+    _p("NVIDIA-A100-PCIE-40GB", 40_960, (8, 0), 1555, 3, 600, "pairs", 4, 0.05, (312, 0, 0)),
+    _p("NVIDIA-A100-80GB-PCIE", 81_920, (8, 0), 1935, 3, 600, "pairs", 4, 0.05, (312, 0, 0)),
+    _p("NVIDIA-A100-PCIE", 81_920, (8, 0), 1935, 3, 600, "pairs", 4, 0.05, (312, 0, 0)),
+    _p("NVIDIA-A100-SXM4-40GB", 40_960, (8, 0), 1555, 3, 600, "all", 4, 0.05, (312, 0, 0)),
+    _p("NVIDIA-A100-SXM4-80GB", 81_920, (8, 0), 2039, 3, 600, "all", 4, 0.05, (312, 0, 0)),
+    _p("NVIDIA-A100", 81_920, (8, 0), 2039, 3, 600, "all", 4, 0.05, (312, 0, 0)),
+    _p("NVIDIA-A800", 81_920, (8, 0), 2039, 3, 400, "all", 4, 0.05, (312, 0, 0)),
+    _p("NVIDIA-L40S", 46_068, (8, 9), 864, 0, 0, "none", 4, 0.05, (362, 733, 0)),
+    _p("NVIDIA-L40", 46_068, (8, 9), 864, 0, 0, "none", 4, 0.05, (181, 362, 0)),
+    _p("NVIDIA-L4", 23_034, (8, 9), 300, 0, 0, "none", 4, 0.07, (121, 242, 0)),
+    _p("NVIDIA-A10G", 23_028, (8, 6), 600, 0, 0, "none", 4, 0.07, (125, 0, 0)),
+    _p("NVIDIA-A10", 23_028, (8, 6), 600, 0, 0, "none", 4, 0.07, (125, 0, 0)),
+    _p("Tesla-T4", 15_360, (7, 5), 320, 0, 0, "none", 3, 0.07, (65, 0, 0)),
 )
 _KEYS = tuple((p.name.upper().replace("NVIDIA-", "").replace("TESLA-", ""), p) for p in PRODUCTS)
 UNKNOWN_PRODUCT = _p("", 0, (0, 0), 0, 0, 0, "none", 4)

@@ -2,7 +2,7 @@
 
 `plan()` is pure: it takes the model architecture, engine limits, the user's
 parallelism request and the GPU nodes, and returns a `Plan` (fits or not, with
-a reason, a roofline estimate and a human explanation). No Kubernetes calls.
+a reason, a performance estimate and a human explanation). No Kubernetes calls.
 
 Rules (a candidate is tensor parallel `tp` x pipeline parallel `pp` on one GPU
 product; MoE models add expert parallel `ep` inside the TP group):
@@ -34,15 +34,17 @@ product; MoE models add expert parallel `ep` inside the TP group):
 Cost model (lower wins, compared in this order):
 1. No pipeline when one node's GPUs (or one NVLink clique) can hold the model:
    plans with pp = 1 win over any plan with pp > 1.
-2. Among pp = 1 plans, the objective, from the roofline (roofline.py):
-   - throughput: most tokens/s per GPU at the achievable concurrency (the
-     fewest GPUs per token/s; with the worst-case KV sizing this is the fewest
-     GPUs, since all-reduces only cost), then fewest GPUs;
+2. Among pp = 1 plans, the objective, from the performance model's estimate
+   (perf_model.py, via roofline.py) for the workload (default: the spec's limits):
+   - throughput: most output tokens/s per GPU at the workload (the fewest
+     GPUs per token/s), then fewest GPUs;
    - latency: per product, start from the throughput plan's TP and widen TP
-     while each step to the next valid TP cuts the time per output token by
-     at least LATENCY_MIN_GAIN (25%), up to LATENCY_TP_FACTOR (2) x that TP
-     (NVIDIA's NIM latency profiles use about twice the throughput TP); then
-     the product with the lowest time per output token, then fewest GPUs.
+     while each step to the next valid TP cuts one request's estimated time
+     (TTFT + output tokens x time per output token; at the workload's
+     concurrency when given, else alone) by at least LATENCY_MIN_GAIN (15%),
+     up to LATENCY_TP_FACTOR (2) x that TP (NVIDIA's NIM latency profiles use
+     about twice the throughput TP); then the product with the lowest request
+     time, then fewest GPUs.
    TP over PCIe pays its all-reduces at PCIe speed (and 20 us a hop), so it
    wins only where the HBM saving outweighs it.
 3. Among pp > 1 plans (the model fits no single node or clique): least
@@ -111,9 +113,13 @@ EP_INVALID = "ExpertParallelInvalid"
 
 FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
 MAX_PARALLEL = 64  # ParallelismSpec bounds tp and pp to 64 each
-LATENCY_MIN_GAIN = 0.25
+# Each TP step of the latency objective must cut one request's estimated time by this much. The steps NIM's
+# published latency profiles take (tests/unit/test_planner_published.py) cut 18-37% in the calibrated model, and
+# no published profile stops for want of gain (the 2x cap stops them): 15% keeps every one of them.
+LATENCY_MIN_GAIN = 0.15
 LATENCY_TP_FACTOR = 2
-UNLISTED_HBM_GBPS = 1000  # product not in the table but memory labelled: a middling figure, said so
+UNLISTED_HBM_GBPS = 1000  # product not in the table but memory labelled: middling figures, said so
+UNLISTED_TFLOPS_16BIT = 150
 
 # Communication ranks (lower is better).
 COMM_NVLINK, COMM_CLIQUE, COMM_TP_PCIE, COMM_PP_NVLINK, COMM_PP_PCIE, COMM_PP_NETWORK = range(6)
@@ -174,11 +180,18 @@ class Plan:
         e = self.estimate
         if e is None:
             return {}
+        w = e.workload
         return {
+            "estimate": (f"estimate for {w.input_tokens} input / {w.output_tokens} output tokens at {e.concurrency} "
+                         f"request(s) in flight, from a model calibrated on TensorRT-LLM's published tables"),
+            "timeToFirstTokenMs": round(e.time_to_first_token_ms, 1),
             "timePerOutputTokenMs": round(e.time_per_output_token_ms, 3),
             "tokensPerSecond": round(e.tokens_per_second, 1),
             "achievableConcurrency": e.concurrency,
+            "estimateInputTokens": w.input_tokens,
+            "estimateOutputTokens": w.output_tokens,
             "hbmBandwidthGbps": e.hbm_gbps,
+            "tflopsPerGpu": round(e.tflops, 1),
             "interconnect": e.tp_link if self.gpus_per_replica > 1 else "",
         }
 
@@ -230,9 +243,13 @@ class Plan:
             topology_source=self.topology_source,  # type: ignore[arg-type]
             explanation=self.explanation[:8192],
             objective=self.objective,
+            estimate=extra.get("estimate"),
+            time_to_first_token_ms=extra.get("timeToFirstTokenMs"),
             time_per_output_token_ms=extra.get("timePerOutputTokenMs"),
             tokens_per_second=extra.get("tokensPerSecond"),
             achievable_concurrency=extra.get("achievableConcurrency"),
+            estimate_input_tokens=extra.get("estimateInputTokens"),
+            estimate_output_tokens=extra.get("estimateOutputTokens"),
             hbm_bandwidth_gbps=extra.get("hbmBandwidthGbps"),
             interconnect=extra.get("interconnect") or None,
             node_selector=dict(self.node_selector) or None,
@@ -318,7 +335,7 @@ def _group_info(node: GPUNode) -> tuple[GPUProduct, bool]:
         return info, True
     # Labelled product missing from the table: plan on its labels, with a middling bandwidth (said so).
     return GPUProduct(node.product, node.memory_bytes // (1024 * 1024), node.compute_capability, UNLISTED_HBM_GBPS,
-                      0, 0, "none", 4, 0.05), False
+                      0, 0, "none", 4, 0.05, UNLISTED_TFLOPS_16BIT), False
 
 
 # Grouping 5,000 nodes is most of a plan's time, and the operator plans many backends against the same
@@ -591,7 +608,7 @@ class _Candidate:
         return (-round(self.per_gpu, 1), self.gpus, self.placement.comm_rank, -self.headroom, self.group.product)
 
     def latency_key(self) -> tuple:
-        return (round(self.est.time_per_output_token_ms, 3), self.gpus, self.placement.comm_rank, -self.headroom,
+        return (round(self.est.latency_ms, 1), self.gpus, self.placement.comm_rank, -self.headroom,
                 self.group.product)
 
 
@@ -607,8 +624,10 @@ class _Rejection:
 class _Search:
     """One planning run: memory estimates are cached per (tp, pp) across products."""
 
-    def __init__(self, arch: ModelArchitecture, engine: EngineSpec, objective: str, ep: int | None = None) -> None:
+    def __init__(self, arch: ModelArchitecture, engine: EngineSpec, objective: str, ep: int | None = None,
+                 workload: roofline.Workload | None = None) -> None:
         self.arch, self.engine, self.objective, self.explicit_ep = arch, engine, objective, ep
+        self.workload = workload or roofline.default_workload(engine)
         self.total_fraction = total_memory_fraction(engine)
         self._mem: dict[tuple[int, int], MemoryBreakdown] = {}
         self._fit: dict[tuple, Fit] = {}
@@ -653,7 +672,7 @@ class _Search:
                                                       else roofline.LINK_NVLINK),
                      COMM_PP_PCIE: roofline.tp_link(group.info, roofline.LINK_PCIE)}.get(
                 placement.comm_rank, roofline.network_link())
-        est = roofline.estimate(self.arch, self.engine, group.info, tp, pp, link, stage, f.concurrency)
+        est = roofline.estimate(self.arch, self.engine, group.info, tp, pp, link, stage, f.kv_capacity, self.workload)
         return _Candidate(group, tp, pp, ep, mem, f, placement, est)
 
     def best_for_tp(self, group: _Group, tp: int, max_pp: int) -> _Candidate | None:
@@ -701,7 +720,7 @@ class _Search:
         return None
 
     def latency_pick(self, group_cands: list[_Candidate]) -> _Candidate:
-        """Widen TP from the throughput plan while each step cuts time per token by LATENCY_MIN_GAIN."""
+        """Widen TP from the throughput plan while each step cuts a request's latency by LATENCY_MIN_GAIN."""
         ordered = sorted(group_cands, key=lambda c: c.tp)
         base = min(ordered, key=lambda c: c.throughput_key())
         current = base
@@ -712,14 +731,15 @@ class _Search:
                 self.notes.append(f"Latency: stops at TP{current.tp}, at most {LATENCY_TP_FACTOR} x the throughput plan's "
                                   f"TP{base.tp} (NVIDIA's latency profiles use about twice the throughput TP).")
                 break
-            before, after = current.est.time_per_output_token_ms, nxt.est.time_per_output_token_ms
+            before, after = current.est.latency_ms, nxt.est.latency_ms
             gain = 1 - after / before
             if gain < LATENCY_MIN_GAIN:
-                self.notes.append(f"Latency: TP{nxt.tp} on {nxt.group.product} would cut time per token only "
-                                  f"{before:.2f} -> {after:.2f} ms ({gain:.0%} < {LATENCY_MIN_GAIN:.0%}): stays TP{current.tp}.")
+                self.notes.append(f"Latency: TP{nxt.tp} on {nxt.group.product} would cut a request's time only "
+                                  f"{before / 1e3:.2f} -> {after / 1e3:.2f} s ({gain:.0%} < {LATENCY_MIN_GAIN:.0%}): "
+                                  f"stays TP{current.tp}.")
                 break
-            self.notes.append(f"Latency: TP{current.tp} -> TP{nxt.tp} on {nxt.group.product} cuts time per token "
-                              f"{before:.2f} -> {after:.2f} ms ({gain:.0%}).")
+            self.notes.append(f"Latency: TP{current.tp} -> TP{nxt.tp} on {nxt.group.product} cuts a request's time "
+                              f"{before / 1e3:.2f} -> {after / 1e3:.2f} s ({gain:.0%}).")
             current = nxt
         return current
 
@@ -762,12 +782,16 @@ def plan(
     nodes: Iterable[GPUNode],
     node_selector: Mapping[str, str] | None = None,
     tolerations: Iterable[Any] | None = None,
+    workload: roofline.Workload | None = None,
 ) -> Plan:
-    """Plan one replica's TP x PP (x EP) shape on the given nodes (see module docstring)."""
+    """Plan one replica's TP x PP (x EP) shape on the given nodes (see module docstring).
+
+    `workload` is the traffic the estimates are for (default: the spec's limits, roofline.default_workload).
+    """
     parallelism = parallelism or ParallelismSpec()
     objective = _value(parallelism.objective)
     groups, seen, unknown = _eligible_groups(nodes, node_selector, tolerations)
-    search = _Search(arch, engine, objective, parallelism.expert_parallel)
+    search = _Search(arch, engine, objective, parallelism.expert_parallel, workload)
     explicit = parallelism.tensor_parallel is not None
     base = dict(objective=objective, explicit=explicit, required_memory_bytes=unsharded_bytes(arch, engine),
                 largest_domain_gpus=max((g.largest_domain for g in groups), default=0))
@@ -935,7 +959,8 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
         f"Plan: {shape} = {gpus} GPU(s) per replica on {p.nodes_per_replica} node(s) "
         f"of {best.group.product}, {_COMM_TEXT[p.comm_rank]}; objective {search.objective}"
         + (" (explicit)." if base["explicit"] else "."),
-        "Estimate (roofline): " + best.est.describe(gpus) + ".",
+        "Estimate (performance model calibrated on TensorRT-LLM's published tables; an estimate, not a promise): "
+        + best.est.describe(gpus) + ".",
         _memory_line(search, best),
         f"Domain: {p.domain}; topology from {p.source}.",
     ]
@@ -953,17 +978,22 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
     if others:
         o = others[0]
         lines.append(f"Next best: TP{o.tp} x PP{o.pp} on {o.group.product} ({o.gpus} GPU(s), "
-                     f"{_COMM_TEXT[o.placement.comm_rank]}; ~{o.est.time_per_output_token_ms:.2f} ms per token, "
-                     f"~{o.per_gpu:,.0f} tokens/s per GPU).")
+                     f"{_COMM_TEXT[o.placement.comm_rank]}; ~{o.est.time_per_output_token_ms:.1f} ms per token, "
+                     f"~{o.per_gpu:,.0f} output tokens/s per GPU).")
     for r in (r for r in search.rejections if not r.gpus):
         lines.append(f"Not used: {r.product}: {r.why}.")
     lines.extend(n for n in search.notes if n.startswith("Not used"))
     if not best.group.listed:
         lines.append(f"Note: {best.group.product} is not in the product table; HBM bandwidth assumed "
-                     f"{UNLISTED_HBM_GBPS} GB/s for the estimate.")
+                     f"{UNLISTED_HBM_GBPS} GB/s and {UNLISTED_TFLOPS_16BIT} TFLOPS for the estimate.")
+    w, engine = best.est.workload, search.engine
+    if w.input_tokens > engine.max_input_len or w.input_tokens + w.output_tokens > engine.max_seq_len:
+        lines.append(f"Note: the estimate's requests ({w.input_tokens} input + {w.output_tokens} output tokens) exceed "
+                     f"maxInputLen {engine.max_input_len} / maxSeqLen {engine.max_seq_len}: the engine would reject "
+                     "them; raise the limits or estimate shorter requests.")
     if p.tp_over_pcie:
         lines.append(f"Note: tensor parallel over PCIe ({best.est.tp_link}): no NVLink between these GPUs, "
-                     f"all-reduces cost ~{best.est.allreduce_ms:.2f} ms per token; preferred to pipeline stages over PCIe.")
+                     f"all-reduces cost ~{best.est.allreduce_ms:.2f} ms a step; preferred to pipeline stages over PCIe.")
     if p.comm_rank == COMM_PP_PCIE:
         lines.append("Warning: pipeline stages talk over PCIe (no NVLink between these GPUs).")
     return Plan(
@@ -1010,11 +1040,11 @@ def replicas_capacity(
     return total
 
 
-def plan_for_spec(spec: Any, nodes: Iterable[GPUNode]) -> Plan:
+def plan_for_spec(spec: Any, nodes: Iterable[GPUNode], workload: roofline.Workload | None = None) -> Plan:
     """Convenience: plan an LLMBackendSpec (resolves presets, applies scheduling)."""
     from ..api.catalog import resolve_architecture
 
     scheduling = spec.scheduling
     tolerations = [t.dump() for t in scheduling.tolerations] if scheduling.tolerations else None
     return plan(resolve_architecture(spec.model), spec.engine, spec.parallelism, nodes,
-                node_selector=scheduling.node_selector, tolerations=tolerations)
+                node_selector=scheduling.node_selector, tolerations=tolerations, workload=workload)

@@ -1,0 +1,291 @@
+"""Performance model of one plan for one workload: time to first token, time per output token, output tokens/s.
+
+An engine iteration (one step) of in-flight batching runs the decode token of
+every sequence that is generating plus chunks of new prompts (chunked prefill:
+the prefill work of new requests shares the steps). One pipeline stage's step:
+
+    linear layers  = max(weights read / achievable HBM bandwidth,
+                         2 x active parameters x step tokens / tp / achievable FLOPS)
+    attention      = max(KV cache read of the decoding sequences / achievable HBM bandwidth,
+                         QK^T and AV FLOPs (prompt tokens attend to half their prompt on average) / achievable FLOPS)
+    TP all-reduce  = 2 per layer: link latency + 2 (tp-1)/tp x step tokens x hidden x 2 bytes / link bandwidth
+    step           = linear layers + attention + all-reduces + a fixed overhead (scheduling, launches, sampling)
+
+(per GPU: weights, KV and FLOPs are the 1/tp share of the stage's layers; MoE
+models compute with the active parameters and read the experts a step's
+tokens touch). Peak FLOPS are the product table's dense tensor figure for the
+math precision (fp8 for fp8 weights, fp4 for NVFP4, 16-bit otherwise:
+weight-only int8/int4 compute in 16-bit).
+
+Steady state at C requests in flight (a closed loop: a request leaves, the
+next enters), input I and output O tokens:
+- a request spends ceil(I / maxNumTokens) steps in prefill and O - 1 in decode;
+  the decoding share of C and the prompt tokens per step (O decode tokens of a
+  request come with its I prompt tokens) follow from that;
+- time per output token = the time between a sequence's tokens: pp stage steps
+  (+ the hops between stages); the other requests' prompt chunks are in those
+  steps;
+- TTFT = the steps that carry this request's prompt (+ half a step's wait for
+  the step in progress when others are running);
+- throughput = C x O / (TTFT + (O - 1) x TPOT) (Little's law);
+- in flight is at most maxBatchSize and what the KV cache holds at I + O
+  tokens a sequence; requests beyond wait (their wait is in TTFT); a step takes
+  at most maxNumTokens tokens, so long prompts limit the decoders that can be
+  kept fed.
+- PP: C is split into min(C, pp) micro-batches; with fewer micro-batches than
+  stages some stages idle (the bubble) and each token still crosses every stage.
+
+`Efficiency` holds the achievable fractions of peak bandwidth and compute and
+the per-step overhead: fitted on TensorRT-LLM's published throughput tables
+by benchmarks/perf_calibrate.py (docs/performance-model.md has the fit and the
+validation on other published figures). These are estimates, not promises.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..api.v1alpha1 import EngineSpec, ModelArchitecture
+from .memory import _value, kv_bytes_per_sequence, stage_layers, weight_bytes_per_gpu
+
+ACTIVATION_BYTES = 2  # 16-bit activations cross the TP all-reduces and PP hops
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """Achievable fractions of the data sheet's peaks, and the fixed cost of one engine step per stage."""
+
+    bandwidth: float
+    compute: float
+    step_overhead_s: float
+    compute_fp4: float = 0.0  # fp4 tensor math's own fraction (0: the same as compute)
+
+
+# Fitted by benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
+# tests/unit/test_perf_model.py checks that the script's fit still lands here.
+CALIBRATED = Efficiency(bandwidth=0.92, compute=0.46, step_overhead_s=0.0073, compute_fp4=0.30)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    kind: str
+    gbps: float  # per direction
+    latency_s: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The traffic a prediction is for: prompt and output lengths, and requests in flight (None: as many as fit)."""
+
+    input_tokens: int
+    output_tokens: int
+    concurrency: int | None = None
+
+    def describe(self) -> str:
+        c = "the most requests in flight the engine holds" if self.concurrency is None else \
+            f"{self.concurrency} request(s) in flight"
+        return f"{self.input_tokens} input / {self.output_tokens} output tokens, {c}"
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """What the model needs of one GPU product and the links of a plan."""
+
+    hbm_gbps: float
+    tflops: float  # dense peak at the plan's math precision (the linear layers)
+    tp_link: Link | None
+    stage_link: Link | None
+    attention_tflops: float = 0.0  # attention's math (fp8 at most: fp4 models attend in fp8); 0 = tflops
+    precision: str = "16bit"
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    workload: Workload
+    in_flight: float  # requests the engine runs at once (<= concurrency)
+    waiting: float  # requests of the workload queued for a slot
+    decoding: float  # sequences generating a token in each step (all micro-batches)
+    prefill_tokens_per_step: float
+    ttft_ms: float
+    tpot_ms: float
+    output_tokens_per_s: float
+    step_ms: float  # one stage step in steady state
+    allreduce_ms: float  # of one stage step
+    bound: str  # what limits the linear layers in steady state: "memory" or "compute"
+    pipeline_idle: float  # fraction of stage time idle for want of micro-batches (PP bubble)
+    token_budget_limited: bool  # maxNumTokens caps the decoders the prompt stream keeps fed
+
+
+def attention_precision(precision: str) -> str:
+    """Attention runs fp8 at most (fp4 checkpoints keep an fp8 KV cache and fp8 attention)."""
+    return "fp8" if precision in ("fp8", "fp4") else "16bit"
+
+
+def math_precision(quantization: str) -> str:
+    """The tensor math a quantization runs: fp8 weights (and activations) in fp8, weight-only in 16-bit."""
+    q = _value(quantization)
+    return {"fp8": "fp8", "fp4": "fp4"}.get(q, "16bit")
+
+
+class Model:
+    """One plan's shape on one product: step times and steady-state predictions."""
+
+    def __init__(self, arch: ModelArchitecture, engine: EngineSpec, hw: Hardware, tp: int, pp: int,
+                 eff: Efficiency = CALIBRATED) -> None:
+        self.arch, self.engine, self.hw, self.tp, self.pp, self.eff = arch, engine, hw, tp, pp, eff
+        self.layers = stage_layers(arch.num_layers, pp)
+        self.weights = weight_bytes_per_gpu(arch, engine.quantization, tp, pp)
+        embed = arch.vocab_size * arch.hidden_size
+        matrices = 1 if arch.tie_word_embeddings else 2
+        active = arch.active_parameter_count or arch.parameter_count
+        layer_params = max(active - matrices * embed, active * 0.5)
+        # Per GPU and token: the stage's share of the layers' matmuls; lm_head once per sampled token.
+        self.flops_per_token = 2 * layer_params * self.layers / arch.num_layers / tp
+        self.lm_head_flops = 2 * embed / tp
+        self.attn_width = max(arch.num_attention_heads // tp, 1) * arch.head_dim
+        self.bw = hw.hbm_gbps * 1e9 * eff.bandwidth
+        compute = eff.compute_fp4 if (hw.precision == "fp4" and eff.compute_fp4) else eff.compute
+        self.flops = hw.tflops * 1e12 * compute
+        self.attn_flops_rate = (hw.attention_tflops or hw.tflops) * 1e12 * eff.compute
+
+    # ---- one step ----
+
+    def _read_fraction(self, tokens: float) -> float:
+        """Fraction of the weights a step reads (MoE: shared part + experts its tokens touch)."""
+        arch = self.arch
+        experts, k = arch.num_experts, arch.num_experts_per_token
+        active, total = arch.active_parameter_count, arch.parameter_count
+        if not experts or not k or not active or active >= total or k >= experts:
+            return 1.0
+        routed = experts * (total - active) / (experts - k)
+        dense = max(total - routed, 0.0)
+        touched = experts * (1 - (1 - k / experts) ** max(tokens, 1.0))
+        return min(1.0, (dense + routed * touched / experts) / total)
+
+    def kv_bytes(self, tokens: float) -> float:
+        return kv_bytes_per_sequence(self.arch, self.engine, self.tp, self.pp, max(int(tokens), 1))
+
+    def allreduce_s(self, tokens: float) -> float:
+        link = self.hw.tp_link
+        if self.tp <= 1 or link is None:
+            return 0.0
+        message = tokens * self.arch.hidden_size * ACTIVATION_BYTES
+        return 2 * self.layers * (link.latency_s + 2 * (self.tp - 1) / self.tp * message / (link.gbps * 1e9))
+
+    def hop_s(self, tokens: float) -> float:
+        link = self.hw.stage_link
+        if self.pp <= 1 or link is None:
+            return 0.0
+        return link.latency_s + tokens * self.arch.hidden_size * ACTIVATION_BYTES / (link.gbps * 1e9)
+
+    def step(self, decode: float, prefill: float, context: float, prompt: float) -> tuple[float, float, bool]:
+        """(seconds, all-reduce seconds, compute-bound linear layers) of one stage step.
+
+        decode: sequences generating one token each at `context` tokens of KV; prefill: prompt tokens of
+        prompts `prompt` tokens long.
+        """
+        tokens = decode + prefill
+        sampled = decode + (prefill / prompt if prompt else 0.0)
+        weights_s = self.weights * self._read_fraction(tokens) / self.bw
+        matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
+        kv_s = decode * self.kv_bytes(context) / self.bw
+        attn_flops = 4 * self.layers * self.attn_width * (decode * context + prefill * prompt / 2)
+        attn_s = attn_flops / self.attn_flops_rate
+        comm_s = self.allreduce_s(tokens)
+        total = max(weights_s, matmul_s) + max(kv_s, attn_s) + comm_s + self.eff.step_overhead_s
+        return total, comm_s, matmul_s > weights_s
+
+    # ---- steady state ----
+
+    def capacity(self, kv_capacity_bytes: float, workload: Workload) -> float:
+        """Requests the engine holds at once: maxBatchSize (per micro-batch) and the KV cache at I + O tokens."""
+        per_seq = max(self.kv_bytes(workload.input_tokens + workload.output_tokens), 1)
+        return max(min(self.engine.max_batch_size * self.pp, kv_capacity_bytes // per_seq), 1)
+
+    def predict(self, workload: Workload, kv_capacity_bytes: float) -> Prediction:
+        users = float(workload.concurrency) if workload.concurrency is not None else None
+        return self._steady(workload, users, kv_capacity_bytes)
+
+    def _steady(self, workload: Workload, users_or_none: float | None, kv_capacity_bytes: float) -> Prediction:
+        isl, osl = max(workload.input_tokens, 1), max(workload.output_tokens, 1)
+        cap = self.capacity(kv_capacity_bytes, workload)
+        users = cap if users_or_none is None else max(users_or_none, 1.0)
+        in_flight = min(users, cap)
+        budget = max(self.engine.max_num_tokens, 1)
+        prefill_steps = math.ceil(isl / budget)
+        chunk = isl / prefill_steps
+        context = isl + osl / 2
+        micro = min(in_flight, self.pp)  # micro-batches in the pipeline
+        if osl == 1:
+            return self._prefill_only(workload, users, in_flight, micro, budget, prefill_steps, chunk)
+        # Decoders per step: a request decodes O - 1 of its prefill_steps + O - 1 steps (refined below).
+        decoding = in_flight * (osl - 1) / (osl - 1 + prefill_steps) if osl > 1 else 0.0
+        limited = False
+        ttft_s = tpot_s = step_s = comm_s = 0.0
+        compute_bound = False
+        for _ in range(4):
+            # The token budget of a step caps the decoders the prompt stream can keep fed.
+            per_micro_cap = budget / (1 + isl / osl)
+            limited = decoding / micro > per_micro_cap
+            dec = min(decoding / micro, per_micro_cap)
+            others = max(in_flight - 1, 0) / max(in_flight, 1)
+            prefill = dec * isl / osl * others  # the other requests' prompt chunks in each step
+            step_s, comm_s, compute_bound = self.step(dec, prefill, context, isl)
+            hop = self.hop_s(dec + prefill)
+            tpot_s = self.pp * (step_s + hop)
+            # This request's prompt: its chunk on top of a steady-state step, prefill_steps times.
+            first, _, _ = self.step(dec if in_flight > 1 else 0.0, chunk + prefill, context, isl)
+            ttft_s = prefill_steps * self.pp * (first + self.hop_s(dec + prefill + chunk))
+            if in_flight > 1:
+                ttft_s += tpot_s / 2  # waits for the step in progress
+            e2e = ttft_s + (osl - 1) * tpot_s
+            decoding = in_flight * (osl - 1) * tpot_s / e2e if osl > 1 else 0.0
+        if limited:
+            throughput = micro * min(decoding / micro, budget / (1 + isl / osl)) / tpot_s * osl / max(osl - 1, 1)
+        else:
+            throughput = in_flight * osl / (ttft_s + (osl - 1) * tpot_s)
+        waiting = max(users - in_flight, 0.0)
+        if limited or waiting:
+            # Requests beyond what the engine keeps going wait; Little's law puts the wait in TTFT.
+            ttft_s = max(ttft_s, users * osl / throughput - (osl - 1) * tpot_s)
+        return Prediction(
+            workload=workload, in_flight=in_flight, waiting=waiting, decoding=decoding,
+            prefill_tokens_per_step=decoding * isl / osl, ttft_ms=ttft_s * 1e3, tpot_ms=tpot_s * 1e3,
+            output_tokens_per_s=throughput, step_ms=step_s * 1e3, allreduce_ms=comm_s * 1e3,
+            bound="compute" if compute_bound else "memory", pipeline_idle=1 - micro / self.pp,
+            token_budget_limited=limited,
+        )
+
+    def _prefill_only(self, workload: Workload, users: float, in_flight: float, micro: float, budget: int,
+                      prefill_steps: int, chunk: float) -> Prediction:
+        """One output token a request (scoring, classification): every step is prompt chunks, as many as the budget."""
+        prompts = min(in_flight, micro * budget / chunk)  # requests whose chunk fits a step
+        per_micro = prompts * chunk / micro
+        step_s, comm_s, compute_bound = self.step(0.0, per_micro, chunk, workload.input_tokens)
+        request_s = prefill_steps * self.pp * (step_s + self.hop_s(per_micro))
+        throughput = prompts / request_s
+        ttft_s = max(request_s, users / throughput)  # requests beyond a step's budget wait their turn
+        return Prediction(
+            workload=workload, in_flight=in_flight, waiting=max(users - in_flight, 0.0), decoding=0.0,
+            prefill_tokens_per_step=prompts * chunk, ttft_ms=ttft_s * 1e3, tpot_ms=0.0,
+            output_tokens_per_s=throughput, step_ms=step_s * 1e3, allreduce_ms=comm_s * 1e3,
+            bound="compute" if compute_bound else "memory", pipeline_idle=1 - micro / self.pp,
+            token_budget_limited=prompts < in_flight,
+        )
+
+    def at_rate(self, input_tokens: int, output_tokens: int, requests_per_s: float,
+                kv_capacity_bytes: float) -> Prediction:
+        """Open loop: the concurrency a steady arrival rate builds up (C = rate x request time), solved by iteration."""
+        workload = Workload(input_tokens, output_tokens, None)
+        users = 1.0
+        pred = self._steady(workload, users, kv_capacity_bytes)
+        for _ in range(50):
+            e2e = (pred.ttft_ms + (output_tokens - 1) * pred.tpot_ms) / 1e3
+            target = max(requests_per_s * e2e, 1.0)
+            if abs(target - users) < 0.01 * users:
+                break
+            users += 0.5 * (target - users)
+            pred = self._steady(workload, users, kv_capacity_bytes)
+        return pred
