@@ -448,7 +448,7 @@ class AutoscalingSpec(_Model):
         description="Slots full or KV cache above kvCacheThreshold for this long scales up, whatever the ratio says.",
     )
     kv_cache_threshold: float = Field(default=0.95, gt=0, le=1, description="KV-cache block fraction that counts as saturated.")
-    forecast: bool = Field(default=True, description="Scale for the load expected one cold start ahead (Holt's linear trend).")
+    forecast: bool = Field(default=True, description="Scale for the load expected one cold start ahead (robust level and trend of the last cold start: bursts shorter than a cold start order nothing).")
     cold_start_seconds: int | None = Field(
         default=None, ge=0, le=7200,
         description="Time from pod creation to Ready; default: learned from this backend's own pods.",
