@@ -500,3 +500,13 @@ def test_constant_poisson_rate_scales_at_most_once_per_10_min():
         cur = d.desired_replicas
     after_warmup = [t for t in events if t >= 600]
     assert len(after_warmup) <= (400 * 15 - 600) / 600, events
+
+
+def test_a_short_cold_start_still_scales_down():
+    # cold start 5 s, window 10 s (as on kwok pods): the history must still reach a full window
+    s = spec(target_utilization=0.5, window_seconds=10, sync_period_seconds=2, scale_down_stabilization_seconds=0)
+    state, cur = warm(), 3
+    for t in range(0, 40, 2):
+        d = decide(state, _engine(0.2, 3), s, cur, now=float(t), cold_start_s=5)
+        state, cur = d.state, d.desired_replicas
+    assert cur == 1

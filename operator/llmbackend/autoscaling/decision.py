@@ -420,7 +420,7 @@ def decide(
             x = reading.offered_load if reading.offered_load is not None else reading.in_flight
         # the load is measured over the window, half a window late on average: look that much further
         horizon = (cold_start_s if cold_start_s is not None else float(spec.cold_start_seconds or 0)) + spec.window_seconds / 2
-        loads = [(t, v) for t, v in state.loads if now - t <= max(horizon, spec.window_seconds) and t < now]
+        loads = [(t, v) for t, v in state.loads if now - t <= max(horizon, 2 * spec.window_seconds) and t < now]
         loads.append((now, x))
         new_state.loads = loads[-MAX_LOADS:]
         if spec.forecast:
