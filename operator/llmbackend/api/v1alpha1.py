@@ -649,10 +649,20 @@ class AutoscalingStatus(_Model):
         default=None, description="The drain bound the serving pods use (spec.serving.drainSeconds or its default).")
     drain_warning: str | None = Field(
         default=None, description="Set while the observed p99 request time exceeds half the drain bound: what to do.")
+    load: str | None = Field(
+        default=None, description="The load now (sequences the arrivals keep busy at the target batch) the last "
+                                  "decision used.")
+    ready_replicas: int | None = Field(default=None, description="Supply the last decision counted: replicas serving.")
+    starting_replicas: int | None = Field(
+        default=None, description="Supply the last decision counted: replicas ordered and not Ready yet (capacity on the way).")
+    pods_deleted_before_ready: int | None = Field(
+        default=None, description="Pods deleted before they turned Ready within the last hour (churn).")
+    churn_warning: str | None = Field(
+        default=None, description="Set while pods were deleted before Ready repeatedly within the last hour: what to do.")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
-    reason: str | None = None
-    message: str | None = None
+    reason: str | None = Field(default=None, description="Why the last decision chose desiredReplicas.")
+    message: str | None = Field(default=None, description="The last decision and its inputs (ratio, load, supply, forecast).")
 
 
 class ModelStatus(_Model):
