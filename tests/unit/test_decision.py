@@ -344,11 +344,15 @@ def test_robust_forecast_follows_a_ramp_and_ignores_a_burst():
     # a ramp of 0.1 per second: the trend is extrapolated over the horizon
     ramp = [(float(t), t / 10.0) for t in range(0, 300, 15)]
     assert D.theil_sen_slope(ramp) == pytest.approx(0.1)
-    assert D.robust_forecast(ramp, 285.0, 240.0, 0.5) == pytest.approx(28.5 + 24.0)
+    assert D.robust_forecast(ramp, 285.0, 240.0, 0.5) == pytest.approx(min(28.5 + 24.0, D.TREND_MAX_GROWTH * 28.5))
+    assert D.robust_forecast(ramp, 285.0, 120.0, 0.5) == pytest.approx(28.5 + 12.0)
     # a flat load of 40 with a 2 min burst to 80 inside the last 4 min: no trend, the level is the median
     burst = [(float(t), 80.0 if 120 <= t < 240 else 40.0) for t in range(0, 300, 15)]
     assert D.theil_sen_slope(burst) == 0.0
     assert D.robust_forecast(burst, 285.0, 240.0, 0.5) == 40.0
+    # the same burst on a ramp: the ramp's trend, not the burst's
+    on_ramp = [(t, x + t / 10.0) for t, x in burst]
+    assert D.robust_forecast(on_ramp, 285.0, 240.0, 0.5) < 40.0 + 28.5 + 24.0 + 1
     # a step that has lasted more than half the horizon is the level
     step = [(float(t), 80.0 if t >= 120 else 40.0) for t in range(0, 300, 15)]
     assert D.robust_forecast(step, 285.0, 240.0, 0.5) == 80.0

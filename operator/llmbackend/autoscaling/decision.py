@@ -49,9 +49,9 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    * forecast (``forecast: true``): the load expected when a replica ordered now turns Ready, one cold start
      (+ half a window of measurement lag) ahead. Computed from the loads of the last cold start only with robust
      statistics, so that a burst shorter than a cold start orders nothing it would not use: the level is the
-     ``LEVEL_QUANTILE`` of those loads, the trend is the Theil-Sen slope (median of pairwise slopes: a single step
-     or burst moves fewer than half the pairs, a ramp moves all of them), extrapolated over the horizon once the
-     loads span half of it and the rise stands out of the noise around the line, never down and at most to 2x the level. Replicas needed: square-root staffing, R = forecast / (targetUtilization x
+     ``LEVEL_QUANTILE`` of those loads, the trend is the smallest Theil-Sen slope (median of pairwise slopes) of
+     the span and of each of its thirds (a ramp rises in all three, a step or a burst leaves one flat), extrapolated over the horizon once the
+     loads span half of it and the rise stands out of the noise around the line, never down and at most to ``TREND_MAX_GROWTH`` x the level. Replicas needed: square-root staffing, R = forecast / (targetUtilization x
      slots), ceil(R + HEADROOM_BETA x sqrt(R)).
    * keep: replicas go (ready or starting alike) only when ``KEEP_QUANTILE`` of the last cold start's loads fits
      the remaining ones below ``SCALE_DOWN_MARGIN`` x targetUtilization. The gap between the two margins is the
@@ -59,7 +59,7 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      and ordered again. Nothing goes until the history spans a full ``windowSeconds`` (after an operator
      restart or a new backend the history is empty: hold).
    * saturation: slots full (active >= max, over the ready pods) or KV blocks above ``kvCacheThreshold`` for
-     ``saturationSeconds``: one step sized from the demand, load / (targetUtilization x slots) replicas in all
+     ``saturationSeconds``: one step sized from the demand, the replicas for the load now (as above) in all
      (the load counts the waiting arrivals; the raw in-flight count also holds the queue built up while
      saturated and overshoots several-fold), at least one more than the ready ones; the replicas already starting count, so a sustained
      saturation does not add one per sync.
@@ -186,7 +186,13 @@ def robust_forecast(loads: list[tuple[float, float]], now: float, horizon_s: flo
     level = quantile([x for _, x in recent], level_q)
     if now - recent[0][0] < horizon_s / 2:
         return level  # a trend over less than half the horizon is mostly noise
-    slope = theil_sen_slope(recent)
+    # A ramp rises in each third of the span; a step or a burst (one jump up, one down) leaves a third flat.
+    span = now - recent[0][0]
+    thirds = [[p for p in recent if recent[0][0] + i * span / 3 <= p[0] <= recent[0][0] + (i + 1) * span / 3]
+              for i in range(3)]
+    if min(map(len, thirds)) < 3:
+        return level
+    slope = min(min(map(theil_sen_slope, thirds)), theil_sen_slope(recent))
     if slope <= 0:
         return level  # a falling trend is not extrapolated: scale-down waits for the load itself
     # the trend's line at now (median intercept); extrapolated only when the rise over the span stands out of
@@ -195,7 +201,7 @@ def robust_forecast(loads: list[tuple[float, float]], now: float, horizon_s: flo
     spread = quantile([abs(x - at_now + slope * (now - t)) for t, x in recent], 0.5)
     if slope * (now - recent[0][0]) < TREND_NOISE_RATIO * spread:
         return level
-    return max(level, min(at_now + slope * horizon_s, 2.0 * max(level, at_now)))
+    return max(level, min(at_now + slope * horizon_s, TREND_MAX_GROWTH * max(level, at_now)))
 
 
 def _five(values: list[Any]) -> tuple[float, float, float, float, float]:
@@ -247,6 +253,8 @@ KEEP_QUANTILE = 0.9
 SCALE_DOWN_MARGIN = 0.9
 # The trend counts once the rise it explains over the span is this many times the median absolute residual.
 TREND_NOISE_RATIO = 4.0
+# The trend adds at most this share of the level over the horizon.
+TREND_MAX_GROWTH = 1.5
 # Loads kept: at most this many samples (a 15 s sync over a 10 min cold start is 40).
 MAX_LOADS = 120
 # Square-root staffing: replicas = R + HEADROOM_BETA x sqrt(R), R = load / (targetUtilization x slots). The spare
@@ -471,8 +479,7 @@ def decide(
             # autoscale_bench.py: sized from in flight, a spike ordered 5x what it needed). At least one more
             # than the ready replicas (a KV cache full of long sequences with few in flight).
             demand = max(view.load, min(view.in_flight, view.ready * view.slots_per_replica))
-            need_sat = max(view.ready + 1,
-                           math.ceil(demand / (spec.target_utilization * view.slots_per_replica) - 1e-9))
+            need_sat = max(view.ready + 1, view.replicas_for(demand, spec.target_utilization))
         engine_need = max(need_forecast, need_sat)
         if engine_need < cur:
             keep_n = view.replicas_for(view.keep_load, spec.target_utilization * SCALE_DOWN_MARGIN)
@@ -507,7 +514,6 @@ def decide(
         desired = up_rec
     if desired > down_rec:
         desired = down_rec
-    ready_now = reading.pods_used if view is not None and reading.pods_used is not None else None
     # no scale-down on a history shorter than a window (a new scaler: the operator restarted, a new backend)
     if desired < cur and (new_state.since is None or now - new_state.since < spec.window_seconds):
         desired = cur
@@ -542,8 +548,10 @@ def decide(
             desired = new_desired
     # 3d. engine backlog guard. With a decoupled tensorrt_llm model, requests leave Triton's queue
     # at once and wait inside the executor, so a low ratio can hide a saturated engine: never
-    # remove a replica while TRT-LLM itself reports waiting requests or a nearly full KV cache.
-    if desired < cur and not (ready_now is not None and desired >= ready_now):  # cancelling starting replicas is safe
+    # remove a replica while TRT-LLM itself reports waiting requests or a nearly full KV cache. Nor cancel one
+    # that is starting: while requests wait, the load measured from finished requests is the engines' throughput,
+    # not the demand, and the replicas ordered for the queue are needed when they turn Ready.
+    if desired < cur:
         backlog = _engine_backlog(reading)
         if backlog:
             held = min(cur, hi)  # a lowered maxReplicas is still honoured
