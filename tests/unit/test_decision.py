@@ -486,10 +486,11 @@ def test_empty_history_holds():
     assert decide(ScalerState(), R(0.0, 3), s, 3, now=0).desired_replicas == 3
 
 
-def test_constant_poisson_rate_scales_at_most_once_per_10_min():
+@pytest.mark.parametrize("utilization", [None, 0.5])
+def test_constant_poisson_rate_scales_at_most_once_per_10_min(utilization):
     # 4 req/s, 9 s per request: 36 sequences busy; Poisson counts over the 60 s window
-    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=60, window_seconds=60,
-             max_scale_up_step=4, max_scale_down_step=1)
+    s = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=20, **(
+        {} if utilization is None else {"target_utilization": utilization}))  # None: the defaults
     rng = __import__("numpy").random.default_rng(3)
     state, cur, events = warm(), 1, []
     for k in range(400):  # 100 min at 15 s

@@ -438,10 +438,12 @@ class AutoscalingSpec(_Model):
     max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
     target_utilization: float = Field(
-        default=0.5, gt=0, le=1,
+        default=0.3, gt=0, le=1,
         description="Share of the engine's batch slots to fill: R = load (forecast one cold start ahead) / "
                     "(targetUtilization x slots per replica), replicas = R + 0.5 x sqrt(R) (spare capacity for what "
-                    "arrives within a cold start, relatively larger for small backends).",
+                    "arrives within a cold start, relatively larger for small backends). The default leaves room "
+                    "for bursts shorter than a cold start, which no replica ordered for them would serve (chosen "
+                    "on the tuning traces of benchmarks/autoscale_bench.py).",
     )
     saturation_seconds: int = Field(
         default=10, ge=0, le=600,

@@ -48,8 +48,8 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      the load at another; an in-flight target oscillates). Without an arrival rate: in flight.
    * forecast (``forecast: true``): the load expected when a replica ordered now turns Ready, one cold start
      (+ half a window of measurement lag) ahead. Computed from the loads of the last cold start only with robust
-     statistics, so that a burst shorter than a cold start orders nothing it would not use: the level is the
-     ``LEVEL_QUANTILE`` of those loads, the trend is the smallest Theil-Sen slope (median of pairwise slopes) of
+     statistics, so that a burst shorter than a cold start is not extrapolated: the level is a high quantile
+     (``LEVEL_QUANTILE``) of those loads, what the last cold start needed rather than its latest reading, the trend is the smallest Theil-Sen slope (median of pairwise slopes) of
      the span and of each of its thirds (a ramp rises in all three, a step or a burst leaves one flat), extrapolated over the horizon once the
      loads span half of it and the rise stands out of the noise around the line, never down and at most to ``TREND_MAX_GROWTH`` x the level. Replicas needed: square-root staffing, R = forecast / (targetUtilization x
      slots), ceil(R + HEADROOM_BETA x sqrt(R)).
@@ -241,11 +241,11 @@ class BatchFit:
 
 FIT_TAU_S = 1800.0  # the fit forgets over half an hour (model or traffic mix changes)
 
-# The forecast's level: this quantile of the loads of the last cold start (the median: a burst must fill half a
-# cold start before it orders capacity that would turn Ready after it; chosen on the tuning traces of
-# benchmarks/autoscale_bench.py). KEEP_QUANTILE: a replica goes only when this quantile of the same loads fits the
-# rest (a burst within the last cold start keeps the capacity that served it).
-LEVEL_QUANTILE = 0.5
+# The forecast's level: this quantile of the loads of the last cold start (chosen with targetUtilization on the
+# tuning traces of benchmarks/autoscale_bench.py: 0.9 over 0.5 and 0.75). KEEP_QUANTILE: a replica goes only when
+# this quantile of the same loads fits the rest (a burst within the last cold start keeps the capacity that
+# served it).
+LEVEL_QUANTILE = 0.9
 KEEP_QUANTILE = 0.9
 # Scale-down keeps the remaining replicas below this share of targetUtilization (hysteresis against the scale-up
 # threshold; also, the compute time per request grows with the batch, so the measured load rises once replicas
