@@ -515,3 +515,29 @@ def test_a_short_cold_start_still_scales_down():
         d = decide(state, _engine(0.2, 3), s, cur, now=float(t), cold_start_s=5)
         state, cur = d.state, d.desired_replicas
     assert cur == 1
+
+
+def test_starting_replicas_go_only_once_the_load_expected_at_ready_time_does_not_need_them():
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=60, max_scale_down_step=1)
+    # 4 ready, 8 starting for a surge (330 sequences: 12 replicas) that then falls to 60 (3 replicas' worth)
+    state, cur, t = warm(), 12, 0.0
+    for _ in range(4):
+        state = decide(state, _engine(330, 4), s, cur, now=t, cold_start_s=240).state
+        t += 15
+    held = []
+    while t < 240:  # the surge is still within the last cold start: its 90th percentile keeps the replicas
+        d = decide(state, _engine(60, 4), s, cur, now=t, cold_start_s=240)
+        state, t = d.state, t + 15
+        held.append(d.desired_replicas)
+    assert held and min(held) == 12
+    # once the whole cold start (+ half a window) saw only the low load, they go, one per decision
+    while t < 700:
+        d = decide(state, _engine(60, 4), s, cur, now=t, cold_start_s=240)
+        assert d.desired_replicas >= cur - 1
+        state, cur, t = d.state, d.desired_replicas, t + 15
+    assert cur <= 4
+    # requests waiting in the engines hold the starting replicas whatever the load reads
+    waiting = _engine(300, 4)  # 256 slots, 44 waiting
+    d = decide(ScalerState(since=-3600.0, loads=[(t - 300 + i * 15, 10.0) for i in range(20)]), waiting, s, 12,
+               now=t, cold_start_s=240)
+    assert d.desired_replicas >= 12
