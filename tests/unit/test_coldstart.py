@@ -32,3 +32,20 @@ def test_observe_keeps_the_first_observation_per_pod_and_estimate_takes_the_medi
     assert coldstart.estimate([])[0] == coldstart.DEFAULT_COLD_START_S
     many = coldstart.observe({}, [pod(f"p{i}", "2026-01-01T10:00:00Z", "2026-01-01T10:01:00Z") for i in range(40)])
     assert len(many) == coldstart.MAX_OBSERVATIONS
+
+
+def _pod(uid, ready):
+    cond = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return {"metadata": {"uid": uid, "name": uid}, "status": {"conditions": cond}}
+
+
+def test_churn_counts_pods_deleted_before_ready():
+    starting, deleted = coldstart.track_churn({}, [], [_pod("a", True), _pod("b", False), _pod("c", False)], 0.0)
+    assert set(starting) == {"b", "c"} and deleted == []
+    # b turned Ready, c was deleted while starting
+    starting, deleted = coldstart.track_churn(starting, deleted, [_pod("a", True), _pod("b", True)], 15.0)
+    assert starting == {} and deleted == [15.0]
+    assert coldstart.churn_warning(len(deleted)) is None
+    # deletions older than the window are forgotten; CHURN_WARN recent ones warn
+    _, deleted = coldstart.track_churn({"x": 0.0, "y": 0.0, "z": 0.0}, deleted, [], 15.0 + coldstart.CHURN_WINDOW_S + 1)
+    assert len(deleted) == 3 and "deleted before they turned Ready" in (coldstart.churn_warning(len(deleted)) or "")

@@ -22,56 +22,61 @@ def spec(**kw) -> AutoscalingSpec:
     return AutoscalingSpec(**base)
 
 
+def warm() -> ScalerState:
+    """A scaler that has been deciding for an hour (a fresh one holds scale-downs: its own test)."""
+    return ScalerState(since=-3600.0)
+
+
 def R(ratio, pods=None, reason="Ok"):
     return RatioReading(ratio, reason=reason, pods_used=pods)
 
 
 def test_scale_up_like_hpa():
-    d = decide(ScalerState(), R(3.0, 2), spec(), 2, now=100)
+    d = decide(warm(), R(3.0, 2), spec(), 2, now=100)
     assert d.desired_replicas == 6 and d.reason == D.SCALED_UP
     assert d.state.last_scale_time == 100 and d.raw_recommendation == 6
 
 
 def test_within_tolerance():
-    d = decide(ScalerState(), R(1.08, 3), spec(), 3, now=0)
+    d = decide(warm(), R(1.08, 3), spec(), 3, now=0)
     assert d.desired_replicas == 3 and d.reason == D.WITHIN_TOLERANCE
     assert d.state.last_scale_time is None
 
 
 def test_warming_pods_do_not_compound_scale_up():
     # 4 replicas, only 1 serving yet (3 warming), ratio still 3: HPA counts unready at 0 -> ceil(1*3)=3 < 4 -> keep
-    d = decide(ScalerState(), R(3.0, 1), spec(), 4, now=0)
+    d = decide(warm(), R(3.0, 1), spec(), 4, now=0)
     assert d.desired_replicas == 4
     # a naive ceil(4*3) would ask for 12
 
 
 def test_warming_pods_do_not_trigger_scale_down():
     # 4 replicas, 1 ready with ratio 0.2; unready count as target -> ceil(0.2 + 3) = 4 -> keep
-    d = decide(ScalerState(), R(0.2, 1), spec(), 4, now=0)
+    d = decide(warm(), R(0.2, 1), spec(), 4, now=0)
     assert d.desired_replicas == 4
 
 
 def test_no_traffic_goes_to_min_and_stays():
-    d = decide(ScalerState(), R(0.0, 3, "NoTraffic"), spec(min_replicas=2), 3, now=0)
+    d = decide(warm(), R(0.0, 3, "NoTraffic"), spec(min_replicas=2), 3, now=0)
     assert d.desired_replicas == 2 and d.reason == D.AT_MIN_REPLICAS
     d = decide(d.state, R(0.0, 2, "NoTraffic"), spec(min_replicas=2), 2, now=15)
     assert d.desired_replicas == 2 and d.reason == D.AT_MIN_REPLICAS
 
 
 def test_clamp_max_and_step_limits():
-    d = decide(ScalerState(), R(50.0, 2), spec(max_replicas=5), 2, now=0)
+    d = decide(warm(), R(50.0, 2), spec(max_replicas=5), 2, now=0)
     assert d.desired_replicas == 5 and d.reason == D.AT_MAX_REPLICAS
-    d = decide(ScalerState(), R(50.0, 2), spec(max_scale_up_step=3), 2, now=0)
+    d = decide(warm(), R(50.0, 2), spec(max_scale_up_step=3), 2, now=0)
     assert d.desired_replicas == 5 and d.reason == D.SCALED_UP and "maxScaleUpStep" in d.message
-    d = decide(ScalerState(), R(0.1, 8), spec(max_scale_down_step=1), 8, now=0)
+    d = decide(warm(), R(0.1, 8), spec(max_scale_down_step=1), 8, now=0)
     assert d.desired_replicas == 7 and d.reason == D.SCALED_DOWN
-    d = decide(ScalerState(), R(5.0, 5), spec(max_replicas=5), 5, now=0)
+    d = decide(warm(), R(5.0, 5), spec(max_replicas=5), 5, now=0)
     assert d.desired_replicas == 5 and d.reason == D.AT_MAX_REPLICAS
 
 
 def test_scale_down_stabilization_uses_max_of_window():
     s = spec(scale_down_stabilization_seconds=300)
-    st_ = ScalerState()
+    st_ = warm()
     d = decide(st_, R(1.0, 4), s, 4, now=0)          # rec 4
     assert d.desired_replicas == 4
     d = decide(d.state, R(0.25, 4), s, 4, now=15)    # rec 1, but 4 within window
@@ -92,7 +97,7 @@ def test_scale_down_window_default_depends_on_the_mode(mode, window):
 
 def test_operator_default_scales_down_one_minute_after_the_last_higher_recommendation():
     s = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=10, max_scale_down_step=100)
-    d = decide(ScalerState(), R(1.0, 4), s, 4, now=0)   # rec 4
+    d = decide(warm(), R(1.0, 4), s, 4, now=0)   # rec 4
     d = decide(d.state, R(0.25, 4), s, 4, now=59)       # rec 1, the 4 of t=0 still in the window
     assert d.desired_replicas == 4 and d.reason == D.STABILIZING_SCALE_DOWN and "60s" in d.message
     d = decide(d.state, R(0.25, 4), s, 4, now=61)
@@ -101,7 +106,7 @@ def test_operator_default_scales_down_one_minute_after_the_last_higher_recommend
 
 def test_scale_up_stabilization_uses_min_of_window():
     s = spec(scale_up_stabilization_seconds=60)
-    d = decide(ScalerState(), R(1.0, 2), s, 2, now=0)   # rec 2
+    d = decide(warm(), R(1.0, 2), s, 2, now=0)   # rec 2
     d = decide(d.state, R(4.0, 2), s, 2, now=15)       # rec 8, min in window = 2
     assert d.desired_replicas == 2 and d.reason == D.STABILIZING_SCALE_UP
     d = decide(d.state, R(4.0, 2), s, 2, now=61)
@@ -109,31 +114,31 @@ def test_scale_up_stabilization_uses_min_of_window():
 
 
 def test_missing_or_stale_metrics_never_scale():
-    d = decide(ScalerState(), R(None, 0, "NoSamples"), spec(), 3, now=0)
+    d = decide(warm(), R(None, 0, "NoSamples"), spec(), 3, now=0)
     assert d.desired_replicas == 3 and d.reason == D.METRICS_UNAVAILABLE
-    d = decide(ScalerState(), R(None, 0, "Stale"), spec(), 3, now=0)
+    d = decide(warm(), R(None, 0, "Stale"), spec(), 3, now=0)
     assert d.desired_replicas == 3 and d.reason == D.STALE_METRICS
     assert d.state.recommendations == []
 
 
 def test_zero_replicas_without_data_goes_to_min():
-    d = decide(ScalerState(), R(None, 0, "NoSamples"), spec(min_replicas=2), 0, now=0)
+    d = decide(warm(), R(None, 0, "NoSamples"), spec(min_replicas=2), 0, now=0)
     assert d.desired_replicas == 2
-    d = decide(ScalerState(), R(None, 0, "NoSamples"), spec(min_replicas=0), 0, now=0)
+    d = decide(warm(), R(None, 0, "NoSamples"), spec(min_replicas=0), 0, now=0)
     assert d.desired_replicas == 0
 
 
 def test_insufficient_capacity_caps_and_says_gpus():
-    d = decide(ScalerState(), R(4.0, 2), spec(), 2, now=0, schedulable_max=3, gpus_per_replica=4)
+    d = decide(warm(), R(4.0, 2), spec(), 2, now=0, schedulable_max=3, gpus_per_replica=4)
     assert d.desired_replicas == 3 and d.reason == D.INSUFFICIENT_CAPACITY
     assert "4 GPU" in d.message and "8" in d.message
     # capacity below current never forces a scale-down
-    d = decide(ScalerState(), R(4.0, 2), spec(), 2, now=0, schedulable_max=1, gpus_per_replica=8)
+    d = decide(warm(), R(4.0, 2), spec(), 2, now=0, schedulable_max=1, gpus_per_replica=8)
     assert d.desired_replicas == 2 and d.reason == D.INSUFFICIENT_CAPACITY
 
 
 def test_state_json_roundtrip():
-    d = decide(ScalerState(), R(3.0, 2), spec(scale_down_stabilization_seconds=300), 2, now=1_700_000_000)
+    d = decide(warm(), R(3.0, 2), spec(scale_down_stabilization_seconds=300), 2, now=1_700_000_000)
     blob = json.loads(json.dumps(d.state.to_dict()))
     again = ScalerState.from_dict(blob)
     assert again == d.state
@@ -158,7 +163,7 @@ readings = st.one_of(
 @given(specs, st.lists(st.tuples(readings, st.integers(1, 60)), min_size=1, max_size=12), st.integers(0, 20),
        st.one_of(st.none(), st.integers(0, 30)))
 def test_invariants(s, steps, start, cap):
-    state, cur, now = ScalerState(), start, 0.0
+    state, cur, now = warm(), start, 0.0
     for reading, dt in steps:
         now += dt
         d: Decision = decide(state, reading, s, cur, now, schedulable_max=cap, gpus_per_replica=2)
@@ -186,7 +191,7 @@ def test_invariants(s, steps, start, cap):
 
 def test_scale_down_waits_a_full_window_after_last_scale():
     s = spec(window_seconds=60, max_scale_down_step=1)
-    d = decide(ScalerState(), R(0.0, 5), s, 5, now=0)
+    d = decide(warm(), R(0.0, 5), s, 5, now=0)
     assert d.desired_replicas == 4 and d.reason == D.SCALED_DOWN
     d = decide(d.state, R(0.0, 4), s, 4, now=15)
     assert d.desired_replicas == 4 and d.reason == D.STABILIZING_SCALE_DOWN and "window" in d.message
@@ -198,30 +203,30 @@ def test_occupancy_guard_keeps_replicas_that_carry_traffic():
     # ratio 0 (no queueing) but 3 pods each with 20 of 32 slots busy: removing one would
     # put 60 requests on 2 replicas (94 %), above the 50 % guard -> keep 3
     r = RatioReading(0.0, pods_used=3, mean_inflight_per_pod=20.0)
-    d = decide(ScalerState(), r, spec(), 3, now=0, max_batch_size=32)
+    d = decide(warm(), r, spec(), 3, now=0, max_batch_size=32)
     assert d.desired_replicas == 3 and d.reason == D.STABILIZING_SCALE_DOWN
     # lightly loaded: 4 in flight per pod -> 12 total fits 1 replica at 37 %
     r = RatioReading(0.0, pods_used=3, mean_inflight_per_pod=4.0)
-    d = decide(ScalerState(), r, spec(max_scale_down_step=5), 3, now=0, max_batch_size=32)
+    d = decide(warm(), r, spec(max_scale_down_step=5), 3, now=0, max_batch_size=32)
     assert d.desired_replicas == 1
     # without the batch size the guard is off (ratio alone)
-    d = decide(ScalerState(), RatioReading(0.0, pods_used=3, mean_inflight_per_pod=20.0), spec(), 3, now=0)
+    d = decide(warm(), RatioReading(0.0, pods_used=3, mean_inflight_per_pod=20.0), spec(), 3, now=0)
     assert d.desired_replicas == 1
 
 
 def test_engine_backlog_blocks_scale_down_that_the_ratio_alone_would_allow():
     # Decoupled TRT-LLM: Triton's queue is empty (ratio 0) but the executor holds waiting requests.
     quiet = RatioReading(0.0, reason="Ok", pods_used=3)
-    assert decide(ScalerState(), quiet, spec(), 3, now=0).desired_replicas == 1
+    assert decide(warm(), quiet, spec(), 3, now=0).desired_replicas == 1
     waiting = RatioReading(0.0, reason="Ok", pods_used=3, trtllm_waiting=4.0)
-    d = decide(ScalerState(), waiting, spec(), 3, now=0)
+    d = decide(warm(), waiting, spec(), 3, now=0)
     assert d.desired_replicas == 3 and d.reason == D.STABILIZING_SCALE_DOWN
     assert "waiting inside the executor" in d.message
     full_kv = RatioReading(0.0, reason="Ok", pods_used=3, trtllm_waiting=0.0, kv_cache_fraction=0.97)
-    d = decide(ScalerState(), full_kv, spec(), 3, now=0)
+    d = decide(warm(), full_kv, spec(), 3, now=0)
     assert d.desired_replicas == 3 and "KV cache 97% used" in d.message
     # The guard never blocks honouring a lowered maxReplicas.
-    assert decide(ScalerState(), waiting, spec(max_replicas=2), 3, now=0).desired_replicas == 2
+    assert decide(warm(), waiting, spec(max_replicas=2), 3, now=0).desired_replicas == 2
 
 
 # ---- the engine's view: saturation, forecast one cold start ahead, scale to zero ----
@@ -237,13 +242,13 @@ def test_ratio_near_zero_but_slots_full_scales_up_after_the_saturation_window(mo
     monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)  # the saturation trigger alone (headroom: its own test)
     s = spec(saturation_seconds=10, forecast=False, target_utilization=0.8)
     r = engine_reading(0.01, 2, in_flight=140)  # 128 slots full, 12 waiting; ratio still ~0
-    first = decide(ScalerState(), r, s, 2, now=0)
+    first = decide(warm(), r, s, 2, now=0)
     # capacity alone already asks for ceil(140 / (0.8 * 64)) = 3
     assert first.desired_replicas == 3
     # full slots, demand that fits the target: the ratio lags, saturation alone scales up once sustained
     r = engine_reading(0.01, 2, in_flight=128)
     s = spec(saturation_seconds=10, forecast=False, target_utilization=1.0)
-    d0 = decide(ScalerState(), r, s, 2, now=0)
+    d0 = decide(warm(), r, s, 2, now=0)
     assert d0.desired_replicas == 2 and d0.state.saturated_since == 0
     d1 = decide(d0.state, r, s, 2, now=15)
     assert d1.desired_replicas == 3 and d1.reason == D.ENGINE_SATURATED
@@ -254,13 +259,13 @@ def test_saturation_step_is_sized_from_the_backlog_and_bounded_by_capacity(monke
     monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)
     s = spec(saturation_seconds=0, forecast=False, target_utilization=0.5, max_scale_up_step=1, max_replicas=50)
     r = engine_reading(0.0, 2, in_flight=640)  # 10 replicas of slots at 100 %, 20 at 50 %
-    d = decide(ScalerState(), r, s, 2, now=0)
+    d = decide(warm(), r, s, 2, now=0)
     assert d.desired_replicas == 20  # maxScaleUpStep 1 does not cut a backlog-sized step
-    d = decide(ScalerState(), r, s, 2, now=0, schedulable_max=6, gpus_per_replica=8)
+    d = decide(warm(), r, s, 2, now=0, schedulable_max=6, gpus_per_replica=8)
     assert d.desired_replicas == 6 and d.reason == D.INSUFFICIENT_CAPACITY and "8 GPU(s)" in d.message
     # KV cache above threshold counts as saturated too
     r = engine_reading(0.0, 2, in_flight=20, kv=0.99)
-    d = decide(ScalerState(), r, spec(saturation_seconds=0, forecast=False), 2, now=0)
+    d = decide(warm(), r, spec(saturation_seconds=0, forecast=False), 2, now=0)
     assert d.desired_replicas == 3 and d.reason == D.ENGINE_SATURATED and "KV cache 99%" in d.message
 
 
@@ -276,14 +281,14 @@ def test_no_completions_with_full_slots_still_scales_on_saturation(monkeypatch):
     monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)
     # long generations: nothing finished in the window, the ratio cannot be computed, the engine is full
     r = engine_reading(None, 2, in_flight=150, reason="NoCompletions", requests=0.0)
-    d = decide(ScalerState(), r, spec(saturation_seconds=0, forecast=False, target_utilization=1.0), 2, now=0)
+    d = decide(warm(), r, spec(saturation_seconds=0, forecast=False, target_utilization=1.0), 2, now=0)
     assert d.desired_replicas == 3 and d.reason == D.ENGINE_SATURATED
 
 
 def _ramp(cold_start_s):
     """Requests in flight rising 1 per 10 s; returns the time of the first scale-up from 2 replicas."""
     s = spec(window_seconds=60, target_utilization=0.8, forecast=True, saturation_seconds=30)
-    state, cur = ScalerState(), 2
+    state, cur = warm(), 2
     for t in range(0, 1200, 15):
         d = decide(state, engine_reading(0.0, cur, in_flight=40 + t / 10), s, cur, now=float(t), cold_start_s=cold_start_s)
         state = d.state
@@ -302,7 +307,7 @@ def test_cold_start_4_min_scales_earlier_than_1_min():
 
 def test_forecast_never_scales_down_on_a_falling_trend():
     s = spec(window_seconds=60, target_utilization=0.8)
-    state = ScalerState()
+    state = warm()
     for t in range(0, 300, 15):  # falling load
         d = decide(state, engine_reading(0.0, 4, in_flight=max(0, 200 - t)), s, 4, now=float(t), cold_start_s=240)
         state = d.state
@@ -312,14 +317,18 @@ def test_forecast_never_scales_down_on_a_falling_trend():
 def test_scale_to_zero_only_after_the_idle_period():
     s = spec(min_replicas=0, scale_to_zero_after_seconds=600)
     idle = engine_reading(0.0, 1, in_flight=0, reason="NoTraffic", requests=0.0)
-    d = decide(ScalerState(), idle, s, 1, now=0)
-    assert d.desired_replicas == 1 and d.reason == D.WAITING_TO_SCALE_TO_ZERO
-    d = decide(d.state, idle, s, 1, now=700)
+    state = warm()
+    for t in range(0, 600, 15):
+        d = decide(state, idle, s, 1, now=float(t))
+        state = d.state
+        assert d.desired_replicas == 1
+    assert d.reason == D.WAITING_TO_SCALE_TO_ZERO
+    d = decide(state, idle, s, 1, now=615)
     assert d.desired_replicas == 0
     # 0 -> 1 when requests wait in front of a backend without replicas; nothing waiting keeps 0
     none = RatioReading(None, reason="NoSamples", pods_used=0)
-    assert decide(ScalerState(), none, s, 0, now=0).desired_replicas == 0
-    d = decide(ScalerState(), none, s, 0, now=0, waiting_at_zero=3)
+    assert decide(warm(), none, s, 0, now=0).desired_replicas == 0
+    d = decide(warm(), none, s, 0, now=0, waiting_at_zero=3)
     assert d.desired_replicas == 1 and d.reason == D.SCALED_FROM_ZERO
 
 
@@ -327,16 +336,26 @@ def test_schedule_floor_raises_min_replicas_inside_its_range():
     s = spec(min_replicas=1, schedule=[{"start": "08:00", "end": "18:00", "minReplicas": 4}])
     at_9 = 9 * 3600.0
     assert D.schedule_floor(s, at_9) == 4 and D.schedule_floor(s, 20 * 3600.0) == 0
-    d = decide(ScalerState(), R(0.0, 2), s, 2, now=at_9)
+    d = decide(warm(), R(0.0, 2), s, 2, now=at_9)
     assert d.desired_replicas == 4
 
 
-def test_holt_follows_a_linear_trend():
-    h = D.Holt(0.0, 0.0, 0.0)
-    for t in range(15, 1500, 15):
-        h = h.update(t / 10.0, float(t), 30, 60)
-    assert h.slope == pytest.approx(0.1, rel=0.05)
-    assert h.ahead(100) == pytest.approx(h.level + 100 * h.slope)
+def test_robust_forecast_follows_a_ramp_and_ignores_a_burst():
+    # a ramp of 0.1 per second: the trend is extrapolated over the horizon
+    ramp = [(float(t), t / 10.0) for t in range(0, 300, 15)]
+    assert D.theil_sen_slope(ramp) == pytest.approx(0.1)
+    assert D.robust_forecast(ramp, 285.0, 240.0, 0.5) == pytest.approx(min(28.5 + 24.0, D.TREND_MAX_GROWTH * 28.5))
+    assert D.robust_forecast(ramp, 285.0, 120.0, 0.5) == pytest.approx(28.5 + 12.0)
+    # a flat load of 40 with a 2 min burst to 80 inside the last 4 min: no trend, the level is the median
+    burst = [(float(t), 80.0 if 120 <= t < 240 else 40.0) for t in range(0, 300, 15)]
+    assert D.theil_sen_slope(burst) == 0.0
+    assert D.robust_forecast(burst, 285.0, 240.0, 0.5) == 40.0
+    # the same burst on a ramp: the ramp's trend, not the burst's
+    on_ramp = [(t, x + t / 10.0) for t, x in burst]
+    assert D.robust_forecast(on_ramp, 285.0, 240.0, 0.5) < 40.0 + 28.5 + 24.0 + 1
+    # a step that has lasted more than half the horizon is the level
+    step = [(float(t), 80.0 if t >= 120 else 40.0) for t in range(0, 300, 15)]
+    assert D.robust_forecast(step, 285.0, 240.0, 0.5) == 80.0
 
 
 def test_batch_fit_predicts_compute_time_at_the_target_batch():
@@ -354,7 +373,7 @@ def test_load_at_the_target_batch_does_not_oscillate_with_the_replica_count():
     # Same traffic (10 req/s) seen at 4 replicas (small batch, fast tokens) and 2 replicas (big batch):
     # in flight differs, the replicas wanted do not.
     s = spec(target_utilization=0.5, forecast=False, scale_down_stabilization_seconds=0)
-    state = ScalerState()
+    state = warm()
     wants = []
     for i, (cur, b) in enumerate([(4, 15), (2, 40), (4, 15), (2, 40), (4, 15), (2, 40)]):
         t_req = 5 + 0.1 * b
@@ -371,12 +390,12 @@ def test_load_at_the_target_batch_does_not_oscillate_with_the_replica_count():
 def test_engine_state_json_roundtrip_and_kept_through_a_stale_reading():
     r = RatioReading(0.0, pods_used=2, signal="engine", active=60.0, slots=128.0, trtllm_waiting=0.0, requests=100.0,
                      compute_us=100 * 6e6, mean_inflight_per_pod=30.0, arrival_rate=10.0)
-    d = decide(ScalerState(), r, spec(), 2, now=1000.0, cold_start_s=200)
-    assert d.state.trend is not None and d.state.fit is not None
+    d = decide(warm(), r, spec(), 2, now=1000.0, cold_start_s=200)
+    assert d.state.loads and d.state.fit is not None
     again = ScalerState.from_dict(json.loads(json.dumps(d.state.to_dict())))
     assert again == d.state
     held = decide(again, RatioReading(None, reason="Stale", pods_used=0), spec(), 2, now=1015.0)
-    assert held.state.fit == d.state.fit and held.state.trend == d.state.trend
+    assert held.state.fit == d.state.fit and held.state.loads == d.state.loads
 
 
 @pytest.mark.parametrize("load,expected", [(0.0, 0), (32.0, 2), (320.0, 12), (3200.0, 105)])
@@ -389,18 +408,136 @@ def test_headroom_is_relatively_larger_for_small_backends(load, expected):
         assert view.replicas_for(load, 0.5) == expected
 
 
-def test_replicas_still_starting_are_cancelled_at_once_when_the_load_is_gone():
-    # 4 ready, 8 more starting for a surge that is over: the 8 go now, not after the 300 s scale-down window
-    s = spec(scale_down_stabilization_seconds=300, max_scale_down_step=1, forecast=False, target_utilization=0.5,
-             max_replicas=20)
-    state = ScalerState(recommendations=[(0.0, 12)])
-    low = engine_reading(0.0, 4, in_flight=60)  # pods_used = 4 ready; 60 in flight fits 3 at 50 %
-    d = decide(state, low, s, 12, now=120)
-    assert d.desired_replicas == 4 and d.reason == D.SCALED_DOWN
-    # the ready replicas still wait for the stabilization window
-    d2 = decide(d.state, low, s, 4, now=135)
-    assert d2.desired_replicas == 4 and d2.reason == D.STABILIZING_SCALE_DOWN
-    # while the load still needs them, starting replicas stay
-    high = engine_reading(0.0, 4, in_flight=300)
-    d3 = decide(state, high, s, 12, now=120)
-    assert d3.desired_replicas >= 11
+def _engine(in_flight, ready, **kw):
+    """An engine reading from ``ready`` pods of 64 slots with ``in_flight`` requests (no arrival rate: in flight is
+    the load)."""
+    return engine_reading(0.0, ready, in_flight=in_flight, **kw)
+
+
+def test_replicas_still_starting_count_as_supply():
+    # 4 ready at 60 % of their slots, the load wants 8 at 50 %: order 4 more once...
+    s = spec(forecast=False, target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=60)
+    load = 8 * 32 - 1  # 8 replicas at exactly 50 % (no headroom term: checked below with the real formula)
+    want = D.EngineView(0, 64, load, 0, "", load).replicas_for(load, 0.5)
+    state, cur = warm(), 4
+    d = decide(state, _engine(load, 4), s, cur, now=0)
+    assert d.desired_replicas == want and d.reason == D.FORECAST_LOAD
+    assert d.engine.ready == 4 and d.engine.starting == 0
+    # ...and not again while they start: the same load, 4 ready + (want - 4) starting, is covered
+    state, cur = d.state, d.desired_replicas
+    for t in range(15, 240, 15):
+        d = decide(state, _engine(load, 4), s, cur, now=float(t))
+        state = d.state
+        assert d.desired_replicas == cur, d.message
+        assert d.engine.starting == cur - 4
+    assert f"supply 4 ready + {cur - 4} starting" in d.message
+
+
+def test_no_cancel_and_reorder_under_noise():
+    # A steady 15.6 req/s of 9 s requests (140 sequences busy: 6 replicas at 50 %), counted over a 60 s window
+    # (Poisson noise), 2 ready and 4 starting that turn Ready over the first minutes: nothing is cancelled and
+    # ordered again.
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=60, forecast=True)
+    for seed in range(5):
+        rng = __import__("numpy").random.default_rng(seed)
+        state, cur = warm(), 6
+        changes = []
+        for t in range(0, 1800, 15):
+            ready = min(cur, 2 + t // 240)
+            load = rng.poisson(140.0 / 9 * 60) * 9 / 60
+            d = decide(state, _engine(load, ready), s, cur, now=float(t), cold_start_s=240)
+            state = d.state
+            if d.desired_replicas != cur:
+                changes.append((t, d.message))
+            cur = d.desired_replicas
+        assert changes == [] and cur == 6
+
+
+def test_saturation_with_replicas_starting_sizes_one_step(monkeypatch):
+    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)  # the saturation step alone
+    # 2 ready with full slots and a backlog: 192 in flight / (0.5 x 64) = 6 replicas in all
+    s = spec(forecast=False, target_utilization=0.5, max_replicas=40, saturation_seconds=0)
+    full = _engine(192, 2)
+    d = decide(warm(), full, s, 2, now=0)
+    assert d.desired_replicas == 6 and d.reason == D.ENGINE_SATURATED
+    # saturation goes on while the 4 start: no more replicas (not +1 per sync)
+    state = d.state
+    for t in range(15, 300, 15):
+        d = decide(state, full, s, 6, now=float(t))
+        state = d.state
+        assert d.desired_replicas == 6, d.message
+    # a backlog that grows further orders the difference, once
+    d = decide(state, _engine(320, 2), s, 6, now=300)
+    assert d.desired_replicas == 10
+
+
+def test_empty_history_holds():
+    # A scaler that just started (operator restart): a low first reading does not scale down
+    s = spec(target_utilization=0.5, scale_down_stabilization_seconds=0, window_seconds=60)
+    low = _engine(10, 4)
+    d = decide(ScalerState(), low, s, 4, now=1000)
+    assert d.desired_replicas == 4
+    d = decide(d.state, low, s, 4, now=1030)
+    assert d.desired_replicas == 4
+    # once a full window was seen, it may
+    d = decide(d.state, low, s, 4, now=1060)
+    assert d.desired_replicas < 4
+    # the ratio path (no engine gauges) holds too
+    assert decide(ScalerState(), R(0.0, 3), s, 3, now=0).desired_replicas == 3
+
+
+@pytest.mark.parametrize("utilization", [None, 0.5])
+def test_constant_poisson_rate_scales_at_most_once_per_10_min(utilization):
+    # 4 req/s, 9 s per request: 36 sequences busy; Poisson counts over the 60 s window
+    s = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=20, **(
+        {} if utilization is None else {"target_utilization": utilization}))  # None: the defaults
+    rng = __import__("numpy").random.default_rng(3)
+    state, cur, events = warm(), 1, []
+    for k in range(400):  # 100 min at 15 s
+        arrivals = rng.poisson(4.0 * 60)
+        r = RatioReading(0.0, pods_used=cur, signal="engine", active=float(min(arrivals * 9 / 60, 64 * cur)),
+                         slots=64.0 * cur, trtllm_waiting=0.0, requests=float(arrivals), compute_us=arrivals * 9e6,
+                         mean_inflight_per_pod=arrivals * 9 / 60 / cur, arrival_rate=arrivals / 60)
+        d = decide(state, r, s, cur, now=k * 15.0, cold_start_s=240)
+        state = d.state
+        if d.desired_replicas != cur:
+            events.append(k * 15.0)
+        cur = d.desired_replicas
+    after_warmup = [t for t in events if t >= 600]
+    assert len(after_warmup) <= (400 * 15 - 600) / 600, events
+
+
+def test_a_short_cold_start_still_scales_down():
+    # cold start 5 s, window 10 s (as on kwok pods): the history must still reach a full window
+    s = spec(target_utilization=0.5, window_seconds=10, sync_period_seconds=2, scale_down_stabilization_seconds=0)
+    state, cur = warm(), 3
+    for t in range(0, 40, 2):
+        d = decide(state, _engine(0.2, 3), s, cur, now=float(t), cold_start_s=5)
+        state, cur = d.state, d.desired_replicas
+    assert cur == 1
+
+
+def test_starting_replicas_go_only_once_the_load_expected_at_ready_time_does_not_need_them():
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=60, max_scale_down_step=1)
+    # 4 ready, 8 starting for a surge (330 sequences: 12 replicas) that then falls to 60 (3 replicas' worth)
+    state, cur, t = warm(), 12, 0.0
+    for _ in range(4):
+        state = decide(state, _engine(330, 4), s, cur, now=t, cold_start_s=240).state
+        t += 15
+    held = []
+    while t < 240:  # the surge is still within the last cold start: its 90th percentile keeps the replicas
+        d = decide(state, _engine(60, 4), s, cur, now=t, cold_start_s=240)
+        state, t = d.state, t + 15
+        held.append(d.desired_replicas)
+    assert held and min(held) == 12
+    # once the whole cold start (+ half a window) saw only the low load, they go, one per decision
+    while t < 700:
+        d = decide(state, _engine(60, 4), s, cur, now=t, cold_start_s=240)
+        assert d.desired_replicas >= cur - 1
+        state, cur, t = d.state, d.desired_replicas, t + 15
+    assert cur <= 4
+    # requests waiting in the engines hold the starting replicas whatever the load reads
+    waiting = _engine(300, 4)  # 256 slots, 44 waiting
+    d = decide(ScalerState(since=-3600.0, loads=[(t - 300 + i * 15, 10.0) for i in range(20)]), waiting, s, 12,
+               now=t, cold_start_s=240)
+    assert d.desired_replicas >= 12

@@ -226,3 +226,24 @@ def test_the_drain_override_is_the_bound_in_status_and_in_the_pod():
     pod = objs["Deployment"]["spec"]["template"]["spec"]
     assert "--exit-timeout-secs=900" in pod["containers"][0]["args"]
     assert pod["terminationGracePeriodSeconds"] == drain.termination_grace_seconds(900)
+
+
+def test_churn_shows_in_status_and_warns_once():
+    from test_decide import NODES, backend, first_pass, served, settle
+
+    from llmbackend.autoscaling import coldstart
+
+    autoscaling = {"enabled": True, "minReplicas": 1, "maxReplicas": 4}
+    spec = {"model": MODEL, "engine": {"maxSeqLen": 4096}, "autoscaling": autoscaling}
+    live = served(first_pass(spec), ready=1)
+    warning = coldstart.churn_warning(4)
+    extra = {"signal": "engine", "load": "12.0", "readyReplicas": 1, "startingReplicas": 2,
+             "podsDeletedBeforeReady": 4, "churnWarning": warning}
+    scale = ScaleDecision(3, "ForecastLoad", "steady", "1.000", None, extra, None)
+    decision = settle(spec, live, scale_decision=scale, hpas=[])
+    auto = decision.status.autoscaling
+    assert (auto.load, auto.ready_replicas, auto.starting_replicas, auto.pods_deleted_before_ready) == ("12.0", 1, 2, 4)
+    assert [(t, r) for t, r, _ in decision.events if r == cond.AUTOSCALER_CHURN] == [("Warning", cond.AUTOSCALER_CHURN)]
+    again = decide(Observed(backend(spec, {"autoscaling": {"churnWarning": warning}}), NODES, children=live,
+                            scale_decision=scale, hpas=[]))
+    assert not [e for e in again.events if e[1] == cond.AUTOSCALER_CHURN]

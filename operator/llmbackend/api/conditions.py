@@ -79,3 +79,6 @@ status.autoscaling.reason) and renders no ScaledObject for KEDA to poll (mode ke
 
 DRAIN_BOUND_SHORT = "DrainBoundShort"
 """Warning event: the observed p99 request time exceeds half the drain bound; a leaving replica may cut requests."""
+
+AUTOSCALER_CHURN = "AutoscalerChurn"
+"""Warning event: pods were deleted before they turned Ready repeatedly within the last hour (cold starts wasted)."""

@@ -445,17 +445,19 @@ class AutoscalingSpec(_Model):
     max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
     target_utilization: float = Field(
-        default=0.5, gt=0, le=1,
+        default=0.3, gt=0, le=1,
         description="Share of the engine's batch slots to fill: R = load (forecast one cold start ahead) / "
                     "(targetUtilization x slots per replica), replicas = R + 0.5 x sqrt(R) (spare capacity for what "
-                    "arrives within a cold start, relatively larger for small backends).",
+                    "arrives within a cold start, relatively larger for small backends). The default leaves room "
+                    "for bursts shorter than a cold start, which no replica ordered for them would serve (chosen "
+                    "on the tuning traces of benchmarks/autoscale_bench.py).",
     )
     saturation_seconds: int = Field(
         default=10, ge=0, le=600,
         description="Slots full or KV cache above kvCacheThreshold for this long scales up, whatever the ratio says.",
     )
     kv_cache_threshold: float = Field(default=0.95, gt=0, le=1, description="KV-cache block fraction that counts as saturated.")
-    forecast: bool = Field(default=True, description="Scale for the load expected one cold start ahead (Holt's linear trend).")
+    forecast: bool = Field(default=True, description="Scale for the load expected one cold start ahead (robust level and trend of the last cold start: bursts shorter than a cold start order nothing).")
     cold_start_seconds: int | None = Field(
         default=None, ge=0, le=7200,
         description="Time from pod creation to Ready; default: learned from this backend's own pods.",
@@ -961,10 +963,20 @@ class AutoscalingStatus(_Model):
         default=None, description="The drain bound the serving pods use (spec.serving.drainSeconds or its default).")
     drain_warning: str | None = Field(
         default=None, description="Set while the observed p99 request time exceeds half the drain bound: what to do.")
+    load: str | None = Field(
+        default=None, description="The load now (sequences the arrivals keep busy at the target batch) the last "
+                                  "decision used.")
+    ready_replicas: int | None = Field(default=None, description="Supply the last decision counted: replicas serving.")
+    starting_replicas: int | None = Field(
+        default=None, description="Supply the last decision counted: replicas ordered and not Ready yet (capacity on the way).")
+    pods_deleted_before_ready: int | None = Field(
+        default=None, description="Pods deleted before they turned Ready within the last hour (churn).")
+    churn_warning: str | None = Field(
+        default=None, description="Set while pods were deleted before Ready repeatedly within the last hour: what to do.")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
-    reason: str | None = None
-    message: str | None = None
+    reason: str | None = Field(default=None, description="Why the last decision chose desiredReplicas.")
+    message: str | None = Field(default=None, description="The last decision and its inputs (ratio, load, supply, forecast).")
 
 
 class ModelStatus(_Model):

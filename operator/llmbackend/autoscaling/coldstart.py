@@ -63,3 +63,43 @@ def estimate(observed: Iterable[float], override: int | None = None) -> tuple[fl
     if values:
         return float(statistics.median(values)), f"learned from {len(values)} pod(s)"
     return DEFAULT_COLD_START_S, "default (no pod seen turning Ready yet)"
+
+
+# Churn: pods deleted before they turned Ready (a replica ordered and cancelled: its cold start was GPU time spent
+# for nothing). CHURN_WARN of them within CHURN_WINDOW_S raise a Warning.
+CHURN_WINDOW_S = 3600.0
+CHURN_WARN = 3
+
+
+def _uid(pod: Mapping[str, Any]) -> str | None:
+    meta = pod.get("metadata") or {}
+    return meta.get("uid") or meta.get("name")
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def track_churn(starting: Mapping[str, float], deleted: list[float], pods: Iterable[Mapping[str, Any]],
+                now: float) -> tuple[dict[str, float], list[float]]:
+    """(pods still starting: uid -> first seen, times of deletions before Ready within CHURN_WINDOW_S).
+
+    A pod seen not Ready that is gone from ``pods`` by the next look never turned Ready (one that turned Ready in
+    between and went later counts too: rare, and also a cold start mostly spent for nothing)."""
+    pods = list(pods)
+    seen = {u for u in map(_uid, pods) if u}
+    gone_early = [u for u in starting if u not in seen]
+    now_starting = {u: starting.get(u, now) for p in pods if (u := _uid(p)) and not _ready(p)}
+    times = [t for t in deleted if now - t <= CHURN_WINDOW_S] + [now] * len(gone_early)
+    return now_starting, times
+
+
+def churn_warning(deleted_recently: int) -> str | None:
+    """What to say when replicas are cancelled before they serve (None below CHURN_WARN)."""
+    if deleted_recently < CHURN_WARN:
+        return None
+    return (f"{deleted_recently} pod(s) deleted before they turned Ready within the last {CHURN_WINDOW_S / 60:.0f} min: "
+            "their cold starts were spent for nothing. See status.autoscaling.message for what the autoscaler saw; "
+            "raise spec.autoscaling.scaleDownStabilizationSeconds or set coldStartSeconds if the learned cold start "
+            "is too short")

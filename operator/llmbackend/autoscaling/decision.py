@@ -38,31 +38,34 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
 4. Step limits ``maxScaleUpStep`` / ``maxScaleDownStep`` per decision.
 5. Bounds ``[minReplicas, maxReplicas]``.
 2b. The engine's view (when the reading carries the engine gauges: requests in
-   flight = batch + engine queue, and the batch slots per replica). Two more
-   recommendations join the ratio's, and the largest wins:
-   * forecast: the load expected one cold start ahead / (``targetUtilization`` x
-     slots). The load is the sequences the arrivals keep busy at the target batch:
-     arrival rate (finished + growth of in flight) x the compute time per request
-     at the target batch (``BatchFit``: the time per token grows with the batch,
-     so in flight measured at one replica count is not the load at another; an
-     in-flight target oscillates). It does not grow with a backlog the way the
-     in-flight count does. Without an arrival rate: in flight. Holt's linear
-     smoothing over the window gives level and trend (a falling trend is not
-     extrapolated, growth capped at 2x). A replica added now serves one cold start
-     later, so it must be asked for now. Scaling down keeps the remaining replicas
-     under ``SCALE_DOWN_MARGIN`` x ``targetUtilization``.
-   * saturation: slots full (active >= max, over the ready pods) or KV blocks above
-     ``kvCacheThreshold`` for ``saturationSeconds`` scales up even when the ratio
-     lags (it counts only finished requests): to ``load / (targetUtilization x
-     slots)`` replicas, at least one more (the load counts the waiting arrivals;
-     the raw in-flight count also holds the backlog and overshoots).
-   Both turn a load into replicas by square-root staffing: R = load / (targetUtilization x slots),
-   replicas = ceil(R + HEADROOM_BETA x sqrt(R)). Replicas still starting that the load (raw over one
-   window) no longer needs are cancelled at once (step 3a), not after the scale-down window.
-   These steps are sized from the backlog: ``maxScaleUpStep`` does not cut them
-   (GPU capacity and ``maxReplicas`` do). With ``minReplicas: 0`` the last replica
-   goes only after ``scaleToZeroAfterSeconds`` idle. Schedule floors raise
-   ``minReplicas`` during their UTC time ranges.
+   flight = batch + engine queue, and the batch slots per replica). It replaces the ratio's recommendation
+   (the ratio is reported): the ratio of a queue that built up in a burst is many times its target and would
+   order maxReplicas. Supply is every replica, ready or still starting: a replica ordered a sync ago is
+   capacity on the way (knative's autoscaler counts its pods the same way; an HPA that counts only ready
+   pods orders again every sync while the first ones start).
+   * load: arrival rate (finished + growth of in flight) x the compute time per request at the target batch
+     (``BatchFit``: the time per token grows with the batch, so in flight measured at one replica count is not
+     the load at another; an in-flight target oscillates). Without an arrival rate: in flight.
+   * forecast (``forecast: true``): the load expected when a replica ordered now turns Ready, one cold start
+     (+ half a window of measurement lag) ahead. Computed from the loads of the last cold start only with robust
+     statistics, so that a burst shorter than a cold start is not extrapolated: the level is a high quantile
+     (``LEVEL_QUANTILE``) of those loads, what the last cold start needed rather than its latest reading, the trend is the smallest Theil-Sen slope (median of pairwise slopes) of
+     the span and of each of its thirds (a ramp rises in all three, a step or a burst leaves one flat), extrapolated over the horizon once the
+     loads span half of it and the rise stands out of the noise around the line, never down and at most to ``TREND_MAX_GROWTH`` x the level. Replicas needed: square-root staffing, R = forecast / (targetUtilization x
+     slots), ceil(R + HEADROOM_BETA x sqrt(R)).
+   * keep: replicas go (ready or starting alike) only when ``KEEP_QUANTILE`` of the last cold start's loads fits
+     the remaining ones below ``SCALE_DOWN_MARGIN`` x targetUtilization. The gap between the two margins is the
+     hysteresis: noise in the load moves neither, and a replica starting for a load that stays is not cancelled
+     and ordered again. Nothing goes until the history spans a full ``windowSeconds`` (after an operator
+     restart or a new backend the history is empty: hold).
+   * saturation: slots full (active >= max, over the ready pods) or KV blocks above ``kvCacheThreshold`` for
+     ``saturationSeconds``: one step sized from the demand, the replicas for the load now (as above) in all
+     (the load counts the waiting arrivals; the raw in-flight count also holds the queue built up while
+     saturated and overshoots several-fold), at least one more than the ready ones; the replicas already starting count, so a sustained
+     saturation does not add one per sync.
+   These steps are sized from the backlog: ``maxScaleUpStep`` does not cut them (GPU capacity and
+   ``maxReplicas`` do). With ``minReplicas: 0`` the last replica goes only after ``scaleToZeroAfterSeconds``
+   idle. Schedule floors raise ``minReplicas`` during their UTC time ranges.
 6. Capacity: ``schedulable_max`` is the total number of whole replicas the
    cluster can hold now (running replicas + what free GPUs allow; a multi-node
    replica is one unit). A scale-up beyond it is capped (never below
@@ -119,8 +122,9 @@ class ScalerState:
     last_desired: int | None = None
     saturated_since: float | None = None   # start of the current run of saturated readings
     idle_since: float | None = None        # start of the current run of idle readings
-    trend: Holt | None = None             # smoothed load
+    loads: list[tuple[float, float]] = field(default_factory=list)  # (time, load) of fresh engine readings
     fit: BatchFit | None = None           # compute time per request vs batch size
+    since: float | None = None            # first decision of this scaler (no scale-down from a short history)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,8 +133,9 @@ class ScalerState:
             "lastDesired": self.last_desired,
             "saturatedSince": self.saturated_since,
             "idleSince": self.idle_since,
-            "trend": None if self.trend is None else [self.trend.level, self.trend.slope, self.trend.time],
+            "loads": [[t, x] for t, x in self.loads],
             "fit": None if self.fit is None else list(self.fit.sums) + [self.fit.time],
+            "since": self.since,
         }
 
     @classmethod
@@ -140,11 +145,12 @@ class ScalerState:
         recs = [(float(t), int(r)) for t, r in d.get("recommendations") or []]
         lst = d.get("lastScaleTime")
         ld = d.get("lastDesired")
-        tr = d.get("trend")
+        loads = [(float(t), float(x)) for t, x in d.get("loads") or []]
         fit = d.get("fit")
+        since = d.get("since")
         return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld),
-                   d.get("saturatedSince"), d.get("idleSince"), None if not tr else Holt(*map(float, tr)),
-                   None if not fit else BatchFit(_five(fit[:5]), float(fit[5])))
+                   d.get("saturatedSince"), d.get("idleSince"), loads,
+                   None if not fit else BatchFit(_five(fit[:5]), float(fit[5])), None if since is None else float(since))
 
     def last_scale_time_rfc3339(self) -> str | None:
         if self.last_scale_time is None:
@@ -154,33 +160,48 @@ class ScalerState:
         return _dt.datetime.fromtimestamp(self.last_scale_time, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
-class Holt:
-    """Holt's linear (double exponential) smoothing on an irregular time axis.
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (linear between order statistics); 0 for none."""
+    if not values:
+        return 0.0
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
-    ``level`` follows the series, ``slope`` its trend per second; both are smoothed with time constants
-    (a sample ``dt`` later weighs ``1 - exp(-dt / tau)``), so the result does not depend on the sync period."""
 
-    level: float
-    slope: float
-    time: float
+def theil_sen_slope(points: list[tuple[float, float]]) -> float:
+    """Median of the pairwise slopes of ``points`` (time, value): a step or a burst changes the slope of fewer than
+    half the pairs (those that straddle it), so the median stays at the underlying trend; a ramp changes all."""
+    slopes = [(x2 - x1) / (t2 - t1) for i, (t1, x1) in enumerate(points) for t2, x2 in points[i + 1:] if t2 > t1]
+    return quantile(slopes, 0.5)
 
-    def update(self, x: float, t: float, tau_level: float, tau_slope: float) -> Holt:
-        dt = t - self.time
-        if dt <= 0:
-            return self
-        a = 1.0 - math.exp(-dt / max(tau_level, 1e-9))
-        b = 1.0 - math.exp(-dt / max(tau_slope, 1e-9))
-        level = a * x + (1.0 - a) * (self.level + self.slope * dt)
-        slope = b * (level - self.level) / dt + (1.0 - b) * self.slope
-        return Holt(level, slope, t)
 
-    def ahead(self, horizon_s: float, max_growth: float = 2.0) -> float:
-        """Expected value ``horizon_s`` ahead; a falling trend is not extrapolated (never scale down on a
-        forecast), and the extrapolation adds at most ``max_growth - 1`` times the level: a trend measured
-        just after a jump would otherwise project the jump again for every window in the horizon."""
-        level = max(0.0, self.level)
-        return min(level + max(0.0, self.slope) * horizon_s, max_growth * level)
+def robust_forecast(loads: list[tuple[float, float]], now: float, horizon_s: float, level_q: float) -> float:
+    """The load expected ``horizon_s`` ahead from the loads of the last ``horizon_s`` (see module docstring, 2b)."""
+    recent = [(t, x) for t, x in loads if now - t <= horizon_s]
+    if not recent:
+        return 0.0
+    level = quantile([x for _, x in recent], level_q)
+    if now - recent[0][0] < horizon_s / 2:
+        return level  # a trend over less than half the horizon is mostly noise
+    # A ramp rises in each third of the span; a step or a burst (one jump up, one down) leaves a third flat.
+    span = now - recent[0][0]
+    thirds = [[p for p in recent if recent[0][0] + i * span / 3 <= p[0] <= recent[0][0] + (i + 1) * span / 3]
+              for i in range(3)]
+    if min(map(len, thirds)) < 3:
+        return level
+    slope = min(min(map(theil_sen_slope, thirds)), theil_sen_slope(recent))
+    if slope <= 0:
+        return level  # a falling trend is not extrapolated: scale-down waits for the load itself
+    # the trend's line at now (median intercept); extrapolated only when the rise over the span stands out of
+    # the noise around the line (TREND_NOISE_RATIO x the median absolute residual), at most to twice the level
+    at_now = quantile([x + slope * (now - t) for t, x in recent], 0.5)
+    spread = quantile([abs(x - at_now + slope * (now - t)) for t, x in recent], 0.5)
+    if slope * (now - recent[0][0]) < TREND_NOISE_RATIO * spread:
+        return level
+    return max(level, min(at_now + slope * horizon_s, TREND_MAX_GROWTH * max(level, at_now)))
 
 
 def _five(values: list[Any]) -> tuple[float, float, float, float, float]:
@@ -220,14 +241,22 @@ class BatchFit:
 
 FIT_TAU_S = 1800.0  # the fit forgets over half an hour (model or traffic mix changes)
 
-# Holt time constants as fractions of the metrics window: the level follows within half a window,
-# the trend is judged over a whole window (tuned on the tuning traces of benchmarks/autoscale_bench.py).
-LEVEL_TAU_OF_WINDOW = 0.5
-SLOPE_TAU_OF_WINDOW = 1.0
-# Scale-down keeps the remaining replicas below this share of targetUtilization. The compute time per request
-# grows with the batch, so the measured load rises once replicas are removed: without this margin the count
-# oscillates around the target (seen in autoscale_bench.py on the tuning traces).
+# The forecast's level: this quantile of the loads of the last cold start (chosen with targetUtilization on the
+# tuning traces of benchmarks/autoscale_bench.py: 0.9 over 0.5 and 0.75). KEEP_QUANTILE: a replica goes only when
+# this quantile of the same loads fits the rest (a burst within the last cold start keeps the capacity that
+# served it).
+LEVEL_QUANTILE = 0.9
+KEEP_QUANTILE = 0.9
+# Scale-down keeps the remaining replicas below this share of targetUtilization (hysteresis against the scale-up
+# threshold; also, the compute time per request grows with the batch, so the measured load rises once replicas
+# are removed: without this margin the count oscillates around the target).
 SCALE_DOWN_MARGIN = 0.9
+# The trend counts once the rise it explains over the span is this many times the median absolute residual.
+TREND_NOISE_RATIO = 4.0
+# The trend adds at most this share of the level over the horizon.
+TREND_MAX_GROWTH = 1.5
+# Loads kept: at most this many samples (a 15 s sync over a 10 min cold start is 40).
+MAX_LOADS = 120
 # Square-root staffing: replicas = R + HEADROOM_BETA x sqrt(R), R = load / (targetUtilization x slots). The spare
 # capacity a reactive scaler needs for what arrives within one cold start is large, relative to the load, for a
 # small backend and small for a large one (Halfin-Whitt); a fixed utilization alone sizes it the same at every
@@ -245,6 +274,10 @@ class EngineView:
     cold_start_s: float
     saturated: str           # why the engines count as saturated now ('' when they do not)
     load: float = 0.0        # the load now: offered load (or in flight when it cannot be measured)
+    ready: int = 0           # replicas serving (that gave a reading)
+    starting: int = 0        # replicas ordered and not serving yet: capacity on the way
+    keep_load: float = 0.0   # the load the replicas kept must carry (KEEP_QUANTILE of the last cold start)
+    history_s: float = 0.0   # how far back the loads go
 
     def replicas_for(self, load: float, utilization: float) -> int:
         r = load / (utilization * self.slots_per_replica)
@@ -280,6 +313,10 @@ def saturation(reading: RatioReading, spec: AutoscalingSpec) -> str:
     """Why the ready pods' engines are saturated now ('' when they are not)."""
     if reading.active is not None and reading.slots and reading.active >= reading.slots:
         return f"all {reading.slots:g} batch slots busy"
+    if reading.in_flight is not None and reading.slots and reading.in_flight > reading.slots:
+        # more requests inside the engines than batch slots: a queue in front of full batches (the active gauge
+        # dips below the maximum between iterations, as sequences finish, while the queue stays)
+        return f"{reading.in_flight:g} requests in flight for {reading.slots:g} batch slots"
     if reading.kv_cache_fraction is not None and reading.kv_cache_fraction >= spec.kv_cache_threshold:
         return f"KV cache {reading.kv_cache_fraction:.0%} used (threshold {spec.kv_cache_threshold:.0%})"
     return ""
@@ -348,7 +385,7 @@ def decide(
     keep = max(spec.scale_up_stabilization_seconds, spec.scale_down_window)
     recs = [(t, r) for t, r in state.recommendations if now - t <= keep and t <= now]
     new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
-                            state.idle_since, state.trend, state.fit)
+                            state.idle_since, state.loads, state.fit, state.since if state.since is not None else now)
     view: EngineView | None = None
 
     def finish(desired: int, reason: str, message: str, raw: int | None) -> Decision:
@@ -389,14 +426,20 @@ def decide(
             x = reading.arrival_rate * t_target   # the sequences the arrivals keep busy at the target batch
         else:
             x = reading.offered_load if reading.offered_load is not None else reading.in_flight
-        tr = Holt(x, 0.0, now) if state.trend is None else state.trend.update(
-            x, now, LEVEL_TAU_OF_WINDOW * spec.window_seconds, SLOPE_TAU_OF_WINDOW * spec.window_seconds)
-        new_state.trend = tr
         # the load is measured over the window, half a window late on average: look that much further
         horizon = (cold_start_s if cold_start_s is not None else float(spec.cold_start_seconds or 0)) + spec.window_seconds / 2
-        forecast = max(x, tr.ahead(horizon)) if spec.forecast else x
+        loads = [(t, v) for t, v in state.loads if now - t <= max(horizon, 2 * spec.window_seconds) and t < now]
+        loads.append((now, x))
+        new_state.loads = loads[-MAX_LOADS:]
+        if spec.forecast:
+            forecast = robust_forecast(new_state.loads, now, horizon, LEVEL_QUANTILE)
+            keep_load = max(forecast, quantile([v for t, v in new_state.loads if now - t <= horizon], KEEP_QUANTILE))
+        else:
+            forecast = keep_load = x
         sat = saturation(reading, spec)
-        view = EngineView(reading.in_flight, slots_total / reading.pods_used, forecast, horizon, sat, x)
+        ready_n = min(cur, reading.pods_used)
+        view = EngineView(reading.in_flight, slots_total / reading.pods_used, forecast, horizon, sat, x,
+                          ready_n, max(0, cur - ready_n), keep_load, now - new_state.loads[0][0])
         if sat:
             new_state.saturated_since = state.saturated_since if state.saturated_since is not None else now
         else:
@@ -423,30 +466,33 @@ def decide(
     engine_reason = ""
     engine_need = 0
     if view is not None:
-        base += f", {view.in_flight:g} in flight on {view.slots_per_replica:g} slots/replica"
+        base += (f", {view.in_flight:g} in flight on {view.slots_per_replica:g} slots/replica; supply {view.ready} ready"
+                 f" + {view.starting} starting; load {view.load:.1f}, {view.forecast:.1f} expected in {view.cold_start_s:.0f}s")
         need_forecast = view.replicas_for(view.forecast, spec.target_utilization)
         need_sat = 0
         sustained = (view.saturated and new_state.saturated_since is not None
                      and now - new_state.saturated_since >= spec.saturation_seconds)
         if sustained:
-            # Sized from the demand the engines cannot take: the offered load counts every arrival, also
-            # those waiting. (The in-flight count also holds the backlog built up while saturated: sized
-            # from it, a step overshoots several-fold after a cold start; measured in autoscale_bench.py.)
-            need_sat = max(cur + 1, view.replicas_for(max(view.load, reading.active or 0.0), spec.target_utilization))
+            # One step, in all (the replicas starting are part of it), sized from the demand the engines cannot
+            # take: the load counts every arrival, the waiting ones too. Not from the raw in-flight count: it also
+            # holds the queue built up while saturated, which the new replicas never see (measured in
+            # autoscale_bench.py: sized from in flight, a spike ordered 5x what it needed). At least one more
+            # than the ready replicas (a KV cache full of long sequences with few in flight).
+            demand = max(view.load, min(view.in_flight, view.ready * view.slots_per_replica))
+            need_sat = max(view.ready + 1, view.replicas_for(demand, spec.target_utilization))
         engine_need = max(need_forecast, need_sat)
-        keep_n = view.replicas_for(max(view.load, reading.active or 0.0), spec.target_utilization * SCALE_DOWN_MARGIN)
         if engine_need < cur:
+            keep_n = view.replicas_for(view.keep_load, spec.target_utilization * SCALE_DOWN_MARGIN)
             engine_need = min(cur, max(engine_need, keep_n))
-        if need_sat > raw and need_sat >= need_forecast:
+            if view.history_s < spec.window_seconds:
+                engine_need = cur  # the history is too short to say what the load needs: hold
+        if need_sat > cur and need_sat >= need_forecast:
             engine_reason = ENGINE_SATURATED
             since = new_state.saturated_since if new_state.saturated_since is not None else now
             base += f"; saturated for {now - since:.0f}s ({view.saturated})"
-        elif need_forecast > raw and need_forecast > cur:
+        elif need_forecast > cur:
             engine_reason = FORECAST_LOAD
-            base += f"; load {view.load:.0f} now, {view.forecast:.0f} expected one cold start ({view.cold_start_s:.0f}s) ahead"
-        if raw < cur and reading.pods_used is not None:
-            raw = min(raw, reading.pods_used)  # below target: the load (not the unready pods) says what stays
-        raw = max(raw, engine_need)
+        raw = engine_need
         if raw == 0 and cur > 0 and lo == 0:
             idle_for = 0.0 if new_state.idle_since is None else now - new_state.idle_since
             if idle_for < spec.scale_to_zero_after_seconds:
@@ -468,15 +514,9 @@ def decide(
         desired = up_rec
     if desired > down_rec:
         desired = down_rec
-    # 3a. replicas still starting serve nobody yet: once the load (raw, over one metrics window) no longer needs
-    # them they go at once, not after the scale-down window; a scale-up for a surge that is already over then
-    # costs part of a cold start instead of a cold start plus the stabilization window.
-    cancelled = 0
-    ready_now = reading.pods_used if view is not None and reading.pods_used is not None else None
-    if ready_now is not None and desired > raw and cur > ready_now:
-        recent = max(r for t, r in recs if now - t <= spec.window_seconds)
-        to = min(desired, max(recent, ready_now, lo))
-        cancelled, desired = desired - to, to
+    # no scale-down on a history shorter than a window (a new scaler: the operator restarted, a new backend)
+    if desired < cur and (new_state.since is None or now - new_state.since < spec.window_seconds):
+        desired = cur
     stab_reason = None
     if raw < cur and desired > raw:
         stab_reason = STABILIZING_SCALE_DOWN
@@ -489,8 +529,8 @@ def decide(
     if desired > cur + up_step:
         desired = cur + up_step
         limited = f"; limited by maxScaleUpStep {spec.max_scale_up_step}"
-    elif desired < cur - max(spec.max_scale_down_step, cancelled):
-        desired = cur - max(spec.max_scale_down_step, cancelled)
+    elif desired < cur - spec.max_scale_down_step:
+        desired = cur - spec.max_scale_down_step
         limited = f"; limited by maxScaleDownStep {spec.max_scale_down_step}"
 
     # 3c. occupancy guard (readings without engine gauges; with them, step 2b already holds in-flight work)
@@ -508,8 +548,10 @@ def decide(
             desired = new_desired
     # 3d. engine backlog guard. With a decoupled tensorrt_llm model, requests leave Triton's queue
     # at once and wait inside the executor, so a low ratio can hide a saturated engine: never
-    # remove a replica while TRT-LLM itself reports waiting requests or a nearly full KV cache.
-    if desired < cur and not (ready_now is not None and desired >= ready_now):  # cancelling starting replicas is safe
+    # remove a replica while TRT-LLM itself reports waiting requests or a nearly full KV cache. Nor cancel one
+    # that is starting: while requests wait, the load measured from finished requests is the engines' throughput,
+    # not the demand, and the replicas ordered for the queue are needed when they turn Ready.
+    if desired < cur:
         backlog = _engine_backlog(reading)
         if backlog:
             held = min(cur, hi)  # a lowered maxReplicas is still honoured

@@ -469,6 +469,8 @@ def _check_drain_bound(observed: Observed, spec: LLMBackendSpec, scale: ScaleDec
     auto.drain_warning = drain_warning(p99, drain_s, before.get("drainWarning"), before.get("drainSeconds"))
     if auto.drain_warning is not None and before.get("drainWarning") is None:
         decision.events.append(("Warning", cond.DRAIN_BOUND_SHORT, auto.drain_warning))
+    if auto.churn_warning is not None and before.get("churnWarning") is None:
+        decision.events.append(("Warning", cond.AUTOSCALER_CHURN, auto.churn_warning))
 
 
 def _foreign_hpa(observed: Observed, ref: BackendRef, workload_kind: str) -> str | None:

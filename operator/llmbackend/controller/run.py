@@ -276,6 +276,8 @@ class Operator:
             self.executor, lambda: self.kube.list("Pod", target.namespace, label_selector=target.selector))
         ready = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if _pod_ready(p)}
         scaler["cold_starts"] = coldstart.observe(scaler["cold_starts"], pods)
+        scaler["starting"], scaler["churn"] = coldstart.track_churn(
+            scaler.get("starting", {}), scaler.get("churn", []), pods, time.time())
         cold_s, cold_from = coldstart.estimate(scaler["cold_starts"].values(), target.spec.cold_start_seconds)
         if target.spec.source == "prometheus":
             reading = await scaler["source"].reading(target.namespace, pod_regex_for(names=sorted(ready)) if ready else "^$")
@@ -308,6 +310,11 @@ class Operator:
         if decision.engine is not None:
             extra["inFlight"] = f"{decision.engine.in_flight:g}/{decision.engine.slots_per_replica * (reading.pods_used or 0):g}"
             extra["forecastInFlight"] = f"{decision.engine.forecast:.1f}"
+            extra["load"] = f"{decision.engine.load:.1f}"
+            extra["readyReplicas"] = decision.engine.ready
+            extra["startingReplicas"] = decision.engine.starting
+        extra["podsDeletedBeforeReady"] = len(scaler["churn"])
+        extra["churnWarning"] = coldstart.churn_warning(len(scaler["churn"]))
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
                             replicas=target.current_replicas, signal=reading.signal)
         new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
