@@ -565,6 +565,12 @@ class ServingSpec(_Model):
                     "Default: maxSeqLen x 60 ms + 30 s, between 60 s and 30 min. status.autoscaling compares it with "
                     "the observed p99 request time. Changing it changes the pod template (the replicas roll).",
     )
+    progress_deadline_seconds: int = Field(
+        default=600, ge=1, le=86400,
+        description="How long waiting on work in flight counts as progress (Progressing) before it is Degraded: "
+                    "serving pods the scheduler cannot place yet (nodes being added), a download or inspector pod "
+                    "that does not start, a download with no new bytes. As a Deployment's, default 600.",
+    )
 
 
 class LLMBackendSpec(_Model):
@@ -666,6 +672,9 @@ class ModelStatus(_Model):
     bytes_total: int | None = None
     claim_name: str | None = None
     path: str | None = Field(default=None, description="Directory inside the cache claim.")
+    last_progress_time: str | None = Field(
+        default=None, description="When bytesDone last grew (a download without progress for "
+                                  "spec.serving.progressDeadlineSeconds is Degraded: DownloadStalled).")
 
 
 class LLMBackendStatus(_Model):

@@ -8,10 +8,12 @@ path of a pass is unit-tested on plain data (tests/unit/test_decide.py).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -59,7 +61,17 @@ from ..render.workloads import (
     selector_string,
     serving_pod_ready,
 )
-from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions
+from .conditions import (
+    AVAILABLE,
+    DEGRADED,
+    PLANNED,
+    PROGRESSING,
+    Conditions,
+    event_type,
+    now_rfc3339,
+    parse_time,
+    seconds_left,
+)
 from .digest import DATA_DIGEST_KEY, summarize_data
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
 
@@ -124,6 +136,7 @@ class Observed:
     scale_decision: ScaleDecision | None = None
     model_cache: ModelCacheResult | None = None
     hpas: list[dict[str, Any]] | None = None  # the namespace's HPAs; None: not looked at
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))  # for deadlines of waits in flight
 
     @property
     def ref(self) -> BackendRef:
@@ -141,6 +154,7 @@ class Decision:
     requeue_after: float | None = None
     autoscale_target: AutoscaleTarget | None = None  # None: the operator's autoscaler does not scale this backend
     waiting_for_capacity: bool = False  # re-run this backend when nodes change
+    model_failure: tuple[str, str] | None = None  # (reason, message): the model's download or inspection needs a person
     # Reads the caches cannot answer that this decision needs: children by (kind, name) and the HPAs.
     look_up: list[tuple[str, str]] = field(default_factory=list)
     look_up_hpas: bool = False
@@ -299,14 +313,15 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         conditions.set(DEGRADED, True, cond.KEDA_NOT_INSTALLED,
                        "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
                        "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
-    if observed.model_cache is not None and observed.model_cache.permanent:
-        conditions.set(DEGRADED, True, observed.model_cache.reason, observed.model_cache.message)
+    if decision.model_failure is not None:
+        conditions.set(DEGRADED, True, *decision.model_failure)
     if conflict:
         conditions.set(DEGRADED, True, cond.CONFLICTING_HPA,
                        f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
                        "writing its replicas. Delete that HPA, or use spec.autoscaling (mode operator or hpa) instead.")
     rolled_out = conditions.is_true(AVAILABLE) and not conditions.is_true(PROGRESSING)
-    decision.requeue_after = None if rolled_out else ROLLOUT_REQUEUE_S
+    if not rolled_out:
+        _requeue_within(decision, ROLLOUT_REQUEUE_S)
 
 
 def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
@@ -317,18 +332,20 @@ def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
         cache = observed.model_cache
         if cache is not None:
             spec = cache.spec  # with the checkpoint's architecture when the spec has none
-            decision.status.model = ModelStatus.model_validate(cache.status)
-            conditions.set(MODEL_READY, cache.ready, cache.reason, cache.message)
+            failure = _model_progress(observed, spec, cache, decision)
             if not cache.has_architecture:
-                reason = cache.reason if cache.permanent else WAITING_FOR_CHECKPOINT
-                conditions.set(PLANNED, False, reason, cache.message)
-                if cache.permanent:
-                    not_served(conditions, cache.reason, cache.message)
-                else:  # downloading: nothing is wrong yet, the checkpoint is on its way
+                if failure is not None:
+                    conditions.set(PLANNED, False, *failure)
+                    not_served(conditions, *failure)
+                    if not cache.permanent:  # a claim bound or a pod placed later sends us no event
+                        _requeue_within(decision, OPTIONAL_API_REQUEUE_S)
+                else:  # waiting on work in flight: nothing is wrong yet, the checkpoint is on its way
+                    conditions.set(PLANNED, False, WAITING_FOR_CHECKPOINT,
+                                   "the plan waits for the checkpoint's config.json (see ModelReady)")
                     conditions.set(AVAILABLE, False, cond.NOT_PLANNED, "waiting for the checkpoint (see ModelReady)")
-                    conditions.set(PROGRESSING, True, cache.reason, cache.message)
-                    conditions.set(DEGRADED, False, cache.reason, "")
-                    decision.requeue_after = DOWNLOAD_REQUEUE_S
+                    conditions.set(PROGRESSING, True, cache.reason, _model_message(decision))
+                    conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change yet: the checkpoint is on its way")
+                    _requeue_within(decision, DOWNLOAD_REQUEUE_S)
                 raise _Stop
         resolve_architecture(spec.model)
         return spec
@@ -341,6 +358,58 @@ def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
         conditions.set(PLANNED, False, reason, message)
         not_served(conditions, reason, message)
         raise _Stop from None  # nothing to retry until the spec changes
+
+
+def _requeue_within(decision: Decision, seconds: float) -> None:
+    """Look again within `seconds` (the earliest of what the steps ask for)."""
+    seconds = max(1.0, seconds)
+    decision.requeue_after = seconds if decision.requeue_after is None else min(decision.requeue_after, seconds)
+
+
+def _deadline_at(since: str | None, deadline_s: int) -> str:
+    start = parse_time(since) or datetime.now(UTC)
+    return now_rfc3339(start + timedelta(seconds=deadline_s))
+
+
+def _model_message(decision: Decision) -> str:
+    model = decision.conditions.get(MODEL_READY)
+    return str(model["message"]) if model else ""
+
+
+def _model_progress(observed: Observed, spec: LLMBackendSpec, cache: ModelCacheResult,
+                    decision: Decision) -> tuple[str, str] | None:
+    """status.model and ModelReady for the download or inspection; (reason, message) when it needs a person:
+    a permanent failure, or work stuck (a pod that does not start, no new bytes) past the progress deadline."""
+    deadline = spec.serving.progress_deadline_seconds
+    model = dict(cache.status)
+    reason, message = cache.reason, cache.message
+    failure: tuple[str, str] | None = (reason, message) if cache.permanent else None
+    if cache.stuck and failure is None:
+        left = seconds_left(cache.stuck_since, observed.now, deadline) if cache.stuck_since else 0.0
+        if left <= 0:
+            failure = (reason, message if cache.stuck_since is None else
+                       f"{message} (stuck for more than spec.serving.progressDeadlineSeconds, {deadline}s)")
+        else:
+            message = f"{message} (Degraded at {_deadline_at(cache.stuck_since, deadline)} unless it starts)"
+            _requeue_within(decision, left + 1)
+    elif model.get("phase") == "Downloading" and failure is None:
+        before = (observed.obj.get("status") or {}).get("model") or {}
+        same = all(before.get(k) == model.get(k) for k in ("phase", "source", "bytesDone"))
+        model["lastProgressTime"] = (before.get("lastProgressTime") if same else None) or now_rfc3339(observed.now)
+        left = seconds_left(model["lastProgressTime"], observed.now, deadline)
+        if left <= 0:
+            done = model.get("bytesDone") or 0
+            failure = (cond.DOWNLOAD_STALLED,
+                       f"the download of {model.get('source')} made no progress for {deadline}s "
+                       f"(spec.serving.progressDeadlineSeconds) at {done} of {model.get('bytesTotal') or '?'} bytes; "
+                       "see the download pod's log (kubectl logs -l llmbackend.dev/model-cache) for the store's "
+                       "errors, check the network path to the source and the cache claim's free space")
+        else:
+            _requeue_within(decision, left + 1)
+    decision.status.model = ModelStatus.model_validate(model)
+    decision.conditions.set(MODEL_READY, cache.ready, *(failure or (reason, message)))
+    decision.model_failure = failure
+    return failure
 
 
 def _plan(observed: Observed, spec: LLMBackendSpec, fresh: Plan, old_status: dict[str, Any],
@@ -528,7 +597,20 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
                     f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas: "
                     "lower the replicas (or maxReplicas) or add GPU nodes")
     if not rolled_out and want > 0:
-        degraded = _pod_problem(observed, ref) or degraded
+        problem = _pod_problem(observed, ref)
+        if problem is not None and problem.since is not None:  # waiting on the scheduler: progress until the deadline
+            deadline = spec.serving.progress_deadline_seconds
+            left = seconds_left(problem.since, observed.now, deadline)
+            if left > 0:
+                conditions.set(PROGRESSING, True, problem.waiting_reason,
+                               f"{problem.message}; waiting until {_deadline_at(problem.since, deadline)} "
+                               f"(spec.serving.progressDeadlineSeconds {deadline}s), then Degraded")
+                _requeue_within(decision, left + 1)
+                problem = None
+            else:
+                problem = dataclasses.replace(problem, message=f"{problem.message} (pending for more than "
+                                              f"spec.serving.progressDeadlineSeconds, {deadline}s)")
+        degraded = (problem.reason, problem.message) if problem is not None else degraded
         if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
             degraded = group_problem(observed.pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS)) or degraded
     for condition in ws.get("conditions", []):
@@ -538,7 +620,7 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
     if degraded:
         conditions.set(DEGRADED, True, *degraded)
     else:
-        conditions.set(DEGRADED, False, cond.AS_EXPECTED, "")
+        conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change")
 
 
 def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
@@ -548,7 +630,33 @@ def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
                for p in observed.pods)
 
 
-def _pod_problem(observed: Observed, ref: BackendRef) -> tuple[str, str] | None:
+@dataclass(frozen=True)
+class PodProblem:
+    reason: str
+    message: str
+    since: str | None = None  # a wait that may resolve by itself (the scheduler's), since then; None: needs a person
+    waiting_reason: str = cond.WAITING_FOR_NODES
+
+
+def unschedulable_problem(pod_name: str, message: str, since: str | None) -> PodProblem:
+    """The scheduler's words mapped to the fix: a missing claim needs a person at once; an unbound claim or
+    nodes that do not fit (yet) are waits bounded by the progress deadline."""
+    words = message.lower()
+    if "persistentvolumeclaim" in words and "not found" in words:
+        return PodProblem(cond.SERVING_CLAIM_NOT_FOUND,
+                          f"pod {pod_name}: {message}; create that PersistentVolumeClaim in this namespace, or fix "
+                          "spec.model.source.pvc.claimName")
+    if "unbound" in words and "persistentvolumeclaim" in words:
+        return PodProblem(cond.SERVING_CLAIM_NOT_BOUND,
+                          f"pod {pod_name}: {message}; no volume is bound to its claim: check the claim's StorageClass "
+                          "(kubectl describe pvc) provisions its access mode, or bind a PersistentVolume to it",
+                          since, waiting_reason=cond.SERVING_CLAIM_NOT_BOUND)
+    return PodProblem(cond.UNSCHEDULABLE,
+                      f"pod {pod_name}: {message}; if nodes are being added this resolves itself, otherwise change "
+                      "spec.scheduling or free or add matching nodes", since)
+
+
+def _pod_problem(observed: Observed, ref: BackendRef) -> PodProblem | None:
     """Why serving pods do not run: the scheduler's or the kubelet's words."""
     selector = selector_for(ref)
     for pod in observed.pods:
@@ -556,29 +664,30 @@ def _pod_problem(observed: Observed, ref: BackendRef) -> tuple[str, str] | None:
             continue  # a multi-node worker: group_problem looks at those
         invalid = checkpoint_check_failure(pod)
         if invalid:
-            return invalid
+            return PodProblem(*invalid)
         name = pod["metadata"]["name"]
         for c in pod.get("status", {}).get("conditions", []):
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-                return cond.UNSCHEDULABLE, (f"pod {name}: {c.get('message', '')}; change spec.scheduling or "
-                                            "free or add matching nodes")
+                return unschedulable_problem(name, (c.get("message") or "").strip().rstrip("."),
+                                             c.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp"))
         for cs in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
             waiting = (cs.get("state") or {}).get("waiting") or {}
             why = waiting.get("reason")
             if why in FATAL_WAITING_REASONS:
-                return FATAL_WAITING_REASONS[why], (f"pod {name} container {cs.get('name')}: {waiting.get('message', why)}; "
-                                                    f"see `kubectl describe pod {name}` and its logs")
+                return PodProblem(FATAL_WAITING_REASONS[why],
+                                  f"pod {name} container {cs.get('name')}: {waiting.get('message', why)}; "
+                                  f"see `kubectl describe pod {name}` and its logs")
     return None
 
 
 def condition_events(conditions: Conditions) -> list[tuple[str, str, str]]:
     """Events for condition transitions worth one: not Progressing (routine), not Unknown, not Degraded clearing."""
     events = []
+    degraded = conditions.is_true(DEGRADED)
     for c in conditions.changed():
         if c["type"] == PROGRESSING or c["status"] == "Unknown" or (c["type"] == DEGRADED and c["status"] == "False"):
             continue
-        warn = c["type"] == DEGRADED or (c["type"] == PLANNED and c["status"] == "False")
-        events.append(("Warning" if warn else "Normal", c["reason"], _first_line(c["message"]) or c["reason"]))
+        events.append((event_type(c, degraded), c["reason"], _first_line(c["message"]) or c["reason"]))
     return events
 
 

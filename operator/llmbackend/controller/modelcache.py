@@ -57,6 +57,11 @@ class ModelCacheResult:
     message: str
     status: dict[str, Any] = field(default_factory=dict)  # status.model (wire form)
     permanent: bool = False  # retrying cannot help until the spec or the source changes
+    # The work does not move (a Pending pod, a claim without a volume): reason and message name the cause;
+    # since when (RFC 3339; decide turns it Degraded past spec.serving.progressDeadlineSeconds), or None when
+    # it needs a person at once (an image that cannot be pulled).
+    stuck: bool = False
+    stuck_since: str | None = None
 
     @property
     def has_architecture(self) -> bool:
