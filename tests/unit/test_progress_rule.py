@@ -11,7 +11,7 @@ import pytest
 from test_decide import MODEL, NODES, backend, conditions, first_pass, served
 
 from llmbackend.api import conditions as cond
-from llmbackend.api.v1alpha1 import LLMBackendSpec
+from llmbackend.api.v1alpha1 import SOURCE_REQUIRED_MESSAGE, LLMBackendSpec
 from llmbackend.controller.conditions import summarize
 from llmbackend.controller.decide import Observed, condition_events, decide, finish_status
 from llmbackend.controller.modelcache import ModelCacheResult
@@ -127,3 +127,19 @@ def test_a_stuck_fetch_pod_names_its_cause_and_turns_degraded_at_the_deadline(si
     else:
         assert got["Progressing"] == ("True", cond.NO_STORAGE_CLASS)
         assert summarize(decision.conditions.to_list()).phase == "Progressing"
+
+
+def test_a_backend_without_a_source_is_not_served_and_says_how_to_give_one():
+    decision = decide(Observed(backend({"model": {"preset": "llama-3.1-8b"}}), NODES))
+    got = conditions(decision)
+    assert got["Planned"] == ("False", cond.SOURCE_REQUIRED) and got["Degraded"] == ("True", cond.SOURCE_REQUIRED)
+    assert decision.apply == [] and decision.look_up == []
+    assert "source.pvc" in decision.conditions.get("Degraded")["message"]
+    assert "source.uri" in decision.conditions.get("Degraded")["message"]
+
+
+def test_the_crd_requires_a_source():
+    from llmbackend.api import crdgen
+
+    model = crdgen.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["model"]
+    assert {"rule": "has(self.source)", "message": SOURCE_REQUIRED_MESSAGE} in model["x-kubernetes-validations"]

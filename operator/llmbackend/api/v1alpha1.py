@@ -242,6 +242,13 @@ class ModelSource(_Model):
         return value
 
 
+SOURCE_REQUIRED_MESSAGE = (
+    "set spec.model.source: the serving pods load the weights from it, as source.pvc (claimName and path of a "
+    "PersistentVolumeClaim holding the checkpoint) or source.uri (hf://org/name or s3://bucket/prefix, downloaded "
+    "once into the model cache); with neither preset nor architecture the architecture is read from its config.json"
+)
+
+
 class ModelSpec(_Model):
     """The model to serve: a preset from the built-in catalog or an explicit architecture."""
 
@@ -264,8 +271,8 @@ class ModelSpec(_Model):
             "x-kubernetes-validations": [
                 {"rule": "!(has(self.preset) && has(self.architecture))", "message": "set exactly one of preset or architecture"},
                 {
-                    "rule": "has(self.preset) || has(self.architecture) || has(self.source)",
-                    "message": "set exactly one of preset or architecture, or leave both out with a source: the architecture is then read from the checkpoint's config.json",
+                    "rule": "has(self.source)",
+                    "message": SOURCE_REQUIRED_MESSAGE,
                 },
             ]
         }

@@ -22,6 +22,7 @@ from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.engine_metrics import RECORDING_RULE_NAME
 from ..api.v1alpha1 import (
+    SOURCE_REQUIRED_MESSAGE,
     AutoscalingMode,
     AutoscalingSpec,
     AutoscalingStatus,
@@ -347,6 +348,11 @@ def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
                     conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change yet: the checkpoint is on its way")
                     _requeue_within(decision, DOWNLOAD_REQUEUE_S)
                 raise _Stop
+        if spec.model.source is None:  # stored before the CRD required it: the pods would load nothing
+            message = SOURCE_REQUIRED_MESSAGE
+            conditions.set(PLANNED, False, cond.SOURCE_REQUIRED, message)
+            not_served(conditions, cond.SOURCE_REQUIRED, message)
+            raise _Stop
         resolve_architecture(spec.model)
         return spec
     except (ValidationError, UnknownPresetError) as exc:
