@@ -102,12 +102,16 @@ def test_deleting_the_backend_garbage_collects_children(cluster, operator, names
              timeout=60, what="children garbage-collected")
 
 
+LLAMA_8B = {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}}
+
+
 @pytest.mark.parametrize("spec, message", [
-    ({"model": {"preset": "llama-3.1-8b"}, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must not exceed maxReplicas"),
-    ({"model": {"preset": "llama-3.1-8b"}, "parallelism": {"pipelineParallel": 2}}, "pipelineParallel requires tensorParallel"),
-    ({"model": {"preset": "llama-3.1-8b"}, "engine": {"quantization": "fp4"}}, 'Unsupported value: "fp4"'),
-    ({"model": {}}, "set exactly one of preset or architecture"),
-    ({"model": {"preset": "llama-3.1-8b"}, "replicas": -1}, "should be greater than or equal to 0"),
+    ({"model": LLAMA_8B, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must not exceed maxReplicas"),
+    ({"model": LLAMA_8B, "parallelism": {"pipelineParallel": 2}}, "pipelineParallel requires tensorParallel"),
+    ({"model": LLAMA_8B, "engine": {"quantization": "fp4"}}, 'Unsupported value: "fp4"'),
+    ({"model": {}}, "set spec.model.source"),
+    ({"model": {"preset": "llama-3.1-8b"}}, "set spec.model.source"),
+    ({"model": LLAMA_8B, "replicas": -1}, "should be greater than or equal to 0"),
 ])
 def test_invalid_backend_is_rejected_by_the_api_server(cluster, namespace, spec, message):
     manifest = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
