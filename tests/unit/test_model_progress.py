@@ -130,3 +130,31 @@ def test_an_unknown_size_is_a_condition_and_no_claim_is_made():
     assert "spec.model.source.cache.size" in result.message
     assert ("PersistentVolumeClaim", NS, mc.DEFAULT_CACHE_CLAIM) not in kube.objects
     assert not [o for o in kube.created if o["kind"] == "Job"]
+
+
+def test_a_download_no_backend_names_is_cancelled_then_cleaned_and_resumed_when_named_again():
+    kube = FakeKube()
+    model = {"preset": "llama-3.1-8b", "source": SOURCE}
+    first_sync(kube, model)
+    job = mc.download_job_name(spec(model).model.source)
+    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(job, {"phase": "Running"})
+
+    # The backend is gone (deleted, or its source edited): the download stops at the next pass in the namespace.
+    assert modelcache.cleanup_model_caches(kube, NS) is True, "the cleanup waits for the cancelled pod"
+    assert kube.objects[("Job", NS, job)]["spec"]["suspend"] is True
+    assert not [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+
+    del kube.objects[("Pod", NS, f"{job}-x")]  # the Job controller deleted the suspended Job's pod
+    assert modelcache.cleanup_model_caches(kube, NS) is False
+    assert [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    assert ("Job", job) in kube.deleted, "the prune path takes over: the stale Job goes with its copy"
+
+
+def test_a_cancelled_download_named_again_resumes():
+    kube = FakeKube()
+    model = {"preset": "llama-3.1-8b", "source": SOURCE}
+    first_sync(kube, model)
+    job = mc.download_job_name(spec(model).model.source)
+    kube.objects[("Job", NS, job)]["spec"]["suspend"] = True
+    first_sync(kube, model)
+    assert kube.objects[("Job", NS, job)]["spec"]["suspend"] is False

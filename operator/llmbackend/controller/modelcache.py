@@ -45,6 +45,8 @@ CHECKPOINT_READ_TTL_S = 600.0
 
 # delete: an inspector Job of a backend's previous pvc source, or one whose pod (and report) is gone.
 permissions.require("batch", "jobs", "get", "list", "create", "delete")
+# patch: suspend a download no backend names any more (cancel), resume it when one names it again.
+permissions.require("batch", "jobs", "patch")
 permissions.require("", "persistentvolumeclaims", "get", "create")
 # Cleanup: which sources backends still name.
 permissions.require("llmbackend.dev", "llmbackends", "list")
@@ -288,6 +290,10 @@ def cleanup_model_caches(kube: Any, namespace: str) -> bool:
         pods = kube.list("Pod", namespace, label_selector=managed)
         waiting = False
         for cleanup in mc.cache_cleanups(backends, jobs, pods):
+            for name in cleanup.cancel:  # no backend names its source any more: stop the download now
+                _set_suspended(kube, namespace, name, True)
+                log.info("model cache %s/%s: no backend names the source of Job %s any more; download cancelled",
+                         namespace, cleanup.claim, name)
             if cleanup.wait:
                 log.info("model cache %s/%s: cleanup of %s waits: %s", namespace, cleanup.claim,
                          ", ".join(cleanup.stale_jobs), cleanup.wait)
@@ -308,6 +314,16 @@ def cleanup_model_caches(kube: Any, namespace: str) -> bool:
         else:
             _cleanup_owed.discard(namespace)
         return waiting
+
+
+def _set_suspended(kube: Any, namespace: str, job_name: str, suspend: bool) -> None:
+    """Suspend a download Job (the Job controller deletes its running pod: the download stops) or resume it."""
+    try:
+        kube.request("PATCH", kube._path("Job", namespace, job_name), body={"spec": {"suspend": suspend}},
+                     content_type="application/merge-patch+json")
+    except ApiError as exc:
+        if exc.status != 404:  # gone meanwhile: nothing to stop or resume
+            raise
 
 
 def cleanup_model_caches_safely(kube: Any, namespace: str) -> bool:
@@ -396,6 +412,8 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
             cleaning = _cleanup_running(kube, namespace, claim) if job is None else None
         if job is None and cleaning is None:
             job = _create_if_missing(kube, mc.render_download_job(namespace, source, downloader_image(), SERVING_UID))
+        elif job is not None and cleaning is None and mc.suspended(job):  # cancelled, and named again since
+            _set_suspended(kube, namespace, job_name, False)
     if cleaning is not None:
         return ModelCacheResult(spec, False, WAITING_FOR_CACHE_CLEANUP,
                                 f"Job {cleaning} is deleting unused copies in claim {claim}; the download starts when it "
