@@ -143,3 +143,26 @@ def test_the_crd_requires_a_source():
 
     model = crdgen.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["model"]
     assert {"rule": "has(self.source)", "message": SOURCE_REQUIRED_MESSAGE} in model["x-kubernetes-validations"]
+
+
+def test_the_status_columns_say_whether_it_serves_and_why_not():
+    spec = {"model": MODEL, "replicas": 2}
+    rolling = finish_status(pass_at(spec, T0, pods=[pending_pod(GPUS_BUSY)]))
+    assert (rolling["ready"], rolling["phase"], rolling["reason"]) == ("0/2", "Progressing", cond.WAITING_FOR_NODES)
+    assert rolling["parallelism"] == "2x1"
+    stuck = finish_status(pass_at(spec, T0 + timedelta(seconds=601), pods=[pending_pod(GPUS_BUSY)]))
+    assert (stuck["phase"], stuck["reason"]) == ("Degraded", cond.UNSCHEDULABLE)
+    missing = finish_status(decide(Observed(backend({"model": {"preset": "nope", "source": MODEL["source"]}}), NODES)))
+    assert (missing["phase"], missing["reason"]) == ("Degraded", cond.UNKNOWN_PRESET)
+
+
+def test_condition_messages_are_one_line_without_doubled_punctuation():
+    huge = {"architecture": {"numLayers": 200, "hiddenSize": 32768, "numAttentionHeads": 256, "numKeyValueHeads": 16,
+                             "headDim": 128, "vocabSize": 256000, "parameterCount": 9_000_000_000_000},
+            "source": MODEL["source"]}
+    for decision in (decide(Observed(backend({"model": huge}), NODES)), first_pass({"model": MODEL})):
+        for c in finish_status(decision)["conditions"]:
+            assert c["message"] and "\n" not in c["message"], c
+            assert not any(p in c["message"] for p in (".;", ";;", "..", " ;", ";.")), c
+    planned = first_pass({"model": MODEL}).conditions.get("Planned")["message"]
+    assert planned.startswith("Plan: TP2 x PP1") and "status.plan.explanation" in planned

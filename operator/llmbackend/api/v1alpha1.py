@@ -686,6 +686,11 @@ class ModelStatus(_Model):
 
 class LLMBackendStatus(_Model):
     observed_generation: int | None = None
+    phase: Literal["Ready", "Progressing", "Degraded", "ScaledToZero"] | None = Field(
+        default=None, description="What the conditions add up to, as Argo CD's health check reads them (STATUS column).")
+    reason: str | None = Field(default=None, max_length=1024, description="The reason behind phase: the condition that decides it (REASON column).")
+    ready: str | None = Field(default=None, max_length=32, description="Ready/desired replicas (READY column).")
+    parallelism: str | None = Field(default=None, max_length=32, description="The plan's tensor x pipeline parallel size, e.g. 8x1 (TPxPP column).")
     conditions: list[Condition] | None = None
     plan: PlanStatus | None = None
     replicas: int | None = None

@@ -6,9 +6,10 @@ exactly those, so a type the operator no longer writes is dropped rather than ca
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from ..api import conditions as cond
 from ..api.conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, TYPES
@@ -21,6 +22,16 @@ NOT_EVALUATED = "NotEvaluated"  # a type this pass did not set (a bug: every pat
 
 def now_rfc3339(now: datetime | None = None) -> str:
     return (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def one_line(message: str) -> str:
+    """A condition message as `kubectl get`/`describe` and Argo CD show it best: one line, no doubled or empty
+    punctuation where clauses were joined ("x.; y" -> "x; y")."""
+    text = " ".join(message.split())
+    text = re.sub(r"[.;,:]\s*;", ";", text)
+    text = re.sub(r";\s*\.", ".", text)
+    text = re.sub(r"\s+([;,.])(\s|$)", r"\1\2", text)
+    return text.strip().rstrip(";,").strip()
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -47,7 +58,7 @@ def seconds_left(since: str | None, now: datetime, deadline_s: int) -> float:
 class Summary:
     """status.phase and status.reason: one word for `kubectl get` and the cause behind it."""
 
-    phase: str  # Ready | ScaledToZero | Progressing | Degraded
+    phase: Literal["Ready", "Progressing", "Degraded", "ScaledToZero"]
     reason: str
     message: str
 
@@ -61,7 +72,7 @@ def summarize(conditions: list[dict[str, Any]]) -> Summary:
     def status(type_: str) -> str | None:
         return (by_type.get(type_) or {}).get("status")
 
-    def of(phase: str, type_: str) -> Summary:
+    def of(phase: Literal["Ready", "Progressing", "Degraded", "ScaledToZero"], type_: str) -> Summary:
         c = by_type.get(type_) or {}
         return Summary(phase, c.get("reason") or phase, c.get("message") or "")
 
@@ -97,6 +108,7 @@ class Conditions:
 
     def set(self, type_: str, status: bool | str, reason: str, message: str = "") -> None:
         value = status if isinstance(status, str) else ("True" if status else "False")
+        message = one_line(message)
         old = self._old.get(type_)
         transition = old["lastTransitionTime"] if old and old.get("status") == value and old.get("lastTransitionTime") else now_rfc3339()
         self._new[type_] = {

@@ -72,6 +72,7 @@ from .conditions import (
     now_rfc3339,
     parse_time,
     seconds_left,
+    summarize,
 )
 from .digest import DATA_DIGEST_KEY, summarize_data
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
@@ -225,9 +226,17 @@ def decide(observed: Observed) -> Decision:
 
 
 def finish_status(decision: Decision) -> dict[str, Any]:
-    """The status to write (wire form), with the conditions of this pass."""
-    decision.status.conditions = [Condition.model_validate(c) for c in decision.conditions.to_list()]
-    return decision.status.dump()
+    """The status to write (wire form), with the conditions of this pass and what they add up to."""
+    status = decision.status
+    written = decision.conditions.to_list()
+    status.conditions = [Condition.model_validate(c) for c in written]
+    summary = summarize(written)
+    status.phase, status.reason = summary.phase, summary.reason
+    if status.replicas is not None:
+        status.ready = f"{status.ready_replicas or 0}/{status.replicas}"
+    if status.plan is not None:
+        status.parallelism = f"{status.plan.tensor_parallel}x{status.plan.pipeline_parallel}"
+    return status.dump()
 
 
 # ---- the steps ----
@@ -439,7 +448,8 @@ def _plan(observed: Observed, spec: LLMBackendSpec, fresh: Plan, old_status: dic
             raise _Stop
         plan_status = plan_status_from(fresh, input_hash)
     decision.status.plan = plan_status
-    conditions.set(PLANNED, True, cond.FITS, plan_status.explanation or "plan chosen")
+    conditions.set(PLANNED, True, cond.FITS, f"{_first_line(plan_status.explanation).rstrip('.') or 'plan chosen'}; "
+                   "the estimate, memory and alternatives are in status.plan.explanation")
     return plan_status
 
 
