@@ -222,6 +222,11 @@ def decide(observed: Observed) -> Decision:
         _converge(observed, ref, old_status, decision)
     except _Stop:
         pass
+    if decision.status.replicas is None:  # stopped before the workload: nothing of this spec is ready yet
+        spec = obj.get("spec") or {}
+        auto = spec.get("autoscaling") or {}
+        desired = auto.get("minReplicas", 1) if auto.get("enabled") else spec.get("replicas", 1)
+        decision.status.ready = f"0/{desired}" if isinstance(desired, int) and 0 <= desired <= 1000 else None
     return decision
 
 
