@@ -136,7 +136,7 @@ def test_deleting_a_backend_mid_download_cancels_the_download_and_cleans_up(clus
     obj = wait_for(lambda: (o := current(cluster, namespace, "abandons"))
                    and (condition(o, "ModelReady") or {}).get("reason") == "NoStorageClass" and o,
                    timeout=60, interval=1, what="ModelReady NoStorageClass")
-    assert obj["status"]["phase"] == "Progressing"
+    assert obj["status"]["phase"] == "Progressing", " ".join(f"{c['type']}={c['status']}/{c['reason']}" for c in obj["status"]["conditions"])
 
     cluster.kubectl("delete", "llmb", "abandons", "-n", namespace, "--wait=true")
     # Within one sync period: the download is stopped (its Job suspended, its pod deleted) ...

@@ -30,9 +30,10 @@ def pending_pod(message: str, since: str = STAMP) -> dict[str, Any]:
                  "lastTransitionTime": since}]}}
 
 
-def pass_at(spec: dict[str, Any], now: datetime, **observed: Any):
+def pass_at(spec: dict[str, Any], now: datetime, free_gpus: dict | None = None, **observed: Any):
     live = served(first_pass(spec), ready=0)
-    return decide(Observed(backend(spec), NODES, children=live, now=now, **observed))
+    free = free_gpus if free_gpus is not None else {node.name: 0 for node in NODES}
+    return decide(Observed(backend(spec), NODES, children=live, now=now, free_gpus=free, **observed))
 
 
 GPUS_BUSY = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
@@ -61,9 +62,11 @@ def test_the_default_deadline_is_a_deployments():
     assert conditions(decision)["Degraded"][0] == "False", "a node scale-up takes minutes, not 25 s"
 
 
-def test_a_missing_claim_is_named_as_such_at_once_not_unschedulable():
+def test_a_missing_claim_is_named_as_such_not_unschedulable():
     message = 'persistentvolumeclaim "models" not found'
-    decision = pass_at({"model": MODEL}, T0 + timedelta(seconds=5), pods=[pending_pod(message)])
+    within = pass_at({"model": MODEL}, T0 + timedelta(seconds=5), pods=[pending_pod(message)])
+    assert conditions(within)["Progressing"] == ("True", cond.SERVING_CLAIM_NOT_FOUND), "it may be created a moment later"
+    decision = pass_at({"model": MODEL}, T0 + timedelta(seconds=601), pods=[pending_pod(message)])
     degraded = decision.conditions.get("Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", cond.SERVING_CLAIM_NOT_FOUND)
     assert "create that PersistentVolumeClaim" in degraded["message"] and "spec.scheduling" not in degraded["message"]
@@ -166,3 +169,66 @@ def test_condition_messages_are_one_line_without_doubled_punctuation():
             assert not any(p in c["message"] for p in (".;", ";;", "..", " ;", ";.")), c
     planned = first_pass({"model": MODEL}).conditions.get("Planned")["message"]
     assert planned.startswith("Plan: TP2 x PP1") and "status.plan.explanation" in planned
+
+
+# ---- plans and free capacity ----
+
+BIG = {"preset": "llama-3.1-70b", "source": MODEL["source"]}
+
+
+def six_free_per_node() -> dict[str, int]:
+    return {node.name: 6 for node in NODES}
+
+
+def pending_on_busy_nodes(placement: str | None, free: dict[str, int] | None):
+    spec: dict[str, Any] = {"model": BIG}
+    if placement:
+        spec["planning"] = {"placement": placement}
+    first = first_pass(spec)
+    assert first.status.plan.tensor_parallel == 8, "the best plan for the hardware: TP8 on one DGX node"
+    live = served(first, ready=0)
+    obj = backend(spec, finish_status(first))
+    return decide(Observed(obj, NODES, children=live, pods=[pending_pod(GPUS_BUSY)], now=T0, free_gpus=free))
+
+
+def test_pods_waiting_for_gpus_ask_what_is_free_first():
+    assert pending_on_busy_nodes(None, None).look_up_free_gpus
+
+
+def test_status_says_when_a_runner_up_could_run_on_the_gpus_free_now():
+    decision = pending_on_busy_nodes(None, six_free_per_node())
+    planned = decision.conditions.get("Planned")
+    assert (planned["status"], planned["reason"]) == ("True", cond.RUNNER_UP_RUNNABLE)
+    assert "TP8 x PP1" in planned["message"] and "TP4 x PP1" in planned["message"] and "preferRunnable" in planned["message"]
+    assert decision.status.plan.tensor_parallel == 8, "the default keeps the best plan"
+    assert "TP4 x PP1" in decision.conditions.get("Progressing")["message"]
+    assert ("Normal", cond.RUNNER_UP_RUNNABLE) in [(t, r) for t, r, _ in condition_events(decision.conditions)]
+
+
+def test_prefer_runnable_takes_the_runner_up():
+    decision = pending_on_busy_nodes("preferRunnable", six_free_per_node())
+    assert decision.status.plan.tensor_parallel == 4
+    assert decision.conditions.get("Planned")["reason"] == cond.RUNNABLE_PLAN_CHOSEN
+    (deployment,) = [c for c in decision.apply if c["kind"] == "Deployment"]
+    limits = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == "4", "the workload is rendered for the runner-up in the same pass"
+
+
+def test_no_advice_when_the_gpus_are_free_or_nothing_smaller_fits():
+    all_free = pending_on_busy_nodes("preferRunnable", {node.name: 8 for node in NODES})
+    assert all_free.status.plan.tensor_parallel == 8 and all_free.conditions.get("Planned")["reason"] == cond.FITS
+    none_free = pending_on_busy_nodes("preferRunnable", {node.name: 1 for node in NODES})
+    assert none_free.status.plan.tensor_parallel == 8 and none_free.conditions.get("Planned")["reason"] == cond.FITS
+
+
+def test_gpus_free_counts_what_scheduled_pods_hold():
+    from llmbackend.controller.decide import gpus_free
+
+    def pod(node, gpus, phase="Running", init=0):
+        spec = {"nodeName": node, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+        if init:
+            spec["initContainers"] = [{"resources": {"requests": {"nvidia.com/gpu": str(init)}}}]
+        return {"spec": spec, "status": {"phase": phase}}
+    name = NODES[0].name
+    free = gpus_free([pod(name, 2), pod(name, 1, init=3), pod(name, 8, phase="Succeeded"), pod(None, 8)], NODES)
+    assert free[name] == 3 and free[NODES[1].name] == 8

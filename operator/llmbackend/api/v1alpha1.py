@@ -580,6 +580,20 @@ class ServingSpec(_Model):
     )
 
 
+class Placement(str, Enum):
+    BEST = "best"
+    PREFER_RUNNABLE = "preferRunnable"
+
+
+class PlanningSpec(_Model):
+    placement: Placement = Field(
+        default=Placement.BEST,
+        description="best: the best plan for the hardware, waiting for GPUs if they are busy (status says when a "
+                    "runner-up could run on the GPUs free now). preferRunnable: when the best plan's pods cannot be "
+                    "placed on the GPUs free now but a runner-up's could, take the runner-up.",
+    )
+
+
 class LLMBackendSpec(_Model):
     model: ModelSpec
     engine: EngineSpec = Field(default_factory=EngineSpec, json_schema_extra=lambda s: s.update(default=EngineSpec().dump()))
@@ -588,6 +602,7 @@ class LLMBackendSpec(_Model):
     autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, json_schema_extra=lambda s: s.update(default=AutoscalingSpec().dump()))
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, json_schema_extra=lambda s: s.update(default=SchedulingSpec().dump()))
     serving: ServingSpec = Field(default_factory=ServingSpec, json_schema_extra=lambda s: s.update(default=ServingSpec().dump()))
+    planning: PlanningSpec = Field(default_factory=PlanningSpec, json_schema_extra=lambda s: s.update(default=PlanningSpec().dump()))
 
 
 # ---- status ----

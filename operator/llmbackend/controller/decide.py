@@ -31,11 +31,12 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     LLMBackendStatus,
     ModelStatus,
+    Placement,
     PlanStatus,
 )
 from ..autoscaling.drain import drain_warning
-from ..planning.inventory import GPUNode
-from ..planning.planner import Plan, plan_for_spec, replicas_capacity
+from ..planning.inventory import GPU_RESOURCE, GPUNode
+from ..planning.planner import Plan, free_view, plan_for_spec, replicas_capacity
 from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
 from ..render.multinode import (
@@ -139,6 +140,7 @@ class Observed:
     model_cache: ModelCacheResult | None = None
     hpas: list[dict[str, Any]] | None = None  # the namespace's HPAs; None: not looked at
     now: datetime = field(default_factory=lambda: datetime.now(UTC))  # for deadlines of waits in flight
+    free_gpus: Mapping[str, int] | None = None  # node -> GPUs no pod holds; None: not looked at
 
     @property
     def ref(self) -> BackendRef:
@@ -160,6 +162,8 @@ class Decision:
     # Reads the caches cannot answer that this decision needs: children by (kind, name) and the HPAs.
     look_up: list[tuple[str, str]] = field(default_factory=list)
     look_up_hpas: bool = False
+    look_up_free_gpus: bool = False  # serving pods wait for GPUs: would a runner-up fit the free ones?
+    placement_note: str = ""  # the plan cannot be placed now but a runner-up could (said with the pending pods)
 
 
 class _Stop(Exception):
@@ -254,6 +258,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     status.backend = spec.engine.backend
     fresh = plan_for_spec(spec, observed.nodes)
     plan_status = _plan(observed, spec, fresh, old_status, decision)
+    plan_status = _placement(observed, spec, plan_status, decision)
     _require_apis(observed, spec, plan_status, decision)
 
     same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
@@ -458,6 +463,64 @@ def _plan(observed: Observed, spec: LLMBackendSpec, fresh: Plan, old_status: dic
     return plan_status
 
 
+def gpus_free(pods: list[dict[str, Any]], nodes: list[GPUNode]) -> dict[str, int]:
+    """GPUs of each node that no running or scheduled pod holds (a pod holds the larger of its containers' sum
+    and its largest init container, as the scheduler counts)."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            continue
+
+        def gpus(container: dict[str, Any]) -> int:
+            resources = container.get("resources") or {}
+            value = (resources.get("requests") or {}).get(GPU_RESOURCE) or (resources.get("limits") or {}).get(GPU_RESOURCE)
+            try:
+                return int(str(value or 0))
+            except ValueError:
+                return 0
+        held = max(sum(gpus(c) for c in spec.get("containers") or []),
+                   max((gpus(c) for c in spec.get("initContainers") or []), default=0))
+        used[spec["nodeName"]] = used.get(spec["nodeName"], 0) + held
+    return {node.name: max(node.gpu_count - used.get(node.name, 0), 0) for node in nodes}
+
+
+def _placement(observed: Observed, spec: LLMBackendSpec, plan_status: PlanStatus, decision: Decision) -> PlanStatus:
+    """When the plan's serving pods wait for GPUs that other pods hold: say whether a runner-up could run on the
+    GPUs free now, and take it with spec.planning.placement preferRunnable (the default keeps the best plan)."""
+    if plan_status.nodes_per_replica != 1:
+        return plan_status
+    problem = _pod_problem(observed, observed.ref)
+    if problem is None or problem.reason != cond.UNSCHEDULABLE:
+        return plan_status
+    if observed.free_gpus is None:
+        decision.look_up_free_gpus = True  # reconcile lists the pods that hold GPUs, then asks again
+        raise _Stop
+    free_now = free_view(observed.nodes, observed.free_gpus)
+    most_free = max((n.gpu_count for n in free_now if n.product == plan_status.gpu_product), default=0)
+    if most_free >= plan_status.gpus_per_replica:
+        return plan_status  # GPUs enough are free: the pods wait for something else
+    runnable = plan_for_spec(spec, free_now)
+    # A runner-up on one node per replica only: one spread over nodes' leftovers is slower and needs LeaderWorkerSet.
+    if not runnable.fits or runnable.nodes_per_replica != 1 or (runnable.tensor_parallel, runnable.pipeline_parallel, runnable.gpu_product) == (
+            plan_status.tensor_parallel, plan_status.pipeline_parallel, plan_status.gpu_product):
+        return plan_status
+    note = (f"the plan TP{plan_status.tensor_parallel} x PP{plan_status.pipeline_parallel} ({plan_status.gpus_per_replica} "
+            f"GPUs per replica) cannot be placed on the GPUs free now (at most {most_free} free on a "
+            f"{plan_status.gpu_product} node), while TP{runnable.tensor_parallel} x PP{runnable.pipeline_parallel} "
+            f"({runnable.gpus_per_replica} GPUs on {runnable.gpu_product}) could run now")
+    if spec.planning.placement == Placement.PREFER_RUNNABLE:
+        chosen = plan_status_from(runnable, plan_status.input_hash or spec_hash(spec))
+        decision.status.plan = chosen
+        decision.conditions.set(PLANNED, True, cond.RUNNABLE_PLAN_CHOSEN,
+                                f"{note}: taken, as spec.planning.placement is preferRunnable; "
+                                f"{_first_line(runnable.explanation)}")
+        return chosen
+    decision.placement_note = f"{note}; set spec.planning.placement: preferRunnable to take it, or wait for GPUs"
+    decision.conditions.set(PLANNED, True, cond.RUNNER_UP_RUNNABLE, decision.placement_note)
+    return plan_status
+
+
 def _sticky_plan(old_status: dict[str, Any], input_hash: str, conditions: Conditions) -> PlanStatus | None:
     old_plan = old_status.get("plan")
     if old_plan and old_plan.get("inputHash") == input_hash and conditions.is_true(PLANNED):
@@ -619,6 +682,8 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
                     "lower the replicas (or maxReplicas) or add GPU nodes")
     if not rolled_out and want > 0:
         problem = _pod_problem(observed, ref)
+        if problem is not None and decision.placement_note:
+            problem = dataclasses.replace(problem, message=f"{problem.message}; {decision.placement_note}")
         if problem is not None and problem.since is not None:  # waiting on the scheduler: progress until the deadline
             deadline = spec.serving.progress_deadline_seconds
             left = seconds_left(problem.since, observed.now, deadline)
@@ -660,13 +725,13 @@ class PodProblem:
 
 
 def unschedulable_problem(pod_name: str, message: str, since: str | None) -> PodProblem:
-    """The scheduler's words mapped to the fix: a missing claim needs a person at once; an unbound claim or
-    nodes that do not fit (yet) are waits bounded by the progress deadline."""
+    """The scheduler's words mapped to the fix. Each is a wait bounded by the progress deadline: a claim may be
+    created a moment later (a GitOps sync, the scheduler's cache catching up), a volume bound, nodes added."""
     words = message.lower()
     if "persistentvolumeclaim" in words and "not found" in words:
         return PodProblem(cond.SERVING_CLAIM_NOT_FOUND,
                           f"pod {pod_name}: {message}; create that PersistentVolumeClaim in this namespace, or fix "
-                          "spec.model.source.pvc.claimName")
+                          "spec.model.source.pvc.claimName", since, waiting_reason=cond.SERVING_CLAIM_NOT_FOUND)
     if "unbound" in words and "persistentvolumeclaim" in words:
         return PodProblem(cond.SERVING_CLAIM_NOT_BOUND,
                           f"pod {pod_name}: {message}; no volume is bound to its claim: check the claim's StorageClass "
