@@ -3,14 +3,16 @@
 #
 #   docker build -t ghcr.io/llmbackend/operator:0.1.0 .
 #
+# The tag is the package version (operator/llmbackend/__init__.py), which the Helm chart's appVersion and the
+# kustomize bundle also carry; docs/release.md is the release procedure.
 # NOTE: not built in this repository's CI/dev environment -- there is no Docker/container engine
-# there. The manifests (manifests/default) reference ghcr.io/llmbackend/operator:0.1.0; override
-# with kustomize `images:` after building and pushing your own.
+# there. The chart and manifests/default reference ghcr.io/llmbackend/operator:0.1.0; override
+# with the chart's image.repository/image.tag or kustomize `images:` after building and pushing your own.
 
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml ./
+COPY pyproject.toml README.md LICENSE ./
 COPY operator ./operator
 # Install into an isolated prefix that the runtime stage copies as a whole.
 RUN python -m venv /opt/llmbackend \

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEVTOOLS := PYTHONPATH=$(CURDIR)/dev$(if $(PYTHONPATH),:$(PYTHONPATH)) $(PY)
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup demo lint test unit e2e tools prometheus openmpi moto crd bench down clean
+.PHONY: setup demo lint test unit e2e tools prometheus openmpi moto crd chart docs bench down clean
 
 setup: $(VENV)/.installed
 
@@ -14,12 +14,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install $(PIP_FLAGS) -e '.[test]'
 	touch $@
 
-# Control-plane binaries (etcd, kube-apiserver, ...) and Argo CD's health evaluator (tests/argocd) built once from
-# the Go module proxy into ~/.cache/llmbackend.
+# Control-plane binaries (etcd, kube-apiserver, ...), Argo CD's health evaluator (tests/argocd), the LWS controller
+# and Helm (the chart tests) built once from the Go module proxy into ~/.cache/llmbackend.
 tools: setup
 	$(DEVTOOLS) -m devcluster.build
 	$(PY) tests/argocd/argocd_health.py
 	$(DEVTOOLS) -m devcluster.lws
+	$(DEVTOOLS) -m devcluster.helm
 
 # Debian's Prometheus for the autoscaling tests (installed when missing and we are root; otherwise those tests skip).
 prometheus:
@@ -60,6 +61,16 @@ e2e: tools prometheus openmpi moto
 crd: setup
 	$(VENV)/bin/llmbackend crd > crds/llmbackend.yaml
 	$(VENV)/bin/llmbackend crd --reference > docs/configuration.md
+	$(MAKE) chart docs
+
+# The Helm chart's generated parts (Chart.yaml version, CRD, RBAC, monitoring, dashboard) from their sources:
+# run after changing the version, the API, manifests/default/rbac.yaml, manifests/monitoring or the dashboard.
+chart: setup
+	$(DEVTOOLS) -m devcluster.chart
+
+# Generated docs: the preset catalog and the troubleshooting table of condition reasons.
+docs: setup
+	$(DEVTOOLS) -m devcluster.docsgen
 
 bench: tools
 	$(PY) benchmarks/plan_bench.py

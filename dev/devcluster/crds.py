@@ -22,12 +22,21 @@ THIRD_PARTY_CRDS: dict[str, tuple[str, str, str]] = {
                       "config/crd/bases/inference.networking.k8s.io_inferencepools.yaml"),
     "ScaledObject": ("github.com/kedacore/keda/v2", "v2.21.0", "config/crd/bases/keda.sh_scaledobjects.yaml"),
 }
+# The Prometheus Operator's CRDs (monitoring.coreos.com/v1): the PodMonitor the operator renders per backend and the
+# ServiceMonitor and PrometheusRule of manifests/monitoring. Kept apart from THIRD_PARTY_CRDS: a served PrometheusRule
+# changes what the operator renders for modes hpa and keda, which tests/e2e/test_gateway_keda.py does not expect.
+_PROMETHEUS_OPERATOR = ("github.com/prometheus-operator/prometheus-operator", "v0.85.0")
+MONITORING_CRDS: dict[str, tuple[str, str, str]] = {
+    kind: (*_PROMETHEUS_OPERATOR, f"example/prometheus-operator-crd/monitoring.coreos.com_{plural}.yaml")
+    for kind, plural in (("PodMonitor", "podmonitors"), ("ServiceMonitor", "servicemonitors"),
+                         ("PrometheusRule", "prometheusrules"))
+}
 GO_LOCK = "/tmp/llmb-go.lock"
 
 
 def crd_file(kind: str) -> Path:
     """Path of the cached CRD for `kind`, downloading its module once."""
-    module, version, inner = THIRD_PARTY_CRDS[kind]
+    module, version, inner = {**THIRD_PARTY_CRDS, **MONITORING_CRDS}[kind]
     target = cache_root() / "crds" / f"{module.replace('/', '_')}@{version}" / Path(inner).name
     if target.exists():
         return target

@@ -1,4 +1,4 @@
-"""The `llmbackend` command: the operator and its tools (run, crd, plan, render, hpa-rules, topology reporter).
+"""The `llmbackend` command: the operator and its tools (run, crd, presets, plan, render, hpa-rules, topology reporter).
 
 The local dev cluster and the demo are a tool of this repository, not of the operator: `python -m devcluster`
 (dev/devcluster)."""
@@ -13,7 +13,7 @@ import sys
 # the registered parser sets `func(args) -> int`.
 SUBCOMMAND_MODULES = [
     "llmbackend.api.crdgen",
-    "llmbackend.planning.cli",
+    "llmbackend.api.presets_cli",
     "llmbackend.controller.run",
     "llmbackend.planning.topology_reporter",
     "llmbackend.render.cli",

@@ -215,7 +215,7 @@ SCENARIOS = {
                         {"PrometheusRule", "InferencePool"}),
     "keda": (NODES, {"model": MODEL, "autoscaling": {"enabled": True, "mode": "keda", "prometheus": PROMETHEUS}},
              {"ScaledObject", "PrometheusRule"}),
-    "replicas-2": (NODES, {"model": MODEL, "replicas": 2}, set()),
+    "replicas-2": (NODES, {"model": MODEL, "replicas": 2}, {"PodMonitor"}),
     "scale-to-zero": (NODES, {"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 0}}, set()),
     "gb200-clique": (_gb200_nodes(), {"model": {"preset": "llama-3.1-405b", "source": MODEL["source"]}},
                      {"LeaderWorkerSet", "ComputeDomain"}),

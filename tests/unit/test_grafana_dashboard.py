@@ -1,6 +1,6 @@
-"""manifests/grafana/dashboard.json: a well-formed Grafana dashboard whose llmbackend_* metrics are
-the ones the operator exports (llmbackend.autoscaling.metrics.REGISTRY) and whose Triton metrics
-are the ones the autoscaler reads (llmbackend.autoscaling.ratio)."""
+"""manifests/grafana/dashboard.json and manifests/monitoring/alerts.yaml: every series they name is one the operator
+exports (llmbackend.autoscaling.metrics.REGISTRY) or the serving models export (api/engine_metrics.py), with the
+labels those series carry; the dashboard's variables come from a series every backend has."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "manifests" / "grafana" / "dashboard.json"
+ALERTS = ROOT / "manifests" / "monitoring" / "alerts.yaml"
 
-_LLMB = re.compile(r"\bllmbackend_[a-z0-9_]*[a-z0-9]")
-_TRITON = re.compile(r"\bnv_[a-z0-9_]*[a-z0-9]")
 # metric{...} selectors: name and the label names used in the braces
 _SELECTOR = re.compile(r"\b((?:llmbackend|nv)_[a-z0-9_]+)\s*\{([^}]*)\}")
 _LABEL = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
@@ -89,40 +88,126 @@ def test_datasource_template_variable(dashboard):
 def test_required_panels_present(dashboard):
     exprs = "\n".join(_exprs(dashboard))
     for needle in (
-        "llmbackend_backend_queue_compute_ratio",
-        "nv_inference_queue_duration_us",
-        "nv_inference_compute_infer_duration_us",
+        "llmbackend_backend_condition",
+        "llmbackend_backend_ready_replicas",
         "llmbackend_backend_desired_replicas",
-        "llmbackend_backend_replicas",
+        "llmbackend_backend_autoscaling_signal",
+        "llmbackend_backend_queue_compute_ratio",
+        "rate(llmbackend_engine_queue_duration_us",
+        "rate(llmbackend_engine_compute_duration_us",
+        "llmbackend_engine_request_duration_seconds_bucket",
+        "llmbackend_engine_requests_failed",
+        'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction"',
+        'nv_trt_llm_request_metrics{request_type="waiting"',
         "rate(llmbackend_reconcile_errors_total[5m])",
         "histogram_quantile(0.99, sum by (le) (rate(llmbackend_reconcile_duration_seconds_bucket[5m])))",
-        "nv_inference_pending_request_count",
-        "nv_trt_llm_kv_cache_block_metrics",
     ):
         assert needle in exprs, needle
+    assert "nv_inference_queue_duration_us" not in exprs, "Triton's own queue counters read ~0 on LLM models"
 
 
-def test_llmbackend_metrics_are_exported_by_the_operator(dashboard):
-    exported = _exported()
-    used = {m for e in _exprs(dashboard) for m in _LLMB.findall(e)}
-    # template variable queries count too
-    used |= {m for v in dashboard["templating"]["list"] for m in _LLMB.findall(json.dumps(v.get("query", "")))}
-    assert used, "the dashboard uses no operator metric"
-    unknown = used - set(exported)
-    assert not unknown, f"not exported by llmbackend.autoscaling.metrics: {sorted(unknown)}; exported: {sorted(exported)}"
+# ---- every series named is exported, by the operator or by the serving models ----
+
+_PROMQL_WORDS = {
+    "sum", "max", "min", "avg", "count", "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
+    "unless", "bool", "offset", "rate", "irate", "increase", "histogram_quantile", "clamp_min", "clamp_max",
+    "avg_over_time", "max_over_time", "label_values", "abs", "topk", "inf", "nan",
+}
 
 
-def test_selector_labels_exist_on_operator_metrics(dashboard):
-    exported = _exported()
+def series_names(expr: str) -> set[str]:
+    """Metric names a PromQL expression (or a Grafana label_values query) reads."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)                          # strings (label values)
+    text = re.sub(r"\{[^}]*\}", "{}", text)                                     # label matchers
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)  # label lists
+    text = re.sub(r"\[[^\]]*\]", "", text)                                       # range durations
+    text = re.sub(r"label_values\(([^,()]*(?:\{\})?)\s*,\s*\w+\)", r"\1", text)  # label_values(series, label)
+    names = set(re.findall(r"(?<![\w.$:])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![\w:])(?!\s*\()", text))
+    return {n for n in names if n not in _PROMQL_WORDS and not re.fullmatch(r"\d+\w*", n)}
+
+
+def _served_series() -> dict[str, set[str]]:
+    """Series the serving pods export (api/engine_metrics.py SERVED_SERIES) -> their labels, as scraped through the
+    backend's PodMonitor (render/monitoring.py adds `name`; the Prometheus Operator adds namespace, pod, ...)."""
+    from llmbackend.api.engine_metrics import SERVED_SERIES
+    from llmbackend.render import monitoring
+
+    target = {"namespace", "pod", "container", "endpoint", "job", "instance", monitoring.BACKEND_NAME_LABEL}
+    out: dict[str, set[str]] = {}
+    for name, (kind, labels, _) in SERVED_SERIES.items():
+        if kind == "histogram":
+            out.update({name + "_sum": target | set(labels), name + "_count": target | set(labels),
+                        name + "_bucket": target | set(labels) | {"le"}})
+        else:
+            out[name] = target | set(labels)
+    return out
+
+
+def _label_values() -> dict[tuple[str, str], set[str]]:
+    """Label values the serving models export: (series, label) -> values."""
+    from llmbackend.api import engine_metrics as em
+
+    return {(em.REQUEST_GAUGE, "request_type"): set(em.REQUEST_TYPES), (em.KV_GAUGE, "kv_cache_block_type"): set(em.KV_TYPES)}
+
+
+def _alert_exprs() -> list[str]:
+    import yaml
+
+    (rule,) = [d for d in yaml.safe_load_all(ALERTS.read_text()) if d]
+    return [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
+
+
+def _all_queries(dashboard: dict) -> list[str]:
+    variables = [v["query"]["query"] for v in dashboard["templating"]["list"] if isinstance(v.get("query"), dict)]
+    return _exprs(dashboard) + variables + _alert_exprs()
+
+
+def test_series_names_are_read_from_promql():
+    assert series_names('sum by (namespace, name) (rate(a_total{x="y{z}"}[5m])) / clamp_min(b, 1)') == {"a_total", "b"}
+    assert series_names('label_values(c{namespace=~"$namespace"}, name)') == {"c"}
+    assert series_names("x > 0.95 and on (namespace, name) y >= z") == {"x", "y", "z"}
+
+
+def test_every_series_is_exported_by_the_operator_or_the_serving_models(dashboard):
+    known = {**_exported(), **_served_series()}
+    for expr in _all_queries(dashboard):
+        unknown = series_names(expr) - set(known)
+        assert not unknown, f"{expr!r} reads {sorted(unknown)}, which neither the operator nor the serving models export"
+
+
+def test_selectors_use_labels_and_values_the_series_carry(dashboard):
+    known = {**_exported(), **_served_series()}
+    values = _label_values()
+    for expr in _all_queries(dashboard):
+        for name, body in _SELECTOR.findall(expr):
+            labels = set(_LABEL.findall(body))
+            assert labels <= known[name], f"{name} carries {sorted(known[name])}; {expr!r} selects on {sorted(labels)}"
+            for label, value in re.findall(r'(\w+)\s*=\s*"([^"$]*)"', body):
+                if (name, label) in values:
+                    assert value in values[(name, label)], f"{name}{{{label}={value!r}}}: not an exported value"
+
+
+def test_variables_come_from_a_series_every_backend_has(dashboard):
+    """The variables' series is written from every backend's status, autoscaled or not (controller/reconcile.py)."""
+    from llmbackend.autoscaling import metrics
+    from llmbackend.controller.reconcile import export_status_metrics
+
+    variables = {v["name"]: v["query"]["query"] for v in dashboard["templating"]["list"] if v["name"] in ("namespace", "backend")}
+    (series,) = {n for q in variables.values() for n in series_names(q)}
+    obj = {"metadata": {"namespace": "var-ns", "name": "plain"}, "spec": {}}  # no autoscaling, no scrape
+    export_status_metrics(obj, {"conditions": [{"type": "Available", "status": "False", "reason": "ReplicasNotReady"}]})
+    try:
+        samples = [s for f in metrics.REGISTRY.collect() for s in f.samples if s.name == series]
+        assert any(s.labels.get("namespace") == "var-ns" and s.labels.get("name") == "plain" for s in samples)
+    finally:
+        metrics.forget_backend("var-ns", "plain")
+
+
+def test_engine_panels_select_the_label_the_pod_monitor_writes(dashboard):
+    from llmbackend.render import monitoring
+
+    served = _served_series()
     for expr in _exprs(dashboard):
         for name, body in _SELECTOR.findall(expr):
-            if name in exported and exported[name]:
-                labels = set(_LABEL.findall(body))
-                assert labels <= exported[name], f"{name} has labels {sorted(exported[name])}, dashboard uses {sorted(labels)}"
-
-
-def test_triton_metrics_are_the_ones_the_autoscaler_reads(dashboard):
-    ratio = pytest.importorskip("llmbackend.autoscaling.ratio")
-    known = {getattr(ratio, n) for n in dir(ratio) if n.endswith("_METRIC") and isinstance(getattr(ratio, n), str)}
-    used = {m for e in _exprs(dashboard) for m in _TRITON.findall(e)}
-    assert used and used <= known, f"unknown Triton metrics: {sorted(used - known)}"
+            if name in served:
+                assert f'{monitoring.BACKEND_NAME_LABEL}=~"$backend"' in body, expr

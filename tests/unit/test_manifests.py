@@ -136,6 +136,6 @@ def test_topology_reporter_daemonset(bundle):
 
 def test_monitoring_and_grafana_render():
     kinds = {d["kind"] for d in _render(ROOT / "manifests" / "monitoring")}
-    assert kinds == {"ServiceMonitor"}
+    assert kinds == {"ServiceMonitor", "PrometheusRule"}
     (cm,) = _render(ROOT / "manifests" / "grafana")
     assert cm["kind"] == "ConfigMap" and cm["metadata"]["labels"]["grafana_dashboard"] == "1"

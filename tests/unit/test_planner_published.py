@@ -1,6 +1,6 @@
 """Published plans: NVIDIA's NIM latency/throughput profiles and TensorRT-LLM's performance docs, reproduced.
 
-Each case is one row of the README's "Published plans" table (checked below); the nodes are GFD-labelled
+Each case is one row of docs/planner.md's "Published plans" table (checked below); the nodes are GFD-labelled
 fixtures or managed-cloud nodes without GFD (instance-type / accelerator labels only), built here.
 Architectures not in the catalog (MoE with expert counts, MLA) are built in this file from the models'
 config.json figures.
@@ -165,11 +165,11 @@ def test_table_has_the_required_kinds_of_rows():
 
 
 def test_readme_table_matches():
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "planner.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in readme.splitlines()
             if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
     for case in CASES:
-        assert case.id in rows, f"README published-plans row {case.id} missing"
+        assert case.id in rows, f"docs/planner.md published-plans row {case.id} missing"
         assert f"**{case.expect}**" in rows[case.id], rows[case.id]
 
 

@@ -22,7 +22,10 @@ EXPECTED = {
     "llama-3.1-405b-multinode.yaml",
     "mistral-7b-vllm.yaml",
     "custom-architecture.yaml",
+    "llama-3.1-8b-hf.yaml",
 }
+# Samples with neither preset nor architecture are planned from a local copy of their config.json (offline).
+CHECKPOINTS = {"llama-3.1-8b-hf.yaml": ROOT / "tests" / "fixtures" / "checkpoints" / "llama-3.1-8b"}
 
 
 def _load(path: Path) -> dict:
@@ -32,7 +35,8 @@ def _load(path: Path) -> dict:
 
 
 def _plan(path: Path, capsys) -> tuple[int, dict]:
-    rc = main(["plan", "-f", str(path), "--nodes", str(NODES), "-o", "json"])
+    checkpoint = ["--checkpoint", str(CHECKPOINTS[path.name])] if path.name in CHECKPOINTS else []
+    rc = main(["plan", "-f", str(path), "--nodes", str(NODES), "-o", "json", *checkpoint])
     return rc, json.loads(capsys.readouterr().out)
 
 
@@ -48,7 +52,9 @@ def test_sample_validates(path):
     backend = LLMBackend.model_validate(doc)
     spec = backend.spec
     # The CRD's CEL rules (x-kubernetes-validations) that pydantic does not enforce:
-    assert (spec.model.preset is None) != (spec.model.architecture is None), "exactly one of preset/architecture"
+    assert spec.model.preset is None or spec.model.architecture is None, "at most one of preset/architecture"
+    if spec.model.preset is None and spec.model.architecture is None:  # read from the source's config.json
+        assert spec.model.source is not None and spec.model.source.uri and path.name in CHECKPOINTS
     if spec.model.source is not None:
         assert (spec.model.source.pvc is None) != (spec.model.source.uri is None), "exactly one of pvc/uri"
     assert spec.engine.max_input_len < spec.engine.max_seq_len
@@ -84,6 +90,8 @@ def test_samples_match_their_descriptions():
     assert s405.engine.quantization == "bf16" and s405.parallelism.is_auto
     assert docs["mistral-7b-vllm.yaml"].engine.backend == "vllm"
     assert docs["custom-architecture.yaml"].model.architecture is not None
+    hf = docs["llama-3.1-8b-hf.yaml"].model
+    assert hf.source.uri == "hf://meta-llama/Llama-3.1-8B-Instruct" and hf.preset is None and hf.architecture is None
 
 
 def test_plan_cli_entry_point_exit_code():

@@ -79,6 +79,19 @@ PRESET_FIXTURES: dict[str, str] = {
 }
 
 
+# The Hugging Face repository each fixture's config.json comes from (tests/fixtures/checkpoints/SOURCES.md; a unit
+# test checks they agree): `llmbackend presets` shows it as the hf:// source of the preset.
+FIXTURE_HUB_REPOS: dict[str, str] = {
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-70b": "meta-llama/Llama-3.1-70B-Instruct",
+    "llama-3.1-405b": "meta-llama/Llama-3.1-405B-Instruct",
+    "llama-4-scout-17b-16e": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "qwen3-32b": "Qwen/Qwen3-32B", "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B", "gpt-oss-120b": "openai/gpt-oss-120b",
+    "gemma-3-27b": "google/gemma-3-27b-it", "mistral-small-24b-2501": "mistralai/Mistral-Small-24B-Instruct-2501",
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-Instruct-v0.1", "qwen2.5-72b": "Qwen/Qwen2.5-72B-Instruct",
+    "mistral-7b-v0.3": "mistralai/Mistral-7B-Instruct-v0.3",
+}
+
+
 class UnknownPresetError(ValueError):
     pass
 
@@ -90,4 +103,7 @@ def resolve_architecture(model: ModelSpec) -> ModelArchitecture:
     if model.preset in PRESETS:
         return PRESETS[model.preset]
     known = ", ".join(sorted(PRESETS))
-    raise UnknownPresetError(f"unknown model preset {model.preset!r}; known presets: {known}")
+    if model.preset is None:
+        raise UnknownPresetError("spec.model has neither preset nor architecture (and no checkpoint was read); "
+                                 f"known presets (`llmbackend presets`): {known}")
+    raise UnknownPresetError(f"unknown model preset {model.preset!r}; known presets (`llmbackend presets`): {known}")

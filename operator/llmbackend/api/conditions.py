@@ -73,6 +73,8 @@ KEDA_NOT_INSTALLED = "KEDANotInstalled"
 """autoscaling.mode keda and KEDA's ScaledObject CRD is not served here."""
 COMPUTE_DOMAIN_NOT_INSTALLED = "ComputeDomainNotInstalled"
 """Tensor parallelism spans nodes of a multi-node NVLink clique and NVIDIA's ComputeDomain API is not served here."""
+INVALID_POD_TEMPLATE = "InvalidPodTemplate"
+"""spec.serving.podTemplate sets a label, annotation, env name, volume name or mount path the operator sets itself."""
 
 # ---- event reasons (no condition) ----
 

@@ -59,3 +59,29 @@ ACTIVATOR_HELD_METRIC = "llmbackend_activator_requests_held"
 # the adapter renames it without colons for the custom metrics API (see render/hpa.py).
 RECORDING_RULE_NAME = "llmbackend:engine_queue_compute:ratio"
 HPA_METRIC_NAME = "llmbackend_engine_queue_compute_ratio"
+
+# Every series of the serving pods that the operator, its dashboard (manifests/grafana) or its alert rules
+# (manifests/monitoring) read: name -> (Prometheus type, labels, meaning). docs/monitoring.md is generated from it.
+SERVED_SERIES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    ENGINE_QUEUE_METRIC: ("counter", ("model", "version"),
+                          "Microseconds finished requests waited in the engine's queue (first scheduled - arrival)."),
+    ENGINE_COMPUTE_METRIC: ("counter", ("model", "version"),
+                            "Microseconds finished requests were computed (last token - first scheduled)."),
+    ENGINE_REQUESTS_METRIC: ("counter", ("model", "version"), "Requests the engine finished."),
+    ENGINE_FAILURES_METRIC: ("counter", ("model", "version"), "Requests that failed in the engine."),
+    ENGINE_REQUEST_SECONDS_METRIC: ("histogram", ("model", "version"),
+                                    "Seconds from arrival to last token of each finished request (buckets "
+                                    + ", ".join(f"{b:g}" for b in ENGINE_REQUEST_SECONDS_BUCKETS) + ")."),
+    REQUEST_GAUGE: ("gauge", ("model", "version", "request_type"),
+                    "Requests in the engine by request_type: " + ", ".join(REQUEST_TYPES)
+                    + " (max: batch slots, maxBatchSize)."),
+    KV_GAUGE: ("gauge", ("model", "version", "kv_cache_block_type"),
+               "KV-cache blocks by kv_cache_block_type: " + ", ".join(KV_TYPES) + " (fraction: used / max)."),
+    VLLM_WAITING_GAUGE: ("gauge", ("model", "version"), "vLLM backends: requests waiting (the Inference Extension reads it)."),
+    VLLM_RUNNING_GAUGE: ("gauge", ("model", "version"), "vLLM backends: requests running."),
+    VLLM_KV_USAGE_GAUGE: ("gauge", ("model", "version"), "vLLM backends: KV-cache usage, 0-1."),
+    TRITON_QUEUE_METRIC: ("counter", ("model", "version"), "Triton's own queue time (~0 for decoupled LLM models)."),
+    TRITON_COMPUTE_METRIC: ("counter", ("model", "version"), "Triton's own compute time (~0 for decoupled LLM models)."),
+    TRITON_SUCCESS_METRIC: ("counter", ("model", "version"), "Triton's successful inference requests."),
+    TRITON_PENDING_METRIC: ("gauge", ("model", "version"), "Triton's pending requests."),
+}

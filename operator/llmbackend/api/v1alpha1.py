@@ -557,6 +557,296 @@ class SchedulingSpec(_Model):
     multi_node: MultiNodeSpec | None = Field(default=None, description="Replicas that span nodes (LeaderWorkerSet groups).")
 
 
+# ---- serving pod passthrough (spec.serving.podTemplate) ----
+# The operator's own label and annotation prefixes: the serving pods' selector, hashes and LeaderWorkerSet's group
+# bookkeeping live under them, so a podTemplate may not set keys there (render/podtemplate.py also refuses any other
+# key, env name, volume name or mount path the operator itself sets on a pod).
+RESERVED_KEY_PREFIXES = (f"{GROUP}/", "leaderworkerset.sigs.k8s.io/")
+# Annotations that loosen a container's confinement (AppArmor's and the pre-1.27 seccomp keys): the pods' security
+# settings are the operator's, so a podTemplate may not set them.
+SECURITY_ANNOTATION_PREFIXES = ("container.apparmor.security.beta.kubernetes.io/", "seccomp.security.alpha.kubernetes.io/")
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Absolute path without '..' segments or characters that need quoting.
+MOUNT_PATH_PATTERN = r"^/[A-Za-z0-9._\-/]*$"
+RELATIVE_PATH_PATTERN = r"^[A-Za-z0-9._\-][A-Za-z0-9._\-/]*$"
+_NO_DOTDOT: dict[str, Any] = {"rule": "!self.matches('(^|/)[.][.](/|$)')", "message": "must not contain '..' segments"}
+
+
+def _exactly_one(*fields: str) -> dict[str, Any]:
+    """CEL rule: exactly one of these (camelCase) fields is set."""
+    listed = ", ".join(f"has(self.{f})" for f in fields)
+    return {"rule": f"[{listed}].filter(x, x).size() == 1", "message": f"set exactly one of {', '.join(fields)}"}
+
+
+def _check_exactly_one(model: BaseModel, *fields: str) -> None:
+    """The Python side of _exactly_one (snake_case attribute names)."""
+    if sum(getattr(model, f) is not None for f in fields) != 1:
+        raise ValueError("set exactly one of " + ", ".join(to_camel(f) for f in fields))
+
+
+def _no_dotdot(value: str | None) -> str | None:
+    if value is not None and ".." in value.split("/"):
+        raise ValueError("must not contain '..' segments")
+    return value
+
+
+def _reserved_keys(value: dict[str, str] | None) -> dict[str, str] | None:
+    for key in value or {}:
+        if key.startswith(RESERVED_KEY_PREFIXES):
+            raise ValueError(f"key {key} is under a prefix the operator owns ({', '.join(RESERVED_KEY_PREFIXES)})")
+    return value
+
+
+_RESERVED_KEYS_RULE: dict[str, Any] = {
+    "rule": "self.all(k, " + " && ".join(f"!k.startsWith('{p}')" for p in RESERVED_KEY_PREFIXES) + ")",
+    "message": "keys under " + " and ".join(RESERVED_KEY_PREFIXES) + " are the operator's",
+}
+_SECURITY_ANNOTATIONS_RULE: dict[str, Any] = {
+    "rule": "self.all(k, " + " && ".join(f"!k.startsWith('{p}')" for p in SECURITY_ANNOTATION_PREFIXES) + ")",
+    "message": "the pods' security settings are the operator's: no keys under " + " or ".join(SECURITY_ANNOTATION_PREFIXES),
+}
+
+
+class LocalObjectReference(_Model):
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN, description="Object in the backend's namespace.")
+
+
+class KeySelector(_Model):
+    """A key of a ConfigMap or Secret in the backend's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
+    key: str = Field(min_length=1, max_length=253, pattern=CONFIG_KEY_PATTERN)
+    optional: bool | None = None
+
+
+class ObjectFieldSelector(_Model):
+    field_path: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._\[\]'/\-]+$",
+                            description="A pod field (downward API), e.g. metadata.name or status.podIP.")
+    api_version: str | None = Field(default=None, max_length=64, pattern=r"^[a-z0-9./]+$")
+
+
+class ResourceFieldSelector(_Model):
+    resource: str = Field(min_length=1, max_length=64, pattern=r"^[a-z.\-]+$", description="e.g. limits.memory.")
+    container_name: str | None = Field(default=None, max_length=63, pattern=DNS_LABEL_PATTERN)
+    divisor: str | None = Field(default=None, pattern=QUANTITY_PATTERN)
+
+
+class EnvVarSource(_Model):
+    secret_key_ref: KeySelector | None = None
+    config_map_key_ref: KeySelector | None = None
+    field_ref: ObjectFieldSelector | None = None
+    resource_field_ref: ResourceFieldSelector | None = None
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        _exactly_one("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef")]})
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVarSource:
+        _check_exactly_one(self, "secret_key_ref", "config_map_key_ref", "field_ref", "resource_field_ref")
+        return self
+
+
+class EnvVar(_Model):
+    """An environment variable of the serving containers (core/v1 EnvVar)."""
+
+    name: str = Field(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN)
+    value: str | None = Field(default=None, max_length=32768)
+    value_from: EnvVarSource | None = None
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": "!(has(self.value) && has(self.valueFrom))", "message": "set value or valueFrom, not both"}]})
+
+    @model_validator(mode="after")
+    def _value_or_source(self) -> EnvVar:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError("set value or valueFrom, not both")
+        return self
+
+
+class EnvSourceReference(_Model):
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
+    optional: bool | None = None
+
+
+class EnvFromSource(_Model):
+    """Every key of a ConfigMap or Secret as environment variables (core/v1 EnvFromSource)."""
+
+    prefix: str | None = Field(default=None, max_length=253, pattern=ENV_NAME_PATTERN)
+    config_map_ref: EnvSourceReference | None = None
+    secret_ref: EnvSourceReference | None = None
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_exactly_one("configMapRef", "secretRef")]})
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvFromSource:
+        _check_exactly_one(self, "config_map_ref", "secret_ref")
+        return self
+
+
+class KeyToPath(_Model):
+    key: str = Field(min_length=1, max_length=253, pattern=CONFIG_KEY_PATTERN)
+    path: str = Field(min_length=1, max_length=1024, pattern=RELATIVE_PATH_PATTERN,
+                      json_schema_extra={"x-kubernetes-validations": [_NO_DOTDOT]})
+    mode: int | None = Field(default=None, ge=0, le=0o777)
+
+    @field_validator("path")
+    @classmethod
+    def _path_stays_inside(cls, value: str) -> str | None:
+        return _no_dotdot(value)
+
+
+class ConfigMapVolume(_Model):
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
+    items: list[KeyToPath] | None = Field(default=None, max_length=64)
+    default_mode: int | None = Field(default=None, ge=0, le=0o777)
+    optional: bool | None = None
+
+
+class SecretVolume(_Model):
+    secret_name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
+    items: list[KeyToPath] | None = Field(default=None, max_length=64)
+    default_mode: int | None = Field(default=None, ge=0, le=0o777)
+    optional: bool | None = None
+
+
+class ClaimVolume(_Model):
+    claim_name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
+    read_only: bool | None = None
+
+
+class EmptyDirVolume(_Model):
+    medium: Literal["", "Memory"] | None = None
+    size_limit: str | None = Field(default=None, pattern=QUANTITY_PATTERN)
+
+
+class CSIVolume(_Model):
+    """An inline CSI volume (e.g. the Secrets Store CSI driver)."""
+
+    driver: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
+    read_only: bool | None = None
+    volume_attributes: dict[
+        Annotated[str, Field(max_length=253, pattern=r"^[A-Za-z0-9._/\-]+$")], Annotated[str, Field(max_length=4096)]
+    ] | None = Field(default=None, max_length=64)
+    node_publish_secret_ref: LocalObjectReference | None = None
+
+
+class Volume(_Model):
+    """An extra volume of the serving pods. Sources: configMap, secret, persistentVolumeClaim, emptyDir, csi
+    (no hostPath or other node-level sources: a backend's pods reach nothing of the node)."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)
+    config_map: ConfigMapVolume | None = None
+    secret: SecretVolume | None = None
+    persistent_volume_claim: ClaimVolume | None = None
+    empty_dir: EmptyDirVolume | None = None
+    csi: CSIVolume | None = None
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        _exactly_one("configMap", "secret", "persistentVolumeClaim", "emptyDir", "csi")]})
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Volume:
+        _check_exactly_one(self, "config_map", "secret", "persistent_volume_claim", "empty_dir", "csi")
+        return self
+
+
+class VolumeMount(_Model):
+    """Where a podTemplate volume is mounted in the serving containers."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN, description="A volume of podTemplate.volumes.")
+    mount_path: str = Field(min_length=2, max_length=1024, pattern=MOUNT_PATH_PATTERN,
+                            json_schema_extra={"x-kubernetes-validations": [_NO_DOTDOT]})
+    sub_path: str | None = Field(default=None, max_length=1024, pattern=RELATIVE_PATH_PATTERN,
+                                 json_schema_extra={"x-kubernetes-validations": [_NO_DOTDOT]})
+    read_only: bool | None = None
+
+    @field_validator("mount_path", "sub_path")
+    @classmethod
+    def _paths_without_parents(cls, value: str | None) -> str | None:
+        return _no_dotdot(value)
+
+
+def _list_map(*keys: str) -> dict[str, Any]:
+    """A list merged by key (server-side apply) whose keys are unique."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+class PodTemplate(_Model):
+    """Fields merged into every serving pod: the Deployment's, or a LeaderWorkerSet's leaders and workers.
+
+    What the operator sets itself wins by refusal, never by silent override: a label or annotation key, env name,
+    volume name or mount path the operator already uses is an error (InvalidPodTemplate) and nothing is applied.
+    env, envFrom and volumeMounts go to the serving containers (Triton and the OpenAI frontend), not to init
+    containers. Scheduling fields (nodeSelector, tolerations, priorityClassName) are under spec.scheduling.
+    """
+
+    labels: dict[
+        Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)],
+        Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)],
+    ] | None = Field(default=None, max_length=64, description="Labels added to the serving pods.",
+                     json_schema_extra={"x-kubernetes-validations": [_RESERVED_KEYS_RULE]})
+    annotations: dict[
+        Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)], Annotated[str, Field(max_length=4096)],
+    ] | None = Field(default=None, max_length=64, description="Annotations added to the serving pods.",
+                     json_schema_extra={"x-kubernetes-validations": [_RESERVED_KEYS_RULE, _SECURITY_ANNOTATIONS_RULE]})
+    image_pull_secrets: list[LocalObjectReference] | None = Field(
+        default=None, max_length=16, json_schema_extra=_list_map("name"),
+        description="Secrets (kubernetes.io/dockerconfigjson) for pulling the serving image from a private registry "
+                    "(e.g. nvcr.io with an NGC API key).")
+    service_account_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_NAME_PATTERN,
+        description="ServiceAccount of the serving pods (its token is not mounted). Multi-node TensorRT-LLM leaders "
+                    "keep the operator's launcher account, which may exec into their workers.")
+    runtime_class_name: str | None = Field(
+        default=None, max_length=253, pattern=DNS_NAME_PATTERN,
+        description="RuntimeClass of the serving pods (e.g. nvidia, where the GPU runtime is not the default).")
+    env: list[EnvVar] | None = Field(default=None, max_length=64, json_schema_extra=_list_map("name"),
+                                     description="Environment variables of the serving containers.")
+    env_from: list[EnvFromSource] | None = Field(
+        default=None, max_length=16, description="ConfigMaps and Secrets whose keys become environment variables.")
+    volumes: list[Volume] | None = Field(default=None, max_length=32, json_schema_extra=_list_map("name"),
+                                         description="Extra volumes of the serving pods.")
+    volume_mounts: list[VolumeMount] | None = Field(
+        default=None, max_length=32, json_schema_extra=_list_map("mountPath"),
+        description="Mounts of those volumes in the serving containers.")
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && "
+                "self.volumes.exists(v, v.name == m.name))",
+        "message": "every volumeMount must name a volume of podTemplate.volumes",
+    }]})
+
+    @field_validator("labels", "annotations")
+    @classmethod
+    def _not_operator_keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return _reserved_keys(value)
+
+    @field_validator("annotations")
+    @classmethod
+    def _no_security_annotations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for key in value or {}:
+            if key.startswith(SECURITY_ANNOTATION_PREFIXES):
+                raise ValueError(f"annotation {key}: the pods' security settings are the operator's")
+        return value
+
+    @model_validator(mode="after")
+    def _mounts_name_volumes(self) -> PodTemplate:
+        names = {v.name for v in self.volumes or []}
+        for mount in self.volume_mounts or []:
+            if mount.name not in names:
+                raise ValueError(f"volumeMount {mount.mount_path} names volume {mount.name}, which podTemplate.volumes "
+                                 "does not have; every volumeMount must name a volume of podTemplate.volumes")
+        for field_name, items, key in (("env", self.env, "name"), ("volumes", self.volumes, "name"),
+                                       ("volumeMounts", self.volume_mounts, "mount_path"),
+                                       ("imagePullSecrets", self.image_pull_secrets, "name")):
+            seen = [getattr(i, key) for i in items or []]
+            if len(seen) != len(set(seen)):
+                raise ValueError(f"{field_name} lists a {to_camel(key)} twice")
+        return self
+
+
 class ServingSpec(_Model):
     """Client-facing endpoints of the serving pods (besides Triton's own HTTP/gRPC)."""
 
@@ -571,6 +861,11 @@ class ServingSpec(_Model):
                     "--exit-timeout-secs; terminationGracePeriodSeconds adds margins), at scale-down and at rollouts. "
                     "Default: maxSeqLen x 60 ms + 30 s, between 60 s and 30 min. status.autoscaling compares it with "
                     "the observed p99 request time. Changing it changes the pod template (the replicas roll).",
+    )
+    pod_template: PodTemplate | None = Field(
+        default=None,
+        description="Labels, annotations, image pull secrets, ServiceAccount, RuntimeClass, env and extra volumes "
+                    "of every serving pod (docs/pod-template.md: what the operator sets may not be overridden).",
     )
     progress_deadline_seconds: int = Field(
         default=600, ge=1, le=86400,

@@ -9,7 +9,7 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    bounds still apply: below ``minReplicas`` (e.g. 0 replicas, no pods, no data)
    go to ``minReplicas``; above ``maxReplicas`` go to ``maxReplicas``.
    With no replica there are no metrics: 0 -> 1 comes from ``waiting_at_zero``
-   (requests held in front of the backend, e.g. by the gateway), see README.
+   (requests held in front of the backend, e.g. by the gateway), see docs/autoscaling.md.
 2. Raw recommendation, as the HPA does with ``AverageValue`` and unready pods:
    ``usage = ratio / target``; ``ready = pods_used`` (pods that contributed,
    at most ``current``), ``unready = current - ready``. Inside the tolerance band

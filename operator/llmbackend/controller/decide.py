@@ -284,7 +284,8 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                                   scaler_mode and "PrometheusRule" in apis, compute_domains, gang,
                                   scaled_objects=not keda_missing,
                                   inference_pool=openai.enabled(spec) and "InferencePool" in apis,
-                                  serving_ready=_serving_ready(observed, ref), operator_image=downloader_image())
+                                  serving_ready=_serving_ready(observed, ref), operator_image=downloader_image(),
+                                  pod_monitor="PodMonitor" in apis)
     except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
         not_served(conditions, exc.reason, str(exc))
         raise _Stop from None

@@ -1,6 +1,12 @@
-"""`llmbackend render`: every object the operator would create for an LLMBackend, offline.
+"""`llmbackend render` and `llmbackend plan`: every object the operator would create for an LLMBackend, and its
+plan, offline.
 
-    llmbackend render -f backend.yaml [--nodes nodes.yaml] [-o yaml|DIR] [--api KIND ...]
+    llmbackend render -f backend.yaml [--nodes nodes.yaml] [-o yaml|DIR] [--api KIND ...] [--checkpoint DIR]
+    llmbackend plan -f backend.yaml [--nodes nodes.yaml] [-o json|text] [--checkpoint DIR]
+
+A model with neither preset nor architecture is read as the operator reads it: the config.json (and safetensors
+index) of its hf:// or s3:// source, over HTTPS (HF_TOKEN / AWS_* from the environment), or of `--checkpoint DIR`,
+a local directory holding the checkpoint's config.json (needed offline, and for pvc sources).
 
 The plan and the objects come from the reconciler's own pure `decide()`, called as on the first pass for a new CR
 (no child exists yet): what you review here is what the controller applies, annotations included. The optional APIs
@@ -23,9 +29,12 @@ from typing import Any
 import yaml
 
 from ..api import conditions as cond
-from ..api.catalog import UnknownPresetError
+from ..api.catalog import PRESETS, UnknownPresetError
+from ..api.checkpoint import CheckpointError, architecture_from_config
 from ..api.v1alpha1 import LLMBackend, PlanStatus
+from ..model_fetch import FetchError, inspect_dir, read_checkpoint
 from ..planning.cli import InputError, _load_yaml_docs, load_backend, node_dicts_from_docs, nodes_from_cluster
+from ..planning.cli import run as run_plan
 from ..planning.inventory import GPUNode, parse_node
 from ..render.workloads import config_map_files
 from .conditions import AVAILABLE, DEGRADED, PLANNED
@@ -100,9 +109,44 @@ def write_directory(out: Path, backend: LLMBackend, result: Preview) -> list[Pat
     return written
 
 
+def with_architecture(backend: LLMBackend, checkpoint: str | None, env: dict[str, str] | None = None) -> LLMBackend:
+    """The backend with spec.model.architecture read from `checkpoint` (a local checkpoint directory) or from its
+    hf:// / s3:// source, when the spec has neither an architecture nor a catalog preset (as the operator does)."""
+    model = backend.spec.model
+    if model.architecture is not None or (model.preset is not None and not checkpoint):
+        return backend  # an unknown preset stays an UnknownPreset error
+    if checkpoint:
+        found = inspect_dir(Path(checkpoint))
+        if "architectureError" in found:
+            raise InputError(f"--checkpoint {checkpoint}: {found['architectureError']}")
+        architecture = found["architecture"]
+    elif model.source and model.source.uri:
+        try:
+            info = read_checkpoint(model.source.uri, endpoint=model.source.endpoint, env=env)
+            architecture = architecture_from_config(
+                info.config, info.index, None if info.index else info.safetensors_bytes or None).dump()
+        except FetchError as exc:
+            raise InputError(f"cannot read the config.json of {model.source.uri}: {exc}; offline, pass --checkpoint "
+                             "DIR (a directory holding the checkpoint's config.json)") from exc
+        except CheckpointError as exc:
+            raise InputError(f"{model.source.uri}: {exc}") from exc
+    else:
+        raise InputError("spec.model has neither preset nor architecture and its source is not a URI: pass "
+                         "--checkpoint DIR (a directory holding the checkpoint's config.json), set spec.model.preset "
+                         f"(`llmbackend presets`: {len(PRESETS)} models) or spec.model.architecture")
+    doc = backend.model_dump(by_alias=True, exclude_none=True, mode="json")
+    doc["spec"]["model"]["architecture"] = architecture
+    doc["spec"]["model"].pop("preset", None)  # the checkpoint's own shape wins over the catalog's
+    return LLMBackend.model_validate(doc)
+
+
+def load_with_architecture(args: argparse.Namespace) -> LLMBackend:
+    return with_architecture(load_backend(args.filename), getattr(args, "checkpoint", None))
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        backend = load_backend(args.filename)
+        backend = load_with_architecture(args)
         raw = node_dicts_from_docs(_load_yaml_docs(args.nodes)) if args.nodes else nodes_from_cluster()
         nodes = [n for n in (parse_node(d) for d in raw) if n is not None]
         apis = DEFAULT_APIS | set(args.api or []) | ({"PrometheusRule"} if args.prometheus_rules else set())
@@ -135,4 +179,28 @@ def register(subparsers: Any) -> None:
                              f"(repeatable; one of {', '.join(sorted(OPTIONAL_APIS))})")
     parser.add_argument("--prometheus-rules", action="store_true",
                         help="the same as --api PrometheusRule (mode hpa/keda also own their recording rule)")
+    parser.add_argument("--checkpoint", metavar="DIR", help=CHECKPOINT_HELP)
     parser.set_defaults(func=run)
+
+    plan = subparsers.add_parser(
+        "plan", help="plan tensor/pipeline parallelism for an LLMBackend",
+        description=run_plan.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plan.add_argument("-f", "--filename", required=True, help="LLMBackend manifest (YAML)")
+    plan.add_argument("--nodes", help="Nodes YAML (NodeList or multi-document); default: the current cluster")
+    plan.add_argument("-o", "--output", choices=["json", "text"], default="json")
+    plan.add_argument("--checkpoint", metavar="DIR", help=CHECKPOINT_HELP)
+    plan.set_defaults(func=lambda args: _plan(args))
+
+
+CHECKPOINT_HELP = ("a local checkpoint directory (config.json, optional model.safetensors.index.json) to read the "
+                   "architecture from instead of the source (offline, or a pvc source)")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    try:
+        backend = load_with_architecture(args)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return run_plan(args, backend)

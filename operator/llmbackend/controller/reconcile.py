@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from ..api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
+from ..autoscaling import metrics
 from ..planning.inventory import Inventory
 from ..render.workloads import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef
 from . import permissions
@@ -208,7 +209,9 @@ class Reconciler:
 
     def _write_status(self, obj: dict[str, Any], decision: Decision) -> None:
         meta = obj["metadata"]
-        patch = merge_patch(obj.get("status") or {}, finish_status(decision))
+        status = finish_status(decision)
+        export_status_metrics(obj, status)
+        patch = merge_patch(obj.get("status") or {}, status)
         if patch:
             try:
                 self.kube.patch_status("LLMBackend", meta["namespace"], meta["name"], patch,
@@ -261,3 +264,14 @@ def _carried_status(obj: dict[str, Any]) -> LLMBackendStatus:
         status = LLMBackendStatus()
     status.observed_generation = obj["metadata"].get("generation")  # the conditions speak of this generation
     return status
+
+
+def export_status_metrics(obj: dict[str, Any], status: dict[str, Any]) -> None:
+    """The per-backend series every backend has (conditions, replicas), from the status this pass writes."""
+    spec = obj.get("spec") or {}
+    autoscaled = bool((spec.get("autoscaling") or {}).get("enabled"))
+    desired = (status.get("autoscaling") or {}).get("desiredReplicas")
+    if desired is None and not autoscaled:
+        desired = spec.get("replicas", 1)
+    metrics.set_backend_status(obj["metadata"]["namespace"], obj["metadata"]["name"], status.get("conditions") or [],
+                               status.get("replicas"), status.get("readyReplicas"), desired)

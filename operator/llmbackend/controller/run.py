@@ -300,7 +300,7 @@ class Operator:
             extra["inFlight"] = f"{decision.engine.in_flight:g}/{decision.engine.slots_per_replica * (reading.pods_used or 0):g}"
             extra["forecastInFlight"] = f"{decision.engine.forecast:.1f}"
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
-                            replicas=target.current_replicas)
+                            replicas=target.current_replicas, signal=reading.signal)
         new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
                             decision.state.last_scale_time_rfc3339(), extra, reading.request_p99_s)
         with self.state.lock:

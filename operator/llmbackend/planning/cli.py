@@ -85,9 +85,15 @@ def nodes_from_cluster() -> list[dict]:
         raise InputError(f"cannot list nodes from the cluster: {exc.__class__.__name__}: {exc}".splitlines()[0]) from exc
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, backend: LLMBackend | None = None) -> int:
+    """Plan an LLMBackend manifest against a set of Nodes (`llmbackend plan`, registered with `render` in
+    controller/preview.py, which reads a checkpoint's architecture first when the spec has none).
+
+    --nodes takes a v1 NodeList (`kubectl get nodes -o yaml`) or multi-document Nodes; without it the Nodes are
+    listed from the current kubeconfig. Exit codes: 0 a plan fits, 2 no plan fits (the JSON is still printed),
+    1 bad input (one-line message on stderr)."""
     try:
-        backend = load_backend(args.filename)
+        backend = backend or load_backend(args.filename)
         raw = node_dicts_from_docs(_load_yaml_docs(args.nodes)) if args.nodes else nodes_from_cluster()
         nodes = [n for n in (parse_node(d) for d in raw) if n is not None]
         result = plan_for_spec(backend.spec, nodes)
@@ -102,14 +108,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(json.dumps(result.to_json(), indent=2))
     return 0 if result.fits else 2
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "plan", help="plan tensor/pipeline parallelism for an LLMBackend",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("-f", "--filename", required=True, help="LLMBackend manifest (YAML)")
-    parser.add_argument("--nodes", help="Nodes YAML (NodeList or multi-document); default: the current cluster")
-    parser.add_argument("-o", "--output", choices=["json", "text"], default="json")
-    parser.set_defaults(func=run)

@@ -58,7 +58,7 @@ Explicit tp/pp/ep are checked with the same rules and honoured whenever they
 fit memory (TP over PCIe included); when invalid the plan does not fit and
 `reason` names the first rule broken.
 
-The published plans this reproduces are listed in the README ("Published
+The published plans this reproduces are listed in docs/planner.md ("Published
 plans") and tested in tests/unit/test_planner_published.py.
 """
 

@@ -31,7 +31,7 @@ ENGINE_NAME = "llmbackend"  # the core metrics extractor's engine entry for this
 _READ = ["get", "watch", "list"]
 # The operator creates no Roles or RoleBindings (it must not be able to grant rights: tests/e2e/test_security.py).
 # The picker's rights are this ClusterRole, shipped in manifests/gateway/, which the user binds to the picker's
-# ServiceAccount in the backend's namespace (README). Rules as in the upstream chart's Roles.
+# ServiceAccount in the backend's namespace (docs/gateway.md). Rules as in the upstream chart's Roles.
 EPP_CLUSTER_ROLE = "llmbackend-endpoint-picker"
 EPP_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": _READ},

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..api.v1alpha1 import DEFAULT_LAUNCHER_IMAGE, LAUNCHER_KUBECTL, Backend, LLMBackendSpec, MultiNodeSpec, PlanStatus
 from . import triton
+from .podtemplate import apply_pod_template
 from .workloads import (
     CONFIG_HASH_ANNOTATION,
     MANAGED_KINDS,
@@ -276,8 +277,12 @@ def render_leader_worker_set(
                 "size": layout.pods,
                 # Any container restart in a group (a lost rank ends the leader) recreates the whole group.
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": {"labels": labels_for(ref), "annotations": annotations}, "spec": leader},
-                "workerTemplate": {"metadata": {"labels": labels_for(ref, "worker"), "annotations": annotations}, "spec": worker},
+                "leaderTemplate": apply_pod_template(
+                    {"metadata": {"labels": labels_for(ref), "annotations": dict(annotations)}, "spec": leader},
+                    spec, "LeaderWorkerSet's leader pods"),
+                "workerTemplate": apply_pod_template(
+                    {"metadata": {"labels": labels_for(ref, "worker"), "annotations": dict(annotations)}, "spec": worker},
+                    spec, "LeaderWorkerSet's worker pods"),
             },
         },
     }

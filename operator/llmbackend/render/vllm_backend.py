@@ -3,7 +3,7 @@
 Files: `<model>/config.pbtxt` (python backend, decoupled, max_batch_size 0, metric names as parameters),
 `<model>/1/model.py` (render/models/vllm_engine.py, shipped as package data) and `<model>/1/model.json`
 (vLLM AsyncEngineArgs). Not Triton's stock vllm backend: it exports no engine queue time and no waiting count,
-which the autoscaler needs (see README, "vLLM backends").
+which the autoscaler needs (see docs/vllm.md).
 
 Quantization: a checkpoint that declares its own (architecture.checkpointQuantization, from config.json's
 quantization_config) is loaded as it is: no `quantization` argument (vLLM rejects one that contradicts the

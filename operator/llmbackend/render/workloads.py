@@ -22,8 +22,9 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from ..planning.inventory import GPU_TOLERATIONS
-from . import activator, drain, gateway, keda, modelcache, openai, triton
+from . import activator, drain, gateway, keda, modelcache, monitoring, openai, triton
 from .hpa import render_hpa, render_prometheus_rule
+from .podtemplate import apply_pod_template
 
 MANAGED_BY = "llmbackend-operator"
 BACKEND_LABEL = "llmbackend.dev/backend"
@@ -50,10 +51,11 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
     "ScaledObject": keda.SCALED_OBJECT_API,
     "InferencePool": gateway.INFERENCE_POOL_API,
+    "PodMonitor": monitoring.POD_MONITOR_API,
 }
 PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
 # Kinds served only when their CRDs are installed: looked up (and pruned) only then.
-OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool", "ComputeDomain")
+OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool", "ComputeDomain", "PodMonitor")
 
 
 def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
@@ -403,10 +405,10 @@ def render_deployment(
             "selector": {"matchLabels": selector_for(ref)},
             "strategy": strategy.to_k8s(),
             "progressDeadlineSeconds": 3600,  # engines take minutes to load; 1 h before "stuck"
-            "template": {
+            "template": apply_pod_template({
                 "metadata": {"labels": labels_for(ref), "annotations": {CONFIG_HASH_ANNOTATION: _config_hash(config_map)}},
                 "spec": pod,
-            },
+            }, spec, "Deployment's pods"),
         },
     }
     if replicas is None:
@@ -455,7 +457,7 @@ def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
     prometheus_rules: bool = False, compute_domains: bool = False, gang_scheduler: str | None = None,
     scaled_objects: bool = True, inference_pool: bool = False, serving_ready: bool = False,
-    operator_image: str = OPERATOR_IMAGE,
+    operator_image: str = OPERATOR_IMAGE, pod_monitor: bool = False,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
@@ -467,6 +469,7 @@ def desired_objects(
     inference_pool: the InferencePool CRD is served: with serving.openai, render the pool and its endpoint picker.
     serving_ready: a serving pod is Ready. With scale to zero (render/activator.py) the Service selects the activator
     while none is, or while replicas is 0; operator_image: the activator's image.
+    pod_monitor: the PodMonitor CRD (Prometheus Operator) is served: Prometheus scrapes the serving pods.
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
@@ -504,7 +507,16 @@ def desired_objects(
                                           window_seconds=spec.autoscaling.window_seconds)
             rule["metadata"]["ownerReferences"] = [ref.owner_reference()]
             objects.append(rule)
+    if pod_monitor:
+        objects.append(render_serving_pod_monitor(ref, multi_node))
     if inference_pool and openai.enabled(spec):
         pool_selector = {**selector_for(ref), LWS_WORKER_INDEX_LABEL: "0"} if multi_node else selector_for(ref)
         objects += gateway.render(ref.name, ref.namespace, spec, pool_selector, labels_for(ref), ref.owner_reference())
     return objects
+
+
+def render_serving_pod_monitor(ref: BackendRef, multi_node: bool) -> dict[str, Any]:
+    """The backend's PodMonitor: the pods that expose the metrics port (multi-node: the leaders)."""
+    selector = {**selector_for(ref), LWS_WORKER_INDEX_LABEL: "0"} if multi_node else selector_for(ref)
+    return monitoring.render_pod_monitor(ref.name, ref.namespace, selector, BACKEND_LABEL, labels_for(ref),
+                                         ref.owner_reference())

@@ -1,0 +1,154 @@
+"""The Helm chart on the real control plane: `helm install` (the operator's pods created, scheduled and Ready under
+kwok), a sample served by an operator that holds exactly the chart's RBAC (a process with the chart's
+ServiceAccount token), `kubectl llmb get` as a kubectl plugin, `helm upgrade` with a value change rolling the
+operator, and `helm uninstall` leaving only what docs/upgrade.md says stays.
+
+Its own control plane: the session cluster's CRD was applied without Helm, which `helm install` refuses to adopt."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO_ROOT, ClusterHandle, available, condition, model_cache_volume, wait_for
+
+from devcluster import cluster as devcluster
+from devcluster.build import bin_dir
+from devcluster.cli import load_nodes, start_operator, topology_nodes
+from devcluster.helm import helm_path
+
+RELEASE, NAMESPACE = "llmbackend", "llmbackend-system"
+CHART = REPO_ROOT / "charts" / "llmbackend"
+OPERATOR = "app.kubernetes.io/name=llmbackend-operator"
+
+
+@pytest.fixture(scope="module")
+def own_cluster(tmp_path_factory):
+    if not os.access(helm_path(), os.X_OK):
+        pytest.skip("no helm: build it with `make tools` (python -m devcluster.helm)")
+    c = devcluster.up(tmp_path_factory.mktemp("helm-cluster"), devcluster.Ports.free(), tied_to_parent=True)
+    try:
+        handle = ClusterHandle(c)
+        load_nodes(handle.kube, topology_nodes("dgx-h100"))
+        # The GPU Operator's RuntimeClass, which the topology reporter's pods name.
+        handle.kubectl("apply", "-f", "-", input=yaml.safe_dump(
+            {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"}))
+        yield handle
+    finally:
+        devcluster.stop(c)
+
+
+def helm(handle: ClusterHandle, *args: str, tmp: Path) -> str:
+    env = dict(os.environ, KUBECONFIG=str(handle.cluster.kubeconfig), HELM_CACHE_HOME=str(tmp / "cache"),
+               HELM_CONFIG_HOME=str(tmp / "config"), HELM_DATA_HOME=str(tmp / "data"))
+    proc = subprocess.run([str(helm_path()), *args], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"helm {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+def operator_pods(handle: ClusterHandle) -> list[dict]:
+    return handle.kube.list("Pod", NAMESPACE, label_selector=OPERATOR)
+
+
+def all_ready(handle: ClusterHandle, count: int, must_have_arg: str | None = None) -> list[dict] | None:
+    pods = [p for p in operator_pods(handle) if not p["metadata"].get("deletionTimestamp")]
+    if len(pods) != count:
+        return None
+    for pod in pods:
+        args = pod["spec"]["containers"][0]["args"]
+        if not pod["spec"].get("nodeName") or (condition(pod, "Ready") or {}).get("status") != "True":
+            return None
+        if must_have_arg and must_have_arg not in args:
+            return None
+    return pods
+
+
+def service_account_kubeconfig(handle: ClusterHandle, path: Path) -> Path:
+    """A kubeconfig that authenticates as the chart's ServiceAccount: the operator then has exactly its RBAC."""
+    token = handle.kubectl("create", "token", "llmbackend-operator", "-n", NAMESPACE, "--duration=1h").stdout.strip()
+    config = yaml.safe_load(handle.cluster.kubeconfig.read_text())
+    config["users"] = [{"name": "dev-admin", "user": {"token": token}}]
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
+    handle = own_cluster
+    helm(handle, "install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace", "--wait", "--timeout", "180s",
+         tmp=tmp_path)
+    crd = handle.kube.get("CustomResourceDefinition", None, "llmbackends.llmbackend.dev")
+    assert crd and {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
+    # The operator's pods are admitted: created from the chart's Deployment, scheduled, Ready (kwok runs no
+    # containers); the topology reporter has one pod on the GPU node.
+    first = wait_for(lambda: all_ready(handle, 2), timeout=60, what="2 operator pods Ready")
+    assert all(p["spec"]["serviceAccountName"] == "llmbackend-operator" for p in first)
+    reporters = handle.kube.list("Pod", NAMESPACE, label_selector="app.kubernetes.io/name=llmbackend-topology-reporter")
+    assert [p["spec"]["nodeName"] for p in reporters] == ["dgx-h100-0"]
+
+    # A backend served by an operator with the chart's permissions and nothing more.
+    handle.kubectl("create", "namespace", "team-a")
+    handle.kubectl("apply", "-f", "-", input=yaml.safe_dump(model_cache_volume("team-a")))
+    operator = start_operator(handle.cluster, ["--kubeconfig", str(service_account_kubeconfig(handle, tmp_path / "sa")),
+                                               "--leader-elect", "--lease-namespace", NAMESPACE], name="helm-operator")
+    try:
+        sample = yaml.safe_load((REPO_ROOT / "manifests/samples/llama-3.1-8b-trtllm.yaml").read_text())
+        sample["metadata"]["namespace"] = "team-a"
+        sample["spec"]["model"]["source"] = {"uri": "s3://models/llama-3.1-8b"}
+        handle.kubectl("apply", "-f", "-", input=yaml.safe_dump(sample))
+        name = sample["metadata"]["name"]
+        obj = wait_for(lambda: available(handle, "team-a", name), timeout=120,
+                       what=f"Available=True (operator log: {handle.cluster.log_file('helm-operator')})")
+        assert obj["status"]["endpoint"]["service"] == f"{name}.team-a.svc" and obj["status"]["endpoint"]["openaiPort"] == 9000
+
+        # `kubectl llmb get`: the real kubectl finds the plugin (kubectl-llmb, from `pip install`) on PATH.
+        plugin_dir = tmp_path / "plugins"
+        plugin_dir.mkdir()
+        plugin = shutil.which("kubectl-llmb", path=str(Path(sys.executable).parent))
+        assert plugin, "kubectl-llmb is not installed next to this Python (pip install .)"
+        (plugin_dir / "kubectl-llmb").symlink_to(plugin)
+        env = dict(os.environ, KUBECONFIG=str(handle.cluster.kubeconfig),
+                   PATH=f"{plugin_dir}:{bin_dir()}:{os.environ['PATH']}")
+        listed = subprocess.run(["kubectl", "llmb", "get", "-n", "team-a"], env=env, capture_output=True, text=True,
+                                timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        header, row = listed.stdout.splitlines()
+        assert header.split()[:5] == ["NAME", "AVAILABLE", "READY", "MODEL", "OPENAI"]
+        assert row.split()[:5] == [name, "True", "1/1", obj["status"]["modelName"],
+                                   f"http://{name}.team-a.svc:9000/v1"]
+    finally:
+        operator.terminate()
+        operator.wait(timeout=30)
+
+    # A value change rolls the operator: new pods with --verbose replace the old ones.
+    helm(handle, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--set", "operator.logLevel=debug", "--wait",
+         "--timeout", "180s", tmp=tmp_path)
+    rolled = wait_for(lambda: all_ready(handle, 2, must_have_arg="--verbose"), timeout=120,
+                      what="the operator rolled to --verbose")
+    assert not {p["metadata"]["uid"] for p in rolled} & {p["metadata"]["uid"] for p in first}
+    assert "Upgrade complete" in helm(handle, "history", RELEASE, "-n", NAMESPACE, tmp=tmp_path)
+
+    helm(handle, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "180s", tmp=tmp_path)
+    wait_for(lambda: not operator_pods(handle), timeout=60, what="the operator's pods gone")
+    # What docs/upgrade.md says stays: the CRD (helm.sh/resource-policy: keep) and with it every LLMBackend and
+    # what it serves; the namespace Helm created and the leader Lease in it. Nothing else of the chart.
+    assert handle.kube.get("CustomResourceDefinition", None, "llmbackends.llmbackend.dev")
+    assert available(handle, "team-a", name) and handle.kube.get("Deployment", "team-a", name)
+    left = handle.kubectl("get", "all,serviceaccounts,configmaps,secrets,roles,rolebindings,leases", "-n", NAMESPACE,
+                          "-o", "name").stdout.split()
+    assert sorted(left) == ["configmap/kube-root-ca.crt", "lease.coordination.k8s.io/llmbackend-operator",
+                            "serviceaccount/default"], left
+    cluster_wide = handle.kubectl("get", "clusterroles,clusterrolebindings", "-o", "name").stdout.split()
+    assert not [n for n in cluster_wide if "llmbackend" in n], cluster_wide
+
+    # Removing everything, in the order docs/upgrade.md gives: the backends first (the garbage collector deletes
+    # what they own while it can still resolve their kind), then the CRD.
+    handle.kubectl("delete", "llmbackends", "--all", "-n", "team-a", "--wait=true", "--timeout=60s")
+    wait_for(lambda: handle.kube.get("Deployment", "team-a", name) is None, timeout=90,
+             what="the backend's Deployment garbage-collected")
+    handle.kubectl("delete", "crd", "llmbackends.llmbackend.dev", "--wait=true", "--timeout=60s")
+    assert handle.kube.get("CustomResourceDefinition", None, "llmbackends.llmbackend.dev") is None
