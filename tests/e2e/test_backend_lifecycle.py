@@ -49,11 +49,12 @@ def test_sample_backend_gets_children_pods_and_becomesavailable(cluster, operato
     assert not [a for a in (obj["metadata"].get("annotations") or {}) if "kopf" in a]
     assert not obj["metadata"].get("finalizers")
 
-    # Printer columns are filled.
+    # Printer columns are filled: plain `kubectl get` says whether it serves; -o wide adds the plan.
     table = cluster.kubectl("get", "llmb", name, "-n", namespace, "-o", "wide").stdout.splitlines()
     header, row = table[0].split(), table[1].split()
-    assert header[:9] == ["NAME", "MODEL", "BACKEND", "TP", "PP", "GPUS/REPLICA", "REPLICAS", "READY", "RATIO"]
-    assert row[1:8] == ["llama-3.1-8b", "tensorrtllm", "2", "1", "2", "1", "1"]  # latency default: TP2
+    assert header[:10] == ["NAME", "READY", "STATUS", "REASON", "MODEL", "TPXPP", "AGE", "BACKEND", "GPU", "GPUS/REPLICA"]
+    assert row[1:6] == ["1/1", "Ready", "ReplicasReady", "llama-3.1-8b", "2x1"]  # latency default: TP2
+    assert row[7:10] == ["tensorrtllm", "NVIDIA-H100-80GB-HBM3", "2"]
 
     events = cluster.kube.list("Event", namespace, field_selector=f"involvedObject.name={name}")
     assert {"Fits", "ReplicasReady"} <= {e["reason"] for e in events}
@@ -102,12 +103,16 @@ def test_deleting_the_backend_garbage_collects_children(cluster, operator, names
              timeout=60, what="children garbage-collected")
 
 
+LLAMA_8B = {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8b"}}
+
+
 @pytest.mark.parametrize("spec, message", [
-    ({"model": {"preset": "llama-3.1-8b"}, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must not exceed maxReplicas"),
-    ({"model": {"preset": "llama-3.1-8b"}, "parallelism": {"pipelineParallel": 2}}, "pipelineParallel requires tensorParallel"),
-    ({"model": {"preset": "llama-3.1-8b"}, "engine": {"quantization": "fp4"}}, 'Unsupported value: "fp4"'),
-    ({"model": {}}, "set exactly one of preset or architecture"),
-    ({"model": {"preset": "llama-3.1-8b"}, "replicas": -1}, "should be greater than or equal to 0"),
+    ({"model": LLAMA_8B, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must not exceed maxReplicas"),
+    ({"model": LLAMA_8B, "parallelism": {"pipelineParallel": 2}}, "pipelineParallel requires tensorParallel"),
+    ({"model": LLAMA_8B, "engine": {"quantization": "fp4"}}, 'Unsupported value: "fp4"'),
+    ({"model": {}}, "set spec.model.source"),
+    ({"model": {"preset": "llama-3.1-8b"}}, "set spec.model.source"),
+    ({"model": LLAMA_8B, "replicas": -1}, "should be greater than or equal to 0"),
 ])
 def test_invalid_backend_is_rejected_by_the_api_server(cluster, namespace, spec, message):
     manifest = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",

@@ -68,7 +68,8 @@ def test_two_backends_share_one_download_and_deleting_one_keeps_it(cluster, oper
     ({"source": {"uri": "hf://org/name@main.lock"}, "preset": "llama-3.1-8b"}, "ref-name rules"),
     ({"source": {"pvc": {"claimName": "m"}, "endpoint": "http://x"}, "preset": "llama-3.1-8b"}, "uri sources only"),
     ({"source": {"uri": "hf://a/b", "region": "eu-west-1"}, "preset": "llama-3.1-8b"}, "region applies to s3"),
-    ({"name": "no-source"}, "read from the checkpoint"),
+    ({"name": "no-source"}, "set spec.model.source"),
+    ({"preset": "llama-3.1-8b"}, "set spec.model.source"),
 ])
 def test_api_server_rejects_bad_sources(cluster, namespace, model, message):
     proc = cluster.kubectl("apply", "-f", "-", check=False, input=yaml.safe_dump(
@@ -78,7 +79,8 @@ def test_api_server_rejects_bad_sources(cluster, namespace, model, message):
 
 def test_uri_without_architecture_waits_for_the_checkpoint(cluster, operator, namespace):
     # An S3 source without a preset: the plan waits for the download Job's report of config.json.
-    apply_manifest(cluster, backend_manifest("nosize", namespace, model={"source": {"uri": "s3://models/x"}}))
+    apply_manifest(cluster, backend_manifest("nosize", namespace, model={"source": {"uri": "s3://models/x",
+                                                                                     "cache": {"size": "20Gi"}}}))
     obj = wait_for(lambda: condition(cluster.kube.get("LLMBackend", namespace, "nosize"), "Planned"), timeout=60, what="Planned")
     assert obj["status"] == "False" and obj["reason"] in ("WaitingForCheckpoint", "CheckpointArchitectureUnknown")
     assert cluster.kube.get("Deployment", namespace, "nosize") is None

@@ -46,7 +46,8 @@ def run_download_job(job: dict, root: Path, env: dict | None = None) -> list[dic
 
 def test_one_claim_and_one_job_for_two_backends_of_one_model(hub, tmp_path) -> None:
     kube = FakeKube()
-    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
+    # No preset: only source.cache.size says how large a claim to create (the operator never reads the source).
+    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint, "cache": {"size": "20Gi"}}
     first = cmc.sync_model_cache(kube, "serving", spec(source))
     second = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
     assert [o["kind"] for o in kube.created] == ["PersistentVolumeClaim", "Job"]
@@ -55,7 +56,7 @@ def test_one_claim_and_one_job_for_two_backends_of_one_model(hub, tmp_path) -> N
     assert not first.has_architecture and not first.permanent and "config.json" in first.message
     assert second.spec.model.architecture is None and second.spec.model.preset == "llama-3.1-8b"
     assert (first.ready, first.reason, first.status["phase"]) == (False, "Downloading", "Downloading")
-    assert kube.created[0]["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    assert kube.created[0]["spec"]["resources"]["requests"]["storage"] == "20Gi"
     # The architecture comes from the Job's progress line: config.json and the index are fetched first.
     lines = run_download_job(kube.created[1], tmp_path / "claim")
     early = next(line for line in lines if "architecture" in line)
@@ -87,7 +88,7 @@ def test_progress_from_the_running_pod_then_ready(hub) -> None:
 
 def test_s3_architecture_comes_from_the_job_report() -> None:
     kube = FakeKube()
-    source = {"uri": "s3://models/llama", "secretRef": {"name": "s3"}}
+    source = {"uri": "s3://models/llama", "secretRef": {"name": "s3"}, "cache": {"size": "40Gi"}}
     waiting = cmc.sync_model_cache(kube, "serving", spec(source))
     assert not waiting.has_architecture and not waiting.permanent and "config.json" in waiting.message
     name = mc.download_job_name(spec(source).model.source)
@@ -101,7 +102,7 @@ def test_s3_architecture_comes_from_the_job_report() -> None:
 
 def test_bad_sources_become_reasons() -> None:
     kube = FakeKube()
-    source = {"uri": "s3://models/llama", "secretRef": {"name": "missing"}}
+    source = {"uri": "s3://models/llama", "secretRef": {"name": "missing"}, "cache": {"size": "40Gi"}}
     cmc.sync_model_cache(kube, "serving", spec(source))
     name = mc.download_job_name(spec(source).model.source)
     job_pod(kube, name, {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "missing" not found'}})
@@ -117,7 +118,7 @@ def test_bad_sources_become_reasons() -> None:
 
 def test_a_hostile_progress_line_is_a_reason_not_a_crash(hub) -> None:
     kube = FakeKube()
-    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
+    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint, "cache": {"size": "20Gi"}}
     cmc.sync_model_cache(kube, "serving", spec(source))
     job_pod(kube, mc.download_job_name(spec(source).model.source), {"running": {}})
     kube.logs["fetch-1"] = json.dumps({"phase": "Downloading", "architecture": {"numLayers": -1}})

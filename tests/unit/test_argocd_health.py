@@ -246,3 +246,23 @@ def test_argocd_cm_patch_embeds_health_lua_verbatim():
     assert doc["data"][KEY] == HEALTH_LUA.read_text(), (
         f"{CM_PATCH.relative_to(ROOT)} must embed {HEALTH_LUA.relative_to(ROOT)} verbatim"
     )
+
+
+def _current(obj: dict[str, Any]) -> bool:
+    status, generation = obj.get("status") or {}, obj["metadata"].get("generation")
+    return (not obj["metadata"].get("deletionTimestamp") and status.get("observedGeneration") == generation
+            and all(c.get("observedGeneration", generation) == generation for c in status.get("conditions") or []))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["inputPath"].removeprefix("testdata/") for c in CASES])
+def test_the_operator_summary_reads_status_as_argo_cd_does(case):
+    """status.phase/reason (controller/conditions.summarize, the printer columns) and health.lua are one rule."""
+    from llmbackend.controller.conditions import summarize
+
+    obj = yaml.safe_load((CUSTOMIZATION / case["inputPath"]).read_text())
+    if not _current(obj) or not (obj.get("status") or {}).get("conditions"):
+        pytest.skip("waiting for the operator: no summary of the current generation yet")
+    summary = summarize(obj["status"]["conditions"])
+    argocd_status, argocd_message = health(obj)
+    assert {"Ready": "Healthy", "ScaledToZero": "Healthy"}.get(summary.phase, summary.phase) == argocd_status
+    assert argocd_message.startswith(f"{summary.reason}: ") or argocd_message == summary.reason

@@ -230,3 +230,25 @@ def test_cleanup_job_keeps_what_the_decision_keeps() -> None:
     assert job["metadata"]["labels"][mc.CACHE_LABEL] == "big"
     assert mc.cleanup_job_name("big", ("a",)) != mc.cleanup_job_name("big", ("b",))
     assert mc.pod_cache_ref({"spec": {}}) is None
+
+
+def _fetch_pod(job: dict, phase: str = "Running") -> dict:
+    return {"metadata": {"name": f"{job['metadata']['name']}-x", "labels": {"job-name": job["metadata"]["name"]}},
+            "status": {"phase": phase}}
+
+
+def test_a_stale_download_still_running_is_cancelled_not_waited_for() -> None:
+    running = download(V1, state="")
+    (cleanup,) = mc.cache_cleanups([], [running], [_fetch_pod(running)])
+    assert cleanup.cancel == (running["metadata"]["name"],) and "being cancelled" in cleanup.wait
+    running["spec"]["suspend"] = True  # cancelled: its pod terminates, still writing until it is gone
+    (cleanup,) = mc.cache_cleanups([], [running], [_fetch_pod(running)])
+    assert cleanup.cancel == () and "being cancelled" in cleanup.wait
+    (cleanup,) = mc.cache_cleanups([], [running], [])
+    assert cleanup.cancel == () and cleanup.wait is None, "its pod gone: the copy is cleaned up now"
+
+
+def test_a_download_still_named_is_never_cancelled() -> None:
+    running = download(V2, state="")
+    cleanups = mc.cache_cleanups([backend(V2)], [download(V1), running], [_fetch_pod(running)])
+    assert [c.cancel for c in cleanups] == [()] and "still running" in cleanups[0].wait

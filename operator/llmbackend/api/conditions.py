@@ -3,6 +3,12 @@
 Each pass writes all four types for the current generation (kstatus and Argo CD read a condition only for
 the generation it was observed at); types not listed here are dropped. manifests/argocd/.../health.lua
 maps them to Argo CD health states and README "Argo CD" documents the mapping.
+
+Progress or failure (controller/conditions.py applies it; health.lua reads it the same way): waiting on the
+operator's own work or on the cluster's (a download, an inspection, a cleanup, pods starting, nodes being
+added) is Progressing=True with Degraded=False and Normal events, for at most spec.serving.progressDeadlineSeconds;
+a failure that needs a person, or a wait past that deadline, is Degraded=True with a Warning event whose
+message names what to change.
 """
 
 from __future__ import annotations
@@ -76,6 +82,36 @@ PROMETHEUS_NOT_ALLOWED = "PrometheusNotAllowed"
 status.autoscaling.reason) and renders no ScaledObject for KEDA to poll (mode keda: Degraded)."""
 
 # ---- event reasons (no condition) ----
+
+SOURCE_REQUIRED = "SourceRequired"
+"""spec.model.source is missing: the serving pods would have no weights to load."""
+WAITING_FOR_NODES = "WaitingForNodes"
+"""Progressing=True: serving pods wait for the scheduler (nodes being added, GPUs being freed), within the deadline."""
+SERVING_CLAIM_NOT_FOUND = "ClaimNotFound"
+"""A serving pod mounts a PersistentVolumeClaim that does not exist."""
+SERVING_CLAIM_NOT_BOUND = "ClaimNotBound"
+"""A serving pod mounts a PersistentVolumeClaim that no volume is bound to (past the deadline)."""
+# ModelReady reasons of a download or inspection that does not move (controller/modelcache.py detects them).
+NO_STORAGE_CLASS = "NoStorageClass"
+"""The cache claim has no StorageClass (none given, no default in the cluster) and no volume is bound to it."""
+CACHE_CLAIM_NOT_BOUND = "CacheClaimNotBound"
+"""The claim of a download or inspection is not bound (the StorageClass may not provision ReadWriteMany)."""
+FETCH_POD_UNSCHEDULABLE = "FetchPodUnschedulable"
+"""The download or inspector pod cannot be scheduled (the scheduler's words are quoted)."""
+FETCH_POD_NOT_CREATED = "FetchPodNotCreated"
+"""The download or inspector Job has no pod (a ResourceQuota or LimitRange, an admission webhook)."""
+DOWNLOADER_IMAGE_PULL_FAILED = "DownloaderImagePullFailed"
+"""The download or inspector pod's image (the operator's own) cannot be pulled."""
+DOWNLOAD_STALLED = "DownloadStalled"
+"""The download made no progress in bytes for spec.serving.progressDeadlineSeconds."""
+CACHE_SIZE_UNKNOWN = "CacheSizeUnknown"
+"""The cache claim would be created, but neither the checkpoint's index nor source.cache.size gives its size."""
+RUNNER_UP_RUNNABLE = "RunnerUpRunnable"
+"""Planned=True: the plan's pods cannot be placed on the GPUs free now, but a runner-up's could (the message names it)."""
+RUNNABLE_PLAN_CHOSEN = "RunnablePlanChosen"
+"""Planned=True: spec.planning.placement preferRunnable took the runner-up that fits the GPUs free now."""
+DOWNLOAD_CANCELLED = "DownloadCancelled"
+"""Normal event: no backend names a source any more; its download was stopped and its copy is cleaned up."""
 
 DRAIN_BOUND_SHORT = "DrainBoundShort"
 """Warning event: the observed p99 request time exceeds half the drain bound; a leaving replica may cut requests."""

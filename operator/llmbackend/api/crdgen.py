@@ -97,18 +97,18 @@ def crd() -> dict[str, Any]:
             "message": "metadata.name must be a DNS-1035 label of at most 52 characters (it names Services and pods)",
         }
     ]
+    # Plain `kubectl get llmb` answers "is it serving, and if not why"; -o wide adds the plan and scaling.
     columns = [
+        ("Ready", "string", ".status.ready", 0),
+        ("Status", "string", ".status.phase", 0),
+        ("Reason", "string", ".status.reason", 0),
         ("Model", "string", ".status.modelName", 0),
-        ("Backend", "string", ".status.backend", 0),
-        ("TP", "integer", ".status.plan.tensorParallel", 0),
-        ("PP", "integer", ".status.plan.pipelineParallel", 0),
-        ("GPUs/replica", "integer", ".status.plan.gpusPerReplica", 0),
-        ("Replicas", "integer", ".status.replicas", 0),
-        ("Ready", "integer", ".status.readyReplicas", 0),
-        ("Ratio", "string", ".status.autoscaling.currentRatio", 0),
-        ("Status", "string", ".status.conditions[?(@.type==\"Available\")].reason", 1),
-        ("GPU", "string", ".status.plan.gpuProduct", 1),
+        ("TPxPP", "string", ".status.parallelism", 0),
         ("Age", "date", ".metadata.creationTimestamp", 0),
+        ("Backend", "string", ".status.backend", 1),
+        ("GPU", "string", ".status.plan.gpuProduct", 1),
+        ("GPUs/replica", "integer", ".status.plan.gpusPerReplica", 1),
+        ("Ratio", "string", ".status.autoscaling.currentRatio", 1),
     ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -249,6 +249,13 @@ class ModelSource(_Model):
         return value
 
 
+SOURCE_REQUIRED_MESSAGE = (
+    "set spec.model.source: the serving pods load the weights from it, as source.pvc (claimName and path of a "
+    "PersistentVolumeClaim holding the checkpoint) or source.uri (hf://org/name or s3://bucket/prefix, downloaded "
+    "once into the model cache); with neither preset nor architecture the architecture is read from its config.json"
+)
+
+
 class ModelSpec(_Model):
     """The model to serve: a preset from the built-in catalog or an explicit architecture."""
 
@@ -271,8 +278,8 @@ class ModelSpec(_Model):
             "x-kubernetes-validations": [
                 {"rule": "!(has(self.preset) && has(self.architecture))", "message": "set exactly one of preset or architecture"},
                 {
-                    "rule": "has(self.preset) || has(self.architecture) || has(self.source)",
-                    "message": "set exactly one of preset or architecture, or leave both out with a source: the architecture is then read from the checkpoint's config.json",
+                    "rule": "has(self.source)",
+                    "message": SOURCE_REQUIRED_MESSAGE,
                 },
             ]
         }
@@ -869,6 +876,26 @@ class ServingSpec(_Model):
         description="Labels, annotations, image pull secrets, ServiceAccount, RuntimeClass, env and extra volumes "
                     "of every serving pod (docs/pod-template.md: what the operator sets may not be overridden).",
     )
+    progress_deadline_seconds: int = Field(
+        default=600, ge=1, le=86400,
+        description="How long waiting on work in flight counts as progress (Progressing) before it is Degraded: "
+                    "serving pods the scheduler cannot place yet (nodes being added), a download or inspector pod "
+                    "that does not start, a download with no new bytes. As a Deployment's, default 600.",
+    )
+
+
+class Placement(str, Enum):
+    BEST = "best"
+    PREFER_RUNNABLE = "preferRunnable"
+
+
+class PlanningSpec(_Model):
+    placement: Placement = Field(
+        default=Placement.BEST,
+        description="best: the best plan for the hardware, waiting for GPUs if they are busy (status says when a "
+                    "runner-up could run on the GPUs free now). preferRunnable: when the best plan's pods cannot be "
+                    "placed on the GPUs free now but a runner-up's could, take the runner-up.",
+    )
 
 
 class LLMBackendSpec(_Model):
@@ -879,6 +906,7 @@ class LLMBackendSpec(_Model):
     autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec, json_schema_extra=lambda s: s.update(default=AutoscalingSpec().dump()))
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, json_schema_extra=lambda s: s.update(default=SchedulingSpec().dump()))
     serving: ServingSpec = Field(default_factory=ServingSpec, json_schema_extra=lambda s: s.update(default=ServingSpec().dump()))
+    planning: PlanningSpec = Field(default_factory=PlanningSpec, json_schema_extra=lambda s: s.update(default=PlanningSpec().dump()))
 
 
 # ---- status ----
@@ -990,10 +1018,18 @@ class ModelStatus(_Model):
     bytes_total: int | None = None
     claim_name: str | None = None
     path: str | None = Field(default=None, description="Directory inside the cache claim.")
+    last_progress_time: str | None = Field(
+        default=None, description="When bytesDone last grew (a download without progress for "
+                                  "spec.serving.progressDeadlineSeconds is Degraded: DownloadStalled).")
 
 
 class LLMBackendStatus(_Model):
     observed_generation: int | None = None
+    phase: Literal["Ready", "Progressing", "Degraded", "ScaledToZero"] | None = Field(
+        default=None, description="What the conditions add up to, as Argo CD's health check reads them (STATUS column).")
+    reason: str | None = Field(default=None, max_length=1024, description="The reason behind phase: the condition that decides it (REASON column).")
+    ready: str | None = Field(default=None, max_length=32, description="Ready/desired replicas (READY column).")
+    parallelism: str | None = Field(default=None, max_length=32, description="The plan's tensor x pipeline parallel size, e.g. 8x1 (TPxPP column).")
     conditions: list[Condition] | None = None
     plan: PlanStatus | None = None
     replicas: int | None = None

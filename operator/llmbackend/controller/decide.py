@@ -8,10 +8,12 @@ path of a pass is unit-tested on plain data (tests/unit/test_decide.py).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,6 +22,7 @@ from ..api import conditions as cond
 from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.engine_metrics import RECORDING_RULE_NAME
 from ..api.v1alpha1 import (
+    SOURCE_REQUIRED_MESSAGE,
     AutoscalingMode,
     AutoscalingSpec,
     AutoscalingStatus,
@@ -28,11 +31,12 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     LLMBackendStatus,
     ModelStatus,
+    Placement,
     PlanStatus,
 )
 from ..autoscaling.drain import drain_warning
-from ..planning.inventory import GPUNode
-from ..planning.planner import Plan, plan_for_spec, replicas_capacity
+from ..planning.inventory import GPU_RESOURCE, GPUNode
+from ..planning.planner import Plan, free_view, plan_for_spec, replicas_capacity
 from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
 from ..render.multinode import (
@@ -59,7 +63,18 @@ from ..render.workloads import (
     selector_string,
     serving_pod_ready,
 )
-from .conditions import AVAILABLE, DEGRADED, PLANNED, PROGRESSING, Conditions
+from .conditions import (
+    AVAILABLE,
+    DEGRADED,
+    PLANNED,
+    PROGRESSING,
+    Conditions,
+    event_type,
+    now_rfc3339,
+    parse_time,
+    seconds_left,
+    summarize,
+)
 from .digest import DATA_DIGEST_KEY, summarize_data
 from .egress import PROMETHEUS_URLS_ENV, allowed
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
@@ -126,6 +141,8 @@ class Observed:
     model_cache: ModelCacheResult | None = None
     hpas: list[dict[str, Any]] | None = None  # the namespace's HPAs; None: not looked at
     prometheus_urls: tuple[str, ...] | None = None  # the admin's allow-list (egress.py); None: not restricted
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))  # for deadlines of waits in flight
+    free_gpus: Mapping[str, int] | None = None  # node -> GPUs no pod holds; None: not looked at
 
     @property
     def ref(self) -> BackendRef:
@@ -143,9 +160,12 @@ class Decision:
     requeue_after: float | None = None
     autoscale_target: AutoscaleTarget | None = None  # None: the operator's autoscaler does not scale this backend
     waiting_for_capacity: bool = False  # re-run this backend when nodes change
+    model_failure: tuple[str, str] | None = None  # (reason, message): the model's download or inspection needs a person
     # Reads the caches cannot answer that this decision needs: children by (kind, name) and the HPAs.
     look_up: list[tuple[str, str]] = field(default_factory=list)
     look_up_hpas: bool = False
+    look_up_free_gpus: bool = False  # serving pods wait for GPUs: would a runner-up fit the free ones?
+    placement_note: str = ""  # the plan cannot be placed now but a runner-up could (said with the pending pods)
 
 
 class _Stop(Exception):
@@ -208,13 +228,26 @@ def decide(observed: Observed) -> Decision:
         _converge(observed, ref, old_status, decision)
     except _Stop:
         pass
+    if decision.status.replicas is None:  # stopped before the workload: nothing of this spec is ready yet
+        spec = obj.get("spec") or {}
+        auto = spec.get("autoscaling") or {}
+        desired = auto.get("minReplicas", 1) if auto.get("enabled") else spec.get("replicas", 1)
+        decision.status.ready = f"0/{desired}" if isinstance(desired, int) and 0 <= desired <= 1000 else None
     return decision
 
 
 def finish_status(decision: Decision) -> dict[str, Any]:
-    """The status to write (wire form), with the conditions of this pass."""
-    decision.status.conditions = [Condition.model_validate(c) for c in decision.conditions.to_list()]
-    return decision.status.dump()
+    """The status to write (wire form), with the conditions of this pass and what they add up to."""
+    status = decision.status
+    written = decision.conditions.to_list()
+    status.conditions = [Condition.model_validate(c) for c in written]
+    summary = summarize(written)
+    status.phase, status.reason = summary.phase, summary.reason
+    if status.replicas is not None:
+        status.ready = f"{status.ready_replicas or 0}/{status.replicas}"
+    if status.plan is not None:
+        status.parallelism = f"{status.plan.tensor_parallel}x{status.plan.pipeline_parallel}"
+    return status.dump()
 
 
 # ---- the steps ----
@@ -227,6 +260,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     status.backend = spec.engine.backend
     fresh = plan_for_spec(spec, observed.nodes)
     plan_status = _plan(observed, spec, fresh, old_status, decision)
+    plan_status = _placement(observed, spec, plan_status, decision)
     _require_apis(observed, spec, plan_status, decision)
 
     same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
@@ -311,14 +345,15 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                        f"autoscaling.prometheus.url {prom.url} is not a Prometheus this operator lets KEDA poll, so no "
                        "ScaledObject is rendered; ask the cluster admin to allow it (operator flag --prometheus-url, or "
                        f"{PROMETHEUS_URLS_ENV}), or use autoscaling.mode operator with source triton")
-    if observed.model_cache is not None and observed.model_cache.permanent:
-        conditions.set(DEGRADED, True, observed.model_cache.reason, observed.model_cache.message)
+    if decision.model_failure is not None:
+        conditions.set(DEGRADED, True, *decision.model_failure)
     if conflict:
         conditions.set(DEGRADED, True, cond.CONFLICTING_HPA,
                        f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
                        "writing its replicas. Delete that HPA, or use spec.autoscaling (mode operator or hpa) instead.")
     rolled_out = conditions.is_true(AVAILABLE) and not conditions.is_true(PROGRESSING)
-    decision.requeue_after = None if rolled_out else ROLLOUT_REQUEUE_S
+    if not rolled_out:
+        _requeue_within(decision, ROLLOUT_REQUEUE_S)
 
 
 def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
@@ -329,19 +364,26 @@ def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
         cache = observed.model_cache
         if cache is not None:
             spec = cache.spec  # with the checkpoint's architecture when the spec has none
-            decision.status.model = ModelStatus.model_validate(cache.status)
-            conditions.set(MODEL_READY, cache.ready, cache.reason, cache.message)
+            failure = _model_progress(observed, spec, cache, decision)
             if not cache.has_architecture:
-                reason = cache.reason if cache.permanent else WAITING_FOR_CHECKPOINT
-                conditions.set(PLANNED, False, reason, cache.message)
-                if cache.permanent:
-                    not_served(conditions, cache.reason, cache.message)
-                else:  # downloading: nothing is wrong yet, the checkpoint is on its way
+                if failure is not None:
+                    conditions.set(PLANNED, False, *failure)
+                    not_served(conditions, *failure)
+                    if not cache.permanent:  # a claim bound or a pod placed later sends us no event
+                        _requeue_within(decision, OPTIONAL_API_REQUEUE_S)
+                else:  # waiting on work in flight: nothing is wrong yet, the checkpoint is on its way
+                    conditions.set(PLANNED, False, WAITING_FOR_CHECKPOINT,
+                                   "the plan waits for the checkpoint's config.json (see ModelReady)")
                     conditions.set(AVAILABLE, False, cond.NOT_PLANNED, "waiting for the checkpoint (see ModelReady)")
-                    conditions.set(PROGRESSING, True, cache.reason, cache.message)
-                    conditions.set(DEGRADED, False, cache.reason, "")
-                    decision.requeue_after = DOWNLOAD_REQUEUE_S
+                    conditions.set(PROGRESSING, True, cache.reason, _model_message(decision))
+                    conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change yet: the checkpoint is on its way")
+                    _requeue_within(decision, DOWNLOAD_REQUEUE_S)
                 raise _Stop
+        if spec.model.source is None:  # stored before the CRD required it: the pods would load nothing
+            message = SOURCE_REQUIRED_MESSAGE
+            conditions.set(PLANNED, False, cond.SOURCE_REQUIRED, message)
+            not_served(conditions, cond.SOURCE_REQUIRED, message)
+            raise _Stop
         resolve_architecture(spec.model)
         return spec
     except (ValidationError, UnknownPresetError) as exc:
@@ -353,6 +395,58 @@ def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
         conditions.set(PLANNED, False, reason, message)
         not_served(conditions, reason, message)
         raise _Stop from None  # nothing to retry until the spec changes
+
+
+def _requeue_within(decision: Decision, seconds: float) -> None:
+    """Look again within `seconds` (the earliest of what the steps ask for)."""
+    seconds = max(1.0, seconds)
+    decision.requeue_after = seconds if decision.requeue_after is None else min(decision.requeue_after, seconds)
+
+
+def _deadline_at(since: str | None, deadline_s: int) -> str:
+    start = parse_time(since) or datetime.now(UTC)
+    return now_rfc3339(start + timedelta(seconds=deadline_s))
+
+
+def _model_message(decision: Decision) -> str:
+    model = decision.conditions.get(MODEL_READY)
+    return str(model["message"]) if model else ""
+
+
+def _model_progress(observed: Observed, spec: LLMBackendSpec, cache: ModelCacheResult,
+                    decision: Decision) -> tuple[str, str] | None:
+    """status.model and ModelReady for the download or inspection; (reason, message) when it needs a person:
+    a permanent failure, or work stuck (a pod that does not start, no new bytes) past the progress deadline."""
+    deadline = spec.serving.progress_deadline_seconds
+    model = dict(cache.status)
+    reason, message = cache.reason, cache.message
+    failure: tuple[str, str] | None = (reason, message) if cache.permanent else None
+    if cache.stuck and failure is None:
+        left = seconds_left(cache.stuck_since, observed.now, deadline) if cache.stuck_since else 0.0
+        if left <= 0:
+            failure = (reason, message if cache.stuck_since is None else
+                       f"{message} (stuck for more than spec.serving.progressDeadlineSeconds, {deadline}s)")
+        else:
+            message = f"{message} (Degraded at {_deadline_at(cache.stuck_since, deadline)} unless it starts)"
+            _requeue_within(decision, left + 1)
+    elif model.get("phase") == "Downloading" and failure is None:
+        before = (observed.obj.get("status") or {}).get("model") or {}
+        same = all(before.get(k) == model.get(k) for k in ("phase", "source", "bytesDone"))
+        model["lastProgressTime"] = (before.get("lastProgressTime") if same else None) or now_rfc3339(observed.now)
+        left = seconds_left(model["lastProgressTime"], observed.now, deadline)
+        if left <= 0:
+            done = model.get("bytesDone") or 0
+            failure = (cond.DOWNLOAD_STALLED,
+                       f"the download of {model.get('source')} made no progress for {deadline}s "
+                       f"(spec.serving.progressDeadlineSeconds) at {done} of {model.get('bytesTotal') or '?'} bytes; "
+                       "see the download pod's log (kubectl logs -l llmbackend.dev/model-cache) for the store's "
+                       "errors, check the network path to the source and the cache claim's free space")
+        else:
+            _requeue_within(decision, left + 1)
+    decision.status.model = ModelStatus.model_validate(model)
+    decision.conditions.set(MODEL_READY, cache.ready, *(failure or (reason, message)))
+    decision.model_failure = failure
+    return failure
 
 
 def _plan(observed: Observed, spec: LLMBackendSpec, fresh: Plan, old_status: dict[str, Any],
@@ -376,7 +470,66 @@ def _plan(observed: Observed, spec: LLMBackendSpec, fresh: Plan, old_status: dic
             raise _Stop
         plan_status = plan_status_from(fresh, input_hash)
     decision.status.plan = plan_status
-    conditions.set(PLANNED, True, cond.FITS, plan_status.explanation or "plan chosen")
+    conditions.set(PLANNED, True, cond.FITS, f"{_first_line(plan_status.explanation).rstrip('.') or 'plan chosen'}; "
+                   "the estimate, memory and alternatives are in status.plan.explanation")
+    return plan_status
+
+
+def gpus_free(pods: list[dict[str, Any]], nodes: list[GPUNode]) -> dict[str, int]:
+    """GPUs of each node that no running or scheduled pod holds (a pod holds the larger of its containers' sum
+    and its largest init container, as the scheduler counts)."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            continue
+
+        def gpus(container: dict[str, Any]) -> int:
+            resources = container.get("resources") or {}
+            value = (resources.get("requests") or {}).get(GPU_RESOURCE) or (resources.get("limits") or {}).get(GPU_RESOURCE)
+            try:
+                return int(str(value or 0))
+            except ValueError:
+                return 0
+        held = max(sum(gpus(c) for c in spec.get("containers") or []),
+                   max((gpus(c) for c in spec.get("initContainers") or []), default=0))
+        used[spec["nodeName"]] = used.get(spec["nodeName"], 0) + held
+    return {node.name: max(node.gpu_count - used.get(node.name, 0), 0) for node in nodes}
+
+
+def _placement(observed: Observed, spec: LLMBackendSpec, plan_status: PlanStatus, decision: Decision) -> PlanStatus:
+    """When the plan's serving pods wait for GPUs that other pods hold: say whether a runner-up could run on the
+    GPUs free now, and take it with spec.planning.placement preferRunnable (the default keeps the best plan)."""
+    if plan_status.nodes_per_replica != 1:
+        return plan_status
+    problem = _pod_problem(observed, observed.ref)
+    if problem is None or problem.reason != cond.UNSCHEDULABLE:
+        return plan_status
+    if observed.free_gpus is None:
+        decision.look_up_free_gpus = True  # reconcile lists the pods that hold GPUs, then asks again
+        raise _Stop
+    free_now = free_view(observed.nodes, observed.free_gpus)
+    most_free = max((n.gpu_count for n in free_now if n.product == plan_status.gpu_product), default=0)
+    if most_free >= plan_status.gpus_per_replica:
+        return plan_status  # GPUs enough are free: the pods wait for something else
+    runnable = plan_for_spec(spec, free_now)
+    # A runner-up on one node per replica only: one spread over nodes' leftovers is slower and needs LeaderWorkerSet.
+    if not runnable.fits or runnable.nodes_per_replica != 1 or (runnable.tensor_parallel, runnable.pipeline_parallel, runnable.gpu_product) == (
+            plan_status.tensor_parallel, plan_status.pipeline_parallel, plan_status.gpu_product):
+        return plan_status
+    note = (f"the plan TP{plan_status.tensor_parallel} x PP{plan_status.pipeline_parallel} ({plan_status.gpus_per_replica} "
+            f"GPUs per replica) cannot be placed on the GPUs free now (at most {most_free} free on a "
+            f"{plan_status.gpu_product} node), while TP{runnable.tensor_parallel} x PP{runnable.pipeline_parallel} "
+            f"({runnable.gpus_per_replica} GPUs on {runnable.gpu_product}) could run now")
+    if spec.planning.placement == Placement.PREFER_RUNNABLE:
+        chosen = plan_status_from(runnable, plan_status.input_hash or spec_hash(spec))
+        decision.status.plan = chosen
+        decision.conditions.set(PLANNED, True, cond.RUNNABLE_PLAN_CHOSEN,
+                                f"{note}: taken, as spec.planning.placement is preferRunnable; "
+                                f"{_first_line(runnable.explanation)}")
+        return chosen
+    decision.placement_note = f"{note}; set spec.planning.placement: preferRunnable to take it, or wait for GPUs"
+    decision.conditions.set(PLANNED, True, cond.RUNNER_UP_RUNNABLE, decision.placement_note)
     return plan_status
 
 
@@ -542,7 +695,22 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
                     f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas: "
                     "lower the replicas (or maxReplicas) or add GPU nodes")
     if not rolled_out and want > 0:
-        degraded = _pod_problem(observed, ref) or degraded
+        problem = _pod_problem(observed, ref)
+        if problem is not None and decision.placement_note:
+            problem = dataclasses.replace(problem, message=f"{problem.message}; {decision.placement_note}")
+        if problem is not None and problem.since is not None:  # waiting on the scheduler: progress until the deadline
+            deadline = spec.serving.progress_deadline_seconds
+            left = seconds_left(problem.since, observed.now, deadline)
+            if left > 0:
+                conditions.set(PROGRESSING, True, problem.waiting_reason,
+                               f"{problem.message}; waiting until {_deadline_at(problem.since, deadline)} "
+                               f"(spec.serving.progressDeadlineSeconds {deadline}s), then Degraded")
+                _requeue_within(decision, left + 1)
+                problem = None
+            else:
+                problem = dataclasses.replace(problem, message=f"{problem.message} (pending for more than "
+                                              f"spec.serving.progressDeadlineSeconds, {deadline}s)")
+        degraded = (problem.reason, problem.message) if problem is not None else degraded
         if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
             degraded = group_problem(observed.pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS)) or degraded
     for condition in ws.get("conditions", []):
@@ -552,7 +720,7 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
     if degraded:
         conditions.set(DEGRADED, True, *degraded)
     else:
-        conditions.set(DEGRADED, False, cond.AS_EXPECTED, "")
+        conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change")
 
 
 def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
@@ -562,7 +730,33 @@ def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
                for p in observed.pods)
 
 
-def _pod_problem(observed: Observed, ref: BackendRef) -> tuple[str, str] | None:
+@dataclass(frozen=True)
+class PodProblem:
+    reason: str
+    message: str
+    since: str | None = None  # a wait that may resolve by itself (the scheduler's), since then; None: needs a person
+    waiting_reason: str = cond.WAITING_FOR_NODES
+
+
+def unschedulable_problem(pod_name: str, message: str, since: str | None) -> PodProblem:
+    """The scheduler's words mapped to the fix. Each is a wait bounded by the progress deadline: a claim may be
+    created a moment later (a GitOps sync, the scheduler's cache catching up), a volume bound, nodes added."""
+    words = message.lower()
+    if "persistentvolumeclaim" in words and "not found" in words:
+        return PodProblem(cond.SERVING_CLAIM_NOT_FOUND,
+                          f"pod {pod_name}: {message}; create that PersistentVolumeClaim in this namespace, or fix "
+                          "spec.model.source.pvc.claimName", since, waiting_reason=cond.SERVING_CLAIM_NOT_FOUND)
+    if "unbound" in words and "persistentvolumeclaim" in words:
+        return PodProblem(cond.SERVING_CLAIM_NOT_BOUND,
+                          f"pod {pod_name}: {message}; no volume is bound to its claim: check the claim's StorageClass "
+                          "(kubectl describe pvc) provisions its access mode, or bind a PersistentVolume to it",
+                          since, waiting_reason=cond.SERVING_CLAIM_NOT_BOUND)
+    return PodProblem(cond.UNSCHEDULABLE,
+                      f"pod {pod_name}: {message}; if nodes are being added this resolves itself, otherwise change "
+                      "spec.scheduling or free or add matching nodes", since)
+
+
+def _pod_problem(observed: Observed, ref: BackendRef) -> PodProblem | None:
     """Why serving pods do not run: the scheduler's or the kubelet's words."""
     selector = selector_for(ref)
     for pod in observed.pods:
@@ -570,29 +764,30 @@ def _pod_problem(observed: Observed, ref: BackendRef) -> tuple[str, str] | None:
             continue  # a multi-node worker: group_problem looks at those
         invalid = checkpoint_check_failure(pod)
         if invalid:
-            return invalid
+            return PodProblem(*invalid)
         name = pod["metadata"]["name"]
         for c in pod.get("status", {}).get("conditions", []):
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-                return cond.UNSCHEDULABLE, (f"pod {name}: {c.get('message', '')}; change spec.scheduling or "
-                                            "free or add matching nodes")
+                return unschedulable_problem(name, (c.get("message") or "").strip().rstrip("."),
+                                             c.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp"))
         for cs in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
             waiting = (cs.get("state") or {}).get("waiting") or {}
             why = waiting.get("reason")
             if why in FATAL_WAITING_REASONS:
-                return FATAL_WAITING_REASONS[why], (f"pod {name} container {cs.get('name')}: {waiting.get('message', why)}; "
-                                                    f"see `kubectl describe pod {name}` and its logs")
+                return PodProblem(FATAL_WAITING_REASONS[why],
+                                  f"pod {name} container {cs.get('name')}: {waiting.get('message', why)}; "
+                                  f"see `kubectl describe pod {name}` and its logs")
     return None
 
 
 def condition_events(conditions: Conditions) -> list[tuple[str, str, str]]:
     """Events for condition transitions worth one: not Progressing (routine), not Unknown, not Degraded clearing."""
     events = []
+    degraded = conditions.is_true(DEGRADED)
     for c in conditions.changed():
         if c["type"] == PROGRESSING or c["status"] == "Unknown" or (c["type"] == DEGRADED and c["status"] == "False"):
             continue
-        warn = c["type"] == DEGRADED or (c["type"] == PLANNED and c["status"] == "False")
-        events.append(("Warning" if warn else "Normal", c["reason"], _first_line(c["message"]) or c["reason"]))
+        events.append((event_type(c, degraded), c["reason"], _first_line(c["message"]) or c["reason"]))
     return events
 
 

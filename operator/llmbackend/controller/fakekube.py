@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from .kube import ApiError, Kube
+from .kube import KINDS, ApiError, Kube
 
 
 def _matches(labels: dict[str, str], selector: str | None) -> bool:
@@ -116,9 +116,16 @@ class FakeKube:
     def has_api(self, api_version: str, plural: str) -> bool:
         return f"{api_version}/{plural}" in self.apis
 
-    def request(self, method: str, path: str, query: dict[str, Any] | None = None, **_: Any) -> Any:
-        """Only what the model-cache step asks: the last log line of a pod."""
+    def request(self, method: str, path: str, query: dict[str, Any] | None = None, body: Any = None, **_: Any) -> Any:
+        """Only what the model-cache step asks: the last log line of a pod, a merge patch of an object."""
         self.calls[method] += 1
         if method == "GET" and path.endswith("/log"):
             return json.loads(self.logs[path.split("/")[-2]])
+        if method == "PATCH" and body is not None:  # a merge patch of an object, e.g. a Job's spec.suspend
+            namespace, plural, name = path.split("/")[-3:]
+            for key, obj in self.objects.items():
+                if key[1:] == (namespace, name) and KINDS.get(key[0], ("", ""))[1] == plural:
+                    self._check(key[0])
+                    return self._stored(merge(obj, body))
+            raise ApiError(404, "NotFound", f"{path} not found")
         raise ApiError(404, "NotFound", f"{method} {path}: not served by the fake")

@@ -21,18 +21,21 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..api import conditions as cond
+from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture
 from ..model_fetch import FetchError
 from ..render import modelcache as mc
 from ..render.workloads import BACKEND_LABEL, MANAGED_BY, SERVING_UID, BackendRef, labels_for
 from . import permissions
 from .cache import MANAGED_SELECTOR
+from .conditions import parse_time
 from .egress import MODEL_ENDPOINTS_ENV, settings
 from .kube import ApiError
 
@@ -48,6 +51,8 @@ WAITING_FOR_CACHE_CLEANUP = "WaitingForCacheCleanup"  # a cleanup Job is deletin
 
 # delete: an inspector Job of a backend's previous pvc source, or one whose pod (and report) is gone.
 permissions.require("batch", "jobs", "get", "list", "create", "delete")
+# patch: suspend a download no backend names any more (cancel), resume it when one names it again.
+permissions.require("batch", "jobs", "patch")
 permissions.require("", "persistentvolumeclaims", "get", "create")
 # Cleanup: which sources backends still name.
 permissions.require("llmbackend.dev", "llmbackends", "list")
@@ -63,6 +68,11 @@ class ModelCacheResult:
     message: str
     status: dict[str, Any] = field(default_factory=dict)  # status.model (wire form)
     permanent: bool = False  # retrying cannot help until the spec or the source changes
+    # The work does not move (a Pending pod, a claim without a volume): reason and message name the cause;
+    # since when (RFC 3339; decide turns it Degraded past spec.serving.progressDeadlineSeconds), or None when
+    # it needs a person at once (an image that cannot be pulled).
+    stuck: bool = False
+    stuck_since: str | None = None
 
     @property
     def has_architecture(self) -> bool:
@@ -108,6 +118,86 @@ def _with_architecture(spec: LLMBackendSpec, arch: ModelArchitecture) -> LLMBack
     return spec.model_copy(update={"model": spec.model.model_copy(update={"architecture": arch})})
 
 
+def checkpoint_bytes(spec: LLMBackendSpec, arch: ModelArchitecture | None) -> int | None:
+    """Bytes of the checkpoint to size a cache claim by: the index's exact total when read, else the preset's or
+    the given architecture's parameters in 16 bits (how checkpoints are published); None when nothing says."""
+    if arch is None:
+        try:
+            arch = resolve_architecture(spec.model) if spec.model.preset or spec.model.architecture else None
+        except UnknownPresetError:
+            arch = None
+    if arch is None:
+        return None
+    return arch.weight_bytes or arch.parameter_count * 2
+
+
+# Waiting container reasons of a fetch pod that no retry fixes (the operator's own image).
+_IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+FETCH_POD_GRACE_S = 60  # a Job without a pod this long is told apart from one just created
+
+
+def stuck_pod(job: dict[str, Any] | None, pods: list[dict[str, Any]], claim: dict[str, Any] | None,
+              what: str, now: float | None = None) -> tuple[str, str, str | None] | None:
+    """(reason, message, since) when the download or inspector Job's work does not start: its pod Pending
+    (a claim without a volume, no StorageClass, no node), its image not pulled, or no pod at all. `since`
+    (RFC 3339) starts the progress deadline; None: a person must act now."""
+    if job is None:
+        return None
+    name = job["metadata"]["name"]
+    live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not p["metadata"].get("deletionTimestamp")]
+    if not pods:
+        created = parse_time(job["metadata"].get("creationTimestamp"))
+        age = (now or time.time()) - created.timestamp() if created else 0.0
+        if age < FETCH_POD_GRACE_S:
+            return None
+        return (cond.FETCH_POD_NOT_CREATED,
+                f"the {what} Job {name} has no pod after {int(age)}s: a ResourceQuota or LimitRange of the namespace "
+                f"or an admission webhook may refuse it; `kubectl describe job {name}` shows why in its events",
+                job["metadata"].get("creationTimestamp"))
+    for pod in live:
+        pod_name = pod["metadata"]["name"]
+        status = pod.get("status") or {}
+        for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in _IMAGE_PULL_REASONS:
+                return (cond.DOWNLOADER_IMAGE_PULL_FAILED,
+                        f"the {what} pod {pod_name} cannot pull the operator's image {cs.get('image', '')}: "
+                        f"{(waiting.get('message') or waiting['reason']).strip()}; set {mc.DOWNLOADER_IMAGE_ENV} on the "
+                        "operator's Deployment to an image the nodes can pull (or add an image pull secret)", None)
+        scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        if not scheduled or scheduled.get("status") != "False":
+            continue
+        since = scheduled.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp")
+        words = (scheduled.get("message") or "").strip().rstrip(".")
+        claim_name = ((claim or {}).get("metadata") or {}).get("name", "")
+        # The scheduler names volume trouble ("pod has unbound immediate PersistentVolumeClaims", "didn't find
+        # available persistent volumes to bind"); a claim still Pending otherwise may only wait for the pod (WFFC).
+        if any(w in words.lower() for w in ("persistentvolumeclaim", "persistent volume", "volume binding")):
+            storage_class = ((claim or {}).get("spec") or {}).get("storageClassName")
+            if what == "inspector":  # the user's claim, with the checkpoint on it
+                return (cond.CACHE_CLAIM_NOT_BOUND,
+                        f"claim {claim_name} is not bound to a volume, so the {what} pod {pod_name} waits: {words}; bind "
+                        f"the PersistentVolume that holds the checkpoint to it (see `kubectl describe pvc {claim_name}`)",
+                        since)
+            if not storage_class:
+                return (cond.NO_STORAGE_CLASS,
+                        f"claim {claim_name} has no StorageClass (none was given and the cluster has no default one) "
+                        f"and no PersistentVolume is bound to it, so the {what} pod {pod_name} waits; set "
+                        "spec.model.source.cache.storageClassName to a class that provisions ReadWriteMany volumes "
+                        f"(kubectl get storageclass), or create a ReadWriteMany PersistentVolume for claim {claim_name}",
+                        since)
+            return (cond.CACHE_CLAIM_NOT_BOUND,
+                    f"claim {claim_name} (StorageClass {storage_class}) is not bound, so the {what} pod {pod_name} "
+                    f"waits; the class may not provision {'/'.join((claim or {}).get('spec', {}).get('accessModes') or ['its access mode'])} "
+                    f"volumes or a quota may refuse the size: see `kubectl describe pvc {claim_name}`, or use a "
+                    "StorageClass with ReadWriteMany (spec.model.source.cache.storageClassName)", since)
+        return (cond.FETCH_POD_UNSCHEDULABLE,
+                f"the {what} pod {pod_name} cannot be scheduled: {words or scheduled.get('reason', 'Unschedulable')}; "
+                "it needs 0.5 CPU and 512Mi of memory on any node: free some or add a node", since)
+    return None
+
+
 def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCacheResult:
     """A pvc source without preset or architecture: the backend's inspector Job reads the checkpoint;
     the plan waits for its report (its pod's termination message)."""
@@ -116,10 +206,11 @@ def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCac
     namespace = owner.namespace
     status: dict[str, Any] = {"source": mc.pvc_source_label(pvc), "claimName": pvc.claim_name,
                               "path": pvc.path.strip("/") or None}
-    if kube.get("PersistentVolumeClaim", namespace, pvc.claim_name) is None:
+    claim_obj = kube.get("PersistentVolumeClaim", namespace, pvc.claim_name)
+    if claim_obj is None:
         message = (f"PersistentVolumeClaim {pvc.claim_name} does not exist in {namespace}; create it with the checkpoint "
                    "(config.json, *.safetensors) at source.pvc.path, or fix source.pvc.claimName")
-        return ModelCacheResult(spec, False, CLAIM_NOT_FOUND, message, {**status, "phase": "Failed"})
+        return ModelCacheResult(spec, False, CLAIM_NOT_FOUND, message, {**status, "phase": "Failed"}, stuck=True)
     name = mc.inspect_job_name(owner.name, pvc)
     job = kube.get("Job", namespace, name)
     if job is None:
@@ -132,6 +223,7 @@ def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCac
     pods = kube.list("Pod", namespace, label_selector=f"job-name={name}")
     report, _ = _termination(kube, namespace, name, pods) if pods else (None, None)
     outcome = mc.inspect_outcome(job, report, len(pods))
+    stuck = stuck_pod(job, pods, claim_obj, "inspector") if outcome["phase"] == "Inspecting" else None
     if outcome["phase"] == "Rerun":  # a finished Job whose pod was garbage-collected: read the checkpoint again
         kube.delete("Job", namespace, name, uid=job["metadata"].get("uid"))
         outcome = {**outcome, "phase": "Inspecting"}
@@ -146,6 +238,9 @@ def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCac
         return ModelCacheResult(_with_architecture(spec, arch), True, outcome["reason"], outcome["message"], status)
     if outcome["phase"] == "Failed":
         return ModelCacheResult(spec, False, outcome["reason"], outcome["message"], status, permanent=True)
+    if stuck is not None:
+        reason, message, since = stuck
+        return ModelCacheResult(spec, False, reason, message, status, stuck=True, stuck_since=since)
     return ModelCacheResult(spec, False, outcome["reason"], outcome["message"] + "; the plan waits for its report", status)
 
 
@@ -177,6 +272,10 @@ def cleanup_model_caches(kube: Any, namespace: str) -> bool:
         pods = kube.list("Pod", namespace, label_selector=managed)
         waiting = False
         for cleanup in mc.cache_cleanups(backends, jobs, pods):
+            for name in cleanup.cancel:  # no backend names its source any more: stop the download now
+                _set_suspended(kube, namespace, name, True)
+                log.info("model cache %s/%s: no backend names the source of Job %s any more; download cancelled",
+                         namespace, cleanup.claim, name)
             if cleanup.wait:
                 log.info("model cache %s/%s: cleanup of %s waits: %s", namespace, cleanup.claim,
                          ", ".join(cleanup.stale_jobs), cleanup.wait)
@@ -197,6 +296,16 @@ def cleanup_model_caches(kube: Any, namespace: str) -> bool:
         else:
             _cleanup_owed.discard(namespace)
         return waiting
+
+
+def _set_suspended(kube: Any, namespace: str, job_name: str, suspend: bool) -> None:
+    """Suspend a download Job (the Job controller deletes its running pod: the download stops) or resume it."""
+    try:
+        kube.request("PATCH", kube._path("Job", namespace, job_name), body={"spec": {"suspend": suspend}},
+                     content_type="application/merge-patch+json")
+    except ApiError as exc:
+        if exc.status != 404:  # gone meanwhile: nothing to stop or resume
+            raise
 
 
 def cleanup_model_caches_safely(kube: Any, namespace: str) -> bool:
@@ -264,9 +373,18 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
                                 permanent=True)
 
     claim = mc.cache_claim(source)
-    if kube.get("PersistentVolumeClaim", namespace, claim) is None:
-        size_hint = arch.weight_bytes if arch is not None else None
-        _create_if_missing(kube, mc.render_cache_claim(namespace, source, size_hint))
+    claim_obj = kube.get("PersistentVolumeClaim", namespace, claim)
+    if claim_obj is None:
+        size = checkpoint_bytes(spec, arch)
+        if size is None and not (source.cache and source.cache.size):
+            # The operator process never reads a source (docs/security.md): before the download only the spec knows.
+            return ModelCacheResult(
+                spec, False, cond.CACHE_SIZE_UNKNOWN,
+                f"the size of cache claim {claim} is not known before the download: neither spec.model.preset nor "
+                f"spec.model.architecture gives one; set spec.model.source.cache.size "
+                f"(the checkpoint's size plus 10 %), or create claim {claim} (ReadWriteMany) yourself",
+                {"phase": "Resolving", "source": source.uri, "claimName": claim}, stuck=True)
+        claim_obj = _create_if_missing(kube, mc.render_cache_claim(namespace, source, size))
     job_name = mc.download_job_name(source)
     cleaning: str | None
     with _namespace_lock(namespace):  # never start a download while a cleanup of the claim runs
@@ -277,12 +395,16 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
             cleaning = _cleanup_running(kube, namespace, claim) if job is None else None
         if job is None and cleaning is None:
             job = _create_if_missing(kube, mc.render_download_job(namespace, source, downloader_image(), SERVING_UID))
+        elif job is not None and cleaning is None and mc.suspended(job):  # cancelled, and named again since
+            _set_suspended(kube, namespace, job_name, False)
     if cleaning is not None:
         return ModelCacheResult(spec, False, WAITING_FOR_CACHE_CLEANUP,
                                 f"Job {cleaning} is deleting unused copies in claim {claim}; the download starts when it "
                                 "finishes", {"phase": "Resolving", "source": source.uri, "claimName": claim})
-    termination, config_error = _termination(kube, namespace, job_name)
+    pods = kube.list("Pod", namespace, label_selector=f"{MANAGED_SELECTOR},job-name={job_name}")
+    termination, config_error = _termination(kube, namespace, job_name, list(pods))
     outcome = mc.job_outcome(job, termination)
+    stuck = stuck_pod(job, pods, claim_obj, "download") if outcome["phase"] == "Downloading" else None
     if config_error and outcome["phase"] != "Ready":
         name = source.secret_ref.name if source.secret_ref else "?"
         outcome = {"phase": "Failed", "reason": SECRET_NOT_FOUND,
@@ -317,6 +439,9 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
     result = ModelCacheResult(spec, outcome["phase"] == "Ready", outcome["reason"], outcome["message"],
                               {k: v for k, v in status.items() if v is not None},
                               permanent=outcome["phase"] == "Failed")
+    if stuck is not None:
+        result.reason, result.message, result.stuck_since = stuck
+        result.stuck = True
     if not result.has_architecture and not result.permanent:
         result.message += "; the plan waits for the checkpoint's config.json"
     return result

@@ -79,7 +79,7 @@ def preview(backend: LLMBackend, nodes: list[GPUNode], apis: frozenset[str] = DE
     conditions = decision.conditions
     plan = decision.status.plan
     planned = conditions.get(PLANNED) or {}
-    if planned.get("reason") in (cond.INVALID_SPEC, cond.UNKNOWN_PRESET):
+    if planned.get("reason") in (cond.INVALID_SPEC, cond.UNKNOWN_PRESET, cond.SOURCE_REQUIRED):
         raise ValueError(planned.get("message", ""))  # bad input, not a cluster that lacks room
     if not conditions.is_true(PLANNED):
         return Preview(False, planned.get("message", ""), None, [])

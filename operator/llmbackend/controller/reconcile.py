@@ -32,6 +32,7 @@ from .decide import (
     condition_events,
     decide,
     finish_status,
+    gpus_free,
     merge_patch,
 )
 from .kube import ApiError
@@ -40,7 +41,7 @@ from .modelcache import cleanup_model_caches_safely, sync_model_cache
 log = logging.getLogger("llmbackend.reconcile")
 
 EVENT_SOURCE = "llmbackend-operator"
-MAX_LOOKUP_ROUNDS = 3  # decide may ask for children the caches do not hold, then for the HPAs: at most once each
+MAX_LOOKUP_ROUNDS = 4  # decide may ask for children the caches do not hold, the HPAs, the free GPUs: at most once each
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
@@ -105,7 +106,7 @@ class Reconciler:
             observed = self.observe(obj)
             decision = decide(observed)
             for _ in range(MAX_LOOKUP_ROUNDS):
-                if not (decision.look_up or decision.look_up_hpas):
+                if not (decision.look_up or decision.look_up_hpas or decision.look_up_free_gpus):
                     break
                 observed = self._look_up(observed, decision)
                 decision = decide(observed)
@@ -165,7 +166,15 @@ class Reconciler:
         hpas = observed.hpas
         if decision.look_up_hpas:
             hpas = self.kube.list("HorizontalPodAutoscaler", namespace)
-        return dataclasses.replace(observed, children=children, hpas=hpas)
+        free = observed.free_gpus
+        if decision.look_up_free_gpus:  # asked only while serving pods wait for GPUs
+            try:
+                free = gpus_free(self.kube.list("Pod", None, field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+                                 observed.nodes)
+            except ApiError as exc:  # e.g. an operator confined to some namespaces: no runner-up advice
+                log.info("free GPUs not known (%s); the plan's pods wait for GPUs", exc)
+                free = {}
+        return dataclasses.replace(observed, children=children, hpas=hpas, free_gpus=free)
 
     # ---- act ----
 

@@ -66,6 +66,7 @@ plans") and tested in tests/unit/test_planner_published.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import OrderedDict
@@ -1038,6 +1039,20 @@ def replicas_capacity(
                 hi = mid - 1
         total += lo
     return total
+
+
+def free_view(nodes: Iterable[GPUNode], free_gpus: Mapping[str, int]) -> list[GPUNode]:
+    """The nodes as the GPUs free now leave them: each with only its free GPUs, taken as the first ones of its
+    NVLink domains (exact on NVSwitch nodes, where one domain holds all; optimistic elsewhere); nodes with none
+    free dropped."""
+    out = []
+    for node in nodes:
+        free = min(free_gpus.get(node.name, node.gpu_count), node.gpu_count)
+        if free <= 0:
+            continue
+        kept = tuple(d for d in (tuple(g for g in domain if g < free) for domain in node.nvlink_domains) if d)
+        out.append(dataclasses.replace(node, gpu_count=free, nvlink_domains=kept))
+    return out
 
 
 def plan_for_spec(spec: Any, nodes: Iterable[GPUNode], workload: roofline.Workload | None = None) -> Plan:

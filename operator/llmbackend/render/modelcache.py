@@ -299,6 +299,7 @@ class CacheCleanup:
     stale_jobs: tuple[str, ...]  # download Jobs of sources no backend names: deleted when the cleanup starts
     keep: tuple[str, ...]  # refs a backend's spec or a running serving pod names: the cleanup keeps their copies
     wait: str | None = None  # why the cleanup cannot start yet (None: start it now)
+    cancel: tuple[str, ...] = ()  # stale download Jobs still running: suspended now (their pods go), not waited for
 
 
 def job_finished(job: dict[str, Any]) -> bool:
@@ -309,6 +310,16 @@ def job_finished(job: dict[str, Any]) -> bool:
 def _running(obj: dict[str, Any]) -> bool:
     """Not finished, or being deleted (its pod may still write)."""
     return bool(obj["metadata"].get("deletionTimestamp")) or not job_finished(obj)
+
+
+def suspended(job: dict[str, Any]) -> bool:
+    return bool((job.get("spec") or {}).get("suspend"))
+
+
+def _pods_of(job_name: str, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Job's pods that may still run (a terminating pod still writes until it is gone)."""
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get("job-name") == job_name
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
 
 
 def _job_ref(job: dict[str, Any]) -> str | None:
@@ -354,12 +365,13 @@ def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
                    pods: list[dict[str, Any]]) -> list[CacheCleanup]:
     """Cleanups owed in one namespace, from its LLMBackends, the operator's Jobs and the serving pods.
 
-    A download Job is stale when no backend (not being deleted) has its source. A cleanup waits while
-    anything could still write to or read from what it would delete: a download or cleanup Job of the
-    claim that has not finished, or a running pod that loads a stale source's copy (a deleted backend's
-    pods, or a rollout off an old revision). A backend whose source is not valid (stored before a rule
-    existed, e.g. `@..`) names no copy: it has no download Job of its own, and its pods' refs still count;
-    a ref no copy can have is left out of the keep list (the cleanup program would refuse it)."""
+    A download Job is stale when no backend (not being deleted) has its source; a stale one still running is
+    cancelled (`cancel`). A cleanup waits while anything could still write to or read from what it would
+    delete: a download or cleanup Job of the claim that has not finished (a cancelled one until its pod is
+    gone), or a running pod that loads a stale source's copy (a deleted backend's pods, or a rollout off an old
+    revision). A backend whose source is not valid (stored before a rule existed, e.g. `@..`) names no copy: it
+    has no download Job of its own, and its pods' refs still count; a ref no copy can have is left out of the
+    keep list (the cleanup program would refuse it)."""
     needed: set[str] = set()
     spec_refs: dict[str, set[str]] = {}
     for backend in backends:
@@ -397,14 +409,22 @@ def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
             continue
         spec_keep, in_use = spec_refs.get(claim, set()), pod_refs.get(claim, set())
         wait = None
-        busy = [j["metadata"]["name"] for j in kinds.get(CLEANUP_COMPONENT, []) + downloads if _running(j)]
+        # A stale download still running is cancelled (suspended: the Job controller deletes its pod) rather than
+        # waited for; once its pod is gone it no longer holds the cleanup back.
+        cancel = tuple(sorted(j["metadata"]["name"] for j in downloads if j["metadata"]["name"] in stale
+                              and not job_finished(j) and not suspended(j)))
+        cancelled = {j["metadata"]["name"] for j in downloads if j["metadata"]["name"] in stale and suspended(j)
+                     and not _pods_of(j["metadata"]["name"], pods)}
+        busy = [j["metadata"]["name"] for j in kinds.get(CLEANUP_COMPONENT, []) + downloads
+                if _running(j) and j["metadata"]["name"] not in cancelled]
         stale_refs = {_job_ref(j) for j in downloads if j["metadata"]["name"] in stale}
         leaving = sorted((in_use - spec_keep) & stale_refs)
         if busy:
-            wait = f"Job {busy[0]} is still running on claim {claim}"
+            wait = (f"Job {busy[0]} is being cancelled on claim {claim}" if busy[0] in stale
+                    else f"Job {busy[0]} is still running on claim {claim}")
         elif leaving:
             wait = f"serving pods still load {leaving[0]} from claim {claim}"
-        out.append(CacheCleanup(claim, stale, tuple(sorted(spec_keep | in_use)), wait))
+        out.append(CacheCleanup(claim, stale, tuple(sorted(spec_keep | in_use)), wait, cancel))
     return out
 
 

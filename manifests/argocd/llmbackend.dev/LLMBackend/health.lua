@@ -4,10 +4,14 @@
 -- The operator writes four conditions on every pass, each with the generation it was computed for:
 -- Planned, Available, Progressing, Degraded. A condition counts only for the current generation.
 --
+-- The rule (operator/llmbackend/api/conditions.py; controller/conditions.py summarize() reads status the same
+-- way): waiting on work in flight is Progressing; a failure that needs a person is Degraded.
+--
 --   Progressing  being deleted; no status yet; the operator has not observed the current generation
---                (and reported no failure for it); a rollout in flight (Progressing=True)
---   Degraded     Degraded=True or Planned=False for the current generation (these win over anything still
---                in flight); Available=False with nothing in progress
+--                (and reported no failure for it); work in flight (Progressing=True), also while Planned=False
+--                waits for it (a checkpoint being downloaded or inspected) as long as Degraded=False
+--   Degraded     Degraded=True for the current generation (wins over anything still in flight); Planned=False
+--                with nothing in flight; Available=False with nothing in progress
 --   Healthy      Available=True, nothing in progress. Zero replicas on purpose is Healthy, as a Deployment
 --                at 0 is in Argo CD: ScaledToZero (autoscaling idle) or ZeroReplicas (spec.replicas 0), with
 --                a message saying nothing is served. Not Suspended: a sync wave waits on Suspended forever.
@@ -75,6 +79,11 @@ if degraded ~= nil and degraded.status == "True" and current(degraded) then
   return set("Degraded", describe(degraded))
 end
 if planned ~= nil and planned.status == "False" and current(planned) then
+  -- Not planned yet because the operator's own work is in flight (a download, an inspection): Progressing.
+  if progressing ~= nil and progressing.status == "True" and current(progressing)
+      and degraded ~= nil and degraded.status == "False" and current(degraded) then
+    return set("Progressing", describe(progressing))
+  end
   return set("Degraded", describe(planned))
 end
 
