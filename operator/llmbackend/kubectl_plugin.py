@@ -14,11 +14,10 @@ from typing import Any
 
 import yaml
 
-from .api import conditions as cond
 from .cli import main as llmbackend_main
+from .controller.conditions import summarize
 
 # A condition is "as it should be" at this status; the first one that is not explains the backend.
-_HEALTHY = {cond.PLANNED: "True", cond.DEGRADED: "False", cond.AVAILABLE: "True"}  # root causes first
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,27 +46,26 @@ def _client(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
 
 
 def summary(obj: dict[str, Any]) -> dict[str, str]:
-    """One row of `kubectl llmb get` for an LLMBackend (pure: tested without a cluster)."""
+    """One row of `kubectl llmb get` for an LLMBackend (pure: tested without a cluster). STATUS, REASON and MESSAGE
+    follow the one progress-vs-failure rule (controller/conditions.summarize, as status.phase and health.lua)."""
     status = obj.get("status") or {}
-    conditions = {c["type"]: c for c in status.get("conditions") or []}
-    problem = next((conditions[t] for t, healthy in _HEALTHY.items()
-                    if t in conditions and conditions[t]["status"] != healthy), None)
-    available = conditions.get(cond.AVAILABLE, {})
+    conditions = status.get("conditions") or []
+    state = summarize(conditions)
     endpoint = status.get("endpoint") or {}
-    namespace = obj["metadata"]["namespace"]
     openai = ""
     if endpoint.get("service") and endpoint.get("openaiPort"):
         openai = f"http://{endpoint['service']}:{endpoint['openaiPort']}/v1"  # service: <name>.<namespace>.svc
-    stale = available and available.get("observedGeneration") not in (None, obj["metadata"].get("generation"))
+    generation = obj["metadata"].get("generation")
+    stale = any(c.get("observedGeneration") not in (None, generation) for c in conditions)
     return {
-        "NAMESPACE": namespace,
+        "NAMESPACE": obj["metadata"]["namespace"],
         "NAME": obj["metadata"]["name"],
-        "AVAILABLE": (available.get("status", "Unknown") + (" (stale)" if stale else "")) if available else "Unknown",
+        "STATUS": (state.phase + (" (stale)" if stale else "")) if conditions else "Unknown",
         "READY": f"{status.get('readyReplicas', 0) or 0}/{status.get('replicas', 0) or 0}",
         "MODEL": status.get("modelName") or "",
         "OPENAI": openai,
-        "REASON": (problem or available).get("reason", "") if (problem or available) else "",
-        "MESSAGE": (problem or {}).get("message", ""),
+        "REASON": state.reason if conditions else "",
+        "MESSAGE": state.message if conditions and state.phase != "Ready" else "",
     }
 
 

@@ -117,8 +117,8 @@ def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
                                 timeout=60)
         assert listed.returncode == 0, listed.stderr
         header, row = listed.stdout.splitlines()
-        assert header.split()[:5] == ["NAME", "AVAILABLE", "READY", "MODEL", "OPENAI"]
-        assert row.split()[:5] == [name, "True", "1/1", obj["status"]["modelName"],
+        assert header.split()[:5] == ["NAME", "STATUS", "READY", "MODEL", "OPENAI"]
+        assert row.split()[:5] == [name, "Ready", "1/1", obj["status"]["modelName"],
                                    f"http://{name}.team-a.svc:9000/v1"]
     finally:
         operator.terminate()

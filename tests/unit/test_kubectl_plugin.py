@@ -18,20 +18,28 @@ def test_serving_backend_shows_its_openai_endpoint_and_model():
     row = summary(backend([c("Planned", "True", "Fits"), c("Available", "True", "ReplicasReady"),
                            c("Degraded", "False", "ReplicasReady")], replicas=2, readyReplicas=2,
                           modelName="llama-3-1-8b", endpoint={"service": "chat.team-a.svc", "openaiPort": 9000}))
-    assert row == {"NAMESPACE": "team-a", "NAME": "chat", "AVAILABLE": "True", "READY": "2/2", "MODEL": "llama-3-1-8b",
+    assert row == {"NAMESPACE": "team-a", "NAME": "chat", "STATUS": "Ready", "READY": "2/2", "MODEL": "llama-3-1-8b",
                    "OPENAI": "http://chat.team-a.svc:9000/v1", "REASON": "ReplicasReady", "MESSAGE": ""}
 
 
 def test_failing_backend_says_why_from_the_first_condition_that_is_wrong():
     row = summary(backend([c("Planned", "False", "UnknownPreset", "unknown model preset 'x'; run `llmbackend presets`"),
                            c("Available", "False", "NotPlanned")]))
-    assert row["AVAILABLE"] == "False" and row["REASON"] == "UnknownPreset" and "llmbackend presets" in row["MESSAGE"]
+    assert row["STATUS"] == "Degraded" and row["REASON"] == "UnknownPreset" and "llmbackend presets" in row["MESSAGE"]
     assert row["OPENAI"] == "" and row["READY"] == "0/0"
 
 
 def test_a_status_for_an_older_generation_is_marked_stale():
-    assert summary(backend([c("Available", "True", "ReplicasReady", generation=1)], generation=2))["AVAILABLE"] \
-        == "True (stale)"
+    assert summary(backend([c("Available", "True", "ReplicasReady", generation=1)], generation=2))["STATUS"] \
+        == "Ready (stale)"
+
+
+def test_a_download_in_flight_is_progressing_not_degraded():
+    row = summary(backend([c("Planned", "False", "WaitingForCheckpoint", "downloading hf://org/m: 10 of 16 GB"),
+                           c("Progressing", "True", "DownloadingCheckpoint", "downloading hf://org/m: 10 of 16 GB"),
+                           c("Degraded", "False", "NoFailure"), c("Available", "False", "NotPlanned")]))
+    assert (row["STATUS"], row["REASON"]) == ("Progressing", "DownloadingCheckpoint")
+    assert "10 of 16 GB" in row["MESSAGE"]
 
 
 def test_table_drops_the_namespace_column_unless_all_namespaces():
