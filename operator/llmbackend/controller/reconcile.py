@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ..api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from ..planning.inventory import Inventory
+from ..render.multinode import LAUNCHER_CLUSTER_ROLE
 from ..render.workloads import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef
 from . import permissions
 from .conditions import Conditions, now_rfc3339
@@ -43,10 +44,10 @@ MAX_LOOKUP_ROUNDS = 3  # decide may ask for children the caches do not hold, the
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
-# Never used by the operator itself: the API server lets it create the multi-node leaders' Role
-# (pods get + pods/exec create, see render/multinode.py) only if it holds those permissions
-# (RBAC escalation prevention). The alternative, `escalate` on roles, would let it grant anything.
-permissions.require("", "pods/exec", "create")
+# The multi-node leaders' exec rights are a RoleBinding of one fixed ClusterRole (render/multinode.py). The API
+# server lets the operator create it because it may `bind` that ClusterRole by name (RBAC escalation prevention);
+# the operator holds no exec right itself and may bind no other role.
+permissions.require("rbac.authorization.k8s.io", "clusterroles", "bind", resource_names=(LAUNCHER_CLUSTER_ROLE,))
 
 __all__ = ["KubeClient", "Outcome", "Reconciler", "ScaleDecision", "AutoscaleTarget", "SharedState"]
 

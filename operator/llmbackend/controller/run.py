@@ -32,7 +32,7 @@ from ..render.workloads import BACKEND_LABEL, serving_pod_ready
 from . import permissions
 from .cache import CachedKube, Store, WatchCaches
 from .kube import Kube, load_configuration
-from .leader import LeaderElector
+from .leader import LEASE_NAME, LeaderElector
 from .reconcile import Reconciler, ScaleDecision, SharedState
 
 log = logging.getLogger("llmbackend.operator")
@@ -391,13 +391,15 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("run", help="run the operator")
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig (default: in-cluster, then KUBECONFIG)")
-    parser.add_argument("--namespace", action="append", default=[], help="watch only these namespaces (repeatable; default all)")
+    parser.add_argument("--namespace", action="append", default=[],
+                        help="serve only these namespaces (repeatable; default all). RBAC: bind ClusterRole llmbackend-operator "
+                        "with a RoleBinding in each instead of the ClusterRoleBinding (manifests/namespaced)")
     parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
     parser.add_argument("--resync-seconds", type=float, default=300, help="periodic full resync")
     parser.add_argument("--metrics-addr", default="127.0.0.1:9090", help="host:port of the Prometheus metrics endpoint ('' = off)")
     parser.add_argument("--health-addr", default="127.0.0.1:8081", help="host:port of /healthz (liveness) and /readyz ('' = off)")
     parser.add_argument("--leader-elect", action="store_true", help="run only while holding the leader Lease")
-    parser.add_argument("--lease-name", default="llmbackend-operator")
+    parser.add_argument("--lease-name", default=LEASE_NAME, help="the Role in manifests/default/rbac.yaml allows only this name")
     parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(func=run)
