@@ -278,6 +278,17 @@ class CachedKube:
             store.upsert(live)
         return live
 
+    def get_live(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """From the API server, not the caches (which may lag): before a write that must not adopt."""
+        live = self.kube.get(kind, namespace, name)
+        store = self._store(kind)
+        if store is not None and kind != "LLMBackend":
+            if live is None:
+                store.remove({"metadata": {"namespace": namespace or "", "name": name}})
+            elif (live["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == MANAGED_BY:
+                store.upsert(live)
+        return live
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         store = self._store(kind)

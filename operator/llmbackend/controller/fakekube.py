@@ -69,6 +69,8 @@ class FakeKube:
         self.calls["GET"] += 1
         return copy.deepcopy(self.objects.get((kind, namespace, name)))
 
+    get_live = get
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         self.calls["GET"] += 1
@@ -80,6 +82,11 @@ class FakeKube:
         self.calls["PATCH"] += 1
         self._check(obj["kind"])
         live = self.objects.get(self._key(obj))
+        version = obj["metadata"].get("resourceVersion")
+        if version is not None and live is None:
+            raise ApiError(404, "NotFound", f"{obj['kind']} {obj['metadata']['name']} not found")
+        if version is not None and live is not None and version != live["metadata"]["resourceVersion"]:  # precondition
+            raise ApiError(409, "Conflict", "the object has been modified; please apply your changes to the latest version")
         merged = copy.deepcopy(obj)
         if live is not None:
             merged["metadata"] = {**live["metadata"], **obj["metadata"]}

@@ -160,6 +160,8 @@ class Kube:
                 return None
             raise
 
+    get_live = get  # every read here goes to the API server
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         query = {}

@@ -41,6 +41,7 @@ log = logging.getLogger("llmbackend.reconcile")
 
 EVENT_SOURCE = "llmbackend-operator"
 MAX_LOOKUP_ROUNDS = 3  # decide may ask for children the caches do not hold, then for the HPAs: at most once each
+MAX_WRITE_ATTEMPTS = 3  # a child changed by others between read and write: read again, at most this often
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
@@ -59,6 +60,7 @@ class KubeClient(Protocol):
     calls: Any  # Counter of requests by HTTP method
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None: ...
+    def get_live(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None: ...  # never cached
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
@@ -67,6 +69,15 @@ class KubeClient(Protocol):
                      resource_version: str | None = None) -> dict[str, Any]: ...
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool: ...
     def has_api(self, api_version: str, plural: str) -> bool: ...
+
+
+class LostRace(Exception):
+    """A child this pass was about to write is someone else's (created or replaced since it was read)."""
+
+    def __init__(self, key: tuple[str, str], live: dict[str, Any]):
+        super().__init__(f"{key[0]} {key[1]} is not controlled by this LLMBackend")
+        self.key = key
+        self.live = live
 
 
 @dataclass
@@ -109,7 +120,14 @@ class Reconciler:
                     break
                 observed = self._look_up(observed, decision)
                 decision = decide(observed)
-            self.act(obj, decision)
+            try:
+                self.act(obj, decision)
+            except LostRace as race:  # decide again with what is there now: ResourceExists, nothing of it changed
+                log.info("%s %s/%s appeared while this pass wrote it and is not ours: left alone", race.key[0],
+                         namespace, race.key[1])
+                observed = dataclasses.replace(observed, children={**observed.children, race.key: race.live})
+                decision = decide(observed)
+                self.act(obj, decision)
         except ApiError as exc:
             self._report_failure(obj, decision, exc)
             raise
@@ -184,7 +202,7 @@ class Reconciler:
                 self.state.waiting_for_capacity.discard(key)
         for child in decision.apply:
             try:
-                self.kube.apply(child)
+                self._write_child(child, meta["uid"])
             except ApiError as exc:
                 raise ApiError(exc.status, exc.reason,
                                f"applying {child['kind']} {child['metadata']['name']}: {exc.message}") from exc
@@ -197,6 +215,36 @@ class Reconciler:
         self._write_status(obj, decision)
         for type_, reason, message in decision.events:
             self.event(obj, type_, reason, message)
+
+    def _write_child(self, child: dict[str, Any], uid: str) -> None:
+        """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
+        absent is created (409 AlreadyExists: someone else's); one it saw controlled by this backend is applied with
+        that resourceVersion as precondition, and on a conflict read again and written only if still ours."""
+        kind, meta = child["kind"], child["metadata"]
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            if not meta.get("resourceVersion"):
+                try:
+                    self.kube.create(child)
+                    return
+                except ApiError as exc:
+                    if exc.status != 409:
+                        raise
+            else:
+                try:
+                    self.kube.apply(child)
+                    return
+                except ApiError as exc:
+                    if exc.status not in (404, 409):
+                        raise
+            live = self.kube.get_live(kind, meta["namespace"], meta["name"])
+            if live is not None and not any(o.get("uid") == uid and o.get("controller")
+                                            for o in live["metadata"].get("ownerReferences") or []):
+                raise LostRace((kind, meta["name"]), live)
+            if live is None:
+                meta.pop("resourceVersion", None)
+            else:
+                meta["resourceVersion"] = live["metadata"]["resourceVersion"]
+        raise ApiError(409, "Conflict", f"{kind} {meta['name']} kept changing while the operator wrote it; retrying")
 
     def _write_status(self, obj: dict[str, Any], decision: Decision) -> None:
         meta = obj["metadata"]
