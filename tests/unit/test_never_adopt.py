@@ -29,10 +29,9 @@ def _foreign(kind: str, name: str) -> dict[str, Any]:
 class RacingKube(FakeKube):
     """Someone creates (or replaces) `target` just before the operator's write of it reaches the API server."""
 
-    def __init__(self, target: tuple[str, str], replace: bool = False):
+    def __init__(self, target: tuple[str, str]):
         super().__init__()
         self.target = target
-        self.replace = replace
         self.raced = False
 
     def _race(self, obj: dict[str, Any]) -> None:
@@ -41,14 +40,8 @@ class RacingKube(FakeKube):
             self.objects.pop(self._key(obj), None)
             self._stored(_foreign(*self.target))
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        if not self.replace:
-            self._race(obj)
-        return super().create(obj)
-
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        if self.replace:
-            self._race(obj)
+        self._race(obj)
         return super().apply(obj)
 
 
@@ -80,7 +73,7 @@ def test_an_owned_child_replaced_by_someone_else_before_the_update_is_left_alone
     _reconcile(kube)  # everything created, ours
     deployment = kube.objects[("Deployment", "serving", "llama")]
     deployment["spec"]["template"]["metadata"]["annotations"] = {"drift": "1"}  # makes the next pass write it
-    racing = RacingKube(("Deployment", "llama"), replace=True)
+    racing = RacingKube(("Deployment", "llama"))
     racing.objects = copy.deepcopy(kube.objects)
     racing._version = kube._version
     obj = _reconcile(racing)

@@ -135,8 +135,8 @@ class Observed:
 class Decision:
     status: LLMBackendStatus
     conditions: Conditions
-    # Children to write: without metadata.resourceVersion created (an existing one is someone else's), with it
-    # applied on that version only (the object decide saw controlled by this backend), never adopted.
+    # Children to write: without metadata.resourceVersion created (an existing one is someone else's), with it (and
+    # the uid) applied to that object and version only (the one decide saw controlled by this backend): never adopted.
     apply: list[dict[str, Any]] = field(default_factory=list)
     prune: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, name, uid) of owned children not desired
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) besides condition changes
@@ -285,7 +285,8 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         live = observed.children[(child["kind"], child["metadata"]["name"])]
         if live is None or not _up_to_date(child, live):
             if live is not None and live["metadata"].get("resourceVersion"):
-                # ours (checked above): written only if it is still the version this pass checked
+                # ours (checked above): written only if it is still the object and version this pass checked
+                child["metadata"]["uid"] = live["metadata"].get("uid")
                 child["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
             decision.apply.append(child)
             workload_changes = workload_changes or is_workload

@@ -83,11 +83,17 @@ class FakeKube:
         self._check(obj["kind"])
         live = self.objects.get(self._key(obj))
         version = obj["metadata"].get("resourceVersion")
+        uid = obj["metadata"].get("uid")
+        if live is not None and uid and uid != live["metadata"]["uid"]:  # as the API server: a uid never changes
+            raise ApiError(422, "Invalid", f"{obj['kind']} {obj['metadata']['name']}: metadata.uid: Invalid value: "
+                                           f"{uid!r}: field is immutable")
         if version is not None and live is None:
             raise ApiError(404, "NotFound", f"{obj['kind']} {obj['metadata']['name']} not found")
         if version is not None and live is not None and version != live["metadata"]["resourceVersion"]:  # precondition
             raise ApiError(409, "Conflict", "the object has been modified; please apply your changes to the latest version")
         merged = copy.deepcopy(obj)
+        if live is None:
+            merged["metadata"].pop("uid", None)  # the API server assigns one
         if live is not None:
             merged["metadata"] = {**live["metadata"], **obj["metadata"]}
             if "status" in live:

@@ -42,6 +42,9 @@ log = logging.getLogger("llmbackend.reconcile")
 EVENT_SOURCE = "llmbackend-operator"
 MAX_LOOKUP_ROUNDS = 3  # decide may ask for children the caches do not hold, then for the HPAs: at most once each
 MAX_WRITE_ATTEMPTS = 3  # a child changed by others between read and write: read again, at most this often
+# The uid a child is applied with when it should not exist yet: no object has it, so the apply creates (the API server
+# assigns the uid) or fails on someone else's object (a uid cannot change) instead of adopting it.
+CREATE_ONLY_UID = "00000000-0000-0000-0000-000000000000"
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
@@ -69,6 +72,12 @@ class KubeClient(Protocol):
                      resource_version: str | None = None) -> dict[str, Any]: ...
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool: ...
     def has_api(self, api_version: str, plural: str) -> bool: ...
+
+
+def precondition_failed(exc: ApiError) -> bool:
+    """The write's precondition did not hold: another resourceVersion (409), gone (404), another uid (422 on
+    metadata.uid, "field is immutable")."""
+    return exc.status in (404, 409) or (exc.status == 422 and "metadata.uid" in exc.message)
 
 
 class LostRace(Exception):
@@ -217,33 +226,30 @@ class Reconciler:
             self.event(obj, type_, reason, message)
 
     def _write_child(self, child: dict[str, Any], uid: str) -> None:
-        """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
-        absent is created (409 AlreadyExists: someone else's); one it saw controlled by this backend is applied with
-        that resourceVersion as precondition, and on a conflict read again and written only if still ours."""
-        kind, meta = child["kind"], child["metadata"]
+        """Never adopt, also when someone creates or replaces the object while this pass runs. Every write is a
+        server-side apply with a precondition: a child decide saw absent carries a uid no object has (the API
+        server gives a created object its own uid, and refuses to change an existing object's: someone else's),
+        one it saw controlled by this backend carries that object's uid and resourceVersion. When a precondition
+        fails, the object is read again and written only if it is still ours; else LostRace."""
+        meta = dict(child["metadata"])
+        kind, child = child["kind"], {**child, "metadata": meta}
         for _ in range(MAX_WRITE_ATTEMPTS):
-            if not meta.get("resourceVersion"):
-                try:
-                    self.kube.create(child)
-                    return
-                except ApiError as exc:
-                    if exc.status != 409:
-                        raise
-            else:
-                try:
-                    self.kube.apply(child)
-                    return
-                except ApiError as exc:
-                    if exc.status not in (404, 409):
-                        raise
+            meta.setdefault("uid", CREATE_ONLY_UID)
+            try:
+                self.kube.apply(child)
+                return
+            except ApiError as exc:
+                if not precondition_failed(exc):
+                    raise
             live = self.kube.get_live(kind, meta["namespace"], meta["name"])
             if live is not None and not any(o.get("uid") == uid and o.get("controller")
                                             for o in live["metadata"].get("ownerReferences") or []):
                 raise LostRace((kind, meta["name"]), live)
-            if live is None:
-                meta.pop("resourceVersion", None)
-            else:
-                meta["resourceVersion"] = live["metadata"]["resourceVersion"]
+            for field_name in ("uid", "resourceVersion"):
+                if live is None:
+                    meta.pop(field_name, None)
+                else:
+                    meta[field_name] = live["metadata"][field_name]
         raise ApiError(409, "Conflict", f"{kind} {meta['name']} kept changing while the operator wrote it; retrying")
 
     def _write_status(self, obj: dict[str, Any], decision: Decision) -> None:
