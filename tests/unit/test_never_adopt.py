@@ -40,6 +40,10 @@ class RacingKube(FakeKube):
             self.objects.pop(self._key(obj), None)
             self._stored(_foreign(*self.target))
 
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self._race(obj)
+        return super().create(obj)
+
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         self._race(obj)
         return super().apply(obj)

@@ -80,7 +80,7 @@ def _applied_by_the_reconciler(manifest: dict, apis: frozenset[str]) -> list[dic
     from devcluster.cli import topology_nodes
     from llmbackend.controller.decide import OPTIONAL_APIS
     from llmbackend.controller.fakekube import FakeKube
-    from llmbackend.controller.reconcile import CREATE_ONLY_UID, Reconciler, SharedState
+    from llmbackend.controller.reconcile import Reconciler, SharedState
 
     kube = FakeKube({"/".join(OPTIONAL_APIS[name]) for name in apis})
     state = SharedState()
@@ -95,8 +95,6 @@ def _applied_by_the_reconciler(manifest: dict, apis: frozenset[str]) -> list[dic
         def record(obj: dict) -> dict:
             if obj["kind"] != "Event":
                 sent.append(copy.deepcopy(obj))
-                if sent[-1]["metadata"].get("uid") == CREATE_ONLY_UID:  # the write's precondition, not content
-                    del sent[-1]["metadata"]["uid"]
             return send(obj)
         return record
 

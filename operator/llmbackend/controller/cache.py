@@ -310,7 +310,10 @@ class CachedKube:
         return self._remember(self.kube.apply(obj))
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        return self._remember(self.kube.create(obj))  # the model cache's claim and Job (Events are not cached)
+        return self._remember(self.kube.create(obj))
+
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._remember(self.kube.create_applied(obj))  # the model cache's claim and Job (Events are not cached)
 
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]:

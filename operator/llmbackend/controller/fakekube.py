@@ -111,6 +111,11 @@ class FakeKube:
         self.created.append(obj)
         return self._stored(obj)
 
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
+        created = self.create(obj)
+        self.calls["PATCH"] += 1  # kube.Kube marks the created fields as applied by the operator
+        return created
+
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]:
         self.calls["PATCH"] += 1

@@ -212,6 +212,33 @@ class Kube:
         meta = obj["metadata"]
         return self.request("POST", self._path(obj["kind"], meta.get("namespace")), body=obj)
 
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create (POST: 409 when the name is taken, where an apply would take the object over) with the operator's
+        field manager, then mark those fields as applied by it, so that later server-side applies own them and can
+        remove what they no longer set (as `kubectl apply --server-side` upgrades client-side managed fields)."""
+        meta = obj["metadata"]
+        created = self.request("POST", self._path(obj["kind"], meta.get("namespace")),
+                               query={"fieldManager": FIELD_MANAGER}, body=obj)
+        for _ in range(3):
+            entries = created["metadata"].get("managedFields") or []
+            ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Update"]
+            if not ours or any(e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply" for e in entries):
+                return created
+            relabeled = [{**e, "operation": "Apply"} if e in ours else e for e in entries]
+            patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": created["metadata"]["resourceVersion"]},
+                     {"op": "replace", "path": "/metadata/managedFields", "value": relabeled}]
+            try:
+                return self.request("PATCH", self._path(obj["kind"], meta.get("namespace"), meta["name"]), body=patch,
+                                    content_type="application/json-patch+json")
+            except ApiError as exc:
+                if exc.status not in (409, 422):  # 422: the test failed (it changed since): read it again
+                    raise
+            current = self.get(obj["kind"], meta.get("namespace"), meta["name"])
+            if current is None or current["metadata"]["uid"] != created["metadata"]["uid"]:
+                return created
+            created = current
+        return created
+
     def has_api(self, api_version: str, plural: str) -> bool:
         """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed)."""
         key = f"{api_version}/{plural}"

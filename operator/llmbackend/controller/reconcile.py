@@ -42,9 +42,6 @@ log = logging.getLogger("llmbackend.reconcile")
 EVENT_SOURCE = "llmbackend-operator"
 MAX_LOOKUP_ROUNDS = 3  # decide may ask for children the caches do not hold, then for the HPAs: at most once each
 MAX_WRITE_ATTEMPTS = 3  # a child changed by others between read and write: read again, at most this often
-# The uid a child is applied with when it should not exist yet: no object has it, so the apply creates (the API server
-# assigns the uid) or fails on someone else's object (a uid cannot change) instead of adopting it.
-CREATE_ONLY_UID = "00000000-0000-0000-0000-000000000000"
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
@@ -68,6 +65,7 @@ class KubeClient(Protocol):
              field_selector: str | None = None) -> list[dict[str, Any]]: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]: ...  # create; later applies own its fields
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]: ...
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool: ...
@@ -75,8 +73,8 @@ class KubeClient(Protocol):
 
 
 def precondition_failed(exc: ApiError) -> bool:
-    """The write's precondition did not hold: another resourceVersion (409), gone (404), another uid (422 on
-    metadata.uid, "field is immutable")."""
+    """The write's precondition did not hold: the name is taken or another resourceVersion or uid is there (409),
+    gone (404), another object under that name (422 on metadata.uid, "field is immutable")."""
     return exc.status in (404, 409) or (exc.status == 422 and "metadata.uid" in exc.message)
 
 
@@ -226,17 +224,18 @@ class Reconciler:
             self.event(obj, type_, reason, message)
 
     def _write_child(self, child: dict[str, Any], uid: str) -> None:
-        """Never adopt, also when someone creates or replaces the object while this pass runs. Every write is a
-        server-side apply with a precondition: a child decide saw absent carries a uid no object has (the API
-        server gives a created object its own uid, and refuses to change an existing object's: someone else's),
-        one it saw controlled by this backend carries that object's uid and resourceVersion. When a precondition
-        fails, the object is read again and written only if it is still ours; else LostRace."""
+        """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
+        absent is created (POST: a name already taken fails), one it saw controlled by this backend is applied with
+        that object's uid and resourceVersion as preconditions. When one fails, the object is read again and
+        written only if it is still ours; else LostRace."""
         meta = dict(child["metadata"])
         kind, child = child["kind"], {**child, "metadata": meta}
         for _ in range(MAX_WRITE_ATTEMPTS):
-            meta.setdefault("uid", CREATE_ONLY_UID)
             try:
-                self.kube.apply(child)
+                if meta.get("resourceVersion"):
+                    self.kube.apply(child)
+                else:
+                    self.kube.create_applied(child)
                 return
             except ApiError as exc:
                 if not precondition_failed(exc):
