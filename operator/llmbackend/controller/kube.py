@@ -24,7 +24,8 @@ from ..render.workloads import MANAGED_KINDS
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"
-API_ABSENCE_TTL_S = 30.0
+API_ABSENCE_TTL_S = 30.0  # an absent optional API is looked for again after this long
+API_RECHECK_MIN_S = 5.0  # a served one is looked for again after a request finds it gone, at most this often
 
 # kind -> (apiVersion, plural) for every kind the controller reads or writes.
 KINDS: dict[str, tuple[str, str]] = {
@@ -44,6 +45,17 @@ CLUSTER_SCOPED = {"Node", "Namespace", "CustomResourceDefinition"}
 for _kind in MANAGED_KINDS:
     _group = MANAGED_KINDS[_kind][0].rpartition("/")[0]
     permissions.require(_group, MANAGED_KINDS[_kind][1], "get", "create", "patch", "delete")
+
+
+def _api_of(path: str) -> str | None:
+    """The "group/version/plural" of an /apis path (the key of `Kube.has_api`'s cache), else None."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if parts[:1] != ["apis"] or len(parts) < 4:
+        return None
+    rest = parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    return f"{parts[1]}/{parts[2]}/{rest[0]}" if rest else None
 
 
 def _kind_of(path: str) -> str:
@@ -89,7 +101,8 @@ class Kube:
         self._rest = rest.RESTClientObject(configuration)
         self._lock = threading.Lock()
         self.calls: Counter[str] = Counter()  # verb -> count, for benchmarks ("API requests per CR")
-        self._api_cache: dict[str, tuple[bool, float]] = {}
+        self._api_cache: dict[str, tuple[bool, float]] = {}  # key -> (served, when discovery said so)
+        self._api_locks: dict[str, threading.Lock] = {}  # one discovery per API at a time, whatever the workers
 
     # ---- plumbing ----
 
@@ -119,9 +132,11 @@ class Kube:
         if response.status >= 400:
             try:
                 status = json.loads(data)
-                raise ApiError(response.status, status.get("reason", ""), status.get("message", data[:500]))
             except ValueError:
                 raise ApiError(response.status, "", data[:500].decode(errors="replace")) from None
+            if response.status == 404 and not (status.get("details") or {}).get("name"):
+                self._api_gone(path)  # the resource itself is not served (a CRD deleted), not one object
+            raise ApiError(response.status, status.get("reason", ""), status.get("message", data[:500]))
         return json.loads(data) if data else None
 
     def stream(self, path: str, timeout: float) -> Iterator[dict[str, Any]]:
@@ -240,17 +255,38 @@ class Kube:
         return created
 
     def has_api(self, api_version: str, plural: str) -> bool:
-        """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed)."""
+        """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed). Served: trusted
+        until a request finds it gone; absent: looked for again after API_ABSENCE_TTL_S. One discovery request per
+        API at a time: other workers wait for its answer instead of asking too."""
         key = f"{api_version}/{plural}"
+        cached = self._fresh_api(key)
+        if cached is not None:
+            return cached
+        with self._lock:
+            lock = self._api_locks.setdefault(key, threading.Lock())
+        with lock:
+            cached = self._fresh_api(key)  # another worker may have just asked
+            if cached is not None:
+                return cached
+            try:
+                resources = self.request("GET", f"/apis/{api_version}")
+                found = any(r.get("name") == plural for r in resources.get("resources", []))
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                found = False
+            self._api_cache[key] = (found, time.monotonic())
+            return found
+
+    def _fresh_api(self, key: str) -> bool | None:
         cached = self._api_cache.get(key)
         if cached is not None and (cached[0] or time.monotonic() - cached[1] < API_ABSENCE_TTL_S):
-            return cached[0]  # once served, assume it stays; absence is re-checked after 30 s
-        try:
-            resources = self.request("GET", f"/apis/{api_version}")
-            found = any(r.get("name") == plural for r in resources.get("resources", []))
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            found = False
-        self._api_cache[key] = (found, time.monotonic())
-        return found
+            return cached[0]
+        return None
+
+    def _api_gone(self, path: str) -> None:
+        """A request was answered 404 for the resource type: discovery asks again (at most every API_RECHECK_MIN_S)."""
+        key = _api_of(path)
+        cached = self._api_cache.get(key) if key else None
+        if key and cached is not None and cached[0] and time.monotonic() - cached[1] >= API_RECHECK_MIN_S:
+            self._api_cache.pop(key, None)

@@ -41,6 +41,14 @@ log = logging.getLogger("llmbackend.operator")
 LOOP_STALL_S = 60.0
 QUEUE_STALL_S = 300.0
 CACHE_SYNC_TIMEOUT_S = 120.0
+# A failing backend is retried at 1, 2, 4 ... s, at most this far apart: long enough not to hammer a failing API
+# server, short enough that a fix elsewhere (a quota raised, a CRD reinstalled) shows within a minute. A change of its
+# spec or of one of its children starts the count again.
+BACKOFF_MAX_S = 60.0
+
+
+def backoff_delay(failures: int) -> float:
+    return min(BACKOFF_MAX_S, 0.5 * 2 ** min(failures, 10))
 
 
 class WorkQueue:
@@ -95,6 +103,7 @@ class Operator:
         self.workers = workers
         self.resync_seconds = resync_seconds
         self.known: set[tuple[str, str]] = set()
+        self.generations: dict[tuple[str, str], int | None] = {}  # the last spec generation seen per backend
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
         self.tasks: list[asyncio.Task] = []
         self.scalers: dict[tuple[str, str], dict[str, Any]] = {}
@@ -112,8 +121,13 @@ class Operator:
                 self.backends.remove(body)
             else:
                 self.backends.upsert(body)
+            generation = (body.get("metadata") or {}).get("generation")
+            if self.generations.get(key) != generation:  # a new spec: whatever failed may work now
+                self.generations[key] = generation
+                self.reset_backoff(key)
         if event_type == "DELETED":
             self.known.discard(key)
+            self.generations.pop(key, None)
             self.reconciler.forget(key)
             scaler = self.scalers.pop(key, None)
             if scaler is not None:
@@ -133,7 +147,15 @@ class Operator:
             return
         owner = (obj.get("metadata", {}).get("labels") or {}).get(BACKEND_LABEL)
         if owner:
-            self.loop.call_soon_threadsafe(self.enqueue, (obj["metadata"].get("namespace", ""), owner))
+            self.loop.call_soon_threadsafe(self.on_child_changed, (obj["metadata"].get("namespace", ""), owner))
+
+    def on_child_changed(self, key: tuple[str, str]) -> None:
+        self.reset_backoff(key)
+        self.enqueue(key)
+
+    def reset_backoff(self, key: tuple[str, str]) -> None:
+        if self.queue is not None:
+            self.queue.failures.pop(key, None)
 
     # ---- health ----
 
@@ -209,7 +231,7 @@ class Operator:
                     self.queue.add_after(key, outcome.requeue_after)
             except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff, never crashes
                 failures = self.queue.failures[key] = self.queue.failures[key] + 1
-                delay = min(300.0, 0.5 * 2 ** min(failures, 10))
+                delay = backoff_delay(failures)
                 metrics.observe_reconcile("error", time.monotonic() - started)
                 log.warning("reconcile %s/%s failed (attempt %d, retry in %.1fs): %s", *key, failures, delay, exc)
                 self.queue.add_after(key, delay)
