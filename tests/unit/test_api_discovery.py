@@ -23,6 +23,7 @@ GROUP_VERSION, PLURAL = "inference.networking.k8s.io/v1", "inferencepools"
 class FakeServer:
     def __init__(self) -> None:
         self.served = True
+        self.plain_404 = False
         self.requests: Counter[str] = Counter()
         server = self
 
@@ -51,6 +52,14 @@ class FakeServer:
             def do_PATCH(self) -> None:  # noqa: N802
                 server.requests[f"PATCH {self.path}"] += 1
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if server.plain_404:  # what kube-apiserver answers once a CRD's route is gone
+                    data = b"404 page not found\n"
+                    self.send_response(404)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 self._answer(404, {"kind": "Status", "reason": "NotFound", "details": {},
                                    "message": "the server could not find the requested resource"})
 
@@ -98,8 +107,10 @@ def test_workers_asking_at_once_share_one_discovery(server, kube):
     assert server.discoveries == 2
 
 
-def test_a_served_api_found_gone_is_discovered_again(server, kube, monkeypatch):
+@pytest.mark.parametrize("plain_404", [False, True], ids=["status", "page-not-found"])
+def test_a_served_api_found_gone_is_discovered_again(server, kube, monkeypatch, plain_404):
     monkeypatch.setattr(kube_module, "API_RECHECK_MIN_S", 0.0)
+    server.plain_404 = plain_404
     assert kube.has_api(GROUP_VERSION, PLURAL)
     server.served = False  # the CRD is deleted
     with pytest.raises(ApiError):

@@ -35,6 +35,7 @@ WATCHED_KINDS: tuple[str, ...] = (*MANAGED_KINDS, "PersistentVolumeClaim", "Job"
 # so their store only tracks whether the first list arrived.
 WATCH_TIMEOUT_S = 300
 OPTIONAL_API_RECHECK_S = 30.0
+API_SERVED = "API_SERVED"  # the event type a watcher reports when its optional API became served
 
 for _kind in WATCHED_KINDS:
     permissions.require(KINDS[_kind][0].rpartition("/")[0], KINDS[_kind][1], "list", "watch")
@@ -140,6 +141,7 @@ class Watcher(threading.Thread):
         self.optional_api = optional_api
         self.stopped = threading.Event()
         self.errors = 0
+        self.served: bool | None = None  # optional APIs: whether the last look found it served
 
     def stop(self) -> None:
         self.stopped.set()
@@ -148,7 +150,12 @@ class Watcher(threading.Thread):
         version: str | None = None  # where the next watch starts; None: list first
         while not self.stopped.is_set():
             try:
-                if self.optional_api and not self.kube.has_api(*self.optional_api):
+                if self.optional_api:
+                    served = self.kube.has_api(*self.optional_api)
+                    if served and self.served is False and self.on_event:
+                        self.on_event(self.kind, API_SERVED, {})  # installed (again): every backend may want one
+                    self.served = served
+                if self.served is False:
                     self.store.replace(self.namespace, [])  # not served: nothing of this kind can exist
                     version = None
                     self.stopped.wait(OPTIONAL_API_RECHECK_S)

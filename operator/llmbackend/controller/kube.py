@@ -133,6 +133,8 @@ class Kube:
             try:
                 status = json.loads(data)
             except ValueError:
+                if response.status == 404:  # "404 page not found": no route at all for this resource
+                    self._api_gone(path)
                 raise ApiError(response.status, "", data[:500].decode(errors="replace")) from None
             if response.status == 404 and not (status.get("details") or {}).get("name"):
                 self._api_gone(path)  # the resource itself is not served (a CRD deleted), not one object

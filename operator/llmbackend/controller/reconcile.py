@@ -74,8 +74,9 @@ class KubeClient(Protocol):
 
 def precondition_failed(exc: ApiError) -> bool:
     """The write's precondition did not hold: the name is taken or another resourceVersion or uid is there (409),
-    gone (404), another object under that name (422 on metadata.uid, "field is immutable")."""
-    return exc.status in (404, 409) or (exc.status == 422 and "metadata.uid" in exc.message)
+    another object under that name (422 on metadata.uid, "field is immutable"). (A 404 is no precondition: the
+    resource itself is not served, e.g. a CRD just deleted or not yet served.)"""
+    return exc.status == 409 or (exc.status == 422 and "metadata.uid" in exc.message)
 
 
 class LostRace(Exception):

@@ -30,7 +30,7 @@ from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_rege
 from ..render.triton import METRICS_PORT
 from ..render.workloads import BACKEND_LABEL, serving_pod_ready
 from . import permissions
-from .cache import CachedKube, Store, WatchCaches
+from .cache import API_SERVED, CachedKube, Store, WatchCaches
 from .kube import Kube, load_configuration
 from .leader import LEASE_NAME, LeaderElector
 from .reconcile import Reconciler, ScaleDecision, SharedState
@@ -145,9 +145,17 @@ class Operator:
         if kind == "Node":
             self.loop.call_soon_threadsafe(self.on_node_event, event_type, obj)
             return
+        if event_type == API_SERVED:  # a CRD (re)installed: backends that would own one of its kind look again
+            self.loop.call_soon_threadsafe(self.on_api_served)
+            return
         owner = (obj.get("metadata", {}).get("labels") or {}).get(BACKEND_LABEL)
         if owner:
             self.loop.call_soon_threadsafe(self.on_child_changed, (obj["metadata"].get("namespace", ""), owner))
+
+    def on_api_served(self) -> None:
+        for key in self.known:
+            self.reset_backoff(key)
+            self.enqueue(key)
 
     def on_child_changed(self, key: tuple[str, str]) -> None:
         self.reset_backoff(key)
