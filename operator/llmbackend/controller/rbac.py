@@ -94,7 +94,7 @@ def rbac_documents(granted: dict[Grant, frozenset[str]] | None = None) -> list[d
 
 HEADER = """\
 # GENERATED from operator/llmbackend/controller/permissions.py (`require(...)` next to each API call) by
-# llmbackend.controller.rbac.rbac_yaml(); tests/unit/test_rbac.py fails, printing this file, when they differ.
+# `python -m llmbackend.controller.rbac`; tests/unit/test_rbac.py fails, printing this file, when they differ.
 # No wildcards, no Secrets, no exec, no Roles: the operator holds no right it hands out. The multi-node
 # launcher's exec rights are the fixed ClusterRole llmbackend-launcher, which the operator may only bind
 # (`bind`, resourceNames: llmbackend-launcher) with a RoleBinding in a backend's namespace.
@@ -106,3 +106,16 @@ HEADER = """\
 
 def rbac_yaml(granted: dict[Grant, frozenset[str]] | None = None) -> str:
     return HEADER + yaml.safe_dump_all(rbac_documents(granted), sort_keys=False, default_flow_style=False)
+
+
+def main() -> None:
+    """`python -m llmbackend.controller.rbac > manifests/default/rbac.yaml` (after importing every module that
+    registers permissions)."""
+    import importlib
+
+    importlib.import_module("llmbackend.controller.run")
+    print(rbac_yaml(), end="")
+
+
+if __name__ == "__main__":
+    main()
