@@ -112,10 +112,11 @@ def test_a_foreign_child_created_during_the_first_pass_is_never_adopted(cluster,
         except ApiError as exc:
             assert exc.status == 409, exc
             ours_won += 1
-            # Created with a POST, then owned as applied fields: later applies can remove what they stop setting.
-            ours = cluster.kube.get("Deployment", namespace, name)["metadata"]["managedFields"]
-            assert {(m["manager"], m["operation"]) for m in ours if m["manager"] == "llmbackend-operator"} == {
-                ("llmbackend-operator", "Apply")}, ours
+            # Created with a POST, then (right after) owned as applied fields: later applies can remove what they
+            # stop setting.
+            wait_for(lambda n=name: {(m["manager"], m["operation"]) for m in cluster.kube.get(
+                "Deployment", namespace, n)["metadata"]["managedFields"] if m["manager"] == "llmbackend-operator"}
+                == {("llmbackend-operator", "Apply")}, timeout=10, what=f"{name}: the operator's fields as applied")
     adopted = []
     for name, before in theirs_won:
         wait_for(lambda n=name: (condition(cluster.kube.get("LLMBackend", namespace, n), "Degraded") or {}).get("reason")

@@ -68,6 +68,27 @@ def _kind_of(path: str) -> str:
     return (parts[0] if parts else "discovery") + ("/" + parts[2] if len(parts) > 2 else "")
 
 
+def sent_fields(fields: dict[str, Any], sent: Any) -> dict[str, Any]:
+    """The part of a managedFields `fieldsV1` set (f: map fields, k: list items by key, v: set values, ".") that
+    `sent` sets. A list item matches a key when every key field `sent` gives is equal (a defaulted one, such as a
+    port's protocol, is absent from what was sent)."""
+    out: dict[str, Any] = {}
+    for key, sub in fields.items():
+        if key == ".":
+            out[key] = sub
+        elif key.startswith("f:") and isinstance(sent, dict) and key[2:] in sent:
+            out[key] = sent_fields(sub, sent[key[2:]]) if sub else sub
+        elif key.startswith("k:") and isinstance(sent, list):
+            wanted = json.loads(key[2:])
+            for item in sent:
+                if isinstance(item, dict) and all(item.get(k, v) == v for k, v in wanted.items()):
+                    out[key] = sent_fields(sub, item) if sub else sub
+                    break
+        elif key.startswith("v:") and isinstance(sent, list) and json.loads(key[2:]) in sent:
+            out[key] = sub
+    return out
+
+
 class ApiError(Exception):
     def __init__(self, status: int, reason: str, message: str):
         super().__init__(f"{status} {reason}: {message}")
@@ -241,7 +262,10 @@ class Kube:
             ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Update"]
             if not ours or any(e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply" for e in entries):
                 return created
-            relabeled = [{**e, "operation": "Apply"} if e in ours else e for e in entries]
+            # Only what we sent becomes ours: a create also gives its manager the fields the API server defaulted
+            # (a Deployment's replicas, which an HPA or KEDA must own).
+            relabeled = [{**e, "operation": "Apply", "fieldsV1": sent_fields(e.get("fieldsV1") or {}, obj)}
+                         if e in ours else e for e in entries]
             patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": created["metadata"]["resourceVersion"]},
                      {"op": "replace", "path": "/metadata/managedFields", "value": relabeled}]
             try:
