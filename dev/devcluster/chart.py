@@ -91,6 +91,28 @@ def _dump(docs: list[dict[str, Any]]) -> str:
                   text, flags=re.M)
 
 
+# Namespaced mode (operator.watchNamespaces): the operator's namespaced rights are bound by a RoleBinding in each
+# watched namespace instead of this ClusterRoleBinding (as manifests/namespaced does for kustomize).
+NAMESPACED_BINDING = ("ClusterRoleBinding", "llmbackend-operator")
+_WATCHED = "__HELM_WATCHED_NAMESPACE__"
+
+
+def _dump_rbac(docs: list[dict[str, Any]]) -> str:
+    """A manifests/default file as a template; the operator's ClusterRoleBinding, where it is, becomes a RoleBinding
+    per watched namespace when operator.watchNamespaces is set."""
+    binding = next((d for d in docs if (d["kind"], d["metadata"]["name"]) == NAMESPACED_BINDING), None)
+    if binding is None:
+        return _dump([_templated(d) for d in docs])
+    rest = [_templated(d) for d in docs if d is not binding]
+    per_namespace = _templated({**binding, "kind": "RoleBinding",
+                                "metadata": {**binding["metadata"], "namespace": _WATCHED}})
+    namespaced = _dump([per_namespace]).replace(_WATCHED, "{{ $namespace }}").replace(
+        'include "llmbackend.labels" .', 'include "llmbackend.labels" $').replace(".Release.", "$.Release.")
+    return (_dump(rest) + "---\n{{- if .Values.operator.watchNamespaces }}\n"
+            "{{- range $namespace := .Values.operator.watchNamespaces }}\n---\n" + namespaced + "{{- end }}\n"
+            "{{- else }}\n---\n" + _dump([_templated(binding)]) + "{{- end }}\n")
+
+
 def _load(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
@@ -114,7 +136,7 @@ def generated_files() -> dict[Path, str]:
         CHART_DIR / "templates" / "crd.yaml": HEADER.format(source="crds/llmbackend.yaml")
         + "{{- if .Values.crds.install }}\n" + _dump([_templated(crd)]) + "{{- end }}\n",
         **{CHART_DIR / "templates" / path.name: HEADER.format(source=f"manifests/default/{path.name}")
-           + _dump([_templated(d) for d in docs]) for path, docs in copied.items()},
+           + _dump_rbac(docs) for path, docs in copied.items()},
         CHART_DIR / "templates" / "topology-reporter-rbac.yaml":
             HEADER.format(source="manifests/topology-reporter/rbac.yaml")
             + "{{- if .Values.topologyReporter.enabled }}\n" + _dump([_templated(d) for d in reporter_rbac])

@@ -1,6 +1,6 @@
 """Multi-node replicas on the local control plane with the real LeaderWorkerSet controller
 (sigs.k8s.io/lws, built from the Go module proxy; its CRD and webhooks): the multi-node sample
-reaches Available, LWS names pods as the launcher Role expects, and deleting a worker pod restarts
+reaches Available, the leader's ServiceAccount gets the launcher binding, and deleting a worker pod restarts
 the whole group (RecreateGroupOnPodRestart). kwok marks the pods Ready; it runs no containers
 (the launch scripts themselves run for real in tests/launch).
 """
@@ -93,9 +93,11 @@ def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group
     env = {e["name"]: e.get("value") for e in pods[worker_name]["spec"]["containers"][0]["env"]}
     assert env["LWS_GROUP_SIZE"] == "2" and env["LWS_LEADER_ADDRESS"].startswith(f"{leader_name}.")
     assert pods[leader_name]["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
-    # The launcher Role names exactly the worker pods LWS created; only the leader mounts its token.
-    role = cluster.kube.get("Role", namespace, name)
-    assert role["rules"][1]["resources"] == ["pods/exec"] and role["rules"][1]["resourceNames"] == [worker_name]
+    # The launcher's exec rights: a RoleBinding of the fixed launcher ClusterRole (no Role); only the leader mounts
+    # its token.
+    binding = cluster.kube.get("RoleBinding", namespace, f"{name}-launcher")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "llmbackend-launcher"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
     assert pods[leader_name]["spec"]["serviceAccountName"] == name
     assert pods[worker_name]["spec"].get("automountServiceAccountToken") is False
     service = cluster.kube.get("Service", namespace, name)

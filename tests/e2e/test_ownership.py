@@ -6,9 +6,11 @@ CRD the local control plane does not serve: tests/unit/test_reconcile_conditions
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import apply_manifest, backend_manifest, condition, wait_for
 
 from devcluster.lws import CRD_FILE as LWS_CRD_FILE
@@ -81,3 +83,59 @@ def test_an_existing_object_with_a_childs_name_is_reported_and_left_alone(cluste
     cluster.kubectl("delete", "llmb", "owned", "-n", namespace, "--wait=true")
     assert cluster.kube.get(kind, namespace, name) is not None, "their object outlives the backend"
     assert operator.proc.poll() is None, operator.log_tail()
+
+
+RACE_TRIALS = 30
+PVC_MODEL = {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}}
+
+
+def test_a_foreign_child_created_during_the_first_pass_is_never_adopted(cluster, operator, namespace):
+    """Issue 24: an object created 0.05-0.8 s after its backend, while the first pass runs, was adopted (owner
+    reference added, fields overwritten) in 20 of 30 trials. Whoever creates the object first keeps it: when theirs
+    wins, the backend says ResourceExists and theirs is untouched; when ours wins, their create fails."""
+    from llmbackend.controller.kube import ApiError
+
+    theirs_won: list[tuple[str, dict]] = []
+    ours_won = 0
+    for trial in range(RACE_TRIALS):
+        name = f"race-{trial}"
+        # A checkpoint on a claim: nothing to download, so the first pass looks the children up and writes them at
+        # once. Theirs is created at delays swept across that pass (5 ms steps), so that some land between the
+        # operator's look-up and its write.
+        cluster.kube.create(backend_manifest(name, namespace, model=PVC_MODEL))
+        time.sleep(trial * 0.005)
+        foreign = {"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": name, "namespace": namespace, "labels": THEIR_LABELS},
+                   "spec": {"replicas": 0, "selector": SELECTOR, "template": POD}}
+        try:
+            theirs_won.append((name, cluster.kube.create(foreign)))
+        except ApiError as exc:
+            assert exc.status == 409, exc
+            ours_won += 1
+            # Created with a POST, then (right after) owned as applied fields: later applies can remove what they
+            # stop setting.
+            wait_for(lambda n=name: {(m["manager"], m["operation"]) for m in cluster.kube.get(
+                "Deployment", namespace, n)["metadata"]["managedFields"] if m["manager"] == "llmbackend-operator"}
+                == {("llmbackend-operator", "Apply")}, timeout=10, what=f"{name}: the operator's fields as applied")
+    adopted = []
+    for name, before in theirs_won:
+        wait_for(lambda n=name: (condition(cluster.kube.get("LLMBackend", namespace, n), "Degraded") or {}).get("reason")
+                 == "ResourceExists", timeout=60, what=f"{name}: Degraded=ResourceExists")
+        after = cluster.kube.get("Deployment", namespace, name)
+        if (after["metadata"].get("ownerReferences") or after["spec"] != before["spec"]
+                or after["metadata"]["labels"] != THEIR_LABELS or after["metadata"]["uid"] != before["metadata"]["uid"]
+                or "llmbackend-operator" in {m["manager"] for m in after["metadata"].get("managedFields", [])}):
+            adopted.append(name)
+    print(f"{RACE_TRIALS} trials: theirs first {len(theirs_won)}, ours first {ours_won}, adopted {len(adopted)}")
+    assert adopted == []
+    assert theirs_won and ours_won, "no trial raced: the test proved nothing (adjust the delays)"
+    assert operator.proc.poll() is None, operator.log_tail()
+
+
+def test_a_backend_named_like_another_backends_child_is_refused(cluster, operator, namespace):
+    """Issue 24: `coll` and `coll-epp` created together both applied Deployment coll-epp. The CRD refuses names that
+    end with a child suffix, so no two backends' children share a name."""
+    apply_manifest(cluster, backend_manifest("coll", namespace))
+    refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(backend_manifest("coll-epp", namespace)), check=False)
+    assert refused.returncode != 0 and "must not end with" in refused.stderr, refused.stderr
+    assert cluster.kube.get("LLMBackend", namespace, "coll-epp") is None

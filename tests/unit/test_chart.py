@@ -124,6 +124,23 @@ def test_values_reach_the_operator():
     assert env["LLMBACKEND_PROMETHEUS_URLS"] == "http://prometheus.monitoring:9090 http://thanos:*"
 
 
+def test_watch_namespaces_bind_the_operator_per_namespace_not_cluster_wide():
+    rendered = template("--set", "operator.watchNamespaces={team-a,team-b}")
+    assert ("ClusterRoleBinding", "llmbackend-operator") not in rendered
+    bindings = [d for d in helm("template", "llmbackend", str(CHART), "--namespace", NAMESPACE, "--set",
+                                "operator.watchNamespaces={team-a,team-b}").stdout.split("\n---")
+                if "kind: RoleBinding" in d and "name: llmbackend-operator\n" in d and "kind: ClusterRole\n" in d]
+    docs = [yaml.safe_load(d) for d in bindings]
+    assert sorted(d["metadata"]["namespace"] for d in docs) == ["team-a", "team-b"]
+    for doc in docs:
+        assert doc["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "llmbackend-operator"}
+        assert doc["subjects"] == [{"kind": "ServiceAccount", "name": "llmbackend-operator", "namespace": NAMESPACE}]
+    # Cluster-scoped reads (nodes, CRDs, namespaces) stay cluster-wide; the Lease Role stays in the release namespace.
+    assert ("ClusterRoleBinding", "llmbackend-operator-cluster") in rendered
+    assert ("ClusterRoleBinding", "llmbackend-operator") in template()
+
+
 def test_optional_parts():
     rendered = template("--set", "monitoring.enabled=true", "--set", "grafanaDashboard.enabled=true",
                         "--set", "topologyReporter.enabled=false", "--set", "crds.install=false")

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.controller.permissions import permissions
+from llmbackend.controller.permissions import WATCHED, Grant, grants, permissions
 from llmbackend.controller.reconcile import Reconciler  # noqa: F401  (registers the operator's permissions)
 from llmbackend.render.multinode import (
     CLIQUE_LABEL,
@@ -17,10 +17,11 @@ from llmbackend.render.multinode import (
     GROUP_INDEX_LABEL,
     KUEUE_QUEUE_LABEL,
     LAUNCH_KEY_PREFIX,
+    LAUNCHER_CLUSTER_ROLE,
     choose_gang_scheduler,
     group_problem,
+    launcher_cluster_role,
     rank_layout,
-    worker_pod_names,
 )
 from llmbackend.render.workloads import MANAGED_KINDS, BackendRef, RolloutStrategy, desired_objects
 
@@ -131,37 +132,31 @@ def test_serving_pods_stay_non_root_without_capabilities_and_only_the_leader_hol
     assert _env(leader["containers"][0])["KUBECTL"] == "/launcher/kubectl"
 
 
-def test_launcher_role_may_only_get_and_exec_into_this_backends_workers():
+def test_launcher_gets_a_binding_of_the_fixed_launcher_cluster_role_and_no_role():
     objects = _objects(replicas=2, plan=_plan(4, 4, 4))
-    rules = objects["Role"]["rules"]
-    names = ["big-0-1", "big-0-2", "big-0-3", "big-1-1", "big-1-2", "big-1-3"]
-    assert rules == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": names},
-        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"], "resourceNames": names},
-    ]
+    assert "Role" not in objects, "the operator creates no Roles (it would have to hold what they grant)"
     binding = objects["RoleBinding"]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "big"}
+    assert binding["metadata"]["name"] == "big-launcher"
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LAUNCHER_CLUSTER_ROLE}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "big", "namespace": "serving"}]
     kinds = list(objects)
     assert kinds.index("RoleBinding") < kinds.index("LeaderWorkerSet"), "exec rights exist before the leader starts"
 
 
-def test_autoscaled_role_covers_every_group_up_to_max_replicas():
-    spec = _spec(autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 3})
-    names = _objects(spec=spec)["Role"]["rules"][1]["resourceNames"]
-    assert names == worker_pod_names(REF, 3, 2) == ["big-0-1", "big-1-1", "big-2-1"]
+def test_launcher_cluster_role_lets_kubectl_exec_over_websocket_and_spdy():
+    """kubectl >= 1.30 opens exec as a WebSocket upgrade of a GET; older ones POST (SPDY): pods/exec needs both."""
+    exec_rule = next(r for r in launcher_cluster_role()["rules"] if r["resources"] == ["pods/exec"])
+    assert set(exec_rule["verbs"]) == {"get", "create"}
 
 
-def test_operator_may_grant_what_the_role_grants():
-    """RBAC escalation prevention: creating the Role needs every permission it grants (or `escalate`)."""
-    granted = permissions()
-    role = _objects()["Role"]
-    for rule in role["rules"]:
-        for resource in rule["resources"]:
-            assert set(rule["verbs"]) <= granted[("", resource)], resource
-    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+def test_operator_may_bind_the_launcher_role_without_holding_exec():
+    """RBAC escalation prevention: a RoleBinding needs `bind` on its role (or every permission it grants)."""
+    granted = grants()
+    assert Grant(WATCHED, "rbac.authorization.k8s.io", "clusterroles", (LAUNCHER_CLUSTER_ROLE,)) in granted
+    assert ("", "pods/exec") not in permissions()
+    for kind in ("ServiceAccount", "RoleBinding"):
         api_version, plural = MANAGED_KINDS[kind]
-        assert {"create", "patch", "delete"} <= granted[(api_version.rpartition("/")[0], plural)]
+        assert {"create", "patch", "delete"} <= permissions()[(api_version.rpartition("/")[0], plural)]
 
 
 # ---- vLLM on Ray ----

@@ -1,7 +1,7 @@
-"""The operator's ClusterRole grants exactly what the code registers in controller/permissions.py.
+"""The operator's RBAC grants exactly what the code registers in controller/permissions.py, each in its scope.
 
-On a mismatch the failure message contains the expected ClusterRole (from
-llmbackend.controller.rbac.cluster_role_yaml()), ready to paste into manifests/default/rbac.yaml.
+On a mismatch the failure message contains the expected file (llmbackend.controller.rbac.rbac_yaml()), ready to
+paste into manifests/default/rbac.yaml.
 """
 
 from __future__ import annotations
@@ -13,11 +13,24 @@ import pytest
 import yaml
 
 from llmbackend.controller import permissions as permissions_module
-from llmbackend.controller.rbac import CLUSTER_ROLE_NAME, cluster_role_rules, cluster_role_yaml, rules_to_permissions
+from llmbackend.controller.permissions import CLUSTER, OWN, WATCHED
+from llmbackend.controller.rbac import (
+    CLUSTER_READ_ROLE_NAME,
+    CLUSTER_ROLE_NAME,
+    OWN_ROLE_NAME,
+    namespace_binding,
+    rbac_documents,
+    rbac_yaml,
+    rules,
+    rules_to_grants,
+)
+from llmbackend.render.multinode import LAUNCHER_CLUSTER_ROLE, launcher_rbac
 
 ROOT = Path(__file__).resolve().parents[2]
 RBAC = ROOT / "manifests" / "default" / "rbac.yaml"
+NAMESPACED_BINDING = ROOT / "manifests" / "namespaced" / "rolebinding.yaml"
 TOPOLOGY_RBAC = ROOT / "manifests" / "topology-reporter" / "rbac.yaml"
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 def _controller_loaded() -> bool:
@@ -31,73 +44,113 @@ def _controller_loaded() -> bool:
     return True
 
 
-def expected_permissions() -> dict[tuple[str, str], frozenset[str]]:
+def expected_grants() -> dict[permissions_module.Grant, frozenset[str]]:
     """Everything registered once the controller (and what it imports) is loaded."""
     _controller_loaded()
-    return permissions_module.permissions()
+    return permissions_module.grants()
 
 
 def _docs(path: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def _cluster_role(path: Path, name: str) -> dict:
-    roles = [d for d in _docs(path) if d.get("kind") == "ClusterRole" and d["metadata"]["name"] == name]
-    assert len(roles) == 1, f"{path.relative_to(ROOT)}: expected one ClusterRole {name}"
+def _role(path: Path, kind: str, name: str) -> dict:
+    roles = [d for d in _docs(path) if d.get("kind") == kind and d["metadata"]["name"] == name]
+    assert len(roles) == 1, f"{path.relative_to(ROOT)}: expected one {kind} {name}"
     return roles[0]
 
 
-def _describe(perms: dict[tuple[str, str], frozenset[str]]) -> str:
-    return "\n".join(f"  {g or 'core'}/{r}: {sorted(v)}" for (g, r), v in sorted(perms.items()))
+def _describe(grants: dict) -> str:
+    return "\n".join(f"  {g.scope} {g.group or 'core'}/{g.resource}{list(g.resource_names) or ''}: {sorted(v)}"
+                     for g, v in sorted(grants.items()))
 
 
-def test_cluster_role_matches_registered_permissions_exactly():
-    expected = expected_permissions()
-    granted = rules_to_permissions(_cluster_role(RBAC, CLUSTER_ROLE_NAME)["rules"])
+def test_rbac_grants_exactly_the_registered_permissions_in_their_scopes():
+    expected = expected_grants()
+    granted = {**rules_to_grants(_role(RBAC, "ClusterRole", CLUSTER_ROLE_NAME)["rules"], WATCHED),
+               **rules_to_grants(_role(RBAC, "ClusterRole", CLUSTER_READ_ROLE_NAME)["rules"], CLUSTER),
+               **rules_to_grants(_role(RBAC, "Role", OWN_ROLE_NAME)["rules"], OWN)}
     missing = {k: v - granted.get(k, frozenset()) for k, v in expected.items() if v - granted.get(k, frozenset())}
     extra = {k: v - expected.get(k, frozenset()) for k, v in granted.items() if v - expected.get(k, frozenset())}
     if missing or extra:
         pytest.fail(
             f"{RBAC.relative_to(ROOT)} differs from llmbackend.controller.permissions\n"
             f"missing:\n{_describe(missing) or '  -'}\nextra:\n{_describe(extra) or '  -'}\n"
-            f"expected ClusterRole (paste into {RBAC.relative_to(ROOT)}):\n---\n{cluster_role_yaml(expected)}"
+            f"expected file:\n{rbac_yaml(expected)}"
         )
 
 
-def test_cluster_role_is_the_generated_one():
-    """Same rules, same layout: one rule per (group, resource), sorted (a clean diff when regenerated)."""
-    rules = _cluster_role(RBAC, CLUSTER_ROLE_NAME)["rules"]
-    assert rules == cluster_role_rules(expected_permissions()), (
-        f"regenerate the rules:\n---\n{cluster_role_yaml(expected_permissions())}"
-    )
+def test_rbac_file_is_the_generated_one():
+    """Same documents, same layout (a clean diff when regenerated)."""
+    assert _docs(RBAC) == rbac_documents(expected_grants()), f"regenerate {RBAC.relative_to(ROOT)}:\n{rbac_yaml()}"
 
 
-@pytest.mark.parametrize("path,name", [
-    (RBAC, CLUSTER_ROLE_NAME),
-    (TOPOLOGY_RBAC, "llmbackend-topology-reporter"),
+@pytest.mark.parametrize("path,kind,name", [
+    (RBAC, "ClusterRole", CLUSTER_ROLE_NAME),
+    (RBAC, "ClusterRole", CLUSTER_READ_ROLE_NAME),
+    (RBAC, "Role", OWN_ROLE_NAME),
+    (RBAC, "ClusterRole", LAUNCHER_CLUSTER_ROLE),
+    (TOPOLOGY_RBAC, "ClusterRole", "llmbackend-topology-reporter"),
 ])
-def test_no_wildcards_no_secrets(path, name):
-    for rule in _cluster_role(path, name)["rules"]:
+def test_no_wildcards_no_secrets(path, kind, name):
+    for rule in _role(path, kind, name)["rules"]:
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule.get(field, []), f"wildcard in {field}: {rule}"
         assert "secrets" not in rule.get("resources", []), rule
         assert not rule.get("nonResourceURLs"), rule
-        assert not {"escalate", "bind", "impersonate"} & set(rule.get("verbs", [])), rule
+        assert not {"escalate", "impersonate"} & set(rule.get("verbs", [])), rule
+
+
+def test_the_operator_holds_no_right_it_hands_out():
+    """No exec, no Roles; `bind` only on the launcher ClusterRole, by name. Leases only in its own namespace, by name
+    for get/update."""
+    granted = expected_grants()
+    watched = permissions_module.permissions(WATCHED)
+    assert ("", "pods/exec") not in permissions_module.permissions()
+    assert (RBAC_GROUP, "roles") not in permissions_module.permissions()
+    assert (RBAC_GROUP, "clusterrolebindings") not in permissions_module.permissions()
+    binds = {g: v for g, v in granted.items() if "bind" in v or "escalate" in v}
+    assert binds == {permissions_module.Grant(WATCHED, RBAC_GROUP, "clusterroles", (LAUNCHER_CLUSTER_ROLE,)): frozenset({"bind"})}
+    assert ("coordination.k8s.io", "leases") not in watched
+    leases = {g: v for g, v in granted.items() if g.resource == "leases"}
+    assert all(g.scope == OWN for g in leases)
+    assert all(g.resource_names for g, v in leases.items() if v & {"get", "update", "patch"})
+
+
+def test_the_operator_holds_every_right_of_the_launcher_role_it_does_not_bind():
+    """What the launcher binding grants is exactly the fixed ClusterRole; the operator renders no Role."""
+    launcher = _role(RBAC, "ClusterRole", LAUNCHER_CLUSTER_ROLE)
+    assert rules_to_grants(launcher["rules"], WATCHED) == {
+        permissions_module.Grant(WATCHED, "", "pods"): frozenset({"get"}),
+        # kubectl >= 1.30 execs over WebSocket (GET), older ones over SPDY (POST): both verbs.
+        permissions_module.Grant(WATCHED, "", "pods/exec"): frozenset({"get", "create"}),
+    }
+    from llmbackend.render.workloads import BackendRef
+
+    objects = launcher_rbac(BackendRef("big", "serving", "uid"))
+    assert [o["kind"] for o in objects] == ["ServiceAccount", "RoleBinding"]
+    assert objects[1]["roleRef"] == {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": LAUNCHER_CLUSTER_ROLE}
 
 
 def test_bound_to_the_operator_service_account():
-    bindings = [d for d in _docs(RBAC) if d.get("kind") == "ClusterRoleBinding"]
-    assert len(bindings) == 1
-    b = bindings[0]
-    assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE_NAME}
-    assert b["subjects"] == [{"kind": "ServiceAccount", "name": "llmbackend-operator", "namespace": "llmbackend-system"}]
+    subject = [{"kind": "ServiceAccount", "name": "llmbackend-operator", "namespace": "llmbackend-system"}]
+    bindings = {(d["kind"], d["metadata"]["name"]): d for d in _docs(RBAC) if d["kind"].endswith("Binding")}
+    assert set(bindings) == {("ClusterRoleBinding", CLUSTER_ROLE_NAME), ("ClusterRoleBinding", CLUSTER_READ_ROLE_NAME),
+                             ("RoleBinding", OWN_ROLE_NAME)}
+    for (kind, name), b in bindings.items():
+        assert b["roleRef"] == {"apiGroup": RBAC_GROUP, "kind": kind.replace("Binding", ""), "name": name}
+        assert b["subjects"] == subject
     deployment = yaml.safe_load((ROOT / "manifests" / "default" / "deployment.yaml").read_text())
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "llmbackend-operator"
 
 
+def test_namespaced_mode_binding_is_the_generated_one():
+    assert _docs(NAMESPACED_BINDING) == [namespace_binding("team-a")]
+
+
 def test_topology_reporter_may_only_get_and_patch_nodes():
-    role = _cluster_role(TOPOLOGY_RBAC, "llmbackend-topology-reporter")
-    assert rules_to_permissions(role["rules"]) == {("", "nodes"): frozenset({"get", "patch"})}
+    role = _role(TOPOLOGY_RBAC, "ClusterRole", "llmbackend-topology-reporter")
+    assert rules_to_grants(role["rules"], CLUSTER) == {permissions_module.Grant(CLUSTER, "", "nodes"): frozenset({"get", "patch"})}
     (binding,) = [d for d in _docs(TOPOLOGY_RBAC) if d.get("kind") == "ClusterRoleBinding"]
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "llmbackend-topology-reporter", "namespace": "llmbackend-system"}
@@ -105,7 +158,6 @@ def test_topology_reporter_may_only_get_and_patch_nodes():
 
 
 def test_generator_round_trips():
-    perms = expected_permissions()
-    assert rules_to_permissions(cluster_role_rules(perms)) == perms
-    doc = yaml.safe_load(cluster_role_yaml(perms))
-    assert doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == CLUSTER_ROLE_NAME
+    granted = expected_grants()
+    for scope in (WATCHED, CLUSTER, OWN):
+        assert rules_to_grants(rules(scope, granted), scope) == {g: v for g, v in granted.items() if g.scope == scope}

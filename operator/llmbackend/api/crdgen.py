@@ -95,7 +95,12 @@ def crd() -> dict[str, Any]:
         {
             "rule": "self.metadata.name.size() <= 52 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
             "message": "metadata.name must be a DNS-1035 label of at most 52 characters (it names Services and pods)",
-        }
+        },
+        {
+            "rule": "!self.metadata.name.matches('(" + "|".join(api.CHILD_NAME_SUFFIXES) + ")$')",
+            "message": "metadata.name must not end with " + ", ".join(api.CHILD_NAME_SUFFIXES)
+                       + ": the operator names children <name><suffix>, so such a name could be another backend's child",
+        },
     ]
     # Plain `kubectl get llmb` answers "is it serving, and if not why"; -o wide adds the plan and scaling.
     columns = [

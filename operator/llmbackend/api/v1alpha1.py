@@ -24,6 +24,15 @@ PLURAL = "llmbackends"
 SINGULAR = "llmbackend"
 SHORT_NAMES = ["llmb"]
 CATEGORIES = ["llm"]
+# Children are named <backend name><suffix> (suffix "" for the main ones). A backend's name may not end with one of
+# these (the CRD's CEL rule), so two backends' children never share a name: `x` and `x-epp` would both own
+# Deployment x-epp. No suffix ends with another (tests/unit/test_child_names.py), which makes the rule sufficient.
+EPP_SUFFIX = "-epp"
+ACTIVATOR_SUFFIX = "-activator"
+SERVING_SUFFIX = "-serving"
+MODEL_REPO_SUFFIX = "-model-repo"
+LAUNCHER_SUFFIX = "-launcher"
+CHILD_NAME_SUFFIXES = (EPP_SUFFIX, ACTIVATOR_SUFFIX, SERVING_SUFFIX, MODEL_REPO_SUFFIX, LAUNCHER_SUFFIX)
 
 # The one place the default serving images are set: NGC Triton release <yy.mm> with TensorRT-LLM (LLM API) or vLLM.
 TRITON_RELEASE = "26.10"

@@ -35,6 +35,7 @@ WATCHED_KINDS: tuple[str, ...] = (*MANAGED_KINDS, "PersistentVolumeClaim", "Job"
 # so their store only tracks whether the first list arrived.
 WATCH_TIMEOUT_S = 300
 OPTIONAL_API_RECHECK_S = 30.0
+API_SERVED = "API_SERVED"  # the event type a watcher reports when its optional API became served
 
 for _kind in WATCHED_KINDS:
     permissions.require(KINDS[_kind][0].rpartition("/")[0], KINDS[_kind][1], "list", "watch")
@@ -140,6 +141,7 @@ class Watcher(threading.Thread):
         self.optional_api = optional_api
         self.stopped = threading.Event()
         self.errors = 0
+        self.served: bool | None = None  # optional APIs: whether the last look found it served
 
     def stop(self) -> None:
         self.stopped.set()
@@ -148,7 +150,12 @@ class Watcher(threading.Thread):
         version: str | None = None  # where the next watch starts; None: list first
         while not self.stopped.is_set():
             try:
-                if self.optional_api and not self.kube.has_api(*self.optional_api):
+                if self.optional_api:
+                    served = self.kube.has_api(*self.optional_api)
+                    if served and self.served is False and self.on_event:
+                        self.on_event(self.kind, API_SERVED, {})  # installed (again): every backend may want one
+                    self.served = served
+                if self.served is False:
                     self.store.replace(self.namespace, [])  # not served: nothing of this kind can exist
                     version = None
                     self.stopped.wait(OPTIONAL_API_RECHECK_S)
@@ -278,6 +285,17 @@ class CachedKube:
             store.upsert(live)
         return live
 
+    def get_live(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """From the API server, not the caches (which may lag): before a write that must not adopt."""
+        live = self.kube.get(kind, namespace, name)
+        store = self._store(kind)
+        if store is not None and kind != "LLMBackend":
+            if live is None:
+                store.remove({"metadata": {"namespace": namespace or "", "name": name}})
+            elif (live["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == MANAGED_BY:
+                store.upsert(live)
+        return live
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         store = self._store(kind)
@@ -299,7 +317,10 @@ class CachedKube:
         return self._remember(self.kube.apply(obj))
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        return self._remember(self.kube.create(obj))  # the model cache's claim and Job (Events are not cached)
+        return self._remember(self.kube.create(obj))
+
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._remember(self.kube.create_applied(obj))  # the model cache's claim and Job (Events are not cached)
 
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]:

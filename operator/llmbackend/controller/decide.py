@@ -75,7 +75,7 @@ from .conditions import (
     seconds_left,
     summarize,
 )
-from .digest import DATA_DIGEST_KEY, summarize_data
+from .digest import is_summarized, summarize_data
 from .egress import PROMETHEUS_URLS_ENV, allowed
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
 
@@ -154,6 +154,8 @@ class Observed:
 class Decision:
     status: LLMBackendStatus
     conditions: Conditions
+    # Children to write: without metadata.resourceVersion created (an existing one is someone else's), with it (and
+    # the uid) applied to that object and version only (the one decide saw controlled by this backend): never adopted.
     apply: list[dict[str, Any]] = field(default_factory=list)
     prune: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, name, uid) of owned children not desired
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) besides condition changes
@@ -323,6 +325,10 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
         live = observed.children[(child["kind"], child["metadata"]["name"])]
         if live is None or not _up_to_date(child, live):
+            if live is not None and live["metadata"].get("resourceVersion"):
+                # ours (checked above): written only if it is still the object and version this pass checked
+                child["metadata"]["uid"] = live["metadata"].get("uid")
+                child["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
             decision.apply.append(child)
             workload_changes = workload_changes or is_workload
     decision.prune = _to_prune(observed, ref, set(wanted))
@@ -833,7 +839,7 @@ def _up_to_date(desired: dict[str, Any], live: dict[str, Any]) -> bool:
     annotations = live.get("metadata", {}).get("annotations") or {}
     if annotations.get(APPLIED_HASH_ANNOTATION) != desired["metadata"]["annotations"][APPLIED_HASH_ANNOTATION]:
         return False
-    if set(live.get("data") or {}) == {DATA_DIGEST_KEY}:  # from the caches: compare the digests
+    if is_summarized(live):  # from the caches: compare the digests (per key: keys someone else added are ignored)
         desired = summarize_data(desired)
     # Someone else may have changed a field we own since: compare what we set.
     return is_subset({k: v for k, v in desired.items() if k not in ("status",)}, live)

@@ -69,6 +69,8 @@ class FakeKube:
         self.calls["GET"] += 1
         return copy.deepcopy(self.objects.get((kind, namespace, name)))
 
+    get_live = get
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         self.calls["GET"] += 1
@@ -80,7 +82,18 @@ class FakeKube:
         self.calls["PATCH"] += 1
         self._check(obj["kind"])
         live = self.objects.get(self._key(obj))
+        version = obj["metadata"].get("resourceVersion")
+        uid = obj["metadata"].get("uid")
+        if live is not None and uid and uid != live["metadata"]["uid"]:  # as the API server: a uid never changes
+            raise ApiError(422, "Invalid", f"{obj['kind']} {obj['metadata']['name']}: metadata.uid: Invalid value: "
+                                           f"{uid!r}: field is immutable")
+        if version is not None and live is None:
+            raise ApiError(404, "NotFound", f"{obj['kind']} {obj['metadata']['name']} not found")
+        if version is not None and live is not None and version != live["metadata"]["resourceVersion"]:  # precondition
+            raise ApiError(409, "Conflict", "the object has been modified; please apply your changes to the latest version")
         merged = copy.deepcopy(obj)
+        if live is None:
+            merged["metadata"].pop("uid", None)  # the API server assigns one
         if live is not None:
             merged["metadata"] = {**live["metadata"], **obj["metadata"]}
             if "status" in live:
@@ -97,6 +110,11 @@ class FakeKube:
             raise ApiError(409, "AlreadyExists", f"{obj['kind']} {obj['metadata']['name']} already exists")
         self.created.append(obj)
         return self._stored(obj)
+
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
+        created = self.create(obj)
+        self.calls["PATCH"] += 1  # kube.Kube marks the created fields as applied by the operator
+        return created
 
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]:

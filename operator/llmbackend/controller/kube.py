@@ -24,7 +24,8 @@ from ..render.workloads import MANAGED_KINDS
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"
-API_ABSENCE_TTL_S = 30.0
+API_ABSENCE_TTL_S = 30.0  # an absent optional API is looked for again after this long
+API_RECHECK_MIN_S = 5.0  # a served one is looked for again after a request finds it gone, at most this often
 
 # kind -> (apiVersion, plural) for every kind the controller reads or writes.
 KINDS: dict[str, tuple[str, str]] = {
@@ -46,6 +47,17 @@ for _kind in MANAGED_KINDS:
     permissions.require(_group, MANAGED_KINDS[_kind][1], "get", "create", "patch", "delete")
 
 
+def _api_of(path: str) -> str | None:
+    """The "group/version/plural" of an /apis path (the key of `Kube.has_api`'s cache), else None."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if parts[:1] != ["apis"] or len(parts) < 4:
+        return None
+    rest = parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    return f"{parts[1]}/{parts[2]}/{rest[0]}" if rest else None
+
+
 def _kind_of(path: str) -> str:
     """The plural resource of an API path (`/apis/apps/v1/namespaces/x/deployments/y` -> deployments)."""
     parts = [p for p in path.split("?")[0].split("/") if p]
@@ -54,6 +66,27 @@ def _kind_of(path: str) -> str:
     else:
         parts = parts[2:] if parts[:1] == ["api"] else parts[3:]
     return (parts[0] if parts else "discovery") + ("/" + parts[2] if len(parts) > 2 else "")
+
+
+def sent_fields(fields: dict[str, Any], sent: Any) -> dict[str, Any]:
+    """The part of a managedFields `fieldsV1` set (f: map fields, k: list items by key, v: set values, ".") that
+    `sent` sets. A list item matches a key when every key field `sent` gives is equal (a defaulted one, such as a
+    port's protocol, is absent from what was sent)."""
+    out: dict[str, Any] = {}
+    for key, sub in fields.items():
+        if key == ".":
+            out[key] = sub
+        elif key.startswith("f:") and isinstance(sent, dict) and key[2:] in sent:
+            out[key] = sent_fields(sub, sent[key[2:]]) if sub else sub
+        elif key.startswith("k:") and isinstance(sent, list):
+            wanted = json.loads(key[2:])
+            for item in sent:
+                if isinstance(item, dict) and all(item.get(k, v) == v for k, v in wanted.items()):
+                    out[key] = sent_fields(sub, item) if sub else sub
+                    break
+        elif key.startswith("v:") and isinstance(sent, list) and json.loads(key[2:]) in sent:
+            out[key] = sub
+    return out
 
 
 class ApiError(Exception):
@@ -89,7 +122,8 @@ class Kube:
         self._rest = rest.RESTClientObject(configuration)
         self._lock = threading.Lock()
         self.calls: Counter[str] = Counter()  # verb -> count, for benchmarks ("API requests per CR")
-        self._api_cache: dict[str, tuple[bool, float]] = {}
+        self._api_cache: dict[str, tuple[bool, float]] = {}  # key -> (served, when discovery said so)
+        self._api_locks: dict[str, threading.Lock] = {}  # one discovery per API at a time, whatever the workers
 
     # ---- plumbing ----
 
@@ -119,9 +153,13 @@ class Kube:
         if response.status >= 400:
             try:
                 status = json.loads(data)
-                raise ApiError(response.status, status.get("reason", ""), status.get("message", data[:500]))
             except ValueError:
+                if response.status == 404:  # "404 page not found": no route at all for this resource
+                    self._api_gone(path)
                 raise ApiError(response.status, "", data[:500].decode(errors="replace")) from None
+            if response.status == 404 and not (status.get("details") or {}).get("name"):
+                self._api_gone(path)  # the resource itself is not served (a CRD deleted), not one object
+            raise ApiError(response.status, status.get("reason", ""), status.get("message", data[:500]))
         return json.loads(data) if data else None
 
     def stream(self, path: str, timeout: float) -> Iterator[dict[str, Any]]:
@@ -159,6 +197,8 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
+
+    get_live = get  # every read here goes to the API server
 
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
@@ -210,18 +250,69 @@ class Kube:
         meta = obj["metadata"]
         return self.request("POST", self._path(obj["kind"], meta.get("namespace")), body=obj)
 
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create (POST: 409 when the name is taken, where an apply would take the object over) with the operator's
+        field manager, then mark those fields as applied by it, so that later server-side applies own them and can
+        remove what they no longer set (as `kubectl apply --server-side` upgrades client-side managed fields)."""
+        meta = obj["metadata"]
+        created = self.request("POST", self._path(obj["kind"], meta.get("namespace")),
+                               query={"fieldManager": FIELD_MANAGER}, body=obj)
+        for _ in range(3):
+            entries = created["metadata"].get("managedFields") or []
+            ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Update"]
+            if not ours or any(e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply" for e in entries):
+                return created
+            # Only what we sent becomes ours: a create also gives its manager the fields the API server defaulted
+            # (a Deployment's replicas, which an HPA or KEDA must own).
+            relabeled = [{**e, "operation": "Apply", "fieldsV1": sent_fields(e.get("fieldsV1") or {}, obj)}
+                         if e in ours else e for e in entries]
+            patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": created["metadata"]["resourceVersion"]},
+                     {"op": "replace", "path": "/metadata/managedFields", "value": relabeled}]
+            try:
+                return self.request("PATCH", self._path(obj["kind"], meta.get("namespace"), meta["name"]), body=patch,
+                                    content_type="application/json-patch+json")
+            except ApiError as exc:
+                if exc.status not in (409, 422):  # 422: the test failed (it changed since): read it again
+                    raise
+            current = self.get(obj["kind"], meta.get("namespace"), meta["name"])
+            if current is None or current["metadata"]["uid"] != created["metadata"]["uid"]:
+                return created
+            created = current
+        return created
+
     def has_api(self, api_version: str, plural: str) -> bool:
-        """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed)."""
+        """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed). Served: trusted
+        until a request finds it gone; absent: looked for again after API_ABSENCE_TTL_S. One discovery request per
+        API at a time: other workers wait for its answer instead of asking too."""
         key = f"{api_version}/{plural}"
+        cached = self._fresh_api(key)
+        if cached is not None:
+            return cached
+        with self._lock:
+            lock = self._api_locks.setdefault(key, threading.Lock())
+        with lock:
+            cached = self._fresh_api(key)  # another worker may have just asked
+            if cached is not None:
+                return cached
+            try:
+                resources = self.request("GET", f"/apis/{api_version}")
+                found = any(r.get("name") == plural for r in resources.get("resources", []))
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                found = False
+            self._api_cache[key] = (found, time.monotonic())
+            return found
+
+    def _fresh_api(self, key: str) -> bool | None:
         cached = self._api_cache.get(key)
         if cached is not None and (cached[0] or time.monotonic() - cached[1] < API_ABSENCE_TTL_S):
-            return cached[0]  # once served, assume it stays; absence is re-checked after 30 s
-        try:
-            resources = self.request("GET", f"/apis/{api_version}")
-            found = any(r.get("name") == plural for r in resources.get("resources", []))
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            found = False
-        self._api_cache[key] = (found, time.monotonic())
-        return found
+            return cached[0]
+        return None
+
+    def _api_gone(self, path: str) -> None:
+        """A request was answered 404 for the resource type: discovery asks again (at most every API_RECHECK_MIN_S)."""
+        key = _api_of(path)
+        cached = self._api_cache.get(key) if key else None
+        if key and cached is not None and cached[0] and time.monotonic() - cached[1] >= API_RECHECK_MIN_S:
+            self._api_cache.pop(key, None)

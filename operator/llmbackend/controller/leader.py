@@ -15,9 +15,16 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from . import permissions
 from .kube import ApiError, Kube
 
 log = logging.getLogger("llmbackend.leader")
+
+LEASE_NAME = "llmbackend-operator"
+# Only in the operator's own namespace (a Role there), and only its own Lease by name: other components' leader
+# Leases are out of reach. `create` cannot be limited by name in RBAC.
+permissions.require("coordination.k8s.io", "leases", "get", "update", scope=permissions.OWN, resource_names=(LEASE_NAME,))
+permissions.require("coordination.k8s.io", "leases", "create", scope=permissions.OWN)
 
 
 def _micro_time(t: float) -> str:

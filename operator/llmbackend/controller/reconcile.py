@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from ..api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from ..autoscaling import metrics
 from ..planning.inventory import Inventory
+from ..render.multinode import LAUNCHER_CLUSTER_ROLE
 from ..render.workloads import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef
 from . import egress, permissions
 from .conditions import Conditions, now_rfc3339
@@ -42,13 +43,14 @@ log = logging.getLogger("llmbackend.reconcile")
 
 EVENT_SOURCE = "llmbackend-operator"
 MAX_LOOKUP_ROUNDS = 4  # decide may ask for children the caches do not hold, the HPAs, the free GPUs: at most once each
+MAX_WRITE_ATTEMPTS = 3  # a child changed by others between read and write: read again, at most this often
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
-# Never used by the operator itself: the API server lets it create the multi-node leaders' Role
-# (pods get + pods/exec create, see render/multinode.py) only if it holds those permissions
-# (RBAC escalation prevention). The alternative, `escalate` on roles, would let it grant anything.
-permissions.require("", "pods/exec", "create")
+# The multi-node leaders' exec rights are a RoleBinding of one fixed ClusterRole (render/multinode.py). The API
+# server lets the operator create it because it may `bind` that ClusterRole by name (RBAC escalation prevention);
+# the operator holds no exec right itself and may bind no other role.
+permissions.require("rbac.authorization.k8s.io", "clusterroles", "bind", resource_names=(LAUNCHER_CLUSTER_ROLE,))
 
 __all__ = ["KubeClient", "Outcome", "Reconciler", "ScaleDecision", "AutoscaleTarget", "SharedState"]
 
@@ -60,14 +62,32 @@ class KubeClient(Protocol):
     calls: Any  # Counter of requests by HTTP method
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None: ...
+    def get_live(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None: ...  # never cached
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]: ...  # create; later applies own its fields
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]: ...
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool: ...
     def has_api(self, api_version: str, plural: str) -> bool: ...
+
+
+def precondition_failed(exc: ApiError) -> bool:
+    """The write's precondition did not hold: the name is taken or another resourceVersion or uid is there (409),
+    another object under that name (422 on metadata.uid, "field is immutable"). (A 404 is no precondition: the
+    resource itself is not served, e.g. a CRD just deleted or not yet served.)"""
+    return exc.status == 409 or (exc.status == 422 and "metadata.uid" in exc.message)
+
+
+class LostRace(Exception):
+    """A child this pass was about to write is someone else's (created or replaced since it was read)."""
+
+    def __init__(self, key: tuple[str, str], live: dict[str, Any]):
+        super().__init__(f"{key[0]} {key[1]} is not controlled by this LLMBackend")
+        self.key = key
+        self.live = live
 
 
 @dataclass
@@ -110,7 +130,14 @@ class Reconciler:
                     break
                 observed = self._look_up(observed, decision)
                 decision = decide(observed)
-            self.act(obj, decision)
+            try:
+                self.act(obj, decision)
+            except LostRace as race:  # decide again with what is there now: ResourceExists, nothing of it changed
+                log.info("%s %s/%s appeared while this pass wrote it and is not ours: left alone", race.key[0],
+                         namespace, race.key[1])
+                observed = dataclasses.replace(observed, children={**observed.children, race.key: race.live})
+                decision = decide(observed)
+                self.act(obj, decision)
         except ApiError as exc:
             self._report_failure(obj, decision, exc)
             raise
@@ -194,7 +221,7 @@ class Reconciler:
                 self.state.waiting_for_capacity.discard(key)
         for child in decision.apply:
             try:
-                self.kube.apply(child)
+                self._write_child(child, meta["uid"])
             except ApiError as exc:
                 raise ApiError(exc.status, exc.reason,
                                f"applying {child['kind']} {child['metadata']['name']}: {exc.message}") from exc
@@ -207,6 +234,34 @@ class Reconciler:
         self._write_status(obj, decision)
         for type_, reason, message in decision.events:
             self.event(obj, type_, reason, message)
+
+    def _write_child(self, child: dict[str, Any], uid: str) -> None:
+        """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
+        absent is created (POST: a name already taken fails), one it saw controlled by this backend is applied with
+        that object's uid and resourceVersion as preconditions. When one fails, the object is read again and
+        written only if it is still ours; else LostRace."""
+        meta = dict(child["metadata"])
+        kind, child = child["kind"], {**child, "metadata": meta}
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            try:
+                if meta.get("resourceVersion"):
+                    self.kube.apply(child)
+                else:
+                    self.kube.create_applied(child)
+                return
+            except ApiError as exc:
+                if not precondition_failed(exc):
+                    raise
+            live = self.kube.get_live(kind, meta["namespace"], meta["name"])
+            if live is not None and not any(o.get("uid") == uid and o.get("controller")
+                                            for o in live["metadata"].get("ownerReferences") or []):
+                raise LostRace((kind, meta["name"]), live)
+            for field_name in ("uid", "resourceVersion"):
+                if live is None:
+                    meta.pop(field_name, None)
+                else:
+                    meta[field_name] = live["metadata"][field_name]
+        raise ApiError(409, "Conflict", f"{kind} {meta['name']} kept changing while the operator wrote it; retrying")
 
     def _write_status(self, obj: dict[str, Any], decision: Decision) -> None:
         meta = obj["metadata"]

@@ -31,9 +31,9 @@ from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_rege
 from ..render.triton import METRICS_PORT
 from ..render.workloads import BACKEND_LABEL, serving_pod_ready
 from . import egress, permissions
-from .cache import CachedKube, Store, WatchCaches
+from .cache import API_SERVED, CachedKube, Store, WatchCaches
 from .kube import Kube, load_configuration
-from .leader import LeaderElector
+from .leader import LEASE_NAME, LeaderElector
 from .reconcile import Reconciler, ScaleDecision, SharedState
 
 log = logging.getLogger("llmbackend.operator")
@@ -42,6 +42,14 @@ log = logging.getLogger("llmbackend.operator")
 LOOP_STALL_S = 60.0
 QUEUE_STALL_S = 300.0
 CACHE_SYNC_TIMEOUT_S = 120.0
+# A failing backend is retried at 1, 2, 4 ... s, at most this far apart: long enough not to hammer a failing API
+# server, short enough that a fix elsewhere (a quota raised, a CRD reinstalled) shows within a minute. A change of its
+# spec or of one of its children starts the count again.
+BACKOFF_MAX_S = 60.0
+
+
+def backoff_delay(failures: int) -> float:
+    return min(BACKOFF_MAX_S, 0.5 * 2 ** min(failures, 10))
 
 
 class WorkQueue:
@@ -96,6 +104,7 @@ class Operator:
         self.workers = workers
         self.resync_seconds = resync_seconds
         self.known: set[tuple[str, str]] = set()
+        self.generations: dict[tuple[str, str], int | None] = {}  # the last spec generation seen per backend
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
         self.tasks: list[asyncio.Task] = []
         self.scalers: dict[tuple[str, str], dict[str, Any]] = {}
@@ -113,8 +122,13 @@ class Operator:
                 self.backends.remove(body)
             else:
                 self.backends.upsert(body)
+            generation = (body.get("metadata") or {}).get("generation")
+            if self.generations.get(key) != generation:  # a new spec: whatever failed may work now
+                self.generations[key] = generation
+                self.reset_backoff(key)
         if event_type == "DELETED":
             self.known.discard(key)
+            self.generations.pop(key, None)
             self.reconciler.forget(key)
             scaler = self.scalers.pop(key, None)
             if scaler is not None:
@@ -132,9 +146,25 @@ class Operator:
         if kind == "Node":
             self.loop.call_soon_threadsafe(self.on_node_event, event_type, obj)
             return
+        if event_type == API_SERVED:  # a CRD (re)installed: backends that would own one of its kind look again
+            self.loop.call_soon_threadsafe(self.on_api_served)
+            return
         owner = (obj.get("metadata", {}).get("labels") or {}).get(BACKEND_LABEL)
         if owner:
-            self.loop.call_soon_threadsafe(self.enqueue, (obj["metadata"].get("namespace", ""), owner))
+            self.loop.call_soon_threadsafe(self.on_child_changed, (obj["metadata"].get("namespace", ""), owner))
+
+    def on_api_served(self) -> None:
+        for key in self.known:
+            self.reset_backoff(key)
+            self.enqueue(key)
+
+    def on_child_changed(self, key: tuple[str, str]) -> None:
+        self.reset_backoff(key)
+        self.enqueue(key)
+
+    def reset_backoff(self, key: tuple[str, str]) -> None:
+        if self.queue is not None:
+            self.queue.failures.pop(key, None)
 
     # ---- health ----
 
@@ -210,7 +240,7 @@ class Operator:
                     self.queue.add_after(key, outcome.requeue_after)
             except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff, never crashes
                 failures = self.queue.failures[key] = self.queue.failures[key] + 1
-                delay = min(300.0, 0.5 * 2 ** min(failures, 10))
+                delay = backoff_delay(failures)
                 metrics.observe_reconcile("error", time.monotonic() - started)
                 log.warning("reconcile %s/%s failed (attempt %d, retry in %.1fs): %s", *key, failures, delay, exc)
                 self.queue.add_after(key, delay)
@@ -416,13 +446,15 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("run", help="run the operator")
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig (default: in-cluster, then KUBECONFIG)")
-    parser.add_argument("--namespace", action="append", default=[], help="watch only these namespaces (repeatable; default all)")
+    parser.add_argument("--namespace", action="append", default=[],
+                        help="serve only these namespaces (repeatable; default all). RBAC: bind ClusterRole llmbackend-operator "
+                        "with a RoleBinding in each instead of the ClusterRoleBinding (manifests/namespaced)")
     parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
     parser.add_argument("--resync-seconds", type=float, default=300, help="periodic full resync")
     parser.add_argument("--metrics-addr", default="127.0.0.1:9090", help="host:port of the Prometheus metrics endpoint ('' = off)")
     parser.add_argument("--health-addr", default="127.0.0.1:8081", help="host:port of /healthz (liveness) and /readyz ('' = off)")
     parser.add_argument("--leader-elect", action="store_true", help="run only while holding the leader Lease")
-    parser.add_argument("--lease-name", default="llmbackend-operator")
+    parser.add_argument("--lease-name", default=LEASE_NAME, help="the Role in manifests/default/rbac.yaml allows only this name")
     parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
     parser.add_argument("--model-endpoint", action="append", default=None, metavar="URL",
                         help="a source.endpoint (besides the Hugging Face Hub and AWS S3) that a source's Secret may be "

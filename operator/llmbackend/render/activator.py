@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..api import engine_metrics as EM
-from ..api.v1alpha1 import AutoscalingMode, LLMBackendSpec
+from ..api.v1alpha1 import ACTIVATOR_SUFFIX, SERVING_SUFFIX, AutoscalingMode, LLMBackendSpec
 from . import openai, triton
 
 COMPONENT = "activator"
@@ -30,11 +30,11 @@ def enabled(spec: LLMBackendSpec) -> bool:
 
 
 def deployment_name(backend: str) -> str:
-    return f"{backend}-activator"
+    return backend + ACTIVATOR_SUFFIX
 
 
 def serving_service_name(backend: str) -> str:
-    return f"{backend}-serving"
+    return backend + SERVING_SUFFIX
 
 
 def proxied_ports(spec: LLMBackendSpec) -> list[tuple[str, int]]:

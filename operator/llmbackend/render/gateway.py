@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ..api import engine_metrics as m
-from ..api.v1alpha1 import Backend, LLMBackendSpec
+from ..api.v1alpha1 import EPP_SUFFIX, Backend, LLMBackendSpec
 from . import openai
 
 INFERENCE_POOL_API = ("inference.networking.k8s.io/v1", "inferencepools")  # MANAGED_KINDS reads it from here
@@ -41,7 +41,7 @@ EPP_RULES: list[dict[str, Any]] = [
 
 
 def epp_name(backend_name: str) -> str:
-    return f"{backend_name}-epp"
+    return backend_name + EPP_SUFFIX
 
 
 def metric_specs(spec: LLMBackendSpec) -> dict[str, str]:

@@ -3,7 +3,7 @@
 - TensorRT-LLM (LLM API, MPI): the leader waits for its workers, then runs
   `mpirun -np TPxPP trtllm-llmapi-launch tritonserver ...` over the group's pods, one rank per GPU,
   starting remote ranks with `kubectl exec` as MPI's rsh agent (no sshd). Rank 0 (on the leader)
-  serves; the others work. The leader's ServiceAccount may exec only into this backend's worker pods.
+  serves; the others work. The leader's ServiceAccount is bound to the fixed launcher ClusterRole (exec) in its namespace.
 - vLLM: the leader runs a Ray head, workers join it, and the leader serves once every GPU joined
   (vLLM's `distributed_executor_backend: ray` places TP x PP workers on the Ray cluster).
 - GB200/GB300 plans whose tensor parallelism spans the nodes of an NVLink clique get a ComputeDomain
@@ -23,7 +23,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from ..api.v1alpha1 import DEFAULT_LAUNCHER_IMAGE, LAUNCHER_KUBECTL, Backend, LLMBackendSpec, MultiNodeSpec, PlanStatus
+from ..api.v1alpha1 import (
+    DEFAULT_LAUNCHER_IMAGE,
+    LAUNCHER_KUBECTL,
+    LAUNCHER_SUFFIX,
+    Backend,
+    LLMBackendSpec,
+    MultiNodeSpec,
+    PlanStatus,
+)
 from . import drain, triton
 from .podtemplate import apply_pod_template
 from .workloads import (
@@ -124,31 +132,44 @@ def worker_pod_names(ref: BackendRef, groups: int, size: int) -> list[str]:
     return [f"{ref.name}-{g}-{i}" for g in range(groups) for i in range(1, size)]
 
 
-def launcher_rbac(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int) -> list[dict[str, Any]]:
-    """ServiceAccount + Role + RoleBinding for MPI leaders: get and exec into this backend's worker pods only.
+# The launcher's rights, one fixed ClusterRole shipped in manifests/default/rbac.yaml. The operator binds it (RBAC
+# `bind` on this name only) to each MPI leader's ServiceAccount in that backend's namespace; it holds none of
+# these rights itself and can grant nothing else. `kubectl exec` reads the pod, then execs: a POST (SPDY) or,
+# from kubectl 1.30 on, a GET (WebSocket), so pods/exec needs both verbs.
+LAUNCHER_CLUSTER_ROLE = "llmbackend-launcher"
+LAUNCHER_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
+)
 
-    The names are known in advance (LWS names pods by group and index), so the Role lists them:
-    a leader's token cannot exec into any other pod of the namespace. Autoscaled backends list
-    every group up to maxReplicas, so a scale-up never waits for the Role.
+
+def launcher_cluster_role() -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": LAUNCHER_CLUSTER_ROLE, "labels": {"app.kubernetes.io/name": "llmbackend-operator"}},
+            "rules": [dict(rule) for rule in LAUNCHER_RULES]}
+
+
+def launcher_binding_name(backend_name: str) -> str:
+    return f"{backend_name}{LAUNCHER_SUFFIX}"
+
+
+def launcher_rbac(ref: BackendRef) -> list[dict[str, Any]]:
+    """ServiceAccount of the MPI leaders + a RoleBinding of the launcher ClusterRole to it, in the backend's namespace.
+
+    A RoleBinding (not a Role): the operator may bind that one ClusterRole and create no Role. The binding is
+    namespace-wide (RBAC cannot name pods that do not exist yet without the operator holding exec itself);
+    docs/security-rbac.md says what that leaves and how manifests/default's admission policy narrows it.
     """
-    groups = max(replicas, spec.autoscaling.max_replicas if spec.autoscaling.enabled else 0, 1)
-    names = worker_pod_names(ref, groups, plan.nodes_per_replica)
     labels = labels_for(ref, "launcher")
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ref, ref.name, labels),
                "automountServiceAccountToken": False}
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(ref, ref.name, labels),
-        "rules": [
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": names},
-            {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"], "resourceNames": list(names)},
-        ],
-    }
     binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(ref, ref.name, labels),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ref.name},
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": _meta(ref, launcher_binding_name(ref.name), labels),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LAUNCHER_CLUSTER_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": ref.name, "namespace": ref.namespace}],
     }
-    return [account, role, binding]
+    return [account, binding]
 
 
 def compute_domain_name(ref: BackendRef) -> str:
@@ -219,7 +240,7 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
             "volumeMounts": [{"name": "launcher", "mountPath": KUBECTL_DIR}],
             "securityContext": container["securityContext"],
         })
-        # Only the leader holds a token, bound to the Role above; workers keep automount off.
+        # Only the leader holds a token, bound to the launcher ClusterRole; workers keep automount off.
         pod["serviceAccountName"] = ref.name
         pod["automountServiceAccountToken"] = True
     if compute_domain:
@@ -298,7 +319,7 @@ def multi_node_objects(
     add_launch_files(config_map, spec)
     objects: list[dict[str, Any]] = []
     if uses_mpi(spec):
-        objects += launcher_rbac(ref, spec, plan, replicas)
+        objects += launcher_rbac(ref)
     if compute_domain:
         objects.append(render_compute_domain(ref))
     objects.append(render_leader_worker_set(ref, spec, plan, replicas, config_map, compute_domain, gang))

@@ -15,6 +15,8 @@ from typing import Any, Literal
 from ..api.v1alpha1 import (
     GROUP,
     KIND,
+    LAUNCHER_SUFFIX,
+    MODEL_REPO_SUFFIX,
     OPERATOR_IMAGE,
     VERSION,
     AutoscalingMode,
@@ -45,9 +47,9 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "Service": ("v1", "services"),
     "Deployment": ("apps/v1", "deployments"),
     "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
-    # Multi-node groups: the MPI leader's exec rights (render/multinode.py) and GB200 IMEX domains.
+    # Multi-node groups: the MPI leader's exec rights (render/multinode.py: a binding of the fixed launcher
+    # ClusterRole; the operator creates no Roles) and GB200 IMEX domains.
     "ServiceAccount": ("v1", "serviceaccounts"),
-    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
     "ComputeDomain": ("resource.nvidia.com/v1beta1", "computedomains"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
@@ -66,7 +68,8 @@ def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
     """Every (kind, name) a backend's children may have: what pruning looks up."""
     epp = gateway.epp_name(ref.name)
     names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
-             if kind != "ServiceAccount"]
+             if kind not in ("ServiceAccount", "RoleBinding")] + [("ServiceAccount", ref.name),
+                                                                 ("RoleBinding", ref.name + LAUNCHER_SUFFIX)]
     return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")] + [
         ("Deployment", activator.deployment_name(ref.name)), ("Service", activator.serving_service_name(ref.name))]
 
@@ -165,7 +168,7 @@ def _meta(ref: BackendRef, name: str, labels: dict[str, str] | None = None) -> d
 
 
 def config_map_name(ref: BackendRef) -> str:
-    return f"{ref.name}-model-repo"
+    return ref.name + MODEL_REPO_SUFFIX
 
 
 def model_name(ref: BackendRef, spec: LLMBackendSpec) -> str:
