@@ -173,7 +173,9 @@ def test_every_rank_starts_and_rank0_serves_only_once_all_are_up(group_factory, 
     assert [ranks[r]["pod"] for r in range(world)] == expected_pods, "one rank per GPU, the leader's first"
     serving = json.loads((g.dir / "serving.json").read_text())
     assert serving["started"] >= max(r["registered"] for r in ranks.values()), "served before every rank was up"
-    assert serving["argv"][0].startswith("--model-repository="), serving
+    # the leader serves the rendered repository and keeps the rendered exit timeout (drain bound) after SIGTERM
+    assert "--model-repository=/model-repository" in serving["argv"], serving
+    assert any(a.startswith("--exit-timeout-secs=") for a in serving["argv"]), serving
     hostfile = (g.dir / "hostfile").read_text().splitlines()
     assert [line.split()[0] for line in hostfile[1:]] == g.worker_pods()
     assert all(line.endswith(f"slots={per_pod}") for line in hostfile)

@@ -136,7 +136,9 @@ def test_leader_serves_once_every_worker_joined_its_ray_head(ray_group, tp, pp, 
         g.worker_proc(i)
     g.wait_until(g.ready, "the server after every worker joined")
     served = json.loads((g.dir / "serving.json").read_text())
-    assert served["argv"][0].startswith("--model-repository=")
+    # the leader serves the rendered repository and keeps the rendered exit timeout (drain bound) after SIGTERM
+    assert "--model-repository=/model-repository" in served["argv"], served
+    assert any(a.startswith("--exit-timeout-secs=") for a in served["argv"]), served
     per_pod = tp * pp // nodes
     assert sorted(_nodes(g).values()) == [per_pod] * nodes, "every pod joined with its GPUs"
     addresses = {p.read_text().strip() for p in (g.dir / "ray").glob("address-*")}
