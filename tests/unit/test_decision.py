@@ -345,7 +345,7 @@ def test_robust_forecast_follows_a_ramp_and_ignores_a_burst():
     ramp = [(float(t), t / 10.0) for t in range(0, 300, 15)]
     assert D.theil_sen_slope(ramp) == pytest.approx(0.1)
     assert D.robust_forecast(ramp, 285.0, 240.0, 0.5) == pytest.approx(min(28.5 + 24.0, D.TREND_MAX_GROWTH * 28.5))
-    assert D.robust_forecast(ramp, 285.0, 120.0, 0.5) == pytest.approx(28.5 + 12.0)
+    assert D.robust_forecast(ramp, 285.0, 120.0, 0.5) == pytest.approx(min(28.5 + 12.0, D.TREND_MAX_GROWTH * 28.5))
     # a flat load of 40 with a 2 min burst to 80 inside the last 4 min: no trend, the level is the median
     burst = [(float(t), 80.0 if 120 <= t < 240 else 40.0) for t in range(0, 300, 15)]
     assert D.theil_sen_slope(burst) == 0.0
