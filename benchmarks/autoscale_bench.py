@@ -23,8 +23,9 @@ Serving model (per replica = 1 GPU; GPU-hours = replica-hours from pod creation 
 Metrics each policy sees (what it would see in a cluster):
 * operator: scrapes every replica's engine counters/gauges (llmbackend/api/engine_metrics.py) every 15 s
   (syncPeriodSeconds) and calls llmbackend's own window_ratio() and decide() unmodified, with AutoscalingSpec
-  defaults, the cold start learned from its pods (coldstart.estimate) and no capacity limit. Knob (tuning grid
-  only): (targetUtilization, decision.LEVEL_QUANTILE); the row "operator (defaults)" is what ships.
+  defaults, the cold start learned from its pods (coldstart.estimate), the ages of its starting pods and no
+  capacity limit. Knob (tuning grid only): (targetUtilization, burstMemorySeconds); decision.py's constants come from
+  --sweep; the row "operator (defaults)" is what ships.
 * keda-inflight: HPA (default behavior: up max(100 %, 4 pods)/15 s, down 100 %/15 s) on an External
   AverageValue metric = in-flight requests (engine batch + queue) summed over pods, from 15 s scrapes.
   Knob: (in flight per replica, scale-down stabilization window s).
@@ -39,16 +40,19 @@ Method (so that it cannot flatter us):
 * Traces are seeded generators. Tuning traces (tune-day, tune-steps, tune-spikes) and test traces (business-day,
   flash-crowd-10x, slow-ramp, spikes, constant) are different shapes and rates; both kinds carry random short
   bursts of +40-100 % for 1-3 min (except the ramp and the constant load); spikes come at random times.
-* Every knob of every policy, the operator's constants included, is chosen on the tuning traces only: the
-  cheapest grid value (GPU-hours summed over the tuning traces) that reaches 99 % on every tuning trace, else the
-  one with the best worst-trace SLO. The test traces are then run once with those knobs, 5 seeds each.
+* Every knob of every policy, the operator's constants included, is chosen on the tuning traces only (2 seeds
+  each): the cheapest grid value (GPU-hours summed over the tuning traces) that reaches 99 % on every tuning trace
+  (for the operator also at most 10 % of its pods deleted before Ready, when some value does), else the one with
+  the best worst-trace SLO; values within 1 % of the cheapest tie and the fewest pods deleted before Ready wins.
+  --sweep varies the operator's constants one at a time around the defaults with the same rule. The test traces
+  are then run once with those knobs, 5 seeds each.
 * maxReplicas 64 (above what any policy reaches, so the table shows overshoot); arrivals start 5 min before
   the scored period; the policies decide from one window later, so no first reading of an empty system.
 * Per policy and test trace: SLO (mean and [min-max] over seeds), GPU-hours, that over the oracle's, GPU-hours
   spent on pods deleted before they turned Ready, pods deleted before Ready / created, scale events (and those
   after the first 10 min), peak replicas, p99 TTFT (">60": more than 1 % of requests never got a first token).
 
-    python benchmarks/autoscale_bench.py [--seeds 5] [--tune-seeds 1] [--jobs 2] [--quick] [--tune-only]
+    python benchmarks/autoscale_bench.py [--seeds 5] [--tune-seeds 2] [--jobs 2] [--quick] [--tune-only] [--sweep]
 """
 
 from __future__ import annotations
