@@ -49,3 +49,16 @@ def test_churn_counts_pods_deleted_before_ready():
     # deletions older than the window are forgotten; CHURN_WARN recent ones warn
     _, deleted = coldstart.track_churn({"x": 0.0, "y": 0.0, "z": 0.0}, deleted, [], 15.0 + coldstart.CHURN_WINDOW_S + 1)
     assert len(deleted) == 3 and "deleted before they turned Ready" in (coldstart.churn_warning(len(deleted)) or "")
+
+
+def test_starting_ages_are_the_not_ready_pods_ages():
+    t0 = coldstart._ts("2026-01-01T10:00:00Z")
+    assert t0 is not None
+    pods = [pod("ready", "2026-01-01T10:00:00Z", "2026-01-01T10:04:00Z"),
+            pod("young", "2026-01-01T10:09:00Z"),
+            pod("old", "2026-01-01T10:02:00Z", "2026-01-01T10:02:30Z", "False"),  # Ready condition False
+            pod("garbage", "not a time")]
+    going = pod("going", "2026-01-01T10:01:00Z")
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T10:09:30Z"
+    assert sorted(coldstart.starting_ages(pods + [going], t0 + 600)) == [60.0, 480.0]
+    assert coldstart.starting_ages([], t0) == []

@@ -345,7 +345,7 @@ def test_robust_forecast_follows_a_ramp_and_ignores_a_burst():
     ramp = [(float(t), t / 10.0) for t in range(0, 300, 15)]
     assert D.theil_sen_slope(ramp) == pytest.approx(0.1)
     assert D.robust_forecast(ramp, 285.0, 240.0, 0.5) == pytest.approx(min(28.5 + 24.0, D.TREND_MAX_GROWTH * 28.5))
-    assert D.robust_forecast(ramp, 285.0, 120.0, 0.5) == pytest.approx(28.5 + 12.0)
+    assert D.robust_forecast(ramp, 285.0, 120.0, 0.5) == pytest.approx(min(28.5 + 12.0, D.TREND_MAX_GROWTH * 28.5))
     # a flat load of 40 with a 2 min burst to 80 inside the last 4 min: no trend, the level is the median
     burst = [(float(t), 80.0 if 120 <= t < 240 else 40.0) for t in range(0, 300, 15)]
     assert D.theil_sen_slope(burst) == 0.0
@@ -541,3 +541,58 @@ def test_starting_replicas_go_only_once_the_load_expected_at_ready_time_does_not
     d = decide(ScalerState(since=-3600.0, loads=[(t - 300 + i * 15, 10.0) for i in range(20)]), waiting, s, 12,
                now=t, cold_start_s=240)
     assert d.desired_replicas >= 12
+
+
+def test_a_starting_replica_mostly_spent_is_not_cancelled():
+    # 4 ready, 4 starting ordered for a surge that is over; the low load needs 3 replicas
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0)
+    state = ScalerState(since=-3600.0, loads=[(-600.0 + i * 15, 60.0) for i in range(40)])
+    low = _engine(60, 4)
+    # young ones (a quarter of the cold start spent) are cancelled
+    d = decide(state, low, s, 8, now=0, cold_start_s=240, starting_ages=[60, 60, 50, 40])
+    assert d.desired_replicas < 8
+    # two of them past KEEP_STARTING_SPENT of their cold start: those two stay (the two young ones go; not-Ready
+    # pods go first, so the ready ones stay with them)
+    ages = [D.KEEP_STARTING_SPENT * 240 + 10, D.KEEP_STARTING_SPENT * 240 + 5, 30, 20]
+    d = decide(state, low, s, 8, now=0, cold_start_s=240, starting_ages=ages)
+    assert d.desired_replicas == 6, d.message
+    # without starting replicas the same history scales down as before (nothing to keep)
+    d = decide(state, _engine(60, 8), s, 8, now=0, cold_start_s=240, starting_ages=[])
+    assert d.desired_replicas < 8
+    # more ages than starting replicas (a pod terminating) never keep more than the starting ones
+    d = decide(state, low, s, 5, now=0, cold_start_s=240, starting_ages=[200.0] * 4)
+    assert d.desired_replicas == 5
+
+
+def test_burst_memory_keeps_standing_capacity_for_the_next_short_burst():
+    # 2 req/s of 9 s requests (18 sequences) with a 2-minute burst to 180 sequences; slots 64 at utilization 0.5
+    def run(memory_s, until):
+        s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0,
+                 burst_memory_seconds=memory_s)
+        state, cur, seen = warm(), 2, []
+        for t in range(0, until, 15):
+            in_flight = 180 if 600 <= t < 720 else 18
+            ready = min(cur, 2 + max(0, t - 600) // 240 * 4)
+            d = decide(state, _engine(in_flight, ready), s, cur, now=float(t), cold_start_s=240)
+            state, cur = d.state, d.desired_replicas
+            seen.append((t, cur, d.reason))
+        return cur, seen, state
+
+    off, _, _ = run(0, 3000)
+    floor = D.EngineView(0, 64, 0, 0, "").replicas_for(180 * 0.9 + 18 * 0.1, 0.5)
+    on, seen, state = run(3600, 3000)
+    assert off <= 2          # without memory: back to what the base load needs
+    assert on >= floor - 1   # with it: what the burst needed stands (the burst's 90th percentile of loads)
+    assert on > off
+    assert any(r == D.BURST_FLOOR for _, _, r in seen) or max(c for _, c, _ in seen) >= on
+    # the memory is bounded: buckets older than burstMemorySeconds are dropped, and then the floor goes
+    later, _, _ = run(1200, 3000)
+    assert later <= 2
+    # the memory survives the status round trip
+    assert ScalerState.from_dict(json.loads(json.dumps(state.to_dict()))).peaks == state.peaks
+
+
+def test_burst_memory_off_keeps_no_peaks():
+    s = spec(target_utilization=0.5)
+    d = decide(warm(), _engine(100, 2), s, 2, now=0, cold_start_s=240)
+    assert d.state.peaks == [] and d.engine.floor_load == 0.0

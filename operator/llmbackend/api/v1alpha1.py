@@ -478,6 +478,12 @@ class AutoscalingSpec(_Model):
         default=None, ge=0, le=7200,
         description="Time from pod creation to Ready; default: learned from this backend's own pods.",
     )
+    burst_memory_seconds: int = Field(
+        default=0, ge=0, le=86400,
+        description="Keep standing, for this long after a burst, the replicas its peak load needed (the peak of the "
+                    "last cold start's loads, at targetUtilization), so that the next burst shorter than a cold start "
+                    "is absorbed instead of queued; 0 (default): off. Costs GPU-hours between bursts.",
+    )
     scale_to_zero_after_seconds: int = Field(
         default=900, ge=0, le=86400,
         description="With minReplicas 0: idle (nothing in flight, no request finished) this long before the last replica goes.",

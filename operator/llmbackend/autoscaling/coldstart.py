@@ -65,6 +65,18 @@ def estimate(observed: Iterable[float], override: int | None = None) -> tuple[fl
     return DEFAULT_COLD_START_S, "default (no pod seen turning Ready yet)"
 
 
+def starting_ages(pods: Iterable[Mapping[str, Any]], now: float) -> list[float]:
+    """Seconds since creation of each pod not Ready yet and not being deleted (the replicas still starting)."""
+    ages = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        created = _ts(meta.get("creationTimestamp"))
+        if created is None or meta.get("deletionTimestamp") or _ready(pod):
+            continue
+        ages.append(max(0.0, now - created))
+    return ages
+
+
 # Churn: pods deleted before they turned Ready (a replica ordered and cancelled: its cold start was GPU time spent
 # for nothing). CHURN_WARN of them within CHURN_WINDOW_S raise a Warning.
 CHURN_WINDOW_S = 3600.0

@@ -57,7 +57,13 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      the remaining ones below ``SCALE_DOWN_MARGIN`` x targetUtilization. The gap between the two margins is the
      hysteresis: noise in the load moves neither, and a replica starting for a load that stays is not cancelled
      and ordered again. Nothing goes until the history spans a full ``windowSeconds`` (after an operator
-     restart or a new backend the history is empty: hold).
+     restart or a new backend the history is empty: hold). A replica still starting whose cold start is more
+     than ``KEEP_STARTING_SPENT`` spent is not cancelled (``starting_ages``): the rest of its cold start costs
+     less than ordering it again, and its spent part would be thrown away.
+   * burst memory (``burstMemorySeconds``, off by default): the peak keep load of each ``PEAK_BUCKET_S`` of the
+     last ``burstMemorySeconds`` stands as a floor, so that the next burst shorter than a cold start (which no
+     scale-up can serve in time) finds its capacity Ready: a static fleet's answer, sized from the backend's own
+     history and forgotten when the bursts stop.
    * saturation: slots full (active >= max, over the ready pods) or KV blocks above ``kvCacheThreshold`` for
      ``saturationSeconds``: one step sized from the demand, the replicas for the load now (as above) in all
      (the load counts the waiting arrivals; the raw in-flight count also holds the queue built up while
@@ -94,12 +100,13 @@ INSUFFICIENT_CAPACITY = "InsufficientCapacity"
 ENGINE_SATURATED = "EngineSaturated"      # slots full / KV cache high for saturationSeconds: scaled up
 FORECAST_LOAD = "ForecastLoad"            # scaled up for the load expected one cold start ahead
 SCALED_FROM_ZERO = "ScaledFromZero"       # requests waiting while no replica exists
+BURST_FLOOR = "BurstFloor"                # scaled up to the standing capacity the last bursts needed (burstMemorySeconds)
 WAITING_TO_SCALE_TO_ZERO = "IdleBeforeScaleToZero"
 
 REASONS = (
     SCALED_UP, SCALED_DOWN, WITHIN_TOLERANCE, AT_MAX_REPLICAS, AT_MIN_REPLICAS,
     STABILIZING_SCALE_DOWN, STABILIZING_SCALE_UP, METRICS_UNAVAILABLE, STALE_METRICS,
-    INSUFFICIENT_CAPACITY, ENGINE_SATURATED, FORECAST_LOAD, SCALED_FROM_ZERO, WAITING_TO_SCALE_TO_ZERO,
+    INSUFFICIENT_CAPACITY, ENGINE_SATURATED, FORECAST_LOAD, SCALED_FROM_ZERO, WAITING_TO_SCALE_TO_ZERO, BURST_FLOOR,
 )
 
 _MAX_HISTORY = 512
@@ -125,6 +132,7 @@ class ScalerState:
     loads: list[tuple[float, float]] = field(default_factory=list)  # (time, load) of fresh engine readings
     fit: BatchFit | None = None           # compute time per request vs batch size
     since: float | None = None            # first decision of this scaler (no scale-down from a short history)
+    peaks: list[tuple[float, float]] = field(default_factory=list)  # (bucket start, peak keep load): burst memory
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +144,7 @@ class ScalerState:
             "loads": [[t, x] for t, x in self.loads],
             "fit": None if self.fit is None else list(self.fit.sums) + [self.fit.time],
             "since": self.since,
+            "peaks": [[t, x] for t, x in self.peaks],
         }
 
     @classmethod
@@ -148,9 +157,11 @@ class ScalerState:
         loads = [(float(t), float(x)) for t, x in d.get("loads") or []]
         fit = d.get("fit")
         since = d.get("since")
+        peaks = [(float(t), float(x)) for t, x in d.get("peaks") or []]
         return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld),
                    d.get("saturatedSince"), d.get("idleSince"), loads,
-                   None if not fit else BatchFit(_five(fit[:5]), float(fit[5])), None if since is None else float(since))
+                   None if not fit else BatchFit(_five(fit[:5]), float(fit[5])), None if since is None else float(since),
+                   peaks)
 
     def last_scale_time_rfc3339(self) -> str | None:
         if self.last_scale_time is None:
@@ -204,6 +215,17 @@ def robust_forecast(loads: list[tuple[float, float]], now: float, horizon_s: flo
     return max(level, min(at_now + slope * horizon_s, TREND_MAX_GROWTH * max(level, at_now)))
 
 
+def _remember_peak(peaks: list[tuple[float, float]], now: float, load: float, memory_s: float) -> list[tuple[float, float]]:
+    """``peaks`` (bucket start, peak load) with ``load`` at ``now``, without buckets older than ``memory_s``."""
+    bucket = math.floor(now / PEAK_BUCKET_S) * PEAK_BUCKET_S
+    kept = [(t, x) for t, x in peaks if now - (t + PEAK_BUCKET_S) < memory_s and t <= now]
+    if kept and kept[-1][0] == bucket:
+        kept[-1] = (bucket, max(kept[-1][1], load))
+    else:
+        kept.append((bucket, load))
+    return kept
+
+
 def _five(values: list[Any]) -> tuple[float, float, float, float, float]:
     a, b, c, d, e = (float(v) for v in values)  # a stored fit: exactly five sums
     return a, b, c, d, e
@@ -241,27 +263,36 @@ class BatchFit:
 
 FIT_TAU_S = 1800.0  # the fit forgets over half an hour (model or traffic mix changes)
 
-# The forecast's level: this quantile of the loads of the last cold start (chosen with targetUtilization on the
-# tuning traces of benchmarks/autoscale_bench.py: 0.9 over 0.5 and 0.75). KEEP_QUANTILE: a replica goes only when
-# this quantile of the same loads fits the rest (a burst within the last cold start keeps the capacity that
-# served it).
+# The constants below were chosen on the tuning traces of benchmarks/autoscale_bench.py (`--sweep`: one at a time
+# around the defaults, 2 seeds per tuning trace, the benchmark's tuning rule; docs/benchmarks-autoscaling.md).
+# The forecast's level: this quantile of the loads of the last cold start (0.9 over 0.75 and 1). KEEP_QUANTILE: a
+# replica goes only when this quantile of the same loads fits the rest (a burst within the last cold start keeps
+# the capacity that served it); the forecast's level bounds the keep load from below, so below LEVEL_QUANTILE it
+# changes nothing (the sweep tied 0.75 and 0.9 and its rule took 0.75).
 LEVEL_QUANTILE = 0.9
-KEEP_QUANTILE = 0.9
-# Scale-down keeps the remaining replicas below this share of targetUtilization (hysteresis against the scale-up
-# threshold; also, the compute time per request grows with the batch, so the measured load rises once replicas
+KEEP_QUANTILE = 0.75
+# Scale-down keeps the remaining replicas below this share of targetUtilization (0.9 over 0.8 and 1: at 1, 12 % of
+# the pods created were deleted before Ready; hysteresis against the scale-up threshold; also, the compute time per request grows with the batch, so the measured load rises once replicas
 # are removed: without this margin the count oscillates around the target).
 SCALE_DOWN_MARGIN = 0.9
-# The trend counts once the rise it explains over the span is this many times the median absolute residual.
+# The trend counts once the rise it explains over the span is this many times the median absolute residual (4 over
+# 2 and 8).
 TREND_NOISE_RATIO = 4.0
-# The trend adds at most this share of the level over the horizon.
-TREND_MAX_GROWTH = 1.5
+# The trend adds at most this share of the level over the horizon (1.25 over 1.5 and 2: a tie, the cheapest).
+TREND_MAX_GROWTH = 1.25
 # Loads kept: at most this many samples (a 15 s sync over a 10 min cold start is 40).
 MAX_LOADS = 120
 # Square-root staffing: replicas = R + HEADROOM_BETA x sqrt(R), R = load / (targetUtilization x slots). The spare
 # capacity a reactive scaler needs for what arrives within one cold start is large, relative to the load, for a
 # small backend and small for a large one (Halfin-Whitt); a fixed utilization alone sizes it the same at every
-# scale. Tuned with targetUtilization on the tuning traces of benchmarks/autoscale_bench.py.
+# scale. 0.5 over 0 (misses 99 % on every tuning trace) and 1 (17 % more GPU-hours).
 HEADROOM_BETA = 0.5
+# A replica still starting is not cancelled once this share of its cold start is spent: what is left of its cold
+# start costs less than ordering it again if the load comes back, and cancelling it throws the spent part away
+# (0.25 over 0.5 and never: the same GPU-hours, 0 % of the pods deleted before Ready instead of 3 %).
+KEEP_STARTING_SPENT = 0.25
+# Burst memory (spec.autoscaling.burstMemorySeconds): the peak keep load per bucket of this many seconds.
+PEAK_BUCKET_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -278,6 +309,7 @@ class EngineView:
     starting: int = 0        # replicas ordered and not serving yet: capacity on the way
     keep_load: float = 0.0   # the load the replicas kept must carry (KEEP_QUANTILE of the last cold start)
     history_s: float = 0.0   # how far back the loads go
+    floor_load: float = 0.0  # the peak load of the last burstMemorySeconds kept standing (0: off)
 
     def replicas_for(self, load: float, utilization: float) -> int:
         r = load / (utilization * self.slots_per_replica)
@@ -371,6 +403,7 @@ def decide(
     max_occupancy_after_scale_down: float = DEFAULT_MAX_OCCUPANCY,
     cold_start_s: float | None = None,
     waiting_at_zero: float | None = None,
+    starting_ages: list[float] | None = None,
 ) -> Decision:
     """One autoscaling decision. Pure: returns a new state, never mutates ``state``.
 
@@ -378,14 +411,16 @@ def decide(
     when the engine does not export them, and enables the occupancy guard of step
     3c for readings without engine gauges. ``cold_start_s``: the forecast horizon
     (see :mod:`.coldstart`). ``waiting_at_zero``: requests waiting in front of a
-    backend that has no replica (0 -> 1)."""
+    backend that has no replica (0 -> 1). ``starting_ages``: seconds since creation of each replica not Ready yet
+    (one spent beyond ``KEEP_STARTING_SPENT`` of its cold start is not cancelled); None: unknown."""
     hi = spec.max_replicas
     lo = min(hi, max(spec.min_replicas, schedule_floor(spec, now)))
     cur = max(0, int(current_replicas))
     keep = max(spec.scale_up_stabilization_seconds, spec.scale_down_window)
     recs = [(t, r) for t, r in state.recommendations if now - t <= keep and t <= now]
     new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
-                            state.idle_since, state.loads, state.fit, state.since if state.since is not None else now)
+                            state.idle_since, state.loads, state.fit, state.since if state.since is not None else now,
+                            state.peaks)
     view: EngineView | None = None
 
     def finish(desired: int, reason: str, message: str, raw: int | None) -> Decision:
@@ -427,7 +462,8 @@ def decide(
         else:
             x = reading.offered_load if reading.offered_load is not None else reading.in_flight
         # the load is measured over the window, half a window late on average: look that much further
-        horizon = (cold_start_s if cold_start_s is not None else float(spec.cold_start_seconds or 0)) + spec.window_seconds / 2
+        cold_s = cold_start_s if cold_start_s is not None else float(spec.cold_start_seconds or 0)
+        horizon = cold_s + spec.window_seconds / 2
         loads = [(t, v) for t, v in state.loads if now - t <= max(horizon, 2 * spec.window_seconds) and t < now]
         loads.append((now, x))
         new_state.loads = loads[-MAX_LOADS:]
@@ -436,10 +472,16 @@ def decide(
             keep_load = max(forecast, quantile([v for t, v in new_state.loads if now - t <= horizon], KEEP_QUANTILE))
         else:
             forecast = keep_load = x
+        floor_load = 0.0
+        if spec.burst_memory_seconds:
+            new_state.peaks = _remember_peak(state.peaks, now, keep_load, spec.burst_memory_seconds)
+            floor_load = max(x for _, x in new_state.peaks)
+        else:
+            new_state.peaks = []
         sat = saturation(reading, spec)
         ready_n = min(cur, reading.pods_used)
         view = EngineView(reading.in_flight, slots_total / reading.pods_used, forecast, horizon, sat, x,
-                          ready_n, max(0, cur - ready_n), keep_load, now - new_state.loads[0][0])
+                          ready_n, max(0, cur - ready_n), keep_load, now - new_state.loads[0][0], floor_load)
         if sat:
             new_state.saturated_since = state.saturated_since if state.saturated_since is not None else now
         else:
@@ -480,9 +522,15 @@ def decide(
             # than the ready replicas (a KV cache full of long sequences with few in flight).
             demand = max(view.load, min(view.in_flight, view.ready * view.slots_per_replica))
             need_sat = max(view.ready + 1, view.replicas_for(demand, spec.target_utilization))
-        engine_need = max(need_forecast, need_sat)
+        need_floor = view.replicas_for(view.floor_load, spec.target_utilization) if view.floor_load > 0 else 0
+        engine_need = max(need_forecast, need_sat, need_floor)
         if engine_need < cur:
             keep_n = view.replicas_for(view.keep_load, spec.target_utilization * SCALE_DOWN_MARGIN)
+            # replicas go not-Ready first (the ReplicaSet's order): a starting replica mostly spent keeps the
+            # ready ones too
+            spent = min(view.starting, sum(1 for a in starting_ages or () if a >= KEEP_STARTING_SPENT * cold_s))
+            if spent:
+                keep_n = max(keep_n, view.ready + spent)
             engine_need = min(cur, max(engine_need, keep_n))
             if view.history_s < spec.window_seconds:
                 engine_need = cur  # the history is too short to say what the load needs: hold
@@ -490,8 +538,11 @@ def decide(
             engine_reason = ENGINE_SATURATED
             since = new_state.saturated_since if new_state.saturated_since is not None else now
             base += f"; saturated for {now - since:.0f}s ({view.saturated})"
-        elif need_forecast > cur:
+        elif need_forecast > cur and need_forecast >= need_floor:
             engine_reason = FORECAST_LOAD
+        elif need_floor > cur:
+            engine_reason = BURST_FLOOR
+            base += f"; standing floor for the peak load {view.floor_load:.1f} of the last {spec.burst_memory_seconds}s"
         raw = engine_need
         if raw == 0 and cur > 0 and lo == 0:
             idle_for = 0.0 if new_state.idle_since is None else now - new_state.idle_since

@@ -330,6 +330,7 @@ class Operator:
             scaler["state"], reading, target.spec, target.current_replicas, time.time(),
             schedulable_max=target.capacity_replicas, gpus_per_replica=target.gpus_per_replica,
             max_batch_size=target.max_batch_size, cold_start_s=cold_s, waiting_at_zero=waiting,
+            starting_ages=coldstart.starting_ages(pods, time.time()),
         )
         scaler["state"] = decision.state
         if decision.desired_replicas < target.current_replicas and isinstance(scaler["source"], TritonScraper):
