@@ -97,8 +97,8 @@ def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group
     # its token.
     binding = cluster.kube.get("RoleBinding", namespace, f"{name}-launcher")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "llmbackend-launcher"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
-    assert pods[leader_name]["spec"]["serviceAccountName"] == name
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{name}-launcher", "namespace": namespace}]
+    assert pods[leader_name]["spec"]["serviceAccountName"] == f"{name}-launcher"
     assert pods[worker_name]["spec"].get("automountServiceAccountToken") is False
     service = cluster.kube.get("Service", namespace, name)
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"

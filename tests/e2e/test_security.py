@@ -147,7 +147,7 @@ def test_operator_may_bind_the_launcher_role_and_nothing_more(installed_rbac, na
     refused = _apply_as_operator(installed_rbac, _role_binding(namespace, "edit", "ClusterRole", "edit"))
     assert refused.returncode != 0 and "not currently held" in refused.stderr, refused.stderr
     # The launcher's ServiceAccount may exec, in its namespace only.
-    launcher = f"system:serviceaccount:{namespace}:big"
+    launcher = f"system:serviceaccount:{namespace}:big-launcher"
     for verb in ("get", "create"):
         assert _review(installed_rbac, launcher, verb, "pods/exec", namespace)
         assert not _review(installed_rbac, launcher, verb, "pods/exec", "kube-system")

@@ -79,8 +79,9 @@ def _without_chart_labels(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-KUSTOMIZE_NAMESPACES_CLUSTER_SCOPED = [("ValidatingAdmissionPolicy", "llmbackend-tenant-references"),
-                                       ("ValidatingAdmissionPolicyBinding", "llmbackend-tenant-references")]
+KUSTOMIZE_NAMESPACES_CLUSTER_SCOPED = [(kind, name) for name in ("llmbackend-tenant-references", "llmbackend-launcher-binding",
+                                                                  "llmbackend-launcher-exec")
+                                       for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")]
 
 
 def test_default_values_render_the_kustomize_bundle():

@@ -116,6 +116,20 @@ def test_an_owned_child_no_longer_desired_is_pruned_and_a_foreign_one_is_not():
     assert scaled_in.prune == [("PodDisruptionBudget", "llama", "uid-PodDisruptionBudget")]
 
 
+def test_the_launcher_account_of_before_it_took_the_bindings_name_is_pruned():
+    """The multi-node launcher's ServiceAccount was named <backend>; it is <backend>-launcher now (the launcher
+    admission policy tells launcher accounts by that name). The old one, owned by the backend, goes on upgrade."""
+    multi_node = {"model": {**MODEL, "preset": "llama-3.1-405b"}}
+    apis = frozenset({"LeaderWorkerSet"})
+    live = served(first_pass(multi_node, apis=apis), ready=1)
+    assert ("ServiceAccount", "llama-launcher") in live and ("RoleBinding", "llama-launcher") in live
+    live[("ServiceAccount", "llama")] = {"kind": "ServiceAccount", "metadata": {
+        "name": "llama", "uid": "old-sa", "labels": {BACKEND_LABEL: "llama"},
+        "ownerReferences": [{"kind": "LLMBackend", "name": "llama", "uid": "u-1", "controller": True}]}}
+    upgraded = decide(Observed(backend(multi_node), NODES, children=live, apis=apis))
+    assert upgraded.prune == [("ServiceAccount", "llama", "old-sa")]
+
+
 @pytest.mark.parametrize("kind, name", [("Service", "llama"), ("Deployment", "llama"), ("ConfigMap", "llama-model-repo")])
 def test_an_object_it_does_not_control_stops_the_pass_and_is_named(kind, name):
     theirs = {"kind": kind, "metadata": {"name": name, "uid": "theirs", "labels": {"team": "search"}}}

@@ -125,7 +125,7 @@ def test_serving_pods_stay_non_root_without_capabilities_and_only_the_leader_hol
             sc = c["securityContext"]
             assert sc["runAsNonRoot"] and sc["runAsUser"] != 0 and sc["capabilities"] == {"drop": ["ALL"]}
             assert sc["allowPrivilegeEscalation"] is False
-    assert leader["serviceAccountName"] == "big" and leader["automountServiceAccountToken"] is True
+    assert leader["serviceAccountName"] == "big-launcher" and leader["automountServiceAccountToken"] is True
     assert "serviceAccountName" not in worker and worker["automountServiceAccountToken"] is False
     launcher = next(c for c in leader["initContainers"] if c["name"] == "launcher")
     assert launcher["command"][0] == "cp" and launcher["command"][-1] == "/launcher/kubectl"
@@ -138,7 +138,7 @@ def test_launcher_gets_a_binding_of_the_fixed_launcher_cluster_role_and_no_role(
     binding = objects["RoleBinding"]
     assert binding["metadata"]["name"] == "big-launcher"
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LAUNCHER_CLUSTER_ROLE}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "big", "namespace": "serving"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "big-launcher", "namespace": "serving"}]
     kinds = list(objects)
     assert kinds.index("RoleBinding") < kinds.index("LeaderWorkerSet"), "exec rights exist before the leader starts"
 

@@ -104,7 +104,7 @@ def test_service_account_is_the_users_except_on_mpi_leaders() -> None:
     assert deployment["serviceAccountName"] == "llm-serving"
     assert deployment["automountServiceAccountToken"] is False, "the token stays unmounted unless the operator needs it"
     mpi = _templates(_workload(_spec(preset="llama-3.1-405b"), MULTI_NODE))
-    assert mpi["leader"]["spec"]["serviceAccountName"] == "llama", "the launcher account may exec into the workers"
+    assert mpi["leader"]["spec"]["serviceAccountName"] == "llama-launcher", "the launcher account may exec into the workers"
     assert mpi["worker"]["spec"]["serviceAccountName"] == "llm-serving"
     ray = _templates(_workload(_spec(backend="vllm", preset="llama-3.1-405b"), MULTI_NODE))
     assert {t["spec"]["serviceAccountName"] for t in ray.values()} == {"llm-serving"}

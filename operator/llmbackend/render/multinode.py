@@ -150,6 +150,9 @@ def launcher_cluster_role() -> dict[str, Any]:
 
 
 def launcher_binding_name(backend_name: str) -> str:
+    """The leader's ServiceAccount and its RoleBinding share this name. manifests/default/launcher-admission.yaml
+    relies on it: a launcher binding's only subject is the ServiceAccount of its own name and namespace, and a
+    `*-launcher` ServiceAccount may exec only into its own leader's workers."""
     return f"{backend_name}{LAUNCHER_SUFFIX}"
 
 
@@ -161,13 +164,14 @@ def launcher_rbac(ref: BackendRef) -> list[dict[str, Any]]:
     docs/security-rbac.md says what that leaves and how manifests/default's admission policy narrows it.
     """
     labels = labels_for(ref, "launcher")
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ref, ref.name, labels),
+    name = launcher_binding_name(ref.name)
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ref, name, labels),
                "automountServiceAccountToken": False}
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": _meta(ref, launcher_binding_name(ref.name), labels),
+        "metadata": _meta(ref, name, labels),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LAUNCHER_CLUSTER_ROLE},
-        "subjects": [{"kind": "ServiceAccount", "name": ref.name, "namespace": ref.namespace}],
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ref.namespace}],
     }
     return [account, binding]
 
@@ -241,7 +245,7 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
             "securityContext": container["securityContext"],
         })
         # Only the leader holds a token, bound to the launcher ClusterRole; workers keep automount off.
-        pod["serviceAccountName"] = ref.name
+        pod["serviceAccountName"] = launcher_binding_name(ref.name)
         pod["automountServiceAccountToken"] = True
     if compute_domain:
         pod["resourceClaims"] = [{"name": IMEX_CLAIM, "resourceClaimTemplateName": f"{ref.name}-{IMEX_CLAIM}"}]

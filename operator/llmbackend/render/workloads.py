@@ -68,8 +68,9 @@ def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
     """Every (kind, name) a backend's children may have: what pruning looks up."""
     epp = gateway.epp_name(ref.name)
     names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
-             if kind not in ("ServiceAccount", "RoleBinding")] + [("ServiceAccount", ref.name),
-                                                                 ("RoleBinding", ref.name + LAUNCHER_SUFFIX)]
+             if kind not in ("ServiceAccount", "RoleBinding")] + [
+        ("ServiceAccount", ref.name + LAUNCHER_SUFFIX), ("RoleBinding", ref.name + LAUNCHER_SUFFIX),
+        ("ServiceAccount", ref.name)]  # the launcher's account before it took the binding's name: pruned on upgrade
     return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")] + [
         ("Deployment", activator.deployment_name(ref.name)), ("Service", activator.serving_service_name(ref.name))]
 

@@ -2,7 +2,7 @@
 # MPI's rsh agent without sshd: mpirun (on the leader) calls `kubexec.sh HOST COMMAND...` to start its
 # daemon on a worker; HOST is the worker's pod name (the leader writes pod names into the hostfile),
 # and the command runs in that pod's serving container through `kubectl exec`. The leader's
-# ServiceAccount may exec only into this backend's worker pods (see the rendered Role).
+# ServiceAccount may exec only into its own workers (manifests/default/launcher-admission.yaml).
 set -eu
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -1,0 +1,38 @@
+"""manifests/default/launcher-admission.yaml names the launcher role and its accounts as the renderer does.
+
+The policies spell the ClusterRole's name and the `-launcher` suffix as CEL string literals; if the code renamed
+either, the policies would silently match nothing. They run on the real API server in
+tests/e2e/test_launcher_admission.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from llmbackend.api.v1alpha1 import LAUNCHER_SUFFIX
+from llmbackend.render.multinode import launcher_binding_name, launcher_rbac
+from llmbackend.render.workloads import BackendRef
+
+POLICIES = {d["metadata"]["name"]: d for d in
+            yaml.safe_load_all((Path(__file__).resolve().parents[2] / "manifests/default/launcher-admission.yaml").read_text())
+            if d["kind"] == "ValidatingAdmissionPolicy"}
+
+
+def test_the_binding_policy_matches_the_rendered_launcher_binding():
+    account, binding = launcher_rbac(BackendRef("llama", "serving", "uid"))
+    match = POLICIES["llmbackend-launcher-binding"]["spec"]["matchConditions"][0]["expression"]
+    assert f"object.roleRef.kind == '{binding['roleRef']['kind']}'" in match
+    assert f"object.roleRef.name == '{binding['roleRef']['name']}'" in match
+    rule = POLICIES["llmbackend-launcher-binding"]["spec"]["validations"][1]["expression"]
+    assert f"endsWith('{LAUNCHER_SUFFIX}')" in rule
+    # The rule: one subject, the ServiceAccount of the binding's own name and namespace.
+    assert binding["metadata"]["name"] == account["metadata"]["name"] == launcher_binding_name("llama")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "llama-launcher", "namespace": "serving"}]
+
+
+def test_the_exec_policy_limits_the_accounts_the_renderer_names():
+    match = POLICIES["llmbackend-launcher-exec"]["spec"]["matchConditions"][0]["expression"]
+    assert f"request.userInfo.username.endsWith('{LAUNCHER_SUFFIX}')" in match
+    assert launcher_binding_name("llama").endswith(LAUNCHER_SUFFIX)
