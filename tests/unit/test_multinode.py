@@ -268,6 +268,8 @@ def test_a_partial_group_is_a_reason_with_the_stuck_pod(pods, expected):
     else:
         assert problem[0] == "PartialGroup" and problem[1].startswith(expected), problem
         assert "serves nothing" in problem[1]
+        # waiting for the scheduler (nodes may be added) is a wait with a start; a crash loop needs a person
+        assert (problem[2] is not None) == ("Unschedulable" in expected)
 
 
 def test_default_launcher_image_is_the_operator_image_that_ships_kubectl():

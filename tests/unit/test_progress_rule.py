@@ -232,3 +232,45 @@ def test_gpus_free_counts_what_scheduled_pods_hold():
     name = NODES[0].name
     free = gpus_free([pod(name, 2), pod(name, 1, init=3), pod(name, 8, phase="Succeeded"), pod(None, 8)], NODES)
     assert free[name] == 3 and free[NODES[1].name] == 8
+
+
+def test_a_multi_node_group_waiting_for_nodes_is_progressing_until_the_deadline_then_degraded():
+    """A worker of a LeaderWorkerSet group that the scheduler cannot place yet (nodes being added) is a wait like a
+    single-node pod's; a crash-looping worker needs a person at once."""
+    from llmbackend.render.multinode import GROUP_INDEX_LABEL
+
+    spec = {"model": {**MODEL, "preset": "llama-3.1-405b"}, "serving": {"progressDeadlineSeconds": 300}}
+    apis = frozenset({"LeaderWorkerSet"})
+    live = served(first_pass(spec, apis=apis), ready=0)
+
+    def group(worker_status: dict[str, Any]) -> list[dict[str, Any]]:
+        leader = {"metadata": {"name": "llama-0", "labels": {BACKEND_LABEL: "llama", GROUP_INDEX_LABEL: "0",
+                                                            "app.kubernetes.io/component": "server"}},
+                  "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}}
+        worker = {"metadata": {"name": "llama-0-1", "labels": {BACKEND_LABEL: "llama", GROUP_INDEX_LABEL: "0"},
+                               "creationTimestamp": STAMP}, "status": worker_status}
+        return [leader, worker]
+
+    waiting = group({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                         "reason": "Unschedulable", "message": GPUS_BUSY,
+                                                         "lastTransitionTime": STAMP}]})
+
+    def at(seconds: int, pods: list[dict[str, Any]]):
+        return decide(Observed(backend(spec), NODES, children=live, apis=apis, pods=pods,
+                               now=T0 + timedelta(seconds=seconds), free_gpus={n.name: 0 for n in NODES}))
+
+    within = at(200, waiting)
+    got = conditions(within)
+    assert got["Progressing"] == ("True", cond.WAITING_FOR_NODES) and got["Degraded"][0] == "False", got
+    assert "llama-0-1" in within.conditions.get("Progressing")["message"]
+    assert summarize(within.conditions.to_list()).phase == "Progressing"
+
+    past = at(301, waiting)
+    degraded = past.conditions.get("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "PartialGroup")
+    assert "progressDeadlineSeconds" in degraded["message"]
+
+    crashing = at(10, group({"phase": "Running", "containerStatuses": [
+        {"name": "triton", "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}}]}))
+    assert (crashing.conditions.get("Degraded")["status"], crashing.conditions.get("Degraded")["reason"]) == \
+        ("True", "PartialGroup")

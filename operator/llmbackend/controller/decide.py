@@ -702,6 +702,9 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
                     "lower the replicas (or maxReplicas) or add GPU nodes")
     if not rolled_out and want > 0:
         problem = _pod_problem(observed, ref)
+        if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
+            group = group_problem(observed.pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS))
+            problem = PodProblem(*group) if group is not None else problem
         if problem is not None and decision.placement_note:
             problem = dataclasses.replace(problem, message=f"{problem.message}; {decision.placement_note}")
         if problem is not None and problem.since is not None:  # waiting on the scheduler: progress until the deadline
@@ -717,8 +720,6 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
                 problem = dataclasses.replace(problem, message=f"{problem.message} (pending for more than "
                                               f"spec.serving.progressDeadlineSeconds, {deadline}s)")
         degraded = (problem.reason, problem.message) if problem is not None else degraded
-        if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
-            degraded = group_problem(observed.pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS)) or degraded
     for condition in ws.get("conditions", []):
         if condition.get("type") == "Progressing" and condition.get("reason") == cond.PROGRESS_DEADLINE_EXCEEDED:
             degraded = (cond.PROGRESS_DEADLINE_EXCEEDED,

@@ -336,21 +336,26 @@ GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 PARTIAL_GROUP = "PartialGroup"  # reason: some pods of a group run, others cannot start; the group serves nothing
 
 
-def _stuck(pod: dict[str, Any], fatal_waiting: Collection[str]) -> str | None:
-    """Why a pod cannot start without a change (the scheduler's or the kubelet's words), else None."""
+def _stuck(pod: dict[str, Any], fatal_waiting: Collection[str]) -> tuple[str, str | None] | None:
+    """Why a pod does not start (the scheduler's or the kubelet's words) and, for a wait that may resolve by itself
+    (nodes being added), since when; None: nothing wrong yet."""
     status = pod.get("status", {})
     for cond in status.get("conditions", []):
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
-            return f"Unschedulable: {cond.get('message', '')}"
+            return (f"Unschedulable: {cond.get('message', '')}",
+                    cond.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp") or "")
     for cs in status.get("initContainerStatuses", []) + status.get("containerStatuses", []):
         waiting = (cs.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in fatal_waiting:
-            return f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+            return f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": "), None
     return None
 
 
-def group_problem(pods: list[dict[str, Any]], size: int, fatal_waiting: Collection[str]) -> tuple[str, str] | None:
-    """The first group with a pod that cannot start: a partial group is a reason, never capacity."""
+def group_problem(pods: list[dict[str, Any]], size: int,
+                  fatal_waiting: Collection[str]) -> tuple[str, str, str | None] | None:
+    """The first group with a pod that cannot start: (reason, message, since). A partial group is a reason, never
+    capacity; `since` is set when the pod waits for the scheduler (nodes may be added: a wait bounded by the
+    progress deadline), None when a person must act."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
         if pod["metadata"].get("deletionTimestamp"):
@@ -360,8 +365,9 @@ def group_problem(pods: list[dict[str, Any]], size: int, fatal_waiting: Collecti
         members = groups[index]
         ready = sum(pod_ready(p) for p in members)
         for pod in sorted(members, key=lambda p: p["metadata"]["name"]):
-            why = None if pod_ready(pod) else _stuck(pod, fatal_waiting)
-            if why:
+            stuck = None if pod_ready(pod) else _stuck(pod, fatal_waiting)
+            if stuck:
+                why, since = stuck
                 return PARTIAL_GROUP, (f"group {index}: {ready}/{size} pods ready; pod {pod['metadata']['name']}: {why}. "
-                                       f"The group serves nothing until all {size} pods run.")
+                                       f"The group serves nothing until all {size} pods run."), since
     return None
