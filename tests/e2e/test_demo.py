@@ -22,7 +22,9 @@ def test_demo_reaches_available_and_down_stops_everything(tmp_path):
         assert demo.returncode == 0, demo.stdout + demo.stderr
         assert "Available after" in demo.stdout
         assert "Planned      True   Fits" in demo.stdout
-        assert "llama-3-1-8b   llama-3.1-8b   tensorrtllm" in demo.stdout  # the kubectl get llmb -o wide row
+        # the kubectl get llmb -o wide row: serving, and why (columns READY STATUS REASON MODEL TPXPP AGE BACKEND ...)
+        row = next(line.split() for line in demo.stdout.splitlines() if line.startswith("llama-3-1-8b "))
+        assert row[1:5] == ["1/1", "Ready", "ReplicasReady", "llama-3.1-8b"] and "tensorrtllm" in row, row
         # ... and a real answer: a real tritonserver on the files the operator wrote into the ConfigMap
         assert "  reply:  'Triton serves this model" in demo.stdout, demo.stdout
         assert f'{ENGINE_QUEUE_METRIC}{{model="llama-3.1-8b"' in demo.stdout

@@ -24,6 +24,8 @@ from ..render.workloads import MANAGED_KINDS
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"
+# A create is followed by a patch that marks the sent fields as applied (create_applied): tries before giving up.
+RELABEL_ATTEMPTS = 10
 API_ABSENCE_TTL_S = 30.0  # an absent optional API is looked for again after this long
 API_RECHECK_MIN_S = 5.0  # a served one is looked for again after a request finds it gone, at most this often
 
@@ -257,7 +259,11 @@ class Kube:
         meta = obj["metadata"]
         created = self.request("POST", self._path(obj["kind"], meta.get("namespace")),
                                query={"fieldManager": FIELD_MANAGER}, body=obj)
-        for _ in range(3):
+        # The patch below is conditional on the resourceVersion, which the object's controller bumps with each status
+        # write right after creation (a Deployment's, several times in its first second): read again and retry.
+        for attempt in range(RELABEL_ATTEMPTS):
+            if attempt:
+                time.sleep(0.05 * attempt)
             entries = created["metadata"].get("managedFields") or []
             ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Update"]
             if not ours or any(e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply" for e in entries):
