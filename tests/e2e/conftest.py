@@ -9,7 +9,7 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import yaml
 from devcluster import cluster as devcluster
 from devcluster.build import bin_dir
 from devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes
+from devcluster.crds import crd_file
 from llmbackend.controller.kube import KINDS, Kube, load_configuration
 
 pytestmark = pytest.mark.e2e
@@ -193,3 +194,21 @@ def apply_manifest(cluster: ClusterHandle, manifest: dict[str, Any]) -> subproce
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def installed_crds(cluster: ClusterHandle, kinds: Iterable[str]) -> Iterator[ClusterHandle]:
+    """Body of a module fixture: third-party CRDs (devcluster.crds, from their Go modules) installed and Established
+    for the module, deleted after it."""
+    names = []
+    for kind in kinds:
+        crd = yaml.safe_load(crd_file(kind).read_text())
+        cluster.kube.apply(crd)  # server-side: these CRDs exceed client-side apply's annotation limit
+        names.append(crd["metadata"]["name"])
+    for name in names:
+        wait_for(lambda name=name: any(c["type"] == "Established" and c["status"] == "True" for c in
+                                       ((cluster.kube.get("CustomResourceDefinition", None, name) or {}).get("status")
+                                        or {}).get("conditions") or []), timeout=30, what=f"CRD {name} Established")
+    time.sleep(1)  # discovery catches up with a freshly established CRD
+    yield cluster
+    for name in names:
+        cluster.kubectl("delete", "crd", name, "--wait=true", check=False)

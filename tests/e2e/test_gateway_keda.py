@@ -8,13 +8,11 @@ session operator restarts afterwards (exclusive_cluster), so other tests see a c
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import yaml
-from conftest import REPO_ROOT, apply_manifest, backend_manifest, wait_for
+from conftest import REPO_ROOT, apply_manifest, backend_manifest, installed_crds, wait_for
 
-from devcluster.crds import THIRD_PARTY_CRDS, crd_file
+from devcluster.crds import THIRD_PARTY_CRDS
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import gateway
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
@@ -45,19 +43,7 @@ def test_without_the_crds_keda_mode_is_degraded_and_nothing_else_breaks(exclusiv
 
 @pytest.fixture(scope="module")
 def crds(exclusive_cluster):
-    names = []
-    for kind in THIRD_PARTY_CRDS:
-        crd = yaml.safe_load(crd_file(kind).read_text())
-        exclusive_cluster.kube.apply(crd)  # server-side apply: these CRDs exceed client-side apply's annotation limit
-        names.append(crd["metadata"]["name"])
-    for name in names:
-        wait_for(lambda name=name: any(c["type"] == "Established" and c["status"] == "True" for c in
-                             ((exclusive_cluster.kube.get("CustomResourceDefinition", None, name) or {}).get("status") or {})
-                             .get("conditions") or []), timeout=30, what=f"CRD {name} Established")
-    time.sleep(1)  # discovery catches up with a freshly established CRD
-    yield exclusive_cluster
-    for name in names:
-        exclusive_cluster.kubectl("delete", "crd", name, "--wait=true", check=False)
+    yield from installed_crds(exclusive_cluster, THIRD_PARTY_CRDS)
 
 
 def _rendered(namespace: str, backend: str, nodes: int = 1) -> list[dict]:

@@ -10,13 +10,12 @@ The CRDs are removed at the end of the module (exclusive_cluster restarts the se
 from __future__ import annotations
 
 import copy
-import time
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, apply_manifest, backend_manifest, wait_for
+from conftest import REPO_ROOT, apply_manifest, backend_manifest, installed_crds, wait_for
 
-from devcluster.crds import MONITORING_CRDS, crd_file
+from devcluster.crds import MONITORING_CRDS
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import triton
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects, label_selector
@@ -24,19 +23,7 @@ from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_obj
 
 @pytest.fixture(scope="module")
 def crds(exclusive_cluster):
-    names = []
-    for kind in MONITORING_CRDS:
-        crd = yaml.safe_load(crd_file(kind).read_text())
-        exclusive_cluster.kube.apply(crd)  # server-side: these CRDs exceed client-side apply's annotation limit
-        names.append(crd["metadata"]["name"])
-    for name in names:
-        wait_for(lambda name=name: any(c["type"] == "Established" and c["status"] == "True" for c in
-                             ((exclusive_cluster.kube.get("CustomResourceDefinition", None, name) or {}).get("status") or {})
-                             .get("conditions") or []), timeout=30, what=f"CRD {name} Established")
-    time.sleep(1)  # discovery catches up with a freshly established CRD
-    yield exclusive_cluster
-    for name in names:
-        exclusive_cluster.kubectl("delete", "crd", name, "--wait=true", check=False)
+    yield from installed_crds(exclusive_cluster, MONITORING_CRDS)
 
 
 def _dry_run(cluster, obj):
