@@ -438,7 +438,18 @@ class TritonPythonModel:
         TensorRT-LLM drops an aborted request that still waits for a slot without any response
         (`PyExecutor._handle_canceled_requests`), so, as upstream's LLM API model does, the model aborts and sends
         its own CANCELLED final response, then stops waiting for the engine."""
+        checked = threading.Event()
+        checked.set()
         while not self.stopping.wait(CANCEL_POLL_S):
+            if checked.is_set():  # one check at a time in the IPC queue, however slow the parent process is
+                checked.clear()
+                self.ipc.call(self._check_cancelled, checked)
+
+    def _check_cancelled(self, checked: threading.Event) -> None:
+        """Runs on the IPC thread: `is_cancelled()` is asked in order with the sends, so never about a request whose
+        final response was already sent (Triton has released it then; asking about it could reach freed memory in
+        the parent process)."""
+        try:
             with self.lock:
                 entries = [(k, e) for k, e in self.in_flight.items() if not e.closed]
             for key, entry in entries:
@@ -449,6 +460,8 @@ class TritonPythonModel:
                 if cancelled and self._send(key, _cancelled_response(), True):
                     self.ipc.call(self.metrics.finished.increment, 1)
                     self.loop.call_soon_threadsafe(self._abort, entry)
+        finally:
+            checked.set()
 
     def _abort(self, entry: _InFlight) -> None:
         # Active: the engine frees the slot and finishes it as "cancelled"; waiting: it drops it silently. Either

@@ -381,7 +381,17 @@ class TritonPythonModel:
         """Triton's request cancellation, checked off the engine loop (`is_cancelled()` is a blocking round trip to
         the server process, python_backend `pb_cancel.cc`): abort the engine request, which frees its slot or takes
         it out of the waiting queue, and answer once with our own CANCELLED response."""
+        checked = threading.Event()
+        checked.set()
         while not self.stopping.wait(CANCEL_POLL_S):
+            if checked.is_set():  # one check at a time in the IPC queue, however slow the server process is
+                checked.clear()
+                self.ipc.call(self._check_cancelled, checked)
+
+    def _check_cancelled(self, checked) -> None:
+        """Runs on the IPC thread: `is_cancelled()` is asked in order with the sends, so never about a request whose
+        final response was already sent (Triton has released it then)."""
+        try:
             with self.lock:
                 entries = [(rid, e[0]) for rid, e in self.in_flight.items()]
             for request_id, request in entries:
@@ -395,6 +405,8 @@ class TritonPythonModel:
                         task = entry[2] if entry is not None else None
                     if self._send(request_id, cancelled_response(), True):
                         self.loop.call_soon_threadsafe(self._abort, request_id, task)
+        finally:
+            checked.set()
 
     def _abort(self, request_id: str, task) -> None:
         self.loop.create_task(self.engine.abort(request_id))
