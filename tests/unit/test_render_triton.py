@@ -493,7 +493,7 @@ def test_invalid_model_names_rejected(name: str) -> None:
             render_model_repository(spec({"backend": backend}), name, 1, 1)
 
 
-@pytest.mark.parametrize("bad", ["../etc", "a/b", "a b", 'a"b', "a\nb", "", ".", ".."])
+@pytest.mark.parametrize("bad", ["../etc", "a/b", "a b", 'a"b', "a\nb", "a\n", "", ".", ".."])
 def test_invalid_model_name_examples(bad: str) -> None:
     with pytest.raises(ValueError):
         render_model_repository(spec(), bad, 1, 1)

@@ -36,7 +36,7 @@ class Ident(str):
     """An enum identifier written bare (e.g. TYPE_INT32, KIND_CPU). Validated on creation."""
 
     def __new__(cls, value: str) -> Ident:
-        if not _IDENT.match(value):
+        if not _IDENT.fullmatch(value):
             raise ValueError(f"not a protobuf enum identifier: {value!r}")
         return super().__new__(cls, value)
 
@@ -53,7 +53,7 @@ class Message:
 
 def msg(*fields: tuple[str, Any]) -> Message:
     for name, _ in fields:
-        if not _FIELD_NAME.match(name):
+        if not _FIELD_NAME.fullmatch(name):
             raise ValueError(f"invalid field name {name!r}")
     return Message(tuple(fields))
 
@@ -242,7 +242,7 @@ def _word_value(word: str) -> Any:
     except ValueError:
         pass
     if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", word):
-        return Ident(word) if _IDENT.match(word) else word
+        return Ident(word) if _IDENT.fullmatch(word) else word
     raise ParseError(f"bad token {word!r}")
 
 
@@ -286,7 +286,7 @@ class _Parser:
                 self.i += 1
                 return fields
             kind, name = self.take()
-            if kind != "word" or not _FIELD_NAME.match(name):
+            if kind != "word" or not _FIELD_NAME.fullmatch(name):
                 raise ParseError(f"expected a field name, got {name!r}")
             has_colon = False
             if self.next_value() == ":":

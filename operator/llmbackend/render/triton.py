@@ -87,7 +87,7 @@ QUEUE_BATCHES = 4
 # default scheduler (no dynamic batching) requests wait only when all are busy.
 TOKENIZER_INSTANCES = 4
 
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _PATH = re.compile(r"^[A-Za-z0-9._/\-]+$")
 
 
@@ -96,13 +96,13 @@ _PATH = re.compile(r"^[A-Za-z0-9._/\-]+$")
 
 def validate_model_name(name: str) -> str:
     """Triton model names become directory names: allow only `[A-Za-z0-9_.-]`, not '.' or '..'."""
-    if not isinstance(name, str) or not _MODEL_NAME.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not _MODEL_NAME.fullmatch(name) or name in (".", ".."):
         raise ValueError(f"invalid model name {name!r}: must match {_MODEL_NAME.pattern} and not be '.' or '..'")
     return name
 
 
 def _validate_path(path: str, what: str) -> str:
-    if not _PATH.match(path):
+    if not _PATH.fullmatch(path):
         raise ValueError(f"invalid {what} {path!r}: must match {_PATH.pattern}")
     return path
 
