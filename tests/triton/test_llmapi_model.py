@@ -153,6 +153,10 @@ def test_bad_input_is_a_clear_error_and_the_model_keeps_serving(server, body, ex
     code, error = generate(srv, name, body)
     assert code == 400, error
     assert expected in error["error"]
+    # Metric updates go through the model's IPC thread, queued beside the response: wait for it a moment.
+    deadline = time.monotonic() + 5
+    while metric(metrics(srv), em.ENGINE_FAILURES_METRIC, name) != before + 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert metric(metrics(srv), em.ENGINE_FAILURES_METRIC, name) == before + 1, "counted as a failed request"
     code, ok = generate(srv, name, {"text_input": "good request", "max_tokens": 2})
     assert (code, ok["text_output"]) == (200, "good request")

@@ -177,7 +177,9 @@ def test_bad_input_is_an_error_and_the_model_keeps_serving(server):
         before = _value(_metrics(srv), M.ENGINE_FAILURES_METRIC)
         code, out = _generate(srv, **body)
         assert code == 400 and expected in out.get("error", ""), (body, code, out)
-        assert _value(_metrics(srv), M.ENGINE_FAILURES_METRIC) == before + 1, "counted as a failed request"
+        # Metric updates go through the model's IPC thread, queued beside the response: wait for it a moment.
+        assert _wait_for(lambda before=before: _value(_metrics(srv), M.ENGINE_FAILURES_METRIC) == before + 1, 5), \
+            "counted as a failed request"
         code, out = _generate(srv, max_tokens=2)
         assert code == 200 and out["finish_reason"] == "length"
 
