@@ -112,13 +112,26 @@ class Group:
         self.log.flush()
         return (self.dir / "leader.log").read_text()
 
+    def diagnose(self) -> str:
+        """What a failure message needs beyond the leader's log: which ranks registered, what was exec'd,
+        and every process of the leader's session (mpirun, its daemons, the ranks)."""
+        lines = [self.output(), f"registered ranks: {sorted(self.ranks())}",
+                 f"serving.json: {(self.dir / 'serving.json').exists()}"]
+        exec_log = self.dir / "exec.log"
+        lines.append("exec.log:\n" + (exec_log.read_text()[-2000:] if exec_log.exists() else "(none)"))
+        if self.proc is not None:
+            ps = subprocess.run(["ps", "-s", str(self.proc.pid), "-o", "pid,ppid,stat,etime,args"],
+                                capture_output=True, text=True)
+            lines.append("processes of the leader's session:\n" + ps.stdout[-4000:])
+        return "\n".join(lines)
+
     def wait_until(self, predicate, what: str, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
             if self.proc is not None and self.proc.poll() is not None and not predicate():
-                raise AssertionError(f"leader exited {self.proc.returncode} before {what}:\n{self.output()}")
+                raise AssertionError(f"leader exited {self.proc.returncode} before {what}:\n{self.diagnose()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}:\n{self.output()}")
+                raise AssertionError(f"timed out waiting for {what}:\n{self.diagnose()}")
             time.sleep(0.1)
 
     def wait_exit(self, timeout: float = 180) -> int:

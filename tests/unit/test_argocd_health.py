@@ -254,14 +254,24 @@ def _current(obj: dict[str, Any]) -> bool:
             and all(c.get("observedGeneration", generation) == generation for c in status.get("conditions") or []))
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["inputPath"].removeprefix("testdata/") for c in CASES])
-def test_the_operator_summary_reads_status_as_argo_cd_does(case):
+def _summarized(case: dict[str, Any]) -> dict[str, Any] | None:
+    """The case's object when the operator has summarized its current generation (others wait for the operator)."""
+    obj = yaml.safe_load((CUSTOMIZATION / case["inputPath"]).read_text())
+    return obj if _current(obj) and (obj.get("status") or {}).get("conditions") else None
+
+
+SUMMARIZED = [(c["inputPath"].removeprefix("testdata/"), obj) for c in CASES if (obj := _summarized(c))]
+
+
+def test_some_cases_carry_a_summary_of_the_current_generation():
+    assert len(SUMMARIZED) >= len(CASES) // 2, [case for case, _ in SUMMARIZED]
+
+
+@pytest.mark.parametrize("obj", [obj for _, obj in SUMMARIZED], ids=[case for case, _ in SUMMARIZED])
+def test_the_operator_summary_reads_status_as_argo_cd_does(obj):
     """status.phase/reason (controller/conditions.summarize, the printer columns) and health.lua are one rule."""
     from llmbackend.controller.conditions import summarize
 
-    obj = yaml.safe_load((CUSTOMIZATION / case["inputPath"]).read_text())
-    if not _current(obj) or not (obj.get("status") or {}).get("conditions"):
-        pytest.skip("waiting for the operator: no summary of the current generation yet")
     summary = summarize(obj["status"]["conditions"])
     argocd_status, argocd_message = health(obj)
     assert {"Ready": "Healthy", "ScaledToZero": "Healthy"}.get(summary.phase, summary.phase) == argocd_status
