@@ -42,6 +42,66 @@ def cache_root() -> Path:
     return Path(base)
 
 
+# Static binaries; go.mod is resolved through the module proxy. GOCACHE/GOMODCACHE stay at Go's defaults (outside
+# the repo) so rebuilds are incremental.
+GO_BUILD_ENV = {"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false"}
+
+
+def find_go(needed_for: str, min_version: str = "1.26") -> str:
+    """The Go toolchain, or a BuildError that says what it is needed for."""
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(f"the Go toolchain ('go') is not on PATH: it is needed once to build {needed_for} from the Go "
+                         f"module proxy. Install Go >= {min_version} (https://go.dev/doc/install) and retry.")
+    return go
+
+
+def pinned_version(module_dir: Path, module: str) -> str:
+    """The version of ``module`` that ``module_dir``/go.mod requires ('?' when it does not)."""
+    for line in (module_dir / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[-2] == module:
+            return parts[-1]
+    return "?"
+
+
+def module_cache_dir(module_dir: Path, name: str, version: str) -> Path:
+    """The cache directory of what is built from ``module_dir``, keyed by its go.mod/go.sum/tools.go: a version bump
+    rebuilds, an unchanged module reuses the build."""
+    digest = hashlib.sha256()
+    for file in ("go.mod", "go.sum", "tools.go"):
+        digest.update((module_dir / file).read_bytes())
+    return cache_root() / "bin" / f"{name}-{version}-{digest.hexdigest()[:12]}"
+
+
+def go_build_into(directory: Path, module_dir: Path, go: str, packages: list[str], what: str, *,
+                  output: str | None = None, ldflags: str = "-s -w", finish=None, log=print) -> None:
+    """``go build`` ``packages`` in ``module_dir`` into a staging directory beside ``directory`` (as ``output``, or
+    under their own names), run ``finish(staging)`` to add what else belongs there, then rename the staging
+    directory to ``directory``: a half-built cache is never used."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="build-", dir=directory.parent))
+    log(f"building {what} into {directory} (first time only; several minutes) ...")
+    started = time.monotonic()
+    env = dict(os.environ, **GO_BUILD_ENV)
+    target = str(staging / output) if output else str(staging) + "/"
+    cmd = [go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", target, *packages]
+    try:
+        proc = subprocess.run(cmd, cwd=module_dir, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
+            raise BuildError(f"go build failed (exit {proc.returncode}) in {module_dir}:\n{tail}")
+        if finish is not None:
+            finish(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if directory.exists():
+        shutil.rmtree(directory)
+    staging.rename(directory)
+    log(f"built {what} in {time.monotonic() - started:.0f}s")
+
+
 def module_versions() -> dict[str, str]:
     """Pinned versions read from go.mod (for names and notes)."""
     versions = {}
@@ -109,37 +169,21 @@ def ensure_binaries(log=print) -> Path:
     directory = bin_dir()
     if binaries_present(directory) and (directory / KWOK_STAGES_FILE).exists():
         return directory
-    go = shutil.which("go")
-    if go is None:
-        raise BuildError(
-            "the Go toolchain ('go') is not on PATH: it is needed once to build kube-apiserver, etcd and kwok "
-            "from the Go module proxy. Install Go >= 1.26 (https://go.dev/doc/install) and retry."
-        )
+    go = find_go("kube-apiserver, etcd and kwok")
     if binaries_present(directory):
         write_kwok_stages(directory, go)
         return directory
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="build-", dir=directory.parent))
-    log(f"building control-plane binaries into {directory} (first time only; several minutes) ...")
-    started = time.monotonic()
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
-    # GOCACHE/GOMODCACHE stay at Go's defaults (outside the repo) so rebuilds are incremental.
-    cmd = [go, "build", "-trimpath", f"-ldflags={ldflags()}", "-o", str(staging) + "/", *PACKAGES.values()]
-    proc = subprocess.run(cmd, cwd=GOTOOLS_DIR, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
-        raise BuildError(f"go build failed (exit {proc.returncode}) in {GOTOOLS_DIR}:\n{tail}")
-    for name, package in PACKAGES.items():
-        built = staging / go_output_name(package)
-        if not built.exists():
-            raise BuildError(f"go build did not produce {built.name} for {package}")
-        built.rename(staging / name)
-    write_kwok_stages(staging, go)
-    if directory.exists():
-        shutil.rmtree(directory)
-    staging.rename(directory)  # atomic: a half-built cache is never used
-    log(f"built in {time.monotonic() - started:.0f}s")
+
+    def finish(staging: Path) -> None:
+        for name, package in PACKAGES.items():
+            built = staging / go_output_name(package)
+            if not built.exists():
+                raise BuildError(f"go build did not produce {built.name} for {package}")
+            built.rename(staging / name)
+        write_kwok_stages(staging, go)
+
+    go_build_into(directory, GOTOOLS_DIR, go, list(PACKAGES.values()), "control-plane binaries", ldflags=ldflags(),
+                  finish=finish, log=log)
     return directory
 
 

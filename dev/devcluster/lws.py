@@ -9,20 +9,18 @@ go.mod/go.sum/tools.go, so a version bump rebuilds and an unchanged module reuse
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .build import REPO_ROOT, BuildError, cache_root
+from .build import GO_BUILD_ENV, REPO_ROOT, BuildError, find_go, go_build_into, module_cache_dir, pinned_version
 
 LWS_MODULE_DIR = REPO_ROOT / "e2e" / "cluster" / "lws"
 PACKAGE = "sigs.k8s.io/lws/cmd"
@@ -35,18 +33,11 @@ _MODULE_WEBHOOKS = "config/webhook/manifests.yaml"
 
 
 def lws_version() -> str:
-    for line in (LWS_MODULE_DIR / "go.mod").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[-2] == "sigs.k8s.io/lws":
-            return parts[-1]
-    return "?"
+    return pinned_version(LWS_MODULE_DIR, "sigs.k8s.io/lws")
 
 
 def lws_dir() -> Path:
-    digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "tools.go"):
-        digest.update((LWS_MODULE_DIR / name).read_bytes())
-    return cache_root() / "bin" / f"lws-{lws_version()}-{digest.hexdigest()[:12]}"
+    return module_cache_dir(LWS_MODULE_DIR, "lws", lws_version())
 
 
 def _present(directory: Path) -> bool:
@@ -58,33 +49,19 @@ def ensure_lws(log=print) -> Path:
     directory = lws_dir()
     if _present(directory):
         return directory
-    go = shutil.which("go")
-    if go is None:
-        raise BuildError("the Go toolchain ('go') is not on PATH: it is needed once to build the LeaderWorkerSet "
-                         "controller from the Go module proxy. Install Go >= 1.25 and retry.")
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="build-lws-", dir=directory.parent))
-    log(f"building the LeaderWorkerSet controller {lws_version()} into {directory} (first time only) ...")
-    started = time.monotonic()
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
-    cmd = [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging / BINARY), PACKAGE]
-    proc = subprocess.run(cmd, cwd=LWS_MODULE_DIR, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
-        raise BuildError(f"go build failed (exit {proc.returncode}) in {LWS_MODULE_DIR}:\n{tail}")
-    found = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/lws"], cwd=LWS_MODULE_DIR, env=env,
-                           capture_output=True, text=True)
-    module_dir = Path(found.stdout.strip())
-    if found.returncode != 0 or not module_dir.is_dir():
-        shutil.rmtree(staging, ignore_errors=True)
-        raise BuildError(f"cannot locate the lws module to read its CRD: {found.stderr.strip()}")
-    shutil.copyfile(module_dir / _MODULE_CRD, staging / CRD_FILE)
-    shutil.copyfile(module_dir / _MODULE_WEBHOOKS, staging / WEBHOOKS_FILE)
-    if directory.exists():
-        shutil.rmtree(directory)
-    staging.rename(directory)  # atomic: a half-built cache is never used
-    log(f"built the LeaderWorkerSet controller in {time.monotonic() - started:.0f}s")
+    go = find_go("the LeaderWorkerSet controller", "1.25")
+
+    def copy_manifests(staging: Path) -> None:
+        found = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/lws"], cwd=LWS_MODULE_DIR,
+                               env=dict(os.environ, **GO_BUILD_ENV), capture_output=True, text=True)
+        module_dir = Path(found.stdout.strip())
+        if found.returncode != 0 or not module_dir.is_dir():
+            raise BuildError(f"cannot locate the lws module to read its CRD: {found.stderr.strip()}")
+        shutil.copyfile(module_dir / _MODULE_CRD, staging / CRD_FILE)
+        shutil.copyfile(module_dir / _MODULE_WEBHOOKS, staging / WEBHOOKS_FILE)
+
+    go_build_into(directory, LWS_MODULE_DIR, go, [PACKAGE], f"the LeaderWorkerSet controller {lws_version()}",
+                  output=BINARY, finish=copy_manifests, log=log)
     return directory
 
 

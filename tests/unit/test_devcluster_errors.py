@@ -50,3 +50,38 @@ def test_component_that_never_gets_ready_times_out_with_its_log(tmp_path, monkey
 def test_go_output_names():
     assert build.go_output_name("go.etcd.io/etcd/server/v3") == "server"
     assert build.go_output_name("k8s.io/kubernetes/cmd/kube-apiserver") == "kube-apiserver"
+
+
+def _tiny_module(root, main: str):
+    root.mkdir()
+    (root / "go.mod").write_text("module example.com/tiny\n\ngo 1.22\n")
+    (root / "main.go").write_text(main)
+    return root
+
+
+@pytest.mark.skipif(build.shutil.which("go") is None, reason="needs the Go toolchain")
+def test_go_build_into_leaves_no_half_built_cache(tmp_path):
+    """The one build step of the control plane, LWS and Helm: a failed build or a failed finishing step leaves
+    neither the cache directory nor its staging directory; a good one lands whole."""
+    go = build.find_go("a test module")
+    quiet = lambda *a: None  # noqa: E731
+    target = tmp_path / "cache" / "tiny-v0"
+    broken = _tiny_module(tmp_path / "broken", "package main\nfunc main() { undefined() }\n")
+    with pytest.raises(build.BuildError, match=r"go build failed(.|\n)*undefined"):
+        build.go_build_into(target, broken, go, ["."], "tiny", output="tiny", log=quiet)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+    good = _tiny_module(tmp_path / "good", "package main\nfunc main() {}\n")
+
+    def failing_finish(staging):
+        assert (staging / "tiny").exists()
+        raise build.BuildError("the module has no CRD")
+
+    with pytest.raises(build.BuildError, match="no CRD"):
+        build.go_build_into(target, good, go, ["."], "tiny", output="tiny", finish=failing_finish, log=quiet)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+    build.go_build_into(target, good, go, ["."], "tiny", output="tiny",
+                        finish=lambda staging: (staging / "extra.yaml").write_text("kind: X\n"), log=quiet)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["tiny-v0"]
+    assert sorted(p.name for p in target.iterdir()) == ["extra.yaml", "tiny"]
