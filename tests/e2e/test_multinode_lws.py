@@ -115,9 +115,8 @@ def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group
     cluster.kube.delete("Pod", namespace, worker_name)
 
     def group_recreated():
-        now = _group_pods(cluster, namespace, name)
-        return (set(now) == set(old_uids) and all(now[n]["metadata"]["uid"] != old_uids[n] for n in now)
-                and all(_ready(p) for p in now.values()) and now)
+        now = group_ready()
+        return now and all(now[n]["metadata"]["uid"] != old_uids[n] for n in now) and now
 
     _wait(cluster, namespace, name, operator, lws, group_recreated, "LWS to recreate leader and worker (the whole group)")
     _wait(cluster, namespace, name, operator, lws, lambda: available(cluster, namespace, name),

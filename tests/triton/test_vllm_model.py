@@ -314,6 +314,7 @@ def _load(srv, clients: int, duration_s: float) -> tuple[float, float, float, in
     stop.set()
     watcher.join(10)
     assert not watcher.is_alive()
+
     def drained():
         m = _metrics(srv)
         return m if _value(m, M.VLLM_WAITING_GAUGE) == 0 else None
