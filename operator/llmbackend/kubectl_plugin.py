@@ -14,10 +14,9 @@ from typing import Any
 
 import yaml
 
+from .api.v1alpha1 import GROUP, PLURAL, VERSION
 from .cli import main as llmbackend_main
 from .controller.conditions import summarize
-
-# A condition is "as it should be" at this status; the first one that is not explains the backend.
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,13 +85,12 @@ def get(argv: list[str]) -> int:
     try:
         api, default_namespace = _client(args.kubeconfig, args.context)
         namespace = None if args.all_namespaces else (args.namespace or default_namespace)
-        group, version, plural = "llmbackend.dev", "v1alpha1", "llmbackends"
         if args.name:
-            items = [api.get_namespaced_custom_object(group, version, namespace, plural, args.name)]
+            items = [api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, args.name)]
         elif namespace is None:
-            items = api.list_cluster_custom_object(group, version, plural)["items"]
+            items = api.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
         else:
-            items = api.list_namespaced_custom_object(group, version, namespace, plural)["items"]
+            items = api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
     except ApiException as exc:
         detail = exc.reason if exc.status != 404 else "not found (is the LLMBackend CRD installed? `helm install`)"
         print(f"error: {detail} ({exc.status})", file=sys.stderr)
