@@ -13,6 +13,8 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..render.workloads import pod_ready
+
 DEFAULT_COLD_START_S = 180.0  # until a pod has been seen turning Ready: 3 min, a mid-size LLM
 MAX_OBSERVATIONS = 16
 _MAX_PLAUSIBLE_S = 2 * 3600.0
@@ -71,7 +73,7 @@ def starting_ages(pods: Iterable[Mapping[str, Any]], now: float) -> list[float]:
     for pod in pods:
         meta = pod.get("metadata") or {}
         created = _ts(meta.get("creationTimestamp"))
-        if created is None or meta.get("deletionTimestamp") or _ready(pod):
+        if created is None or meta.get("deletionTimestamp") or pod_ready(pod):
             continue
         ages.append(max(0.0, now - created))
     return ages
@@ -88,11 +90,6 @@ def _uid(pod: Mapping[str, Any]) -> str | None:
     return meta.get("uid") or meta.get("name")
 
 
-def _ready(pod: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
 def track_churn(starting: Mapping[str, float], deleted: list[float], pods: Iterable[Mapping[str, Any]],
                 now: float) -> tuple[dict[str, float], list[float]]:
     """(pods still starting: uid -> first seen, times of deletions before Ready within CHURN_WINDOW_S).
@@ -102,7 +99,7 @@ def track_churn(starting: Mapping[str, float], deleted: list[float], pods: Itera
     pods = list(pods)
     seen = {u for u in map(_uid, pods) if u}
     gone_early = [u for u in starting if u not in seen]
-    now_starting = {u: starting.get(u, now) for p in pods if (u := _uid(p)) and not _ready(p)}
+    now_starting = {u: starting.get(u, now) for p in pods if (u := _uid(p)) and not pod_ready(p)}
     times = [t for t in deleted if now - t <= CHURN_WINDOW_S] + [now] * len(gone_early)
     return now_starting, times
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -148,7 +149,7 @@ def selector_string(ref: BackendRef) -> str:
     return label_selector(selector_for(ref))
 
 
-def pod_ready(pod: dict[str, Any]) -> bool:
+def pod_ready(pod: Mapping[str, Any]) -> bool:
     """The pod's Ready condition is True (as the kubelet reports it; terminating pods included)."""
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
