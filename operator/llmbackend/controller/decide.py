@@ -35,7 +35,7 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from ..autoscaling.drain import drain_warning
-from ..planning.inventory import GPU_RESOURCE, GPUNode
+from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
 from ..planning.planner import Plan, free_view, plan_for_spec, replicas_capacity
 from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
@@ -492,11 +492,8 @@ def gpus_free(pods: list[dict[str, Any]], nodes: list[GPUNode]) -> dict[str, int
 
         def gpus(container: dict[str, Any]) -> int:
             resources = container.get("resources") or {}
-            value = (resources.get("requests") or {}).get(GPU_RESOURCE) or (resources.get("limits") or {}).get(GPU_RESOURCE)
-            try:
-                return int(str(value or 0))
-            except ValueError:
-                return 0
+            return gpu_quantity((resources.get("requests") or {}).get(GPU_RESOURCE)
+                                or (resources.get("limits") or {}).get(GPU_RESOURCE))
         held = max(sum(gpus(c) for c in spec.get("containers") or []),
                    max((gpus(c) for c in spec.get("initContainers") or []), default=0))
         used[spec["nodeName"]] = used.get(spec["nodeName"], 0) + held

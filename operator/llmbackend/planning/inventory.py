@@ -320,8 +320,8 @@ def _int(value: Any, default: int = 0) -> int:
         return default
 
 
-def _quantity_int(value: Any) -> int:
-    """Extended resources are whole numbers, but tolerate '8' / 8 / '8.0'."""
+def gpu_quantity(value: Any) -> int:
+    """A count of an extended resource (nvidia.com/gpu): whole numbers, but tolerate '8' / 8 / '8.0'."""
     if value is None:
         return 0
     try:
@@ -355,7 +355,7 @@ def parse_node(node: Mapping[str, Any]) -> GPUNode | None:
     annotations = meta.get("annotations") or {}
     allocatable = status.get("allocatable") or {}
 
-    gpu_count = _quantity_int(allocatable.get(GPU_RESOURCE))
+    gpu_count = gpu_quantity(allocatable.get(GPU_RESOURCE))
     product, label_key, label_value = product_from_labels(labels)
     if gpu_count <= 0 and not product and LABEL_COUNT not in labels:
         return None
