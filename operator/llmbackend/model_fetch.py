@@ -745,7 +745,8 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     # the plan does not wait for the weights (and the operator itself never calls the source).
     config_files = {"config.json", "model.safetensors.index.json", *QUANT_CONFIG_FILES}
     ordered = sorted(files, key=lambda f: (f.path not in config_files, f.size))
-    # Without an index the weight bytes are the size of model.safetensors: read once it is there.
+    # The architecture goes out once the config files are in. Without an index the weight bytes are the size of
+    # model.safetensors: such a copy (and a listing of config files only) reports it with the Ready line below.
     early = not any(f.path == "model.safetensors" for f in files) or any(
         f.path == "model.safetensors.index.json" for f in files)
     for i, f in enumerate(ordered):
@@ -753,7 +754,7 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
         if not dest.exists():
             download_file(f, dest, headers_for, progress)
         progress.update(filesDone=i + 1)
-        if i + 1 == len(ordered) or (early and f.path in config_files and ordered[i + 1].path not in config_files):
+        if early and f.path in config_files and i + 1 < len(ordered) and ordered[i + 1].path not in config_files:
             found = inspect_dir(staging)
             if "architecture" in found:
                 progress.update(force=True, architecture=found["architecture"])
