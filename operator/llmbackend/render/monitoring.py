@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 POD_MONITOR_API = ("monitoring.coreos.com/v1", "podmonitors")  # (apiVersion, plural); MANAGED_KINDS reads it here
-METRICS_PORT_NAME = "metrics"  # the serving container's name for Triton's metrics port (render/workloads.py)
+METRICS_PORT_NAME = "metrics"  # the serving container's name for Triton's metrics port (workloads.py names it so)
 SCRAPE_INTERVAL = "15s"  # the autoscaling window's resolution; Triton refreshes its engine gauges every second
 BACKEND_NAME_LABEL = "name"
 

@@ -355,7 +355,7 @@ def _pod_spec(
         container["ports"] = [
             {"name": "http", "containerPort": triton.HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": triton.GRPC_PORT, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": triton.METRICS_PORT, "protocol": "TCP"},
+            {"name": monitoring.METRICS_PORT_NAME, "containerPort": triton.METRICS_PORT, "protocol": "TCP"},
         ]
         # Large engines load for minutes: the startup probe allows up to 30 minutes before liveness applies.
         container["startupProbe"] = {
@@ -480,7 +480,8 @@ def render_service(ref: BackendRef, multi_node: bool, openai_port: bool = False,
             "ports": [
                 {"name": "http", "port": triton.HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
                 {"name": "grpc", "port": triton.GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
-                {"name": "metrics", "port": triton.METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                {"name": "metrics", "port": triton.METRICS_PORT, "targetPort": monitoring.METRICS_PORT_NAME,
+                 "protocol": "TCP"},
                 *([openai.service_port()] if openai_port else []),
             ],
         },
