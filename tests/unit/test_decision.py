@@ -596,3 +596,84 @@ def test_burst_memory_off_keeps_no_peaks():
     s = spec(target_utilization=0.5)
     d = decide(warm(), _engine(100, 2), s, 2, now=0, cold_start_s=240)
     assert d.state.peaks == [] and d.engine.floor_load == 0.0
+
+
+HMAX = 1.5  # learnedHeadroomMax in the tests of the learned headroom
+
+
+def _learned(bursty: bool, until_s: int, burst_until_s: int | None = None, state=None):
+    """60 sequences busy (in flight), with a 2-minute burst to 120 every 15 min when ``bursty`` (until
+    ``burst_until_s``); 4 replicas of 64 slots, utilization 0.5, cold start 4 min. Returns the last decision."""
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=HMAX)
+    state = state or ScalerState(since=0.0)
+    d = None
+    for t in range(0, until_s, 15):
+        burst = bursty and (burst_until_s is None or t < burst_until_s) and t % 900 < 120
+        d = decide(state, _engine(120.0 if burst else 60.0, 4), s, 4, now=float(t), cold_start_s=240)
+        state = d.state
+    assert d is not None
+    return d
+
+
+def test_learned_headroom_starts_at_its_maximum_and_learns_smooth_traffic_needs_none(monkeypatch):
+    monkeypatch.setattr(D, "SURPRISE_PRIOR_S", 900.0)
+    first = _learned(False, 15)
+    assert first.engine.headroom == HMAX  # a new scaler assumes the largest bursts for SURPRISE_PRIOR_S
+    smooth = _learned(False, int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600)
+    assert smooth.engine.headroom == 1.0
+    assert "headroom" not in smooth.message
+    # the forecast alone sizes the fleet: fewer replicas than while the prior held
+    assert smooth.raw_recommendation < first.raw_recommendation
+
+
+def test_learned_headroom_keeps_what_the_recent_bursts_needed_and_forgets_them():
+    bursty = _learned(True, int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600)
+    # bursts to 2x the base within a cold start: the forecast made before each burst was short by about 2x
+    assert 1.5 <= bursty.engine.headroom <= HMAX
+    assert f"headroom x{bursty.engine.headroom:.2f}" in bursty.message
+    smooth = _learned(False, int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600)
+    assert bursty.raw_recommendation > smooth.raw_recommendation  # standing capacity between the bursts
+    # an hour after the last burst it is forgotten
+    calm = _learned(True, 2 * int(D.SURPRISE_MEMORY_S) + 1200, burst_until_s=int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600)
+    assert calm.engine.headroom == 1.0
+    # it survives the state's JSON round trip
+    again = ScalerState.from_dict(json.loads(json.dumps(bursty.state.to_dict())))
+    assert again.surprises == bursty.state.surprises and again.forecasts == bursty.state.forecasts
+
+
+def test_learned_headroom_ignores_poisson_noise():
+    # a constant rate with Poisson counts: the ratios between one horizon and the next stay within SURPRISE_NOISE
+    rng = __import__("numpy").random.default_rng(5)
+    s = spec(target_utilization=0.5, max_replicas=20, learned_headroom_max=HMAX)
+    state = ScalerState(since=0.0)
+    for t in range(0, int(D.SURPRISE_MEMORY_S) * 2, 15):
+        d = decide(state, _engine(rng.poisson(6.0 * 60) * 9 / 60, 3), s, 3, now=float(t), cold_start_s=240)
+        state = d.state
+    assert d.engine.headroom == 1.0, state.surprises
+
+
+def test_learned_headroom_is_off_by_default():
+    # a bursty load (the same as above) learns nothing with the spec's default
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0)
+    assert s.learned_headroom_max == 1.0
+    state = ScalerState()
+    for t in range(0, 3600, 15):
+        d = decide(state, _engine(120.0 if t % 900 < 120 else 60.0, 4), s, 4, now=float(t), cold_start_s=240)
+        state = d.state
+        assert d.engine.headroom == 1.0 and "headroom" not in d.message
+
+
+def test_learned_headroom_ignores_rises_that_change_no_replica_count():
+    # in flight doubling from 6 to 12 every 10 min and back (+100 %), on 64-slot replicas at utilization 0.5: each
+    # rise is 6 sequences, under half a replica (16), so nothing is learned; the same relative rise from 60 is
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=HMAX)
+
+    def run(base):
+        state = ScalerState(since=0.0)
+        for t in range(0, 2 * int(D.SURPRISE_MEMORY_S), 15):
+            d = decide(state, _engine(base * (2 if t % 1200 >= 600 else 1), 2), s, 2, now=float(t), cold_start_s=240)
+            state = d.state
+        return d.engine.headroom
+
+    assert run(6.0) == 1.0
+    assert run(60.0) >= 1.5

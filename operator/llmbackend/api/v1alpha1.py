@@ -462,11 +462,12 @@ class AutoscalingSpec(_Model):
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
     target_utilization: float = Field(
         default=0.3, gt=0, le=1,
-        description="Share of the engine's batch slots to fill: R = load (forecast one cold start ahead) / "
-                    "(targetUtilization x slots per replica), replicas = R + 0.5 x sqrt(R) (spare capacity for what "
-                    "arrives within a cold start, relatively larger for small backends). The default leaves room "
-                    "for bursts shorter than a cold start, which no replica ordered for them would serve (chosen "
-                    "on the tuning traces of benchmarks/autoscale_bench.py).",
+        description="Share of the engine's batch slots to fill: R = load (forecast one cold start ahead, times the "
+                    "learned headroom when learnedHeadroomMax > 1) / (targetUtilization x slots per replica), "
+                    "replicas = R + 0.5 x sqrt(R) (spare capacity for what arrives within a cold start, relatively "
+                    "larger for small backends). The default leaves room for bursts shorter than a cold start, which "
+                    "no replica ordered for them would serve (chosen on the tuning traces of "
+                    "benchmarks/autoscale_bench.py).",
     )
     saturation_seconds: int = Field(
         default=10, ge=0, le=600,
@@ -483,6 +484,14 @@ class AutoscalingSpec(_Model):
         description="Keep standing, for this long after a burst, the replicas its peak load needed (the peak of the "
                     "last cold start's loads, at targetUtilization), so that the next burst shorter than a cold start "
                     "is absorbed instead of queued; 0 (default): off. Costs GPU-hours between bursts.",
+    )
+    learned_headroom_max: float = Field(
+        default=1.0, ge=1, le=4,
+        description="Learn the spare capacity from the load's own bursts: each forecast is checked one cold start "
+                    "later against the arrivals seen, and the largest shortfall of the last hour (at most this "
+                    "factor) multiplies the forecast (status.autoscaling.burstHeadroom). 1 (default): off. With it, "
+                    "smooth traffic runs the engines near a higher targetUtilization (for example 0.6 with 1.5) and "
+                    "bursty traffic keeps what its recent bursts needed; see docs/autoscaling.md for when it pays.",
     )
     scale_to_zero_after_seconds: int = Field(
         default=900, ge=0, le=86400,
@@ -995,6 +1004,10 @@ class AutoscalingStatus(_Model):
     )
     in_flight: str | None = Field(default=None, description="Requests inside the engines (batch + engine queue) / batch slots, ready pods.")
     forecast_in_flight: str | None = Field(default=None, description="Requests in flight expected one cold start ahead.")
+    burst_headroom: str | None = Field(
+        default=None,
+        description="The factor on the forecast learned from the load's own bursts (the largest rise over a forecast "
+                    "within one cold start in the last hour; 1.00 for smooth traffic).")
     cold_start_seconds: int | None = Field(default=None, description="Pod creation to Ready, as used for the forecast.")
     cold_start_source: str | None = Field(default=None, description="Where coldStartSeconds comes from (learned from N pods, spec, default).")
     request_p99_seconds: str | None = Field(

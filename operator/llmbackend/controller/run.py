@@ -341,6 +341,7 @@ class Operator:
         if decision.engine is not None:
             extra["inFlight"] = f"{decision.engine.in_flight:g}/{decision.engine.slots_per_replica * (reading.pods_used or 0):g}"
             extra["forecastInFlight"] = f"{decision.engine.forecast:.1f}"
+            extra["burstHeadroom"] = f"{decision.engine.headroom:.2f}"
             extra["load"] = f"{decision.engine.load:.1f}"
             extra["readyReplicas"] = decision.engine.ready
             extra["startingReplicas"] = decision.engine.starting
