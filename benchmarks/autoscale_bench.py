@@ -37,9 +37,10 @@ Metrics each policy sees (what it would see in a cluster):
 * hpa-ratio (mode: hpa; --only): the Kubernetes HPA on the engine ratio as `mode: hpa` renders it.
 
 Method (so that it cannot flatter us):
-* Traces are seeded generators. Tuning traces (tune-day, tune-steps, tune-spikes) and test traces (business-day,
-  flash-crowd-10x, slow-ramp, spikes, constant) are different shapes and rates; both kinds carry random short
-  bursts of +40-100 % for 1-3 min (except the ramp and the constant load); spikes come at random times.
+* Traces are seeded generators. Tuning traces (tune-day, tune-steps, tune-spikes, tune-ramp, tune-constant) and
+  test traces (business-day, flash-crowd-10x, slow-ramp, spikes, constant) are different shapes and rates; both
+  kinds carry random short bursts of +40-100 % for 1-3 min (except the ramps and the constant loads), a ramp and a
+  constant load with Poisson noise only; spikes come at random times.
 * Every knob of every policy, the operator's constants included, is chosen on the tuning traces only (2 seeds
   each): the cheapest grid value (GPU-hours summed over the tuning traces) that reaches 99 % on every tuning trace
   (for the operator also at most 10 % of its pods deleted before Ready, when some value does), else the one with
@@ -97,6 +98,10 @@ TAIL_S = 300.0  # the run continues this long after the last arrival
 CLIENT_TIMEOUT_S = 60.0  # a request still in an engine queue after this long is cancelled by its client (missed)
 SLO_GOAL = 0.99
 TIE_GPU_H = 0.01  # grid values this close to the cheapest (share of its GPU-hours) tie: see tuned_knob
+# The operator's SLO goal on each tuning trace: the best tuned load-following peer's, less this (issue 25's bar,
+# applied to the tuning traces); the peers' own goal is SLO_GOAL, the cheapest knob their users would pick.
+PEERS = ("keda-inflight", "knative-kpa")
+PEER_MARGIN = 0.001
 CHURN_GOAL = 0.10  # the operator's pods deleted before Ready / created (issue 25's target), on the tuning traces
 
 
@@ -193,9 +198,20 @@ def tune_spikes(rng, duration):
     return _random_spikes(rng, duration, 3, 3.0, 10.0, 240)
 
 
+def tune_ramp(rng, duration):
+    """Tuning only: 2 -> 14 req/s over 45 min, held 15 min (no bursts)."""
+    return lambda t: 2 + 12 * np.clip(np.asarray(t) / 2700, 0, 1)
+
+
+def tune_constant(rng, duration):
+    """Tuning only: a constant 10 req/s (Poisson noise only)."""
+    return lambda t: np.full_like(np.asarray(t, dtype=float), 10.0)
+
+
 TEST_TRACES = [("business-day", 7200, business_day), ("flash-crowd-10x", 3600, flash_crowd),
                ("slow-ramp", 5400, slow_ramp), ("spikes", 5400, spikes), ("constant", 3600, constant)]
-TUNE_TRACES = [("tune-day", 5400, tune_day), ("tune-steps", 3600, tune_steps), ("tune-spikes", 3600, tune_spikes)]
+TUNE_TRACES = [("tune-day", 5400, tune_day), ("tune-steps", 3600, tune_steps), ("tune-spikes", 3600, tune_spikes),
+               ("tune-ramp", 3600, tune_ramp), ("tune-constant", 2700, tune_constant)]
 ALL_TRACES = {n: (d, f) for n, d, f in TEST_TRACES + TUNE_TRACES}
 
 
@@ -270,14 +286,17 @@ class Operator(Policy):
 # The decision's constants (decision.py) a sweep may set; every run starts from the shipped values.
 OPERATOR_DEFAULTS = {n: getattr(decision, n) for n in (
     "LEVEL_QUANTILE", "KEEP_QUANTILE", "SCALE_DOWN_MARGIN", "TREND_NOISE_RATIO", "TREND_MAX_GROWTH", "HEADROOM_BETA",
-    "KEEP_STARTING_SPENT")}
+    "KEEP_STARTING_SPENT", "SURPRISE_MEMORY_S", "SURPRISE_NOISE", "SURPRISE_PRIOR_S",
+    "SURPRISE_MIN_REPLICAS")}
 # The operator's knobs on the main tuning grid (POLICIES): spec fields (snake_case) or OPERATOR_DEFAULTS names.
-OPERATOR_KNOBS = ("target_utilization", "burst_memory_seconds")
+OPERATOR_KNOBS = ("target_utilization", "learned_headroom_max", "SURPRISE_PRIOR_S")
 # --sweep: one constant at a time around the defaults (coordinate-wise), on the tuning traces only.
-SWEEP = {"target_utilization": (0.25, 0.3, 0.35, 0.4), "LEVEL_QUANTILE": (0.75, 0.9, 1.0),
+SWEEP = {"target_utilization": (0.4, 0.5, 0.6, 0.7), "learned_headroom_max": (1.0, 1.5, 2.0),
+         "SURPRISE_PRIOR_S": (0.0, 900.0, 1800.0), "LEVEL_QUANTILE": (0.75, 0.9, 1.0),
          "KEEP_QUANTILE": (0.75, 0.9, 1.0), "SCALE_DOWN_MARGIN": (0.8, 0.9, 1.0), "TREND_NOISE_RATIO": (2.0, 4.0, 8.0),
          "TREND_MAX_GROWTH": (1.25, 1.5, 2.0), "HEADROOM_BETA": (0.0, 0.5, 1.0), "KEEP_STARTING_SPENT": (0.25, 0.5, 10.0),
-         "burst_memory_seconds": (0, 1800, 3600)}
+         "burst_memory_seconds": (0, 1800, 3600), "SURPRISE_MEMORY_S": (1800.0, 3600.0, 7200.0),
+         "SURPRISE_NOISE": (1.05, 1.1, 1.2), "SURPRISE_MIN_REPLICAS": (0.0, 0.5, 1.0)}
 
 
 def _hpa_step(current, desired, behavior, history, now):
@@ -437,7 +456,8 @@ class Oracle(Policy):
 # Grids: every knob of every policy, ours included, is chosen on the tuning traces only (see tuned_knob).
 # hpa-ratio (mode: hpa) is left out of the default run for time (--only hpa-ratio runs it).
 POLICIES = {
-    "operator": (Operator, [(u, m) for u in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5) for m in (0, 1800, 3600)]),
+    "operator": (Operator, [(u, b, p) for u in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8) for b in (1.0, 1.5, 2.0)
+                            for p in (0.0, 900.0)]),
     "keda-inflight": (KedaInflight, [(t, w) for t in (2, 3, 4, 6, 8, 12, 16, 24, 30) for w in (60, 300)]),
     "knative-kpa": (KnativeKpa, [2, 3, 4, 6, 8, 12, 20, 30]),
     "static": (Static, [4, 5, 6, 7, 8, 9, 10, 12]),
@@ -445,7 +465,7 @@ POLICIES = {
     "hpa-ratio (mode: hpa)": (HpaRatio, [0.01, 0.05, 0.2, 1.0]),
 }
 DEFAULT_POLICIES = ["operator", "keda-inflight", "knative-kpa", "static", "oracle"]
-QUICK_GRIDS = {"operator": [(0.3, 0), (0.4, 1800)], "keda-inflight": [(4, 300), (10, 60), (20, 300)],
+QUICK_GRIDS = {"operator": [(0.3, 1.0, 0.0), (0.5, 2.0, 900.0)], "keda-inflight": [(4, 300), (10, 60), (20, 300)],
                "knative-kpa": [4, 10], "static": [4, 8], "oracle": [0.7]}
 
 
@@ -711,11 +731,21 @@ def churn_share(results, name, k) -> float:
     return sum(results[(name, k, tr)].mean("deleted_before_ready") for tr, _, _ in TUNE_TRACES) / max(created, 1.0)
 
 
-def tuned_knob(results, name, grid):
+def peer_goals(results, chosen) -> dict[str, float]:
+    """Issue 25's bar on each tuning trace: the best SLO of the tuned load-following peers (PEERS) less
+    PEER_MARGIN; SLO_GOAL where no peer was run."""
+    peers = [(n, k) for n, k in chosen if n in PEERS]
+    if not peers:
+        return {tr: SLO_GOAL for tr, _, _ in TUNE_TRACES}
+    return {tr: max(results[(n, k, tr)].mean("slo") for n, k in peers) - PEER_MARGIN for tr, _, _ in TUNE_TRACES}
+
+
+def tuned_knob(results, name, grid, goals=None):
     """Cheapest grid value (GPU-hours over the tuning traces) reaching the goal (mean over the tuning seeds) on every
-    tuning trace, for the operator also CHURN_GOAL (when some value meets it); else the one with the best worst-trace
-    SLO."""
-    ok = [k for k in grid if all(results[(name, k, tr)].mean("slo") >= SLO_GOAL for tr, _, _ in TUNE_TRACES)]
+    tuning trace: SLO_GOAL for the peers, for the operator ``goals`` per trace (peer_goals) and CHURN_GOAL (when some
+    value meets it); else the one with the best worst-trace margin over its goal."""
+    goal = goals or {tr: SLO_GOAL for tr, _, _ in TUNE_TRACES}
+    ok = [k for k in grid if all(results[(name, k, tr)].mean("slo") >= goal[tr] for tr, _, _ in TUNE_TRACES)]
     if name == "operator" and any(churn_share(results, name, k) <= CHURN_GOAL for k in ok):
         ok = [k for k in ok if churn_share(results, name, k) <= CHURN_GOAL]
     if ok:
@@ -725,7 +755,7 @@ def tuned_knob(results, name, grid):
         cheapest = min(map(cost, ok))
         ties = [k for k in ok if cost(k) <= cheapest * (1 + TIE_GPU_H)]
         return min(ties, key=lambda k: (churn_share(results, name, k), cost(k)))
-    return max(grid, key=lambda k: min(results[(name, k, tr)].mean("slo") for tr, _, _ in TUNE_TRACES))
+    return max(grid, key=lambda k: min(results[(name, k, tr)].mean("slo") - goal[tr] for tr, _, _ in TUNE_TRACES))
 
 
 def _knob(k) -> str:
@@ -757,20 +787,25 @@ def table(results, chosen, oracle_ref) -> str:
     return "\n".join(rows)
 
 
-def sweep(n_seeds: int, n_jobs: int) -> None:
+def sweep(n_seeds: int, n_jobs: int, base: tuple = ()) -> None:
     """The operator's constants one at a time around the shipped defaults (SWEEP), tuning traces only; prints each
-    value's figures and the value the tuning rule picks (tuned_knob) per constant."""
+    value's figures and the value the tuning rule picks (tuned_knob) per constant. ``base``: (name, value) pairs set
+    before each swept value (e.g. the learned headroom on, to sweep its constants)."""
     started = time.time()
-    configs = sorted({((n, v),) for n, values in SWEEP.items() for v in values})
+    configs = sorted({base + ((n, v),) for n, values in SWEEP.items() for v in values})
     jobs = [("operator", c, tr, seed) for c in configs for tr, _, _ in TUNE_TRACES
             for seed in range(101, 101 + n_seeds)]
+    jobs += [(n, k, tr, seed) for n in PEERS for k in POLICIES[n][1] for tr, _, _ in TUNE_TRACES
+             for seed in range(101, 101 + n_seeds)]  # the peers, tuned, set the operator's goal per trace
     res = simulate(jobs, n_jobs)
-    print(f"sweep ({len(jobs)} simulations, {n_seeds} seed(s) per tuning trace, {time.time() - started:.0f} s)")
+    goals = peer_goals(res, [(n, tuned_knob(res, n, POLICIES[n][1])) for n in PEERS])
+    print(f"sweep ({len(jobs)} simulations, {n_seeds} seed(s) per tuning trace, {time.time() - started:.0f} s); goal "
+          + ", ".join(f"{tr} {100 * g:.2f} %" for tr, g in goals.items()))
     for n, values in SWEEP.items():
-        grid = [((n, v),) for v in values]
-        pick = tuned_knob(res, "operator", grid)
+        grid = [base + ((n, v),) for v in values]
+        pick = tuned_knob(res, "operator", grid, goals)
         for c in grid:
-            print(f"  {_knob(c):32s} " + ", ".join(
+            print(f"  {_knob(c[-1:]):32s} " + ", ".join(
                 f"{tr} {100 * res[('operator', c, tr)].mean('slo'):.2f} % / {res[('operator', c, tr)].mean('gpu_h'):.1f}"
                 for tr, _, _ in TUNE_TRACES) + f"; deleted before Ready {100 * churn_share(res, 'operator', c):.0f} %"
                 + ("  <- picked" if c == pick else ""))
@@ -783,12 +818,19 @@ def main() -> int:
     ap.add_argument("--tune-only", action="store_true", help="stop after tuning (print the knobs chosen)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--quick", action="store_true", help="coarse grids, 1 seed (a smoke test while developing)")
+    ap.add_argument("--grid", action="store_true", help="print every grid value's figures on the tuning traces")
     ap.add_argument("--sweep", action="store_true", help="sweep the operator's constants on the tuning traces only")
+    ap.add_argument("--extra", action="append", default=[],
+                    help="an operator knob (values of OPERATOR_KNOBS, comma-separated) also run on the test traces")
+    ap.add_argument("--base", default="", help="with --sweep: name=value,... set before each swept value")
     ap.add_argument("--only", help="comma-separated policies (default: " + ",".join(DEFAULT_POLICIES) + ")")
     args = ap.parse_args()
     started = time.time()
     if args.sweep:
-        sweep(args.tune_seeds, args.jobs)
+        base = tuple((n, float(v)) for n, v in (kv.split("=") for kv in args.base.split(",") if kv))
+        if base:
+            print("base: " + _knob(base))
+        sweep(args.tune_seeds, args.jobs, base)
         return 0
     if args.quick:
         args.seeds, args.tune_seeds = 1, 1
@@ -800,16 +842,28 @@ def main() -> int:
     tune_jobs = [(n, k, tr, seed) for n in names for k in grids[n] for tr, _, _ in TUNE_TRACES
                  for seed in range(101, 101 + args.tune_seeds)]
     tuned = simulate(tune_jobs, args.jobs)
-    chosen = [(n, tuned_knob(tuned, n, grids[n])) for n in names]
+    chosen = [(n, tuned_knob(tuned, n, grids[n])) for n in names if n != "operator"]
+    goals = peer_goals(tuned, chosen)
+    if "operator" in names:
+        chosen.insert(0, ("operator", tuned_knob(tuned, "operator", grids["operator"], goals)))
     print(f"tuning ({len(tune_jobs)} simulations, {time.time() - started:.0f} s): knob chosen per policy")
     for n, k in chosen:
         print(f"  {n}: {_knob(k)}  (" + ", ".join(
             f"{tr} {100 * tuned[(n, k, tr)].mean('slo'):.2f} % / {tuned[(n, k, tr)].mean('gpu_h'):.1f} GPU-h"
             for tr, _, _ in TUNE_TRACES) + ")")
+    if args.grid:
+        for n in names:
+            for k in grids[n]:
+                print(f"    {n} {_knob(k):24s} " + ", ".join(
+                    f"{tr} {100 * tuned[(n, k, tr)].mean('slo'):.2f} % / {tuned[(n, k, tr)].mean('gpu_h'):.1f}"
+                    for tr, _, _ in TUNE_TRACES) + (f"; deleted before Ready {100 * churn_share(tuned, n, k):.0f} %"
+                                                   if n == "operator" else ""))
     if args.tune_only:
         return 0
     if "operator" in names:
         chosen.insert(0, ("operator", None))  # the shipped defaults, beside the pick of the same grid
+        for extra in args.extra:  # other operator settings, reported beside (not tuned)
+            chosen.insert(2, ("operator", tuple(float(v) for v in extra.split(","))))
     # 2. test traces, the chosen knobs only
     test_jobs = [(n, k, tr, seed) for n, k in chosen for tr, _, _ in TEST_TRACES for seed in range(1, 1 + args.seeds)]
     results = simulate(test_jobs, args.jobs)
