@@ -593,6 +593,9 @@ class Sim:
             self.phase[gave_up] = 4
             for p, n in zip(*np.unique(self.pod[gave_up], return_counts=True)):
                 self.outstanding[p] -= int(n)
+                # as the TensorRT-LLM serving model counts a request Triton cancels: finished, without engine
+                # timing (render/models/trtllm_llmapi.py, _check_cancelled), so the arrivals include it
+                self.fin[p] += int(n)
                 if self.draining[p] and self.outstanding[p] == 0:
                     self.gone[p] = t0
             keep = self.phase[live] != 4

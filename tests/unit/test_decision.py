@@ -661,6 +661,7 @@ def test_learned_headroom_is_off_by_default():
         d = decide(state, _engine(120.0 if t % 900 < 120 else 60.0, 4), s, 4, now=float(t), cold_start_s=240)
         state = d.state
         assert d.engine.headroom == 1.0 and "headroom" not in d.message
+        assert d.state.forecasts == d.state.rates == d.state.surprises == []  # nothing kept for it
 
 
 def test_learned_headroom_ignores_rises_that_change_no_replica_count():
