@@ -495,6 +495,7 @@ class Sim:
         self.q_us: list[float] = []
         self.c_us: list[float] = []
         self.fin: list[float] = []
+        self.timed: list[float] = []  # finished with engine timing (the request-time histogram's count)
         self.outstanding: list[int] = []
         self.active = np.zeros(0)
         self.waiting = np.zeros(0)
@@ -511,7 +512,7 @@ class Sim:
         self.ready_at.append(ready_at if ready_at is not None else now + self.rng.uniform(*COLD_START))
         self.draining.append(False)
         self.gone.append(math.nan)
-        for lst in (self.q_us, self.c_us, self.fin):
+        for lst in (self.q_us, self.c_us, self.fin, self.timed):
             lst.append(0.0)
         self.outstanding.append(0)
         self.active = np.append(self.active, 0)
@@ -535,8 +536,11 @@ class Sim:
 
     def counters(self, p):
         a, w = float(self.active[p]), float(self.waiting[p])
+        # the histogram's count alone (one +Inf bucket): the requests with engine timing, as the serving model
+        # observes them
         return TritonCounters(self.q_us[p], self.c_us[p], self.fin[p], pending=a + w, trtllm_waiting=w,
-                              kv_cache_fraction=None, active=a, slots=float(SLOTS))
+                              kv_cache_fraction=None, active=a, slots=float(SLOTS),
+                              request_buckets=((math.inf, self.timed[p]),))
 
     def total_in_flight(self):
         return float(sum(self.outstanding[p] for p in self.live_pods())) + len(self.gateway)
@@ -658,6 +662,7 @@ class Sim:
                     self.q_us[p] += qa[p]
                     self.c_us[p] += ca[p]
                     self.fin[p] += na[p]
+                    self.timed[p] += na[p]
                     self.outstanding[p] -= int(na[p])
                     if self.draining[p] and self.outstanding[p] == 0:
                         self.gone[p] = t1

@@ -205,6 +205,25 @@ def test_arrival_rate_counts_finished_and_the_growth_of_in_flight():
     assert r.offered_load == pytest.approx(2.0 * 1.0)  # 1 s compute per request
 
 
+def test_requests_cancelled_before_scheduling_do_not_dilute_the_compute_time_per_request():
+    # 30 s window: 20 requests computed for 2 s each (40 s of compute), and 30 more finished as cancelled while
+    # they waited (the TensorRT-LLM model counts them as finished, without engine timing; the request-time
+    # histogram counts only the 20)
+    def E(finished, timed, compute_s, pending):
+        return TritonCounters(0, compute_s * 1e6, finished, pending=pending, trtllm_waiting=pending, active=0.0,
+                              slots=64.0, request_buckets=((1.0, 0.0), (float("inf"), timed)))
+    r = window_ratio({"a": [(0, E(0, 0, 0, 0)), (30, E(50, 20, 40, 0))]}, now=30, window_s=60, signal="engine")
+    assert r.requests == 50 and r.request_hist_count == 20
+    assert r.compute_s_per_request == pytest.approx(2.0)   # not 40 / 50 = 0.8
+    assert r.arrival_rate == pytest.approx(50 / 30)        # the cancelled ones arrived too
+    assert r.offered_load == pytest.approx(50 / 30 * 2.0)
+    # without the histogram (an older serving image) the finished count is the divisor, as before
+    old = window_ratio({"a": [(0, TritonCounters(0, 0, 0, pending=0.0, trtllm_waiting=0.0, active=0.0, slots=64.0)),
+                             (30, TritonCounters(0, 40e6, 50, pending=0.0, trtllm_waiting=0.0, active=0.0,
+                                                 slots=64.0))]}, now=30, window_s=60, signal="engine")
+    assert old.compute_s_per_request == pytest.approx(0.8)
+
+
 def test_activation_query_result_parses_to_the_requests_waiting():
     from llmbackend.autoscaling.sources import parse_scalar
     vec = {"resultType": "vector", "result": [{"metric": {}, "value": [1, "3"]}, {"metric": {}, "value": [1, "2"]}]}

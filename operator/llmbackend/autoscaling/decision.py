@@ -526,9 +526,9 @@ def decide(
     if not stale and reading.in_flight is not None and reading.pods_used and slots_total:
         b_target = spec.target_utilization * slots_total / reading.pods_used
         fit = state.fit
-        if reading.requests > 0 and reading.mean_inflight_per_pod is not None:
-            fit = (fit or BatchFit((0.0,) * 5, now)).add(
-                reading.mean_inflight_per_pod, reading.compute_us / 1e6 / reading.requests, now, FIT_TAU_S)
+        per_request = reading.compute_s_per_request
+        if per_request is not None and reading.mean_inflight_per_pod is not None:
+            fit = (fit or BatchFit((0.0,) * 5, now)).add(reading.mean_inflight_per_pod, per_request, now, FIT_TAU_S)
         new_state.fit = fit
         t_target = fit.at(b_target) if fit is not None else None
         if reading.arrival_rate is not None and t_target is not None:

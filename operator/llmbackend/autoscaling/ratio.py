@@ -151,11 +151,23 @@ class RatioReading:
         return None if self.ratio is None else f"{self.ratio:.3f}"
 
     @property
+    def compute_s_per_request(self) -> float | None:
+        """Mean engine compute time of the requests that were computed, seconds. The finished counter also counts
+        requests cancelled before the engine scheduled them (no compute time), which would dilute the mean while
+        clients time out; the request-time histogram counts only requests with engine timing, so its count is the
+        divisor when the serving model exports it."""
+        if self.requests <= 0:
+            return None
+        timed = self.request_hist_count if 0 < self.request_hist_count <= self.requests else self.requests
+        return self.compute_us / 1e6 / timed
+
+    @property
     def offered_load(self) -> float | None:
         """Sequences the arrivals keep busy (Little's law: arrival rate x mean compute time per request)."""
-        if self.arrival_rate is None or self.requests <= 0:
+        per_request = self.compute_s_per_request
+        if self.arrival_rate is None or per_request is None:
             return None
-        return self.arrival_rate * self.compute_us / 1e6 / self.requests
+        return self.arrival_rate * per_request
 
     @property
     def in_flight(self) -> float | None:
