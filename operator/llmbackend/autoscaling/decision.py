@@ -233,10 +233,15 @@ def robust_forecast(loads: list[tuple[float, float]], now: float, horizon_s: flo
     return max(level, min(at_now + slope * horizon_s, TREND_MAX_GROWTH * max(level, at_now)))
 
 
+def _forget_peaks(peaks: list[tuple[float, float]], now: float, memory_s: float) -> list[tuple[float, float]]:
+    """``peaks`` (bucket start, peak) without the buckets that ended more than ``memory_s`` before ``now``."""
+    return [(t, x) for t, x in peaks if now - (t + PEAK_BUCKET_S) < memory_s and t <= now]
+
+
 def _remember_peak(peaks: list[tuple[float, float]], now: float, load: float, memory_s: float) -> list[tuple[float, float]]:
     """``peaks`` (bucket start, peak load) with ``load`` at ``now``, without buckets older than ``memory_s``."""
     bucket = math.floor(now / PEAK_BUCKET_S) * PEAK_BUCKET_S
-    kept = [(t, x) for t, x in peaks if now - (t + PEAK_BUCKET_S) < memory_s and t <= now]
+    kept = _forget_peaks(peaks, now, memory_s)
     if kept and kept[-1][0] == bucket:
         kept[-1] = (bucket, max(kept[-1][1], load))
     else:
@@ -269,7 +274,7 @@ def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float
     if ratios:
         surprises = _remember_peak(state.surprises, now, max(ratios), SURPRISE_MEMORY_S)
     else:
-        surprises = [(t, x) for t, x in state.surprises if now - (t + PEAK_BUCKET_S) < SURPRISE_MEMORY_S and t <= now]
+        surprises = _forget_peaks(state.surprises, now, SURPRISE_MEMORY_S)
     if forecast_rate > 0:
         pending.append((now, forecast_rate))
     return pending[-MAX_LOADS:], rates[-MAX_LOADS:], surprises
@@ -492,8 +497,9 @@ def decide(
     cur = max(0, int(current_replicas))
     keep = max(spec.scale_up_stabilization_seconds, spec.scale_down_window)
     recs = [(t, r) for t, r in state.recommendations if now - t <= keep and t <= now]
+    since = state.since if state.since is not None else now  # this scaler's first decision
     new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
-                            state.idle_since, state.loads, state.fit, state.since if state.since is not None else now,
+                            state.idle_since, state.loads, state.fit, since,
                             state.peaks, state.forecasts, state.rates, state.surprises)
     view: EngineView | None = None
 
@@ -558,7 +564,6 @@ def decide(
         headroom = 1.0
         if spec.learned_headroom_max > 1:
             per_rate = t_target if reading.arrival_rate is not None and t_target else 1.0
-            since = new_state.since if new_state.since is not None else now
             new_state.forecasts, new_state.rates, new_state.surprises = learn_surprise(
                 state, now, horizon, x / per_rate, forecast / per_rate if now - since >= horizon else 0.0,
                 spec.target_utilization * slots_total / reading.pods_used / per_rate, spec.learned_headroom_max)
@@ -656,7 +661,7 @@ def decide(
     if desired > down_rec:
         desired = down_rec
     # no scale-down on a history shorter than a window (a new scaler: the operator restarted, a new backend)
-    if desired < cur and (new_state.since is None or now - new_state.since < spec.window_seconds):
+    if desired < cur and now - since < spec.window_seconds:
         desired = cur
     stab_reason = None
     if raw < cur and desired > raw:
