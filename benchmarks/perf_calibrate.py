@@ -47,8 +47,11 @@ GIB = 1024**3
 METRICS = ("throughput", "tpot", "ttft")
 # Bounds of the search, set from what hardware allows, before any fit: a memory-bound kernel streams at most
 # ~92% of the data sheet's HBM bandwidth; tensor math reaches at most its peak (fp4 has its own fraction: its
-# kernels are younger and carry block scales); a step's fixed cost is between nothing and 20 ms.
-BOUNDS = {"bandwidth": (0.3, 0.92), "compute": (0.15, 1.0), "step_overhead_s": (0.0, 0.02), "compute_fp4": (0.15, 1.0)}
+# kernels are younger and carry block scales); a step's fixed cost is between nothing and 20 ms; an all-reduce
+# moves data at 20-100 % of the link's per-direction bandwidth.
+BOUNDS = {"bandwidth": (0.3, 0.92), "compute": (0.15, 1.0), "step_overhead_s": (0.0, 0.02), "compute_fp4": (0.15, 1.0),
+          "link_bandwidth": (0.2, 1.0)}
+START = {"bandwidth": 0.7, "compute": 0.5, "step_overhead_s": 0.002, "compute_fp4": 0.5, "link_bandwidth": 1.0}
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def loss(eff: Efficiency, fit_rows: list[Row]) -> float:
 
 def fit(fit_rows: list[Row], rounds: int = 10) -> Efficiency:
     """Coordinate descent, golden-section search on each constant in turn (squared log error of throughput)."""
-    current = {"bandwidth": 0.7, "compute": 0.5, "step_overhead_s": 0.002, "compute_fp4": 0.5}
+    current = dict(START)
     golden = (math.sqrt(5) - 1) / 2
     for _ in range(rounds):
         for name, (lo, hi) in BOUNDS.items():
@@ -196,10 +199,17 @@ def fit(fit_rows: list[Row], rounds: int = 10) -> Efficiency:
 
 
 def rounded(eff: Efficiency) -> Efficiency:
-    return Efficiency(round(eff.bandwidth, 2), round(eff.compute, 2), round(eff.step_overhead_s, 4), round(eff.compute_fp4, 2))
+    return Efficiency(round(eff.bandwidth, 2), round(eff.compute, 2), round(eff.step_overhead_s, 4),
+                      round(eff.compute_fp4, 2), round(eff.link_bandwidth, 2))
 
 
 # ---- report ----
+
+def describe(eff: Efficiency) -> str:
+    return (f"bandwidth {eff.bandwidth:.2f} of peak HBM, compute {eff.compute:.2f} of peak dense TFLOPS, "
+            f"fp4 compute {eff.compute_fp4:.2f}, step overhead {eff.step_overhead_s * 1e3:.1f} ms, "
+            f"all-reduces at {eff.link_bandwidth:.2f} of the link's bandwidth")
+
 
 def summary(errs: dict[str, list[float]]) -> dict[str, tuple[int, float, float]]:
     """metric -> (rows, median |error|, share within +-30 %)."""
@@ -246,11 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     fit_rows = [r for r in rows() if r.set == "fit"]
     eff = rounded(fit(fit_rows))
     print(f"Fit on {len(fit_rows)} rows of {pub.FIT_SOURCE}:")
-    print(f"  bandwidth {eff.bandwidth:.2f} of peak HBM, compute {eff.compute:.2f} of peak dense TFLOPS, "
-          f"fp4 compute {eff.compute_fp4:.2f}, step overhead {eff.step_overhead_s * 1e3:.1f} ms\n"
-          f"  (committed in perf_model.CALIBRATED: {CALIBRATED.bandwidth:.2f}, {CALIBRATED.compute:.2f}, "
-          f"{CALIBRATED.compute_fp4:.2f}, {CALIBRATED.step_overhead_s * 1e3:.1f} ms); "
-          f"mean squared log error {loss(eff, fit_rows):.4f}")
+    print(f"  {describe(eff)}\n  (committed in perf_model.CALIBRATED: {describe(CALIBRATED)});\n"
+          f"  mean squared log error {loss(eff, fit_rows):.4f}")
     for kind, title in (("fit", "Fitting set (residuals)"), ("validation", "Validation set (never fitted)"),
                         ("outside", "Outside the model (MoE with attention data parallelism; not fitted, not validated)")):
         results, s = evaluate(kind, CALIBRATED)

@@ -8,7 +8,8 @@ the prefill work of new requests shares the steps). One pipeline stage's step:
                          2 x active parameters x step tokens / tp / achievable FLOPS)
     attention      = max(KV cache read of the decoding sequences / achievable HBM bandwidth,
                          QK^T and AV FLOPs (prompt tokens attend to half their prompt on average) / achievable FLOPS)
-    TP all-reduce  = 2 per layer: link latency + 2 (tp-1)/tp x step tokens x hidden x 2 bytes / link bandwidth
+    TP all-reduce  = 2 per layer: link latency + 2 (tp-1)/tp x step tokens x hidden x 2 bytes
+                     / achievable link bandwidth
     step           = linear layers + attention + all-reduces + a fixed overhead (scheduling, launches, sampling)
 
 (per GPU: weights, KV and FLOPs are the 1/tp share of the stage's layers; MoE
@@ -35,8 +36,8 @@ next enters), input I and output O tokens:
 - PP: C is split into min(C, pp) micro-batches; with fewer micro-batches than
   stages some stages idle (the bubble) and each token still crosses every stage.
 
-`Efficiency` holds the achievable fractions of peak bandwidth and compute and
-the per-step overhead: fitted on TensorRT-LLM's published throughput tables
+`Efficiency` holds the achievable fractions of peak HBM bandwidth, compute and
+link bandwidth, and the per-step overhead: fitted on TensorRT-LLM's published throughput tables
 by benchmarks/perf_calibrate.py (docs/performance-model.md has the fit and the
 validation on other published figures). These are estimates, not promises.
 """
@@ -60,11 +61,12 @@ class Efficiency:
     compute: float
     step_overhead_s: float
     compute_fp4: float = 0.0  # fp4 tensor math's own fraction (0: the same as compute)
+    link_bandwidth: float = 1.0  # achievable fraction of the link's per-direction bandwidth in an all-reduce
 
 
 # Fitted by benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
 # tests/unit/test_perf_model.py checks that the script's fit still lands here.
-CALIBRATED = Efficiency(bandwidth=0.92, compute=0.46, step_overhead_s=0.0073, compute_fp4=0.30)
+CALIBRATED = Efficiency(bandwidth=0.92, compute=0.53, step_overhead_s=0.0084, compute_fp4=0.33, link_bandwidth=0.53)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +174,8 @@ class Model:
         if self.tp <= 1 or link is None:
             return 0.0
         message = tokens * self.arch.hidden_size * ACTIVATION_BYTES
-        return 2 * self.layers * (link.latency_s + 2 * (self.tp - 1) / self.tp * message / (link.gbps * 1e9))
+        bandwidth = link.gbps * 1e9 * self.eff.link_bandwidth
+        return 2 * self.layers * (link.latency_s + 2 * (self.tp - 1) / self.tp * message / bandwidth)
 
     def hop_s(self, tokens: float) -> float:
         link = self.hw.stage_link
