@@ -202,6 +202,23 @@ def test_a_checkpoint_on_its_way_is_progressing_not_degraded():
     assert decision.status.model.bytes_done == 700
 
 
+def test_a_source_the_downloader_refuses_stops_the_pass_with_its_reason():
+    """A URI the API admits but the download program refuses (here a prefix named like its completion marker; or an
+    object stored before the API checked a rule): with a preset the plan is known, and the pass used to raise while
+    rendering the pods' model path. It stops with the program's reason and renders nothing."""
+    from llmbackend.model_fetch import FetchError, parse_uri
+    spec = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://bucket/.llmbackend-complete.json"}}}
+    with pytest.raises(FetchError) as refused:
+        parse_uri(spec["model"]["source"]["uri"])
+    failed = ModelCacheResult(LLMBackendSpec.model_validate(spec), False, refused.value.reason, str(refused.value),
+                              {"phase": "Failed", "source": spec["model"]["source"]["uri"]}, permanent=True)
+    decision = decide(Observed(backend(spec), NODES, model_cache=failed))
+    got = conditions(decision)
+    assert got["Degraded"] == ("True", "InvalidSource") and got["Available"][0] == "False"
+    assert "fix the source" in decision.conditions.get("Degraded")["message"]
+    assert not [o for o in decision.apply if o["kind"] in ("Deployment", "ConfigMap", "Service")]
+
+
 def test_the_status_is_typed_a_misspelt_field_cannot_be_written():
     decision = first_pass({"model": MODEL})
     wire = finish_status(decision)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from llmbackend.api.v1alpha1 import ModelSource
@@ -34,6 +36,7 @@ def test_valid_sources(source) -> None:
     {"uri": "hf://org/name."},
     {"uri": "hf://org/a..b"},
     {"uri": "s3://bucket/../etc"},
+    {"uri": "s3://bucket//prefix"},                     # no empty segment (the program would strip this one)
     {"uri": "s3://bucket", "endpoint": "ftp://x"},
     {"uri": "s3://bucket", "secretRef": {"name": "Bad_Name"}},
     {"uri": "s3://bucket", "cache": {"size": "lots"}},
@@ -47,6 +50,9 @@ def test_invalid_sources(source) -> None:
     "hf://org/name@..", "hf://org/name@.", "hf://org/name@a..b", "hf://org/name@main.lock", "hf://org/name@.x",
     "hf://org/name@v1.0", "hf://org/name@main", "hf://org/name@" + "a" * 40, "hf://org/Llama-3.1-8B", "hf://org/a..b",
     "s3://bucket/a/../b", "s3://bucket/a/b", "s3://bucket",
+    # The bucket is a cache directory like org and name; the prefix has no empty or over-long segment.
+    "s3://0.", "s3://a..b", "s3://.bucket", "s3://my.bucket", "s3://b/x//y", "s3://b/x/", "s3://b/",
+    "s3://b/" + "a" * 255, "s3://b/" + "a" * 256,
 ])
 def test_the_api_and_the_downloader_agree_on_uris(uri) -> None:
     """What the API server admits, the downloader accepts (and the reverse): an object stored before a rule
@@ -63,3 +69,16 @@ def test_the_api_and_the_downloader_agree_on_uris(uri) -> None:
     except mf.FetchError:
         program_ok = False
     assert api_ok == program_ok
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["hf://", "s3://"]), st.from_regex(r"\A[A-Za-z0-9._~/@\-]{1,40}\Z"))
+def test_every_uri_the_api_admits_the_downloader_accepts(scheme, rest) -> None:
+    """Found by the render fuzz test: s3://0. passed the API and made the renderer raise."""
+    from llmbackend import model_fetch as mf
+    uri = scheme + rest
+    try:
+        ModelSource.model_validate({"uri": uri})
+    except ValidationError:
+        return
+    mf.parse_uri(uri)

@@ -181,11 +181,11 @@ class PVCSource(_Model):
 
 
 # Model sources the download Job understands: hf://org/name[@revision] and s3://bucket[/prefix].
-# org, name and revision become directories of the model cache: no "..", no leading or trailing "." (git ref-name
-# rules for the revision, which is a branch, a tag or a 40-hex commit). model_fetch.parse_uri checks the same.
-_HF_PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*([.][A-Za-z0-9_\-]+)*"
-HF_URI_PATTERN = rf"hf://{_HF_PART}/{_HF_PART}(@[A-Za-z0-9_\-]+([.][A-Za-z0-9_\-]+)*)?"
-S3_URI_PATTERN = r"s3://[A-Za-z0-9][A-Za-z0-9._\-]*(/[A-Za-z0-9._~/\-]*)?"
+# org, name, bucket and revision become directories of the model cache: no "..", no leading or trailing "." (git
+# ref-name rules for the revision, which is a branch, a tag or a 40-hex commit). model_fetch.parse_uri checks the same.
+_NAME_PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*([.][A-Za-z0-9_\-]+)*"  # model_fetch.REPO_PART: org, name, bucket
+HF_URI_PATTERN = rf"hf://{_NAME_PART}/{_NAME_PART}(@[A-Za-z0-9_\-]+([.][A-Za-z0-9_\-]+)*)?"
+S3_URI_PATTERN = rf"s3://{_NAME_PART}(/[A-Za-z0-9._~\-]{{1,255}})*/?"  # no empty prefix segment
 MODEL_URI_PATTERN = rf"^({HF_URI_PATTERN}|{S3_URI_PATTERN})$"
 DNS_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 

@@ -35,6 +35,7 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from ..autoscaling.drain import drain_warning
+from ..model_fetch import FetchError
 from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
 from ..planning.planner import Plan, free_view, plan_for_spec, replicas_capacity
 from ..render import activator, openai, triton
@@ -296,6 +297,9 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                                   pod_monitor="PodMonitor" in apis)
     except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
         not_served(conditions, exc.reason, str(exc))
+        raise _Stop from None
+    except FetchError as exc:  # a source URI the download program refuses, stored before the API server checked it
+        not_served(conditions, exc.reason, f"spec.model.source.uri: {exc}; fix the source")
         raise _Stop from None
     wanted = [(c["kind"], c["metadata"]["name"]) for c in desired]
     decision.look_up = [k for k in wanted if k not in observed.children]
