@@ -47,11 +47,11 @@ GIB = 1024**3
 METRICS = ("throughput", "tpot", "ttft")
 # Bounds of the search, set from what hardware allows, before any fit: a memory-bound kernel streams at most
 # ~92% of the data sheet's HBM bandwidth; tensor math reaches at most its peak (fp4 has its own fraction: its
-# kernels are younger and carry block scales); a step's fixed cost is between nothing and 20 ms; an all-reduce
-# moves data at 20-100 % of the link's per-direction bandwidth.
-BOUNDS = {"bandwidth": (0.3, 0.92), "compute": (0.15, 1.0), "step_overhead_s": (0.0, 0.02), "compute_fp4": (0.15, 1.0),
-          "link_bandwidth": (0.2, 1.0)}
-START = {"bandwidth": 0.7, "compute": 0.5, "step_overhead_s": 0.002, "compute_fp4": 0.5, "link_bandwidth": 1.0}
+# kernels are younger and carry block scales); a layer's fixed cost in a step is between nothing and 0.5 ms; an
+# all-reduce moves data at 20-100 % of the link's per-direction bandwidth.
+BOUNDS = {"bandwidth": (0.3, 0.92), "compute": (0.15, 1.0), "layer_overhead_s": (0.0, 5e-4),
+          "compute_fp4": (0.15, 1.0), "link_bandwidth": (0.2, 1.0)}
+START = {"bandwidth": 0.7, "compute": 0.5, "layer_overhead_s": 5e-5, "compute_fp4": 0.5, "link_bandwidth": 1.0}
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def fit(fit_rows: list[Row], rounds: int = 10) -> Efficiency:
 
 
 def rounded(eff: Efficiency) -> Efficiency:
-    return Efficiency(round(eff.bandwidth, 2), round(eff.compute, 2), round(eff.step_overhead_s, 4),
+    return Efficiency(round(eff.bandwidth, 2), round(eff.compute, 2), round(eff.layer_overhead_s, 6),
                       round(eff.compute_fp4, 2), round(eff.link_bandwidth, 2))
 
 
@@ -207,7 +207,7 @@ def rounded(eff: Efficiency) -> Efficiency:
 
 def describe(eff: Efficiency) -> str:
     return (f"bandwidth {eff.bandwidth:.2f} of peak HBM, compute {eff.compute:.2f} of peak dense TFLOPS, "
-            f"fp4 compute {eff.compute_fp4:.2f}, step overhead {eff.step_overhead_s * 1e3:.1f} ms, "
+            f"fp4 compute {eff.compute_fp4:.2f}, {eff.layer_overhead_s * 1e6:.0f} us a layer a step, "
             f"all-reduces at {eff.link_bandwidth:.2f} of the link's bandwidth")
 
 

@@ -148,7 +148,7 @@ def shape(p) -> str:
 # Published plans the planner no longer reproduces, and why (the README row keeps the published shape).
 NOT_REPRODUCED = {
     "21": "NVIDIA's H100 DEP8 is attention data parallelism + EP8, a throughput layout the performance model does not "
-          "represent; for one request's time the calibrated model sees TP8 cut only ~8% from TP4 x EP4 (< 15%)",
+          "represent; for one request's time the calibrated model sees TP8 cut only ~5% from TP4 x EP4 (< 15%)",
 }
 
 

@@ -10,7 +10,8 @@ the prefill work of new requests shares the steps). One pipeline stage's step:
                          QK^T and AV FLOPs (prompt tokens attend to half their prompt on average) / achievable FLOPS)
     TP all-reduce  = 2 per layer: link latency + 2 (tp-1)/tp x step tokens x hidden x 2 bytes
                      / achievable link bandwidth
-    step           = linear layers + attention + all-reduces + a fixed overhead (scheduling, launches, sampling)
+    step           = linear layers + attention + all-reduces + a fixed cost per layer of the stage (kernel
+                     launches and synchronisation; the fit leaves no cost per step beyond it)
 
 (per GPU: weights, KV and FLOPs are the 1/tp share of the stage's layers; MoE
 models compute with the active parameters and read the experts a step's
@@ -37,7 +38,7 @@ next enters), input I and output O tokens:
   stages some stages idle (the bubble) and each token still crosses every stage.
 
 `Efficiency` holds the achievable fractions of peak HBM bandwidth, compute and
-link bandwidth, and the per-step overhead: fitted on TensorRT-LLM's published throughput tables
+link bandwidth, and the fixed cost per layer: fitted on TensorRT-LLM's published throughput tables
 by benchmarks/perf_calibrate.py (docs/performance-model.md has the fit and the
 validation on other published figures). These are estimates, not promises.
 """
@@ -55,18 +56,18 @@ ACTIVATION_BYTES = 2  # 16-bit activations cross the TP all-reduces and PP hops
 
 @dataclass(frozen=True, slots=True)
 class Efficiency:
-    """Achievable fractions of the data sheet's peaks, and the fixed cost of one engine step per stage."""
+    """Achievable fractions of the data sheet's peaks, and the fixed cost of one layer in an engine step."""
 
     bandwidth: float
     compute: float
-    step_overhead_s: float
+    layer_overhead_s: float
     compute_fp4: float = 0.0  # fp4 tensor math's own fraction (0: the same as compute)
     link_bandwidth: float = 1.0  # achievable fraction of the link's per-direction bandwidth in an all-reduce
 
 
 # Fitted by benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
 # tests/unit/test_perf_model.py checks that the script's fit still lands here.
-CALIBRATED = Efficiency(bandwidth=0.92, compute=0.53, step_overhead_s=0.0084, compute_fp4=0.33, link_bandwidth=0.53)
+CALIBRATED = Efficiency(bandwidth=0.92, compute=0.54, layer_overhead_s=153e-6, compute_fp4=0.36, link_bandwidth=0.65)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +198,8 @@ class Model:
         attn_flops = 4 * self.layers * self.attn_width * (decode * context + prefill * prompt / 2)
         attn_s = attn_flops / self.attn_flops_rate
         comm_s = self.allreduce_s(tokens)
-        total = max(weights_s, matmul_s) + max(kv_s, attn_s) + comm_s + self.eff.step_overhead_s
+        overhead_s = self.layers * self.eff.layer_overhead_s
+        total = max(weights_s, matmul_s) + max(kv_s, attn_s) + comm_s + overhead_s
         return total, comm_s, matmul_s > weights_s
 
     # ---- steady state ----

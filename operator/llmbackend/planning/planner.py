@@ -115,7 +115,7 @@ EP_INVALID = "ExpertParallelInvalid"
 FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
 MAX_PARALLEL = 64  # ParallelismSpec bounds tp and pp to 64 each
 # Each TP step of the latency objective must cut one request's estimated time by this much. The steps NIM's
-# published latency profiles take (tests/unit/test_planner_published.py) cut 16-35% in the calibrated model, and
+# published latency profiles take (tests/unit/test_planner_published.py) cut 22-35% in the calibrated model, and
 # no published profile stops for want of gain (the 2x cap stops them): 15% keeps every one of them.
 LATENCY_MIN_GAIN = 0.15
 LATENCY_TP_FACTOR = 2
