@@ -137,6 +137,14 @@ def test_insufficient_capacity_caps_and_says_gpus():
     assert d.desired_replicas == 2 and d.reason == D.INSUFFICIENT_CAPACITY
 
 
+def test_a_reading_on_the_tolerance_bands_edge_is_inside_it():
+    """Found by test_invariants: 0.5 / 0.75 is 0.666...6, one rounding step outside a tolerance of 1/3, so a
+    reading exactly on the band's lower edge cancelled a replica."""
+    assert D.raw_recommendation(0.5, 0.75, 1 / 3, 3, None) == 3
+    assert D.raw_recommendation(1.0, 0.75, 1 / 3, 3, None) == 3  # the upper edge as well
+    assert D.raw_recommendation(0.49, 0.75, 1 / 3, 3, None) < 3
+
+
 def test_state_json_roundtrip():
     d = decide(warm(), R(3.0, 2), spec(scale_down_stabilization_seconds=300), 2, now=1_700_000_000)
     blob = json.loads(json.dumps(d.state.to_dict()))

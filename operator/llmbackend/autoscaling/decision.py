@@ -122,6 +122,7 @@ _MAX_HISTORY = 512
 DEFAULT_MAX_OCCUPANCY = 0.5
 # KV-cache use (fraction of blocks, max over pods) at which the engine counts as saturated.
 ENGINE_KV_CACHE_BUSY = 0.9
+USAGE_EPSILON = 1e-9  # float rounding of ratio / target: a reading on the tolerance band's edge is inside it
 
 
 @dataclass
@@ -443,7 +444,7 @@ def raw_recommendation(ratio: float, target: float, tolerance: float, current: i
         # Nothing running but a ratio (pods terminating): one replica if it queues.
         return 1 if ratio > target * (1 + tolerance) else 0
     usage = ratio / target
-    if abs(usage - 1.0) <= tolerance:
+    if abs(usage - 1.0) <= tolerance + USAGE_EPSILON:  # the band's edges are inside it, whatever the rounding
         return current
     ready_n = current if ready is None else max(0, min(ready, current))
     unready = current - ready_n
@@ -451,14 +452,14 @@ def raw_recommendation(ratio: float, target: float, tolerance: float, current: i
         return current
     if usage > 1.0:
         new_usage = (ready_n * usage) / current
-        if new_usage <= 1.0 + tolerance:
+        if new_usage <= 1.0 + tolerance + USAGE_EPSILON:
             return current
     else:
         new_usage = (ready_n * usage + unready) / current
-        if new_usage >= 1.0 - tolerance:
+        if new_usage >= 1.0 - tolerance - USAGE_EPSILON:
             return current
     # ceil with a small epsilon so that 2.0000000001 does not become 3
-    return max(0, math.ceil(new_usage * current - 1e-9))
+    return max(0, math.ceil(new_usage * current - USAGE_EPSILON))
 
 
 def _engine_backlog(reading: RatioReading) -> str:
