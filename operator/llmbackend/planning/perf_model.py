@@ -38,9 +38,10 @@ next enters), input I and output O tokens:
   stages some stages idle (the bubble) and each token still crosses every stage.
 
 `Efficiency` holds the achievable fractions of peak HBM bandwidth, compute and
-link bandwidth, and the fixed cost per layer: fitted on TensorRT-LLM's published throughput tables
-by benchmarks/perf_calibrate.py (docs/performance-model.md has the fit and the
-validation on other published figures). These are estimates, not promises.
+link bandwidth, and the fixed cost per layer: fitted on TensorRT-LLM's
+published throughput tables by benchmarks/perf_calibrate.py
+(docs/performance-model.md has the fit and the validation on other published
+figures). These are estimates, not promises.
 """
 
 from __future__ import annotations
