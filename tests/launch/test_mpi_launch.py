@@ -13,13 +13,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from standin_http import standin_ready
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render.multinode import LAUNCH_KEY_PREFIX
@@ -30,12 +29,6 @@ pytestmark = pytest.mark.skipif(
     shutil.which("mpirun") is None,
     reason="Open MPI's mpirun is not installed: `make openmpi` installs Debian's openmpi-bin (as root)",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _render(tp: int, pp: int, nodes: int, ep: int | None = None):
@@ -65,7 +58,6 @@ class Group:
                 path = tmp / "launch" / key[len(LAUNCH_KEY_PREFIX):]
                 path.write_text(text)
                 path.chmod(0o755)
-        self.port = _free_port()
         env = {e["name"]: e["value"] for e in self.container["env"] if "value" in e}
         env.update({
             # What the pod gets from LeaderWorkerSet and the downward API.
@@ -75,7 +67,7 @@ class Group:
             "KUBECTL": str(STANDINS / "kubectl"), "KUBEXEC": str(tmp / "launch" / "kubexec.sh"),
             "HOSTFILE": str(tmp / "hostfile"), "TERMINATION_LOG": str(tmp / "termination-log"),
             "LAUNCH_WAIT_SECONDS": str(wait_seconds), "LAUNCH_POLL_SECONDS": "0.2",
-            "STANDIN_DIR": str(tmp), "STANDIN_HTTP_PORT": str(self.port),
+            "STANDIN_DIR": str(tmp),
             "PATH": f"{STANDINS}:{os.environ['PATH']}",
             # The test runs as root here; serving pods run as uid 1000 and need neither.
             "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -102,11 +94,7 @@ class Group:
         return {int(p.name): json.loads(p.read_text()) for p in (self.dir / "ranks").iterdir() if not p.name.startswith(".")}
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/health/ready", timeout=1) as r:
-                return r.status == 200
-        except OSError:
-            return False
+        return standin_ready(self.dir)
 
     def output(self) -> str:
         self.log.flush()

@@ -9,25 +9,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from standin_http import standin_ready
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render.multinode import LAUNCH_KEY_PREFIX
 from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
 
 STANDINS = Path(__file__).parent / "standins"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _render(tp: int, pp: int, nodes: int):
@@ -53,12 +46,11 @@ class RayGroup:
         for key, text in config_map["data"].items():
             if key.startswith(LAUNCH_KEY_PREFIX):
                 (tmp / "launch" / key[len(LAUNCH_KEY_PREFIX):]).write_text(text)
-        self.port = _free_port()
         self.procs: list[subprocess.Popen] = []
         self.base = {
             "LWS_LEADER_ADDRESS": "localhost", "LWS_GROUP_SIZE": str(nodes), "POD_NAMESPACE": "serving",
             "LAUNCH_WAIT_SECONDS": str(wait_seconds), "LAUNCH_POLL_SECONDS": "0.2",
-            "STANDIN_DIR": str(tmp), "STANDIN_HTTP_PORT": str(self.port),
+            "STANDIN_DIR": str(tmp),
             "PATH": f"{STANDINS}:{os.environ['PATH']}", "PYTHONPATH": str(STANDINS / "raypkg"),
         }
 
@@ -81,11 +73,7 @@ class RayGroup:
         return (self.dir / f"{name}.log").read_text()
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v2/health/ready", timeout=1) as r:
-                return r.status == 200
-        except OSError:
-            return False
+        return standin_ready(self.dir)
 
     def wait_until(self, predicate, what: str, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
