@@ -599,6 +599,8 @@ def test_llmapi_repository_and_model_yaml() -> None:
     assert args["enable_chunked_prefill"] is False
     assert args["kv_cache_config"] == {"free_gpu_memory_fraction": 0.7, "enable_block_reuse": True, "dtype": "fp8"}
     assert args["return_perf_metrics"] is True and args["enable_iter_perf_stats"] is True
+    # every decode-only batch up to maxBatchSize replays a CUDA graph (padded up), not only sizes 1-31, 32, 64, 128
+    assert args["cuda_graph_config"] == {"enable_padding": True, "max_batch_size": 48}
     assert args["triton_config"] == {"decoupled": True, "max_batch_size": 0}
     assert files["llama-3.1-8b/1/model.py"] == triton.llmapi_model_source()
     assert "llmbackend" not in [line.split()[1] for line in triton.llmapi_model_source().splitlines()

@@ -153,3 +153,19 @@ def test_rejects_what_the_real_llm_rejects(tmp_path) -> None:
         LLM(model=str(tmp_path))
     with pytest.raises(ValueError):
         SamplingParams(max_tokens=0)
+
+
+def test_cuda_graph_config_is_validated_like_the_strict_upstream_model() -> None:
+    from tensorrt_llm.llmapi import CudaGraphConfig
+
+    engine = LLM(model="/models", cuda_graph_config={"enable_padding": True, "max_batch_size": 64})
+    engine.shutdown()
+    assert CudaGraphConfig(batch_sizes=[8, 1, 32]).max_batch_size == 32, "derived from batch_sizes"
+    with pytest.raises(TypeError):
+        LLM(model="/models", cuda_graph_config={"enable_paddding": True})  # a typo is an error, not ignored
+    with pytest.raises(ValueError, match="non-negative"):
+        LLM(model="/models", cuda_graph_config={"max_batch_size": -1})
+    with pytest.raises(ValueError, match="incompatible"):
+        CudaGraphConfig(batch_sizes=[1, 2], max_batch_size=4)
+    with pytest.raises(TypeError):
+        LLM(model="/models", cuda_graph_config="on")

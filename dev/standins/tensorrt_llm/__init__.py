@@ -63,6 +63,27 @@ class KvCacheConfig:
 
 
 @dataclasses.dataclass
+class CudaGraphConfig:
+    """tensorrt_llm/llmapi/llm_args.py, CudaGraphConfig (1.2.1): a strict model (unknown fields are an error);
+    max_batch_size is non-negative; with batch_sizes given, max_batch_size is max(batch_sizes) or must equal it."""
+
+    batch_sizes: list[int] | None = None
+    max_batch_size: int = 0
+    enable_padding: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_batch_size, int) or isinstance(self.max_batch_size, bool) or self.max_batch_size < 0:
+            raise ValueError(f"cuda_graph_config.max_batch_size must be non-negative, got {self.max_batch_size!r}")
+        if not isinstance(self.enable_padding, bool):
+            raise ValueError(f"cuda_graph_config.enable_padding must be a bool, got {self.enable_padding!r}")
+        if self.batch_sizes:
+            derived = max(self.batch_sizes)
+            if self.max_batch_size not in (0, derived):
+                raise ValueError("CudaGraphConfig.max_batch_size is incompatible with CudaGraphConfig.batch_sizes")
+            self.max_batch_size = derived
+
+
+@dataclasses.dataclass
 class SamplingParams:
     max_tokens: int = 32
     temperature: float | None = None
@@ -430,7 +451,7 @@ _LLM_ARGS = {
     "tokenizer", "backend", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size",
     "moe_tensor_parallel_size", "kv_cache_config", "max_batch_size", "max_num_tokens", "max_seq_len",
     "max_input_len", "enable_chunked_prefill", "return_perf_metrics", "enable_iter_perf_stats", "scheduler_config",
-    "trust_remote_code", "skip_tokenizer_init",
+    "cuda_graph_config", "trust_remote_code", "skip_tokenizer_init",
 }
 
 
@@ -453,12 +474,17 @@ class LLM:
             kv = KvCacheConfig(**kv)
         if kv is not None and not isinstance(kv, KvCacheConfig):
             raise TypeError("kv_cache_config must be a KvCacheConfig")
+        graphs = kwargs.get("cuda_graph_config")
+        if isinstance(graphs, dict):  # pydantic builds the sub-config from a dict (model.yaml gives one)
+            graphs = CudaGraphConfig(**graphs)
+        if graphs is not None and not isinstance(graphs, CudaGraphConfig):
+            raise TypeError("cuda_graph_config must be a CudaGraphConfig")
         for key in ("tensor_parallel_size", "pipeline_parallel_size", "max_batch_size", "max_num_tokens", "max_seq_len"):
             value = kwargs.get(key)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{key} must be a positive int, got {value!r}")
         self._model = model
-        self._args = dict(kwargs, kv_cache_config=kv)
+        self._args = dict(kwargs, kv_cache_config=kv, cuda_graph_config=graphs)
         self._max_seq_len = int(kwargs.get("max_seq_len") or 2048)
         self._perf = bool(kwargs.get("return_perf_metrics"))
         self._stats: IterationResult | None = None
@@ -518,5 +544,5 @@ class LLM:
         self.shutdown()
 
 
-__all__ = ["LLM", "SamplingParams", "KvCacheConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics",
+__all__ = ["LLM", "SamplingParams", "KvCacheConfig", "CudaGraphConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics",
            "IterationResult"]

@@ -458,6 +458,12 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
             "dtype": _KV_DTYPE[KVCacheDtype(e.kv_cache_dtype)],
         },
         "scheduler_config": {"capacity_scheduler_policy": _CAPACITY_POLICY[BatchSchedulerPolicy(e.batch_scheduler_policy)]},
+        # Decode-only steps replay CUDA graphs (steps that carry prompt chunks never do). TensorRT-LLM's default
+        # (llmapi/llm_args.py, CudaGraphConfig.validate_cuda_graph_config and _generate_cuda_graph_batch_sizes)
+        # captures batch sizes 1-31, 32, 64 and 128 without padding, so a decode batch of 40 or of 200 runs eagerly
+        # and pays every kernel launch. Padding up to maxBatchSize is how NVIDIA's own benchmarks run
+        # (perf-overview's llm_options.yml), the runs the performance model's constants were fitted on.
+        "cuda_graph_config": {"enable_padding": True, "max_batch_size": e.max_batch_size},
         # Per-request timing (engine queue/compute time) and iteration stats (gauges): what the autoscaler reads.
         "return_perf_metrics": True,
         "enable_iter_perf_stats": True,
