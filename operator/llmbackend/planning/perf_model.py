@@ -10,8 +10,9 @@ the prefill work of new requests shares the steps). One pipeline stage's step:
                          QK^T and AV FLOPs (prompt tokens attend to half their prompt on average) / achievable FLOPS)
     TP all-reduce  = 2 per layer: link latency + 2 (tp-1)/tp x step tokens x hidden x 2 bytes
                      / achievable link bandwidth
-    step           = linear layers + attention + all-reduces + a fixed cost per layer of the stage (kernel
-                     launches and synchronisation; the fit leaves no cost per step beyond it)
+    step           = linear layers + attention + all-reduces + a fixed cost per layer of the stage (what the
+                     fitting data asks for at every batch size; not launches alone: it stays in steps replayed
+                     from CUDA graphs, docs/performance-model.md variant 14; no cost per step beyond it)
 
 (per GPU: weights, KV and FLOPs are the 1/tp share of the stage's layers; MoE
 models compute with the active parameters and read the experts a step's
