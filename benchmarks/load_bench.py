@@ -24,7 +24,6 @@ import copy
 import json
 import os
 import re
-import socket
 import sys
 import tempfile
 import time
@@ -38,18 +37,11 @@ sys.path[0:0] = [str(REPO / "operator"), str(REPO / "dev")]
 
 from devcluster import cluster as devcluster  # noqa: E402
 from devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes  # noqa: E402
+from devcluster.ports import free_port  # noqa: E402
 from llmbackend.controller.kube import ApiError, Kube, load_configuration  # noqa: E402
 from llmbackend.render.modelcache import DEFAULT_CACHE_CLAIM  # noqa: E402
 
 WRITE_VERBS = {"PATCH", "POST", "PUT", "DELETE"}
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def api_requests(port: int) -> dict[str, float]:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .build import KWOK_STAGES_FILE, ensure_binaries
+from .ports import free_ports
 
 HOST = "127.0.0.1"
 # kwok hands out pod IPs from this loopback range, so a test can put a real Triton server behind a pod IP.
@@ -50,17 +51,8 @@ class Ports:
 
     @classmethod
     def free(cls) -> Ports:
-        """Ports the kernel says are free now (for test clusters next to a running demo)."""
-        sockets = []
-        try:
-            for _ in range(6):
-                s = socket.socket()
-                s.bind((HOST, 0))
-                sockets.append(s)
-            return cls(*[s.getsockname()[1] for s in sockets])
-        finally:
-            for s in sockets:
-                s.close()
+        """Ports free now (for test clusters next to a running demo)."""
+        return cls(*free_ports(6, HOST))
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from .build import GO_BUILD_ENV, REPO_ROOT, BuildError, find_go, go_build_into, module_cache_dir, pinned_version
+from .ports import free_ports
 
 LWS_MODULE_DIR = REPO_ROOT / "e2e" / "cluster" / "lws"
 PACKAGE = "sigs.k8s.io/lws/cmd"
@@ -72,17 +73,6 @@ WEBHOOK_PREFIX = "llmbackend-lws-"  # our copies of LWS's webhook configurations
 _POD_OBJECT_SELECTOR = {"matchExpressions": [{"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def _serving_cert(directory: Path) -> bytes:
     """A self-signed serving certificate for 127.0.0.1 (the webhook server); returns the PEM (the CA bundle)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -130,7 +120,7 @@ class LwsController:
     def start(self, timeout: float = 60) -> None:
         lws = ensure_lws()
         self.directory.mkdir(parents=True, exist_ok=True)
-        webhook_port, metrics_port, health_port = _free_ports(3)
+        webhook_port, metrics_port, health_port = free_ports(3)
         certs = self.directory / "certs"
         ca = _serving_cert(certs)
         config = {

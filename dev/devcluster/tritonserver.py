@@ -17,7 +17,6 @@ import platform
 import shutil
 import signal
 import site
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from .ports import free_port
 
 
 class TritonServerError(RuntimeError):
@@ -99,12 +100,6 @@ def available() -> bool:
     except TritonServerError:
         return False
     return True
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _assemble_backends(dist: _Dist, into: Path) -> Path:

@@ -24,18 +24,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "triton"))
 from harness import _stop, http_get, wait_http  # noqa: E402
 
+from devcluster.ports import free_ports  # noqa: E402
 from llmbackend.api.engine_metrics import ACTIVATOR_HELD_METRIC  # noqa: E402
 from llmbackend.serving import activator as activator_module  # noqa: E402
 
 PROGRAM = activator_module.__file__
 LISTEN = "127.0.0.1"
 UPSTREAM = "127.0.0.2"  # the serving Service's stand-in: same port numbers, another address
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LISTEN, 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -126,7 +121,7 @@ def post(port: int, path: str, body: bytes, timeout: float = 60) -> tuple[int, b
 
 @pytest.fixture
 def ports() -> tuple[int, int]:
-    return _free_port(), _free_port()
+    return tuple(free_ports(2, LISTEN))
 
 
 def test_held_request_is_forwarded_once_a_replica_accepts(ports):

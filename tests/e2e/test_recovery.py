@@ -7,9 +7,10 @@ import time
 
 import yaml
 from conftest import apply_manifest, available, backend_manifest, condition, wait_for
-from test_watch_cache_e2e import _free_port, _http, _reconciles, _requests
+from test_watch_cache_e2e import _http, _reconciles, _requests
 
 from devcluster.crds import crd_file
+from devcluster.ports import free_ports
 
 INFERENCE_POOL_CRD = "inferencepools.inference.networking.k8s.io"
 OPENAI = {"openai": True}
@@ -64,7 +65,7 @@ def test_an_optional_crd_deleted_and_reinstalled(exclusive_cluster, own_operator
 def test_a_key_someone_adds_to_a_configmap_is_left_alone_and_resyncs_stay_write_free(exclusive_cluster, own_operator,
                                                                                       namespace):
     cluster = exclusive_cluster
-    health, metrics = _free_port(), _free_port()
+    health, metrics = free_ports(2)
     op = own_operator("--health-addr", f"127.0.0.1:{health}", "--metrics-addr", f"127.0.0.1:{metrics}",
                       "--resync-seconds", "2", "--namespace", namespace)
     wait_for(lambda: _http(f"http://127.0.0.1:{health}/readyz") == (200, "ok\n"), timeout=30, what="/readyz ok")

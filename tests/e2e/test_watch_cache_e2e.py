@@ -4,18 +4,13 @@ and unrelated pods never reach it."""
 from __future__ import annotations
 
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
 
 from conftest import apply_manifest, available, backend_manifest, wait_for
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from devcluster.ports import free_ports
 
 
 def _http(url: str) -> tuple[int, str]:
@@ -46,7 +41,7 @@ def _reconciles(port: int) -> float:
 
 def test_noop_resync_reads_nothing_and_unrelated_pods_are_not_watched(exclusive_cluster, own_operator, namespace):
     cluster = exclusive_cluster
-    health, metrics = _free_port(), _free_port()
+    health, metrics = free_ports(2)
     op = own_operator("--health-addr", f"127.0.0.1:{health}", "--metrics-addr", f"127.0.0.1:{metrics}",
                       "--resync-seconds", "2",
                       # Only this test's namespace: backends of earlier tests still terminating elsewhere

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -18,6 +17,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from hubserver import HubServer, Repo  # noqa: E402
+
+from devcluster.ports import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = (ROOT / "tests" / "fixtures" / "checkpoints" / "llama-3.1-8b" / "config.json").read_bytes()
@@ -71,12 +72,6 @@ def run_fetch(*args: str, env: dict[str, str] | None = None, wait: bool = True):
     return subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=120)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """moto's S3-compatible server on 127.0.0.1 (its own venv: botocore pins python-dateutil below 3,
@@ -85,7 +80,7 @@ def s3_endpoint():
     if not binary:
         pytest.skip(f"moto server not installed: python3 -m venv {MOTO_VENV.parent.parent} && "
                     f"{MOTO_VENV.parent}/pip install 'moto[server]'")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
     try:

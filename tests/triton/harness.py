@@ -24,11 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from devcluster.ports import free_port  # noqa: F401 - re-exported: the tests import it from here
 
 
 def _check_loopback(host: str) -> None:
