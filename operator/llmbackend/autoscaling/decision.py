@@ -53,8 +53,9 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      the span and of each of its thirds (a ramp rises in all three, a step or a burst leaves one flat), extrapolated over the horizon once the
      loads span half of it and the rise stands out of the noise around the line, never down and at most to ``TREND_MAX_GROWTH`` x the level. Replicas needed: square-root staffing, R = forecast / (targetUtilization x
      slots), ceil(R + HEADROOM_BETA x sqrt(R)).
-   * learned headroom: each forecast is checked one horizon later against the load that horizon saw (the same
-     quantile of its arrival rates); the largest ratio of the last ``SURPRISE_MEMORY_S`` (at most ``learnedHeadroomMax``;
+   * learned headroom: a forecast of the arrival rates (made as the one above, from the rates alone: the load in
+     sequences also moves with the compute-time fit) is checked one horizon later against the rates that horizon saw
+     (the same quantile); the largest ratio of the last ``SURPRISE_MEMORY_S`` (at most ``learnedHeadroomMax``;
      ratios up to ``SURPRISE_NOISE`` and shortfalls under ``SURPRISE_MIN_REPLICAS`` of a replica count as 1)
      multiplies the forecast. A burst shorter than a cold start cannot be
      served by a scale-up, only by capacity that stands: traffic that has such bursts keeps as much spare as its
@@ -250,18 +251,24 @@ def _remember_peak(peaks: list[tuple[float, float]], now: float, load: float, me
     return kept
 
 
-def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float, forecast_rate: float,
-                   replica_rate: float, cap: float) -> tuple[list[tuple[float, float]], list[tuple[float, float]], list[tuple[float, float]]]:
-    """(forecasts, rates, surprises) after ``now``'s reading. Forecasts and rates are in arrival-rate units (the
-    load in sequences also moves with the compute-time fit, which is not traffic). Each forecast one horizon old is
+def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float, checkable: bool,
+                   replica_rate: float, cap: float, forecast: bool = True) -> tuple[list[tuple[float, float]], list[tuple[float, float]], list[tuple[float, float]]]:
+    """(forecasts, rates, surprises) after ``now``'s reading. Forecasts and rates are in arrival-rate units, and the
+    forecast checked later is made here from the rates alone: the load in sequences is the rate times the fit's
+    compute time at the target batch, and that fit moves (a scale-down changes the batch per pod), which is not
+    traffic. (A forecast of loads divided by today's compute time mixed the two: on a smooth ramp, a fit that doubled
+    after a scale-down halved the forecast and was remembered as a burst of 2.5 for an hour.) Each forecast one horizon old is
     compared with the rates its horizon saw, measured as the forecast's level is (their LEVEL_QUANTILE: Poisson noise
     alone then gives about 1, a burst over a tenth of the horizon or more counts); the ratio (1 up to SURPRISE_NOISE,
     at most ``cap``) is kept as the peak of its PEAK_BUCKET_S bucket for SURPRISE_MEMORY_S (module docstring,
     2b: learned headroom). A shortfall under SURPRISE_MIN_REPLICAS of a replica (``replica_rate``: what one replica
     carries at the target) counts as 1: at a low load a ramp's or noise's relative rise is large and changes no
-    replica count, and remembered for an hour it would multiply the load once it is high. ``forecast_rate`` 0:
-    nothing to check later."""
+    replica count, and remembered for an hour it would multiply the load once it is high. ``checkable`` False: the
+    forecast made now is not checked later (made from less than a horizon of rates); ``forecast`` False
+    (spec.autoscaling.forecast off): the rate now stands for the rate ahead, as the load does for the replicas."""
     rates = [(t, r) for t, r in state.rates if now - t <= horizon_s and t < now] + [(now, rate)]
+    ahead = robust_forecast(rates, now, horizon_s, LEVEL_QUANTILE) if forecast else rate
+    forecast_rate = ahead if checkable else 0.0
     pending, ratios = [], []
     for t, f in state.forecasts:
         if now - t < horizon_s:
@@ -560,14 +567,15 @@ def decide(
         else:
             new_state.peaks = []
         # learned headroom, in arrival-rate units (sequences per request/s: the fit's time at the target batch);
-        # a forecast from less than a horizon of loads (a new scaler, engines still filling) is not checked later:
+        # a forecast from less than a horizon of rates (a new scaler, engines still filling) is not checked later:
         # its shortfall says nothing about bursts
         headroom = 1.0
         if spec.learned_headroom_max > 1:
             per_rate = t_target if reading.arrival_rate is not None and t_target else 1.0
             new_state.forecasts, new_state.rates, new_state.surprises = learn_surprise(
-                state, now, horizon, x / per_rate, forecast / per_rate if now - since >= horizon else 0.0,
-                spec.target_utilization * slots_total / reading.pods_used / per_rate, spec.learned_headroom_max)
+                state, now, horizon, x / per_rate, now - since >= horizon,
+                spec.target_utilization * slots_total / reading.pods_used / per_rate, spec.learned_headroom_max,
+                spec.forecast)
             headroom = burst_headroom(new_state.surprises, now - since, spec.learned_headroom_max)
         else:
             new_state.forecasts, new_state.rates, new_state.surprises = [], [], []
