@@ -42,6 +42,7 @@ TARGETS: dict[str, tuple[list[str], list[str]]] = {
         "tensorrt_llm.llmapi.llm_args:TorchLlmArgs",
         "tensorrt_llm.llmapi.llm_args:KvCacheConfig",
         "tensorrt_llm.llmapi.llm_args:SchedulerConfig",
+        "tensorrt_llm.llmapi.llm_args:CudaGraphConfig",
         "tensorrt_llm.sampling_params:SamplingParams",
         "tensorrt_llm.llmapi.llm:LLM",
         "tensorrt_llm.executor.result:GenerationResult",

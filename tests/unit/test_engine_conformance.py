@@ -123,7 +123,8 @@ def llm_yaml_problems(doc: dict[str, Any], s: dict[str, Any]) -> list[str]:
     args = {k: v for k, v in doc.items() if k != "triton_config"}
     problems = config_problems(args, set(_cls(s, "tensorrt_llm.llmapi.llm_args:TorchLlmArgs")["fields"]), "LLM()")
     nested = {"kv_cache_config": "tensorrt_llm.llmapi.llm_args:KvCacheConfig",
-              "scheduler_config": "tensorrt_llm.llmapi.llm_args:SchedulerConfig"}
+              "scheduler_config": "tensorrt_llm.llmapi.llm_args:SchedulerConfig",
+              "cuda_graph_config": "tensorrt_llm.llmapi.llm_args:CudaGraphConfig"}
     for key, cls in nested.items():
         if isinstance(args.get(key), dict):
             problems += config_problems(args[key], set(_cls(s, cls)["fields"]), key)
@@ -269,8 +270,10 @@ def test_rendered_engine_arguments_are_ones_the_engines_take(tmp_path, capsys) -
 def test_a_misspelt_argument_in_model_yaml_fails_the_check() -> None:
     trt = surface("tensorrt_llm")
     assert llm_yaml_problems({"model": "/m", "max_batch_sizee": 8, "kv_cache_config": {"free_gpu_mem_fraction": 0.9},
+                              "cuda_graph_config": {"padding_enabled": True},
                               "triton_config": {"decoupled": True}}, trt) == [
-        "LLM(): unknown argument 'max_batch_sizee'", "kv_cache_config: unknown argument 'free_gpu_mem_fraction'"]
+        "LLM(): unknown argument 'max_batch_sizee'", "kv_cache_config: unknown argument 'free_gpu_mem_fraction'",
+        "cuda_graph_config: unknown argument 'padding_enabled'"]
 
 
 # ---- the stand-ins ----
@@ -286,6 +289,7 @@ STANDIN_CLASSES = [
     # (stand-in module:class, upstream package, upstream module:class)
     ("tensorrt_llm:SamplingParams", "tensorrt_llm", "tensorrt_llm.sampling_params:SamplingParams"),
     ("tensorrt_llm:KvCacheConfig", "tensorrt_llm", "tensorrt_llm.llmapi.llm_args:KvCacheConfig"),
+    ("tensorrt_llm:CudaGraphConfig", "tensorrt_llm", "tensorrt_llm.llmapi.llm_args:CudaGraphConfig"),
     ("tensorrt_llm:CompletionOutput", "tensorrt_llm", "tensorrt_llm.executor.result:CompletionOutput"),
     ("tensorrt_llm:IterationResult", "tensorrt_llm", "tensorrt_llm.executor.result:IterationResult"),
     ("tensorrt_llm:LLM", "tensorrt_llm", "tensorrt_llm.llmapi.llm:LLM"),
