@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from devcluster.ports import free_port  # noqa: F401 - re-exported: the tests import it from here
+from devcluster.ports import free_port  # also imported from here by the e2e and OpenAI tests
 
 
 def _check_loopback(host: str) -> None:

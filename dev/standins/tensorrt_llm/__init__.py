@@ -64,8 +64,10 @@ class KvCacheConfig:
 
 @dataclasses.dataclass
 class CudaGraphConfig:
-    """tensorrt_llm/llmapi/llm_args.py, CudaGraphConfig (1.2.1): a strict model (unknown fields are an error);
-    max_batch_size is non-negative; with batch_sizes given, max_batch_size is max(batch_sizes) or must equal it."""
+    """tensorrt_llm/llmapi/llm_args.py, CudaGraphConfig and its validate_cuda_graph_config (read in the source index's
+    stored 1.x revisions; the 1.2.1 tag itself is not readable here, docs/engines.md): a strict model (unknown fields
+    are an error); max_batch_size is non-negative; with batch_sizes given, max_batch_size is max(batch_sizes) or must
+    equal it."""
 
     batch_sizes: list[int] | None = None
     max_batch_size: int = 0

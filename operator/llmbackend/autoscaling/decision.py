@@ -267,8 +267,9 @@ def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float
     forecast made now is not checked later (made from less than a horizon of rates); ``forecast`` False
     (spec.autoscaling.forecast off): the rate now stands for the rate ahead, as the load does for the replicas."""
     rates = [(t, r) for t, r in state.rates if now - t <= horizon_s and t < now] + [(now, rate)]
-    ahead = robust_forecast(rates, now, horizon_s, LEVEL_QUANTILE) if forecast else rate
-    forecast_rate = ahead if checkable else 0.0
+    forecast_rate = 0.0
+    if checkable:
+        forecast_rate = robust_forecast(rates, now, horizon_s, LEVEL_QUANTILE) if forecast else rate
     pending, ratios = [], []
     for t, f in state.forecasts:
         if now - t < horizon_s:
