@@ -58,7 +58,8 @@ SYNC = 2
 DOWN_STABILIZATION = 10
 TARGET = 1.0
 TOLERANCE = 0.1
-# Fill the slots up to the last: with SLOTS=2, the default 0.4 would keep two replicas for one request in flight.
+# Fill the slots up to the last: with SLOTS=2, the default (0.8, with the square-root spare) would keep two replicas
+# for one request in flight.
 TARGET_UTILIZATION = 1.0
 
 

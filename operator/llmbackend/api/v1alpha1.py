@@ -461,13 +461,12 @@ class AutoscalingSpec(_Model):
     max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
     target_utilization: float = Field(
-        default=0.3, gt=0, le=1,
+        default=0.8, gt=0, le=1,
         description="Share of the engine's batch slots to fill: R = load (forecast one cold start ahead, times the "
-                    "learned headroom when learnedHeadroomMax > 1) / (targetUtilization x slots per replica), "
-                    "replicas = R + 0.5 x sqrt(R) (spare capacity for what arrives within a cold start, relatively "
-                    "larger for small backends). The default leaves room for bursts shorter than a cold start, which "
-                    "no replica ordered for them would serve (chosen on the tuning traces of "
-                    "benchmarks/autoscale_bench.py).",
+                    "learned headroom) / (targetUtilization x slots per replica), plus square-root spare capacity "
+                    "(a multiple of sqrt(R): what arrives within a cold start, relatively larger for small "
+                    "backends). Chosen with learnedHeadroomMax and that multiple on the tuning traces of "
+                    "benchmarks/autoscale_bench.py; see docs/autoscaling.md.",
     )
     saturation_seconds: int = Field(
         default=10, ge=0, le=600,
@@ -486,12 +485,13 @@ class AutoscalingSpec(_Model):
                     "is absorbed instead of queued; 0 (default): off. Costs GPU-hours between bursts.",
     )
     learned_headroom_max: float = Field(
-        default=1.0, ge=1, le=4,
+        default=2.0, ge=1, le=4,
         description="Learn the spare capacity from the load's own bursts: each forecast is checked one cold start "
                     "later against the arrivals seen, and the largest shortfall of the last hour (at most this "
-                    "factor) multiplies the forecast (status.autoscaling.burstHeadroom). 1 (default): off. With it, "
-                    "smooth traffic runs the engines near a higher targetUtilization (for example 0.6 with 1.5) and "
-                    "bursty traffic keeps what its recent bursts needed; see docs/autoscaling.md for when it pays.",
+                    "factor) multiplies the forecast (status.autoscaling.burstHeadroom): smooth traffic runs the "
+                    "engines near targetUtilization, bursty traffic keeps what its recent bursts needed. 1: off "
+                    "(every backend keeps only targetUtilization's and the square-root spare); see "
+                    "docs/autoscaling.md.",
     )
     scale_to_zero_after_seconds: int = Field(
         default=900, ge=0, le=86400,
