@@ -487,7 +487,7 @@ class AutoscalingSpec(_Model):
     learned_headroom_max: float = Field(
         default=2.0, ge=1, le=4,
         description="Learn the spare capacity from the load's own bursts: each forecast is checked one cold start "
-                    "later against the arrivals seen, and the largest shortfall of the last hour (at most this "
+                    "later against the arrivals seen, and the largest shortfall of the last 30 minutes (at most this "
                     "factor) multiplies the forecast (status.autoscaling.burstHeadroom): smooth traffic runs the "
                     "engines near targetUtilization, bursty traffic keeps what its recent bursts needed. 1: off "
                     "(every backend keeps only targetUtilization's and the square-root spare); see "
@@ -1007,7 +1007,8 @@ class AutoscalingStatus(_Model):
     burst_headroom: str | None = Field(
         default=None,
         description="The factor on the forecast learned from the load's own bursts (the largest rise over a forecast "
-                    "within one cold start in the last hour; 1.00 for smooth traffic).")
+                    "within one cold start, remembered for 30 minutes; 1.00 for smooth traffic and with "
+                    "learnedHeadroomMax 1).")
     cold_start_seconds: int | None = Field(default=None, description="Pod creation to Ready, as used for the forecast.")
     cold_start_source: str | None = Field(default=None, description="Where coldStartSeconds comes from (learned from N pods, spec, default).")
     request_p99_seconds: str | None = Field(

@@ -262,7 +262,7 @@ def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float
     at most ``cap``) is kept as the peak of its PEAK_BUCKET_S bucket for SURPRISE_MEMORY_S (module docstring,
     2b: learned headroom). A shortfall under SURPRISE_MIN_REPLICAS of a replica (``replica_rate``: what one replica
     carries at the target) counts as 1: at a low load a ramp's or noise's relative rise is large and changes no
-    replica count, and remembered for an hour it would multiply the load once it is high. ``checkable`` False: the
+    replica count, and remembered it would multiply the load once it is high. ``checkable`` False: the
     forecast made now is not checked later (made from less than a horizon of rates); ``forecast`` False
     (spec.autoscaling.forecast off): the rate now stands for the rate ahead, as the load does for the replicas."""
     rates = [(t, r) for t, r in state.rates if now - t <= horizon_s and t < now] + [(now, rate)]
