@@ -834,6 +834,9 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true", help="sweep the operator's constants on the tuning traces only")
     ap.add_argument("--extra", action="append", default=[],
                     help="an operator knob (values of OPERATOR_KNOBS, comma-separated) also run on the test traces")
+    ap.add_argument("--beyond", action="append", default=[],
+                    help="an operator knob (as --extra) also run on the tuning traces and printed against the "
+                         "operator's goals, never a candidate for the pick: to look past the grid's edges")
     ap.add_argument("--base", default="", help="with --sweep: name=value,... set before each swept value")
     ap.add_argument("--only", help="comma-separated policies (default: " + ",".join(DEFAULT_POLICIES) + ")")
     args = ap.parse_args()
@@ -851,8 +854,9 @@ def main() -> int:
         names.append("oracle")
     grids = {n: (QUICK_GRIDS.get(n, POLICIES[n][1][:2]) if args.quick else POLICIES[n][1]) for n in names}
     # 1. tuning: every grid value of every policy on the tuning traces only
-    tune_jobs = [(n, k, tr, seed) for n in names for k in grids[n] for tr, _, _ in TUNE_TRACES
-                 for seed in range(101, 101 + args.tune_seeds)]
+    beyond = [tuple(float(v) for v in b.split(",")) for b in args.beyond]
+    tune_jobs = [(n, k, tr, seed) for n, ks in [*((n, grids[n]) for n in names), ("operator", beyond)] for k in ks
+                 for tr, _, _ in TUNE_TRACES for seed in range(101, 101 + args.tune_seeds)]
     tuned = simulate(tune_jobs, args.jobs)
     chosen = [(n, tuned_knob(tuned, n, grids[n])) for n in names if n != "operator"]
     goals = peer_goals(tuned, chosen)
@@ -870,6 +874,12 @@ def main() -> int:
                     f"{tr} {100 * tuned[(n, k, tr)].mean('slo'):.2f} % / {tuned[(n, k, tr)].mean('gpu_h'):.1f}"
                     for tr, _, _ in TUNE_TRACES) + (f"; deleted before Ready {100 * churn_share(tuned, n, k):.0f} %"
                                                    if n == "operator" else ""))
+    for k in beyond:  # outside the grid: shown against the operator's goals, not picked
+        cost = sum(tuned[("operator", k, tr)].mean("gpu_h") for tr, _, _ in TUNE_TRACES)
+        meets = all(tuned[("operator", k, tr)].mean("slo") >= g for tr, g in goals.items())
+        print(f"    beyond the grid: operator {_knob(k):24s} " + ", ".join(
+            f"{tr} {100 * tuned[('operator', k, tr)].mean('slo'):.2f} % / {tuned[('operator', k, tr)].mean('gpu_h'):.1f}"
+            for tr, _, _ in TUNE_TRACES) + f"; {cost:.1f} GPU-h in all, goals {'met' if meets else 'missed'}")
     if args.tune_only:
         return 0
     if "operator" in names:
