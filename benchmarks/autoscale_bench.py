@@ -752,17 +752,33 @@ def peer_goals(results, chosen) -> dict[str, float]:
     return {tr: max(results[(n, k, tr)].mean("slo") for n, k in peers) - PEER_MARGIN for tr, _, _ in TUNE_TRACES}
 
 
+def tuning_cost(results, name, k) -> float:
+    """GPU-hours over the tuning traces (mean over the tuning seeds)."""
+    return sum(results[(name, k, tr)].mean("gpu_h") for tr, _, _ in TUNE_TRACES)
+
+
+def meets_goals(results, name, k, goal) -> bool:
+    """Whether ``k`` reaches ``goal`` (SLO per tuning trace, mean over the tuning seeds) on every tuning trace."""
+    return all(results[(name, k, tr)].mean("slo") >= goal[tr] for tr, _, _ in TUNE_TRACES)
+
+
+def tuning_figures(results, name, k, unit="") -> str:
+    """SLO / GPU-hours per tuning trace, as the tuning output prints them."""
+    return ", ".join(f"{tr} {100 * results[(name, k, tr)].mean('slo'):.2f} % / "
+                     f"{results[(name, k, tr)].mean('gpu_h'):.1f}{unit}" for tr, _, _ in TUNE_TRACES)
+
+
 def tuned_knob(results, name, grid, goals=None):
     """Cheapest grid value (GPU-hours over the tuning traces) reaching the goal (mean over the tuning seeds) on every
     tuning trace: SLO_GOAL for the peers, for the operator ``goals`` per trace (peer_goals) and CHURN_GOAL (when some
     value meets it); else the one with the best worst-trace margin over its goal."""
     goal = goals or {tr: SLO_GOAL for tr, _, _ in TUNE_TRACES}
-    ok = [k for k in grid if all(results[(name, k, tr)].mean("slo") >= goal[tr] for tr, _, _ in TUNE_TRACES)]
+    ok = [k for k in grid if meets_goals(results, name, k, goal)]
     if name == "operator" and any(churn_share(results, name, k) <= CHURN_GOAL for k in ok):
         ok = [k for k in ok if churn_share(results, name, k) <= CHURN_GOAL]
     if ok:
         def cost(k):
-            return sum(results[(name, k, tr)].mean("gpu_h") for tr, _, _ in TUNE_TRACES)
+            return tuning_cost(results, name, k)
         # within TIE_GPU_H of the cheapest is a tie (noise): the fewest pods deleted before Ready, then the cheapest
         cheapest = min(map(cost, ok))
         ties = [k for k in ok if cost(k) <= cheapest * (1 + TIE_GPU_H)]
@@ -817,10 +833,9 @@ def sweep(n_seeds: int, n_jobs: int, base: tuple = ()) -> None:
         grid = [base + ((n, v),) for v in values]
         pick = tuned_knob(res, "operator", grid, goals)
         for c in grid:
-            print(f"  {_knob(c[-1:]):32s} " + ", ".join(
-                f"{tr} {100 * res[('operator', c, tr)].mean('slo'):.2f} % / {res[('operator', c, tr)].mean('gpu_h'):.1f}"
-                for tr, _, _ in TUNE_TRACES) + f"; deleted before Ready {100 * churn_share(res, 'operator', c):.0f} %"
-                + ("  <- picked" if c == pick else ""))
+            print(f"  {_knob(c[-1:]):32s} " + tuning_figures(res, "operator", c)
+                  + f"; deleted before Ready {100 * churn_share(res, 'operator', c):.0f} %"
+                  + ("  <- picked" if c == pick else ""))
 
 
 def main() -> int:
@@ -864,22 +879,16 @@ def main() -> int:
         chosen.insert(0, ("operator", tuned_knob(tuned, "operator", grids["operator"], goals)))
     print(f"tuning ({len(tune_jobs)} simulations, {time.time() - started:.0f} s): knob chosen per policy")
     for n, k in chosen:
-        print(f"  {n}: {_knob(k)}  (" + ", ".join(
-            f"{tr} {100 * tuned[(n, k, tr)].mean('slo'):.2f} % / {tuned[(n, k, tr)].mean('gpu_h'):.1f} GPU-h"
-            for tr, _, _ in TUNE_TRACES) + ")")
+        print(f"  {n}: {_knob(k)}  (" + tuning_figures(tuned, n, k, " GPU-h") + ")")
     if args.grid:
         for n in names:
             for k in grids[n]:
-                print(f"    {n} {_knob(k):24s} " + ", ".join(
-                    f"{tr} {100 * tuned[(n, k, tr)].mean('slo'):.2f} % / {tuned[(n, k, tr)].mean('gpu_h'):.1f}"
-                    for tr, _, _ in TUNE_TRACES) + (f"; deleted before Ready {100 * churn_share(tuned, n, k):.0f} %"
-                                                   if n == "operator" else ""))
+                churn = f"; deleted before Ready {100 * churn_share(tuned, n, k):.0f} %" if n == "operator" else ""
+                print(f"    {n} {_knob(k):24s} " + tuning_figures(tuned, n, k) + churn)
     for k in beyond:  # outside the grid: shown against the operator's goals, not picked
-        cost = sum(tuned[("operator", k, tr)].mean("gpu_h") for tr, _, _ in TUNE_TRACES)
-        meets = all(tuned[("operator", k, tr)].mean("slo") >= g for tr, g in goals.items())
-        print(f"    beyond the grid: operator {_knob(k):24s} " + ", ".join(
-            f"{tr} {100 * tuned[('operator', k, tr)].mean('slo'):.2f} % / {tuned[('operator', k, tr)].mean('gpu_h'):.1f}"
-            for tr, _, _ in TUNE_TRACES) + f"; {cost:.1f} GPU-h in all, goals {'met' if meets else 'missed'}")
+        meets = meets_goals(tuned, "operator", k, goals)
+        print(f"    beyond the grid: operator {_knob(k):24s} " + tuning_figures(tuned, "operator", k)
+              + f"; {tuning_cost(tuned, 'operator', k):.1f} GPU-h in all, goals {'met' if meets else 'missed'}")
     if args.tune_only:
         return 0
     if "operator" in names:
