@@ -2,22 +2,18 @@
 
     python benchmarks/perf_calibrate.py            # fit, residuals per fitting row, validation table, summary
     python benchmarks/perf_calibrate.py --summary  # just the fit and the summaries
+    python benchmarks/perf_calibrate.py --corner   # the H200 products' roofline corner (below), then stop
 
-Fitting set: TensorRT-LLM's perf-overview at a pinned commit (benchmarks/data/published_perf.py FIT_*), total
-output throughput of offline runs. Validation set (never used to fit): the same doc at an older commit (v0.17
-throughput of other GPUs, models and TP; v0.14 online serving TTFT and ITL at a fixed request rate) and NVIDIA's
-NIM benchmarking page (TTFT, ITL, throughput at fixed concurrency). Errors are predicted / published - 1.
-
-The offline runs are modelled as trtllm-bench runs them: its engine settings heuristic picks maxBatchSize and
-maxNumTokens from the KV cache and the dataset's lengths (tensorrt_llm/bench/build/tuning.py, calc_engine_setting
-and finetune_setting, read at NVIDIA/TensorRT-LLM@04cba882084a25665e7f80f5bda71b35b9790b6f) with
-kv_cache_free_gpu_mem_fraction 0.95 (the doc's setting), and every request queued at once (as many in flight
-as the engine holds).
+Measured on an H200 (benchmarks/data/h200/, written by benchmarks/gemm_roofline.py and
+benchmarks/layer_kernels.py on a GPU lent to this project): the search's upper bounds on the bandwidth and compute
+fractions are the best any Llama-shaped product reached there; and the model's time for a decoder layer at one
+token is printed beside the measured time of that layer replayed from a CUDA graph (stock PyTorch kernels).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -45,12 +41,104 @@ from llmbackend.planning.perf_model import (  # noqa: E402
 
 GIB = 1024**3
 METRICS = ("throughput", "tpot", "ttft")
-# Bounds of the search, set from what hardware allows, before any fit: a memory-bound kernel streams at most
-# ~92% of the data sheet's HBM bandwidth; tensor math reaches at most its peak (fp4 has its own fraction: its
-# kernels are younger and carry block scales); a layer's fixed cost in a step is between nothing and 0.5 ms; an
-# all-reduce moves data at 20-100 % of the link's per-direction bandwidth.
-BOUNDS = {"bandwidth": (0.3, 0.92), "compute": (0.15, 1.0), "layer_overhead_s": (0.0, 5e-4),
-          "compute_fp4": (0.15, 1.0), "link_bandwidth": (0.2, 1.0)}
+MEASURED = Path(__file__).resolve().parent / "data" / "h200"
+MEASURED_PRODUCT = "NVIDIA-H200"
+MEMORY_BOUND_ROWS = 128   # products of at most this many rows stream their weights (measured: flat up to 128)
+COMPUTE_BOUND_ROWS = 1024  # products of at least this many rows are limited by tensor math
+
+
+def load_measured(name: str) -> list[dict]:
+    return json.loads((MEASURED / name).read_text())["points"]
+
+
+def product_bytes(p: dict) -> float:
+    """Bytes a measured product moves: its weights and input (1 byte a value in fp8, 2 in bf16), its bf16 output."""
+    width = 1 if p["dtype"] == "fp8" else 2
+    return (p["rows_run"] * p["k"] + p["k"] * p["n"]) * width + p["rows_run"] * p["n"] * 2
+
+
+def measured_peaks() -> tuple[float, float]:
+    """(bandwidth, compute): the best fractions of the H200's data-sheet HBM bandwidth and dense tensor peak that
+    any measured product reached (memory-bound: at most MEMORY_BOUND_ROWS rows; compute-bound: at least
+    COMPUTE_BOUND_ROWS), over both runs."""
+    product = product_info(MEASURED_PRODUCT)
+    bw, compute = 0.0, 0.0
+    for name in ("gemm_run1.json", "gemm_run2.json"):
+        for p in load_measured(name):
+            if p["rows_run"] <= MEMORY_BOUND_ROWS:
+                bw = max(bw, product_bytes(p) / p["seconds"] / (product.hbm_gbps * 1e9))
+            if p["rows_run"] >= COMPUTE_BOUND_ROWS:
+                peak = product.tflops("fp8" if p["dtype"] == "fp8" else "16bit") * 1e12
+                compute = max(compute, 2 * p["rows_run"] * p["k"] * p["n"] / p["seconds"] / peak)
+    return bw, compute
+
+
+def measured_layers() -> list[tuple[float, float]]:
+    """(seconds, weight bytes) of one bf16 decoder layer at one token, replayed from a graph, per measured shape,
+    and the weights it streamed."""
+    gemms: dict[str, float] = {}
+    for p in load_measured("gemm_run1.json"):
+        if p["dtype"] == "bf16" and p["tokens"] == 1:
+            gemms[p["model"]] = gemms.get(p["model"], 0.0) + 2 * p["k"] * p["n"]
+    return [(p["layer_graph"], gemms[p["model"]])
+            for p in load_measured("layer_kernels.json") if p["tokens"] == 1]
+
+
+CORNERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 10.0, 50.0)
+
+
+def corner_fit() -> None:
+    """How sharp the roofline's corner is on the H200: each measured product's time fitted as
+    t0 + (bytes / (b x HBM)^p + FLOPs / (c x peak)^p)^(1/p), t0 a fixed cost a product, per precision; for each
+    corner exponent p, the best (b, c, t0) on a grid and its mean squared log error (p = 1: memory and compute
+    time add; large p: the sharp max() the model uses)."""
+    import numpy as np
+
+    product = product_info(MEASURED_PRODUCT)
+    points = load_measured("gemm_run1.json") + load_measured("gemm_run2.json")
+    fractions = np.arange(0.50, 1.001, 0.01)
+    for dtype in ("bf16", "fp8"):
+        mine = [p for p in points if p["dtype"] == dtype]
+        seconds = np.array([p["seconds"] for p in mine])
+        mem = np.array([product_bytes(p) for p in mine]) / (product.hbm_gbps * 1e9)
+        peak = product.tflops("fp8" if dtype == "fp8" else "16bit") * 1e12
+        comp = np.array([2 * p["rows_run"] * p["k"] * p["n"] for p in mine]) / peak
+        print(f"{dtype} products on the {MEASURED_PRODUCT} ({len(mine)} timings):")
+        for p in CORNERS:
+            best = (math.inf, 0.0, 0.0, 0.0)
+            for t0 in np.arange(0.0, 12e-6, 1e-6):
+                m = (mem / fractions[:, None]) ** p  # (fractions, points)
+                c = (comp / fractions[:, None]) ** p
+                pred = t0 + (m[:, None, :] + c[None, :, :]) ** (1 / p)
+                err = np.mean(np.log(pred / seconds) ** 2, axis=2)
+                i, j = np.unravel_index(np.argmin(err), err.shape)
+                if err[i, j] < best[0]:
+                    best = (float(err[i, j]), fractions[i], fractions[j], t0)
+            print(f"  p {p:4g}: mean squared log error {best[0]:.4f} at bandwidth {best[1]:.2f}, compute "
+                  f"{best[2]:.2f}, {best[3] * 1e6:.0f} us a product")
+
+
+def model_layer_s(eff: Efficiency) -> list[float]:
+    """The model's time for one layer of a decode step at one sequence (all-reduces left out: the measured
+    layers ran on one GPU), bf16 on the H200, per measured shape (the order of measured_layers)."""
+    out = []
+    for p in load_measured("layer_kernels.json"):
+        if p["tokens"] != 1:
+            continue
+        preset, tp = ("llama-3.1-8b", 1) if p["model"].startswith("llama-3.1-8b") else ("llama-3.1-70b", 4)
+        row = Row("measured", str(MEASURED), preset, MEASURED_PRODUCT, tp, "bf16", 1, 2, concurrency=1.0)
+        model, _ = model_for(row, eff)
+        seconds, comm_s, _ = model.step(1.0, 0.0, p["context"], 0.0)
+        out.append((seconds - comm_s) / model.layers)
+    return out
+
+
+_BW_MAX, _COMPUTE_MAX = measured_peaks()
+# Bounds of the search: the fractions at most what the H200's products reached (above); fp4 tensor math (no
+# Blackwell measured) at most its peak; a layer's fixed cost in a step between nothing and 0.5 ms; an all-reduce
+# moves data at 20-100 % of the link's per-direction bandwidth.
+BOUNDS = {"bandwidth": (0.3, round(_BW_MAX, 2)), "compute": (0.15, round(_COMPUTE_MAX, 2)),
+          "layer_overhead_s": (0.0, 5e-4), "compute_fp4": (0.15, 1.0), "link_bandwidth": (0.2, 1.0)}
 START = {"bandwidth": 0.7, "compute": 0.5, "layer_overhead_s": 5e-5, "compute_fp4": 0.5, "link_bandwidth": 1.0}
 
 
@@ -252,9 +340,21 @@ def _print_summary(title: str, s: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--summary", action="store_true", help="only the fit and the summaries")
+    parser.add_argument("--corner", action="store_true", help="fit the measured products' roofline corner, then stop")
     args = parser.parse_args(argv)
+    if args.corner:
+        corner_fit()
+        return 0
     fit_rows = [r for r in rows() if r.set == "fit"]
     eff = rounded(fit(fit_rows))
+    print(f"Measured on an {MEASURED_PRODUCT} ({MEASURED.relative_to(ROOT)}): products streamed at up to "
+          f"{_BW_MAX:.2f} of the data sheet's HBM bandwidth and computed at up to {_COMPUTE_MAX:.2f} of its dense "
+          f"peak (the search's upper bounds). A bf16 decoder layer at one token, replayed from a graph, against the "
+          f"model's decode step at one sequence (committed constants, all-reduces left out):")
+    for (measured, weights), modelled in zip(measured_layers(), model_layer_s(CALIBRATED), strict=True):
+        print(f"  {weights / 1e6:4.0f} MB of weights: measured {measured * 1e6:4.0f} us, model {modelled * 1e6:4.0f} us "
+              f"({modelled / measured - 1:+.0%})")
+    print()
     print(f"Fit on {len(fit_rows)} rows of {pub.FIT_SOURCE}:")
     print(f"  {describe(eff)}\n  (committed in perf_model.CALIBRATED: {describe(CALIBRATED)});\n"
           f"  mean squared log error {loss(eff, fit_rows):.4f}")
