@@ -288,6 +288,7 @@ class Operator(Policy):
 # The decision's constants (decision.py) a sweep may set; every run starts from the shipped values.
 OPERATOR_DEFAULTS = {n: getattr(decision, n) for n in (
     "LEVEL_QUANTILE", "KEEP_QUANTILE", "SCALE_DOWN_MARGIN", "TREND_NOISE_RATIO", "TREND_MAX_GROWTH", "HEADROOM_BETA",
+    "CALM_BETA",
     "KEEP_STARTING_SPENT", "SURPRISE_MEMORY_S", "SURPRISE_NOISE", "SURPRISE_PRIOR_S",
     "SURPRISE_MIN_REPLICAS")}
 # The operator's knobs on the main tuning grid (POLICIES): spec fields (snake_case) or OPERATOR_DEFAULTS names.

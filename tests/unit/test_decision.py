@@ -724,3 +724,23 @@ def test_learned_headroom_learns_no_burst_from_a_compute_time_fit_that_moves():
     assert max(seen) > 1.3 * min(seen[5:]), "the load in sequences moved with the fit"
     assert d.engine.headroom == 1.0, state.surprises
     assert all(x == 1.0 for _, x in state.surprises)
+
+
+def test_calm_traffic_keeps_the_calm_square_root_spare(monkeypatch):
+    # with the learned headroom on, traffic that has shown no burst within SURPRISE_MEMORY_S keeps CALM_BETA x sqrt(R)
+    # spare; once a burst is remembered, HEADROOM_BETA; with the learned headroom off, always HEADROOM_BETA
+    monkeypatch.setattr(D, "HEADROOM_BETA", 1.5)
+    monkeypatch.setattr(D, "CALM_BETA", 0.5)
+    view = D.EngineView(0, 64, 0, 0, "")
+    assert view.replicas_for(320, 0.5) == math.ceil(10 + 1.5 * math.sqrt(10))
+    calm_view = D.EngineView(0, 64, 0, 0, "", calm=True)
+    assert calm_view.replicas_for(320, 0.5) == math.ceil(10 + 0.5 * math.sqrt(10))
+    span = int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600
+    smooth = _learned(False, span)
+    assert smooth.engine.calm and smooth.engine.headroom == 1.0
+    bursty = _learned(True, span)
+    assert not bursty.engine.calm and bursty.engine.headroom > 1.0
+    assert bursty.raw_recommendation > smooth.raw_recommendation
+    off = decide(warm(), _engine(60.0, 4), spec(target_utilization=0.5, learned_headroom_max=1.0), 4, now=0.0,
+                 cold_start_s=240)
+    assert not off.engine.calm

@@ -52,7 +52,8 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      (``LEVEL_QUANTILE``) of those loads, what the last cold start needed rather than its latest reading, the trend is the smallest Theil-Sen slope (median of pairwise slopes) of
      the span and of each of its thirds (a ramp rises in all three, a step or a burst leaves one flat), extrapolated over the horizon once the
      loads span half of it and the rise stands out of the noise around the line, never down and at most to ``TREND_MAX_GROWTH`` x the level. Replicas needed: square-root staffing, R = forecast / (targetUtilization x
-     slots), ceil(R + HEADROOM_BETA x sqrt(R)).
+     slots), ceil(R + beta x sqrt(R)), beta = ``HEADROOM_BETA``, or ``CALM_BETA`` while the learned headroom (below)
+     is on and remembers no burst.
    * learned headroom: a forecast of the arrival rates (made as the one above, from the rates alone: the load in
      sequences also moves with the compute-time fit) is checked one horizon later against the rates that horizon saw
      (the same quantile); the largest ratio of the last ``SURPRISE_MEMORY_S`` (at most ``learnedHeadroomMax``;
@@ -363,6 +364,11 @@ MAX_LOADS = 120
 # targetUtilization and learnedHeadroomMax: one at a time around the previous defaults, the sweep could not see that
 # a higher utilization with more square-root spare costs less at the same SLO.
 HEADROOM_BETA = 1.5
+# The square-root spare while the learned headroom is on and remembers no burst (calm traffic: a ramp the forecast
+# follows, Poisson noise); HEADROOM_BETA once a burst is remembered. The same as HEADROOM_BETA until its tuning is
+# checked end to end: 1 is the main grid's pick on the tuning traces (10 % fewer GPU-hours there; session note
+# of 2026-12-04).
+CALM_BETA = 1.5
 # A replica still starting is not cancelled once this share of its cold start is spent: what is left of its cold
 # start costs less than ordering it again if the load comes back, and cancelling it throws the spent part away
 # (0.25 over 0.5 and never: the same GPU-hours, 0 % of the pods deleted before Ready instead of 3 %).
@@ -401,10 +407,12 @@ class EngineView:
     history_s: float = 0.0   # how far back the loads go
     floor_load: float = 0.0  # the peak load of the last burstMemorySeconds kept standing (0: off)
     headroom: float = 1.0    # learned headroom: the factor on the forecast (burst_headroom)
+    calm: bool = False       # the learned headroom is on and remembers no burst: the square-root spare is CALM_BETA
 
     def replicas_for(self, load: float, utilization: float) -> int:
         r = load / (utilization * self.slots_per_replica)
-        return math.ceil(r + HEADROOM_BETA * math.sqrt(max(r, 0.0)) - 1e-9)
+        beta = CALM_BETA if self.calm else HEADROOM_BETA
+        return math.ceil(r + beta * math.sqrt(max(r, 0.0)) - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -587,7 +595,7 @@ def decide(
         ready_n = min(cur, reading.pods_used)
         view = EngineView(reading.in_flight, slots_total / reading.pods_used, forecast, horizon, sat, x,
                           ready_n, max(0, cur - ready_n), keep_load, now - new_state.loads[0][0], floor_load,
-                          headroom)
+                          headroom, spec.learned_headroom_max > 1 and headroom <= 1.0)
         if sat:
             new_state.saturated_since = state.saturated_since if state.saturated_since is not None else now
         else:
