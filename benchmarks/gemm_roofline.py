@@ -29,6 +29,8 @@ import time
 
 import torch
 
+from gpu_timing import graph_seconds
+
 # (in K, out N) of each linear layer of one decoder layer, per GPU. qkv: query heads x 128 + 2 x KV heads x 128;
 # gate_up: the two MLP projections fused, as the engines run them.
 SHAPES = {
@@ -59,32 +61,8 @@ def time_point(dtype: str, ws: list[torch.Tensor], m: int, device: str) -> float
     layers, k = len(ws), ws[0].shape[1]
     x = torch.randn(m, k, device=device, dtype=torch.bfloat16).to(ws[0].dtype)
     one = torch.ones((), device=device, dtype=torch.float32)
-    if device == "cpu":
-        product(dtype, x, ws[0], one)
-        start = time.perf_counter()
-        for _ in range(REPLAYS):
-            for w in ws:
-                product(dtype, x, w, one)
-        return (time.perf_counter() - start) / REPLAYS / layers
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for w in ws:  # warm the kernels' selection outside the capture
-            product(dtype, x, w, one)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = [product(dtype, x, w, one) for w in ws]
-    for _ in range(WARMUP):
-        graph.replay()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    begin.record()
-    for _ in range(REPLAYS):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    del outs, graph
-    return begin.elapsed_time(end) / 1e3 / REPLAYS / layers
+    return graph_seconds(lambda: [product(dtype, x, w, one) for w in ws], device, warmup=WARMUP,
+                         replays=REPLAYS) / layers
 
 
 def main() -> int:

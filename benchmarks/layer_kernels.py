@@ -28,6 +28,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from gpu_timing import graph_seconds
+
 # hidden, query heads, KV heads, MLP width (per GPU), head dim 128
 SHAPES = {
     "llama-3.1-8b TP1": (4096, 32, 8, 14336),
@@ -44,30 +46,7 @@ REPLAYS = 10
 
 def timed(fn, device: str) -> float:
     """Seconds of one call of ``fn`` (mean over REPEAT x REPLAYS, from a CUDA graph on a GPU)."""
-    if device == "cpu":
-        fn()
-        start = time.perf_counter()
-        for _ in range(REPEAT):
-            fn()
-        return (time.perf_counter() - start) / REPEAT
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(REPEAT):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    begin.record()
-    for _ in range(REPLAYS):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return begin.elapsed_time(end) / 1e3 / REPLAYS / REPEAT
+    return graph_seconds(fn, device, repeat=REPEAT, replays=REPLAYS)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
