@@ -205,6 +205,24 @@ def test_arrival_rate_counts_finished_and_the_growth_of_in_flight():
     assert r.offered_load == pytest.approx(2.0 * 1.0)  # 1 s compute per request
 
 
+def test_a_replica_that_turned_ready_within_the_window_does_not_count_the_arrivals_twice():
+    def E(s, pending):
+        return TritonCounters(0, s * 1e6, s, pending=pending, trtllm_waiting=0.0, active=pending, slots=64.0)
+    # 10 req/s throughout. "old" took them all for the first 45 s of the window (450), then "new" turned Ready and
+    # took them all for the last 15 s (150): 600 arrivals in 60 s. Per-pod rates summed said 450/60 + 150/15 = 17.5.
+    samples = {"old": [(-15, E(0, 0)), (0, E(150, 0)), (15, E(300, 0)), (30, E(450, 0)), (45, E(600, 0)),
+                       (60, E(600, 0))],
+               "new": [(45, E(0, 0)), (60, E(150, 0))]}
+    r = window_ratio(samples, now=60, window_s=60, signal="engine")
+    assert r.pods_used == 2
+    assert r.arrival_rate == pytest.approx(10.0)
+    # a pod sampled before the window whose scrapes failed at its start keeps its own span: 5 req/s each
+    samples = {"a": [(-15, E(0, 0)), (0, E(75, 0)), (15, E(150, 0)), (30, E(225, 0)), (45, E(300, 0)),
+                     (60, E(375, 0))],
+               "b": [(-15, E(0, 0)), (45, E(300, 0)), (60, E(375, 0))]}
+    assert window_ratio(samples, now=60, window_s=60, signal="engine").arrival_rate == pytest.approx(10.0)
+
+
 def test_requests_cancelled_before_scheduling_do_not_dilute_the_compute_time_per_request():
     # 30 s window: 20 requests computed for 2 s each (40 s of compute), and 30 more finished as cancelled while
     # they waited (the TensorRT-LLM model counts them as finished, without engine timing; the request-time

@@ -128,9 +128,10 @@ class RatioReading:
     active: float | None = None
     slots: float | None = None
     slots_full_pods: int = 0  # pods whose batch is full (active >= max)
-    # Requests that arrived per second over the window, summed over pods: finished + growth of what is in
-    # flight (conservation; exact while no pod restarts). Unlike the in-flight count it does not grow with a
-    # backlog, and unlike the finished count it is not capped by capacity. None without in-flight gauges.
+    # Requests that arrived per second over the window, summed over pods: finished + growth of what is in flight
+    # (conservation; exact while no pod restarts). A pod first sampled within the window counts over the longest
+    # span of the pods: it turned Ready there and had no traffic before. Unlike the in-flight count it does not grow
+    # with a backlog, and unlike the finished count it is not capped by capacity. None without in-flight gauges.
     arrival_rate: float | None = None
     # Little's law: Σ compute time / elapsed time = mean requests in compute, per pod
     # that contributed. With the engine's max batch size it gives the occupancy that
@@ -407,7 +408,9 @@ def window_ratio(
     slots_total: float | None = None
     full = 0
     inflight = 0.0
-    arrivals: float | None = 0.0
+    arrivals: float | None = 0.0  # per second, pods sampled before the window began
+    new_arrivals = 0.0  # requests, pods first sampled within the window (divided by the longest span below)
+    longest_span = 0.0
     hist: dict[float, float] | None = None  # request-time bucket deltas summed over the pods used
     for _pod, samples in samples_by_pod.items():
         seq = sorted((s for s in samples), key=lambda x: x[0])
@@ -433,8 +436,13 @@ def window_ratio(
         if span > 0:
             inflight += d.compute / 1e6 / span
             first = in_win[0][1]
+            longest_span = max(longest_span, span)
             if arrivals is not None and first.pending is not None and last.pending is not None and not d.resets:
-                arrivals += max(0.0, d.success + last.pending - first.pending) / span
+                n = max(0.0, d.success + last.pending - first.pending)
+                if seq[0][0] < lo:
+                    arrivals += n / span
+                else:
+                    new_arrivals += n
             else:
                 arrivals = None
         newest = last_t if newest is None else max(newest, last_t)
@@ -458,7 +466,12 @@ def window_ratio(
         trtllm_waiting=waiting_total, kv_cache_fraction=kv_max,
         mean_inflight_per_pod=(inflight / used) if used else None,
         signal=signal, active=active_total, slots=slots_total, slots_full_pods=full,
-        arrival_rate=arrivals if used and active_total is not None else None,
+        # a pod first sampled within the window turned Ready there and received nothing before (the gateway routes
+        # to Ready pods only): its short span's rate, added to the others' window rates, counted the traffic it took
+        # from them twice (a replica turning Ready during a flash crowd read as 1.75x the arrivals and ordered 7
+        # replicas more: autoscale_bench.py). A pod sampled before keeps its own span (a missed scrape shortens it).
+        arrival_rate=arrivals + new_arrivals / longest_span if used and active_total is not None and arrivals is not None
+        and longest_span > 0 else None,
         request_p99_s=request_p99(sorted(hist.items())) if hist else None,
         request_hist_count=hist.get(math.inf, 0.0) if hist else 0.0,
     )
