@@ -484,6 +484,24 @@ def test_saturation_with_replicas_starting_sizes_one_step(monkeypatch):
     assert d.desired_replicas == 10
 
 
+def test_a_backlog_draining_into_replicas_that_turned_ready_orders_nothing_more(monkeypatch):
+    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)  # the saturation step alone
+    # 4 ready replicas, every slot busy with a backlog (600 in flight); the arrivals (4 req/s x 6 s each) keep 24
+    # sequences busy, which 1 replica carries at 50 %
+    s = spec(forecast=False, target_utilization=0.5, max_replicas=40, saturation_seconds=0)
+
+    def backlog(ready):
+        return RatioReading(3.0, reason="Ok", pods_used=ready, signal="engine", active=64.0 * ready,
+                            slots=64.0 * ready, trtllm_waiting=600 - 64.0 * ready, requests=60.0,
+                            compute_us=60 * 6e6, mean_inflight_per_pod=64.0, arrival_rate=4.0)
+    # nothing starting: the busy slots are the demand's lower bound (256 / 32 = 8 replicas)
+    assert decide(warm(), backlog(4), s, 4, now=0).desired_replicas == 8
+    # 2 more starting: the busy slots hold the backlog, which every replica turning Ready fills; the arrivals
+    # need no more than the 6 there are (sized from the busy slots it ordered 8)
+    d = decide(warm(), backlog(4), s, 6, now=0)
+    assert d.desired_replicas == 6, d.message
+
+
 def test_empty_history_holds():
     # A scaler that just started (operator restart): a low first reading does not scale down
     s = spec(target_utilization=0.5, scale_down_stabilization_seconds=0, window_seconds=60)
@@ -500,14 +518,16 @@ def test_empty_history_holds():
 
 
 @pytest.mark.parametrize("utilization", [None, 0.5])
-def test_constant_poisson_rate_scales_at_most_once_per_10_min(utilization):
-    # 4 req/s, 9 s per request: 36 sequences busy; Poisson counts over the 60 s window
-    s = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=20, **(
+@pytest.mark.parametrize("rate", [x / 2 for x in range(1, 49)])
+def test_constant_poisson_rate_scales_at_most_once_per_10_min(utilization, rate):
+    # ``rate`` req/s (0.5 to 24), 9 s per request; Poisson counts over the 60 s window. Every rate: some sit on
+    # the boundary between two replica counts, where the noise alone would flap a replica without hysteresis.
+    s = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=40, **(
         {} if utilization is None else {"target_utilization": utilization}))  # None: the defaults
     rng = __import__("numpy").random.default_rng(3)
     state, cur, events = warm(), 1, []
     for k in range(400):  # 100 min at 15 s
-        arrivals = rng.poisson(4.0 * 60)
+        arrivals = rng.poisson(rate * 60)
         r = RatioReading(0.0, pods_used=cur, signal="engine", active=float(min(arrivals * 9 / 60, 64 * cur)),
                          slots=64.0 * cur, trtllm_waiting=0.0, requests=float(arrivals), compute_us=arrivals * 9e6,
                          mean_inflight_per_pod=arrivals * 9 / 60 / cur, arrival_rate=arrivals / 60)

@@ -78,7 +78,8 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    * saturation: slots full (active >= max, over the ready pods) or KV blocks above ``kvCacheThreshold`` for
      ``saturationSeconds``: one step sized from the demand, the replicas for the load now (as above) in all
      (the load counts the waiting arrivals; the raw in-flight count also holds the queue built up while
-     saturated and overshoots several-fold) with the learned headroom, at least one more than the ready ones; the replicas already starting count, so a sustained
+     saturated and overshoots several-fold) with the learned headroom, at least one more than the ready ones and,
+     while none is starting, at least the busy slots; the replicas already starting count, so a sustained
      saturation does not add one per sync.
    These steps are sized from the backlog: ``maxScaleUpStep`` does not cut them (GPU capacity and
    ``maxReplicas`` do). With ``minReplicas: 0`` the last replica goes only after ``scaleToZeroAfterSeconds``
@@ -345,11 +346,13 @@ FIT_TAU_S = 1800.0  # the fit forgets over half an hour (model or traffic mix ch
 # the keep load from below, so below LEVEL_QUANTILE it changes nothing (0.75, 0.9 and 1 tied).
 LEVEL_QUANTILE = 0.9
 KEEP_QUANTILE = 0.75
-# Scale-down keeps the remaining replicas below this share of targetUtilization (1 over 0.8 and 0.9: 3 % fewer
-# GPU-hours, no pod deleted before Ready at any of them). The hysteresis against scale-up is in the loads it looks
-# at: the forecast's level at least, over the whole last cold start (a margin under 1 was needed while the
-# learned headroom was off: at 1, 12 % of the pods created were deleted before Ready).
-SCALE_DOWN_MARGIN = 1.0
+# Scale-down keeps the remaining replicas below this share of targetUtilization. Under 1 it is hysteresis: at 1
+# the load that orders a replica and the load that lets it go are the same, and at a constant rate the noise in
+# the forecast's level flaps a replica near every such boundary (up to 17 scale events in 90 min at rates of
+# 0.5-24 req/s; 0.95: at most 1; test_constant_poisson_rate_scales_at_most_once_per_10_min). 0.95 over 0.9: 2 % fewer
+# GPU-hours on the tuning traces (1 cost 0.9 % less there: the tuning constants' rates sit between boundaries). The
+# loads it looks at are the forecast's level at least, over the whole last cold start.
+SCALE_DOWN_MARGIN = 0.95
 # The trend counts once the rise it explains over the span is this many times the median absolute residual (4 over
 # 2 and 8).
 TREND_NOISE_RATIO = 4.0
@@ -360,18 +363,19 @@ MAX_LOADS = 120
 # Square-root staffing: replicas = R + HEADROOM_BETA x sqrt(R), R = load / (targetUtilization x slots). The spare
 # capacity a reactive scaler needs for what arrives within one cold start is large, relative to the load, for a
 # small backend and small for a large one (Halfin-Whitt); a fixed utilization alone sizes it the same at every
-# scale. 1.5 over 1 (misses the tuning day's goal) and 2 (12 % more GPU-hours), chosen jointly with
+# scale. 1.5 over 1 (misses the tuning day's goal) and 2 (8 % more GPU-hours), chosen jointly with
 # targetUtilization and learnedHeadroomMax: one at a time around the previous defaults, the sweep could not see that
 # a higher utilization with more square-root spare costs less at the same SLO.
 HEADROOM_BETA = 1.5
 # The square-root spare while the learned headroom is on and remembers no burst (calm traffic: a ramp the forecast
-# follows, Poisson noise); HEADROOM_BETA once a burst is remembered. The same as HEADROOM_BETA until its tuning is
-# checked end to end: 1 is the main grid's pick on the tuning traces (10 % fewer GPU-hours there; session note
-# of 2026-12-04).
-CALM_BETA = 1.5
+# follows, Poisson noise); HEADROOM_BETA once a burst is remembered. On the main grid with targetUtilization and
+# HEADROOM_BETA: 1 over 1.5 (7 % more GPU-hours at the pick's utilization) and 0.5 (misses the tuning steps' goal:
+# the first step after a calm spell meets too little spare).
+CALM_BETA = 1.0
 # A replica still starting is not cancelled once this share of its cold start is spent: what is left of its cold
 # start costs less than ordering it again if the load comes back, and cancelling it throws the spent part away
-# (0.25 over 0.5 and never: the same GPU-hours, 0 % of the pods deleted before Ready instead of 3 %).
+# (0.25 over 0.5 and never: 0 % of the pods deleted before Ready on the tuning traces against 8-9 %; 0.5 saved 0.6 %
+# of the GPU-hours, all on the tuning ramp, by cancelling a replica starting on it).
 KEEP_STARTING_SPENT = 0.25
 # Burst memory (spec.autoscaling.burstMemorySeconds): the peak keep load per bucket of this many seconds.
 PEAK_BUCKET_S = 300.0
@@ -636,7 +640,11 @@ def decide(
             # holds the queue built up while saturated, which the new replicas never see (measured in
             # autoscale_bench.py: sized from in flight, a spike ordered 5x what it needed). At least one more
             # than the ready replicas (a KV cache full of long sequences with few in flight).
-            demand = max(view.load, min(view.in_flight, view.ready * view.slots_per_replica))
+            # While replicas start, the busy slots are no measure of demand: the backlog fills every slot of a
+            # replica that turns Ready, and sized from them each one ordered 2-3 more (autoscale_bench.py's flash
+            # crowd went 13 -> 21 while its backlog drained).
+            busy = 0.0 if view.starting else min(view.in_flight, view.ready * view.slots_per_replica)
+            demand = max(view.load, busy)
             need_sat = max(view.ready + 1, view.replicas_for(demand * view.headroom, spec.target_utilization))
         need_floor = view.replicas_for(view.floor_load, spec.target_utilization) if view.floor_load > 0 else 0
         engine_need = max(need_forecast, need_sat, need_floor)
