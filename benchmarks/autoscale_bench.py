@@ -474,8 +474,9 @@ POLICIES = {
     "hpa-ratio (mode: hpa)": (HpaRatio, [0.01, 0.05, 0.2, 1.0]),
 }
 DEFAULT_POLICIES = ["operator", "keda-inflight", "knative-kpa", "static", "oracle"]
-QUICK_GRIDS = {"operator": [(0.5, 1.0, 0.0, 1.5, 1.5), (0.6, 2.0, 0.0, 1.5, 1.0)], "keda-inflight": [(4, 300), (10, 60), (20, 300)],
-               "knative-kpa": [4, 10], "static": [4, 8], "oracle": [0.7]}
+QUICK_GRIDS = {"operator": [(0.5, 1.0, 0.0, 1.5, 1.5), (0.6, 2.0, 0.0, 1.5, 1.0)],
+               "keda-inflight": [(4, 300), (10, 60), (20, 300)], "knative-kpa": [4, 10], "static": [4, 8],
+               "oracle": [0.7]}
 
 
 # ---- the simulation ----

@@ -470,8 +470,8 @@ def window_ratio(
         # to Ready pods only): its short span's rate, added to the others' window rates, counted the traffic it took
         # from them twice (a replica turning Ready during a flash crowd read as 1.75x the arrivals and ordered 7
         # replicas more: autoscale_bench.py). A pod sampled before keeps its own span (a missed scrape shortens it).
-        arrival_rate=arrivals + new_arrivals / longest_span if used and active_total is not None and arrivals is not None
-        and longest_span > 0 else None,
+        arrival_rate=(arrivals + new_arrivals / longest_span
+                      if used and active_total is not None and arrivals is not None and longest_span > 0 else None),
         request_p99_s=request_p99(sorted(hist.items())) if hist else None,
         request_hist_count=hist.get(math.inf, 0.0) if hist else 0.0,
     )
