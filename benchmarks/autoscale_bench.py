@@ -289,7 +289,7 @@ class Operator(Policy):
 # The decision's constants (decision.py) a sweep may set; every run starts from the shipped values.
 OPERATOR_DEFAULTS = {n: getattr(decision, n) for n in (
     "LEVEL_QUANTILE", "KEEP_QUANTILE", "SCALE_DOWN_MARGIN", "TREND_NOISE_RATIO", "TREND_MAX_GROWTH", "HEADROOM_BETA",
-    "CALM_BETA",
+    "CALM_BETA", "LEARNED_BETA",
     "KEEP_STARTING_SPENT", "SURPRISE_MEMORY_S", "SURPRISE_NOISE", "SURPRISE_PRIOR_S",
     "SURPRISE_MIN_REPLICAS")}
 # The operator's knobs on the main tuning grid (POLICIES): spec fields (snake_case) or OPERATOR_DEFAULTS names.
@@ -300,7 +300,16 @@ SWEEP = {"target_utilization": (0.6, 0.7, 0.8, 0.9), "learned_headroom_max": (1.
          "KEEP_QUANTILE": (0.75, 0.9, 1.0), "SCALE_DOWN_MARGIN": (0.9, 0.95, 1.0), "TREND_NOISE_RATIO": (2.0, 4.0, 8.0),
          "TREND_MAX_GROWTH": (1.25, 1.5, 2.0), "HEADROOM_BETA": (1.0, 1.5, 2.0), "KEEP_STARTING_SPENT": (0.25, 0.5, 10.0),
          "burst_memory_seconds": (0, 1800, 3600), "SURPRISE_MEMORY_S": (1800.0, 3600.0, 7200.0),
-         "SURPRISE_NOISE": (1.05, 1.1, 1.2), "SURPRISE_MIN_REPLICAS": (0.0, 0.5, 1.0)}
+         "SURPRISE_NOISE": (1.05, 1.1, 1.2), "SURPRISE_MIN_REPLICAS": (0.0, 0.5, 1.0),
+         # the utilization and spare once the headroom is learned, together (they trade off, as the main grid's
+         # pair does); 0: off
+         "learned_utilization,LEARNED_BETA": tuple((u, b) for u in (0.0, 0.7, 0.8, 0.9) for b in (0.0, 0.5, 1.0)
+                                                 if u or b == 0.5)}
+
+
+def _sweep_value(name: str, value) -> tuple:
+    """(name, value) pairs of one SWEEP entry's value: a comma-separated name sets its values together."""
+    return tuple(zip(name.split(","), value)) if "," in name else ((name, value),)
 
 
 def _hpa_step(current, desired, behavior, history, now):
@@ -826,7 +835,7 @@ def sweep(n_seeds: int, n_jobs: int, base: tuple = ()) -> None:
     value's figures and the value the tuning rule picks (tuned_knob) per constant. ``base``: (name, value) pairs set
     before each swept value (e.g. the learned headroom on, to sweep its constants)."""
     started = time.time()
-    configs = sorted({base + ((n, v),) for n, values in SWEEP.items() for v in values})
+    configs = sorted({base + _sweep_value(n, v) for n, values in SWEEP.items() for v in values})
     jobs = [("operator", c, tr, seed) for c in configs for tr, _, _ in TUNE_TRACES
             for seed in range(101, 101 + n_seeds)]
     jobs += [(n, k, tr, seed) for n in PEERS for k in POLICIES[n][1] for tr, _, _ in TUNE_TRACES
@@ -836,10 +845,10 @@ def sweep(n_seeds: int, n_jobs: int, base: tuple = ()) -> None:
     print(f"sweep ({len(jobs)} simulations, {n_seeds} seed(s) per tuning trace, {time.time() - started:.0f} s); goal "
           + ", ".join(f"{tr} {100 * g:.2f} %" for tr, g in goals.items()))
     for n, values in SWEEP.items():
-        grid = [base + ((n, v),) for v in values]
+        grid = [base + _sweep_value(n, v) for v in values]
         pick = tuned_knob(res, "operator", grid, goals)
         for c in grid:
-            print(f"  {_knob(c[-1:]):32s} " + tuning_figures(res, "operator", c)
+            print(f"  {_knob(c[len(base):]):32s} " + tuning_figures(res, "operator", c)
                   + f"; deleted before Ready {100 * churn_share(res, 'operator', c):.0f} %"
                   + ("  <- picked" if c == pick else ""))
 

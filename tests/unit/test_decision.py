@@ -637,10 +637,12 @@ def test_burst_memory_off_keeps_no_peaks():
 HMAX = 1.5  # learnedHeadroomMax in the tests of the learned headroom
 
 
-def _learned(bursty: bool, until_s: int, burst_until_s: int | None = None, state=None):
+def _learned(bursty: bool, until_s: int, burst_until_s: int | None = None, state=None, learned: float = 0.0):
     """60 sequences busy (in flight), with a 2-minute burst to 120 every 15 min when ``bursty`` (until
-    ``burst_until_s``); 4 replicas of 64 slots, utilization 0.5, cold start 4 min. Returns the last decision."""
-    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=HMAX)
+    ``burst_until_s``); 4 replicas of 64 slots, utilization 0.5 (``learned``: learnedUtilization, off by default),
+    cold start 4 min. Returns the last decision."""
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=HMAX,
+             learned_utilization=learned)
     state = state or ScalerState(since=0.0)
     d = None
     for t in range(0, until_s, 15):
@@ -764,3 +766,30 @@ def test_calm_traffic_keeps_the_calm_square_root_spare(monkeypatch):
     off = decide(warm(), _engine(60.0, 4), spec(target_utilization=0.5, learned_headroom_max=1.0), 4, now=0.0,
                  cold_start_s=240)
     assert not off.engine.calm
+
+
+def test_a_scaler_that_has_learned_its_bursts_sizes_at_the_learned_utilization(monkeypatch):
+    # once the scaler has watched a whole SURPRISE_MEMORY_S, the learned headroom stands for the bursts: replicas at
+    # learnedUtilization with LEARNED_BETA x sqrt(R) spare, times the headroom; a younger one (a new backend, an
+    # operator restart) keeps targetUtilization and the larger spare for the bursts it has not seen yet
+    monkeypatch.setattr(D, "LEARNED_BETA", 0.5)
+    monkeypatch.setattr(D, "CALM_BETA", 1.0)
+    memory = int(D.SURPRISE_MEMORY_S)
+    young = _learned(False, memory - 300, learned=0.8)
+    assert not young.engine.learned
+    assert young.engine.replicas_for(320, 0.5) == math.ceil(10 + 1.0 * math.sqrt(10))
+    smooth = _learned(False, memory + 600, learned=0.8)
+    assert smooth.engine.learned == pytest.approx(0.8 / 0.5)
+    assert smooth.engine.replicas_for(320, 0.5) == math.ceil(320 / (0.8 * 64) + 0.5 * math.sqrt(320 / (0.8 * 64)))
+    assert smooth.raw_recommendation < young.raw_recommendation  # 60 in flight: 2 replicas instead of 4
+    assert "utilization 0.8 (learned" in smooth.message and "learned over" not in young.message
+    # bursty traffic: the same utilization, and the learned headroom keeps the spare its bursts needed
+    bursty = _learned(True, memory + 600, learned=0.8)
+    assert bursty.engine.learned and bursty.engine.headroom > 1.0
+    assert bursty.raw_recommendation > smooth.raw_recommendation
+    # a targetUtilization above learnedUtilization is not lowered; the spare is still LEARNED_BETA's
+    high = _learned(False, memory + 600, learned=0.4)
+    assert high.engine.learned == 1.0
+    assert high.engine.replicas_for(320, 0.5) == math.ceil(10 + 0.5 * math.sqrt(10))
+    # off
+    assert not _learned(False, memory + 600).engine.learned

@@ -237,12 +237,13 @@ def test_churn_shows_in_status_and_warns_once():
     spec = {"model": MODEL, "engine": {"maxSeqLen": 4096}, "autoscaling": autoscaling}
     live = served(first_pass(spec), ready=1)
     warning = coldstart.churn_warning(4)
-    extra = {"signal": "engine", "load": "12.0", "readyReplicas": 1, "startingReplicas": 2,
+    extra = {"signal": "engine", "load": "12.0", "readyReplicas": 1, "startingReplicas": 2, "utilization": "0.8",
              "podsDeletedBeforeReady": 4, "churnWarning": warning}
     scale = ScaleDecision(3, "ForecastLoad", "steady", "1.000", None, extra, None)
     decision = settle(spec, live, scale_decision=scale, hpas=[])
     auto = decision.status.autoscaling
     assert (auto.load, auto.ready_replicas, auto.starting_replicas, auto.pods_deleted_before_ready) == ("12.0", 1, 2, 4)
+    assert auto.utilization == "0.8"
     assert [(t, r) for t, r, _ in decision.events if r == cond.AUTOSCALER_CHURN] == [("Warning", cond.AUTOSCALER_CHURN)]
     again = decide(Observed(backend(spec, {"autoscaling": {"churnWarning": warning}}), NODES, children=live,
                             scale_decision=scale, hpas=[]))

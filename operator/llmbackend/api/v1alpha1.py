@@ -493,6 +493,15 @@ class AutoscalingSpec(_Model):
                     "(every backend keeps only targetUtilization's and the square-root spare); see "
                     "docs/autoscaling.md.",
     )
+    learned_utilization: float = Field(
+        default=0.8, ge=0, le=1,
+        description="Once the scaler has watched its traffic for a whole memory of the learned headroom (30 minutes), "
+                    "the learned headroom stands for the bursts it saw: replicas are sized at this share of the batch "
+                    "slots (never below targetUtilization) with less square-root spare, times the learned headroom. "
+                    "Until then (a new backend, an operator restart) targetUtilization and the larger spare stand for "
+                    "bursts not seen yet. 0: off. Needs learnedHeadroomMax > 1. Chosen on the tuning traces of "
+                    "benchmarks/autoscale_bench.py; see docs/autoscaling.md.",
+    )
     scale_to_zero_after_seconds: int = Field(
         default=900, ge=0, le=86400,
         description="With minReplicas 0: idle (nothing in flight, no request finished) this long before the last replica goes.",
@@ -1009,6 +1018,10 @@ class AutoscalingStatus(_Model):
         description="The factor on the forecast learned from the load's own bursts (the largest rise over a forecast "
                     "within one cold start, remembered for 30 minutes; 1.00 for smooth traffic and with "
                     "learnedHeadroomMax 1).")
+    utilization: str | None = Field(
+        default=None,
+        description="The share of the batch slots the last decision sized replicas for: targetUtilization, or "
+                    "learnedUtilization once the scaler has watched its traffic for 30 minutes.")
     cold_start_seconds: int | None = Field(default=None, description="Pod creation to Ready, as used for the forecast.")
     cold_start_source: str | None = Field(default=None, description="Where coldStartSeconds comes from (learned from N pods, spec, default).")
     request_p99_seconds: str | None = Field(
