@@ -377,7 +377,7 @@ CALM_BETA = 1.0
 # The square-root spare once this scaler has watched a whole SURPRISE_MEMORY_S (spec.autoscaling.learnedUtilization
 # 0.8): the learned headroom then stands for the bursts, and the larger spare stays only for a new scaler. Chosen with
 # learnedUtilization by `--sweep` (the pair, on the tuning traces at the main grid's pick): 0.5 at 0.8 met every goal
-# at 25.2 GPU-hours against 34.5 with it off; 0 missed the goals at every utilization, 1 cost 12-16 % more.
+# at 25.2 GPU-hours against 34.6 with it off; 0 missed the goals at every utilization, 1 cost 12-16 % more.
 LEARNED_BETA = 0.5
 # A replica still starting is not cancelled once this share of its cold start is spent: what is left of its cold
 # start costs less than ordering it again if the load comes back, and cancelling it throws the spent part away
