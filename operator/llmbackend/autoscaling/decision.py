@@ -377,7 +377,7 @@ CALM_BETA = 1.0
 # The square-root spare once this scaler has watched a whole SURPRISE_MEMORY_S (spec.autoscaling.learnedUtilization
 # 0.8): the learned headroom then stands for the bursts, and the larger spare stays only for a new scaler. Chosen with
 # learnedUtilization by `--sweep` (the pair, on the tuning traces at the main grid's pick): 0.5 at 0.8 met every goal
-# at 25.2 GPU-hours against 34.6 with it off; 0 missed the goals at every utilization, 1 cost 12-16 % more.
+# at 25.2 GPU-hours against 34.6 with it off; 0 missed the goals at every utilization, 1 cost 5-17 % more.
 LEARNED_BETA = 0.5
 # A replica still starting is not cancelled once this share of its cold start is spent: what is left of its cold
 # start costs less than ordering it again if the load comes back, and cancelling it throws the spent part away
@@ -419,7 +419,8 @@ class EngineView:
     floor_load: float = 0.0  # the peak load of the last burstMemorySeconds kept standing (0: off)
     headroom: float = 1.0    # learned headroom: the factor on the forecast (burst_headroom)
     calm: bool = False       # the learned headroom is on and remembers no burst: the square-root spare is CALM_BETA
-    learned: float = 0.0     # the learned headroom has watched a whole memory: the factor on targetUtilization; 0: not
+    learned: float = 0.0     # this scaler has watched a whole memory: the factor on targetUtilization (spare
+    #                          LEARNED_BETA, whether calm or not); 0: not yet
 
     def replicas_for(self, load: float, utilization: float) -> int:
         r = load / (utilization * (self.learned or 1.0) * self.slots_per_replica)
