@@ -465,7 +465,8 @@ class AutoscalingSpec(_Model):
         description="Share of the engine's batch slots to fill: R = load (forecast one cold start ahead, times the "
                     "learned headroom) / (targetUtilization x slots per replica), plus square-root spare capacity "
                     "(a multiple of sqrt(R): what arrives within a cold start, relatively larger for small "
-                    "backends). Chosen with learnedHeadroomMax and that multiple on the tuning traces of "
+                    "backends). Once the scaler has watched its traffic for 30 minutes, learnedUtilization applies "
+                    "when it is higher. Chosen with learnedHeadroomMax and that multiple on the tuning traces of "
                     "benchmarks/autoscale_bench.py; see docs/autoscaling.md.",
     )
     saturation_seconds: int = Field(
