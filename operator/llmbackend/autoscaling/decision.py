@@ -422,8 +422,12 @@ class EngineView:
     learned: float = 0.0     # this scaler has watched a whole memory: the factor on targetUtilization (spare
     #                          LEARNED_BETA, whether calm or not); 0: not yet
 
+    def utilization_in_use(self, utilization: float) -> float:
+        """``utilization`` (targetUtilization, or a share of it) as this decision applies it: raised once learned."""
+        return utilization * (self.learned or 1.0)
+
     def replicas_for(self, load: float, utilization: float) -> int:
-        r = load / (utilization * (self.learned or 1.0) * self.slots_per_replica)
+        r = load / (self.utilization_in_use(utilization) * self.slots_per_replica)
         beta = LEARNED_BETA if self.learned else CALM_BETA if self.calm else HEADROOM_BETA
         return math.ceil(r + beta * math.sqrt(max(r, 0.0)) - 1e-9)
 
@@ -646,7 +650,8 @@ def decide(
         if view.headroom > 1.0:
             base += f", headroom x{view.headroom:.2f}"
         if view.learned:
-            base += f", utilization {spec.target_utilization * view.learned:g} (learned over {SURPRISE_MEMORY_S:.0f}s)"
+            base += (f", utilization {view.utilization_in_use(spec.target_utilization):g}"
+                     f" (learned over {SURPRISE_MEMORY_S:.0f}s)")
         need_forecast = view.replicas_for(view.forecast * view.headroom, spec.target_utilization)
         need_sat = 0
         sustained = (view.saturated and new_state.saturated_since is not None

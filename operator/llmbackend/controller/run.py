@@ -342,7 +342,7 @@ class Operator:
             extra["inFlight"] = f"{decision.engine.in_flight:g}/{decision.engine.slots_per_replica * (reading.pods_used or 0):g}"
             extra["forecastInFlight"] = f"{decision.engine.forecast:.1f}"
             extra["burstHeadroom"] = f"{decision.engine.headroom:.2f}"
-            extra["utilization"] = f"{target.spec.target_utilization * (decision.engine.learned or 1.0):g}"
+            extra["utilization"] = f"{decision.engine.utilization_in_use(target.spec.target_utilization):g}"
             extra["load"] = f"{decision.engine.load:.1f}"
             extra["readyReplicas"] = decision.engine.ready
             extra["startingReplicas"] = decision.engine.starting
