@@ -251,6 +251,48 @@ def test_scales_up_under_a_load_step_and_back_down_with_no_failed_request(cluste
     assert operator.proc.poll() is None, operator.log_tail()
 
 
+def test_an_operator_restart_resumes_what_the_scaler_learned(cluster, operator, namespace):
+    """status.autoscaling.memory goes through the real API server (the CRD's schema keeps it, the status subresource
+    takes it) and a restarted operator resumes it: a backend watched for an hour is sized at learnedUtilization at
+    once, not as a new one for 30 minutes."""
+    name = "auto-memory"
+    with Recorder(_kubeconfig(cluster), namespace, name) as rec, \
+            PodTritons(_kubeconfig(cluster), namespace, name, ITERATION_S) as tritons:
+        try:
+            _serving(rec, name, namespace, operator, cluster, targetUtilization=0.5, learnedUtilization=1.0)
+            young = wait_for(lambda: (s := rec.latest())["autoscaling"].get("memory")
+                             and s["autoscaling"].get("utilization") and s, timeout=60, what="the scaler's memory")
+            # as if this operator had watched the backend for an hour: stopped, its memory edited, started again
+            operator.stop()
+            now = time.time()
+            memory = {**young["autoscaling"]["memory"], "watchingSince": _rfc3339(now - 3600),
+                      "lastSeen": _rfc3339(now // D.PEAK_BUCKET_S * D.PEAK_BUCKET_S),
+                      "bursts": [{"start": _rfc3339(now // D.PEAK_BUCKET_S * D.PEAK_BUCKET_S), "headroom": 1.25}]}
+            cluster.kube.patch_status("LLMBackend", namespace, name, {"autoscaling": {"memory": memory}})
+            t_restart = rec.now()
+            operator.start()
+            resumed = wait_for(lambda: (s := rec.latest())["t"] > t_restart and s["autoscaling"].get("reason")
+                               not in (None, "AwaitingMetrics") and s["autoscaling"].get("utilization") == "1" and s,
+                               timeout=120, what="a decision of the restarted operator at the learned utilization")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}{_diag(rec, operator, tritons=tritons)}") from None
+        timeline = _diag(rec, operator, tritons=tritons)
+    # before the restart: a new scaler, at targetUtilization, its memory in status as the API server stored it
+    assert young["autoscaling"]["utilization"] == "0.5", timeline
+    assert set(young["autoscaling"]["memory"]) == {"watchingSince", "lastSeen", "bursts"}, timeline
+    # after it: the memory resumed (the hour it was watched, its burst) and kept in the new operator's own writes
+    auto = resumed["autoscaling"]
+    assert "learned over" in auto["message"] and "headroom x1.25" in auto["message"], timeline
+    assert auto["burstHeadroom"] == "1.25" and auto["memory"]["watchingSince"] == memory["watchingSince"], timeline
+    # the status stayed through the restart: no pass of the new operator wrote the memory away before it was read
+    assert all(s["autoscaling"].get("memory") for s in rec.samples if s["t"] > t_restart), timeline
+    assert operator.proc.poll() is None, operator.log_tail()
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
 @pytest.mark.skipif(prometheus_binary() is None,
                     reason="prometheus binary not found: apt-get install -y --no-install-recommends prometheus (Debian)")
 def test_prometheus_source_scales_up_under_load(cluster, operator, namespace, tmp_path):

@@ -52,7 +52,7 @@ def test_churn_counts_pods_deleted_before_ready():
 
 
 def test_starting_ages_are_the_not_ready_pods_ages():
-    t0 = coldstart._ts("2026-01-01T10:00:00Z")
+    t0 = coldstart.epoch_seconds("2026-01-01T10:00:00Z")
     assert t0 is not None
     pods = [pod("ready", "2026-01-01T10:00:00Z", "2026-01-01T10:04:00Z"),
             pod("young", "2026-01-01T10:09:00Z"),

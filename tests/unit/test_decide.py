@@ -169,6 +169,36 @@ def test_the_autoscalers_decision_sets_replicas_target_and_an_event():
     assert fixed.autoscale_target is None, "not the operator's to scale"
 
 
+MEMORY = {"watchingSince": "2026-12-03T00:00:00Z", "lastSeen": "2026-12-03T01:00:00Z",
+          "bursts": [{"start": "2026-12-03T00:55:00Z", "headroom": 1.4}]}
+
+
+@pytest.mark.parametrize("memory, kept", [
+    (MEMORY, True),
+    # the CR's status is not only ours to write: what the API does not read is dropped, never a failed pass
+    ({"watchingSince": "2026-12-03T00:00:00Z"}, False),
+    ({**MEMORY, "bursts": [{"start": "2026-12-03T00:55:00Z", "headroom": 1.4}] * 17}, False),
+    ("a string", False),
+])
+def test_the_learned_memory_waits_in_status_for_the_scaler_that_resumes_it(memory, kept):
+    # after an operator restart the first passes have no decision yet: status.autoscaling.memory stays for the new
+    # scaler (handed over in the autoscale target), until that scaler's first decision writes its own
+    spec = {"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4}}
+    live = served(first_pass(spec), ready=1)
+    decision = decide(Observed(backend(spec, {"autoscaling": {"memory": memory}}), NODES, children=live, hpas=[]))
+    assert decision.status.autoscaling.reason == "AwaitingMetrics"
+    carried = decision.status.autoscaling.memory
+    assert (carried.model_dump(by_alias=True) if carried else None) == (memory if kept else None)
+    assert decision.autoscale_target is not None
+    assert decision.autoscale_target.memory == (memory if isinstance(memory, dict) else None)
+    # the scaler's decision carries the memory it resumed and extended
+    scale = ScaleDecision(1, "WithinTolerance", "steady", "0.100", None, {"signal": "engine", "memory": MEMORY})
+    after = decide(Observed(backend(spec, {"autoscaling": {"memory": memory}}), NODES, children=live,
+                            scale_decision=scale, hpas=[]))
+    assert after.status.autoscaling.memory is not None
+    assert after.status.autoscaling.memory.model_dump(by_alias=True) == MEMORY
+
+
 def test_a_model_that_fits_nowhere_waits_for_capacity():
     huge = {"architecture": {"numLayers": 200, "hiddenSize": 32768, "numAttentionHeads": 256, "numKeyValueHeads": 16,
                              "headDim": 128, "vocabSize": 256000, "parameterCount": 9_000_000_000_000},

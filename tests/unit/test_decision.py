@@ -793,3 +793,81 @@ def test_a_scaler_that_has_learned_its_bursts_sizes_at_the_learned_utilization(m
     assert high.engine.replicas_for(320, 0.5) == math.ceil(10 + 0.5 * math.sqrt(10))
     # off
     assert not _learned(False, memory + 600).engine.learned
+
+
+def _resumed_decision(memory, now: float, state=None):
+    """The first decision of a scaler after an operator restart: resumed from ``memory`` (status.autoscaling.memory),
+    at ``now``, on _learned's traffic without a burst."""
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=HMAX,
+             learned_utilization=0.8)
+    state = state if state is not None else ScalerState.resumed(memory, now, HMAX)
+    return decide(state, _engine(60.0, 4), s, 4, now=now, cold_start_s=240)
+
+
+def test_an_operator_restart_resumes_what_the_scaler_learned():
+    # a scaler that watched bursty traffic for longer than its memory, as a restarted operator finds it in status
+    before = _learned(True, int(D.SURPRISE_MEMORY_S) + 600, learned=0.8)
+    last = max(t for t, _ in before.state.loads)
+    memory = json.loads(json.dumps(before.state.memory(last)))  # through the API server: JSON
+    assert memory["watchingSince"] == "1970-01-01T00:00:00Z" and memory["bursts"]
+    assert len(memory["bursts"]) <= D.SURPRISE_MEMORY_S / D.PEAK_BUCKET_S + 1
+    # a minute later: resumed, it sizes as the scaler that had watched (learned utilization, the bursts' headroom)
+    resumed = _resumed_decision(memory, last + 60)
+    assert resumed.engine.learned and "learned over" in resumed.message
+    assert resumed.engine.headroom == pytest.approx(before.engine.headroom, abs=0.01) and resumed.engine.headroom > 1
+    assert resumed.state.since == 0.0 and resumed.state.started == last + 60
+    # a new scaler at the same moment has seen nothing: targetUtilization, no headroom
+    fresh = _resumed_decision(None, last + 60, state=ScalerState())
+    assert not fresh.engine.learned and fresh.engine.headroom == 1.0
+    # the memory written after the restart keeps the original start
+    assert resumed.state.memory(last + 60)["watchingSince"] == memory["watchingSince"]
+
+
+def test_a_resumed_scaler_checks_no_forecast_made_before_it_saw_a_horizon_of_rates():
+    # the forecasts checked for surprises need a horizon of rates that this process saw; a resumed `since` is older
+    before = _learned(False, int(D.SURPRISE_MEMORY_S) + 600, learned=0.8)
+    last = max(t for t, _ in before.state.loads)
+    resumed = _resumed_decision(before.state.memory(last), last + 60)
+    assert resumed.engine.learned and resumed.state.forecasts == []
+    # ... while the scaler that kept running checks the forecast it makes now
+    assert _resumed_decision(None, last + 15, state=before.state).state.forecasts
+
+
+@pytest.mark.parametrize("gap_s", [D.MEMORY_GAP_S + D.PEAK_BUCKET_S, -(D.MEMORY_GAP_S + D.PEAK_BUCKET_S)])
+def test_a_memory_not_seen_within_the_gap_is_not_resumed(gap_s):
+    # the operator was down longer than MEMORY_GAP_S (or the clock says the memory is from the future): it missed the
+    # bursts of the gap, so the scaler starts as a new one
+    before = _learned(True, int(D.SURPRISE_MEMORY_S) + 600, learned=0.8)
+    last = max(t for t, _ in before.state.loads)
+    memory = before.state.memory(last)
+    now = D.epoch_seconds(memory["lastSeen"]) + gap_s
+    assert ScalerState.resumed(memory, now, HMAX) == ScalerState()
+    assert ScalerState.resumed(memory, last + 60, HMAX).since == 0.0  # within the gap it is resumed
+    # a scaler younger than its last bucket: watched since after that bucket's start
+    young = {"watchingSince": "1970-01-01T01:04:59Z", "lastSeen": "1970-01-01T01:00:00Z", "bursts": []}
+    assert ScalerState.resumed(young, 3900.0, HMAX).since == 3899.0
+
+
+@pytest.mark.parametrize("memory", [
+    None, "a string", [], {}, {"watchingSince": "yesterday", "lastSeen": "1970-01-01T01:00:00Z"},
+    {"watchingSince": "1970-01-01T01:05:00Z", "lastSeen": "1970-01-01T01:00:00Z"},  # watched since after last seen
+    {"watchingSince": 0, "lastSeen": 3600},
+])
+def test_an_unreadable_memory_is_a_new_scaler(memory):
+    assert ScalerState.resumed(memory, 3700.0, HMAX) == ScalerState()
+
+
+def test_a_forged_memory_sizes_no_differently_than_traffic_could():
+    # status is writable by whoever may write LLMBackend status: a headroom above learnedHeadroomMax is cut to it,
+    # one below 1 raised to 1, entries that are not numbers or times, or lie in the future, are dropped, and no more
+    # than the API's maximum of entries is read
+    now = 3600.0
+    bursts = [{"start": "1970-01-01T00:55:00Z", "headroom": 1e9}, {"start": "1970-01-01T00:50:00Z", "headroom": 0.1},
+              {"start": "1970-01-01T00:45:00Z", "headroom": float("nan")}, {"start": "1970-01-01T00:40:00Z", "headroom": True},
+              {"start": "1970-01-01T00:35:00Z", "headroom": "9"}, {"start": "2099-01-01T00:00:00Z", "headroom": 1.4},
+              {"start": "soon", "headroom": 1.4}, "not a burst", {"headroom": 1.4}]
+    memory = {"watchingSince": "1970-01-01T00:00:00Z", "lastSeen": "1970-01-01T01:00:00Z",
+              "bursts": [{"start": "1970-01-01T00:30:00Z", "headroom": 1.2}] * 1000 + bursts}
+    state = ScalerState.resumed(memory, now, HMAX)
+    assert state.surprises == [(1800.0, 1.2), (3000.0, 1.0), (3300.0, HMAX)]  # one entry per bucket, its largest
+    assert D.burst_headroom(state.surprises, now - state.since, HMAX) == HMAX

@@ -499,8 +499,8 @@ class AutoscalingSpec(_Model):
         description="Once the scaler has watched its traffic for a whole memory of the learned headroom (30 minutes), "
                     "the learned headroom stands for the bursts it saw: replicas are sized at this share of the batch "
                     "slots (never below targetUtilization) with less square-root spare, times the learned headroom. "
-                    "Until then (a new backend, an operator restart) targetUtilization and the larger spare stand for "
-                    "bursts not seen yet. 0: off. Needs learnedHeadroomMax > 1. Chosen on the tuning traces of "
+                    "Until then (a new backend; an operator restart resumes status.autoscaling.memory) targetUtilization "
+                    "and the larger spare stand for bursts not seen yet. 0: off. Needs learnedHeadroomMax > 1. Chosen on the tuning traces of "
                     "benchmarks/autoscale_bench.py; see docs/autoscaling.md.",
     )
     scale_to_zero_after_seconds: int = Field(
@@ -1005,6 +1005,29 @@ class EndpointStatus(_Model):
     openai_port: int | None = Field(default=None, description="Port of the OpenAI-compatible API (when serving.openai).")
 
 
+SCALER_MEMORY_MAX_BURSTS = 16  # status.autoscaling.memory.bursts: 30 minutes of 5-minute buckets is 7
+
+
+class LearnedBurst(_Model):
+    start: str = Field(description="Start of a 5-minute interval (RFC 3339).")
+    headroom: float = Field(
+        description="The largest rise of the arrivals over their forecast within one cold start seen in it (1: none; "
+                    "at most learnedHeadroomMax).")
+
+
+class ScalerMemory(_Model):
+    """What the autoscaler learned of the backend's traffic. Kept in status so that an operator restart (an upgrade, a
+    leader failover) resumes it rather than sizing every backend as a new one for 30 minutes."""
+
+    watching_since: str = Field(description="Since when the autoscaler has watched this backend's traffic (RFC 3339).")
+    last_seen: str = Field(
+        description="The 5-minute interval of the last decision (RFC 3339). An operator that starts more than 10 "
+                    "minutes after it does not resume the memory: it missed the bursts of the gap.")
+    bursts: list[LearnedBurst] = Field(
+        default_factory=list, max_length=SCALER_MEMORY_MAX_BURSTS,
+        description="The burst memory (the last 30 minutes): what status.autoscaling.burstHeadroom is the largest of.")
+
+
 class AutoscalingStatus(_Model):
     current_ratio: str | None = Field(default=None, description="Last measured queue/compute ratio (string, 3 decimals).")
     signal: str | None = Field(
@@ -1044,6 +1067,8 @@ class AutoscalingStatus(_Model):
         default=None, description="Pods deleted before they turned Ready within the last hour (churn).")
     churn_warning: str | None = Field(
         default=None, description="Set while pods were deleted before Ready repeatedly within the last hour: what to do.")
+    memory: ScalerMemory | None = Field(
+        default=None, description="What the autoscaler learned of the traffic, resumed after an operator restart.")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
     reason: str | None = Field(default=None, description="Why the last decision chose desiredReplicas.")

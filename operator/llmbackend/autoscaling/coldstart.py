@@ -20,7 +20,8 @@ MAX_OBSERVATIONS = 16
 _MAX_PLAUSIBLE_S = 2 * 3600.0
 
 
-def _ts(value: Any) -> float | None:
+def epoch_seconds(value: Any) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time as Kubernetes writes it (UTC, whole seconds); None otherwise."""
     if not isinstance(value, str):
         return None
     try:
@@ -31,10 +32,10 @@ def _ts(value: Any) -> float | None:
 
 def pod_cold_start(pod: Mapping[str, Any]) -> float | None:
     """Seconds from creation to Ready of one pod (a Kubernetes Pod dict); None when not Ready or unreadable."""
-    created = _ts((pod.get("metadata") or {}).get("creationTimestamp"))
+    created = epoch_seconds((pod.get("metadata") or {}).get("creationTimestamp"))
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready" and cond.get("status") == "True":
-            ready = _ts(cond.get("lastTransitionTime"))
+            ready = epoch_seconds(cond.get("lastTransitionTime"))
             if created is None or ready is None or not 0 <= ready - created <= _MAX_PLAUSIBLE_S:
                 return None
             return ready - created
@@ -72,7 +73,7 @@ def starting_ages(pods: Iterable[Mapping[str, Any]], now: float) -> list[float]:
     ages = []
     for pod in pods:
         meta = pod.get("metadata") or {}
-        created = _ts(meta.get("creationTimestamp"))
+        created = epoch_seconds(meta.get("creationTimestamp"))
         if created is None or meta.get("deletionTimestamp") or pod_ready(pod):
             continue
         ages.append(max(0.0, now - created))

@@ -55,7 +55,8 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      slots), ceil(R + beta x sqrt(R)), beta = ``HEADROOM_BETA``, or ``CALM_BETA`` while the learned headroom (below)
      is on and remembers no burst. Once this scaler has watched a whole ``SURPRISE_MEMORY_S`` (the learned headroom
      below has had the time to see the traffic's bursts and stands for them): R at ``learnedUtilization`` (when above
-     targetUtilization), beta = ``LEARNED_BETA``.
+     targetUtilization), beta = ``LEARNED_BETA``. An operator restart resumes since when the backend is watched and
+     the burst memory from status.autoscaling.memory (``ScalerState.memory``/``resumed``, within ``MEMORY_GAP_S``).
    * learned headroom: a forecast of the arrival rates (made as the one above, from the rates alone: the load in
      sequences also moves with the compute-time fit) is checked one horizon later against the rates that horizon saw
      (the same quantile); the largest ratio of the last ``SURPRISE_MEMORY_S`` (at most ``learnedHeadroomMax``;
@@ -94,11 +95,13 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
 
 from __future__ import annotations
 
+import datetime
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api.v1alpha1 import AutoscalingSpec
+from ..api.v1alpha1 import SCALER_MEMORY_MAX_BURSTS, AutoscalingSpec
+from .coldstart import epoch_seconds
 from .ratio import REASON_NO_COMPLETIONS, REASON_STALE, RatioReading
 
 SCALED_UP = "ScaledUp"
@@ -151,6 +154,9 @@ class ScalerState:
     forecasts: list[tuple[float, float]] = field(default_factory=list)  # (time, forecast) not one horizon old yet
     rates: list[tuple[float, float]] = field(default_factory=list)  # (time, arrival rate) of the last horizon
     surprises: list[tuple[float, float]] = field(default_factory=list)  # (bucket start, largest seen / forecast)
+    # first decision of this operator's scaler: ``since`` may be older (resumed from status.autoscaling.memory), but
+    # the forecasts checked for surprises need a horizon of rates this process saw
+    started: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +172,7 @@ class ScalerState:
             "forecasts": [[t, x] for t, x in self.forecasts],
             "rates": [[t, x] for t, x in self.rates],
             "surprises": [[t, x] for t, x in self.surprises],
+            "started": self.started,
         }
 
     @classmethod
@@ -182,17 +189,51 @@ class ScalerState:
         forecasts = [(float(t), float(x)) for t, x in d.get("forecasts") or []]
         surprises = [(float(t), float(x)) for t, x in d.get("surprises") or []]
         rates = [(float(t), float(x)) for t, x in d.get("rates") or []]
+        started = d.get("started")
         return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld),
                    d.get("saturatedSince"), d.get("idleSince"), loads,
                    None if not fit else BatchFit(_five(fit[:5]), float(fit[5])), None if since is None else float(since),
-                   peaks, forecasts, rates, surprises)
+                   peaks, forecasts, rates, surprises, None if started is None else float(started))
 
     def last_scale_time_rfc3339(self) -> str | None:
-        if self.last_scale_time is None:
-            return None
-        import datetime as _dt
+        return None if self.last_scale_time is None else _rfc3339(self.last_scale_time)
 
-        return _dt.datetime.fromtimestamp(self.last_scale_time, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    def memory(self, now: float) -> dict[str, Any] | None:
+        """What an operator that restarts resumes (status.autoscaling.memory; ScalerMemory in the API): since when
+        the backend is watched and the burst memory (the largest surprise per bucket). ``lastSeen`` is the start of
+        the bucket of ``now``, so that it changes the status once a bucket, not at every decision. None before the
+        first decision."""
+        if self.since is None:
+            return None
+        return {"watchingSince": _rfc3339(self.since),
+                "lastSeen": _rfc3339(math.floor(now / PEAK_BUCKET_S) * PEAK_BUCKET_S),
+                "bursts": [{"start": _rfc3339(t), "headroom": round(x, 2)}
+                           for t, x in self.surprises[-SCALER_MEMORY_MAX_BURSTS:]]}
+
+    @classmethod
+    def resumed(cls, memory: Any, now: float, cap: float) -> ScalerState:
+        """A new scaler's state from ``memory`` (what ``memory()`` wrote before a restart). A memory last seen more
+        than MEMORY_GAP_S ago missed the bursts of the gap, and anything unreadable is no memory: a new scaler then.
+        The status is writable by whoever may write LLMBackend status: headrooms are kept within [1, ``cap``] and
+        entries from the future are dropped, so a forged memory sizes no differently than traffic could."""
+        if not isinstance(memory, dict):
+            return cls()
+        since, seen = epoch_seconds(memory.get("watchingSince")), epoch_seconds(memory.get("lastSeen"))
+        if since is None or seen is None or since >= seen + PEAK_BUCKET_S or abs(now - seen) > MEMORY_GAP_S:
+            return cls()
+        bursts: dict[float, float] = {}  # bucket start -> its largest headroom
+        for burst in (memory.get("bursts") or [])[-SCALER_MEMORY_MAX_BURSTS:]:
+            start = epoch_seconds(burst.get("start")) if isinstance(burst, dict) else None
+            headroom = burst.get("headroom") if isinstance(burst, dict) else None
+            if start is None or start > now or isinstance(headroom, bool) or not isinstance(headroom, int | float) \
+                    or not math.isfinite(headroom):
+                continue
+            bursts[start] = max(bursts.get(start, 1.0), min(max(float(headroom), 1.0), cap))
+        return cls(since=since, surprises=_forget_peaks(sorted(bursts.items()), now, SURPRISE_MEMORY_S))
+
+
+def _rfc3339(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -390,7 +431,7 @@ PEAK_BUCKET_S = 300.0
 # arrivals seen within a cold start / the forecast made at its start) of the last SURPRISE_MEMORY_S (1800 over 3600
 # and 7200: 1.4 % fewer GPU-hours at the same SLO).
 SURPRISE_MEMORY_S = 1800.0
-# A new scaler (a new backend, an operator restart) assumes learnedHeadroomMax for its first SURPRISE_PRIOR_S (0
+# A new scaler (a new backend, an operator restart after a gap: MEMORY_GAP_S) assumes learnedHeadroomMax for its first SURPRISE_PRIOR_S (0
 # over 900 and 1800: the square-root spare carries the first bursts; a prior met the same goals for 4-9 % more
 # GPU-hours).
 SURPRISE_PRIOR_S = 0.0
@@ -400,6 +441,10 @@ SURPRISE_NOISE = 1.1
 # a ramp's relative rise at a low load, remembered, would multiply the load once it is high (0.5 over 0: the tuning
 # ramp cost 29 % more GPU-hours, 6 % over all tuning traces; and 1, which missed the tuning day's goal).
 SURPRISE_MIN_REPLICAS = 0.5
+# An operator restart (an upgrade, a leader failover: seconds to a minute or two) resumes what the scaler learned
+# (status.autoscaling.memory, ScalerState.resumed) when it was last seen within this long; an older memory missed the
+# bursts of the gap, and the scaler starts as a new one. lastSeen is written once a bucket, so a gap of 5-10 min.
+MEMORY_GAP_S = 2 * PEAK_BUCKET_S
 
 
 @dataclass(frozen=True)
@@ -534,10 +579,11 @@ def decide(
     cur = max(0, int(current_replicas))
     keep = max(spec.scale_up_stabilization_seconds, spec.scale_down_window)
     recs = [(t, r) for t, r in state.recommendations if now - t <= keep and t <= now]
-    since = state.since if state.since is not None else now  # this scaler's first decision
+    since = state.since if state.since is not None else now  # this scaler's first decision (or a resumed one's)
+    started = state.started if state.started is not None else now  # this process's first decision
     new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
                             state.idle_since, state.loads, state.fit, since,
-                            state.peaks, state.forecasts, state.rates, state.surprises)
+                            state.peaks, state.forecasts, state.rates, state.surprises, started)
     view: EngineView | None = None
 
     def finish(desired: int, reason: str, message: str, raw: int | None) -> Decision:
@@ -602,7 +648,7 @@ def decide(
         if spec.learned_headroom_max > 1:
             per_rate = t_target if reading.arrival_rate is not None and t_target else 1.0
             new_state.forecasts, new_state.rates, new_state.surprises = learn_surprise(
-                state, now, horizon, x / per_rate, now - since >= horizon,
+                state, now, horizon, x / per_rate, now - started >= horizon,
                 spec.target_utilization * slots_total / reading.pods_used / per_rate, spec.learned_headroom_max,
                 spec.forecast)
             headroom = burst_headroom(new_state.surprises, now - since, spec.learned_headroom_max)

@@ -33,6 +33,7 @@ from ..api.v1alpha1 import (
     ModelStatus,
     Placement,
     PlanStatus,
+    ScalerMemory,
 )
 from ..autoscaling.drain import drain_warning
 from ..model_fetch import FetchError
@@ -126,6 +127,8 @@ class AutoscaleTarget:
     max_batch_size: int
     # Scale to zero with the activator: its pods' selector; at 0 replicas the requests it holds decide 0 -> 1.
     activator_selector: str | None = None
+    # status.autoscaling.memory as the CR holds it: what a new scaler resumes (ScalerState.resumed checks it)
+    memory: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -592,6 +595,7 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
             "the recording rule must be loaded in that Prometheus"))
         return live_replicas
     scale = observed.scale_decision
+    memory = ((observed.obj.get("status") or {}).get("autoscaling") or {}).get("memory")
     if scale is not None:
         replicas = scale.desired_replicas
     elif live_replicas is not None:
@@ -604,17 +608,28 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
         selector=selector_string(ref), current_replicas=replicas, capacity_replicas=capacity,
         gpus_per_replica=plan_status.gpus_per_replica, max_batch_size=spec.engine.max_batch_size,
         activator_selector=label_selector(activator_selector(ref)) if activator.enabled(spec) else None,
+        memory=memory if isinstance(memory, dict) else None,
     )
     if scale is not None:
         auto = AutoscalingStatus.model_validate({
             "desiredReplicas": replicas, "currentRatio": scale.current_ratio, "reason": scale.reason,
             "message": scale.message, "lastScaleTime": scale.last_scale_time, **scale.extra})
     else:
+        # no decision since this operator started: the memory stays until the scaler that resumes it writes its own
         auto = AutoscalingStatus(desired_replicas=replicas, reason="AwaitingMetrics",
-                                 message="no decision yet: waiting for a full window of engine metrics")
+                                 message="no decision yet: waiting for a full window of engine metrics",
+                                 memory=_readable_memory(memory))
     _check_drain_bound(observed, spec, scale, auto, decision)
     decision.status.autoscaling = auto
     return replicas
+
+
+def _readable_memory(memory: Any) -> ScalerMemory | None:
+    """status.autoscaling.memory as the API reads it; None when it does not (status is not only ours to write)."""
+    try:
+        return ScalerMemory.model_validate(memory) if memory is not None else None
+    except ValidationError:
+        return None
 
 
 def _check_drain_bound(observed: Observed, spec: LLMBackendSpec, scale: ScaleDecision | None, auto: AutoscalingStatus,

@@ -291,7 +291,8 @@ class Operator:
         else:
             source = TritonScraper(target.scrape_model)
         return {"kind": target.spec.source, "model": target.scrape_model, "source": source,
-                "state": ScalerState(), "next": 0.0, "cold_starts": {}}
+                "state": ScalerState.resumed(target.memory, time.time(), target.spec.learned_headroom_max),
+                "next": 0.0, "cold_starts": {}}
 
     async def _evaluate(self, key: tuple[str, str], target, scaler: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
@@ -346,6 +347,8 @@ class Operator:
             extra["load"] = f"{decision.engine.load:.1f}"
             extra["readyReplicas"] = decision.engine.ready
             extra["startingReplicas"] = decision.engine.starting
+        if target.spec.learned_headroom_max > 1:  # what an operator restart resumes (only the learned headroom uses it)
+            extra["memory"] = decision.state.memory(time.time())
         extra["podsDeletedBeforeReady"] = len(scaler["churn"])
         extra["churnWarning"] = coldstart.churn_warning(len(scaler["churn"]))
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
