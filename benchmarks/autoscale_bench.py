@@ -57,6 +57,7 @@ Method (so that it cannot flatter us):
   after the first 10 min), peak replicas, p99 TTFT (">60": more than 1 % of requests never got a first token).
 
     python benchmarks/autoscale_bench.py [--seeds 5] [--tune-seeds 4] [--jobs 2] [--quick] [--tune-only] [--sweep]
+    python benchmarks/autoscale_bench.py --restart-at 3600   # an operator restart: new scaler vs memory resumed
 """
 
 from __future__ import annotations
@@ -286,6 +287,24 @@ class Operator(Policy):
         return d.desired_replicas
 
 
+class RestartedOperator(Operator):
+    """The operator (shipped defaults) whose process restarts at ``knob[0]`` seconds (--restart-at): the new process
+    has scraped nothing yet and starts a new scaler (``knob[1]`` 0: what happened before status.autoscaling.memory)
+    or resumes the memory the status holds (1: ScalerState.memory and recent as of the last decision)."""
+
+    def __init__(self, knob):
+        super().__init__(None)
+        self.restart_s, self.resume = knob
+
+    def desired(self, sim, now):
+        if self.restart_s is not None and now >= self.restart_s:
+            self.restart_s = None
+            memory = {**(self.state.memory(now) or {}), **self.state.recent()}
+            self.state = ScalerState.resumed(memory, now, self.spec.learned_headroom_max) if self.resume else ScalerState()
+            self.samples = {}
+        return super().desired(sim, now)
+
+
 # The decision's constants (decision.py) a sweep may set; every run starts from the shipped values.
 OPERATOR_DEFAULTS = {n: getattr(decision, n) for n in (
     "LEVEL_QUANTILE", "KEEP_QUANTILE", "SCALE_DOWN_MARGIN", "TREND_NOISE_RATIO", "TREND_MAX_GROWTH", "HEADROOM_BETA",
@@ -481,6 +500,7 @@ POLICIES = {
     "static": (Static, [4, 5, 6, 7, 8, 9, 10, 12]),
     "oracle": (Oracle, [0.6, 0.7, 0.8]),
     "hpa-ratio (mode: hpa)": (HpaRatio, [0.01, 0.05, 0.2, 1.0]),
+    "operator-restarted": (RestartedOperator, []),  # --restart-at only: no knob to tune
 }
 DEFAULT_POLICIES = ["operator", "keda-inflight", "knative-kpa", "static", "oracle"]
 QUICK_GRIDS = {"operator": [(0.5, 1.0, 0.0, 1.5, 1.5), (0.6, 2.0, 0.0, 1.5, 1.0)],
@@ -853,6 +873,22 @@ def sweep(n_seeds: int, n_jobs: int, base: tuple = ()) -> None:
                   + ("  <- picked" if c == pick else ""))
 
 
+def restarts(restart_s: float, n_seeds: int, n_jobs: int) -> None:
+    """--restart-at: the shipped operator on the test traces without a restart, and restarted at ``restart_s`` with
+    a new scaler or resuming status.autoscaling.memory."""
+    started = time.time()
+    rows = [("no restart", "operator", None), ("restart, new scaler", "operator-restarted", (restart_s, 0)),
+            ("restart, memory resumed", "operator-restarted", (restart_s, 1))]
+    jobs = [(n, k, tr, seed) for _, n, k in rows for tr, _, _ in TEST_TRACES for seed in range(1, 1 + n_seeds)]
+    res = simulate(jobs, n_jobs)
+    print(f"an operator restart at {restart_s:g} s on the test traces ({n_seeds} seeds each; SLO met / GPU-h, mean)\n")
+    print("| trace | " + " | ".join(label for label, _, _ in rows) + " |\n|---|" + "---|" * len(rows))
+    for tr, _, _ in TEST_TRACES:
+        print(f"| {tr} | " + " | ".join(f"{100 * res[(n, k, tr)].mean('slo'):.2f} % / {res[(n, k, tr)].mean('gpu_h'):.2f}"
+                                        for _, n, k in rows) + " |")
+    print(f"\n{len(jobs)} simulations, {time.time() - started:.0f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5, help="seeds per test trace")
@@ -868,9 +904,14 @@ def main() -> int:
                     help="an operator knob (as --extra) also run on the tuning traces and printed against the "
                          "operator's goals, never a candidate for the pick: to look past the grid's edges")
     ap.add_argument("--base", default="", help="with --sweep: name=value,... set before each swept value")
+    ap.add_argument("--restart-at", type=float, help="only: the shipped operator restarted at this second of each "
+                                                      "test trace, with a new scaler and resuming its memory")
     ap.add_argument("--only", help="comma-separated policies (default: " + ",".join(DEFAULT_POLICIES) + ")")
     args = ap.parse_args()
     started = time.time()
+    if args.restart_at is not None:
+        restarts(args.restart_at, args.seeds, args.jobs)
+        return 0
     if args.sweep:
         base = tuple((n, float(v)) for n, v in (kv.split("=") for kv in args.base.split(",") if kv))
         if base:

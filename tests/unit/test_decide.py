@@ -188,15 +188,20 @@ def test_the_learned_memory_waits_in_status_for_the_scaler_that_resumes_it(memor
     decision = decide(Observed(backend(spec, {"autoscaling": {"memory": memory}}), NODES, children=live, hpas=[]))
     assert decision.status.autoscaling.reason == "AwaitingMetrics"
     carried = decision.status.autoscaling.memory
-    assert (carried.model_dump(by_alias=True) if carried else None) == (memory if kept else None)
+    assert (carried.model_dump(by_alias=True, exclude_none=True) if carried else None) == (memory if kept else None)
     assert decision.autoscale_target is not None
     assert decision.autoscale_target.memory == (memory if isinstance(memory, dict) else None)
     # the scaler's decision carries the memory it resumed and extended
-    scale = ScaleDecision(1, "WithinTolerance", "steady", "0.100", None, {"signal": "engine", "memory": MEMORY})
+    # the scaler's decision carries the memory it resumed and extended, and the recent loads are written with it
+    recent = {"loads": "3590:12.5 3600:13", "rates": "3600:2", "forecasts": "3600:2.2", "fit": [1, 2, 3, 4, 5, 3600]}
+    scale = ScaleDecision(1, "WithinTolerance", "steady", "0.100", None, {"signal": "engine", "memory": MEMORY},
+                          recent=recent)
     after = decide(Observed(backend(spec, {"autoscaling": {"memory": memory}}), NODES, children=live,
                             scale_decision=scale, hpas=[]))
     assert after.status.autoscaling.memory is not None
-    assert after.status.autoscaling.memory.model_dump(by_alias=True) == MEMORY
+    assert after.status.autoscaling.memory.model_dump(by_alias=True, exclude_none=True) == {**MEMORY, **recent}
+    # ... but they alone are no reason to write the status (they change at every decision)
+    assert scale == ScaleDecision(1, "WithinTolerance", "steady", "0.100", None, {"signal": "engine", "memory": MEMORY})
 
 
 def test_a_model_that_fits_nowhere_waits_for_capacity():

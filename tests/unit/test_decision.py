@@ -808,29 +808,36 @@ def test_an_operator_restart_resumes_what_the_scaler_learned():
     # a scaler that watched bursty traffic for longer than its memory, as a restarted operator finds it in status
     before = _learned(True, int(D.SURPRISE_MEMORY_S) + 600, learned=0.8)
     last = max(t for t, _ in before.state.loads)
-    memory = json.loads(json.dumps(before.state.memory(last)))  # through the API server: JSON
-    assert memory["watchingSince"] == "1970-01-01T00:00:00Z" and memory["bursts"]
+    memory = json.loads(json.dumps({**before.state.memory(last), **before.state.recent()}))  # through the API server
+    assert memory["watchingSince"] == "1970-01-01T00:00:00Z" and memory["bursts"] and memory["loads"]
     assert len(memory["bursts"]) <= D.SURPRISE_MEMORY_S / D.PEAK_BUCKET_S + 1
-    # a minute later: resumed, it sizes as the scaler that had watched (learned utilization, the bursts' headroom)
-    resumed = _resumed_decision(memory, last + 60)
+    # the next decision: resumed, it decides as the scaler that kept running (learned utilization, the bursts'
+    # headroom, the forecast from the last cold start's loads)
+    resumed = _resumed_decision(memory, last + 15)
+    going_on = _resumed_decision(None, last + 15, state=before.state)
     assert resumed.engine.learned and "learned over" in resumed.message
-    assert resumed.engine.headroom == pytest.approx(before.engine.headroom, abs=0.01) and resumed.engine.headroom > 1
-    assert resumed.state.since == 0.0 and resumed.state.started == last + 60
-    # a new scaler at the same moment has seen nothing: targetUtilization, no headroom
-    fresh = _resumed_decision(None, last + 60, state=ScalerState())
-    assert not fresh.engine.learned and fresh.engine.headroom == 1.0
+    assert resumed.engine.headroom == pytest.approx(going_on.engine.headroom, abs=0.01) and resumed.engine.headroom > 1
+    assert resumed.engine.forecast == pytest.approx(going_on.engine.forecast, rel=1e-3)
+    assert resumed.engine.keep_load == pytest.approx(going_on.engine.keep_load, rel=1e-3)
+    assert resumed.desired_replicas == going_on.desired_replicas
+    assert resumed.state.since == 0.0 and len(resumed.state.forecasts) == len(going_on.state.forecasts)
+    # a new scaler at the same moment has seen nothing: targetUtilization, no headroom, no history to forecast from
+    fresh = _resumed_decision(None, last + 15, state=ScalerState())
+    assert not fresh.engine.learned and fresh.engine.headroom == 1.0 and fresh.engine.history_s == 0
     # the memory written after the restart keeps the original start
-    assert resumed.state.memory(last + 60)["watchingSince"] == memory["watchingSince"]
+    assert resumed.state.memory(last + 15)["watchingSince"] == memory["watchingSince"]
 
 
 def test_a_resumed_scaler_checks_no_forecast_made_before_it_saw_a_horizon_of_rates():
-    # the forecasts checked for surprises need a horizon of rates that this process saw; a resumed `since` is older
+    # the forecasts checked for surprises need a horizon of rates; a memory without the rates (a status written by a
+    # version that kept none) resumes `since` but checks no forecast for a horizon
     before = _learned(False, int(D.SURPRISE_MEMORY_S) + 600, learned=0.8)
     last = max(t for t, _ in before.state.loads)
     resumed = _resumed_decision(before.state.memory(last), last + 60)
     assert resumed.engine.learned and resumed.state.forecasts == []
-    # ... while the scaler that kept running checks the forecast it makes now
-    assert _resumed_decision(None, last + 15, state=before.state).state.forecasts
+    # ... while with the rates it goes on as the scaler that kept running
+    with_rates = _resumed_decision({**before.state.memory(last), **before.state.recent()}, last + 15)
+    assert with_rates.state.forecasts == _resumed_decision(None, last + 15, state=before.state).state.forecasts != []
 
 
 @pytest.mark.parametrize("gap_s", [D.MEMORY_GAP_S + D.PEAK_BUCKET_S, -(D.MEMORY_GAP_S + D.PEAK_BUCKET_S)])
@@ -871,3 +878,18 @@ def test_a_forged_memory_sizes_no_differently_than_traffic_could():
     state = ScalerState.resumed(memory, now, HMAX)
     assert state.surprises == [(1800.0, 1.2), (3000.0, 1.0), (3300.0, HMAX)]  # one entry per bucket, its largest
     assert D.burst_headroom(state.surprises, now - state.since, HMAX) == HMAX
+
+
+def test_forged_recent_loads_and_fit_are_read_as_far_as_they_are_numbers():
+    memory = {"watchingSince": "1970-01-01T00:00:00Z", "lastSeen": "1970-01-01T01:00:00Z",
+              "loads": "3500:10 x:y 3510:-1 3520:nan 3530:inf 9e999:1 3540 3550:12 99999:5 3560:1e3",
+              "fit": [1, 2, 3, 4, 5, 3590]}
+    state = ScalerState.resumed(memory, 3600.0, HMAX)
+    assert state.loads == [(3500.0, 10.0), (3550.0, 12.0), (3560.0, 1000.0)]
+    assert state.fit == D.BatchFit((1.0, 2.0, 3.0, 4.0, 5.0), 3590.0)
+    for fit in ([1, 2, 3, 4, 5], [1, 2, 3, 4, -5, 3590], [0, 2, 3, 4, 5, 3590], [1, 2, float("nan"), 4, 5, 3590],
+                [1, 2, 3, 4, 5, 9999], [True, 2, 3, 4, 5, 3590], "1 2 3 4 5 3590"):
+        assert ScalerState.resumed({**memory, "fit": fit}, 3600.0, HMAX).fit is None, fit
+    # no more pairs than a scaler keeps
+    many = " ".join(f"{t}:1" for t in range(3000))
+    assert len(ScalerState.resumed({**memory, "loads": many}, 3600.0, HMAX).loads) == D.MAX_LOADS

@@ -1006,6 +1006,7 @@ class EndpointStatus(_Model):
 
 
 SCALER_MEMORY_MAX_BURSTS = 16  # status.autoscaling.memory.bursts: 30 minutes of 5-minute buckets is 7
+SCALER_MEMORY_MAX_TEXT = 4096  # status.autoscaling.memory's "time:value ..." lists: 120 pairs (MAX_LOADS) or fewer
 
 
 class LearnedBurst(_Model):
@@ -1026,6 +1027,21 @@ class ScalerMemory(_Model):
     bursts: list[LearnedBurst] = Field(
         default_factory=list, max_length=SCALER_MEMORY_MAX_BURSTS,
         description="The burst memory (the last 30 minutes): what status.autoscaling.burstHeadroom is the largest of.")
+    loads: str | None = Field(
+        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
+        description="The load of each decision of the last cold start (epoch seconds:load, space-separated), as of "
+                    "the last status write: the forecast of a resumed autoscaler starts from them.")
+    rates: str | None = Field(
+        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
+        description="The arrival rate of each decision of the last cold start (as loads).")
+    forecasts: str | None = Field(
+        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
+        description="The arrival rates forecast within the last cold start, checked against the rates that come "
+                    "(as loads): what burstHeadroom learns from.")
+    fit: list[float] | None = Field(
+        default=None, min_length=6, max_length=6,
+        description="The compute time per request against the batch (least-squares sums: weight, batch, time, "
+                    "batch squared, batch x time; and the epoch seconds of the last reading).")
 
 
 class AutoscalingStatus(_Model):

@@ -210,6 +210,18 @@ class ScalerState:
                 "bursts": [{"start": _rfc3339(t), "headroom": round(x, 2)}
                            for t, x in self.surprises[-SCALER_MEMORY_MAX_BURSTS:]]}
 
+    def recent(self) -> dict[str, Any]:
+        """The last cold start's loads and arrival rates, the forecasts not checked yet and the compute-time fit, for
+        status.autoscaling.memory beside ``memory()``. They change at every decision, so they are written whenever
+        the status is, not a reason to write it. A resumed scaler forecasts from them at once (from the few readings
+        of its own it would see none of a burst that ended a minute before the restart) and goes on checking its
+        forecasts for surprises."""
+        recent: dict[str, Any] = {"loads": _pairs_text(self.loads), "rates": _pairs_text(self.rates),
+                                  "forecasts": _pairs_text(self.forecasts)}
+        if self.fit is not None:
+            recent["fit"] = [float(f"{v:.6g}") for v in self.fit.sums] + [float(round(self.fit.time))]
+        return recent
+
     @classmethod
     def resumed(cls, memory: Any, now: float, cap: float) -> ScalerState:
         """A new scaler's state from ``memory`` (what ``memory()`` wrote before a restart). A memory last seen more
@@ -229,7 +241,44 @@ class ScalerState:
                     or not math.isfinite(headroom):
                 continue
             bursts[start] = max(bursts.get(start, 1.0), min(max(float(headroom), 1.0), cap))
-        return cls(since=since, surprises=_forget_peaks(sorted(bursts.items()), now, SURPRISE_MEMORY_S))
+        rates = _read_pairs(memory.get("rates"), now)
+        # the forecasts checked for surprises need a horizon of rates: the rates resumed count (started)
+        return cls(since=since, surprises=_forget_peaks(sorted(bursts.items()), now, SURPRISE_MEMORY_S),
+                   loads=_read_pairs(memory.get("loads"), now), fit=_read_fit(memory.get("fit"), now),
+                   rates=rates, forecasts=_read_pairs(memory.get("forecasts"), now),
+                   started=rates[0][0] if rates else None)
+
+
+def _pairs_text(pairs: list[tuple[float, float]]) -> str:
+    """(time, value) pairs as "time:value ..." (whole seconds, 4 significant digits): short enough for a status."""
+    return " ".join(f"{t:.0f}:{x:.4g}" for t, x in pairs)
+
+
+def _read_pairs(text: Any, now: float) -> list[tuple[float, float]]:
+    """``_pairs_text``'s pairs back: the readable ones no later than ``now`` with a value of 0 or more, at most
+    MAX_LOADS."""
+    pairs = []
+    for pair in (text.split() if isinstance(text, str) else [])[-MAX_LOADS:]:
+        t, _, x = pair.partition(":")
+        try:
+            t_s, load = float(t), float(x)
+        except ValueError:
+            continue
+        if math.isfinite(t_s) and math.isfinite(load) and 0 <= load and t_s <= now:
+            pairs.append((t_s, load))
+    return sorted(pairs)
+
+
+def _read_fit(values: Any, now: float) -> BatchFit | None:
+    """``recent()``'s fit (five sums and the time of the last reading): None unless six finite numbers, none
+    negative (batches and compute times are not), a weight above 0 and a time no later than ``now``."""
+    if not isinstance(values, list) or len(values) != 6:
+        return None
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in values):
+        return None
+    if values[0] <= 0 or values[5] > now:
+        return None
+    return BatchFit(_five(values[:5]), float(values[5]))
 
 
 def _rfc3339(t: float) -> str:

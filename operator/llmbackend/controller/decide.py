@@ -110,6 +110,8 @@ class ScaleDecision:
     last_scale_time: str | None
     extra: dict[str, Any] = field(default_factory=dict)  # more status.autoscaling fields (signal, in flight, cold start)
     request_p99_s: float | None = None  # observed p99 request time in the engines, seconds (None: not measured)
+    # more of status.autoscaling.memory (ScalerState.recent): written with the rest, never a reason to write
+    recent: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass
@@ -611,9 +613,12 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
         memory=memory if isinstance(memory, dict) else None,
     )
     if scale is not None:
+        extra = dict(scale.extra)
+        if extra.get("memory") is not None:
+            extra["memory"] = {**extra["memory"], **scale.recent}
         auto = AutoscalingStatus.model_validate({
             "desiredReplicas": replicas, "currentRatio": scale.current_ratio, "reason": scale.reason,
-            "message": scale.message, "lastScaleTime": scale.last_scale_time, **scale.extra})
+            "message": scale.message, "lastScaleTime": scale.last_scale_time, **extra})
     else:
         # no decision since this operator started: the memory stays until the scaler that resumes it writes its own
         auto = AutoscalingStatus(desired_replicas=replicas, reason="AwaitingMetrics",

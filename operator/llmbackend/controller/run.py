@@ -347,14 +347,14 @@ class Operator:
             extra["load"] = f"{decision.engine.load:.1f}"
             extra["readyReplicas"] = decision.engine.ready
             extra["startingReplicas"] = decision.engine.starting
-        if target.spec.learned_headroom_max > 1:  # what an operator restart resumes (only the learned headroom uses it)
-            extra["memory"] = decision.state.memory(time.time())
+        extra["memory"] = decision.state.memory(time.time())  # what an operator restart resumes
         extra["podsDeletedBeforeReady"] = len(scaler["churn"])
         extra["churnWarning"] = coldstart.churn_warning(len(scaler["churn"]))
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
                             replicas=target.current_replicas, signal=reading.signal)
         new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
-                            decision.state.last_scale_time_rfc3339(), extra, reading.request_p99_s)
+                            decision.state.last_scale_time_rfc3339(), extra, reading.request_p99_s,
+                            decision.state.recent())
         with self.state.lock:
             old = self.state.decisions.get(key)
             self.state.decisions[key] = new
