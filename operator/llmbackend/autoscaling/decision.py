@@ -55,8 +55,9 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      slots), ceil(R + beta x sqrt(R)), beta = ``HEADROOM_BETA``, or ``CALM_BETA`` while the learned headroom (below)
      is on and remembers no burst. Once this scaler has watched a whole ``SURPRISE_MEMORY_S`` (the learned headroom
      below has had the time to see the traffic's bursts and stands for them): R at ``learnedUtilization`` (when above
-     targetUtilization), beta = ``LEARNED_BETA``. An operator restart resumes since when the backend is watched and
-     the burst memory from status.autoscaling.memory (``ScalerState.memory``/``resumed``, within ``MEMORY_GAP_S``).
+     targetUtilization), beta = ``LEARNED_BETA``. An operator restart resumes all of this (since when the backend is
+     watched, the burst memory, the last cold start's loads and rates, the compute-time fit) from
+     status.autoscaling.memory (``ScalerState.memory``, ``recent`` and ``resumed``, within ``MEMORY_GAP_S``).
    * learned headroom: a forecast of the arrival rates (made as the one above, from the rates alone: the load in
      sequences also moves with the compute-time fit) is checked one horizon later against the rates that horizon saw
      (the same quantile); the largest ratio of the last ``SURPRISE_MEMORY_S`` (at most ``learnedHeadroomMax``;
@@ -154,8 +155,8 @@ class ScalerState:
     forecasts: list[tuple[float, float]] = field(default_factory=list)  # (time, forecast) not one horizon old yet
     rates: list[tuple[float, float]] = field(default_factory=list)  # (time, arrival rate) of the last horizon
     surprises: list[tuple[float, float]] = field(default_factory=list)  # (bucket start, largest seen / forecast)
-    # first decision of this operator's scaler: ``since`` may be older (resumed from status.autoscaling.memory), but
-    # the forecasts checked for surprises need a horizon of rates this process saw
+    # where this scaler's arrival rates begin (its first decision, or the oldest rate resumed): a forecast is checked
+    # for surprises only once it is made from a horizon of rates, which a resumed ``since`` does not promise
     started: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,8 +200,8 @@ class ScalerState:
         return None if self.last_scale_time is None else _rfc3339(self.last_scale_time)
 
     def memory(self, now: float) -> dict[str, Any] | None:
-        """What an operator that restarts resumes (status.autoscaling.memory; ScalerMemory in the API): since when
-        the backend is watched and the burst memory (the largest surprise per bucket). ``lastSeen`` is the start of
+        """What an operator that restarts resumes (status.autoscaling.memory; ScalerMemory in the API), with
+        ``recent()``: since when the backend is watched and the burst memory (the largest surprise per bucket). ``lastSeen`` is the start of
         the bucket of ``now``, so that it changes the status once a bucket, not at every decision. None before the
         first decision."""
         if self.since is None:
@@ -224,7 +225,7 @@ class ScalerState:
 
     @classmethod
     def resumed(cls, memory: Any, now: float, cap: float) -> ScalerState:
-        """A new scaler's state from ``memory`` (what ``memory()`` wrote before a restart). A memory last seen more
+        """A new scaler's state from ``memory`` (what ``memory()`` and ``recent()`` wrote before a restart). A memory last seen more
         than MEMORY_GAP_S ago missed the bursts of the gap, and anything unreadable is no memory: a new scaler then.
         The status is writable by whoever may write LLMBackend status: headrooms are kept within [1, ``cap``] and
         entries from the future are dropped, so a forged memory sizes no differently than traffic could."""
@@ -261,11 +262,11 @@ def _read_pairs(text: Any, now: float) -> list[tuple[float, float]]:
     for pair in (text.split() if isinstance(text, str) else [])[-MAX_LOADS:]:
         t, _, x = pair.partition(":")
         try:
-            t_s, load = float(t), float(x)
+            t_s, value = float(t), float(x)
         except ValueError:
             continue
-        if math.isfinite(t_s) and math.isfinite(load) and 0 <= load and t_s <= now:
-            pairs.append((t_s, load))
+        if math.isfinite(t_s) and math.isfinite(value) and 0 <= value and t_s <= now:
+            pairs.append((t_s, value))
     return sorted(pairs)
 
 
@@ -480,9 +481,9 @@ PEAK_BUCKET_S = 300.0
 # arrivals seen within a cold start / the forecast made at its start) of the last SURPRISE_MEMORY_S (1800 over 3600
 # and 7200: 1.4 % fewer GPU-hours at the same SLO).
 SURPRISE_MEMORY_S = 1800.0
-# A new scaler (a new backend, an operator restart after a gap: MEMORY_GAP_S) assumes learnedHeadroomMax for its first SURPRISE_PRIOR_S (0
-# over 900 and 1800: the square-root spare carries the first bursts; a prior met the same goals for 4-9 % more
-# GPU-hours).
+# A new scaler (a new backend, an operator restart after a gap: MEMORY_GAP_S) assumes learnedHeadroomMax for its
+# first SURPRISE_PRIOR_S (0 over 900 and 1800: the square-root spare carries the first bursts; a prior met the same
+# goals for 4-9 % more GPU-hours).
 SURPRISE_PRIOR_S = 0.0
 # Surprises up to this ratio are noise and count as 1 (1.05, 1.1 and 1.2 tied).
 SURPRISE_NOISE = 1.1
