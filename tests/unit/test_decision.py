@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmbackend.api.v1alpha1 import AutoscalingSpec
+from llmbackend.api.v1alpha1 import SCALER_MEMORY_MAX_TEXT, AutoscalingSpec
 from llmbackend.autoscaling import decision as D
 from llmbackend.autoscaling.decision import Decision, ScalerState, decide
 from llmbackend.autoscaling.ratio import RatioReading
@@ -893,3 +893,32 @@ def test_forged_recent_loads_and_fit_are_read_as_far_as_they_are_numbers():
     # no more pairs than a scaler keeps
     many = " ".join(f"{t}:1" for t in range(3000))
     assert len(ScalerState.resumed({**memory, "loads": many}, 3600.0, HMAX).loads) == D.MAX_LOADS
+
+
+def test_a_resumed_scaler_keeps_its_scale_down_stabilization():
+    # 13 replicas' worth of load until 345 s, then a trickle, with a 10-minute scale-down window: resumed at 420 s,
+    # the scaler lets the replicas go when the one that kept running does, a window after the last high
+    # recommendation; a new one knows of none and lets them go once it has seen a metrics window
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=600)
+    state = ScalerState()
+    for t in range(0, 300, 15):
+        state = decide(state, _engine(8 * 32, 8), s, 8, now=float(t), cold_start_s=30).state
+    for t in range(300, 420, 15):
+        state = decide(state, _engine(16, 8), s, 8, now=float(t), cold_start_s=30).state
+    memory = json.loads(json.dumps({**state.memory(420.0), **state.recent()}))
+    states = {"going on": state, "resumed": ScalerState.resumed(memory, 420.0, s.learned_headroom_max),
+              "new": ScalerState(loads=state.loads)}
+    first_down = {}
+    for name, scaler in states.items():
+        for t in range(420, 1200, 15):
+            d = decide(scaler, _engine(16, 8), s, 8, now=float(t), cold_start_s=30)
+            scaler = d.state
+            if d.desired_replicas < 8:
+                first_down[name] = t
+                break
+    assert first_down["going on"] == first_down["resumed"] > first_down["new"], first_down
+    assert first_down["resumed"] >= 345 + 600 and first_down["new"] < 345 + 600
+    # a window longer than the scaler keeps in status resumes its newest part
+    many = ScalerState(recommendations=[(float(t), 8) for t in range(0, 15 * 500, 15)], since=0.0)
+    text = many.recent()["recommendations"]
+    assert len(text) <= SCALER_MEMORY_MAX_TEXT and len(text.split()) == D.MAX_LOADS

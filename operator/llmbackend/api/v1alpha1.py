@@ -1038,6 +1038,9 @@ class ScalerMemory(_Model):
         default=None, max_length=SCALER_MEMORY_MAX_TEXT,
         description="The arrival rates forecast within the last cold start, checked against the rates that come "
                     "(as loads): what burstHeadroom learns from.")
+    recommendations: str | None = Field(
+        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
+        description="The replicas recommended within the stabilization windows (as loads).")
     fit: list[float] | None = Field(
         default=None, min_length=6, max_length=6,
         description="The compute time per request against the batch (least-squares sums: weight, batch, time, "

@@ -56,7 +56,8 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      is on and remembers no burst. Once this scaler has watched a whole ``SURPRISE_MEMORY_S`` (the learned headroom
      below has had the time to see the traffic's bursts and stands for them): R at ``learnedUtilization`` (when above
      targetUtilization), beta = ``LEARNED_BETA``. An operator restart resumes all of this (since when the backend is
-     watched, the burst memory, the last cold start's loads and rates, the compute-time fit) from
+     watched, the burst memory, the last cold start's loads and rates, the compute-time fit, the stabilization
+     windows' recommendations) from
      status.autoscaling.memory (``ScalerState.memory``, ``recent`` and ``resumed``, within ``MEMORY_GAP_S``).
    * learned headroom: a forecast of the arrival rates (made as the one above, from the rates alone: the load in
      sequences also moves with the compute-time fit) is checked one horizon later against the rates that horizon saw
@@ -212,13 +213,14 @@ class ScalerState:
                            for t, x in self.surprises[-SCALER_MEMORY_MAX_BURSTS:]]}
 
     def recent(self) -> dict[str, Any]:
-        """The last cold start's loads and arrival rates, the forecasts not checked yet and the compute-time fit, for
-        status.autoscaling.memory beside ``memory()``. They change at every decision, so they are written whenever
+        """The last cold start's loads and arrival rates, the forecasts not checked yet, the compute-time fit and the
+        recommendations of the stabilization windows, for status.autoscaling.memory beside ``memory()``. They change at every decision, so they are written whenever
         the status is, not a reason to write it. A resumed scaler forecasts from them at once (from the few readings
         of its own it would see none of a burst that ended a minute before the restart) and goes on checking its
         forecasts for surprises."""
         recent: dict[str, Any] = {"loads": _pairs_text(self.loads), "rates": _pairs_text(self.rates),
-                                  "forecasts": _pairs_text(self.forecasts)}
+                                  "forecasts": _pairs_text(self.forecasts),
+                                  "recommendations": _pairs_text([(t, float(r)) for t, r in self.recommendations])}
         if self.fit is not None:
             recent["fit"] = [float(f"{v:.6g}") for v in self.fit.sums] + [float(round(self.fit.time))]
         return recent
@@ -244,15 +246,17 @@ class ScalerState:
             bursts[start] = max(bursts.get(start, 1.0), min(max(float(headroom), 1.0), cap))
         rates = _read_pairs(memory.get("rates"), now)
         # the forecasts checked for surprises need a horizon of rates: the rates resumed count (started)
-        return cls(since=since, surprises=_forget_peaks(sorted(bursts.items()), now, SURPRISE_MEMORY_S),
+        recommendations = [(t, round(r)) for t, r in _read_pairs(memory.get("recommendations"), now)]
+        return cls(recommendations, since=since, surprises=_forget_peaks(sorted(bursts.items()), now, SURPRISE_MEMORY_S),
                    loads=_read_pairs(memory.get("loads"), now), fit=_read_fit(memory.get("fit"), now),
                    rates=rates, forecasts=_read_pairs(memory.get("forecasts"), now),
                    started=rates[0][0] if rates else None)
 
 
 def _pairs_text(pairs: list[tuple[float, float]]) -> str:
-    """(time, value) pairs as "time:value ..." (whole seconds, 4 significant digits): short enough for a status."""
-    return " ".join(f"{t:.0f}:{x:.4g}" for t, x in pairs)
+    """The last MAX_LOADS (time, value) pairs as "time:value ..." (whole seconds, 4 significant digits): within the
+    API's SCALER_MEMORY_MAX_TEXT. (Stabilization windows over MAX_LOADS sync periods resume their newest part.)"""
+    return " ".join(f"{t:.0f}:{x:.4g}" for t, x in pairs[-MAX_LOADS:])
 
 
 def _read_pairs(text: Any, now: float) -> list[tuple[float, float]]:
