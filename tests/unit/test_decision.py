@@ -922,3 +922,17 @@ def test_a_resumed_scaler_keeps_its_scale_down_stabilization():
     many = ScalerState(recommendations=[(float(t), 8) for t in range(0, 15 * 500, 15)], since=0.0)
     text = many.recent()["recommendations"]
     assert len(text) <= SCALER_MEMORY_MAX_TEXT and len(text.split()) == D.MAX_LOADS
+
+
+def test_a_resumed_scaler_keeps_its_burst_memory_floor():
+    # burstMemorySeconds: the peak load of a burst stands as a floor for an hour, through a restart too
+    s = spec(target_utilization=0.5, max_replicas=20, burst_memory_seconds=3600)
+    state = ScalerState()
+    for t in range(0, 1200, 15):
+        state = decide(state, _engine(8 * 32 if t < 300 else 16, 8), s, 8, now=float(t), cold_start_s=240).state
+    memory = json.loads(json.dumps({**state.memory(1200.0), **state.recent()}))
+    going_on = decide(state, _engine(16, 8), s, 8, now=1200.0, cold_start_s=240)
+    resumed = decide(ScalerState.resumed(memory, 1200.0, s.learned_headroom_max), _engine(16, 8), s, 8, now=1200.0,
+                     cold_start_s=240)
+    assert resumed.engine.floor_load == pytest.approx(going_on.engine.floor_load, rel=1e-3)
+    assert resumed.engine.floor_load > 200 and resumed.desired_replicas == going_on.desired_replicas

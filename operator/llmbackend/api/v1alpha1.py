@@ -1041,6 +1041,10 @@ class ScalerMemory(_Model):
     recommendations: str | None = Field(
         default=None, max_length=SCALER_MEMORY_MAX_TEXT,
         description="The replicas recommended within the stabilization windows (as loads).")
+    peaks: str | None = Field(
+        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
+        description="With burstMemorySeconds: the peak load of each 5-minute interval it remembers (as loads; the "
+                    "last 10 hours at most).")
     fit: list[float] | None = Field(
         default=None, min_length=6, max_length=6,
         description="The compute time per request against the batch (least-squares sums: weight, batch, time, "

@@ -57,7 +57,7 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      below has had the time to see the traffic's bursts and stands for them): R at ``learnedUtilization`` (when above
      targetUtilization), beta = ``LEARNED_BETA``. An operator restart resumes all of this (since when the backend is
      watched, the burst memory, the last cold start's loads and rates, the compute-time fit, the stabilization
-     windows' recommendations) from
+     windows' recommendations, the burst memory's peaks) from
      status.autoscaling.memory (``ScalerState.memory``, ``recent`` and ``resumed``, within ``MEMORY_GAP_S``).
    * learned headroom: a forecast of the arrival rates (made as the one above, from the rates alone: the load in
      sequences also moves with the compute-time fit) is checked one horizon later against the rates that horizon saw
@@ -213,14 +213,16 @@ class ScalerState:
                            for t, x in self.surprises[-SCALER_MEMORY_MAX_BURSTS:]]}
 
     def recent(self) -> dict[str, Any]:
-        """The last cold start's loads and arrival rates, the forecasts not checked yet, the compute-time fit and the
-        recommendations of the stabilization windows, for status.autoscaling.memory beside ``memory()``. They change at every decision, so they are written whenever
+        """The last cold start's loads and arrival rates, the forecasts not checked yet, the compute-time fit, the
+        recommendations of the stabilization windows and the burst memory's peaks (burstMemorySeconds), for
+        status.autoscaling.memory beside ``memory()``. They change at every decision, so they are written whenever
         the status is, not a reason to write it. A resumed scaler forecasts from them at once (from the few readings
         of its own it would see none of a burst that ended a minute before the restart) and goes on checking its
         forecasts for surprises."""
         recent: dict[str, Any] = {"loads": _pairs_text(self.loads), "rates": _pairs_text(self.rates),
                                   "forecasts": _pairs_text(self.forecasts),
-                                  "recommendations": _pairs_text([(t, float(r)) for t, r in self.recommendations])}
+                                  "recommendations": _pairs_text([(t, float(r)) for t, r in self.recommendations]),
+                                  "peaks": _pairs_text(self.peaks)}
         if self.fit is not None:
             recent["fit"] = [float(f"{v:.6g}") for v in self.fit.sums] + [float(round(self.fit.time))]
         return recent
@@ -250,6 +252,7 @@ class ScalerState:
         return cls(recommendations, since=since, surprises=_forget_peaks(sorted(bursts.items()), now, SURPRISE_MEMORY_S),
                    loads=_read_pairs(memory.get("loads"), now), fit=_read_fit(memory.get("fit"), now),
                    rates=rates, forecasts=_read_pairs(memory.get("forecasts"), now),
+                   peaks=_read_pairs(memory.get("peaks"), now),
                    started=rates[0][0] if rates else None)
 
 
