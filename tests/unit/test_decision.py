@@ -936,3 +936,13 @@ def test_a_resumed_scaler_keeps_its_burst_memory_floor():
                      cold_start_s=240)
     assert resumed.engine.floor_load == pytest.approx(going_on.engine.floor_load, rel=1e-3)
     assert resumed.engine.floor_load > 200 and resumed.desired_replicas == going_on.desired_replicas
+
+
+def test_the_memory_written_to_status_is_json_without_nan():
+    # the API server takes no NaN or infinity in a status: values that are not finite are left out of the memory
+    nan, inf = float("nan"), float("inf")
+    state = ScalerState(since=0.0, loads=[(0.0, 1.0), (15.0, nan), (30.0, inf)], rates=[(15.0, nan)],
+                        fit=D.BatchFit((1.0, 2.0, nan, 4.0, 5.0), 30.0))
+    memory = {**state.memory(30.0), **state.recent()}
+    json.dumps(memory, allow_nan=False)
+    assert memory["loads"] == "0:1" and memory["rates"] == "" and "fit" not in memory

@@ -499,9 +499,10 @@ class AutoscalingSpec(_Model):
         description="Once the scaler has watched its traffic for a whole memory of the learned headroom (30 minutes), "
                     "the learned headroom stands for the bursts it saw: replicas are sized at this share of the batch "
                     "slots (never below targetUtilization) with less square-root spare, times the learned headroom. "
-                    "Until then (a new backend; an operator restart resumes status.autoscaling.memory) targetUtilization "
-                    "and the larger spare stand for bursts not seen yet. 0: off. Needs learnedHeadroomMax > 1. Chosen on the tuning traces of "
-                    "benchmarks/autoscale_bench.py; see docs/autoscaling.md.",
+                    "Until then (a new backend; an operator restart resumes status.autoscaling.memory) "
+                    "targetUtilization and the larger spare stand for bursts not seen yet. 0: off. Needs "
+                    "learnedHeadroomMax > 1. Chosen on the tuning traces of benchmarks/autoscale_bench.py; see "
+                    "docs/autoscaling.md.",
     )
     scale_to_zero_after_seconds: int = Field(
         default=900, ge=0, le=86400,

@@ -223,7 +223,7 @@ class ScalerState:
                                   "forecasts": _pairs_text(self.forecasts),
                                   "recommendations": _pairs_text([(t, float(r)) for t, r in self.recommendations]),
                                   "peaks": _pairs_text(self.peaks)}
-        if self.fit is not None:
+        if self.fit is not None and all(map(math.isfinite, (*self.fit.sums, self.fit.time))):  # JSON has no NaN
             recent["fit"] = [float(f"{v:.6g}") for v in self.fit.sums] + [float(round(self.fit.time))]
         return recent
 
@@ -259,7 +259,7 @@ class ScalerState:
 def _pairs_text(pairs: list[tuple[float, float]]) -> str:
     """The last MAX_LOADS (time, value) pairs as "time:value ..." (whole seconds, 4 significant digits): within the
     API's SCALER_MEMORY_MAX_TEXT. (Stabilization windows over MAX_LOADS sync periods resume their newest part.)"""
-    return " ".join(f"{t:.0f}:{x:.4g}" for t, x in pairs[-MAX_LOADS:])
+    return " ".join(f"{t:.0f}:{x:.4g}" for t, x in pairs[-MAX_LOADS:] if math.isfinite(t) and math.isfinite(x))
 
 
 def _read_pairs(text: Any, now: float) -> list[tuple[float, float]]:
