@@ -286,6 +286,7 @@ def test_an_operator_restart_resumes_what_the_scaler_learned(cluster, operator, 
     assert auto["burstHeadroom"] == "1.25" and auto["memory"]["watchingSince"] == memory["watchingSince"], timeline
     # the status stayed through the restart: no pass of the new operator wrote the memory away before it was read
     assert all(s["autoscaling"].get("memory") for s in rec.samples if s["t"] > t_restart), timeline
+    assert f"{namespace}/{name}: resumed the memory in status" in operator.log_text(), timeline
     assert operator.proc.poll() is None, operator.log_tail()
 
 

@@ -25,7 +25,7 @@ import kopf
 from ..api import conditions as cond
 from ..api.v1alpha1 import GROUP, PLURAL, VERSION
 from ..autoscaling import activation, coldstart, metrics
-from ..autoscaling.decision import ScalerState, decide
+from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, decide
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.triton import METRICS_PORT
@@ -290,8 +290,15 @@ class Operator:
             source = PrometheusRatioSource(target.spec.prometheus.url, target.spec.prometheus.query)
         else:
             source = TritonScraper(target.scrape_model)
-        return {"kind": target.spec.source, "model": target.scrape_model, "source": source,
-                "state": ScalerState.resumed(target.memory, time.time(), target.spec.learned_headroom_max),
+        state = ScalerState.resumed(target.memory, time.time(), target.spec.learned_headroom_max)
+        if state.since is not None:
+            log.info("autoscaling %s/%s: resumed the memory in status (watching since %s)", target.namespace,
+                     target.name, target.memory["watchingSince"])
+        elif target.memory:
+            log.info("autoscaling %s/%s: a new scaler; the memory in status is unreadable or was last seen more than "
+                     "%.0fs ago (lastSeen %s)", target.namespace, target.name, MEMORY_GAP_S,
+                     target.memory.get("lastSeen"))
+        return {"kind": target.spec.source, "model": target.scrape_model, "source": source, "state": state,
                 "next": 0.0, "cold_starts": {}}
 
     async def _evaluate(self, key: tuple[str, str], target, scaler: dict[str, Any]) -> None:
