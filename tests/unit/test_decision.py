@@ -946,3 +946,29 @@ def test_the_memory_written_to_status_is_json_without_nan():
     memory = {**state.memory(30.0), **state.recent()}
     json.dumps(memory, allow_nan=False)
     assert memory["loads"] == "0:1" and memory["rates"] == "" and "fit" not in memory
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+                     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+                     max_leaves=30)
+_times = st.sampled_from(["1970-01-01T00:00:00Z", "1970-01-01T00:55:00Z", "1970-01-01T01:00:00Z", "2099-01-01T00:00:00Z"])
+_numbers = st.floats() | st.integers(-10, 10**12)
+_pairs = st.lists(st.tuples(_numbers, _numbers), max_size=8).map(lambda ps: " ".join(f"{t}:{x}" for t, x in ps))
+_memories = st.fixed_dictionaries({"watchingSince": _times, "lastSeen": _times}, optional={
+    "bursts": st.lists(st.fixed_dictionaries({}, optional={"start": _times | _json, "headroom": _numbers | _json}),
+                       max_size=20) | _json,
+    **{k: _pairs | _json for k in ("loads", "rates", "forecasts", "recommendations", "peaks")},
+    "fit": st.lists(st.floats(0, 4000) | _numbers | st.booleans(), min_size=5, max_size=7) | _json})
+
+
+@settings(max_examples=300, deadline=None)
+@given(memory=_json | _memories)
+def test_any_memory_in_status_resumes_a_scaler_that_decides(memory):
+    # whatever the status holds, resuming never raises, keeps every value within what traffic could produce, and the
+    # scaler decides on
+    state = ScalerState.resumed(memory, 3600.0, HMAX)
+    assert all(1.0 <= x <= HMAX and t <= 3600.0 for t, x in state.surprises)
+    assert all(math.isfinite(x) and x >= 0 and t <= 3600.0 for t, x in state.loads + state.rates + state.forecasts)
+    d = decide(state, _engine(60.0, 4), spec(learned_headroom_max=HMAX), 4, now=3600.0, cold_start_s=240)
+    assert 1 <= d.desired_replicas <= 10
+    json.dumps({**d.state.memory(3600.0), **d.state.recent()}, allow_nan=False)

@@ -239,7 +239,8 @@ class ScalerState:
         if since is None or seen is None or since >= seen + PEAK_BUCKET_S or abs(now - seen) > MEMORY_GAP_S:
             return cls()
         bursts: dict[float, float] = {}  # bucket start -> its largest headroom
-        for burst in (memory.get("bursts") or [])[-SCALER_MEMORY_MAX_BURSTS:]:
+        listed = memory.get("bursts")
+        for burst in (listed if isinstance(listed, list) else [])[-SCALER_MEMORY_MAX_BURSTS:]:
             start = epoch_seconds(burst.get("start")) if isinstance(burst, dict) else None
             headroom = burst.get("headroom") if isinstance(burst, dict) else None
             if start is None or start > now or isinstance(headroom, bool) or not isinstance(headroom, int | float) \

@@ -274,8 +274,12 @@ class Operator:
                 scaler = self.scalers.get(key)
                 if scaler is None or scaler["kind"] != target.spec.source or scaler.get("model") != target.scrape_model:
                     if scaler is not None:
-                        await _close_scaler(scaler)
-                    scaler = self.scalers[key] = self._new_scaler(target)
+                        await _close_scaler(self.scalers.pop(key))
+                    try:
+                        scaler = self.scalers[key] = self._new_scaler(target)
+                    except Exception as exc:  # noqa: BLE001 - one backend's scaler never stops this loop for all
+                        log.warning("autoscaling %s/%s: the scaler did not start (%s); trying again", *key, exc)
+                        continue
                 if now >= scaler["next"]:
                     scaler["next"] = now + target.spec.sync_period_seconds
                     due.append((key, target, scaler))
@@ -290,7 +294,11 @@ class Operator:
             source = PrometheusRatioSource(target.spec.prometheus.url, target.spec.prometheus.query)
         else:
             source = TritonScraper(target.scrape_model)
-        state = ScalerState.resumed(target.memory, time.time(), target.spec.learned_headroom_max)
+        try:
+            state = ScalerState.resumed(target.memory, time.time(), target.spec.learned_headroom_max)
+        except Exception as exc:  # noqa: BLE001 - status is not only ours to write: a memory that breaks is no memory
+            log.warning("autoscaling %s/%s: the memory in status is ignored (%s)", target.namespace, target.name, exc)
+            state = ScalerState()
         if state.since is not None:
             log.info("autoscaling %s/%s: resumed the memory in status (watching since %s)", target.namespace,
                      target.name, target.memory["watchingSince"])

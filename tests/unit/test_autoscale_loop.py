@@ -1,0 +1,84 @@
+"""The operator's autoscale loop (controller/run.py) keeps going for every backend when one backend's scaler cannot
+start, and a memory in status that cannot be resumed starts a new scaler rather than none."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from test_backoff import _operator
+
+from llmbackend.api.v1alpha1 import AutoscalingSpec
+from llmbackend.autoscaling.decision import ScalerState
+from llmbackend.controller import run
+from llmbackend.controller.decide import AutoscaleTarget
+
+MEMORY = {"watchingSince": "2026-12-04T10:00:00Z", "lastSeen": "2026-12-04T11:00:00Z"}
+
+
+def _target(name: str, memory=None) -> AutoscaleTarget:
+    return AutoscaleTarget("ns", name, AutoscalingSpec(enabled=True), "llm", f"llmbackend.dev/backend={name}", 1, None,
+                           1, 8, memory=memory)
+
+
+def test_a_scaler_that_does_not_start_stops_no_other_backend(monkeypatch):
+    operator = _operator()
+    operator.state.autoscale_targets.update({("ns", "bad"): _target("bad"), ("ns", "good"): _target("good")})
+    real = operator._new_scaler
+
+    def new_scaler(target):
+        if target.name == "bad":
+            raise RuntimeError("boom")
+        return real(target)
+
+    evaluated: list[tuple[str, str]] = []
+
+    async def evaluate(key, target, scaler):
+        evaluated.append(key)
+
+    monkeypatch.setattr(operator, "_new_scaler", new_scaler)
+    monkeypatch.setattr(operator, "_evaluate", evaluate)
+
+    async def a_few_seconds() -> None:
+        loop = asyncio.create_task(operator._autoscale_loop())
+        await asyncio.sleep(2.5)
+        assert not loop.done(), "the loop ended"
+        loop.cancel()
+        for scaler in operator.scalers.values():
+            await run._close_scaler(scaler)
+
+    asyncio.run(a_few_seconds())
+    assert ("ns", "good") in evaluated and ("ns", "bad") not in evaluated
+    assert set(operator.scalers) == {("ns", "good")}
+
+
+def test_a_memory_that_breaks_resuming_starts_a_new_scaler(monkeypatch):
+    def broken(*_args, **_kw):
+        raise ValueError("a memory no one foresaw")
+
+    async def new_scaler() -> ScalerState:
+        scaler = _operator()._new_scaler(_target("b", MEMORY))
+        await run._close_scaler(scaler)
+        return scaler["state"]
+
+    monkeypatch.setattr(ScalerState, "resumed", classmethod(broken))
+    assert asyncio.run(new_scaler()) == ScalerState()
+
+
+def test_a_new_scaler_resumes_the_memory_its_target_carries():
+    now = time.time()
+    current = {"watchingSince": _rfc3339(now - 3600), "lastSeen": _rfc3339(now - 60)}
+
+    async def new_scaler(memory) -> ScalerState:
+        scaler = _operator()._new_scaler(_target("b", memory))
+        await run._close_scaler(scaler)
+        return scaler["state"]
+
+    assert asyncio.run(new_scaler(current)).since == pytest.approx(now - 3600, abs=1)
+    assert asyncio.run(new_scaler(MEMORY)) == ScalerState()  # last seen long ago: the gap
+    assert asyncio.run(new_scaler(None)) == ScalerState()
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
