@@ -959,12 +959,14 @@ class Condition(_Model):
 
 
 class PlanStatus(_Model):
-    tensor_parallel: int
-    pipeline_parallel: int
-    expert_parallel: int | None = Field(default=None, description="MoE: expert-parallel size inside the TP group (absent for dense models).")
-    gpus_per_replica: int
-    nodes_per_replica: int
-    memory_per_gpu_bytes: int
+    # The operator keeps the plan in status while the spec is unchanged (node churn must not reshuffle replicas), so
+    # it is read back: a size below 1 is refused here (and by the API server), and the backend is planned afresh.
+    tensor_parallel: int = Field(ge=1)
+    pipeline_parallel: int = Field(ge=1)
+    expert_parallel: int | None = Field(default=None, ge=1, description="MoE: expert-parallel size inside the TP group (absent for dense models).")
+    gpus_per_replica: int = Field(ge=1)
+    nodes_per_replica: int = Field(ge=1)
+    memory_per_gpu_bytes: int = Field(ge=0)
     gpu_product: str | None = None
     spans_nvlink_clique: bool | None = Field(
         default=None, description="Tensor parallelism spans nodes of one multi-node NVLink clique (needs an IMEX channel).",
