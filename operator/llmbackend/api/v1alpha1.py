@@ -1012,6 +1012,11 @@ SCALER_MEMORY_MAX_BURSTS = 16  # status.autoscaling.memory.bursts: 30 minutes of
 SCALER_MEMORY_MAX_TEXT = 4096  # status.autoscaling.memory's "time:value ..." lists: 120 pairs (MAX_LOADS) or fewer
 
 
+def _timed_values(description: str) -> Any:
+    """A field of ScalerMemory holding "epoch seconds:value ..." (what the autoscaler writes as it decides)."""
+    return Field(default=None, max_length=SCALER_MEMORY_MAX_TEXT, description=description)
+
+
 class LearnedBurst(_Model):
     start: str = Field(description="Start of a 5-minute interval (RFC 3339).")
     headroom: float = Field(
@@ -1030,24 +1035,17 @@ class ScalerMemory(_Model):
     bursts: list[LearnedBurst] = Field(
         default_factory=list, max_length=SCALER_MEMORY_MAX_BURSTS,
         description="The burst memory (the last 30 minutes): what status.autoscaling.burstHeadroom is the largest of.")
-    loads: str | None = Field(
-        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
-        description="The load of each decision of the last cold start (epoch seconds:load, space-separated), as of "
-                    "the last status write: the forecast of a resumed autoscaler starts from them.")
-    rates: str | None = Field(
-        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
-        description="The arrival rate of each decision of the last cold start (as loads).")
-    forecasts: str | None = Field(
-        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
-        description="The arrival rates forecast within the last cold start, checked against the rates that come "
-                    "(as loads): what burstHeadroom learns from.")
-    recommendations: str | None = Field(
-        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
-        description="The replicas recommended within the stabilization windows (as loads).")
-    peaks: str | None = Field(
-        default=None, max_length=SCALER_MEMORY_MAX_TEXT,
-        description="With burstMemorySeconds: the peak load of each 5-minute interval it remembers (as loads; the "
-                    "last 10 hours at most).")
+    loads: str | None = _timed_values(
+        "The load of each decision of the last cold start (epoch seconds:load, space-separated), as of the last status "
+        "write: the forecast of a resumed autoscaler starts from them.")
+    rates: str | None = _timed_values("The arrival rate of each decision of the last cold start (as loads).")
+    forecasts: str | None = _timed_values(
+        "The arrival rates forecast within the last cold start, checked against the rates that come (as loads): what "
+        "burstHeadroom learns from.")
+    recommendations: str | None = _timed_values("The replicas recommended within the stabilization windows (as loads).")
+    peaks: str | None = _timed_values(
+        "With burstMemorySeconds: the peak load of each 5-minute interval it remembers (as loads; the last 10 hours at "
+        "most).")
     fit: list[float] | None = Field(
         default=None, min_length=6, max_length=6,
         description="The compute time per request against the batch (least-squares sums: weight, batch, time, "

@@ -20,12 +20,20 @@ MAX_OBSERVATIONS = 16
 _MAX_PLAUSIBLE_S = 2 * 3600.0
 
 
+RFC3339 = "%Y-%m-%dT%H:%M:%SZ"  # a time as Kubernetes writes it: UTC, whole seconds
+
+
+def rfc3339(epoch_s: float) -> str:
+    """``epoch_s`` as Kubernetes writes a time (``epoch_seconds`` reads it back)."""
+    return _dt.datetime.fromtimestamp(epoch_s, _dt.UTC).strftime(RFC3339)
+
+
 def epoch_seconds(value: Any) -> float | None:
     """Seconds since the epoch of an RFC 3339 time as Kubernetes writes it (UTC, whole seconds); None otherwise."""
     if not isinstance(value, str):
         return None
     try:
-        return _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC).timestamp()
+        return _dt.datetime.strptime(value, RFC3339).replace(tzinfo=_dt.UTC).timestamp()
     except ValueError:
         return None
 

@@ -97,13 +97,12 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
 
 from __future__ import annotations
 
-import datetime
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..api.v1alpha1 import SCALER_MEMORY_MAX_BURSTS, AutoscalingSpec
-from .coldstart import epoch_seconds
+from .coldstart import epoch_seconds, rfc3339
 from .ratio import REASON_NO_COMPLETIONS, REASON_STALE, RatioReading
 
 SCALED_UP = "ScaledUp"
@@ -198,18 +197,18 @@ class ScalerState:
                    peaks, forecasts, rates, surprises, None if started is None else float(started))
 
     def last_scale_time_rfc3339(self) -> str | None:
-        return None if self.last_scale_time is None else _rfc3339(self.last_scale_time)
+        return None if self.last_scale_time is None else rfc3339(self.last_scale_time)
 
     def memory(self, now: float) -> dict[str, Any] | None:
         """What an operator that restarts resumes (status.autoscaling.memory; ScalerMemory in the API), with
-        ``recent()``: since when the backend is watched and the burst memory (the largest surprise per bucket). ``lastSeen`` is the start of
-        the bucket of ``now``, so that it changes the status once a bucket, not at every decision. None before the
-        first decision."""
+        ``recent()``: since when the backend is watched and the burst memory (the largest surprise per bucket).
+        ``lastSeen`` is the start of the bucket of ``now``, so that it changes the status once a bucket, not at every
+        decision. None before the first decision."""
         if self.since is None:
             return None
-        return {"watchingSince": _rfc3339(self.since),
-                "lastSeen": _rfc3339(math.floor(now / PEAK_BUCKET_S) * PEAK_BUCKET_S),
-                "bursts": [{"start": _rfc3339(t), "headroom": round(x, 2)}
+        return {"watchingSince": rfc3339(self.since),
+                "lastSeen": rfc3339(math.floor(now / PEAK_BUCKET_S) * PEAK_BUCKET_S),
+                "bursts": [{"start": rfc3339(t), "headroom": round(x, 2)}
                            for t, x in self.surprises[-SCALER_MEMORY_MAX_BURSTS:]]}
 
     def recent(self) -> dict[str, Any]:
@@ -229,8 +228,9 @@ class ScalerState:
 
     @classmethod
     def resumed(cls, memory: Any, now: float, cap: float) -> ScalerState:
-        """A new scaler's state from ``memory`` (what ``memory()`` and ``recent()`` wrote before a restart). A memory last seen more
-        than MEMORY_GAP_S ago missed the bursts of the gap, and anything unreadable is no memory: a new scaler then.
+        """A new scaler's state from ``memory`` (what ``memory()`` and ``recent()`` wrote before a restart). A memory
+        last seen more than MEMORY_GAP_S ago missed the bursts of the gap, and anything unreadable is no memory: a new
+        scaler then.
         The status is writable by whoever may write LLMBackend status: headrooms are kept within [1, ``cap``] and
         entries from the future are dropped, so a forged memory sizes no differently than traffic could."""
         if not isinstance(memory, dict):
@@ -243,17 +243,16 @@ class ScalerState:
         for burst in (listed if isinstance(listed, list) else [])[-SCALER_MEMORY_MAX_BURSTS:]:
             start = epoch_seconds(burst.get("start")) if isinstance(burst, dict) else None
             headroom = burst.get("headroom") if isinstance(burst, dict) else None
-            if start is None or start > now or isinstance(headroom, bool) or not isinstance(headroom, int | float) \
-                    or not math.isfinite(headroom):
+            if start is None or start > now or not _finite_number(headroom):
                 continue
             bursts[start] = max(bursts.get(start, 1.0), min(max(float(headroom), 1.0), cap))
         rates = _read_pairs(memory.get("rates"), now)
-        # the forecasts checked for surprises need a horizon of rates: the rates resumed count (started)
         recommendations = [(t, round(r)) for t, r in _read_pairs(memory.get("recommendations"), now)]
         return cls(recommendations, since=since, surprises=_forget_peaks(sorted(bursts.items()), now, SURPRISE_MEMORY_S),
                    loads=_read_pairs(memory.get("loads"), now), fit=_read_fit(memory.get("fit"), now),
                    rates=rates, forecasts=_read_pairs(memory.get("forecasts"), now),
                    peaks=_read_pairs(memory.get("peaks"), now),
+                   # the forecasts checked for surprises need a horizon of rates: the rates resumed count
                    started=rates[0][0] if rates else None)
 
 
@@ -283,15 +282,16 @@ def _read_fit(values: Any, now: float) -> BatchFit | None:
     negative (batches and compute times are not), a weight above 0 and a time no later than ``now``."""
     if not isinstance(values, list) or len(values) != 6:
         return None
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in values):
+    if not all(_finite_number(v) and v >= 0 for v in values):
         return None
     if values[0] <= 0 or values[5] > now:
         return None
     return BatchFit(_five(values[:5]), float(values[5]))
 
 
-def _rfc3339(t: float) -> str:
-    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _finite_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number that is finite (true and false are not numbers here, though Python counts them as ints)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def quantile(values: list[float], q: float) -> float:
