@@ -74,12 +74,18 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "operator"))
 
-from llmbackend.api.v1alpha1 import AutoscalingSpec  # noqa: E402
+from llmbackend.api.v1alpha1 import LEARNED_HEADROOM_MAX_LIMIT, AutoscalingSpec  # noqa: E402
 from llmbackend.autoscaling import (
     coldstart,  # noqa: E402
     decision,  # noqa: E402
 )
-from llmbackend.autoscaling.decision import ScalerState, decide  # noqa: E402
+from llmbackend.autoscaling.decision import (  # noqa: E402
+    SURPRISE_MEMORY_S,
+    ScalerState,
+    advised_headroom,
+    burst_warning,
+    decide,
+)
 from llmbackend.autoscaling.ratio import SIGNAL_ENGINE, TritonCounters, window_ratio  # noqa: E402
 from llmbackend.render.hpa import render_hpa  # noqa: E402
 
@@ -269,6 +275,8 @@ class Operator(Policy):
         self.state = ScalerState()
         self.samples: dict[int, list] = {}
         self.cold_starts: list[float] = []
+        self.warning: str | None = None  # status.autoscaling.burstWarning after the last decision
+        self.results = {"warned": 0.0, "warned_at": math.nan}  # (scored period) added to the run's figures
 
     def desired(self, sim, now):
         for p in sim.ready_pods(now):
@@ -284,7 +292,35 @@ class Operator(Policy):
         d = decide(self.state, reading, self.spec, sim.replicas(), now, max_batch_size=SLOTS, cold_start_s=cold,
                    starting_ages=sim.starting_ages(now))
         self.state = d.state
+        self.warning = burst_warning(d.state, self.spec, now)
+        if self.warning and now >= 0 and not self.results["warned"]:
+            self.results = {"warned": 1.0, "warned_at": now}
         return d.desired_replicas
+
+
+FLOOR_OFF = (("burst_floor", "off"),)  # the automatic burst floor off (the knob of --warnings' rows)
+
+
+class AdminFollowsWarning(Operator):
+    """The shipped operator with the burst floor off (burstFloor off), and an admin who does what its
+    BurstsOverHeadroom warning says ``knob`` seconds after it appears (--warnings): learnedHeadroomMax to the advised
+    value, or burstMemorySeconds SURPRISE_MEMORY_S for bursts over learnedHeadroomMax's limit. The spec then stays so
+    (an admin does not lower it when the bursts stop)."""
+
+    def __init__(self, knob):
+        super().__init__(FLOOR_OFF)
+        self.reaction_s, self.seen_at = knob, None
+
+    def desired(self, sim, now):
+        want = super().desired(sim, now)
+        self.seen_at = (self.seen_at if self.seen_at is not None else now) if self.warning else None
+        if self.seen_at is not None and now >= self.seen_at + self.reaction_s:
+            largest = max(x for _, x in self.state.surprises)
+            change = ({"learned_headroom_max": advised_headroom(largest)} if largest <= LEARNED_HEADROOM_MAX_LIMIT
+                      else {"burst_memory_seconds": int(SURPRISE_MEMORY_S)})
+            self.spec = self.spec.model_copy(update=change)
+            self.seen_at = None
+        return want
 
 
 class RestartedOperator(Operator):
@@ -300,7 +336,7 @@ class RestartedOperator(Operator):
         if self.restart_s is not None and now >= self.restart_s:
             self.restart_s = None
             memory = {**(self.state.memory(now) or {}), **self.state.recent()}
-            self.state = ScalerState.resumed(memory, now, self.spec.learned_headroom_max) if self.resume else ScalerState()
+            self.state = ScalerState.resumed(memory, now) if self.resume else ScalerState()
             self.samples = {}
         return super().desired(sim, now)
 
@@ -310,7 +346,7 @@ OPERATOR_DEFAULTS = {n: getattr(decision, n) for n in (
     "LEVEL_QUANTILE", "KEEP_QUANTILE", "SCALE_DOWN_MARGIN", "TREND_NOISE_RATIO", "TREND_MAX_GROWTH", "HEADROOM_BETA",
     "CALM_BETA", "LEARNED_BETA",
     "KEEP_STARTING_SPENT", "SURPRISE_MEMORY_S", "SURPRISE_NOISE", "SURPRISE_PRIOR_S",
-    "SURPRISE_MIN_REPLICAS")}
+    "SURPRISE_MIN_REPLICAS", "AUTO_BURST_FLOOR_S")}
 # The operator's knobs on the main tuning grid (POLICIES): spec fields (snake_case) or OPERATOR_DEFAULTS names.
 OPERATOR_KNOBS = ("target_utilization", "learned_headroom_max", "SURPRISE_PRIOR_S", "HEADROOM_BETA", "CALM_BETA")
 # --sweep: one constant at a time around the defaults (coordinate-wise), on the tuning traces only.
@@ -501,6 +537,7 @@ POLICIES = {
     "oracle": (Oracle, [0.6, 0.7, 0.8]),
     "hpa-ratio (mode: hpa)": (HpaRatio, [0.01, 0.05, 0.2, 1.0]),
     "operator-restarted": (RestartedOperator, []),  # --restart-at only: no knob to tune
+    "operator-admin": (AdminFollowsWarning, []),  # --warnings only: the admin's reaction time, not tuned
 }
 DEFAULT_POLICIES = ["operator", "keda-inflight", "knative-kpa", "static", "oracle"]
 QUICK_GRIDS = {"operator": [(0.5, 1.0, 0.0, 1.5, 1.5), (0.6, 2.0, 0.0, 1.5, 1.0)],
@@ -749,7 +786,8 @@ def run_one(args):
     policy, knob, trace, seed = args
     cls = POLICIES[policy][0]
     sim = Sim(trace, seed, initial=int(knob) if cls is Static else None)
-    return policy, knob, trace, seed, sim.run(cls(knob))
+    chosen = cls(knob)
+    return policy, knob, trace, seed, {**sim.run(chosen), **getattr(chosen, "results", {})}
 
 
 @dataclass
@@ -889,6 +927,28 @@ def restarts(restart_s: float, n_seeds: int, n_jobs: int) -> None:
     print(f"\n{len(jobs)} simulations, {time.time() - started:.0f} s")
 
 
+def warnings(reaction_s: float, n_seeds: int, tune_seeds: int, n_jobs: int) -> None:
+    """--warnings: where the shipped operator's BurstsOverHeadroom warning fires (test and tuning traces; it is when
+    the automatic burst floor engages), what the floor does, and what an admin who turned the floor off and follows
+    the warning ``reaction_s`` later gets."""
+    started = time.time()
+    rows = [("operator", None), ("operator", FLOOR_OFF), ("operator-admin", reaction_s)]
+    traces = [(tr, range(1, 1 + n_seeds)) for tr, _, _ in TEST_TRACES] + \
+             [(tr, range(101, 101 + tune_seeds)) for tr, _, _ in TUNE_TRACES]
+    res = simulate([(n, k, tr, seed) for n, k in rows for tr, seeds in traces for seed in seeds], n_jobs)
+    print(f"the burst warning of the shipped operator, and an admin who follows it {reaction_s:g} s later "
+          f"({n_seeds} seeds per test trace, {tune_seeds} per tuning trace; SLO met / GPU-h, mean)\n")
+    print("| trace | runs warned | first warning, min (median) | defaults (burst floor automatic) | burst floor off | "
+          "off, and an admin follows the warning |\n|---|---|---|---|---|---|")
+    for tr, _ in traces:
+        runs = res[("operator", None, tr)].runs
+        first = [r["warned_at"] / 60 for r in runs if r["warned"]]
+        print(f"| {tr} | {len(first)} / {len(runs)} | {f'{np.median(first):.0f}' if first else '-'} | "
+              + " | ".join(f"{100 * res[(n, k, tr)].mean('slo'):.2f} % / {res[(n, k, tr)].mean('gpu_h'):.2f}"
+                           for n, k in rows) + " |")
+    print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5, help="seeds per test trace")
@@ -906,11 +966,16 @@ def main() -> int:
     ap.add_argument("--base", default="", help="with --sweep: name=value,... set before each swept value")
     ap.add_argument("--restart-at", type=float, help="only: the shipped operator restarted at this second of each "
                                                       "test trace, with a new scaler and resuming its memory")
+    ap.add_argument("--warnings", type=float, metavar="REACTION_S",
+                    help="only: where the burst warning fires, and an admin who follows it this many seconds later")
     ap.add_argument("--only", help="comma-separated policies (default: " + ",".join(DEFAULT_POLICIES) + ")")
     args = ap.parse_args()
     started = time.time()
     if args.restart_at is not None:
         restarts(args.restart_at, args.seeds, args.jobs)
+        return 0
+    if args.warnings is not None:
+        warnings(args.warnings, args.seeds, args.tune_seeds, args.jobs)
         return 0
     if args.sweep:
         base = tuple((n, float(v)) for n, v in (kv.split("=") for kv in args.base.split(",") if kv))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -637,17 +638,19 @@ def test_burst_memory_off_keeps_no_peaks():
 HMAX = 1.5  # learnedHeadroomMax in the tests of the learned headroom
 
 
-def _learned(bursty: bool, until_s: int, burst_until_s: int | None = None, state=None, learned: float = 0.0):
+def _learned(bursty: bool, until_s: int, burst_until_s: int | None = None, state=None, learned: float = 0.0,
+             burst_ratio: float = 0.0):
     """60 sequences busy (in flight), with a 2-minute burst to 120 every 15 min when ``bursty`` (until
-    ``burst_until_s``); 4 replicas of 64 slots, utilization 0.5 (``learned``: learnedUtilization, off by default),
-    cold start 4 min. Returns the last decision."""
+    ``burst_until_s``; the queue/compute ratio ``burst_ratio`` then, else 0); 4 replicas of 64 slots, utilization 0.5
+    (``learned``: learnedUtilization, off by default), cold start 4 min. Returns the last decision."""
     s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=HMAX,
              learned_utilization=learned)
     state = state or ScalerState(since=0.0)
     d = None
     for t in range(0, until_s, 15):
         burst = bursty and (burst_until_s is None or t < burst_until_s) and t % 900 < 120
-        d = decide(state, _engine(120.0 if burst else 60.0, 4), s, 4, now=float(t), cold_start_s=240)
+        reading = engine_reading(burst_ratio if burst else 0.0, 4, in_flight=120.0 if burst else 60.0)
+        d = decide(state, reading, s, 4, now=float(t), cold_start_s=240)
         state = d.state
     assert d is not None
     return d
@@ -677,6 +680,82 @@ def test_learned_headroom_keeps_what_the_recent_bursts_needed_and_forgets_them()
     # it survives the state's JSON round trip
     again = ScalerState.from_dict(json.loads(json.dumps(bursty.state.to_dict())))
     assert again.surprises == bursty.state.surprises and again.forecasts == bursty.state.forecasts
+
+
+def test_a_burst_over_learned_headroom_max_that_queued_is_remembered_whole_and_warned():
+    # the same 2x bursts with learnedHeadroomMax 1.5, requests queueing over the target ratio during them: the
+    # decision multiplies the forecast by 1.5 at most, the memory keeps the whole rise, and the admin is told
+    span = int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600
+    auto, off = spec(learned_headroom_max=HMAX), spec(learned_headroom_max=HMAX, burst_floor="off")
+    bursty = _learned(True, span, burst_ratio=3.0)
+    largest = max(x for _, x in bursty.state.surprises)
+    assert largest >= HMAX * D.BURST_OVER_CAP and D.bursts_over_cap(bursty.state, HMAX, span)
+    assert bursty.engine.headroom == HMAX
+    # burstFloor auto (the default): the burst floor stands for them, and the warning says since when and how to
+    # turn it off
+    assert bursty.state.floor_since is not None
+    warning = D.burst_warning(bursty.state, auto, span)
+    assert warning is not None and f"x{largest:.1f}" in warning and "over the x1.5 learnedHeadroomMax" in warning
+    assert "burst floor" in warning and "burstFloor off" in warning
+    # burstFloor off (no floor then): what to set
+    unfloored = replace(bursty.state, floor_since=None)
+    advice = D.burst_warning(unfloored, off, span)
+    assert advice is not None and f"learnedHeadroomMax to {D.advised_headroom(largest):g} " in advice
+    assert largest <= D.advised_headroom(largest) < largest + 0.1
+    tall = D.burst_warning(replace(unfloored, surprises=[(0.0, 6.8)]),
+                           spec(learned_headroom_max=2.0, burst_floor="off"), span)
+    assert tall is not None and "x6.8" in tall and "over learnedHeadroomMax's limit" in tall
+    # a burst floor of the admin's own already stands for them
+    assert D.burst_warning(unfloored, spec(learned_headroom_max=HMAX, burst_memory_seconds=600), span) is None
+    # the same bursts absorbed by the standing spare (no queue over the target): no floor, no reason to pay for more
+    absorbed = _learned(True, span)
+    assert absorbed.state.surprises == bursty.state.surprises and absorbed.state.queued_at is None
+    assert absorbed.state.floor_since is None and D.burst_warning(absorbed.state, off, span) is None
+    # a cap that covers the bursts, smooth traffic, a learned headroom turned off, a forgotten burst: no warning
+    assert D.burst_warning(unfloored, spec(learned_headroom_max=min(4.0, largest), burst_floor="off"), span) is None
+    assert D.burst_warning(_learned(False, span).state, off, span) is None
+    assert D.burst_warning(unfloored, spec(learned_headroom_max=1.0, burst_floor="off"), span) is None
+    later = 2 * int(D.SURPRISE_MEMORY_S) + 1200
+    forgotten = _learned(True, later, burst_until_s=span, burst_ratio=3.0).state
+    assert forgotten.floor_since is None and D.burst_warning(forgotten, off, later) is None
+    # the floor and its warning survive an operator restart with the memory
+    resumed = ScalerState.resumed({**bursty.state.memory(span), **bursty.state.recent()}, float(span))
+    assert resumed.floor_since == bursty.state.floor_since and resumed.queued_at == bursty.state.queued_at
+    assert D.burst_warning(resumed, auto, span) == warning
+
+
+def _spiky(s, until_s: int, spikes_until_s: int, queue: bool = True):
+    """20 sequences busy, a 3-minute spike to 140 every 15 min until ``spikes_until_s`` (queueing over the target
+    when ``queue`` and the ready replicas have fewer than 140 slots); 64-slot replicas that are Ready at once (the
+    decisions' replicas feed back). Returns (time, decision) pairs."""
+    state, cur, out = ScalerState(since=0.0), 1, []
+    for t in range(0, until_s, 15):
+        spike = t < spikes_until_s and t % 900 < 180
+        ratio = 3.0 if spike and queue and cur * 64 < 140 else 0.0
+        d = decide(state, engine_reading(ratio, cur, in_flight=140.0 if spike else 20.0), s, cur, now=float(t),
+                   cold_start_s=240)
+        state, cur = d.state, d.desired_replicas
+        out.append((t, d))
+    return out
+
+
+def test_bursts_over_the_cap_that_queued_keep_a_burst_floor_while_they_are_remembered():
+    # 7x spikes with learnedHeadroomMax 2: a spike queues, and from then on the replicas its peak needed stand
+    # between the spikes, so the next ones find them Ready and do not queue; the floor stays while such spikes are
+    # remembered (not only while they queue), and goes once none is
+    s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=2.0)
+    runs = _spiky(s, 8400, 4500)
+    queued = [t for t, d in runs if d.state.queued_at == t]
+    assert queued and max(queued) < 1800, queued  # only the spikes before the floor stood queued
+    between = [(t, d) for t, d in runs if 1500 <= t < 4500 and t % 900 >= 600]  # before each later spike
+    assert between and all(d.engine.floor_load > 0 and d.desired_replicas * 64 >= 140 for _, d in between)
+    assert any(t - max(queued) > D.SURPRISE_MEMORY_S for t, _ in between)
+    last = runs[-1][1]
+    assert last.engine.floor_load == 0 and last.state.floor_since is None and last.desired_replicas * 64 < 140
+    # without a queue (the spare absorbed them), with burstFloor off or the learned headroom off: no floor
+    for other, queue in ((s, False), (s.model_copy(update={"burst_floor": "off"}), True),
+                         (s.model_copy(update={"learned_headroom_max": 1.0}), True)):
+        assert all(d.engine.floor_load == 0 for t, d in _spiky(other, 3600, 3600, queue) if d.engine), other
 
 
 def test_learned_headroom_ignores_poisson_noise():
@@ -800,7 +879,7 @@ def _resumed_decision(memory, now: float, state=None):
     at ``now``, on _learned's traffic without a burst."""
     s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=HMAX,
              learned_utilization=0.8)
-    state = state if state is not None else ScalerState.resumed(memory, now, HMAX)
+    state = state if state is not None else ScalerState.resumed(memory, now)
     return decide(state, _engine(60.0, 4), s, 4, now=now, cold_start_s=240)
 
 
@@ -848,11 +927,11 @@ def test_a_memory_not_seen_within_the_gap_is_not_resumed(gap_s):
     last = max(t for t, _ in before.state.loads)
     memory = before.state.memory(last)
     now = D.epoch_seconds(memory["lastSeen"]) + gap_s
-    assert ScalerState.resumed(memory, now, HMAX) == ScalerState()
-    assert ScalerState.resumed(memory, last + 60, HMAX).since == 0.0  # within the gap it is resumed
+    assert ScalerState.resumed(memory, now) == ScalerState()
+    assert ScalerState.resumed(memory, last + 60).since == 0.0  # within the gap it is resumed
     # a scaler younger than its last bucket: watched since after that bucket's start
     young = {"watchingSince": "1970-01-01T01:04:59Z", "lastSeen": "1970-01-01T01:00:00Z", "bursts": []}
-    assert ScalerState.resumed(young, 3900.0, HMAX).since == 3899.0
+    assert ScalerState.resumed(young, 3900.0).since == 3899.0
 
 
 @pytest.mark.parametrize("memory", [
@@ -861,12 +940,12 @@ def test_a_memory_not_seen_within_the_gap_is_not_resumed(gap_s):
     {"watchingSince": 0, "lastSeen": 3600},
 ])
 def test_an_unreadable_memory_is_a_new_scaler(memory):
-    assert ScalerState.resumed(memory, 3700.0, HMAX) == ScalerState()
+    assert ScalerState.resumed(memory, 3700.0) == ScalerState()
 
 
 def test_a_forged_memory_sizes_no_differently_than_traffic_could():
-    # status is writable by whoever may write LLMBackend status: a headroom above learnedHeadroomMax is cut to it,
-    # one below 1 raised to 1, entries that are not numbers or times, or lie in the future, are dropped, and no more
+    # status is writable by whoever may write LLMBackend status: a headroom above what traffic could show
+    # (SURPRISE_REPORT_MAX) is cut to it and the decision uses at most learnedHeadroomMax of it, one below 1 raised to 1, entries that are not numbers or times, or lie in the future, are dropped, and no more
     # than the API's maximum of entries is read
     now = 3600.0
     bursts = [{"start": "1970-01-01T00:55:00Z", "headroom": 1e9}, {"start": "1970-01-01T00:50:00Z", "headroom": 0.1},
@@ -875,8 +954,9 @@ def test_a_forged_memory_sizes_no_differently_than_traffic_could():
               {"start": "soon", "headroom": 1.4}, "not a burst", {"headroom": 1.4}]
     memory = {"watchingSince": "1970-01-01T00:00:00Z", "lastSeen": "1970-01-01T01:00:00Z",
               "bursts": [{"start": "1970-01-01T00:30:00Z", "headroom": 1.2}] * 1000 + bursts}
-    state = ScalerState.resumed(memory, now, HMAX)
-    assert state.surprises == [(1800.0, 1.2), (3000.0, 1.0), (3300.0, HMAX)]  # one entry per bucket, its largest
+    state = ScalerState.resumed(memory, now)
+    # one entry per bucket, its largest
+    assert state.surprises == [(1800.0, 1.2), (3000.0, 1.0), (3300.0, D.SURPRISE_REPORT_MAX)]
     assert D.burst_headroom(state.surprises, now - state.since, HMAX) == HMAX
 
 
@@ -884,15 +964,15 @@ def test_forged_recent_loads_and_fit_are_read_as_far_as_they_are_numbers():
     memory = {"watchingSince": "1970-01-01T00:00:00Z", "lastSeen": "1970-01-01T01:00:00Z",
               "loads": "3500:10 x:y 3510:-1 3520:nan 3530:inf 9e999:1 3540 3550:12 99999:5 3560:1e3",
               "fit": [1, 2, 3, 4, 5, 3590]}
-    state = ScalerState.resumed(memory, 3600.0, HMAX)
+    state = ScalerState.resumed(memory, 3600.0)
     assert state.loads == [(3500.0, 10.0), (3550.0, 12.0), (3560.0, 1000.0)]
     assert state.fit == D.BatchFit((1.0, 2.0, 3.0, 4.0, 5.0), 3590.0)
     for fit in ([1, 2, 3, 4, 5], [1, 2, 3, 4, -5, 3590], [0, 2, 3, 4, 5, 3590], [1, 2, float("nan"), 4, 5, 3590],
                 [1, 2, 3, 4, 5, 9999], [True, 2, 3, 4, 5, 3590], "1 2 3 4 5 3590"):
-        assert ScalerState.resumed({**memory, "fit": fit}, 3600.0, HMAX).fit is None, fit
+        assert ScalerState.resumed({**memory, "fit": fit}, 3600.0).fit is None, fit
     # no more pairs than a scaler keeps
     many = " ".join(f"{t}:1" for t in range(3000))
-    assert len(ScalerState.resumed({**memory, "loads": many}, 3600.0, HMAX).loads) == D.MAX_LOADS
+    assert len(ScalerState.resumed({**memory, "loads": many}, 3600.0).loads) == D.MAX_LOADS
 
 
 def test_a_resumed_scaler_keeps_its_scale_down_stabilization():
@@ -906,7 +986,7 @@ def test_a_resumed_scaler_keeps_its_scale_down_stabilization():
     for t in range(300, 420, 15):
         state = decide(state, _engine(16, 8), s, 8, now=float(t), cold_start_s=30).state
     memory = json.loads(json.dumps({**state.memory(420.0), **state.recent()}))
-    states = {"going on": state, "resumed": ScalerState.resumed(memory, 420.0, s.learned_headroom_max),
+    states = {"going on": state, "resumed": ScalerState.resumed(memory, 420.0),
               "new": ScalerState(loads=state.loads)}
     first_down = {}
     for name, scaler in states.items():
@@ -932,7 +1012,7 @@ def test_a_resumed_scaler_keeps_its_burst_memory_floor():
         state = decide(state, _engine(8 * 32 if t < 300 else 16, 8), s, 8, now=float(t), cold_start_s=240).state
     memory = json.loads(json.dumps({**state.memory(1200.0), **state.recent()}))
     going_on = decide(state, _engine(16, 8), s, 8, now=1200.0, cold_start_s=240)
-    resumed = decide(ScalerState.resumed(memory, 1200.0, s.learned_headroom_max), _engine(16, 8), s, 8, now=1200.0,
+    resumed = decide(ScalerState.resumed(memory, 1200.0), _engine(16, 8), s, 8, now=1200.0,
                      cold_start_s=240)
     assert resumed.engine.floor_load == pytest.approx(going_on.engine.floor_load, rel=1e-3)
     assert resumed.engine.floor_load > 200 and resumed.desired_replicas == going_on.desired_replicas
@@ -958,7 +1038,8 @@ _memories = st.fixed_dictionaries({"watchingSince": _times, "lastSeen": _times},
     "bursts": st.lists(st.fixed_dictionaries({}, optional={"start": _times | _json, "headroom": _numbers | _json}),
                        max_size=20) | _json,
     **{k: _pairs | _json for k in ("loads", "rates", "forecasts", "recommendations", "peaks")},
-    "fit": st.lists(st.floats(0, 4000) | _numbers | st.booleans(), min_size=5, max_size=7) | _json})
+    "fit": st.lists(st.floats(0, 4000) | _numbers | st.booleans(), min_size=5, max_size=7) | _json,
+    "queuedAt": _times | _json, "burstFloorSince": _times | _json})
 
 
 @settings(max_examples=300, deadline=None)
@@ -966,9 +1047,11 @@ _memories = st.fixed_dictionaries({"watchingSince": _times, "lastSeen": _times},
 def test_any_memory_in_status_resumes_a_scaler_that_decides(memory):
     # whatever the status holds, resuming never raises, keeps every value within what traffic could produce, and the
     # scaler decides on
-    state = ScalerState.resumed(memory, 3600.0, HMAX)
-    assert all(1.0 <= x <= HMAX and t <= 3600.0 for t, x in state.surprises)
+    state = ScalerState.resumed(memory, 3600.0)
+    assert all(1.0 <= x <= D.SURPRISE_REPORT_MAX and t <= 3600.0 for t, x in state.surprises)
+    assert 1.0 <= D.burst_headroom(state.surprises, 3600.0 - (state.since or 0.0), HMAX) <= HMAX
     assert all(math.isfinite(x) and x >= 0 and t <= 3600.0 for t, x in state.loads + state.rates + state.forecasts)
+    assert all(t is None or t <= 3600.0 for t in (state.queued_at, state.floor_since))
     d = decide(state, _engine(60.0, 4), spec(learned_headroom_max=HMAX), 4, now=3600.0, cold_start_s=240)
     assert 1 <= d.desired_replicas <= 10
     json.dumps({**d.state.memory(3600.0), **d.state.recent()}, allow_nan=False)

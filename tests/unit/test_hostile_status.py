@@ -16,7 +16,8 @@ from llmbackend.controller.decide import Observed, ScaleDecision, decide, finish
 
 MEMORY = {"watchingSince": "2026-12-04T10:00:00Z", "lastSeen": "2026-12-04T11:00:00Z",
           "bursts": [{"start": "2026-12-04T10:55:00Z", "headroom": 1.4}], "loads": "1:2", "rates": "1:2",
-          "forecasts": "", "recommendations": "1:1", "peaks": "", "fit": [1, 2, 3, 4, 5, 6]}
+          "forecasts": "", "recommendations": "1:1", "peaks": "", "fit": [1, 2, 3, 4, 5, 6],
+          "queuedAt": "2026-12-04T10:58:00Z"}
 SPECS = [{"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4}},
          {"model": MODEL, "replicas": 2}]
 
@@ -27,7 +28,7 @@ def _written(spec):
     scale = None
     if "autoscaling" in spec:
         scale = ScaleDecision(2, "WithinTolerance", "steady", "0.1", "2026-12-04T11:00:00Z",
-                              {"signal": "engine", "memory": MEMORY}, 3.0)
+                              {"signal": "engine", "memory": MEMORY, "burstWarning": "bursts rose"}, 3.0)
     return live, json.loads(json.dumps(finish_status(settle(spec, live, scale_decision=scale, hpas=[]))))
 
 

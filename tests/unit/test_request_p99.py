@@ -248,3 +248,24 @@ def test_churn_shows_in_status_and_warns_once():
     again = decide(Observed(backend(spec, {"autoscaling": {"churnWarning": warning}}), NODES, children=live,
                             scale_decision=scale, hpas=[]))
     assert not [e for e in again.events if e[1] == cond.AUTOSCALER_CHURN]
+
+
+def test_a_burst_over_the_learned_headroom_shows_in_status_and_warns_once():
+    from test_decide import NODES, backend, first_pass, served, settle
+
+    from llmbackend.api.v1alpha1 import AutoscalingSpec
+    from llmbackend.autoscaling import decision as D
+
+    spec = {"model": MODEL, "engine": {"maxSeqLen": 4096},
+            "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 8}}
+    live = served(first_pass(spec), ready=1)
+    warning = D.burst_warning(D.ScalerState(surprises=[(0.0, 6.8)], queued_at=0.0, floor_since=30.0),
+                              AutoscalingSpec(enabled=True, max_replicas=8), 60.0)
+    scale = ScaleDecision(3, "ForecastLoad", "steady", "1.000", None, {"signal": "engine", "burstWarning": warning}, None)
+    decision = settle(spec, live, scale_decision=scale, hpas=[])
+    assert decision.status.autoscaling.burst_warning == warning and "x6.8" in warning
+    assert [(t, r) for t, r, _ in decision.events if r == cond.BURSTS_OVER_HEADROOM] == [("Warning", cond.BURSTS_OVER_HEADROOM)]
+    again = decide(Observed(backend(spec, {"autoscaling": {"burstWarning": warning}}), NODES, children=live,
+                            scale_decision=scale, hpas=[]))
+    assert again.status.autoscaling.burst_warning == warning
+    assert not [e for e in again.events if e[1] == cond.BURSTS_OVER_HEADROOM]

@@ -118,3 +118,6 @@ DRAIN_BOUND_SHORT = "DrainBoundShort"
 
 AUTOSCALER_CHURN = "AutoscalerChurn"
 """Warning event: pods were deleted before they turned Ready repeatedly within the last hour (cold starts wasted)."""
+
+BURSTS_OVER_HEADROOM = "BurstsOverHeadroom"
+"""Warning event: a recent burst rose well over what learnedHeadroomMax keeps standing; it waited for a cold start."""

@@ -432,6 +432,11 @@ OPERATOR_SCALE_DOWN_WINDOW_S = 60
 HPA_SCALE_DOWN_WINDOW_S = 300  # Kubernetes' default for the HPA
 
 
+# spec.autoscaling.learnedHeadroomMax's largest value: standing capacity of 4x the forecast is a static fleet's cost;
+# taller bursts are served by a floor (the burst floor, minReplicas, schedules)
+LEARNED_HEADROOM_MAX_LIMIT = 4.0
+
+
 class AutoscalingSpec(_Model):
     """Scale on the engine's queue-to-compute ratio (time in the engine's queue / time in compute), with
     saturation as a trigger and the load forecast one cold start ahead."""
@@ -483,10 +488,19 @@ class AutoscalingSpec(_Model):
         default=0, ge=0, le=86400,
         description="Keep standing, for this long after a burst, the replicas its peak load needed (the peak of the "
                     "last cold start's loads, at targetUtilization), so that the next burst shorter than a cold start "
-                    "is absorbed instead of queued; 0 (default): off. Costs GPU-hours between bursts.",
+                    "is absorbed instead of queued; 0 (default): only as burstFloor says. Costs GPU-hours between "
+                    "bursts.",
+    )
+    burst_floor: Literal["auto", "off"] = Field(
+        default="auto",
+        description="auto: once a burst rose over 1.25 x learnedHeadroomMax of its forecast and requests queued over "
+                    "targetRatio (Warning event BurstsOverHeadroom), keep the replicas the peak loads of the last 30 "
+                    "minutes needed standing, until no such burst is remembered (as burstMemorySeconds 1800 would, "
+                    "for those bursts only); off: never (bursts over the cap then wait for a cold start). Needs the "
+                    "learned headroom (learnedHeadroomMax > 1); burstMemorySeconds, when set, stands instead.",
     )
     learned_headroom_max: float = Field(
-        default=2.0, ge=1, le=4,
+        default=2.0, ge=1, le=LEARNED_HEADROOM_MAX_LIMIT,
         description="Learn the spare capacity from the load's own bursts: each forecast is checked one cold start "
                     "later against the arrivals seen, and the largest shortfall of the last 30 minutes (at most this "
                     "factor) multiplies the forecast (status.autoscaling.burstHeadroom): smooth traffic runs the "
@@ -1021,7 +1035,7 @@ class LearnedBurst(_Model):
     start: str = Field(description="Start of a 5-minute interval (RFC 3339).")
     headroom: float = Field(
         description="The largest rise of the arrivals over their forecast within one cold start seen in it (1: none; "
-                    "at most learnedHeadroomMax).")
+                    "the decision uses at most learnedHeadroomMax of it).")
 
 
 class ScalerMemory(_Model):
@@ -1035,6 +1049,11 @@ class ScalerMemory(_Model):
     bursts: list[LearnedBurst] = Field(
         default_factory=list, max_length=SCALER_MEMORY_MAX_BURSTS,
         description="The burst memory (the last 30 minutes): what status.autoscaling.burstHeadroom is the largest of.")
+    queued_at: str | None = Field(
+        default=None, description="The last decision that saw requests queue over targetRatio (RFC 3339): with a "
+                                  "burst over learnedHeadroomMax, what status.autoscaling.burstWarning reports.")
+    burst_floor_since: str | None = Field(
+        default=None, description="Since when the automatic burst floor stands (burstMemorySeconds unset; RFC 3339).")
     loads: str | None = _timed_values(
         "The load of each decision of the last cold start (epoch seconds:load, space-separated), as of the last status "
         "write: the forecast of a resumed autoscaler starts from them.")
@@ -1091,6 +1110,10 @@ class AutoscalingStatus(_Model):
         default=None, description="Pods deleted before they turned Ready within the last hour (churn).")
     churn_warning: str | None = Field(
         default=None, description="Set while pods were deleted before Ready repeatedly within the last hour: what to do.")
+    burst_warning: str | None = Field(
+        default=None,
+        description="Set while a burst of the last 30 minutes rose well over what learnedHeadroomMax keeps standing "
+                    "(so it waited for new replicas): how far, and what to do.")
     memory: ScalerMemory | None = Field(
         default=None, description="What the autoscaler learned of the traffic, resumed after an operator restart.")
     desired_replicas: int | None = None

@@ -101,7 +101,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from ..api.v1alpha1 import SCALER_MEMORY_MAX_BURSTS, AutoscalingSpec
+from ..api.v1alpha1 import LEARNED_HEADROOM_MAX_LIMIT, SCALER_MEMORY_MAX_BURSTS, AutoscalingSpec
 from .coldstart import epoch_seconds, rfc3339
 from .ratio import REASON_NO_COMPLETIONS, REASON_STALE, RatioReading
 
@@ -158,6 +158,12 @@ class ScalerState:
     # where this scaler's arrival rates begin (its first decision, or the oldest rate resumed): a forecast is checked
     # for surprises only once it is made from a horizon of rates, which a resumed ``since`` does not promise
     started: float | None = None
+    # the last decision whose reading had requests waiting over the target ratio: a burst over learnedHeadroomMax
+    # that queued is what ``burst_warning`` reports (one the standing spare absorbed is not)
+    queued_at: float | None = None
+    # since when the automatic burst floor stands (bursts over the cap queued; it stays while such bursts are
+    # remembered: the floor it keeps is what stops the queue that set it)
+    floor_since: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -174,6 +180,8 @@ class ScalerState:
             "rates": [[t, x] for t, x in self.rates],
             "surprises": [[t, x] for t, x in self.surprises],
             "started": self.started,
+            "queuedAt": self.queued_at,
+            "floorSince": self.floor_since,
         }
 
     @classmethod
@@ -191,10 +199,12 @@ class ScalerState:
         surprises = [(float(t), float(x)) for t, x in d.get("surprises") or []]
         rates = [(float(t), float(x)) for t, x in d.get("rates") or []]
         started = d.get("started")
+        queued_at, floor_since = d.get("queuedAt"), d.get("floorSince")
         return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld),
                    d.get("saturatedSince"), d.get("idleSince"), loads,
                    None if not fit else BatchFit(_five(fit[:5]), float(fit[5])), None if since is None else float(since),
-                   peaks, forecasts, rates, surprises, None if started is None else float(started))
+                   peaks, forecasts, rates, surprises, None if started is None else float(started),
+                   None if queued_at is None else float(queued_at), None if floor_since is None else float(floor_since))
 
     def last_scale_time_rfc3339(self) -> str | None:
         return None if self.last_scale_time is None else rfc3339(self.last_scale_time)
@@ -206,10 +216,16 @@ class ScalerState:
         decision. None before the first decision."""
         if self.since is None:
             return None
-        return {"watchingSince": rfc3339(self.since),
-                "lastSeen": rfc3339(math.floor(now / PEAK_BUCKET_S) * PEAK_BUCKET_S),
-                "bursts": [{"start": rfc3339(t), "headroom": round(x, 2)}
-                           for t, x in self.surprises[-SCALER_MEMORY_MAX_BURSTS:]]}
+        memory: dict[str, Any] = {
+            "watchingSince": rfc3339(self.since),
+            "lastSeen": rfc3339(math.floor(now / PEAK_BUCKET_S) * PEAK_BUCKET_S),
+            "bursts": [{"start": rfc3339(t), "headroom": round(x, 2)}
+                       for t, x in self.surprises[-SCALER_MEMORY_MAX_BURSTS:]]}
+        if self.queued_at is not None:  # moves only while requests queue (when the ratio in status moves too)
+            memory["queuedAt"] = rfc3339(self.queued_at)
+        if self.floor_since is not None:
+            memory["burstFloorSince"] = rfc3339(self.floor_since)
+        return memory
 
     def recent(self) -> dict[str, Any]:
         """The last cold start's loads and arrival rates, the forecasts not checked yet, the compute-time fit, the
@@ -227,12 +243,13 @@ class ScalerState:
         return recent
 
     @classmethod
-    def resumed(cls, memory: Any, now: float, cap: float) -> ScalerState:
+    def resumed(cls, memory: Any, now: float) -> ScalerState:
         """A new scaler's state from ``memory`` (what ``memory()`` and ``recent()`` wrote before a restart). A memory
         last seen more than MEMORY_GAP_S ago missed the bursts of the gap, and anything unreadable is no memory: a new
         scaler then.
-        The status is writable by whoever may write LLMBackend status: headrooms are kept within [1, ``cap``] and
-        entries from the future are dropped, so a forged memory sizes no differently than traffic could."""
+        The status is writable by whoever may write LLMBackend status: headrooms are kept within [1,
+        SURPRISE_REPORT_MAX] (the decision caps them at learnedHeadroomMax) and entries from the future are dropped, so
+        a forged memory sizes no differently than traffic could."""
         if not isinstance(memory, dict):
             return cls()
         since, seen = epoch_seconds(memory.get("watchingSince")), epoch_seconds(memory.get("lastSeen"))
@@ -245,15 +262,18 @@ class ScalerState:
             headroom = burst.get("headroom") if isinstance(burst, dict) else None
             if start is None or start > now or not _finite_number(headroom):
                 continue
-            bursts[start] = max(bursts.get(start, 1.0), min(max(float(headroom), 1.0), cap))
+            bursts[start] = max(bursts.get(start, 1.0), min(max(float(headroom), 1.0), SURPRISE_REPORT_MAX))
         rates = _read_pairs(memory.get("rates"), now)
         recommendations = [(t, round(r)) for t, r in _read_pairs(memory.get("recommendations"), now)]
+        queued_at, floor_since = epoch_seconds(memory.get("queuedAt")), epoch_seconds(memory.get("burstFloorSince"))
         return cls(recommendations, since=since, surprises=_forget_peaks(sorted(bursts.items()), now, SURPRISE_MEMORY_S),
                    loads=_read_pairs(memory.get("loads"), now), fit=_read_fit(memory.get("fit"), now),
                    rates=rates, forecasts=_read_pairs(memory.get("forecasts"), now),
                    peaks=_read_pairs(memory.get("peaks"), now),
                    # the forecasts checked for surprises need a horizon of rates: the rates resumed count
-                   started=rates[0][0] if rates else None)
+                   started=rates[0][0] if rates else None,
+                   queued_at=queued_at if queued_at is not None and queued_at <= now else None,
+                   floor_since=floor_since if floor_since is not None and floor_since <= now else None)
 
 
 def _pairs_text(pairs: list[tuple[float, float]]) -> str:
@@ -355,7 +375,7 @@ def _remember_peak(peaks: list[tuple[float, float]], now: float, load: float, me
 
 
 def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float, checkable: bool,
-                   replica_rate: float, cap: float, forecast: bool = True) -> tuple[list[tuple[float, float]], list[tuple[float, float]], list[tuple[float, float]]]:
+                   replica_rate: float, forecast: bool = True) -> tuple[list[tuple[float, float]], list[tuple[float, float]], list[tuple[float, float]]]:
     """(forecasts, rates, surprises) after ``now``'s reading. Forecasts and rates are in arrival-rate units, and the
     forecast checked later is made here from the rates alone: the load in sequences is the rate times the fit's
     compute time at the target batch, and that fit moves (a scale-down changes the batch per pod), which is not
@@ -363,7 +383,8 @@ def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float
     after a scale-down halved the forecast and was remembered as a burst of 2.5 for an hour.) Each forecast one horizon old is
     compared with the rates its horizon saw, measured as the forecast's level is (their LEVEL_QUANTILE: Poisson noise
     alone then gives about 1, a burst over a tenth of the horizon or more counts); the ratio (1 up to SURPRISE_NOISE,
-    at most ``cap``) is kept as the peak of its PEAK_BUCKET_S bucket for SURPRISE_MEMORY_S (module docstring,
+    at most SURPRISE_REPORT_MAX; the decision caps it at learnedHeadroomMax, ``burst_warning`` reports what the
+    cap left out) is kept as the peak of its PEAK_BUCKET_S bucket for SURPRISE_MEMORY_S (module docstring,
     2b: learned headroom). A shortfall under SURPRISE_MIN_REPLICAS of a replica (``replica_rate``: what one replica
     carries at the target) counts as 1: at a low load a ramp's or noise's relative rise is large and changes no
     replica count, and remembered it would multiply the load once it is high. ``checkable`` False: the
@@ -382,7 +403,7 @@ def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float
         if realized and f > 0:
             seen = quantile(realized, LEVEL_QUANTILE)
             big = seen / f > SURPRISE_NOISE and seen - f >= SURPRISE_MIN_REPLICAS * replica_rate
-            ratios.append(min(seen / f, cap) if big else 1.0)
+            ratios.append(min(seen / f, SURPRISE_REPORT_MAX) if big else 1.0)
     if ratios:
         surprises = _remember_peak(state.surprises, now, max(ratios), SURPRISE_MEMORY_S)
     else:
@@ -393,11 +414,49 @@ def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float
 
 
 def burst_headroom(surprises: list[tuple[float, float]], history_s: float, cap: float) -> float:
-    """The factor on the forecast: the largest surprise remembered, ``cap`` while the scaler has seen less than
-    SURPRISE_PRIOR_S of its own load (a new backend assumes the largest bursts), never below 1."""
-    learned = max((x for _, x in surprises), default=1.0)
+    """The factor on the forecast: the largest surprise remembered, at most ``cap`` (learnedHeadroomMax); ``cap``
+    while the scaler has seen less than SURPRISE_PRIOR_S of its own load (a new backend assumes the largest bursts);
+    never below 1."""
+    learned = min(max((x for _, x in surprises), default=1.0), cap)
     prior = cap if history_s < SURPRISE_PRIOR_S else 1.0
     return max(1.0, learned, prior)
+
+
+def burst_warning(state: ScalerState, spec: AutoscalingSpec, now: float) -> str | None:
+    """What to tell the admin when bursts over learnedHeadroomMax queued (``bursts_over_cap``): the learned headroom
+    is capped below what they brought, so the first of them waited for new replicas. While the automatic burst floor
+    stands for them (burstFloor auto), why the fleet stays large and how to turn it off; with burstFloor off and no
+    burstMemorySeconds, what to set. None otherwise. The operator never raises learnedHeadroomMax itself."""
+    cap = spec.learned_headroom_max
+    largest = max((x for _, x in state.surprises), default=1.0)
+    seen = (f"bursts within the last {SURPRISE_MEMORY_S / 60:.0f} min rose to x{largest:.1f} of the forecast one cold "
+            f"start ahead, over the x{cap:g} learnedHeadroomMax keeps standing, and requests queued over the target "
+            f"ratio. ")
+    if state.floor_since is not None:
+        return seen + (f"Since {rfc3339(state.floor_since)} the replicas their peak needed stay standing (burst floor) "
+                       f"until no such burst is remembered ({SURPRISE_MEMORY_S / 60:.0f} min after the last); "
+                       f"spec.autoscaling.burstFloor off turns this off, maxReplicas bounds it")
+    if spec.burst_floor != "off" or spec.burst_memory_seconds or not bursts_over_cap(state, cap, now):
+        return None
+    if largest <= LEARNED_HEADROOM_MAX_LIMIT:
+        return seen + (f"They wait for new replicas (a cold start). To serve them from standing replicas, raise "
+                       f"spec.autoscaling.learnedHeadroomMax to {advised_headroom(largest):g} or set burstFloor auto")
+    return seen + (f"They wait for new replicas (a cold start), and rose over learnedHeadroomMax's limit "
+                   f"({LEARNED_HEADROOM_MAX_LIMIT:g}). To serve them from standing replicas, set "
+                   f"spec.autoscaling.burstFloor auto, burstMemorySeconds, minReplicas or a schedule floor")
+
+
+def bursts_over_cap(state: ScalerState, cap: float, now: float) -> bool:
+    """A burst of the last SURPRISE_MEMORY_S rose BURST_OVER_CAP times learnedHeadroomMax (``cap``) or more over
+    its forecast, and requests queued over the target ratio within that time (False with the learned headroom off)."""
+    largest = max((x for _, x in state.surprises), default=1.0)
+    queued = state.queued_at is not None and now - state.queued_at <= SURPRISE_MEMORY_S
+    return cap > 1 and largest >= cap * BURST_OVER_CAP and queued
+
+
+def advised_headroom(largest: float) -> float:
+    """The learnedHeadroomMax ``burst_warning`` advises for a burst of ``largest``: rounded up to a tenth."""
+    return min(math.ceil(largest * 10 - 1e-9) / 10, LEARNED_HEADROOM_MAX_LIMIT)
 
 
 def _five(values: list[Any]) -> tuple[float, float, float, float, float]:
@@ -499,6 +558,19 @@ SURPRISE_NOISE = 1.1
 # a ramp's relative rise at a low load, remembered, would multiply the load once it is high (0.5 over 0: the tuning
 # ramp cost 29 % more GPU-hours, 6 % over all tuning traces; and 1, which missed the tuning day's goal).
 SURPRISE_MIN_REPLICAS = 0.5
+# Surprises are remembered up to this ratio (a rise from near idle is a large one); the decision caps them at
+# learnedHeadroomMax, and ``burst_warning`` tells the admin when that cap left a burst out.
+SURPRISE_REPORT_MAX = 100.0
+# Bursts are over the cap (``bursts_over_cap``) once the largest remembered surprise is this many times
+# learnedHeadroomMax: the standing capacity then falls a quarter or more short of what they brought (less than that,
+# the square-root spare covers part of it).
+BURST_OVER_CAP = 1.25
+# The automatic burst floor (spec.autoscaling.burstFloor auto): once bursts over the cap queued, the peak load
+# of each PEAK_BUCKET_S of this long stands as a floor while such bursts are remembered (SURPRISE_MEMORY_S, the
+# learned headroom's own memory). It never engages on the tuning traces (their bursts are absorbed: no queue over the
+# target with a burst over 1.25 x the cap), so they cannot choose it; the test traces' spikes (7x) are what it is
+# for (docs/benchmarks-autoscaling.md).
+AUTO_BURST_FLOOR_S = SURPRISE_MEMORY_S
 # An operator restart (an upgrade, a leader failover: seconds to a minute or two) resumes what the scaler learned
 # (status.autoscaling.memory, ScalerState.resumed) when it was last seen within this long; an older memory missed the
 # bursts of the gap, and the scaler starts as a new one. lastSeen is written once a bucket, so a gap of 5-10 min.
@@ -641,7 +713,8 @@ def decide(
     started = state.started if state.started is not None else now  # this process's first decision
     new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
                             state.idle_since, state.loads, state.fit, since,
-                            state.peaks, state.forecasts, state.rates, state.surprises, started)
+                            state.peaks, state.forecasts, state.rates, state.surprises, started, state.queued_at,
+                            state.floor_since)
     view: EngineView | None = None
 
     def finish(desired: int, reason: str, message: str, raw: int | None) -> Decision:
@@ -694,9 +767,10 @@ def decide(
         else:
             forecast = keep_load = x
         floor_load = 0.0
-        if spec.burst_memory_seconds:
-            new_state.peaks = _remember_peak(state.peaks, now, keep_load, spec.burst_memory_seconds)
-            floor_load = max(x for _, x in new_state.peaks)
+        automatic = spec.burst_floor == "auto" and spec.learned_headroom_max > 1 and not spec.burst_memory_seconds
+        floor_s = spec.burst_memory_seconds or (AUTO_BURST_FLOOR_S if automatic else 0)
+        if floor_s:
+            new_state.peaks = _remember_peak(state.peaks, now, keep_load, floor_s)
         else:
             new_state.peaks = []
         # learned headroom, in arrival-rate units (sequences per request/s: the fit's time at the target batch);
@@ -707,11 +781,20 @@ def decide(
             per_rate = t_target if reading.arrival_rate is not None and t_target else 1.0
             new_state.forecasts, new_state.rates, new_state.surprises = learn_surprise(
                 state, now, horizon, x / per_rate, now - started >= horizon,
-                spec.target_utilization * slots_total / reading.pods_used / per_rate, spec.learned_headroom_max,
-                spec.forecast)
+                spec.target_utilization * slots_total / reading.pods_used / per_rate, spec.forecast)
             headroom = burst_headroom(new_state.surprises, now - since, spec.learned_headroom_max)
         else:
             new_state.forecasts, new_state.rates, new_state.surprises = [], [], []
+        if reading.ratio is not None and reading.ratio > spec.target_ratio:
+            new_state.queued_at = now
+        # the automatic burst floor stands from when bursts over the cap queued while such bursts are remembered
+        cap = spec.learned_headroom_max
+        if not automatic or max((x for _, x in new_state.surprises), default=1.0) < cap * BURST_OVER_CAP:
+            new_state.floor_since = None
+        elif new_state.floor_since is None and bursts_over_cap(new_state, cap, now):
+            new_state.floor_since = now
+        if spec.burst_memory_seconds or new_state.floor_since is not None:
+            floor_load = max(x for _, x in new_state.peaks)
         sat = saturation(reading, spec)
         ready_n = min(cur, reading.pods_used)
         calm = spec.learned_headroom_max > 1 and headroom <= 1.0
@@ -792,7 +875,7 @@ def decide(
             engine_reason = FORECAST_LOAD
         elif need_floor > cur:
             engine_reason = BURST_FLOOR
-            base += f"; standing floor for the peak load {view.floor_load:.1f} of the last {spec.burst_memory_seconds}s"
+            base += f"; standing floor for the peak load {view.floor_load:.1f} of the last {floor_s:.0f}s"
         raw = engine_need
         if raw == 0 and cur > 0 and lo == 0:
             idle_for = 0.0 if new_state.idle_since is None else now - new_state.idle_since

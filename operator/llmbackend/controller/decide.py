@@ -624,7 +624,7 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
         auto = AutoscalingStatus(desired_replicas=replicas, reason="AwaitingMetrics",
                                  message="no decision yet: waiting for a full window of engine metrics",
                                  memory=_readable_memory(memory))
-    _check_drain_bound(observed, spec, scale, auto, decision)
+    _drain_bound_and_warnings(observed, spec, scale, auto, decision)
     decision.status.autoscaling = auto
     return replicas
 
@@ -637,10 +637,10 @@ def _readable_memory(memory: Any) -> ScalerMemory | None:
         return None
 
 
-def _check_drain_bound(observed: Observed, spec: LLMBackendSpec, scale: ScaleDecision | None, auto: AutoscalingStatus,
-                       decision: Decision) -> None:
+def _drain_bound_and_warnings(observed: Observed, spec: LLMBackendSpec, scale: ScaleDecision | None,
+                              auto: AutoscalingStatus, decision: Decision) -> None:
     """status.autoscaling shows the observed p99 request time beside the (spec-derived) drain bound the pods use, a
-    warning while the p99 nears the bound, and one Warning event when that warning appears."""
+    warning while the p99 nears the bound; one Warning event when this, the churn or the burst warning appears."""
     drain_s = drain_seconds(spec.engine.max_seq_len, spec.serving.drain_seconds)
     p99 = scale.request_p99_s if scale is not None else None
     before = (observed.obj.get("status") or {}).get("autoscaling") or {}
@@ -651,6 +651,8 @@ def _check_drain_bound(observed: Observed, spec: LLMBackendSpec, scale: ScaleDec
         decision.events.append(("Warning", cond.DRAIN_BOUND_SHORT, auto.drain_warning))
     if auto.churn_warning is not None and before.get("churnWarning") is None:
         decision.events.append(("Warning", cond.AUTOSCALER_CHURN, auto.churn_warning))
+    if auto.burst_warning is not None and before.get("burstWarning") is None:
+        decision.events.append(("Warning", cond.BURSTS_OVER_HEADROOM, auto.burst_warning))
 
 
 def _foreign_hpa(observed: Observed, ref: BackendRef, workload_kind: str) -> str | None:

@@ -25,7 +25,7 @@ import kopf
 from ..api import conditions as cond
 from ..api.v1alpha1 import GROUP, PLURAL, VERSION
 from ..autoscaling import activation, coldstart, metrics
-from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, decide
+from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.triton import METRICS_PORT
@@ -295,7 +295,7 @@ class Operator:
         else:
             source = TritonScraper(target.scrape_model)
         try:
-            state = ScalerState.resumed(target.memory, time.time(), target.spec.learned_headroom_max)
+            state = ScalerState.resumed(target.memory, time.time())
         except Exception as exc:  # noqa: BLE001 - status is not only ours to write: a memory that breaks is no memory
             log.warning("autoscaling %s/%s: the memory in status is ignored (%s)", target.namespace, target.name, exc)
             state = ScalerState()
@@ -365,6 +365,7 @@ class Operator:
         extra["memory"] = decision.state.memory(time.time())  # what an operator restart resumes
         extra["podsDeletedBeforeReady"] = len(scaler["churn"])
         extra["churnWarning"] = coldstart.churn_warning(len(scaler["churn"]))
+        extra["burstWarning"] = burst_warning(decision.state, target.spec, time.time())
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
                             replicas=target.current_replicas, signal=reading.signal)
         new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
