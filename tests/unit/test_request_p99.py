@@ -269,3 +269,10 @@ def test_a_burst_over_the_learned_headroom_shows_in_status_and_warns_once():
                             scale_decision=scale, hpas=[]))
     assert again.status.autoscaling.burst_warning == warning
     assert not [e for e in again.events if e[1] == cond.BURSTS_OVER_HEADROOM]
+    # an operator restart: the passes before its first decision keep the warning (with the memory it comes from), so
+    # the next decision does not post the event again
+    status = {"autoscaling": {"burstWarning": warning, "memory": {"watchingSince": "2026-12-04T10:00:00Z",
+                                                                  "lastSeen": "2026-12-04T11:00:00Z"}}}
+    restarted = decide(Observed(backend(spec, status), NODES, children=live, scale_decision=None, hpas=[]))
+    assert restarted.status.autoscaling.burst_warning == warning
+    assert not [e for e in restarted.events if e[1] == cond.BURSTS_OVER_HEADROOM]

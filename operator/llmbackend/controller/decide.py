@@ -597,7 +597,8 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
             "the recording rule must be loaded in that Prometheus"))
         return live_replicas
     scale = observed.scale_decision
-    memory = ((observed.obj.get("status") or {}).get("autoscaling") or {}).get("memory")
+    before = (observed.obj.get("status") or {}).get("autoscaling") or {}
+    memory = before.get("memory")
     if scale is not None:
         replicas = scale.desired_replicas
     elif live_replicas is not None:
@@ -620,10 +621,13 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
             "desiredReplicas": replicas, "currentRatio": scale.current_ratio, "reason": scale.reason,
             "message": scale.message, "lastScaleTime": scale.last_scale_time, **extra})
     else:
-        # no decision since this operator started: the memory stays until the scaler that resumes it writes its own
+        # no decision since this operator started: the memory stays until the scaler that resumes it writes its own,
+        # and the burst floor's warning with it (its event is not posted again after each restart)
+        burst = before.get("burstWarning")
         auto = AutoscalingStatus(desired_replicas=replicas, reason="AwaitingMetrics",
                                  message="no decision yet: waiting for a full window of engine metrics",
-                                 memory=_readable_memory(memory))
+                                 memory=_readable_memory(memory),
+                                 burst_warning=burst if isinstance(burst, str) and memory is not None else None)
     _drain_bound_and_warnings(observed, spec, scale, auto, decision)
     decision.status.autoscaling = auto
     return replicas
