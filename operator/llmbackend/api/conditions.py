@@ -120,4 +120,5 @@ AUTOSCALER_CHURN = "AutoscalerChurn"
 """Warning event: pods were deleted before they turned Ready repeatedly within the last hour (cold starts wasted)."""
 
 BURSTS_OVER_HEADROOM = "BurstsOverHeadroom"
-"""Warning event: a recent burst rose well over what learnedHeadroomMax keeps standing; it waited for a cold start."""
+"""Warning event: a recent burst rose well over what learnedHeadroomMax keeps standing and queued; the burst floor now
+stands for such bursts (burstFloor auto), or the message says what to set."""

@@ -1053,7 +1053,7 @@ class ScalerMemory(_Model):
         default=None, description="The last decision that saw requests queue over targetRatio (RFC 3339): with a "
                                   "burst over learnedHeadroomMax, what status.autoscaling.burstWarning reports.")
     burst_floor_since: str | None = Field(
-        default=None, description="Since when the automatic burst floor stands (burstMemorySeconds unset; RFC 3339).")
+        default=None, description="Since when the automatic burst floor stands (burstFloor auto; RFC 3339).")
     loads: str | None = _timed_values(
         "The load of each decision of the last cold start (epoch seconds:load, space-separated), as of the last status "
         "write: the forecast of a resumed autoscaler starts from them.")
@@ -1112,8 +1112,8 @@ class AutoscalingStatus(_Model):
         default=None, description="Set while pods were deleted before Ready repeatedly within the last hour: what to do.")
     burst_warning: str | None = Field(
         default=None,
-        description="Set while a burst of the last 30 minutes rose well over what learnedHeadroomMax keeps standing "
-                    "(so it waited for new replicas): how far, and what to do.")
+        description="Set while the burst floor stands (burstFloor auto) or, with burstFloor off, while a burst of the "
+                    "last 30 minutes rose 1.25 x learnedHeadroomMax or more and queued: how far, and what to do.")
     memory: ScalerMemory | None = Field(
         default=None, description="What the autoscaler learned of the traffic, resumed after an operator restart.")
     desired_replicas: int | None = None
