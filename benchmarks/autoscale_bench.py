@@ -58,6 +58,8 @@ Method (so that it cannot flatter us):
 
     python benchmarks/autoscale_bench.py [--seeds 5] [--tune-seeds 4] [--jobs 2] [--quick] [--tune-only] [--sweep]
     python benchmarks/autoscale_bench.py --restart-at 3600   # an operator restart: new scaler vs memory resumed
+    python benchmarks/autoscale_bench.py --warnings 600      # the burst floor's warning; an admin who follows it
+    python benchmarks/autoscale_bench.py --unseen            # traces written after the burst floor's design
 """
 
 from __future__ import annotations
@@ -222,7 +224,36 @@ TEST_TRACES = [("business-day", 7200, business_day), ("flash-crowd-10x", 3600, f
                ("slow-ramp", 5400, slow_ramp), ("spikes", 5400, spikes), ("constant", 3600, constant)]
 TUNE_TRACES = [("tune-day", 5400, tune_day), ("tune-steps", 3600, tune_steps), ("tune-spikes", 3600, tune_spikes),
                ("tune-ramp", 3600, tune_ramp), ("tune-constant", 2700, tune_constant)]
-ALL_TRACES = {n: (d, f) for n, d, f in TEST_TRACES + TUNE_TRACES}
+
+
+def spikes_5x(rng, duration):
+    """--unseen only: 5 spikes of ~3 min at 10 req/s over 1.5 h, 2 req/s between."""
+    return _random_spikes(rng, duration, 5, 2.0, 10.0, 180)
+
+
+def spikes_10x_short(rng, duration):
+    """--unseen only: 8 spikes of ~2 min at 20 req/s over 1.5 h, 2 req/s between."""
+    return _random_spikes(rng, duration, 8, 2.0, 20.0, 120)
+
+
+def two_crowds(rng, duration):
+    """--unseen only: two 6x crowds of 10 min, 30-40 min apart (1.5 h); random short bursts."""
+    first = rng.uniform(600, 900)
+    second = first + rng.uniform(1800, 2400)
+    return _random_bursts(rng, duration, 900, lambda t: 2 + sum(
+        10 * (_smooth(t, s, s + 60) - _smooth(t, s + 600, s + 660)) for s in (first, second)))
+
+
+def steady_bursty(rng, duration):
+    """--unseen only: 8 req/s with a random short burst every 5 min on average (1 h)."""
+    return _random_bursts(rng, duration, 300, lambda t: np.full_like(np.asarray(t, dtype=float), 8.0))
+
+
+# Traces written after the burst floor was designed (sixth session), to see it on traffic nobody tuned on or looked
+# at before: never used to choose anything (--unseen).
+UNSEEN_TRACES = [("spikes-5x", 5400, spikes_5x), ("spikes-10x-short", 5400, spikes_10x_short),
+                 ("two-crowds", 5400, two_crowds), ("steady-bursty", 3600, steady_bursty)]
+ALL_TRACES = {n: (d, f) for n, d, f in TEST_TRACES + TUNE_TRACES + UNSEEN_TRACES}
 
 
 def rate_of(trace: str, seed: int):
@@ -949,6 +980,22 @@ def warnings(reaction_s: float, n_seeds: int, tune_seeds: int, n_jobs: int) -> N
     print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
 
 
+def unseen(n_seeds: int, n_jobs: int) -> None:
+    """--unseen: the shipped operator with the burst floor and without, and the tuned peers (their picks as of the
+    sixth session's run), on UNSEEN_TRACES."""
+    started = time.time()
+    rows = [("operator", None), ("operator", FLOOR_OFF), ("keda-inflight", (12, 300)), ("knative-kpa", 8)]
+    res = simulate([(n, k, tr, seed) for n, k in rows for tr, _, _ in UNSEEN_TRACES
+                    for seed in range(1, 1 + n_seeds)], n_jobs)
+    print(f"traces written after the burst floor's design ({n_seeds} seeds each; SLO met / GPU-h, mean)\n")
+    print("| trace | operator (defaults) | burst floor off | keda-inflight (12, 300) | knative-kpa (8) |\n"
+          "|---|---|---|---|---|")
+    for tr, _, _ in UNSEEN_TRACES:
+        print(f"| {tr} | " + " | ".join(f"{100 * res[(n, k, tr)].mean('slo'):.1f} % / {res[(n, k, tr)].mean('gpu_h'):.1f}"
+                                        for n, k in rows) + " |")
+    print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5, help="seeds per test trace")
@@ -968,6 +1015,8 @@ def main() -> int:
                                                       "test trace, with a new scaler and resuming its memory")
     ap.add_argument("--warnings", type=float, metavar="REACTION_S",
                     help="only: where the burst warning fires, and an admin who follows it this many seconds later")
+    ap.add_argument("--unseen", action="store_true",
+                    help="only: the operator with and without the burst floor, and the tuned peers, on UNSEEN_TRACES")
     ap.add_argument("--only", help="comma-separated policies (default: " + ",".join(DEFAULT_POLICIES) + ")")
     args = ap.parse_args()
     started = time.time()
@@ -976,6 +1025,9 @@ def main() -> int:
         return 0
     if args.warnings is not None:
         warnings(args.warnings, args.seeds, args.tune_seeds, args.jobs)
+        return 0
+    if args.unseen:
+        unseen(args.seeds, args.jobs)
         return 0
     if args.sweep:
         base = tuple((n, float(v)) for n, v in (kv.split("=") for kv in args.base.split(",") if kv))
