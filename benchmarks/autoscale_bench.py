@@ -87,6 +87,7 @@ from llmbackend.autoscaling.decision import (  # noqa: E402
     advised_headroom,
     burst_warning,
     decide,
+    largest_surprise,
 )
 from llmbackend.autoscaling.ratio import SIGNAL_ENGINE, TritonCounters, window_ratio  # noqa: E402
 from llmbackend.render.hpa import render_hpa  # noqa: E402
@@ -346,7 +347,7 @@ class AdminFollowsWarning(Operator):
         want = super().desired(sim, now)
         self.seen_at = (self.seen_at if self.seen_at is not None else now) if self.warning else None
         if self.seen_at is not None and now >= self.seen_at + self.reaction_s:
-            largest = max(x for _, x in self.state.surprises)
+            largest = largest_surprise(self.state.surprises)
             change = ({"learned_headroom_max": advised_headroom(largest)} if largest <= LEARNED_HEADROOM_MAX_LIMIT
                       else {"burst_memory_seconds": int(SURPRISE_MEMORY_S)})
             self.spec = self.spec.model_copy(update=change)
@@ -942,6 +943,11 @@ def sweep(n_seeds: int, n_jobs: int, base: tuple = ()) -> None:
                   + ("  <- picked" if c == pick else ""))
 
 
+def _slo_gpu(cell: Cell, digits: int = 2) -> str:
+    """"SLO % / GPU-h" (means over the seeds): a cell of the --restart-at, --warnings and --unseen tables."""
+    return f"{100 * cell.mean('slo'):.{digits}f} % / {cell.mean('gpu_h'):.{digits}f}"
+
+
 def restarts(restart_s: float, n_seeds: int, n_jobs: int) -> None:
     """--restart-at: the shipped operator on the test traces without a restart, and restarted at ``restart_s`` with
     a new scaler or resuming status.autoscaling.memory."""
@@ -953,8 +959,7 @@ def restarts(restart_s: float, n_seeds: int, n_jobs: int) -> None:
     print(f"an operator restart at {restart_s:g} s on the test traces ({n_seeds} seeds each; SLO met / GPU-h, mean)\n")
     print("| trace | " + " | ".join(label for label, _, _ in rows) + " |\n|---|" + "---|" * len(rows))
     for tr, _, _ in TEST_TRACES:
-        print(f"| {tr} | " + " | ".join(f"{100 * res[(n, k, tr)].mean('slo'):.2f} % / {res[(n, k, tr)].mean('gpu_h'):.2f}"
-                                        for _, n, k in rows) + " |")
+        print(f"| {tr} | " + " | ".join(_slo_gpu(res[(n, k, tr)]) for _, n, k in rows) + " |")
     print(f"\n{len(jobs)} simulations, {time.time() - started:.0f} s")
 
 
@@ -975,8 +980,7 @@ def warnings(reaction_s: float, n_seeds: int, tune_seeds: int, n_jobs: int) -> N
         runs = res[("operator", None, tr)].runs
         first = [r["warned_at"] / 60 for r in runs if r["warned"]]
         print(f"| {tr} | {len(first)} / {len(runs)} | {f'{np.median(first):.0f}' if first else '-'} | "
-              + " | ".join(f"{100 * res[(n, k, tr)].mean('slo'):.2f} % / {res[(n, k, tr)].mean('gpu_h'):.2f}"
-                           for n, k in rows) + " |")
+              + " | ".join(_slo_gpu(res[(n, k, tr)]) for n, k in rows) + " |")
     print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
 
 
@@ -991,8 +995,7 @@ def unseen(n_seeds: int, n_jobs: int) -> None:
     print("| trace | operator (defaults) | burst floor off | keda-inflight (12, 300) | knative-kpa (8) |\n"
           "|---|---|---|---|---|")
     for tr, _, _ in UNSEEN_TRACES:
-        print(f"| {tr} | " + " | ".join(f"{100 * res[(n, k, tr)].mean('slo'):.1f} % / {res[(n, k, tr)].mean('gpu_h'):.1f}"
-                                        for n, k in rows) + " |")
+        print(f"| {tr} | " + " | ".join(_slo_gpu(res[(n, k, tr)], 1) for n, k in rows) + " |")
     print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
 
 

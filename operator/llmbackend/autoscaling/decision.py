@@ -417,7 +417,7 @@ def burst_headroom(surprises: list[tuple[float, float]], history_s: float, cap: 
     """The factor on the forecast: the largest surprise remembered, at most ``cap`` (learnedHeadroomMax); ``cap``
     while the scaler has seen less than SURPRISE_PRIOR_S of its own load (a new backend assumes the largest bursts);
     never below 1."""
-    learned = min(max((x for _, x in surprises), default=1.0), cap)
+    learned = min(largest_surprise(surprises), cap)
     prior = cap if history_s < SURPRISE_PRIOR_S else 1.0
     return max(1.0, learned, prior)
 
@@ -428,7 +428,7 @@ def burst_warning(state: ScalerState, spec: AutoscalingSpec, now: float) -> str 
     stands for them (burstFloor auto), why the fleet stays large and how to turn it off; with burstFloor off and no
     burstMemorySeconds, what to set. None otherwise. The operator never raises learnedHeadroomMax itself."""
     cap = spec.learned_headroom_max
-    largest = max((x for _, x in state.surprises), default=1.0)
+    largest = largest_surprise(state.surprises)
     seen = (f"bursts within the last {SURPRISE_MEMORY_S / 60:.0f} min rose to x{largest:.1f} of the forecast one cold "
             f"start ahead, over the x{cap:g} learnedHeadroomMax keeps standing, and requests queued over the target "
             f"ratio. ")
@@ -446,12 +446,25 @@ def burst_warning(state: ScalerState, spec: AutoscalingSpec, now: float) -> str 
                    f"spec.autoscaling.burstFloor auto, burstMemorySeconds, minReplicas or a schedule floor")
 
 
+def largest_surprise(surprises: list[tuple[float, float]]) -> float:
+    """The largest rise over its forecast the burst memory holds (1: none)."""
+    return max((x for _, x in surprises), default=1.0)
+
+
+def _tall_bursts(state: ScalerState, cap: float) -> bool:
+    """A burst of the last SURPRISE_MEMORY_S rose BURST_OVER_CAP times learnedHeadroomMax (``cap``) or more over its
+    forecast (False with the learned headroom off)."""
+    return cap > 1 and largest_surprise(state.surprises) >= cap * BURST_OVER_CAP
+
+
+def _queued_recently(state: ScalerState, now: float) -> bool:
+    """Requests queued over the target ratio within the last SURPRISE_MEMORY_S."""
+    return state.queued_at is not None and now - state.queued_at <= SURPRISE_MEMORY_S
+
+
 def bursts_over_cap(state: ScalerState, cap: float, now: float) -> bool:
-    """A burst of the last SURPRISE_MEMORY_S rose BURST_OVER_CAP times learnedHeadroomMax (``cap``) or more over
-    its forecast, and requests queued over the target ratio within that time (False with the learned headroom off)."""
-    largest = max((x for _, x in state.surprises), default=1.0)
-    queued = state.queued_at is not None and now - state.queued_at <= SURPRISE_MEMORY_S
-    return cap > 1 and largest >= cap * BURST_OVER_CAP and queued
+    """Tall bursts (``_tall_bursts``) that queued (``_queued_recently``): the capped headroom left them short."""
+    return _tall_bursts(state, cap) and _queued_recently(state, now)
 
 
 def advised_headroom(largest: float) -> float:
@@ -788,10 +801,9 @@ def decide(
         if reading.ratio is not None and reading.ratio > spec.target_ratio:
             new_state.queued_at = now
         # the automatic burst floor stands from when bursts over the cap queued while such bursts are remembered
-        cap = spec.learned_headroom_max
-        if not automatic or max((x for _, x in new_state.surprises), default=1.0) < cap * BURST_OVER_CAP:
+        if not automatic or not _tall_bursts(new_state, spec.learned_headroom_max):
             new_state.floor_since = None
-        elif new_state.floor_since is None and bursts_over_cap(new_state, cap, now):
+        elif new_state.floor_since is None and _queued_recently(new_state, now):
             new_state.floor_since = now
         if spec.burst_memory_seconds or new_state.floor_since is not None:
             floor_load = max(x for _, x in new_state.peaks)

@@ -628,7 +628,7 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
                                  message="no decision yet: waiting for a full window of engine metrics",
                                  memory=_readable_memory(memory),
                                  burst_warning=burst if isinstance(burst, str) and memory is not None else None)
-    _drain_bound_and_warnings(observed, spec, scale, auto, decision)
+    _drain_bound_and_warnings(before, spec, scale, auto, decision)
     decision.status.autoscaling = auto
     return replicas
 
@@ -641,13 +641,13 @@ def _readable_memory(memory: Any) -> ScalerMemory | None:
         return None
 
 
-def _drain_bound_and_warnings(observed: Observed, spec: LLMBackendSpec, scale: ScaleDecision | None,
+def _drain_bound_and_warnings(before: dict[str, Any], spec: LLMBackendSpec, scale: ScaleDecision | None,
                               auto: AutoscalingStatus, decision: Decision) -> None:
     """status.autoscaling shows the observed p99 request time beside the (spec-derived) drain bound the pods use, a
-    warning while the p99 nears the bound; one Warning event when this, the churn or the burst warning appears."""
+    warning while the p99 nears the bound; one Warning event when this, the churn or the burst warning appears
+    (``before``: the status.autoscaling the backend holds)."""
     drain_s = drain_seconds(spec.engine.max_seq_len, spec.serving.drain_seconds)
     p99 = scale.request_p99_s if scale is not None else None
-    before = (observed.obj.get("status") or {}).get("autoscaling") or {}
     auto.drain_seconds = drain_s
     auto.request_p99_seconds = None if p99 is None else f"{p99:.1f}"
     auto.drain_warning = drain_warning(p99, drain_s, before.get("drainWarning"), before.get("drainSeconds"))
