@@ -271,7 +271,8 @@ def test_an_operator_restart_resumes_what_the_scaler_learned(cluster, operator, 
             now = time.time()
             memory = {**young["autoscaling"]["memory"], "watchingSince": _rfc3339(now - 3600),
                       "lastSeen": _rfc3339(now // D.PEAK_BUCKET_S * D.PEAK_BUCKET_S),
-                      "bursts": [{"start": _rfc3339(now // D.PEAK_BUCKET_S * D.PEAK_BUCKET_S), "headroom": 1.25}]}
+                      "bursts": [{"start": _rfc3339(now // D.PEAK_BUCKET_S * D.PEAK_BUCKET_S), "headroom": 1.25}],
+                      "rises": f"{now // D.PEAK_BUCKET_S * D.PEAK_BUCKET_S:.0f}:1.5"}
             cluster.kube.patch_status("LLMBackend", namespace, name, {"autoscaling": {"memory": memory}})
             t_restart = rec.now()
             operator.start()
@@ -288,6 +289,7 @@ def test_an_operator_restart_resumes_what_the_scaler_learned(cluster, operator, 
     auto = resumed["autoscaling"]
     assert "learned over" in auto["message"] and "headroom x1.25" in auto["message"], timeline
     assert auto["burstHeadroom"] == "1.25" and auto["memory"]["watchingSince"] == memory["watchingSince"], timeline
+    assert auto["burstRise"] == "1.50" and ":1.5" in auto["memory"]["rises"], timeline
     # the status stayed through the restart: no pass of the new operator wrote the memory away before it was read
     assert all(s["autoscaling"].get("memory") for s in rec.samples if s["t"] > t_restart), timeline
     assert f"{namespace}/{name}: resumed the memory in status" in operator.log_text(), timeline

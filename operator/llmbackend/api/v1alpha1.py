@@ -503,8 +503,10 @@ class AutoscalingSpec(_Model):
         default=2.0, ge=1, le=LEARNED_HEADROOM_MAX_LIMIT,
         description="Learn the spare capacity from the load's own bursts: each forecast is checked one cold start "
                     "later against the arrivals seen, and the largest shortfall of the last 30 minutes (at most this "
-                    "factor) multiplies the forecast (status.autoscaling.burstHeadroom): smooth traffic runs the "
-                    "engines near targetUtilization, bursty traffic keeps what its recent bursts needed. 1: off "
+                    "factor) multiplies the forecast (status.autoscaling.burstHeadroom), and the median load times "
+                    "the largest rise of a burst over it (at most this factor; status.autoscaling.burstRise) stays "
+                    "standing: smooth traffic runs the engines near targetUtilization, bursty traffic keeps what its "
+                    "recent bursts needed. 1: off "
                     "(every backend keeps only targetUtilization's and the square-root spare); see "
                     "docs/autoscaling.md.",
     )
@@ -1065,6 +1067,9 @@ class ScalerMemory(_Model):
     peaks: str | None = _timed_values(
         "With burstMemorySeconds: the peak load of each 5-minute interval it remembers (as loads; the last 10 hours at "
         "most).")
+    rises: str | None = _timed_values(
+        "The largest rise of the arrival rates over their median within a cold start, per 5-minute interval of the "
+        "last 30 minutes (as loads): what status.autoscaling.burstRise is the largest of.")
     fit: list[float] | None = Field(
         default=None, min_length=6, max_length=6,
         description="The compute time per request against the batch (least-squares sums: weight, batch, time, "
@@ -1085,6 +1090,12 @@ class AutoscalingStatus(_Model):
         description="The factor on the forecast learned from the load's own bursts (the largest rise over a forecast "
                     "within one cold start, remembered for 30 minutes; 1.00 for smooth traffic and with "
                     "learnedHeadroomMax 1).")
+    burst_rise: str | None = Field(
+        default=None,
+        description="How far the load's bursts rose over the load beside them (the largest rise within one cold "
+                    "start, remembered for 30 minutes, at most learnedHeadroomMax): the median load times it stays "
+                    "standing, also when a calm cold start brought the forecast down to the base (1.00 for smooth "
+                    "traffic and with learnedHeadroomMax 1).")
     utilization: str | None = Field(
         default=None,
         description="The share of the batch slots the last decision sized replicas for: targetUtilization, or "

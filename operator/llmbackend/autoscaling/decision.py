@@ -67,7 +67,10 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      served by a scale-up, only by capacity that stands: traffic that has such bursts keeps as much spare as its
      recent bursts needed, smooth traffic (a ramp the forecast follows, Poisson noise) keeps none beyond
      targetUtilization. A new scaler assumes the maximum for its first ``SURPRISE_PRIOR_S``. ``learnedHeadroomMax``
-     1 turns it off.
+     1 turns it off. The rise over the base (``learn_rise``): bursts about once a cold start are in every forecast's
+     level and surprise it little; once a calm cold start brings the forecast down to the base, the next burst finds
+     too little standing. So the largest rise of the last horizon's rates over their median is remembered too
+     (gated and capped as the surprises), and the median load times it stands (``LEARN_RISE``).
    * keep: replicas go (ready or starting alike) only when the forecast and ``KEEP_QUANTILE`` of the last cold
      start's loads (times the learned headroom) fit the remaining ones below ``SCALE_DOWN_MARGIN`` x
      targetUtilization. Looking back over a whole cold start is the hysteresis: noise in the load moves neither
@@ -164,6 +167,7 @@ class ScalerState:
     # since when the automatic burst floor stands (bursts over the cap queued; it stays while such bursts are
     # remembered: the floor it keeps is what stops the queue that set it)
     floor_since: float | None = None
+    rises: list[tuple[float, float]] = field(default_factory=list)  # (bucket start, largest rise over the base)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -182,6 +186,7 @@ class ScalerState:
             "started": self.started,
             "queuedAt": self.queued_at,
             "floorSince": self.floor_since,
+            "rises": [[t, x] for t, x in self.rises],
         }
 
     @classmethod
@@ -200,11 +205,13 @@ class ScalerState:
         rates = [(float(t), float(x)) for t, x in d.get("rates") or []]
         started = d.get("started")
         queued_at, floor_since = d.get("queuedAt"), d.get("floorSince")
+        rises = [(float(t), float(x)) for t, x in d.get("rises") or []]
         return cls(recs, None if lst is None else float(lst), None if ld is None else int(ld),
                    d.get("saturatedSince"), d.get("idleSince"), loads,
                    None if not fit else BatchFit(_five(fit[:5]), float(fit[5])), None if since is None else float(since),
                    peaks, forecasts, rates, surprises, None if started is None else float(started),
-                   None if queued_at is None else float(queued_at), None if floor_since is None else float(floor_since))
+                   None if queued_at is None else float(queued_at), None if floor_since is None else float(floor_since),
+                   rises)
 
     def last_scale_time_rfc3339(self) -> str | None:
         return None if self.last_scale_time is None else rfc3339(self.last_scale_time)
@@ -229,7 +236,8 @@ class ScalerState:
 
     def recent(self) -> dict[str, Any]:
         """The last cold start's loads and arrival rates, the forecasts not checked yet, the compute-time fit, the
-        recommendations of the stabilization windows and the burst memory's peaks (burstMemorySeconds), for
+        recommendations of the stabilization windows, the burst memory's peaks (burstMemorySeconds) and the rises over
+        the base load (``learn_rise``), for
         status.autoscaling.memory beside ``memory()``. They change at every decision, so they are written whenever
         the status is, not a reason to write it. A resumed scaler forecasts from them at once (from the few readings
         of its own it would see none of a burst that ended a minute before the restart) and goes on checking its
@@ -237,7 +245,7 @@ class ScalerState:
         recent: dict[str, Any] = {"loads": _pairs_text(self.loads), "rates": _pairs_text(self.rates),
                                   "forecasts": _pairs_text(self.forecasts),
                                   "recommendations": _pairs_text([(t, float(r)) for t, r in self.recommendations]),
-                                  "peaks": _pairs_text(self.peaks)}
+                                  "peaks": _pairs_text(self.peaks), "rises": _pairs_text(self.rises)}
         if self.fit is not None and all(map(math.isfinite, (*self.fit.sums, self.fit.time))):  # JSON has no NaN
             recent["fit"] = [float(f"{v:.6g}") for v in self.fit.sums] + [float(round(self.fit.time))]
         return recent
@@ -270,6 +278,8 @@ class ScalerState:
                    loads=_read_pairs(memory.get("loads"), now), fit=_read_fit(memory.get("fit"), now),
                    rates=rates, forecasts=_read_pairs(memory.get("forecasts"), now),
                    peaks=_read_pairs(memory.get("peaks"), now),
+                   rises=_forget_peaks([(t, min(max(x, 1.0), SURPRISE_REPORT_MAX))
+                                        for t, x in _read_pairs(memory.get("rises"), now)], now, SURPRISE_MEMORY_S),
                    # the forecasts checked for surprises need a horizon of rates: the rates resumed count
                    started=rates[0][0] if rates else None,
                    queued_at=queued_at if queued_at is not None and queued_at <= now else None,
@@ -411,6 +421,24 @@ def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float
     if forecast_rate > 0:
         pending.append((now, forecast_rate))
     return pending[-MAX_LOADS:], rates[-MAX_LOADS:], surprises
+
+
+def learn_rise(rises: list[tuple[float, float]], rates: list[tuple[float, float]], now: float, horizon_s: float,
+               replica_rate: float) -> list[tuple[float, float]]:
+    """``rises`` after ``now``'s reading: how far the arrival rates of the last horizon (``rates``, in requests/s) rise
+    over their base, LEVEL_QUANTILE over median (a burst shorter than half the horizon leaves the median at the rate
+    beside it), kept as the peak of its PEAK_BUCKET_S bucket for SURPRISE_MEMORY_S. Rises are gated as surprises are
+    (SURPRISE_NOISE, SURPRISE_MIN_REPLICAS of ``replica_rate``) and need half a horizon of rates. Unlike a surprise it
+    is measured against the load beside the burst, not a forecast: when bursts come about once a cold start, the
+    forecast's level already holds the last one, the surprise reads small, and once a calm cold start brings the
+    forecast down to the base the headroom learned on the high forecast leaves too little standing (module docstring,
+    2b: learned headroom)."""
+    if not rates or now - rates[0][0] < horizon_s / 2:
+        return _forget_peaks(rises, now, SURPRISE_MEMORY_S)
+    values = [r for _, r in rates]
+    level, base = quantile(values, LEVEL_QUANTILE), quantile(values, 0.5)
+    big = base > 0 and level / base > SURPRISE_NOISE and level - base >= SURPRISE_MIN_REPLICAS * replica_rate
+    return _remember_peak(rises, now, min(level / base, SURPRISE_REPORT_MAX) if big else 1.0, SURPRISE_MEMORY_S)
 
 
 def burst_headroom(surprises: list[tuple[float, float]], history_s: float, cap: float) -> float:
@@ -584,6 +612,11 @@ BURST_OVER_CAP = 1.25
 # target with a burst over 1.25 x the cap), so they cannot choose it; the test traces' spikes (7x) are what it is
 # for (docs/benchmarks-autoscaling.md).
 AUTO_BURST_FLOOR_S = SURPRISE_MEMORY_S
+# The learned headroom also keeps the base load (the median of the last cold start's loads) times the largest rise
+# over the base remembered (``learn_rise``), at most learnedHeadroomMax. Not tuned, and inert on the tuning traces
+# (their bursts are learned as surprises as large); False: the surprises alone (what autoscale_bench.py --unseen
+# compares).
+LEARN_RISE = True
 # An operator restart (an upgrade, a leader failover: seconds to a minute or two) resumes what the scaler learned
 # (status.autoscaling.memory, ScalerState.resumed) when it was last seen within this long; an older memory missed the
 # bursts of the gap, and the scaler starts as a new one. lastSeen is written once a bucket, so a gap of 5-10 min.
@@ -609,6 +642,13 @@ class EngineView:
     calm: bool = False       # the learned headroom is on and remembers no burst: the square-root spare is CALM_BETA
     learned: float = 0.0     # this scaler has watched a whole memory: the factor on targetUtilization (spare
     #                          LEARNED_BETA, whether calm or not); 0: not yet
+    base_load: float = 0.0   # the median load of the last cold start
+    rise: float = 1.0        # the largest rise over the base remembered (learn_rise), at most learnedHeadroomMax
+
+    @property
+    def rise_load(self) -> float:
+        """The load the bursts rose to over the base: the learned headroom keeps at least it standing."""
+        return self.base_load * self.rise
 
     def utilization_in_use(self, utilization: float) -> float:
         """``utilization`` (targetUtilization, or a share of it) as this decision applies it: raised once learned."""
@@ -727,7 +767,7 @@ def decide(
     new_state = ScalerState(recs, state.last_scale_time, state.last_desired, state.saturated_since,
                             state.idle_since, state.loads, state.fit, since,
                             state.peaks, state.forecasts, state.rates, state.surprises, started, state.queued_at,
-                            state.floor_since)
+                            state.floor_since, state.rises)
     view: EngineView | None = None
 
     def finish(desired: int, reason: str, message: str, raw: int | None) -> Decision:
@@ -796,8 +836,13 @@ def decide(
                 state, now, horizon, x / per_rate, now - started >= horizon,
                 spec.target_utilization * slots_total / reading.pods_used / per_rate, spec.forecast)
             headroom = burst_headroom(new_state.surprises, now - since, spec.learned_headroom_max)
+            new_state.rises = learn_rise(state.rises, new_state.rates, now, horizon,
+                                         spec.target_utilization * slots_total / reading.pods_used / per_rate)
+            rise = min(largest_surprise(new_state.rises), spec.learned_headroom_max) if LEARN_RISE else 1.0
         else:
-            new_state.forecasts, new_state.rates, new_state.surprises = [], [], []
+            new_state.forecasts, new_state.rates, new_state.surprises, new_state.rises = [], [], [], []
+            rise = 1.0
+        base_load = quantile([v for t, v in new_state.loads if now - t <= horizon], 0.5)
         if reading.ratio is not None and reading.ratio > spec.target_ratio:
             new_state.queued_at = now
         # the automatic burst floor stands from when bursts over the cap queued while such bursts are remembered
@@ -809,7 +854,7 @@ def decide(
             floor_load = max(x for _, x in new_state.peaks)
         sat = saturation(reading, spec)
         ready_n = min(cur, reading.pods_used)
-        calm = spec.learned_headroom_max > 1 and headroom <= 1.0
+        calm = spec.learned_headroom_max > 1 and headroom <= 1.0 and rise <= 1.0
         # learned: this scaler has watched a whole memory, so the learned headroom stands for the bursts it saw (a new
         # one has not had the time to see them: targetUtilization and the larger spare stand for them)
         learned = 0.0
@@ -817,7 +862,7 @@ def decide(
             learned = max(1.0, spec.learned_utilization / spec.target_utilization)
         view = EngineView(reading.in_flight, slots_total / reading.pods_used, forecast, horizon, sat, x,
                           ready_n, max(0, cur - ready_n), keep_load, now - new_state.loads[0][0], floor_load,
-                          headroom, calm, learned)
+                          headroom, calm, learned, base_load, rise)
         if sat:
             new_state.saturated_since = state.saturated_since if state.saturated_since is not None else now
         else:
@@ -848,10 +893,12 @@ def decide(
                  f" + {view.starting} starting; load {view.load:.1f}, {view.forecast:.1f} expected in {view.cold_start_s:.0f}s")
         if view.headroom > 1.0:
             base += f", headroom x{view.headroom:.2f}"
+        if view.rise > 1.0:
+            base += f", bursts x{view.rise:.2f} over the base load {view.base_load:.1f}"
         if view.learned:
             base += (f", utilization {view.utilization_in_use(spec.target_utilization):g}"
                      f" (learned over {SURPRISE_MEMORY_S:.0f}s)")
-        need_forecast = view.replicas_for(view.forecast * view.headroom, spec.target_utilization)
+        need_forecast = view.replicas_for(max(view.forecast * view.headroom, view.rise_load), spec.target_utilization)
         need_sat = 0
         sustained = (view.saturated and new_state.saturated_since is not None
                      and now - new_state.saturated_since >= spec.saturation_seconds)
@@ -870,7 +917,8 @@ def decide(
         need_floor = view.replicas_for(view.floor_load, spec.target_utilization) if view.floor_load > 0 else 0
         engine_need = max(need_forecast, need_sat, need_floor)
         if engine_need < cur:
-            keep_n = view.replicas_for(view.keep_load * view.headroom, spec.target_utilization * SCALE_DOWN_MARGIN)
+            keep_n = view.replicas_for(max(view.keep_load * view.headroom, view.rise_load),
+                                       spec.target_utilization * SCALE_DOWN_MARGIN)
             # replicas go not-Ready first (the ReplicaSet's order): a starting replica mostly spent keeps the
             # ready ones too
             spent = min(view.starting, sum(1 for a in starting_ages or () if a >= KEEP_STARTING_SPENT * cold_s))

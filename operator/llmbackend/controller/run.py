@@ -358,6 +358,7 @@ class Operator:
             extra["inFlight"] = f"{decision.engine.in_flight:g}/{decision.engine.slots_per_replica * (reading.pods_used or 0):g}"
             extra["forecastInFlight"] = f"{decision.engine.forecast:.1f}"
             extra["burstHeadroom"] = f"{decision.engine.headroom:.2f}"
+            extra["burstRise"] = f"{decision.engine.rise:.2f}"
             extra["utilization"] = f"{decision.engine.utilization_in_use(target.spec.target_utilization):g}"
             extra["load"] = f"{decision.engine.load:.1f}"
             extra["readyReplicas"] = decision.engine.ready
