@@ -273,7 +273,23 @@ UNSEEN_TRACES = [("spikes-5x", 5400, spikes_5x), ("spikes-10x-short", 5400, spik
                  ("two-crowds", 5400, two_crowds), ("steady-bursty", 3600, steady_bursty),
                  ("bursty-low", 3600, bursty_low), ("bursty-ramp", 5400, bursty_ramp),
                  ("bursty-wave", 5400, bursty_wave)]
-ALL_TRACES = {n: (d, f) for n, d, f in TEST_TRACES + TUNE_TRACES + UNSEEN_TRACES}
+
+
+def bursty_steps(rng, duration):
+    """--held-out only: 4 req/s, 10 from 20 min, 6 from 50 min (1.5 h), a random short burst every 5 min on
+    average."""
+    return _random_bursts(rng, duration, 300, lambda t: 4 + 6 * _smooth(t, 1200, 1320) - 4 * _smooth(t, 3000, 3120))
+
+
+def bursty_high(rng, duration):
+    """--held-out only: 14 req/s with a random short burst every 7 min on average (1 h)."""
+    return _random_bursts(rng, duration, 420, lambda t: np.full_like(np.asarray(t, dtype=float), 14.0))
+
+
+# Written (seventh session) after --unseen showed bursty-ramp and bursty-wave missed, and before any change for them
+# was designed or run on these: run only by --held-out, once a change is settled.
+HELD_OUT_TRACES = [("bursty-steps", 5400, bursty_steps), ("bursty-high", 3600, bursty_high)]
+ALL_TRACES = {n: (d, f) for n, d, f in TEST_TRACES + TUNE_TRACES + UNSEEN_TRACES + HELD_OUT_TRACES}
 
 
 def rate_of(trace: str, seed: int):
@@ -1044,6 +1060,7 @@ def main() -> int:
                     help="only: the operator, without the burst floor and without the rise over the base, and the "
                          "tuned peers, on UNSEEN_TRACES")
     ap.add_argument("--ablation", action="store_true", help="only: the same rows as --unseen on the test traces")
+    ap.add_argument("--held-out", action="store_true", help="only: the same rows as --unseen on HELD_OUT_TRACES")
     ap.add_argument("--only", help="comma-separated policies (default: " + ",".join(DEFAULT_POLICIES) + ")")
     args = ap.parse_args()
     started = time.time()
@@ -1053,10 +1070,10 @@ def main() -> int:
     if args.warnings is not None:
         warnings(args.warnings, args.seeds, args.tune_seeds, args.jobs)
         return 0
-    if args.unseen or args.ablation:
-        ablation(UNSEEN_TRACES if args.unseen else TEST_TRACES,
-                 "traces written after the design of what they check" if args.unseen else "test traces",
-                 args.seeds, args.jobs)
+    if args.unseen or args.ablation or args.held_out:
+        traces, title = ((UNSEEN_TRACES, "traces written after the design of what they check") if args.unseen else
+                         (HELD_OUT_TRACES, "held-out traces") if args.held_out else (TEST_TRACES, "test traces"))
+        ablation(traces, title, args.seeds, args.jobs)
         return 0
     if args.sweep:
         base = tuple((n, float(v)) for n, v in (kv.split("=") for kv in args.base.split(",") if kv))
