@@ -777,6 +777,7 @@ def test_bursts_about_once_a_cold_start_keep_their_rise_over_the_base_standing_t
     # What they rose over the load beside them (2x) is remembered on its own: when a calm cold start brings the
     # forecast down to the base, the replicas the next burst needs stay standing. (Found on the benchmark's
     # steady-bursty trace: 8 -> 3 replicas after 6 calm minutes, then a 2x burst on 3.)
+    monkeypatch.setattr(D, "SURPRISE_PRIOR_S", 0.0)  # a new scaler's prior: its own test
     s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=2.0)
     runs = _about_once_a_cold_start(s, 3000, 2400)
     calm = [d for t, d in runs if t >= 2400 + 300]  # a whole cold start after the last burst
@@ -950,9 +951,11 @@ def test_an_operator_restart_resumes_what_the_scaler_learned():
     assert resumed.engine.keep_load == pytest.approx(going_on.engine.keep_load, rel=1e-3)
     assert resumed.desired_replicas == going_on.desired_replicas
     assert resumed.state.since == 0.0 and len(resumed.state.forecasts) == len(going_on.state.forecasts)
-    # a new scaler at the same moment has seen nothing: targetUtilization, no headroom, no history to forecast from
+    # a new scaler at the same moment has seen nothing: targetUtilization, no headroom learned (the prior for
+    # SURPRISE_PRIOR_S instead), no history to forecast from
     fresh = _resumed_decision(None, last + 15, state=ScalerState())
-    assert not fresh.engine.learned and fresh.engine.headroom == 1.0 and fresh.engine.history_s == 0
+    assert not fresh.engine.learned and fresh.engine.history_s == 0
+    assert fresh.engine.headroom == (HMAX if D.SURPRISE_PRIOR_S > 0 else 1.0)
     # the memory written after the restart keeps the original start
     assert resumed.state.memory(last + 15)["watchingSince"] == memory["watchingSince"]
 

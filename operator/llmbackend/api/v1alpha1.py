@@ -466,7 +466,7 @@ class AutoscalingSpec(_Model):
     max_scale_up_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added in one decision.")
     max_scale_down_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed in one decision.")
     target_utilization: float = Field(
-        default=0.6, gt=0, le=1,
+        default=0.7, gt=0, le=1,
         description="Share of the engine's batch slots to fill: R = load (forecast one cold start ahead, times the "
                     "learned headroom) / (targetUtilization x slots per replica), plus square-root spare capacity "
                     "(a multiple of sqrt(R): what arrives within a cold start, relatively larger for small "
