@@ -128,6 +128,11 @@ def _smooth(t, a, b):
     return x * x * (3 - 2 * x)
 
 
+def _flat(rate):
+    """A constant ``rate`` (req/s) as a function of t."""
+    return lambda t: np.full_like(np.asarray(t, dtype=float), rate)
+
+
 def _random_bursts(rng, duration, every_s, base):
     """Short bursts: one every ``every_s`` on average (Poisson), +40-100 % of ``base`` (the rate without bursts)
     for 1-3 min. Returns a function of t adding them."""
@@ -188,7 +193,7 @@ def spikes(rng, duration):
 
 def constant(rng, duration):
     """A constant 6 req/s (Poisson noise only): what must not move a scaler."""
-    return lambda t: np.full_like(np.asarray(t, dtype=float), 6.0)
+    return _flat(6.0)
 
 
 def tune_day(rng, duration):
@@ -218,13 +223,13 @@ def tune_ramp(rng, duration):
 
 def tune_constant(rng, duration):
     """Tuning only: a constant 10 req/s (Poisson noise only)."""
-    return lambda t: np.full_like(np.asarray(t, dtype=float), 10.0)
+    return _flat(10.0)
 
 
 def tune_bursty(rng, duration):
     """Tuning only (seventh session): 10 req/s with a random short burst every 4 min on average (1 h), so that bursts
     overlap at times."""
-    return _random_bursts(rng, duration, 240, lambda t: np.full_like(np.asarray(t, dtype=float), 10.0))
+    return _random_bursts(rng, duration, 240, _flat(10.0))
 
 
 TEST_TRACES = [("business-day", 7200, business_day), ("flash-crowd-10x", 3600, flash_crowd),
@@ -253,12 +258,12 @@ def two_crowds(rng, duration):
 
 def steady_bursty(rng, duration):
     """--unseen only: 8 req/s with a random short burst every 5 min on average (1 h)."""
-    return _random_bursts(rng, duration, 300, lambda t: np.full_like(np.asarray(t, dtype=float), 8.0))
+    return _random_bursts(rng, duration, 300, _flat(8.0))
 
 
 def bursty_low(rng, duration):
     """--unseen only: 3 req/s with a random short burst every 4 min on average (1 h): bursts on 1-2 replicas."""
-    return _random_bursts(rng, duration, 240, lambda t: np.full_like(np.asarray(t, dtype=float), 3.0))
+    return _random_bursts(rng, duration, 240, _flat(3.0))
 
 
 def bursty_ramp(rng, duration):
@@ -289,7 +294,7 @@ def bursty_steps(rng, duration):
 
 def bursty_high(rng, duration):
     """--held-out only: 14 req/s with a random short burst every 7 min on average (1 h)."""
-    return _random_bursts(rng, duration, 420, lambda t: np.full_like(np.asarray(t, dtype=float), 14.0))
+    return _random_bursts(rng, duration, 420, _flat(14.0))
 
 
 # Written (seventh session) after --unseen showed bursty-ramp and bursty-wave missed, and before any change for them

@@ -411,9 +411,7 @@ def learn_surprise(state: ScalerState, now: float, horizon_s: float, rate: float
             continue
         realized = [r for tr, r in rates if t < tr <= t + horizon_s]
         if realized and f > 0:
-            seen = quantile(realized, LEVEL_QUANTILE)
-            big = seen / f > SURPRISE_NOISE and seen - f >= SURPRISE_MIN_REPLICAS * replica_rate
-            ratios.append(min(seen / f, SURPRISE_REPORT_MAX) if big else 1.0)
+            ratios.append(_burst_ratio(quantile(realized, LEVEL_QUANTILE), f, replica_rate))
     if ratios:
         surprises = _remember_peak(state.surprises, now, max(ratios), SURPRISE_MEMORY_S)
     else:
@@ -436,9 +434,16 @@ def learn_rise(rises: list[tuple[float, float]], rates: list[tuple[float, float]
     if not rates or now - rates[0][0] < horizon_s / 2:
         return _forget_peaks(rises, now, SURPRISE_MEMORY_S)
     values = [r for _, r in rates]
-    level, base = quantile(values, LEVEL_QUANTILE), quantile(values, 0.5)
-    big = base > 0 and level / base > SURPRISE_NOISE and level - base >= SURPRISE_MIN_REPLICAS * replica_rate
-    return _remember_peak(rises, now, min(level / base, SURPRISE_REPORT_MAX) if big else 1.0, SURPRISE_MEMORY_S)
+    base = quantile(values, 0.5)
+    rise = _burst_ratio(quantile(values, LEVEL_QUANTILE), base, replica_rate) if base > 0 else 1.0
+    return _remember_peak(rises, now, rise, SURPRISE_MEMORY_S)
+
+
+def _burst_ratio(seen: float, reference: float, replica_rate: float) -> float:
+    """``seen`` over ``reference`` (> 0) as the burst memories keep it: 1 up to SURPRISE_NOISE or for a difference
+    under SURPRISE_MIN_REPLICAS of ``replica_rate``, at most SURPRISE_REPORT_MAX."""
+    big = seen / reference > SURPRISE_NOISE and seen - reference >= SURPRISE_MIN_REPLICAS * replica_rate
+    return min(seen / reference, SURPRISE_REPORT_MAX) if big else 1.0
 
 
 def burst_headroom(surprises: list[tuple[float, float]], history_s: float, cap: float) -> float:
@@ -475,7 +480,8 @@ def burst_warning(state: ScalerState, spec: AutoscalingSpec, now: float) -> str 
 
 
 def largest_surprise(surprises: list[tuple[float, float]]) -> float:
-    """The largest rise over its forecast the burst memory holds (1: none)."""
+    """The largest ratio a burst memory holds (1: none): of the surprises (a rise over its forecast) or of the
+    rises over the base (``learn_rise``)."""
     return max((x for _, x in surprises), default=1.0)
 
 
@@ -818,9 +824,10 @@ def decide(
         loads = [(t, v) for t, v in state.loads if now - t <= max(horizon, 2 * spec.window_seconds) and t < now]
         loads.append((now, x))
         new_state.loads = loads[-MAX_LOADS:]
+        horizon_loads = [v for t, v in new_state.loads if now - t <= horizon]
         if spec.forecast:
             forecast = robust_forecast(new_state.loads, now, horizon, LEVEL_QUANTILE)
-            keep_load = max(forecast, quantile([v for t, v in new_state.loads if now - t <= horizon], KEEP_QUANTILE))
+            keep_load = max(forecast, quantile(horizon_loads, KEEP_QUANTILE))
         else:
             forecast = keep_load = x
         floor_load = 0.0
@@ -845,7 +852,7 @@ def decide(
         else:
             new_state.forecasts, new_state.rates, new_state.surprises, new_state.rises = [], [], [], []
             rise = 1.0
-        base_load = quantile([v for t, v in new_state.loads if now - t <= horizon], 0.5)
+        base_load = quantile(horizon_loads, 0.5)
         if reading.ratio is not None and reading.ratio > spec.target_ratio:
             new_state.queued_at = now
         # the automatic burst floor stands from when bursts over the cap queued while such bursts are remembered
