@@ -446,7 +446,8 @@ OPERATOR_KNOBS = ("target_utilization", "learned_headroom_max", "SURPRISE_PRIOR_
 # --sweep: one constant at a time around the defaults (coordinate-wise), on the tuning traces only.
 SWEEP = {"target_utilization": (0.6, 0.7, 0.8, 0.9), "learned_headroom_max": (1.0, 1.5, 2.0, 3.0),
          "SURPRISE_PRIOR_S": (0.0, 900.0, 1800.0), "LEVEL_QUANTILE": (0.75, 0.9, 1.0),
-         "KEEP_QUANTILE": (0.75, 0.9, 1.0), "SCALE_DOWN_MARGIN": (0.9, 0.95, 1.0), "TREND_NOISE_RATIO": (2.0, 4.0, 8.0),
+         "KEEP_QUANTILE": (0.75, 0.9, 1.0), "SCALE_DOWN_MARGIN": (0.9, 0.95, 1.0),
+         "TREND_NOISE_RATIO": (2.0, 4.0, 8.0, 16.0),
          "TREND_MAX_GROWTH": (1.25, 1.5, 2.0), "HEADROOM_BETA": (1.0, 1.5, 2.0), "KEEP_STARTING_SPENT": (0.25, 0.5, 10.0),
          "burst_memory_seconds": (0, 1800, 3600), "SURPRISE_MEMORY_S": (1800.0, 3600.0, 7200.0),
          "SURPRISE_NOISE": (1.05, 1.1, 1.2), "SURPRISE_MIN_REPLICAS": (0.0, 0.5, 1.0),
@@ -636,7 +637,7 @@ POLICIES = {
     "operator-admin": (AdminFollowsWarning, []),  # --warnings only: the admin's reaction time, not tuned
 }
 DEFAULT_POLICIES = ["operator", "keda-inflight", "knative-kpa", "static", "oracle"]
-QUICK_GRIDS = {"operator": [(0.5, 1.0, 0.0, 1.5, 1.5, 4.0), (0.7, 2.0, 900.0, 1.5, 1.5, 4.0)],
+QUICK_GRIDS = {"operator": [(0.5, 1.0, 0.0, 1.5, 1.5, 8.0), (0.7, 2.0, 900.0, 1.5, 1.5, 8.0)],
                "keda-inflight": [(4, 300), (10, 60), (20, 300)], "knative-kpa": [4, 10], "static": [4, 8],
                "oracle": [0.7]}
 
