@@ -58,6 +58,7 @@ Method (so that it cannot flatter us):
 
     python benchmarks/autoscale_bench.py [--seeds 5] [--tune-seeds 4] [--jobs 2] [--quick] [--tune-only] [--sweep]
     python benchmarks/autoscale_bench.py --restart-at 3600   # an operator restart: new scaler vs memory resumed
+    python benchmarks/autoscale_bench.py --flash-bound       # what the flash crowd's bar asks of a first order
     python benchmarks/autoscale_bench.py --warnings 600      # the burst floor's warning; an admin who follows it
     python benchmarks/autoscale_bench.py --unseen            # traces written after the burst floor's design
 """
@@ -434,6 +435,37 @@ class RestartedOperator(Operator):
         return super().desired(sim, now)
 
 
+class OrderAtOnset(Operator):
+    """--flash-bound: the shipped operator, and besides it ``knob[1]`` replicas ordered ``knob[0]`` seconds after the
+    flash crowd's onset and kept until all of them are Ready (the longest cold start). The onset is known, as no
+    scaler knows it: the first second the rate passes ONSET_FACTOR x the trace's lowest rate, more than one random
+    burst brings. What a scaler that first acts that late can reach at best, for each size of its first order."""
+
+    def __init__(self, knob):
+        super().__init__(None)
+        self.delay_s, self.order = knob
+        self.onset: float | None = None
+
+    def desired(self, sim, now):
+        want = super().desired(sim, now)
+        if self.onset is None:
+            self.onset = crowd_onset(sim.trace, sim.seed)
+        start = self.onset + self.delay_s
+        return max(want, self.order) if start <= now < start + COLD_START[1] else want
+
+
+FLASH_BOUND_DELAYS_S = (0.0, 15.0, 30.0)  # --flash-bound: when the first order is placed after the onset
+FLASH_BOUND_ORDERS = (13, 20, 26, 32, 40, 48)  # ... and its sizes (the shipped operator's own peak is about 15)
+ONSET_FACTOR = 2.5  # a random burst adds at most 100 % (_random_bursts): 2.5x the lowest rate is the crowd
+
+
+def crowd_onset(trace: str, seed: int) -> float:
+    """The first second the trace's rate passes ONSET_FACTOR x its lowest rate (its base: bursts only add)."""
+    t = np.arange(0.0, ALL_TRACES[trace][0])
+    rate = np.asarray(rate_of(trace, seed)(t), dtype=float)
+    return float(t[np.argmax(rate > ONSET_FACTOR * rate.min())])
+
+
 # The decision's constants (decision.py) a sweep may set; every run starts from the shipped values.
 OPERATOR_DEFAULTS = {n: getattr(decision, n) for n in (
     "LEVEL_QUANTILE", "KEEP_QUANTILE", "SCALE_DOWN_MARGIN", "TREND_NOISE_RATIO", "TREND_MAX_GROWTH", "HEADROOM_BETA",
@@ -635,6 +667,7 @@ POLICIES = {
     "hpa-ratio (mode: hpa)": (HpaRatio, [0.01, 0.05, 0.2, 1.0]),
     "operator-restarted": (RestartedOperator, []),  # --restart-at only: no knob to tune
     "operator-admin": (AdminFollowsWarning, []),  # --warnings only: the admin's reaction time, not tuned
+    "operator-onset": (OrderAtOnset, []),  # --flash-bound only: a first order placed knowing the onset, not tuned
 }
 DEFAULT_POLICIES = ["operator", "keda-inflight", "knative-kpa", "static", "oracle"]
 QUICK_GRIDS = {"operator": [(0.5, 1.0, 0.0, 1.5, 1.5, 8.0), (0.7, 2.0, 900.0, 1.5, 1.5, 8.0)],
@@ -645,7 +678,7 @@ QUICK_GRIDS = {"operator": [(0.5, 1.0, 0.0, 1.5, 1.5, 8.0), (0.7, 2.0, 900.0, 1.
 # ---- the simulation ----
 class Sim:
     def __init__(self, trace: str, seed: int, initial: int | None = None):
-        self.trace = trace
+        self.trace, self.seed = trace, seed
         self.end = ALL_TRACES[trace][0]
         self.t_arr, self.prompt, self.out, rng = arrivals(trace, seed)
         n = len(self.t_arr)
@@ -1066,6 +1099,32 @@ def ablation(traces, title: str, n_seeds: int, n_jobs: int) -> None:
     print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
 
 
+def flash_bound(n_seeds: int, n_jobs: int) -> None:
+    """--flash-bound: on the flash crowd (a test trace; nothing is tuned here), the shipped operator and the tuned
+    peers, and what a first order of each size placed 0, 15 or 30 s after the crowd's onset reaches (OrderAtOnset):
+    how early, and how large, a first order must be to reach the best peer's SLO."""
+    started = time.time()
+    trace = "flash-crowd-10x"
+    refs = [("operator", None), ("keda-inflight", (12, 300)), ("knative-kpa", 6), ("static", 8), ("oracle", 0.8)]
+    bound = [("operator-onset", (d, k)) for d in FLASH_BOUND_DELAYS_S for k in FLASH_BOUND_ORDERS]
+    res = simulate([(n, k, trace, seed) for n, k in refs + bound for seed in range(1, 1 + n_seeds)], n_jobs)
+    onsets = ", ".join(f"{crowd_onset(trace, seed) / 60:.1f}" for seed in range(1, 1 + n_seeds))
+    print(f"{trace}, {n_seeds} seeds (onset, min: {onsets}); SLO met / GPU-h (mean), pods deleted before Ready / "
+          f"created, peak replicas\n")
+    print("| policy | SLO / GPU-h | deleted before Ready / created | peak |\n|---|---|---|---|")
+    for n, k in refs:
+        c = res[(n, k, trace)]
+        print(f"| {n} ({_knob(k)}) | {_slo_gpu(c, 1)} | {c.mean('deleted_before_ready'):.1f} / "
+              f"{c.mean('created'):.1f} | {c.mean('peak'):.0f} |")
+    print("\nthe shipped operator, and a first order of N replicas placed knowing the onset (SLO met / GPU-h):\n")
+    print("| first order at | " + " | ".join(f"N = {k}" for k in FLASH_BOUND_ORDERS) + " |\n|---|"
+          + "---|" * len(FLASH_BOUND_ORDERS))
+    for d in FLASH_BOUND_DELAYS_S:
+        print(f"| onset + {d:g} s | " + " | ".join(_slo_gpu(res[("operator-onset", (d, k), trace)], 1)
+                                                   for k in FLASH_BOUND_ORDERS) + " |")
+    print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5, help="seeds per test trace")
@@ -1090,6 +1149,8 @@ def main() -> int:
                          "tuned peers, on UNSEEN_TRACES")
     ap.add_argument("--ablation", action="store_true", help="only: the same rows as --unseen on the test traces")
     ap.add_argument("--held-out", action="store_true", help="only: the same rows as --unseen on HELD_OUT_TRACES")
+    ap.add_argument("--flash-bound", action="store_true",
+                    help="only: on the flash crowd, what a first order of each size placed knowing the onset reaches")
     ap.add_argument("--only", help="comma-separated policies (default: " + ",".join(DEFAULT_POLICIES) + ")")
     args = ap.parse_args()
     started = time.time()
@@ -1098,6 +1159,9 @@ def main() -> int:
         return 0
     if args.warnings is not None:
         warnings(args.warnings, args.seeds, args.tune_seeds, args.jobs)
+        return 0
+    if args.flash_bound:
+        flash_bound(args.seeds, args.jobs)
         return 0
     if args.unseen or args.ablation or args.held_out:
         traces, title = ((UNSEEN_TRACES, "traces written after the design of what they check") if args.unseen else

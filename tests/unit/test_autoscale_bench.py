@@ -85,3 +85,28 @@ def test_the_simulated_slo_falls_when_capacity_is_short_and_the_operator_holds_i
     served = bench.Sim("tune-constant", 101).run(bench.Operator(None))
     assert served["slo"] >= 0.99
     assert served["deleted_before_ready"] == 0
+
+
+def test_the_flash_crowds_onset_is_where_its_rate_first_passes_a_bursts_reach(bench):
+    trace, seed = "flash-crowd-10x", 1
+    onset = bench.crowd_onset(trace, seed)
+    rate = bench.rate_of(trace, seed)
+    lowest = min(float(rate(t)) for t in range(0, 3600, 5))
+    assert float(rate(onset)) > bench.ONSET_FACTOR * lowest >= float(rate(onset - 1))
+    assert float(rate(onset + 120)) > 8 * lowest  # the crowd, not a burst (+100 % at most)
+
+
+def test_a_first_order_placed_at_the_onset_stands_until_it_is_ready(bench):
+    # --flash-bound's rows rest on it: the order is placed at onset + delay, whatever the operator wants, and kept
+    # until every replica of it could be Ready; more capacity sooner serves more of the crowd
+    trace, seed, delay, order = "flash-crowd-10x", 1, 15.0, 32
+    policy = bench.OrderAtOnset((delay, order))
+    seen: list[tuple[float, int]] = []
+    decide = policy.desired
+    policy.desired = lambda sim, now: seen.append((now, decide(sim, now))) or seen[-1][1]
+    ordered = bench.Sim(trace, seed).run(policy)
+    start = bench.crowd_onset(trace, seed) + delay
+    held = [want for now, want in seen if start <= now < start + bench.COLD_START[1]]
+    assert held and min(held) >= order
+    assert ordered["deleted_before_ready"] == 0
+    assert ordered["slo"] > bench.Sim(trace, seed).run(bench.Operator(None))["slo"] + 0.03
