@@ -454,6 +454,9 @@ class OrderAtOnset(Operator):
         return max(want, self.order) if start <= now < start + COLD_START[1] else want
 
 
+# The knobs the tuning picked for the other policies (the main run's output; the same in the seventh and eighth
+# sessions' runs): --ablation, --unseen, --held-out and --flash-bound compare with them without tuning again.
+TUNED = {"keda-inflight": (12, 300), "knative-kpa": 6, "static": 8, "oracle": 0.8}
 FLASH_BOUND_DELAYS_S = (0.0, 15.0, 30.0)  # --flash-bound: when the first order is placed after the onset
 FLASH_BOUND_ORDERS = (13, 20, 26, 32, 40, 48)  # ... and its sizes (the shipped operator's own peak is about 15)
 ONSET_FACTOR = 2.5  # a random burst adds at most 100 % (_random_bursts): 2.5x the lowest rate is the crowd
@@ -1084,16 +1087,14 @@ def warnings(reaction_s: float, n_seeds: int, tune_seeds: int, n_jobs: int) -> N
 
 def ablation(traces, title: str, n_seeds: int, n_jobs: int) -> None:
     """--unseen and --ablation: the shipped operator, with its untuned mechanisms off one at a time (the burst floor,
-    the rise over the base), and the tuned peers (their picks as of the seventh session's run, six tuning traces), on
-    ``traces``."""
+    the rise over the base), and the tuned peers (TUNED), on ``traces``."""
     started = time.time()
-    rows = [("operator", None), ("operator", FLOOR_OFF), ("operator", RISE_OFF), ("keda-inflight", (12, 300)),
-            ("knative-kpa", 6)]
+    rows = [("operator", None), ("operator", FLOOR_OFF), ("operator", RISE_OFF), *((n, TUNED[n]) for n in PEERS)]
     res = simulate([(n, k, tr, seed) for n, k in rows for tr, _, _ in traces for seed in range(1, 1 + n_seeds)],
                    n_jobs)
     print(f"{title} ({n_seeds} seeds each; SLO met / GPU-h, mean)\n")
-    print("| trace | operator (defaults) | burst floor off | rise over the base off | keda-inflight (12, 300) | "
-          "knative-kpa (6) |\n|---|---|---|---|---|---|")
+    print("| trace | operator (defaults) | burst floor off | rise over the base off | "
+          + " | ".join(f"{n} ({_knob(TUNED[n])})" for n in PEERS) + " |\n|---|---|---|---|---|---|")
     for tr, _, _ in traces:
         print(f"| {tr} | " + " | ".join(_slo_gpu(res[(n, k, tr)], 1) for n, k in rows) + " |")
     print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
@@ -1105,7 +1106,7 @@ def flash_bound(n_seeds: int, n_jobs: int) -> None:
     how early, and how large, a first order must be to reach the best peer's SLO."""
     started = time.time()
     trace = "flash-crowd-10x"
-    refs = [("operator", None), ("keda-inflight", (12, 300)), ("knative-kpa", 6), ("static", 8), ("oracle", 0.8)]
+    refs = [("operator", None), *TUNED.items()]
     bound = [("operator-onset", (d, k)) for d in FLASH_BOUND_DELAYS_S for k in FLASH_BOUND_ORDERS]
     res = simulate([(n, k, trace, seed) for n, k in refs + bound for seed in range(1, 1 + n_seeds)], n_jobs)
     onsets = ", ".join(f"{crowd_onset(trace, seed) / 60:.1f}" for seed in range(1, 1 + n_seeds))

@@ -110,3 +110,10 @@ def test_a_first_order_placed_at_the_onset_stands_until_it_is_ready(bench):
     assert held and min(held) >= order
     assert ordered["deleted_before_ready"] == 0
     assert ordered["slo"] > bench.Sim(trace, seed).run(bench.Operator(None))["slo"] + 0.03
+
+
+def test_the_peers_knobs_the_side_tables_use_are_points_of_their_tuning_grids(bench):
+    # --ablation, --unseen, --held-out and --flash-bound compare with TUNED without tuning again
+    assert set(bench.PEERS) <= set(bench.TUNED)
+    for name, knob in bench.TUNED.items():
+        assert knob in bench.POLICIES[name][1], name
