@@ -6,27 +6,15 @@ pick rule takes the cheapest value that meets every goal, and the simulated SLO 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from benchmark_support import load_benchmark
 
 from llmbackend.api.v1alpha1 import AutoscalingSpec
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    """benchmarks/autoscale_bench.py, imported from its path (benchmarks/ is not a package)."""
-    path = ROOT / "benchmarks" / "autoscale_bench.py"
-    spec = importlib.util.spec_from_file_location("autoscale_bench", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("autoscale_bench", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("autoscale_bench")
 
 
 def shipped_knob(bench) -> tuple:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from benchmark_support import load_benchmark
 
 from llmbackend.api.catalog import PRESETS
 from llmbackend.api.v1alpha1 import EngineSpec
@@ -14,21 +11,9 @@ from llmbackend.planning import memory, roofline
 from llmbackend.planning.inventory import product_info
 from llmbackend.planning.perf_model import CALIBRATED, Efficiency, Hardware, Model, Workload
 
-ROOT = Path(__file__).resolve().parents[2]
 L8, L70, MIXTRAL = PRESETS["llama-3.1-8b"], PRESETS["llama-3.1-70b"], PRESETS["mixtral-8x7b"]
 H100 = product_info("NVIDIA-H100-80GB-HBM3")
 FP8 = EngineSpec(quantization="fp8", max_batch_size=1024, max_input_len=8192, max_seq_len=16384)
-
-
-def calibrate_module():
-    """benchmarks/perf_calibrate.py, imported from its path (benchmarks/ is not a package)."""
-    path = ROOT / "benchmarks" / "perf_calibrate.py"
-    spec = importlib.util.spec_from_file_location("perf_calibrate", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("perf_calibrate", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def h100(tp: int = 1, pp: int = 1) -> Hardware:
@@ -77,7 +62,7 @@ def test_time_per_token_grows_with_concurrency_and_throughput_saturates():
 
 def test_long_prompts_short_answers_make_fewer_output_tokens_than_the_reverse():
     """Done-when of issue 28: Llama-3.1-8B fp8 on one H100, 2048/128 vs 128/2048 (NVIDIA: 3,450 vs 22,714 tok/s)."""
-    cal = calibrate_module()
+    cal = load_benchmark("perf_calibrate")
     rows = {(r.isl, r.osl): r for r in cal.rows()
             if r.set == "fit" and r.preset == "llama-3.1-8b" and r.gpu == "NVIDIA-H100-80GB-HBM3"}
     long_prompt = cal.predict(rows[2048, 128], CALIBRATED).output_tokens_per_s
@@ -148,7 +133,7 @@ def test_arrival_rate_builds_concurrency():
 
 def test_committed_constants_are_the_scripts_fit():
     """CALIBRATED is a minimum of the fitting loss within its rounding (the script's fit, not hand-set)."""
-    cal = calibrate_module()
+    cal = load_benchmark("perf_calibrate")
     fit_rows = [r for r in cal.rows() if r.set == "fit"]
     base = cal.loss(CALIBRATED, fit_rows)
     steps = {"bandwidth": 0.02, "compute": 0.02, "compute_fp4": 0.02, "layer_overhead_s": 10e-6,
@@ -163,7 +148,7 @@ def test_committed_constants_are_the_scripts_fit():
 
 
 def test_fit_and_validation_rows_are_apart_and_cited():
-    cal = calibrate_module()
+    cal = load_benchmark("perf_calibrate")
     rows = cal.rows()
     fit = [r for r in rows if r.set == "fit"]
     validation = [r for r in rows if r.set == "validation"]
@@ -189,7 +174,7 @@ _SHORT = {
 def test_validation_table_within_tolerance(metric, criterion, request):
     if (metric, criterion) in _SHORT:
         request.applymarker(pytest.mark.xfail(strict=True, reason=_SHORT[metric, criterion]))
-    cal = calibrate_module()
+    cal = load_benchmark("perf_calibrate")
     _, summary = cal.evaluate("validation", CALIBRATED)
     rows, median, within = summary[metric]
     assert rows >= 5
@@ -204,7 +189,7 @@ def test_validation_table_within_tolerance(metric, criterion, request):
 def test_the_searchs_upper_bounds_are_what_the_h200_reached():
     """The fit may not assume kernels faster than the measured ones: its bandwidth and compute bounds are the best
     fractions of the data sheet any measured product reached, and those are physical (below the data sheet)."""
-    cal = calibrate_module()
+    cal = load_benchmark("perf_calibrate")
     bandwidth, compute = cal.measured_peaks()
     assert 0.5 < bandwidth <= 1.0 and 0.5 < compute <= 1.0
     assert cal.BOUNDS["bandwidth"][1] == round(bandwidth, 2)
@@ -215,7 +200,7 @@ def test_the_searchs_upper_bounds_are_what_the_h200_reached():
 def test_measured_products_stream_at_few_tokens_and_compute_at_many():
     """The measurement shows the roofline the model assumes: a product's time hardly moves from 1 to 64 tokens
     (its weights stream) and grows about linearly from 2048 to 8192 (tensor math)."""
-    cal = calibrate_module()
+    cal = load_benchmark("perf_calibrate")
     times = {(p["model"], p["dtype"], p["matrix"], p["tokens"]): p["seconds"] for p in cal.load_measured("gemm_run1.json")}
     for model, dtype, matrix, tokens in times:
         if tokens == 1:
@@ -228,6 +213,6 @@ def test_measured_products_stream_at_few_tokens_and_compute_at_many():
                    "slower than the measured one (stock PyTorch kernels, which an engine's fused ones only beat); "
                    "the published low-load time-per-token rows say the same (docs/performance-model.md)")
 def test_a_decode_layer_at_one_sequence_costs_what_the_h200_measured():
-    cal = calibrate_module()
+    cal = load_benchmark("perf_calibrate")
     for (measured, _), modelled in zip(cal.measured_layers(), cal.model_layer_s(CALIBRATED), strict=True):
         assert modelled == pytest.approx(measured, rel=0.20)
