@@ -1094,7 +1094,7 @@ def ablation(traces, title: str, n_seeds: int, n_jobs: int) -> None:
                    n_jobs)
     print(f"{title} ({n_seeds} seeds each; SLO met / GPU-h, mean)\n")
     print("| trace | operator (defaults) | burst floor off | rise over the base off | "
-          + " | ".join(f"{n} ({_knob(TUNED[n])})" for n in PEERS) + " |\n|---|---|---|---|---|---|")
+          + " | ".join(f"{n} ({_knob(TUNED[n])})" for n in PEERS) + " |\n|---|" + "---|" * len(rows))
     for tr, _, _ in traces:
         print(f"| {tr} | " + " | ".join(_slo_gpu(res[(n, k, tr)], 1) for n, k in rows) + " |")
     print(f"\n{sum(len(c.runs) for c in res.values())} simulations, {time.time() - started:.0f} s")
