@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -10,8 +11,10 @@ from types import ModuleType
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
+@functools.cache
 def load_benchmark(name: str) -> ModuleType:
-    """benchmarks/<name>.py as a module (registered under ``name``, so that pickling and dataclasses find it)."""
+    """benchmarks/<name>.py as a module, executed once per test process (registered under ``name``, so that pickling
+    and dataclasses find it)."""
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
