@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEVTOOLS := PYTHONPATH=$(CURDIR)/dev$(if $(PYTHONPATH),:$(PYTHONPATH)) $(PY)
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup demo lint test unit e2e tools prometheus openmpi moto crd chart docs bench down clean
+.PHONY: setup demo lint test unit e2e controlplane tools prometheus openmpi moto crd chart docs bench down clean
 
 setup: $(VENV)/.installed
 
@@ -14,10 +14,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install $(PIP_FLAGS) -e '.[test]'
 	touch $@
 
-# Control-plane binaries (etcd, kube-apiserver, ...), Argo CD's health evaluator (tests/argocd), the LWS controller
-# and Helm (the chart tests) built once from the Go module proxy into ~/.cache/llmbackend.
-tools: setup
+# Control-plane binaries (etcd, kube-apiserver, kubectl, kwok, ...) built once from the Go module proxy into
+# ~/.cache/llmbackend: all that `make demo` needs.
+controlplane: setup
 	$(DEVTOOLS) -m devcluster.build
+
+# What the tests need besides: Argo CD's health evaluator (tests/argocd), the LWS controller and Helm (the chart tests).
+tools: controlplane
 	$(PY) tests/argocd/argocd_health.py
 	$(DEVTOOLS) -m devcluster.lws
 	$(DEVTOOLS) -m devcluster.helm
@@ -30,7 +33,7 @@ prometheus:
 openmpi:
 	@command -v mpirun >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null) || echo "openmpi-bin not installed: the multi-node launch tests will be skipped"; }
 
-demo: tools
+demo: controlplane
 	$(DEVTOOLS) -m devcluster demo
 
 # The import contract (.importlinter), ruff and mypy (configured in pyproject.toml), on this tree's sources.

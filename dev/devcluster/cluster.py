@@ -258,6 +258,19 @@ def _save_pids(cluster: Cluster) -> None:
     cluster.pid_file.write_text(json.dumps(state))
 
 
+def _default_or_free_ports(log) -> Ports:
+    """The usual ports when they are all free, else free ones, said aloud: a dev cluster may start beside another
+    (a benchmark's, a second checkout's demo); its kubeconfig names whichever it got."""
+    usual = Ports()
+    taken = [f"{name}={port}" for name, port in asdict(usual).items() if _port_taken(port)]
+    if not taken:
+        return usual
+    chosen = Ports.free()
+    log(f"port(s) {', '.join(taken)} in use on {HOST} (another dev cluster?); using free ones: "
+        + ", ".join(f"{name}={port}" for name, port in asdict(chosen).items()))
+    return chosen
+
+
 def up(directory: Path | None = None, ports: Ports | None = None, log=print, tied_to_parent: bool = False) -> Cluster:
     """Start the control plane; return when every component is ready. Idempotent when already up."""
     directory = Path(directory or default_dir())
@@ -270,7 +283,9 @@ def up(directory: Path | None = None, ports: Ports | None = None, log=print, tie
     # The dev cluster is disposable: a stopped one leaves pods that kwok would never mark Ready again
     # (node leases expired meanwhile), so every start begins with an empty etcd.
     shutil.rmtree(directory / "etcd", ignore_errors=True)
-    cluster = Cluster(directory, ports or Ports(), tied_to_parent=tied_to_parent)
+    if ports is None:
+        ports = _default_or_free_ports(log)
+    cluster = Cluster(directory, ports, tied_to_parent=tied_to_parent)
     taken = [f"{name}={port}" for name, port in asdict(cluster.ports).items() if _port_taken(port)]
     if taken:
         raise ClusterError(

@@ -19,6 +19,32 @@ def test_port_already_taken_is_named(tmp_path):
             cluster.up(tmp_path, ports, log=lambda *a: None)
 
 
+def test_a_second_dev_cluster_gets_free_ports_and_says_which():
+    usual = cluster.Ports()
+    told: list[str] = []
+    try:
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", usual.apiserver))
+        taken.listen()
+    except OSError:  # the usual port is held by something already (a running demo): the same case
+        taken = None
+    try:
+        chosen = cluster._default_or_free_ports(told.append)
+    finally:
+        if taken is not None:
+            taken.close()
+    assert chosen.apiserver != usual.apiserver
+    assert len(set(vars(chosen).values())) == 6
+    assert told and f"apiserver={usual.apiserver}" in told[0] and f"apiserver={chosen.apiserver}" in told[0]
+
+
+def test_a_lone_dev_cluster_keeps_the_usual_ports(monkeypatch):
+    monkeypatch.setattr(cluster, "_port_taken", lambda port: False)
+    told: list[str] = []
+    assert cluster._default_or_free_ports(told.append) == cluster.Ports()
+    assert told == []
+
+
 def test_missing_go_toolchain_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMB_CACHE_DIR", str(tmp_path))  # no cached binaries there
     monkeypatch.setattr(build.shutil, "which", lambda name: None)
