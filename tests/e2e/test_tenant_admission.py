@@ -259,3 +259,33 @@ def test_who_may_create_pods_may_name_anything_of_the_namespace(policy, tenant_n
     grant(policy, tenant_namespace, "pod-author", CREATE_PODS)
     accepted = apply_as_tenant(policy, manifest)
     assert accepted.returncode == 0, accepted.stderr
+
+
+# PodSpec fields that name objects or reach the node, which the CRD does not have: the API server drops or refuses
+# them, so no unlisted field can name an object (docs/security.md, "Trust model").
+UNLISTED = {
+    "ephemeral-volume": {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "dataSource": {"kind": "PersistentVolumeClaim", "name": CLAIM},
+        "resources": {"requests": {"storage": "1Gi"}}}}}}]},
+    "projected-volume": {"volumes": [{"name": "proj", "projected": {"sources": [
+        {"secret": {"name": "db-credentials"}}, {"serviceAccountToken": {"path": "token"}}]}}]},
+    "image-volume": {"volumes": [{"name": "img", "image": {"reference": "registry.example/team-b/weights:1"}}]},
+    "node-fields": {"nodeName": "dgx-0", "schedulerName": "team-b", "hostNetwork": True,
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "team-b-gpu"}]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNLISTED))
+def test_podspec_fields_the_crd_does_not_have_are_dropped_or_refused(policy, tenant_namespace, case):
+    manifest = with_template(backend_manifest("unlisted", tenant_namespace), UNLISTED[case])
+    proc = policy.kubectl("apply", "--as", TENANT, "--validate=false", "-f", "-", input=yaml.safe_dump(manifest),
+                          check=False)
+    if proc.returncode != 0:
+        assert "set exactly one of" in proc.stderr, proc.stderr  # a volume with no source the CRD knows
+        return
+    stored = yaml.safe_load(policy.kubectl("get", "llmb", "unlisted", "-n", tenant_namespace, "-o", "yaml").stdout)
+    template = stored["spec"].get("serving", {}).get("podTemplate", {})
+    for key in UNLISTED[case]:
+        assert key not in template or template[key] != UNLISTED[case][key]
+    for volume in template.get("volumes", []):
+        assert set(volume) <= {"name", "configMap", "secret", "persistentVolumeClaim", "emptyDir", "csi"}
