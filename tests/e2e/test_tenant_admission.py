@@ -1,5 +1,7 @@
 """manifests/default/admission-policy.yaml on the real API server: a tenant allowed to create LLMBackends names only
-Secrets it may read and ServiceAccounts it may act as. The API server's own authorizer answers for the requesting user
+objects it could use itself (docs/security.md, "Trust model"): Secrets, ConfigMaps and read-only claims it may read,
+ServiceAccounts it may act as; writable claims and inline CSI volumes only if it may create pods; classes and queues
+it may use. The API server's own authorizer answers for the requesting user
 (kubectl --as); the policy and binding are the shipped ones. The operator is not needed: admission decides alone.
 """
 
@@ -93,6 +95,10 @@ def test_a_secret_the_tenant_cannot_read_is_refused_then_allowed_once_readable(p
     grant(policy, tenant_namespace, "read-db-credentials", [
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["db-credentials"], "verbs": ["get"]}])
     accepted = apply_as_tenant(policy, manifest)
+    if case == "csi-nodePublishSecretRef":  # an inline CSI volume also needs `create pods` (its driver's attributes)
+        assert accepted.returncode != 0 and "an inline CSI volume of driver" in accepted.stderr
+        grant(policy, tenant_namespace, "pod-author", CREATE_PODS)
+        accepted = apply_as_tenant(policy, manifest)
     assert accepted.returncode == 0, accepted.stderr
 
 
@@ -130,3 +136,156 @@ def test_backends_without_references_and_other_edits_pass(policy, tenant_namespa
     edited = policy.kubectl("patch", "--as", TENANT, "llmb", "admin-made", "-n", tenant_namespace, "--type=merge",
                             "-p", '{"spec": {"replicas": 2}}', check=False)
     assert edited.returncode != 0 and "db-credentials" in edited.stderr
+
+
+# Each class of reference the attacker found unchecked: (what the spec adds, the refusal's words, the grants in order;
+# every grant but the last leaves it refused, the last one admits it).
+CLAIM = "team-b-data"
+CACHE = "llmbackend-model-cache"  # render/modelcache.py DEFAULT_CACHE_CLAIM: the namespace's model cache
+CREATE_PODS = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
+
+
+def get_rule(resource: str, name: str, group: str = "", verb: str = "get") -> list[dict]:
+    return [{"apiGroups": [group], "resources": [resource], "resourceNames": [name], "verbs": [verb]}]
+
+
+def claim_volume(claim: str, read_only: bool) -> dict:
+    source = {"claimName": claim, "readOnly": True} if read_only else {"claimName": claim}
+    return {"volumes": [{"name": "data", "persistentVolumeClaim": source}],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+
+
+def set_path(manifest: dict, path: str, value) -> dict:
+    manifest = copy.deepcopy(manifest)
+    *parents, leaf = path.split(".")
+    node = manifest["spec"]
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[leaf] = value
+    return manifest
+
+
+def template(fields: dict):
+    return lambda m: with_template(m, fields)
+
+
+REFERENCES = {
+    "pvc-volume-read-only": (template(claim_volume(CLAIM, True)), f"read-only claims: {CLAIM})",
+                             [get_rule("persistentvolumeclaims", CLAIM)]),
+    "pvc-volume-writable": (template(claim_volume(CLAIM, False)), f"the writable claim {CLAIM} (podTemplate volume data)",
+                            [get_rule("persistentvolumeclaims", CLAIM), CREATE_PODS]),
+    "cache-claim-writable": (template(claim_volume(CACHE, False)), f"the writable claim {CACHE}",
+                             [get_rule("persistentvolumeclaims", CACHE), CREATE_PODS]),
+    "cache-claim-read-only": (template(claim_volume(CACHE, True)), f"read-only claims: {CACHE})",
+                              [get_rule("persistentvolumeclaims", CACHE)]),
+    "configmap-volume": (template({"volumes": [{"name": "cfg", "configMap": {"name": "team-b-config"}}]}),
+                         "names a ConfigMap you may not read (it names: team-b-config)",
+                         [get_rule("configmaps", "team-b-config")]),
+    "configmap-env": (template({"env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "team-b-config",
+                                                                                          "key": "x"}}}]}),
+                      "names a ConfigMap you may not read (it names: team-b-config)",
+                      [get_rule("configmaps", "team-b-config")]),
+    "configmap-envFrom": (template({"envFrom": [{"configMapRef": {"name": "team-b-config"}}]}),
+                          "names a ConfigMap you may not read (it names: team-b-config)",
+                          [get_rule("configmaps", "team-b-config")]),
+    "csi-inline": (template({"volumes": [{"name": "vault", "csi": {
+                       "driver": "secrets-store.csi.k8s.io", "readOnly": True,
+                       "volumeAttributes": {"secretProviderClass": "team-b-vault"}}}],
+                             "volumeMounts": [{"name": "vault", "mountPath": "/vault"}]}),
+                   "an inline CSI volume of driver secrets-store.csi.k8s.io (podTemplate volume vault)",
+                   [get_rule("secretproviderclasses", "team-b-vault", "secrets-store.csi.x-k8s.io"), CREATE_PODS]),
+    "source-pvc": (lambda m: set_path(m, "model.source", {"pvc": {"claimName": CLAIM}}), f"read-only claims: {CLAIM})",
+                   [get_rule("persistentvolumeclaims", CLAIM)]),
+    "source-cache-claim": (lambda m: set_path(m, "model.source.cache", {"claimName": CLAIM}),
+                           f"the cache claim {CLAIM} (written by the download Job)",
+                           [get_rule("persistentvolumeclaims", CLAIM), CREATE_PODS]),
+    "priority-class": (lambda m: set_path(m, "scheduling.priorityClassName", "team-b-critical"),
+                       "priorityClassName team-b-critical: you may neither create pods here nor use",
+                       [get_rule("priorityclasses", "team-b-critical", "scheduling.k8s.io", "use")]),
+    "priority-class-as-pod-author": (lambda m: set_path(m, "scheduling.priorityClassName", "team-b-critical"),
+                                     "priorityClassName team-b-critical", [CREATE_PODS]),
+    "runtime-class": (template({"runtimeClassName": "kata"}), "runtimeClassName kata: you may neither",
+                      [get_rule("runtimeclasses", "kata", "node.k8s.io", "use")]),
+    "storage-class": (lambda m: set_path(m, "model.source.cache", {"storageClassName": "fast-ssd"}),
+                      "storageClassName fast-ssd: you may neither create persistentvolumeclaims",
+                      [get_rule("storageclasses", "fast-ssd", "storage.k8s.io", "use")]),
+    "storage-class-as-claim-author": (lambda m: set_path(m, "model.source.cache", {"storageClassName": "fast-ssd"}),
+                                      "storageClassName fast-ssd",
+                                      [[{"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["create"]}]]),
+    "queue": (lambda m: set_path(m, "scheduling.multiNode", {"queueName": "team-b-queue"}),
+              "queueName team-b-queue: you may neither",
+              [get_rule("localqueues", "team-b-queue", "kueue.x-k8s.io", "use")]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFERENCES))
+def test_a_reference_is_refused_on_create_and_update_until_the_tenant_may_use_it(policy, tenant_namespace, case):
+    add_reference, refusal, grants = REFERENCES[case]
+    objects = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": tenant_namespace},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}}
+               for claim in (CLAIM, CACHE)]
+    objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "team-b-config", "namespace": tenant_namespace},
+                    "data": {"x": "team b's"}})
+    policy.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    existing = backend_manifest("existing", tenant_namespace)
+    assert apply_as_tenant(policy, existing).returncode == 0
+    create, update = add_reference(backend_manifest("new", tenant_namespace)), add_reference(existing)
+
+    def refused() -> None:
+        for manifest in (create, update):
+            proc = apply_as_tenant(policy, manifest)
+            assert proc.returncode != 0, f"{case}: {manifest['metadata']['name']} was admitted"
+            assert refusal in proc.stderr, proc.stderr
+
+    refused()
+    for i, rules in enumerate(grants):
+        grant(policy, tenant_namespace, f"grant-{i}", rules)
+        if i < len(grants) - 1:
+            refused()
+    for manifest in (create, update):
+        proc = apply_as_tenant(policy, manifest)
+        assert proc.returncode == 0, f"{case}: {proc.stderr}"
+
+
+def test_who_may_create_pods_may_name_anything_of_the_namespace(policy, tenant_namespace):
+    """A pod author could mount all of it in a pod of their own: the LLMBackend gives them nothing more."""
+    manifest = set_path(backend_manifest("pod-author", tenant_namespace), "model.source.cache", {"claimName": CLAIM})
+    manifest = with_template(manifest, {
+        "serviceAccountName": "deployer", "runtimeClassName": "kata", "envFrom": [{"secretRef": {"name": "db-credentials"}},
+                                                                                  {"configMapRef": {"name": "team-b-config"}}],
+        "volumes": claim_volume(CACHE, False)["volumes"] + [{"name": "ro", "persistentVolumeClaim": {"claimName": CLAIM,
+                                                                                                      "readOnly": True}}]})
+    assert apply_as_tenant(policy, manifest).returncode != 0
+    grant(policy, tenant_namespace, "pod-author", CREATE_PODS)
+    accepted = apply_as_tenant(policy, manifest)
+    assert accepted.returncode == 0, accepted.stderr
+
+
+# PodSpec fields that name objects or reach the node, which the CRD does not have: the API server drops or refuses
+# them, so no unlisted field can name an object (docs/security.md, "Trust model").
+UNLISTED = {
+    "ephemeral-volume": {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "dataSource": {"kind": "PersistentVolumeClaim", "name": CLAIM},
+        "resources": {"requests": {"storage": "1Gi"}}}}}}]},
+    "projected-volume": {"volumes": [{"name": "proj", "projected": {"sources": [
+        {"secret": {"name": "db-credentials"}}, {"serviceAccountToken": {"path": "token"}}]}}]},
+    "image-volume": {"volumes": [{"name": "img", "image": {"reference": "registry.example/team-b/weights:1"}}]},
+    "node-fields": {"nodeName": "dgx-0", "schedulerName": "team-b", "hostNetwork": True,
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "team-b-gpu"}]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNLISTED))
+def test_podspec_fields_the_crd_does_not_have_are_dropped_or_refused(policy, tenant_namespace, case):
+    manifest = with_template(backend_manifest("unlisted", tenant_namespace), UNLISTED[case])
+    proc = policy.kubectl("apply", "--as", TENANT, "--validate=false", "-f", "-", input=yaml.safe_dump(manifest),
+                          check=False)
+    if proc.returncode != 0:
+        assert "set exactly one of" in proc.stderr, proc.stderr  # a volume with no source the CRD knows
+        return
+    stored = yaml.safe_load(policy.kubectl("get", "llmb", "unlisted", "-n", tenant_namespace, "-o", "yaml").stdout)
+    template = stored["spec"].get("serving", {}).get("podTemplate", {})
+    for key in UNLISTED[case]:
+        assert key not in template or template[key] != UNLISTED[case][key]
+    for volume in template.get("volumes", []):
+        assert set(volume) <= {"name", "configMap", "secret", "persistentVolumeClaim", "emptyDir", "csi"}

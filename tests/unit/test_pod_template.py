@@ -146,6 +146,27 @@ def test_operator_fields_are_refused(template: dict[str, Any], plan: PlanStatus,
     assert raised.value.reason == cond.INVALID_POD_TEMPLATE
 
 
+def _claim(claim: str, read_only: bool) -> dict[str, Any]:
+    source = {"claimName": claim, **({"readOnly": True} if read_only else {})}
+    return {"volumes": [{"name": "cache", "persistentVolumeClaim": source}],
+            "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}
+
+
+def test_a_model_cache_claim_is_mounted_read_only_or_refused() -> None:
+    uri_spec = LLMBackendSpec.model_validate({
+        "model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://org/name", "cache": {"claimName": "team-cache"}}},
+        "serving": {"podTemplate": _claim("team-cache", False)}})
+    for spec in (_spec(_claim("llmbackend-model-cache", False)), uri_spec):
+        with pytest.raises(PodTemplateConflictError) as raised:
+            _workload(spec)
+        assert "mount a model cache claim" in str(raised.value) and "readOnly: true" in str(raised.value)
+        assert raised.value.reason == cond.INVALID_POD_TEMPLATE
+    mounted = _templates(_workload(_spec(_claim("llmbackend-model-cache", True))))["server"]["spec"]["volumes"]
+    assert {"name": "cache", "persistentVolumeClaim": {"claimName": "llmbackend-model-cache", "readOnly": True}} in mounted
+    # Another claim is the admission policy's business (writable needs `create pods`), not a conflict.
+    assert _workload(_spec(_claim("team-data", False)))
+
+
 def test_a_conflict_is_a_condition_and_nothing_is_applied() -> None:
     inventory = Inventory()
     for node in topology_nodes("dgx-h100-x4"):

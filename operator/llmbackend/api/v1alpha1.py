@@ -157,7 +157,7 @@ class ModelArchitecture(_Model):
 class PVCSource(_Model):
     claim_name: str = Field(
         min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-        description="PersistentVolumeClaim in the same namespace holding weights, tokenizer and engines.",
+        description="PersistentVolumeClaim in the same namespace holding weights, tokenizer and engines (its author may get it, or create pods there: docs/security.md).",
     )
     path: str = Field(
         default="/", max_length=1024, pattern=SAFE_PATH_PATTERN,
@@ -199,7 +199,7 @@ class ModelCacheSpec(_Model):
 
     claim_name: str | None = Field(
         default=None, max_length=253, pattern=DNS_NAME_PATTERN,
-        description="Cache claim in the backend's namespace (default llmbackend-model-cache; created when missing, never deleted with a backend).",
+        description="Cache claim in the backend's namespace (default llmbackend-model-cache; created when missing, never deleted with a backend). The download Job writes into it: naming another claim needs the right to create pods in the namespace (docs/security.md).",
     )
     size: str | None = Field(
         default=None, pattern=QUANTITY_PATTERN,
@@ -773,7 +773,9 @@ class SecretVolume(_Model):
 
 class ClaimVolume(_Model):
     claim_name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
-    read_only: bool | None = None
+    read_only: bool | None = Field(
+        default=None, description="true: every mount is read-only. Without it the claim is writable, which needs the "
+                                  "right to create pods in the namespace; read-only needs get on the claim (docs/security.md).")
 
 
 class EmptyDirVolume(_Model):
@@ -782,7 +784,8 @@ class EmptyDirVolume(_Model):
 
 
 class CSIVolume(_Model):
-    """An inline CSI volume (e.g. the Secrets Store CSI driver)."""
+    """An inline CSI volume (e.g. the Secrets Store CSI driver). Its driver acts on the attributes given, so it needs
+    the right to create pods in the namespace (docs/security.md)."""
 
     driver: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
     read_only: bool | None = None

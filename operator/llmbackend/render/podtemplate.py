@@ -3,7 +3,9 @@
 Conflict rule: what the operator sets itself is never overridden. A label or annotation key, env name (per
 container), volume name or mount path (per container) that the rendered pod already has is refused with
 PodTemplateConflictError (condition reason InvalidPodTemplate), so the backend keeps its selector, hashes,
-launch settings and volumes, and the user learns what to rename. Pure: nothing here talks to the API server.
+launch settings and volumes, and the user learns what to rename. A model cache claim (the namespace's default one, or
+this backend's) may be mounted only read-only: the operator's download Job alone writes it. Pure: nothing here talks
+to the API server.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from ..api import conditions as cond
 from ..api.v1alpha1 import LLMBackendSpec, PodTemplate
+from .modelcache import DEFAULT_CACHE_CLAIM, cache_claim
 from .vllm_backend import EngineConfigError
 
 
@@ -37,6 +40,19 @@ def _merge_map(meta: dict[str, Any], field: str, extra: dict[str, str] | None, w
     meta[field] = {**current, **extra}
 
 
+def _refuse_writable_cache(spec: LLMBackendSpec, extra: PodTemplate) -> None:
+    source = spec.model.source
+    caches = {DEFAULT_CACHE_CLAIM} | ({cache_claim(source)} if source is not None and source.uri else set())
+    writable = [v.name for v in extra.volumes or []
+                if v.persistent_volume_claim and v.persistent_volume_claim.claim_name in caches
+                and not v.persistent_volume_claim.read_only]
+    if writable:
+        raise PodTemplateConflictError(
+            f"spec.serving.podTemplate.volumes {', '.join(sorted(writable))} mount a model cache claim "
+            f"({', '.join(sorted(caches))}) writable; only the operator's download Job writes the cache: set "
+            "persistentVolumeClaim.readOnly: true, or remove the volume")
+
+
 def apply_pod_template(template: dict[str, Any], spec: LLMBackendSpec, where: str) -> dict[str, Any]:
     """Merge spec.serving.podTemplate into `template` ({"metadata", "spec"} of a pod template), in place.
 
@@ -55,6 +71,7 @@ def apply_pod_template(template: dict[str, Any], spec: LLMBackendSpec, where: st
     # A multi-node MPI leader keeps the launcher account (its Role lets it exec into its workers).
     if extra.service_account_name and "serviceAccountName" not in pod:
         pod["serviceAccountName"] = extra.service_account_name
+    _refuse_writable_cache(spec, extra)
     if extra.volumes:
         volumes = pod.setdefault("volumes", [])
         _refuse("volumes", [v.name for v in extra.volumes if v.name in {o["name"] for o in volumes}], where)
