@@ -101,6 +101,15 @@ def crd() -> dict[str, Any]:
             "message": "metadata.name must not end with " + ", ".join(api.CHILD_NAME_SUFFIXES)
                        + ": the operator names children <name><suffix>, so such a name could be another backend's child",
         },
+        {
+            # Only when the backend is created (names never change): a backend stored before the rule stays
+            # updatable, and its status writable; the operator refuses it a LeaderWorkerSet instead.
+            "rule": "oldSelf.hasValue() || !self.metadata.name.matches('" + api.GROUP_INDEX_NAME_PATTERN + "')",
+            "optionalOldSelf": True,
+            "message": "metadata.name must not end with '-' and digits (as llama-3): a multi-node backend's "
+                       "LeaderWorkerSet names its groups' pods and StatefulSets <name>-<group>, so such a name could "
+                       "be another backend's group; use e.g. llama3 or llama-3-8b",
+        },
     ]
     # Plain `kubectl get llmb` answers "is it serving, and if not why"; -o wide adds the plan and scaling.
     columns = [

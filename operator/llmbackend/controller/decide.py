@@ -34,6 +34,7 @@ from ..api.v1alpha1 import (
     Placement,
     PlanStatus,
     ScalerMemory,
+    name_ends_with_group_index,
 )
 from ..autoscaling.drain import drain_warning
 from ..model_fetch import FetchError
@@ -563,6 +564,16 @@ def _require_apis(observed: Observed, spec: LLMBackendSpec, plan_status: PlanSta
                    "or change the spec so one node holds a replica")
         not_served(decision.conditions, cond.LEADER_WORKER_SET_NOT_INSTALLED, message)
         decision.requeue_after = OPTIONAL_API_REQUEUE_S
+        raise _Stop
+    if plan_status.nodes_per_replica > 1 and name_ends_with_group_index(observed.ref.name):
+        name = observed.ref.name
+        base = name.rsplit("-", 1)[0]
+        message = (f"this plan needs {plan_status.nodes_per_replica} nodes per replica, a LeaderWorkerSet {name} whose pods "
+                   f"and StatefulSets are named {name}-<group>[-<index>]; but {name} is also the name of group "
+                   f"{name.rsplit('-', 1)[1]} of a multi-node backend {base}, so their pods could collide. The CRD refuses such "
+                   "names now; recreate this backend under a name that does not end in '-' and digits (e.g. llama3 or "
+                   "llama-3-8b), or change the spec so one node holds a replica")
+        not_served(decision.conditions, cond.BACKEND_NAME_AMBIGUOUS, message)
         raise _Stop
     if (needs_compute_domain(plan_status) and "ComputeDomain" not in observed.apis
             and not multi_node_spec(spec).allow_cross_node_nvlink_without_compute_domain):
