@@ -91,7 +91,7 @@ def test_a_backend_stored_before_the_name_rule_stays_updatable(cluster, namespac
     patched = cluster.kubectl("patch", "llmb", "llama-7", "-n", namespace, "--type=merge", "-p",
                               json.dumps({"spec": {"replicas": 2}}), check=False)
     assert patched.returncode == 0, patched.stderr
-    kube.patch_status("LLMBackend", namespace, "llama-7", {"phase": "Pending", "reason": "StoredBeforeTheRule"})
+    kube.patch_status("LLMBackend", namespace, "llama-7", {"phase": "Degraded", "reason": "StoredBeforeTheRule"})
     assert kube.get("LLMBackend", namespace, "llama-7")["status"]["reason"] == "StoredBeforeTheRule"
 
 
