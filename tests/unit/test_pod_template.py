@@ -167,6 +167,21 @@ def test_a_conflict_is_a_condition_and_nothing_is_applied() -> None:
     assert decision.apply == [] and decision.look_up == []
 
 
+def test_a_stored_template_with_a_label_pods_are_selected_by_is_a_condition() -> None:
+    """Issue 42: a backend stored before job-name was reserved is not served and says why (InvalidSpec)."""
+    inventory = Inventory()
+    for node in topology_nodes("dgx-h100-x4"):
+        inventory.upsert(node)
+    spec = {"model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "llama"}}},
+            "serving": {"podTemplate": {"labels": {"job-name": "llmb-fetch-0123456789abcdef"}}}}
+    obj = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "spec": spec, "status": {},
+           "metadata": {"name": "llama", "namespace": "serving", "uid": "u-1", "generation": 2}}
+    decision = decide(Observed(obj, inventory.nodes()))
+    found = {c["type"]: c for c in decision.conditions.to_list()}
+    assert (found["Degraded"]["status"], found["Degraded"]["reason"]) == ("True", cond.INVALID_SPEC)
+    assert "job-name" in found["Degraded"]["message"] and decision.apply == []
+
+
 # ---- hostile input: the schema (pydantic here, CEL and structure in the API server) ----
 
 @pytest.mark.parametrize("template,why", [
