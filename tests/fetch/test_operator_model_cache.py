@@ -384,3 +384,22 @@ def test_a_claim_and_job_created_meanwhile_by_another_reconcile_are_taken_as_the
     result = cmc.sync_model_cache(racing, "serving", spec(source))
     assert racing.created == [], "nothing created twice"
     assert result.status["claimName"] == mc.cache_claim(spec(source).model.source) and not result.permanent
+
+
+def test_an_inspector_job_the_backend_does_not_own_is_neither_read_nor_deleted(tmp_path) -> None:
+    """Issue 42: reports only from the backend's own Job (by uid). A Job with the inspector's name or labels that
+    another made is left alone, and the backend says so."""
+    kube = FakeKube()
+    claim(kube)
+    s = spec({"pvc": {"claimName": "models", "path": "/a"}})
+    name = mc.inspect_job_name("llama", s.model.source.pvc)
+    theirs = mc.render_inspect_job("serving", "llama", s.model.source.pvc, "img", 1000, labels_for(OWNER, "model-inspect"),
+                                   {**OWNER.owner_reference(), "uid": "someone-else"})
+    kube.objects[("Job", "serving", name)] = {**theirs, "metadata": {**theirs["metadata"], "uid": "job-uid"}}
+    finish(kube, name, {"phase": "Ready", "architecture": {"numLayers": 126}}, 0)
+    result = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    assert (result.reason, result.has_architecture, result.status["phase"]) == ("ResourceExists", False, "Failed")
+    assert f"Job {name} exists and this backend does not own it" in result.message
+    # Another source: the operator's own inspector; the foreign Job with this backend's labels is not deleted.
+    cmc.sync_model_cache(kube, "serving", spec({"pvc": {"claimName": "models", "path": "/b"}}), owner=OWNER)
+    assert ("Job", name) not in kube.deleted and kube.created[-1]["metadata"]["name"] != name

@@ -226,7 +226,8 @@ def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCac
     if job is None:
         for old in kube.list("Job", namespace, label_selector=f"{BACKEND_LABEL}={owner.name}"):
             meta = old["metadata"]
-            if meta.get("labels", {}).get("app.kubernetes.io/component") == "model-inspect" and meta["name"] != name:
+            if (meta.get("labels", {}).get("app.kubernetes.io/component") == "model-inspect" and meta["name"] != name
+                    and _controlled_by(old, owner.uid)):  # a Job with the labels that is not ours is left alone
                 kube.delete("Job", namespace, meta["name"], uid=meta.get("uid"))  # the previous source's inspector
         job = kube.create(mc.render_inspect_job(namespace, owner.name, pvc, downloader_image(), SERVING_UID,
                                                 labels_for(owner, "model-inspect"), owner.owner_reference()))
