@@ -69,11 +69,11 @@ def test_eight_black_hole_endpoints_do_not_delay_an_unrelated_backend(cluster, o
         before = _time_to_available(cluster, other, "before")
         with BlackHole() as hole:
             for i in range(8):
-                apply_manifest(cluster, backend_manifest(f"hole-{i}", namespace, model={"source": {
+                apply_manifest(cluster, backend_manifest(f"hole{i}", namespace, model={"source": {
                     "uri": f"hf://acme/model-{i}", "endpoint": f"http://127.0.0.1:{hole.port}"}}))
             time.sleep(1)  # their reconciles are under way
             during = _time_to_available(cluster, other, "unrelated")
-            wait_for(lambda: all((cluster.kube.get("LLMBackend", namespace, f"hole-{i}") or {}).get("status")
+            wait_for(lambda: all((cluster.kube.get("LLMBackend", namespace, f"hole{i}") or {}).get("status")
                                  for i in range(8)), timeout=180, what="a first status on the 8 backends")
             connections = len(hole.accepted)
         print(f"\nunrelated backend Available in {during:.2f} s with 8 black-hole backends "

@@ -121,7 +121,8 @@ def leader_token(policies, namespace, tmp_path):
     """A launcher account bound as the operator binds it, a leader `llama-0`, its worker `llama-0-1`, an unrelated
     `db-0`; returns a kubeconfig that carries only the token bound to the leader pod (no admin certificate)."""
     policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend_launcher(namespace)))
-    for name, account in (("llama-0", "llama-launcher"), ("llama-0-1", None), ("db-0", None), ("llama-1-1", None)):
+    for name, account in (("llama-0", "llama-launcher"), ("llama-0-1", None), ("db-0", None), ("llama-1-1", None),
+                          ("llama-0-0", None)):
         policies.kube.create(pod(namespace, name, account))
     leader_uid = policies.kube.get("Pod", namespace, "llama-0")["metadata"]["uid"]
     token = policies.kubectl("create", "token", "llama-launcher", "-n", namespace, "--bound-object-kind", "Pod",
@@ -159,13 +160,30 @@ def test_leader_token_may_exec_into_its_own_worker(policies, namespace, leader_t
     assert EXEC_POLICY not in result.stderr and "forbidden" not in result.stderr.lower(), result.stderr
 
 
-@pytest.mark.parametrize("target", ["db-0", "llama-1-1", "llama-0"])
+# llama-0-0: issue 42, the group-0 leader of a backend named llama-0 (a worker's index starts at 1).
+@pytest.mark.parametrize("target", ["db-0", "llama-1-1", "llama-0", "llama-0-0"])
 def test_leader_token_may_not_exec_into_other_pods(policies, namespace, leader_token, target):
     refused = exec_with(policies, leader_token, namespace, target)
     assert refused.returncode != 0
     assert EXEC_POLICY in refused.stderr, refused.stderr
-    assert f"may exec only into the workers of its own leader pod llama-0 (llama-0-<index>), not into {target}" \
-        in refused.stderr
+    assert f"may exec only into the workers of its own leader pod llama-0 (llama-0-<index>, index from 1), not into " \
+        f"{target}" in refused.stderr
+
+
+@pytest.mark.parametrize("leader", ["other-0", "llama-x-0", "llama"])
+def test_a_launcher_token_of_a_pod_that_is_no_leader_of_its_backend_may_exec_nowhere(policies, namespace, tmp_path,
+                                                                                    leader):
+    """Issue 42: the token's pod must be <backend>-<group> for the account <backend>-launcher. A pod of another
+    backend (or any pod) running as llama-launcher reaches not even the workers named after it."""
+    policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend_launcher(namespace)))
+    policies.kube.create(pod(namespace, leader, "llama-launcher"))
+    policies.kube.create(pod(namespace, f"{leader}-1"))
+    uid = policies.kube.get("Pod", namespace, leader)["metadata"]["uid"]
+    token = policies.kubectl("create", "token", "llama-launcher", "-n", namespace, "--bound-object-kind", "Pod",
+                             "--bound-object-name", leader, "--bound-object-uid", uid).stdout.strip()
+    refused = exec_with(policies, token_kubeconfig(policies, tmp_path, token, "other"), namespace, f"{leader}-1")
+    assert refused.returncode != 0 and EXEC_POLICY in refused.stderr, refused.stderr
+    assert f"{leader} is no leader (<backend>-<group>) of the backend whose launcher account this is" in refused.stderr
 
 
 def test_leader_token_may_not_attach_to_other_pods(policies, namespace, leader_token):

@@ -7,11 +7,14 @@ the whole group (RecreateGroupOnPodRestart). kwok marks the pods Ready; it runs 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from conftest import REPO_ROOT, apply_manifest, available, condition, wait_for
 
 from devcluster.lws import LwsController
+from llmbackend.render.multinode import group_child_names
 
 SAMPLE = REPO_ROOT / "manifests/samples/llama-3.1-405b-multinode.yaml"
 
@@ -110,6 +113,12 @@ def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group
     assert pods[worker_name]["spec"].get("automountServiceAccountToken") is False
     service = cluster.kube.get("Service", namespace, name)
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    # What the real LWS controller named is what render/multinode.group_child_names says (the names issue 42's
+    # collision proof enumerates).
+    made = json.loads(cluster.kubectl("get", "statefulsets,pods", "-n", namespace, "-o", "json",
+                                      "-l", f"leaderworkerset.sigs.k8s.io/name={name}").stdout)["items"]
+    assert {(o["kind"], o["metadata"]["name"]) for o in made} == {
+        kind_name for kind_name in group_child_names(name, 1, 2) if kind_name[0] != "Service"}
 
     old_uids = {n: p["metadata"]["uid"] for n, p in pods.items()}
     cluster.kube.delete("Pod", namespace, worker_name)

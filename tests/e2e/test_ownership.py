@@ -98,7 +98,7 @@ def test_a_foreign_child_created_during_the_first_pass_is_never_adopted(cluster,
     theirs_won: list[tuple[str, dict]] = []
     ours_won = 0
     for trial in range(RACE_TRIALS):
-        name = f"race-{trial}"
+        name = f"race{trial}"
         # A checkpoint on a claim: nothing to download, so the first pass looks the children up and writes them at
         # once. Theirs is created at delays swept across that pass (5 ms steps), so that some land between the
         # operator's look-up and its write.

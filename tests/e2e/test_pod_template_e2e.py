@@ -45,6 +45,8 @@ def test_a_template_over_the_operators_settings_is_a_condition(cluster, operator
 
 @pytest.mark.parametrize("template,message", [
     ({"labels": {"llmbackend.dev/backend": "other"}}, "are the operator's"),
+    ({"labels": {"job-name": "llmb-fetch-0123456789abcdef"}}, "are the operator's"),  # issue 42: a forged report
+    ({"annotations": {"batch.kubernetes.io/controller-uid": "u"}}, "are the operator's"),
     ({"annotations": {"container.apparmor.security.beta.kubernetes.io/triton": "unconfined"}}, "security settings"),
     ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "unknown field \"spec.serving.podTemplate.volumes[0].hostPath\""),
     ({"volumes": [{"name": "none"}]}, "set exactly one of configMap, secret, persistentVolumeClaim, emptyDir, csi"),

@@ -17,7 +17,7 @@ from llmbackend.controller import egress
 from llmbackend.controller import modelcache as cmc
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.render import modelcache as mc
-from llmbackend.render.workloads import BackendRef
+from llmbackend.render.workloads import BackendRef, labels_for
 
 
 def spec(source: dict, **model) -> LLMBackendSpec:
@@ -26,9 +26,13 @@ def spec(source: dict, **model) -> LLMBackendSpec:
 
 def job_pod(kube: FakeKube, job: str, state: dict, name: str = "fetch-1") -> None:
     # A Job's pods carry its template's labels (the managed-by label the operator's pod watch selects on).
-    template_labels = kube.objects[("Job", "serving", job)]["spec"]["template"]["metadata"]["labels"]
+    # Its controller ownerReference names the Job's uid: the operator reads reports only from such pods.
+    job_obj = kube.objects[("Job", "serving", job)]
+    template_labels = job_obj["spec"]["template"]["metadata"]["labels"]
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": job_obj["metadata"]["uid"], "controller": True}
     kube.objects[("Pod", "serving", name)] = {
-        "metadata": {"name": name, "labels": {**template_labels, "job-name": job}, "creationTimestamp": "2026-12-03T00:00:00Z"},
+        "metadata": {"name": name, "labels": {**template_labels, "job-name": job}, "ownerReferences": [owner],
+                     "creationTimestamp": "2026-12-03T00:00:00Z"},
         "status": {"containerStatuses": [{"name": "fetch", "state": state}]},
     }
 
@@ -98,6 +102,33 @@ def test_s3_architecture_comes_from_the_job_report() -> None:
     job_pod(kube, name, {"terminated": {"exitCode": 0, "message": json.dumps({"phase": "Ready", "architecture": arch})}})
     done = cmc.sync_model_cache(kube, "serving", spec(source))
     assert done.ready and done.spec.model.architecture.weight_bytes == 16060522496
+
+
+def test_a_serving_pod_with_the_download_job_s_labels_is_not_its_report() -> None:
+    """Issue 42: a tenant's serving pod labelled job-name=<another backend's download Job> had its log line read as
+    that download's report, and an 8B source was planned as a 405B model. Only pods the Job controls (by uid) count."""
+    kube = FakeKube()
+    source = {"uri": "s3://models/llama", "cache": {"size": "40Gi"}}
+    cmc.sync_model_cache(kube, "serving", spec(source))
+    name = mc.download_job_name(spec(source).model.source)
+    job = kube.objects[("Job", "serving", name)]
+    huge = {"numLayers": 126, "hiddenSize": 16384, "numAttentionHeads": 128, "numKeyValueHeads": 8, "headDim": 128,
+            "vocabSize": 128256, "parameterCount": 405_000_000_000}
+    forged_labels = {**labels_for(BackendRef("evil", "serving", "u")), "job-name": name, "controller-uid": job["metadata"]["uid"],
+                     "batch.kubernetes.io/job-name": name, "batch.kubernetes.io/controller-uid": job["metadata"]["uid"]}
+    kube.objects[("Pod", "serving", "evil-5d8f-abcde")] = {
+        "metadata": {"name": "evil-5d8f-abcde", "labels": forged_labels, "creationTimestamp": "2026-12-03T00:00:01Z",
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "evil-5d8f", "uid": "rs",
+                                          "controller": True}]},
+        "status": {"containerStatuses": [{"name": "triton", "state": {"running": {}}}]}}
+    kube.logs["evil-5d8f-abcde"] = json.dumps({"phase": "Downloading", "architecture": huge})
+    alone = cmc.sync_model_cache(kube, "serving", spec(source))
+    assert not alone.has_architecture and "bytesDone" not in alone.status, "the forged pod's line was read"
+    small = {**huge, "numLayers": 32, "hiddenSize": 4096, "numAttentionHeads": 32, "parameterCount": 8_030_261_248}
+    job_pod(kube, name, {"running": {}})
+    kube.logs["fetch-1"] = json.dumps({"phase": "Downloading", "architecture": small})
+    planned = cmc.sync_model_cache(kube, "serving", spec(source))
+    assert planned.spec.model.architecture.parameter_count == 8_030_261_248
 
 
 def test_bad_sources_become_reasons() -> None:
@@ -353,3 +384,22 @@ def test_a_claim_and_job_created_meanwhile_by_another_reconcile_are_taken_as_the
     result = cmc.sync_model_cache(racing, "serving", spec(source))
     assert racing.created == [], "nothing created twice"
     assert result.status["claimName"] == mc.cache_claim(spec(source).model.source) and not result.permanent
+
+
+def test_an_inspector_job_the_backend_does_not_own_is_neither_read_nor_deleted(tmp_path) -> None:
+    """Issue 42: reports only from the backend's own Job (by uid). A Job with the inspector's name or labels that
+    another made is left alone, and the backend says so."""
+    kube = FakeKube()
+    claim(kube)
+    s = spec({"pvc": {"claimName": "models", "path": "/a"}})
+    name = mc.inspect_job_name("llama", s.model.source.pvc)
+    theirs = mc.render_inspect_job("serving", "llama", s.model.source.pvc, "img", 1000, labels_for(OWNER, "model-inspect"),
+                                   {**OWNER.owner_reference(), "uid": "someone-else"})
+    kube.objects[("Job", "serving", name)] = {**theirs, "metadata": {**theirs["metadata"], "uid": "job-uid"}}
+    finish(kube, name, {"phase": "Ready", "architecture": {"numLayers": 126}}, 0)
+    result = cmc.sync_model_cache(kube, "serving", s, owner=OWNER)
+    assert (result.reason, result.has_architecture, result.status["phase"]) == ("ResourceExists", False, "Failed")
+    assert f"Job {name} exists and this backend does not own it" in result.message
+    # Another source: the operator's own inspector; the foreign Job with this backend's labels is not deleted.
+    cmc.sync_model_cache(kube, "serving", spec({"pvc": {"claimName": "models", "path": "/b"}}), owner=OWNER)
+    assert ("Job", name) not in kube.deleted and kube.created[-1]["metadata"]["name"] != name

@@ -1,58 +1,149 @@
-"""Child names of different backends cannot collide: every child is <backend name><suffix>, no backend name ends with
-a suffix (the CRD's CEL rule), and no suffix ends with another. Issue 24: `coll` and `coll-epp` both applied
-Deployment coll-epp."""
+"""Child names of different backends cannot collide (issues 24 and 42).
+
+Every name a backend causes to exist is enumerated here: what the operator creates (`owned_names`: <name> and
+<name><suffix>, the inspector Job) and what its LeaderWorkerSet's controller creates from the LWS's name
+(`group_child_names`: StatefulSets <name> and <name>-<group>, pods <name>-<group> and <name>-<group>-<index>, the
+headless Service <name>). The CRD's CEL rules refuse names ending with a child suffix (`coll-epp` next to `coll`)
+and names ending in -<digits> (`llama-0`, the name of `llama`'s group 0). Names made with generateName (a
+Deployment's ReplicaSets and pods, a Job's pods) are not fixed: the API server adds a random suffix and the
+controller retries a taken one, so they cannot take a name from another backend.
+"""
 
 from __future__ import annotations
 
 import functools
 import itertools
 import re
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from devcluster.cli import topology_nodes
+from llmbackend.api import conditions as cond
 from llmbackend.api import crdgen
-from llmbackend.api.v1alpha1 import CHILD_NAME_SUFFIXES
+from llmbackend.api.v1alpha1 import CHILD_NAME_SUFFIXES, PVCSource
+from llmbackend.controller.decide import Observed, decide
+from llmbackend.planning.inventory import Inventory
+from llmbackend.render.modelcache import inspect_job_name
+from llmbackend.render.multinode import group_child_names
 from llmbackend.render.workloads import BackendRef, owned_names
+
+GROUPS, GROUP_SIZE = 12, 12  # two-digit group and worker indexes too
 
 
 @functools.cache
-def _name_rule() -> str:
+def _name_rules() -> list[dict[str, Any]]:
     rules = crdgen.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
-    (rule,) = [r["rule"] for r in rules if "-epp" in r["rule"]]
-    return rule
+    return [r for r in rules if "self.metadata.name" in r["rule"]]
 
 
-def _cel_allows(name: str) -> bool:
-    """The rule is `!self.metadata.name.matches('<re>')`; CEL's matches() is RE2 search, as Python's re.search."""
-    pattern = re.fullmatch(r"!self\.metadata\.name\.matches\('(.*)'\)", _name_rule()).group(1)
-    return re.search(pattern, name) is None
+def _cel_allows_new(name: str) -> bool:
+    """The CRD's rules on metadata.name, as the API server evaluates them when a backend is created (no oldSelf):
+    each is `[oldSelf.hasValue() || ]!self.metadata.name.matches('<re>')` or the DNS-1035 rule. CEL's matches()
+    is RE2 search, as Python's re.search."""
+    for rule in (r["rule"] for r in _name_rules()):
+        if rule.startswith("self.metadata.name.size() <= 52"):
+            if len(name) > 52 or not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name):
+                return False
+            continue
+        refused = re.fullmatch(r"(oldSelf\.hasValue\(\) \|\| )?!self\.metadata\.name\.matches\('(.*)'\)", rule)
+        assert refused, f"a name rule this test cannot read: {rule}"
+        if re.search(refused.group(2), name):
+            return False
+    return True
 
 
-def test_every_child_name_is_the_backend_name_plus_a_known_suffix():
-    for kind, name in owned_names(BackendRef("coll", "ns", "uid")):
-        assert name == "coll" or name.removeprefix("coll") in CHILD_NAME_SUFFIXES, (kind, name)
+def child_names(backend: str) -> set[tuple[str, str]]:
+    """Every (kind, name) a backend `backend` may cause to exist with a fixed name."""
+    ref = BackendRef(backend, "ns", "uid")
+    names = set(owned_names(ref)) | set(group_child_names(backend, GROUPS, GROUP_SIZE))
+    return names | {("Job", inspect_job_name(backend, PVCSource(claim_name="models", path="llama")))}
 
 
-def test_no_suffix_ends_with_another():
+def test_every_child_name_is_the_backend_name_plus_a_suffix_or_group_indexes():
+    for kind, name in child_names("coll"):
+        rest = name.removeprefix("coll")
+        assert (kind == "Job" and name.startswith("llmb-inspect-")) or rest == "" or rest in CHILD_NAME_SUFFIXES \
+            or re.fullmatch(r"(-[0-9]+){1,2}", rest), (kind, name)
+
+
+def test_no_suffix_ends_with_another_or_with_a_group_index():
     for a, b in itertools.permutations(CHILD_NAME_SUFFIXES, 2):
         assert not a.endswith(b), (a, b)
+    assert not any(re.search(r"-[0-9]+$", s) for s in CHILD_NAME_SUFFIXES)
 
 
-@pytest.mark.parametrize("name", ["coll-epp", "x-activator", "x-serving", "x-model-repo", "x-launcher"])
-def test_names_ending_with_a_child_suffix_are_refused(name):
-    assert not _cel_allows(name)
+@pytest.mark.parametrize("name", ["coll-epp", "x-activator", "x-serving", "x-model-repo", "x-launcher",
+                                  "llama-0", "llama-3", "x-10", "a-1-2", "llama-3-1"])
+def test_names_a_child_of_another_backend_could_have_are_refused(name):
+    assert not _cel_allows_new(name)
 
 
-@pytest.mark.parametrize("name", ["coll", "epp", "x-epp2", "llama-3", "x-eppx"])
+@pytest.mark.parametrize("name", ["coll", "epp", "x-epp2", "x-eppx", "llama3", "llama-3-8b", "llama-3b", "gpt-4o",
+                                  "qwen2-5-7b", "a0"])
 def test_other_names_are_allowed(name):
-    assert _cel_allows(name)
+    assert _cel_allows_new(name)
 
 
-def test_two_allowed_backends_never_share_a_child_name():
-    """Exhaustive over short names built from the suffixes' own words: no two allowed backends collide."""
-    words = ["a", "epp", "activator", "serving", "model", "repo", "launcher"]
+def test_the_issue_42_pair_collided_before_and_one_of_them_is_refused_now():
+    """`llama` (multi-node) and `llama-0` shared StatefulSet llama-0, and `llama`'s leader token reached pod llama-0-0."""
+    assert ("StatefulSet", "llama-0") in child_names("llama") & child_names("llama-0")
+    assert _cel_allows_new("llama") and not _cel_allows_new("llama-0")
+
+
+def test_two_allowed_backends_never_share_a_child_name_exhaustive():
+    """All names of up to three segments built from the suffixes' words and digits."""
+    words = ["a", "0", "1", "10", "epp", "activator", "serving", "model", "repo", "launcher"]
     names = ["-".join(p) for n in (1, 2, 3) for p in itertools.product(words, repeat=n)]
     owner: dict[tuple[str, str], str] = {}
-    for backend in filter(_cel_allows, names):
-        for child in owned_names(BackendRef(backend, "ns", "uid")):
+    for backend in filter(_cel_allows_new, names):
+        for child in child_names(backend):
             assert owner.setdefault(child, backend) == backend, (child, owner[child], backend)
+
+
+SEGMENT = st.one_of(st.sampled_from(["epp", "launcher", "model", "repo", "serving", "activator", "0", "1", "12"]),
+                    st.from_regex(r"[a-z0-9]{1,3}", fullmatch=True))
+NAME = st.lists(SEGMENT, min_size=1, max_size=5).map("-".join).filter(_cel_allows_new)
+
+
+@settings(max_examples=400, deadline=None)
+@given(NAME, NAME)
+def test_two_allowed_backends_never_share_a_child_name(a, b):
+    if a != b:
+        assert not child_names(a) & child_names(b), (a, b)
+
+
+# ---- a backend stored before the rule ----
+
+def _decide(name: str, preset: str) -> dict[str, tuple[str, str, str]]:
+    inventory = Inventory()
+    for node in topology_nodes("dgx-h100-x4"):
+        inventory.upsert(node)
+    obj = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "status": {},
+           "metadata": {"name": name, "namespace": "serving", "uid": "u-1", "generation": 1},
+           "spec": {"model": {"preset": preset, "source": {"pvc": {"claimName": "models", "path": "m"}}}}}
+    observed = Observed(obj, inventory.nodes(), apis=frozenset({"LeaderWorkerSet"}))
+    asked = decide(observed)
+    decision = decide(Observed(obj, inventory.nodes(), apis=observed.apis, children={k: None for k in asked.look_up}))
+    kinds = {o["kind"] for o in decision.apply}
+    found = {c["type"]: (c["status"], c["reason"], c["message"]) for c in decision.conditions.to_list()}
+    found["applied"] = ("", "", ",".join(sorted(kinds)))
+    return found
+
+
+def test_a_stored_multi_node_backend_named_like_a_group_gets_a_condition_and_no_leader_worker_set():
+    found = _decide("llama-0", "llama-3.1-405b")
+    status, reason, message = found["Degraded"]
+    assert (status, reason) == ("True", cond.BACKEND_NAME_AMBIGUOUS)
+    assert "group 0 of a multi-node backend llama" in message and "recreate" in message
+    assert "LeaderWorkerSet" not in found["applied"][2]
+    assert found["Available"][:2] == ("False", cond.BACKEND_NAME_AMBIGUOUS)
+
+
+def test_a_stored_single_node_backend_named_like_a_group_is_served():
+    """On one node its children are <name> and <name><suffix>, and Deployment pods carry a random suffix."""
+    found = _decide("llama-3", "llama-3.1-8b")
+    assert found["Degraded"][1] != cond.BACKEND_NAME_AMBIGUOUS
+    assert "Deployment" in found["applied"][2]

@@ -36,3 +36,15 @@ def test_the_exec_policy_limits_the_accounts_the_renderer_names():
     match = POLICIES["llmbackend-launcher-exec"]["spec"]["matchConditions"][0]["expression"]
     assert f"request.userInfo.username.endsWith('{LAUNCHER_SUFFIX}')" in match
     assert launcher_binding_name("llama").endswith(LAUNCHER_SUFFIX)
+
+
+def test_the_exec_policy_ties_the_account_to_its_backend_s_leaders():
+    """Issue 42: the account <backend>-launcher, from a pod <backend>-<group> only (the renderer names the
+    LeaderWorkerSet as the backend and the account <backend><LAUNCHER_SUFFIX>)."""
+    variables = {v["name"]: v["expression"] for v in POLICIES["llmbackend-launcher-exec"]["spec"]["variables"]}
+    assert f"size('{LAUNCHER_SUFFIX}')" in variables["backend"]
+    assert "variables.leaderPod.startsWith(variables.backend + '-')" in variables["ownLeader"]
+    (rule,) = POLICIES["llmbackend-launcher-exec"]["spec"]["validations"]
+    assert "variables.ownLeader" in rule["expression"] and "^[1-9][0-9]*$" in rule["expression"]
+    account, _ = launcher_rbac(BackendRef("llama", "serving", "uid"))
+    assert account["metadata"]["name"].removesuffix(LAUNCHER_SUFFIX) == "llama"

@@ -23,10 +23,14 @@ def spec(model: dict[str, Any]) -> LLMBackendSpec:
     return LLMBackendSpec.model_validate({"model": model})
 
 
-def pod_of(job_name: str, status: dict[str, Any]) -> dict[str, Any]:
+def pod_of(kube: FakeKube, job_name: str, status: dict[str, Any]) -> dict[str, Any]:
+    """A pod of the Job as the Job controller creates it (its controller ownerReference names the Job's uid)."""
+    uid = kube.objects[("Job", NS, job_name)]["metadata"]["uid"]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{job_name}-x", "namespace": NS, "creationTimestamp": T,
-                         "labels": {"app.kubernetes.io/managed-by": "llmbackend-operator", "job-name": job_name}},
+                         "labels": {"app.kubernetes.io/managed-by": "llmbackend-operator", "job-name": job_name},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": uid,
+                                              "controller": True}]},
             "status": status}
 
 
@@ -48,7 +52,7 @@ def test_a_fetch_pod_waiting_on_a_claim_without_storage_class_says_so():
     model = {"preset": "llama-3.1-8b", "source": SOURCE}
     first_sync(kube, model)
     job = mc.download_job_name(spec(model).model.source)
-    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(job, pending(UNBOUND))
+    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(kube, job, pending(UNBOUND))
     result = first_sync(kube, model)
     assert result.stuck and result.reason == cond.NO_STORAGE_CLASS and result.stuck_since == T
     assert "spec.model.source.cache.storageClassName" in result.message and "ReadWriteMany" in result.message
@@ -59,7 +63,7 @@ def test_a_claim_with_a_storage_class_that_does_not_bind_names_the_class_and_acc
     model = {"preset": "llama-3.1-8b", "source": {**SOURCE, "cache": {"storageClassName": "standard"}}}
     first_sync(kube, model)
     job = mc.download_job_name(spec(model).model.source)
-    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(job, pending(UNBOUND))
+    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(kube, job, pending(UNBOUND))
     result = first_sync(kube, model)
     assert result.reason == cond.CACHE_CLAIM_NOT_BOUND
     assert "StorageClass standard" in result.message and "ReadWriteMany" in result.message
@@ -76,7 +80,7 @@ def test_a_fetch_pod_that_does_not_start_names_the_cause(status, reason, since):
     model = {"preset": "llama-3.1-8b", "source": SOURCE}
     first_sync(kube, model)
     job = mc.download_job_name(spec(model).model.source)
-    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(job, status)
+    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(kube, job, status)
     result = first_sync(kube, model)
     assert (result.stuck, result.reason, result.stuck_since) == (True, reason, since)
 
@@ -97,7 +101,7 @@ def test_an_inspector_pod_on_an_unbound_claim_asks_to_bind_the_checkpoints_volum
     model = {"source": {"pvc": {"claimName": "models", "path": "/llama"}}}
     first_sync(kube, model)
     job = mc.inspect_job_name("llama", spec(model).model.source.pvc)
-    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(job, pending(UNBOUND))
+    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(kube, job, pending(UNBOUND))
     result = first_sync(kube, model)
     assert result.reason == cond.CACHE_CLAIM_NOT_BOUND and "bind the PersistentVolume" in result.message
 
@@ -137,7 +141,7 @@ def test_a_download_no_backend_names_is_cancelled_then_cleaned_and_resumed_when_
     model = {"preset": "llama-3.1-8b", "source": SOURCE}
     first_sync(kube, model)
     job = mc.download_job_name(spec(model).model.source)
-    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(job, {"phase": "Running"})
+    kube.objects[("Pod", NS, f"{job}-x")] = pod_of(kube, job, {"phase": "Running"})
 
     # The backend is gone (deleted, or its source edited): the download stops at the next pass in the namespace.
     assert modelcache.cleanup_model_caches(kube, NS) is True, "the cleanup waits for the cancelled pod"

@@ -134,11 +134,16 @@ def test_changing_the_template_rolls_the_pods() -> None:
      _plan(), "volumeMounts sets /models/"),
     ({"volumes": [{"name": "x", "emptyDir": {}}], "volumeMounts": [{"name": "x", "mountPath": "/dev/shm"}]},
      _plan(), "volumeMounts sets /dev/shm"),
+    # Labels the operator sets are refused by the schema too (RESERVED_KEYS); rendering refuses them as well, for a
+    # spec that was never validated (built in code): the template's labels are set around validation here.
     ({"labels": {"app.kubernetes.io/instance": "other"}}, _plan(), "labels sets app.kubernetes.io/instance"),
     ({"labels": {"app.kubernetes.io/component": "worker"}}, MULTI_NODE, "labels sets app.kubernetes.io/component"),
 ])
 def test_operator_fields_are_refused(template: dict[str, Any], plan: PlanStatus, names: str) -> None:
+    labels = template.pop("labels", None)
     spec = _spec(template, preset="llama-3.1-405b" if plan.nodes_per_replica > 1 else "llama-3.1-8b")
+    if labels:
+        spec.serving.pod_template.labels = labels  # type: ignore[union-attr]
     with pytest.raises(PodTemplateConflictError) as raised:
         _workload(spec, plan)
     assert f"spec.serving.podTemplate.{names}" in str(raised.value)
@@ -183,12 +188,35 @@ def test_a_conflict_is_a_condition_and_nothing_is_applied() -> None:
     assert decision.apply == [] and decision.look_up == []
 
 
+def test_a_stored_template_with_a_label_pods_are_selected_by_is_a_condition() -> None:
+    """Issue 42: a backend stored before job-name was reserved is not served and says why (InvalidSpec)."""
+    inventory = Inventory()
+    for node in topology_nodes("dgx-h100-x4"):
+        inventory.upsert(node)
+    spec = {"model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "llama"}}},
+            "serving": {"podTemplate": {"labels": {"job-name": "llmb-fetch-0123456789abcdef"}}}}
+    obj = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "spec": spec, "status": {},
+           "metadata": {"name": "llama", "namespace": "serving", "uid": "u-1", "generation": 2}}
+    decision = decide(Observed(obj, inventory.nodes()))
+    found = {c["type"]: c for c in decision.conditions.to_list()}
+    assert (found["Degraded"]["status"], found["Degraded"]["reason"]) == ("True", cond.INVALID_SPEC)
+    assert "job-name" in found["Degraded"]["message"] and decision.apply == []
+
+
 # ---- hostile input: the schema (pydantic here, CEL and structure in the API server) ----
 
 @pytest.mark.parametrize("template,why", [
     ({"labels": {"llmbackend.dev/backend": "other"}}, "prefix the operator owns"),
     ({"annotations": {"llmbackend.dev/config-hash": "0"}}, "prefix the operator owns"),
     ({"labels": {"leaderworkerset.sigs.k8s.io/group-index": "0"}}, "prefix the operator owns"),
+    # Issue 42: labels the operator or a workload controller selects pods by.
+    ({"labels": {"job-name": "llmb-fetch-0123456789abcdef"}}, "selects pods by"),
+    ({"labels": {"controller-uid": "u"}}, "selects pods by"),
+    ({"labels": {"batch.kubernetes.io/job-name": "llmb-fetch-0123456789abcdef"}}, "prefix the operator owns"),
+    ({"annotations": {"batch.kubernetes.io/job-tracking": ""}}, "prefix the operator owns"),
+    ({"labels": {"app.kubernetes.io/managed-by": "llmbackend-operator"}}, "selects pods by"),
+    ({"labels": {"pod-template-hash": "5d8f"}}, "selects pods by"),
+    ({"labels": {"statefulset.kubernetes.io/pod-name": "llama-0"}}, "selects pods by"),
     ({"annotations": {"container.apparmor.security.beta.kubernetes.io/triton": "unconfined"}}, "security settings"),
     ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "Extra inputs"),
     ({"volumes": [{"name": "two", "emptyDir": {}, "configMap": {"name": "c"}}]}, "exactly one"),

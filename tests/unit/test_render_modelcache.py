@@ -152,6 +152,7 @@ def backend(uri: str | None, deleting: bool = False, **source) -> dict:
 
 def download(uri: str, state: str = "Complete", **source) -> dict:
     job = mc.render_download_job("ns", src(uri=uri, **source), "img", 1000)
+    job["metadata"]["uid"] = f"uid-{job['metadata']['name']}"  # as the API server sets
     if state:
         job["status"] = {"conditions": [{"type": state, "status": "True"}]}
     return job
@@ -233,8 +234,45 @@ def test_cleanup_job_keeps_what_the_decision_keeps() -> None:
 
 
 def _fetch_pod(job: dict, phase: str = "Running") -> dict:
-    return {"metadata": {"name": f"{job['metadata']['name']}-x", "labels": {"job-name": job["metadata"]["name"]}},
+    """A pod as the Job controller creates it: the Job's labels and its controller ownerReference."""
+    return {"metadata": {"name": f"{job['metadata']['name']}-x", "labels": {"job-name": job["metadata"]["name"]},
+                         "ownerReferences": [_job_owner(job)]},
             "status": {"phase": phase}}
+
+
+def _job_owner(job: dict) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"], "uid": job["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def test_a_job_s_pods_are_those_it_controls_by_uid_not_those_with_its_labels() -> None:
+    """Issue 42: a serving pod labelled job-name=<download Job> had its log read as the download's report."""
+    job = download(V1, state="")
+    own = _fetch_pod(job)
+    forged = {"metadata": {"name": "llama-5d8f-abcde", "labels": {
+        **job["spec"]["template"]["metadata"]["labels"], "job-name": job["metadata"]["name"],
+        "controller-uid": job["metadata"]["uid"], "batch.kubernetes.io/job-name": job["metadata"]["name"],
+        "batch.kubernetes.io/controller-uid": job["metadata"]["uid"]},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "llama-5d8f", "uid": "rs",
+                             "controller": True}]}, "status": {"phase": "Running"}}
+    not_controller = {**forged, "metadata": {**forged["metadata"], "ownerReferences": [
+        {**_job_owner(job), "controller": False}]}}
+    other_job = {**forged, "metadata": {**forged["metadata"], "ownerReferences": [{**_job_owner(job), "uid": "another"}]}}
+    assert mc.job_pods(job, [forged, own, not_controller, other_job]) == [own]
+    assert mc.job_pods(None, [own]) == [] and mc.job_pods({"metadata": {"name": "x"}}, [own]) == []
+    # A forged pod that runs holds no cleanup back either (it is no pod of the stale download).
+    (cleanup,) = mc.cache_cleanups([], [download(V1)], [forged])
+    assert cleanup.wait is None
+
+
+def test_a_download_job_is_the_operator_s_only_as_rendered_for_its_source() -> None:
+    source = src(uri=V1)
+    job = download(V1, state="")
+    assert mc.is_download_job(job, source)
+    assert not mc.is_download_job(download(V2, state=""), source)
+    relabelled = {**job, "metadata": {**job["metadata"], "labels": {"app": "mine"}}}
+    owned = {**job, "metadata": {**job["metadata"], "ownerReferences": [{"kind": "CronJob", "uid": "u", "controller": True}]}}
+    assert not mc.is_download_job(relabelled, source) and not mc.is_download_job(owned, source)
 
 
 def test_a_stale_download_still_running_is_cancelled_not_waited_for() -> None:

@@ -96,10 +96,21 @@ def crd() -> dict[str, Any]:
             "rule": "self.metadata.name.size() <= 52 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
             "message": "metadata.name must be a DNS-1035 label of at most 52 characters (it names Services and pods)",
         },
+        # The two rules below apply only when a backend is created (names never change): a root rule that also ran
+        # on updates would refuse every write to a backend stored before it, its status included.
         {
-            "rule": "!self.metadata.name.matches('(" + "|".join(api.CHILD_NAME_SUFFIXES) + ")$')",
+            "rule": "oldSelf.hasValue() || !self.metadata.name.matches('(" + "|".join(api.CHILD_NAME_SUFFIXES) + ")$')",
+            "optionalOldSelf": True,
             "message": "metadata.name must not end with " + ", ".join(api.CHILD_NAME_SUFFIXES)
                        + ": the operator names children <name><suffix>, so such a name could be another backend's child",
+        },
+        {
+            # A backend stored before it is refused a LeaderWorkerSet instead (BackendNameAmbiguous).
+            "rule": "oldSelf.hasValue() || !self.metadata.name.matches('" + api.GROUP_INDEX_NAME_PATTERN + "')",
+            "optionalOldSelf": True,
+            "message": "metadata.name must not end with '-' and digits (as llama-3): a multi-node backend's "
+                       "LeaderWorkerSet names its groups' pods and StatefulSets <name>-<group>, so such a name could "
+                       "be another backend's group; use e.g. llama3 or llama-3-8b",
         },
     ]
     # Plain `kubectl get llmb` answers "is it serving, and if not why"; -o wide adds the plan and scaling.

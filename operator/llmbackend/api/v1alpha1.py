@@ -9,6 +9,7 @@ Field names are camelCase on the wire (aliases) and snake_case in Python.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Annotated, Any, Literal
 
@@ -33,6 +34,17 @@ SERVING_SUFFIX = "-serving"
 MODEL_REPO_SUFFIX = "-model-repo"
 LAUNCHER_SUFFIX = "-launcher"
 CHILD_NAME_SUFFIXES = (EPP_SUFFIX, ACTIVATOR_SUFFIX, SERVING_SUFFIX, MODEL_REPO_SUFFIX, LAUNCHER_SUFFIX)
+# A multi-node backend's LeaderWorkerSet is named as the backend, and LWS names what it creates from that name:
+# StatefulSets <name> and <name>-<group>, pods <name>-<group> (leaders) and <name>-<group>-<index> (workers). So a
+# name ending in -<digits> could be another backend's group (`llama-0` is `llama`'s group 0): the CRD refuses such
+# names for new backends; one stored before the rule is served on one node but refused a LeaderWorkerSet
+# (BackendNameAmbiguous). Children of allowed names never collide: tests/unit/test_child_names.py.
+GROUP_INDEX_NAME_PATTERN = r"-[0-9]+$"
+
+
+def name_ends_with_group_index(name: str) -> bool:
+    """The name could be another backend's LeaderWorkerSet group (`<backend>-<group>`)."""
+    return re.search(GROUP_INDEX_NAME_PATTERN, name) is not None
 
 # The one place the default serving images are set: NGC Triton release <yy.mm> with TensorRT-LLM (LLM API) or vLLM.
 TRITON_RELEASE = "26.10"
@@ -621,7 +633,14 @@ class SchedulingSpec(_Model):
 # The operator's own label and annotation prefixes: the serving pods' selector, hashes and LeaderWorkerSet's group
 # bookkeeping live under them, so a podTemplate may not set keys there (render/podtemplate.py also refuses any other
 # key, env name, volume name or mount path the operator itself sets on a pod).
-RESERVED_KEY_PREFIXES = (f"{GROUP}/", "leaderworkerset.sigs.k8s.io/")
+RESERVED_KEY_PREFIXES = (f"{GROUP}/", "leaderworkerset.sigs.k8s.io/", "batch.kubernetes.io/")
+# Labels the operator, the Job, ReplicaSet and StatefulSet controllers set on pods and select them by (issue 42: a
+# serving pod labelled job-name=<download Job> was taken for that Job's pod). Reserved in podTemplate as keys; the
+# operator also reads reports only from pods a Job controls by uid (render/modelcache.job_pods).
+RESERVED_KEYS = ("job-name", "controller-uid", "pod-template-hash", "controller-revision-hash",
+                 "statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index",
+                 "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+                 "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of")
 # Annotations that loosen a container's confinement (AppArmor's and the pre-1.27 seccomp keys): the pods' security
 # settings are the operator's, so a podTemplate may not set them.
 SECURITY_ANNOTATION_PREFIXES = ("container.apparmor.security.beta.kubernetes.io/", "seccomp.security.alpha.kubernetes.io/")
@@ -656,12 +675,16 @@ def _reserved_keys(value: dict[str, str] | None) -> dict[str, str] | None:
     for key in value or {}:
         if key.startswith(RESERVED_KEY_PREFIXES):
             raise ValueError(f"key {key} is under a prefix the operator owns ({', '.join(RESERVED_KEY_PREFIXES)})")
+        if key in RESERVED_KEYS:
+            raise ValueError(f"key {key} is one the operator or a workload controller sets and selects pods by")
     return value
 
 
 _RESERVED_KEYS_RULE: dict[str, Any] = {
-    "rule": "self.all(k, " + " && ".join(f"!k.startsWith('{p}')" for p in RESERVED_KEY_PREFIXES) + ")",
-    "message": "keys under " + " and ".join(RESERVED_KEY_PREFIXES) + " are the operator's",
+    "rule": "self.all(k, " + " && ".join(f"!k.startsWith('{p}')" for p in RESERVED_KEY_PREFIXES)
+            + " && !(k in [" + ", ".join(f"'{k}'" for k in RESERVED_KEYS) + "]))",
+    "message": "keys under " + ", ".join(RESERVED_KEY_PREFIXES) + " and the keys " + ", ".join(RESERVED_KEYS)
+               + " are the operator's and its workload controllers' (they select pods by them)",
 }
 _SECURITY_ANNOTATIONS_RULE: dict[str, Any] = {
     "rule": "self.all(k, " + " && ".join(f"!k.startsWith('{p}')" for p in SECURITY_ANNOTATION_PREFIXES) + ")",

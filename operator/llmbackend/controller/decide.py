@@ -34,6 +34,7 @@ from ..api.v1alpha1 import (
     Placement,
     PlanStatus,
     ScalerMemory,
+    name_ends_with_group_index,
 )
 from ..autoscaling.drain import drain_warning
 from ..model_fetch import FetchError
@@ -270,6 +271,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     plan_status = _plan(observed, spec, fresh, old_status, decision)
     plan_status = _placement(observed, spec, plan_status, decision)
     _require_apis(observed, spec, plan_status, decision)
+    _require_unambiguous_name(observed, plan_status, decision)
 
     same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
         plan_status.tensor_parallel, plan_status.pipeline_parallel, plan_status.gpu_product)
@@ -572,6 +574,21 @@ def _require_apis(observed: Observed, spec: LLMBackendSpec, plan_status: PlanSta
                    "allowCrossNodeNvlinkWithoutComputeDomain: true if IMEX is provisioned outside Kubernetes")
         not_served(decision.conditions, cond.COMPUTE_DOMAIN_NOT_INSTALLED, message)
         decision.requeue_after = OPTIONAL_API_REQUEUE_S
+        raise _Stop
+
+
+def _require_unambiguous_name(observed: Observed, plan_status: PlanStatus, decision: Decision) -> None:
+    """Stop a multi-node plan of a backend stored before the CRD refused names ending in -<digits>: its
+    LeaderWorkerSet's StatefulSets and pods could be another backend's group (issue 42)."""
+    if plan_status.nodes_per_replica > 1 and name_ends_with_group_index(observed.ref.name):
+        name = observed.ref.name
+        base, group = name.rsplit("-", 1)
+        message = (f"this plan needs {plan_status.nodes_per_replica} nodes per replica, a LeaderWorkerSet {name} whose pods "
+                   f"and StatefulSets are named {name}-<group>[-<index>]; but {name} is also the name of group {group} of "
+                   f"a multi-node backend {base}, so their pods could collide. The CRD refuses such names now; recreate "
+                   "this backend under a name that does not end in '-' and digits (e.g. llama3 or llama-3-8b), or change "
+                   "the spec so one node holds a replica")
+        not_served(decision.conditions, cond.BACKEND_NAME_AMBIGUOUS, message)
         raise _Stop
 
 

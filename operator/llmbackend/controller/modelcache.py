@@ -34,7 +34,6 @@ from ..model_fetch import FetchError
 from ..render import modelcache as mc
 from ..render.workloads import BACKEND_LABEL, MANAGED_BY, SERVING_UID, BackendRef, labels_for
 from . import permissions
-from .cache import MANAGED_SELECTOR
 from .conditions import parse_time
 from .egress import MODEL_ENDPOINTS_ENV, settings
 from .kube import ApiError
@@ -87,13 +86,16 @@ def _last_log_line(kube: Any, namespace: str, pod: str) -> dict[str, Any] | None
     return line if isinstance(line, dict) else None
 
 
-def _termination(kube: Any, namespace: str, job_name: str,
-                 pods: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any] | None, str | None]:
+def _job_pods(kube: Any, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Job's own pods: the label narrows the list, the controller ownerReference (the Job's uid) decides."""
+    meta = job["metadata"]
+    return mc.job_pods(job, kube.list("Pod", meta["namespace"], label_selector=f"job-name={meta['name']}"))
+
+
+def _termination(kube: Any, namespace: str, pods: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
     """(termination message of the Job's newest finished pod, or the progress line of a running one;
-    a config error of a pod that cannot start)."""
-    if pods is None:
-        pods = kube.list("Pod", namespace, label_selector=f"{MANAGED_SELECTOR},job-name={job_name}")
-    pods.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    a config error of a pod that cannot start). `pods`: the Job's own (_job_pods), never found by label alone."""
+    pods = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
     for pod in reversed(pods):
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
@@ -108,6 +110,10 @@ def _termination(kube: Any, namespace: str, job_name: str,
                 except ValueError:
                     return {"message": terminated["message"][:1024]}, None
     return None, None
+
+
+def _controlled_by(obj: dict[str, Any], uid: str) -> bool:
+    return any(r.get("controller") and r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or [])
 
 
 def downloader_image() -> str:
@@ -213,15 +219,20 @@ def _inspect_pvc(kube: Any, owner: BackendRef, spec: LLMBackendSpec) -> ModelCac
         return ModelCacheResult(spec, False, CLAIM_NOT_FOUND, message, {**status, "phase": "Failed"}, stuck=True)
     name = mc.inspect_job_name(owner.name, pvc)
     job = kube.get("Job", namespace, name)
+    if job is not None and not _controlled_by(job, owner.uid):  # never adopted, its pods' reports never read
+        return ModelCacheResult(spec, False, cond.RESOURCE_EXISTS, f"Job {name} exists and this backend does not own it, "
+                                "so its pods' report is not read; delete it and the operator creates its own",
+                                {**status, "phase": "Failed"}, stuck=True)
     if job is None:
         for old in kube.list("Job", namespace, label_selector=f"{BACKEND_LABEL}={owner.name}"):
             meta = old["metadata"]
-            if meta.get("labels", {}).get("app.kubernetes.io/component") == "model-inspect" and meta["name"] != name:
+            if (meta.get("labels", {}).get("app.kubernetes.io/component") == "model-inspect" and meta["name"] != name
+                    and _controlled_by(old, owner.uid)):  # a Job with the labels that is not ours is left alone
                 kube.delete("Job", namespace, meta["name"], uid=meta.get("uid"))  # the previous source's inspector
         job = kube.create(mc.render_inspect_job(namespace, owner.name, pvc, downloader_image(), SERVING_UID,
                                                 labels_for(owner, "model-inspect"), owner.owner_reference()))
-    pods = kube.list("Pod", namespace, label_selector=f"job-name={name}")
-    report, _ = _termination(kube, namespace, name, pods) if pods else (None, None)
+    pods = _job_pods(kube, job)
+    report, _ = _termination(kube, namespace, pods) if pods else (None, None)
     outcome = mc.inspect_outcome(job, report, len(pods))
     stuck = stuck_pod(job, pods, claim_obj, "inspector") if outcome["phase"] == "Inspecting" else None
     if outcome["phase"] == "Rerun":  # a finished Job whose pod was garbage-collected: read the checkpoint again
@@ -401,8 +412,13 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
         return ModelCacheResult(spec, False, WAITING_FOR_CACHE_CLEANUP,
                                 f"Job {cleaning} is deleting unused copies in claim {claim}; the download starts when it "
                                 "finishes", {"phase": "Resolving", "source": source.uri, "claimName": claim})
-    pods = kube.list("Pod", namespace, label_selector=f"{MANAGED_SELECTOR},job-name={job_name}")
-    termination, config_error = _termination(kube, namespace, job_name, list(pods))
+    if job is not None and not mc.is_download_job(job, source):  # someone else's Job: its pods' reports are not read
+        return ModelCacheResult(spec, False, cond.RESOURCE_EXISTS, f"Job {job_name} exists but is not the operator's "
+                                f"download Job for {source.uri} (labels, source annotation or owner differ), so its "
+                                "pods' report is not read; delete it and the operator creates its own",
+                                {"phase": "Failed", "source": source.uri, "claimName": claim}, stuck=True)
+    pods = _job_pods(kube, job) if job is not None else []
+    termination, config_error = _termination(kube, namespace, pods)
     outcome = mc.job_outcome(job, termination)
     stuck = stuck_pod(job, pods, claim_obj, "download") if outcome["phase"] == "Downloading" else None
     if config_error and outcome["phase"] != "Ready":

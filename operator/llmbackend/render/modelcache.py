@@ -316,10 +316,31 @@ def suspended(job: dict[str, Any]) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
 
 
-def _pods_of(job_name: str, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def job_pods(job: dict[str, Any] | None, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods the Job controller created for `job`: those whose controller ownerReference is that Job, by uid.
+    Labels prove nothing: any pod template may carry job-name or controller-uid (issue 42: a serving pod labelled
+    job-name=llmb-fetch-<hash> had its log read as that download's report). Only a reader of a Job's pods' logs or
+    termination messages goes through here."""
+    uid = ((job or {}).get("metadata") or {}).get("uid")
+    if not uid:
+        return []
+    return [p for p in pods if any(r.get("controller") and r.get("kind") == "Job" and r.get("uid") == uid
+                                   for r in p["metadata"].get("ownerReferences") or [])]
+
+
+def is_download_job(job: dict[str, Any], source: ModelSource) -> bool:
+    """The Job of that name is one the operator rendered for this source (download Jobs have no owner: they are
+    shared by the backends of a source), not an object someone else made with the name."""
+    meta = job.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    want = _labels(cache_claim(source), DOWNLOAD_COMPONENT)
+    return (all(labels.get(k) == v for k, v in want.items()) and annotations.get(SOURCE_ANNOTATION) == (source.uri or "")
+            and not (meta.get("ownerReferences") or []))
+
+
+def _pods_of(job: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Job's pods that may still run (a terminating pod still writes until it is gone)."""
-    return [p for p in pods if (p["metadata"].get("labels") or {}).get("job-name") == job_name
-            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    return [p for p in job_pods(job, pods) if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
 
 
 def _job_ref(job: dict[str, Any]) -> str | None:
@@ -414,7 +435,7 @@ def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
         cancel = tuple(sorted(j["metadata"]["name"] for j in downloads if j["metadata"]["name"] in stale
                               and not job_finished(j) and not suspended(j)))
         cancelled = {j["metadata"]["name"] for j in downloads if j["metadata"]["name"] in stale and suspended(j)
-                     and not _pods_of(j["metadata"]["name"], pods)}
+                     and not _pods_of(j, pods)}
         busy = [j["metadata"]["name"] for j in kinds.get(CLEANUP_COMPONENT, []) + downloads
                 if _running(j) and j["metadata"]["name"] not in cancelled]
         stale_refs = {_job_ref(j) for j in downloads if j["metadata"]["name"] in stale}

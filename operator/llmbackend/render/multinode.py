@@ -127,9 +127,17 @@ def add_launch_files(config_map: dict[str, Any], spec: LLMBackendSpec) -> None:
                 config_map["data"][key] = json.dumps(args, indent=2, sort_keys=True) + "\n"
 
 
-def worker_pod_names(ref: BackendRef, groups: int, size: int) -> list[str]:
-    """LeaderWorkerSet names pods <lws>-<group> (leader) and <lws>-<group>-<index> (workers)."""
-    return [f"{ref.name}-{g}-{i}" for g in range(groups) for i in range(1, size)]
+def group_child_names(lws: str, groups: int, size: int) -> list[tuple[str, str]]:
+    """(kind, name) of what LeaderWorkerSet `lws` creates for `groups` groups of `size` pods. As lws v0.8.0 names
+    them (pkg/controllers/leaderworkerset_controller.go, constructLeaderStatefulSetApplyConfiguration and
+    reconcileHeadlessServices with subdomainPolicy Shared; pod_controller.go, constructWorkerStatefulSetApplyConfiguration):
+    StatefulSet and headless Service <lws>; per group, the leader pod and the workers' StatefulSet <lws>-<group>;
+    worker pods <lws>-<group>-<index>, index from 1 (the leader is index 0)."""
+    names = [("StatefulSet", lws), ("Service", lws)]
+    for g in range(groups):
+        names += [("Pod", f"{lws}-{g}"), ("StatefulSet", f"{lws}-{g}")]
+        names += [("Pod", f"{lws}-{g}-{i}") for i in range(1, size)]
+    return names
 
 
 # The launcher's rights, one fixed ClusterRole shipped in manifests/default/rbac.yaml. The operator binds it (RBAC
