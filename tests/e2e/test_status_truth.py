@@ -195,7 +195,7 @@ def test_the_quick_start_without_a_default_storage_class_then_a_pvc_source_names
     minor = re.search(r'"serverVersion":\s*{[^}]*"minor":\s*"(\d+)', version).group(1)
     assert numbers_out(live) == numbers_out(scheduler_messages.UNBOUND_IMMEDIATE[f"1.{minor}"]), live
 
-    pvc = {"pvc": {"claimName": "llm-models", "path": "llama"}}
+    pvc = {"pvc": {"claimName": "llm-models", "path": "llama"}, "uri": None, "cache": None}
     cluster.kubectl("patch", "llmb", "quick", "-n", namespace, "--type=merge",
                     "-p", json.dumps({"spec": {"model": {"source": pvc}}}))
     obj = wait_for(progressing("ClaimNotFound"), timeout=90, interval=1, what="Progressing ClaimNotFound")
