@@ -83,11 +83,18 @@ ADVICE: dict[str, str] = {
     "PipelineParallelExceedsLayers": "Lower `parallelism.pipelineParallel` below the model's layer count.",
     "ExpertParallelInvalid": "Choose an expert-parallel size that divides the experts and the TP group, or leave it "
                              "unset.",
-    "SecretNotFound": "Create the Secret `source.secretRef` names, in the backend's namespace.",
+    "SecretNotFound": "Create the Secret `source.secretRef` names, in the backend's namespace, or fix "
+                      "`source.secretRef.name`.",
     "WaitingForCheckpoint": "Wait for the download (`status.model.bytesDone`/`bytesTotal`).",
     "CheckpointArchitectureUnknown": "Give `spec.model.architecture` or a preset; the downloaded checkpoint did not "
                                      "report one.",
-    "ClaimNotFound": "Create the PersistentVolumeClaim `source.pvc.claimName` names, in the backend's namespace.",
+    "ClaimNotFound": "Create the PersistentVolumeClaim the message names in the backend's namespace, or fix the field "
+                     "that names it (`source.pvc.claimName`, or a `serving.podTemplate` volume).",
+    "ClaimNotBound": "A pvc source: bind the PersistentVolume with the checkpoint to `source.pvc.claimName`. An hf:// or "
+                     "s3:// source: give its cache claim a StorageClass that provisions ReadWriteMany "
+                     "(`source.cache.storageClassName`), or bind a volume to it.",
+    "NoStorageClass": "Set `source.cache.storageClassName` to a class that provisions ReadWriteMany volumes (`kubectl get "
+                      "storageclass`), or bind a ReadWriteMany PersistentVolume to the cache claim.",
     "WaitingForCacheCleanup": "Wait: a cleanup Job deletes unused copies in the cache claim first.",
     "InvalidSource": "Fix `source.uri`: `hf://org/name[@revision]` or `s3://bucket/prefix`.",
     "SourceUnauthorized": "Give a token (`source.secretRef` with HF_TOKEN, or AWS keys) that the source accepts.",

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from .api.v1alpha1 import GROUP, PLURAL, VERSION
+from .cli import build_parser
 from .cli import main as llmbackend_main
 from .controller.conditions import summarize
 
@@ -60,7 +61,8 @@ def summary(obj: dict[str, Any]) -> dict[str, str]:
         "NAMESPACE": obj["metadata"]["namespace"],
         "NAME": obj["metadata"]["name"],
         "STATUS": (state.phase + (" (stale)" if stale else "")) if conditions else "Unknown",
-        "READY": f"{status.get('readyReplicas', 0) or 0}/{status.get('replicas', 0) or 0}",
+        # status.ready, as `kubectl get llmb`'s READY column prints it (0/<wanted> before the workload exists).
+        "READY": status.get("ready") or f"{status.get('readyReplicas', 0) or 0}/{status.get('replicas', 0) or 0}",
         "MODEL": status.get("modelName") or "",
         "OPENAI": openai,
         "REASON": state.reason if conditions else "",
@@ -107,10 +109,25 @@ def get(argv: list[str]) -> int:
     return 0
 
 
+def usage() -> str:
+    """`kubectl llmb --help`: its own `get`, then the `llmbackend` subcommands it hands everything else to."""
+    parser = build_parser()
+    parser.prog = "kubectl llmb"
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    names = ",".join(["get", *subcommands.choices])
+    own = _parser()
+    return (f"usage: kubectl llmb {{{names}}} ...\n\n"
+            f"  get                 {own.description} (`kubectl llmb get --help`)\n\n"
+            "Every other subcommand is the `llmbackend` command's:\n\n" + parser.format_help())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["get"]:
         return get(argv[1:])
+    if not argv or argv[:1] in (["-h"], ["--help"], ["help"]):
+        print(usage(), end="")
+        return 0
     return llmbackend_main(argv)
 
 

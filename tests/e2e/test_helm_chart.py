@@ -132,6 +132,8 @@ def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
     assert not {p["metadata"]["uid"] for p in rolled} & {p["metadata"]["uid"] for p in first}
     assert "Upgrade complete" in helm(handle, "history", RELEASE, "-n", NAMESPACE, tmp=tmp_path)
 
+    installed = handle.kubectl("get", "validatingadmissionpolicies", "-o", "name").stdout.split()
+    assert "validatingadmissionpolicy.admissionregistration.k8s.io/llmbackend-tenant-references" in installed, installed
     helm(handle, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "180s", tmp=tmp_path)
     wait_for(lambda: not operator_pods(handle), timeout=60, what="the operator's pods gone")
     # What docs/upgrade.md says stays: the CRD (helm.sh/resource-policy: keep) and with it every LLMBackend and
@@ -144,6 +146,9 @@ def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
                             "serviceaccount/default"], left
     cluster_wide = handle.kubectl("get", "clusterroles,clusterrolebindings", "-o", "name").stdout.split()
     assert not [n for n in cluster_wide if "llmbackend" in n], cluster_wide
+    policies = handle.kubectl("get", "validatingadmissionpolicies,validatingadmissionpolicybindings",
+                              "-o", "name").stdout.split()
+    assert not [n for n in policies if "llmbackend" in n], f"docs/upgrade.md: the admission policies go: {policies}"
 
     # Removing everything, in the order docs/upgrade.md gives: the backends first (the garbage collector deletes
     # what they own while it can still resolve their kind), then the CRD.

@@ -6,6 +6,7 @@ and past spec.serving.progressDeadlineSeconds, and a backend deleted mid-downloa
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -148,3 +149,59 @@ def test_deleting_a_backend_mid_download_cancels_the_download_and_cleans_up(clus
                 if j["metadata"]["labels"].get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT]
     assert len(cleanups) == 1 and cleanups[0]["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"][
         "claimName"] == NO_VOLUME
+
+
+def scheduled_message(cluster, namespace: str, name: str) -> str | None:
+    for pod in cluster.kube.list("Pod", namespace, label_selector=f"llmbackend.dev/backend={name}"):
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                return c.get("message")
+    return None
+
+
+def test_the_quick_start_without_a_default_storage_class_then_a_pvc_source_names_each_specs_own_problem(
+        cluster, operator, namespace):
+    """The README's hf:// sample where no StorageClass provisions the cache claim: the real scheduler's message
+    (the fixture of tests/unit/scheduler_messages.py for this version) is NoStorageClass naming the cache's field,
+    not ClaimNotFound; after the source becomes a pvc whose claim does not exist, status names that claim."""
+    import re
+
+    from llmbackend.kubectl_plugin import summary
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+    import scheduler_messages
+
+    hf = {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct", "cache": {"claimName": NO_VOLUME, "size": "20Gi"}}
+    apply_manifest(cluster, backend_manifest("quick", namespace, model={"preset": "llama-3.1-8b", "source": hf}))
+
+    def progressing(reason: str):
+        def check():
+            obj = current(cluster, namespace, "quick")
+            got = condition(obj, "Progressing") or {}
+            return obj if got.get("status") == "True" and got.get("reason") == reason else None
+        return check
+
+    obj = wait_for(progressing("NoStorageClass"), timeout=90, interval=1, what="Progressing NoStorageClass")
+    message = condition(obj, "Progressing")["message"]
+    assert "spec.model.source.cache.storageClassName" in message and "pvc.claimName" not in message, message
+    row = kubectl_row(cluster, namespace, "quick")
+    assert (row["READY"], row["STATUS"], row["REASON"]) == ("0/1", "Progressing", "NoStorageClass"), row
+    assert summary(obj)["READY"] == row["READY"], "kubectl llmb get and kubectl get llmb agree"
+
+    def numbers_out(text: str) -> str:
+        return re.sub(r"\b\d+\b", "N", text)
+    live = scheduled_message(cluster, namespace, "quick")
+    version = cluster.kubectl("version", "-o", "json").stdout
+    minor = re.search(r'"serverVersion":\s*{[^}]*"minor":\s*"(\d+)', version).group(1)
+    assert numbers_out(live) == numbers_out(scheduler_messages.UNBOUND_IMMEDIATE[f"1.{minor}"]), live
+
+    pvc = {"pvc": {"claimName": "llm-models", "path": "llama"}, "uri": None, "cache": None}
+    cluster.kubectl("patch", "llmb", "quick", "-n", namespace, "--type=merge",
+                    "-p", json.dumps({"spec": {"model": {"source": pvc}}}))
+    obj = wait_for(progressing("ClaimNotFound"), timeout=90, interval=1, what="Progressing ClaimNotFound")
+    message = condition(obj, "Progressing")["message"]
+    assert "llm-models" in message and "spec.model.source.pvc.claimName" in message, message
+    new_pods = [p["metadata"]["name"] for p in cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=quick")
+                if "llm-models" in json.dumps(p["spec"].get("volumes"))]
+    assert any(f"pod {name}:" in message for name in new_pods), (message, new_pods)
+    cluster.kubectl("delete", "llmb", "quick", "-n", namespace, "--wait=true", check=False)

@@ -147,6 +147,38 @@ def test_bad_sources_become_reasons() -> None:
     assert (result.reason, result.status["phase"]) == ("CheckpointLargerThanCache", "Failed")
 
 
+UNBOUND = "0/4 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"  # v1.36
+
+
+def pending_job_pod(kube: FakeKube, job: str, name: str) -> None:
+    template_labels = kube.objects[("Job", "serving", job)]["spec"]["template"]["metadata"]["labels"]
+    kube.objects[("Pod", "serving", name)] = {
+        "metadata": {"name": name, "labels": {**template_labels, "job-name": job}, "creationTimestamp": "2026-12-03T00:00:01Z"},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                        "message": UNBOUND, "lastTransitionTime": "2026-12-03T00:00:01Z"}]},
+    }
+
+
+def test_a_secret_ref_is_named_while_storage_holds_the_download_and_a_missing_one_comes_first() -> None:
+    """The operator may not read Secrets: a misspelt secretRef shows only when the kubelet starts the pod. While the
+    claim waits for a volume the wait names the Secret to check; once a pod says it is missing, that comes first."""
+    kube = FakeKube()
+    source = {"uri": "s3://models/llama", "secretRef": {"name": "s3-credentals"}, "cache": {"size": "40Gi"}}
+    cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    name = mc.download_job_name(spec(source).model.source)
+    pending_job_pod(kube, name, "fetch-1")
+    waiting = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert (waiting.reason, waiting.stuck) == ("NoStorageClass", True)
+    assert "Secret s3-credentals (spec.model.source.secretRef)" in waiting.message
+    assert "kubectl get secret s3-credentals -n serving" in waiting.message
+
+    job_pod(kube, name, {"waiting": {"reason": "CreateContainerConfigError",
+                                     "message": 'secret "s3-credentals" not found'}}, name="fetch-0")
+    missing = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert (missing.reason, missing.permanent, missing.stuck) == ("SecretNotFound", True, False)
+    assert "spec.model.source.secretRef" in missing.message and "s3-credentals" in missing.message
+
+
 def test_a_hostile_progress_line_is_a_reason_not_a_crash(hub) -> None:
     kube = FakeKube()
     source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint, "cache": {"size": "20Gi"}}

@@ -57,3 +57,13 @@ def test_scale_subresource_and_printer_columns():
     plain = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert plain == ["Ready", "Status", "Reason", "Model", "TPxPP", "Age"]
     assert crd["spec"]["names"]["shortNames"] == ["llmb"] and crd["spec"]["names"]["categories"] == ["llm"]
+
+
+def test_every_top_level_spec_field_and_what_scheduling_holds_has_a_description():
+    """`kubectl explain llmbackend.spec.planning` (and every other field of spec) says what the field is for."""
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    missing = [f"spec.{name}" for name, prop in spec.items() if not prop.get("description")]
+    missing += [f"spec.scheduling.{name}" for name, prop in spec["scheduling"]["properties"].items()
+                if not prop.get("description")]
+    assert not missing, f"no description (kubectl explain shows <empty>): {missing}"

@@ -120,3 +120,21 @@ def test_bad_checkpoint_directory_is_one_clear_line(capsys, tmp_path, contents, 
     assert main(["plan", "-f", str(hf_backend(tmp_path)), "--nodes", str(NODES), "--checkpoint", str(directory)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: --checkpoint") and expected in err and len(err.strip().splitlines()) == 1
+
+
+def test_running_without_the_image_is_documented_with_commands_that_exist():
+    """docs/install.md, the chart's README and NOTES say how to build the image and how to run the operator out of
+    cluster; every flag their `llmbackend run` lines use is one `llmbackend run` takes."""
+    root = Path(__file__).resolve().parents[2]
+    install = (root / "docs" / "install.md").read_text()
+    chart_readme = (root / "charts" / "llmbackend" / "README.md").read_text()
+    notes = (root / "charts" / "llmbackend" / "templates" / "NOTES.txt").read_text()
+    for text in (install, chart_readme):
+        assert "docker build" in text and "kind load docker-image" in text
+        assert "llmbackend run --kubeconfig" in text and "operator.replicas=0" in text
+    assert "Dockerfile" in notes and "llmbackend run --kubeconfig" in notes
+    run = next(a for a in build_parser()._subparsers._group_actions[0].choices.items() if a[0] == "run")[1]
+    known = {option for action in run._actions for option in action.option_strings}
+    for line in re.findall(r"llmbackend run (--[^`\n]*)", install + chart_readme):
+        flags = set(re.findall(r"(--[a-z-]+)", line))
+        assert flags <= known, (line, flags - known)

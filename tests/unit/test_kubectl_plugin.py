@@ -52,3 +52,25 @@ def test_table_drops_the_namespace_column_unless_all_namespaces():
 def test_other_subcommands_are_llmbackends(capsys):
     assert main(["crd"]) == 0
     assert "kind: CustomResourceDefinition" in capsys.readouterr().out
+
+
+def test_help_lists_get_with_the_llmbackend_subcommands(capsys):
+    for argv in (["--help"], ["-h"], []):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: kubectl llmb {get,crd,") and "\n  get " in out and "presets" in out, argv
+
+
+def test_ready_of_an_unplanned_backend_is_what_kubectl_get_llmb_prints():
+    """The CRD's READY column is .status.ready: 0/<wanted> before the workload exists (controller/decide.py)."""
+    from test_decide import NODES
+    from test_decide import backend as cr
+
+    from llmbackend.api.crdgen import crd
+    from llmbackend.controller.decide import Observed, decide, finish_status
+
+    obj = cr({"model": {"preset": "no-such-preset", "source": {"pvc": {"claimName": "m"}}}, "replicas": 1})
+    status = finish_status(decide(Observed(obj, NODES)))
+    column = next(c for c in crd()["spec"]["versions"][0]["additionalPrinterColumns"] if c["name"] == "Ready")
+    assert column["jsonPath"] == ".status.ready" and status["ready"] == "0/1"
+    assert summary({**obj, "status": status})["READY"] == "0/1"

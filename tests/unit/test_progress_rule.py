@@ -69,7 +69,7 @@ def test_a_missing_claim_is_named_as_such_not_unschedulable():
     decision = pass_at({"model": MODEL}, T0 + timedelta(seconds=601), pods=[pending_pod(message)])
     degraded = decision.conditions.get("Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", cond.SERVING_CLAIM_NOT_FOUND)
-    assert "create that PersistentVolumeClaim" in degraded["message"] and "spec.scheduling" not in degraded["message"]
+    assert "create PersistentVolumeClaim models" in degraded["message"] and "spec.scheduling" not in degraded["message"]
 
 
 def test_an_unbound_claim_waits_then_names_the_storage_fix():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,22 @@ def test_plan_cli_entry_point_exit_code():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["fits"] is True
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_a_sample_names_no_namespace_so_apply_n_puts_it_anywhere(path):
+    # `kubectl apply -n team-a -f` fails on a manifest that says another namespace.
+    assert "namespace" not in _load(path)["metadata"], f"{path.name}: no metadata.namespace"
+
+
+def test_the_chart_notes_sample_and_the_readme_quick_start_create_two_backends():
+    """A user who follows the README's Quick start and then the chart's NOTES ends with two backends."""
+    notes = (ROOT / "charts" / "llmbackend" / "templates" / "NOTES.txt").read_text()
+    (sample,) = re.findall(r"manifests/samples/([\w.-]+\.yaml)", notes)
+    readme = (ROOT / "README.md").read_text()
+    quick_start = yaml.safe_load(re.search(r"<<'YAML'\n(.*?)\nYAML\n", readme, re.S).group(1))
+    assert "namespace" not in quick_start["metadata"]
+    sample_name = _load(ROOT / "manifests" / "samples" / sample)["metadata"]["name"]
+    assert sample_name != quick_start["metadata"]["name"], (sample, sample_name)
+    assert sample_name in notes and quick_start["metadata"]["name"] in notes, "the NOTES say which is which"
+    assert "-n <namespace>" in notes

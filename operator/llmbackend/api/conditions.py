@@ -96,7 +96,8 @@ SERVING_CLAIM_NOT_BOUND = "ClaimNotBound"
 """A serving pod mounts a PersistentVolumeClaim that no volume is bound to (past the deadline)."""
 # ModelReady reasons of a download or inspection that does not move (controller/modelcache.py detects them).
 NO_STORAGE_CLASS = "NoStorageClass"
-"""The cache claim has no StorageClass (none given, no default in the cluster) and no volume is bound to it."""
+"""The cache claim has no StorageClass (none given, no default in the cluster) and no volume is bound to it: the
+download and the serving pods that mount it wait."""
 CACHE_CLAIM_NOT_BOUND = "CacheClaimNotBound"
 """The claim of a download or inspection is not bound (the StorageClass may not provision ReadWriteMany)."""
 FETCH_POD_UNSCHEDULABLE = "FetchPodUnschedulable"

@@ -617,15 +617,26 @@ class MultiNodeSpec(_Model):
 
 
 class SchedulingSpec(_Model):
+    """Where the serving pods may run and how they are scheduled. The planner plans only on the nodes these allow,
+    and the pods get them besides what the plan chooses (the GPU product's node label, a toleration of the
+    nvidia.com/gpu taint)."""
+
     node_selector: dict[
         Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)],
         Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)],
     ] | None = Field(
         default=None, max_length=32, description="Extra node labels the serving pods require (also restricts planning)."
     )
-    tolerations: list[Toleration] | None = Field(default=None, max_length=32)
-    priority_class_name: str | None = Field(default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    resources: ResourceRequests | None = None
+    tolerations: list[Toleration] | None = Field(
+        default=None, max_length=32,
+        description="Taints of the GPU nodes the serving pods tolerate (also restricts planning to the nodes they "
+                    "tolerate); the nvidia.com/gpu taint is always tolerated.")
+    priority_class_name: str | None = Field(
+        default=None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="PriorityClass of the serving pods (an existing one; it decides who is preempted for whom).")
+    resources: ResourceRequests | None = Field(
+        default=None, description="CPU and memory of each serving pod, both request and limit, instead of the "
+                                  "operator's default requests (2 CPUs per GPU; 8 GiB, 8 GiB per GPU and /dev/shm).")
     multi_node: MultiNodeSpec | None = Field(default=None, description="Replicas that span nodes (LeaderWorkerSet groups).")
 
 
@@ -967,6 +978,8 @@ class Placement(str, Enum):
 
 
 class PlanningSpec(_Model):
+    """How the operator picks the plan (tensor/pipeline parallelism, GPU product) among those that fit."""
+
     placement: Placement = Field(
         default=Placement.BEST,
         description="best: the best plan for the hardware, waiting for GPUs if they are busy (status says when a "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -42,6 +43,7 @@ from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
 from ..planning.planner import Plan, free_view, plan_for_spec, replicas_capacity
 from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
+from ..render.modelcache import cache_claim
 from ..render.multinode import (
     KUEUE_API,
     VOLCANO_API,
@@ -83,6 +85,7 @@ from .egress import PROMETHEUS_URLS_ENV, allowed
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
+TEMPLATE_HASH_ANNOTATION = "llmbackend.dev/template-hash"  # on each serving pod template: see stamp_template_hashes
 # Optional APIs a pass asks about, by name: (apiVersion, plural). Observe reports which are served.
 OPTIONAL_APIS: dict[str, tuple[str, str]] = {
     **{kind: MANAGED_KINDS[kind] for kind in OPTIONAL_KINDS},
@@ -329,8 +332,11 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     conflict = _foreign_hpa(observed, ref, workload_kind) if drifted else None
 
     workload_changes = False
+    current_templates: set[str] = set()
     for child in desired:
         is_workload = child["kind"] == workload_kind and child["metadata"]["name"] == ref.name
+        if is_workload:
+            current_templates = stamp_template_hashes(child)
         if conflict and is_workload:
             child["spec"].pop("replicas", None)  # one writer for replicas: do not fight the other HPA
         child["metadata"].setdefault("annotations", {})[APPLIED_HASH_ANNOTATION] = object_hash(child)
@@ -350,7 +356,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                                 f"(ratio {auto.current_ratio or '?'}, {auto.reason or ''}: {auto.message or ''})"))
 
     _status_from_workload(observed, ref, spec, live_workload, workload_changes, replicas, capacity, plan_status,
-                          strategy_why, decision)
+                          strategy_why, decision, current_templates)
     if openai.enabled(spec) and status.endpoint is not None:
         status.endpoint.openai_port = openai.OPENAI_PORT
     if keda_missing:
@@ -516,7 +522,7 @@ def _placement(observed: Observed, spec: LLMBackendSpec, plan_status: PlanStatus
     GPUs free now, and take it with spec.planning.placement preferRunnable (the default keeps the best plan)."""
     if plan_status.nodes_per_replica != 1:
         return plan_status
-    problem = _pod_problem(observed, observed.ref)
+    problem = _pod_problem(observed.pods, observed.ref)
     if problem is None or problem.reason != cond.UNSCHEDULABLE:
         return plan_status
     if observed.free_gpus is None:
@@ -695,7 +701,8 @@ def _to_prune(observed: Observed, ref: BackendRef, wanted: set[tuple[str, str]])
 
 def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendSpec, workload: dict[str, Any] | None,
                           workload_changes: bool, replicas: int | None, capacity: int | None,
-                          plan_status: PlanStatus, strategy_why: str, decision: Decision) -> None:
+                          plan_status: PlanStatus, strategy_why: str, decision: Decision,
+                          current_templates: set[str] | None = None) -> None:
     conditions, status = decision.conditions, decision.status
     ws = (workload or {}).get("status", {})
     want = replicas if replicas is not None else (workload or {}).get("spec", {}).get("replicas", 0)
@@ -745,9 +752,11 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
                     f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas: "
                     "lower the replicas (or maxReplicas) or add GPU nodes")
     if not rolled_out and want > 0:
-        problem = _pod_problem(observed, ref)
+        # Only pods of the current spec say why it does not run: a pod of an earlier spec goes with the rollout.
+        pods = current_pods(observed.pods, current_templates or set())
+        problem = _pod_problem(pods, ref, model_claim(spec, observed.model_cache))
         if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
-            group = group_problem(observed.pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS))
+            group = group_problem(pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS))
             problem = PodProblem(*group) if group is not None else problem
         if problem is not None and decision.placement_note:
             problem = dataclasses.replace(problem, message=f"{problem.message}; {decision.placement_note}")
@@ -789,28 +798,118 @@ class PodProblem:
     waiting_reason: str = cond.WAITING_FOR_NODES
 
 
-def unschedulable_problem(pod_name: str, message: str, since: str | None) -> PodProblem:
+@dataclass(frozen=True)
+class ModelClaim:
+    """The claim the serving pods load the model from, and the field of the spec that names it: a fix for a claim
+    names the field the user wrote (a pvc source's claim is theirs; an hf:// or s3:// source's cache claim is the
+    operator's, shaped by spec.model.source.cache)."""
+
+    name: str
+    cache: bool  # the cache claim of a URI source (the operator creates it), else source.pvc.claimName
+    no_storage_class: bool = False  # the model cache found the claim without a StorageClass (controller/modelcache.py)
+
+
+def model_claim(spec: LLMBackendSpec, cache: ModelCacheResult | None) -> ModelClaim | None:
+    source = spec.model.source
+    if source is None:
+        return None
+    if source.pvc is not None:
+        return ModelClaim(source.pvc.claim_name, cache=False)
+    if source.uri is not None:
+        return ModelClaim(cache_claim(source), cache=True,
+                          no_storage_class=cache is not None and cache.reason == cond.NO_STORAGE_CLASS)
+    return None
+
+
+# The scheduler's words for volume trouble, as kube-scheduler writes them in v1.30-v1.36 (tests/unit/
+# scheduler_messages.py keeps each version's whole message): volumebinding.VolumeBinding.PreFilter appends
+# "pod has unbound immediate PersistentVolumeClaims", and its podHasPVCs returns the claim lister's error
+# `persistentvolumeclaim "<name>" not found` (pkg/scheduler/framework/plugins/volumebinding/volume_binding.go).
+# FitError.Error (pkg/scheduler/framework/types.go) adds the PostFilter plugins' words after them: from v1.34,
+# with DynamicResources on by default, that is its cycle-state miss, a bare "not found", so "not found" alone
+# says nothing about a claim.
+UNBOUND_IMMEDIATE_CLAIMS = "pod has unbound immediate persistentvolumeclaims"
+UNBOUND_DELAYED_CLAIMS = "didn't find available persistent volumes to bind"
+CLAIM_NOT_FOUND = re.compile(r'persistentvolumeclaim "([^"]+)" not found', re.IGNORECASE)
+
+
+def unschedulable_problem(pod_name: str, message: str, since: str | None, claim: ModelClaim | None = None) -> PodProblem:
     """The scheduler's words mapped to the fix. Each is a wait bounded by the progress deadline: a claim may be
     created a moment later (a GitOps sync, the scheduler's cache catching up), a volume bound, nodes added."""
     words = message.lower()
-    if "persistentvolumeclaim" in words and "not found" in words:
-        return PodProblem(cond.SERVING_CLAIM_NOT_FOUND,
-                          f"pod {pod_name}: {message}; create that PersistentVolumeClaim in this namespace, or fix "
-                          "spec.model.source.pvc.claimName", since, waiting_reason=cond.SERVING_CLAIM_NOT_FOUND)
-    if "unbound" in words and "persistentvolumeclaim" in words:
-        return PodProblem(cond.SERVING_CLAIM_NOT_BOUND,
-                          f"pod {pod_name}: {message}; no volume is bound to its claim: check the claim's StorageClass "
-                          "(kubectl describe pvc) provisions its access mode, or bind a PersistentVolume to it",
-                          since, waiting_reason=cond.SERVING_CLAIM_NOT_BOUND)
+    if UNBOUND_IMMEDIATE_CLAIMS in words or UNBOUND_DELAYED_CLAIMS in words:
+        reason, fix = cond.SERVING_CLAIM_NOT_BOUND, (
+            "no volume is bound to its claim: check the claim's StorageClass (kubectl describe pvc) provisions its "
+            "access mode, or bind a PersistentVolume to it")
+        if claim is not None and claim.cache and claim.no_storage_class:
+            reason, fix = cond.NO_STORAGE_CLASS, (
+                f"cache claim {claim.name} has no StorageClass (none was given and the cluster has no default one) "
+                "and no volume is bound to it: set spec.model.source.cache.storageClassName to a class that "
+                f"provisions ReadWriteMany volumes (kubectl get storageclass), or create a ReadWriteMany "
+                f"PersistentVolume for claim {claim.name}")
+        elif claim is not None and claim.cache:
+            fix = (f"no volume is bound to cache claim {claim.name}: check that its StorageClass "
+                   "(spec.model.source.cache.storageClassName) provisions ReadWriteMany volumes and a quota allows "
+                   f"its size (kubectl describe pvc {claim.name})")
+        elif claim is not None:
+            fix = (f"no volume is bound to claim {claim.name} (spec.model.source.pvc.claimName): bind the "
+                   "PersistentVolume that holds the checkpoint to it, or check that the claim's StorageClass "
+                   f"provisions its access mode (kubectl describe pvc {claim.name})")
+        return PodProblem(reason, f"pod {pod_name}: {message}; {fix}", since, waiting_reason=reason)
+    missing = CLAIM_NOT_FOUND.search(message)
+    if missing is not None:
+        name = missing.group(1)
+        if claim is not None and name == claim.name and claim.cache:
+            fix = (f"cache claim {name} of spec.model.source.uri is created by the operator on its next pass; if it "
+                   "stays missing, set spec.model.source.cache.claimName")
+        elif claim is not None and name == claim.name:
+            fix = (f"create PersistentVolumeClaim {name} with the checkpoint in this namespace, or fix "
+                   "spec.model.source.pvc.claimName")
+        else:
+            fix = (f"create PersistentVolumeClaim {name} in this namespace, or fix the volume of "
+                   "spec.serving.podTemplate that names it")
+        return PodProblem(cond.SERVING_CLAIM_NOT_FOUND, f"pod {pod_name}: {message}; {fix}", since,
+                          waiting_reason=cond.SERVING_CLAIM_NOT_FOUND)
     return PodProblem(cond.UNSCHEDULABLE,
                       f"pod {pod_name}: {message}; if nodes are being added this resolves itself, otherwise change "
                       "spec.scheduling or free or add matching nodes", since)
 
 
-def _pod_problem(observed: Observed, ref: BackendRef) -> PodProblem | None:
+def pod_templates(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a serving workload (a Deployment's; a LeaderWorkerSet's leader and worker)."""
+    spec = workload.get("spec") or {}
+    if workload.get("kind") == "LeaderWorkerSet":
+        group = spec.get("leaderWorkerTemplate") or {}
+        return [t for t in (group.get("leaderTemplate"), group.get("workerTemplate")) if t]
+    return [spec["template"]] if spec.get("template") else []
+
+
+def stamp_template_hashes(workload: dict[str, Any]) -> set[str]:
+    """Annotate each pod template with a hash of itself; its pods carry it, so a pass tells the pods of the current
+    spec from those of an earlier one (a rollout in flight, a pod that never started). The hash changes only when
+    the template does, so it rolls nothing by itself. Returns the hashes."""
+    hashes = set()
+    for template in pod_templates(workload):
+        annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations.pop(TEMPLATE_HASH_ANNOTATION, None)
+        annotations[TEMPLATE_HASH_ANNOTATION] = object_hash(template)
+        hashes.add(annotations[TEMPLATE_HASH_ANNOTATION])
+    return hashes
+
+
+def current_pods(pods: list[dict[str, Any]], template_hashes: set[str]) -> list[dict[str, Any]]:
+    """The pods of the current pod templates. A pod without the annotation (made by an operator before it
+    existed) counts as current: its workload rolls to the annotated template, which replaces it."""
+    def current(pod: dict[str, Any]) -> bool:
+        stamped = ((pod.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION)
+        return stamped is None or stamped in template_hashes
+    return [p for p in pods if current(p)]
+
+
+def _pod_problem(pods: list[dict[str, Any]], ref: BackendRef, claim: ModelClaim | None = None) -> PodProblem | None:
     """Why serving pods do not run: the scheduler's or the kubelet's words."""
     selector = selector_for(ref)
-    for pod in observed.pods:
+    for pod in pods:
         if not selector.items() <= (pod["metadata"].get("labels") or {}).items():
             continue  # a multi-node worker: group_problem looks at those
         invalid = checkpoint_check_failure(pod)
@@ -820,7 +919,7 @@ def _pod_problem(observed: Observed, ref: BackendRef) -> PodProblem | None:
         for c in pod.get("status", {}).get("conditions", []):
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
                 return unschedulable_problem(name, (c.get("message") or "").strip().rstrip("."),
-                                             c.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp"))
+                                             c.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp"), claim)
         for cs in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
             waiting = (cs.get("state") or {}).get("waiting") or {}
             why = waiting.get("reason")

@@ -425,7 +425,15 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
         name = source.secret_ref.name if source.secret_ref else "?"
         outcome = {"phase": "Failed", "reason": SECRET_NOT_FOUND,
                    "message": f"the download Job cannot start: {config_error}; create Secret {name} in {namespace} "
-                              "with the keys source.secretRef documents"}
+                              "with the keys source.secretRef documents, or fix spec.model.source.secretRef.name"}
+        stuck = None  # the Secret is named first: a storage wait of another pod of the Job comes after it
+    elif stuck is not None and source.secret_ref is not None:
+        # The operator holds no rights on Secrets (docs/security-rbac.md), so a misspelt secretRef shows only when
+        # the kubelet starts the pod (CreateContainerConfigError, above); until then the wait names it to check.
+        reason, message, since = stuck
+        secret = source.secret_ref.name
+        stuck = (reason, f"{message}. Once it starts it reads Secret {secret} (spec.model.source.secretRef), which "
+                 f"the operator cannot look at: check it exists with `kubectl get secret {secret} -n {namespace}`", since)
     status = {"phase": outcome["phase"], "source": source.uri, "claimName": claim,
               "resolvedRevision": outcome.get("resolvedRevision"), "bytesTotal": outcome.get("bytesTotal"),
               "path": outcome.get("path")}
