@@ -176,6 +176,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
             # Nothing more is read from this connection: what follows the refused framing is not a request.
             self.close_connection = True
             self._error(exc.status, exc.message, "request_body" if exc.status < 500 else "busy", exc.retry_after)
+            http_body.discard_rest(self.connection)
 
     def _hold_and_forward(self, reservation: http_body.Reservation) -> None:
         """Read the body, hold it until a replica accepts a connection, forward it, relay the answer. Only this frame

@@ -133,6 +133,23 @@ def read_body(headers: Message, rfile: BufferedIOBase, max_bytes: int, timeout_s
             sock.settimeout(None)
 
 
+def discard_rest(sock: socket.socket, max_bytes: int = 1 << 20, max_s: float = 2.0) -> None:
+    """After answering a request whose body is not read: stop writing, then read and drop what the client still
+    sends, for a little while, so that it reads the answer first (closing with unread data resets the connection,
+    and a reset can drop the answer before the client sees it)."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        deadline, dropped = time.monotonic() + max_s, 0
+        while dropped < max_bytes and (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            data = sock.recv(65536)
+            if not data:
+                break
+            dropped += len(data)
+    except OSError:
+        pass
+
+
 class Reservation:
     """Bytes of a BodyBudget held by one request; shrink() once the body's real size is known."""
 

@@ -421,6 +421,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._complete(kind, events)
         except OpenAIError as exc:
             self._error(exc)
+            if self.close_connection:  # its body was not read
+                http_body.discard_rest(self.connection)
         except Exception:  # noqa: BLE001 - one bad request must not take the server down
             log.exception("request failed")
             self._error(OpenAIError(500, "internal error in the OpenAI frontend", "server_error"))
