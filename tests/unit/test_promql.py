@@ -16,13 +16,13 @@ from llmbackend.render import promql
 from llmbackend.render.hpa import default_query
 from llmbackend.render.keda import trigger_query
 
-HOSTILE = ['a"b', "a\\b", "a\nb", "a}b", '"}) or vector(1) or x{y="', "\\", 'a\\"}', "\r\t\x00\x7f", "é✓😀", ""]
+HOSTILE = ['a"b', "a\\b", "a\nb", "a}b", '"}) or vector(1) or x{y="', "\\", 'a\\"}', "\r\t\x00\x7f\x85\u2028", "é✓😀", ""]
 
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_a_label_value_stays_inside_its_string(value):
     escaped = promql.string(value)
-    assert "\n" not in escaped and "\r" not in escaped
+    assert escaped.isprintable()
     # PromQL's double-quoted strings take Go's escapes, of which JSON's are a subset: the value reads back whole.
     assert json.loads(f'"{escaped}"') == value
     # No unescaped quote: the string ends where the operator closes it.
@@ -46,7 +46,7 @@ def test_promtool_parses_what_the_operator_writes(tmp_path):
     exprs = [default_query(v, "p-[0-9]+") for v in HOSTILE] + [promql.fill(template, v, v) for v in HOSTILE]
     rules = {"groups": [{"name": "g", "rules": [{"record": f"r{i}", "expr": e} for i, e in enumerate(exprs)]}]}
     path = tmp_path / "rules.yml"
-    path.write_text(json.dumps(rules))
+    path.write_text(json.dumps(rules, ensure_ascii=False), encoding="utf-8")
     proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

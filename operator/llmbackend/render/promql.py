@@ -16,10 +16,15 @@ _PLACEHOLDER = re.compile(r"\{(namespace|backend)\}")
 
 
 def string(value: str) -> str:
-    """`value` as the inside of a double-quoted PromQL string: backslashes, quotes, newlines and other control
-    characters escaped. PromQL reads Go's escapes (\\\\, \\", \\n, \\uXXXX ...), a superset of JSON's; non-ASCII
-    characters stay literal (PromQL refuses the surrogate pairs JSON would write for them)."""
-    return json.dumps(value, ensure_ascii=False)[1:-1]
+    """`value` as the inside of a double-quoted PromQL string: backslashes, quotes, newlines and every other
+    character that is not printable escaped. PromQL reads Go's escapes (\\\\, \\", \\n, \\uXXXX, \\UXXXXXXXX ...), a
+    superset of JSON's; printable non-ASCII characters stay literal (PromQL refuses the surrogate pairs JSON would
+    write for them)."""
+    return "".join(c if c.isprintable() else _escape(c) for c in json.dumps(value, ensure_ascii=False)[1:-1])
+
+
+def _escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
 
 
 def template_error(template: str) -> str | None:
