@@ -26,6 +26,7 @@ from harness import _stop, http_get, wait_http  # noqa: E402
 
 from devcluster.ports import free_ports  # noqa: E402
 from llmbackend.api.engine_metrics import ACTIVATOR_HELD_METRIC  # noqa: E402
+from llmbackend.render import activator as rendered  # noqa: E402
 from llmbackend.serving import activator as activator_module  # noqa: E402
 
 PROGRAM = activator_module.__file__
@@ -37,7 +38,9 @@ UPSTREAM = "127.0.0.2"  # the serving Service's stand-in: same port numbers, ano
 def run_activator(port: int, metrics_port: int, *extra: str) -> Iterator[str]:
     log = tempfile.NamedTemporaryFile(prefix="activator-", suffix=".log", delete=False)
     proc = subprocess.Popen([sys.executable, PROGRAM, f"--host={LISTEN}", f"--port={port}", f"--upstream={UPSTREAM}",
-                             f"--metrics-port={metrics_port}", f"--held-metric={ACTIVATOR_HELD_METRIC}", *extra],
+                             f"--metrics-port={metrics_port}", f"--held-metric={ACTIVATOR_HELD_METRIC}",
+                             f"--max-body-bytes={rendered.MAX_BODY_BYTES}",
+                             f"--body-budget-bytes={rendered.BODY_BUDGET_BYTES}", *extra],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": ""})  # no operator package: the file alone
     try:

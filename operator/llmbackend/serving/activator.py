@@ -321,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--held-metric", required=True, help="name of the gauge of held requests")
     ap.add_argument("--hold-timeout", type=float, default=600.0, help="seconds a request waits for a replica")
     ap.add_argument("--max-held", type=int, default=1000, help="requests held at once; more get 503")
-    ap.add_argument("--max-body-bytes", type=int, default=16 << 20, help="largest request body; larger get 413")
-    ap.add_argument("--body-budget-bytes", type=int, default=128 << 20,
+    # The body limits come from the renderer (render/activator.py), which sizes the pod's memory limit on them.
+    ap.add_argument("--max-body-bytes", type=int, required=True, help="largest request body; larger get 413")
+    ap.add_argument("--body-budget-bytes", type=int, required=True,
                     help="request bodies held at once, in bytes; beyond it 503 with Retry-After")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)

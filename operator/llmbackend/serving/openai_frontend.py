@@ -303,8 +303,8 @@ def _first(event: dict[str, Any], name: str) -> Any:
 
 
 class Frontend:
-    def __init__(self, triton: Triton, served_model: str, template: ChatTemplate, metrics_url: str | None = None,
-                 max_body_bytes: int = 4 << 20, body_budget_bytes: int = 16 << 20):
+    def __init__(self, triton: Triton, served_model: str, template: ChatTemplate, metrics_url: str | None,
+                 max_body_bytes: int, body_budget_bytes: int):
         self.triton, self.served_model, self.template, self.metrics_url = triton, served_model, template, metrics_url
         self.created = int(time.time())
         self.max_body_bytes = max_body_bytes
@@ -546,8 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--served-model-name", help="the OpenAI model id (default: --model)")
     ap.add_argument("--tokenizer-dir", help="checkpoint directory holding tokenizer_config.json")
     ap.add_argument("--metrics-url", help="Triton's metrics URL, relayed on GET /metrics")
-    ap.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body; larger get 413")
-    ap.add_argument("--body-budget-bytes", type=int, default=16 << 20,
+    # The body limits come from the renderer (render/openai.py), which sizes the container's memory limit on them.
+    ap.add_argument("--max-body-bytes", type=int, required=True, help="largest request body; larger get 413")
+    ap.add_argument("--body-budget-bytes", type=int, required=True,
                     help="request bodies read and parsed at once, in bytes; beyond it a request waits, then 503")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
