@@ -26,6 +26,7 @@ from harness import _stop, http_get, wait_http  # noqa: E402
 
 from devcluster.ports import free_ports  # noqa: E402
 from llmbackend.api.engine_metrics import ACTIVATOR_HELD_METRIC  # noqa: E402
+from llmbackend.render import activator as rendered  # noqa: E402
 from llmbackend.serving import activator as activator_module  # noqa: E402
 
 PROGRAM = activator_module.__file__
@@ -37,7 +38,9 @@ UPSTREAM = "127.0.0.2"  # the serving Service's stand-in: same port numbers, ano
 def run_activator(port: int, metrics_port: int, *extra: str) -> Iterator[str]:
     log = tempfile.NamedTemporaryFile(prefix="activator-", suffix=".log", delete=False)
     proc = subprocess.Popen([sys.executable, PROGRAM, f"--host={LISTEN}", f"--port={port}", f"--upstream={UPSTREAM}",
-                             f"--metrics-port={metrics_port}", f"--held-metric={ACTIVATOR_HELD_METRIC}", *extra],
+                             f"--metrics-port={metrics_port}", f"--held-metric={ACTIVATOR_HELD_METRIC}",
+                             f"--max-body-bytes={rendered.MAX_BODY_BYTES}",
+                             f"--body-budget-bytes={rendered.BODY_BUDGET_BYTES}", *extra],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": ""})  # no operator package: the file alone
     try:
@@ -240,3 +243,27 @@ def test_a_replica_that_closes_before_answering_leaves_the_request_held(ports):
             client.join(30)
             assert result["r"][0] == 200 and json.loads(result["r"][1])["body"] == '{"n": 1}'
         assert metric(metrics_url, ACTIVATOR_HELD_METRIC) == 0
+
+
+def test_requests_go_to_the_upstream_only_whatever_they_name(ports):
+    """The request line's target, the Host header and an absolute URI never choose where the activator connects: a
+    listener at the address they name sees no connection (docs/security.md, "Request bodies at the serving
+    endpoints")."""
+    port, metrics_port = ports
+    decoy = socket.create_server(("127.0.0.3", port))
+    decoy.settimeout(0.1)
+    targets = [f"http://127.0.0.3:{port}/v1/completions", f"//127.0.0.3:{port}/v1/completions",
+               "/v1/../../completions"]
+    with run_activator(port, metrics_port), upstream(port):
+        for target in targets:
+            sock = socket.create_connection((LISTEN, port), timeout=10)
+            sock.sendall(f"POST {target} HTTP/1.1\r\nHost: 127.0.0.3:{port}\r\nContent-Length: 2\r\n\r\n{{}}".encode())
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200"), target  # the upstream's echo answered
+            sock.close()
+        sock = socket.create_connection((LISTEN, port), timeout=10)
+        sock.sendall(f"CONNECT 127.0.0.3:{port} HTTP/1.1\r\nHost: 127.0.0.3:{port}\r\n\r\n".encode())
+        assert sock.recv(65536).startswith(b"HTTP/1.1 501")
+        sock.close()
+    with pytest.raises(TimeoutError):
+        decoy.accept()
+    decoy.close()

@@ -2,7 +2,7 @@
 
 Everything comes from what the operator renders for a tensorrtllm backend: Triton serves the ConfigMap's model
 repository (the LLM API model, with the CPU stand-in engine as the only stand-in), and the frontend is the
-ConfigMap's `openai-frontend.py` run with the rendered container's arguments (addresses made local; the
+ConfigMap's `openai-frontend.py` (and its `http_body.py`) run with the rendered container's arguments (addresses made local; the
 checkpoint's tokenizer_config.json is tests/openai/tokenizer). A "token" of the stand-in is a whitespace-separated
 word and its reply repeats the prompt's words, so the expected counts below follow from the prompts, and the chat
 prompt is what the checkpoint's chat template makes of the messages.
@@ -48,9 +48,11 @@ def base_url(tmp_path_factory):
                       memory_per_gpu_bytes=40 << 30)
     objects = desired_objects(REF, spec, plan, 1, RolloutStrategy("Recreate"))
     config_map = next(o for o in objects if o["kind"] == "ConfigMap")
-    program = workdir / rendered_openai.FRONTEND_KEY
-    program.write_text(config_map["data"][rendered_openai.FRONTEND_KEY])
     pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == rendered_openai.VOLUME_NAME)
+    for item in volume["configMap"]["items"]:  # the frontend and its helper, as the pod mounts them
+        (workdir / item["path"]).write_text(config_map["data"][item["key"]])
+    program = workdir / rendered_openai.FRONTEND_KEY
     container = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
     with serve(spec, workdir) as (server, name):
         assert name == MODEL

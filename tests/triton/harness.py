@@ -83,13 +83,15 @@ def run_prometheus(
     scrape_targets: dict[str, Sequence[str]] | Sequence[str],
     rule_files: Sequence[str | os.PathLike] = (),
     *, host: str = "127.0.0.1", job: str = "triton", startup_timeout_s: float = 30.0,
+    query_log: str | os.PathLike | None = None,
 ) -> Iterator[PrometheusEndpoint]:
     """Run the Debian ``prometheus`` binary: scrape/evaluation every 1 s, tmp storage.
 
     ``scrape_targets``: ``["127.0.0.1:8002", ...]`` or ``{pod_name: ["addr:port"]}``;
     with a dict each target gets labels ``namespace="default"``, ``pod=<pod_name>``
-    (what a PodMonitor's relabelling gives in a cluster). Skips the test when the
-    binary is absent.
+    (what a PodMonitor's relabelling gives in a cluster). ``query_log``: a file where
+    Prometheus writes every query it runs, one JSON line each (its own query log).
+    Skips the test when the binary is absent.
     """
     import pytest
     import yaml
@@ -110,7 +112,8 @@ def run_prometheus(
         shutil.copy(rf, dst)
         rules.append(dst)
     cfg = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s",
+                   **({"query_log_file": str(query_log)} if query_log else {})},
         "rule_files": rules,
         "scrape_configs": [{"job_name": job, "static_configs": static}],
     }

@@ -13,7 +13,7 @@ from llmbackend.api.engine_metrics import ACTIVATOR_HELD_METRIC
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.autoscaling.activation import parse_held
 from llmbackend.controller.decide import Observed, ScaleDecision, decide
-from llmbackend.render import openai, triton
+from llmbackend.render import activator, openai, triton
 from llmbackend.render.workloads import (
     LWS_WORKER_INDEX_LABEL,
     BackendRef,
@@ -218,7 +218,7 @@ def test_parse_held(text, held):
 
 
 def test_the_program_exports_the_gauge_under_the_name_the_operator_reads():
-    running = program.Activator("127.0.0.1", 1, 10, ACTIVATOR_HELD_METRIC)
+    running = program.Activator("127.0.0.1", 1, 10, ACTIVATOR_HELD_METRIC, 1 << 20, 8 << 20)
     assert running.held.enter() and running.held.enter()
     assert parse_held(running.metrics_text()) == 2
     running.held.leave("timeout")
@@ -229,3 +229,16 @@ def test_a_backend_at_zero_says_where_requests_wait():
     created = first_pass(SPEC)
     available = created.conditions.get("Available")
     assert available["reason"] == "ScaledToZero" and "llama-activator" in available["message"], available
+
+
+def test_the_rendered_memory_limit_covers_the_body_budget():
+    """The activator's limit is the baseline (a thread per held request) plus the body budget at the measured cost
+    per body byte (tests/activator/test_activator_bodies.py measures the peak against it)."""
+    objects = _named(desired_objects(REF, _spec(TO_ZERO), _plan(), 0, RECREATE))
+    (container,) = objects[("Deployment", "llama-activator")]["spec"]["template"]["spec"]["containers"]
+    limit = container["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi")
+    assert int(limit[:-2]) << 20 >= activator.BASELINE_MEMORY_BYTES + activator.BODY_BUDGET_BYTES * activator.BYTES_PER_BODY_BYTE
+    assert activator.BODY_BUDGET_BYTES >= activator.MAX_BODY_BYTES
+    assert f"--max-body-bytes={activator.MAX_BODY_BYTES}" in container["args"]
+    assert f"--body-budget-bytes={activator.BODY_BUDGET_BYTES}" in container["args"]

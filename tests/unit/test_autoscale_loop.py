@@ -82,3 +82,38 @@ def test_a_new_scaler_resumes_the_memory_its_target_carries():
 
 def _rfc3339(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@pytest.mark.parametrize("prometheus", [
+    {"query": 'sum(kube_secret_info{namespace="finance"})'},   # stored before the field was removed
+    {"activationQuery": 'sum(kube_secret_info{namespace="finance"})'},
+    {"activationQueryName": "finance-secrets"},                # a name the admin did not define
+])
+def test_a_query_the_admin_did_not_write_is_held_and_nothing_is_queried(monkeypatch, prometheus):
+    from llmbackend.api import conditions as cond
+    from llmbackend.autoscaling.sources import PrometheusRatioSource
+
+    operator = _operator()
+    monkeypatch.setattr(run.egress.settings, "prometheus_urls", ("http://127.0.0.1:*",))
+    monkeypatch.setattr(run.egress.settings, "prometheus_queries", {"waiting": 'sum(q{namespace="{namespace}"})'})
+    spec = AutoscalingSpec.model_validate({"enabled": True, "minReplicas": 0, "source": "prometheus",
+                                           "prometheus": {"url": "http://127.0.0.1:9", **prometheus}})
+    target = AutoscaleTarget("ns", "b", spec, "llm", "llmbackend.dev/backend=b", 0, None, 1, 8)
+    queried: list[str] = []
+
+    async def record(self, query):
+        queried.append(query)
+        return {}
+
+    monkeypatch.setattr(PrometheusRatioSource, "_query", record)
+    monkeypatch.setattr(PrometheusRatioSource, "waiting", record)
+
+    async def evaluate():
+        scaler = operator._new_scaler(target)
+        await operator._evaluate(("ns", "b"), target, scaler)
+        await run._close_scaler(scaler)
+
+    asyncio.run(evaluate())
+    decision = operator.state.decisions[("ns", "b")]
+    assert decision.reason == cond.PROMETHEUS_QUERY_NOT_ALLOWED and decision.current_ratio is None
+    assert decision.desired_replicas == 0 and queried == []

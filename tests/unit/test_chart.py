@@ -9,6 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -18,6 +19,7 @@ import llmbackend
 from devcluster import chart
 from devcluster.helm import helm_path
 from llmbackend.api.v1alpha1 import OPERATOR_IMAGE
+from llmbackend.controller.egress import PROMETHEUS_QUERIES_ENV, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "llmbackend"
@@ -123,6 +125,14 @@ def test_values_reach_the_operator():
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["LLMBACKEND_MODEL_ENDPOINTS"] == "http://minio.storage:9000"
     assert env["LLMBACKEND_PROMETHEUS_URLS"] == "http://prometheus.monitoring:9090 http://thanos:*"
+    queue = 'sum(queue_size{namespace="{namespace}",pool="{backend}"})'
+    named = template("--set-json", f"prometheusQueries={json.dumps({'gateway-queue': queue})}")
+    (c,) = named[("Deployment", "llmbackend-operator")]["spec"]["template"]["spec"]["containers"]
+    raw = {e["name"]: e.get("value") for e in c["env"]}[PROMETHEUS_QUERIES_ENV]
+    with mock.patch.dict(os.environ, {PROMETHEUS_QUERIES_ENV: raw}):
+        settings = Settings()
+        settings.configure()
+    assert settings.prometheus_queries == {"gateway-queue": queue}
 
 
 def test_watch_namespaces_bind_the_operator_per_namespace_not_cluster_wide():

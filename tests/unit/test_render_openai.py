@@ -52,9 +52,12 @@ def test_on_by_default_container_port_service_and_file(backend):
     data = objects["ConfigMap"]["data"]
     assert data[openai.FRONTEND_KEY] == openai.frontend_source()
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert [i["key"] for i in volumes[openai.VOLUME_NAME]["configMap"]["items"]] == [openai.FRONTEND_KEY]
+    assert data[openai.HTTP_BODY_KEY] == openai.http_body_source()
+    assert [i["key"] for i in volumes[openai.VOLUME_NAME]["configMap"]["items"]] == [openai.FRONTEND_KEY,
+                                                                                    openai.HTTP_BODY_KEY]
     # not copied into the Triton model repository
-    assert openai.FRONTEND_KEY not in [i["key"] for i in volumes["model-config"]["configMap"]["items"]]
+    repository = [i["key"] for i in volumes["model-config"]["configMap"]["items"]]
+    assert openai.FRONTEND_KEY not in repository and openai.HTTP_BODY_KEY not in repository
     # the frontend reads the chat template from the model source, read-only
     mounts = {m["name"]: m for m in frontend["volumeMounts"]}
     assert mounts["models"]["readOnly"] is True and f"--tokenizer-dir={mounts['models']['mountPath']}" in frontend["args"]
@@ -74,15 +77,31 @@ def test_multi_node_only_the_leader_serves_openai():
     assert [c["name"] for c in template["workerTemplate"]["spec"]["containers"]] == ["triton"]
 
 
-def test_frontend_needs_only_the_standard_library_and_jinja2():
-    tree = ast.parse(openai.frontend_source())
+def _imports(source: str) -> set[str]:
     imported = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             imported |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             imported.add(node.module.split(".")[0])
-    assert imported - set(sys.stdlib_module_names) == {"jinja2"}
+    return imported
+
+
+def test_frontend_needs_only_the_standard_library_jinja2_and_its_shipped_helper():
+    assert _imports(openai.frontend_source()) - set(sys.stdlib_module_names) == {"jinja2", "http_body"}
+    assert _imports(openai.http_body_source()) <= set(sys.stdlib_module_names)
+
+
+def test_the_rendered_memory_limit_covers_the_body_budget():
+    """The container's limit is the baseline plus what the body budget admits, each byte of it at the cost of a
+    parsed body (tests/openai/test_openai_bodies.py measures the peak against it)."""
+    container = {c["name"]: c for c in _pod(_objects(_spec()))["containers"]}[openai.CONTAINER_NAME]
+    limit = container["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi")
+    assert int(limit[:-2]) << 20 >= openai.BASELINE_MEMORY_BYTES + openai.BODY_BUDGET_BYTES * openai.BYTES_PER_BODY_BYTE
+    assert openai.BODY_BUDGET_BYTES >= openai.MAX_BODY_BYTES  # at least one body at the cap fits
+    assert f"--max-body-bytes={openai.MAX_BODY_BYTES}" in container["args"]
+    assert f"--body-budget-bytes={openai.BODY_BUDGET_BYTES}" in container["args"]
 
 
 @pytest.mark.parametrize("body, expected", [

@@ -83,6 +83,10 @@ ENDPOINT_NOT_ALLOWED = "EndpointNotAllowed"
 PROMETHEUS_NOT_ALLOWED = "PrometheusNotAllowed"
 """autoscaling.prometheus.url is not one the operator's admin allowed: the operator does not poll it (mode operator:
 status.autoscaling.reason) and renders no ScaledObject for KEDA to poll (mode keda: Degraded)."""
+PROMETHEUS_QUERY_NOT_ALLOWED = "PrometheusQueryNotAllowed"
+"""autoscaling.prometheus names a query the operator will not run: a removed free-form PromQL field (query,
+activationQuery) of a stored backend, or an activationQueryName the admin did not define. Nothing is queried;
+replicas stay (mode operator: status.autoscaling.reason; mode keda: Degraded, no ScaledObject)."""
 
 # ---- event reasons (no condition) ----
 

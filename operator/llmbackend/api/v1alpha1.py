@@ -419,17 +419,53 @@ class AutoscalingMode(str, Enum):
     KEDA = "keda"
 
 
+# Names of the admin's named Prometheus queries (operator flag --prometheus-query NAME=TEMPLATE).
+PROMETHEUS_QUERY_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
 class PrometheusSource(_Model):
+    """A Prometheus the admin allowed. The operator writes every query it runs there: the ratio from this backend's
+    own pods, and the activation query from a template the admin named; nothing a tenant writes is run."""
+
     url: str = Field(max_length=2048, pattern=r"^https?://[A-Za-z0-9._:\-/]+$", description="Prometheus base URL.")
+    activation_query_name: str | None = Field(
+        default=None, max_length=63, pattern=PROMETHEUS_QUERY_NAME_PATTERN,
+        description="With minReplicas 0: the name of a query the cluster admin allows (operator flag "
+                    "--prometheus-query NAME=TEMPLATE, chart value prometheusQueries), filled in by the operator "
+                    "with this backend's namespace and name, returning the requests waiting for this backend while "
+                    "it has no replica (e.g. the gateway's flow-control queue for its pool); above 0 it scales 0 -> 1.",
+    )
     query: str | None = Field(
         default=None, max_length=4096,
-        description="PromQL returning the ratio; defaults to the llmbackend:engine_queue_compute:ratio recording rule for this backend's pods.",
+        description="Removed: a tenant's PromQL is not run (the operator builds the ratio query from this backend's "
+                    "pods). Refused on create and edit; a stored backend that has it is held with "
+                    "status.autoscaling.reason PrometheusQueryNotAllowed until it is removed.",
     )
     activation_query: str | None = Field(
         default=None, max_length=4096,
-        description="PromQL returning the requests waiting for this backend while it has no replica (e.g. the "
-                    "gateway's flow-control queue for its pool); above 0 it scales 0 -> 1. Used with minReplicas 0.",
+        description="Removed: use activationQueryName. Refused on create and edit; a stored backend that has it is "
+                    "held with status.autoscaling.reason PrometheusQueryNotAllowed until it is removed.",
     )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            # Without oldSelf, so the API server ratchets them: a stored backend with the field may still be edited
+            # elsewhere; only setting or changing it is refused.
+            "x-kubernetes-validations": [
+                {"rule": "!has(self.query)",
+                 "message": "prometheus.query is removed: the operator builds the ratio query from this backend's "
+                            "pods; delete the field"},
+                {"rule": "!has(self.activationQuery)",
+                 "message": "prometheus.activationQuery is removed: set activationQueryName to a query the cluster "
+                            "admin allows (operator flag --prometheus-query)"},
+            ]
+        }
+    )
+
+    @property
+    def removed_fields_set(self) -> list[str]:
+        """The removed free-form query fields this (stored) spec still has."""
+        return [name for name, value in (("query", self.query), ("activationQuery", self.activation_query)) if value]
 
 
 class ScheduleFloor(_Model):

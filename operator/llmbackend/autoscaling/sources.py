@@ -211,11 +211,9 @@ def pod_regex_for(names: list[str] | None = None, prefix: str | None = None) -> 
 class PrometheusRatioSource:
     """Reads the ratio from Prometheus' instant query API (``<url>/api/v1/query``).
 
-    With ``query=None`` it uses :func:`default_query` (per-pod recording-rule
-    series, averaged here). A custom ``query`` may return one series per pod or
-    one already-aggregated series: every returned series is treated as one
-    per-replica value and averaged; ``pods_used`` is the number of series only
-    for the default query (None otherwise, so decide() uses the replica count).
+    The query is always :func:`default_query`: the recording rule's per-pod series of the backend's own pods,
+    averaged here (``pods_used`` is the number of series). The operator writes it; a tenant's PromQL is never run
+    (docs/security.md).
 
     A sample older than ``max_age_s`` (Prometheus returns the last value within
     its 5 min lookback) makes the reading ``Stale``.
@@ -224,7 +222,6 @@ class PrometheusRatioSource:
     def __init__(
         self,
         url: str,
-        query: str | None = None,
         *,
         timeout_s: float = 5.0,
         max_age_s: float = 60.0,
@@ -232,7 +229,6 @@ class PrometheusRatioSource:
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.url = url.rstrip("/")
-        self.query = query
         self.timeout_s = timeout_s
         self.max_age_s = max_age_s
         self.clock = clock
@@ -252,7 +248,7 @@ class PrometheusRatioSource:
         await self.close()
 
     def query_for(self, namespace: str, pod_regex: str) -> str:
-        return self.query if self.query else default_query(namespace, pod_regex)
+        return default_query(namespace, pod_regex)
 
     async def _query(self, q: str) -> dict[str, Any]:
         assert self._session is not None
@@ -288,10 +284,11 @@ class PrometheusRatioSource:
                 sample_times = [float(s["value"][1]) for s in ts.get("result") or []]
             except (KeyError, TypeError, ValueError, IndexError):
                 sample_times = None
-        return self.parse_result(data, per_pod=self.query is None, sample_times=sample_times)
+        return self.parse_result(data, sample_times=sample_times)
 
     async def waiting(self, query: str) -> float | None:
-        """The activation query's value (requests waiting for a backend with no replica); None on any error."""
+        """The activation query's value (requests waiting for a backend with no replica); None on any error.
+        `query`: the admin's named template, filled in by the operator (egress.Settings.activation_query)."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
             self._own_session = True
@@ -301,7 +298,7 @@ class PrometheusRatioSource:
             self.last_error = f"{type(e).__name__}: {e}"
             return None
 
-    def parse_result(self, data: Mapping[str, Any], per_pod: bool = True, sample_times: list[float] | None = None) -> RatioReading:
+    def parse_result(self, data: Mapping[str, Any], sample_times: list[float] | None = None) -> RatioReading:
         now = self.clock()
         rtype = data.get("resultType")
         result = data.get("result")
@@ -320,12 +317,12 @@ class PrometheusRatioSource:
             return RatioReading(None, REASON_PROMETHEUS_ERROR, f"malformed result: {e}", pods_used=None)
         points = [(t, v) for t, v in points if not (math.isnan(v) or math.isinf(v))]
         if not points:
-            return RatioReading(None, REASON_NO_DATA, "query returned no series", pods_used=0 if per_pod else None)
+            return RatioReading(None, REASON_NO_DATA, "query returned no series", pods_used=0)
         newest = max(sample_times) if sample_times else max(t for t, _ in points)
         if now - newest > self.max_age_s:
             return RatioReading(None, REASON_STALE, f"newest sample is {now - newest:.0f}s old", pods_used=None, timestamp=newest)
         ratio = max(0.0, sum(v for _, v in points) / len(points))
         return RatioReading(
             ratio, "Ok", f"queue/compute {ratio:.3f} from Prometheus ({len(points)} series)",
-            pods_used=len(points) if per_pod else None, timestamp=newest, signal=SIGNAL_PROMETHEUS,
+            pods_used=len(points), timestamp=newest, signal=SIGNAL_PROMETHEUS,
         )

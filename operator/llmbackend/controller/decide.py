@@ -81,7 +81,7 @@ from .conditions import (
     summarize,
 )
 from .digest import is_summarized, summarize_data
-from .egress import PROMETHEUS_URLS_ENV, allowed
+from .egress import PROMETHEUS_URLS_ENV, allowed, query_refusal
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
@@ -296,12 +296,15 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     # KEDA polls the ScaledObject's Prometheus: only one the admin allowed (the operator's own polling: run.py).
     keda_refused = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA and prom is not None
                     and observed.prometheus_urls is not None and not allowed(prom.url, observed.prometheus_urls))
+    # A stored backend's removed free-form query: never handed on, as in mode operator (egress.query_refusal).
+    keda_query_refused = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
+                          and prom is not None and not keda_refused and bool(prom.removed_fields_set))
     compute_domains = needs_compute_domain(plan_status) and "ComputeDomain" in apis
     gang = choose_gang_scheduler(spec, "Volcano" in apis, "Kueue" in apis) if multi_node else None
     try:
         desired = desired_objects(ref, spec, plan_status, replicas if replicas is not None else 1, strategy,
                                   scaler_mode and "PrometheusRule" in apis, compute_domains, gang,
-                                  scaled_objects=not (keda_missing or keda_refused),
+                                  scaled_objects=not (keda_missing or keda_refused or keda_query_refused),
                                   inference_pool=openai.enabled(spec) and "InferencePool" in apis,
                                   serving_ready=_serving_ready(observed, ref), operator_image=downloader_image(),
                                   pod_monitor="PodMonitor" in apis)
@@ -368,6 +371,8 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                        f"autoscaling.prometheus.url {prom.url} is not a Prometheus this operator lets KEDA poll, so no "
                        "ScaledObject is rendered; ask the cluster admin to allow it (operator flag --prometheus-url, or "
                        f"{PROMETHEUS_URLS_ENV}), or use autoscaling.mode operator with source triton")
+    if keda_query_refused and prom is not None:
+        conditions.set(DEGRADED, True, cond.PROMETHEUS_QUERY_NOT_ALLOWED, query_refusal(prom, {}) or "")
     if decision.model_failure is not None:
         conditions.set(DEGRADED, True, *decision.model_failure)
     if conflict:

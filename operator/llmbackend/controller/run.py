@@ -291,7 +291,7 @@ class Operator:
         if target.spec.source == "prometheus" and not egress.settings.prometheus_allowed(target.spec.prometheus.url):
             source = None  # a URL the admin did not allow is never called (_evaluate says so in status)
         elif target.spec.source == "prometheus":
-            source = PrometheusRatioSource(target.spec.prometheus.url, target.spec.prometheus.query)
+            source = PrometheusRatioSource(target.spec.prometheus.url)
         else:
             source = TritonScraper(target.scrape_model)
         try:
@@ -318,6 +318,10 @@ class Operator:
                 f"at {target.current_replicas}; ask the cluster admin to allow it (operator flag --prometheus-url, or "
                 f"{egress.PROMETHEUS_URLS_ENV}), or use autoscaling.source triton"))
             return
+        refusal = egress.query_refusal(prom, egress.settings.prometheus_queries) if prom is not None else None
+        if refusal is not None:
+            self._hold(key, target, cond.PROMETHEUS_QUERY_NOT_ALLOWED, refusal)
+            return
         pods = await loop.run_in_executor(
             self.executor, lambda: self.kube.list("Pod", target.namespace, label_selector=target.selector))
         ready = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if _pod_ready(p)}
@@ -333,10 +337,11 @@ class Operator:
                 metrics.scrape_error(target.namespace, target.name, failed)
             reading = scaler["source"].reading(target.spec.window_seconds)
         waiting = None
-        if target.current_replicas == 0 and prom is not None and prom.activation_query:
+        activation_query = egress.settings.activation_query(prom, *key) if prom is not None else None
+        if target.current_replicas == 0 and prom is not None and activation_query:
             # No replica, no engine metrics: the requests held in front of the backend decide 0 -> 1.
             scaler.setdefault("activation", PrometheusRatioSource(prom.url))
-            waiting = await scaler["activation"].waiting(prom.activation_query)
+            waiting = await scaler["activation"].waiting(activation_query)
         if target.current_replicas == 0 and target.activator_selector:
             # The activator holds the requests that arrive at zero; its gauge wakes the backend.
             held = await self._held_at_activator(target, scaler)
@@ -485,6 +490,10 @@ def register(subparsers) -> None:
     parser.add_argument("--prometheus-url", action="append", default=None, metavar="URL",
                         help="a Prometheus that autoscaling.prometheus.url may name, for the operator to poll "
                              f"(repeatable; default: ${egress.PROMETHEUS_URLS_ENV}; none: prometheus sources are refused)")
+    parser.add_argument("--prometheus-query", action="append", default=None, metavar="NAME=TEMPLATE",
+                        help="a query autoscaling.prometheus.activationQueryName may name; {namespace} and {backend} "
+                             "inside its double-quoted label values are filled in, escaped (repeatable; default: "
+                             f"${egress.PROMETHEUS_QUERIES_ENV}, a JSON object NAME: TEMPLATE)")
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(func=run)
 
@@ -494,7 +503,11 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("kopf.objects", "kopf.activities.probe", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    egress.settings.configure(args.model_endpoint, args.prometheus_url)
+    try:
+        egress.settings.configure(args.model_endpoint, args.prometheus_url, args.prometheus_query)
+    except ValueError as exc:  # the admin's configuration: say what to fix and do not start
+        log.error("%s", exc)
+        return 2
     kube = Kube(load_configuration(args.kubeconfig), pool_size=args.workers + 4)
     operator = Operator(kube, workers=args.workers, resync_seconds=args.resync_seconds, namespaces=args.namespace)
     # Health and metrics answer from the start: a standby replica waiting for the Lease is live and ready.

@@ -19,7 +19,15 @@ COMPONENT = "activator"
 CONTAINER_NAME = "activator"
 MAX_HELD = 1000
 READINESS_PERIOD_S = 2
-RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+# Request bodies: the largest one, and how many bytes of bodies the activator holds at once (more get 503 at once).
+# A held body costs about its size (BYTES_PER_BODY_BYTE, with the buffer's growth; measured by
+# tests/activator/test_activator_bodies.py), so the container's limit is the baseline plus the budget times it.
+MAX_BODY_BYTES = 16 << 20
+BODY_BUDGET_BYTES = 128 << 20
+BYTES_PER_BODY_BYTE = 1.25
+BASELINE_MEMORY_BYTES = 64 << 20  # Python, a thread per held request (MAX_HELD of them)
+MEMORY_LIMIT = f"{(BASELINE_MEMORY_BYTES + int(BODY_BUDGET_BYTES * BYTES_PER_BODY_BYTE) + (1 << 20) - 1) >> 20}Mi"
+RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": MEMORY_LIMIT}}
 RUN_AS_UID = 65532  # the operator image's user (Dockerfile)
 
 
@@ -49,7 +57,8 @@ def args(spec: LLMBackendSpec, backend: str, namespace: str) -> list[str]:
     return [*(f"--port={port}" for _, port in proxied_ports(spec)),
             f"--upstream={serving_service_name(backend)}.{namespace}.svc",
             f"--metrics-port={triton.METRICS_PORT}", f"--held-metric={EM.ACTIVATOR_HELD_METRIC}",
-            f"--hold-timeout={spec.autoscaling.hold_timeout_seconds}", f"--max-held={MAX_HELD}"]
+            f"--hold-timeout={spec.autoscaling.hold_timeout_seconds}", f"--max-held={MAX_HELD}",
+            f"--max-body-bytes={MAX_BODY_BYTES}", f"--body-budget-bytes={BODY_BUDGET_BYTES}"]
 
 
 def render(backend: str, namespace: str, spec: LLMBackendSpec, serving_service: dict[str, Any], labels: dict[str, str],

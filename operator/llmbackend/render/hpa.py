@@ -32,13 +32,13 @@ feature gate (alpha in 1.33): rendered only with ``configurable_tolerance=True``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from ..api.engine_metrics import ENGINE_COMPUTE_METRIC, ENGINE_QUEUE_METRIC, HPA_METRIC_NAME, RECORDING_RULE_NAME
 from ..api.v1alpha1 import AutoscalingSpec
+from . import promql
 
 
 def quantity(value: float) -> str:
@@ -147,13 +147,6 @@ def prometheus_rule_group(name: str, model: str | None, *, window_seconds: int =
     }
 
 
-_LABEL_ESCAPE = re.compile(r'(["\\])')
-
-
-def _promql_str(s: str) -> str:
-    return _LABEL_ESCAPE.sub(r"\\\1", s)
-
-
 def default_query(namespace: str, pod_regex: str, metric: str = RECORDING_RULE_NAME) -> str:
     """The recording rule's per-pod series of this backend's pods.
 
@@ -162,7 +155,7 @@ def default_query(namespace: str, pod_regex: str, metric: str = RECORDING_RULE_N
     and so also knows how many pods reported (``pods_used``) and the age of each
     sample. A ``sum(...)`` would grow with the replica count and be compared
     against a per-replica target."""
-    return f'{metric}{{namespace="{_promql_str(namespace)}",pod=~"{_promql_str(pod_regex)}"}}'
+    return f'{metric}{{namespace="{promql.string(namespace)}",pod=~"{promql.string(pod_regex)}"}}'
 
 
 def render_adapter_rule(metric_name: str = HPA_METRIC_NAME) -> dict[str, Any]:

@@ -18,6 +18,16 @@ OPENAI_PORT = 9000
 PORT_NAME = "openai"
 CONTAINER_NAME = "openai"
 FRONTEND_KEY = "openai-frontend.py"
+HTTP_BODY_KEY = "http_body.py"  # the frontend's helper (serving/http_body.py), imported from the same folder
+# Request bodies: the largest one, and how many bytes of bodies are read and parsed at once (more wait, then 503).
+# A parsed body costs up to BYTES_PER_BODY_BYTE its size (JSON of deeply nested empty lists: a list object of
+# ~90 bytes every 2 bytes, ~47x in CPython; tests/openai/test_openai_bodies.py measures it), so the container's
+# limit is the baseline plus the budget times it.
+MAX_BODY_BYTES = 4 << 20
+BODY_BUDGET_BYTES = 16 << 20
+BYTES_PER_BODY_BYTE = 52
+BASELINE_MEMORY_BYTES = 128 << 20  # Python, jinja2, the chat template, a thread per request in flight
+MEMORY_LIMIT = f"{(BASELINE_MEMORY_BYTES + BODY_BUDGET_BYTES * BYTES_PER_BODY_BYTE + (1 << 20) - 1) >> 20}Mi"
 FRONTEND_DIR = "/opt/llmbackend"
 VOLUME_NAME = "openai-frontend"
 
@@ -30,9 +40,14 @@ def frontend_source() -> str:
     return resources.files("llmbackend.serving").joinpath("openai_frontend.py").read_text(encoding="utf-8")
 
 
+def http_body_source() -> str:
+    return resources.files("llmbackend.serving").joinpath("http_body.py").read_text(encoding="utf-8")
+
+
 def config_map_data(spec: LLMBackendSpec) -> dict[str, str]:
-    """Extra ConfigMap entries: the frontend program (changing it rolls the pods through the config hash)."""
-    return {FRONTEND_KEY: frontend_source()} if enabled(spec) else {}
+    """Extra ConfigMap entries: the frontend program and its helper (changing them rolls the pods through the
+    config hash)."""
+    return {FRONTEND_KEY: frontend_source(), HTTP_BODY_KEY: http_body_source()} if enabled(spec) else {}
 
 
 def checkpoint_dir(spec: LLMBackendSpec) -> str:
@@ -55,12 +70,14 @@ def container(spec: LLMBackendSpec, image: str, triton_model: str, served_model:
             f"--model={triton_model}",
             f"--served-model-name={served_model}",
             f"--tokenizer-dir={checkpoint_dir(spec)}",
+            f"--max-body-bytes={MAX_BODY_BYTES}",
+            f"--body-budget-bytes={BODY_BUDGET_BYTES}",
         ],
         "ports": [{"name": PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
         # /health is ready only when Triton's model is: the Service sends OpenAI traffic to loaded pods only.
         "readinessProbe": {"httpGet": {"path": "/health", "port": PORT_NAME}, "periodSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": 10, "failureThreshold": 6},
-        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": MEMORY_LIMIT}},
         "volumeMounts": [{"name": VOLUME_NAME, "mountPath": FRONTEND_DIR, "readOnly": True},
                          *[{**m, "readOnly": True} for m in model_mounts]],
         "securityContext": security_context,
@@ -68,7 +85,8 @@ def container(spec: LLMBackendSpec, image: str, triton_model: str, served_model:
 
 
 def volume(config_map_name: str) -> dict[str, Any]:
-    return {"name": VOLUME_NAME, "configMap": {"name": config_map_name, "items": [{"key": FRONTEND_KEY, "path": FRONTEND_KEY}]}}
+    return {"name": VOLUME_NAME, "configMap": {"name": config_map_name, "items": [
+        {"key": key, "path": key} for key in (FRONTEND_KEY, HTTP_BODY_KEY)]}}
 
 
 def service_port() -> dict[str, Any]:

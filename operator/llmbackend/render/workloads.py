@@ -188,7 +188,7 @@ image_for = triton.image_for
 
 
 # ConfigMap entries that are programs mounted on their own, not files of the Triton model repository.
-NON_REPOSITORY_KEYS = frozenset({triton.CHECKPOINT_CHECK_KEY, openai.FRONTEND_KEY})
+NON_REPOSITORY_KEYS = frozenset({triton.CHECKPOINT_CHECK_KEY, openai.FRONTEND_KEY, openai.HTTP_BODY_KEY})
 
 
 def _config_key(path: str) -> str:

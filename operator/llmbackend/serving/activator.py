@@ -10,7 +10,10 @@ Service that selects only the serving pods (same port number), and the response 
 the package; the metric name comes in as an argument from api/engine_metrics.py.
 
 Bounded: at most --max-held requests wait at once (more get 503 at once), each for at most --hold-timeout seconds
-(then 503 with a body that says so). A client that disconnects while held stops being held.
+(then 503 with a body that says so). A client that disconnects while held stops being held. Bodies (http_body.py):
+framing checked before reading (400/413/501), at most --max-body-bytes each, and at most --body-budget-bytes of
+bodies held at once (more get 503 with Retry-After at once); the pod's memory limit covers that budget
+(render/activator.py).
 """
 
 from __future__ import annotations
@@ -27,12 +30,17 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+try:
+    from . import http_body  # python -m llmbackend.serving.activator: the pod
+except ImportError:  # the file run on its own: its sibling on sys.path
+    import http_body  # type: ignore[no-redef]
+
 log = logging.getLogger("activator")
 
 # Headers of one hop only (RFC 9110 7.6.1): never forwarded; the activator frames its own responses.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
                         "upgrade", "proxy-authenticate", "proxy-authorization"})
-MAX_BODY_BYTES = 16 * 1024 * 1024
+BODY_TIMEOUT_S = 60.0  # the whole body must arrive within this
 RETRY_INTERVAL_S = 0.25
 CONNECT_TIMEOUT_S = 2.0
 # After the upstream accepted the request: the longest wait for the next bytes of its response (a long generation
@@ -69,10 +77,13 @@ class Held:
 
 
 class Activator:
-    def __init__(self, upstream_host: str, hold_timeout_s: float, max_held: int, held_metric: str) -> None:
+    def __init__(self, upstream_host: str, hold_timeout_s: float, max_held: int, held_metric: str,
+                 max_body_bytes: int, body_budget_bytes: int) -> None:
         self.upstream_host = upstream_host
         self.hold_timeout_s = hold_timeout_s
         self.held = Held(max_held)
+        self.max_body_bytes = max_body_bytes
+        self.bodies = http_body.BodyBudget(body_budget_bytes)
         self.held_metric = held_metric
         self._probes: dict[int, tuple[float, bool]] = {}  # port -> (when, accepted)
         self._probe_lock = threading.Lock()
@@ -114,7 +125,11 @@ class Activator:
                 f"# HELP {name}_rejected_total Requests answered 503 because the hold queue was full.\n"
                 f"# TYPE {name}_rejected_total counter\n{name}_rejected_total {h.rejected}\n"
                 f"# HELP {name}_forwarded_total Held requests forwarded once a replica accepted them.\n"
-                f"# TYPE {name}_forwarded_total counter\n{name}_forwarded_total {h.forwarded}\n")
+                f"# TYPE {name}_forwarded_total counter\n{name}_forwarded_total {h.forwarded}\n"
+                f"# HELP {name}_body_bytes Bytes of request bodies reserved in the body budget now.\n"
+                f"# TYPE {name}_body_bytes gauge\n{name}_body_bytes {self.bodies.used}\n"
+                f"# HELP {name}_body_refused_total Requests answered 503 because the body budget was full.\n"
+                f"# TYPE {name}_body_refused_total counter\n{name}_body_refused_total {self.bodies.refused}\n")
 
 
 def _client_gone(sock: socket.socket) -> bool:
@@ -138,43 +153,38 @@ class ProxyHandler(BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_GET
 
-    def _error(self, status: int, message: str) -> None:
-        body = json.dumps({"error": {"message": message, "type": "service_unavailable", "param": None,
-                                     "code": "no_replica"}}).encode()
+    def _error(self, status: int, message: str, code: str = "no_replica", retry_after: int | None = 30) -> None:
+        kind = "service_unavailable" if status >= 500 else "invalid_request_error"
+        body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Retry-After", "30")
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         self.end_headers()
         self.wfile.write(body)
 
-    def _read_body(self) -> bytes | None:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            parts: list[bytes] = []
-            size = 0
-            while True:
-                line = self.rfile.readline(1024)
-                n = int(line.split(b";")[0].strip() or b"0", 16)
-                if n == 0:
-                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(parts)
-                size += n
-                if size > MAX_BODY_BYTES:
-                    return None
-                parts.append(self.rfile.read(n))
-                self.rfile.readline(1024)
-        length = int(self.headers.get("Content-Length") or 0)
-        return None if length > MAX_BODY_BYTES else self.rfile.read(length)
-
     def _proxy(self) -> None:
         activator = self.server.activator
-        port = self.server.upstream_port
-        body = self._read_body()
-        if body is None:
+        try:
+            length = http_body.declared_length(self.headers, activator.max_body_bytes)
+            # A chunked body may be as large as the cap: reserve that, give back the rest once it is read.
+            with activator.bodies.reserve(activator.max_body_bytes if length is None else length,
+                                          retry_after_s=5) as reservation:
+                self._hold_and_forward(reservation)
+        except http_body.BodyError as exc:
+            # Nothing more is read from this connection: what follows the refused framing is not a request.
             self.close_connection = True
-            self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
-            return
+            self._error(exc.status, exc.message, "request_body" if exc.status < 500 else "busy", exc.retry_after)
+            http_body.discard_rest(self.connection)
+
+    def _hold_and_forward(self, reservation: http_body.Reservation) -> None:
+        """Read the body, hold it until a replica accepts a connection, forward it, relay the answer. Only this frame
+        references the body, so it is freed when the budget is given back."""
+        activator = self.server.activator
+        body = http_body.read_body(self.headers, self.rfile, activator.max_body_bytes, BODY_TIMEOUT_S, self.connection)
+        reservation.shrink(len(body))
+        port = self.server.upstream_port
         deadline = time.monotonic() + activator.hold_timeout_s
         held, outcome = False, "gone"
         try:
@@ -189,6 +199,8 @@ class ProxyHandler(BaseHTTPRequestHandler):
                         log.info("upstream closed %s %s before answering (%s); holding it", self.command, self.path, exc)
                         conn.close()
                     else:
+                        reservation.release()  # the replica has the body: it no longer counts against the budget
+                        del body
                         if held:
                             outcome, held = "forwarded", False
                             activator.held.leave(outcome)
@@ -216,7 +228,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
             if held:
                 activator.held.leave(outcome)
 
-    def _send(self, conn: http.client.HTTPConnection, body: bytes) -> http.client.HTTPResponse:
+    def _send(self, conn: http.client.HTTPConnection, body: bytearray) -> http.client.HTTPResponse:
         """Send the request; the response's status and headers. OSError: nothing was answered."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "content-length"}
         headers["Content-Length"] = str(len(body))
@@ -309,11 +321,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--held-metric", required=True, help="name of the gauge of held requests")
     ap.add_argument("--hold-timeout", type=float, default=600.0, help="seconds a request waits for a replica")
     ap.add_argument("--max-held", type=int, default=1000, help="requests held at once; more get 503")
+    # The body limits come from the renderer (render/activator.py), which sizes the pod's memory limit on them.
+    ap.add_argument("--max-body-bytes", type=int, required=True, help="largest request body; larger get 413")
+    ap.add_argument("--body-budget-bytes", type=int, required=True,
+                    help="request bodies held at once, in bytes; beyond it 503 with Retry-After")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    activator = Activator(args.upstream, args.hold_timeout, args.max_held, args.held_metric)
+    if args.body_budget_bytes < args.max_body_bytes:
+        ap.error("--body-budget-bytes must hold at least one body of --max-body-bytes")
+    activator = Activator(args.upstream, args.hold_timeout, args.max_held, args.held_metric, args.max_body_bytes,
+                          args.body_budget_bytes)
     servers: list[ThreadingHTTPServer] = [ProxyServer((args.host, p), activator, p) for p in args.port]
     servers.append(MetricsServer((args.host, args.metrics_port), activator, args.port))
     for srv in servers[:-1]:

@@ -4,7 +4,9 @@ Runs as the `openai` container of each serving pod (same image as Triton), shipp
 backend's ConfigMap, and talks to Triton on localhost through its generate extension
 (`/v2/models/<m>/generate_stream`, server-sent events). Standard library only, plus `jinja2` for the
 checkpoint's chat template (the Triton TensorRT-LLM and vLLM images ship it with transformers).
-It cannot import the operator's package: it is copied on its own into the pod.
+It cannot import the operator's package: it is copied into the pod with its one helper, http_body.py (request
+bodies: framing checked before reading, a cap, and a budget of body bytes in flight that the container's memory
+limit covers, render/openai.py).
 
 Model interface (the serving models of this project implement it): input `text_input` and optional sampling
 inputs; outputs `text_output` (the new text of each streamed response), `finish_reason`, `num_input_tokens`,
@@ -28,9 +30,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+try:
+    from . import http_body  # imported as part of the package (tests)
+except ImportError:  # python3 openai-frontend.py in the pod: its sibling in the same ConfigMap folder
+    import http_body  # type: ignore[no-redef]
+
 log = logging.getLogger("openai-frontend")
 
-MAX_BODY_BYTES = 4 * 1024 * 1024
+BODY_TIMEOUT_S = 60.0  # the whole body must arrive within this
+BODY_WAIT_S = 10.0     # a request waits this long for room in the body budget, then 503 with Retry-After
 MAX_STOP_SEQUENCES = 4
 DEFAULT_MAX_TOKENS = 256
 
@@ -39,9 +47,10 @@ class OpenAIError(Exception):
     """An error the client sees as OpenAI's `{"error": {...}}` body."""
 
     def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None):
+                 param: str | None = None, code: str | None = None, retry_after: int | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+        self.retry_after = retry_after
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -243,13 +252,21 @@ class Triton:
         except OSError:
             return False
 
-    def generate(self, inputs: dict[str, Any]) -> Generator[dict[str, Any], None, None]:  # close() ends the stream
-        """Yield each response of the decoupled model as a dict; raise OpenAIError on failure."""
+    def send(self, inputs: dict[str, Any]) -> http.client.HTTPConnection:
+        """Write the request to Triton (the prompt leaves this process's memory with it); OpenAIError when it cannot."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
         try:
+            conn.request("POST", f"/v2/models/{self.model}/generate_stream", body=json.dumps(inputs),
+                         headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+        except OSError as exc:
+            conn.close()
+            raise OpenAIError(503, f"the inference server is not reachable: {exc}", "server_error") from None
+        return conn
+
+    def events(self, conn: http.client.HTTPConnection) -> Generator[dict[str, Any], None, None]:  # close() ends it
+        """Yield each response of the decoupled model to the request sent on `conn`; raise OpenAIError on failure."""
+        try:
             try:
-                conn.request("POST", f"/v2/models/{self.model}/generate_stream", body=json.dumps(inputs),
-                             headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
                 response = conn.getresponse()
             except OSError as exc:
                 raise OpenAIError(503, f"the inference server is not reachable: {exc}", "server_error") from None
@@ -286,9 +303,12 @@ def _first(event: dict[str, Any], name: str) -> Any:
 
 
 class Frontend:
-    def __init__(self, triton: Triton, served_model: str, template: ChatTemplate, metrics_url: str | None = None):
+    def __init__(self, triton: Triton, served_model: str, template: ChatTemplate, metrics_url: str | None,
+                 max_body_bytes: int, body_budget_bytes: int):
         self.triton, self.served_model, self.template, self.metrics_url = triton, served_model, template, metrics_url
         self.created = int(time.time())
+        self.max_body_bytes = max_body_bytes
+        self.bodies = http_body.BodyBudget(body_budget_bytes)
 
     def models(self) -> dict[str, Any]:
         return {"object": "list", "data": [{"id": self.served_model, "object": "model", "created": self.created,
@@ -335,7 +355,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, error: OpenAIError) -> None:
-        self._json(error.status, error.body())
+        data = json.dumps(error.body()).encode()
+        self.send_response(error.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if error.retry_after is not None:
+            self.send_header("Retry-After", str(error.retry_after))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?")[0]
@@ -374,30 +401,49 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         try:
             if path not in ("/v1/completions", "/v1/chat/completions"):
+                self.close_connection = True  # its body is not read
                 raise OpenAIError(404, f"no route {path}", code="not_found")
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY_BYTES:
-                self.close_connection = True
-                raise OpenAIError(413, f"request body over {MAX_BODY_BYTES} bytes")
-            raw = self.rfile.read(length)
+            frontend = self.frontend
             try:
-                body = json.loads(raw or b"null")
-            except ValueError as exc:
-                raise _bad(f"the request body is not valid JSON: {exc}") from None
-            kind, inputs, stream, include_usage = self.frontend.prepare(path, body)
+                length = http_body.declared_length(self.headers, frontend.max_body_bytes)
+                # A chunked body may be as large as the cap: reserve that, give back the rest once it is read.
+                with frontend.bodies.reserve(frontend.max_body_bytes if length is None else length,
+                                             wait_s=BODY_WAIT_S) as reservation:
+                    kind, conn, stream, include_usage = self._send_to_triton(path, reservation)
+            except http_body.BodyError as exc:
+                self.close_connection = True  # what follows a refused body is not a request
+                raise OpenAIError(exc.status, exc.message, "server_error" if exc.status >= 500 else
+                                  "invalid_request_error", code="request_body", retry_after=exc.retry_after) from None
+            events = frontend.triton.events(conn)
             if stream:
-                self._stream(kind, inputs, include_usage)
+                self._stream(kind, events, include_usage)
             else:
-                self._complete(kind, inputs)
+                self._complete(kind, events)
         except OpenAIError as exc:
             self._error(exc)
+            if self.close_connection:  # its body was not read
+                http_body.discard_rest(self.connection)
         except Exception:  # noqa: BLE001 - one bad request must not take the server down
             log.exception("request failed")
             self._error(OpenAIError(500, "internal error in the OpenAI frontend", "server_error"))
 
-    def _complete(self, kind: str, inputs: dict[str, Any]) -> None:
+    def _send_to_triton(self, path: str,
+                        reservation: http_body.Reservation) -> tuple[str, http.client.HTTPConnection, bool, bool]:
+        """Read and parse the body, send the request to Triton: (kind, its connection, stream, include_usage). The
+        body, its parse and the prompt live only in this frame, freed before the budget is given back."""
+        raw = http_body.read_body(self.headers, self.rfile, self.frontend.max_body_bytes, BODY_TIMEOUT_S,
+                                  self.connection)
+        reservation.shrink(len(raw))
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as exc:
+            raise _bad(f"the request body is not valid JSON: {exc}") from None
+        kind, inputs, stream, include_usage = self.frontend.prepare(path, body)
+        return kind, self.frontend.triton.send(inputs), stream, include_usage
+
+    def _complete(self, kind: str, events: Generator[dict[str, Any], None, None]) -> None:
         text, finish, prompt_tokens, completion_tokens = [], None, 0, 0
-        for event in self.frontend.triton.generate(inputs):
+        for event in events:
             text.append(_first(event, "text_output") or "")
             finish = _first(event, "finish_reason") or finish
             prompt_tokens = max(prompt_tokens, int(_first(event, "num_input_tokens") or 0))
@@ -413,8 +459,7 @@ class Handler(BaseHTTPRequestHandler):
         self._json(200, {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice],
                          "usage": _usage(prompt_tokens, completion_tokens)})
 
-    def _stream(self, kind: str, inputs: dict[str, Any], include_usage: bool) -> None:
-        events = self.frontend.triton.generate(inputs)
+    def _stream(self, kind: str, events: Generator[dict[str, Any], None, None], include_usage: bool) -> None:
         first = next(events, None)  # errors before the first response still get a plain HTTP error
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -501,13 +546,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--served-model-name", help="the OpenAI model id (default: --model)")
     ap.add_argument("--tokenizer-dir", help="checkpoint directory holding tokenizer_config.json")
     ap.add_argument("--metrics-url", help="Triton's metrics URL, relayed on GET /metrics")
+    # The body limits come from the renderer (render/openai.py), which sizes the container's memory limit on them.
+    ap.add_argument("--max-body-bytes", type=int, required=True, help="largest request body; larger get 413")
+    ap.add_argument("--body-budget-bytes", type=int, required=True,
+                    help="request bodies read and parsed at once, in bytes; beyond it a request waits, then 503")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     template = ChatTemplate.load(a.tokenizer_dir)
     if template.source is None:
         log.warning("no chat template under %s: /v1/chat/completions answers 400", a.tokenizer_dir)
     served = a.served_model_name or a.model
-    frontend = Frontend(Triton(a.triton_url, a.model), served, template, a.metrics_url)
+    if a.body_budget_bytes < a.max_body_bytes:
+        ap.error("--body-budget-bytes must hold at least one body of --max-body-bytes")
+    frontend = Frontend(Triton(a.triton_url, a.model), served, template, a.metrics_url, a.max_body_bytes,
+                        a.body_budget_bytes)
     log.info("serving model %s on %s:%d (Triton model %s at %s)", served, a.host, a.port, a.model, a.triton_url)
     serve(a.host, a.port, frontend)
     return 0

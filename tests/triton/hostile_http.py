@@ -1,0 +1,108 @@
+"""Hostile request framing sent on a raw socket, for the serving programs' HTTP servers (the OpenAI frontend, the
+activator; serving/http_body.py), and the memory a process holds (from /proc)."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+
+STREAM_BYTES = 96 << 20  # what an attacker streams after a framing the server must refuse
+
+
+def hostile_cases(cap: int) -> dict[str, tuple[str, bytes, int]]:
+    """name -> (header lines after the request line, body bytes sent, the status the server must answer)."""
+    chunked = "Transfer-Encoding: chunked"
+    return {
+        "content-length-negative": ("Content-Length: -1", b"{}", 400),
+        "content-length-not-a-number": ("Content-Length: abc", b"{}", 400),
+        "content-length-plus-sign": ("Content-Length: +2", b"{}", 400),
+        "content-length-underscore": ("Content-Length: 1_0", b"{}", 400),
+        "content-length-empty": ("Content-Length: ", b"{}", 400),
+        "content-length-two-headers-disagree": ("Content-Length: 2\r\nContent-Length: 3", b"{}", 400),
+        "content-length-list-disagrees": ("Content-Length: 2, 3", b"{}", 400),
+        "content-length-thousand-digits": ("Content-Length: " + "9" * 1000, b"{}", 413),
+        "content-length-over-the-cap": (f"Content-Length: {cap + 1}", b"{}", 413),
+        "content-length-and-chunked": (f"{chunked}\r\nContent-Length: 2", b"2\r\n{}\r\n0\r\n\r\n", 400),
+        "unknown-transfer-coding": ("Transfer-Encoding: gzip, chunked", b"2\r\n{}\r\n0\r\n\r\n", 501),
+        "chunk-size-negative": (chunked, b"-1\r\n{}\r\n0\r\n\r\n", 400),
+        "chunk-size-not-hex": (chunked, b"zz\r\n{}\r\n0\r\n\r\n", 400),
+        "chunk-size-0x-prefix": (chunked, b"0x2\r\n{}\r\n0\r\n\r\n", 400),
+        "chunk-size-empty": (chunked, b"\r\n{}\r\n0\r\n\r\n", 400),
+        "chunk-size-twenty-hex-digits": (chunked, b"F" * 20 + b"\r\n{}\r\n0\r\n\r\n", 413),
+        "chunk-size-over-the-cap": (chunked, f"{cap + 1:x}\r\n".encode() + b"{}", 413),
+        "chunks-over-the-cap-together": (chunked, f"{cap:x}\r\n".encode() + b"x" * cap + b"\r\n1\r\nx\r\n0\r\n\r\n",
+                                         413),
+        "chunk-longer-than-its-size": (chunked, b"1\r\n{}\r\n0\r\n\r\n", 400),
+        "chunk-extension-line-of-5000-bytes": (chunked, b"2;" + b"a" * 5000 + b"\r\n{}\r\n0\r\n\r\n", 400),
+        "chunk-extensions-flood": (chunked, (b"1;" + b"e" * 1000 + b"\r\n{\r\n") * 200 + b"0\r\n\r\n", 400),
+        "trailers-flood": (chunked, b"2\r\n{}\r\n0\r\n" + (b"X-T: " + b"t" * 1000 + b"\r\n") * 200 + b"\r\n", 400),
+    }
+
+
+@dataclasses.dataclass
+class Answer:
+    status: int | None
+    head: bytes
+    seconds: float
+    closed: bool  # the server closed the connection after answering
+
+
+def send_raw(host: str, port: int, path: str, headers: str, body: bytes, *, stream_after: int = 0,
+             timeout_s: float = 10.0) -> Answer:
+    """One request written as given; `stream_after` more bytes are streamed behind it from another thread (as an
+    attacker would, whatever the server answers). The answer's status line and headers, and how long it took."""
+    sock = socket.create_connection((host, port), timeout=timeout_s)
+    started = time.monotonic()
+    try:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n{headers}\r\n\r\n"
+                     .encode())
+
+        def write() -> None:
+            try:
+                sock.sendall(body)
+                piece = b"x" * (1 << 20)
+                for _ in range(stream_after >> 20):
+                    sock.sendall(piece)
+            except OSError:
+                pass  # the server closed the connection: what it should do
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        data = b""
+        while b"\r\n\r\n" not in data:
+            piece = sock.recv(65536)
+            if not piece:
+                break
+            data += piece
+        seconds = time.monotonic() - started
+        status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.") else None
+        closed = False
+        try:
+            sock.settimeout(5)
+            while piece := sock.recv(65536):
+                pass
+            closed = True
+        except OSError:
+            closed = False
+        return Answer(status, data.split(b"\r\n\r\n", 1)[0], seconds, closed)
+    finally:
+        sock.close()
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS (now) and VmHWM (the peak) of a process, KiB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+def quantity_bytes(quantity: str) -> int:
+    """A memory limit as the renderer writes it ("224Mi")."""
+    assert quantity.endswith("Mi"), quantity
+    return int(quantity[:-2]) << 20
