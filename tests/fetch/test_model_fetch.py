@@ -347,6 +347,81 @@ def test_a_planted_copy_is_not_served_to_the_genuine_source(hub, tmp_path) -> No
     assert b"EVIL" not in (cache / key(hub) / "refs" / "main" / "config.json").read_bytes()
 
 
+def _same_size_edit(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    at = len(data) // 2
+    data[at] ^= 0x01  # one bit: the size stays
+    path.write_bytes(bytes(data))
+
+
+def _replace_by_link(path: Path) -> None:
+    twin = path.parent.parent / "elsewhere" / path.name  # the same bytes, but a link a writer can re-point
+    twin.parent.mkdir(exist_ok=True)
+    twin.write_bytes(path.read_bytes())
+    path.unlink()
+    os.symlink(twin, path)
+
+
+@pytest.mark.parametrize("tamper,named", [
+    (lambda copy: _same_size_edit(copy / "config.json"), "config.json: git blob id differs"),
+    (lambda copy: _same_size_edit(copy / "model-00002-of-00002.safetensors"),
+     "model-00002-of-00002.safetensors: sha256 differs"),
+    (lambda copy: (copy / "modeling_evil.py").write_text("import os\n"), "modeling_evil.py: not in the listing"),
+    (lambda copy: _replace_by_link(copy / "config.json"), "config.json is a symbolic link"),
+], ids=["config-same-size", "safetensors-same-size", "extra-file", "symlink"])
+def test_a_tampered_copy_is_detected_named_moved_aside_and_fetched_again(hub, tmp_path, tamper, named) -> None:
+    # Someone with a writable mount of the cache claim changes a complete copy; the next download of the same
+    # source (another backend's Job) hashes every file again instead of trusting the marker and the sizes.
+    cache = tmp_path / "cache"
+    assert fetch(hub, cache).returncode == 0
+    final = cache / key(hub) / SHA
+    tamper(final)
+    before = len(hub.requests_for("/resolve/"))
+    again = fetch(hub, cache)
+    assert again.returncode == 0, again.stderr
+    report = termination(cache)
+    assert report["phase"] == "Ready" and report["reason"] == mf.REASON_CACHE_TAMPERED
+    assert named in report["message"] and "moved aside and is fetched again" in report["message"]
+    # The operator reads the running pod's last log line: the reason is in the lines the program prints.
+    lines = [json.loads(line) for line in again.stdout.splitlines() if line.startswith("{")]
+    assert any(line.get("reason") == mf.REASON_CACHE_TAMPERED and named in line["message"] for line in lines)
+    assert mf.REASON_CACHE_TAMPERED in again.stderr
+    assert len(hub.requests_for("/resolve/")) > before  # fetched again
+    assert_copy_complete(cache, key(hub), SHA)  # byte for byte what the source lists, nothing else
+    assert not any(p.is_symlink() for p in final.rglob("*"))
+    assert not (cache / ".trash").exists() or not any((cache / ".trash").iterdir())
+
+
+def test_an_intact_copy_is_rehashed_and_reused(hub, tmp_path) -> None:
+    # Reuse reads every byte again (the check above); an intact copy passes and nothing is fetched.
+    cache = tmp_path / "cache"
+    assert fetch(hub, cache).returncode == 0
+    before = len(hub.requests_for("/resolve/"))
+    again = fetch(hub, cache)
+    assert again.returncode == 0 and len(hub.requests_for("/resolve/")) == before
+    assert "reason" not in termination(cache)
+    lines = [json.loads(line) for line in again.stdout.splitlines() if line.startswith("{")]
+    phases = [line["phase"] for line in lines]
+    assert "Verifying" in phases and phases[-1] == "Ready" and "Downloading" not in phases
+
+
+def test_a_marker_edited_with_the_file_does_not_pass(hub, tmp_path) -> None:
+    # The marker is in the cache too: a writer that edits a file and the hash the marker records for it is still
+    # caught, because a hash the source lists is checked against the listing, never against the marker.
+    cache = tmp_path / "cache"
+    assert fetch(hub, cache).returncode == 0
+    final = cache / key(hub) / SHA
+    _same_size_edit(final / "model-00001-of-00002.safetensors")
+    marker = json.loads((final / mf.MARKER).read_text())
+    forged = hashlib.sha256((final / "model-00001-of-00002.safetensors").read_bytes()).hexdigest()
+    marker["files"]["model-00001-of-00002.safetensors"][1] = forged
+    marker["verify"]["model-00001-of-00002.safetensors"] = ["local-sha256", forged]
+    (final / mf.MARKER).write_text(json.dumps(marker))
+    again = fetch(hub, cache)
+    assert again.returncode == 0, again.stderr
+    assert_copy_complete(cache, key(hub), SHA)
+
+
 def test_the_commit_of_the_uri_is_checked_against_the_listing(hub, tmp_path) -> None:
     hub.repos["acme/liar"] = type(hub.repos[REPO])(files=checkpoint_files(), sha="1" * 40, hostile=True)
     cache = tmp_path / "cache"
