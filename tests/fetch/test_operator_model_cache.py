@@ -353,3 +353,29 @@ def test_a_claim_and_job_created_meanwhile_by_another_reconcile_are_taken_as_the
     result = cmc.sync_model_cache(racing, "serving", spec(source))
     assert racing.created == [], "nothing created twice"
     assert result.status["claimName"] == mc.cache_claim(spec(source).model.source) and not result.permanent
+
+
+def test_a_tampered_copy_is_named_in_model_ready(hub, tmp_path) -> None:
+    # The real program finds a same-size edit of a cached config.json on reuse; the operator reads that from the
+    # running pod's progress line and then the termination message: ModelReady says CacheTampered and what happened.
+    kube = FakeKube()
+    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
+    cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    job = kube.created[-1]
+    claim = tmp_path / "claim"
+    run_download_job(job, claim)
+    config = next(claim.rglob("config.json"))
+    config.write_bytes(config.read_bytes().replace(b"LlamaForCausalLM", b"EvilForCausalLM!"))
+    lines = run_download_job(job, claim)
+    name = job["metadata"]["name"]
+    job_pod(kube, name, {"running": {}})
+    kube.logs["fetch-1"] = json.dumps(next(line for line in lines if line["phase"] == "Downloading"))
+    running = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert (running.ready, running.reason) == (False, "CacheTampered")
+    assert "config.json" in running.message and "fetched again" in running.message
+    kube.objects[("Job", "serving", name)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    job_pod(kube, name, {"terminated": {"exitCode": 0, "message": (tmp_path / "termination").read_text()}})
+    done = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert (done.ready, done.reason, done.status["phase"]) == (True, "CacheTampered", "Ready")
+    assert "complete in the model cache again" in done.message and "config.json" in done.message
+    assert b"EvilForCausalLM" not in config.read_bytes()
