@@ -814,9 +814,9 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     if final.exists() or final.is_symlink():  # a copy to reuse: every file is hashed again first
         progress.update(force=True, phase="Verifying", bytesDone=0, **state)
     copy_state, detail = _copy_problem(final, revision, files, progress)
-    if copy_state == "ok":
+    if copy_state == "ok":  # verified: its config.json says what the source's does (another ref's Job needs it too)
         _write_ref(cache, source, revision)
-        progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state)
+        progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state, **inspect_dir(final))
         return progress.state
     if copy_state == "tampered":  # named where the operator reads it (progress line, termination message -> ModelReady)
         message = (f"the cached copy {source.key}/{revision} differs from what {uri} lists: {detail}; it was moved "

@@ -403,6 +403,11 @@ def test_an_intact_copy_is_rehashed_and_reused(hub, tmp_path) -> None:
     lines = [json.loads(line) for line in again.stdout.splitlines() if line.startswith("{")]
     phases = [line["phase"] for line in lines]
     assert "Verifying" in phases and phases[-1] == "Ready" and "Downloading" not in phases
+    # Another ref of the same commit (its own Job) reuses the copy and still reports the architecture, read from
+    # the copy once it passed (a backend without a preset is planned from it).
+    tagged = fetch(hub, cache, f"{REPO}@v1")
+    assert tagged.returncode == 0 and len(hub.requests_for("/resolve/")) == before
+    assert termination(cache)["architecture"]["numLayers"] == 32
 
 
 def test_a_marker_edited_with_the_file_does_not_pass(hub, tmp_path) -> None:
