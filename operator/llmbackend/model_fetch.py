@@ -7,10 +7,13 @@ them goes out in the progress line, before the weights.
 
 Everything a listing or a URI names is input from whoever runs the endpoint or wrote the spec: each name
 that becomes a path is checked first (parse_uri, _safe_relative, the listing's commit), the endpoint is
-part of the cache key, and a copy is reused only when its marker lists exactly the listed files.
+part of the cache key, and a copy is reused only when its marker lists exactly the listed files and every file,
+hashed again, matches what the source lists (a tampered copy is named CacheTampered, moved aside, fetched again).
 
 Layout of the cache volume (<key>: hf/org/name or s3/bucket/prefix; hf-<digest>/... and s3-<digest>/... through
 a source.endpoint other than the default, see endpoint_id):
+  <cache>/.llmbackend-cache.json          this is a model cache (prune() deletes nothing where it is missing)
+  <cache>/<key>/.llmbackend-source.json   and <cache>/.staging/<key>/...: a source directory this program made
   <cache>/.staging/<key>/<revision>/...   files being downloaded (`*.part` while incomplete)
   <cache>/<key>/<revision>/...            a complete, verified copy; renamed there in one step
   <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename):
@@ -19,14 +22,15 @@ a source.endpoint other than the default, see endpoint_id):
 Nothing half-downloaded is ever at a path a server loads.
 
 Verification: every file's size; sha256 of LFS files and the git blob sha1 of small files (hf://);
-the MD5 ETag of single-part, non-KMS objects (s3://). A mismatch deletes the file and fails (exit 16).
+the MD5 ETag of single-part, non-KMS objects (s3://). A mismatch deletes the file and fails (exit 16). The marker
+records each file's check for reuse (a sha256 of our own where the source lists no usable hash).
 Resume: a `.part` file is continued with an HTTP Range request (here, and by the next Job attempt).
 
 Progress: a JSON file (--progress-file) rewritten atomically; the final state also goes to the
 termination message (--termination-log), which the operator reads into status.model.
 
 Also: `inspect` (a pvc source's config.json -> architecture, for the inspector Job) and `prune` (delete
-copies and refs no backend uses any more, for the cleanup Job; see prune()).
+copies and refs no backend uses any more, for the cleanup Job: only what this program made; see prune()).
 """
 
 from __future__ import annotations

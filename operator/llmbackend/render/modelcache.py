@@ -6,7 +6,8 @@ the layout. Neither the claim nor the Job is owned by a backend: every backend o
 and cache uses the same Job name and the same copy, and deleting a backend deletes neither.
 When no backend names a source any more, `cache_cleanups` decides a cleanup: its download Job goes
 and a cleanup Job (`model_fetch prune`) deletes every copy that no backend's spec and no running
-serving pod names. The claim itself is never deleted.
+serving pod names (only what the download program made, recognised by its markers). The claim itself is never
+deleted. A download that found its cached copy tampered with reports CacheTampered: job_outcome names it.
 
 Serving pods mount the whole claim read-only at CACHE_MOUNT (no subPath: the kubelet would create
 a missing subPath directory, which would hide the copy renamed there later), wait in an init
