@@ -282,6 +282,24 @@ def test_s3_download_verified_and_shared(s3_endpoint, bucket, tmp_path) -> None:
     assert again.returncode == 0 and termination(cache)["resolvedRevision"] == revision
 
 
+def test_s3_a_tampered_copy_is_fetched_again(s3_endpoint, bucket, tmp_path) -> None:
+    # An S3 copy is checked against the objects' MD5 ETags on reuse: a same-size edit of a shard is named and fixed.
+    cache = tmp_path / "cache"
+    uri = f"s3://{bucket}/llama"
+    assert s3_fetch(s3_endpoint, cache, uri).returncode == 0
+    revision = termination(cache)["resolvedRevision"]
+    key = mf.parse_uri(uri, s3_endpoint).key
+    marker = json.loads((cache / key / revision / mf.MARKER).read_text())
+    assert marker["verify"]["config.json"][0] == "md5"  # what reuse checks it against: the listing's ETag
+    _same_size_edit(cache / key / revision / "model-00002-of-00002.safetensors")
+    again = s3_fetch(s3_endpoint, cache, uri)
+    assert again.returncode == 0, again.stderr
+    report = termination(cache)
+    assert report["reason"] == mf.REASON_CACHE_TAMPERED
+    assert "model-00002-of-00002.safetensors: MD5 differs from the object's ETag" in report["message"]
+    assert_copy_complete(cache, key, revision)
+
+
 @pytest.mark.parametrize("uri_suffix,env,code,reason", [
     ("/llama", {}, mf.EXIT_NO_CREDENTIALS, "SourceCredentialsMissing"),
     ("/no-such-prefix", S3_ENV, mf.EXIT_NOT_FOUND, "SourceNotFound"),
