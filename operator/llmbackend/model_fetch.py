@@ -994,7 +994,7 @@ def prune(cache: Path, keep: list[str]) -> dict[str, Any]:
         _remove_empty_dirs(refs, here)
         if [p.name for p in here.iterdir()] == [SOURCE_MARKER]:  # nothing of this source left
             (here / SOURCE_MARKER).unlink()
-            _remove_empty_dirs(here, cache)
+        _remove_empty_dirs(here, cache)
     staging = cache / ".staging"
     for key, here in _source_dirs(staging) if staging.is_dir() and not staging.is_symlink() else []:
         if key in kept_keys:
@@ -1008,7 +1008,7 @@ def prune(cache: Path, keep: list[str]) -> dict[str, Any]:
                 deleted.append(f".staging/{key}/{child.name}")
         if [p.name for p in here.iterdir()] == [SOURCE_MARKER]:
             (here / SOURCE_MARKER).unlink()
-            _remove_empty_dirs(here, cache)
+        _remove_empty_dirs(here, cache)
     _remove_empty_dirs(cache / ".trash", cache)
     return {"phase": "Ready", "deleted": deleted, "freedBytes": freed, "kept": kept}
 

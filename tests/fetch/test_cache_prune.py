@@ -143,3 +143,20 @@ def test_prune_refuses_a_keep_outside_the_layout(tmp_path) -> None:
         code, report = prune(cache, bad)
         assert code == mf.EXIT_USAGE and report["phase"] == "Failed", bad
     assert (cache / "hf/a/b" / OLD / mf.MARKER).is_file()  # nothing deleted on bad input
+
+
+def test_prune_recognises_copies_of_operators_before_the_source_marker(hub, tmp_path) -> None:
+    # A cache an older operator filled: copies with their completion marker (which always named its key and
+    # revision) but no source marker. Once a download has marked the root, the cleanup deletes those copies too.
+    cache = tmp_path / "cache"
+    top = mf.parse_uri("hf://acme/x", hub.endpoint).key.split("/")[0]
+    download(hub, cache, "hf://acme/tiny-llama")
+    hub.repos["acme/other"] = type(hub.repos["acme/tiny-llama"])(files=hub.repos["acme/tiny-llama"].files, sha="2" * 40)
+    download(hub, cache, "hf://acme/other")
+    for marker in cache.rglob(mf.SOURCE_MARKER):
+        marker.unlink()
+    code, report = prune(cache, f"{top}/acme/other/refs/main")
+    assert code == 0, report
+    assert report["deleted"] == [f"{top}/acme/tiny-llama/refs/main", f"{top}/acme/tiny-llama/{OLD}"]
+    assert not (cache / f"{top}/acme/tiny-llama").exists()
+    assert (cache / f"{top}/acme/other/refs/main" / mf.MARKER).is_file()
