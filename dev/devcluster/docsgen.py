@@ -104,6 +104,8 @@ ADVICE: dict[str, str] = {
     "CheckpointConfigMissing": "Point the source at the directory that holds config.json.",
     "CheckpointLargerThanCache": "Grow the model cache claim (`source.cache.size` before it is created; resize the claim after) or free space.",
     "SourceCredentialsMissing": "Add the credentials the message names to the Secret `source.secretRef`.",
+    "CacheTampered": "The cached copy was fetched again; find what wrote to the cache claim (a pod mounting it "
+                     "writable other than the operator's download Job) and remove that mount.",
     "DownloadVerificationFailed": "Retried automatically; if it stays, the source changed during the download or "
                                   "the storage corrupts data.",
     "SourceUnreachable": "Check egress from the namespace to the Hub/S3 endpoint (proxy, NetworkPolicy); retried.",
@@ -145,7 +147,7 @@ def collect_reasons() -> list[Reason]:
                 if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
                     doc = " ".join(nxt.value.value.split())
                 doc = doc or _comment_after(lines, node)
-                if rel == "model_fetch.py" or value in found:
+                if (rel == "model_fetch.py" and not node.targets[0].id.startswith("REASON_")) or value in found:
                     continue
                 found[value] = Reason(value, rel, condition or _condition_of(doc), doc)
             if isinstance(node, ast.Assign) and rel == "model_fetch.py" and isinstance(node.value, ast.Dict) \

@@ -7,10 +7,13 @@ them goes out in the progress line, before the weights.
 
 Everything a listing or a URI names is input from whoever runs the endpoint or wrote the spec: each name
 that becomes a path is checked first (parse_uri, _safe_relative, the listing's commit), the endpoint is
-part of the cache key, and a copy is reused only when its marker lists exactly the listed files.
+part of the cache key, and a copy is reused only when its marker lists exactly the listed files and every file,
+hashed again, matches what the source lists (a tampered copy is named CacheTampered, moved aside, fetched again).
 
 Layout of the cache volume (<key>: hf/org/name or s3/bucket/prefix; hf-<digest>/... and s3-<digest>/... through
 a source.endpoint other than the default, see endpoint_id):
+  <cache>/.llmbackend-cache.json          this is a model cache (prune() deletes nothing where it is missing)
+  <cache>/<key>/.llmbackend-source.json   and <cache>/.staging/<key>/...: a source directory this program made
   <cache>/.staging/<key>/<revision>/...   files being downloaded (`*.part` while incomplete)
   <cache>/<key>/<revision>/...            a complete, verified copy; renamed there in one step
   <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename):
@@ -19,14 +22,15 @@ a source.endpoint other than the default, see endpoint_id):
 Nothing half-downloaded is ever at a path a server loads.
 
 Verification: every file's size; sha256 of LFS files and the git blob sha1 of small files (hf://);
-the MD5 ETag of single-part, non-KMS objects (s3://). A mismatch deletes the file and fails (exit 16).
+the MD5 ETag of single-part, non-KMS objects (s3://). A mismatch deletes the file and fails (exit 16). The marker
+records each file's check for reuse (a sha256 of our own where the source lists no usable hash).
 Resume: a `.part` file is continued with an HTTP Range request (here, and by the next Job attempt).
 
 Progress: a JSON file (--progress-file) rewritten atomically; the final state also goes to the
 termination message (--termination-log), which the operator reads into status.model.
 
 Also: `inspect` (a pvc source's config.json -> architecture, for the inspector Job) and `prune` (delete
-copies and refs no backend uses any more, for the cleanup Job; see prune()).
+copies and refs no backend uses any more, for the cleanup Job: only what this program made; see prune()).
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ from typing import Any
 
 HF_ENDPOINT = "https://huggingface.co"
 MARKER = ".llmbackend-complete.json"
+# What the cleanup recognises as the download program's own (prune() deletes nothing else): the cache root carries
+# CACHE_ROOT_MARKER, every source directory it made (<key>/, .staging/<key>/) a SOURCE_MARKER naming its key.
+CACHE_ROOT_MARKER = ".llmbackend-cache.json"
+SOURCE_MARKER = ".llmbackend-source.json"
+REASON_CACHE_TAMPERED = "CacheTampered"  # a cached copy differed from its source's hashes: moved aside and fetched again
 CHUNK = 1 << 20
 RETRIES = 5
 TERMINATION_LIMIT = 4096
@@ -477,7 +486,7 @@ def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = 
 
 # ---- download ----
 
-LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path", "architecture")
+LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path", "architecture", "reason", "message")
 
 
 class Progress:
@@ -511,13 +520,15 @@ class Progress:
         self.update(bytesDone=self.state.get("bytesDone", 0) + n)
 
 
-def _hash_file(path: Path, algo: str, git_size: int | None = None) -> str:
+def _hash_file(path: Path, algo: str, git_size: int | None = None, progress: Progress | None = None) -> str:
     h = hashlib.new(algo)
     if git_size is not None:
         h.update(f"blob {git_size}\0".encode())
     with path.open("rb") as f:
         while chunk := f.read(CHUNK):
             h.update(chunk)
+            if progress is not None:  # re-hashing a large copy moves too: the operator's stall check sees it
+                progress.add(len(chunk))
     return h.hexdigest()
 
 
@@ -595,48 +606,126 @@ def _manifest(files: list[RemoteFile]) -> dict[str, list[Any]]:
     return {f.path: [f.size, f.sha256 or f.git_sha1 or f.md5 or ""] for f in sorted(files, key=lambda f: f.path)}
 
 
-def _regular_files(root: Path) -> dict[str, Path] | None:
-    """Relative path -> path of every file under root except its marker; None when anything is not a plain
-    file or directory (we never put a link into a copy)."""
-    out: dict[str, Path] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        for name in dirnames + filenames:
-            if (here / name).is_symlink():
-                return None
-        for name in filenames:
-            rel = (here / name).relative_to(root).as_posix()
-            if rel != MARKER:
-                out[rel] = here / name
-    return out
+def _file_check(f: RemoteFile, path: Path) -> list[str]:
+    """[algorithm, hex digest] a reused copy's file is checked against, recorded in the marker at download: the
+    hash its source lists (sha256 of an LFS file, git blob id, MD5 ETag), else a sha256 of our own (S3 multipart
+    and SSE-KMS objects, whose ETag is not an MD5 of the bytes)."""
+    if f.sha256:
+        return ["sha256", f.sha256]
+    if f.git_sha1 and len(f.git_sha1) == 40:
+        return ["git-blob", f.git_sha1]
+    if f.md5 and _hash_file(path, "md5") == f.md5:
+        return ["md5", f.md5]
+    return ["local-sha256", _hash_file(path, "sha256")]
 
 
-def _copy_is_complete(final: Path, revision: str, files: list[RemoteFile]) -> bool:
-    """The copy at `final` is exactly what the listing names: its marker names this revision and these files
-    (sizes, hashes), and it holds those files and no others. A marker without the file list (older
-    operators) is accepted after every file's hash is checked, then rewritten with the list."""
+def _changed(f: RemoteFile, path: Path, recorded: Any, progress: Progress | None = None) -> str | None:
+    """What differs in a cached file from what its source lists (None: nothing), its bytes hashed again.
+    A hash the listing gives is checked against the listing, so the marker (in the cache, writable by whoever
+    can write the cache) cannot weaken it; only a file the listing gives no usable hash for is checked against
+    the sha256 the marker recorded."""
+    size = path.stat().st_size
+    if size != f.size:
+        return f"size {size} != {f.size}"
+    if f.sha256:
+        algo, want = "sha256", f.sha256
+    elif f.git_sha1 and len(f.git_sha1) == 40:
+        algo, want = "git-blob", f.git_sha1
+    elif isinstance(recorded, list) and len(recorded) == 2 and recorded[0] == "local-sha256":
+        algo, want = "local-sha256", str(recorded[1])
+    elif f.md5:
+        algo, want = "md5", f.md5
+    else:
+        return None  # a marker of an older operator: no hash of ours recorded (checked by size; recorded now)
+    name, git_size = {"git-blob": ("sha1", f.size), "md5": ("md5", None)}.get(algo, ("sha256", None))
+    got = _hash_file(path, name, git_size, progress)
+    if got != want:
+        return {"sha256": "sha256 differs from the one the source lists",
+                "git-blob": "git blob id differs from the one the source lists",
+                "md5": "MD5 differs from the object's ETag",
+                "local-sha256": "sha256 differs from the one recorded at download"}[algo]
+    return None
+
+
+def _copy_problem(final: Path, revision: str, files: list[RemoteFile],
+                  progress: Progress | None = None) -> tuple[str, str]:
+    """("ok" | "absent" | "outdated" | "tampered", what differs) for the copy at `final`.
+
+    ok: its marker names this revision and exactly the listed files (sizes, hashes), it holds those files as plain
+    files and nothing else, and every file's bytes hash to what the source lists (re-hashed here, on every reuse).
+    outdated: a complete copy of another file selection (an older operator's); tampered: anything else at a path
+    only this program writes, complete copies being renamed there whole. A marker of an older operator (no file list
+    or no recorded hashes) is rewritten once its files pass."""
+    if final.is_symlink():
+        return "tampered", "the copy's directory is a symbolic link"
+    if not final.exists():
+        return "absent", ""
     try:
         marker = json.loads((final / MARKER).read_text())
     except (OSError, ValueError):
-        return False
-    on_disk = _regular_files(final)
-    if not isinstance(marker, dict) or marker.get("revision") != revision or on_disk is None:
-        return False
+        return "tampered", "its completion marker is missing or unreadable"
+    if not isinstance(marker, dict) or marker.get("revision") != revision:
+        return "tampered", "its completion marker names another revision"
     expected = _manifest(files)
-    if set(on_disk) != set(expected) or any(on_disk[f.path].stat().st_size != f.size for f in files):
-        return False
-    if marker.get("files") == expected:
-        return True
-    if any(_problem(f, on_disk[f.path], {}) for f in files):
-        return False
-    tmp = final / f".{MARKER}.tmp"
-    tmp.write_text(json.dumps({**marker, "files": expected}, sort_keys=True))
-    os.replace(tmp, final / MARKER)
-    return True
+    if isinstance(marker.get("files"), dict) and marker["files"] != expected:
+        return "outdated", "its marker lists another file selection"
+    on_disk: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(final):
+        here = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            rel = (here / name).relative_to(final).as_posix()
+            if (here / name).is_symlink():
+                return "tampered", f"{rel} is a symbolic link"
+            if name in filenames and not (here / name).is_file():
+                return "tampered", f"{rel} is not a plain file"
+        for name in filenames:
+            rel = (here / name).relative_to(final).as_posix()
+            if rel != MARKER:
+                on_disk[rel] = here / name
+    extra, missing = sorted(set(on_disk) - set(expected)), sorted(set(expected) - set(on_disk))
+    if extra or missing:
+        return "tampered", "; ".join([f"{p}: not in the listing" for p in extra[:5]] + [f"{p}: missing" for p in missing[:5]])
+    recorded: dict[str, Any] = marker["verify"] if isinstance(marker.get("verify"), dict) else {}
+    problems = [f"{f.path}: {problem}" for f in sorted(files, key=lambda f: f.path)
+                if (problem := _changed(f, on_disk[f.path], recorded.get(f.path), progress))]
+    if problems:
+        return "tampered", "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+    if marker.get("files") != expected or set(recorded) != set(expected):
+        tmp = final / f".{MARKER}.tmp"
+        tmp.write_text(json.dumps({**marker, "files": expected, "verify": _checks(files, final)}, sort_keys=True))
+        os.replace(tmp, final / MARKER)
+    return "ok", ""
+
+
+def _checks(files: list[RemoteFile], root: Path) -> dict[str, list[str]]:
+    return {f.path: _file_check(f, root / f.path) for f in sorted(files, key=lambda f: f.path)}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Replace `path` in one step (a reader sees the old file or the new one)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _mark_cache_root(cache: Path) -> None:
+    """The cache root's marker: prune() deletes nothing in a directory without it."""
+    if not (cache / CACHE_ROOT_MARKER).is_file():
+        _write_json(cache / CACHE_ROOT_MARKER, {"kind": "llmbackend-model-cache", "layout": 1})
+
+
+def _mark_source_dir(root: Path, key: str) -> None:
+    """<root>/<key>/SOURCE_MARKER: this directory is one the download program made for `key` (what prune() may
+    delete; root is the cache or its .staging)."""
+    directory = root / key
+    directory.mkdir(parents=True, exist_ok=True)
+    if not (directory / SOURCE_MARKER).is_file():
+        _write_json(directory / SOURCE_MARKER, {"key": key})
 
 
 def _write_ref(cache: Path, source: Source, revision: str) -> None:
     """refs/<requested> -> ../<revision>: the stable path serving pods load (replaced in one step)."""
+    _mark_source_dir(cache, source.key)
     refs = cache / source.key / "refs"
     refs.mkdir(parents=True, exist_ok=True)
     tmp = refs / f".{source.requested}.tmp"
@@ -725,14 +814,25 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     final = cache / source.key / revision
     total = sum(f.size for f in files)
     state = {"resolvedRevision": revision, "path": f"{source.key}/{revision}", "bytesTotal": total, "filesTotal": len(files)}
-    if _copy_is_complete(final, revision, files):
+    _mark_cache_root(cache)
+    if final.exists() or final.is_symlink():  # a copy to reuse: every file is hashed again first
+        progress.update(force=True, phase="Verifying", bytesDone=0, **state)
+    copy_state, detail = _copy_problem(final, revision, files, progress)
+    if copy_state == "ok":  # verified: its config.json says what the source's does (another ref's Job needs it too)
         _write_ref(cache, source, revision)
-        progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state)
+        progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state, **inspect_dir(final))
         return progress.state
-    if final.exists() or final.is_symlink():  # not what the listing names (tampered, or another file selection)
+    if copy_state == "tampered":  # named where the operator reads it (progress line, termination message -> ModelReady)
+        message = (f"the cached copy {source.key}/{revision} differs from what {uri} lists: {detail}; it was moved "
+                   "aside and is fetched again. Something wrote to the model cache claim: check which pods mount it "
+                   "writable (only the operator's download Job should)")
+        print(f"model_fetch: {REASON_CACHE_TAMPERED}: {message}", file=sys.stderr, flush=True)
+        progress.update(force=True, reason=REASON_CACHE_TAMPERED, message=message)
+    if copy_state != "absent":  # tampered, or another file selection: moved out of sight in one step, then deleted
         _remove_tree(cache, final)
     if not any(f.path == "config.json" for f in files):
         raise FetchError(EXIT_NO_CONFIG, f"{uri} has no config.json at its top level; point source.uri at a Hugging Face checkpoint directory")
+    _mark_source_dir(cache / ".staging", source.key)
     staging = cache / ".staging" / source.key / revision
     staged = _staged_bytes(staging)
     free = shutil.disk_usage(cache).free if capacity_bytes is None else capacity_bytes - _staged_bytes(cache)
@@ -759,13 +859,13 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
             if "architecture" in found:
                 progress.update(force=True, architecture=found["architecture"])
     summary = {"source": uri, "key": source.key, "revision": revision, "bytes": total, "files": _manifest(files),
-               "completedAt": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+               "verify": _checks(files, staging), "completedAt": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     (staging / MARKER).write_text(json.dumps(summary, sort_keys=True))
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.rename(staging, final)
     except OSError:
-        if not _copy_is_complete(final, revision, files):  # another Job finished the same revision first: keep theirs
+        if _copy_problem(final, revision, files)[0] != "ok":  # another Job finished the same revision first: keep theirs
             raise
         shutil.rmtree(staging, ignore_errors=True)
     _write_ref(cache, source, revision)
@@ -781,6 +881,9 @@ def _tree_bytes(path: Path) -> int:
 
 def _remove_tree(cache: Path, path: Path) -> int:
     """Move `path` out of sight in one step (a reader sees the whole copy or none), then delete it; bytes freed."""
+    if path.is_symlink():  # never followed
+        path.unlink()
+        return 0
     size = _tree_bytes(path)
     trash = cache / ".trash"
     trash.mkdir(exist_ok=True)
@@ -802,62 +905,112 @@ def parse_keep(keep: list[str]) -> set[tuple[str, str]]:
     return out
 
 
-def prune(cache: Path, keep: list[str]) -> dict[str, Any]:
-    """Delete every complete copy, ref and staging directory of the cache that no kept ref needs.
+def _read_marker(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
-    A copy is kept when a kept ref points at it (two refs of one key can share a copy); the operator
-    runs this only while no download Job writes to the cache, and keeps every ref that a backend's
-    spec or a running serving pod names."""
-    kept_refs = parse_keep(keep)
-    kept_keys = {key for key, _ in kept_refs}
-    kept_copies = set()
-    for key, name in kept_refs:
-        link = cache / key / "refs" / name
-        if link.is_symlink():
-            target = os.readlink(link)
-            if target.startswith("../") and "/" not in target[3:]:
-                kept_copies.add((key, target[3:]))
-    deleted: list[str] = []
-    freed = 0
-    for dirpath, dirnames, _ in os.walk(cache):
+
+def _is_copy(path: Path, key: str) -> bool:
+    """A complete copy this program made: a directory (not a link) whose marker names its own key and revision."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    marker = _read_marker(path / MARKER)
+    return marker is not None and marker.get("key") == key and marker.get("revision") == path.name
+
+
+def _source_dirs(root: Path) -> list[tuple[str, Path]]:
+    """(key, directory) of every source directory under `root` this program made: its SOURCE_MARKER names it, or
+    (copies of operators before the marker) a copy in it does. Links are never followed, directories starting
+    with "." at the top (.staging, .progress, .trash) are not walked."""
+    found = []
+    for dirpath, dirnames, _ in os.walk(root):
         here = Path(dirpath)
-        key = here.relative_to(cache).as_posix()
-        if key == ".":
+        if here == root:
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             continue
-        for d in sorted(dirnames):
-            full = here / d
-            if full.is_symlink():
-                continue
-            if (full / MARKER).is_file():  # a complete copy: <key>/<revision>
-                dirnames.remove(d)
-                if (key, d) not in kept_copies:
-                    freed += _remove_tree(cache, full)
-                    deleted.append(f"{key}/{d}")
-            elif d == "refs":
-                dirnames.remove(d)
-                for link in full.iterdir():
-                    if (key, link.name) not in kept_refs:
-                        link.unlink()
-                        deleted.append(f"{key}/refs/{link.name}")
+        key = here.relative_to(root).as_posix()
+        source = _read_marker(here / SOURCE_MARKER)
+        if (source is not None and source.get("key") == key) or any(_is_copy(here / d, key) for d in dirnames):
+            found.append((key, here))
+            dirnames[:] = []  # a key is never inside another key's directory
+    return found
+
+
+def _ref_target(link: Path) -> str | None:
+    """The revision a ref link this program wrote points at (`../<revision>`); None for anything else."""
+    if not link.is_symlink():
+        return None
+    target = os.readlink(link)
+    revision = target[3:] if target.startswith("../") else ""
+    return revision if revision and "/" not in revision and (valid_revision(revision) or revision.startswith("s3-")) else None
+
+
+def _remove_empty_dirs(path: Path, stop: Path) -> None:
+    """Remove `path` and its parents up to (not including) `stop` while they are empty: what a deletion left."""
+    while path != stop and stop in path.parents:
+        try:
+            path.rmdir()
+        except OSError:  # not empty (or gone): something else lives there
+            return
+        path = path.parent
+
+
+def prune(cache: Path, keep: list[str]) -> dict[str, Any]:
+    """Delete every complete copy, ref and partial download of the cache that no kept ref needs.
+
+    Only what this program made is deleted, recognised by what it wrote, never by a folder's name: the cache root
+    carries CACHE_ROOT_MARKER (pointed at any other folder, prune deletes nothing and says so); a source directory
+    carries a SOURCE_MARKER naming its key; a copy is a directory whose MARKER names that key and its revision; a ref
+    is a link to `../<revision>`; a partial download is a revision directory under a marked `.staging/<key>/`.
+    Directories are removed only when a deletion here left them empty.
+
+    A copy is kept when a kept ref points at it (two refs of one key can share a copy); the operator runs this only
+    while no download Job writes to the cache, and keeps every ref that a backend's spec or a running serving pod
+    names."""
+    kept_refs = parse_keep(keep)
+    kept = sorted(f"{k}/refs/{n}" for k, n in kept_refs)
+    if _read_marker(cache / CACHE_ROOT_MARKER) is None:
+        return {"phase": "Ready", "deleted": [], "freedBytes": 0, "kept": kept,
+                "message": f"{cache} is not a model cache (no {CACHE_ROOT_MARKER}, which the download program writes "
+                           "at the root of every cache it fills): nothing deleted"}
+    kept_keys = {key for key, _ in kept_refs}
+    deleted: list[str] = []
+    freed = 0
+    for key, here in _source_dirs(cache):
+        refs = here / "refs"
+        links = {link.name: _ref_target(link) for link in refs.iterdir()} if refs.is_dir() and not refs.is_symlink() else {}
+        kept_copies = {links[name] for k, name in kept_refs if k == key and links.get(name)}
+        for name, revision in sorted(links.items()):
+            if revision is not None and (key, name) not in kept_refs:
+                (refs / name).unlink()
+                deleted.append(f"{key}/refs/{name}")
+        for child in sorted(here.iterdir()):
+            if _is_copy(child, key) and child.name not in kept_copies:
+                freed += _remove_tree(cache, child)
+                deleted.append(f"{key}/{child.name}")
+        _remove_empty_dirs(refs, here)
+        if [p.name for p in here.iterdir()] == [SOURCE_MARKER]:  # nothing of this source left
+            (here / SOURCE_MARKER).unlink()
+        _remove_empty_dirs(here, cache)
     staging = cache / ".staging"
-    for dirpath, dirnames, _ in os.walk(staging):
-        here = Path(dirpath)
-        for d in sorted(dirnames):
-            rel = (here / d).relative_to(staging).as_posix()
-            if rel in kept_keys:
-                dirnames.remove(d)  # a kept source's partial download: the next download resumes it
-                continue
-            if any(k.startswith(rel + "/") for k in kept_keys):
-                continue  # on the way to a kept source
-            dirnames.remove(d)
-            freed += _remove_tree(cache, here / d)
-            deleted.append(f".staging/{rel}")
-    for dirpath, _dirs, _files in os.walk(cache, topdown=False):  # directories left empty
-        here = Path(dirpath)
-        if here != cache and not any(here.iterdir()):
-            here.rmdir()
-    return {"phase": "Ready", "deleted": deleted, "freedBytes": freed, "kept": sorted(f"{k}/refs/{n}" for k, n in kept_refs)}
+    for key, here in _source_dirs(staging) if staging.is_dir() and not staging.is_symlink() else []:
+        if key in kept_keys:
+            continue  # a kept source's partial download: the next download resumes it
+        source = _read_marker(here / SOURCE_MARKER)
+        if source is None or source.get("key") != key:
+            continue  # only a copy's marker found it: a complete copy under .staging is not ours to judge
+        for child in sorted(here.iterdir()):
+            if child.is_dir() and not child.is_symlink() and (valid_revision(child.name) or child.name.startswith("s3-")):
+                freed += _remove_tree(cache, child)
+                deleted.append(f".staging/{key}/{child.name}")
+        if [p.name for p in here.iterdir()] == [SOURCE_MARKER]:
+            (here / SOURCE_MARKER).unlink()
+        _remove_empty_dirs(here, cache)
+    _remove_empty_dirs(cache / ".trash", cache)
+    return {"phase": "Ready", "deleted": deleted, "freedBytes": freed, "kept": kept}
 
 
 def _termination(path: str | None, state: dict[str, Any]) -> None:

@@ -127,6 +127,47 @@ def test_pvc_without_architecture_is_planned_from_the_inspector_report(cluster, 
     assert obj["status"]["plan"]["tensorParallel"] == 1
 
 
+def test_a_tampered_cache_copy_is_named_in_the_backends_status(cluster, operator, namespace, tmp_path):
+    # The real download program, run twice on one cache (a backend's Job, then another ref's Job reusing the copy)
+    # against the Hub-shaped server, with a same-size edit of the cached config.json in between (what a writable
+    # mount of the claim allows). kwok completes the Job's pod without running it: the test puts the second run's
+    # report where the kubelet would, and the real operator names it on the backend.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fetch"))
+    from hubserver import HubServer, Repo
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints" / "llama-3.1-8b"
+    files = {"config.json": (fixtures / "config.json").read_bytes(), "tokenizer.json": b'{"version": "1.0"}' * 100}
+    cache, termination = tmp_path / "cache", tmp_path / "termination"
+    env = {**os.environ, "PYTHONPATH": str(Path(mc.__file__).resolve().parents[2])}
+    with HubServer() as hub:
+        hub.repos["acme/tiny-llama"] = Repo(files=files)
+        argv = [sys.executable, "-m", "llmbackend.model_fetch", "download", "--source", "hf://acme/tiny-llama",
+                "--cache", str(cache), "--endpoint", hub.endpoint, "--termination-log", str(termination)]
+        subprocess.run(argv, check=True, capture_output=True, timeout=60, env=env)
+        config = next(cache.rglob("config.json"))
+        config.write_bytes(config.read_bytes().replace(b"LlamaForCausalLM", b"EvilForCausalLM!"))
+        subprocess.run(argv, check=True, capture_output=True, timeout=60, env=env)
+    assert json.loads(termination.read_text())["reason"] == "CacheTampered"
+
+    source = {"uri": "hf://acme/tiny-llama"}
+    apply_manifest(cluster, backend_manifest("tampered", namespace, model={"preset": "llama-3.1-8b", "source": source}))
+    job_name = mc.download_job_name(ModelSource.model_validate(source))
+
+    def finished_pod():
+        pods = cluster.kube.list("Pod", namespace, label_selector=f"job-name={job_name}")
+        return pods[0] if pods and pods[0]["status"].get("phase") == "Succeeded" else None
+    pod = wait_for(finished_pod, timeout=90, what="download pod Succeeded")
+    statuses = pod["status"]["containerStatuses"]
+    statuses[0]["state"]["terminated"]["message"] = termination.read_text()
+    cluster.kube.patch_status("Pod", namespace, pod["metadata"]["name"], {"containerStatuses": statuses})
+
+    def named():  # False while the Job is not yet Complete (the report is read already), then True
+        ready = condition(cluster.kube.get("LLMBackend", namespace, "tampered"), "ModelReady")
+        return ready if ready and (ready["status"], ready["reason"]) == ("True", "CacheTampered") else None
+    ready = wait_for(named, timeout=90, what="ModelReady True, reason CacheTampered")
+    assert "config.json: git blob id differs" in ready["message"] and "fetched again" in ready["message"]
+
+
 def test_deleting_the_last_backend_of_a_source_cleans_its_copy_and_keeps_the_others(cluster, operator, namespace):
     kept, dropped = {"uri": "s3://models/kept"}, {"uri": "s3://models/dropped"}
     for name, source in (("keeper", kept), ("leaver", dropped)):

@@ -282,6 +282,24 @@ def test_s3_download_verified_and_shared(s3_endpoint, bucket, tmp_path) -> None:
     assert again.returncode == 0 and termination(cache)["resolvedRevision"] == revision
 
 
+def test_s3_a_tampered_copy_is_fetched_again(s3_endpoint, bucket, tmp_path) -> None:
+    # An S3 copy is checked against the objects' MD5 ETags on reuse: a same-size edit of a shard is named and fixed.
+    cache = tmp_path / "cache"
+    uri = f"s3://{bucket}/llama"
+    assert s3_fetch(s3_endpoint, cache, uri).returncode == 0
+    revision = termination(cache)["resolvedRevision"]
+    key = mf.parse_uri(uri, s3_endpoint).key
+    marker = json.loads((cache / key / revision / mf.MARKER).read_text())
+    assert marker["verify"]["config.json"][0] == "md5"  # what reuse checks it against: the listing's ETag
+    _same_size_edit(cache / key / revision / "model-00002-of-00002.safetensors")
+    again = s3_fetch(s3_endpoint, cache, uri)
+    assert again.returncode == 0, again.stderr
+    report = termination(cache)
+    assert report["reason"] == mf.REASON_CACHE_TAMPERED
+    assert "model-00002-of-00002.safetensors: MD5 differs from the object's ETag" in report["message"]
+    assert_copy_complete(cache, key, revision)
+
+
 @pytest.mark.parametrize("uri_suffix,env,code,reason", [
     ("/llama", {}, mf.EXIT_NO_CREDENTIALS, "SourceCredentialsMissing"),
     ("/no-such-prefix", S3_ENV, mf.EXIT_NOT_FOUND, "SourceNotFound"),
@@ -345,6 +363,86 @@ def test_a_planted_copy_is_not_served_to_the_genuine_source(hub, tmp_path) -> No
     assert again.returncode == 0, again.stderr
     assert_copy_complete(cache, key(hub), SHA)
     assert b"EVIL" not in (cache / key(hub) / "refs" / "main" / "config.json").read_bytes()
+
+
+def _same_size_edit(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    at = len(data) // 2
+    data[at] ^= 0x01  # one bit: the size stays
+    path.write_bytes(bytes(data))
+
+
+def _replace_by_link(path: Path) -> None:
+    twin = path.parent.parent / "elsewhere" / path.name  # the same bytes, but a link a writer can re-point
+    twin.parent.mkdir(exist_ok=True)
+    twin.write_bytes(path.read_bytes())
+    path.unlink()
+    os.symlink(twin, path)
+
+
+@pytest.mark.parametrize("tamper,named", [
+    (lambda copy: _same_size_edit(copy / "config.json"), "config.json: git blob id differs"),
+    (lambda copy: _same_size_edit(copy / "model-00002-of-00002.safetensors"),
+     "model-00002-of-00002.safetensors: sha256 differs"),
+    (lambda copy: (copy / "modeling_evil.py").write_text("import os\n"), "modeling_evil.py: not in the listing"),
+    (lambda copy: _replace_by_link(copy / "config.json"), "config.json is a symbolic link"),
+], ids=["config-same-size", "safetensors-same-size", "extra-file", "symlink"])
+def test_a_tampered_copy_is_detected_named_moved_aside_and_fetched_again(hub, tmp_path, tamper, named) -> None:
+    # Someone with a writable mount of the cache claim changes a complete copy; the next download of the same
+    # source (another backend's Job) hashes every file again instead of trusting the marker and the sizes.
+    cache = tmp_path / "cache"
+    assert fetch(hub, cache).returncode == 0
+    final = cache / key(hub) / SHA
+    tamper(final)
+    before = len(hub.requests_for("/resolve/"))
+    again = fetch(hub, cache)
+    assert again.returncode == 0, again.stderr
+    report = termination(cache)
+    assert report["phase"] == "Ready" and report["reason"] == mf.REASON_CACHE_TAMPERED
+    assert named in report["message"] and "moved aside and is fetched again" in report["message"]
+    # The operator reads the running pod's last log line: the reason is in the lines the program prints.
+    lines = [json.loads(line) for line in again.stdout.splitlines() if line.startswith("{")]
+    assert any(line.get("reason") == mf.REASON_CACHE_TAMPERED and named in line["message"] for line in lines)
+    assert mf.REASON_CACHE_TAMPERED in again.stderr
+    assert len(hub.requests_for("/resolve/")) > before  # fetched again
+    assert_copy_complete(cache, key(hub), SHA)  # byte for byte what the source lists, nothing else
+    assert not any(p.is_symlink() for p in final.rglob("*"))
+    assert not (cache / ".trash").exists() or not any((cache / ".trash").iterdir())
+
+
+def test_an_intact_copy_is_rehashed_and_reused(hub, tmp_path) -> None:
+    # Reuse reads every byte again (the check above); an intact copy passes and nothing is fetched.
+    cache = tmp_path / "cache"
+    assert fetch(hub, cache).returncode == 0
+    before = len(hub.requests_for("/resolve/"))
+    again = fetch(hub, cache)
+    assert again.returncode == 0 and len(hub.requests_for("/resolve/")) == before
+    assert "reason" not in termination(cache)
+    lines = [json.loads(line) for line in again.stdout.splitlines() if line.startswith("{")]
+    phases = [line["phase"] for line in lines]
+    assert "Verifying" in phases and phases[-1] == "Ready" and "Downloading" not in phases
+    # Another ref of the same commit (its own Job) reuses the copy and still reports the architecture, read from
+    # the copy once it passed (a backend without a preset is planned from it).
+    tagged = fetch(hub, cache, f"{REPO}@v1")
+    assert tagged.returncode == 0 and len(hub.requests_for("/resolve/")) == before
+    assert termination(cache)["architecture"]["numLayers"] == 32
+
+
+def test_a_marker_edited_with_the_file_does_not_pass(hub, tmp_path) -> None:
+    # The marker is in the cache too: a writer that edits a file and the hash the marker records for it is still
+    # caught, because a hash the source lists is checked against the listing, never against the marker.
+    cache = tmp_path / "cache"
+    assert fetch(hub, cache).returncode == 0
+    final = cache / key(hub) / SHA
+    _same_size_edit(final / "model-00001-of-00002.safetensors")
+    marker = json.loads((final / mf.MARKER).read_text())
+    forged = hashlib.sha256((final / "model-00001-of-00002.safetensors").read_bytes()).hexdigest()
+    marker["files"]["model-00001-of-00002.safetensors"][1] = forged
+    marker["verify"]["model-00001-of-00002.safetensors"] = ["local-sha256", forged]
+    (final / mf.MARKER).write_text(json.dumps(marker))
+    again = fetch(hub, cache)
+    assert again.returncode == 0, again.stderr
+    assert_copy_complete(cache, key(hub), SHA)
 
 
 def test_the_commit_of_the_uri_is_checked_against_the_listing(hub, tmp_path) -> None:

@@ -151,9 +151,12 @@ UNBOUND = "0/4 nodes are available: pod has unbound immediate PersistentVolumeCl
 
 
 def pending_job_pod(kube: FakeKube, job: str, name: str) -> None:
-    template_labels = kube.objects[("Job", "serving", job)]["spec"]["template"]["metadata"]["labels"]
+    job_obj = kube.objects[("Job", "serving", job)]
+    template_labels = job_obj["spec"]["template"]["metadata"]["labels"]
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": job_obj["metadata"]["uid"], "controller": True}
     kube.objects[("Pod", "serving", name)] = {
-        "metadata": {"name": name, "labels": {**template_labels, "job-name": job}, "creationTimestamp": "2026-12-03T00:00:01Z"},
+        "metadata": {"name": name, "labels": {**template_labels, "job-name": job}, "ownerReferences": [owner],
+                     "creationTimestamp": "2026-12-03T00:00:01Z"},
         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                         "message": UNBOUND, "lastTransitionTime": "2026-12-03T00:00:01Z"}]},
     }
@@ -435,3 +438,29 @@ def test_an_inspector_job_the_backend_does_not_own_is_neither_read_nor_deleted(t
     # Another source: the operator's own inspector; the foreign Job with this backend's labels is not deleted.
     cmc.sync_model_cache(kube, "serving", spec({"pvc": {"claimName": "models", "path": "/b"}}), owner=OWNER)
     assert ("Job", name) not in kube.deleted and kube.created[-1]["metadata"]["name"] != name
+
+
+def test_a_tampered_copy_is_named_in_model_ready(hub, tmp_path) -> None:
+    # The real program finds a same-size edit of a cached config.json on reuse; the operator reads that from the
+    # running pod's progress line and then the termination message: ModelReady says CacheTampered and what happened.
+    kube = FakeKube()
+    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
+    cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    job = kube.created[-1]
+    claim = tmp_path / "claim"
+    run_download_job(job, claim)
+    config = next(claim.rglob("config.json"))
+    config.write_bytes(config.read_bytes().replace(b"LlamaForCausalLM", b"EvilForCausalLM!"))
+    lines = run_download_job(job, claim)
+    name = job["metadata"]["name"]
+    job_pod(kube, name, {"running": {}})
+    kube.logs["fetch-1"] = json.dumps(next(line for line in lines if line["phase"] == "Downloading"))
+    running = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert (running.ready, running.reason) == (False, "CacheTampered")
+    assert "config.json" in running.message and "fetched again" in running.message
+    kube.objects[("Job", "serving", name)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    job_pod(kube, name, {"terminated": {"exitCode": 0, "message": (tmp_path / "termination").read_text()}})
+    done = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert (done.ready, done.reason, done.status["phase"]) == (True, "CacheTampered", "Ready")
+    assert "complete in the model cache again" in done.message and "config.json" in done.message
+    assert b"EvilForCausalLM" not in config.read_bytes()

@@ -81,6 +81,42 @@ def test_serving_pods_mount_the_cache_read_only_and_wait_for_the_marker() -> Non
     assert model_json["model"] == "/model-cache/hf/meta-llama/Llama-3.1-8B-Instruct/refs/main"
 
 
+def _pod_templates(backend: str, preset: str, plan: PlanStatus, **serving) -> list[dict]:
+    spec = LLMBackendSpec.model_validate({
+        "model": {"preset": preset, "source": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"}},
+        "engine": {"backend": backend}, "serving": serving})
+    objects = desired_objects(BackendRef("llama", "serving", "uid"), spec, plan, 2, RolloutStrategy("RollingUpdate", 1, 0))
+    workload = next(o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet"))
+    if workload["kind"] == "Deployment":
+        return [workload["spec"]["template"]["spec"]]
+    lwt = workload["spec"]["leaderWorkerTemplate"]
+    return [lwt["leaderTemplate"]["spec"], lwt["workerTemplate"]["spec"]]
+
+
+ONE_GPU = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1, memory_per_gpu_bytes=1)
+TWO_NODES = PlanStatus(tensor_parallel=8, pipeline_parallel=2, gpus_per_replica=16, nodes_per_replica=2, memory_per_gpu_bytes=1)
+
+
+@pytest.mark.parametrize("backend,preset,plan,serving", [
+    ("vllm", "llama-3.1-8b", ONE_GPU, {}),
+    ("tensorrtllm", "llama-3.1-8b", ONE_GPU, {"openai": True}),
+    ("tensorrtllm", "llama-3.1-405b", TWO_NODES, {}),
+    ("vllm", "llama-3.1-405b", TWO_NODES, {"openai": False}),
+], ids=["vllm", "tensorrtllm-openai", "tensorrtllm-mpi", "vllm-ray"])
+def test_no_serving_container_can_write_to_the_cache(backend, preset, plan, serving) -> None:
+    # Every pod shape: the claim is a read-only volume (the kubelet then mounts it read-only for every mount),
+    # each mount of it says so too, and every container that loads from it runs with huggingface_hub offline.
+    for pod in _pod_templates(backend, preset, plan, **serving):
+        cache_volumes = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+        assert cache_volumes and all(v["persistentVolumeClaim"]["readOnly"] is True for v in cache_volumes)
+        names = {v["name"] for v in cache_volumes}
+        for c in pod["containers"] + pod.get("initContainers", []):
+            mounts = [m for m in c.get("volumeMounts", []) if m["name"] in names]
+            assert all(m.get("readOnly") is True for m in mounts), c["name"]
+            if mounts and c in pod["containers"]:
+                assert {"name": "HF_HUB_OFFLINE", "value": "1"} in c["env"], c["name"]
+
+
 @pytest.mark.parametrize("job,term,phase,reason", [
     (None, None, "Resolving", "DownloadPending"),
     ({"status": {"active": 1}}, None, "Downloading", "Downloading"),

@@ -6,7 +6,8 @@ the layout. Neither the claim nor the Job is owned by a backend: every backend o
 and cache uses the same Job name and the same copy, and deleting a backend deletes neither.
 When no backend names a source any more, `cache_cleanups` decides a cleanup: its download Job goes
 and a cleanup Job (`model_fetch prune`) deletes every copy that no backend's spec and no running
-serving pod names. The claim itself is never deleted.
+serving pod names (only what the download program made, recognised by its markers). The claim itself is never
+deleted. A download that found its cached copy tampered with reports CacheTampered: job_outcome names it.
 
 Serving pods mount the whole claim read-only at CACHE_MOUNT (no subPath: the kubelet would create
 a missing subPath directory, which would hide the copy renamed there later), wait in an init
@@ -24,7 +25,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api.v1alpha1 import OPERATOR_IMAGE, ModelSource, PVCSource
-from ..model_fetch import EXIT_BAD_CONFIG, EXIT_NO_CONFIG, MARKER, FetchError, Source, parse_keep, parse_uri
+from ..model_fetch import (
+    EXIT_BAD_CONFIG,
+    EXIT_NO_CONFIG,
+    MARKER,
+    REASON_CACHE_TAMPERED,
+    FetchError,
+    Source,
+    parse_keep,
+    parse_uri,
+)
 
 CACHE_MOUNT = "/model-cache"
 # The download, inspector and cleanup Jobs run the operator's own image (model_fetch is in it); the operator
@@ -220,13 +230,20 @@ def job_outcome(job: dict[str, Any] | None, termination: dict[str, Any] | None) 
     progress: dict[str, Any] = {k: term[k] for k in ("resolvedRevision", "bytesTotal", "path") if k in term}
     if job is None:
         return {"phase": "Resolving", "reason": "DownloadPending", "message": "the download Job is being created"}
+    # The download found the cached copy changed (model_fetch's re-hash on reuse): named until the Job is replaced.
+    tampered = str(term.get("message", ""))[:1024] if term.get("reason") == REASON_CACHE_TAMPERED else None
     conditions = {c.get("type"): c for c in (job.get("status") or {}).get("conditions") or []}
     if (conditions.get("Complete") or {}).get("status") == "True":
+        if tampered:
+            return {"phase": "Ready", "reason": REASON_CACHE_TAMPERED,
+                    "message": f"the checkpoint is complete in the model cache again; {tampered}", **progress}
         return {"phase": "Ready", "reason": "ModelCached", "message": "the checkpoint is complete in the model cache", **progress}
     if (conditions.get("Failed") or {}).get("status") == "True":
         reason = term.get("reason") or conditions["Failed"].get("reason") or "DownloadFailed"
         message = term.get("message") or conditions["Failed"].get("message") or "the download Job failed"
         return {"phase": "Failed", "reason": reason, "message": message, **progress}
+    if tampered:
+        return {"phase": "Downloading", "reason": REASON_CACHE_TAMPERED, "message": tampered, **progress}
     return {"phase": "Downloading", "reason": "Downloading", "message": "the download Job is running", **progress}
 
 

@@ -73,6 +73,7 @@ def container(spec: LLMBackendSpec, image: str, triton_model: str, served_model:
             f"--max-body-bytes={MAX_BODY_BYTES}",
             f"--body-budget-bytes={BODY_BUDGET_BYTES}",
         ],
+        "env": [{**triton.OFFLINE_ENV}],  # the tokenizer is a local directory (read-only)
         "ports": [{"name": PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],
         # /health is ready only when Triton's model is: the Service sends OpenAI traffic to loaded pods only.
         "readinessProbe": {"httpGet": {"path": "/health", "port": PORT_NAME}, "periodSeconds": 5, "failureThreshold": 3},

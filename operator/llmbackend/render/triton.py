@@ -57,6 +57,11 @@ from .llm_io import tensor
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODELS_DIR = "/models"
+# The engines load a local directory (the read-only cache or claim): nothing to fetch, and huggingface_hub must not try
+# (it would write lock and cache files next to what it fetches). vLLM downloads only when the model is not a local
+# directory and takes its download lock in the temp dir, /tmp here (vllm/model_executor/model_loader/weight_utils.py,
+# get_lock / download_weights_from_hf, v0.31.0); HF_HUB_OFFLINE is huggingface_hub's switch (constants.HF_HUB_OFFLINE).
+OFFLINE_ENV = {"name": "HF_HUB_OFFLINE", "value": "1"}
 TOKENIZER_DIR = f"{MODELS_DIR}/tokenizer"
 ENGINES_DIR = f"{MODELS_DIR}/engines"
 MODEL_REPOSITORY = "/model-repository"

@@ -335,6 +335,7 @@ def _pod_spec(
         "args": args,
         "env": [
             {"name": "GPUS_PER_POD", "value": str(gpus_per_pod)},
+            {**triton.OFFLINE_ENV},
         ],
         "resources": resources,
         "volumeMounts": volume_mounts,
