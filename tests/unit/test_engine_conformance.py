@@ -306,6 +306,8 @@ STANDIN_CLASSES = [
     ("vllm.config:CacheConfig", "vllm", "vllm.config.cache:CacheConfig"),
     ("vllm.config:SchedulerConfig", "vllm", "vllm.config.scheduler:SchedulerConfig"),
     ("vllm.exceptions:VLLMValidationError", "vllm", "vllm.exceptions:VLLMValidationError"),
+    ("vllm.exceptions:VLLMClientError", "vllm", "vllm.exceptions:VLLMClientError"),
+    ("vllm.v1.engine.exceptions:EngineDeadError", "vllm", "vllm.v1.engine.exceptions:EngineDeadError"),
 ]
 
 

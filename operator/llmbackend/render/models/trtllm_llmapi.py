@@ -25,6 +25,14 @@ counters, plus finished and failed request counters, and their sum (the request'
 histogram with the buckets config.pbtxt gives; and gauges from the engine's iteration stats
 (`enable_iter_perf_stats: true`) under the names the Gateway API Inference Extension reads.
 
+Engine failure: a dead executor (its worker's error surfaced by `_handle_background_error`, or `is_shutdown()` while
+the model still serves; checked every HEALTH_POLL_S and after any request error that is not the request's own) ends
+every request in flight with an UNAVAILABLE error at once (a dead worker sends them nothing more), answers new ones
+the same way, logs the reason, writes it as the container's termination message and sends SIGTERM to tritonserver
+(this stub's parent): the server stops accepting connections at once (readiness and liveness fail) and exits, and
+Kubernetes restarts the container. Triton's own liveness never fails for a dead model, and python_backend in the
+pinned releases has no model readiness hook, so exiting is the one signal that restarts the pod.
+
 Multi-GPU follows the LLM API's MPI model: on one node the LLM starts its worker ranks itself; across nodes the
 pod command wraps tritonserver in `trtllm-llmapi-launch` under mpirun, so rank 0 serves and the others work.
 """
@@ -35,6 +43,7 @@ import asyncio
 import json
 import os
 import queue
+import signal
 import threading
 from typing import Any
 
@@ -49,6 +58,12 @@ STATS_INTERVAL_S = 1.0
 STATS_PUBLISH_S = 0.25
 # How often the cancellation thread asks Triton whether in-flight requests were cancelled, seconds.
 CANCEL_POLL_S = 0.05
+# How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
+HEALTH_POLL_S = 0.5
+# The most finalize waits for the engine to shut down (a dead engine may never answer), seconds.
+SHUTDOWN_WAIT_S = 30.0
+# Where Kubernetes reads a container's termination message (the pod's lastState.terminated.message).
+TERMINATION_LOG = "/dev/termination-log"
 
 _OPTIONAL_SCALARS = {
     # tensor name -> (SamplingParams argument, python type)
@@ -66,6 +81,39 @@ _DEFAULT_MAX_TOKENS = 16
 
 class BadRequest(ValueError):
     """The request itself is invalid: answered with an error, the model keeps serving."""
+
+
+def _is_request_error(exc: BaseException) -> bool:
+    """The executor refused this one request (executor/utils.py RequestError, raised while the result is iterated,
+    e.g. a prompt that fills max_seq_len: base_worker.py `_deduce_max_tokens`), or the LLM API validated its
+    arguments (TypeError / ValueError from generate_async): the engine lives on."""
+    return isinstance(exc, (BadRequest, TypeError, ValueError)) or type(exc).__name__ == "RequestError"
+
+
+def _error(message: str, code_name: str) -> Any:
+    """An error response with a Triton error code (older python_backend builds have no codes)."""
+    code = getattr(pb_utils.TritonError, code_name, None)
+    error = pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
+    return pb_utils.InferenceResponse(error=error)
+
+
+def exit_server(reason: str) -> bool:
+    """Make tritonserver, this stub's parent, shut down (SIGTERM: it stops accepting connections at once, then
+    exits), after leaving the reason where Kubernetes shows it. False when the parent is not tritonserver."""
+    try:
+        with open(TERMINATION_LOG, "w") as f:
+            f.write(f"EngineFailed: {reason}"[:4000])
+    except OSError:
+        pass  # not in a Kubernetes container
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/comm") as f:
+            if not f.read().strip().startswith("tritonserver"):
+                return False
+    except OSError:
+        return False
+    os.kill(parent, signal.SIGTERM)
+    return True
 
 
 def _scalar(request: Any, name: str) -> Any:
@@ -320,11 +368,13 @@ class TritonPythonModel:
         self.in_flight: dict[int, _InFlight] = {}
         self.next_id = 0
         self.submitted_any = False
+        self.engine_error: str | None = None  # why the engine is dead, once it is
         self.stopping = threading.Event()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="llmapi-loop", daemon=True)
         self.thread.start()
         self.stats_task = asyncio.run_coroutine_threadsafe(self._stats_loop(), self.loop)
+        self.health_task = asyncio.run_coroutine_threadsafe(self._health_loop(), self.loop)
         self.cancel_thread = threading.Thread(target=self._cancellation_loop, name="triton-cancel", daemon=True)
         self.cancel_thread.start()
 
@@ -336,7 +386,12 @@ class TritonPythonModel:
                 parsed = parse_request(request)
             except BadRequest as exc:
                 self.metrics.failed.increment(1)
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"bad request: {exc}")),
+                sender.send(_error(f"bad request: {exc}", "INVALID_ARG"),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                continue
+            if self.engine_error is not None:
+                self.metrics.failed.increment(1)
+                sender.send(_error(f"engine failed: {self.engine_error}", "UNAVAILABLE"),
                             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                 continue
             entry = _InFlight(request, sender, parsed)
@@ -350,7 +405,12 @@ class TritonPythonModel:
     def finalize(self) -> None:
         self.stopping.set()
         self.stats_task.cancel()
-        self.llm.shutdown()
+        self.health_task.cancel()
+        # A dead engine may never finish shutting down: bounded, so the server can exit and be restarted.
+        stopper = threading.Thread(target=self.llm.shutdown, name="llmapi-shutdown", daemon=True)
+        stopper.start()
+        stopper.join(SHUTDOWN_WAIT_S)
+        self._end_all("the model is unloading")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.cancel_thread.join(5)
@@ -380,13 +440,17 @@ class TritonPythonModel:
         try:
             await self._generate(key, entry)
         except asyncio.CancelledError:
-            pass  # cancelled by Triton: the cancellation thread has answered
-        except BadRequest as exc:
-            if self._send(key, pb_utils.InferenceResponse(error=pb_utils.TritonError(f"bad request: {exc}")), True):
-                self.ipc.call(self.metrics.failed.increment, 1)
-        except Exception as exc:  # noqa: BLE001 - any engine error ends this request only
+            pass  # cancelled by Triton (the cancellation thread answered) or the engine died (_engine_failed did)
+        except Exception as exc:  # noqa: BLE001 - a request's error ends this request; a dead engine ends all
+            if _is_request_error(exc):
+                if self._send(key, _error(f"bad request: {exc}", "INVALID_ARG"), True):
+                    self.ipc.call(self.metrics.failed.increment, 1)
+                return
             message = f"{type(exc).__name__}: {exc}"
-            if self._send(key, pb_utils.InferenceResponse(error=pb_utils.TritonError(message)), True):
+            if self._health_problem() is not None:  # this error may be the worker's own, surfaced once
+                self._engine_failed(message)
+                return
+            if self._send(key, _error(message, "INTERNAL"), True):
                 self.ipc.call(self.metrics.failed.increment, 1)
                 self.ipc.call(self.logger.log_error, f"request failed: {message}")
 
@@ -394,11 +458,8 @@ class TritonPythonModel:
         from tensorrt_llm import SamplingParams
 
         req = entry.parsed
-        try:
-            sampling = SamplingParams(**req["sampling"])
-            result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
-        except (TypeError, ValueError) as exc:  # the engine's own validation (e.g. prompt longer than max_seq_len)
-            raise BadRequest(str(exc)) from None
+        sampling = SamplingParams(**req["sampling"])
+        result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
         entry.result = result
         self.submitted_any = True
         sent_text = 0
@@ -428,6 +489,61 @@ class TritonPythonModel:
             tensors.append(_int_tensor("num_output_tokens", len(output.token_ids)))
         if self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), True):
             self.ipc.call(self.metrics.finished.increment, 1)
+
+    # ---- engine health (engine loop; _engine_failed from any thread) ----
+
+    def _health_problem(self) -> str | None:
+        """Why the executor is dead, or None. executor/executor.py (1.2.1): a worker's error waits in the executor's
+        error queue until `_handle_background_error()` raises it (and shuts the executor down: proxy.py
+        `mpi_done_callback` queues it when an MPI worker ends); `is_shutdown()` is True after that or a shutdown."""
+        executor = getattr(self.llm, "_executor", None)
+        if executor is None or self.stopping.is_set():
+            return None
+        surface = getattr(executor, "_handle_background_error", None)
+        try:
+            if surface is not None:
+                surface()
+        except Exception as exc:  # noqa: BLE001 - whatever the worker died of
+            return f"{type(exc).__name__}: {exc}"
+        is_shutdown = getattr(executor, "is_shutdown", None)
+        if is_shutdown is not None and is_shutdown():
+            return "the TensorRT-LLM executor shut down"
+        return None
+
+    async def _health_loop(self) -> None:
+        while not self.stopping.is_set() and self.engine_error is None:
+            reason = self._health_problem()
+            if reason is not None:
+                self._engine_failed(reason)
+                return
+            await asyncio.sleep(HEALTH_POLL_S)
+
+    def _end_all(self, reason: str) -> int:
+        """End every request in flight with an UNAVAILABLE error and stop waiting for the engine. Returns how many."""
+        with self.lock:
+            entries = [(k, e) for k, e in self.in_flight.items() if not e.closed]
+        ended = 0
+        for key, entry in entries:
+            if self._send(key, _error(reason, "UNAVAILABLE"), True):
+                ended += 1
+                task = entry.task
+                if task is not None:
+                    self.loop.call_soon_threadsafe(task.cancel)
+        if ended:
+            self.ipc.call(self.metrics.failed.increment, ended)
+        return ended
+
+    def _engine_failed(self, reason: str) -> None:
+        """Once: answer everything in flight, say why, and make tritonserver exit so Kubernetes restarts the pod."""
+        with self.lock:
+            if self.engine_error is not None or self.stopping.is_set():
+                return  # already handled, or unloading (finalize answers what is left)
+            self.engine_error = reason
+        ended = self._end_all(f"engine failed: {reason}")
+        message = (f"EngineFailed: the TensorRT-LLM engine is dead ({reason}); {ended} request(s) in flight ended "
+                   "with an error; stopping tritonserver so that the container restarts")
+        self.ipc.call(self.logger.log_error, message)
+        self.ipc.call(exit_server, reason)  # after the error responses and the log line, in order
 
     # ---- cancellation (own thread) ----
 
@@ -479,7 +595,7 @@ class TritonPythonModel:
         load it never ends, so each record is published as it comes. Before the first request the stream does not
         exist (the engine prints a warning per call), so it is not polled then."""
         loop = asyncio.get_running_loop()
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and self.engine_error is None:
             if self.submitted_any:
                 latest, published_at = None, 0.0
                 try:
@@ -488,7 +604,10 @@ class TritonPythonModel:
                         if loop.time() - published_at >= STATS_PUBLISH_S:  # one record per iteration: thinned
                             self._publish(gauges_from_stats(latest), latest)
                             latest, published_at = None, loop.time()
-                except Exception as exc:  # noqa: BLE001 - stats are best effort; serving goes on
+                except Exception as exc:  # noqa: BLE001 - stats are best effort, unless the engine died
+                    if self._health_problem() is not None:
+                        self._engine_failed(f"{type(exc).__name__}: {exc}")
+                        return
                     self.ipc.call(self.logger.log_warn, f"iteration stats unavailable: {type(exc).__name__}: {exc}")
                 if latest is not None:
                     self._publish(gauges_from_stats(latest), latest)
