@@ -146,7 +146,8 @@ def test_config_parses_with_tritons_schema_and_batching_belongs_to_vllm() -> Non
 def test_metric_names_reach_the_model_from_engine_metrics() -> None:
     cfg = _config(triton.render_model_repository(spec(), "m", 1, 1))
     params = {k: v.string_value for k, v in cfg.parameters.items()}
-    exported = {v for k, v in params.items() if k != "engine" and not k.endswith(("_types", "_buckets"))}
+    exported = {v for k, v in params.items() if k not in ("engine", "drain_seconds")
+                and not k.endswith(("_types", "_buckets"))}
     assert params["metric_request_types"].split(",") == list(M.REQUEST_TYPES)
     assert params["metric_kv_types"].split(",") == list(M.KV_TYPES)
     buckets = [float(b) for b in params["metric_engine_request_seconds_buckets"].split(",")]
@@ -158,7 +159,7 @@ def test_metric_names_reach_the_model_from_engine_metrics() -> None:
     tree = ast.parse(vllm_backend.model_source())
     wanted = next(ast.literal_eval(n.value) for n in tree.body
                   if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "METRIC_PARAMETERS")
-    assert set(wanted) == set(params) - {"engine"}
+    assert set(wanted) == set(params) - {"engine", "drain_seconds"}
 
 
 def test_model_file_is_the_shipped_source_and_model_json_fits_engine_args(standin) -> None:

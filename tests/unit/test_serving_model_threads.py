@@ -105,3 +105,18 @@ def test_no_triton_call_runs_on_the_engine_loop_and_cancelled_waiting_requests_e
     assert on_loop == [], f"{len(on_loop)} Triton calls on the engine's event loop: {sorted(set(on_loop))}"
     assert {"send", "is_cancelled", "metric"} <= {call for call, _ in pb_utils.CALLS}
     assert loop_thread in {thread.name for thread in threading.enumerate()}, "the loop thread's name is checked"
+
+
+def test_finalize_lets_requests_in_flight_finish_before_it_stops_the_engine(served) -> None:
+    model, pb_utils, _ = served
+    assert model.drain_s >= 60, "the rendered drain bound reaches the model (config.pbtxt drain_seconds)"
+    requests = [_request(pb_utils, f"in flight {i}", 40, stream=True) for i in range(SLOTS)]
+    model.execute(requests)
+    _wait(lambda: all(len(r.sender.responses) >= 2 for r in requests))
+    model.finalize()  # what Triton calls on an unload
+    for r in requests:
+        response, flags = r.sender.responses[-1]
+        assert flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        assert response.error is None, response.error
+        finish = {t.name(): t.as_numpy()[0] for t in response.output_tensors}["finish_reason"]
+        assert finish == b"length"

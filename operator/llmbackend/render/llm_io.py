@@ -23,6 +23,10 @@ ENGINE_METRIC_PARAMETERS: dict[str, str] = {
     "metric_kv_types": ",".join(em.KV_TYPES),
 }
 
+# config.pbtxt parameter: how long finalize() lets requests in flight finish before it stops the engine, seconds
+# (the pod's drain bound, render/drain.py: the same as Triton's --exit-timeout-secs).
+DRAIN_PARAMETER = "drain_seconds"
+
 # The request/response interface of every LLM model the operator renders for generate/OpenAI clients:
 # (name, Triton type, dims, optional). Triton's generate endpoints map JSON keys to these names.
 LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (

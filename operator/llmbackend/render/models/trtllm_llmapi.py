@@ -45,6 +45,7 @@ import os
 import queue
 import signal
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,8 @@ STATS_PUBLISH_S = 0.25
 CANCEL_POLL_S = 0.05
 # How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
 HEALTH_POLL_S = 0.5
+# How long finalize lets requests in flight finish when config.pbtxt gives no drain_seconds, seconds.
+DEFAULT_DRAIN_S = 60.0
 # The most finalize waits for the engine to shut down (a dead engine may never answer), seconds.
 SHUTDOWN_WAIT_S = 30.0
 # Where Kubernetes reads a container's termination message (the pod's lastState.terminated.message).
@@ -351,6 +354,7 @@ class TritonPythonModel:
         if not pb_utils.using_decoupled_model_transaction_policy(model_config):
             raise pb_utils.TritonModelException("this model must be decoupled (model_transaction_policy)")
         params = {k: v["string_value"] for k, v in (model_config.get("parameters") or {}).items()}
+        self.drain_s = float(params.get("drain_seconds") or DEFAULT_DRAIN_S)
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         with open(os.path.join(version_dir, "model.yaml")) as f:
             llm_args = yaml.safe_load(f) or {}
@@ -403,6 +407,7 @@ class TritonPythonModel:
         return None
 
     def finalize(self) -> None:
+        self._drain()
         self.stopping.set()
         self.stats_task.cancel()
         self.health_task.cancel()
@@ -415,6 +420,18 @@ class TritonPythonModel:
         self.thread.join(10)
         self.cancel_thread.join(5)
         self.ipc.stop(10)
+
+    def _drain(self) -> None:
+        """Let the requests in flight finish, up to the drain bound, before the engine stops (as upstream's vllm_backend
+        waits for its ongoing request count in `_run_llm_engine`). Triton itself waits for them on SIGTERM and on an
+        unload before it calls finalize (measured); this bounds the cases where it does not."""
+        deadline = time.monotonic() + self.drain_s
+        while self.engine_error is None and time.monotonic() < deadline:
+            with self.lock:
+                left = len(self.in_flight)
+            if not left:
+                return
+            time.sleep(0.1)
 
     # ---- sending (any thread): through the IPC thread, at most one final response per request ----
 

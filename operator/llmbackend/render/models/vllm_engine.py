@@ -41,6 +41,7 @@ import os
 import queue
 import signal
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -55,6 +56,8 @@ from vllm.v1.metrics.loggers import StatLoggerBase
 CANCEL_POLL_S = 0.05
 # How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
 HEALTH_POLL_S = 0.5
+# How long finalize lets requests in flight finish when config.pbtxt gives no drain_seconds, seconds.
+DEFAULT_DRAIN_S = 60.0
 # The most finalize waits for the engine to shut down (a dead engine may never answer), seconds.
 SHUTDOWN_WAIT_S = 30.0
 # Where Kubernetes reads a container's termination message (the pod's lastState.terminated.message).
@@ -327,6 +330,7 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         labels = {"model": args["model_name"], "version": args["model_version"]}
         self.metrics = EngineMetrics(_parameters(config), labels)
+        self.drain_s = float(_parameters(config).get("drain_seconds") or DEFAULT_DRAIN_S)
         path = os.path.join(args["model_repository"], args["model_version"], "model.json")
         with open(path, encoding="utf-8") as f:
             engine_args = json.load(f)
@@ -470,6 +474,18 @@ class TritonPythonModel:
         self.ipc.call(self.logger.log_error, message)
         self.ipc.call(exit_server, reason)  # after the error responses and the log line, in order
 
+    def _drain(self) -> None:
+        """Let the requests in flight finish, up to the drain bound, before the engine stops (as upstream's vllm_backend
+        waits for its ongoing request count in `_run_llm_engine`). Triton itself waits for them on SIGTERM and on an
+        unload before it calls finalize (measured); this bounds the cases where it does not."""
+        deadline = time.monotonic() + self.drain_s
+        while self.engine_error is None and time.monotonic() < deadline:
+            with self.lock:
+                left = len(self.in_flight)
+            if not left:
+                return
+            time.sleep(0.1)
+
     def _cancellation_loop(self) -> None:
         """Triton's request cancellation, checked off the engine loop (`is_cancelled()` is a blocking round trip to
         the server process, python_backend `pb_cancel.cc`): abort the engine request, which frees its slot or takes
@@ -507,6 +523,7 @@ class TritonPythonModel:
             task.cancel()
 
     def finalize(self) -> None:
+        self._drain()
         self.stopping.set()
         self.health_task.cancel()
         engine = getattr(self, "engine", None)

@@ -212,3 +212,27 @@ def test_sigterm_with_requests_in_flight_ends_each_within_the_exit_timeout(engin
         while _alive(server.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _alive(server.pid)
+
+
+def _unload(server: TritonServer, model: str) -> None:
+    req = urllib.request.Request(f"http://{server.http_url}/v2/repository/models/{model}/unload", b"{}",
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:  # noqa: S310 - loopback only
+        assert r.status == 200
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_unload_lets_requests_in_flight_finish_before_the_engine_stops(engine, tmp_path) -> None:
+    """finalize waits for the model's requests in flight (up to the rendered drain bound) before it stops the engine,
+    as upstream's vllm_backend waits for its ongoing request count."""
+    name, repo = _repository(engine, tmp_path / "repo")
+    with run_tritonserver(repo, extra_pythonpath=[STANDINS], env=_env(engine, None),
+                          extra_args=["--model-control-mode=explicit", "--load-model=*"],
+                          startup_timeout_s=120) as server:
+        streams = [Stream(server, name, 60) for _ in range(2)]  # ~3 s each
+        _wait_streaming(streams)
+        _unload(server, name)
+        for s in streams:
+            s.thread.join(30)
+        assert all(s.finished_normally for s in streams), [(s.events[-1:], s.error) for s in streams]
+        assert all(s.tokens() >= 30 for s in streams)
