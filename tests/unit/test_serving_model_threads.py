@@ -120,3 +120,18 @@ def test_finalize_lets_requests_in_flight_finish_before_it_stops_the_engine(serv
         assert response.error is None, response.error
         finish = {t.name(): t.as_numpy()[0] for t in response.output_tensors}["finish_reason"]
         assert finish == b"length"
+
+
+def test_vllm_waiting_gauges_count_the_requests_the_scheduler_skipped(served) -> None:
+    """vLLM's own vllm:num_requests_waiting is num_waiting_reqs + num_skipped_waiting_reqs (v1/metrics/loggers.py
+    PrometheusStatLogger.record, 0.31.0): so are the model's waiting gauges."""
+    model, _, _ = served
+    names = type(model).initialize.__globals__
+    if "TritonStatLogger" not in names:
+        pytest.skip("the vLLM model's stat logger")
+    from vllm.v1.metrics.stats import SchedulerStats
+
+    logger = type("Bound", (names["TritonStatLogger"],), {"metrics": model.metrics, "ipc": model.ipc})(None)
+    logger.record(SchedulerStats(num_running_reqs=1, num_waiting_reqs=2, num_skipped_waiting_reqs=3), None)
+    _wait(lambda: model.metrics.waiting.value == 5, 5)
+    assert model.metrics.requests["waiting"].value == 5

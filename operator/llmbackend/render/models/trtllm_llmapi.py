@@ -221,6 +221,16 @@ def gauges_from_stats(stats: dict[str, Any]) -> tuple[dict[str, float], dict[str
     return requests, blocks
 
 
+def waiting_requests(submitted: int, record: dict[str, Any]) -> float:
+    """Requests this model submitted that wait, from one iteration-stats record. numQueuedRequests is the engine's
+    intake queue only and requests waiting for a slot are in no field: they are the submitted ones the engine does
+    not count as active. Paused requests (inflightBatchingStats.numPausedRequests: active, but set aside this
+    iteration for KV-cache room by the MAX_UTILIZATION scheduler, _torch/pyexecutor/scheduler.py) wait too."""
+    batching = record.get("inflightBatchingStats") or {}
+    not_admitted = max(0, submitted - int(record.get("numActiveRequests", 0)))
+    return float(not_admitted + int(batching.get("numPausedRequests", 0)))
+
+
 def _request_histogram(families: dict[str, Any], params: dict[str, str], labels: dict[str, str]) -> Any:
     """Histogram of each finished request's time in the engine (arrival to last token, seconds), or None when
     config.pbtxt names none or this Triton's Python backend has no HISTOGRAM metrics (the counters still work)."""
@@ -636,9 +646,7 @@ class TritonPythonModel:
         with self.lock:
             submitted = sum(1 for e in self.in_flight.values() if e.result is not None)
         if record is not None:
-            # numQueuedRequests is the engine's intake queue only; requests waiting for a slot are in no field of
-            # the record. They are the ones this model submitted that the engine does not count as active.
-            requests["waiting"] = float(max(0, submitted - int(record.get("numActiveRequests", 0))))
+            requests["waiting"] = waiting_requests(submitted, record)
         elif submitted == 0:
             # Nothing in flight: the engine is idle (it reports nothing then, and its last record still counts the
             # requests it finished in it).

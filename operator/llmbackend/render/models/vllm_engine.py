@@ -63,9 +63,9 @@ SHUTDOWN_WAIT_S = 30.0
 # Where Kubernetes reads a container's termination message (the pod's lastState.terminated.message).
 TERMINATION_LOG = "/dev/termination-log"
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-# vLLM's finish reasons -> the operator's contract ("abort" is what vLLM reports for an aborted request).
-# "repetition" (vLLM >= 0.2x: a repetition detector stopped it) is a stop; "error" becomes an error response.
-FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled", "repetition": "stop"}
+# vLLM's finish reasons reach the client as vLLM's own OpenAI layer passes them ("stop", "length", "abort",
+# "repetition"); "error" is a failure (500 there: entrypoints/generate/base/serving.py `_raise_if_error`, 0.31.0).
+# A request the client cancelled never gets here: it is answered CANCELLED by the cancellation thread.
 
 # Optional [1] inputs passed to SamplingParams under the same name: name -> Python type.
 SAMPLING_INPUTS = {
@@ -218,8 +218,11 @@ class TritonStatLogger(StatLoggerBase):
             scheduler = getattr(self.vllm_config, "scheduler_config", None)
             # Older vLLM releases named it gpu_cache_usage.
             usage = getattr(scheduler_stats, "kv_cache_usage", getattr(scheduler_stats, "gpu_cache_usage", 0.0))
+            # vLLM's own vllm:num_requests_waiting adds the requests the scheduler skipped this step (waiting for
+            # remote KV, a grammar, a LoRA slot): v1/metrics/loggers.py PrometheusStatLogger.record (0.31.0).
+            waiting = scheduler_stats.num_waiting_reqs + getattr(scheduler_stats, "num_skipped_waiting_reqs", 0)
             self.ipc.call(
-                self.metrics.step, scheduler_stats.num_waiting_reqs, scheduler_stats.num_running_reqs, usage,
+                self.metrics.step, waiting, scheduler_stats.num_running_reqs, usage,
                 getattr(scheduler, "max_num_seqs", 0) or 0, getattr(cache, "num_gpu_blocks", 0) or 0)
         if iteration_stats is not None:
             for finished in iteration_stats.finished_requests:
@@ -426,7 +429,7 @@ class TritonPythonModel:
         if completion.finish_reason == "error":
             # vLLM >= 0.2x: the engine failed this request (finish reason "error"); it is not an answer.
             raise RuntimeError("the engine failed the request (finish_reason 'error')")
-        reason = FINISH_REASONS.get(str(completion.finish_reason), str(completion.finish_reason or "stop"))
+        reason = str(completion.finish_reason or "stop")
         if stream:
             text = completion.text[sent:]
         else:
