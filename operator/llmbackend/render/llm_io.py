@@ -15,6 +15,7 @@ ENGINE_METRIC_PARAMETERS: dict[str, str] = {
     "metric_engine_compute": em.ENGINE_COMPUTE_METRIC,
     "metric_engine_requests": em.ENGINE_REQUESTS_METRIC,
     "metric_engine_failures": em.ENGINE_FAILURES_METRIC,
+    "metric_engine_rejected": em.ENGINE_REJECTED_METRIC,
     "metric_engine_request_seconds": em.ENGINE_REQUEST_SECONDS_METRIC,
     "metric_engine_request_seconds_buckets": ",".join(f"{b:g}" for b in em.ENGINE_REQUEST_SECONDS_BUCKETS),
     "metric_request_gauge": em.REQUEST_GAUGE,

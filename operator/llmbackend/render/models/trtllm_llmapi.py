@@ -260,7 +260,11 @@ class _Metrics:
                 params["metric_engine_requests"], "Requests the engine finished (cancelled ones included), "
                 "cumulative", counter),
             "failed": pb_utils.MetricFamily(
-                params["metric_engine_failures"], "Requests that ended with an error, cumulative", counter),
+                params["metric_engine_failures"], "Requests that failed in the server or the engine, cumulative",
+                counter),
+            "rejected": pb_utils.MetricFamily(
+                params["metric_engine_rejected"], "Requests answered with a client error (400-class), cumulative",
+                counter),
             "requests": pb_utils.MetricFamily(
                 params["metric_request_gauge"], "Engine requests by state, from the iteration stats", gauge),
             "kv": pb_utils.MetricFamily(
@@ -270,6 +274,7 @@ class _Metrics:
         self.compute = self.families["compute"].Metric(labels=labels)
         self.finished = self.families["finished"].Metric(labels=labels)
         self.failed = self.families["failed"].Metric(labels=labels)
+        self.rejected = self.families["rejected"].Metric(labels=labels)
         self.request_types = [t for t in params["metric_request_types"].split(",") if t]
         self.kv_types = [t for t in params["metric_kv_types"].split(",") if t]
         self.requests = {t: self.families["requests"].Metric(labels={**labels, "request_type": t})
@@ -399,7 +404,7 @@ class TritonPythonModel:
             try:
                 parsed = parse_request(request)
             except BadRequest as exc:
-                self.metrics.failed.increment(1)
+                self.metrics.rejected.increment(1)
                 sender.send(_error(f"bad request: {exc}", "INVALID_ARG"),
                             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                 continue
@@ -471,7 +476,7 @@ class TritonPythonModel:
         except Exception as exc:  # noqa: BLE001 - a request's error ends this request; a dead engine ends all
             if _is_request_error(exc):
                 if self._send(key, _error(f"bad request: {exc}", "INVALID_ARG"), True):
-                    self.ipc.call(self.metrics.failed.increment, 1)
+                    self.ipc.call(self.metrics.rejected.increment, 1)
                 return
             message = f"{type(exc).__name__}: {exc}"
             if self._health_problem() is not None:  # this error may be the worker's own, surfaced once

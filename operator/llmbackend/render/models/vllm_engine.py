@@ -80,6 +80,7 @@ SAMPLING_INPUTS = {
 }
 METRIC_PARAMETERS = (
     "metric_engine_queue", "metric_engine_compute", "metric_engine_requests", "metric_engine_failures",
+    "metric_engine_rejected",
     "metric_engine_request_seconds", "metric_engine_request_seconds_buckets",
     "metric_request_gauge", "metric_request_types", "metric_kv_gauge", "metric_kv_types",
     "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage",
@@ -112,7 +113,10 @@ class EngineMetrics:
             "compute": family(names["metric_engine_compute"], "Engine inference time of finished requests (us)",
                               counter),
             "finished": family(names["metric_engine_requests"], "Requests the engine finished", counter),
-            "failed": family(names["metric_engine_failures"], "Requests answered with an error", counter),
+            "failed": family(names["metric_engine_failures"], "Requests that failed in the server or the engine",
+                             counter),
+            "rejected": family(names["metric_engine_rejected"], "Requests answered with a client error (400-class)",
+                               counter),
             "requests": family(names["metric_request_gauge"], "Engine requests by state", gauge),
             "kv": family(names["metric_kv_gauge"], "Engine KV-cache blocks", gauge),
             "waiting": family(names["metric_vllm_waiting"], "Requests waiting to be scheduled", gauge),
@@ -124,6 +128,7 @@ class EngineMetrics:
         self.compute_us = f["compute"].Metric(labels=labels)
         self.finished = f["finished"].Metric(labels=labels)
         self.failed = f["failed"].Metric(labels=labels)
+        self.rejected = f["rejected"].Metric(labels=labels)
         request_types = names["metric_request_types"].split(",")
         kv_types = names["metric_kv_types"].split(",")
         unknown = sorted(set(request_types) - set(REQUEST_TYPES)) + sorted(set(kv_types) - set(KV_TYPES))
@@ -366,7 +371,7 @@ class TritonPythonModel:
                 parsed = parse_request(request)
                 params = SamplingParams(**parsed[1])  # vLLM validates ranges (temperature, top_p, ...)
             except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, or (vLLM >= 0.2x) VLLMValidationError
-                self.metrics.failed.increment(1)
+                self.metrics.rejected.increment(1)
                 sender.send(error_response(f"bad request: {exc}", "INVALID_ARG"), flags=FINAL)
                 continue
             if self.engine_error is not None:
@@ -404,7 +409,7 @@ class TritonPythonModel:
             pass  # cancelled by Triton (the cancellation thread answered) or the engine died (_engine_failed did)
         except (BadRequest, VLLMClientError) as exc:  # the request's own fault (0.31: VLLMValidationError)
             if self._send(request_id, error_response(f"bad request: {exc}", "INVALID_ARG"), True):
-                self.ipc.call(self.metrics.failed.increment, 1)
+                self.ipc.call(self.metrics.rejected.increment, 1)
         except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the model; a dead engine does
             if isinstance(exc, EngineDeadError) or self.engine.errored:
                 self._engine_failed(f"{type(exc).__name__}: {exc}")
