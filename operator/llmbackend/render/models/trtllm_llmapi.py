@@ -224,8 +224,9 @@ def gauges_from_stats(stats: dict[str, Any]) -> tuple[dict[str, float], dict[str
 def waiting_requests(submitted: int, record: dict[str, Any]) -> float:
     """Requests this model submitted that wait, from one iteration-stats record. numQueuedRequests is the engine's
     intake queue only and requests waiting for a slot are in no field: they are the submitted ones the engine does
-    not count as active. Paused requests (inflightBatchingStats.numPausedRequests: active, but set aside this
-    iteration for KV-cache room by the MAX_UTILIZATION scheduler, _torch/pyexecutor/scheduler.py) wait too."""
+    not count as active. Paused requests wait too: active, but set aside this iteration by the scheduler for KV-cache
+    room (the rendered MAX_UTILIZATION policy); _torch/pyexecutor/py_executor.py `_update_iter_stats` records them as
+    inflightBatchingStats.numPausedRequests (the scheduled batch's paused_requests)."""
     batching = record.get("inflightBatchingStats") or {}
     not_admitted = max(0, submitted - int(record.get("numActiveRequests", 0)))
     return float(not_admitted + int(batching.get("numPausedRequests", 0)))
