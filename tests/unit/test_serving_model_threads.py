@@ -135,3 +135,20 @@ def test_vllm_waiting_gauges_count_the_requests_the_scheduler_skipped(served) ->
     logger.record(SchedulerStats(num_running_reqs=1, num_waiting_reqs=2, num_skipped_waiting_reqs=3), None)
     _wait(lambda: model.metrics.waiting.value == 5, 5)
     assert model.metrics.requests["waiting"].value == 5
+
+
+def test_exit_server_signals_only_tritonserver_and_writes_only_the_kubelets_file(served, tmp_path, monkeypatch) -> None:
+    """The dead-engine path in-process: the parent is not tritonserver, so nothing is signalled; the termination
+    message goes only to a file the kubelet made, in a Kubernetes container."""
+    model, _, _ = served
+    names = type(model).initialize.__globals__
+    log = tmp_path / "termination-log"
+    monkeypatch.setitem(names, "TERMINATION_LOG", str(log))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert names["exit_server"]("boom") is False
+    assert not log.exists(), "created a termination log outside Kubernetes"
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert names["exit_server"]("boom") is False and not log.exists(), "the kubelet creates it, never the model"
+    log.write_text("")
+    assert names["exit_server"]("EngineDeadError: gone") is False
+    assert log.read_text() == "EngineFailed: EngineDeadError: gone"

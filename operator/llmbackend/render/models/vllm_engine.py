@@ -308,11 +308,13 @@ def error_response(message: str, code_name: str = "INTERNAL"):
 def exit_server(reason: str) -> bool:
     """Make tritonserver, this stub's parent, shut down (SIGTERM: it stops accepting connections at once, then
     exits), after leaving the reason where Kubernetes shows it. False when the parent is not tritonserver."""
-    try:
-        with open(TERMINATION_LOG, "w") as f:
-            f.write(f"EngineFailed: {reason}"[:4000])
-    except OSError:
-        pass  # not in a Kubernetes container
+    # Only in a Kubernetes container, where the kubelet provides the file: never create one elsewhere.
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.isfile(TERMINATION_LOG):
+        try:
+            with open(TERMINATION_LOG, "w") as f:
+                f.write(f"EngineFailed: {reason}"[:4000])
+        except OSError:
+            pass  # not writable: the log line still says why
     parent = os.getppid()
     try:
         with open(f"/proc/{parent}/comm") as f:
