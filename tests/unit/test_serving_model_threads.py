@@ -152,3 +152,19 @@ def test_exit_server_signals_only_tritonserver_and_writes_only_the_kubelets_file
     log.write_text("")
     assert names["exit_server"]("EngineDeadError: gone") is False
     assert log.read_text() == "EngineFailed: EngineDeadError: gone"
+
+
+def test_a_health_check_that_hangs_is_an_engine_failure(served, monkeypatch) -> None:
+    """TensorRT-LLM: surfacing a dead worker's error shuts the executor down, which may wait on the dead worker."""
+    model, _, _ = served
+    names = type(model).initialize.__globals__
+    if "_health_problem" not in type(model).__dict__:
+        pytest.skip("the LLM API model's executor check")
+    monkeypatch.setitem(names, "HEALTH_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(model.llm._executor, "_handle_background_error", lambda: time.sleep(3))
+    _wait(lambda: model.engine_error is not None, 5)
+    assert "did not return within 0.3 s" in model.engine_error
+    request = _request(names["pb_utils"], "after the death", 4)
+    model.execute([request])
+    (response, _), = request.sender.responses
+    assert "engine failed" in response.error.message()

@@ -61,6 +61,9 @@ STATS_PUBLISH_S = 0.25
 CANCEL_POLL_S = 0.05
 # How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
 HEALTH_POLL_S = 0.5
+# A health check that does not return within this is a failure too (surfacing a worker's error shuts the executor
+# down, which may wait on the dead worker), seconds.
+HEALTH_TIMEOUT_S = 10.0
 # How long finalize lets requests in flight finish when config.pbtxt gives no drain_seconds, seconds.
 DEFAULT_DRAIN_S = 60.0
 # The most finalize waits for the engine to shut down (a dead engine may never answer), seconds.
@@ -482,7 +485,7 @@ class TritonPythonModel:
                     self.ipc.call(self.metrics.rejected.increment, 1)
                 return
             message = f"{type(exc).__name__}: {exc}"
-            if self._health_problem() is not None:  # this error may be the worker's own, surfaced once
+            if await self._check_engine() is not None:  # this error may be the worker's own, surfaced once
                 self._engine_failed(message)
                 return
             if self._send(key, _error(message, "INTERNAL"), True):
@@ -545,9 +548,17 @@ class TritonPythonModel:
             return "the TensorRT-LLM executor shut down"
         return None
 
+    async def _check_engine(self) -> str | None:
+        """_health_problem off the engine loop, bounded: a check that hangs is itself a dead engine."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(None, self._health_problem), HEALTH_TIMEOUT_S)
+        except TimeoutError:
+            return f"the executor's health check did not return within {HEALTH_TIMEOUT_S:g} s"
+
     async def _health_loop(self) -> None:
         while not self.stopping.is_set() and self.engine_error is None:
-            reason = self._health_problem()
+            reason = await self._check_engine()
             if reason is not None:
                 self._engine_failed(reason)
                 return
@@ -640,7 +651,7 @@ class TritonPythonModel:
                             self._publish(gauges_from_stats(latest), latest)
                             latest, published_at = None, loop.time()
                 except Exception as exc:  # noqa: BLE001 - stats are best effort, unless the engine died
-                    if self._health_problem() is not None:
+                    if await self._check_engine() is not None:
                         self._engine_failed(f"{type(exc).__name__}: {exc}")
                         return
                     self.ipc.call(self.logger.log_warn, f"iteration stats unavailable: {type(exc).__name__}: {exc}")

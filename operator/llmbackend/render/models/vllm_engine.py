@@ -56,6 +56,8 @@ from vllm.v1.metrics.loggers import StatLoggerBase
 CANCEL_POLL_S = 0.05
 # How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
 HEALTH_POLL_S = 0.5
+# A health check that does not return within this is a failure too, seconds.
+HEALTH_TIMEOUT_S = 10.0
 # How long finalize lets requests in flight finish when config.pbtxt gives no drain_seconds, seconds.
 DEFAULT_DRAIN_S = 60.0
 # The most finalize waits for the engine to shut down (a dead engine may never answer), seconds.
@@ -452,7 +454,7 @@ class TritonPythonModel:
         request in flight is noticed too (upstream's vllm_backend asks on each execute, `_check_health`)."""
         while not self.stopping.is_set() and self.engine_error is None:
             try:
-                await self.engine.check_health()
+                await asyncio.wait_for(self.engine.check_health(), HEALTH_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - whatever the engine died of
                 self._engine_failed(f"{type(exc).__name__}: {exc}")
                 return
