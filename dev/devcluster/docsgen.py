@@ -57,6 +57,10 @@ ADVICE: dict[str, str] = {
                        "(imagePullSecrets).",
     "CrashLoopBackOff": "`kubectl logs --previous` on the serving pod; the checkpoint, engine options and GPU memory "
                         "are the usual causes.",
+    "EngineFailed": "The pod restarts by itself; `kubectl logs --previous` on the pod has the engine's error. If it "
+                    "repeats, check GPU health (Xid errors), memory (`engine.kvCacheFreeGpuMemFraction`, "
+                    "`engine.vllm.gpuMemoryUtilization`) and the engine "
+                    "options.",
     "CreateContainerConfigError": "Create the Secret or ConfigMap key the message names (e.g. `source.secretRef`).",
     "ProgressDeadlineExceeded": "Describe the backend's Deployment and pods: a rollout made no progress in time.",
     "ConflictingHorizontalPodAutoscaler": "Delete the other HorizontalPodAutoscaler, or use `spec.autoscaling` "

@@ -37,6 +37,8 @@ TARGETS: dict[str, tuple[list[str], list[str]]] = {
         "vllm.config.cache:CacheConfig",
         "vllm.config.scheduler:SchedulerConfig",
         "vllm.exceptions:VLLMValidationError",
+        "vllm.exceptions:VLLMClientError",
+        "vllm.v1.engine.exceptions:EngineDeadError",
     ], ["vllm"]),
     "tensorrt_llm": ([
         "tensorrt_llm.llmapi.llm_args:TorchLlmArgs",

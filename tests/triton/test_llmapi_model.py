@@ -145,19 +145,22 @@ def test_grpc_cancellation_aborts_the_engine_request(server) -> None:
     ({"text_input": "   ", "max_tokens": 3}, "text_input"),
     ({"text_input": "hi", "max_tokens": 0}, "max_tokens must be at least 1"),
     ({"text_input": "hi", "max_tokens": 3, "top_p": 1.5}, "top_p"),
-    ({"text_input": "hi", "max_tokens": 9000}, "max_seq_len"),  # the engine's own check (maxSeqLen 8192)
+    # the engine's own check (maxSeqLen 8192): a prompt that fills it (a longer max_tokens is clamped, as upstream)
+    ({"text_input": "word " * 8192, "max_tokens": 3}, "max_seq_len"),
 ])
 def test_bad_input_is_a_clear_error_and_the_model_keeps_serving(server, body, expected) -> None:
     srv, name = server
-    before = metric(metrics(srv), em.ENGINE_FAILURES_METRIC, name)
+    before = metric(metrics(srv), em.ENGINE_REJECTED_METRIC, name)
+    failures = metric(metrics(srv), em.ENGINE_FAILURES_METRIC, name)
     code, error = generate(srv, name, body)
     assert code == 400, error
-    assert expected in error["error"]
+    assert expected in error["error"] and error["error"].startswith("bad request"), error
     # Metric updates go through the model's IPC thread, queued beside the response: wait for it a moment.
     deadline = time.monotonic() + 5
-    while metric(metrics(srv), em.ENGINE_FAILURES_METRIC, name) != before + 1 and time.monotonic() < deadline:
+    while metric(metrics(srv), em.ENGINE_REJECTED_METRIC, name) != before + 1 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert metric(metrics(srv), em.ENGINE_FAILURES_METRIC, name) == before + 1, "counted as a failed request"
+    assert metric(metrics(srv), em.ENGINE_REJECTED_METRIC, name) == before + 1, "counted as a rejected request"
+    assert metric(metrics(srv), em.ENGINE_FAILURES_METRIC, name) == failures, "not as an engine failure"
     code, ok = generate(srv, name, {"text_input": "good request", "max_tokens": 2})
     assert (code, ok["text_output"]) == (200, "good request")
 
@@ -168,7 +171,7 @@ def test_exported_names_are_the_operator_constants(server) -> None:
     time.sleep(1.5)  # one refresh of the iteration-stats gauges (not an assertion on time)
     samples = metrics(srv)
     for counter in (em.ENGINE_QUEUE_METRIC, em.ENGINE_COMPUTE_METRIC, em.ENGINE_REQUESTS_METRIC,
-                    em.ENGINE_FAILURES_METRIC):
+                    em.ENGINE_FAILURES_METRIC, em.ENGINE_REJECTED_METRIC):
         metric(samples, counter, name)
     for kind in em.REQUEST_TYPES:
         metric(samples, em.REQUEST_GAUGE, name, request_type=kind)

@@ -174,12 +174,15 @@ def test_bad_input_is_an_error_and_the_model_keeps_serving(server):
            # longer than max_model_len: rejected by the engine itself
            ({"text_input": "w " * 300}, "maximum model length")]
     for body, expected in bad:
-        before = _value(_metrics(srv), M.ENGINE_FAILURES_METRIC)
+        before = _value(_metrics(srv), M.ENGINE_REJECTED_METRIC)
+        failures = _value(_metrics(srv), M.ENGINE_FAILURES_METRIC)
         code, out = _generate(srv, **body)
         assert code == 400 and expected in out.get("error", ""), (body, code, out)
+        assert out["error"].startswith("bad request"), "the request's fault, not the engine's"
         # Metric updates go through the model's IPC thread, queued beside the response: wait for it a moment.
-        assert _wait_for(lambda before=before: _value(_metrics(srv), M.ENGINE_FAILURES_METRIC) == before + 1, 5), \
-            "counted as a failed request"
+        assert _wait_for(lambda before=before: _value(_metrics(srv), M.ENGINE_REJECTED_METRIC) == before + 1, 5), \
+            "counted as a rejected request"
+        assert _value(_metrics(srv), M.ENGINE_FAILURES_METRIC) == failures, "not as an engine failure"
         code, out = _generate(srv, max_tokens=2)
         assert code == 200 and out["finish_reason"] == "length"
 
@@ -263,6 +266,7 @@ def test_exported_names_are_the_engine_metrics_constants(server):
     assert _generate(srv, max_tokens=2)[0] == 200
     names = {name for name, _ in _metrics(srv)}
     expected = {M.ENGINE_QUEUE_METRIC, M.ENGINE_COMPUTE_METRIC, M.ENGINE_REQUESTS_METRIC, M.ENGINE_FAILURES_METRIC,
+                M.ENGINE_REJECTED_METRIC,
                 M.REQUEST_GAUGE, M.KV_GAUGE, M.VLLM_WAITING_GAUGE, M.VLLM_RUNNING_GAUGE, M.VLLM_KV_USAGE_GAUGE}
     assert expected <= names, expected - names
     m = _metrics(srv)

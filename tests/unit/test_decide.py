@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from devcluster.cli import topology_nodes
 from llmbackend.api import conditions as cond
 from llmbackend.api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
-from llmbackend.controller.decide import Decision, Observed, ScaleDecision, decide, finish_status
+from llmbackend.controller.decide import Decision, Observed, ScaleDecision, condition_events, decide, finish_status
 from llmbackend.controller.modelcache import ModelCacheResult
 from llmbackend.planning.inventory import Inventory
 from llmbackend.render.workloads import BACKEND_LABEL
@@ -224,6 +224,24 @@ def test_a_pod_that_cannot_start_is_degraded_with_the_kubelets_words(container_s
     decision = decide(Observed(backend({"model": MODEL}), NODES, children=live, pods=[pod]))
     assert conditions(decision)["Degraded"] == ("True", reason)
     assert "llama-abc" in decision.conditions.get("Degraded")["message"]
+
+
+def test_a_pod_whose_engine_died_is_degraded_with_the_engines_words():
+    live = served(first_pass({"model": MODEL}), ready=0)
+    died = {"terminated": {"exitCode": 0, "reason": "Completed",
+                           "message": "EngineFailed: EngineDeadError: EngineCore encountered an issue."}}
+    pod = {"metadata": {"name": "llama-abc", "labels": {BACKEND_LABEL: "llama", "app.kubernetes.io/component": "server"}},
+           "status": {"containerStatuses": [{"name": "triton", "ready": False, "restartCount": 1, "lastState": died,
+                                             "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
+    decision = decide(Observed(backend({"model": MODEL}), NODES, children=live, pods=[pod]))
+    assert conditions(decision)["Degraded"] == ("True", cond.ENGINE_FAILED)
+    message = decision.conditions.get("Degraded")["message"]
+    assert "llama-abc" in message and "EngineDeadError: EngineCore encountered an issue." in message
+    assert ("Warning", cond.ENGINE_FAILED) in [(t, r) for t, r, _ in condition_events(decision.conditions)]
+    # back up and ready: the old termination message no longer makes it degraded
+    pod["status"]["containerStatuses"][0].update(ready=True, state={"running": {}})
+    assert conditions(decide(Observed(backend({"model": MODEL}), NODES, children=live, pods=[pod])))["Degraded"] != (
+        "True", cond.ENGINE_FAILED)
 
 
 def test_a_checkpoint_on_its_way_is_progressing_not_degraded():

@@ -56,6 +56,29 @@ def test_rendered_pod_drains_before_it_stops():
     assert bound > 60, "longer than the old fixed 60 s grace for 8k-token requests"
 
 
+@pytest.mark.parametrize("engine", [{"maxSeqLen": 4096}, {"maxSeqLen": 512, "backend": "vllm"}])
+@pytest.mark.parametrize("serving", [{}, {"drainSeconds": 90}])
+def test_the_models_finalize_wait_the_exit_timeout_and_the_grace_agree(engine, serving):
+    """One bound: the models' finalize wait (config.pbtxt drain_seconds), Triton's --exit-timeout-secs and the
+    preStop's wait; the pod's grace covers deregistration, that wait and a margin."""
+    from llmbackend.render.workloads import config_map_files
+
+    spec = LLMBackendSpec.model_validate({
+        "model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "/m"}}},
+        "engine": engine, "serving": serving})
+    plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
+                      memory_per_gpu_bytes=60 << 30)
+    objs = {o["kind"]: o for o in desired_objects(BackendRef("b", "ns", "u"), spec, plan, 1, RolloutStrategy("Recreate"))}
+    bound = drain.backend_drain_seconds(spec)
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    [config] = [text for path, text in config_map_files(objs["ConfigMap"]).items() if path.endswith("config.pbtxt")]
+    assert f'key: "drain_seconds"\n  value {{\n    string_value: "{bound}"' in config
+    assert f"--exit-timeout-secs={bound}" in pod["containers"][0]["args"]
+    assert f"end=time.time()+{bound}" in pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][2]
+    assert pod["terminationGracePeriodSeconds"] == drain.termination_grace_seconds(bound) > bound
+    assert bound == (90 if serving else drain.drain_seconds(engine["maxSeqLen"]))
+
+
 def test_multi_node_leader_drains_workers_do_not_serve():
     objs, bound = _pod(plan_tp=8, pp=2, nodes=2)
     tmpl = objs["LeaderWorkerSet"]["spec"]["leaderWorkerTemplate"]

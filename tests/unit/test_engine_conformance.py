@@ -210,6 +210,9 @@ VLLM_ATTRIBUTES = [
     ("vllm.v1.metrics.stats:SchedulerStats", "num_waiting_reqs"),
     ("vllm.v1.metrics.stats:SchedulerStats", "num_running_reqs"),
     ("vllm.v1.metrics.stats:SchedulerStats", "kv_cache_usage"),
+    ("vllm.v1.metrics.stats:SchedulerStats", "num_skipped_waiting_reqs"),
+    ("vllm.v1.engine.async_llm:AsyncLLM", "check_health"),
+    ("vllm.v1.engine.async_llm:AsyncLLM", "errored"),
     ("vllm.v1.metrics.stats:IterationStats", "finished_requests"),
     ("vllm.v1.metrics.stats:FinishedRequestStats", "queued_time"),
     ("vllm.v1.metrics.stats:FinishedRequestStats", "inference_time"),
@@ -306,6 +309,8 @@ STANDIN_CLASSES = [
     ("vllm.config:CacheConfig", "vllm", "vllm.config.cache:CacheConfig"),
     ("vllm.config:SchedulerConfig", "vllm", "vllm.config.scheduler:SchedulerConfig"),
     ("vllm.exceptions:VLLMValidationError", "vllm", "vllm.exceptions:VLLMValidationError"),
+    ("vllm.exceptions:VLLMClientError", "vllm", "vllm.exceptions:VLLMClientError"),
+    ("vllm.v1.engine.exceptions:EngineDeadError", "vllm", "vllm.v1.engine.exceptions:EngineDeadError"),
 ]
 
 

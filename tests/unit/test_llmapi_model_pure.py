@@ -108,3 +108,13 @@ def test_gauges_from_iteration_stats(model) -> None:
     assert requests == {"waiting": 4.0, "scheduled": 4.0, "active": 4.0, "max": 8.0}
     assert blocks == {"used": 25.0, "free": 75.0, "max": 100.0, "fraction": 0.25}
     assert model.gauges_from_stats({})[1]["fraction"] == 0.0
+
+
+@pytest.mark.parametrize("submitted, active, paused, waiting", [
+    (6, 4, 0, 2.0),   # two submitted requests have no slot yet
+    (6, 4, 1, 3.0),   # ... and one active request is paused (MAX_UTILIZATION set it aside for KV room)
+    (3, 4, 2, 2.0),   # the engine may count a request this model already answered (cancelled): never negative
+])
+def test_waiting_counts_requests_without_a_slot_and_paused_ones(model, submitted, active, paused, waiting) -> None:
+    record = {"numActiveRequests": active, "inflightBatchingStats": {"numPausedRequests": paused}}
+    assert model.waiting_requests(submitted, record) == waiting

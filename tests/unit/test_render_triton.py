@@ -584,6 +584,7 @@ def test_llmapi_repository_and_model_yaml() -> None:
     assert params["metric_engine_compute"] == em.ENGINE_COMPUTE_METRIC
     assert params["metric_engine_requests"] == em.ENGINE_REQUESTS_METRIC
     assert params["metric_engine_failures"] == em.ENGINE_FAILURES_METRIC
+    assert params["metric_engine_rejected"] == em.ENGINE_REJECTED_METRIC
     assert params["metric_engine_request_seconds"] == em.ENGINE_REQUEST_SECONDS_METRIC
     buckets = [float(b) for b in params["metric_engine_request_seconds_buckets"].split(",")]
     assert buckets == list(em.ENGINE_REQUEST_SECONDS_BUCKETS)

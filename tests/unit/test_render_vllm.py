@@ -146,19 +146,20 @@ def test_config_parses_with_tritons_schema_and_batching_belongs_to_vllm() -> Non
 def test_metric_names_reach_the_model_from_engine_metrics() -> None:
     cfg = _config(triton.render_model_repository(spec(), "m", 1, 1))
     params = {k: v.string_value for k, v in cfg.parameters.items()}
-    exported = {v for k, v in params.items() if k != "engine" and not k.endswith(("_types", "_buckets"))}
+    exported = {v for k, v in params.items() if k not in ("engine", "drain_seconds")
+                and not k.endswith(("_types", "_buckets"))}
     assert params["metric_request_types"].split(",") == list(M.REQUEST_TYPES)
     assert params["metric_kv_types"].split(",") == list(M.KV_TYPES)
     buckets = [float(b) for b in params["metric_engine_request_seconds_buckets"].split(",")]
     assert buckets == list(M.ENGINE_REQUEST_SECONDS_BUCKETS)
     assert exported == {M.ENGINE_QUEUE_METRIC, M.ENGINE_COMPUTE_METRIC, M.ENGINE_REQUESTS_METRIC,
-                        M.ENGINE_FAILURES_METRIC, M.ENGINE_REQUEST_SECONDS_METRIC, M.REQUEST_GAUGE, M.KV_GAUGE,
+                        M.ENGINE_FAILURES_METRIC, M.ENGINE_REJECTED_METRIC, M.ENGINE_REQUEST_SECONDS_METRIC, M.REQUEST_GAUGE, M.KV_GAUGE,
                         M.VLLM_WAITING_GAUGE, M.VLLM_RUNNING_GAUGE, M.VLLM_KV_USAGE_GAUGE}
     # The model file asks for exactly these parameter keys (read without importing it: it needs Triton's stub).
     tree = ast.parse(vllm_backend.model_source())
     wanted = next(ast.literal_eval(n.value) for n in tree.body
                   if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "METRIC_PARAMETERS")
-    assert set(wanted) == set(params) - {"engine"}
+    assert set(wanted) == set(params) - {"engine", "drain_seconds"}
 
 
 def test_model_file_is_the_shipped_source_and_model_json_fits_engine_args(standin) -> None:

@@ -105,3 +105,66 @@ def test_no_triton_call_runs_on_the_engine_loop_and_cancelled_waiting_requests_e
     assert on_loop == [], f"{len(on_loop)} Triton calls on the engine's event loop: {sorted(set(on_loop))}"
     assert {"send", "is_cancelled", "metric"} <= {call for call, _ in pb_utils.CALLS}
     assert loop_thread in {thread.name for thread in threading.enumerate()}, "the loop thread's name is checked"
+
+
+def test_finalize_lets_requests_in_flight_finish_before_it_stops_the_engine(served) -> None:
+    model, pb_utils, _ = served
+    assert model.drain_s >= 60, "the rendered drain bound reaches the model (config.pbtxt drain_seconds)"
+    requests = [_request(pb_utils, f"in flight {i}", 40, stream=True) for i in range(SLOTS)]
+    model.execute(requests)
+    _wait(lambda: all(len(r.sender.responses) >= 2 for r in requests))
+    model.finalize()  # what Triton calls on an unload
+    for r in requests:
+        response, flags = r.sender.responses[-1]
+        assert flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        assert response.error is None, response.error
+        finish = {t.name(): t.as_numpy()[0] for t in response.output_tensors}["finish_reason"]
+        assert finish == b"length"
+
+
+def test_vllm_waiting_gauges_count_the_requests_the_scheduler_skipped(served) -> None:
+    """vLLM's own vllm:num_requests_waiting is num_waiting_reqs + num_skipped_waiting_reqs (v1/metrics/loggers.py
+    PrometheusStatLogger.record, 0.31.0): so are the model's waiting gauges."""
+    model, _, _ = served
+    names = type(model).initialize.__globals__
+    if "TritonStatLogger" not in names:
+        pytest.skip("the vLLM model's stat logger")
+    from vllm.v1.metrics.stats import SchedulerStats
+
+    logger = type("Bound", (names["TritonStatLogger"],), {"metrics": model.metrics, "ipc": model.ipc})(None)
+    logger.record(SchedulerStats(num_running_reqs=1, num_waiting_reqs=2, num_skipped_waiting_reqs=3), None)
+    _wait(lambda: model.metrics.waiting.value == 5, 5)
+    assert model.metrics.requests["waiting"].value == 5
+
+
+def test_exit_server_signals_only_tritonserver_and_writes_only_the_kubelets_file(served, tmp_path, monkeypatch) -> None:
+    """The dead-engine path in-process: the parent is not tritonserver, so nothing is signalled; the termination
+    message goes only to a file the kubelet made, in a Kubernetes container."""
+    model, _, _ = served
+    names = type(model).initialize.__globals__
+    log = tmp_path / "termination-log"
+    monkeypatch.setitem(names, "TERMINATION_LOG", str(log))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert names["exit_server"]("boom") is False
+    assert not log.exists(), "created a termination log outside Kubernetes"
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert names["exit_server"]("boom") is False and not log.exists(), "the kubelet creates it, never the model"
+    log.write_text("")
+    assert names["exit_server"]("EngineDeadError: gone") is False
+    assert log.read_text() == "EngineFailed: EngineDeadError: gone"
+
+
+def test_a_health_check_that_hangs_is_an_engine_failure(served, monkeypatch) -> None:
+    """TensorRT-LLM: surfacing a dead worker's error shuts the executor down, which may wait on the dead worker."""
+    model, _, _ = served
+    names = type(model).initialize.__globals__
+    if "_health_problem" not in type(model).__dict__:
+        pytest.skip("the LLM API model's executor check")
+    monkeypatch.setitem(names, "HEALTH_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(model.llm._executor, "_handle_background_error", lambda: time.sleep(3))
+    _wait(lambda: model.engine_error is not None, 5)
+    assert "did not return within 0.3 s" in model.engine_error
+    request = _request(names["pb_utils"], "after the death", 4)
+    model.execute([request])
+    (response, _), = request.sender.responses
+    assert "engine failed" in response.error.message()

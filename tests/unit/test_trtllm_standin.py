@@ -169,3 +169,64 @@ def test_cuda_graph_config_is_validated_like_the_strict_upstream_model() -> None
         CudaGraphConfig(batch_sizes=[1, 2], max_batch_size=4)
     with pytest.raises(TypeError):
         LLM(model="/models", cuda_graph_config="on")
+
+
+def test_max_tokens_beyond_the_room_left_is_clamped(monkeypatch, capsys) -> None:
+    """base_worker.py _deduce_max_tokens: more max_tokens than max_seq_len leaves after the prompt is clamped."""
+    monkeypatch.setenv("TRTLLM_STANDIN_ITERATION_S", "0.001")
+    llm = LLM(model="/models", max_batch_size=2, max_seq_len=16)
+    try:
+        out = llm.generate_async("one two three four", SamplingParams(max_tokens=100)).result(10)
+    finally:
+        llm.shutdown()
+    assert (out.outputs[0].finish_reason, len(out.outputs[0].token_ids)) == ("length", 12)
+    assert "using default_max_tokens instead" in capsys.readouterr().out
+
+
+def test_a_prompt_that_fills_max_seq_len_fails_while_the_result_is_iterated() -> None:
+    llm = LLM(model="/models", max_batch_size=2, max_seq_len=4)
+
+    async def main():
+        result = llm.generate_async("one two three four", SamplingParams(max_tokens=1))  # no error yet
+        async for _ in result:
+            pass
+
+    try:
+        with pytest.raises(RuntimeError, match="default_max_tokens") as caught:
+            asyncio.run(main())
+    finally:
+        llm.shutdown()
+    assert type(caught.value).__name__ == "RequestError"
+
+
+def test_a_killed_executor_answers_nothing_more_and_surfaces_its_error_once(monkeypatch, tmp_path) -> None:
+    """executor.py _handle_background_error / is_shutdown: requests in flight hear nothing; the next client call
+    raises the worker's error and the executor is shut down from then on."""
+    kill = tmp_path / "kill"
+    monkeypatch.setenv("TRTLLM_STANDIN_ITERATION_S", "0.01")
+    monkeypatch.setenv("TRTLLM_STANDIN_KILL_FILE", str(kill))
+    llm = LLM(model="/models", max_batch_size=2, max_seq_len=512)
+
+    async def main():
+        result = llm.generate_async("a long answer", SamplingParams(max_tokens=400), streaming=True)
+        stream = result.__aiter__()
+        await stream.__anext__()
+        kill.touch()
+        waiting = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0.5)
+        # the step that was under way may still arrive; after it, nothing
+        if waiting.done():
+            waiting = asyncio.ensure_future(stream.__anext__())
+            await asyncio.sleep(0.5)
+        hung = not waiting.done()
+        waiting.cancel()
+        return hung
+
+    try:
+        assert asyncio.run(main()), "a dead worker sends nothing more"
+        assert not llm._executor.is_shutdown()
+        with pytest.raises(RuntimeError, match="executor worker died"):
+            llm.generate_async("again", SamplingParams(max_tokens=2))
+        assert llm._executor.is_shutdown()
+    finally:
+        llm.shutdown()

@@ -19,6 +19,16 @@ file and function it follows. In short:
   without a record, and stays ended until the next `generate_async`; before the first request it prints
   "Iteration statistics are not available yet" and yields nothing.
 
+- Long requests: max_tokens is clamped to max_seq_len - prompt length (with a warning); a prompt that fills
+  max_seq_len alone fails with RequestError raised while the result is iterated (executor/base_worker.py
+  `_enqueue_request._deduce_max_tokens`; the worker's error travels back as an error response,
+  executor/result.py `GenerationResultBase._handle_response`).
+- Executor death on demand (env `TRTLLM_STANDIN_KILL_FILE`: when that file appears the worker "dies"): requests in
+  flight get no further response, the worker's error waits in the executor's error queue and is raised by the next
+  client call (`generate_async`, `get_stats_async`) or by `_executor._handle_background_error()`, which also shuts
+  the executor down so `_executor.is_shutdown()` turns True (executor/executor.py `GenerationExecutor`
+  `_handle_background_error`, `is_shutdown`; executor/proxy.py `mpi_done_callback`).
+
 What it simulates, nothing more: a fixed decode time per iteration (env `TRTLLM_STANDIN_ITERATION_S`, default
 0.02 s). The "tokenizer" splits on whitespace; the "model" answers with the prompt's words, echoed in order. This is
 not TensorRT-LLM's code.
@@ -44,6 +54,10 @@ __version__ = "1.2.1+cpu-standin"
 FOLLOWS_TENSORRT_LLM = "1.2.1"
 
 _TOKENS_PER_BLOCK = 32
+
+
+class RequestError(RuntimeError):
+    """executor/utils.py RequestError: the executor refused or failed one request (the engine lives on)."""
 
 
 def _now() -> datetime.timedelta:
@@ -314,6 +328,25 @@ class IterationResult:
                 self._waiters.remove(entry)
 
 
+class _FailedResult:
+    """A result whose request the executor refused: iterating it raises the error (result.py, an error response)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self._error = error
+        self.outputs = [CompletionOutput()]
+        self.finished = False
+        self.prompt_token_ids: list[int] = []
+
+    def abort(self) -> None:
+        pass
+
+    def __aiter__(self) -> _FailedResult:
+        return self
+
+    async def __anext__(self) -> RequestOutput:
+        raise self._error
+
+
 async def _empty_async_iterable() -> AsyncIterator[dict[str, Any]]:
     """executor.py empty_async_iterable: what get_stats_async returns before the first request."""
     if False:  # noqa: SIM108 - keeps this an async generator, as upstream
@@ -323,7 +356,10 @@ async def _empty_async_iterable() -> AsyncIterator[dict[str, Any]]:
 class _Engine:
     """The PyTorch executor, reduced to its request flow: one thread, fixed slots, fixed iteration time."""
 
-    def __init__(self, slots: int, max_seq_len: int, iteration_s: float, stats: bool) -> None:
+    def __init__(self, slots: int, max_seq_len: int, iteration_s: float, stats: bool,
+                 kill_file: str | None = None) -> None:
+        self.kill_file = kill_file
+        self.died: BaseException | None = None  # the worker's error, once it died
         self.slots = slots
         self.max_seq_len = max_seq_len
         self.iteration_s = iteration_s
@@ -343,6 +379,8 @@ class _Engine:
 
     def submit(self, req: RequestOutput) -> None:
         with self.lock:
+            if self.died is not None:
+                raise self.died
             if self.stopped:
                 raise RuntimeError("the LLM has been shut down")
             self.intake.append(req)
@@ -358,8 +396,19 @@ class _Engine:
     def _blocks(self, req: RequestOutput) -> int:
         return math.ceil((len(req.prompt_token_ids) + len(req.outputs[0].token_ids)) / _TOKENS_PER_BLOCK)
 
+    def _killed(self) -> bool:
+        if self.kill_file is None or not os.path.exists(self.kill_file):
+            return False
+        # The worker process is gone: nothing more is answered (requests in flight see no response at all).
+        with self.lock:
+            self.died = RuntimeError("executor worker died (stand-in kill file)")
+            self.stopped = True
+        return True
+
     def _run(self) -> None:
         while True:
+            if self._killed():
+                return
             with self.lock:
                 if self.stopped:
                     cancelled = list(self.intake) + list(self.waiting) + self.running
@@ -369,7 +418,7 @@ class _Engine:
                     break
                 idle = not self.intake and not self.waiting and not self.running and not self.cancel_ids
             if idle:
-                self.wake.wait(0.5)
+                self.wake.wait(0.05 if self.kill_file else 0.5)
                 self.wake.clear()
                 continue
             self._iteration()
@@ -445,6 +494,28 @@ class _Engine:
         self.thread.join(5)
 
 
+class _Executor:
+    """executor/executor.py GenerationExecutor, reduced to its error path: a worker's error waits in `_error_queue`
+    until a client call runs `_handle_background_error`, which shuts the executor down and raises it."""
+
+    def __init__(self, engine: _Engine) -> None:
+        self._engine = engine
+        self._shut_down = False
+
+    def _handle_background_error(self) -> None:
+        error = self._engine.died
+        if error is not None and not self._shut_down:
+            self._shut_down = True
+            raise error
+
+    def is_shutdown(self) -> bool:
+        return self._shut_down
+
+    def shutdown(self) -> None:
+        self._shut_down = True
+        self._engine.stop()
+
+
 _NO_STATS_YET = ("Iteration statistics are not available yet. To collect runtime statistics, please call "
                  "get_stats_async() in async coroutine or the /metrics endpoint (if you're using trtllm-serve) AFTER "
                  "prompts have been submitted.")
@@ -495,7 +566,9 @@ class LLM:
             max_seq_len=self._max_seq_len,
             iteration_s=float(os.environ.get("TRTLLM_STANDIN_ITERATION_S", "0.02")),
             stats=bool(kwargs.get("enable_iter_perf_stats")),
+            kill_file=os.environ.get("TRTLLM_STANDIN_KILL_FILE") or None,
         )
+        self._executor = _Executor(self._engine)
 
     def generate_async(self, inputs: str, sampling_params: SamplingParams | None = None,
                        streaming: bool = False, **_: Any) -> RequestOutput:
@@ -505,9 +578,20 @@ class LLM:
         prompt_ids = [sum(w.encode()) % 32000 for w in inputs.split()]
         if not prompt_ids:
             raise ValueError("the prompt is empty")
-        if len(prompt_ids) + params.max_tokens > self._max_seq_len:
-            raise ValueError(f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
-                             f"max_seq_len ({self._max_seq_len})")
+        self._executor._handle_background_error()  # executor.py: every client call surfaces a worker's error
+        if self._executor.is_shutdown():
+            raise RuntimeError("the LLM has been shut down")
+        # base_worker.py _deduce_max_tokens: no room left after the prompt fails the request (raised while the
+        # result is iterated); more max_tokens than room is clamped with a warning.
+        room = self._max_seq_len - len(prompt_ids)
+        if room <= 0:
+            return _FailedResult(RequestError(
+                f"`default_max_tokens` ({room}) must be greater than 0: max_seq_len ({self._max_seq_len}) - prompt "
+                f"length ({len(prompt_ids)})"))
+        if params.max_tokens > room:
+            print(f"User-specified `max_tokens` ({params.max_tokens}) is greater than deduced `default_max_tokens` "
+                  f"({room}), using default_max_tokens instead.", flush=True)
+            params = dataclasses.replace(params, max_tokens=room)
         # executor.py GenerationExecutor._maybe_initialize_iteration_results: the stats stream exists from the
         # first request on; every new request marks it undone (more records expected).
         if self._stats is None:
@@ -522,6 +606,7 @@ class LLM:
 
     def get_stats_async(self, timeout: float = 2) -> IterationResult | AsyncIterator[dict[str, Any]]:
         """llm.py LLM.get_stats_async -> executor.py GenerationExecutor.aget_stats (1.2.1)."""
+        self._executor._handle_background_error()
         if self._stats is None:
             print(_NO_STATS_YET, flush=True)  # upstream: print_colored(..., "yellow") on stdout
             return _empty_async_iterable()
@@ -537,7 +622,7 @@ class LLM:
         return self._stats.get_results()
 
     def shutdown(self) -> None:
-        self._engine.stop()
+        self._executor.shutdown()
 
     def __enter__(self) -> LLM:
         return self

@@ -24,6 +24,9 @@ ENGINE_QUEUE_METRIC = "llmbackend_engine_queue_duration_us"
 ENGINE_COMPUTE_METRIC = "llmbackend_engine_compute_duration_us"
 ENGINE_REQUESTS_METRIC = "llmbackend_engine_requests_finished"
 ENGINE_FAILURES_METRIC = "llmbackend_engine_requests_failed"
+# Requests answered with a client error (invalid input, a prompt that cannot fit: 400-class), counted apart from the
+# failures above (the server's or the engine's fault: 500-class), so that bad input does not look like a sick engine.
+ENGINE_REJECTED_METRIC = "llmbackend_engine_requests_rejected"
 
 # Histogram (Triton's HISTOGRAM family: <name>_bucket{le=...}, <name>_sum, <name>_count), labels: model, version.
 # Each finished request's time in the engine, arrival to last token, seconds (the same requests and the same timing

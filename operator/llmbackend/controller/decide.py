@@ -222,6 +222,26 @@ def checkpoint_check_failure(pod: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+# The serving models' termination message when the engine died (render/models: `exit_server`).
+ENGINE_FAILED_PREFIX = "EngineFailed:"
+
+
+def engine_failure(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) while a serving container is down (restarting, or waiting to) after its engine died: the
+    model wrote why to the termination message before it stopped the server."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (cs.get("lastState") or {}).get("terminated") or {}
+        message = (terminated.get("message") or "").strip()
+        if cs.get("ready") or not message.startswith(ENGINE_FAILED_PREFIX):
+            continue
+        name = pod["metadata"]["name"]
+        return cond.ENGINE_FAILED, (
+            f"pod {name}: the engine failed ({message[len(ENGINE_FAILED_PREFIX):].strip()}); requests in flight got "
+            f"an error and the container restarts (restart {cs.get('restartCount', 0)}); see `kubectl logs {name} "
+            "--previous`")
+    return None
+
+
 def controlled_by(obj: dict[str, Any], ref: BackendRef) -> bool:
     return any(o.get("uid") == ref.uid and o.get("controller") for o in obj["metadata"].get("ownerReferences") or [])
 
@@ -917,7 +937,7 @@ def _pod_problem(pods: list[dict[str, Any]], ref: BackendRef, claim: ModelClaim 
     for pod in pods:
         if not selector.items() <= (pod["metadata"].get("labels") or {}).items():
             continue  # a multi-node worker: group_problem looks at those
-        invalid = checkpoint_check_failure(pod)
+        invalid = checkpoint_check_failure(pod) or engine_failure(pod)
         if invalid:
             return PodProblem(*invalid)
         name = pod["metadata"]["name"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from ..api import engine_metrics as EM
+from ..api.v1alpha1 import LLMBackendSpec
 
 # Per-token time assumed for the longest request (slower than a 50 ms TPOT target: a full batch decodes slower).
 DRAIN_SECONDS_PER_TOKEN = 0.06
@@ -34,6 +35,11 @@ def drain_seconds(max_seq_len: int, override: int | None = None) -> int:
         return max(0, min(MAX_DRAIN_S, override))
     bound = math.ceil(max_seq_len * DRAIN_SECONDS_PER_TOKEN) + DRAIN_QUEUE_MARGIN_S
     return max(MIN_DRAIN_S, min(MAX_DRAIN_S, bound))
+
+
+def backend_drain_seconds(spec: LLMBackendSpec) -> int:
+    """The backend's drain bound: the preStop's wait, Triton's exit timeout and the models' finalize wait."""
+    return drain_seconds(spec.engine.max_seq_len, spec.serving.drain_seconds)
 
 
 def termination_grace_seconds(drain_s: int) -> int:

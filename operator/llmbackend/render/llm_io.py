@@ -15,6 +15,7 @@ ENGINE_METRIC_PARAMETERS: dict[str, str] = {
     "metric_engine_compute": em.ENGINE_COMPUTE_METRIC,
     "metric_engine_requests": em.ENGINE_REQUESTS_METRIC,
     "metric_engine_failures": em.ENGINE_FAILURES_METRIC,
+    "metric_engine_rejected": em.ENGINE_REJECTED_METRIC,
     "metric_engine_request_seconds": em.ENGINE_REQUEST_SECONDS_METRIC,
     "metric_engine_request_seconds_buckets": ",".join(f"{b:g}" for b in em.ENGINE_REQUEST_SECONDS_BUCKETS),
     "metric_request_gauge": em.REQUEST_GAUGE,
@@ -22,6 +23,10 @@ ENGINE_METRIC_PARAMETERS: dict[str, str] = {
     "metric_kv_gauge": em.KV_GAUGE,
     "metric_kv_types": ",".join(em.KV_TYPES),
 }
+
+# config.pbtxt parameter: how long finalize() lets requests in flight finish before it stops the engine, seconds
+# (the pod's drain bound, render/drain.py: the same as Triton's --exit-timeout-secs).
+DRAIN_PARAMETER = "drain_seconds"
 
 # The request/response interface of every LLM model the operator renders for generate/OpenAI clients:
 # (name, Triton type, dims, optional). Triton's generate endpoints map JSON keys to these names.

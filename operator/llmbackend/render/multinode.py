@@ -235,7 +235,7 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
         args = serve if leader else []
     container["command"] = ["/bin/sh", f"{LAUNCH_MOUNT}/{script}"]
     # The leader serves: it keeps the drain-safe exit timeout that _pod_spec gave the single-node args.
-    container["args"] = with_exit_timeout(args, drain.drain_seconds(spec.engine.max_seq_len, spec.serving.drain_seconds))
+    container["args"] = with_exit_timeout(args, drain.backend_drain_seconds(spec))
     if leader and mpi:
         container["env"] += [
             _env("HOSTFILE", HOSTFILE),

@@ -52,7 +52,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     Quantization,
 )
-from . import llm_io, vllm_backend
+from . import drain, llm_io, vllm_backend
 from .llm_io import tensor
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
@@ -513,7 +513,7 @@ def checkpoint_check_command(spec: LLMBackendSpec, tensor_parallel: int, pipelin
     return argv
 
 
-def _llmapi_config(model_name: str) -> Message:
+def _llmapi_config(model_name: str, drain_s: int) -> Message:
     return msg(
         ("name", model_name),
         ("backend", "python"),
@@ -524,7 +524,8 @@ def _llmapi_config(model_name: str) -> Message:
         *llm_io.tensors(),
         # KIND_CPU, one instance: the LLM places itself on the GPUs and batches all requests itself.
         ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_CPU")))]),
-        *_params(engine="tensorrtllm-llmapi", **llm_io.ENGINE_METRIC_PARAMETERS),
+        *_params(engine="tensorrtllm-llmapi", **llm_io.ENGINE_METRIC_PARAMETERS,
+                 **{llm_io.DRAIN_PARAMETER: str(drain_s)}),
     )
 
 
@@ -534,7 +535,8 @@ def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: 
               "# read by 1/model.py (triton_config is for Triton, not for LLM()).\n")
     return {
         f"{model_name}/config.pbtxt": to_pbtxt(
-            _llmapi_config(model_name), _HEADER.format(what=f"TensorRT-LLM LLM API, TP={tp} PP={pp}")),
+            _llmapi_config(model_name, drain.backend_drain_seconds(spec)),
+            _HEADER.format(what=f"TensorRT-LLM LLM API, TP={tp} PP={pp}")),
         f"{model_name}/1/model.yaml": header + yaml.safe_dump(args, sort_keys=False),
         f"{model_name}/1/model.py": llmapi_model_source(),
     }

@@ -21,7 +21,7 @@ from ..api import engine_metrics as M
 from ..api.catalog import resolve_architecture
 from ..api.engine_versions import VLLM_VERSION
 from ..api.v1alpha1 import KVCacheDtype, LLMBackendSpec, Quantization
-from . import llm_io
+from . import drain, llm_io
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODEL_FILE = "models/vllm_engine.py"
@@ -125,7 +125,7 @@ def model_source() -> str:
     return resources.files(__package__).joinpath(MODEL_FILE).read_text(encoding="utf-8")
 
 
-def vllm_model_config(model_name: str) -> Message:
+def vllm_model_config(model_name: str, drain_s: int) -> Message:
     return msg(
         ("name", model_name),
         ("backend", "python"),
@@ -137,7 +137,7 @@ def vllm_model_config(model_name: str) -> Message:
         # KIND_MODEL: vLLM places itself on the GPUs.
         ("instance_group", [msg(("count", 1), ("kind", Ident("KIND_MODEL")))]),
         *[("parameters", msg(("key", key), ("value", msg(("string_value", value)))))
-          for key, value in [("engine", "vllm"), *METRIC_PARAMETERS.items()]],
+          for key, value in [("engine", "vllm"), *METRIC_PARAMETERS.items(), (llm_io.DRAIN_PARAMETER, str(drain_s))]],
     )
 
 
@@ -146,7 +146,7 @@ def render_vllm(spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pip
     """Relative path -> content for a vLLM backend. Raises EngineConfigError for a spec vLLM cannot serve."""
     files = {
         f"{model_name}/config.pbtxt": to_pbtxt(
-            vllm_model_config(model_name),
+            vllm_model_config(model_name, drain.backend_drain_seconds(spec)),
             header + f"\nModel: the operator's Python model over vLLM's AsyncLLM (vLLM {VLLM_API_VERSION} API)."),
         f"{model_name}/1/model.py": model_source(),
         f"{model_name}/1/model.json": json.dumps(

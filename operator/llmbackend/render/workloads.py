@@ -288,7 +288,7 @@ def _pod_spec(
 ) -> dict[str, Any]:
     """Pod spec of a single-node replica (role=server), or of an LWS leader/worker."""
     gpus_per_pod = plan.gpus_per_replica // max(1, plan.nodes_per_replica)
-    drain_s = drain.drain_seconds(spec.engine.max_seq_len, spec.serving.drain_seconds)
+    drain_s = drain.backend_drain_seconds(spec)
     image = image_for(spec)
     backend = spec.engine.backend
     # Leaders and workers of multi-node groups get their launch command from render/multinode.py.

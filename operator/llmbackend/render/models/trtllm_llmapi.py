@@ -25,6 +25,14 @@ counters, plus finished and failed request counters, and their sum (the request'
 histogram with the buckets config.pbtxt gives; and gauges from the engine's iteration stats
 (`enable_iter_perf_stats: true`) under the names the Gateway API Inference Extension reads.
 
+Engine failure: a dead executor (its worker's error surfaced by `_handle_background_error`, or `is_shutdown()` while
+the model still serves; checked every HEALTH_POLL_S and after any request error that is not the request's own) ends
+every request in flight with an UNAVAILABLE error at once (a dead worker sends them nothing more), answers new ones
+the same way, logs the reason, writes it as the container's termination message and sends SIGTERM to tritonserver
+(this stub's parent): the server stops accepting connections at once (readiness and liveness fail) and exits, and
+Kubernetes restarts the container. Triton's own liveness never fails for a dead model, and python_backend in the
+pinned releases has no model readiness hook, so exiting is the one signal that restarts the pod.
+
 Multi-GPU follows the LLM API's MPI model: on one node the LLM starts its worker ranks itself; across nodes the
 pod command wraps tritonserver in `trtllm-llmapi-launch` under mpirun, so rank 0 serves and the others work.
 """
@@ -35,7 +43,9 @@ import asyncio
 import json
 import os
 import queue
+import signal
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -49,6 +59,17 @@ STATS_INTERVAL_S = 1.0
 STATS_PUBLISH_S = 0.25
 # How often the cancellation thread asks Triton whether in-flight requests were cancelled, seconds.
 CANCEL_POLL_S = 0.05
+# How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
+HEALTH_POLL_S = 0.5
+# A health check that does not return within this is a failure too (surfacing a worker's error shuts the executor
+# down, which may wait on the dead worker), seconds.
+HEALTH_TIMEOUT_S = 10.0
+# How long finalize lets requests in flight finish when config.pbtxt gives no drain_seconds, seconds.
+DEFAULT_DRAIN_S = 60.0
+# The most finalize waits for the engine to shut down (a dead engine may never answer), seconds.
+SHUTDOWN_WAIT_S = 30.0
+# Where Kubernetes reads a container's termination message (the pod's lastState.terminated.message).
+TERMINATION_LOG = "/dev/termination-log"
 
 _OPTIONAL_SCALARS = {
     # tensor name -> (SamplingParams argument, python type)
@@ -66,6 +87,41 @@ _DEFAULT_MAX_TOKENS = 16
 
 class BadRequest(ValueError):
     """The request itself is invalid: answered with an error, the model keeps serving."""
+
+
+def _is_request_error(exc: BaseException) -> bool:
+    """The executor refused this one request (executor/utils.py RequestError, raised while the result is iterated,
+    e.g. a prompt that fills max_seq_len: base_worker.py `_deduce_max_tokens`), or the LLM API validated its
+    arguments (TypeError / ValueError from generate_async): the engine lives on."""
+    return isinstance(exc, (BadRequest, TypeError, ValueError)) or type(exc).__name__ == "RequestError"
+
+
+def _error(message: str, code_name: str) -> Any:
+    """An error response with a Triton error code (older python_backend builds have no codes)."""
+    code = getattr(pb_utils.TritonError, code_name, None)
+    error = pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
+    return pb_utils.InferenceResponse(error=error)
+
+
+def exit_server(reason: str) -> bool:
+    """Make tritonserver, this stub's parent, shut down (SIGTERM: it stops accepting connections at once, then
+    exits), after leaving the reason where Kubernetes shows it. False when the parent is not tritonserver."""
+    # Only in a Kubernetes container, where the kubelet provides the file: never create one elsewhere.
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.isfile(TERMINATION_LOG):
+        try:
+            with open(TERMINATION_LOG, "w") as f:
+                f.write(f"EngineFailed: {reason}"[:4000])
+        except OSError:
+            pass  # not writable: the log line still says why
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/comm") as f:
+            if not f.read().strip().startswith("tritonserver"):
+                return False
+    except OSError:
+        return False
+    os.kill(parent, signal.SIGTERM)
+    return True
 
 
 def _scalar(request: Any, name: str) -> Any:
@@ -170,6 +226,17 @@ def gauges_from_stats(stats: dict[str, Any]) -> tuple[dict[str, float], dict[str
     return requests, blocks
 
 
+def waiting_requests(submitted: int, record: dict[str, Any]) -> float:
+    """Requests this model submitted that wait, from one iteration-stats record. numQueuedRequests is the engine's
+    intake queue only and requests waiting for a slot are in no field: they are the submitted ones the engine does
+    not count as active. Paused requests wait too: active, but set aside this iteration by the scheduler for KV-cache
+    room (the rendered MAX_UTILIZATION policy); _torch/pyexecutor/py_executor.py `_update_iter_stats` records them as
+    inflightBatchingStats.numPausedRequests (the scheduled batch's paused_requests)."""
+    batching = record.get("inflightBatchingStats") or {}
+    not_admitted = max(0, submitted - int(record.get("numActiveRequests", 0)))
+    return float(not_admitted + int(batching.get("numPausedRequests", 0)))
+
+
 def _request_histogram(families: dict[str, Any], params: dict[str, str], labels: dict[str, str]) -> Any:
     """Histogram of each finished request's time in the engine (arrival to last token, seconds), or None when
     config.pbtxt names none or this Triton's Python backend has no HISTOGRAM metrics (the counters still work)."""
@@ -199,7 +266,11 @@ class _Metrics:
                 params["metric_engine_requests"], "Requests the engine finished (cancelled ones included), "
                 "cumulative", counter),
             "failed": pb_utils.MetricFamily(
-                params["metric_engine_failures"], "Requests that ended with an error, cumulative", counter),
+                params["metric_engine_failures"], "Requests that failed in the server or the engine, cumulative",
+                counter),
+            "rejected": pb_utils.MetricFamily(
+                params["metric_engine_rejected"], "Requests answered with a client error (400-class), cumulative",
+                counter),
             "requests": pb_utils.MetricFamily(
                 params["metric_request_gauge"], "Engine requests by state, from the iteration stats", gauge),
             "kv": pb_utils.MetricFamily(
@@ -209,6 +280,7 @@ class _Metrics:
         self.compute = self.families["compute"].Metric(labels=labels)
         self.finished = self.families["finished"].Metric(labels=labels)
         self.failed = self.families["failed"].Metric(labels=labels)
+        self.rejected = self.families["rejected"].Metric(labels=labels)
         self.request_types = [t for t in params["metric_request_types"].split(",") if t]
         self.kv_types = [t for t in params["metric_kv_types"].split(",") if t]
         self.requests = {t: self.families["requests"].Metric(labels={**labels, "request_type": t})
@@ -303,6 +375,7 @@ class TritonPythonModel:
         if not pb_utils.using_decoupled_model_transaction_policy(model_config):
             raise pb_utils.TritonModelException("this model must be decoupled (model_transaction_policy)")
         params = {k: v["string_value"] for k, v in (model_config.get("parameters") or {}).items()}
+        self.drain_s = float(params.get("drain_seconds") or DEFAULT_DRAIN_S)
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         with open(os.path.join(version_dir, "model.yaml")) as f:
             llm_args = yaml.safe_load(f) or {}
@@ -320,11 +393,13 @@ class TritonPythonModel:
         self.in_flight: dict[int, _InFlight] = {}
         self.next_id = 0
         self.submitted_any = False
+        self.engine_error: str | None = None  # why the engine is dead, once it is
         self.stopping = threading.Event()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="llmapi-loop", daemon=True)
         self.thread.start()
         self.stats_task = asyncio.run_coroutine_threadsafe(self._stats_loop(), self.loop)
+        self.health_task = asyncio.run_coroutine_threadsafe(self._health_loop(), self.loop)
         self.cancel_thread = threading.Thread(target=self._cancellation_loop, name="triton-cancel", daemon=True)
         self.cancel_thread.start()
 
@@ -335,8 +410,13 @@ class TritonPythonModel:
             try:
                 parsed = parse_request(request)
             except BadRequest as exc:
+                self.metrics.rejected.increment(1)
+                sender.send(_error(f"bad request: {exc}", "INVALID_ARG"),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                continue
+            if self.engine_error is not None:
                 self.metrics.failed.increment(1)
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"bad request: {exc}")),
+                sender.send(_error(f"engine failed: {self.engine_error}", "UNAVAILABLE"),
                             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                 continue
             entry = _InFlight(request, sender, parsed)
@@ -348,13 +428,31 @@ class TritonPythonModel:
         return None
 
     def finalize(self) -> None:
+        self._drain()
         self.stopping.set()
         self.stats_task.cancel()
-        self.llm.shutdown()
+        self.health_task.cancel()
+        # A dead engine may never finish shutting down: bounded, so the server can exit and be restarted.
+        stopper = threading.Thread(target=self.llm.shutdown, name="llmapi-shutdown", daemon=True)
+        stopper.start()
+        stopper.join(SHUTDOWN_WAIT_S)
+        self._end_all("the model is unloading")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.cancel_thread.join(5)
         self.ipc.stop(10)
+
+    def _drain(self) -> None:
+        """Let the requests in flight finish, up to the drain bound, before the engine stops (as upstream's vllm_backend
+        waits for its ongoing request count in `_run_llm_engine`). Triton itself waits for them on SIGTERM and on an
+        unload before it calls finalize (measured); this bounds the cases where it does not."""
+        deadline = time.monotonic() + self.drain_s
+        while self.engine_error is None and time.monotonic() < deadline:
+            with self.lock:
+                left = len(self.in_flight)
+            if not left:
+                return
+            time.sleep(0.1)
 
     # ---- sending (any thread): through the IPC thread, at most one final response per request ----
 
@@ -380,13 +478,17 @@ class TritonPythonModel:
         try:
             await self._generate(key, entry)
         except asyncio.CancelledError:
-            pass  # cancelled by Triton: the cancellation thread has answered
-        except BadRequest as exc:
-            if self._send(key, pb_utils.InferenceResponse(error=pb_utils.TritonError(f"bad request: {exc}")), True):
-                self.ipc.call(self.metrics.failed.increment, 1)
-        except Exception as exc:  # noqa: BLE001 - any engine error ends this request only
+            pass  # cancelled by Triton (the cancellation thread answered) or the engine died (_engine_failed did)
+        except Exception as exc:  # noqa: BLE001 - a request's error ends this request; a dead engine ends all
+            if _is_request_error(exc):
+                if self._send(key, _error(f"bad request: {exc}", "INVALID_ARG"), True):
+                    self.ipc.call(self.metrics.rejected.increment, 1)
+                return
             message = f"{type(exc).__name__}: {exc}"
-            if self._send(key, pb_utils.InferenceResponse(error=pb_utils.TritonError(message)), True):
+            if await self._check_engine() is not None:  # this error may be the worker's own, surfaced once
+                self._engine_failed(message)
+                return
+            if self._send(key, _error(message, "INTERNAL"), True):
                 self.ipc.call(self.metrics.failed.increment, 1)
                 self.ipc.call(self.logger.log_error, f"request failed: {message}")
 
@@ -394,11 +496,8 @@ class TritonPythonModel:
         from tensorrt_llm import SamplingParams
 
         req = entry.parsed
-        try:
-            sampling = SamplingParams(**req["sampling"])
-            result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
-        except (TypeError, ValueError) as exc:  # the engine's own validation (e.g. prompt longer than max_seq_len)
-            raise BadRequest(str(exc)) from None
+        sampling = SamplingParams(**req["sampling"])
+        result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
         entry.result = result
         self.submitted_any = True
         sent_text = 0
@@ -428,6 +527,69 @@ class TritonPythonModel:
             tensors.append(_int_tensor("num_output_tokens", len(output.token_ids)))
         if self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), True):
             self.ipc.call(self.metrics.finished.increment, 1)
+
+    # ---- engine health (engine loop; _engine_failed from any thread) ----
+
+    def _health_problem(self) -> str | None:
+        """Why the executor is dead, or None. executor/executor.py (1.2.1): a worker's error waits in the executor's
+        error queue until `_handle_background_error()` raises it (and shuts the executor down: proxy.py
+        `mpi_done_callback` queues it when an MPI worker ends); `is_shutdown()` is True after that or a shutdown."""
+        executor = getattr(self.llm, "_executor", None)
+        if executor is None or self.stopping.is_set():
+            return None
+        surface = getattr(executor, "_handle_background_error", None)
+        try:
+            if surface is not None:
+                surface()
+        except Exception as exc:  # noqa: BLE001 - whatever the worker died of
+            return f"{type(exc).__name__}: {exc}"
+        is_shutdown = getattr(executor, "is_shutdown", None)
+        if is_shutdown is not None and is_shutdown():
+            return "the TensorRT-LLM executor shut down"
+        return None
+
+    async def _check_engine(self) -> str | None:
+        """_health_problem off the engine loop, bounded: a check that hangs is itself a dead engine."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(None, self._health_problem), HEALTH_TIMEOUT_S)
+        except TimeoutError:
+            return f"the executor's health check did not return within {HEALTH_TIMEOUT_S:g} s"
+
+    async def _health_loop(self) -> None:
+        while not self.stopping.is_set() and self.engine_error is None:
+            reason = await self._check_engine()
+            if reason is not None:
+                self._engine_failed(reason)
+                return
+            await asyncio.sleep(HEALTH_POLL_S)
+
+    def _end_all(self, reason: str) -> int:
+        """End every request in flight with an UNAVAILABLE error and stop waiting for the engine. Returns how many."""
+        with self.lock:
+            entries = [(k, e) for k, e in self.in_flight.items() if not e.closed]
+        ended = 0
+        for key, entry in entries:
+            if self._send(key, _error(reason, "UNAVAILABLE"), True):
+                ended += 1
+                task = entry.task
+                if task is not None:
+                    self.loop.call_soon_threadsafe(task.cancel)
+        if ended:
+            self.ipc.call(self.metrics.failed.increment, ended)
+        return ended
+
+    def _engine_failed(self, reason: str) -> None:
+        """Once: answer everything in flight, say why, and make tritonserver exit so Kubernetes restarts the pod."""
+        with self.lock:
+            if self.engine_error is not None or self.stopping.is_set():
+                return  # already handled, or unloading (finalize answers what is left)
+            self.engine_error = reason
+        ended = self._end_all(f"engine failed: {reason}")
+        message = (f"EngineFailed: the TensorRT-LLM engine is dead ({reason}); {ended} request(s) in flight ended "
+                   "with an error; stopping tritonserver so that the container restarts")
+        self.ipc.call(self.logger.log_error, message)
+        self.ipc.call(exit_server, reason)  # after the error responses and the log line, in order
 
     # ---- cancellation (own thread) ----
 
@@ -479,7 +641,7 @@ class TritonPythonModel:
         load it never ends, so each record is published as it comes. Before the first request the stream does not
         exist (the engine prints a warning per call), so it is not polled then."""
         loop = asyncio.get_running_loop()
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and self.engine_error is None:
             if self.submitted_any:
                 latest, published_at = None, 0.0
                 try:
@@ -488,7 +650,10 @@ class TritonPythonModel:
                         if loop.time() - published_at >= STATS_PUBLISH_S:  # one record per iteration: thinned
                             self._publish(gauges_from_stats(latest), latest)
                             latest, published_at = None, loop.time()
-                except Exception as exc:  # noqa: BLE001 - stats are best effort; serving goes on
+                except Exception as exc:  # noqa: BLE001 - stats are best effort, unless the engine died
+                    if await self._check_engine() is not None:
+                        self._engine_failed(f"{type(exc).__name__}: {exc}")
+                        return
                     self.ipc.call(self.logger.log_warn, f"iteration stats unavailable: {type(exc).__name__}: {exc}")
                 if latest is not None:
                     self._publish(gauges_from_stats(latest), latest)
@@ -500,9 +665,7 @@ class TritonPythonModel:
         with self.lock:
             submitted = sum(1 for e in self.in_flight.values() if e.result is not None)
         if record is not None:
-            # numQueuedRequests is the engine's intake queue only; requests waiting for a slot are in no field of
-            # the record. They are the ones this model submitted that the engine does not count as active.
-            requests["waiting"] = float(max(0, submitted - int(record.get("numActiveRequests", 0))))
+            requests["waiting"] = waiting_requests(submitted, record)
         elif submitted == 0:
             # Nothing in flight: the engine is idle (it reports nothing then, and its last record still counts the
             # requests it finished in it).

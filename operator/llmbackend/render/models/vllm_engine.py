@@ -15,6 +15,17 @@ llmbackend/api/engine_versions.py and checked by tests/unit/test_engine_conforma
   `IterationStats.finished_requests[i].queued_time / inference_time` (seconds): the queue and compute counters, and
   their sum (the request's time in the engine) observed into a histogram.
 
+Engine failure, as vLLM 0.31.0 reports it (v1/engine/async_llm.py): `check_health()` raises once `errored`, every
+`generate()` in flight raises `EngineDeadError` (`_run_output_handler` -> `OutputProcessor.propagate_error`), and
+`add_request` raises it for any new request. The model checks health every HEALTH_POLL_S and on any engine error; a
+dead engine ends every request in flight with an UNAVAILABLE error, answers new ones the same way, logs the reason,
+writes it as the container's termination message and sends SIGTERM to tritonserver (this stub's parent), which stops
+accepting connections at once (readiness and liveness fail) and exits, so Kubernetes restarts the container.
+Upstream's vllm_backend (`_check_health`) unloads the model instead, which needs explicit model control; Triton's own
+liveness never fails for a dead model and python_backend in the pinned releases has no model readiness hook.
+Client errors (`VLLMClientError`, e.g. `VLLMValidationError` for a prompt that does not fit) are answered
+INVALID_ARG and are not engine failures.
+
 Why not Triton's stock vllm backend: it exports token counters and latency histograms only, no queue time and no
 waiting count, so the autoscaler would have no engine-level queue-to-compute signal.
 
@@ -28,21 +39,35 @@ import asyncio
 import json
 import os
 import queue
+import signal
 import threading
+import time
 import uuid
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from vllm import AsyncEngineArgs, SamplingParams
+from vllm.exceptions import VLLMClientError
 from vllm.v1.engine.async_llm import AsyncLLM
+from vllm.v1.engine.exceptions import EngineDeadError
 from vllm.v1.metrics.loggers import StatLoggerBase
 
 # How often a request waiting for its next output checks whether Triton cancelled it.
 CANCEL_POLL_S = 0.05
+# How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
+HEALTH_POLL_S = 0.5
+# A health check that does not return within this is a failure too, seconds.
+HEALTH_TIMEOUT_S = 10.0
+# How long finalize lets requests in flight finish when config.pbtxt gives no drain_seconds, seconds.
+DEFAULT_DRAIN_S = 60.0
+# The most finalize waits for the engine to shut down (a dead engine may never answer), seconds.
+SHUTDOWN_WAIT_S = 30.0
+# Where Kubernetes reads a container's termination message (the pod's lastState.terminated.message).
+TERMINATION_LOG = "/dev/termination-log"
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-# vLLM's finish reasons -> the operator's contract ("abort" is what vLLM reports for an aborted request).
-# "repetition" (vLLM >= 0.2x: a repetition detector stopped it) is a stop; "error" becomes an error response.
-FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled", "repetition": "stop"}
+# vLLM's finish reasons reach the client as vLLM's own OpenAI layer passes them ("stop", "length", "abort",
+# "repetition"); "error" is a failure (500 there: entrypoints/generate/base/serving.py `_raise_if_error`, 0.31.0).
+# A request the client cancelled never gets here: it is answered CANCELLED by the cancellation thread.
 
 # Optional [1] inputs passed to SamplingParams under the same name: name -> Python type.
 SAMPLING_INPUTS = {
@@ -57,6 +82,7 @@ SAMPLING_INPUTS = {
 }
 METRIC_PARAMETERS = (
     "metric_engine_queue", "metric_engine_compute", "metric_engine_requests", "metric_engine_failures",
+    "metric_engine_rejected",
     "metric_engine_request_seconds", "metric_engine_request_seconds_buckets",
     "metric_request_gauge", "metric_request_types", "metric_kv_gauge", "metric_kv_types",
     "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage",
@@ -89,7 +115,10 @@ class EngineMetrics:
             "compute": family(names["metric_engine_compute"], "Engine inference time of finished requests (us)",
                               counter),
             "finished": family(names["metric_engine_requests"], "Requests the engine finished", counter),
-            "failed": family(names["metric_engine_failures"], "Requests answered with an error", counter),
+            "failed": family(names["metric_engine_failures"], "Requests that failed in the server or the engine",
+                             counter),
+            "rejected": family(names["metric_engine_rejected"], "Requests answered with a client error (400-class)",
+                               counter),
             "requests": family(names["metric_request_gauge"], "Engine requests by state", gauge),
             "kv": family(names["metric_kv_gauge"], "Engine KV-cache blocks", gauge),
             "waiting": family(names["metric_vllm_waiting"], "Requests waiting to be scheduled", gauge),
@@ -101,6 +130,7 @@ class EngineMetrics:
         self.compute_us = f["compute"].Metric(labels=labels)
         self.finished = f["finished"].Metric(labels=labels)
         self.failed = f["failed"].Metric(labels=labels)
+        self.rejected = f["rejected"].Metric(labels=labels)
         request_types = names["metric_request_types"].split(",")
         kv_types = names["metric_kv_types"].split(",")
         unknown = sorted(set(request_types) - set(REQUEST_TYPES)) + sorted(set(kv_types) - set(KV_TYPES))
@@ -195,8 +225,11 @@ class TritonStatLogger(StatLoggerBase):
             scheduler = getattr(self.vllm_config, "scheduler_config", None)
             # Older vLLM releases named it gpu_cache_usage.
             usage = getattr(scheduler_stats, "kv_cache_usage", getattr(scheduler_stats, "gpu_cache_usage", 0.0))
+            # vLLM's own vllm:num_requests_waiting adds the requests the scheduler skipped this step (waiting for
+            # remote KV, a grammar, a LoRA slot): v1/metrics/loggers.py PrometheusStatLogger.record (0.31.0).
+            waiting = scheduler_stats.num_waiting_reqs + getattr(scheduler_stats, "num_skipped_waiting_reqs", 0)
             self.ipc.call(
-                self.metrics.step, scheduler_stats.num_waiting_reqs, scheduler_stats.num_running_reqs, usage,
+                self.metrics.step, waiting, scheduler_stats.num_running_reqs, usage,
                 getattr(scheduler, "max_num_seqs", 0) or 0, getattr(cache, "num_gpu_blocks", 0) or 0)
         if iteration_stats is not None:
             for finished in iteration_stats.finished_requests:
@@ -267,8 +300,32 @@ def make_response(text: str, finish_reason: str, n_in: int | None, n_out: int | 
     return pb_utils.InferenceResponse(output_tensors=tensors)
 
 
-def error_response(message: str):
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
+def error_response(message: str, code_name: str = "INTERNAL"):
+    """An error response with a Triton error code (older python_backend builds have no codes)."""
+    code = getattr(pb_utils.TritonError, code_name, None)
+    error = pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
+    return pb_utils.InferenceResponse(error=error)
+
+
+def exit_server(reason: str) -> bool:
+    """Make tritonserver, this stub's parent, shut down (SIGTERM: it stops accepting connections at once, then
+    exits), after leaving the reason where Kubernetes shows it. False when the parent is not tritonserver."""
+    # Only in a Kubernetes container, where the kubelet provides the file: never create one elsewhere.
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.isfile(TERMINATION_LOG):
+        try:
+            with open(TERMINATION_LOG, "w") as f:
+                f.write(f"EngineFailed: {reason}"[:4000])
+        except OSError:
+            pass  # not writable: the log line still says why
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/comm") as f:
+            if not f.read().strip().startswith("tritonserver"):
+                return False
+    except OSError:
+        return False
+    os.kill(parent, signal.SIGTERM)
+    return True
 
 
 def cancelled_response():
@@ -285,6 +342,7 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         labels = {"model": args["model_name"], "version": args["model_version"]}
         self.metrics = EngineMetrics(_parameters(config), labels)
+        self.drain_s = float(_parameters(config).get("drain_seconds") or DEFAULT_DRAIN_S)
         path = os.path.join(args["model_repository"], args["model_version"], "model.json")
         with open(path, encoding="utf-8") as f:
             engine_args = json.load(f)
@@ -293,6 +351,7 @@ class TritonPythonModel:
         # Requests handed to the engine and not yet answered: request_id -> (Triton request, sender, task).
         self.lock = threading.Lock()
         self.in_flight: dict[str, list] = {}
+        self.engine_error: str | None = None  # why the engine is dead, once it is
         self.stopping = threading.Event()
 
         self.loop = asyncio.new_event_loop()
@@ -306,6 +365,7 @@ class TritonPythonModel:
         self.logger.log_info(f"vLLM engine started: {json.dumps(engine_args, sort_keys=True)}")
         self.cancel_thread = threading.Thread(target=self._cancellation_loop, name="triton-cancel", daemon=True)
         self.cancel_thread.start()
+        self.health_task = asyncio.run_coroutine_threadsafe(self._health_loop(), self.loop)
 
     def execute(self, requests):
         # Decoupled: hand each request to the engine's loop and return at once; vLLM batches in flight.
@@ -315,8 +375,12 @@ class TritonPythonModel:
                 parsed = parse_request(request)
                 params = SamplingParams(**parsed[1])  # vLLM validates ranges (temperature, top_p, ...)
             except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, or (vLLM >= 0.2x) VLLMValidationError
+                self.metrics.rejected.increment(1)
+                sender.send(error_response(f"bad request: {exc}", "INVALID_ARG"), flags=FINAL)
+                continue
+            if self.engine_error is not None:
                 self.metrics.failed.increment(1)
-                sender.send(error_response(f"bad request: {exc}"), flags=FINAL)
+                sender.send(error_response(f"engine failed: {self.engine_error}", "UNAVAILABLE"), flags=FINAL)
                 continue
             request_id = uuid.uuid4().hex
             with self.lock:
@@ -346,8 +410,14 @@ class TritonPythonModel:
         try:
             await self._generate(request_id, parsed, params)
         except asyncio.CancelledError:
-            pass  # cancelled by Triton: the cancellation thread has answered
-        except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the model
+            pass  # cancelled by Triton (the cancellation thread answered) or the engine died (_engine_failed did)
+        except (BadRequest, VLLMClientError) as exc:  # the request's own fault (0.31: VLLMValidationError)
+            if self._send(request_id, error_response(f"bad request: {exc}", "INVALID_ARG"), True):
+                self.ipc.call(self.metrics.rejected.increment, 1)
+        except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the model; a dead engine does
+            if isinstance(exc, EngineDeadError) or self.engine.errored:
+                self._engine_failed(f"{type(exc).__name__}: {exc}")
+                return
             if self._send(request_id, error_response(f"engine error: {exc}"), True):
                 self.ipc.call(self.metrics.failed.increment, 1)
                 self.ipc.call(self.logger.log_warn, f"request {request_id} failed: {exc!r}")
@@ -368,7 +438,7 @@ class TritonPythonModel:
         if completion.finish_reason == "error":
             # vLLM >= 0.2x: the engine failed this request (finish reason "error"); it is not an answer.
             raise RuntimeError("the engine failed the request (finish_reason 'error')")
-        reason = FINISH_REASONS.get(str(completion.finish_reason), str(completion.finish_reason or "stop"))
+        reason = str(completion.finish_reason or "stop")
         if stream:
             text = completion.text[sent:]
         else:
@@ -376,6 +446,57 @@ class TritonPythonModel:
         n_in = len(last.prompt_token_ids or []) if want_in else None
         n_out = len(completion.token_ids) if want_out else None
         self._send(request_id, make_response(text, reason, n_in, n_out), True)
+
+    # ---- engine health (engine loop; _engine_failed from any thread) ----
+
+    async def _health_loop(self) -> None:
+        """AsyncLLM.check_health (0.31.0) raises the engine's dead error once `errored`: polled, so a death with no
+        request in flight is noticed too (upstream's vllm_backend asks on each execute, `_check_health`)."""
+        while not self.stopping.is_set() and self.engine_error is None:
+            try:
+                await asyncio.wait_for(self.engine.check_health(), HEALTH_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - whatever the engine died of
+                self._engine_failed(f"{type(exc).__name__}: {exc}")
+                return
+            await asyncio.sleep(HEALTH_POLL_S)
+
+    def _end_all(self, reason: str) -> int:
+        """End every request in flight with an UNAVAILABLE error and stop waiting for the engine. Returns how many."""
+        with self.lock:
+            entries = [(rid, e[2]) for rid, e in self.in_flight.items()]
+        ended = 0
+        for request_id, task in entries:
+            if self._send(request_id, error_response(reason, "UNAVAILABLE"), True):
+                ended += 1
+                if task is not None:
+                    self.loop.call_soon_threadsafe(task.cancel)
+        if ended:
+            self.ipc.call(self.metrics.failed.increment, ended)
+        return ended
+
+    def _engine_failed(self, reason: str) -> None:
+        """Once: answer everything in flight, say why, and make tritonserver exit so Kubernetes restarts the pod."""
+        with self.lock:
+            if self.engine_error is not None or self.stopping.is_set():
+                return  # already handled, or unloading (finalize answers what is left)
+            self.engine_error = reason
+        ended = self._end_all(f"engine failed: {reason}")
+        message = (f"EngineFailed: the vLLM engine is dead ({reason}); {ended} request(s) in flight ended with an "
+                   "error; stopping tritonserver so that the container restarts")
+        self.ipc.call(self.logger.log_error, message)
+        self.ipc.call(exit_server, reason)  # after the error responses and the log line, in order
+
+    def _drain(self) -> None:
+        """Let the requests in flight finish, up to the drain bound, before the engine stops (as upstream's vllm_backend
+        waits for its ongoing request count in `_run_llm_engine`). Triton itself waits for them on SIGTERM and on an
+        unload before it calls finalize (measured); this bounds the cases where it does not."""
+        deadline = time.monotonic() + self.drain_s
+        while self.engine_error is None and time.monotonic() < deadline:
+            with self.lock:
+                left = len(self.in_flight)
+            if not left:
+                return
+            time.sleep(0.1)
 
     def _cancellation_loop(self) -> None:
         """Triton's request cancellation, checked off the engine loop (`is_cancelled()` is a blocking round trip to
@@ -414,10 +535,16 @@ class TritonPythonModel:
             task.cancel()
 
     def finalize(self) -> None:
+        self._drain()
         self.stopping.set()
+        self.health_task.cancel()
         engine = getattr(self, "engine", None)
         if engine is not None:
-            engine.shutdown()
+            # A dead engine may never finish shutting down: bounded, so the server can exit and be restarted.
+            stopper = threading.Thread(target=engine.shutdown, name="vllm-shutdown", daemon=True)
+            stopper.start()
+            stopper.join(SHUTDOWN_WAIT_S)
+        self._end_all("the model is unloading")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.cancel_thread.join(timeout=5)

@@ -6,9 +6,16 @@ prompt's words cyclically. Per step the stat loggers get SchedulerStats (waiting
 IterationStats whose finished_requests carry queued_time (scheduled - arrival) and inference_time (last token -
 scheduled), as vLLM computes them.
 
+Engine death on demand (env VLLM_STANDIN_KILL_FILE: when that file appears the simulated engine-core process "dies"),
+as vLLM 0.31.0 reports it: every generate() in flight raises EngineDeadError (async_llm.py
+`AsyncLLM._run_output_handler` -> output_processor.py `OutputProcessor.propagate_error`), `errored` turns True,
+`check_health()` raises `dead_error`, and a new request raises EngineDeadError before it is queued
+(`AsyncLLM.add_request`).
+
 Like vLLM: an unknown engine argument is a TypeError (AsyncEngineArgs is a dataclass); a `quantization` argument that
 contradicts the checkpoint's config.json quantization_config, or an AWQ/GPTQ method on a checkpoint without one, is a
-ValueError at start; a prompt longer than max_model_len is a ValueError from generate(); an aborted request's
+ValueError at start; a prompt of max_model_len tokens or more is a VLLMValidationError from generate() (0.31.0
+v1/engine/input_processor.py `InputProcessor._validate_model_input`: longer, or equal with no room to generate); an aborted request's
 generator ends with finish_reason "abort"; cancelling the consumer aborts the request (AsyncLLM.generate's
 `except (asyncio.CancelledError, GeneratorExit)`). Stat loggers' record() gets mm_cache_stats and engine_idx as
 keywords, as vllm/v1/metrics/loggers.py StatLoggerManager.record does in 0.31.0.
@@ -21,15 +28,18 @@ import collections
 import json
 import math
 import os
+import threading
 import time
 import zlib
 from collections.abc import AsyncGenerator, Iterable
 
 from ...config import CacheConfig, SchedulerConfig, VllmConfig
 from ...engine.arg_utils import AsyncEngineArgs
+from ...exceptions import VLLMValidationError
 from ...outputs import CompletionOutput, RequestOutput
 from ...sampling_params import SamplingParams
 from ..metrics.stats import FinishedRequestStats, IterationStats, SchedulerStats
+from .exceptions import EngineDeadError
 
 BLOCK_SIZE = 16
 PRE_QUANTIZED_ONLY = ("awq", "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors", "modelopt")
@@ -73,7 +83,7 @@ class _Request:
         # Like vLLM's scheduler: a request stops ("length") at max_model_len whatever max_tokens asks for.
         room = max(1, max_model_len - len(self.prompt_ids))
         self.max_tokens = min(params.max_tokens or room, room)
-        self.queue: asyncio.Queue[RequestOutput] = asyncio.Queue()
+        self.queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
         self.arrival = time.monotonic()
         self.scheduled: float | None = None
         self.text = ""
@@ -123,7 +133,40 @@ class AsyncLLM:
         self._requests: dict[str, _Request] = {}
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self.errored = False
+        self._engine_dead = False  # upstream: engine_core.resources.engine_dead
+        kill_file = os.environ.get("VLLM_STANDIN_KILL_FILE")
+        if kill_file:
+            loop = asyncio.get_running_loop()  # from_engine_args runs on the loop that drives generate()
+            threading.Thread(target=self._watch_kill_file, args=(kill_file, loop), name="vllm-standin-kill",
+                             daemon=True).start()
+
+    def _watch_kill_file(self, path: str, loop: asyncio.AbstractEventLoop) -> None:
+        while not os.path.exists(path):
+            time.sleep(0.02)
+        loop.call_soon_threadsafe(self._die)
+
+    def _die(self) -> None:
+        """The engine-core process died: async_llm.py `_run_output_handler` catches the client's EngineDeadError and
+        output_processor.py `propagate_error` puts it into every request's queue; nothing more is produced."""
+        self._engine_dead = True
+        if self._task is not None:
+            self._task.cancel()
+        for request in list(self._requests.values()):
+            request.queue.put_nowait(EngineDeadError())
+
+    @property
+    def errored(self) -> bool:
+        # async_llm.py AsyncLLM.errored: the engine core is dead or the output handler stopped.
+        return self._engine_dead
+
+    @property
+    def dead_error(self) -> BaseException:
+        return EngineDeadError()
+
+    async def check_health(self) -> None:
+        # async_llm.py AsyncLLM.check_health (0.31.0): raises dead_error once the engine errored, else returns.
+        if self.errored:
+            raise self.dead_error
 
     @classmethod
     def from_engine_args(cls, engine_args: AsyncEngineArgs, start_engine_loop: bool = True, usage_context=None,
@@ -142,12 +185,18 @@ class AsyncLLM:
     async def generate(self, prompt, sampling_params: SamplingParams, request_id: str,
                        **kwargs) -> AsyncGenerator[RequestOutput, None]:
         text = prompt.get("prompt", "") if isinstance(prompt, dict) else str(prompt)
+        if self.errored:  # async_llm.py AsyncLLM.add_request
+            raise EngineDeadError()
         if request_id in self._requests:
             raise ValueError(f"Request id {request_id} already running.")
         request = _Request(request_id, text, sampling_params, self._max_model_len)
         if len(request.prompt_ids) > self._max_model_len:
-            raise ValueError(f"The decoder prompt (length {len(request.prompt_ids)}) is longer than the maximum "
-                             f"model length of {self._max_model_len}.")
+            raise VLLMValidationError(f"The decoder prompt (length {len(request.prompt_ids)}) is longer than the "
+                                      f"maximum model length of {self._max_model_len}.")
+        if len(request.prompt_ids) == self._max_model_len:
+            raise VLLMValidationError(f"The decoder prompt (length {len(request.prompt_ids)}) plus the number of "
+                                      f"requested output tokens (at least 1) is longer than the maximum model length "
+                                      f"of {self._max_model_len}.")
         self._ensure_loop()
         self._requests[request_id] = request
         self._waiting.append(request)
@@ -158,11 +207,15 @@ class AsyncLLM:
         try:
             while True:
                 out = await request.queue.get()
+                if isinstance(out, BaseException):  # output_processor.py RequestOutputCollector.get raises it
+                    raise out
                 yield out
                 if out.finished:
                     return
         except (asyncio.CancelledError, GeneratorExit):
             self._abort(request_id)
+            raise
+        except EngineDeadError:  # dead: nothing to abort (AsyncLLM.generate)
             raise
         finally:
             self._requests.pop(request_id, None)

@@ -11,6 +11,7 @@ class SchedulerStats:
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
     kv_cache_usage: float = 0.0
+    num_skipped_waiting_reqs: int = 0  # waiting requests the scheduler skipped this step (0.31.0; never here)
 
 
 @dataclasses.dataclass
