@@ -1,4 +1,5 @@
-"""Watch caches: the operator's children and serving pods, filtered by label in the API server.
+"""Watch caches: the LLMBackends, the Nodes, and the operator's children and serving pods, filtered by label in the
+API server.
 
 Each watched kind is listed once and then watched (`?labelSelector=...&watch=1`), so the API server sends
 only the operator's objects: 20,000 unrelated pods cost nothing here. The reconciler reads through
@@ -8,7 +9,7 @@ the API server. Results of our own writes are stored at once, so the next pass s
 watch event arrives.
 
 A watch runs in a daemon thread (blocking urllib3 stream); events are handed to a callback that must be
-thread-safe (the operator forwards them to its event loop).
+thread-safe (the operator forwards them to its event loop). A re-list reports what it no longer finds as DELETED.
 """
 
 from __future__ import annotations
