@@ -126,3 +126,49 @@ def test_a_relist_of_one_namespace_reports_nothing_of_the_others():
     store.replace("y", [{**_obj("b", "1"), "metadata": {**_obj("b", "1")["metadata"], "namespace": "y"}}])
     assert store.replace("x", []) != [] and store.get("y", "b") is not None
     assert store.replace("y", [])[0]["metadata"]["name"] == "b"
+
+
+# ---- the watch's retries ----
+
+
+class FailingKube:
+    """LISTs that fail: `errors` in order, then the watcher is stopped."""
+
+    def __init__(self, errors: list[Exception]):
+        self.errors = errors
+
+    def _path(self, kind, namespace):
+        return "/api/v1/pods"
+
+    def request(self, method, path, query=None):
+        raise self.errors.pop(0)
+
+
+class RecordingStop:
+    def __init__(self, kube: FailingKube):
+        self.kube, self.waits = kube, []
+
+    def is_set(self) -> bool:
+        return not self.kube.errors
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        return False
+
+
+def _waits(errors: list[Exception]) -> list[float]:
+    kube = FailingKube(errors)
+    watcher = Watcher(kube, "Pod", Store(), MANAGED_SELECTOR)  # type: ignore[arg-type]
+    watcher.stopped = RecordingStop(kube)  # type: ignore[assignment]
+    watcher.run()
+    return watcher.stopped.waits  # type: ignore[attr-defined]
+
+
+def test_a_watch_retries_every_second_while_the_api_server_does_not_answer_and_backs_off_while_it_fails():
+    import urllib3
+
+    from llmbackend.controller.kube import ApiError
+
+    refused = urllib3.exceptions.MaxRetryError(None, "/api/v1/pods", "Connection refused")  # type: ignore[arg-type]
+    assert _waits([refused] * 8) == [1.0] * 8  # not 1, 2, 4 ... 30: back within a second of the API server
+    assert _waits([ApiError(500, "InternalError", "etcd")] * 5) == [1.0, 2.0, 4.0, 8.0, 16.0]
