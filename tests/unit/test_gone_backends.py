@@ -171,4 +171,7 @@ def test_a_watch_retries_every_second_while_the_api_server_does_not_answer_and_b
 
     refused = urllib3.exceptions.MaxRetryError(None, "/api/v1/pods", "Connection refused")  # type: ignore[arg-type]
     assert _waits([refused] * 8) == [1.0] * 8  # not 1, 2, 4 ... 30: back within a second of the API server
-    assert _waits([ApiError(500, "InternalError", "etcd")] * 5) == [1.0, 2.0, 4.0, 8.0, 16.0]
+    failing = ApiError(500, "InternalError", "etcd")
+    assert _waits([failing] * 5) == [1.0, 2.0, 4.0, 8.0, 16.0]
+    # An API server just started answers 503 for a moment: the count starts there, not with the refused connections.
+    assert _waits([refused] * 8 + [failing] * 2) == [1.0] * 8 + [1.0, 2.0]
