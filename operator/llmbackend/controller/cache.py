@@ -155,6 +155,7 @@ class Watcher(threading.Thread):
         self.recheck_s = recheck_s
         self.stopped = threading.Event()
         self.errors = 0
+        self.api_errors = 0
         self.served: bool | None = None  # optional APIs: whether the last look found it served
 
     def stop(self) -> None:
@@ -177,13 +178,15 @@ class Watcher(threading.Thread):
                 if version is None:
                     version = self._list()
                 version = self._watch(version)
-                self.errors = 0
+                self.errors = self.api_errors = 0
             except Exception as exc:  # noqa: BLE001 - a watch never dies; it backs off and re-lists
                 version = None
                 self.errors += 1
-                if isinstance(exc, ApiError):
-                    delay = min(WATCH_BACKOFF_MAX_S, 0.5 * 2 ** min(self.errors, 6))
+                if isinstance(exc, ApiError):  # the backoff counts the answers that were errors, in a row
+                    self.api_errors += 1
+                    delay = min(WATCH_BACKOFF_MAX_S, 0.5 * 2 ** min(self.api_errors, 6))
                 else:  # no answer (connection refused or cut): look again soon, it costs the server nothing
+                    self.api_errors = 0
                     delay = UNREACHABLE_RETRY_S
                 # Once, and then now and then: an API server down for minutes would otherwise fill the log.
                 log.log(logging.WARNING if self.errors % 30 == 1 else logging.DEBUG,
