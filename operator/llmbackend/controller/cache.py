@@ -133,6 +133,11 @@ class Store:
             return [copy.deepcopy(o) for (ns, _), o in self.objects.items()
                     if (namespace is None or ns == namespace) and _matches(o["metadata"].get("labels") or {}, selector)]
 
+    def names(self) -> frozenset[str]:
+        """The names held (a cluster-scoped kind's, e.g. the Nodes), or an empty set before the first list."""
+        with self.lock:
+            return frozenset(name for _, name in self.objects) if self.synced else frozenset()
+
     def __len__(self) -> int:
         return len(self.objects)
 

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -113,6 +114,8 @@ class SharedState:
     # Nodes deleted (seen by the Node watch): their pods stay, Ready, until the pod garbage collector takes them (about
     # a minute), and their Deployment counts them ready meanwhile. A node created again under the name leaves the set.
     lost_nodes: set[str] = field(default_factory=set)
+    # The names of every Node (from the Node watch's store), for a kept plan's explanation; None: not known.
+    node_names: Callable[[], frozenset[str]] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -207,7 +210,8 @@ class Reconciler:
             pods, children = without_lost_nodes(pods, children, lost_nodes, name)
         return Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,
                         pods=pods, scale_decision=scale_decision, model_cache=model_cache,
-                        prometheus_urls=egress.settings.prometheus_urls)
+                        prometheus_urls=egress.settings.prometheus_urls,
+                        node_names=self.state.node_names() if self.state.node_names else None)
 
     def _look_up(self, observed: Observed, decision: Decision) -> Observed:
         """What decide asked for and the caches do not hold: children by name (not created yet, or someone

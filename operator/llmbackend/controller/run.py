@@ -96,6 +96,7 @@ class Operator:
         self.caches = WatchCaches(kube, namespaces, on_event=self.on_child_event)
         self.backends: Store = self.caches.backends
         self.kube = CachedKube(kube, self.caches, self.backends)
+        self.state.node_names = self.caches.nodes.names
         self.reconciler = Reconciler(self.kube, self.state)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.started = False
@@ -205,8 +206,10 @@ class Operator:
                 self.state.lost_nodes.add(name)
             else:
                 self.state.lost_nodes.discard(name)
-        if event_type == "DELETED":  # its pods are served no more: their backends' status says so now
-            for key in self.backends_on_node(name):
+        if event_type == "DELETED":
+            # Its pods are served no more: their backends' status says so now. The others look again too: a kept
+            # plan's explanation may name it (node deletions are rare; the passes read from the caches).
+            for key in self.backends_on_node(name) | self.known:
                 self.enqueue(key)
         changed = self.state.inventory.remove(name) if event_type == "DELETED" else self.state.inventory.upsert(body)
         if not changed:
