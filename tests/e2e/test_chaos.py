@@ -188,6 +188,10 @@ def test_a_deleted_node_makes_its_backends_unavailable_at_once_and_they_return_w
                        what=f"Available=False after the node was deleted\n{op.log_tail()}")
         seen = time.monotonic() - deleted
         assert obj["status"]["readyReplicas"] == 0, obj["status"]
+        # Its plan named the node (the only one of the pool): kept for the replica, and Planned says it is stale.
+        wait_for(lambda: f"names {node_name}, which is no longer a node here" in
+                 (condition(cluster.kube.get("LLMBackend", namespace, "lonely"), "Planned") or {}).get("message", ""),
+                 timeout=NODE_LOSS_BOUND_S, what="Planned says the kept plan's explanation is stale")
         # Truthful before the pod garbage collector acted: the pod is still there.
         still = [p for p in cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=lonely")
                  if p["spec"].get("nodeName") == node_name]
