@@ -146,6 +146,13 @@ class Reconciler:
     def _reconcile(self, key: tuple[str, str], obj: dict[str, Any]) -> Outcome:
         namespace, name = key
         writes_before = self._writes()
+        finish_creates = getattr(self.kube, "finish_creates", None)  # the REST client's; fakes have none
+        if finish_creates is not None and getattr(self.kube, "unfinished_creates", None):
+            try:
+                finish_creates(namespace)
+            except ApiError as exc:
+                self._report_failure(obj, None, exc)
+                raise
         self._local.confirmed = False  # whether this pass read the backend from the API server (before its first create)
         decision: Decision | None = None
         try:
