@@ -8,8 +8,11 @@ docs/controller.md has the table of all of them with the bounds measured here.
 from __future__ import annotations
 
 import copy
+import os
+import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from conftest import apply_manifest, available, backend_manifest, condition, wait_for
 from test_watch_cache_e2e import _http, _requests
@@ -26,6 +29,8 @@ WATCH_QUIET_S = 25  # after the deletes: no child of a deleted backend is writte
 CRD_WAIT_BOUND_S = 15  # CRD deleted -> /readyz says why
 CRD_RESUME_BOUND_S = 60  # CRD applied again -> backends created then are Available
 NODE_LOSS_BOUND_S = 10  # a node deleted -> its backends Available=False (the pod garbage collector: 40-60 s)
+OUTAGE_S = 20  # the API server killed mid-burst, down this long
+OUTAGE_CONVERGE_BOUND_S = 120  # API server back -> the whole burst Available
 LEASE_HANDOVER_BOUND_S = 8  # the leader SIGTERMed -> the standby holds the Lease (the standby polls every 5 s)
 CHILD_KINDS = ("Deployment", "Service", "ConfigMap")
 
@@ -233,3 +238,43 @@ def test_sigterm_releases_the_lease_and_the_standby_leads_at_once(exclusive_clus
     wait_for(lambda: cluster.kube.get("Deployment", namespace, "handed")["spec"]["replicas"] == 2, timeout=60,
              what=f"op-b acts\n{second.log_tail()}")
     print(f"SIGTERM handover: {took:.1f}s")
+
+
+def test_an_apiserver_killed_mid_burst_for_20s_converges_without_duplicates_orphans_or_unapplied_fields(
+        exclusive_cluster, own_operator, namespace):
+    """SIGKILL of the API server while 12 backends are being created, down OUTAGE_S: the watches retry every second
+    and are back within about one of it; every backend converges with one child of each kind, owned by it, and every
+    child carries the operator's applied fields (a create whose follow-up PATCH was lost is finished by the next
+    pass: before issue 44 a Deployment kept `Update` managedFields)."""
+    cluster = exclusive_cluster
+    op = own_operator("--namespace", namespace, "--workers", "2")
+    names = [f"burst-{i:02d}" for i in range(12)]
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(lambda n: cluster.kube.create(backend_manifest(n, namespace)), names))
+    wait_for(lambda: len(cluster.kube.list("Deployment", namespace)) >= 2, timeout=60, interval=0.05,
+             what="some of the burst reconciled")
+    apiserver = next(c for c in cluster.cluster.components if c.name == "kube-apiserver")
+    assert apiserver.pid is not None
+    os.kill(apiserver.pid, signal.SIGKILL)
+    time.sleep(OUTAGE_S)
+    assert op.proc.poll() is None, f"the operator exited while the API server was down:\n{op.log_tail()}"
+    devcluster._start(cluster.cluster, apiserver)  # (restart_component stops and starts at once; here it stays down)
+    back = time.monotonic()
+    wait_for(lambda: all(available(cluster, namespace, n) for n in names), timeout=OUTAGE_CONVERGE_BOUND_S,
+             interval=1, what=f"the burst Available after the outage\n{op.log_tail()}")
+    took = time.monotonic() - back
+    uids = {o["metadata"]["uid"] for o in cluster.kube.list("LLMBackend", namespace)}
+    for kind, child_name in (("Deployment", "{}"), ("Service", "{}"), ("ConfigMap", "{}-model-repo")):
+        children = cluster.kube.list(kind, namespace, label_selector=f"app.kubernetes.io/managed-by={MANAGED_BY}")
+        children = [c for c in children if c["metadata"]["name"] in {child_name.format(n) for n in names}]
+        assert sorted(c["metadata"]["name"] for c in children) == sorted(child_name.format(n) for n in names), kind
+        for child in children:
+            owners = [o["uid"] for o in child["metadata"].get("ownerReferences") or [] if o.get("controller")]
+            assert owners and owners[0] in uids, f"orphan {kind} {child['metadata']['name']}"
+            ours = [(e["manager"], e["operation"]) for e in child["metadata"].get("managedFields") or []
+                    if e["manager"] == MANAGED_BY]
+            assert (MANAGED_BY, "Apply") in ours, f"{kind} {child['metadata']['name']}: our fields not applied: {ours}"
+            assert (MANAGED_BY, "Update") not in ours, f"{kind} {child['metadata']['name']}: {ours}"
+    assert len(cluster.kube.list("ReplicaSet", namespace)) == len(names), "a Deployment was created twice"
+    assert op.proc.poll() is None, op.log_tail()
+    print(f"API server down {OUTAGE_S}s mid-burst: all {len(names)} Available {took:.1f}s after it returned")
