@@ -175,3 +175,54 @@ def test_a_watch_retries_every_second_while_the_api_server_does_not_answer_and_b
     assert _waits([failing] * 5) == [1.0, 2.0, 4.0, 8.0, 16.0]
     # An API server just started answers 503 for a moment: the count starts there, not with the refused connections.
     assert _waits([refused] * 8 + [failing] * 2) == [1.0] * 8 + [1.0, 2.0]
+
+
+# ---- the work queue ----
+
+
+def _run_worker(outcomes: list, stored: dict[str, Any] | None) -> tuple[Any, list[tuple[str, str]]]:
+    import asyncio
+
+    from kubernetes import client as k8s_client
+
+    from llmbackend.controller.kube import Kube
+    from llmbackend.controller.reconcile import Outcome
+    from llmbackend.controller.run import Operator, WorkQueue
+
+    configuration = k8s_client.Configuration()
+    configuration.host = "http://127.0.0.1:9"  # never contacted
+    operator = Operator(Kube(configuration), workers=1)
+    passes: list[tuple[str, str]] = []
+
+    def reconcile(key):
+        passes.append(key)
+        return outcomes.pop(0) if outcomes else Outcome()
+
+    operator.reconciler.reconcile = reconcile  # type: ignore[method-assign]
+    operator.backends.replace("", [stored] if stored else [])
+    operator.known.add(KEY)
+
+    async def run() -> None:
+        operator.queue = WorkQueue()
+        operator.queue.add(KEY)
+        worker = asyncio.create_task(operator._worker(0))
+        await asyncio.sleep(0.3)
+        worker.cancel()
+
+    asyncio.run(run())
+    return operator, passes
+
+
+def test_a_gone_backend_is_forgotten_and_not_retried():
+    from llmbackend.controller.reconcile import Outcome
+
+    operator, passes = _run_worker([Outcome(gone=True)], None)
+    assert passes == [KEY] and KEY not in operator.known
+
+
+def test_a_backend_replaced_under_its_name_is_served_after_the_old_one_is_found_gone():
+    from llmbackend.controller.reconcile import Outcome
+
+    new = {**_backend(), "metadata": {**_backend()["metadata"], "uid": "u-2", "resourceVersion": "9"}}
+    operator, passes = _run_worker([Outcome(gone=True)], new)
+    assert passes == [KEY, KEY] and KEY in operator.known

@@ -112,7 +112,7 @@ class Operator:
         self.scalers: dict[tuple[str, str], dict[str, Any]] = {}
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
-    # ---- event intake (called by kopf handlers, on the event loop) ----
+    # ---- event intake (on the event loop; the watch threads hand their events over) ----
 
     def enqueue(self, key: tuple[str, str]) -> None:
         if self.queue is not None:
@@ -275,8 +275,10 @@ class Operator:
                 outcome = await loop.run_in_executor(self.executor, self.reconciler.reconcile, key)
                 self.queue.failures.pop(key, None)
                 metrics.observe_reconcile("success", time.monotonic() - started)
-                if outcome.gone:  # the API server says it is gone, whatever the store said: no retry
+                if outcome.gone and self.backends.get(*key) is None:  # gone, whatever the store said: no retry
                     self.forget(key)
+                elif outcome.gone:  # replaced under its name (the store has the new one now): serve that one
+                    self.enqueue(key)
                 if outcome.requeue_after:
                     self.queue.add_after(key, outcome.requeue_after)
             except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff, never crashes
