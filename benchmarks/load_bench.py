@@ -14,7 +14,7 @@ Operator CPU time and peak RSS (VmHWM) at the end.
 
 API requests are the operator's own count (metric llmbackend_api_requests_total{method,kind}, one
 increment per HTTP request its REST client makes), so nothing of the controller-manager or of this
-script is mixed in. kopf's watch connections are not in it (they are long-lived streams, not requests).
+script is mixed in. Watch connections (long-lived streams) count once per watch request (method WATCH).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def main() -> int:
         op = start_operator(cluster, ["--metrics-addr", f"127.0.0.1:{metrics_port}",
                                       "--resync-seconds", str(args.resync_seconds), "--workers", str(args.workers)])
         wait_operator_up(cluster, op, metrics_port)
-        time.sleep(3)  # kopf lists nodes and starts its watches
+        time.sleep(3)  # the watches list nodes and backends, then watch
         base_api = api_requests(metrics_port)
         base_rec = reconciles(metrics_port)
         stats0 = proc_stats(op.pid)

@@ -1,4 +1,5 @@
-"""Watch caches: the operator's children and serving pods, filtered by label in the API server.
+"""Watch caches: the LLMBackends, the Nodes, and the operator's children and serving pods, filtered by label in the
+API server.
 
 Each watched kind is listed once and then watched (`?labelSelector=...&watch=1`), so the API server sends
 only the operator's objects: 20,000 unrelated pods cost nothing here. The reconciler reads through
@@ -8,7 +9,7 @@ the API server. Results of our own writes are stored at once, so the next pass s
 watch event arrives.
 
 A watch runs in a daemon thread (blocking urllib3 stream); events are handed to a callback that must be
-thread-safe (the operator forwards them to its event loop).
+thread-safe (the operator forwards them to its event loop). A re-list reports what it no longer finds as DELETED.
 """
 
 from __future__ import annotations
@@ -31,12 +32,20 @@ log = logging.getLogger("llmbackend.cache")
 MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
 # Kinds watched with MANAGED_SELECTOR: every child kind, the model cache's claim and download Job, and the pods.
 WATCHED_KINDS: tuple[str, ...] = (*MANAGED_KINDS, "PersistentVolumeClaim", "Job", "Pod")
-# Nodes are watched unfiltered (any node may hold GPUs); their state lives in the planner's inventory,
-# so their store only tracks whether the first list arrived.
+# Nodes are watched unfiltered (any node may hold GPUs); their state lives in the planner's inventory; their store
+# tells a re-list which nodes went while the watch was down.
 WATCH_TIMEOUT_S = 300
 OPTIONAL_API_RECHECK_S = 30.0
+# The operator's own CRD, while not served, is looked for this often: backends applied with it are served at once.
+OWN_API_RECHECK_S = 3.0
+# A watch that failed is tried again after 1, 2, 4 ... s up to this, while the API server answers with errors; while
+# it does not answer at all (restarting), every UNREACHABLE_RETRY_S: a refused connection costs the server nothing,
+# and the watch is back as soon as it answers.
+WATCH_BACKOFF_MAX_S = 30.0
+UNREACHABLE_RETRY_S = 1.0
 API_SERVED = "API_SERVED"  # the event type a watcher reports when its optional API became served
 
+OWN_API = KINDS["LLMBackend"]
 for _kind in WATCHED_KINDS:
     permissions.require(KINDS[_kind][0].rpartition("/")[0], KINDS[_kind][1], "list", "watch")
 
@@ -88,13 +97,16 @@ class Store:
     def synced(self) -> bool:
         return not self._unsynced
 
-    def replace(self, namespace: str, items: Iterable[dict[str, Any]]) -> None:
-        """A fresh list of one namespace (or of all, with "")."""
+    def replace(self, namespace: str, items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A fresh list of one namespace (or of all, with ""). Returns the objects it drops: deleted while no watch
+        ran, so no DELETED event will ever say so."""
         fresh = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): self._slim(o) for o in items if self.keep}
         with self.lock:
             kept = {k: v for k, v in self.objects.items() if namespace and k[0] != namespace}
+            gone = [v for k, v in self.objects.items() if k not in kept and k not in fresh]
             self.objects = {**kept, **fresh}
             self._unsynced.discard(namespace)
+        return gone
 
     def _slim(self, obj: dict[str, Any]) -> dict[str, Any]:
         return summarize_data(_slim(obj)) if self.summarize else _slim(obj)
@@ -121,6 +133,11 @@ class Store:
             return [copy.deepcopy(o) for (ns, _), o in self.objects.items()
                     if (namespace is None or ns == namespace) and _matches(o["metadata"].get("labels") or {}, selector)]
 
+    def names(self) -> frozenset[str]:
+        """The names held (a cluster-scoped kind's, e.g. the Nodes), or an empty set before the first list."""
+        with self.lock:
+            return frozenset(name for _, name in self.objects) if self.synced else frozenset()
+
     def __len__(self) -> int:
         return len(self.objects)
 
@@ -134,13 +151,16 @@ class Watcher(threading.Thread):
     """
 
     def __init__(self, kube: Kube, kind: str, store: Store, selector: str | None, namespace: str = "",
-                 on_event: EventCallback | None = None, optional_api: tuple[str, str] | None = None):
+                 on_event: EventCallback | None = None, optional_api: tuple[str, str] | None = None,
+                 recheck_s: float = OPTIONAL_API_RECHECK_S):
         super().__init__(name=f"watch-{kind}-{namespace or 'all'}", daemon=True)
         self.kube, self.kind, self.store, self.selector, self.namespace = kube, kind, store, selector, namespace
         self.on_event = on_event
         self.optional_api = optional_api
+        self.recheck_s = recheck_s
         self.stopped = threading.Event()
         self.errors = 0
+        self.api_errors = 0
         self.served: bool | None = None  # optional APIs: whether the last look found it served
 
     def stop(self) -> None:
@@ -156,20 +176,36 @@ class Watcher(threading.Thread):
                         self.on_event(self.kind, API_SERVED, {})  # installed (again): every backend may want one
                     self.served = served
                 if self.served is False:
-                    self.store.replace(self.namespace, [])  # not served: nothing of this kind can exist
+                    self._forget(self.store.replace(self.namespace, []))  # not served: nothing of this kind exists
                     version = None
-                    self.stopped.wait(OPTIONAL_API_RECHECK_S)
+                    self.stopped.wait(self.recheck_s)
                     continue
                 if version is None:
                     version = self._list()
                 version = self._watch(version)
-                self.errors = 0
+                self.errors = self.api_errors = 0
             except Exception as exc:  # noqa: BLE001 - a watch never dies; it backs off and re-lists
                 version = None
                 self.errors += 1
-                delay = min(30.0, 0.5 * 2 ** min(self.errors, 6))
-                log.warning("watch %s: %s (re-listing in %.1fs)", self.kind, exc, delay)
+                if isinstance(exc, ApiError):  # the backoff counts the answers that were errors, in a row
+                    self.api_errors += 1
+                    delay = min(WATCH_BACKOFF_MAX_S, 0.5 * 2 ** min(self.api_errors, 6))
+                else:  # no answer (connection refused or cut): look again soon, it costs the server nothing
+                    self.api_errors = 0
+                    delay = UNREACHABLE_RETRY_S
+                # Once, and then now and then: an API server down for minutes would otherwise fill the log.
+                log.log(logging.WARNING if self.errors % 30 == 1 else logging.DEBUG,
+                        "watch %s: %s (re-listing in %.1fs; failure %d in a row)", self.kind, exc, delay, self.errors)
                 self.stopped.wait(delay)
+
+    def _forget(self, gone: list[dict[str, Any]]) -> None:
+        """Objects a fresh list no longer has were deleted while no watch ran: say so as a watch would have."""
+        if gone:
+            log.info("watch %s: %d deleted while the watch was down: %s", self.kind, len(gone),
+                     ", ".join(f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in gone[:10]))
+        if self.on_event:
+            for obj in gone:
+                self.on_event(self.kind, "DELETED", obj)
 
     def _query(self, **extra: Any) -> dict[str, Any]:
         query: dict[str, Any] = dict(extra)
@@ -183,7 +219,8 @@ class Watcher(threading.Thread):
         for item in items:  # list items carry no kind or apiVersion
             item.setdefault("kind", self.kind)
             item.setdefault("apiVersion", KINDS[self.kind][0])
-        self.store.replace(self.namespace, items)
+        gone = self.store.replace(self.namespace, items)
+        self._forget(gone)
         if self.on_event:
             for item in items:
                 self.on_event(self.kind, "ADDED", item)
@@ -215,18 +252,30 @@ class Watcher(threading.Thread):
 
 
 class WatchCaches:
-    """The stores and watchers of every watched kind."""
+    """The stores and watchers of every watched kind, and of the LLMBackends themselves.
+
+    The LLMBackend watch is one of these too (not kopf's): its re-list reports the backends deleted while it was
+    down (kopf's says nothing of them), and its CRD going away is waited out like an optional API's.
+    """
 
     def __init__(self, kube: Kube, namespaces: list[str] | None = None, on_event: EventCallback | None = None):
         self.kube = kube
         spaces = list(namespaces or [""])
         self.stores: dict[str, Store] = {kind: Store(spaces, summarize=kind == "ConfigMap") for kind in WATCHED_KINDS}
-        self.nodes = Store(keep=False)
+        self.nodes = Store()  # kept: a re-list then reports the nodes deleted while the watch was down
+        self.backends = Store(spaces)
+        self.backend_watchers = [Watcher(kube, "LLMBackend", self.backends, None, namespace, on_event,
+                                         optional_api=(OWN_API[0], OWN_API[1]), recheck_s=OWN_API_RECHECK_S)
+                                 for namespace in spaces]
         self.watchers = [
             Watcher(kube, kind, self.stores[kind], MANAGED_SELECTOR, namespace, on_event,
                     optional_api=MANAGED_KINDS[kind] if kind in OPTIONAL_KINDS else None)  # CRD maybe not served
             for kind in WATCHED_KINDS for namespace in spaces
-        ] + [Watcher(kube, "Node", self.nodes, None, "", on_event)]
+        ] + [Watcher(kube, "Node", self.nodes, None, "", on_event), *self.backend_watchers]
+
+    def crd_missing(self) -> bool:
+        """The LLMBackend CRD was found not served (deleted, or not installed yet)."""
+        return any(watcher.served is False for watcher in self.backend_watchers)
 
     def start(self) -> None:
         for watcher in self.watchers:
@@ -238,10 +287,11 @@ class WatchCaches:
 
     @property
     def synced(self) -> bool:
-        return self.nodes.synced and all(store.synced for store in self.stores.values())
+        return self.nodes.synced and self.backends.synced and all(store.synced for store in self.stores.values())
 
     def unsynced(self) -> list[str]:
-        return [kind for kind, store in {**self.stores, "Node": self.nodes}.items() if not store.synced]
+        return [kind for kind, store in {**self.stores, "Node": self.nodes, "LLMBackend": self.backends}.items()
+                if not store.synced]
 
     def wait_synced(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -289,10 +339,11 @@ class CachedKube:
         """From the API server, not the caches (which may lag): before a write that must not adopt."""
         live = self.kube.get(kind, namespace, name)
         store = self._store(kind)
-        if store is not None and kind != "LLMBackend":
-            if live is None:
+        if store is not None:
+            if live is None:  # gone: a store entry left by a missed DELETED must not be acted on again
                 store.remove({"metadata": {"namespace": namespace or "", "name": name}})
-            elif (live["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == MANAGED_BY:
+            elif kind == "LLMBackend" or \
+                    (live["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == MANAGED_BY:
                 store.upsert(live)
         return live
 
@@ -324,7 +375,14 @@ class CachedKube:
 
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]:
-        return self._remember(self.kube.patch_status(kind, namespace, name, status, resource_version=resource_version))
+        try:
+            return self._remember(self.kube.patch_status(kind, namespace, name, status,
+                                                         resource_version=resource_version))
+        except ApiError as exc:
+            store = self._store(kind)
+            if exc.status == 404 and store is not None:  # no such object (any more)
+                store.remove({"metadata": {"namespace": namespace, "name": name}})
+            raise
 
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
         deleted = self.kube.delete(kind, namespace, name, uid=uid)

@@ -153,6 +153,7 @@ class Observed:
     prometheus_urls: tuple[str, ...] | None = None  # the admin's allow-list (egress.py); None: not restricted
     now: datetime = field(default_factory=lambda: datetime.now(UTC))  # for deadlines of waits in flight
     free_gpus: Mapping[str, int] | None = None  # node -> GPUs no pod holds; None: not looked at
+    node_names: frozenset[str] | None = None  # every Node of the cluster (GPUs or not); None: not known
 
     @property
     def ref(self) -> BackendRef:
@@ -503,6 +504,15 @@ def _plan(observed: Observed, spec: LLMBackendSpec, fresh: Plan, old_status: dic
     conditions = decision.conditions
     input_hash = spec_hash(spec)
     plan_status = _sticky_plan(old_status, input_hash, conditions)
+    stale = None
+    if plan_status is not None and (gone := _gone_domain(plan_status, observed)):
+        refreshed = plan_status_from(fresh, input_hash) if fresh.fits else None
+        if refreshed is not None and refreshed.model_dump(exclude={"explanation"}) == \
+                plan_status.model_dump(exclude={"explanation"}):
+            plan_status = refreshed  # the same plan on the nodes there are now: only its explanation changes
+        else:
+            stale = (f"status.plan.explanation names {gone}, which is no longer a node here; the plan is kept for "
+                     "the running replicas (a new spec is planned on the nodes there are)")
     if plan_status is None:
         if not fresh.fits:
             decision.waiting_for_capacity = True  # re-run by node events
@@ -519,8 +529,20 @@ def _plan(observed: Observed, spec: LLMBackendSpec, fresh: Plan, old_status: dic
         plan_status = plan_status_from(fresh, input_hash)
     decision.status.plan = plan_status
     conditions.set(PLANNED, True, cond.FITS, f"{_first_line(plan_status.explanation).rstrip('.') or 'plan chosen'}; "
-                   "the estimate, memory and alternatives are in status.plan.explanation")
+                   + (stale or "the estimate, memory and alternatives are in status.plan.explanation"))
     return plan_status
+
+
+def _gone_domain(plan: PlanStatus, observed: Observed) -> str | None:
+    """The node (or NVLink clique) a kept plan's "Domain:" line names first, when the cluster has no such Node (deleted;
+    a node that only lost its GPU labels for a moment still is one) and no node is in such a clique."""
+    line = next((x for x in plan.explanation.splitlines() if x.startswith("Domain: ")), "")
+    words = line.removeprefix("Domain: ").split()
+    named = words[0].rstrip(":,;") if words else ""
+    if not named or not observed.node_names or named in observed.node_names \
+            or any(named == n.clique for n in observed.nodes):
+        return None
+    return named
 
 
 def gpus_free(pods: list[dict[str, Any]], nodes: list[GPUNode]) -> dict[str, int]:

@@ -119,7 +119,9 @@ class FakeKube:
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]:
         self.calls["PATCH"] += 1
-        obj = self.objects[(kind, namespace, name)]
+        obj = self.objects.get((kind, namespace, name))
+        if obj is None:
+            raise ApiError(404, "NotFound", f"{kind} {name} not found")
         if resource_version is not None and resource_version != obj["metadata"].get("resourceVersion"):
             raise ApiError(409, "Conflict", "the object has been modified")
         obj["status"] = merge(obj.get("status") or {}, status)

@@ -126,6 +126,8 @@ class Kube:
         self.calls: Counter[str] = Counter()  # verb -> count, for benchmarks ("API requests per CR")
         self._api_cache: dict[str, tuple[bool, float]] = {}  # key -> (served, when discovery said so)
         self._api_locks: dict[str, threading.Lock] = {}  # one discovery per API at a time, whatever the workers
+        # (kind, namespace, name) -> (uid, the object sent) of creates whose fields are not marked as applied yet
+        self.unfinished_creates: dict[tuple[str, str | None, str], tuple[str, dict[str, Any]]] = {}
 
     # ---- plumbing ----
 
@@ -259,6 +261,29 @@ class Kube:
         meta = obj["metadata"]
         created = self.request("POST", self._path(obj["kind"], meta.get("namespace")),
                                query={"fieldManager": FIELD_MANAGER}, body=obj)
+        try:
+            return self._mark_applied(created, obj)
+        except Exception:
+            # Created, but its fields are not marked as applied (the API server went away between the two requests):
+            # the next pass in the namespace does it (finish_creates), or a later apply could not remove a field.
+            with self._lock:
+                self.unfinished_creates[(obj["kind"], meta.get("namespace"), meta["name"])] = (
+                    created["metadata"]["uid"], obj)
+            raise
+
+    def finish_creates(self, namespace: str) -> None:
+        """Mark the fields of the objects created in `namespace` whose marking failed as applied, if still there."""
+        with self._lock:
+            pending = {k: v for k, v in self.unfinished_creates.items() if k[1] == namespace}
+        for (kind, ns, name), (uid, sent) in pending.items():
+            live = self.get(kind, ns, name)
+            if live is not None and live["metadata"]["uid"] == uid:
+                self._mark_applied(live, sent)
+            with self._lock:
+                self.unfinished_creates.pop((kind, ns, name), None)
+
+    def _mark_applied(self, created: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
         # The patch below is conditional on the resourceVersion, which the object's controller bumps with each status
         # write right after creation (a Deployment's, several times in its first second): read again and retry.
         for attempt in range(RELABEL_ATTEMPTS):

@@ -53,7 +53,7 @@ def permissions(scope: str | None = None) -> dict[tuple[str, str], frozenset[str
     return {key: frozenset(verbs) for key, verbs in out.items()}
 
 
-# The operator's own resource: watched by kopf, read per reconcile, status written by the operator.
+# The operator's own resource: watched by the operator (controller/cache.py), read per reconcile, status written by the operator.
 require("llmbackend.dev", "llmbackends", "get", "list", "watch")
 require("llmbackend.dev", "llmbackends/status", "get", "patch", "update")
 # kopf discovers the served resources and namespaces it watches.

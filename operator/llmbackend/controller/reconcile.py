@@ -8,9 +8,11 @@ of any step becomes a condition with its reason and message; the work queue retr
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,7 +22,7 @@ from ..api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from ..autoscaling import metrics
 from ..planning.inventory import Inventory
 from ..render.multinode import LAUNCHER_CLUSTER_ROLE
-from ..render.workloads import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef
+from ..render.workloads import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef, serving_pod_ready
 from . import egress, permissions
 from .conditions import Conditions, now_rfc3339
 from .decide import (
@@ -90,10 +92,15 @@ class LostRace(Exception):
         self.live = live
 
 
+class BackendGone(Exception):
+    """The API server has no such backend (or another one under its name): the pass ends, with no retry."""
+
+
 @dataclass
 class Outcome:
     requeue_after: float | None = None
     writes: int = 0
+    gone: bool = False  # the API server said the backend is gone (the store still had it): forget the key
 
 
 @dataclass
@@ -104,6 +111,11 @@ class SharedState:
     decisions: dict[tuple[str, str], ScaleDecision] = field(default_factory=dict)
     autoscale_targets: dict[tuple[str, str], AutoscaleTarget] = field(default_factory=dict)
     waiting_for_capacity: set[tuple[str, str]] = field(default_factory=set)
+    # Nodes deleted (seen by the Node watch): their pods stay, Ready, until the pod garbage collector takes them (about
+    # a minute), and their Deployment counts them ready meanwhile. A node created again under the name leaves the set.
+    lost_nodes: set[str] = field(default_factory=set)
+    # The names of every Node (from the Node watch's store), for a kept plan's explanation; None: not known.
+    node_names: Callable[[], frozenset[str]] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -111,16 +123,37 @@ class Reconciler:
     def __init__(self, kube: KubeClient, state: SharedState):
         self.kube = kube
         self.state = state
+        self._local = threading.local()  # per worker thread: whether its pass confirmed the backend
 
     def reconcile(self, key: tuple[str, str]) -> Outcome:
         namespace, name = key
         obj = self.kube.get("LLMBackend", namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            self.forget(key)
-            # Children go with the CR through owner references; copies in a model cache only when no other
-            # backend uses them (the cleanup waits for the backend's pods to go: look again until it ran).
-            return Outcome(requeue_after=30 if cleanup_model_caches_safely(self.kube, namespace) else None)
+            return self._gone(key)
+        try:
+            return self._reconcile(key, obj)
+        except BackendGone as exc:
+            # The store still had it (its DELETED missed while a watch was down): nothing of it is written again.
+            log.info("%s/%s is gone (%s): forgotten, no retry", namespace, name, exc)
+            return dataclasses.replace(self._gone(key), gone=True)
+
+    def _gone(self, key: tuple[str, str]) -> Outcome:
+        self.forget(key)
+        # Children go with the CR through owner references; copies in a model cache only when no other
+        # backend uses them (the cleanup waits for the backend's pods to go: look again until it ran).
+        return Outcome(requeue_after=30 if cleanup_model_caches_safely(self.kube, key[0]) else None)
+
+    def _reconcile(self, key: tuple[str, str], obj: dict[str, Any]) -> Outcome:
+        namespace, name = key
         writes_before = self._writes()
+        finish_creates = getattr(self.kube, "finish_creates", None)  # the REST client's; fakes have none
+        if finish_creates is not None and getattr(self.kube, "unfinished_creates", None):
+            try:
+                finish_creates(namespace)
+            except ApiError as exc:
+                self._report_failure(obj, None, exc)
+                raise
+        self._local.confirmed = False  # whether this pass read the backend from the API server (before its first create)
         decision: Decision | None = None
         try:
             observed = self.observe(obj)
@@ -178,10 +211,14 @@ class Reconciler:
                                            previous_source=((obj.get("status") or {}).get("model") or {}).get("source"))
         with self.state.lock:
             scale_decision = self.state.decisions.get((namespace, name))
+            lost_nodes = set(self.state.lost_nodes)
+        pods = self.kube.list("Pod", namespace, label_selector=by_label)
+        if lost_nodes:
+            pods, children = without_lost_nodes(pods, children, lost_nodes, name)
         return Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,
-                        pods=self.kube.list("Pod", namespace, label_selector=by_label),
-                        scale_decision=scale_decision, model_cache=model_cache,
-                        prometheus_urls=egress.settings.prometheus_urls)
+                        pods=pods, scale_decision=scale_decision, model_cache=model_cache,
+                        prometheus_urls=egress.settings.prometheus_urls,
+                        node_names=self.state.node_names() if self.state.node_names else None)
 
     def _look_up(self, observed: Observed, decision: Decision) -> Observed:
         """What decide asked for and the caches do not hold: children by name (not created yet, or someone
@@ -221,7 +258,7 @@ class Reconciler:
                 self.state.waiting_for_capacity.discard(key)
         for child in decision.apply:
             try:
-                self._write_child(child, meta["uid"])
+                self._write_child(child, meta)
             except ApiError as exc:
                 raise ApiError(exc.status, exc.reason,
                                f"applying {child['kind']} {child['metadata']['name']}: {exc.message}") from exc
@@ -235,11 +272,12 @@ class Reconciler:
         for type_, reason, message in decision.events:
             self.event(obj, type_, reason, message)
 
-    def _write_child(self, child: dict[str, Any], uid: str) -> None:
+    def _write_child(self, child: dict[str, Any], owner: dict[str, Any]) -> None:
         """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
         absent is created (POST: a name already taken fails), one it saw controlled by this backend is applied with
         that object's uid and resourceVersion as preconditions. When one fails, the object is read again and
         written only if it is still ours; else LostRace."""
+        uid = owner["uid"]
         meta = dict(child["metadata"])
         kind, child = child["kind"], {**child, "metadata": meta}
         for _ in range(MAX_WRITE_ATTEMPTS):
@@ -247,6 +285,7 @@ class Reconciler:
                 if meta.get("resourceVersion"):
                     self.kube.apply(child)
                 else:
+                    self._confirm_backend(owner)
                     self.kube.create_applied(child)
                 return
             except ApiError as exc:
@@ -263,6 +302,18 @@ class Reconciler:
                     meta[field_name] = live["metadata"][field_name]
         raise ApiError(409, "Conflict", f"{kind} {meta['name']} kept changing while the operator wrote it; retrying")
 
+    def _confirm_backend(self, owner: dict[str, Any]) -> None:
+        """Before a pass creates its first child: the owner is read from the API server. The store may still hold a
+        backend deleted while its watch was down; a child created for it would be garbage collected, recreated by the
+        next pass, and so on (a pod scheduled each time). One GET per pass that creates, none for a pass that only
+        applies (an apply of an existing child cannot outlive its owner: the garbage collector takes it)."""
+        if getattr(self._local, "confirmed", False):
+            return
+        live = self.kube.get_live("LLMBackend", owner["namespace"], owner["name"])
+        if live is None or live["metadata"]["uid"] != owner["uid"] or live["metadata"].get("deletionTimestamp"):
+            raise BackendGone("not found on the API server" if live is None else "deleted, or replaced under its name")
+        self._local.confirmed = True
+
     def _write_status(self, obj: dict[str, Any], decision: Decision) -> None:
         meta = obj["metadata"]
         status = finish_status(decision)
@@ -275,6 +326,8 @@ class Reconciler:
             except ApiError as exc:
                 if exc.status == 409:  # the CR changed meanwhile; the watch brings us back
                     return
+                if exc.status == 404:
+                    raise BackendGone("its status write found no such LLMBackend") from exc
                 raise
         for type_, reason, message in condition_events(decision.conditions):
             self.event(obj, type_, reason, message)
@@ -290,6 +343,7 @@ class Reconciler:
             self._write_status(obj, decision)
         except ApiError:
             pass  # the API server is failing us; the original error is retried with backoff
+        # BackendGone goes up: the original error is moot when the backend is gone.
 
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         meta = obj["metadata"]
@@ -331,3 +385,37 @@ def export_status_metrics(obj: dict[str, Any], status: dict[str, Any]) -> None:
         desired = spec.get("replicas", 1)
     metrics.set_backend_status(obj["metadata"]["namespace"], obj["metadata"]["name"], status.get("conditions") or [],
                                status.get("replicas"), status.get("readyReplicas"), desired)
+
+
+NODE_LOST = "NodeLost"
+
+
+def without_lost_nodes(pods: list[dict[str, Any]], children: dict[tuple[str, str], dict[str, Any] | None],
+                       lost_nodes: set[str], name: str) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Any]]:
+    """What this pass sees of pods bound to deleted nodes: not Ready (nothing runs them), and not counted in their
+    Deployment's readyReplicas, which the deployment controller lowers only once the pod garbage collector deletes
+    them. So status says at once what is served. (A LeaderWorkerSet's ready groups are left as it reports them.)"""
+    lost = [p for p in pods if (p.get("spec") or {}).get("nodeName") in lost_nodes]
+    if not lost:
+        return pods, children
+    seen = []
+    for pod in pods:
+        if pod not in lost:
+            seen.append(pod)
+            continue
+        pod = copy.deepcopy(pod)
+        status = pod.setdefault("status", {})
+        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"] + [
+            {"type": "Ready", "status": "False", "reason": NODE_LOST,
+             "message": f"node {pod['spec']['nodeName']} was deleted"}]
+        seen.append(pod)
+    counted = sum(1 for p in lost if serving_pod_ready(p))
+    deployment = children.get(("Deployment", name))
+    if counted and deployment is not None:
+        deployment = copy.deepcopy(deployment)
+        deployment_status = deployment.setdefault("status", {})
+        for field_name in ("readyReplicas", "availableReplicas"):
+            if deployment_status.get(field_name):
+                deployment_status[field_name] = max(0, deployment_status[field_name] - counted)
+        children = {**children, ("Deployment", name): deployment}
+    return seen, children

@@ -1,8 +1,8 @@
 """`llmbackend run`: the operator process.
 
-kopf provides the watches of LLMBackends and Nodes (every one of them matters) and logging. The
-operator's children and serving pods are watched by `cache.WatchCaches` with a label selector sent to
-the API server, so unrelated objects never reach this process. Watch events only enqueue keys; a small
+kopf provides the event loop, signal handling and logging. The LLMBackends, Nodes, the operator's children and
+serving pods are watched by `cache.WatchCaches` (children and pods with a label selector sent to the API server, so
+unrelated objects never reach this process). Watch events only enqueue keys; a small
 work queue (deduplicating, with per-key backoff) runs the level-triggered `Reconciler` in worker threads,
 reading from the caches. The autoscaler loop and a periodic resync enqueue keys too. With
 --leader-elect, only the holder of a coordination.k8s.io Lease runs at all. docs/controller.md says why.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import os
 import time
@@ -23,7 +24,7 @@ import aiohttp
 import kopf
 
 from ..api import conditions as cond
-from ..api.v1alpha1 import GROUP, PLURAL, VERSION
+from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
@@ -42,6 +43,7 @@ log = logging.getLogger("llmbackend.operator")
 LOOP_STALL_S = 60.0
 QUEUE_STALL_S = 300.0
 CACHE_SYNC_TIMEOUT_S = 120.0
+STOP_WAIT_S = 10.0  # on shutdown, how long passes in flight may take to finish
 # A failing backend is retried at 1, 2, 4 ... s, at most this far apart: long enough not to hammer a failing API
 # server, short enough that a fix elsewhere (a quota raised, a CRD reinstalled) shows within a minute. A change of its
 # spec or of one of its children starts the count again.
@@ -92,9 +94,9 @@ class Operator:
     def __init__(self, kube: Kube, workers: int = 4, resync_seconds: float = 300, namespaces: list[str] | None = None):
         self.state = SharedState()
         self.caches = WatchCaches(kube, namespaces, on_event=self.on_child_event)
-        self.backends = Store()
-        self.backends.replace("", [])  # filled by kopf's LLMBackend events before any key is enqueued
+        self.backends: Store = self.caches.backends
         self.kube = CachedKube(kube, self.caches, self.backends)
+        self.state.node_names = self.caches.nodes.names
         self.reconciler = Reconciler(self.kube, self.state)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.started = False
@@ -108,36 +110,40 @@ class Operator:
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
         self.tasks: list[asyncio.Task] = []
         self.scalers: dict[tuple[str, str], dict[str, Any]] = {}
+        self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
-    # ---- event intake (called by kopf handlers, on the event loop) ----
+    # ---- event intake (on the event loop; the watch threads hand their events over) ----
 
     def enqueue(self, key: tuple[str, str]) -> None:
         if self.queue is not None:
             self.queue.add(key)
 
     def on_backend_event(self, event_type: str, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
+        """An LLMBackend event (its watcher has updated the store already). DELETED also comes from a re-list that
+        no longer has the backend (deleted while the watch was down)."""
         key = (namespace, name)
-        if body is not None:
-            if event_type == "DELETED":
-                self.backends.remove(body)
-            else:
-                self.backends.upsert(body)
+        if body is not None and event_type != "DELETED":
             generation = (body.get("metadata") or {}).get("generation")
             if self.generations.get(key) != generation:  # a new spec: whatever failed may work now
                 self.generations[key] = generation
                 self.reset_backoff(key)
         if event_type == "DELETED":
-            self.known.discard(key)
-            self.generations.pop(key, None)
-            self.reconciler.forget(key)
-            scaler = self.scalers.pop(key, None)
-            if scaler is not None:
-                asyncio.get_running_loop().create_task(_close_scaler(scaler))
-            metrics.forget_backend(namespace, name)
+            self.forget(key)
             self.enqueue(key)  # the reconcile of a gone backend cleans up model cache copies no one uses
             return
         self.known.add(key)
         self.enqueue(key)
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """A backend that is gone: nothing of it is kept, retried or scaled."""
+        self.known.discard(key)
+        self.generations.pop(key, None)
+        self.reset_backoff(key)
+        self.reconciler.forget(key)
+        scaler = self.scalers.pop(key, None)
+        if scaler is not None:
+            asyncio.get_running_loop().create_task(_close_scaler(scaler))
+        metrics.forget_backend(*key)
 
     def on_child_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """From a watch thread: a node changes the inventory; a child or pod wakes the backend that owns it."""
@@ -145,6 +151,11 @@ class Operator:
             return
         if kind == "Node":
             self.loop.call_soon_threadsafe(self.on_node_event, event_type, obj)
+            return
+        if kind == "LLMBackend" and event_type != API_SERVED:
+            meta = obj.get("metadata") or {}
+            self.loop.call_soon_threadsafe(self.on_backend_event, event_type, meta.get("namespace", ""),
+                                           meta.get("name", ""), obj)
             return
         if event_type == API_SERVED:  # a CRD (re)installed: backends that would own one of its kind look again
             self.loop.call_soon_threadsafe(self.on_api_served)
@@ -181,12 +192,25 @@ class Operator:
     def ready(self) -> tuple[bool, str]:
         if not self.started:
             return True, "standby: waiting for the leader Lease"
+        if self.caches.crd_missing():
+            return False, (f"the {PLURAL}.{GROUP} CRD is not served (deleted, or not installed yet): waiting for it; "
+                           "apply crds/ (or the chart) again")
         if not self.caches.synced:
             return False, "watch caches not synced: " + ", ".join(self.caches.unsynced())
         return True, "ok"
 
     def on_node_event(self, event_type: str, body: dict[str, Any]) -> None:
         name = body.get("metadata", {}).get("name", "")
+        with self.state.lock:
+            if event_type == "DELETED":
+                self.state.lost_nodes.add(name)
+            else:
+                self.state.lost_nodes.discard(name)
+        if event_type == "DELETED":
+            # Its pods are served no more: their backends' status says so now. The others look again too: a kept
+            # plan's explanation may name it (node deletions are rare; the passes read from the caches).
+            for key in self.backends_on_node(name) | self.known:
+                self.enqueue(key)
         changed = self.state.inventory.remove(name) if event_type == "DELETED" else self.state.inventory.upsert(body)
         if not changed:
             return  # heartbeats and unrelated label changes do not re-render anything
@@ -195,6 +219,15 @@ class Operator:
             keys = set(self.state.waiting_for_capacity) | set(self.state.autoscale_targets)
         for key in keys:
             self.enqueue(key)
+
+    def backends_on_node(self, node: str) -> set[tuple[str, str]]:
+        """The backends with a pod bound to this node (from the pod cache)."""
+        keys = set()
+        for pod in self.caches.stores["Pod"].list(None, None):
+            owner = (pod["metadata"].get("labels") or {}).get(BACKEND_LABEL)
+            if owner and (pod.get("spec") or {}).get("nodeName") == node:
+                keys.add((pod["metadata"].get("namespace", ""), owner))
+        return keys
 
     # ---- loops ----
 
@@ -224,7 +257,13 @@ class Operator:
         for scaler in self.scalers.values():
             await _close_scaler(scaler)
         self.caches.stop()
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        # Passes in flight finish (briefly) before the Lease is released: the next leader must not race their writes.
+        finishing = asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(self.executor.shutdown, wait=True, cancel_futures=True))
+        try:
+            await asyncio.wait_for(finishing, STOP_WAIT_S)
+        except TimeoutError:
+            log.warning("reconciles still running after %.0fs; stopping anyway", STOP_WAIT_S)
 
     async def _worker(self, index: int) -> None:
         loop = asyncio.get_running_loop()
@@ -236,6 +275,10 @@ class Operator:
                 outcome = await loop.run_in_executor(self.executor, self.reconciler.reconcile, key)
                 self.queue.failures.pop(key, None)
                 metrics.observe_reconcile("success", time.monotonic() - started)
+                if outcome.gone and self.backends.get(*key) is None:  # gone, whatever the store said: no retry
+                    self.forget(key)
+                elif outcome.gone:  # replaced under its name (the store has the new one now): serve that one
+                    self.enqueue(key)
                 if outcome.requeue_after:
                     self.queue.add_after(key, outcome.requeue_after)
             except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff, never crashes
@@ -461,13 +504,10 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
         await operator.stop()
+        if operator.elector is not None:  # after the workers stopped: the next leader starts at once
+            await asyncio.get_running_loop().run_in_executor(None, operator.elector.release)
 
-    # kopf types `namespace` as str | None and the event as its own TypedDict: LLMBackends are namespaced, and the
-    # body is read as a plain dict.
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)  # type: ignore[arg-type]
-    async def backend_event(event: dict[str, Any], name: str, namespace: str, **_: Any) -> None:
-        operator.on_backend_event(event.get("type") or "", namespace, name, event.get("object"))
-
+    # No kopf resource handler: the LLMBackends are watched by cache.WatchCaches (see the module docstring).
     return registry
 
 
@@ -517,7 +557,7 @@ def run(args: argparse.Namespace) -> int:
         host, _, port = args.metrics_addr.rpartition(":")
         metrics.start_metrics_server(int(port), host or "0.0.0.0")
     if args.leader_elect:
-        elector = LeaderElector(kube, args.lease_name, args.lease_namespace)
+        elector = operator.elector = LeaderElector(kube, args.lease_name, args.lease_namespace)
         elector.acquire()  # blocks until this replica leads; exits the process when leadership is lost
     kopf.run(
         registry=build_registry(operator),
