@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import aiohttp
 
 from ..api.engine_metrics import ACTIVATOR_HELD_METRIC
-from .sources import metrics_url
+from .sources import MAX_METRICS_BYTES, metrics_url, read_capped
 
 
 def parse_held(text: str, name: str = ACTIVATOR_HELD_METRIC) -> float | None:
@@ -47,11 +47,10 @@ async def held_requests(session: aiohttp.ClientSession, addresses: Mapping[str, 
 
     async def one(ip: str) -> float | None:
         try:
-            async with session.get(metrics_url(ip, port),
-                                   timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-                if resp.status != 200:
-                    return None
-                return parse_held(await resp.text(errors="replace"))
+            async with session.get(metrics_url(ip, port), timeout=aiohttp.ClientTimeout(total=timeout_s),
+                                   allow_redirects=False) as resp:  # as the engine scrape: that pod, capped
+                body = await read_capped(resp, MAX_METRICS_BYTES) if resp.status == 200 else None
+                return None if body is None else parse_held(body.decode(errors="replace"))
         except Exception:  # noqa: BLE001 - an unreachable activator is "no signal", never a crash
             return None
 

@@ -43,6 +43,26 @@ class PodScrapeState:
     last_ok_time: float | None = None
 
 
+# The most of one pod's /metrics the operator reads. A Triton pod serving one LLM exports some tens of KiB (its
+# histograms included); the cap bounds what a hostile image can make the operator hold (it runs within 512Mi).
+MAX_METRICS_BYTES = 4 * 2**20
+
+
+async def read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes | None:
+    """The body, or None once it passes ``cap`` bytes (the rest is not read; the connection is closed)."""
+    if resp.content_length is not None and resp.content_length > cap:
+        resp.close()
+        return None
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > cap:
+            resp.close()
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class TritonScraper:
     """Scrapes ``http://{ip}:{port}/metrics`` of each ready pod and keeps a ring of samples per pod.
 
@@ -108,16 +128,23 @@ class TritonScraper:
         url = self.url_for(address)
         async with self._sem:
             try:
-                async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
+                # The pod runs the tenant's image: a redirect must not send the operator elsewhere (it would GET any
+                # URL from the operator's network position), and the answer is read up to a cap, never whole.
+                async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                                       allow_redirects=False) as resp:
                     if resp.status != 200:
                         return pod, None, f"HTTP {resp.status} from {url}", self.clock()
-                    text = await resp.text(errors="replace")
+                    body = await read_capped(resp, MAX_METRICS_BYTES)
+                    if body is None:
+                        return pod, None, (f"metrics of {url} exceed {MAX_METRICS_BYTES // 2**20} MiB: not read "
+                                           "(a Triton pod's are well under it)"), self.clock()
             except TimeoutError:
                 return pod, None, f"timeout after {self.timeout_s:g}s: {url}", self.clock()
             except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
                 return pod, None, f"{type(e).__name__}: {e} ({url})", self.clock()
         t = self.clock()
-        c = parse_metrics_text(text, self.model, self.signal)
+        # Parsed off the event loop: a few MiB of text must not stall every other backend's scrape.
+        c = await asyncio.to_thread(parse_metrics_text, body.decode(errors="replace"), self.model, self.signal)
         if c is None:
             if self.signal == SIGNAL_ENGINE:
                 return pod, None, (f"no engine counters ({EM.ENGINE_QUEUE_METRIC}) for model {self.model!r} at {url}: "
