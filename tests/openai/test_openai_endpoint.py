@@ -1,7 +1,8 @@
 """The official `openai` client against the operator's OpenAI frontend in front of a real tritonserver.
 
-Everything comes from what the operator renders for a tensorrtllm backend: Triton serves the ConfigMap's model
-repository (the LLM API model, with the CPU stand-in engine as the only stand-in), and the frontend is the
+Everything comes from what the operator renders for a tensorrtllm and a vllm backend: Triton serves the ConfigMap's
+model repository (the LLM API model or the vLLM model, with the CPU stand-in engine as the only stand-in), and the
+frontend is the
 ConfigMap's `openai-frontend.py` (and its `http_body.py`) run with the rendered container's arguments (addresses made local; the
 checkpoint's tokenizer_config.json is tests/openai/tokenizer). A "token" of the stand-in is a whitespace-separated
 word and its reply repeats the prompt's words, so the expected counts below follow from the prompts, and the chat
@@ -11,12 +12,14 @@ prompt is what the checkpoint's chat template makes of the messages.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from unittest import mock
 from urllib.parse import urlsplit
 
 import pytest
@@ -47,10 +50,11 @@ TOKENIZER = HERE / "tokenizer"
 CONTEXT = 300
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    """(the frontend's base URL, the tritonserver, the Triton model's name)."""
-    spec = backend_spec(4, maxSeqLen=CONTEXT, maxInputLen=CONTEXT - 1)
+@pytest.fixture(scope="module", params=["tensorrtllm", "vllm"])
+def stack(request, tmp_path_factory):
+    """(the frontend's base URL, the tritonserver, the Triton model's name, the backend)."""
+    backend = request.param
+    spec = backend_spec(4, maxSeqLen=CONTEXT, maxInputLen=CONTEXT - 1, backend=backend)
     workdir = tmp_path_factory.mktemp("openai")
     plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
                       memory_per_gpu_bytes=40 << 30)
@@ -62,12 +66,13 @@ def stack(tmp_path_factory):
         (workdir / item["path"]).write_text(config_map["data"][item["key"]])
     program = workdir / rendered_openai.FRONTEND_KEY
     container = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
-    with serve(spec, workdir) as (server, name):
+    # both stand-ins decode a token per 20 ms (the vLLM one's default is 10 ms)
+    with mock.patch.dict(os.environ, VLLM_STANDIN_STEP_S="0.02"), serve(spec, workdir) as (server, name):
         assert name == MODEL
         port = free_port()
         args = local_args(container["args"], server.http_url, server.metrics_url, str(TOKENIZER), port)
         with run_frontend(program, args, port) as url:
-            yield url, server, name
+            yield url, server, name, backend
 
 
 @pytest.fixture(scope="module")
@@ -296,21 +301,31 @@ def test_a_request_over_the_limit_does_not_keep_decoding(stack, client):
     themselves would cut max_tokens to what is left and generate all of it)."""
     import openai
 
-    _, server, name = stack
-    before = metric(metrics(server), em.ENGINE_REQUESTS_METRIC, name)
+    _, server, name, backend = stack
+    before = _finished(server, name, backend)
     started = time.monotonic()
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model=MODEL, prompt="a b c", max_tokens=CONTEXT - 1)
     assert time.monotonic() - started < 3  # CONTEXT - 3 tokens at 20 ms each would take ~6 s
-    _wait_engine_idle(server, name, before)
+    _wait_engine_idle(server, name, backend, before)
 
 
-def _wait_engine_idle(server, name, finished_before, within_s=3.0):
+def _finished(server, name, backend):
+    """Requests the engine finished, cancelled ones included (the TensorRT-LLM model counts them; for vLLM the
+    running gauge tells)."""
+    return metric(metrics(server), em.ENGINE_REQUESTS_METRIC, name) if backend == "tensorrtllm" else 0
+
+
+def _wait_engine_idle(server, name, backend, finished_before, within_s=3.0):
     deadline = time.monotonic() + within_s
     while True:
         now = metrics(server)
-        if (metric(now, em.ENGINE_REQUESTS_METRIC, name) > finished_before
-                and metric(now, em.REQUEST_GAUGE, name, request_type="active") == 0):
+        if backend == "tensorrtllm":
+            idle = (metric(now, em.ENGINE_REQUESTS_METRIC, name) > finished_before
+                    and metric(now, em.REQUEST_GAUGE, name, request_type="active") == 0)
+        else:
+            idle = metric(now, em.VLLM_RUNNING_GAUGE, name) == 0
+        if idle:
             return
         if time.monotonic() > deadline:
             pytest.fail(f"the engine still decodes the request {within_s:g} s later")
@@ -323,12 +338,12 @@ def test_a_client_that_gives_up_cancels_its_engine_request(stack):
     and every client retry added another orphan."""
     import openai
 
-    base_url, server, name = stack
+    base_url, server, name, backend = stack
     impatient = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=1.0)
-    before = metric(metrics(server), em.ENGINE_REQUESTS_METRIC, name)
+    before = _finished(server, name, backend)
     with pytest.raises(openai.APITimeoutError):
         impatient.completions.create(model=MODEL, prompt="keep talking", max_tokens=CONTEXT - 10)  # ~6 s of decode
-    _wait_engine_idle(server, name, before, within_s=2.5)
+    _wait_engine_idle(server, name, backend, before, within_s=2.5)
 
 
 # raw HTTP/1.1 on one keep-alive connection, as a client's connection pool uses it
