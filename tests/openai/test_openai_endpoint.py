@@ -1,7 +1,8 @@
 """The official `openai` client against the operator's OpenAI frontend in front of a real tritonserver.
 
-Everything comes from what the operator renders for a tensorrtllm backend: Triton serves the ConfigMap's model
-repository (the LLM API model, with the CPU stand-in engine as the only stand-in), and the frontend is the
+Everything comes from what the operator renders for a tensorrtllm and a vllm backend: Triton serves the ConfigMap's
+model repository (the LLM API model or the vLLM model, with the CPU stand-in engine as the only stand-in), and the
+frontend is the
 ConfigMap's `openai-frontend.py` (and its `http_body.py`) run with the rendered container's arguments (addresses made local; the
 checkpoint's tokenizer_config.json is tests/openai/tokenizer). A "token" of the stand-in is a whitespace-separated
 word and its reply repeats the prompt's words, so the expected counts below follow from the prompts, and the chat
@@ -11,9 +12,15 @@ prompt is what the checkpoint's chat template makes of the messages.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from unittest import mock
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -26,7 +33,7 @@ from llmbackend.render.workloads import RolloutStrategy, desired_objects
 # No conftest.py here: tests/e2e's tests import theirs as `conftest`, and a second one would shadow it.
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "triton")]
 from harness import free_port  # noqa: E402
-from llmapi_support import REF, backend_spec, serve  # noqa: E402
+from llmapi_support import REF, backend_spec, metric, metrics, serve  # noqa: E402
 from servers import local_args, run_frontend  # noqa: E402
 
 pytest.importorskip("openai", reason="pip install -e '.[test]' (the official openai client)")
@@ -38,11 +45,16 @@ pytestmark = [pytest.mark.triton,
 HERE = Path(__file__).resolve().parent
 MODEL = "llama-3.1-8b"  # the preset: the Triton model and the OpenAI model id
 TOKENIZER = HERE / "tokenizer"
+# The engine's context limit (maxSeqLen), small so that a completion may run to it within seconds (the stand-in
+# decodes a token per 20 ms).
+CONTEXT = 300
 
 
-@pytest.fixture(scope="module")
-def base_url(tmp_path_factory):
-    spec = backend_spec(4)
+@pytest.fixture(scope="module", params=["tensorrtllm", "vllm"])
+def stack(request, tmp_path_factory):
+    """(the frontend's base URL, the tritonserver, the Triton model's name, the backend)."""
+    backend = request.param
+    spec = backend_spec(4, maxSeqLen=CONTEXT, maxInputLen=CONTEXT - 1, backend=backend)
     workdir = tmp_path_factory.mktemp("openai")
     plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
                       memory_per_gpu_bytes=40 << 30)
@@ -54,12 +66,18 @@ def base_url(tmp_path_factory):
         (workdir / item["path"]).write_text(config_map["data"][item["key"]])
     program = workdir / rendered_openai.FRONTEND_KEY
     container = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
-    with serve(spec, workdir) as (server, name):
+    # both stand-ins decode a token per 20 ms (the vLLM one's default is 10 ms)
+    with mock.patch.dict(os.environ, VLLM_STANDIN_STEP_S="0.02"), serve(spec, workdir) as (server, name):
         assert name == MODEL
         port = free_port()
         args = local_args(container["args"], server.http_url, server.metrics_url, str(TOKENIZER), port)
         with run_frontend(program, args, port) as url:
-            yield url
+            yield url, server, name, backend
+
+
+@pytest.fixture(scope="module")
+def base_url(stack):
+    return stack[0]
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +193,258 @@ def test_metrics_are_relayed_on_the_openai_port(base_url, client):
     assert f'nv_inference_request_success{{model="{MODEL}",version="1"}}' in text
     # what the Inference Extension's endpoint picker reads on this port
     assert f'{em.REQUEST_GAUGE}{{' in text and f'{em.KV_GAUGE}{{' in text
+
+
+# ---- what clients depend on, as OpenAI's API does it (issue 46, item 6) ----
+
+
+@pytest.mark.parametrize("endpoint, kwargs, param", [
+    ("chat", {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "answer", "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}}, "response_format"),
+    ("chat", {"response_format": {"type": "json_object"}}, "response_format"),
+    ("chat", {"tools": [{"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}]},
+     "tools"),
+    ("chat", {"tool_choice": "required"}, "tool_choice"),
+    ("chat", {"logprobs": True, "top_logprobs": 2}, "logprobs"),
+    ("chat", {"n": 2}, "n"),
+    ("chat", {"logit_bias": {"50256": -100}}, "logit_bias"),
+    ("chat", {"reasoning_effort": "high"}, "reasoning_effort"),
+    ("chat", {"extra_body": {"guided_json": {"type": "object"}}}, "guided_json"),
+    ("text", {"echo": True}, "echo"),
+    ("text", {"suffix": "the end"}, "suffix"),
+    ("text", {"logprobs": 2}, "logprobs"),
+    ("text", {"best_of": 2}, "best_of"),
+])
+def test_what_the_server_does_not_do_is_a_400_naming_it(client, endpoint, kwargs, param):
+    """Before: response_format, tool_choice, logit_bias and others were accepted and dropped (200 with free text)."""
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as info:
+        if endpoint == "chat":
+            client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+                                           **kwargs)
+        else:
+            client.completions.create(model=MODEL, prompt="hi", max_tokens=2, **kwargs)
+    error = info.value.body
+    assert (error["param"], error["type"]) == (param, "invalid_request_error")
+    assert "not supported" in error["message"] or "Unrecognized" in error["message"]
+
+
+def test_structured_output_parse_fails_with_a_400_not_invalid_json(client):
+    """client.chat.completions.parse() (what LangChain's with_structured_output calls): before, free text came back
+    and the client failed to parse it."""
+    from pydantic import BaseModel
+
+    import openai
+
+    class Answer(BaseModel):
+        city: str
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.parse(model=MODEL, messages=[{"role": "user", "content": "where?"}],
+                                      response_format=Answer, max_tokens=5)
+    assert info.value.body["param"] == "response_format"
+
+
+def test_without_max_tokens_the_completion_runs_to_the_context_limit(client, base_url):
+    """Before: every reply stopped at 256 tokens. Now, as OpenAI: up to the context limit, which /v1/models states."""
+    with urllib.request.urlopen(f"{base_url}/models", timeout=10) as response:  # noqa: S310 - loopback
+        assert json.loads(response.read())["data"][0]["max_model_len"] == CONTEXT
+    prompt = "one two three"
+    result = client.completions.create(model=MODEL, prompt=prompt)
+    assert result.choices[0].finish_reason == "length"
+    assert result.usage.prompt_tokens == 3
+    assert result.usage.completion_tokens == CONTEXT - 3
+    chat = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "go on"}],
+                                          max_completion_tokens=4)
+    assert chat.usage.completion_tokens == 4  # max_completion_tokens is max_tokens' newer name
+
+
+def _assert_context_error(error, param):
+    assert error["code"] == "context_length_exceeded" and error["param"] == param, error
+    assert error["message"].startswith(f"This model's maximum context length is {CONTEXT} tokens"), error
+    assert "data:" not in error["message"] and "default_max_tokens" not in error["message"]  # no engine text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_context_overflow_is_context_length_exceeded(client, stream):
+    """Before: 400 with code null, param null and the engine's raw SSE line as the message (so LiteLLM raised a plain
+    BadRequestError, and context-window fallbacks never fired)."""
+    import openai
+
+    long_prompt = " ".join(f"w{i}" for i in range(CONTEXT + 5))
+    cases = [  # (call, param)
+        # the prompt alone does not fit: the engine refuses it
+        (lambda: client.completions.create(model=MODEL, prompt=long_prompt, stream=stream), "prompt"),
+        # the prompt fits, prompt + max_tokens does not: refused once the engine has counted the prompt
+        (lambda: client.completions.create(model=MODEL, prompt="a b c d e f g h i j", max_tokens=CONTEXT - 5,
+                                           stream=stream), "prompt"),
+        (lambda: client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "a b c"}],
+                                                max_tokens=CONTEXT - 2, stream=stream), "messages"),
+        # max_tokens alone leaves no room
+        (lambda: client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}],
+                                                max_completion_tokens=CONTEXT, stream=stream), "messages"),
+    ]
+    for call, param in cases:
+        with pytest.raises(openai.BadRequestError) as info:
+            result = call()
+            if stream:
+                list(result)
+        _assert_context_error(info.value.body, param)
+    # exactly at the limit is fine
+    fits = client.completions.create(model=MODEL, prompt="a b c d e f g h i j", max_tokens=4)
+    assert fits.usage.completion_tokens == 4
+
+
+def test_a_request_over_the_limit_does_not_keep_decoding(stack, client):
+    """prompt + max_tokens over the limit: the engine request is cancelled once the prompt is counted (the engines
+    themselves would cut max_tokens to what is left and generate all of it)."""
+    import openai
+
+    _, server, name, backend = stack
+    before = _finished(server, name, backend)
+    started = time.monotonic()
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=MODEL, prompt="a b c", max_tokens=CONTEXT - 1)
+    assert time.monotonic() - started < 3  # CONTEXT - 3 tokens at 20 ms each would take ~6 s
+    _wait_engine_idle(server, name, backend, before)
+
+
+def _finished(server, name, backend):
+    """Requests the engine finished, cancelled ones included (the TensorRT-LLM model counts them; for vLLM the
+    running gauge tells)."""
+    return metric(metrics(server), em.ENGINE_REQUESTS_METRIC, name) if backend == "tensorrtllm" else 0
+
+
+def _wait_engine_idle(server, name, backend, finished_before, within_s=3.0):
+    deadline = time.monotonic() + within_s
+    while True:
+        now = metrics(server)
+        if backend == "tensorrtllm":
+            idle = (metric(now, em.ENGINE_REQUESTS_METRIC, name) > finished_before
+                    and metric(now, em.REQUEST_GAUGE, name, request_type="active") == 0)
+        else:
+            idle = metric(now, em.VLLM_RUNNING_GAUGE, name) == 0
+        if idle:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"the engine still decodes the request {within_s:g} s later")
+        time.sleep(0.2)
+
+
+def test_a_client_that_gives_up_cancels_its_engine_request(stack):
+    """A non-streaming request whose client times out: the frontend notices the closed socket and cancels the Triton
+    request, so the engine stops decoding. Before: the engine went on to the end (~5 s here, ~30 s in the report),
+    and every client retry added another orphan."""
+    import openai
+
+    base_url, server, name, backend = stack
+    impatient = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=1.0)
+    before = _finished(server, name, backend)
+    with pytest.raises(openai.APITimeoutError):
+        impatient.completions.create(model=MODEL, prompt="keep talking", max_tokens=CONTEXT - 10)  # ~6 s of decode
+    _wait_engine_idle(server, name, backend, before, within_s=2.5)
+
+
+# raw HTTP/1.1 on one keep-alive connection, as a client's connection pool uses it
+
+
+def _exchange(sock: socket.socket, method: str, path: str, body: bytes | None = None,
+              headers: str = "") -> tuple[int, dict[str, str], bytes]:
+    head = f"{method} {path} HTTP/1.1\r\nHost: test\r\n{headers}"
+    if body is not None and "Transfer-Encoding" not in headers:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    sock.sendall(head.encode() + b"\r\n" + (body or b""))
+    reader = sock.makefile("rb")
+    status = int(reader.readline().split()[1])
+    fields: dict[str, str] = {}
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        key, _, value = line.decode().partition(":")
+        fields[key.strip().lower()] = value.strip()
+    if fields.get("transfer-encoding") == "chunked":
+        data = b""
+        while (size := int(reader.readline().strip(), 16)) > 0:
+            data += reader.read(size)
+            reader.readline()
+        reader.readline()
+    else:
+        data = reader.read(int(fields.get("content-length", "0")))
+    return status, fields, data
+
+
+@pytest.fixture
+def connection(base_url):
+    url = urlsplit(base_url)
+    sock = socket.create_connection((url.hostname, url.port), timeout=30)
+    yield sock
+    sock.close()
+
+
+COMPLETION = json.dumps({"model": MODEL, "prompt": "still usable", "max_tokens": 2}).encode()
+
+
+@pytest.mark.parametrize("method, path, status", [
+    ("POST", "/v1/responses", 404), ("POST", "/v1/embeddings", 404), ("POST", "/v2/anything", 404),
+    ("PUT", "/v1/chat/completions", 405), ("DELETE", "/v1/models", 405), ("GET", "/v1/responses", 404),
+    ("GET", "/v1/models/other-model", 404),
+])
+def test_unknown_routes_answer_json_and_leave_the_connection_usable(connection, method, path, status):
+    """Before: the 404 left the body unread and the next request on the pooled connection failed (501 or HTML)."""
+    body = json.dumps({"model": MODEL, "input": "hello " * 2000}).encode()
+    answered, fields, data = _exchange(connection, method, path, body)
+    assert answered == status and fields["content-type"] == "application/json", (answered, fields)
+    assert json.loads(data)["error"]["message"]
+    assert fields.get("connection") != "close"
+    again, _, data = _exchange(connection, "POST", "/v1/completions", COMPLETION)
+    assert again == 200, data
+    assert json.loads(data)["usage"]["completion_tokens"] == 2
+
+
+def test_a_chunked_body_is_accepted_and_the_connection_stays_usable(connection):
+    chunks = b"".join(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" for piece in (COMPLETION[:10], COMPLETION[10:]))
+    for _ in range(2):
+        status, _, data = _exchange(connection, "POST", "/v1/completions", chunks + b"0\r\n\r\n",
+                                    "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n")
+        assert status == 200, data
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000 + b"]" * 100_000,                                            # deeper than the parser's stack
+    b'{"model": "' + MODEL.encode() + b'", "prompt": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+    b'{"model": "\xff\xfe"}',                                                    # not UTF-8
+    b"{not json",
+    b"",
+])
+def test_malformed_bodies_are_400_never_500(connection, body):
+    """Before: a 100k-deep JSON body was a 500 (RecursionError)."""
+    status, fields, data = _exchange(connection, "POST", "/v1/completions", body)
+    assert status == 400, data
+    assert json.loads(data)["error"]["type"] == "invalid_request_error"
+    assert _exchange(connection, "POST", "/v1/completions", COMPLETION)[0] == 200  # and the server keeps serving
+
+
+def test_every_answer_carries_an_x_request_id(client, connection):
+    """Echoed when the client sends a sane one, generated otherwise: on answers, errors, streams and 404s."""
+    raw = client.completions.with_raw_response.create(model=MODEL, prompt="id please", max_tokens=1,
+                                                      extra_headers={"x-request-id": "trace-42"})
+    assert raw.headers["x-request-id"] == "trace-42"
+    generated = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=1)
+    assert generated.headers["x-request-id"].startswith("req_")
+    with client.completions.with_streaming_response.create(model=MODEL, prompt="a b", max_tokens=2, stream=True,
+                                                           extra_headers={"x-request-id": "stream-7"}) as response:
+        assert response.headers["x-request-id"] == "stream-7"
+    seen = set()
+    for method, path, body, headers in [
+        ("GET", "/v1/models", None, ""), ("POST", "/v1/responses", b"{}", ""), ("POST", "/v1/completions", b"{", ""),
+        ("GET", "/health", None, "x-request-id: has space\r\n"),
+        ("POST", "/v1/completions", COMPLETION, "X-Request-Id: mine-1\r\n"),
+    ]:
+        _, fields, _ = _exchange(connection, method, path, body, headers)
+        assert fields.get("x-request-id"), (method, path, fields)
+        seen.add(fields["x-request-id"])
+    assert "mine-1" in seen and "has space" not in seen
+    assert len(seen) == 5  # a fresh one per request
+    # a request line the server cannot parse: still JSON, still an id, and the connection closed
+    status, fields, data = _exchange(connection, "BREW", "/v1/models")
+    assert status == 501 and fields["x-request-id"].startswith("req_") and json.loads(data)["error"]

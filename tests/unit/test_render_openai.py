@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import sys
 
 import pytest
@@ -104,26 +105,116 @@ def test_the_rendered_memory_limit_covers_the_body_budget():
     assert f"--body-budget-bytes={openai.BODY_BUDGET_BYTES}" in container["args"]
 
 
+LIMIT = 4096  # the context limit the frontend is started with (--max-seq-len)
+
+
 @pytest.mark.parametrize("body, expected", [
-    ({}, {"max_tokens": fe.DEFAULT_MAX_TOKENS}),
+    ({}, {"max_tokens": LIMIT}),  # no max_tokens: up to the context limit (the engine cuts it after the prompt)
     ({"max_tokens": 7, "temperature": 0.5, "top_p": 1}, {"max_tokens": 7, "temperature": 0.5, "top_p": 1.0}),
     ({"max_completion_tokens": 9, "max_tokens": 7}, {"max_tokens": 9}),
-    ({"stop": "END"}, {"max_tokens": fe.DEFAULT_MAX_TOKENS, "stop_words": ["END"]}),
-    ({"seed": -1}, {"max_tokens": fe.DEFAULT_MAX_TOKENS, "seed": (1 << 64) - 1}),
+    ({"max_completion_tokens": 9}, {"max_tokens": 9}),
+    ({"stop": "END"}, {"max_tokens": LIMIT, "stop_words": ["END"]}),
+    ({"seed": -1}, {"max_tokens": LIMIT, "seed": (1 << 64) - 1}),
 ])
 def test_sampling_inputs(body, expected):
-    assert fe.sampling_inputs(body) == expected
+    assert fe.sampling_inputs(body, LIMIT) == expected
 
 
 @pytest.mark.parametrize("body, param", [
     ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": "5"}, "max_tokens"), ({"temperature": 3}, "temperature"),
+    ({"max_completion_tokens": 0}, "max_completion_tokens"),
     ({"temperature": True}, "temperature"), ({"stop": ["a", "b", "c", "d", "e"]}, "stop"), ({"stop": [""]}, "stop"),
-    ({"n": 2}, "n"), ({"logprobs": True}, "logprobs"), ({"stream": "yes"}, "stream"), ({"best_of": 3}, "best_of"),
+    ({"stream": "yes"}, "stream"),
 ])
 def test_sampling_inputs_rejects(body, param):
     with pytest.raises(fe.OpenAIError) as info:
-        fe.sampling_inputs(body)
+        fe.sampling_inputs(body, LIMIT)
     assert (info.value.status, info.value.param, info.value.body()["error"]["type"]) == (400, param, "invalid_request_error")
+
+
+@pytest.mark.parametrize("kind, body, param", [
+    ("chat", {"response_format": {"type": "json_object"}}, "response_format"),
+    ("chat", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
+     "response_format"),
+    ("chat", {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ("chat", {"tool_choice": "required"}, "tool_choice"),
+    ("chat", {"tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice"),
+    ("chat", {"functions": [{"name": "f"}]}, "functions"),
+    ("chat", {"function_call": {"name": "f"}}, "function_call"),
+    ("chat", {"logprobs": True}, "logprobs"), ("chat", {"top_logprobs": 2}, "top_logprobs"),
+    ("chat", {"n": 2}, "n"), ("chat", {"n": True}, "n"), ("text", {"best_of": 3}, "best_of"),
+    ("text", {"logprobs": 0}, "logprobs"), ("text", {"echo": True}, "echo"), ("text", {"suffix": "end"}, "suffix"),
+    ("chat", {"logit_bias": {"50256": -100}}, "logit_bias"), ("chat", {"modalities": ["text", "audio"]}, "modalities"),
+    ("chat", {"audio": {"voice": "alloy", "format": "wav"}}, "audio"), ("chat", {"reasoning_effort": "low"},
+                                                                      "reasoning_effort"),
+    ("chat", {"verbosity": "low"}, "verbosity"), ("chat", {"web_search_options": {}}, "web_search_options"),
+    ("chat", {"service_tier": "priority"}, "service_tier"), ("text", {"ignore_eos": True}, "ignore_eos"),
+    ("chat", {"guided_json": {"type": "object"}}, "guided_json"),  # not OpenAI's: unrecognized
+    ("chat", {"prompt": "x"}, "prompt"), ("text", {"messages": []}, "messages"),  # the other endpoint's field
+    ("chat", {"stream_options": {"include_usage": True, "continuous_usage_stats": True}},
+     "stream_options.continuous_usage_stats"),
+])
+def test_fields_the_server_does_not_implement_are_refused_by_name(kind, body, param):
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.check_fields(body, kind)
+    assert (info.value.status, info.value.param) == (400, param)
+    assert "not supported" in info.value.message or "Unrecognized" in info.value.message
+
+
+@pytest.mark.parametrize("kind, body", [
+    ("chat", {"model": "m", "messages": [], "max_completion_tokens": 5, "stream": True,
+              "stream_options": {"include_usage": True, "include_obfuscation": False}}),
+    # the values that ask for nothing: what clients send by default
+    ("chat", {"n": 1, "logprobs": False, "top_logprobs": None, "tools": [], "tool_choice": "none",
+              "response_format": {"type": "text"}, "modalities": ["text"], "audio": None, "logit_bias": {},
+              "service_tier": "auto", "parallel_tool_calls": True, "functions": None, "function_call": "auto"}),
+    ("text", {"n": 1, "best_of": 1, "echo": False, "suffix": None, "logprobs": None, "ignore_eos": False}),
+    # ignored: nothing a client sees in the answer depends on them
+    ("chat", {"user": "u", "metadata": {"k": "v"}, "store": True, "safety_identifier": "s",
+              "prompt_cache_key": "k", "prediction": {"type": "content", "content": "x"}}),
+    ("chat", {"some_future_field": None}),  # null asks for nothing
+])
+def test_fields_that_ask_for_nothing_are_accepted(kind, body):
+    fe.check_fields(body, kind)
+
+
+def test_context_errors_read_as_openai_s_for_litellm():
+    """LiteLLM raises ContextWindowExceededError when the message contains "this model's maximum context length is"
+    (litellm_core_utils/exception_mapping_utils.py, ExceptionCheckers.is_error_str_context_window_exceeded)."""
+    for error in (fe.context_exceeded(64, "messages", 60, 10), fe.context_exceeded(64, "prompt", max_tokens=64),
+                  fe.context_exceeded(64, "prompt")):
+        body = error.body()["error"]
+        assert error.status == 400 and body["code"] == "context_length_exceeded"
+        assert body["param"] in ("messages", "prompt") and body["type"] == "invalid_request_error"
+        assert "this model's maximum context length is 64 tokens" in body["message"].lower()
+    assert "70 tokens (60 in the messages, 10 for the completion)" in fe.context_exceeded(64, "messages", 60, 10).message
+
+
+@pytest.mark.parametrize("engine_message", [
+    # TensorRT-LLM 1.2.1 executor/base_worker.py _deduce_max_tokens (upstream's text, and the stand-in's)
+    "bad request: `default_max_tokens` (0) must be greater than 0, `default_max_tokens` (0) = max_seq_len (64) - "
+    "`splited_prompt_len` (64)",
+    "bad request: `default_max_tokens` (-3) must be greater than 0: max_seq_len (64) - prompt length (67)",
+    # vLLM 0.31.0 v1/engine/input_processor.py _validate_model_input
+    "bad request: The decoder prompt (length 70) is longer than the maximum model length of 64. Make sure that "
+    "`max_model_len` is no smaller than the number of text tokens.",
+])
+def test_engine_context_errors_are_recognised(engine_message):
+    error = fe._triton_error(400, json.dumps({"error": engine_message}).encode())
+    assert isinstance(error, fe.ContextOverflow) and error.code == "context_length_exceeded"
+    other = fe._triton_error(400, json.dumps({"error": "bad request: top_p must be in (0, 1]"}).encode())
+    assert not isinstance(other, fe.ContextOverflow) and other.code is None
+
+
+@pytest.mark.parametrize("given, echoed", [
+    ("abc-123", True), ("req_0f3A.9:x/y+z=@", True), ("a" * 128, True),
+    (None, False), ("", False), ("a" * 129, False), ("has space", False), ("new\nline", False), ("ünï", False),
+])
+def test_request_id_echoes_sane_ids_only(given, echoed):
+    rid = fe._request_id(given)
+    assert (rid == given) is echoed
+    if not echoed:
+        assert rid.startswith("req_") and len(rid) == 36
 
 
 def test_chat_template_renders_and_drops_the_bos_the_engine_adds():

@@ -72,6 +72,8 @@ def container(spec: LLMBackendSpec, image: str, triton_model: str, served_model:
             f"--tokenizer-dir={checkpoint_dir(spec)}",
             f"--max-body-bytes={MAX_BODY_BYTES}",
             f"--body-budget-bytes={BODY_BUDGET_BYTES}",
+            # the context limit: what a request without max_tokens may generate up to, and what longer ones exceed
+            f"--max-seq-len={spec.engine.max_seq_len}",
         ],
         "env": [{**triton.OFFLINE_ENV}],  # the tokenizer is a local directory (read-only)
         "ports": [{"name": PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],

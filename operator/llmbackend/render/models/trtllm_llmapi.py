@@ -8,7 +8,8 @@ Requests (Triton's generate endpoints map JSON keys to these tensors; all [1] ex
 text_input (required); max_tokens, stream, temperature, top_p, top_k, seed, frequency_penalty, presence_penalty,
 repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens.
 Responses: text_output (streaming: the new text of this response), finish_reason ("stop" | "length" on the final
-response, empty before), num_input_tokens / num_output_tokens when asked for. A request Triton cancels ends with an
+response, empty before), num_input_tokens / num_output_tokens when asked for (num_input_tokens also on the first
+streamed response). A request Triton cancels ends with an
 error response of code CANCELLED, sent by this model (the engine sends nothing for a request still waiting for a
 slot).
 
@@ -503,12 +504,16 @@ class TritonPythonModel:
         sent_text = 0
         prefix = "" if req["exclude_input"] else req["prompt"]
         output = None
+        count_input = req["num_input"]  # sent with the first streamed response too (a frontend checks the context)
         async for item in result:
             output = item.outputs[0]
             done = bool(getattr(item, "finished", False)) or output.finish_reason is not None
             if req["stream"] and not done and not entry.closed:
                 tensors = [_text_tensor("text_output", prefix + output.text[sent_text:]),
                            _text_tensor("finish_reason", "")]
+                if count_input:
+                    tensors.append(_int_tensor("num_input_tokens", len(getattr(result, "prompt_token_ids", None) or [])))
+                    count_input = False
                 sent_text, prefix = len(output.text), ""
                 self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), False)
         if output is None:

@@ -426,11 +426,14 @@ class TritonPythonModel:
         prompt, _, stream, exclude_input, want_in, want_out = parsed
         sent = 0  # characters of the cumulative output already streamed
         last = None
+        count_input = want_in  # sent with the first streamed response too (a frontend checks the context)
         async for output in self.engine.generate(prompt, params, request_id):
             last = output
             completion = output.outputs[0]
             if stream and not output.finished and len(completion.text) > sent:
-                self._send(request_id, make_response(completion.text[sent:], "", None, None), False)
+                n_in = len(output.prompt_token_ids or []) if count_input else None
+                count_input = False
+                self._send(request_id, make_response(completion.text[sent:], "", n_in, None), False)
                 sent = len(completion.text)
         if last is None:
             raise RuntimeError("the engine produced no output")
