@@ -252,7 +252,9 @@ def read_head(rfile: BufferedIOBase, sock: socket.socket, max_bytes: int, timeou
                 data = rfile.peek(1)  # type: ignore[attr-defined]  # what is buffered, or one recv
             except TimeoutError:
                 if total + len(line) == 0:
-                    return None  # an idle connection: closed silently, as a keep-alive timeout is
+                    # An idle connection: closed silently, as a keep-alive timeout is (vLLM's OpenAI server closes
+                    # idle connections after 5 s: uvicorn's timeout_keep_alive, vllm/entrypoints/openai/api_server.py).
+                    return None
                 raise HeadError(408, f"the request head did not arrive within {timeout_s:g}s") from None
             except OSError:
                 return None  # reset by the client
@@ -367,7 +369,7 @@ class BoundedHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.raw_requestline = head[0]
-        rfile, self.rfile = self.rfile, io.BytesIO(b"".join(head[1:]))  # type: ignore[assignment]
+        rfile, self.rfile = self.rfile, io.BytesIO(b"".join(head[1:]))
         try:
             parsed = self.parse_request()  # the headers come from the head already read
         finally:
