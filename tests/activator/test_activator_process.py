@@ -40,7 +40,11 @@ def run_activator(port: int, metrics_port: int, *extra: str) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, PROGRAM, f"--host={LISTEN}", f"--port={port}", f"--upstream={UPSTREAM}",
                              f"--metrics-port={metrics_port}", f"--held-metric={ACTIVATOR_HELD_METRIC}",
                              f"--max-body-bytes={rendered.MAX_BODY_BYTES}",
-                             f"--body-budget-bytes={rendered.BODY_BUDGET_BYTES}", *extra],
+                             f"--body-budget-bytes={rendered.BODY_BUDGET_BYTES}",
+                             f"--max-header-bytes={rendered.MAX_HEADER_BYTES}",
+                             f"--header-timeout={rendered.HEADER_TIMEOUT_S}",
+                             f"--max-connections={rendered.MAX_CONNECTIONS}",
+                             f"--max-metrics-connections={rendered.METRICS_CONNECTIONS}", *extra],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": ""})  # no operator package: the file alone
     try:

@@ -106,3 +106,79 @@ def quantity_bytes(quantity: str) -> int:
     """A memory limit as the renderer writes it ("224Mi")."""
     assert quantity.endswith("Mi"), quantity
     return int(quantity[:-2]) << 20
+
+
+# ---- request heads (serving/http_body.py read_head, BoundedServer) ----
+
+ATTACK_LINES, ATTACK_LINE_BYTES = 98, 65000  # what the standard library alone accepted: 100 lines of 64 KiB
+
+
+def head_lines(total_bytes: int, line_bytes: int = 4000) -> bytes:
+    """Header lines `X-A: aaa...` of `line_bytes` each, about `total_bytes` together (no blank line after them)."""
+    line = b"X-A: " + b"a" * (line_bytes - 7) + b"\r\n"
+    return line * max(1, total_bytes // len(line))
+
+
+def open_head(host: str, port: int, request_line: bytes, lines: bytes, *, finish: bool = False) -> socket.socket:
+    """A connection that has sent a request line and header lines; with `finish`, the blank line too (a complete
+    request without a body), otherwise the head stalls there. Sent from a thread: a server that stops reading
+    (or closes) must not block the test."""
+    sock = socket.create_connection((host, port), timeout=30)
+
+    def write() -> None:
+        try:
+            sock.sendall(request_line + lines + (b"\r\n" if finish else b""))
+        except OSError:
+            pass  # the server answered and closed: what it should do
+
+    threading.Thread(target=write, daemon=True).start()
+    return sock
+
+
+def attack_head(host: str, port: int, method: str = "POST", *, finish: bool = False) -> socket.socket:
+    """The attacker's head: ATTACK_LINES lines of ATTACK_LINE_BYTES."""
+    line = b"X-A: " + b"a" * ATTACK_LINE_BYTES + b"\r\n"
+    return open_head(host, port, f"{method} /v1/completions HTTP/1.1\r\nHost: x\r\n".encode(), line * ATTACK_LINES,
+                     finish=finish)
+
+
+@dataclasses.dataclass
+class Closed:
+    status: int | None  # the status of what the server answered before closing, None for nothing
+    seconds: float      # from `since` to the close
+    head: bytes
+
+
+def wait_closed(sock: socket.socket, since: float, timeout_s: float) -> Closed:
+    """Read until the server closes the connection (or `timeout_s` passes: then seconds is inf)."""
+    data = b""
+    sock.settimeout(max(0.1, since + timeout_s - time.monotonic()))
+    try:
+        while piece := sock.recv(65536):
+            data += piece
+            sock.settimeout(max(0.1, since + timeout_s - time.monotonic()))
+        seconds = time.monotonic() - since
+    except TimeoutError:
+        seconds = float("inf")
+    except OSError:  # reset after the answer: closed too
+        seconds = time.monotonic() - since
+    finally:
+        sock.close()
+    status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.") else None
+    return Closed(status, seconds, data.split(b"\r\n\r\n", 1)[0])
+
+
+def wait_all_closed(socks: list[socket.socket], since: float, timeout_s: float) -> list[Closed]:
+    """wait_closed on every connection at once (each from its own thread)."""
+    out: list[Closed | None] = [None] * len(socks)
+
+    def one(i: int) -> None:
+        out[i] = wait_closed(socks[i], since, timeout_s)
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(socks))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s + 10)
+    return [c if c is not None else Closed(None, float("inf"), b"") for c in out]
+

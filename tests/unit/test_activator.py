@@ -231,14 +231,22 @@ def test_a_backend_at_zero_says_where_requests_wait():
     assert available["reason"] == "ScaledToZero" and "llama-activator" in available["message"], available
 
 
-def test_the_rendered_memory_limit_covers_the_body_budget():
-    """The activator's limit is the baseline (a thread per held request) plus the body budget at the measured cost
-    per body byte (tests/activator/test_activator_bodies.py measures the peak against it)."""
+def test_the_rendered_memory_limit_covers_bodies_heads_and_connections():
+    """The activator's limit is the baseline plus the body budget at the measured cost per body byte plus every
+    connection it admits (proxied and metrics ports) with a head at the cap and its thread
+    (tests/activator/test_activator_bodies.py and test_activator_headers.py measure the peak against it)."""
     objects = _named(desired_objects(REF, _spec(TO_ZERO), _plan(), 0, RECREATE))
     (container,) = objects[("Deployment", "llama-activator")]["spec"]["template"]["spec"]["containers"]
     limit = container["resources"]["limits"]["memory"]
     assert limit.endswith("Mi")
-    assert int(limit[:-2]) << 20 >= activator.BASELINE_MEMORY_BYTES + activator.BODY_BUDGET_BYTES * activator.BYTES_PER_BODY_BYTE
+    heads = (activator.MAX_CONNECTIONS + activator.METRICS_CONNECTIONS) * activator.BYTES_PER_CONNECTION
+    assert int(limit[:-2]) << 20 >= (activator.BASELINE_MEMORY_BYTES + heads
+                                     + activator.BODY_BUDGET_BYTES * activator.BYTES_PER_BODY_BYTE)
     assert activator.BODY_BUDGET_BYTES >= activator.MAX_BODY_BYTES
-    assert f"--max-body-bytes={activator.MAX_BODY_BYTES}" in container["args"]
-    assert f"--body-budget-bytes={activator.BODY_BUDGET_BYTES}" in container["args"]
+    assert activator.BYTES_PER_CONNECTION > activator.MAX_HEADER_BYTES  # a head at the cap fits in a connection's share
+    assert activator.MAX_CONNECTIONS >= activator.MAX_HELD  # every held request keeps its connection
+    for arg in (f"--max-body-bytes={activator.MAX_BODY_BYTES}", f"--body-budget-bytes={activator.BODY_BUDGET_BYTES}",
+                f"--max-header-bytes={activator.MAX_HEADER_BYTES}", f"--header-timeout={activator.HEADER_TIMEOUT_S}",
+                f"--max-connections={activator.MAX_CONNECTIONS}",
+                f"--max-metrics-connections={activator.METRICS_CONNECTIONS}"):
+        assert arg in container["args"]

@@ -93,16 +93,21 @@ def test_frontend_needs_only_the_standard_library_jinja2_and_its_shipped_helper(
     assert _imports(openai.http_body_source()) <= set(sys.stdlib_module_names)
 
 
-def test_the_rendered_memory_limit_covers_the_body_budget():
+def test_the_rendered_memory_limit_covers_bodies_heads_and_connections():
     """The container's limit is the baseline plus what the body budget admits, each byte of it at the cost of a
-    parsed body (tests/openai/test_openai_bodies.py measures the peak against it)."""
+    parsed body, plus every connection it admits with a head at the cap and its thread
+    (tests/openai/test_openai_bodies.py and test_openai_headers.py measure the peak against it)."""
     container = {c["name"]: c for c in _pod(_objects(_spec()))["containers"]}[openai.CONTAINER_NAME]
     limit = container["resources"]["limits"]["memory"]
     assert limit.endswith("Mi")
-    assert int(limit[:-2]) << 20 >= openai.BASELINE_MEMORY_BYTES + openai.BODY_BUDGET_BYTES * openai.BYTES_PER_BODY_BYTE
+    assert int(limit[:-2]) << 20 >= (openai.BASELINE_MEMORY_BYTES + openai.BODY_BUDGET_BYTES * openai.BYTES_PER_BODY_BYTE
+                                     + openai.MAX_CONNECTIONS * openai.BYTES_PER_CONNECTION)
     assert openai.BODY_BUDGET_BYTES >= openai.MAX_BODY_BYTES  # at least one body at the cap fits
-    assert f"--max-body-bytes={openai.MAX_BODY_BYTES}" in container["args"]
-    assert f"--body-budget-bytes={openai.BODY_BUDGET_BYTES}" in container["args"]
+    assert openai.BYTES_PER_CONNECTION > openai.MAX_HEADER_BYTES  # a head at the cap fits in a connection's share
+    for arg in (f"--max-body-bytes={openai.MAX_BODY_BYTES}", f"--body-budget-bytes={openai.BODY_BUDGET_BYTES}",
+                f"--max-header-bytes={openai.MAX_HEADER_BYTES}", f"--header-timeout={openai.HEADER_TIMEOUT_S}",
+                f"--max-connections={openai.MAX_CONNECTIONS}"):
+        assert arg in container["args"]
 
 
 LIMIT = 4096  # the context limit the frontend is started with (--max-seq-len)

@@ -25,8 +25,21 @@ READINESS_PERIOD_S = 2
 MAX_BODY_BYTES = 16 << 20
 BODY_BUDGET_BYTES = 128 << 20
 BYTES_PER_BODY_BYTE = 1.25
-BASELINE_MEMORY_BYTES = 64 << 20  # Python, a thread per held request (MAX_HELD of them)
-MEMORY_LIMIT = f"{(BASELINE_MEMORY_BYTES + int(BODY_BUDGET_BYTES * BYTES_PER_BODY_BYTE) + (1 << 20) - 1) >> 20}Mi"
+BASELINE_MEMORY_BYTES = 64 << 20  # Python and its modules
+# Request heads and connections (serving/http_body.py): the request line and headers of one request at most
+# MAX_HEADER_BYTES (431 beyond), within HEADER_TIMEOUT_S (408), and at most MAX_CONNECTIONS connections on the
+# proxied ports together (room for the MAX_HELD held requests), METRICS_CONNECTIONS on the metrics port; more get
+# 503 at once. Each connection holds a thread and at most one head: BYTES_PER_CONNECTION covers a head at the cap
+# with its parsed copy and the thread (measured by tests/activator/test_activator_headers.py), so the limit is
+# baseline + body budget + connections x BYTES_PER_CONNECTION.
+MAX_HEADER_BYTES = 32 << 10
+HEADER_TIMEOUT_S = 10
+MAX_CONNECTIONS = 1024
+METRICS_CONNECTIONS = 32
+BYTES_PER_CONNECTION = 160 << 10
+MEMORY_BYTES = (BASELINE_MEMORY_BYTES + int(BODY_BUDGET_BYTES * BYTES_PER_BODY_BYTE)
+                + (MAX_CONNECTIONS + METRICS_CONNECTIONS) * BYTES_PER_CONNECTION)
+MEMORY_LIMIT = f"{(MEMORY_BYTES + (1 << 20) - 1) >> 20}Mi"
 RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": MEMORY_LIMIT}}
 RUN_AS_UID = 65532  # the operator image's user (Dockerfile)
 
@@ -58,7 +71,9 @@ def args(spec: LLMBackendSpec, backend: str, namespace: str) -> list[str]:
             f"--upstream={serving_service_name(backend)}.{namespace}.svc",
             f"--metrics-port={triton.METRICS_PORT}", f"--held-metric={EM.ACTIVATOR_HELD_METRIC}",
             f"--hold-timeout={spec.autoscaling.hold_timeout_seconds}", f"--max-held={MAX_HELD}",
-            f"--max-body-bytes={MAX_BODY_BYTES}", f"--body-budget-bytes={BODY_BUDGET_BYTES}"]
+            f"--max-body-bytes={MAX_BODY_BYTES}", f"--body-budget-bytes={BODY_BUDGET_BYTES}",
+            f"--max-header-bytes={MAX_HEADER_BYTES}", f"--header-timeout={HEADER_TIMEOUT_S}",
+            f"--max-connections={MAX_CONNECTIONS}", f"--max-metrics-connections={METRICS_CONNECTIONS}"]
 
 
 def render(backend: str, namespace: str, spec: LLMBackendSpec, serving_service: dict[str, Any], labels: dict[str, str],

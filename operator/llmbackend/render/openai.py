@@ -26,8 +26,19 @@ HTTP_BODY_KEY = "http_body.py"  # the frontend's helper (serving/http_body.py), 
 MAX_BODY_BYTES = 4 << 20
 BODY_BUDGET_BYTES = 16 << 20
 BYTES_PER_BODY_BYTE = 52
-BASELINE_MEMORY_BYTES = 128 << 20  # Python, jinja2, the chat template, a thread per request in flight
-MEMORY_LIMIT = f"{(BASELINE_MEMORY_BYTES + BODY_BUDGET_BYTES * BYTES_PER_BODY_BYTE + (1 << 20) - 1) >> 20}Mi"
+BASELINE_MEMORY_BYTES = 128 << 20  # Python, jinja2, the chat template
+# Request heads and connections (serving/http_body.py): the request line and headers of one request at most
+# MAX_HEADER_BYTES (431 beyond), within HEADER_TIMEOUT_S (408), and at most MAX_CONNECTIONS connections (requests in
+# flight, streams included); more get 503 at once. Each connection holds a thread and at most one head:
+# BYTES_PER_CONNECTION covers a head at the cap with its parsed copy and the thread (measured by
+# tests/openai/test_openai_headers.py), so the limit is baseline + body budget + connections x BYTES_PER_CONNECTION.
+MAX_HEADER_BYTES = 32 << 10
+HEADER_TIMEOUT_S = 10
+MAX_CONNECTIONS = 512
+BYTES_PER_CONNECTION = 160 << 10
+MEMORY_BYTES = (BASELINE_MEMORY_BYTES + BODY_BUDGET_BYTES * BYTES_PER_BODY_BYTE
+                + MAX_CONNECTIONS * BYTES_PER_CONNECTION)
+MEMORY_LIMIT = f"{(MEMORY_BYTES + (1 << 20) - 1) >> 20}Mi"
 FRONTEND_DIR = "/opt/llmbackend"
 VOLUME_NAME = "openai-frontend"
 
@@ -74,6 +85,9 @@ def container(spec: LLMBackendSpec, image: str, triton_model: str, served_model:
             f"--body-budget-bytes={BODY_BUDGET_BYTES}",
             # the context limit: what a request without max_tokens may generate up to, and what longer ones exceed
             f"--max-seq-len={spec.engine.max_seq_len}",
+            f"--max-header-bytes={MAX_HEADER_BYTES}",
+            f"--header-timeout={HEADER_TIMEOUT_S}",
+            f"--max-connections={MAX_CONNECTIONS}",
         ],
         "env": [{**triton.OFFLINE_ENV}],  # the tokenizer is a local directory (read-only)
         "ports": [{"name": PORT_NAME, "containerPort": OPENAI_PORT, "protocol": "TCP"}],

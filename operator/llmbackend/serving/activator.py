@@ -12,8 +12,10 @@ the package; the metric name comes in as an argument from api/engine_metrics.py.
 Bounded: at most --max-held requests wait at once (more get 503 at once), each for at most --hold-timeout seconds
 (then 503 with a body that says so). A client that disconnects while held stops being held. Bodies (http_body.py):
 framing checked before reading (400/413/501), at most --max-body-bytes each, and at most --body-budget-bytes of
-bodies held at once (more get 503 with Retry-After at once); the pod's memory limit covers that budget
-(render/activator.py).
+bodies held at once (more get 503 with Retry-After at once). Heads and connections (http_body.py too): at most
+--max-header-bytes of request line and headers (431 beyond), read within --header-timeout seconds (408), and at most
+--max-connections connections on the proxied ports together, --max-metrics-connections on the metrics port (more get
+503 with Retry-After at once). The pod's memory limit covers all of it (render/activator.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import socket
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 try:
@@ -78,12 +79,13 @@ class Held:
 
 class Activator:
     def __init__(self, upstream_host: str, hold_timeout_s: float, max_held: int, held_metric: str,
-                 max_body_bytes: int, body_budget_bytes: int) -> None:
+                 max_body_bytes: int, body_budget_bytes: int, max_connections: int = 1024) -> None:
         self.upstream_host = upstream_host
         self.hold_timeout_s = hold_timeout_s
         self.held = Held(max_held)
         self.max_body_bytes = max_body_bytes
         self.bodies = http_body.BodyBudget(body_budget_bytes)
+        self.connections = http_body.Slots(max_connections)  # of the proxied ports together
         self.held_metric = held_metric
         self._probes: dict[int, tuple[float, bool]] = {}  # port -> (when, accepted)
         self._probe_lock = threading.Lock()
@@ -129,7 +131,12 @@ class Activator:
                 f"# HELP {name}_body_bytes Bytes of request bodies reserved in the body budget now.\n"
                 f"# TYPE {name}_body_bytes gauge\n{name}_body_bytes {self.bodies.used}\n"
                 f"# HELP {name}_body_refused_total Requests answered 503 because the body budget was full.\n"
-                f"# TYPE {name}_body_refused_total counter\n{name}_body_refused_total {self.bodies.refused}\n")
+                f"# TYPE {name}_body_refused_total counter\n{name}_body_refused_total {self.bodies.refused}\n"
+                f"# HELP {name}_connections Connections open on the proxied ports now (held requests among them).\n"
+                f"# TYPE {name}_connections gauge\n{name}_connections {self.connections.open}\n"
+                f"# HELP {name}_connections_refused_total Connections answered 503 because too many were open.\n"
+                f"# TYPE {name}_connections_refused_total counter\n"
+                f"{name}_connections_refused_total {self.connections.refused}\n")
 
 
 def _client_gone(sock: socket.socket) -> bool:
@@ -141,7 +148,7 @@ def _client_gone(sock: socket.socket) -> bool:
         return True
 
 
-class ProxyHandler(BaseHTTPRequestHandler):
+class ProxyHandler(http_body.BoundedHandler):
     protocol_version = "HTTP/1.1"
     server: ProxyServer
 
@@ -266,17 +273,15 @@ class ProxyHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # either side went away mid-response
 
 
-class ProxyServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], activator: Activator, upstream_port: int) -> None:
+class ProxyServer(http_body.BoundedServer):
+    def __init__(self, address: tuple[str, int], activator: Activator, upstream_port: int, max_header_bytes: int,
+                 header_timeout_s: float) -> None:
         self.activator = activator
         self.upstream_port = upstream_port
-        super().__init__(address, ProxyHandler)
+        super().__init__(address, ProxyHandler, activator.connections, max_header_bytes, header_timeout_s)
 
 
-class MetricsHandler(BaseHTTPRequestHandler):
+class MetricsHandler(http_body.BoundedHandler):
     server: MetricsServer
 
     def log_message(self, fmt: str, *args: Any) -> None:
@@ -302,13 +307,13 @@ class MetricsHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class MetricsServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], activator: Activator, upstream_ports: list[int]) -> None:
+class MetricsServer(http_body.BoundedServer):
+    def __init__(self, address: tuple[str, int], activator: Activator, upstream_ports: list[int],
+                 max_connections: int, max_header_bytes: int, header_timeout_s: float) -> None:
         self.activator = activator
         self.upstream_ports = upstream_ports
-        super().__init__(address, MetricsHandler)
+        super().__init__(address, MetricsHandler, http_body.Slots(max_connections), max_header_bytes,
+                         header_timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,16 +330,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-body-bytes", type=int, required=True, help="largest request body; larger get 413")
     ap.add_argument("--body-budget-bytes", type=int, required=True,
                     help="request bodies held at once, in bytes; beyond it 503 with Retry-After")
+    # So do the head and connection limits (the memory one connection holds is bounded by them).
+    ap.add_argument("--max-header-bytes", type=int, required=True,
+                    help="request line and headers of one request together, in bytes; more get 431")
+    ap.add_argument("--header-timeout", type=float, required=True,
+                    help="seconds for the request line and headers to arrive; then 408 and close")
+    ap.add_argument("--max-connections", type=int, required=True,
+                    help="connections on the proxied ports at once (held requests among them); more get 503")
+    ap.add_argument("--max-metrics-connections", type=int, required=True,
+                    help="connections on the metrics port at once; more get 503")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.body_budget_bytes < args.max_body_bytes:
         ap.error("--body-budget-bytes must hold at least one body of --max-body-bytes")
+    if args.max_connections < args.max_held:
+        ap.error("--max-connections must leave room for --max-held held requests")
     activator = Activator(args.upstream, args.hold_timeout, args.max_held, args.held_metric, args.max_body_bytes,
-                          args.body_budget_bytes)
-    servers: list[ThreadingHTTPServer] = [ProxyServer((args.host, p), activator, p) for p in args.port]
-    servers.append(MetricsServer((args.host, args.metrics_port), activator, args.port))
+                          args.body_budget_bytes, args.max_connections)
+    servers: list[http_body.BoundedServer] = [
+        ProxyServer((args.host, p), activator, p, args.max_header_bytes, args.header_timeout) for p in args.port]
+    servers.append(MetricsServer((args.host, args.metrics_port), activator, args.port, args.max_metrics_connections,
+                                 args.max_header_bytes, args.header_timeout))
     for srv in servers[:-1]:
         threading.Thread(target=srv.serve_forever, daemon=True).start()
     log.info("holding requests on %s:%s for %s; metrics on :%d", args.host, args.port, args.upstream, args.metrics_port)

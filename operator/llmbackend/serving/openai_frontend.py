@@ -5,8 +5,8 @@ backend's ConfigMap, and talks to Triton on localhost through its generate exten
 (`/v2/models/<m>/generate_stream`, server-sent events). Standard library only, plus `jinja2` for the
 checkpoint's chat template (the Triton TensorRT-LLM and vLLM images ship it with transformers).
 It cannot import the operator's package: it is copied into the pod with its one helper, http_body.py (request
-bodies: framing checked before reading, a cap, and a budget of body bytes in flight that the container's memory
-limit covers, render/openai.py).
+bodies: framing checked before reading, a cap, and a budget of body bytes in flight; request heads: bytes and a
+deadline; connections: a cap. The container's memory limit covers them all, render/openai.py).
 
 Model interface (the serving models of this project implement it): input `text_input` and optional sampling
 inputs; outputs `text_output` (the new text of each streamed response), `finish_reason`, `num_input_tokens`,
@@ -38,7 +38,6 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -554,7 +553,7 @@ def _request_id(given: str | None) -> str:
     return "req_" + uuid.uuid4().hex
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(http_body.BoundedHandler):
     protocol_version = "HTTP/1.1"
     server_version = "llmbackend-openai"
     frontend: Frontend  # set on the subclass by serve()
@@ -842,10 +841,11 @@ def _ids(kind: str) -> str:
 
 
 def serve(host: str, port: int, frontend: Frontend, ready: threading.Event | None = None,
-          stop: threading.Event | None = None) -> None:
+          stop: threading.Event | None = None, max_connections: int = 512, max_header_bytes: int = 32 << 10,
+          header_timeout_s: float = 10.0) -> None:
     handler = type("BoundHandler", (Handler,), {"frontend": frontend})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+    server = http_body.BoundedServer((host, port), handler, http_body.Slots(max_connections), max_header_bytes,
+                                     header_timeout_s)
     if ready is not None:
         ready.set()
     if stop is not None:
@@ -875,6 +875,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="request bodies read and parsed at once, in bytes; beyond it a request waits, then 503")
     ap.add_argument("--max-seq-len", type=int, required=True,
                     help="the engine's context limit (prompt + completion, tokens): max_tokens' default and bound")
+    # So do the head and connection limits (the memory one connection holds is bounded by them).
+    ap.add_argument("--max-header-bytes", type=int, required=True,
+                    help="request line and headers of one request together, in bytes; more get 431")
+    ap.add_argument("--header-timeout", type=float, required=True,
+                    help="seconds for the request line and headers to arrive; then 408 and close")
+    ap.add_argument("--max-connections", type=int, required=True,
+                    help="connections at once (a thread each); more get 503 with Retry-After at once")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     template = ChatTemplate.load(a.tokenizer_dir)
@@ -888,7 +895,8 @@ def main(argv: list[str] | None = None) -> int:
     frontend = Frontend(Triton(a.triton_url, a.model), served, template, a.metrics_url, a.max_body_bytes,
                         a.body_budget_bytes, a.max_seq_len)
     log.info("serving model %s on %s:%d (Triton model %s at %s)", served, a.host, a.port, a.model, a.triton_url)
-    serve(a.host, a.port, frontend)
+    serve(a.host, a.port, frontend, max_connections=a.max_connections, max_header_bytes=a.max_header_bytes,
+          header_timeout_s=a.header_timeout)
     return 0
 
 
