@@ -69,23 +69,25 @@ def test_a_cancellation_sweep_is_bounded_and_every_request_is_still_asked(served
     n = 2 * per_sweep + 20  # two run (SLOTS), the rest wait for a slot: all are in flight, all are asked
     requests = [_request(pb_utils, f"request {i}", 500, stream=True) for i in range(n)]
     model.execute(requests)
-    _wait(lambda: all(r.sender.responses for r in requests[:2]))
-    sweeps_before = model.sweeps
-    checks_before = sum(1 for call, _ in pb_utils.CALLS if call == "is_cancelled")
-    time.sleep(10 * poll_s)
-    sweeps = model.sweeps - sweeps_before
-    checks = sum(1 for call, _ in pb_utils.CALLS if call == "is_cancelled") - checks_before
-    assert sweeps >= 2 and checks <= (sweeps + 1) * per_sweep, f"{checks} is_cancelled calls in {sweeps} sweeps"
-    last = requests[-1]  # last in arrival order: asked in the last sweep of a round
-    cancelled_at = time.monotonic()
-    last.cancelled = True
-    _wait(lambda: last.sender.final.is_set(), 10)
-    took = time.monotonic() - cancelled_at
-    bound = math.ceil(n / per_sweep) * (poll_s + per_sweep * pb_utils.IPC_COST_S) + 1.0
-    assert took < bound, f"cancellation noticed after {took:.2f} s (bound {bound:.2f} s)"
-    (response, _), = last.sender.responses
-    assert response.error is not None and response.error.code() == pb_utils.TritonError.CANCELLED
-    for r in requests[:-1]:
-        r.cancelled = True
+    try:
+        _wait(lambda: all(r.sender.responses for r in requests[:2]))
+        sweeps_before = model.sweeps
+        checks_before = sum(1 for call, _ in pb_utils.CALLS if call == "is_cancelled")
+        time.sleep(10 * poll_s)
+        sweeps = model.sweeps - sweeps_before
+        checks = sum(1 for call, _ in pb_utils.CALLS if call == "is_cancelled") - checks_before
+        assert sweeps >= 2 and checks <= (sweeps + 1) * per_sweep, f"{checks} is_cancelled calls in {sweeps} sweeps"
+        last = requests[-1]  # last in arrival order: asked in the last sweep of a round
+        cancelled_at = time.monotonic()
+        last.cancelled = True
+        _wait(lambda: last.sender.final.is_set(), 10)
+        took = time.monotonic() - cancelled_at
+        bound = math.ceil(n / per_sweep) * (poll_s + per_sweep * pb_utils.IPC_COST_S) + 1.0
+        assert took < bound, f"cancellation noticed after {took:.2f} s (bound {bound:.2f} s)"
+        (response, _), = last.sender.responses
+        assert response.error is not None and response.error.code() == pb_utils.TritonError.CANCELLED
+    finally:  # end them all, so finalize does not wait out the drain bound
+        for r in requests:
+            r.cancelled = True
     _wait(lambda: all(r.sender.final.is_set() for r in requests), 30)
     assert all(len(_finals(pb_utils, r)) == 1 for r in requests)
