@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 import time
 
-from test_serving_model_threads import _request, _wait, served  # noqa: F401 - `served` is the fixture
+import test_serving_model_threads as threads_tests
+from test_serving_model_threads import _request, _wait
+
+served = threads_tests.served  # the fixture: both rendered models over their stand-ins
 
 
 def _texts(pb_utils, request) -> list[str]:
