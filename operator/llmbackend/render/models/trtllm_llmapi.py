@@ -17,6 +17,15 @@ Threads: the engine's asyncio loop runs only engine calls; every call into Trito
 through one IPC thread, and cancellation is polled on its own thread (Python-backend calls are blocking round
 trips to the server process).
 
+Streaming cost: the text a stream gained since its last response is coalesced into one response. The first token
+is queued at once; while a stream's response waits in the IPC queue, later tokens join it instead of queueing
+responses of their own, so under load the number of Triton round trips per token falls without delaying any token
+(upstream: TensorRT-LLM batches a stream's tokens with `stream_interval`, `_torch/pyexecutor/py_executor.py`
+`PyExecutor._handle_responses`; vLLM merges outputs a slow consumer has not taken, `v1/engine/output_processor.py`
+`RequestOutputCollector.put`). config.pbtxt `stream_interval` (default 1) sets the fewest tokens per response after
+the first, as TensorRT-LLM's and vLLM's own `stream_interval` do. Each cancellation sweep asks at most
+CANCEL_CHECKS_PER_SWEEP requests (those asked longest ago), so a sweep never holds the IPC thread long.
+
 The model is decoupled: execute() hands each request to the engine's asyncio loop and returns at once, so Triton's
 own queue and compute counters see only that hand-off. The engine's real wait (for a free slot or free KV blocks)
 is exported instead, as custom metrics on :8002 named by config.pbtxt parameters (the operator passes its
@@ -41,6 +50,7 @@ pod command wraps tritonserver in `trtllm-llmapi-launch` under mpirun, so rank 0
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import os
 import queue
@@ -60,6 +70,14 @@ STATS_INTERVAL_S = 1.0
 STATS_PUBLISH_S = 0.25
 # How often the cancellation thread asks Triton whether in-flight requests were cancelled, seconds.
 CANCEL_POLL_S = 0.05
+# The most `is_cancelled()` round trips one sweep makes (python_backend has no batched check: pb_cancel.cc
+# `PbCancel::IsCancelled` is one round trip per request). Sweeps take the requests asked longest ago, so each is asked
+# within ceil(in flight / this) sweeps: 4 sweeps (~0.2 s plus the IPC queue's wait) at 256 streams.
+CANCEL_CHECKS_PER_SWEEP = 64
+# Fewest new tokens per streamed response after the first, when config.pbtxt sets no stream_interval: 1, the default
+# of TensorRT-LLM's and vLLM's own stream_interval (every token is sent as soon as the IPC thread is free; under load
+# the coalescing batches tokens anyway, so a larger interval only saves round trips an idle server can afford).
+DEFAULT_STREAM_INTERVAL = 1
 # How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
 HEALTH_POLL_S = 0.5
 # A health check that does not return within this is a failure too (surfacing a worker's error shuts the executor
@@ -358,6 +376,14 @@ class _InFlight:
         self.result: Any = None      # the engine's result, once submitted (engine loop)
         self.task: Any = None        # the coroutine serving it (engine loop)
         self.closed = False          # the final response is queued: nothing more may be sent
+        # Streaming (guarded by the model's lock): text not yet sent and its token count, whether a flush of it
+        # waits in the IPC queue, whether any partial response was sent; the sweep that last asked is_cancelled().
+        self.pending_text = ""
+        self.pending_tokens = 0
+        self.flush_queued = False
+        self.sent_partial = False
+        self.num_input_tokens: int | None = None  # asked for: sent with the first partial response, then None
+        self.last_cancel_check = -1
 
 
 def _cancelled_response() -> Any:
@@ -377,6 +403,8 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException("this model must be decoupled (model_transaction_policy)")
         params = {k: v["string_value"] for k, v in (model_config.get("parameters") or {}).items()}
         self.drain_s = float(params.get("drain_seconds") or DEFAULT_DRAIN_S)
+        self.stream_interval = max(1, int(params.get("stream_interval") or DEFAULT_STREAM_INTERVAL))
+        self.sweeps = 0  # cancellation sweeps run (IPC thread)
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         with open(os.path.join(version_dir, "model.yaml")) as f:
             llm_args = yaml.safe_load(f) or {}
@@ -501,21 +529,19 @@ class TritonPythonModel:
         result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
         entry.result = result
         self.submitted_any = True
-        sent_text = 0
+        sent_text = sent_tokens = 0  # of the cumulative output, handed to the stream buffer
         prefix = "" if req["exclude_input"] else req["prompt"]
         output = None
         count_input = req["num_input"]  # sent with the first streamed response too (a frontend checks the context)
         async for item in result:
             output = item.outputs[0]
             done = bool(getattr(item, "finished", False)) or output.finish_reason is not None
-            if req["stream"] and not done and not entry.closed:
-                tensors = [_text_tensor("text_output", prefix + output.text[sent_text:]),
-                           _text_tensor("finish_reason", "")]
-                if count_input:
-                    tensors.append(_int_tensor("num_input_tokens", len(getattr(result, "prompt_token_ids", None) or [])))
+            if req["stream"] and not done and not entry.closed and len(output.text) > sent_text:
+                if count_input:  # rides on the first partial response
+                    entry.num_input_tokens = len(getattr(result, "prompt_token_ids", None) or [])
                     count_input = False
-                sent_text, prefix = len(output.text), ""
-                self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), False)
+                self._stream(key, entry, prefix + output.text[sent_text:], len(output.token_ids) - sent_tokens)
+                sent_text, sent_tokens, prefix = len(output.text), len(output.token_ids), ""
         if output is None:
             raise RuntimeError("the engine returned no output")
         times = engine_times_us(output)
@@ -523,8 +549,10 @@ class TritonPythonModel:
             self.ipc.call(self.metrics.request_finished, *times)
         if entry.closed:
             return  # cancelled: the answer is already sent
+        with self.lock:  # what no partial response carried goes with the final one
+            unsent, entry.pending_text, entry.pending_tokens = entry.pending_text, "", 0
         text = output.text[sent_text:] if req["stream"] else output.text
-        tensors = [_text_tensor("text_output", prefix + text),
+        tensors = [_text_tensor("text_output", unsent + prefix + text),
                    _text_tensor("finish_reason", str(output.finish_reason or "stop"))]
         if req["num_input"]:
             tensors.append(_int_tensor("num_input_tokens", len(getattr(result, "prompt_token_ids", None) or [])))
@@ -532,6 +560,36 @@ class TritonPythonModel:
             tensors.append(_int_tensor("num_output_tokens", len(output.token_ids)))
         if self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), True):
             self.ipc.call(self.metrics.finished.increment, 1)
+
+    # ---- streaming: a stream's new text is coalesced into one response per trip through the IPC queue ----
+
+    def _stream(self, key: int, entry: _InFlight, text: str, tokens: int) -> None:
+        """Engine loop: add a stream's new text to what it has not sent yet; queue a flush unless one is queued (it
+        will carry this text too) or, after the first response, fewer than stream_interval tokens wait."""
+        with self.lock:
+            if entry.closed:
+                return
+            entry.pending_text += text
+            entry.pending_tokens += tokens
+            if entry.flush_queued or (entry.sent_partial and entry.pending_tokens < self.stream_interval):
+                return
+            entry.flush_queued = True
+        self.ipc.call(self._flush, entry)
+
+    def _flush(self, entry: _InFlight) -> None:
+        """IPC thread: send everything the stream gained since its last response, as one response. Runs before any
+        final response queued after it, so the client sees the text in order; the final one carries what is left."""
+        with self.lock:
+            entry.flush_queued = False
+            if entry.closed or not entry.pending_text:
+                return
+            text, entry.pending_text, entry.pending_tokens = entry.pending_text, "", 0
+            entry.sent_partial = True
+            num_input, entry.num_input_tokens = entry.num_input_tokens, None
+        tensors = [_text_tensor("text_output", text), _text_tensor("finish_reason", "")]
+        if num_input is not None:
+            tensors.append(_int_tensor("num_input_tokens", num_input))
+        entry.sender.send(pb_utils.InferenceResponse(output_tensors=tensors), flags=0)
 
     # ---- engine health (engine loop; _engine_failed from any thread) ----
 
@@ -617,9 +675,13 @@ class TritonPythonModel:
         final response was already sent (Triton has released it then; asking about it could reach freed memory in
         the parent process)."""
         try:
+            self.sweeps += 1
             with self.lock:
                 entries = [(k, e) for k, e in self.in_flight.items() if not e.closed]
+            # bounded: the requests asked longest ago (in arrival order among equals)
+            entries = heapq.nsmallest(CANCEL_CHECKS_PER_SWEEP, entries, key=lambda ke: ke[1].last_cancel_check)
             for key, entry in entries:
+                entry.last_cancel_check = self.sweeps
                 try:
                     cancelled = entry.request.is_cancelled()
                 except Exception:  # noqa: BLE001 - the request is gone; its final response settles it

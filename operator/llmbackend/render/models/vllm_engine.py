@@ -26,6 +26,15 @@ liveness never fails for a dead model and python_backend in the pinned releases 
 Client errors (`VLLMClientError`, e.g. `VLLMValidationError` for a prompt that does not fit) are answered
 INVALID_ARG and are not engine failures.
 
+Streaming cost: the text a stream gained since its last response is coalesced into one response. The first token
+is queued at once; while a stream's response waits in the IPC queue, later outputs join it instead of queueing
+responses of their own, so under load the Triton round trips per token fall without delaying any token (vLLM does
+the same one step earlier: `RequestOutputCollector.put` merges outputs its consumer has not taken yet,
+v1/engine/output_processor.py, 0.31.0). config.pbtxt `stream_interval` (default 1) sets the fewest tokens per
+response after the first, as vLLM's own `--stream-interval` does (`RequestState.make_request_output`: the first
+token, every stream_interval tokens, and the final output). Each cancellation sweep asks at most
+CANCEL_CHECKS_PER_SWEEP requests (those asked longest ago), so a sweep never holds the IPC thread long.
+
 Why not Triton's stock vllm backend: it exports token counters and latency histograms only, no queue time and no
 waiting count, so the autoscaler would have no engine-level queue-to-compute signal.
 
@@ -36,6 +45,7 @@ keeps one definition of them.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import os
 import queue
@@ -52,8 +62,18 @@ from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError
 from vllm.v1.metrics.loggers import StatLoggerBase
 
-# How often a request waiting for its next output checks whether Triton cancelled it.
+# How often the cancellation thread asks Triton whether in-flight requests were cancelled, seconds.
 CANCEL_POLL_S = 0.05
+# The most `is_cancelled()` round trips one sweep makes (python_backend has no batched check: pb_cancel.cc
+# `PbCancel::IsCancelled` is one round trip per request). Sweeps take the requests asked longest ago, so each is asked
+# within ceil(in flight / this) sweeps: 4 sweeps (~0.2 s plus the IPC queue's wait) at 256 streams.
+CANCEL_CHECKS_PER_SWEEP = 64
+# The longest a per-step gauge update is held back while the request counts stay the same, seconds (vLLM records
+# every engine step, tens of ms; one update is ~10 Triton round trips). Count changes are published at once.
+STATS_PUBLISH_S = 0.25
+# Fewest new tokens per streamed response after the first, when config.pbtxt sets no stream_interval: 1, vLLM's own
+# default (SchedulerConfig.stream_interval); under load the coalescing batches tokens anyway.
+DEFAULT_STREAM_INTERVAL = 1
 # How often the engine's health is checked while nothing fails, seconds (the bound on noticing a silent death).
 HEALTH_POLL_S = 0.5
 # A health check that does not return within this is a failure too, seconds.
@@ -218,6 +238,13 @@ class TritonStatLogger(StatLoggerBase):
     def __init__(self, vllm_config, engine_index: int = 0) -> None:
         self.vllm_config = vllm_config
         self.engine_index = engine_index
+        # The newest per-step gauge values not yet published. vLLM records every engine step and one publish is
+        # ~10 round trips, more than the step's tokens cost at low concurrency: a step whose request counts did not
+        # change is published only STATS_PUBLISH_S after the last publish, and while a publish waits in the IPC
+        # queue newer values replace its arguments instead of queueing another (gauges: the newest value wins).
+        self.gauge_lock = threading.Lock()
+        self.gauges: tuple | None = None
+        self.published: tuple[float, tuple] = (0.0, ())  # when, and the request counts then
 
     def record(self, scheduler_stats, iteration_stats, *args, **kwargs) -> None:
         if scheduler_stats is not None:
@@ -228,12 +255,30 @@ class TritonStatLogger(StatLoggerBase):
             # vLLM's own vllm:num_requests_waiting adds the requests the scheduler skipped this step (waiting for
             # remote KV, a grammar, a LoRA slot): v1/metrics/loggers.py PrometheusStatLogger.record (0.31.0).
             waiting = scheduler_stats.num_waiting_reqs + getattr(scheduler_stats, "num_skipped_waiting_reqs", 0)
-            self.ipc.call(
-                self.metrics.step, waiting, scheduler_stats.num_running_reqs, usage,
-                getattr(scheduler, "max_num_seqs", 0) or 0, getattr(cache, "num_gpu_blocks", 0) or 0)
+            values = (waiting, scheduler_stats.num_running_reqs, usage,
+                      getattr(scheduler, "max_num_seqs", 0) or 0, getattr(cache, "num_gpu_blocks", 0) or 0)
+            self._queue_gauges(values)
         if iteration_stats is not None:
             for finished in iteration_stats.finished_requests:
                 self.ipc.call(self.metrics.request_finished, finished.queued_time, finished.inference_time)
+
+    def _queue_gauges(self, values: tuple) -> None:
+        now = time.monotonic()
+        with self.gauge_lock:
+            published_at, counts = self.published
+            if values[:2] == counts and now - published_at < STATS_PUBLISH_S:
+                return
+            self.published = (now, values[:2])
+            queued, self.gauges = self.gauges is not None, values
+        if not queued:
+            self.ipc.call(self._publish_gauges)
+
+    def _publish_gauges(self) -> None:
+        """IPC thread: the newest per-step values recorded since the last publish."""
+        with self.gauge_lock:
+            values, self.gauges = self.gauges, None
+        if values is not None:
+            self.metrics.step(*values)
 
     def log_engine_initialized(self) -> None:
         pass
@@ -336,6 +381,21 @@ def cancelled_response():
     return pb_utils.InferenceResponse(error=pb_utils.TritonError("request cancelled", code))
 
 
+class InFlight:
+    """A request handed to the engine and not yet answered. The streaming fields are guarded by the model's lock."""
+
+    def __init__(self, request, sender) -> None:
+        self.request = request
+        self.sender = sender
+        self.task = None             # the coroutine serving it (engine loop)
+        self.pending_text = ""       # streamed text not sent yet, and its token count
+        self.pending_tokens = 0
+        self.flush_queued = False    # a flush of pending_text waits in the IPC queue
+        self.sent_partial = False
+        self.num_input_tokens: int | None = None  # asked for: sent with the first partial response, then None
+        self.last_cancel_check = -1  # the cancellation sweep that last asked about it
+
+
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         self.logger = pb_utils.Logger
@@ -343,14 +403,16 @@ class TritonPythonModel:
         labels = {"model": args["model_name"], "version": args["model_version"]}
         self.metrics = EngineMetrics(_parameters(config), labels)
         self.drain_s = float(_parameters(config).get("drain_seconds") or DEFAULT_DRAIN_S)
+        self.stream_interval = max(1, int(_parameters(config).get("stream_interval") or DEFAULT_STREAM_INTERVAL))
+        self.sweeps = 0  # cancellation sweeps run (IPC thread)
         path = os.path.join(args["model_repository"], args["model_version"], "model.json")
         with open(path, encoding="utf-8") as f:
             engine_args = json.load(f)
         self.ipc = TritonIpc()
         logger_cls = type("BoundTritonStatLogger", (TritonStatLogger,), {"metrics": self.metrics, "ipc": self.ipc})
-        # Requests handed to the engine and not yet answered: request_id -> (Triton request, sender, task).
+        # Requests handed to the engine and not yet answered, by request_id.
         self.lock = threading.Lock()
-        self.in_flight: dict[str, list] = {}
+        self.in_flight: dict[str, InFlight] = {}
         self.engine_error: str | None = None  # why the engine is dead, once it is
         self.stopping = threading.Event()
 
@@ -384,7 +446,7 @@ class TritonPythonModel:
                 continue
             request_id = uuid.uuid4().hex
             with self.lock:
-                self.in_flight[request_id] = [request, sender, None]
+                self.in_flight[request_id] = InFlight(request, sender)
             self.loop.call_soon_threadsafe(self._start, request_id, parsed, params)
         return None
 
@@ -393,7 +455,7 @@ class TritonPythonModel:
             entry = self.in_flight.get(request_id)
             if entry is None:
                 return  # cancelled before it reached the loop
-            entry[2] = self.loop.create_task(self._serve(request_id, parsed, params))
+            entry.task = self.loop.create_task(self._serve(request_id, parsed, params))
 
     def _send(self, request_id: str, response, final: bool) -> bool:
         """Queue a response for the IPC thread; after the final one nothing more is sent for this request."""
@@ -403,7 +465,7 @@ class TritonPythonModel:
                 return False
             if final:
                 del self.in_flight[request_id]
-            self.ipc.call(entry[1].send, response, flags=FINAL if final else 0)
+            self.ipc.call(entry.sender.send, response, flags=FINAL if final else 0)
         return True
 
     async def _serve(self, request_id: str, parsed, params) -> None:
@@ -424,17 +486,18 @@ class TritonPythonModel:
 
     async def _generate(self, request_id: str, parsed, params) -> None:
         prompt, _, stream, exclude_input, want_in, want_out = parsed
-        sent = 0  # characters of the cumulative output already streamed
+        sent = sent_tokens = 0  # of the cumulative output, handed to the stream buffer
         last = None
         count_input = want_in  # sent with the first streamed response too (a frontend checks the context)
         async for output in self.engine.generate(prompt, params, request_id):
             last = output
             completion = output.outputs[0]
             if stream and not output.finished and len(completion.text) > sent:
-                n_in = len(output.prompt_token_ids or []) if count_input else None
-                count_input = False
-                self._send(request_id, make_response(completion.text[sent:], "", n_in, None), False)
-                sent = len(completion.text)
+                if count_input:  # rides on the first partial response
+                    self._count_input(request_id, len(output.prompt_token_ids or []))
+                    count_input = False
+                self._stream(request_id, completion.text[sent:], len(completion.token_ids) - sent_tokens)
+                sent, sent_tokens = len(completion.text), len(completion.token_ids)
         if last is None:
             raise RuntimeError("the engine produced no output")
         completion = last.outputs[0]
@@ -443,12 +506,51 @@ class TritonPythonModel:
             raise RuntimeError("the engine failed the request (finish_reason 'error')")
         reason = str(completion.finish_reason or "stop")
         if stream:
-            text = completion.text[sent:]
+            with self.lock:  # what no partial response carried goes with the final one
+                entry = self.in_flight.get(request_id)
+                unsent = entry.pending_text if entry is not None else ""
+                if entry is not None:
+                    entry.pending_text, entry.pending_tokens = "", 0
+            text = unsent + completion.text[sent:]
         else:
             text = completion.text if exclude_input else prompt + completion.text
         n_in = len(last.prompt_token_ids or []) if want_in else None
         n_out = len(completion.token_ids) if want_out else None
         self._send(request_id, make_response(text, reason, n_in, n_out), True)
+
+    # ---- streaming: a stream's new text is coalesced into one response per trip through the IPC queue ----
+
+    def _count_input(self, request_id: str, count: int) -> None:
+        with self.lock:
+            entry = self.in_flight.get(request_id)
+            if entry is not None:
+                entry.num_input_tokens = count
+
+    def _stream(self, request_id: str, text: str, tokens: int) -> None:
+        """Engine loop: add a stream's new text to what it has not sent yet; queue a flush unless one is queued (it
+        will carry this text too) or, after the first response, fewer than stream_interval tokens wait."""
+        with self.lock:
+            entry = self.in_flight.get(request_id)
+            if entry is None:
+                return
+            entry.pending_text += text
+            entry.pending_tokens += tokens
+            if entry.flush_queued or (entry.sent_partial and entry.pending_tokens < self.stream_interval):
+                return
+            entry.flush_queued = True
+        self.ipc.call(self._flush, request_id, entry)
+
+    def _flush(self, request_id: str, entry: InFlight) -> None:
+        """IPC thread: send everything the stream gained since its last response, as one response. Runs before any
+        final response queued after it, so the client sees the text in order; the final one carries what is left."""
+        with self.lock:
+            entry.flush_queued = False
+            if self.in_flight.get(request_id) is not entry or not entry.pending_text:
+                return  # answered already (final, cancelled or failed), or nothing left
+            text, entry.pending_text, entry.pending_tokens = entry.pending_text, "", 0
+            entry.sent_partial = True
+            num_input, entry.num_input_tokens = entry.num_input_tokens, None
+        entry.sender.send(make_response(text, "", num_input, None), flags=0)
 
     # ---- engine health (engine loop; _engine_failed from any thread) ----
 
@@ -466,7 +568,7 @@ class TritonPythonModel:
     def _end_all(self, reason: str) -> int:
         """End every request in flight with an UNAVAILABLE error and stop waiting for the engine. Returns how many."""
         with self.lock:
-            entries = [(rid, e[2]) for rid, e in self.in_flight.items()]
+            entries = [(rid, e.task) for rid, e in self.in_flight.items()]
         ended = 0
         for request_id, task in entries:
             if self._send(request_id, error_response(reason, "UNAVAILABLE"), True):
@@ -516,17 +618,21 @@ class TritonPythonModel:
         """Runs on the IPC thread: `is_cancelled()` is asked in order with the sends, so never about a request whose
         final response was already sent (Triton has released it then)."""
         try:
+            self.sweeps += 1
             with self.lock:
-                entries = [(rid, e[0]) for rid, e in self.in_flight.items()]
-            for request_id, request in entries:
+                entries = list(self.in_flight.items())
+            # bounded: the requests asked longest ago (in arrival order among equals)
+            entries = heapq.nsmallest(CANCEL_CHECKS_PER_SWEEP, entries, key=lambda ie: ie[1].last_cancel_check)
+            for request_id, checked_entry in entries:
+                checked_entry.last_cancel_check = self.sweeps
                 try:
-                    cancelled = request.is_cancelled()
+                    cancelled = checked_entry.request.is_cancelled()
                 except Exception:  # noqa: BLE001 - the request is gone; its final response settles it
                     continue
                 if cancelled:
                     with self.lock:
                         entry = self.in_flight.get(request_id)
-                        task = entry[2] if entry is not None else None
+                        task = entry.task if entry is not None else None
                     if self._send(request_id, cancelled_response(), True):
                         self.loop.call_soon_threadsafe(self._abort, request_id, task)
         finally:
