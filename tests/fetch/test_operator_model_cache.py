@@ -509,6 +509,8 @@ def test_a_tenant_backend_without_a_secret_cannot_squat_the_download_of_an_admin
     kube = FakeKube()
     squat = spec({"uri": GATED, "endpoint": hub.endpoint}, preset="llama-3.1-8b")
     victim2 = spec({"uri": GATED, "endpoint": hub.endpoint, "secretRef": {"name": "victim-hf"}}, preset="llama-3.1-8b")
+    for name, backend in (("squat", squat), ("victim2", victim2)):
+        backend_obj(kube, name, backend.model.source.model_dump(by_alias=True, exclude_none=True))
     root = tmp_path / "claim"
     cmc.sync_model_cache(kube, "serving", squat)
     (squat_job,) = download_jobs(kube).values()
@@ -540,6 +542,8 @@ def test_a_tenant_backend_without_a_secret_never_downloads_with_an_admin_s_token
     kube = FakeKube()
     victim = spec({"uri": GATED, "endpoint": hub.endpoint, "secretRef": {"name": "victim-hf"}}, preset="llama-3.1-8b")
     thief = spec({"uri": GATED, "endpoint": hub.endpoint}, preset="llama-3.1-8b")
+    for name, backend in (("victim", victim), ("thief", thief)):
+        backend_obj(kube, name, backend.model.source.model_dump(by_alias=True, exclude_none=True))
     root = tmp_path / "claim"
     cmc.sync_model_cache(kube, "serving", victim)
     cmc.sync_model_cache(kube, "serving", thief)
@@ -610,3 +614,25 @@ def test_the_last_log_line_is_read_with_a_byte_limit(hub) -> None:
     kube.logs["fetch-1"] = json.dumps({"phase": "Downloading", "bytesDone": 700, "bytesTotal": 1800, "message": "m" * 9000})
     assert len(kube.logs["fetch-1"]) < cmc.LOG_LINE_LIMIT_BYTES
     assert cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b")).status["bytesDone"] == 700
+
+
+def test_a_changed_secret_ref_cancels_and_cleans_up_the_previous_secret_s_job() -> None:
+    """Only the secretRef changes (the URI stays): the Job of the previous Secret is named by no backend any more. It
+    is cancelled while it runs and deleted once the new one finishes; the copy stays (the spec names the source)."""
+    kube = FakeKube()
+    cmc._cleanup_seen.add("serving")  # a namespace the operator looked at before
+    cmc._cleanup_owed.discard("serving")
+    old, new = {"uri": "s3://models/rotated", "secretRef": {"name": "s3-old"}}, {"uri": "s3://models/rotated", "secretRef": {"name": "s3-new"}}
+    backend_obj(kube, "a", old)
+    cmc.sync_model_cache(kube, "serving", spec(old, preset="llama-3.1-8b"), previous_source=old["uri"])
+    old_job, new_job = (mc.download_job_name(spec(s).model.source) for s in (old, new))
+    backend_obj(kube, "a", new)
+    cmc.sync_model_cache(kube, "serving", spec(new, preset="llama-3.1-8b"), previous_source=old["uri"])
+    cmc.sync_model_cache(kube, "serving", spec(new, preset="llama-3.1-8b"), previous_source=old["uri"])
+    assert kube.objects[("Job", "serving", old_job)]["spec"].get("suspend") is True, "the previous Secret's download goes on"
+    complete(kube, new_job)
+    cmc.sync_model_cache(kube, "serving", spec(new, preset="llama-3.1-8b"), previous_source=new["uri"])
+    assert ("Job", old_job) in kube.deleted and ("Job", new_job) not in kube.deleted
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    args = cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--keep"] == ["s3/models/rotated/refs/latest"]

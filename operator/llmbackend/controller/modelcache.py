@@ -337,13 +337,18 @@ def cleanup_model_caches_safely(kube: Any, namespace: str) -> bool:
         return False
 
 
-def _cleanup_running(kube: Any, namespace: str, claim: str) -> str | None:
-    """Name of a cleanup Job of the claim that has not finished (a download must not start meanwhile)."""
+def _claim_jobs(kube: Any, namespace: str, claim: str, uri: str) -> tuple[str | None, bool]:
+    """(name of a cleanup Job of the claim that has not finished: a download must not start meanwhile; whether a
+    download Job of the same source exists, under another name: another Secret's, maybe one no backend names now)."""
+    cleaning, other = None, False
     for job in kube.list("Job", namespace, label_selector=f"{mc.CACHE_LABEL}={claim}"):
-        labels = job["metadata"].get("labels") or {}
-        if labels.get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT and not mc.job_finished(job):
-            return str(job["metadata"]["name"])
-    return None
+        meta = job["metadata"]
+        component = (meta.get("labels") or {}).get("app.kubernetes.io/component")
+        if component == mc.CLEANUP_COMPONENT and not mc.job_finished(job) and cleaning is None:
+            cleaning = str(meta["name"])
+        elif component == mc.DOWNLOAD_COMPONENT and (meta.get("annotations") or {}).get(mc.SOURCE_ANNOTATION) == uri:
+            other = True
+    return cleaning, other
 
 
 def _create_if_missing(kube: Any, obj: dict[str, Any]) -> dict[str, Any]:
@@ -420,7 +425,9 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
         if job is not None and job["metadata"].get("deletionTimestamp"):
             cleaning = job_name  # deleted by a cleanup just now: its copy is going too
         else:
-            cleaning = _cleanup_running(kube, namespace, claim) if job is None else None
+            cleaning, other_secret = _claim_jobs(kube, namespace, claim, source.uri) if job is None else (None, False)
+            if other_secret:  # perhaps the Job of this backend's previous secretRef (status does not record it):
+                _cleanup_owed.add(namespace)  # the next pass in the namespace cancels and cleans it up if unnamed
         if job is None and cleaning is None:
             job = _create_if_missing(kube, mc.render_download_job(namespace, source, downloader_image(), SERVING_UID))
         elif job is not None and cleaning is None and mc.suspended(job):  # cancelled, and named again since
