@@ -14,12 +14,19 @@ Layout of the cache volume (<key>: hf/org/name or s3/bucket/prefix; hf-<digest>/
 a source.endpoint other than the default, see endpoint_id):
   <cache>/.llmbackend-cache.json          this is a model cache (prune() deletes nothing where it is missing)
   <cache>/<key>/.llmbackend-source.json   and <cache>/.staging/<key>/...: a source directory this program made
-  <cache>/.staging/<key>/<revision>/...   files being downloaded (`*.part` while incomplete)
+  <cache>/.staging/<key>/<revision>.<staging name>/...   files being downloaded by one Job (`*.part` while
+                                          incomplete; the name is the Job's, --staging-name, so its next pod resumes)
   <cache>/<key>/<revision>/...            a complete, verified copy; renamed there in one step
   <cache>/<key>/<revision>/.llmbackend-complete.json   the completion marker (written before the rename):
                                           the revision and every file's size and listed hash
   <cache>/<key>/refs/<requested revision> -> ../<revision>  (hf://: a commit; s3://: "latest" -> a listing digest)
 Nothing half-downloaded is ever at a path a server loads.
+
+Several Jobs may download one source at once (backends of one source with different Secrets, or none, get a Job
+each; the operator's render/modelcache.download_job_name): each writes only its own staging directory, and a
+finished one is renamed into place in one step. The rename of the first wins; a later one finds the copy there
+(the rename of a directory onto a non-empty one fails), checks it like any copy it would reuse, and deletes its own.
+Files beside a copy (markers, ref links) are replaced through temporary names of their own, never a shared one.
 
 Verification: every file's size; sha256 of LFS files and the git blob sha1 of small files (hf://);
 the MD5 ETag of single-part, non-KMS objects (s3://). A mismatch deletes the file and fails (exit 16). The marker
@@ -487,6 +494,15 @@ def read_checkpoint(uri: str, endpoint: str | None = None, region: str | None = 
 # ---- download ----
 
 LOG_FIELDS = ("phase", "bytesDone", "bytesTotal", "resolvedRevision", "path", "architecture", "reason", "message")
+LOG_MESSAGE_LIMIT = 2048  # a message may quote what a server said; the operator reads at most 16 KiB of the line
+
+
+def log_line(state: dict[str, Any]) -> str:
+    """The progress line the operator reads (the last line of the pod's log): a few hundred bytes."""
+    fields = {k: state[k] for k in LOG_FIELDS if k in state}
+    if "message" in fields:
+        fields["message"] = str(fields["message"])[:LOG_MESSAGE_LIMIT]
+    return json.dumps(fields, sort_keys=True)
 
 
 class Progress:
@@ -507,7 +523,7 @@ class Progress:
         now = time.monotonic()
         if self.log and (force or now - self._last_log >= self.LOG_INTERVAL_S):
             self._last_log = now
-            print(json.dumps({k: self.state[k] for k in LOG_FIELDS if k in self.state}, sort_keys=True), flush=True)
+            print(log_line(self.state), flush=True)
         if self.path is None or (not force and now - self._last < 1.0):
             return
         self._last = now
@@ -691,7 +707,7 @@ def _copy_problem(final: Path, revision: str, files: list[RemoteFile],
     if problems:
         return "tampered", "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
     if marker.get("files") != expected or set(recorded) != set(expected):
-        tmp = final / f".{MARKER}.tmp"
+        tmp = _tmp_path(final / MARKER)
         tmp.write_text(json.dumps({**marker, "files": expected, "verify": _checks(files, final)}, sort_keys=True))
         os.replace(tmp, final / MARKER)
     return "ok", ""
@@ -701,9 +717,14 @@ def _checks(files: list[RemoteFile], root: Path) -> dict[str, list[str]]:
     return {f.path: _file_check(f, root / f.path) for f in sorted(files, key=lambda f: f.path)}
 
 
+def _tmp_path(path: Path) -> Path:
+    """A temporary name beside `path` no other writer uses (concurrent Jobs' pods may all be PID 1)."""
+    return path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Replace `path` in one step (a reader sees the old file or the new one)."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = _tmp_path(path)
     tmp.write_text(json.dumps(data, sort_keys=True))
     os.replace(tmp, path)
 
@@ -728,8 +749,7 @@ def _write_ref(cache: Path, source: Source, revision: str) -> None:
     _mark_source_dir(cache, source.key)
     refs = cache / source.key / "refs"
     refs.mkdir(parents=True, exist_ok=True)
-    tmp = refs / f".{source.requested}.tmp"
-    tmp.unlink(missing_ok=True)
+    tmp = _tmp_path(refs / source.requested)
     os.symlink(f"../{revision}", tmp)
     os.replace(tmp, refs / source.requested)
 
@@ -800,10 +820,18 @@ def inspect_report(path: Path) -> dict[str, Any]:
     return {"phase": "Ready", **found}
 
 
+STAGING_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")  # a Job's name: one path component, no dot
+
+
 def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str | None = None,
              env: dict[str, str] | None = None, anonymous: bool = False, progress: Progress | None = None,
-             capacity_bytes: int | None = None) -> dict[str, Any]:
-    """Download `uri` into `cache` once; returns the final state (also in the progress file)."""
+             capacity_bytes: int | None = None, staging_name: str | None = None) -> dict[str, Any]:
+    """Download `uri` into `cache` once; returns the final state (also in the progress file). `staging_name`: this
+    writer's own staging directory (the Job's name), so concurrent writers of one revision never share files;
+    without it `.staging/<key>/<revision>` (one writer at a time)."""
+    if staging_name is not None and not STAGING_NAME.fullmatch(staging_name):
+        raise FetchError(EXIT_USAGE, f"--staging-name {staging_name[:80]!r}: expected a Job name (lower-case letters, "
+                                     "digits, '-')")
     endpoint = effective_endpoint(uri, endpoint, env)
     source = parse_uri(uri, endpoint)
     progress = progress or Progress(None, {})
@@ -833,7 +861,7 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     if not any(f.path == "config.json" for f in files):
         raise FetchError(EXIT_NO_CONFIG, f"{uri} has no config.json at its top level; point source.uri at a Hugging Face checkpoint directory")
     _mark_source_dir(cache / ".staging", source.key)
-    staging = cache / ".staging" / source.key / revision
+    staging = cache / ".staging" / source.key / (f"{revision}.{staging_name}" if staging_name else revision)
     staged = _staged_bytes(staging)
     free = shutil.disk_usage(cache).free if capacity_bytes is None else capacity_bytes - _staged_bytes(cache)
     if total - staged > free:
@@ -863,7 +891,7 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     (staging / MARKER).write_text(json.dumps(summary, sort_keys=True))
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
-        os.rename(staging, final)
+        os.rename(staging, final)  # fails onto a non-empty directory: another writer's copy is there
     except OSError:
         if _copy_problem(final, revision, files)[0] != "ok":  # another Job finished the same revision first: keep theirs
             raise
@@ -882,13 +910,16 @@ def _tree_bytes(path: Path) -> int:
 def _remove_tree(cache: Path, path: Path) -> int:
     """Move `path` out of sight in one step (a reader sees the whole copy or none), then delete it; bytes freed."""
     if path.is_symlink():  # never followed
-        path.unlink()
+        path.unlink(missing_ok=True)
         return 0
     size = _tree_bytes(path)
     trash = cache / ".trash"
     trash.mkdir(exist_ok=True)
-    target = trash / f"{path.name}.{os.getpid()}.{time.monotonic_ns()}"
-    os.rename(path, target)
+    target = trash / f"{path.name}.{os.urandom(6).hex()}"
+    try:
+        os.rename(path, target)
+    except FileNotFoundError:  # another writer moved it aside first
+        return 0
     shutil.rmtree(target, ignore_errors=True)
     return size
 
@@ -1041,6 +1072,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--progress-file")
     d.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
     d.add_argument("--cache-capacity-bytes", type=int, help="bytes the cache may hold (default: the volume's free space)")
+    d.add_argument("--staging-name", help="this writer's own staging directory under .staging/<key>/ (the download "
+                                          "Job's name: its next pod resumes there); default: one shared by all")
     i = sub.add_parser("inspect", help="report the architecture of a checkpoint directory (pvc sources; exit 13: no "
                                        "config.json, 18: a config the reader cannot use)")
     i.add_argument("--dir", required=True, type=Path)
@@ -1076,7 +1109,8 @@ def main(argv: list[str] | None = None) -> int:
         args.cache.mkdir(parents=True, exist_ok=True)
         try:
             state = download(args.source, args.cache, endpoint=args.endpoint, region=args.region,
-                             anonymous=args.anonymous, progress=progress, capacity_bytes=args.cache_capacity_bytes)
+                             anonymous=args.anonymous, progress=progress, capacity_bytes=args.cache_capacity_bytes,
+                             staging_name=args.staging_name)
         except OSError as err:  # the cache volume (full, read-only, a name too long): a reason, not a traceback
             raise FetchError(EXIT_CACHE_ERROR, f"writing the model cache: {err}; check the cache claim "
                                                "(source.cache) and its free space; the next attempt resumes") from None
@@ -1086,7 +1120,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model_fetch: {err.reason}: {err}", file=sys.stderr)
         return err.code
     _termination(args.termination_log, state)
-    print(json.dumps({k: state[k] for k in LOG_FIELDS if k in state}, sort_keys=True))
+    print(log_line(state))
     return EXIT_OK
 
 

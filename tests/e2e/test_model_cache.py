@@ -198,3 +198,47 @@ def test_deleting_the_last_backend_of_a_source_cleans_its_copy_and_keeps_the_oth
     wait_for(lambda: cluster.kube.get("Job", namespace, dropped_job), timeout=90, what="a new download Job")
     finished = cluster.kube.get("Job", namespace, job["metadata"]["name"])
     assert finished is None or any(c["type"] == "Complete" for c in finished["status"].get("conditions", []))
+
+
+TENANT = "tenant-mallory"
+
+
+@pytest.mark.parametrize("tenant_first", [True, False], ids=["tenant-squats-first", "tenant-borrows-after"])
+def test_a_tenant_s_backend_without_a_secret_gets_its_own_download_job(cluster, operator, namespace, tenant_first):
+    """A tenant who may only edit LLMBackends names an admin's gated source without a Secret. Before, one Job per
+    source: first (squat) its Job had no token and the admin's backend inherited its 401; after (thief) it shared the
+    admin's Job, whose pod read Secret victim-hf. Now each backend's download reads the Secret it names, or none."""
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "editor", "namespace": namespace},
+         "rules": [{"apiGroups": ["llmbackend.dev"], "resources": ["llmbackends"],
+                    "verbs": ["get", "list", "create", "update", "patch", "delete"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "editor", "namespace": namespace},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "editor"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+    cluster.kubectl("create", "secret", "generic", "victim-hf", "-n", namespace, "--from-literal=HF_TOKEN=hf_admin")
+    uri = "hf://meta-llama/Llama-3.1-8B-Instruct"
+    admin = {"uri": uri, "secretRef": {"name": "victim-hf"}}
+    tenant = {"uri": uri}
+
+    def create(name, source, as_tenant):
+        manifest = yaml.safe_dump(backend_manifest(name, namespace, model={"preset": "llama-3.1-8b", "source": source}))
+        cluster.kubectl("apply", *(["--as", TENANT] if as_tenant else []), "-f", "-", input=manifest)
+        job = mc.download_job_name(ModelSource.model_validate(source))
+        return wait_for(lambda: cluster.kube.get("Job", namespace, job), timeout=60, what=f"{name}'s download Job")
+
+    order = [("squat", tenant, True), ("victim", admin, False)]
+    jobs = {name: create(name, source, as_tenant) for name, source, as_tenant in (order if tenant_first else order[::-1])}
+    assert jobs["squat"]["metadata"]["name"] != jobs["victim"]["metadata"]["name"]
+    assert mc.job_secrets(jobs["victim"]) == ["victim-hf"] and mc.job_secrets(jobs["squat"]) == []
+    assert jobs["victim"]["metadata"]["annotations"][mc.SECRET_ANNOTATION] == "victim-hf"
+    # The pods the Job controller made from them: only the admin's reads the Secret.
+    for name, secrets in (("squat", []), ("victim", ["victim-hf"])):
+        job = jobs[name]
+        pods = wait_for(lambda job=job: mc.job_pods(job, cluster.kube.list(
+            "Pod", namespace, label_selector=f"job-name={job['metadata']['name']}")), timeout=60, what=f"{name}'s Job pod")
+        assert mc.job_secrets({"spec": {"template": {"spec": pods[0]["spec"]}}}) == secrets
+    # kwok completes the pods: each backend's model is Ready from its own Job.
+    for name in ("squat", "victim"):
+        ready = wait_for(lambda name=name: (c := condition(cluster.kube.get("LLMBackend", namespace, name), "ModelReady"))
+                         and c["status"] == "True" and c, timeout=90, what=f"{name} ModelReady=True")
+        assert ready["reason"] == "ModelCached"

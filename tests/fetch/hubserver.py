@@ -8,7 +8,7 @@ Serves what the download program and the operator's pre-download read use, as th
 Gated repositories answer 401 without a token and 403 for a token that was not granted access; unknown
 repositories answer 401 without a token (the Hub does not reveal what exists) and 404 with one; errors carry
 the Hub's X-Error-Code header. Faults to inject: cut a file's first response after N bytes, hold a response
-after N bytes until released, serve corrupted bytes.
+after N bytes until released (then close it, or with pause_after send the rest), serve corrupted bytes.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class Repo:
 class Faults:
     cut_after: dict[str, int] = field(default_factory=dict)      # path -> bytes sent before the connection drops (once)
     hold_after: dict[str, int] = field(default_factory=dict)     # path -> bytes sent before waiting for `release`
+    pause_after: dict[str, int] = field(default_factory=dict)    # the same, then the rest of the body is sent
     corrupt: set[str] = field(default_factory=set)
     release: threading.Event = field(default_factory=threading.Event)
     held: threading.Event = field(default_factory=threading.Event)
@@ -189,6 +190,14 @@ class HubServer:
         h.end_headers()
         cut = self.faults.cut_after.pop(path, None)
         hold = self.faults.hold_after.pop(path, None)
+        pause = self.faults.pause_after.pop(path, None)
+        if pause is not None:
+            h.wfile.write(body[:pause])
+            h.wfile.flush()
+            self.faults.held.set()
+            self.faults.release.wait(60)
+            h.wfile.write(body[pause:])
+            return
         if cut is not None:
             h.wfile.write(body[:cut])
             h.wfile.flush()

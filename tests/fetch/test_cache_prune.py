@@ -160,3 +160,29 @@ def test_prune_recognises_copies_of_operators_before_the_source_marker(hub, tmp_
     assert report["deleted"] == [f"{top}/acme/tiny-llama/refs/main", f"{top}/acme/tiny-llama/{OLD}"]
     assert not (cache / f"{top}/acme/tiny-llama").exists()
     assert (cache / f"{top}/acme/other/refs/main" / mf.MARKER).is_file()
+
+
+def test_prune_deletes_a_dropped_source_s_staging_of_each_job(hub, tmp_path) -> None:
+    """Each download Job stages under its own name (`<revision>.<job>`): the cleanup deletes every one of them for a
+    source nobody names, and keeps a kept source's (its Job resumes there)."""
+    cache = tmp_path / "cache"
+    top = mf.parse_uri("hf://acme/x", hub.endpoint).key.split("/")[0]
+    hub.repos["acme/gone"] = type(hub.repos["acme/tiny-llama"])(files=hub.repos["acme/tiny-llama"].files, sha="4" * 40)
+    hub.faults.corrupt.add("model-00001-of-00002.safetensors")
+    try:
+        for uri, job in (("hf://acme/gone", "llmb-fetch-a"), ("hf://acme/gone", "llmb-fetch-b"),
+                         ("hf://acme/tiny-llama", "llmb-fetch-c")):
+            done = run_fetch("download", "--source", uri, "--cache", str(cache), "--endpoint", hub.endpoint,
+                             "--staging-name", job)
+            assert done.returncode == mf.EXIT_VERIFY_FAILED, done.stderr
+    finally:
+        hub.faults.corrupt.discard("model-00001-of-00002.safetensors")
+    gone = cache / f".staging/{top}/acme/gone"
+    assert sorted(p.name for p in gone.iterdir()) == sorted([mf.SOURCE_MARKER, "4" * 40 + ".llmb-fetch-a",
+                                                             "4" * 40 + ".llmb-fetch-b"])
+    code, report = prune(cache, f"{top}/acme/tiny-llama/refs/main")
+    assert code == 0, report
+    assert not gone.exists()
+    assert sorted(report["deleted"]) == [f".staging/{top}/acme/gone/{'4' * 40}.llmb-fetch-{j}" for j in "ab"]
+    kept = cache / f".staging/{top}/acme/tiny-llama"
+    assert [p.name for p in kept.iterdir() if p.name != mf.SOURCE_MARKER] == [f"{OLD}.llmb-fetch-c"]

@@ -167,6 +167,44 @@ def test_killed_download_resumes_in_the_next_process(hub, tmp_path) -> None:
     assert ranges[-1] == "bytes=700000-"
 
 
+def test_two_jobs_writing_one_copy_at_once_stage_apart_and_the_later_keeps_the_first_s(hub, tmp_path) -> None:
+    """Two download Jobs of one source (backends with different Secrets, or none) run at once into one claim. Each
+    stages under its own name; the first rename wins, the later writer finds that copy, checks it and deletes its
+    own. With one shared staging directory, B resumed A's half-written file and renamed it into place while A still
+    held it open, and A's remaining bytes landed in the published copy."""
+    cache = tmp_path / "cache"
+    hub.faults.pause_after["model-00001-of-00002.safetensors"] = 700_000
+    argv = ("download", "--source", f"hf://{REPO}", "--cache", str(cache), "--endpoint", hub.endpoint)
+    first = run_fetch(*argv, "--staging-name", "llmb-fetch-a", "--termination-log", str(tmp_path / "a"), wait=False)
+    try:
+        assert hub.faults.held.wait(60), "the first download never reached the paused file"
+        for _ in range(600):  # until the first writer has what the server sent so far (bounded: 60 s)
+            staged = list((cache / ".staging").rglob("model-00001-of-00002.safetensors.part"))
+            if staged and staged[0].stat().st_size == 700_000:
+                break
+            time.sleep(0.1)
+        assert staged[0].parent.name == f"{SHA}.llmb-fetch-a"
+        second = run_fetch(*argv, "--staging-name", "llmb-fetch-b", "--termination-log", str(tmp_path / "b"))
+        assert second.returncode == 0, second.stderr
+    finally:
+        hub.faults.release.set()
+        out, err = first.communicate(timeout=60)
+    final = assert_copy_complete(cache, key(hub), SHA)  # the published copy, byte for byte what the source lists
+    assert first.returncode == 0, err
+    assert json.loads((tmp_path / "a").read_text())["phase"] == "Ready"
+    assert (cache / key(hub) / "refs" / "main").resolve() == final.resolve()
+    # Nothing of either writer is left behind: the later one deleted its own staging directory.
+    assert [p.name for p in (cache / ".staging" / key(hub)).iterdir()] == [mf.SOURCE_MARKER]
+    assert not [p for p in (cache / key(hub)).rglob("*.tmp")]
+
+
+def test_a_staging_name_that_is_not_a_job_name_is_refused(hub, tmp_path) -> None:
+    for bad in ("../x", "a/b", ".hidden", "A" * 70, "x.y"):
+        done = fetch(hub, tmp_path / "cache", REPO, "--staging-name", bad)
+        assert done.returncode == mf.EXIT_USAGE and "--staging-name" in done.stderr
+    assert not (tmp_path / "cache" / ".staging").exists()
+
+
 def test_the_architecture_goes_out_before_the_weights(hub, tmp_path) -> None:
     # The operator plans from this progress line: it never calls the source itself.
     done = fetch(hub, tmp_path / "cache")

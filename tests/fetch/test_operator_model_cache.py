@@ -37,15 +37,39 @@ def job_pod(kube: FakeKube, job: str, state: dict, name: str = "fetch-1") -> Non
     }
 
 
-def run_download_job(job: dict, root: Path, env: dict | None = None) -> list[dict]:
+def job_env(job: dict, secrets: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The environment the kubelet gives the Job's container: each secretKeyRef looked up in `secrets` (name ->
+    data), as it would in the namespace's Secrets (an optional key that is missing is left out)."""
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env = {}
+    for item in container.get("env") or []:
+        ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+        if ref is None:
+            env[item["name"]] = item.get("value", "")
+        elif ref["key"] in secrets.get(ref["name"], {}):
+            env[item["name"]] = secrets[ref["name"]][ref["key"]]
+    return env
+
+
+def run_download_job(job: dict, root: Path, env: dict | None = None, expect: int = 0) -> list[dict]:
     """Run the download Job's own command line (the real program) with the claim at `root`; its stdout lines
     (the progress lines the operator reads from the running pod's log)."""
     (container,) = job["spec"]["template"]["spec"]["containers"]
     mount = container["volumeMounts"][0]["mountPath"]
     args = [a.replace(mount, str(root)) if a.startswith(mount) else a for a in container["args"]]
     done = run_fetch(*args, "--termination-log", str(root.parent / "termination"), env=env)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == expect, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def finish_download(kube: FakeKube, job: dict, root: Path, exit_code: int) -> None:
+    """The Job's result as the Job controller and kubelet leave it: Complete or Failed, and its pod's termination
+    message the program wrote."""
+    name = job["metadata"]["name"]
+    kube.objects[("Job", "serving", name)]["status"] = {
+        "conditions": [{"type": "Complete" if exit_code == 0 else "Failed", "status": "True"}]}
+    job_pod(kube, name, {"terminated": {"exitCode": exit_code, "message": (root.parent / "termination").read_text()}},
+            name=f"{name}-pod")
 
 
 def test_one_claim_and_one_job_for_two_backends_of_one_model(hub, tmp_path) -> None:
@@ -464,3 +488,151 @@ def test_a_tampered_copy_is_named_in_model_ready(hub, tmp_path) -> None:
     assert (done.ready, done.reason, done.status["phase"]) == (True, "CacheTampered", "Ready")
     assert "complete in the model cache again" in done.message and "config.json" in done.message
     assert b"EvilForCausalLM" not in config.read_bytes()
+
+
+# ---- the download Job's Secret is the Job's identity (a tenant may only edit LLMBackends) ----
+
+GATED = "hf://meta-llama/Llama-3.1-8B-Instruct"  # gated on the Hub-shaped server: 401 without a token
+SECRETS = {"victim-hf": {"HF_TOKEN": "hf_good"}}  # the admin's; the tenant may not read it
+
+
+def download_jobs(kube: FakeKube) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in kube.objects.values()
+            if o.get("kind") == "Job" and o["metadata"]["labels"].get("app.kubernetes.io/component") == mc.DOWNLOAD_COMPONENT}
+
+
+def test_a_tenant_backend_without_a_secret_cannot_squat_the_download_of_an_admin_s(hub, tmp_path, allowed_endpoints) -> None:
+    """Order 2: the tenant's `squat` (no Secret) comes first, the admin's `victim2` (secretRef victim-hf) names the
+    same gated URI. Before, both shared one Job without a token: it failed at once with 401 (exit 10, a permanent
+    code), victim2 stayed SourceUnauthorized for good, and its status said the Job reads Secret victim-hf."""
+    allowed_endpoints(hub.endpoint)
+    kube = FakeKube()
+    squat = spec({"uri": GATED, "endpoint": hub.endpoint}, preset="llama-3.1-8b")
+    victim2 = spec({"uri": GATED, "endpoint": hub.endpoint, "secretRef": {"name": "victim-hf"}}, preset="llama-3.1-8b")
+    for name, backend in (("squat", squat), ("victim2", victim2)):
+        backend_obj(kube, name, backend.model.source.model_dump(by_alias=True, exclude_none=True))
+    root = tmp_path / "claim"
+    cmc.sync_model_cache(kube, "serving", squat)
+    (squat_job,) = download_jobs(kube).values()
+    run_download_job(squat_job, root, env=job_env(squat_job, SECRETS), expect=10)
+    finish_download(kube, squat_job, root, 10)
+    assert cmc.sync_model_cache(kube, "serving", squat).reason == "SourceUnauthorized"
+
+    pending = cmc.sync_model_cache(kube, "serving", victim2)
+    jobs = download_jobs(kube)
+    assert len(jobs) == 2, "victim2 has a download Job of its own"
+    victim_job = jobs[mc.download_job_name(victim2.model.source)]
+    assert mc.job_secrets(victim_job) == ["victim-hf"] and mc.job_secrets(squat_job) == []
+    assert (pending.reason, pending.permanent) == ("Downloading", False)
+    lines = run_download_job(victim_job, root, env=job_env(victim_job, SECRETS))
+    assert lines[-1]["phase"] == "Ready"
+    finish_download(kube, victim_job, root, 0)
+    done = cmc.sync_model_cache(kube, "serving", victim2)
+    assert (done.ready, done.reason, done.status["phase"]) == (True, "ModelCached", "Ready")
+    # The squatter's own Job stays what it was: it never had the token.
+    assert cmc.sync_model_cache(kube, "serving", squat).reason == "SourceUnauthorized"
+    assert {h.get("Authorization") for _, _, h in hub.requests_for("/api/models/")} == {None, "Bearer hf_good"}
+
+
+def test_a_tenant_backend_without_a_secret_never_downloads_with_an_admin_s_token(hub, tmp_path, allowed_endpoints) -> None:
+    """Order 1: the admin's `victim` (secretRef victim-hf) comes first, the tenant's `thief` names the same gated URI
+    and no Secret. Before, thief shared victim's Job and got the gated model downloaded with victim-hf's token
+    (ModelReady True). Now thief's own Job has no token and fails with 401, even with victim's copy in the cache."""
+    allowed_endpoints(hub.endpoint)
+    kube = FakeKube()
+    victim = spec({"uri": GATED, "endpoint": hub.endpoint, "secretRef": {"name": "victim-hf"}}, preset="llama-3.1-8b")
+    thief = spec({"uri": GATED, "endpoint": hub.endpoint}, preset="llama-3.1-8b")
+    for name, backend in (("victim", victim), ("thief", thief)):
+        backend_obj(kube, name, backend.model.source.model_dump(by_alias=True, exclude_none=True))
+    root = tmp_path / "claim"
+    cmc.sync_model_cache(kube, "serving", victim)
+    cmc.sync_model_cache(kube, "serving", thief)
+    jobs = download_jobs(kube)
+    assert len(jobs) == 2
+    victim_job, thief_job = jobs[mc.download_job_name(victim.model.source)], jobs[mc.download_job_name(thief.model.source)]
+    assert mc.job_secrets(thief_job) == [] and not thief_job["spec"]["template"]["spec"]["containers"][0].get("env")
+    run_download_job(victim_job, root, env=job_env(victim_job, SECRETS))
+    finish_download(kube, victim_job, root, 0)
+    assert cmc.sync_model_cache(kube, "serving", victim).ready
+    before = len(hub.requests_for("/api/models/"))
+    run_download_job(thief_job, root, env=job_env(thief_job, SECRETS), expect=10)
+    finish_download(kube, thief_job, root, 10)
+    refused = cmc.sync_model_cache(kube, "serving", thief)
+    assert (refused.ready, refused.reason, refused.permanent) == (False, "SourceUnauthorized", True)
+    assert [h.get("Authorization") for _, _, h in hub.requests_for("/api/models/")[before:]] == [None]
+
+
+def test_an_older_operator_s_job_with_another_backend_s_secret_is_replaced(hub, allowed_endpoints) -> None:
+    """After an upgrade: the Job an older operator made for victim (victim-hf's token) has the name a backend without
+    a Secret names now. It is not shared with that backend: it is deleted and a Job without a Secret replaces it."""
+    allowed_endpoints(hub.endpoint)
+    kube = FakeKube()
+    victim = spec({"uri": GATED, "endpoint": hub.endpoint, "secretRef": {"name": "victim-hf"}}, preset="llama-3.1-8b")
+    thief = spec({"uri": GATED, "endpoint": hub.endpoint}, preset="llama-3.1-8b")
+    name = mc.download_job_name(thief.model.source)
+    old = mc.render_download_job("serving", victim.model.source, "img", 1000)
+    old["metadata"] = {**old["metadata"], "name": name, "uid": "old-uid"}
+    del old["metadata"]["annotations"][mc.SECRET_ANNOTATION]  # older operators did not say
+    kube.objects[("Job", "serving", name)] = old
+    replaced = cmc.sync_model_cache(kube, "serving", thief)
+    assert ("Job", name) in kube.deleted and (replaced.reason, replaced.ready) == ("DownloadPending", False)
+    assert "Bearer" not in json.dumps(replaced.status)
+    again = cmc.sync_model_cache(kube, "serving", thief)
+    assert again.reason == "Downloading" and mc.job_secrets(kube.objects[("Job", "serving", name)]) == []
+
+
+def test_the_job_of_a_dropped_secret_goes_and_the_copy_stays_for_the_other_backend() -> None:
+    """Two Jobs of one source (a Secret and none): deleting the backend with the Secret makes its Job stale and the
+    cleanup keeps the copy the other backend still names."""
+    kube = FakeKube()
+    with_secret, without = {"uri": "s3://models/shared", "secretRef": {"name": "s3"}}, {"uri": "s3://models/shared"}
+    backend_obj(kube, "admin", with_secret)
+    backend_obj(kube, "tenant", without)
+    for source in (with_secret, without):
+        cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+        complete(kube, mc.download_job_name(spec(source).model.source))
+    assert len(download_jobs(kube)) == 2
+    del kube.objects[("LLMBackend", "serving", "admin")]
+    assert cmc.cleanup_model_caches(kube, "serving") is False
+    assert ("Job", mc.download_job_name(spec(with_secret).model.source)) in kube.deleted
+    assert ("Job", mc.download_job_name(spec(without).model.source)) not in kube.deleted
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    args = cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--keep"] == ["s3/models/shared/refs/latest"]
+
+
+def test_the_last_log_line_is_read_with_a_byte_limit(hub) -> None:
+    """The running pod's last log line is read with limitBytes: a line far longer than any progress line (not the
+    program's) is cut by the API server and ignored, never read whole into the operator."""
+    kube = FakeKube()
+    source = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
+    cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    job_pod(kube, mc.download_job_name(spec(source).model.source), {"running": {}})
+    kube.logs["fetch-1"] = json.dumps({"phase": "Downloading", "bytesDone": 700, "bytesTotal": 1800, "pad": "x" * 20_000})
+    huge = cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    assert "bytesDone" not in huge.status
+    kube.logs["fetch-1"] = json.dumps({"phase": "Downloading", "bytesDone": 700, "bytesTotal": 1800, "message": "m" * 9000})
+    assert len(kube.logs["fetch-1"]) < cmc.LOG_LINE_LIMIT_BYTES
+    assert cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b")).status["bytesDone"] == 700
+
+
+def test_a_changed_secret_ref_cancels_and_cleans_up_the_previous_secret_s_job() -> None:
+    """Only the secretRef changes (the URI stays): the Job of the previous Secret is named by no backend any more. It
+    is cancelled while it runs and deleted once the new one finishes; the copy stays (the spec names the source)."""
+    kube = FakeKube()
+    cmc._cleanup_seen.add("serving")  # a namespace the operator looked at before
+    cmc._cleanup_owed.discard("serving")
+    old, new = {"uri": "s3://models/rotated", "secretRef": {"name": "s3-old"}}, {"uri": "s3://models/rotated", "secretRef": {"name": "s3-new"}}
+    backend_obj(kube, "a", old)
+    cmc.sync_model_cache(kube, "serving", spec(old, preset="llama-3.1-8b"), previous_source=old["uri"])
+    old_job, new_job = (mc.download_job_name(spec(s).model.source) for s in (old, new))
+    backend_obj(kube, "a", new)
+    cmc.sync_model_cache(kube, "serving", spec(new, preset="llama-3.1-8b"), previous_source=old["uri"])
+    cmc.sync_model_cache(kube, "serving", spec(new, preset="llama-3.1-8b"), previous_source=old["uri"])
+    assert kube.objects[("Job", "serving", old_job)]["spec"].get("suspend") is True, "the previous Secret's download goes on"
+    complete(kube, new_job)
+    cmc.sync_model_cache(kube, "serving", spec(new, preset="llama-3.1-8b"), previous_source=new["uri"])
+    assert ("Job", old_job) in kube.deleted and ("Job", new_job) not in kube.deleted
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    args = cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--keep"] == ["s3/models/rotated/refs/latest"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -20,7 +21,7 @@ def src(**fields) -> ModelSource:
 
 def test_backends_of_one_source_share_one_job_and_one_copy() -> None:
     a = src(uri="hf://Qwen/Qwen3-32B@main", secretRef={"name": "hf"})
-    b = src(uri="hf://Qwen/Qwen3-32B@main", secretRef={"name": "other-token"})
+    b = src(uri="hf://Qwen/Qwen3-32B@main", secretRef={"name": "hf"}, cache={"size": "100Gi"})
     assert mc.download_job_name(a) == mc.download_job_name(b)
     assert mc.model_path(a) == mc.model_path(b) == "/model-cache/hf/Qwen/Qwen3-32B/refs/main"
     assert mc.download_job_name(src(uri="hf://Qwen/Qwen3-32B@v2")) != mc.download_job_name(a)
@@ -38,6 +39,31 @@ def test_cache_claim_sized_from_the_checkpoint_and_not_owned(fields, checkpoint_
     assert "ownerReferences" not in pvc["metadata"]  # deleting a backend never deletes the cache
     assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
     assert pvc["metadata"]["name"] == "llmbackend-model-cache"
+
+
+def test_the_secret_is_part_of_the_download_job_s_identity() -> None:
+    """A tenant's backend without a Secret and an admin's with one, same URI: two Jobs, each reading only its own
+    backend's Secret (before, one Job with the Secret of whichever backend came first). One copy for all."""
+    uri = "hf://meta-llama/Llama-3.3-70B-Instruct"
+    none, victim, other = src(uri=uri), src(uri=uri, secretRef={"name": "victim-hf"}), src(uri=uri, secretRef={"name": "b"})
+    assert len({mc.download_job_name(s) for s in (none, victim, other)}) == 3
+    assert mc.model_path(none) == mc.model_path(victim) == mc.model_path(other)
+    # Without a Secret the name is the one older operators gave (their Jobs of public sources stay in use).
+    assert mc.download_job_name(none) == "llmb-fetch-" + hashlib.sha256(
+        "\n".join(["llmbackend-model-cache", uri, "", ""]).encode()).hexdigest()[:16]
+    jobs = {name: mc.render_download_job("serving", s, "img", 1000) for name, s in
+            (("none", none), ("victim", victim), ("other", other))}
+    assert [mc.job_secrets(jobs[n]) for n in ("none", "victim", "other")] == [[], ["victim-hf"], ["b"]]
+    assert [jobs[n]["metadata"]["annotations"][mc.SECRET_ANNOTATION] for n in ("none", "victim")] == ["", "victim-hf"]
+    assert "env" not in jobs["none"]["spec"]["template"]["spec"]["containers"][0] or not \
+        jobs["none"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    # Each Job stages apart (the program's --staging-name): concurrent writers of one copy never share a file.
+    for job in jobs.values():
+        args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--staging-name") + 1] == job["metadata"]["name"]
+    assert mc.credentials_match(jobs["victim"], victim) and not mc.credentials_match(jobs["victim"], none)
+    assert not mc.credentials_match(jobs["none"], victim) and not mc.credentials_match(jobs["other"], victim)
+    assert all(mc.is_download_job(jobs[n], none) for n in jobs)  # the source's Job; which Secret is checked apart
 
 
 def test_download_job() -> None:

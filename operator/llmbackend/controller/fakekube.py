@@ -139,8 +139,10 @@ class FakeKube:
     def request(self, method: str, path: str, query: dict[str, Any] | None = None, body: Any = None, **_: Any) -> Any:
         """Only what the model-cache step asks: the last log line of a pod, a merge patch of an object."""
         self.calls[method] += 1
-        if method == "GET" and path.endswith("/log"):
-            return json.loads(self.logs[path.split("/")[-2]])
+        if method == "GET" and path.endswith("/log"):  # the API server cuts the answer at limitBytes
+            text = self.logs[path.split("/")[-2]]
+            limit = (query or {}).get("limitBytes")
+            return json.loads(text[:int(limit)] if limit is not None else text)
         if method == "PATCH" and body is not None:  # a merge patch of an object, e.g. a Job's spec.suspend
             namespace, plural, name = path.split("/")[-3:]
             for key, obj in self.objects.items():

@@ -78,9 +78,15 @@ class ModelCacheResult:
         return self.spec.model.preset is not None or self.spec.model.architecture is not None
 
 
+# The progress line is a few hundred bytes (model_fetch.Progress caps its message); a longer last line is not one of
+# ours and is cut by the API server instead of being read whole into the operator.
+LOG_LINE_LIMIT_BYTES = 16 * 1024
+
+
 def _last_log_line(kube: Any, namespace: str, pod: str) -> dict[str, Any] | None:
     try:
-        line = kube.request("GET", kube._path("Pod", namespace, pod, "log"), query={"tailLines": "1"})
+        line = kube.request("GET", kube._path("Pod", namespace, pod, "log"),
+                            query={"tailLines": "1", "limitBytes": str(LOG_LINE_LIMIT_BYTES)})
     except Exception:  # noqa: BLE001 - progress is best effort (no log yet, pod gone, not JSON)
         return None
     return line if isinstance(line, dict) else None
@@ -331,13 +337,18 @@ def cleanup_model_caches_safely(kube: Any, namespace: str) -> bool:
         return False
 
 
-def _cleanup_running(kube: Any, namespace: str, claim: str) -> str | None:
-    """Name of a cleanup Job of the claim that has not finished (a download must not start meanwhile)."""
+def _claim_jobs(kube: Any, namespace: str, claim: str, uri: str) -> tuple[str | None, bool]:
+    """(name of a cleanup Job of the claim that has not finished: a download must not start meanwhile; whether a
+    download Job of the same source exists, under another name: another Secret's, maybe one no backend names now)."""
+    cleaning, other = None, False
     for job in kube.list("Job", namespace, label_selector=f"{mc.CACHE_LABEL}={claim}"):
-        labels = job["metadata"].get("labels") or {}
-        if labels.get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT and not mc.job_finished(job):
-            return str(job["metadata"]["name"])
-    return None
+        meta = job["metadata"]
+        component = (meta.get("labels") or {}).get("app.kubernetes.io/component")
+        if component == mc.CLEANUP_COMPONENT and not mc.job_finished(job) and cleaning is None:
+            cleaning = str(meta["name"])
+        elif component == mc.DOWNLOAD_COMPONENT and (meta.get("annotations") or {}).get(mc.SOURCE_ANNOTATION) == uri:
+            other = True
+    return cleaning, other
 
 
 def _create_if_missing(kube: Any, obj: dict[str, Any]) -> dict[str, Any]:
@@ -400,10 +411,23 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
     cleaning: str | None
     with _namespace_lock(namespace):  # never start a download while a cleanup of the claim runs
         job = kube.get("Job", namespace, job_name)
+        if (job is not None and not job["metadata"].get("deletionTimestamp") and mc.is_download_job(job, source)
+                and not mc.credentials_match(job, source)):
+            # An older operator's Job of this source that reads another backend's Secret (or none): never used for
+            # this backend's download (it would borrow that token, or block this one's); replaced by its own.
+            kube.delete("Job", namespace, job_name, uid=job["metadata"].get("uid"))
+            log.info("model cache %s: Job %s read Secret(s) %s, not %s: replaced", namespace, job_name,
+                     ", ".join(mc.job_secrets(job)) or "none", mc.download_secret(source) or "none")
+            return ModelCacheResult(spec, False, "DownloadPending",
+                                    f"Job {job_name} of an older operator read another Secret than this backend's; it "
+                                    "was deleted and this backend's own download Job is created next",
+                                    {"phase": "Resolving", "source": source.uri, "claimName": claim})
         if job is not None and job["metadata"].get("deletionTimestamp"):
             cleaning = job_name  # deleted by a cleanup just now: its copy is going too
         else:
-            cleaning = _cleanup_running(kube, namespace, claim) if job is None else None
+            cleaning, other_secret = _claim_jobs(kube, namespace, claim, source.uri) if job is None else (None, False)
+            if other_secret:  # perhaps the Job of this backend's previous secretRef (status does not record it):
+                _cleanup_owed.add(namespace)  # the next pass in the namespace cancels and cleans it up if unnamed
         if job is None and cleaning is None:
             job = _create_if_missing(kube, mc.render_download_job(namespace, source, downloader_image(), SERVING_UID))
         elif job is not None and cleaning is None and mc.suspended(job):  # cancelled, and named again since
@@ -421,17 +445,19 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
     termination, config_error = _termination(kube, namespace, pods)
     outcome = mc.job_outcome(job, termination)
     stuck = stuck_pod(job, pods, claim_obj, "download") if outcome["phase"] == "Downloading" else None
+    # The Secret(s) the Job's pods really read (credentials_match made them this backend's secretRef, or none).
+    secrets = mc.job_secrets(job) if job is not None else []
     if config_error and outcome["phase"] != "Ready":
-        name = source.secret_ref.name if source.secret_ref else "?"
+        name = ", ".join(secrets) or "?"
         outcome = {"phase": "Failed", "reason": SECRET_NOT_FOUND,
                    "message": f"the download Job cannot start: {config_error}; create Secret {name} in {namespace} "
                               "with the keys source.secretRef documents, or fix spec.model.source.secretRef.name"}
         stuck = None  # the Secret is named first: a storage wait of another pod of the Job comes after it
-    elif stuck is not None and source.secret_ref is not None:
+    elif stuck is not None and secrets:
         # The operator holds no rights on Secrets (docs/security-rbac.md), so a misspelt secretRef shows only when
         # the kubelet starts the pod (CreateContainerConfigError, above); until then the wait names it to check.
         reason, message, since = stuck
-        secret = source.secret_ref.name
+        secret = secrets[0]
         stuck = (reason, f"{message}. Once it starts it reads Secret {secret} (spec.model.source.secretRef), which "
                  f"the operator cannot look at: check it exists with `kubectl get secret {secret} -n {namespace}`", since)
     status = {"phase": outcome["phase"], "source": source.uri, "claimName": claim,

@@ -1,9 +1,12 @@
 """Pure rendering of the model cache: the cache claim, the download Job, and what serving pods add.
 
-A URI source (hf://, s3://) is downloaded ONCE per (cache claim, source) by a Job that runs
+A URI source (hf://, s3://) is downloaded ONCE per (cache claim, source, credential) by a Job that runs
 `python -m llmbackend.model_fetch download` (operator image) into the claim; see model_fetch for
-the layout. Neither the claim nor the Job is owned by a backend: every backend of the same source
-and cache uses the same Job name and the same copy, and deleting a backend deletes neither.
+the layout. Neither the claim nor the Job is owned by a backend: every backend of the same source, cache and
+source.secretRef (or none) uses the same Job name, every backend of the source the same copy, and deleting a
+backend deletes neither. The Secret is part of the Job's identity: a backend's download runs with the Secret that
+backend names and no other, so a backend without one never borrows another's token, nor blocks another's download
+with a Job that has none (two Jobs of one source write the same copy safely: model_fetch stages per Job).
 When no backend names a source any more, `cache_cleanups` decides a cleanup: its download Job goes
 and a cleanup Job (`model_fetch prune`) deletes every copy that no backend's spec and no running
 serving pod names (only what the download program made, recognised by its markers). The claim itself is never
@@ -46,6 +49,9 @@ DEFAULT_CACHE_CLAIM = "llmbackend-model-cache"
 CACHE_LABEL = "llmbackend.dev/model-cache"
 SOURCE_ANNOTATION = "llmbackend.dev/model-source"
 REF_ANNOTATION = "llmbackend.dev/model-ref"  # the download's `<key>/refs/<revision>` (the key depends on the endpoint)
+# The Secret the download reads (source.secretRef), "" for none: part of the Job's identity (an annotation: a
+# Secret's name may be longer than a label value).
+SECRET_ANNOTATION = "llmbackend.dev/model-secret"
 DOWNLOAD_COMPONENT = "model-download"
 CLEANUP_COMPONENT = "model-cache-cleanup"
 CLEANUP_TTL_S = 3600  # finished cleanup Jobs go away by themselves
@@ -79,14 +85,23 @@ def model_path(source: ModelSource) -> str:
     return f"{CACHE_MOUNT}/{ref_path(source)}"
 
 
+def download_secret(source: ModelSource) -> str:
+    """The Secret a download of this source reads: source.secretRef's name, "" for none."""
+    return source.secret_ref.name if source.secret_ref is not None else ""
+
+
 def download_job_name(source: ModelSource) -> str:
-    """One Job per (cache claim, source, endpoint, region): backends of the same model share it. Through a
-    source.endpoint the cache key has the endpoint in it (model_fetch.endpoint_id): the Job's name has the key
-    too, so a Job an older operator ran for the same source (it wrote the copy elsewhere) is not taken for it."""
+    """One Job per (cache claim, source, endpoint, region, Secret): backends of the same model with the same
+    secretRef (or none) share it; another Secret, or none, is another Job, so whichever backend comes first cannot
+    decide which credential the others' download uses. Through a source.endpoint the cache key has the endpoint in
+    it (model_fetch.endpoint_id): the Job's name has the key too, so a Job an older operator ran for the same source
+    (it wrote the copy elsewhere) is not taken for it. Without a Secret the name is what older operators gave."""
     parts = [cache_claim(source), source.uri or "", source.endpoint or "", source.region or ""]
     src = _source(source)
     if src.endpoint:
         parts.append(src.key)
+    if source.secret_ref is not None:
+        parts.append(f"secretRef={source.secret_ref.name}")
     ident = "\n".join(parts)
     return "llmb-fetch-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
@@ -138,7 +153,7 @@ def render_download_job(namespace: str, source: ModelSource, image: str, uid: in
     src = _source(source)
     claim, name = cache_claim(source), download_job_name(source)
     args = ["download", "--source", source.uri or "", "--cache", CACHE_MOUNT,
-            "--progress-file", f"{CACHE_MOUNT}/.progress/{name}.json"]
+            "--progress-file", f"{CACHE_MOUNT}/.progress/{name}.json", "--staging-name", name]
     if source.endpoint:
         args += ["--endpoint", source.endpoint]
     if source.region:
@@ -148,7 +163,8 @@ def render_download_job(namespace: str, source: ModelSource, image: str, uid: in
                                    env=_credential_env(source, src))
     labels = _labels(claim, DOWNLOAD_COMPONENT)
     return _job({"name": name, "namespace": namespace, "labels": labels,
-                 "annotations": {SOURCE_ANNOTATION: source.uri or "", REF_ANNOTATION: ref_path(source)}},
+                 "annotations": {SOURCE_ANNOTATION: source.uri or "", REF_ANNOTATION: ref_path(source),
+                                 SECRET_ANNOTATION: download_secret(source)}},
                 {"backoffLimit": BACKOFF_LIMIT,
                  "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
                      "containerName": "fetch", "operator": "In", "values": PERMANENT_EXIT_CODES}}]}},
@@ -345,14 +361,41 @@ def job_pods(job: dict[str, Any] | None, pods: list[dict[str, Any]]) -> list[dic
                                    for r in p["metadata"].get("ownerReferences") or [])]
 
 
+def job_secrets(job: dict[str, Any]) -> list[str]:
+    """The Secrets a Job's pods read (env secretKeyRef, envFrom secretRef, secret volumes), sorted: what it really
+    uses, whatever its annotations say."""
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    names: set[str] = set()
+    for container in (pod.get("containers") or []) + (pod.get("initContainers") or []):
+        for env in container.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+            if ref:
+                names.add(str(ref.get("name", "")))
+        for env_from in container.get("envFrom") or []:
+            if env_from.get("secretRef"):
+                names.add(str(env_from["secretRef"].get("name", "")))
+    for volume in pod.get("volumes") or []:
+        if volume.get("secret"):
+            names.add(str(volume["secret"].get("secretName", "")))
+    return sorted(names)
+
+
 def is_download_job(job: dict[str, Any], source: ModelSource) -> bool:
     """The Job of that name is one the operator rendered for this source (download Jobs have no owner: they are
-    shared by the backends of a source), not an object someone else made with the name."""
+    shared by the backends of a source), not an object someone else made with the name. Its Secret is checked
+    apart (credentials_match): an older operator's Job of the source may read another backend's Secret."""
     meta = job.get("metadata") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     want = _labels(cache_claim(source), DOWNLOAD_COMPONENT)
     return (all(labels.get(k) == v for k, v in want.items()) and annotations.get(SOURCE_ANNOTATION) == (source.uri or "")
             and not (meta.get("ownerReferences") or []))
+
+
+def credentials_match(job: dict[str, Any], source: ModelSource) -> bool:
+    """The Job reads exactly the Secret this source names (none when it names none). Operators before the Secret
+    was part of the Job's name gave every backend of a source one Job, with the Secret of whichever came first."""
+    wanted = download_secret(source)
+    return job_secrets(job) == ([wanted] if wanted else [])
 
 
 def _pods_of(job: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
