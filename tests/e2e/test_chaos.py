@@ -67,7 +67,7 @@ def test_backends_deleted_right_after_an_apiserver_restart_are_never_written_aga
     cluster = exclusive_cluster
     (metrics,) = free_ports(1)
     op = own_operator("--namespace", namespace, "--metrics-addr", f"127.0.0.1:{metrics}", "--resync-seconds", "3")
-    names = [f"b-{i}" for i in range(4)]
+    names = [f"b{i}" for i in range(4)]  # no "-<digits>" ending: the CRD refuses it
     for name in names:
         apply_manifest(cluster, backend_manifest(name, namespace))
     wait_for(lambda: all(available(cluster, namespace, n) for n in names), timeout=120, interval=0.5,
@@ -248,7 +248,7 @@ def test_an_apiserver_killed_mid_burst_for_20s_converges_without_duplicates_orph
     pass: before issue 44 a Deployment kept `Update` managedFields)."""
     cluster = exclusive_cluster
     op = own_operator("--namespace", namespace, "--workers", "2")
-    names = [f"burst-{i:02d}" for i in range(12)]
+    names = [f"burst{i:02d}" for i in range(12)]
     with ThreadPoolExecutor(6) as pool:
         list(pool.map(lambda n: cluster.kube.create(backend_manifest(n, namespace)), names))
     wait_for(lambda: len(cluster.kube.list("Deployment", namespace)) >= 2, timeout=60, interval=0.05,

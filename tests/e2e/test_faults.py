@@ -34,7 +34,7 @@ def all_available(cluster, namespace, names):
 
 def test_operator_killed_mid_batch_converges_without_duplicates_or_orphans(exclusive_cluster, own_operator, namespace):
     cluster = exclusive_cluster
-    names = [f"batch-{i:02d}" for i in range(20)]
+    names = [f"batch{i:02d}" for i in range(20)]
     first = own_operator("--workers", "2")
     # Wait until it serves (it lists nodes first), then create the batch at once.
     probe = backend_manifest("probe", namespace)
