@@ -636,3 +636,22 @@ def test_a_changed_secret_ref_cancels_and_cleans_up_the_previous_secret_s_job() 
     (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
     args = cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
     assert [args[i + 1] for i, a in enumerate(args) if a == "--keep"] == ["s3/models/rotated/refs/latest"]
+
+
+def test_a_dropped_source_whose_claim_never_bound_needs_no_cleanup_job() -> None:
+    """Issue 49: with no StorageClass the cache claim stays Pending; dropping the source left a cleanup Job Pending
+    for as long (it needs the claim mounted), and nothing said why. Nothing was ever written there: no cleanup Job,
+    and one an older operator left is deleted."""
+    kube = FakeKube()
+    source = {"uri": "s3://models/never-bound"}
+    backend_obj(kube, "a", source)
+    cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+    claim_name = mc.cache_claim(spec(source).model.source)
+    kube.objects[("PersistentVolumeClaim", "serving", claim_name)]["status"] = {"phase": "Pending"}
+    job = mc.download_job_name(spec(source).model.source)
+    leftover = mc.render_cleanup_job("serving", mc.CacheCleanup(claim_name, ("older",), ()), "img", 1000)
+    kube.objects[("Job", "serving", leftover["metadata"]["name"])] = leftover
+    del kube.objects[("LLMBackend", "serving", "a")]
+    assert cmc.cleanup_model_caches(kube, "serving") is False
+    assert ("Job", job) in kube.deleted and ("Job", leftover["metadata"]["name"]) in kube.deleted
+    assert not [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]

@@ -281,6 +281,13 @@ def cleanup_model_caches(kube: Any, namespace: str) -> bool:
     with _namespace_lock(namespace):
         _cleanup_seen.add(namespace)
         jobs = kube.list("Job", namespace, label_selector=managed)
+        for job in jobs:  # an older operator's cleanup of a claim that never bound: Pending for as long as the claim
+            labels = job["metadata"].get("labels") or {}
+            if labels.get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT and not mc.job_finished(job) \
+                    and _never_bound(kube, namespace, labels.get(mc.CACHE_LABEL, "")):
+                kube.delete("Job", namespace, job["metadata"]["name"])
+                log.info("model cache %s: cleanup Job %s deleted: its claim never bound, so holds nothing",
+                         namespace, job["metadata"]["name"])
         if not any((j["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == mc.DOWNLOAD_COMPONENT
                    for j in jobs):
             _cleanup_owed.discard(namespace)
@@ -289,6 +296,14 @@ def cleanup_model_caches(kube: Any, namespace: str) -> bool:
         pods = kube.list("Pod", namespace, label_selector=managed)
         waiting = False
         for cleanup in mc.cache_cleanups(backends, jobs, pods):
+            if _never_bound(kube, namespace, cleanup.claim):
+                # Nothing was ever written there, so nothing to wait for; a cleanup Job would wait, Pending, for
+                # a volume as long as the claim.
+                for name in cleanup.stale_jobs:
+                    kube.delete("Job", namespace, name)
+                log.info("model cache %s/%s: no backend uses %s any more; the claim never bound, so nothing to clean",
+                         namespace, cleanup.claim, ", ".join(cleanup.stale_jobs))
+                continue
             for name in cleanup.cancel:  # no backend names its source any more: stop the download now
                 _set_suspended(kube, namespace, name, True)
                 log.info("model cache %s/%s: no backend names the source of Job %s any more; download cancelled",
@@ -313,6 +328,13 @@ def cleanup_model_caches(kube: Any, namespace: str) -> bool:
         else:
             _cleanup_owed.discard(namespace)
         return waiting
+
+
+def _never_bound(kube: Any, namespace: str, claim: str) -> bool:
+    """The claim is gone or has never been bound (a claim leaves Pending only for Bound, and never returns to it):
+    no download wrote to it."""
+    live = kube.get("PersistentVolumeClaim", namespace, claim) if claim else None
+    return live is None or (live.get("status") or {}).get("phase") == "Pending"
 
 
 def _set_suspended(kube: Any, namespace: str, job_name: str, suspend: bool) -> None:
