@@ -49,7 +49,7 @@ class FakeKube:
         self.writes.append(("delete", kind, name))
         return True
 
-    def has_api(self, *_):
+    def has_api(self, *_, **__):
         return True
 
 

@@ -171,7 +171,9 @@ class Watcher(threading.Thread):
         while not self.stopped.is_set():
             try:
                 if self.optional_api:
-                    served = self.kube.has_api(*self.optional_api)
+                    # Absence is asked again at this watcher's own pace (the operator's own CRD: every few seconds),
+                    # not at the client's cache's (API_ABSENCE_TTL_S), which once held a re-applied CRD back 30 s.
+                    served = self.kube.has_api(*self.optional_api, absent_ttl_s=self.recheck_s)
                     if served and self.served is False and self.on_event:
                         self.on_event(self.kind, API_SERVED, {})  # installed (again): every backend may want one
                     self.served = served

@@ -133,7 +133,7 @@ class FakeKube:
         self.deleted.append((kind, name))
         return self.objects.pop((kind, namespace, name), None) is not None
 
-    def has_api(self, api_version: str, plural: str) -> bool:
+    def has_api(self, api_version: str, plural: str, absent_ttl_s: float = 0.0) -> bool:
         return f"{api_version}/{plural}" in self.apis
 
     def request(self, method: str, path: str, query: dict[str, Any] | None = None, body: Any = None, **_: Any) -> Any:

@@ -311,18 +311,18 @@ class Kube:
             created = current
         return created
 
-    def has_api(self, api_version: str, plural: str) -> bool:
+    def has_api(self, api_version: str, plural: str, absent_ttl_s: float = API_ABSENCE_TTL_S) -> bool:
         """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed). Served: trusted
-        until a request finds it gone; absent: looked for again after API_ABSENCE_TTL_S. One discovery request per
+        until a request finds it gone; absent: looked for again after `absent_ttl_s`. One discovery request per
         API at a time: other workers wait for its answer instead of asking too."""
         key = f"{api_version}/{plural}"
-        cached = self._fresh_api(key)
+        cached = self._fresh_api(key, absent_ttl_s)
         if cached is not None:
             return cached
         with self._lock:
             lock = self._api_locks.setdefault(key, threading.Lock())
         with lock:
-            cached = self._fresh_api(key)  # another worker may have just asked
+            cached = self._fresh_api(key, absent_ttl_s)  # another worker may have just asked
             if cached is not None:
                 return cached
             try:
@@ -335,9 +335,9 @@ class Kube:
             self._api_cache[key] = (found, time.monotonic())
             return found
 
-    def _fresh_api(self, key: str) -> bool | None:
+    def _fresh_api(self, key: str, absent_ttl_s: float) -> bool | None:
         cached = self._api_cache.get(key)
-        if cached is not None and (cached[0] or time.monotonic() - cached[1] < API_ABSENCE_TTL_S):
+        if cached is not None and (cached[0] or time.monotonic() - cached[1] < absent_ttl_s):
             return cached[0]
         return None
 
