@@ -46,7 +46,7 @@ def test_a_whole_head_is_returned_and_what_follows_stays_unread():
     assert http_body.read_head(rfile, server, 1024, 2) == [b"POST / HTTP/1.1\r\n", b"Host: x\r\n",
                                                            b"Content-Length: 2\r\n", b"\r\n"]
     assert rfile.read(2) == b"{}"  # the body is left for read_body
-    assert server.gettimeout() is None
+    assert server.gettimeout() == http_body.CLIENT_STALL_S  # later waits on the client are bounded, not endless
 
 
 @pytest.mark.parametrize("sent, status", [
@@ -78,3 +78,45 @@ def test_a_connection_that_sent_nothing_is_closed_without_an_answer(close):
 def test_a_head_cut_off_by_the_client_gets_no_answer():
     result, _ = _read(b"GET / HTTP/1.1\r\nHost:", close=True)
     assert result is None
+
+
+def test_a_client_that_stops_reading_frees_its_connection_within_the_stall_bound(monkeypatch):
+    """Second attacker pass (issue 42): after the head, the client's socket had no timeout, so a streaming client
+    that never read held its connection, thread and upstream forever (4 of 4 slots still held after 80 s). Now a
+    write the client does not take within CLIENT_STALL_S ends the request and frees the slot."""
+    monkeypatch.setattr(http_body, "CLIENT_STALL_S", 1.0)
+    ended: list[str] = []
+
+    class Streamer(http_body.BoundedHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                while True:  # an endless stream; the client reads none of it
+                    self.wfile.write(b"data: " + b"x" * 65536 + b"\n\n")
+            except OSError as exc:
+                ended.append(type(exc).__name__)
+                raise
+
+        def log_message(self, *args):
+            pass
+
+    slots = http_body.Slots(4)
+    server = http_body.BoundedServer(("127.0.0.1", 0), Streamer, slots, 8192, 5.0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = socket.create_connection(server.server_address)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.sendall(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not (ended and slots.open == 0):
+            time.sleep(0.2)
+        assert ended == ["TimeoutError"], "the stalled write ended by the stall bound"
+        assert slots.open == 0, "the connection's slot is free again"
+    finally:
+        client.close()
+        server.shutdown()
+        server.server_close()

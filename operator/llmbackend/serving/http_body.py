@@ -36,6 +36,10 @@ MAX_FRAMING_BYTES = 64 * 1024  # all chunk-size lines, extensions and trailers o
 READ_PIECE_BYTES = 64 * 1024   # the body is copied in pieces this large: no second copy of a whole chunk
 MAX_HEADER_LINE_BYTES = 8 * 1024  # the request line, or one header line (nginx's default buffer is as large)
 CONNECTION_RETRY_AFTER_S = 2     # Retry-After of the 503 a connection over the cap gets
+# Once a request is read, any later wait on the client's socket (a write the client does not read, mostly) is bounded
+# by this: a client that stops reading a stream frees its connection, thread and upstream within it. Waiting for an
+# upstream (the activator's held requests) is not a wait on this socket.
+CLIENT_STALL_S = 30.0
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would take "+5", "1_0", " 5" and other scripts' digits
 _HEX = re.compile(rb"[0-9A-Fa-f]+")
 _MAX_DIGITS = 15  # more is over any cap (and never handed to int(), which is slow on thousands of digits)
@@ -140,7 +144,7 @@ def read_body(headers: Message, rfile: BufferedIOBase, max_bytes: int, timeout_s
         return body
     finally:
         if sock is not None:
-            sock.settimeout(None)
+            sock.settimeout(CLIENT_STALL_S)
 
 
 def discard_rest(sock: socket.socket, max_bytes: int = 1 << 20, max_s: float = 2.0) -> None:
@@ -278,7 +282,7 @@ def read_head(rfile: BufferedIOBase, sock: socket.socket, max_bytes: int, timeou
             line.clear()  # (an empty line before the request line is ignored: RFC 9112 2.2)
     finally:
         with contextlib.suppress(OSError):
-            sock.settimeout(None)
+            sock.settimeout(CLIENT_STALL_S)
 
 
 class BoundedServer(ThreadingHTTPServer):
