@@ -93,9 +93,11 @@ def _last_log_line(kube: Any, namespace: str, pod: str) -> dict[str, Any] | None
 
 
 def _job_pods(kube: Any, job: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Job's own pods: the label narrows the list, the controller ownerReference (the Job's uid) decides."""
+    """The Job's own pods: the labels narrow the list (the managed-by label, which every Job's pod template carries,
+    lets the watch cache answer: a resync reads nothing), the controller ownerReference (the Job's uid) decides."""
     meta = job["metadata"]
-    return mc.job_pods(job, kube.list("Pod", meta["namespace"], label_selector=f"job-name={meta['name']}"))
+    return mc.job_pods(job, kube.list("Pod", meta["namespace"],
+                                      label_selector=f"app.kubernetes.io/managed-by={MANAGED_BY},job-name={meta['name']}"))
 
 
 def _termination(kube: Any, namespace: str, pods: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
