@@ -189,7 +189,13 @@ class Watcher(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - a watch never dies; it backs off and re-lists
                 version = None
                 self.errors += 1
-                if isinstance(exc, ApiError):  # the backoff counts the answers that were errors, in a row
+                if isinstance(exc, ApiError) and exc.status == 404 and self.optional_api:
+                    # Its CRD deleted, maybe: discovery is asked again at this watcher's pace. Discovery can still
+                    # list a CRD just deleted, and the client's cache then trusted it while the backoff doubled (a
+                    # re-applied CRD was not seen within 15 s in CI).
+                    self.kube.forget_api(*self.optional_api)
+                    delay = min(self.recheck_s, 0.5 * 2 ** min(self.errors, 6))
+                elif isinstance(exc, ApiError):  # the backoff counts the answers that were errors, in a row
                     self.api_errors += 1
                     delay = min(WATCH_BACKOFF_MAX_S, 0.5 * 2 ** min(self.api_errors, 6))
                 else:  # no answer (connection refused or cut): look again soon, it costs the server nothing
