@@ -190,10 +190,10 @@ class Watcher(threading.Thread):
                 version = None
                 self.errors += 1
                 if isinstance(exc, ApiError) and exc.status == 404 and self.optional_api:
-                    # Its CRD deleted, maybe: discovery is asked again at this watcher's pace. Discovery can still
-                    # list a CRD just deleted, and the client's cache then trusted it while the backoff doubled (a
-                    # re-applied CRD was not seen within 15 s in CI).
-                    self.kube.forget_api(*self.optional_api)
+                    # Its CRD deleted, maybe: look again at this watcher's pace, not the doubling backoff's. Discovery
+                    # can still list a CRD just deleted; the client asks it again once its answer is API_RECHECK_MIN_S
+                    # old (a brief 404 from an API server still starting does not count), and the doubling backoff had
+                    # kept /readyz silent past 15 s in CI.
                     delay = min(self.recheck_s, 0.5 * 2 ** min(self.errors, 6))
                 elif isinstance(exc, ApiError):  # the backoff counts the answers that were errors, in a row
                     self.api_errors += 1

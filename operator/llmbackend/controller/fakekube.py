@@ -133,9 +133,6 @@ class FakeKube:
         self.deleted.append((kind, name))
         return self.objects.pop((kind, namespace, name), None) is not None
 
-    def forget_api(self, api_version: str, plural: str) -> None:
-        pass  # has_api reads self.apis each time
-
     def has_api(self, api_version: str, plural: str, absent_ttl_s: float = 0.0) -> bool:
         return f"{api_version}/{plural}" in self.apis
 

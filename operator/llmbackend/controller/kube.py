@@ -341,10 +341,6 @@ class Kube:
             return cached[0]
         return None
 
-    def forget_api(self, api_version: str, plural: str) -> None:
-        """The next has_api asks discovery again (a watcher of an optional API was answered 404)."""
-        self._api_cache.pop(f"{api_version}/{plural}", None)
-
     def _api_gone(self, path: str) -> None:
         """A request was answered 404 for the resource type: discovery asks again (at most every API_RECHECK_MIN_S)."""
         key = _api_of(path)
