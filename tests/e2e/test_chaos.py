@@ -26,7 +26,7 @@ CRD_NAME = "llmbackends.llmbackend.dev"
 # Bounds (s), measured on the 2-core dev machine with margin; docs/controller.md quotes them.
 RECONNECT_BOUND_S = 10  # API server back -> a backend created then has its Deployment
 WATCH_QUIET_S = 25  # after the deletes: no child of a deleted backend is written in this long
-CRD_WAIT_BOUND_S = 15  # CRD deleted -> /readyz says why
+CRD_WAIT_BOUND_S = 30  # CRD deleted -> /readyz says why (discovery may list a deleted CRD for a few seconds)
 CRD_RESUME_BOUND_S = 60  # CRD applied again -> backends created then are Available
 NODE_LOSS_BOUND_S = 10  # a node deleted -> its backends Available=False (the pod garbage collector: 40-60 s)
 OUTAGE_S = 20  # the API server killed mid-burst, down this long
