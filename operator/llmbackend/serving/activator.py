@@ -330,13 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-body-bytes", type=int, required=True, help="largest request body; larger get 413")
     ap.add_argument("--body-budget-bytes", type=int, required=True,
                     help="request bodies held at once, in bytes; beyond it 503 with Retry-After")
-    # So do the head and connection limits (the memory one connection holds is bounded by them).
-    ap.add_argument("--max-header-bytes", type=int, required=True,
-                    help="request line and headers of one request together, in bytes; more get 431")
-    ap.add_argument("--header-timeout", type=float, required=True,
-                    help="seconds for the request line and headers to arrive; then 408 and close")
-    ap.add_argument("--max-connections", type=int, required=True,
-                    help="connections on the proxied ports at once (held requests among them); more get 503")
+    http_body.add_head_arguments(ap, "connections on the proxied ports at once (held requests among them); more get 503")
     ap.add_argument("--max-metrics-connections", type=int, required=True,
                     help="connections on the metrics port at once; more get 503")
     ap.add_argument("--log-level", default="INFO")

@@ -18,6 +18,7 @@ image by the activator; neither imports anything else of the package.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -333,6 +334,16 @@ class Slots:
     def give_back(self) -> None:
         with self._lock:
             self.open -= 1
+
+
+def add_head_arguments(ap: argparse.ArgumentParser, connections_help: str) -> None:
+    """The head and connection limits both programs take from their renderer, which sizes the memory limit on them
+    (the memory one connection holds is bounded by them)."""
+    ap.add_argument("--max-header-bytes", type=int, required=True,
+                    help="request line and headers of one request together, in bytes; more get 431")
+    ap.add_argument("--header-timeout", type=float, required=True,
+                    help="seconds for the request line and headers to arrive; then 408 and close")
+    ap.add_argument("--max-connections", type=int, required=True, help=connections_help)
 
 
 def refuse_connection(sock: socket.socket) -> None:

@@ -875,13 +875,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="request bodies read and parsed at once, in bytes; beyond it a request waits, then 503")
     ap.add_argument("--max-seq-len", type=int, required=True,
                     help="the engine's context limit (prompt + completion, tokens): max_tokens' default and bound")
-    # So do the head and connection limits (the memory one connection holds is bounded by them).
-    ap.add_argument("--max-header-bytes", type=int, required=True,
-                    help="request line and headers of one request together, in bytes; more get 431")
-    ap.add_argument("--header-timeout", type=float, required=True,
-                    help="seconds for the request line and headers to arrive; then 408 and close")
-    ap.add_argument("--max-connections", type=int, required=True,
-                    help="connections at once (a thread each); more get 503 with Retry-After at once")
+    http_body.add_head_arguments(ap, "connections at once (a thread each); more get 503 with Retry-After at once")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     template = ChatTemplate.load(a.tokenizer_dir)
