@@ -20,6 +20,7 @@ from test_watch_cache_e2e import _http, _requests
 from devcluster import cluster as devcluster
 from devcluster.cli import install_crd, topology_nodes
 from devcluster.ports import free_ports
+from llmbackend.controller.kube import FIELD_MANAGER
 
 MANAGED_BY = "llmbackend-operator"
 CRD_NAME = "llmbackends.llmbackend.dev"
@@ -244,8 +245,8 @@ def test_an_apiserver_killed_mid_burst_for_20s_converges_without_duplicates_or_o
         exclusive_cluster, own_operator, namespace):
     """SIGKILL of the API server while 12 backends are being created, down OUTAGE_S: the watches retry every second
     and are back within about one of it; every backend converges with one child of each kind, owned by it, and every
-    child carries the operator's applied fields (a create whose follow-up PATCH was lost is finished by the next
-    pass: before issue 44 a Deployment kept `Update` managedFields)."""
+    child carries the operator's applied fields (a child is created by an apply, so a create whose answer the outage
+    cut leaves nothing to finish: before issue 44 a Deployment kept `Update` managedFields)."""
     cluster = exclusive_cluster
     op = own_operator("--namespace", namespace, "--workers", "2")
     names = [f"burst{i:02d}" for i in range(12)]
@@ -271,9 +272,8 @@ def test_an_apiserver_killed_mid_burst_for_20s_converges_without_duplicates_or_o
         for child in children:
             owners = [o["uid"] for o in child["metadata"].get("ownerReferences") or [] if o.get("controller")]
             assert owners and owners[0] in uids, f"orphan {kind} {child['metadata']['name']}"
-            # Not asserted: that our fields are marked applied. A child whose create was committed but whose answer
-            # the outage cut keeps its create's `Update` entry (only a lost follow-up PATCH is redone: Kube.
-            # finish_creates); seen in 1 of 4 runs. Open in issue 44 (docs/controller.md).
+            ops = {m["operation"] for m in child["metadata"]["managedFields"] if m["manager"] == FIELD_MANAGER}
+            assert ops == {"Apply"}, f"{kind} {child['metadata']['name']}: the operator's fields {ops}"
     assert len(cluster.kube.list("ReplicaSet", namespace)) == len(names), "a Deployment was created twice"
     assert op.proc.poll() is None, op.log_tail()
     print(f"API server down {OUTAGE_S}s mid-burst: all {len(names)} Available {took:.1f}s after it returned")

@@ -112,22 +112,3 @@ def test_an_owned_child_changed_meanwhile_is_read_again_and_written():
     assert written["metadata"]["resourceVersion"] != "999", "written after reading it again"
 
 
-def test_a_created_object_becomes_ours_only_in_the_fields_we_sent():
-    """kube.create_applied marks the POST's fields as applied by the operator, but not those the API server defaulted:
-    a Deployment's replicas stay free for an HPA or KEDA, and a port's defaulted protocol is nobody's."""
-    from llmbackend.controller.kube import sent_fields
-
-    created = {"f:metadata": {"f:labels": {".": {}, "f:x": {}}},
-               "f:spec": {"f:replicas": {}, "f:selector": {}, "f:template": {"f:spec": {"f:containers": {
-                   'k:{"name":"c"}': {".": {}, "f:image": {}, "f:terminationMessagePath": {},
-                                      "f:ports": {".": {}, 'k:{"containerPort":80,"protocol":"TCP"}': {
-                                          ".": {}, "f:containerPort": {}, "f:protocol": {}}}}}}}}}
-    sent = {"metadata": {"labels": {"x": "y"}},
-            "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"spec": {"containers": [
-                {"name": "c", "image": "i", "ports": [{"containerPort": 80}]}]}}}}
-    assert sent_fields(created, sent) == {
-        "f:metadata": {"f:labels": {".": {}, "f:x": {}}},
-        "f:spec": {"f:selector": {}, "f:template": {"f:spec": {"f:containers": {
-            'k:{"name":"c"}': {".": {}, "f:image": {},
-                               "f:ports": {".": {}, 'k:{"containerPort":80,"protocol":"TCP"}': {
-                                   ".": {}, "f:containerPort": {}}}}}}}}}

@@ -32,7 +32,7 @@ def test_yaml_output_holds_the_plan_and_every_object(capsys) -> None:
     assert plan_doc["kind"] == "LLMBackend"
     plan = plan_doc["status"]["plan"]
     assert plan["tensorParallel"] >= 1 and plan["gpuProduct"]
-    assert [o["kind"] for o in objects] == ["ConfigMap", "Deployment", "Service"]
+    assert [o["kind"] for o in objects] == ["ConfigMap", "Service", "Deployment"]  # the workload last, as applied
     config_map = objects[0]
     spec = yaml.safe_load(SAMPLE.read_text())["spec"]
     from llmbackend.api.v1alpha1 import LLMBackendSpec
@@ -40,7 +40,7 @@ def test_yaml_output_holds_the_plan_and_every_object(capsys) -> None:
     expected = render_model_repository(LLMBackendSpec.model_validate(spec), "llama-3.1-8b",
                                        plan["tensorParallel"], plan["pipelineParallel"])
     assert config_map_files(config_map) == expected, "the model repository is the renderer's, unchanged"
-    deployment = objects[1]
+    deployment = objects[2]
     gpus = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
     assert int(gpus) == plan["gpusPerReplica"]
 
@@ -80,6 +80,7 @@ def _applied_by_the_reconciler(manifest: dict, apis: frozenset[str]) -> list[dic
     from devcluster.cli import topology_nodes
     from llmbackend.controller.decide import OPTIONAL_APIS
     from llmbackend.controller.fakekube import FakeKube
+    from llmbackend.controller.kube import CREATE_ONLY_RESOURCE_VERSION
     from llmbackend.controller.reconcile import Reconciler, SharedState
 
     kube = FakeKube({"/".join(OPTIONAL_APIS[name]) for name in apis})
@@ -95,6 +96,8 @@ def _applied_by_the_reconciler(manifest: dict, apis: frozenset[str]) -> list[dic
         def record(obj: dict) -> dict:
             if obj["kind"] != "Event":
                 sent.append(copy.deepcopy(obj))
+                if sent[-1]["metadata"].get("resourceVersion") == CREATE_ONLY_RESOURCE_VERSION:
+                    del sent[-1]["metadata"]["resourceVersion"]  # a create's precondition, not part of the object
             return send(obj)
         return record
 

@@ -372,6 +372,9 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                 child["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
             decision.apply.append(child)
             workload_changes = workload_changes or is_workload
+    # The workload last: children are created without a read first (Reconciler._look_up), so a name found taken
+    # stops the pass before anything that runs on GPUs is created.
+    decision.apply.sort(key=lambda c: c["kind"] == workload_kind and c["metadata"]["name"] == ref.name)
     decision.prune = _to_prune(observed, ref, set(wanted))
     if spec.autoscaling.enabled and live_replicas is not None and replicas is not None and replicas != live_replicas:
         auto = status.autoscaling or AutoscalingStatus()

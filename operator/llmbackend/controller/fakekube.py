@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from .kube import KINDS, ApiError, Kube
+from .kube import CREATE_ONLY_RESOURCE_VERSION, KINDS, ApiError, Kube
 
 
 def _matches(labels: dict[str, str], selector: str | None) -> bool:
@@ -87,9 +87,10 @@ class FakeKube:
         if live is not None and uid and uid != live["metadata"]["uid"]:  # as the API server: a uid never changes
             raise ApiError(422, "Invalid", f"{obj['kind']} {obj['metadata']['name']}: metadata.uid: Invalid value: "
                                            f"{uid!r}: field is immutable")
-        if version is not None and live is None:
-            raise ApiError(404, "NotFound", f"{obj['kind']} {obj['metadata']['name']} not found")
-        if version is not None and live is not None and version != live["metadata"]["resourceVersion"]:  # precondition
+        if uid and live is None:  # as the API server: a uid is a precondition that no object meets
+            raise ApiError(409, "Conflict", f"uid mismatch: the provided object specified uid {uid}, and no existing "
+                                            "object was found")
+        if version is not None and live is not None and version != live["metadata"].get("resourceVersion"):  # precondition
             raise ApiError(409, "Conflict", "the object has been modified; please apply your changes to the latest version")
         merged = copy.deepcopy(obj)
         if live is None:
@@ -112,8 +113,9 @@ class FakeKube:
         return self._stored(obj)
 
     def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
-        created = self.create(obj)
-        self.calls["PATCH"] += 1  # kube.Kube marks the created fields as applied by the operator
+        """As kube.Kube: an apply whose resourceVersion no object has (a resourceVersion is not compared on create)."""
+        created = self.apply({**obj, "metadata": {**obj["metadata"], "resourceVersion": CREATE_ONLY_RESOURCE_VERSION}})
+        self.created.append(obj)
         return created
 
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],

@@ -24,8 +24,12 @@ from ..render.workloads import MANAGED_KINDS
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"
-# A create is followed by a patch that marks the sent fields as applied (create_applied): tries before giving up.
-RELABEL_ATTEMPTS = 10
+# A resourceVersion no object has (etcd revisions are int64 counters, far below it). An apply carrying it is a create
+# that never takes an object over: kube-apiserver's generic store (k8s.io/apiserver/pkg/registry/generic/registry/
+# store.go, Store.Update, v1.36) compares a given resourceVersion with the existing object's (409 Conflict when one
+# is there) and skips the comparison on its create path (apply creates a missing object). tests/e2e/
+# test_never_adopt_e2e.py checks both answers on the real API server.
+CREATE_ONLY_RESOURCE_VERSION = str(2**63 - 1)
 API_ABSENCE_TTL_S = 30.0  # an absent optional API is looked for again after this long
 API_RECHECK_MIN_S = 5.0  # a served one is looked for again after a request finds it gone, at most this often
 
@@ -70,27 +74,6 @@ def _kind_of(path: str) -> str:
     return (parts[0] if parts else "discovery") + ("/" + parts[2] if len(parts) > 2 else "")
 
 
-def sent_fields(fields: dict[str, Any], sent: Any) -> dict[str, Any]:
-    """The part of a managedFields `fieldsV1` set (f: map fields, k: list items by key, v: set values, ".") that
-    `sent` sets. A list item matches a key when every key field `sent` gives is equal (a defaulted one, such as a
-    port's protocol, is absent from what was sent)."""
-    out: dict[str, Any] = {}
-    for key, sub in fields.items():
-        if key == ".":
-            out[key] = sub
-        elif key.startswith("f:") and isinstance(sent, dict) and key[2:] in sent:
-            out[key] = sent_fields(sub, sent[key[2:]]) if sub else sub
-        elif key.startswith("k:") and isinstance(sent, list):
-            wanted = json.loads(key[2:])
-            for item in sent:
-                if isinstance(item, dict) and all(item.get(k, v) == v for k, v in wanted.items()):
-                    out[key] = sent_fields(sub, item) if sub else sub
-                    break
-        elif key.startswith("v:") and isinstance(sent, list) and json.loads(key[2:]) in sent:
-            out[key] = sub
-    return out
-
-
 class ApiError(Exception):
     def __init__(self, status: int, reason: str, message: str):
         super().__init__(f"{status} {reason}: {message}")
@@ -127,7 +110,6 @@ class Kube:
         self._api_cache: dict[str, tuple[bool, float]] = {}  # key -> (served, when discovery said so)
         self._api_locks: dict[str, threading.Lock] = {}  # one discovery per API at a time, whatever the workers
         # (kind, namespace, name) -> (uid, the object sent) of creates whose fields are not marked as applied yet
-        self.unfinished_creates: dict[tuple[str, str | None, str], tuple[str, dict[str, Any]]] = {}
 
     # ---- plumbing ----
 
@@ -255,61 +237,12 @@ class Kube:
         return self.request("POST", self._path(obj["kind"], meta.get("namespace")), body=obj)
 
     def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create (POST: 409 when the name is taken, where an apply would take the object over) with the operator's
-        field manager, then mark those fields as applied by it, so that later server-side applies own them and can
-        remove what they no longer set (as `kubectl apply --server-side` upgrades client-side managed fields)."""
+        """Create by server-side apply, in one request: refused (409) when anything holds the name, where a plain
+        apply would take that object over; the created object's fields are the operator's applied fields from the
+        start (managedFields operation Apply), so a later apply removes what it no longer sets. A lost answer leaves
+        nothing to finish: the next pass finds the child (409, then its own) already applied."""
         meta = obj["metadata"]
-        created = self.request("POST", self._path(obj["kind"], meta.get("namespace")),
-                               query={"fieldManager": FIELD_MANAGER}, body=obj)
-        try:
-            return self._mark_applied(created, obj)
-        except Exception:
-            # Created, but its fields are not marked as applied (the API server went away between the two requests):
-            # the next pass in the namespace does it (finish_creates), or a later apply could not remove a field.
-            with self._lock:
-                self.unfinished_creates[(obj["kind"], meta.get("namespace"), meta["name"])] = (
-                    created["metadata"]["uid"], obj)
-            raise
-
-    def finish_creates(self, namespace: str) -> None:
-        """Mark the fields of the objects created in `namespace` whose marking failed as applied, if still there."""
-        with self._lock:
-            pending = {k: v for k, v in self.unfinished_creates.items() if k[1] == namespace}
-        for (kind, ns, name), (uid, sent) in pending.items():
-            live = self.get(kind, ns, name)
-            if live is not None and live["metadata"]["uid"] == uid:
-                self._mark_applied(live, sent)
-            with self._lock:
-                self.unfinished_creates.pop((kind, ns, name), None)
-
-    def _mark_applied(self, created: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj["metadata"]
-        # The patch below is conditional on the resourceVersion, which the object's controller bumps with each status
-        # write right after creation (a Deployment's, several times in its first second): read again and retry.
-        for attempt in range(RELABEL_ATTEMPTS):
-            if attempt:
-                time.sleep(0.05 * attempt)
-            entries = created["metadata"].get("managedFields") or []
-            ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Update"]
-            if not ours or any(e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply" for e in entries):
-                return created
-            # Only what we sent becomes ours: a create also gives its manager the fields the API server defaulted
-            # (a Deployment's replicas, which an HPA or KEDA must own).
-            relabeled = [{**e, "operation": "Apply", "fieldsV1": sent_fields(e.get("fieldsV1") or {}, obj)}
-                         if e in ours else e for e in entries]
-            patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": created["metadata"]["resourceVersion"]},
-                     {"op": "replace", "path": "/metadata/managedFields", "value": relabeled}]
-            try:
-                return self.request("PATCH", self._path(obj["kind"], meta.get("namespace"), meta["name"]), body=patch,
-                                    content_type="application/json-patch+json")
-            except ApiError as exc:
-                if exc.status not in (409, 422):  # 422: the test failed (it changed since): read it again
-                    raise
-            current = self.get(obj["kind"], meta.get("namespace"), meta["name"])
-            if current is None or current["metadata"]["uid"] != created["metadata"]["uid"]:
-                return created
-            created = current
-        return created
+        return self.apply({**obj, "metadata": {**meta, "resourceVersion": CREATE_ONLY_RESOURCE_VERSION}})
 
     def has_api(self, api_version: str, plural: str, absent_ttl_s: float = API_ABSENCE_TTL_S) -> bool:
         """Whether the API server serves this resource (e.g. the LeaderWorkerSet CRD is installed). Served: trusted

@@ -69,7 +69,7 @@ class KubeClient(Protocol):
              field_selector: str | None = None) -> list[dict[str, Any]]: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
-    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]: ...  # create; later applies own its fields
+    def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]: ...  # create (409 if the name is taken), applied
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]: ...
     def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool: ...
@@ -146,13 +146,6 @@ class Reconciler:
     def _reconcile(self, key: tuple[str, str], obj: dict[str, Any]) -> Outcome:
         namespace, name = key
         writes_before = self._writes()
-        finish_creates = getattr(self.kube, "finish_creates", None)  # the REST client's; fakes have none
-        if finish_creates is not None and getattr(self.kube, "unfinished_creates", None):
-            try:
-                finish_creates(namespace)
-            except ApiError as exc:
-                self._report_failure(obj, None, exc)
-                raise
         self._local.confirmed = False  # whether this pass read the backend from the API server (before its first create)
         decision: Decision | None = None
         try:
@@ -221,12 +214,15 @@ class Reconciler:
                         node_names=self.state.node_names() if self.state.node_names else None)
 
     def _look_up(self, observed: Observed, decision: Decision) -> Observed:
-        """What decide asked for and the caches do not hold: children by name (not created yet, or someone
-        else's: only the API server knows), and the namespace's HPAs when replicas changed behind our back."""
+        """What decide asked for and the caches do not hold: children by name, and the namespace's HPAs when replicas
+        changed behind our back. A child the caches do not hold is taken as absent without a read: it is not created
+        yet, or someone else's (not labelled as ours), and the create (an apply that the API server refuses with 409
+        when the name is taken: kube.create_applied) tells which; on a refusal the pass decides again with that
+        object (LostRace), as it would have with a read first."""
         namespace = observed.ref.namespace
         children = dict(observed.children)
-        for kind, child_name in decision.look_up:
-            children[(kind, child_name)] = self.kube.get(kind, namespace, child_name)
+        for key in decision.look_up:
+            children[key] = None
         hpas = observed.hpas
         if decision.look_up_hpas:
             hpas = self.kube.list("HorizontalPodAutoscaler", namespace)
