@@ -378,6 +378,9 @@ class CachedKube:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self._remember(self.kube.create(obj))
 
+    def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._remember(self.kube.patch(kind, namespace, name, body))
+
     def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self._remember(self.kube.create_applied(obj))  # the model cache's claim and Job (Events are not cached)
 

@@ -981,13 +981,18 @@ def _pod_problem(pods: list[dict[str, Any]], ref: BackendRef, claim: ModelClaim 
 
 
 def condition_events(conditions: Conditions) -> list[tuple[str, str, str]]:
-    """Events for condition transitions worth one: not Progressing (routine), not Unknown, not Degraded clearing."""
+    """Events for what a person acts on or looks for in `kubectl describe`: a failure (Warning) and the plan (every
+    Planned transition: chosen, changed, waiting for a checkpoint, a runner-up that could run now). Other
+    transitions (replicas ready or not, rollouts, waits within their deadline) are in the conditions only: routine,
+    and each Event is a request per backend (issue 47). Progressing is never one (Degraded says the failure)."""
     events = []
     degraded = conditions.is_true(DEGRADED)
     for c in conditions.changed():
-        if c["type"] == PROGRESSING or c["status"] == "Unknown" or (c["type"] == DEGRADED and c["status"] == "False"):
+        if c["type"] == PROGRESSING or c["status"] == "Unknown":
             continue
-        events.append((event_type(c, degraded), c["reason"], _first_line(c["message"]) or c["reason"]))
+        type_ = event_type(c, degraded)
+        if type_ == "Warning" or c["type"] == PLANNED:
+            events.append((type_, c["reason"], _first_line(c["message"]) or c["reason"]))
     return events
 
 

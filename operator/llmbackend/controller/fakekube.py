@@ -104,6 +104,8 @@ class FakeKube:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.calls["POST"] += 1
         if obj["kind"] == "Event":
+            self._version += 1
+            obj = {**obj, "metadata": {**obj["metadata"], "name": f"{obj['metadata'].get('generateName', '')}{self._version}"}}
             self.events.append(obj)
             return obj
         self._check(obj["kind"])
@@ -111,6 +113,20 @@ class FakeKube:
             raise ApiError(409, "AlreadyExists", f"{obj['kind']} {obj['metadata']['name']} already exists")
         self.created.append(obj)
         return self._stored(obj)
+
+    def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls["PATCH"] += 1
+        if kind == "Event":
+            event = next((e for e in self.events if e["metadata"]["name"] == name), None)
+            if event is None:
+                raise ApiError(404, "NotFound", f"Event {name} not found")
+            event.update(merge(event, body))
+            return copy.deepcopy(event)
+        self._check(kind)
+        obj = self.objects.get((kind, namespace, name))
+        if obj is None:
+            raise ApiError(404, "NotFound", f"{kind} {name} not found")
+        return self._stored(merge(obj, body))
 
     def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]:
         """As kube.Kube: an apply whose resourceVersion no object has (a resourceVersion is not compared on create)."""

@@ -215,6 +215,11 @@ class Kube:
         return self.request("PATCH", self._path(kind, namespace, name, "status"), body=body,
                             content_type="application/merge-patch+json")
 
+    def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """JSON merge patch of the object (an Event's count, say)."""
+        return self.request("PATCH", self._path(kind, namespace, name), body=body,
+                            content_type="application/merge-patch+json")
+
     def annotate(self, kind: str, namespace: str, name: str, annotations: dict[str, str | None]) -> dict[str, Any]:
         """JSON merge patch of metadata.annotations (None removes one)."""
         return self.request("PATCH", self._path(kind, namespace, name), body={"metadata": {"annotations": annotations}},

@@ -38,6 +38,7 @@ from .decide import (
     gpus_free,
     merge_patch,
 )
+from .events import EventCorrelator
 from .kube import ApiError
 from .modelcache import cleanup_model_caches_safely, sync_model_cache
 
@@ -69,6 +70,7 @@ class KubeClient(Protocol):
              field_selector: str | None = None) -> list[dict[str, Any]]: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def create_applied(self, obj: dict[str, Any]) -> dict[str, Any]: ...  # create (409 if the name is taken), applied
     def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
                      resource_version: str | None = None) -> dict[str, Any]: ...
@@ -124,6 +126,7 @@ class Reconciler:
         self.kube = kube
         self.state = state
         self._local = threading.local()  # per worker thread: whether its pass confirmed the backend
+        self.events = EventCorrelator()  # repeats counted, similar ones combined, a budget per backend
 
     def reconcile(self, key: tuple[str, str]) -> Outcome:
         namespace, name = key
@@ -355,9 +358,19 @@ class Reconciler:
             "source": {"component": EVENT_SOURCE}, "reportingComponent": EVENT_SOURCE,
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
+        send = self.events.correlate(event)
+        if send is None:  # this backend's event budget is spent (a failure in a loop): the log keeps it
+            log.info("event %s on %s/%s not posted (rate limit): %s", reason, meta["namespace"], meta["name"], message)
+            return
         try:
-            self.kube.create(event)
+            if send.create is not None:
+                self.events.posted(send.create, self.kube.create(send.create))
+            else:
+                assert send.name is not None and send.patch is not None
+                self.kube.patch("Event", meta["namespace"], send.name, send.patch)
         except ApiError as exc:  # events are best effort
+            if exc.status == 404 and send.name is not None:  # the counted Event expired: the next one is posted anew
+                self.events.forget(event)
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
 
 
