@@ -111,7 +111,10 @@ def test_a_create_by_apply_creates_once_and_never_takes_an_object_over(cluster, 
     assert after["metadata"]["labels"] == THEIR_LABELS and after["data"] == before["data"]
 
 
-RACE_TRIALS = 30
+# Their create's delay after the backend's, per trial: 5 ms steps across the first pass on a quiet machine, then
+# longer ones, so that on a busy one (a slow pass) some trials still go each way.
+RACE_DELAYS_S = [0.005 * step for step in range(24)] + [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
+RACE_TRIALS = len(RACE_DELAYS_S)
 PVC_MODEL = {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}}
 
 
@@ -123,13 +126,12 @@ def test_a_foreign_child_created_during_the_first_pass_is_never_adopted(cluster,
 
     theirs_won: list[tuple[str, dict]] = []
     ours_won = 0
-    for trial in range(RACE_TRIALS):
+    for trial, delay in enumerate(RACE_DELAYS_S):
         name = f"race{trial}"
-        # A checkpoint on a claim: nothing to download, so the first pass looks the children up and writes them at
-        # once. Theirs is created at delays swept across that pass (5 ms steps), so that some land between the
-        # operator's look-up and its write.
+        # A checkpoint on a claim: nothing to download, so the first pass writes the children at once. Theirs is
+        # created at delays swept across that pass, so that some land while the operator writes.
         cluster.kube.create(backend_manifest(name, namespace, model=PVC_MODEL))
-        time.sleep(trial * 0.005)
+        time.sleep(delay)
         foreign = {"apiVersion": "apps/v1", "kind": "Deployment",
                    "metadata": {"name": name, "namespace": namespace, "labels": THEIR_LABELS},
                    "spec": {"replicas": 0, "selector": SELECTOR, "template": POD}}

@@ -58,7 +58,8 @@ def test_the_first_token_is_sent_at_once_and_stream_interval_batches_the_rest(se
     _wait(lambda: stream.sender.final.is_set())
     texts = _texts(pb_utils, stream)
     assert " ".join(texts).split() == ("one two three " * 8).split()[:23]
-    assert len(texts[0].split()) == 1, f"the first response waited for more tokens: {texts[0]!r}"
+    # One token, or two when this machine is busy (the engine thread got ahead of the sender): never an interval's.
+    assert len(texts[0].split()) < model.stream_interval, f"the first response waited for more tokens: {texts[0]!r}"
     # engine steps are 10 ms: the first token is out long before the second interval is full
     assert stream.sender.sent_at[0] - start < 0.5 * (stream.sender.sent_at[-1] - start)
     assert all(len(t.split()) >= 5 for t in texts[1:-1]), f"partial responses under stream_interval: {texts}"
@@ -76,10 +77,11 @@ def test_a_cancellation_sweep_is_bounded_and_every_request_is_still_asked(served
         _wait(lambda: all(r.sender.responses for r in requests[:2]))
         sweeps_before = model.sweeps
         checks_before = sum(1 for call, _ in pb_utils.CALLS if call == "is_cancelled")
-        time.sleep(10 * poll_s)
-        sweeps = model.sweeps - sweeps_before
+        _wait(lambda: model.sweeps - sweeps_before >= 3, 30)
         checks = sum(1 for call, _ in pb_utils.CALLS if call == "is_cancelled") - checks_before
-        assert sweeps >= 2 and checks <= (sweeps + 1) * per_sweep, f"{checks} is_cancelled calls in {sweeps} sweeps"
+        sweeps = model.sweeps - sweeps_before  # read after the checks: each counted check is of a sweep counted here,
+        # of the one running when counting began, or of the one running when it ended: at most 2 partial sweeps
+        assert checks <= (sweeps + 2) * per_sweep, f"{checks} is_cancelled calls in {sweeps} sweeps"
         last = requests[-1]  # last in arrival order: asked in the last sweep of a round
         cancelled_at = time.monotonic()
         last.cancelled = True

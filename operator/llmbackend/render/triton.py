@@ -35,6 +35,7 @@ the bound of the executor's request queue.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from importlib import resources
@@ -579,10 +580,17 @@ def render_model_repository(
         files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel)
     else:
         files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel)
-    problems = batching_violations(files)
+    problems = _checked_configs(tuple(sorted((p, t) for p, t in files.items() if posixpath.basename(p) == "config.pbtxt")))
     if problems:  # a bug in this module, never a user error
         raise AssertionError("rendered config breaks the batching rule: " + "; ".join(problems))
     return files
+
+
+@functools.lru_cache(maxsize=512)
+def _checked_configs(configs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """batching_violations, once per distinct set of config texts: every pass of a backend renders the same
+    repository, and parsing it was most of a no-op pass's CPU (issue 47)."""
+    return tuple(batching_violations(dict(configs)))
 
 
 # ---- the design rule, checked on rendered text ----
