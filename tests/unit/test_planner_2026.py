@@ -44,3 +44,102 @@ def test_gemma3_27b_at_128k_plans_tp1_on_one_h100() -> None:
     # Charged as full attention on every layer, the same sequence would not fit one GPU.
     full = gemma.model_copy(update={"sliding_window": None, "sliding_window_layers": None})
     assert not plan(full, engine, ParallelismSpec(), nodes("NVIDIA-H100-80GB-HBM3", 1)).fits
+
+
+# ---- NVFP4 / MXFP4 ----
+
+def test_fp4_weight_bytes_and_kv_choice() -> None:
+    from llmbackend.api.catalog import PRESETS
+    from llmbackend.planning import memory
+
+    assert memory.bytes_per_param("nvfp4") == 0.5625  # e2m1 + one fp8 scale per 16 values
+    assert memory.bytes_per_param("mxfp4") == 0.53125  # e2m1 + one e8m0 scale per 32 values
+    l70 = PRESETS["llama-3.1-70b"]
+    # 16-bit KV unless fp8 is chosen: the fp4 quantization does not imply an fp8 KV cache.
+    assert memory.kv_dtype_name(EngineSpec(quantization="nvfp4")) == "bf16"
+    assert memory.kv_bytes_per_token(l70, EngineSpec(quantization="nvfp4", kv_cache_dtype="fp8")) == 163_840
+    assert memory.kv_bytes_per_token(l70, EngineSpec(quantization="nvfp4")) == 327_680
+
+
+def test_checkpoint_declared_fp4_is_read_from_config() -> None:
+    base = checkpoint("llama-3.1-8b")
+    modelopt = base | {"quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                               "kv_cache_quant_algo": "FP8", "group_size": 16}}
+    assert architecture_from_config(modelopt).checkpoint_quantization == "nvfp4"
+    fp8 = base | {"quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"}}
+    assert architecture_from_config(fp8).checkpoint_quantization == "fp8"
+    # hf_quant_config.json's block (model_fetch merges it in as quantization_config): no quant_method.
+    merged = base | {"quantization_config": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}}
+    assert architecture_from_config(merged).checkpoint_quantization == "nvfp4"
+    assert architecture_from_config(checkpoint("gpt-oss-120b")).checkpoint_quantization == "mxfp4"
+
+
+def test_nvfp4_refused_before_blackwell_with_the_reason() -> None:
+    from llmbackend.api.catalog import PRESETS
+
+    l70 = PRESETS["llama-3.1-70b"]
+    p = plan(l70, EngineSpec(quantization="nvfp4"), ParallelismSpec(), nodes("NVIDIA-H200", 8))
+    assert not p.fits and p.reason == "QuantizationUnsupported"
+    assert "nvfp4 needs compute capability 10.0+" in p.explanation and "Blackwell" in p.explanation
+    assert "NVIDIA-H200 is 9.0" in p.explanation
+    b200 = plan(l70, EngineSpec(quantization="nvfp4"), ParallelismSpec(objective="throughput"),
+                nodes("NVIDIA-B200", 8))
+    assert b200.fits and b200.tensor_parallel == 1 and b200.estimate is not None
+    assert b200.estimate.precision == "fp4" and "9,000 TFLOPS fp4" in b200.explanation
+    # MXFP4 (gpt-oss) runs on Hopper weight-only: 16-bit math there, fp4 math on Blackwell.
+    oss = architecture_from_config(checkpoint("gpt-oss-120b"))
+    hopper = plan(oss, EngineSpec(quantization="mxfp4"), ParallelismSpec(objective="throughput"),
+                  nodes("NVIDIA-H200", 8))
+    assert hopper.fits and hopper.estimate is not None and hopper.estimate.precision == "16bit"
+    blackwell = plan(oss, EngineSpec(quantization="mxfp4"), ParallelismSpec(objective="throughput"),
+                     nodes("NVIDIA-B200", 8))
+    assert blackwell.fits and blackwell.estimate is not None and blackwell.estimate.precision == "fp4"
+
+
+def deepseek_spec(engine: dict, checkpoint_quantization: str = "nvfp4"):
+    from llmbackend.api.catalog import PRESETS
+    from llmbackend.api.v1alpha1 import LLMBackendSpec
+
+    arch = PRESETS["deepseek-r1"].model_copy(update={"checkpoint_quantization": checkpoint_quantization}).dump()
+    return LLMBackendSpec.model_validate({"model": {"architecture": arch, "source": {"uri": "hf://nvidia/DeepSeek-R1-FP4"}},
+                                          "engine": engine})
+
+
+def test_nvfp4_deepseek_r1_on_8x_b200_plans_and_renders_for_both_engines() -> None:
+    import yaml
+    from test_engine_conformance import config_problems, llm_yaml_problems, surface
+
+    from llmbackend.planning.planner import plan_for_spec
+    from llmbackend.render.triton import render_model_repository
+
+    engine = {"quantization": "nvfp4", "kvCacheDtype": "fp8", "maxBatchSize": 384, "maxInputLen": 1024,
+              "maxSeqLen": 3072}
+    s = deepseek_spec(engine)
+    p = plan_for_spec(s, nodes("NVIDIA-B200", 8))
+    assert p.fits and p.gpu_product == "NVIDIA-B200", p.explanation
+    assert p.estimate is not None and p.estimate.precision == "fp4" and "TFLOPS fp4" in p.explanation
+    assert p.breakdown is not None and p.breakdown.kv_dtype == "fp8"
+    files = render_model_repository(s, "m", p.tensor_parallel, p.pipeline_parallel, p.expert_parallel)
+    args = yaml.safe_load(files["m/1/model.yaml"])
+    assert "dtype" not in args  # the weights' format is the checkpoint's (quantization_config)
+    assert args["kv_cache_config"]["dtype"] == "fp8"
+    assert llm_yaml_problems(args, surface("tensorrt_llm")) == []
+    vs = deepseek_spec({**engine, "backend": "vllm"})
+    vfiles = render_model_repository(vs, "m", p.tensor_parallel, p.pipeline_parallel, p.expert_parallel)
+    vargs = json.loads(vfiles["m/1/model.json"])
+    assert "quantization" not in vargs and vargs["kv_cache_dtype"] == "fp8"
+    assert config_problems(vargs, set(surface("vllm")["classes"]["vllm.engine.arg_utils:AsyncEngineArgs"]["fields"]),
+                           "AsyncEngineArgs") == []
+
+
+def test_fp4_from_a_checkpoint_that_is_not_fp4_is_a_clear_error() -> None:
+    import pytest
+
+    from llmbackend.render.triton import render_model_repository
+    from llmbackend.render.vllm_backend import EngineConfigError
+
+    for backend in ("tensorrtllm", "vllm"):
+        s = deepseek_spec({"quantization": "nvfp4", "backend": backend}, checkpoint_quantization="fp8")
+        with pytest.raises(EngineConfigError) as err:
+            render_model_repository(s, "m", 8, 1, 8)
+        assert err.value.reason == "QuantizationMismatch" and "nvfp4" in str(err.value)

@@ -279,6 +279,12 @@ def checkpoint_quantization(config: Mapping[str, Any]) -> str | None:
     if not isinstance(qc, Mapping):
         return None
     method = qc.get("quant_method") or qc.get("quant_algo")
+    # NVIDIA ModelOpt writes quant_method "modelopt" and the format in quant_algo (FP8, NVFP4, ...), in
+    # config.json or, older exports, in hf_quant_config.json (model_fetch merges that file's "quantization" block
+    # here): the algorithm is what says how wide the weights are.
+    algo = qc.get("quant_algo")
+    if (not method or str(method).lower() == "modelopt") and isinstance(algo, str) and algo:
+        method = algo
     if not isinstance(method, str) or not method:
         return None
     return re.sub(r"[^a-z0-9_\-]+", "-", method.lower()).strip("-")[:63] or None

@@ -88,6 +88,12 @@ class Quantization(str, Enum):
     FP8 = "fp8"
     INT8_WO = "int8_wo"
     INT4_AWQ = "int4_awq"
+    # 4-bit floating point, read from a checkpoint quantized ahead (neither engine quantizes to fp4 at load):
+    # NVFP4 (NVIDIA ModelOpt: e2m1 values, one fp8 scale per 16) computes on Blackwell's FP4 tensor cores and is
+    # refused on older GPUs; MXFP4 (OCP microscaling: one e8m0 scale per 32; gpt-oss) computes in fp4 on Blackwell
+    # and runs weight-only (16-bit math) elsewhere.
+    NVFP4 = "nvfp4"
+    MXFP4 = "mxfp4"
 
 
 class KVCacheDtype(str, Enum):
@@ -333,10 +339,16 @@ class EngineSpec(_Model):
         "Face checkpoint at /models (current images, no engine build). engine: legacy prebuilt TensorRT engines "
         "served by the inflight-batcher ensemble; only for images that still ship that backend.",
     )
-    quantization: Quantization = Field(default=Quantization.BF16, description="Weight precision.")
+    quantization: Quantization = Field(
+        default=Quantization.BF16,
+        description="Weight precision. nvfp4 and mxfp4 need a checkpoint quantized ahead (ModelOpt NVFP4, gpt-oss "
+                    "MXFP4); nvfp4 runs only on Blackwell (compute capability 10.0+), mxfp4 computes in fp4 on "
+                    "Blackwell and weight-only elsewhere.",
+    )
     kv_cache_dtype: KVCacheDtype = Field(
         default=KVCacheDtype.AUTO,
-        description="KV cache precision; auto = fp8 when quantization is fp8, else 16-bit.",
+        description="KV cache precision; auto = fp8 when quantization is fp8, else 16-bit (with nvfp4/mxfp4 an fp8 "
+                    "KV cache is an explicit choice: set fp8).",
     )
     max_batch_size: int = Field(default=64, ge=1, le=4096, description="Maximum requests batched in flight by the engine.")
     max_input_len: int = Field(default=2048, ge=1, le=1_048_576, description="Maximum prompt length in tokens.")

@@ -6,7 +6,8 @@ stage (ceil(layers / pp) layers) holding its 1/tp share.
 - Weights: `weightBytes` of the checkpoint when known (exact; used when the
   checkpoint is already in the served precision), else layer parameters x
   bytes per parameter (bf16/fp16 2, fp8 1, int8 weight-only 1, int4 AWQ 0.5
-  plus ~3% for group scales and zeros). Embedding and lm_head (vocab x hidden
+  plus ~3% for group scales and zeros; nvfp4 0.5 + one fp8 scale per 16 values = 0.5625;
+  mxfp4 0.5 + one e8m0 scale per 32 = 0.53125). Embedding and lm_head (vocab x hidden
   each, one matrix when tied) stay 16-bit in quantized checkpoints (ModelOpt,
   AWQ, GPTQ): Llama-3.1-8B fp8 is ~9.1 GB, not 8.0. With pp = 1 both sit on the
   one stage; with pp > 1 the largest stage carries one of them. MoE: every
@@ -19,7 +20,8 @@ stage (ceil(layers / pp) layers) holding its 1/tp share.
   beyond the KV heads). MLA (DeepSeek-V2/V3): one latent of kv_lora_rank +
   qk_rope_head_dim elements per token and layer, the same on every TP rank.
   Sliding-window layers cache at most the window per sequence. kv bytes:
-  kvCacheDtype; `auto` = fp8 (1 byte) when quantization is fp8, else 2.
+  kvCacheDtype; `auto` = fp8 (1 byte) when quantization is fp8, else 2 (fp4 models keep a 16-bit KV
+  cache unless fp8 is chosen explicitly).
 - KV sizing (the knob): worst case maxBatchSize x maxSeqLen (default), or
   `kvCacheMinSequences` full-length sequences; the engine then batches as many
   as the KV cache holds (achievable concurrency, reported in status).
@@ -50,6 +52,10 @@ CUDA_CONTEXT_BYTES = 2 * GIB
 NCCL_BYTES = 350_000_000
 ACTIVATION_FACTOR = 8
 INT4_SCALE_OVERHEAD = 0.03
+# fp4 block scales: NVFP4 one fp8 (1-byte) scale per 16 values, MXFP4 one e8m0 (1-byte) scale per 32 (plus NVFP4's
+# one fp32 scale per tensor, negligible).
+NVFP4_BYTES = 0.5 + 1 / 16
+MXFP4_BYTES = 0.5 + 1 / 32
 EMBEDDING_BYTES_PER_PARAM = 2  # embeddings and lm_head stay 16-bit in quantized checkpoints
 
 BYTES_PER_PARAM = {
@@ -58,6 +64,8 @@ BYTES_PER_PARAM = {
     "fp8": 1.0,
     "int8_wo": 1.0,
     "int4_awq": 0.5 * (1 + INT4_SCALE_OVERHEAD),
+    "nvfp4": NVFP4_BYTES,
+    "mxfp4": MXFP4_BYTES,
 }
 SIXTEEN_BIT = ("bf16", "fp16")
 

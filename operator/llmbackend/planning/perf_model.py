@@ -128,10 +128,13 @@ def attention_precision(precision: str) -> str:
     return "fp8" if precision in ("fp8", "fp4") else "16bit"
 
 
-def math_precision(quantization: str) -> str:
-    """The tensor math a quantization runs: fp8 weights (and activations) in fp8, weight-only in 16-bit."""
+def math_precision(quantization: str, fp4_tensor_cores: bool = True) -> str:
+    """The tensor math a quantization runs: fp8 weights (and activations) in fp8, nvfp4 in fp4, mxfp4 in fp4 where
+    the GPU has FP4 tensor cores and weight-only (16-bit math) elsewhere, other weight-only formats in 16-bit."""
     q = _value(quantization)
-    return {"fp8": "fp8", "fp4": "fp4"}.get(q, "16bit")
+    if q == "mxfp4":
+        return "fp4" if fp4_tensor_cores else "16bit"
+    return {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4"}.get(q, "16bit")
 
 
 class Model:

@@ -20,7 +20,8 @@ product; MoE models add expert parallel `ep` inside the TP group):
   --enable-expert-parallel uses ep = tp. Automatic: the widest ep that divides
   both. Memory per GPU is the same for every split of tp (each GPU holds 1/tp
   of the experts); EP trades all-reduces of each expert for token all-to-all.
-- fp8 needs compute capability >= 8.9 (not A100); int8/int4 weight-only run
+- fp8 needs compute capability >= 8.9 (not A100), nvfp4 >= 10.0 (Blackwell);
+  int8/int4 weight-only and mxfp4 (weight-only without FP4 tensor cores) run
   anywhere. Without GFD labels the capability comes from the product table.
 - Only nodes that are not cordoned, match the nodeSelector and tolerate all
   NoSchedule/NoExecute taints count; serving pods always tolerate
@@ -113,6 +114,11 @@ PP_EXCEEDS_LAYERS = "PipelineParallelExceedsLayers"
 EP_INVALID = "ExpertParallelInvalid"
 
 FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
+# NVFP4 needs FP4 tensor cores: Blackwell (compute capability 10.0 and up). MXFP4 runs weight-only without them.
+NVFP4_MIN_COMPUTE_CAPABILITY = (10, 0)
+MIN_COMPUTE_CAPABILITY = {"fp8": FP8_MIN_COMPUTE_CAPABILITY, "nvfp4": NVFP4_MIN_COMPUTE_CAPABILITY}
+_MIN_CC_WHY = {"fp8": "fp8 tensor cores: Ada, Hopper, Blackwell",
+               "nvfp4": "FP4 tensor cores: Blackwell; use fp8 on Hopper and Ada"}
 MAX_PARALLEL = 64  # ParallelismSpec bounds tp and pp to 64 each
 # Each TP step of the latency objective must cut one request's estimated time by this much. The steps NIM's
 # published latency profiles take (tests/unit/test_planner_published.py) cut 22-35% in the calibrated model, and
@@ -559,9 +565,8 @@ def valid_tensor_parallel(arch: ModelArchitecture, limit: int = MAX_PARALLEL) ->
 
 
 def quantization_supported(quantization: Any, compute_capability: tuple[int, int]) -> bool:
-    if _value(quantization) == "fp8":
-        return compute_capability >= FP8_MIN_COMPUTE_CAPABILITY
-    return True
+    minimum = MIN_COMPUTE_CAPABILITY.get(_value(quantization))
+    return minimum is None or compute_capability >= minimum
 
 
 def valid_expert_parallel(arch: ModelArchitecture, engine: EngineSpec, tp: int) -> list[int]:
@@ -902,8 +907,10 @@ def _no_nodes(seen: int, unknown: list[str], base: dict, tp: int, pp: int) -> Pl
 
 def _quant_text(engine: EngineSpec, group: _Group) -> str:
     major, minor = group.compute_capability
-    return (f"{_value(engine.quantization)} needs compute capability "
-            f"{FP8_MIN_COMPUTE_CAPABILITY[0]}.{FP8_MIN_COMPUTE_CAPABILITY[1]}+, {group.product} is {major}.{minor}")
+    quant = _value(engine.quantization)
+    need = MIN_COMPUTE_CAPABILITY.get(quant, FP8_MIN_COMPUTE_CAPABILITY)
+    return (f"{quant} needs compute capability {need[0]}.{need[1]}+ ({_MIN_CC_WHY.get(quant, 'fp8 tensor cores')}), "
+            f"{group.product} is {major}.{minor}")
 
 
 def _unsupported_quantization(engine: EngineSpec, groups: list[_Group], base: dict, tp: int, pp: int) -> Plan:
@@ -933,7 +940,7 @@ def _insufficient(search: _Search, groups: list[_Group], base: dict, tp: int, pp
     else:
         lines.append(f"TP{widest} x PP{need_pp} would fit memory but needs {need_pp} stages of {widest} GPUs; "
                      f"the eligible nodes offer {slots}.")
-    lines.append("Reduce maxBatchSize/maxSeqLen (or set kvCacheMinSequences), quantize (fp8, int4_awq) or add GPUs.")
+    lines.append("Reduce maxBatchSize/maxSeqLen (or set kvCacheMinSequences), quantize (fp8, int4_awq; nvfp4 on Blackwell) or add GPUs.")
     lines.extend(n for n in search.notes if n.startswith("Not used"))
     return _fail(INSUFFICIENT_GPU_MEMORY, "\n".join(lines), base, tp, pp, memory=mem.total, breakdown=mem)
 

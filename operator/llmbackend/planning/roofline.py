@@ -85,7 +85,7 @@ class Estimate:
 def estimate(arch: ModelArchitecture, engine: EngineSpec, product: GPUProduct, tp: int, pp: int,
              link: Link, stage_link: Link | None, kv_capacity_bytes: int, workload: Workload | None = None) -> Estimate:
     workload = workload or default_workload(engine)
-    precision = math_precision(engine.quantization)
+    precision = math_precision(engine.quantization, fp4_tensor_cores=product.tflops_fp4 > 0)
     hw = Hardware(product.hbm_gbps, product.tflops(precision), link if tp > 1 else None,
                   stage_link if pp > 1 else None, product.tflops(attention_precision(precision)), precision)
     model = Model(arch, engine, hw, tp, pp, CALIBRATED)

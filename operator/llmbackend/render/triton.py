@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from ..api.catalog import resolve_architecture
 from ..api.v1alpha1 import (
     DEFAULT_TRITON_IMAGE,
     DEFAULT_VLLM_IMAGE,
@@ -529,7 +530,26 @@ def _llmapi_config(model_name: str, drain_s: int) -> Message:
     )
 
 
+def fp4_checkpoint_check(spec: LLMBackendSpec) -> None:
+    """nvfp4/mxfp4 need a checkpoint that declares that format: TensorRT-LLM reads fp4 weights (and their scales)
+    from a ModelOpt NVFP4 or an MXFP4 checkpoint and cannot quantize 16-bit or fp8 weights to fp4 at load."""
+    quant = Quantization(spec.engine.quantization)
+    if quant not in vllm_backend.FP4:
+        return
+    declared = resolve_architecture(spec.model).checkpoint_quantization
+    if declared == quant.value:
+        return
+    kind = "an NVIDIA ModelOpt NVFP4 checkpoint" if quant == Quantization.NVFP4 else "an MXFP4 checkpoint (gpt-oss)"
+    raise vllm_backend.EngineConfigError(
+        vllm_backend.QUANTIZATION_MISMATCH,
+        f"engine.quantization is {quant.value}, which TensorRT-LLM loads only from {kind}; this checkpoint declares "
+        f"{declared or 'no quantization (16-bit weights)'} (config.json quantization_config or "
+        "model.architecture.checkpointQuantization): point the model at such a checkpoint or set engine.quantization "
+        "to what the checkpoint holds")
+
+
 def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None) -> dict[str, str]:
+    fp4_checkpoint_check(spec)
     args = llmapi_args(spec, tp, pp, ep)
     header = ("# Rendered by the llmbackend operator; do not edit. LLM() arguments for TensorRT-LLM's LLM API,\n"
               "# read by 1/model.py (triton_config is for Triton, not for LLM()).\n")

@@ -41,6 +41,7 @@ QUANTIZATION_MISMATCH = "QuantizationMismatch"
 UNSUPPORTED_QUANTIZATION = "UnsupportedQuantization"
 
 _FP8, _INT8, _INT4 = Quantization.FP8, Quantization.INT8_WO, Quantization.INT4_AWQ
+_NVFP4, _MXFP4 = Quantization.NVFP4, Quantization.MXFP4
 # Checkpoint quant_method -> the spec quantizations that describe such weights. A method not listed is accepted
 # with any non-16-bit spec value (its width is unknown here).
 CHECKPOINT_METHODS: dict[str, frozenset[Quantization]] = {
@@ -53,7 +54,14 @@ CHECKPOINT_METHODS: dict[str, frozenset[Quantization]] = {
     "gptq_marlin": frozenset({_INT4, _INT8}),
     "bitsandbytes": frozenset({_INT4, _INT8}),
     "compressed-tensors": frozenset({_FP8, _INT8, _INT4}),
+    # ModelOpt NVFP4 (api/checkpoint.py reads quant_algo NVFP4 as nvfp4; vLLM's method is modelopt_fp4).
+    "nvfp4": frozenset({_NVFP4}),
+    "modelopt_fp4": frozenset({_NVFP4}),
+    # gpt-oss: int4_awq was the way to size it before mxfp4 existed, and stays accepted.
+    "mxfp4": frozenset({_MXFP4, _INT4}),
 }
+# fp4 weights come only from a checkpoint quantized ahead: neither engine quantizes to fp4 at load.
+FP4 = frozenset({_NVFP4, _MXFP4})
 _SIXTEEN_BIT = {Quantization.BF16: "bfloat16", Quantization.FP16: "float16"}
 
 
