@@ -143,3 +143,99 @@ def test_fp4_from_a_checkpoint_that_is_not_fp4_is_a_clear_error() -> None:
         with pytest.raises(EngineConfigError) as err:
             render_model_repository(s, "m", 8, 1, 8)
         assert err.value.reason == "QuantizationMismatch" and "nvfp4" in str(err.value)
+
+
+# ---- attention data parallelism with wide EP ----
+
+def deepseek_fp8_1024(**extra) -> EngineSpec:
+    """TensorRT-LLM's DeepSeek-R1 H200 max-throughput run (docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_
+    TensorRT-LLM.md): 1K in / 2K out, 1024 concurrent requests, max_num_tokens 1151, KV fraction 0.8."""
+    return EngineSpec(quantization="fp8", max_batch_size=1024, max_input_len=1024, max_seq_len=3072,
+                      max_num_tokens=1151, kv_cache_free_gpu_mem_fraction=0.8, **extra)
+
+
+def plan_deepseek(engine: EngineSpec, concurrency: int | None = 1024, **parallelism):
+    from llmbackend.api.catalog import PRESETS
+    from llmbackend.planning.perf_model import Workload
+
+    workload = Workload(1024, 2048, concurrency) if concurrency else None
+    return plan(PRESETS["deepseek-r1"], engine, ParallelismSpec(**parallelism), nodes("NVIDIA-H200", 8),
+                workload=workload)
+
+
+def test_deepseek_r1_fp8_8x_h200_at_1024_requests_plans_attention_dp_with_ep8() -> None:
+    p = plan_deepseek(deepseek_fp8_1024())
+    assert p.fits, p.explanation
+    assert (p.tensor_parallel, p.expert_parallel, p.attention_dp) == (8, 8, True), p.explanation
+    assert p.estimate is not None and p.estimate.concurrency == 1024
+    # Each GPU's KV cache holds its 128 of the 1024 sequences, at MLA's full latent size (61 x 576 fp8 bytes a token).
+    assert p.breakdown is not None and p.breakdown.kv_per_sequence == 61 * 576 * 3072
+    assert p.breakdown.kv_cache == 128 * 61 * 576 * 3072 and p.breakdown.kv_tokens == 128 * 3072
+    status = p.to_status()
+    assert status["attentionDataParallel"] is True and status["expertParallel"] == 8
+    assert "Layout: attention data parallel x8 with EP8" in p.explanation
+    # Plain TP8 copies every sequence's latent to all 8 GPUs: the worst case does not fit, and it is named.
+    assert "TP8 attention does not fit" in p.explanation
+
+
+def test_the_runner_up_layout_and_why_are_in_the_explanation() -> None:
+    # Sized for one sequence, both layouts fit memory; the workload decides: TP8 holds ~430 of the 1024.
+    p = plan_deepseek(deepseek_fp8_1024(kv_cache_min_sequences=1), objective="throughput")
+    assert p.attention_dp and p.estimate is not None and p.estimate.concurrency == 1024
+    layout = next(line for line in p.explanation.splitlines() if line.startswith("Layout:"))
+    assert "chosen for throughput per GPU at 1024/2048 tokens and 1,024 requests" in layout
+    runner_up = layout.split("Runner-up: ")[1]
+    assert runner_up.startswith("TP8 attention: its KV cache holds ")
+    held = int(runner_up.split("holds ")[1].split(" ")[0].replace(",", ""))
+    assert 300 < held < 600  # the issue's ~215 was bf16-sized; fp8 MLA latents at 3072 tokens: ~430
+
+
+def test_low_load_keeps_tensor_parallel_attention() -> None:
+    """NVIDIA's min-latency DeepSeek runs are TP8 without attention DP: one request is faster with its attention
+    split over 8 GPUs than on one."""
+    p = plan_deepseek(EngineSpec(quantization="fp8", max_batch_size=8, max_input_len=1024, max_seq_len=3072),
+                      concurrency=1, tensor_parallel=8)
+    assert p.fits and not p.attention_dp and p.expert_parallel == 8, p.explanation
+    assert "Runner-up: attention data parallel x8" in p.explanation
+
+
+def test_attention_dp_is_for_moe_models_and_can_be_switched_off() -> None:
+    from llmbackend.api.catalog import PRESETS
+
+    dense = plan(PRESETS["llama-3.1-70b"], EngineSpec(), ParallelismSpec(attention_data_parallel=True),
+                 nodes("NVIDIA-H200", 8))
+    assert not dense.fits and dense.reason == "AttentionDataParallelInvalid" and "numExperts" in dense.explanation
+    off = plan_deepseek(deepseek_fp8_1024(kv_cache_min_sequences=1), attention_data_parallel=False)
+    assert off.fits and not off.attention_dp and off.estimate is not None and off.estimate.concurrency < 1024
+    worst = plan_deepseek(deepseek_fp8_1024(), attention_data_parallel=False)
+    # Without it the worst case (1024 x 3072 tokens of latents on every GPU) needs pipeline stages.
+    assert worst.fits and not worst.attention_dp and worst.pipeline_parallel > 1
+
+
+def test_attention_dp_renders_for_both_engines_at_the_pinned_versions() -> None:
+    import yaml
+    from test_engine_conformance import config_problems, llm_yaml_problems, surface
+
+    from llmbackend.api.v1alpha1 import PlanStatus
+    from llmbackend.render.triton import render_model_repository
+
+    p = plan_deepseek(deepseek_fp8_1024())
+    status = PlanStatus.model_validate(p.to_status())
+    engine = {"quantization": "fp8", "maxBatchSize": 1024, "maxInputLen": 1024, "maxSeqLen": 3072}
+    s = deepseek_spec(engine, checkpoint_quantization="fp8")
+    files = render_model_repository(s, "m", status.tensor_parallel, status.pipeline_parallel, status.expert_parallel,
+                                    attention_dp=bool(status.attention_data_parallel))
+    args = yaml.safe_load(files["m/1/model.yaml"])
+    assert (args["tensor_parallel_size"], args["moe_expert_parallel_size"], args["enable_attention_dp"]) == (8, 8, True)
+    assert args["max_batch_size"] == 128 and args["cuda_graph_config"]["max_batch_size"] == 128  # per rank
+    assert llm_yaml_problems(args, surface("tensorrt_llm")) == []
+    vs = deepseek_spec({**engine, "backend": "vllm"}, checkpoint_quantization="fp8")
+    vfiles = render_model_repository(vs, "m", 8, 1, 8, attention_dp=True)
+    v = json.loads(vfiles["m/1/model.json"])
+    assert (v["tensor_parallel_size"], v["data_parallel_size"], v["enable_expert_parallel"], v["max_num_seqs"]) == (
+        1, 8, True, 128)
+    assert config_problems(v, set(surface("vllm")["classes"]["vllm.engine.arg_utils:AsyncEngineArgs"]["fields"]),
+                           "AsyncEngineArgs") == []
+    # Tensor parallel attention with EP: vLLM's expert parallel flag, no data parallel ranks.
+    tp = json.loads(render_model_repository(vs, "m", 8, 1, 8)["m/1/model.json"])
+    assert tp["enable_expert_parallel"] is True and "data_parallel_size" not in tp and tp["max_num_seqs"] == 1024

@@ -395,6 +395,15 @@ class ParallelismSpec(_Model):
         default=None, ge=1, le=512,
         description="MoE only: expert-parallel size (experts spread over this many of the TP ranks; must divide tensorParallel). Empty: planned.",
     )
+    attention_data_parallel: bool | None = Field(
+        default=None,
+        description="MoE only: attention data parallelism over the tensorParallel GPUs (TensorRT-LLM enable_attention_dp; "
+                    "vLLM data parallel attention with expert parallel): each GPU attends for its own requests and holds "
+                    "only their KV cache (attention weights replicated, routed experts spread by EP); maxBatchSize "
+                    "stays the replica's total. Pays off with many concurrent requests and MLA (DeepSeek), whose KV "
+                    "tensor parallelism copies to every GPU. Empty: planned from memory, KV capacity and the workload; "
+                    "false: never.",
+    )
     objective: Objective = Field(
         default=Objective.LATENCY,
         description="latency: widen TP (up to 2x the throughput plan) while the estimated time of one request (time to first token + output tokens x time per output token) drops by 15% or more a step; throughput: most estimated output tokens/s per GPU (fewest GPUs per token/s).",
@@ -1067,6 +1076,8 @@ class PlanStatus(_Model):
     tensor_parallel: int = Field(ge=1)
     pipeline_parallel: int = Field(ge=1)
     expert_parallel: int | None = Field(default=None, ge=1, description="MoE: expert-parallel size inside the TP group (absent for dense models).")
+    attention_data_parallel: bool | None = Field(
+        default=None, description="MoE: attention runs data parallel over the tensorParallel GPUs (each GPU its own requests); absent: tensor parallel attention.")
     gpus_per_replica: int = Field(ge=1)
     nodes_per_replica: int = Field(ge=1)
     memory_per_gpu_bytes: int = Field(ge=0)

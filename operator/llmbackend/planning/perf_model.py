@@ -16,7 +16,19 @@ the prefill work of new requests shares the steps). One pipeline stage's step:
 
 (per GPU: weights, KV and FLOPs are the 1/tp share of the stage's layers; MoE
 models compute with the active parameters and read the experts a step's
-tokens touch). Peak FLOPS are the product table's dense tensor figure for the
+tokens touch).
+
+Attention data parallelism (MoE, `attention_dp`): each of the tp GPUs runs
+attention, dense layers and lm_head for its own 1/tp of the step's sequences
+(replicated weights, read whole by every GPU) and its share of the routed
+experts for the tokens of all GPUs. Per GPU the FLOPs are the same as with TP
+(1/tp of the tokens through whole layers = all tokens through 1/tp of them);
+the KV read is 1/tp of the sequences at their full size (MLA's latent is not
+split by TP, so this is where attention DP saves: TP reads every sequence's
+latent on every GPU). Instead of 2 all-reduces a layer, MoE layers exchange
+tokens all-to-all (dispatch and combine): each GPU sends its tokens' hidden
+states to the min(k, tp) ranks that hold their experts, (tp - 1)/tp of them
+to other GPUs. Peak FLOPS are the product table's dense tensor figure for the
 math precision (fp8 for fp8 weights, fp4 for NVFP4, 16-bit otherwise:
 weight-only int8/int4 compute in 16-bit).
 
@@ -51,7 +63,14 @@ import math
 from dataclasses import dataclass
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture
-from .memory import _value, kv_bytes_per_sequence, stage_layers, weight_bytes_per_gpu
+from .memory import (
+    _value,
+    kv_bytes_per_sequence,
+    routed_expert_params,
+    routed_weight_bytes_per_gpu,
+    stage_layers,
+    weight_bytes_per_gpu,
+)
 
 ACTIVATION_BYTES = 2  # 16-bit activations cross the TP all-reduces and PP hops
 
@@ -141,10 +160,13 @@ class Model:
     """One plan's shape on one product: step times and steady-state predictions."""
 
     def __init__(self, arch: ModelArchitecture, engine: EngineSpec, hw: Hardware, tp: int, pp: int,
-                 eff: Efficiency = CALIBRATED) -> None:
+                 eff: Efficiency = CALIBRATED, attention_dp: bool = False) -> None:
         self.arch, self.engine, self.hw, self.tp, self.pp, self.eff = arch, engine, hw, tp, pp, eff
+        self.dp = tp if attention_dp else 1  # attention data-parallel ranks
+        self.attention_tp = tp // self.dp
         self.layers = stage_layers(arch.num_layers, pp)
-        self.weights = weight_bytes_per_gpu(arch, engine.quantization, tp, pp)
+        self.weights = weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp)
+        self.routed_weights = routed_weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp)
         embed = arch.vocab_size * arch.hidden_size
         matrices = 1 if arch.tie_word_embeddings else 2
         active = arch.active_parameter_count or arch.parameter_count
@@ -152,7 +174,17 @@ class Model:
         # Per GPU and token: the stage's share of the layers' matmuls; lm_head once per sampled token.
         self.flops_per_token = 2 * layer_params * self.layers / arch.num_layers / tp
         self.lm_head_flops = 2 * embed / tp
-        self.attn_width = max(arch.num_attention_heads // tp, 1) * arch.head_dim
+        # The routed experts' share of a token's layer FLOPs (attention DP splits only these over the GPUs).
+        experts, k = arch.num_experts or 0, arch.num_experts_per_token or 0
+        routed_active = routed_expert_params(arch) * k / experts if experts else 0.0
+        self.routed_flops_share = min(routed_active / layer_params, 1.0)
+        heads = max(arch.num_attention_heads // self.attention_tp, 1)
+        self.attn_width = heads * arch.head_dim
+        # MLA decodes in the absorbed form: every head scores the kv_lora + rope latent and sums the kv_lora values
+        # (2 x kv_lora + rope per head, 4.5x DeepSeek's 192-wide q/k head per FLOP of 2 x width): prompts run the
+        # expanded form, as wide as the heads.
+        self.decode_attn_width = (heads * (2 * arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) / 2
+                                  if arch.kv_lora_rank else self.attn_width)
         self.bw = hw.hbm_gbps * 1e9 * eff.bandwidth
         compute = eff.compute_fp4 if (hw.precision == "fp4" and eff.compute_fp4) else eff.compute
         self.flops = hw.tflops * 1e12 * compute
@@ -173,12 +205,33 @@ class Model:
         return min(1.0, (dense + routed * touched / experts) / total)
 
     def kv_bytes(self, tokens: float) -> float:
-        return kv_bytes_per_sequence(self.arch, self.engine, self.tp, self.pp, max(int(tokens), 1))
+        return kv_bytes_per_sequence(self.arch, self.engine, self.attention_tp, self.pp, max(int(tokens), 1))
+
+    def _weights_read(self, tokens: float) -> float:
+        """Bytes of weights one GPU reads in a step of `tokens` tokens (all ranks' tokens reach the experts)."""
+        if self.dp == 1:
+            return self.weights * self._read_fraction(tokens)
+        experts, k = self.arch.num_experts or 1, self.arch.num_experts_per_token or 1
+        touched = 1 - (1 - k / experts) ** max(tokens, 1.0)
+        return self.weights - self.routed_weights * (1 - touched)
+
+    def alltoall_s(self, tokens: float) -> float:
+        """Attention DP: dispatch and combine of one GPU's tokens to the expert ranks, in every layer of the stage
+        (DeepSeek's few dense layers included: a bound on the side of caution)."""
+        link = self.hw.tp_link
+        if link is None:
+            return 0.0
+        fanout = min(self.arch.num_experts_per_token or 1, self.tp) * (self.tp - 1) / self.tp
+        message = tokens / self.dp * fanout * self.arch.hidden_size * ACTIVATION_BYTES
+        bandwidth = link.gbps * 1e9 * self.eff.link_bandwidth
+        return 2 * self.layers * (link.latency_s + message / bandwidth)
 
     def allreduce_s(self, tokens: float) -> float:
         link = self.hw.tp_link
         if self.tp <= 1 or link is None:
             return 0.0
+        if self.dp > 1:
+            return self.alltoall_s(tokens)
         message = tokens * self.arch.hidden_size * ACTIVATION_BYTES
         bandwidth = link.gbps * 1e9 * self.eff.link_bandwidth
         return 2 * self.layers * (link.latency_s + 2 * (self.tp - 1) / self.tp * message / bandwidth)
@@ -197,10 +250,23 @@ class Model:
         """
         tokens = decode + prefill
         sampled = decode + (prefill / prompt if prompt else 0.0)
-        weights_s = self.weights * self._read_fraction(tokens) / self.bw
-        matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
-        kv_s = decode * self.kv_bytes(context) / self.bw
-        attn_flops = 4 * self.layers * self.attn_width * (decode * context + prefill * prompt / 2)
+        weights_s = self._weights_read(tokens) / self.bw
+        # Attention DP: a GPU attends for its 1/dp of the sequences, at full width. Prompts come in whole chunks,
+        # each to one rank, and every rank waits for the busiest one at the experts: the step carries the prompt
+        # work of the busiest rank (a whole chunk, or the even share once there are more chunks than ranks).
+        ranks = self.dp
+        busiest_prefill = prefill
+        if ranks > 1:
+            chunk = min(prompt, self.engine.max_num_tokens) if prompt else prefill
+            busiest_prefill = min(prefill, max(prefill / ranks, chunk)) * ranks
+        replicated = 1 - self.routed_flops_share if ranks > 1 else 0.0
+        busiest_tokens = decode + busiest_prefill
+        busiest_sampled = decode + (busiest_prefill / prompt if prompt else 0.0)
+        matmul_s = (self.flops_per_token * ((1 - replicated) * tokens + replicated * busiest_tokens)
+                    + self.lm_head_flops * (busiest_sampled if ranks > 1 else sampled)) / self.flops
+        kv_s = decode / ranks * self.kv_bytes(context) / self.bw
+        attn_flops = 4 * self.layers * (self.decode_attn_width * decode * context
+                                        + self.attn_width * busiest_prefill * prompt / 2) / ranks
         attn_s = attn_flops / self.attn_flops_rate
         comm_s = self.allreduce_s(tokens)
         overhead_s = self.layers * self.eff.layer_overhead_s
@@ -212,7 +278,8 @@ class Model:
     def capacity(self, kv_capacity_bytes: float, workload: Workload) -> float:
         """Requests the engine holds at once: maxBatchSize (per micro-batch) and the KV cache at I + O tokens."""
         per_seq = max(self.kv_bytes(workload.input_tokens + workload.output_tokens), 1)
-        return max(min(self.engine.max_batch_size * self.pp, kv_capacity_bytes // per_seq), 1)
+        # Attention DP: kv_capacity_bytes is each rank's, for its own sequences.
+        return max(min(self.engine.max_batch_size * self.pp, kv_capacity_bytes // per_seq * self.dp), 1)
 
     def predict(self, workload: Workload, kv_capacity_bytes: float) -> Prediction:
         users = float(workload.concurrency) if workload.concurrency is not None else None
@@ -223,7 +290,7 @@ class Model:
         cap = self.capacity(kv_capacity_bytes, workload)
         users = cap if users_or_none is None else max(users_or_none, 1.0)
         in_flight = min(users, cap)
-        budget = max(self.engine.max_num_tokens, 1)
+        budget = max(self.engine.max_num_tokens, 1) * self.dp  # attention DP: each rank steps its own tokens
         prefill_steps = math.ceil(isl / budget)
         chunk = isl / prefill_steps
         context = isl + osl / 2

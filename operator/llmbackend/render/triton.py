@@ -444,16 +444,23 @@ def checkpoint_path(spec: LLMBackendSpec) -> str:
 
 
 def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
-                expert_parallel: int | None = None) -> dict[str, Any]:
-    """The `LLM()` constructor arguments written to model.yaml (plus the `triton_config` block)."""
+                expert_parallel: int | None = None, attention_dp: bool = False) -> dict[str, Any]:
+    """The `LLM()` constructor arguments written to model.yaml (plus the `triton_config` block).
+
+    Attention data parallelism (enable_attention_dp): every one of the tensor_parallel ranks schedules its own
+    requests, and max_batch_size is per rank ("Max batch size in each rank", TensorRT-LLM's
+    docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md: concurrency 1024 over --tp 8 --ep 8
+    with max_batch_size 128), so the replica's maxBatchSize is split over the ranks.
+    """
     _validate_parallelism(tensor_parallel, pipeline_parallel)
     e = spec.engine
+    per_rank_batch = -(-e.max_batch_size // tensor_parallel) if attention_dp else e.max_batch_size
     args: dict[str, Any] = {
         "model": checkpoint_path(spec),
         "backend": "pytorch",
         "tensor_parallel_size": tensor_parallel,
         "pipeline_parallel_size": pipeline_parallel,
-        "max_batch_size": e.max_batch_size,
+        "max_batch_size": per_rank_batch,
         "max_num_tokens": e.max_num_tokens,
         "max_seq_len": e.max_seq_len,
         "max_input_len": e.max_input_len,
@@ -469,7 +476,7 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
         # captures batch sizes 1-31, 32, 64 and 128 without padding, so a decode batch of 40 or of 200 runs eagerly
         # and pays every kernel launch. Padding up to maxBatchSize is how NVIDIA's own benchmarks run
         # (perf-overview's llm_options.yml), the runs the performance model's constants were fitted on.
-        "cuda_graph_config": {"enable_padding": True, "max_batch_size": e.max_batch_size},
+        "cuda_graph_config": {"enable_padding": True, "max_batch_size": per_rank_batch},
         # Per-request timing (engine queue/compute time) and iteration stats (gauges): what the autoscaler reads.
         "return_perf_metrics": True,
         "enable_iter_perf_stats": True,
@@ -483,6 +490,8 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
         if not isinstance(expert_parallel, int) or isinstance(expert_parallel, bool) or expert_parallel < 1:
             raise ValueError(f"expert_parallel must be a positive int, got {expert_parallel!r}")
         args["moe_expert_parallel_size"] = expert_parallel
+    if attention_dp:
+        args["enable_attention_dp"] = True
     return args
 
 
@@ -548,9 +557,10 @@ def fp4_checkpoint_check(spec: LLMBackendSpec) -> None:
         "to what the checkpoint holds")
 
 
-def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None) -> dict[str, str]:
+def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None,
+                   attention_dp: bool = False) -> dict[str, str]:
     fp4_checkpoint_check(spec)
-    args = llmapi_args(spec, tp, pp, ep)
+    args = llmapi_args(spec, tp, pp, ep, attention_dp)
     header = ("# Rendered by the llmbackend operator; do not edit. LLM() arguments for TensorRT-LLM's LLM API,\n"
               "# read by 1/model.py (triton_config is for Triton, not for LLM()).\n")
     return {
@@ -565,14 +575,19 @@ def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: 
 # ---- vllm backend (rendered by vllm_backend.py) ----
 
 
-def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> dict[str, Any]:
+def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                     expert_parallel: int | None = None, attention_dp: bool = False) -> dict[str, Any]:
     """The vLLM engine arguments written to model.json."""
     _validate_parallelism(tensor_parallel, pipeline_parallel)
-    return vllm_backend.vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights_path(spec))
+    return vllm_backend.vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights_path(spec),
+                                         expert_parallel, attention_dp)
 
 
-def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dict[str, str]:
-    return vllm_backend.render_vllm(spec, model_name, tp, pp, weights_path(spec), _HEADER.format(what="vLLM"))
+def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None,
+                 attention_dp: bool) -> dict[str, str]:
+    fp4_checkpoint_check(spec)
+    return vllm_backend.render_vllm(spec, model_name, tp, pp, weights_path(spec), _HEADER.format(what="vLLM"), ep,
+                                    attention_dp)
 
 
 # ---- entry point ----
@@ -580,11 +595,12 @@ def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dic
 
 def render_model_repository(
     spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int,
-    expert_parallel: int | None = None, gpu_product: str | None = None,
+    expert_parallel: int | None = None, gpu_product: str | None = None, attention_dp: bool = False,
 ) -> dict[str, str]:
     """Relative file path -> content of the Triton model repository for this spec.
 
-    `expert_parallel` and `gpu_product` come from the plan (EP for MoE models; the GPU keys legacy engines).
+    `expert_parallel`, `attention_dp` and `gpu_product` come from the plan (EP and attention data parallelism for
+    MoE models; the GPU keys legacy engines).
 
     Raises ValueError for an invalid model name or parallelism, and
     vllm_backend.EngineConfigError (a ValueError with a condition reason)
@@ -596,9 +612,9 @@ def render_model_repository(
     if is_engine_ensemble(backend, spec.engine.format):
         files = _render_trtllm(spec, tensor_parallel, pipeline_parallel, gpu_product)
     elif backend == Backend.TENSORRTLLM:
-        files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel)
+        files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel, attention_dp)
     else:
-        files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel)
+        files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel, attention_dp)
     problems = batching_violations(files)
     if problems:  # a bug in this module, never a user error
         raise AssertionError("rendered config breaks the batching rule: " + "; ".join(problems))
