@@ -239,3 +239,45 @@ def test_attention_dp_renders_for_both_engines_at_the_pinned_versions() -> None:
     # Tensor parallel attention with EP: vLLM's expert parallel flag, no data parallel ranks.
     tp = json.loads(render_model_repository(vs, "m", 8, 1, 8)["m/1/model.json"])
     assert tp["enable_expert_parallel"] is True and "data_parallel_size" not in tp and tp["max_num_seqs"] == 1024
+
+
+def test_vllm_gets_attention_dp_only_when_asked() -> None:
+    from llmbackend.api.catalog import PRESETS
+    from llmbackend.planning.perf_model import Workload
+
+    engine = deepseek_fp8_1024(kv_cache_min_sequences=1).model_copy(update={"backend": "vllm"})
+    ds, h200 = PRESETS["deepseek-r1"], nodes("NVIDIA-H200", 8)
+    auto = plan(ds, engine, ParallelismSpec(objective="throughput"), h200, workload=Workload(1024, 2048, 1024))
+    assert auto.fits and not auto.attention_dp
+    asked = plan(ds, engine, ParallelismSpec(objective="throughput", attention_data_parallel=True), h200,
+                 workload=Workload(1024, 2048, 1024))
+    assert asked.fits and asked.attention_dp and asked.tensor_parallel == 8
+
+
+def test_deepseek_guide_rows_attention_dp_holds_the_published_concurrency() -> None:
+    """TensorRT-LLM's DeepSeek-R1 max-throughput runs (8 x H200 fp8 at 1024 requests, 8 x B200 NVFP4 at 3072), as
+    benchmarks/perf_calibrate.py prints them: attention DP holds every request the run kept in flight, TP8 attention a
+    fifth of them; the throughput estimate is on the high side (not fitted; see the xfail below)."""
+    from benchmark_support import load_benchmark
+
+    cal = load_benchmark("perf_calibrate")
+    rows = cal.deepseek_guide()
+    for row, adp, predicted, held in rows:
+        concurrency, published = row[7], row[-1]
+        if adp:
+            assert held >= concurrency and 1.0 < predicted / published < 1.6, (row, predicted)
+        else:
+            assert held < concurrency / 4 and predicted / published < 0.5, (row, predicted)
+
+
+def test_deepseek_guide_rows_within_30_percent() -> None:
+    import pytest
+
+    from benchmark_support import load_benchmark
+
+    cal = load_benchmark("perf_calibrate")
+    errors = [predicted / row[-1] - 1 for row, adp, predicted, _ in cal.deepseek_guide() if adp]
+    if not all(abs(e) <= 0.30 for e in errors):
+        pytest.xfail(f"attention DP estimates {', '.join(f'{e:+.0%}' for e in errors)} of the published H200/B200 "
+                     "figures: expert load imbalance across EP ranks and rank-to-rank imbalance are not modelled")
+    raise AssertionError("the attention DP rows are now within 30 %: drop this xfail")

@@ -259,18 +259,30 @@ class Model:
         if ranks > 1:
             chunk = min(prompt, self.engine.max_num_tokens) if prompt else prefill
             busiest_prefill = min(prefill, max(prefill / ranks, chunk)) * ranks
-        replicated = 1 - self.routed_flops_share if ranks > 1 else 0.0
-        busiest_tokens = decode + busiest_prefill
-        busiest_sampled = decode + (busiest_prefill / prompt if prompt else 0.0)
-        matmul_s = (self.flops_per_token * ((1 - replicated) * tokens + replicated * busiest_tokens)
-                    + self.lm_head_flops * (busiest_sampled if ranks > 1 else sampled)) / self.flops
+        if ranks > 1:
+            # The replicated part (attention projections, dense layers, lm_head) runs the busiest rank's tokens, the
+            # experts all tokens: separate kernels one after the other, each bound by its own weights or FLOPs.
+            replicated = 1 - self.routed_flops_share
+            busiest_tokens = decode + busiest_prefill
+            busiest_sampled = decode + (busiest_prefill / prompt if prompt else 0.0)
+            dense_mm = (self.flops_per_token * replicated * busiest_tokens
+                        + self.lm_head_flops * busiest_sampled) / self.flops
+            routed_mm = self.flops_per_token * (1 - replicated) * tokens / self.flops
+            routed_w = self._weights_read(tokens) - (self.weights - self.routed_weights)
+            dense_w = self.weights - self.routed_weights
+            matmul_s = dense_mm + routed_mm
+            weights_s = dense_w / self.bw + routed_w / self.bw
+            linear_s = max(dense_w / self.bw, dense_mm) + max(routed_w / self.bw, routed_mm)
+        else:
+            matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
+            linear_s = max(weights_s, matmul_s)
         kv_s = decode / ranks * self.kv_bytes(context) / self.bw
         attn_flops = 4 * self.layers * (self.decode_attn_width * decode * context
                                         + self.attn_width * busiest_prefill * prompt / 2) / ranks
         attn_s = attn_flops / self.attn_flops_rate
         comm_s = self.allreduce_s(tokens)
         overhead_s = self.layers * self.eff.layer_overhead_s
-        total = max(weights_s, matmul_s) + max(kv_s, attn_s) + comm_s + overhead_s
+        total = linear_s + max(kv_s, attn_s) + comm_s + overhead_s
         return total, comm_s, matmul_s > weights_s
 
     # ---- steady state ----

@@ -668,6 +668,11 @@ class _Search:
             return (False,)
         if self.explicit_adp is not None:
             return (self.explicit_adp,)
+        # vLLM runs one engine core per data-parallel rank, each with its own scheduler stats, and the serving
+        # model's stat logger publishes the newest one's counts rather than their sum: the autoscaler would read
+        # 1/TP of the load. So vLLM gets attention DP only when the spec asks for it.
+        if _value(self.engine.backend) == "vllm":
+            return (False,)
         return (False, True)
 
     def by_objective(self, c: _Candidate) -> tuple:

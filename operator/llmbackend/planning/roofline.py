@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture
 from .inventory import GPUProduct
+from .memory import kv_dtype_name
 from .perf_model import CALIBRATED, Hardware, Link, Model, Prediction, Workload, attention_precision, math_precision
 
 NVLINK_LATENCY_S = 5e-6  # one small all-reduce over NVSwitch / NVLink
@@ -88,8 +89,10 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, product: GPUProduct, t
              attention_dp: bool = False) -> Estimate:
     workload = workload or default_workload(engine)
     precision = math_precision(engine.quantization, fp4_tensor_cores=product.tflops_fp4 > 0)
+    # Attention computes in the KV cache's precision: fp8 at most, 16-bit over a 16-bit KV cache.
+    attention = attention_precision(precision) if kv_dtype_name(engine) == "fp8" else "16bit"
     hw = Hardware(product.hbm_gbps, product.tflops(precision), link if tp > 1 else None,
-                  stage_link if pp > 1 else None, product.tflops(attention_precision(precision)), precision)
+                  stage_link if pp > 1 else None, product.tflops(attention), precision)
     model = Model(arch, engine, hw, tp, pp, CALIBRATED, attention_dp)
     pred: Prediction = model.predict(workload, kv_capacity_bytes)
     # The latency objective: one request's time at the workload's concurrency (one request when none is given).
