@@ -272,7 +272,6 @@ def test_deepseek_guide_rows_attention_dp_holds_the_published_concurrency() -> N
 
 def test_deepseek_guide_rows_within_30_percent() -> None:
     import pytest
-
     from benchmark_support import load_benchmark
 
     cal = load_benchmark("perf_calibrate")
