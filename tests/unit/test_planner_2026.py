@@ -280,3 +280,134 @@ def test_deepseek_guide_rows_within_30_percent() -> None:
         pytest.xfail(f"attention DP estimates {', '.join(f'{e:+.0%}' for e in errors)} of the published H200/B200 "
                      "figures: expert load imbalance across EP ranks and rank-to-rank imbalance are not modelled")
     raise AssertionError("the attention DP rows are now within 30 %: drop this xfail")
+
+
+# ---- speculative decoding ----
+
+# vLLM's SpeculativeConfig keys this project writes (vllm/config/speculative.py: method, num_speculative_tokens, model);
+# model.json's speculative_config itself is an AsyncEngineArgs field of the pinned surface.
+VLLM_SPECULATIVE_KEYS = {"method", "num_speculative_tokens", "model"}
+TRTLLM_DECODING_CLASSES = {"MTP": "MTPDecodingConfig", "Eagle": "EagleDecodingConfig",
+                           "DraftTarget": "DraftTargetDecodingConfig"}
+
+
+def trtllm_speculative_problems(config: dict) -> list[str]:
+    from test_engine_conformance import surface
+
+    cls = TRTLLM_DECODING_CLASSES.get(config.get("decoding_type", ""))
+    if cls is None:
+        return [f"unknown decoding_type {config.get('decoding_type')!r}"]
+    fields = set(surface("tensorrt_llm")["classes"][f"tensorrt_llm.llmapi.llm_args:{cls}"]["fields"])
+    return [f"{cls} has no {k!r}" for k in sorted(config) if k != "decoding_type" and k not in fields]
+
+
+def test_mtp_deepseek_r1_batch_1_time_per_token_and_render() -> None:
+    """TensorRT-LLM's DeepSeek-R1 H200 min-latency run: TP8, batch 1, 1K/2K tokens, MTP with 3 next-token layers:
+    158 output tokens/s (90 without MTP, the same guide's figure for plain decoding; Best_perf_practice_on_DeepSeek-
+    R1_in_TensorRT-LLM.md)."""
+    import yaml
+    from test_engine_conformance import llm_yaml_problems, surface
+
+    from llmbackend.planning.perf_model import Workload
+    from llmbackend.render.triton import render_model_repository
+
+    engine = {"quantization": "fp8", "maxBatchSize": 1, "maxInputLen": 1024, "maxSeqLen": 3072}
+    with_mtp = {**engine, "speculative": {"method": "mtp", "draftTokens": 3}}
+    rates = {}
+    for name, e in (("plain", engine), ("mtp", with_mtp)):
+        s = deepseek_spec(e, checkpoint_quantization="fp8")
+        p = plan(architecture_of(s), s.engine, ParallelismSpec(tensor_parallel=8), nodes("NVIDIA-H200", 8),
+                 workload=Workload(1024, 2048, 1))
+        assert p.fits and p.estimate is not None, p.explanation
+        rates[name] = p.estimate.tokens_per_second
+        if name == "mtp":
+            assert "Speculative decoding: mtp, 3 draft token(s) a step, each accepted with probability 0.7 (the " \
+                   "default" in p.explanation and "~2.53 output tokens a step" in p.explanation
+    assert abs(rates["plain"] / 90 - 1) < 0.2 and abs(rates["mtp"] / 158 - 1) < 0.3, rates
+    s = deepseek_spec(with_mtp, checkpoint_quantization="fp8")
+    args = yaml.safe_load(render_model_repository(s, "m", 8, 1, 8)["m/1/model.yaml"])
+    assert args["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 3}
+    assert llm_yaml_problems(args, surface("tensorrt_llm")) == [] and trtllm_speculative_problems(
+        args["speculative_config"]) == []
+    vs = deepseek_spec({**with_mtp, "backend": "vllm"}, checkpoint_quantization="fp8")
+    v = json.loads(render_model_repository(vs, "m", 8, 1, 8)["m/1/model.json"])
+    assert v["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
+    assert "speculative_config" in surface("vllm")["classes"]["vllm.engine.arg_utils:AsyncEngineArgs"]["fields"]
+
+
+def architecture_of(spec):
+    from llmbackend.api.catalog import resolve_architecture
+
+    return resolve_architecture(spec.model)
+
+
+def test_eagle3_and_draft_model_size_the_draft_and_render_its_path() -> None:
+    import yaml
+
+    from llmbackend.api.catalog import PRESETS
+    from llmbackend.api.v1alpha1 import LLMBackendSpec
+    from llmbackend.planning import memory
+    from llmbackend.render.triton import render_model_repository
+
+    l8 = PRESETS["llama-3.1-8b"]
+    plain = memory.estimate(l8, EngineSpec(), 1, 1)
+    eagle = memory.estimate(l8, EngineSpec(speculative={"method": "eagle3", "draftPath": "eagle3"}), 1, 1)
+    # One 16-bit decoder layer (~0.22B) + the 3h->h fusion (~0.05B) + its lm_head (~0.53B): ~1.6 GB more weights,
+    # and one more layer of KV per token.
+    assert 1.4e9 < eagle.weights - plain.weights < 1.8e9
+    assert eagle.kv_per_sequence == plain.kv_per_sequence * 33 // 32
+    draft = memory.estimate(l8, EngineSpec(speculative={"method": "draft_model", "draftPath": "draft",
+                                                        "draftParameterCount": 1_000_000_000}), 1, 1)
+    assert draft.weights - plain.weights == 2_000_000_000
+    for method, extra in (("eagle3", {}), ("draft_model", {"draftParameterCount": 1_000_000_000})):
+        for backend in ("tensorrtllm", "vllm"):
+            s = LLMBackendSpec.model_validate({
+                "model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "w", "path": "/llama"}}},
+                "engine": {"backend": backend, "speculative": {"method": method, "draftPath": "draft-head", **extra}}})
+            files = render_model_repository(s, "m", 1, 1)
+            if backend == "tensorrtllm":
+                cfg = yaml.safe_load(files["m/1/model.yaml"])["speculative_config"]
+                assert cfg["speculative_model_dir"].endswith("/draft-head") and cfg["max_draft_len"] == 3
+                assert trtllm_speculative_problems(cfg) == []
+            else:
+                cfg = json.loads(files["m/1/model.json"])["speculative_config"]
+                assert cfg["method"] == method and cfg["model"].endswith("/draft-head")
+                assert set(cfg) <= VLLM_SPECULATIVE_KEYS
+
+
+def test_speculative_bad_input_is_refused_with_a_reason() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from llmbackend.api.catalog import PRESETS
+
+    for bad in ({"method": "eagle3"}, {"method": "mtp", "draftPath": "x"}, {"method": "eagle3", "draftPath": "../etc"},
+                {"method": "eagle3", "draftPath": "/abs"}, {"method": "draft_model", "draftPath": "d"},
+                {"method": "mtp", "draftTokens": 0}, {"method": "mtp", "acceptanceRate": 1.5}):
+        with pytest.raises(ValidationError):
+            EngineSpec.model_validate({"speculative": bad})
+    p = plan(PRESETS["llama-3.1-8b"], EngineSpec(speculative={"method": "mtp"}), ParallelismSpec(),
+             nodes("NVIDIA-H100-80GB-HBM3", 8))
+    assert not p.fits and p.reason == "SpeculativeDecodingInvalid" and "eagle3" in p.explanation
+
+
+def test_speculation_helps_at_low_load_and_the_estimate_says_its_acceptance() -> None:
+    from llmbackend.api.catalog import PRESETS
+    from llmbackend.planning.perf_model import Workload
+
+    l70 = PRESETS["llama-3.1-70b"]
+    spec = {"method": "eagle3", "draftPath": "eagle3"}
+    h100 = nodes("NVIDIA-H100-80GB-HBM3", 8)
+
+    def tpot(engine: EngineSpec, concurrency: int) -> float:
+        p = plan(l70, engine, ParallelismSpec(tensor_parallel=4), h100, workload=Workload(1000, 1000, concurrency))
+        assert p.estimate is not None
+        return p.estimate.time_per_output_token_ms
+
+    base = EngineSpec(quantization="fp8", max_batch_size=256)
+    low = EngineSpec(quantization="fp8", max_batch_size=256, speculative=spec)
+    worse = EngineSpec(quantization="fp8", max_batch_size=256, speculative={**spec, "acceptanceRate": 0.2})
+    assert tpot(low, 1) < 0.7 * tpot(base, 1)  # ~2.1 tokens a step at 0.6 acceptance, for a little more work
+    assert tpot(worse, 1) > tpot(low, 1)
+    # Compute-bound at high load, verifying 4 tokens per sequence costs more than it gains.
+    assert tpot(low, 256) / tpot(base, 256) > tpot(low, 1) / tpot(base, 1)

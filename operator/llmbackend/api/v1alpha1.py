@@ -329,6 +329,73 @@ class VLLMEngineSpec(_Model):
     )
 
 
+class SpeculativeMethod(str, Enum):
+    MTP = "mtp"  # the checkpoint's own multi-token-prediction layer (DeepSeek-V3/R1)
+    EAGLE3 = "eagle3"  # an EAGLE-3 draft head trained for the model
+    DRAFT_MODEL = "draft_model"  # a smaller model of the same tokenizer
+
+
+# Per draft token acceptance the estimate assumes when the spec gives none. MTP: DeepSeek-V3's report gives 85-90 %
+# for the first MTP token; later tokens of a chain are accepted less often, 0.7 across 3 keeps the chain's mean
+# accepted length near the ~2.5 NVIDIA's MTP3 posts report. EAGLE-3 and draft models depend on the data and the draft:
+# 0.6 and 0.5 are middling figures, not measurements. Set acceptanceRate from your own engine's metrics.
+DEFAULT_ACCEPTANCE = {SpeculativeMethod.MTP: 0.7, SpeculativeMethod.EAGLE3: 0.6, SpeculativeMethod.DRAFT_MODEL: 0.5}
+
+
+class SpeculativeSpec(_Model):
+    """Speculative decoding: a cheap drafter proposes draftTokens tokens, the model verifies them in one step."""
+
+    method: SpeculativeMethod = Field(
+        description="mtp: the checkpoint's multi-token-prediction layer (DeepSeek-V3/R1-class, MLA models); eagle3: an "
+                    "EAGLE-3 draft head; draft_model: a smaller model with the same tokenizer.")
+    draft_tokens: int = Field(default=3, ge=1, le=8, description="Tokens drafted a step (MTP: num_nextn_predict_layers).")
+    acceptance_rate: float | None = Field(
+        default=None, ge=0.0, le=0.99,
+        description="Estimate only: the chance each drafted token is accepted. Empty: mtp 0.7, eagle3 0.6, "
+                    "draft_model 0.5 (middling figures; measure yours).")
+    draft_path: str | None = Field(
+        default=None, max_length=256, pattern=SAFE_PATH_PATTERN,
+        description="eagle3/draft_model: the draft's Hugging Face checkpoint directory, relative to the model's "
+                    "(it comes with the model's source, e.g. a subdirectory of the same claim or repository copy).")
+    draft_parameter_count: int | None = Field(
+        default=None, ge=1_000_000, le=1_000_000_000_000,
+        description="eagle3/draft_model: the draft's parameters (its 16-bit weights are sized per GPU). Empty: an "
+                    "EAGLE-3 head is sized as one decoder layer of the model plus its lm_head; draft_model needs it.")
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self.method == 'mtp' ? !has(self.draftPath) : has(self.draftPath)",
+                 "message": "draftPath is required for eagle3 and draft_model, and not taken by mtp"},
+                {"rule": "self.method != 'draft_model' || has(self.draftParameterCount)",
+                 "message": "draft_model needs draftParameterCount"},
+                {"rule": "!has(self.draftPath) || !self.draftPath.contains('..')",
+                 "message": "draftPath must not contain '..'"},
+            ]
+        }
+    )
+
+    @field_validator("draft_path")
+    @classmethod
+    def _no_parent_segments(cls, value: str | None) -> str | None:
+        if value is not None and (".." in value or value.startswith("/")):
+            raise ValueError("draftPath must be relative to the model's directory, without '..'")
+        return value
+
+    @model_validator(mode="after")
+    def _draft_source(self) -> SpeculativeSpec:
+        if (self.method == SpeculativeMethod.MTP) == (self.draft_path is not None):
+            raise ValueError("draftPath is required for eagle3 and draft_model, and not taken by mtp")
+        if self.method == SpeculativeMethod.DRAFT_MODEL and self.draft_parameter_count is None:
+            raise ValueError("draft_model needs draftParameterCount")
+        return self
+
+    @property
+    def acceptance(self) -> float:
+        return self.acceptance_rate if self.acceptance_rate is not None else DEFAULT_ACCEPTANCE[
+            SpeculativeMethod(self.method)]
+
+
 class EngineSpec(_Model):
     """Inference engine and its build/runtime limits."""
 
@@ -371,6 +438,11 @@ class EngineSpec(_Model):
     image: str | None = Field(
         default=None, max_length=512, pattern=IMAGE_PATTERN,
         description="Serving image (defaults to the Triton TRT-LLM or vLLM image).",
+    )
+    speculative: SpeculativeSpec | None = Field(
+        default=None,
+        description="Speculative decoding (MTP, EAGLE-3 or a draft model): fewer steps per output token at low load, "
+                    "more work per step; the planner sizes the draft's memory and estimates the effect.",
     )
     vllm: VLLMEngineSpec = Field(
         default_factory=VLLMEngineSpec, description="vllm backend only: vLLM's own engine settings.",

@@ -160,6 +160,42 @@ def kv_bytes_per_sequence(arch: ModelArchitecture, engine: EngineSpec, tp: int, 
     return per_layer * (full * seq_len + windowed * window)
 
 
+def draft_bytes_per_param(arch: ModelArchitecture, engine: EngineSpec) -> float:
+    """MTP's layer is in the checkpoint's precision; EAGLE-3 heads and draft models are sized 16-bit."""
+    spec = engine.speculative
+    if spec is not None and _value(spec.method) == "mtp":
+        return bytes_per_param(engine.quantization)
+    return 2.0
+
+
+def draft_shape(arch: ModelArchitecture, engine: EngineSpec) -> tuple[float, int]:
+    """(weight bytes of the whole drafter, layers of it that keep a KV cache like one of the model's).
+
+    MTP (DeepSeek-V3/R1): the checkpoint's next-token-prediction module, one decoder layer (an MoE layer) plus a
+    2 x hidden -> hidden projection, sharing the embedding and lm_head (TensorRT-LLM reuses the one layer for every
+    drafted token). EAGLE-3: a head of one dense decoder layer, a 3 x hidden -> hidden fusion of the target's hidden
+    states and its own lm_head, unless draftParameterCount says. A draft model: draftParameterCount, with as many
+    KV layers as the model has per parameter (an estimate: its own shape is not read).
+    """
+    spec = engine.speculative
+    if spec is None:
+        return 0.0, 0
+    embed = arch.vocab_size * arch.hidden_size
+    matrices = 1 if arch.tie_word_embeddings else 2
+    layer = max(arch.parameter_count - matrices * embed, 0) / arch.num_layers
+    method = _value(spec.method)
+    if method == "mtp":
+        params = layer + 2 * arch.hidden_size * arch.hidden_size
+        return params * draft_bytes_per_param(arch, engine), 1
+    if method == "eagle3":
+        active = arch.active_parameter_count or arch.parameter_count
+        dense_layer = max(active - matrices * embed, 0) / arch.num_layers
+        params = spec.draft_parameter_count or (dense_layer + 3 * arch.hidden_size * arch.hidden_size + embed)
+        return params * 2.0, 1
+    params = float(spec.draft_parameter_count or 0)
+    return params * 2.0, max(1, math.ceil(arch.num_layers * params / arch.parameter_count))
+
+
 def sized_sequences(engine: EngineSpec) -> int:
     """Full-length sequences the KV cache is sized for (the KV sizing knob)."""
     minimum = getattr(engine, "kv_cache_min_sequences", None)
@@ -265,7 +301,10 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int =
     dp = tp if attention_dp else 1
     attention_tp = tp // dp
     sequences = sized_sequences(engine)
-    per_sequence = kv_bytes_per_sequence(arch, engine, attention_tp, pp, engine.max_seq_len)
+    draft_bytes, draft_layers = draft_shape(arch, engine)
+    # The drafter's layers keep full-context KV of their own (on the last stage: counted as if on the largest).
+    per_sequence = (kv_bytes_per_sequence(arch, engine, attention_tp, pp, engine.max_seq_len)
+                    + draft_layers * _kv_bytes_per_token_layer(arch, engine, attention_tp) * engine.max_seq_len)
     on_gpu = ranks_share(sequences, dp)
     # Attention DP: each rank runs its own step of up to maxNumTokens tokens and samples its own requests.
     activations = (
@@ -275,7 +314,7 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int =
     overhead = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp * pp > 1 else 0)
     return MemoryBreakdown(
         tp=tp, pp=pp,
-        weights=weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp),
+        weights=weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp) + math.ceil(draft_bytes / tp),
         kv_cache=on_gpu * per_sequence,
         activations=activations,
         overhead=overhead,

@@ -65,6 +65,8 @@ from dataclasses import dataclass
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture
 from .memory import (
     _value,
+    draft_bytes_per_param,
+    draft_shape,
     kv_bytes_per_sequence,
     routed_expert_params,
     routed_weight_bytes_per_gpu,
@@ -167,6 +169,16 @@ class Model:
         self.layers = stage_layers(arch.num_layers, pp)
         self.weights = weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp)
         self.routed_weights = routed_weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp)
+        # Speculative decoding: k drafted tokens verified in one step, `accepted` output tokens a step on average
+        # ((1 - a^(k+1)) / (1 - a) for a per-token acceptance a: the chain stops at the first rejection, and the
+        # verifying step always yields one token of its own).
+        spec = engine.speculative
+        self.draft_tokens = spec.draft_tokens if spec is not None else 0
+        a = spec.acceptance if spec is not None else 0.0
+        self.accepted = (1 - a ** (self.draft_tokens + 1)) / (1 - a) if spec is not None else 1.0
+        draft_bytes, self.draft_layers = draft_shape(arch, engine)
+        self.draft_weights = draft_bytes / tp
+        self.draft_flops_per_token = 2 * draft_bytes / draft_bytes_per_param(arch, engine) / tp if draft_bytes else 0.0
         embed = arch.vocab_size * arch.hidden_size
         matrices = 1 if arch.tie_word_embeddings else 2
         active = arch.active_parameter_count or arch.parameter_count
@@ -248,6 +260,8 @@ class Model:
         decode: sequences generating one token each at `context` tokens of KV; prefill: prompt tokens of
         prompts `prompt` tokens long.
         """
+        drafting_s = self.draft_s(decode)
+        decode_in, decode = decode, decode * (1 + self.draft_tokens)  # the verify step runs every drafted token
         tokens = decode + prefill
         sampled = decode + (prefill / prompt if prompt else 0.0)
         weights_s = self._weights_read(tokens) / self.bw
@@ -276,14 +290,23 @@ class Model:
         else:
             matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
             linear_s = max(weights_s, matmul_s)
-        kv_s = decode / ranks * self.kv_bytes(context) / self.bw
+        kv_s = decode_in / ranks * self.kv_bytes(context) / self.bw
         attn_flops = 4 * self.layers * (self.decode_attn_width * decode * context
                                         + self.attn_width * busiest_prefill * prompt / 2) / ranks
         attn_s = attn_flops / self.attn_flops_rate
         comm_s = self.allreduce_s(tokens)
         overhead_s = self.layers * self.eff.layer_overhead_s
-        total = linear_s + max(kv_s, attn_s) + comm_s + overhead_s
+        total = linear_s + max(kv_s, attn_s) + comm_s + overhead_s + drafting_s
         return total, comm_s, matmul_s > weights_s
+
+    def draft_s(self, decode: float) -> float:
+        """The drafter's k sequential passes over the decoding sequences: its weights (or FLOPs), the lm_head for
+        each drafted token, and the fixed cost of each of its layers."""
+        if not self.draft_tokens or decode <= 0:
+            return 0.0
+        weights = self.draft_weights / self.bw
+        flops = (self.draft_flops_per_token + self.lm_head_flops) * decode / self.flops
+        return self.draft_tokens * (max(weights, flops) + self.draft_layers * self.eff.layer_overhead_s)
 
     # ---- steady state ----
 
@@ -316,14 +339,15 @@ class Model:
         compute_bound = False
         for _ in range(4):
             # The token budget of a step caps the decoders the prompt stream can keep fed.
-            per_micro_cap = budget / (1 + isl / osl)
+            # (Speculative decoding: a decoder spends 1 + k tokens of the budget and gains `accepted` tokens a step.)
+            per_micro_cap = budget / (1 + self.draft_tokens + self.accepted * isl / osl)
             limited = decoding / micro > per_micro_cap
             dec = min(decoding / micro, per_micro_cap)
             others = max(in_flight - 1, 0) / max(in_flight, 1)
-            prefill = dec * isl / osl * others  # the other requests' prompt chunks in each step
+            prefill = dec * self.accepted * isl / osl * others  # the other requests' prompt chunks in each step
             step_s, comm_s, compute_bound = self.step(dec, prefill, context, isl)
             hop = self.hop_s(dec + prefill)
-            tpot_s = self.pp * (step_s + hop)
+            tpot_s = self.pp * (step_s + hop) / self.accepted
             # This request's prompt: its chunk on top of a steady-state step, prefill_steps times.
             first, _, _ = self.step(dec if in_flight > 1 else 0.0, chunk + prefill, context, isl)
             ttft_s = prefill_steps * self.pp * (first + self.hop_s(dec + prefill + chunk))
@@ -332,7 +356,7 @@ class Model:
             e2e = ttft_s + (osl - 1) * tpot_s
             decoding = in_flight * (osl - 1) * tpot_s / e2e if osl > 1 else 0.0
         if limited:
-            throughput = micro * min(decoding / micro, budget / (1 + isl / osl)) / tpot_s * osl / max(osl - 1, 1)
+            throughput = micro * min(decoding / micro, per_micro_cap) / tpot_s * osl / max(osl - 1, 1)
         else:
             throughput = in_flight * osl / (ttft_s + (osl - 1) * tpot_s)
         waiting = max(users - in_flight, 0.0)

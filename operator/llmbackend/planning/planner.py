@@ -92,6 +92,7 @@ from .memory import (
     Fit,
     MemoryBreakdown,
     _value,
+    draft_shape,
     estimate,
     fit,
     fmt_gib,
@@ -114,6 +115,7 @@ TP_EXCEEDS_NVLINK_DOMAIN = "TensorParallelExceedsNVLinkDomain"  # kept name: TP 
 PP_EXCEEDS_LAYERS = "PipelineParallelExceedsLayers"
 EP_INVALID = "ExpertParallelInvalid"
 ADP_INVALID = "AttentionDataParallelInvalid"
+SPECULATIVE_INVALID = "SpeculativeDecodingInvalid"
 
 FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
 # NVFP4 needs FP4 tensor cores: Blackwell (compute capability 10.0 and up). MXFP4 runs weight-only without them.
@@ -856,6 +858,11 @@ def plan(
                 largest_domain_gpus=max((g.largest_domain for g in groups), default=0))
     if unknown:
         search.notes.append(_unknown_text(unknown))
+    spec = engine.speculative
+    if spec is not None and _value(spec.method) == "mtp" and not is_mla(arch):
+        return _fail(SPECULATIVE_INVALID, "engine.speculative.method mtp uses the checkpoint's multi-token-prediction "
+                     "layer, which DeepSeek-V3/R1-class (MLA) checkpoints carry; this model has none (no kvLoraRank): "
+                     "use eagle3 with a draft head or draft_model.", base, 0, 0)
     if explicit:
         return _plan_explicit(search, parallelism, groups, seen, unknown, base)
 
@@ -1081,6 +1088,17 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
                      f"(moe_expert_parallel_size {best.ep} x moe_tensor_parallel_size {moe_tp} = TP{best.tp}).")
     if best.layout_note:
         lines.append(best.layout_note)
+    spec = search.engine.speculative
+    if spec is not None:
+        a = spec.acceptance
+        k = spec.draft_tokens
+        per_step = (1 - a ** (k + 1)) / (1 - a)
+        draft_bytes, _ = draft_shape(search.arch, search.engine)
+        source = "engine.speculative.acceptanceRate" if spec.acceptance_rate is not None else (
+            "the default for the method; set engine.speculative.acceptanceRate from your engine's metrics")
+        lines.append(f"Speculative decoding: {_value(spec.method)}, {k} draft token(s) a step, each accepted with "
+                     f"probability {a:g} ({source}): ~{per_step:.2f} output tokens a step for verifying {k + 1}; the "
+                     f"drafter adds {fmt_gib(draft_bytes / best.tp)} of weights per GPU.")
     lines.extend(n for n in search.notes if n.startswith("Latency"))
     rejected = [r for r in search.rejections if r.gpus and r.gpus < gpus and r.product == best.group.product]
     if rejected:

@@ -492,7 +492,35 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
         args["moe_expert_parallel_size"] = expert_parallel
     if attention_dp:
         args["enable_attention_dp"] = True
+    if e.speculative is not None:
+        args["speculative_config"] = trtllm_speculative_config(spec)
     return args
+
+
+# TensorRT-LLM's LLM API speculative_config (tensorrt_llm/llmapi/llm_args.py, DecodingBaseConfig.from_dict at the 1.x
+# revisions: the decoding_type key picks MTPDecodingConfig, EagleDecodingConfig (EAGLE-3, one-model by default) or
+# DraftTargetDecodingConfig; the draft's checkpoint is speculative_model_dir).
+_TRTLLM_DECODING = {"mtp": "MTP", "eagle3": "Eagle", "draft_model": "DraftTarget"}
+
+
+def trtllm_speculative_config(spec: LLMBackendSpec) -> dict[str, Any]:
+    s = spec.engine.speculative
+    assert s is not None
+    method = str(getattr(s.method, "value", s.method))
+    if method == "mtp":
+        return {"decoding_type": "MTP", "num_nextn_predict_layers": s.draft_tokens}
+    config: dict[str, Any] = {"decoding_type": _TRTLLM_DECODING[method], "max_draft_len": s.draft_tokens,
+                              "speculative_model_dir": draft_path(spec)}
+    if method == "eagle3":
+        config["eagle3_one_model"] = True
+    return config
+
+
+def draft_path(spec: LLMBackendSpec) -> str:
+    """The draft's directory: draftPath under the model's (validated relative, without '..')."""
+    s = spec.engine.speculative
+    assert s is not None and s.draft_path is not None
+    return posixpath.join(checkpoint_path(spec), s.draft_path)
 
 
 # Fail-fast checkpoint check, shipped in the ConfigMap (NOT in the model repository) and run as an init container.
@@ -579,15 +607,17 @@ def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parall
                      expert_parallel: int | None = None, attention_dp: bool = False) -> dict[str, Any]:
     """The vLLM engine arguments written to model.json."""
     _validate_parallelism(tensor_parallel, pipeline_parallel)
+    draft = draft_path(spec) if spec.engine.speculative is not None and spec.engine.speculative.draft_path else None
     return vllm_backend.vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights_path(spec),
-                                         expert_parallel, attention_dp)
+                                         expert_parallel, attention_dp, draft)
 
 
 def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None,
                  attention_dp: bool) -> dict[str, str]:
     fp4_checkpoint_check(spec)
+    draft = draft_path(spec) if spec.engine.speculative is not None and spec.engine.speculative.draft_path else None
     return vllm_backend.render_vllm(spec, model_name, tp, pp, weights_path(spec), _HEADER.format(what="vLLM"), ep,
-                                    attention_dp)
+                                    attention_dp, draft)
 
 
 # ---- entry point ----

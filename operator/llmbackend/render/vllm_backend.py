@@ -102,7 +102,8 @@ def quantization_args(spec: LLMBackendSpec) -> dict[str, str]:
 
 
 def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
-                     weights: str, expert_parallel: int | None = None, attention_dp: bool = False) -> dict[str, Any]:
+                     weights: str, expert_parallel: int | None = None, attention_dp: bool = False,
+                     draft: str | None = None) -> dict[str, Any]:
     """vLLM AsyncEngineArgs written to model.json.
 
     The plan's tensor_parallel is the replica's GPUs per stage. With attention data parallelism they become vLLM's
@@ -133,6 +134,14 @@ def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parall
         args["data_parallel_size"] = dp
     if dp > 1 or (expert_parallel or 1) > 1:
         args["enable_expert_parallel"] = True
+    if e.speculative is not None:
+        # vLLM's SpeculativeConfig (vllm/config/speculative.py): method "mtp" (the checkpoint's own MTP layers),
+        # "eagle3" or "draft_model" with the draft's directory as model; num_speculative_tokens drafted a step.
+        method = str(getattr(e.speculative.method, "value", e.speculative.method))
+        speculative: dict[str, Any] = {"method": method, "num_speculative_tokens": e.speculative.draft_tokens}
+        if draft is not None:
+            speculative["model"] = draft
+        args["speculative_config"] = speculative
     args.update(quantization_args(spec))
     kv = KVCacheDtype(e.kv_cache_dtype)
     if kv == KVCacheDtype.FP8 or (kv == KVCacheDtype.AUTO and Quantization(e.quantization) == _FP8):
@@ -163,7 +172,7 @@ def vllm_model_config(model_name: str, drain_s: int) -> Message:
 
 def render_vllm(spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int,
                 weights: str, header: str, expert_parallel: int | None = None,
-                attention_dp: bool = False) -> dict[str, str]:
+                attention_dp: bool = False, draft: str | None = None) -> dict[str, str]:
     """Relative path -> content for a vLLM backend. Raises EngineConfigError for a spec vLLM cannot serve."""
     files = {
         f"{model_name}/config.pbtxt": to_pbtxt(
@@ -171,7 +180,7 @@ def render_vllm(spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pip
             header + f"\nModel: the operator's Python model over vLLM's AsyncLLM (vLLM {VLLM_API_VERSION} API)."),
         f"{model_name}/1/model.py": model_source(),
         f"{model_name}/1/model.json": json.dumps(
-            vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights, expert_parallel, attention_dp),
+            vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights, expert_parallel, attention_dp, draft),
             indent=2, sort_keys=True) + "\n",
     }
     problems = engine_model_violations(files)
