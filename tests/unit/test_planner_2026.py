@@ -411,3 +411,21 @@ def test_speculation_helps_at_low_load_and_the_estimate_says_its_acceptance() ->
     assert tpot(worse, 1) > tpot(low, 1)
     # Compute-bound at high load, verifying 4 tokens per sequence costs more than it gains.
     assert tpot(low, 256) / tpot(base, 256) > tpot(low, 1) / tpot(base, 1)
+
+
+def test_the_operator_renders_the_planned_attention_dp_into_the_model_config() -> None:
+    """status.plan -> the ConfigMap the pods load: the layout the planner chose is the one the engine runs."""
+    import yaml
+
+    from llmbackend.api.v1alpha1 import PlanStatus
+    from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+
+    p = plan_deepseek(deepseek_fp8_1024())
+    status = PlanStatus.model_validate({**p.to_status(), "inputHash": "x"})
+    spec = deepseek_spec({"quantization": "fp8", "maxBatchSize": 1024, "maxInputLen": 1024, "maxSeqLen": 3072},
+                         checkpoint_quantization="fp8")
+    objects = desired_objects(BackendRef("b", "ns", "uid"), spec, status, 1, RolloutStrategy("RollingUpdate", 1, 0))
+    data = next(o for o in objects if o["kind"] == "ConfigMap" and any(k.endswith("model.yaml") for k in o["data"]))
+    args = yaml.safe_load(next(v for k, v in data["data"].items() if k.endswith("model.yaml")))
+    assert args["enable_attention_dp"] is True and args["moe_expert_parallel_size"] == 8
+    assert args["tensor_parallel_size"] == 8 and args["max_batch_size"] == 128
