@@ -429,3 +429,21 @@ def test_the_operator_renders_the_planned_attention_dp_into_the_model_config() -
     args = yaml.safe_load(next(v for k, v in data["data"].items() if k.endswith("model.yaml")))
     assert args["enable_attention_dp"] is True and args["moe_expert_parallel_size"] == 8
     assert args["tensor_parallel_size"] == 8 and args["max_batch_size"] == 128
+
+
+def test_wide_ep_over_a_multi_node_nvlink_clique() -> None:
+    """GB200 trays of 4 GPUs in one NVLink clique: at 4,096 requests an NVFP4 DeepSeek-R1 spreads attention DP and EP8
+    over two trays (TensorRT-LLM's wide EP runs over the NVLink domain; the pods need the clique's IMEX channel)."""
+    import yaml
+
+    from llmbackend.api.catalog import PRESETS
+    from llmbackend.planning.perf_model import Workload
+
+    topology = ROOT / "e2e" / "topologies" / "gb200-nvl-clique.yaml"
+    clique = [parse_node(d) for d in yaml.safe_load_all(topology.read_text()) if d]
+    ds = PRESETS["deepseek-r1"].model_copy(update={"checkpoint_quantization": "nvfp4"})
+    engine = EngineSpec(quantization="nvfp4", kv_cache_dtype="fp8", max_batch_size=4096, max_input_len=1024,
+                        max_seq_len=3072, max_num_tokens=2048, kv_cache_min_sequences=1)
+    p = plan(ds, engine, ParallelismSpec(), clique, workload=Workload(1024, 2048, 4096))
+    assert p.fits and p.attention_dp and (p.tensor_parallel, p.expert_parallel) == (8, 8), p.explanation
+    assert p.spans_clique and p.nodes_per_replica == 2 and p.estimate is not None and p.estimate.concurrency == 4096

@@ -1106,7 +1106,8 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
         lines.append(f"Rejected: TP{r.tp} x PP{r.pp} on {r.product} ({r.gpus} GPU(s)): {r.why}.")
     if others:
         o = others[0]
-        lines.append(f"Next best: TP{o.tp} x PP{o.pp} on {o.group.product} ({o.gpus} GPU(s), "
+        lines.append(f"Next best: TP{o.tp} x PP{o.pp}" + (" with attention data parallel" if o.attention_dp else "")
+                     + f" on {o.group.product} ({o.gpus} GPU(s), "
                      f"{_COMM_TEXT[o.placement.comm_rank]}; ~{o.est.time_per_output_token_ms:.1f} ms per token, "
                      f"~{o.per_gpu:,.0f} output tokens/s per GPU).")
     for r in (r for r in search.rejections if not r.gpus):
