@@ -447,3 +447,17 @@ def test_wide_ep_over_a_multi_node_nvlink_clique() -> None:
     p = plan(ds, engine, ParallelismSpec(), clique, workload=Workload(1024, 2048, 4096))
     assert p.fits and p.attention_dp and (p.tensor_parallel, p.expert_parallel) == (8, 8), p.explanation
     assert p.spans_clique and p.nodes_per_replica == 2 and p.estimate is not None and p.estimate.concurrency == 4096
+
+
+def test_mtp_layer_counted_once_when_the_checkpoint_size_is_known() -> None:
+    from llmbackend.api.catalog import PRESETS
+    from llmbackend.planning import memory
+
+    ds = PRESETS["deepseek-r1"]
+    mtp = EngineSpec(quantization="fp8", speculative={"method": "mtp"})
+    # Sized from parameters (which leave the MTP layer out): the layer is added, ~11 GB over 8 GPUs.
+    added = memory.estimate(ds, mtp, 8, 1).weights - memory.estimate(ds, EngineSpec(quantization="fp8"), 8, 1).weights
+    assert 1.2e9 < added < 1.6e9
+    # weightBytes is the checkpoint's total_size, which holds the MTP layer already.
+    exact = ds.model_copy(update={"weight_bytes": 688_600_000_000})
+    assert memory.estimate(exact, mtp, 8, 1).weights == memory.estimate(exact, EngineSpec(quantization="fp8"), 8, 1).weights

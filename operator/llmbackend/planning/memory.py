@@ -302,6 +302,9 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int =
     attention_tp = tp // dp
     sequences = sized_sequences(engine)
     draft_bytes, draft_layers = draft_shape(arch, engine)
+    spec = engine.speculative
+    if spec is not None and _value(spec.method) == "mtp" and exact_weights_apply(arch, engine.quantization):
+        draft_bytes = 0  # DeepSeek's MTP layer is part of the checkpoint: weightBytes (its total_size) holds it
     # The drafter's layers keep full-context KV of their own (on the last stage: counted as if on the largest).
     per_sequence = (kv_bytes_per_sequence(arch, engine, attention_tp, pp, engine.max_seq_len)
                     + draft_layers * _kv_bytes_per_token_layer(arch, engine, attention_tp) * engine.max_seq_len)
