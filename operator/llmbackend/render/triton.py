@@ -450,7 +450,8 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
     Attention data parallelism (enable_attention_dp): every one of the tensor_parallel ranks schedules its own
     requests, and max_batch_size is per rank ("Max batch size in each rank", TensorRT-LLM's
     docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md: concurrency 1024 over --tp 8 --ep 8
-    with max_batch_size 128), so the replica's maxBatchSize is split over the ranks.
+    with max_batch_size 128; docs/source/deployment-guide/deployment-guide-for-qwen3-on-trtllm.md: with attention DP the
+    concurrency reaches max_batch_size x GPUs), so the replica's maxBatchSize is split over the ranks.
     """
     _validate_parallelism(tensor_parallel, pipeline_parallel)
     e = spec.engine
