@@ -331,6 +331,26 @@ def _fmt(row: Row, pred: Prediction, e: dict[str, float]) -> str:
     return f"  {row.label:<58} " + "; ".join(parts)
 
 
+def deepseek_guide() -> list[tuple[tuple, bool, float, int]]:
+    """TensorRT-LLM's DeepSeek-R1 max-throughput runs (attention DP x8, EP8) predicted with and without attention
+    DP: (row, attention DP, predicted output tokens/s, requests the KV cache holds)."""
+    out = []
+    for row in pub.DEEPSEEK_GUIDE_ADP:
+        gpu, quant, kv, tp, per_rank, max_tokens, fraction, conc, isl, osl, _published = row
+        product = product_info(gpu)
+        for adp in (True, False):
+            engine = EngineSpec(quantization=quant, kv_cache_dtype=kv, max_batch_size=min(per_rank * tp, 4096),
+                                max_num_tokens=max_tokens, max_input_len=isl, max_seq_len=isl + osl,
+                                kv_cache_free_gpu_mem_fraction=fraction, kv_cache_min_sequences=1)
+            arch = PRESETS["deepseek-r1"]
+            f = memory.fit(memory.estimate(arch, engine, tp, 1, adp), product.memory_mib * 1024 * 1024, engine,
+                           product.reserve_fraction)
+            est = roofline.estimate(arch, engine, product, tp, 1, roofline.tp_link(product, roofline.LINK_NVLINK),
+                                    None, f.kv_capacity, Workload(isl, osl, conc), adp)
+            out.append((row, adp, est.tokens_per_second, f.concurrency))
+    return out
+
+
 def _print_summary(title: str, s: dict) -> None:
     print(title)
     for m, (n, med, within) in s.items():
@@ -367,6 +387,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(_fmt(row, pred, e))
         print()
         _print_summary(f"{title}, summary with the committed constants:", s)
+    print(f"\nAttention data parallelism: {pub.DEEPSEEK_GUIDE_SOURCE} (not fitted), DeepSeek-R1 TP8 EP8 "
+          "1024/2048 tokens:")
+    for row, adp, predicted, held in deepseek_guide():
+        layout = "attention DP x8" if adp else "TP8 attention  "
+        print(f"  {row[0].replace('NVIDIA-', ''):<5} {row[1]:<5} {layout} at {row[7]:>4} requests: KV holds "
+              f"{held:>5,}, predicted {predicted:>8,.0f} vs published {row[-1]:>8,.0f} tok/s "
+              f"({predicted / row[-1] - 1:+.0%})")
     return 0
 
 

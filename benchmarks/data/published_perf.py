@@ -159,3 +159,16 @@ NIM_70B_H100_TP2_FP8 = (
     (5000, 500, 50, 834.51, 59.73, 814.37),
     (500, 2000, 1, 47.77, 18.91, 52.85),
 )
+
+# ---- attention data parallelism: TensorRT-LLM's DeepSeek-R1 guide, max-throughput runs (not fitted) ----
+# Both ran `trtllm-bench --tp 8 --ep 8` with enable_attention_dp: true; max_batch_size is per rank; KV cache in the
+# checkpoint's 16-bit dtype (the fp8 KV rerun of the B200 row is a different checkpoint, R1-0528).
+DEEPSEEK_GUIDE_COMMIT = "01c4ece911eb569e72cf4177f83238a0520641c2"
+DEEPSEEK_GUIDE_SOURCE = (f"{TRTLLM_REPO}/docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md"
+                         f"@{DEEPSEEK_GUIDE_COMMIT}")
+# (GPU, quantization, KV dtype, TP = EP, max_batch_size per rank, max_num_tokens, KV fraction, concurrency, input,
+#  output, Total Output Throughput tokens/s)
+DEEPSEEK_GUIDE_ADP = (
+    ("NVIDIA-H200", "fp8", "bf16", 8, 128, 1151, 0.8, 1024, 1024, 2048, 11489.2671),
+    ("NVIDIA-B200", "nvfp4", "bf16", 8, 384, 1536, 0.85, 3072, 1024, 2048, 36384.0838),
+)

@@ -42,7 +42,7 @@ def test_schema_is_structural_and_documented():
     spec_props = root["properties"]["spec"]["properties"]
     for field in ("model", "engine", "parallelism", "replicas", "autoscaling", "scheduling"):
         assert field in spec_props
-    assert spec_props["engine"]["properties"]["quantization"]["enum"] == ["bf16", "fp16", "fp8", "int8_wo", "int4_awq"]
+    assert spec_props["engine"]["properties"]["quantization"]["enum"] == ["bf16", "fp16", "fp8", "int8_wo", "int4_awq", "nvfp4", "mxfp4"]
     assert spec_props["engine"]["properties"]["maxBatchSize"]["description"]
     rules = [r["rule"] for r in spec_props["autoscaling"]["x-kubernetes-validations"]]
     assert any("minReplicas <= self.maxReplicas" in r for r in rules)

@@ -118,3 +118,15 @@ def test_gauges_from_iteration_stats(model) -> None:
 def test_waiting_counts_requests_without_a_slot_and_paused_ones(model, submitted, active, paused, waiting) -> None:
     record = {"numActiveRequests": active, "inflightBatchingStats": {"numPausedRequests": paused}}
     assert model.waiting_requests(submitted, record) == waiting
+
+
+def test_attention_dp_stats_of_rank_0_stand_for_every_rank(model) -> None:
+    """TensorRT-LLM 1.2.1 reports rank 0's iteration stats under attention DP: 1024 requests over 8 balanced ranks
+    show 128 active; without scaling, 896 would read as waiting and the autoscaler would see a backlog."""
+    record = {"numQueuedRequests": 0, "numActiveRequests": 128, "maxNumActiveRequests": 128,
+              "inflightBatchingStats": {"numScheduledRequests": 128, "numPausedRequests": 0}}
+    assert model.waiting_requests(1024, record) == 896.0  # read as one rank: a false backlog
+    assert model.waiting_requests(1024, record, ranks=8) == 0.0
+    assert model.waiting_requests(1100, record, ranks=8) == 76.0
+    requests, _ = model.gauges_from_stats(record, ranks=8)
+    assert requests["active"] == requests["scheduled"] == requests["max"] == 1024.0

@@ -128,6 +128,10 @@ def _llama_like(c: Mapping[str, Any], mt: str) -> dict[str, Any]:
     f["_layer_params"] = per_layer * f["num_layers"]
     f["_active_layer_params"] = f["_layer_params"]
     window, window_layers = None, None
+    # As transformers builds layer_types (models/gemma3/configuration_gemma3.py and gemma2's, Gemma3TextConfig /
+    # Gemma2Config __init__): an explicit layer_types list wins; else layer i is "sliding_attention" unless
+    # (i + 1) % sliding_window_pattern == 0 (Gemma 3's pattern defaults to 6, Gemma 2 alternates: pattern 2), so
+    # num_layers - num_layers // pattern layers are windowed.
     if mt in ("gemma3_text", "gemma2"):
         window = c.get("sliding_window")
         window_layers = _window_layers_from_types(c)
@@ -275,6 +279,12 @@ def checkpoint_quantization(config: Mapping[str, Any]) -> str | None:
     if not isinstance(qc, Mapping):
         return None
     method = qc.get("quant_method") or qc.get("quant_algo")
+    # NVIDIA ModelOpt writes quant_method "modelopt" and the format in quant_algo (FP8, NVFP4, ...), in
+    # config.json or, older exports, in hf_quant_config.json (model_fetch merges that file's "quantization" block
+    # here): the algorithm is what says how wide the weights are.
+    algo = qc.get("quant_algo")
+    if (not method or str(method).lower() == "modelopt") and isinstance(algo, str) and algo:
+        method = algo
     if not isinstance(method, str) or not method:
         return None
     return re.sub(r"[^a-z0-9_\-]+", "-", method.lower()).strip("-")[:63] or None

@@ -88,6 +88,12 @@ class Quantization(str, Enum):
     FP8 = "fp8"
     INT8_WO = "int8_wo"
     INT4_AWQ = "int4_awq"
+    # 4-bit floating point, read from a checkpoint quantized ahead (neither engine quantizes to fp4 at load):
+    # NVFP4 (NVIDIA ModelOpt: e2m1 values, one fp8 scale per 16) computes on Blackwell's FP4 tensor cores and is
+    # refused on older GPUs; MXFP4 (OCP microscaling: one e8m0 scale per 32; gpt-oss) computes in fp4 on Blackwell
+    # and runs weight-only (16-bit math) elsewhere.
+    NVFP4 = "nvfp4"
+    MXFP4 = "mxfp4"
 
 
 class KVCacheDtype(str, Enum):
@@ -323,6 +329,73 @@ class VLLMEngineSpec(_Model):
     )
 
 
+class SpeculativeMethod(str, Enum):
+    MTP = "mtp"  # the checkpoint's own multi-token-prediction layer (DeepSeek-V3/R1)
+    EAGLE3 = "eagle3"  # an EAGLE-3 draft head trained for the model
+    DRAFT_MODEL = "draft_model"  # a smaller model of the same tokenizer
+
+
+# Per draft token acceptance the estimate assumes when the spec gives none. MTP: DeepSeek-V3's report gives 85-90 %
+# for the first MTP token; later tokens of a chain are accepted less often, 0.7 across 3 keeps the chain's mean
+# accepted length near the ~2.5 NVIDIA's MTP3 posts report. EAGLE-3 and draft models depend on the data and the draft:
+# 0.6 and 0.5 are middling figures, not measurements. Set acceptanceRate from your own engine's metrics.
+DEFAULT_ACCEPTANCE = {SpeculativeMethod.MTP: 0.7, SpeculativeMethod.EAGLE3: 0.6, SpeculativeMethod.DRAFT_MODEL: 0.5}
+
+
+class SpeculativeSpec(_Model):
+    """Speculative decoding: a cheap drafter proposes draftTokens tokens, the model verifies them in one step."""
+
+    method: SpeculativeMethod = Field(
+        description="mtp: the checkpoint's multi-token-prediction layer (DeepSeek-V3/R1-class, MLA models); eagle3: an "
+                    "EAGLE-3 draft head; draft_model: a smaller model with the same tokenizer.")
+    draft_tokens: int = Field(default=3, ge=1, le=8, description="Tokens drafted a step (MTP: num_nextn_predict_layers).")
+    acceptance_rate: float | None = Field(
+        default=None, ge=0.0, le=0.99,
+        description="Estimate only: the chance each drafted token is accepted. Empty: mtp 0.7, eagle3 0.6, "
+                    "draft_model 0.5 (middling figures; measure yours).")
+    draft_path: str | None = Field(
+        default=None, max_length=256, pattern=SAFE_PATH_PATTERN,
+        description="eagle3/draft_model: the draft's Hugging Face checkpoint directory, relative to the model's "
+                    "(it comes with the model's source, e.g. a subdirectory of the same claim or repository copy).")
+    draft_parameter_count: int | None = Field(
+        default=None, ge=1_000_000, le=1_000_000_000_000,
+        description="eagle3/draft_model: the draft's parameters (its 16-bit weights are sized per GPU). Empty: an "
+                    "EAGLE-3 head is sized as one decoder layer of the model plus its lm_head; draft_model needs it.")
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self.method == 'mtp' ? !has(self.draftPath) : has(self.draftPath)",
+                 "message": "draftPath is required for eagle3 and draft_model, and not taken by mtp"},
+                {"rule": "self.method != 'draft_model' || has(self.draftParameterCount)",
+                 "message": "draft_model needs draftParameterCount"},
+                {"rule": "!has(self.draftPath) || !self.draftPath.contains('..')",
+                 "message": "draftPath must not contain '..'"},
+            ]
+        }
+    )
+
+    @field_validator("draft_path")
+    @classmethod
+    def _no_parent_segments(cls, value: str | None) -> str | None:
+        if value is not None and (".." in value or value.startswith("/")):
+            raise ValueError("draftPath must be relative to the model's directory, without '..'")
+        return value
+
+    @model_validator(mode="after")
+    def _draft_source(self) -> SpeculativeSpec:
+        if (self.method == SpeculativeMethod.MTP) == (self.draft_path is not None):
+            raise ValueError("draftPath is required for eagle3 and draft_model, and not taken by mtp")
+        if self.method == SpeculativeMethod.DRAFT_MODEL and self.draft_parameter_count is None:
+            raise ValueError("draft_model needs draftParameterCount")
+        return self
+
+    @property
+    def acceptance(self) -> float:
+        return self.acceptance_rate if self.acceptance_rate is not None else DEFAULT_ACCEPTANCE[
+            SpeculativeMethod(self.method)]
+
+
 class EngineSpec(_Model):
     """Inference engine and its build/runtime limits."""
 
@@ -333,10 +406,16 @@ class EngineSpec(_Model):
         "Face checkpoint at /models (current images, no engine build). engine: legacy prebuilt TensorRT engines "
         "served by the inflight-batcher ensemble; only for images that still ship that backend.",
     )
-    quantization: Quantization = Field(default=Quantization.BF16, description="Weight precision.")
+    quantization: Quantization = Field(
+        default=Quantization.BF16,
+        description="Weight precision. nvfp4 and mxfp4 need a checkpoint quantized ahead (ModelOpt NVFP4, gpt-oss "
+                    "MXFP4); nvfp4 runs only on Blackwell (compute capability 10.0+), mxfp4 computes in fp4 on "
+                    "Blackwell and weight-only elsewhere.",
+    )
     kv_cache_dtype: KVCacheDtype = Field(
         default=KVCacheDtype.AUTO,
-        description="KV cache precision; auto = fp8 when quantization is fp8, else 16-bit.",
+        description="KV cache precision; auto = fp8 when quantization is fp8, else 16-bit (with nvfp4/mxfp4 an fp8 "
+                    "KV cache is an explicit choice: set fp8).",
     )
     max_batch_size: int = Field(default=64, ge=1, le=4096, description="Maximum requests batched in flight by the engine.")
     max_input_len: int = Field(default=2048, ge=1, le=1_048_576, description="Maximum prompt length in tokens.")
@@ -360,6 +439,11 @@ class EngineSpec(_Model):
         default=None, max_length=512, pattern=IMAGE_PATTERN,
         description="Serving image (defaults to the Triton TRT-LLM or vLLM image).",
     )
+    speculative: SpeculativeSpec | None = Field(
+        default=None,
+        description="Speculative decoding (MTP, EAGLE-3 or a draft model): fewer steps per output token at low load, "
+                    "more work per step; the planner sizes the draft's memory and estimates the effect.",
+    )
     vllm: VLLMEngineSpec = Field(
         default_factory=VLLMEngineSpec, description="vllm backend only: vLLM's own engine settings.",
         json_schema_extra=lambda s: s.update(default=VLLMEngineSpec().dump()),
@@ -382,6 +466,15 @@ class ParallelismSpec(_Model):
     expert_parallel: int | None = Field(
         default=None, ge=1, le=512,
         description="MoE only: expert-parallel size (experts spread over this many of the TP ranks; must divide tensorParallel). Empty: planned.",
+    )
+    attention_data_parallel: bool | None = Field(
+        default=None,
+        description="MoE only: attention data parallelism over the tensorParallel GPUs (TensorRT-LLM enable_attention_dp; "
+                    "vLLM data parallel attention with expert parallel): each GPU attends for its own requests and holds "
+                    "only their KV cache (attention weights replicated, routed experts spread by EP); maxBatchSize "
+                    "stays the replica's total. Pays off with many concurrent requests and MLA (DeepSeek), whose KV "
+                    "tensor parallelism copies to every GPU. Empty: planned from memory, KV capacity and the workload; "
+                    "false: never.",
     )
     objective: Objective = Field(
         default=Objective.LATENCY,
@@ -1055,6 +1148,8 @@ class PlanStatus(_Model):
     tensor_parallel: int = Field(ge=1)
     pipeline_parallel: int = Field(ge=1)
     expert_parallel: int | None = Field(default=None, ge=1, description="MoE: expert-parallel size inside the TP group (absent for dense models).")
+    attention_data_parallel: bool | None = Field(
+        default=None, description="MoE: attention runs data parallel over the tensorParallel GPUs (each GPU its own requests); absent: tensor parallel attention.")
     gpus_per_replica: int = Field(ge=1)
     nodes_per_replica: int = Field(ge=1)
     memory_per_gpu_bytes: int = Field(ge=0)

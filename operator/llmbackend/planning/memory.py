@@ -6,7 +6,8 @@ stage (ceil(layers / pp) layers) holding its 1/tp share.
 - Weights: `weightBytes` of the checkpoint when known (exact; used when the
   checkpoint is already in the served precision), else layer parameters x
   bytes per parameter (bf16/fp16 2, fp8 1, int8 weight-only 1, int4 AWQ 0.5
-  plus ~3% for group scales and zeros). Embedding and lm_head (vocab x hidden
+  plus ~3% for group scales and zeros; nvfp4 0.5 + one fp8 scale per 16 values = 0.5625;
+  mxfp4 0.5 + one e8m0 scale per 32 = 0.53125). Embedding and lm_head (vocab x hidden
   each, one matrix when tied) stay 16-bit in quantized checkpoints (ModelOpt,
   AWQ, GPTQ): Llama-3.1-8B fp8 is ~9.1 GB, not 8.0. With pp = 1 both sit on the
   one stage; with pp > 1 the largest stage carries one of them. MoE: every
@@ -19,12 +20,19 @@ stage (ceil(layers / pp) layers) holding its 1/tp share.
   beyond the KV heads). MLA (DeepSeek-V2/V3): one latent of kv_lora_rank +
   qk_rope_head_dim elements per token and layer, the same on every TP rank.
   Sliding-window layers cache at most the window per sequence. kv bytes:
-  kvCacheDtype; `auto` = fp8 (1 byte) when quantization is fp8, else 2.
+  kvCacheDtype; `auto` = fp8 (1 byte) when quantization is fp8, else 2 (fp4 models keep a 16-bit KV
+  cache unless fp8 is chosen explicitly).
 - KV sizing (the knob): worst case maxBatchSize x maxSeqLen (default), or
   `kvCacheMinSequences` full-length sequences; the engine then batches as many
   as the KV cache holds (achievable concurrency, reported in status).
 - Activations / workspace: maxNumTokens x hidden x 2 bytes x ACTIVATION_FACTOR
   / tp, plus fp32 logits for maxBatchSize x vocab / tp.
+- Attention data parallelism (MoE only; TensorRT-LLM's enable_attention_dp, vLLM's data parallel attention
+  with expert parallel): each of the tp GPUs runs attention for its own requests. Everything but the
+  routed experts (attention, dense and shared-expert MLPs, embeddings, lm_head) is replicated on every GPU,
+  the routed experts are split 1/tp as before; each GPU's KV cache holds only its 1/tp of the sequences,
+  at the full per-sequence size (attention TP 1: all KV heads, or MLA's latent, which plain TP copies to
+  every rank anyway). maxBatchSize stays the replica's total: each rank gets ceil(maxBatchSize / tp).
 - Overhead: CUDA context and runtime (2 GiB) plus NCCL buffers (0.35 GB) when
   the replica spans more than one GPU.
 
@@ -50,6 +58,10 @@ CUDA_CONTEXT_BYTES = 2 * GIB
 NCCL_BYTES = 350_000_000
 ACTIVATION_FACTOR = 8
 INT4_SCALE_OVERHEAD = 0.03
+# fp4 block scales: NVFP4 one fp8 (1-byte) scale per 16 values, MXFP4 one e8m0 (1-byte) scale per 32 (plus NVFP4's
+# one fp32 scale per tensor, negligible).
+NVFP4_BYTES = 0.5 + 1 / 16
+MXFP4_BYTES = 0.5 + 1 / 32
 EMBEDDING_BYTES_PER_PARAM = 2  # embeddings and lm_head stay 16-bit in quantized checkpoints
 
 BYTES_PER_PARAM = {
@@ -58,6 +70,8 @@ BYTES_PER_PARAM = {
     "fp8": 1.0,
     "int8_wo": 1.0,
     "int4_awq": 0.5 * (1 + INT4_SCALE_OVERHEAD),
+    "nvfp4": NVFP4_BYTES,
+    "mxfp4": MXFP4_BYTES,
 }
 SIXTEEN_BIT = ("bf16", "fp16")
 
@@ -103,6 +117,20 @@ def is_moe(arch: ModelArchitecture) -> bool:
     return bool(arch.num_experts)
 
 
+def routed_expert_params(arch: ModelArchitecture) -> float:
+    """Parameters of the routed experts (all layers): total - active = (experts - k) / experts of them."""
+    experts, k = arch.num_experts or 0, arch.num_experts_per_token or 0
+    active, total = arch.active_parameter_count, arch.parameter_count
+    if not experts or not k or not active or active >= total or k >= experts:
+        return 0.0
+    return experts * (total - active) / (experts - k)
+
+
+def ranks_share(count: int, dp: int) -> int:
+    """What one of dp attention data-parallel ranks holds of count sequences (the most loaded rank)."""
+    return math.ceil(count / dp)
+
+
 def _kv_bytes_per_token_layer(arch: ModelArchitecture, engine: EngineSpec, tp: int) -> int:
     if is_mla(arch):
         return ((arch.kv_lora_rank or 0) + (arch.qk_rope_head_dim or 0)) * kv_bytes_per_element(engine)
@@ -132,6 +160,42 @@ def kv_bytes_per_sequence(arch: ModelArchitecture, engine: EngineSpec, tp: int, 
     return per_layer * (full * seq_len + windowed * window)
 
 
+def draft_bytes_per_param(arch: ModelArchitecture, engine: EngineSpec) -> float:
+    """MTP's layer is in the checkpoint's precision; EAGLE-3 heads and draft models are sized 16-bit."""
+    spec = engine.speculative
+    if spec is not None and _value(spec.method) == "mtp":
+        return bytes_per_param(engine.quantization)
+    return 2.0
+
+
+def draft_shape(arch: ModelArchitecture, engine: EngineSpec) -> tuple[float, int]:
+    """(weight bytes of the whole drafter, layers of it that keep a KV cache like one of the model's).
+
+    MTP (DeepSeek-V3/R1): the checkpoint's next-token-prediction module, one decoder layer (an MoE layer) plus a
+    2 x hidden -> hidden projection, sharing the embedding and lm_head (TensorRT-LLM reuses the one layer for every
+    drafted token). EAGLE-3: a head of one dense decoder layer, a 3 x hidden -> hidden fusion of the target's hidden
+    states and its own lm_head, unless draftParameterCount says. A draft model: draftParameterCount, with as many
+    KV layers as the model has per parameter (an estimate: its own shape is not read).
+    """
+    spec = engine.speculative
+    if spec is None:
+        return 0.0, 0
+    embed = arch.vocab_size * arch.hidden_size
+    matrices = 1 if arch.tie_word_embeddings else 2
+    layer = max(arch.parameter_count - matrices * embed, 0) / arch.num_layers
+    method = _value(spec.method)
+    if method == "mtp":
+        params = layer + 2 * arch.hidden_size * arch.hidden_size
+        return params * draft_bytes_per_param(arch, engine), 1
+    if method == "eagle3":
+        active = arch.active_parameter_count or arch.parameter_count
+        dense_layer = max(active - matrices * embed, 0) / arch.num_layers
+        params = spec.draft_parameter_count or (dense_layer + 3 * arch.hidden_size * arch.hidden_size + embed)
+        return params * 2.0, 1
+    params = float(spec.draft_parameter_count or 0)
+    return params * 2.0, max(1, math.ceil(arch.num_layers * params / arch.parameter_count))
+
+
 def sized_sequences(engine: EngineSpec) -> int:
     """Full-length sequences the KV cache is sized for (the KV sizing knob)."""
     minimum = getattr(engine, "kv_cache_min_sequences", None)
@@ -151,7 +215,8 @@ class MemoryBreakdown:
     kv_tokens: int
     kv_dtype: str
     kv_per_sequence: int = 0
-    sequences: int = 0
+    sequences: int = 0  # the replica's (all attention data-parallel ranks together)
+    attention_dp: int = 1  # attention data-parallel ranks (1: attention is tensor parallel)
 
     @property
     def total(self) -> int:
@@ -188,7 +253,22 @@ def exact_weights_apply(arch: ModelArchitecture, quantization: Any) -> bool:
     return arch.weight_bytes is not None and (bool(arch.checkpoint_quantization) or _value(quantization) in SIXTEEN_BIT)
 
 
-def weight_bytes_per_gpu(arch: ModelArchitecture, quantization: Any, tp: int, pp: int) -> int:
+def weight_bytes_per_gpu(arch: ModelArchitecture, quantization: Any, tp: int, pp: int,
+                         attention_dp: bool = False) -> int:
+    """Weight bytes on the most loaded GPU; with attention data parallelism only the routed experts are split."""
+    replicated, split = _weight_parts(arch, quantization, tp, pp, attention_dp)
+    return math.ceil(replicated + split / tp)
+
+
+def routed_weight_bytes_per_gpu(arch: ModelArchitecture, quantization: Any, tp: int, pp: int,
+                                attention_dp: bool = False) -> float:
+    """The routed experts' share of weight_bytes_per_gpu (what a step reads only where its tokens go)."""
+    return _weight_parts(arch, quantization, tp, pp, attention_dp, routed_only=True)[1] / tp
+
+
+def _weight_parts(arch: ModelArchitecture, quantization: Any, tp: int, pp: int, attention_dp: bool,
+                  routed_only: bool = False) -> tuple[float, float]:
+    """(bytes every GPU of a stage holds whole, bytes the stage's tp GPUs split) of the largest stage."""
     embed = arch.vocab_size * arch.hidden_size
     matrices = 1 if arch.tie_word_embeddings else 2
     embed_bytes: float = embed * EMBEDDING_BYTES_PER_PARAM
@@ -204,29 +284,48 @@ def weight_bytes_per_gpu(arch: ModelArchitecture, quantization: Any, tp: int, pp
         if layer_params == 0:  # odd explicit architectures: everything is "embedding"
             embed_bytes = arch.parameter_count * bytes_per_param(quantization) / matrices
     extra = matrices if pp == 1 else 1
-    stage = layer_bytes * stage_layers(arch.num_layers, pp) / arch.num_layers + extra * embed_bytes
-    return math.ceil(stage / tp)
+    layer_share = stage_layers(arch.num_layers, pp) / arch.num_layers
+    layer_params_all = max(arch.parameter_count - matrices * embed, 1)
+    routed = layer_bytes * min(routed_expert_params(arch) / layer_params_all, 1.0) * layer_share
+    if routed_only:
+        return 0.0, routed
+    stage = layer_bytes * layer_share + extra * embed_bytes
+    if attention_dp:
+        return stage - routed, routed
+    return 0.0, stage
 
 
-def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int = 1) -> MemoryBreakdown:
+def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int = 1,
+             attention_dp: bool = False) -> MemoryBreakdown:
     """Memory on the most loaded GPU for this TP x PP shard (see module docstring)."""
+    dp = tp if attention_dp else 1
+    attention_tp = tp // dp
     sequences = sized_sequences(engine)
-    per_sequence = kv_bytes_per_sequence(arch, engine, tp, pp, engine.max_seq_len)
+    draft_bytes, draft_layers = draft_shape(arch, engine)
+    spec = engine.speculative
+    if spec is not None and _value(spec.method) == "mtp" and exact_weights_apply(arch, engine.quantization):
+        draft_bytes = 0  # DeepSeek's MTP layer is part of the checkpoint: weightBytes (its total_size) holds it
+    # The drafter's layers keep full-context KV of their own (on the last stage: counted as if on the largest).
+    per_sequence = (kv_bytes_per_sequence(arch, engine, attention_tp, pp, engine.max_seq_len)
+                    + draft_layers * _kv_bytes_per_token_layer(arch, engine, attention_tp) * engine.max_seq_len)
+    on_gpu = ranks_share(sequences, dp)
+    # Attention DP: each rank runs its own step of up to maxNumTokens tokens and samples its own requests.
     activations = (
         engine.max_num_tokens * arch.hidden_size * 2 * ACTIVATION_FACTOR
-        + engine.max_batch_size * arch.vocab_size * 4
-    ) // tp
+        + ranks_share(engine.max_batch_size, dp) * arch.vocab_size * 4
+    ) // attention_tp
     overhead = CUDA_CONTEXT_BYTES + (NCCL_BYTES if tp * pp > 1 else 0)
     return MemoryBreakdown(
         tp=tp, pp=pp,
-        weights=weight_bytes_per_gpu(arch, engine.quantization, tp, pp),
-        kv_cache=sequences * per_sequence,
+        weights=weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp) + math.ceil(draft_bytes / tp),
+        kv_cache=on_gpu * per_sequence,
         activations=activations,
         overhead=overhead,
-        kv_tokens=sequences * engine.max_seq_len,
+        kv_tokens=on_gpu * engine.max_seq_len,
         kv_dtype=kv_dtype_name(engine),
         kv_per_sequence=per_sequence,
         sequences=sequences,
+        attention_dp=dp,
     )
 
 
@@ -260,7 +359,8 @@ def fit(mem: MemoryBreakdown, gpu_memory_bytes: int, engine: EngineSpec,
         capacity = int((usable - mem.non_kv) * engine.kv_cache_free_gpu_mem_fraction)
     capacity = max(capacity, 0)
     per_seq = max(mem.kv_per_sequence, 1)
-    concurrency = min(engine.max_batch_size, capacity // per_seq)
+    # Attention DP: every rank has this capacity for its own sequences.
+    concurrency = min(engine.max_batch_size, capacity // per_seq * mem.attention_dp)
     return Fit(fits=mem.non_kv <= usable and capacity >= mem.kv_cache and concurrency >= 1,
                usable=usable, kv_capacity=capacity, concurrency=concurrency)
 

@@ -16,7 +16,19 @@ the prefill work of new requests shares the steps). One pipeline stage's step:
 
 (per GPU: weights, KV and FLOPs are the 1/tp share of the stage's layers; MoE
 models compute with the active parameters and read the experts a step's
-tokens touch). Peak FLOPS are the product table's dense tensor figure for the
+tokens touch).
+
+Attention data parallelism (MoE, `attention_dp`): each of the tp GPUs runs
+attention, dense layers and lm_head for its own 1/tp of the step's sequences
+(replicated weights, read whole by every GPU) and its share of the routed
+experts for the tokens of all GPUs. Per GPU the FLOPs are the same as with TP
+(1/tp of the tokens through whole layers = all tokens through 1/tp of them);
+the KV read is 1/tp of the sequences at their full size (MLA's latent is not
+split by TP, so this is where attention DP saves: TP reads every sequence's
+latent on every GPU). Instead of 2 all-reduces a layer, MoE layers exchange
+tokens all-to-all (dispatch and combine): each GPU sends its tokens' hidden
+states to the min(k, tp) ranks that hold their experts, (tp - 1)/tp of them
+to other GPUs. Peak FLOPS are the product table's dense tensor figure for the
 math precision (fp8 for fp8 weights, fp4 for NVFP4, 16-bit otherwise:
 weight-only int8/int4 compute in 16-bit).
 
@@ -51,7 +63,16 @@ import math
 from dataclasses import dataclass
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture
-from .memory import _value, kv_bytes_per_sequence, stage_layers, weight_bytes_per_gpu
+from .memory import (
+    _value,
+    draft_bytes_per_param,
+    draft_shape,
+    kv_bytes_per_sequence,
+    routed_expert_params,
+    routed_weight_bytes_per_gpu,
+    stage_layers,
+    weight_bytes_per_gpu,
+)
 
 ACTIVATION_BYTES = 2  # 16-bit activations cross the TP all-reduces and PP hops
 
@@ -128,20 +149,36 @@ def attention_precision(precision: str) -> str:
     return "fp8" if precision in ("fp8", "fp4") else "16bit"
 
 
-def math_precision(quantization: str) -> str:
-    """The tensor math a quantization runs: fp8 weights (and activations) in fp8, weight-only in 16-bit."""
+def math_precision(quantization: str, fp4_tensor_cores: bool = True) -> str:
+    """The tensor math a quantization runs: fp8 weights (and activations) in fp8, nvfp4 in fp4, mxfp4 in fp4 where
+    the GPU has FP4 tensor cores and weight-only (16-bit math) elsewhere, other weight-only formats in 16-bit."""
     q = _value(quantization)
-    return {"fp8": "fp8", "fp4": "fp4"}.get(q, "16bit")
+    if q == "mxfp4":
+        return "fp4" if fp4_tensor_cores else "16bit"
+    return {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4"}.get(q, "16bit")
 
 
 class Model:
     """One plan's shape on one product: step times and steady-state predictions."""
 
     def __init__(self, arch: ModelArchitecture, engine: EngineSpec, hw: Hardware, tp: int, pp: int,
-                 eff: Efficiency = CALIBRATED) -> None:
+                 eff: Efficiency = CALIBRATED, attention_dp: bool = False) -> None:
         self.arch, self.engine, self.hw, self.tp, self.pp, self.eff = arch, engine, hw, tp, pp, eff
+        self.dp = tp if attention_dp else 1  # attention data-parallel ranks
+        self.attention_tp = tp // self.dp
         self.layers = stage_layers(arch.num_layers, pp)
-        self.weights = weight_bytes_per_gpu(arch, engine.quantization, tp, pp)
+        self.weights = weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp)
+        self.routed_weights = routed_weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp)
+        # Speculative decoding: k drafted tokens verified in one step, `accepted` output tokens a step on average
+        # ((1 - a^(k+1)) / (1 - a) for a per-token acceptance a: the chain stops at the first rejection, and the
+        # verifying step always yields one token of its own).
+        spec = engine.speculative
+        self.draft_tokens = spec.draft_tokens if spec is not None else 0
+        a = spec.acceptance if spec is not None else 0.0
+        self.accepted = (1 - a ** (self.draft_tokens + 1)) / (1 - a) if spec is not None else 1.0
+        draft_bytes, self.draft_layers = draft_shape(arch, engine)
+        self.draft_weights = draft_bytes / tp
+        self.draft_flops_per_token = 2 * draft_bytes / draft_bytes_per_param(arch, engine) / tp if draft_bytes else 0.0
         embed = arch.vocab_size * arch.hidden_size
         matrices = 1 if arch.tie_word_embeddings else 2
         active = arch.active_parameter_count or arch.parameter_count
@@ -149,7 +186,17 @@ class Model:
         # Per GPU and token: the stage's share of the layers' matmuls; lm_head once per sampled token.
         self.flops_per_token = 2 * layer_params * self.layers / arch.num_layers / tp
         self.lm_head_flops = 2 * embed / tp
-        self.attn_width = max(arch.num_attention_heads // tp, 1) * arch.head_dim
+        # The routed experts' share of a token's layer FLOPs (attention DP splits only these over the GPUs).
+        experts, k = arch.num_experts or 0, arch.num_experts_per_token or 0
+        routed_active = routed_expert_params(arch) * k / experts if experts else 0.0
+        self.routed_flops_share = min(routed_active / layer_params, 1.0)
+        heads = max(arch.num_attention_heads // self.attention_tp, 1)
+        self.attn_width = heads * arch.head_dim
+        # MLA decodes in the absorbed form: every head scores the kv_lora + rope latent and sums the kv_lora values
+        # (2 x kv_lora + rope per head, 4.5x DeepSeek's 192-wide q/k head per FLOP of 2 x width): prompts run the
+        # expanded form, as wide as the heads.
+        self.decode_attn_width = (heads * (2 * arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) / 2
+                                  if arch.kv_lora_rank else self.attn_width)
         self.bw = hw.hbm_gbps * 1e9 * eff.bandwidth
         compute = eff.compute_fp4 if (hw.precision == "fp4" and eff.compute_fp4) else eff.compute
         self.flops = hw.tflops * 1e12 * compute
@@ -170,12 +217,33 @@ class Model:
         return min(1.0, (dense + routed * touched / experts) / total)
 
     def kv_bytes(self, tokens: float) -> float:
-        return kv_bytes_per_sequence(self.arch, self.engine, self.tp, self.pp, max(int(tokens), 1))
+        return kv_bytes_per_sequence(self.arch, self.engine, self.attention_tp, self.pp, max(int(tokens), 1))
+
+    def _weights_read(self, tokens: float) -> float:
+        """Bytes of weights one GPU reads in a step of `tokens` tokens (all ranks' tokens reach the experts)."""
+        if self.dp == 1:
+            return self.weights * self._read_fraction(tokens)
+        experts, k = self.arch.num_experts or 1, self.arch.num_experts_per_token or 1
+        touched = 1 - (1 - k / experts) ** max(tokens, 1.0)
+        return self.weights - self.routed_weights * (1 - touched)
+
+    def alltoall_s(self, tokens: float) -> float:
+        """Attention DP: dispatch and combine of one GPU's tokens to the expert ranks, in every layer of the stage
+        (DeepSeek's few dense layers included: a bound on the side of caution)."""
+        link = self.hw.tp_link
+        if link is None:
+            return 0.0
+        fanout = min(self.arch.num_experts_per_token or 1, self.tp) * (self.tp - 1) / self.tp
+        message = tokens / self.dp * fanout * self.arch.hidden_size * ACTIVATION_BYTES
+        bandwidth = link.gbps * 1e9 * self.eff.link_bandwidth
+        return 2 * self.layers * (link.latency_s + message / bandwidth)
 
     def allreduce_s(self, tokens: float) -> float:
         link = self.hw.tp_link
         if self.tp <= 1 or link is None:
             return 0.0
+        if self.dp > 1:
+            return self.alltoall_s(tokens)
         message = tokens * self.arch.hidden_size * ACTIVATION_BYTES
         bandwidth = link.gbps * 1e9 * self.eff.link_bandwidth
         return 2 * self.layers * (link.latency_s + 2 * (self.tp - 1) / self.tp * message / bandwidth)
@@ -192,24 +260,61 @@ class Model:
         decode: sequences generating one token each at `context` tokens of KV; prefill: prompt tokens of
         prompts `prompt` tokens long.
         """
+        drafting_s = self.draft_s(decode)
+        decode_in, decode = decode, decode * (1 + self.draft_tokens)  # the verify step runs every drafted token
         tokens = decode + prefill
         sampled = decode + (prefill / prompt if prompt else 0.0)
-        weights_s = self.weights * self._read_fraction(tokens) / self.bw
-        matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
-        kv_s = decode * self.kv_bytes(context) / self.bw
-        attn_flops = 4 * self.layers * self.attn_width * (decode * context + prefill * prompt / 2)
+        weights_s = self._weights_read(tokens) / self.bw
+        # Attention DP: a GPU attends for its 1/dp of the sequences, at full width. Prompts come in whole chunks,
+        # each to one rank, and every rank waits for the busiest one at the experts: the step carries the prompt
+        # work of the busiest rank (a whole chunk, or the even share once there are more chunks than ranks).
+        ranks = self.dp
+        busiest_prefill = prefill
+        if ranks > 1:
+            chunk = min(prompt, self.engine.max_num_tokens) if prompt else prefill
+            busiest_prefill = min(prefill, max(prefill / ranks, chunk)) * ranks
+        if ranks > 1:
+            # The replicated part (attention projections, dense layers, lm_head) runs the busiest rank's tokens, the
+            # experts all tokens: separate kernels one after the other, each bound by its own weights or FLOPs.
+            replicated = 1 - self.routed_flops_share
+            busiest_tokens = decode + busiest_prefill
+            busiest_sampled = decode + (busiest_prefill / prompt if prompt else 0.0)
+            dense_mm = (self.flops_per_token * replicated * busiest_tokens
+                        + self.lm_head_flops * busiest_sampled) / self.flops
+            routed_mm = self.flops_per_token * (1 - replicated) * tokens / self.flops
+            routed_w = self._weights_read(tokens) - (self.weights - self.routed_weights)
+            dense_w = self.weights - self.routed_weights
+            matmul_s = dense_mm + routed_mm
+            weights_s = dense_w / self.bw + routed_w / self.bw
+            linear_s = max(dense_w / self.bw, dense_mm) + max(routed_w / self.bw, routed_mm)
+        else:
+            matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
+            linear_s = max(weights_s, matmul_s)
+        kv_s = decode_in / ranks * self.kv_bytes(context) / self.bw
+        attn_flops = 4 * self.layers * (self.decode_attn_width * decode * context
+                                        + self.attn_width * busiest_prefill * prompt / 2) / ranks
         attn_s = attn_flops / self.attn_flops_rate
         comm_s = self.allreduce_s(tokens)
         overhead_s = self.layers * self.eff.layer_overhead_s
-        total = max(weights_s, matmul_s) + max(kv_s, attn_s) + comm_s + overhead_s
+        total = linear_s + max(kv_s, attn_s) + comm_s + overhead_s + drafting_s
         return total, comm_s, matmul_s > weights_s
+
+    def draft_s(self, decode: float) -> float:
+        """The drafter's k sequential passes over the decoding sequences: its weights (or FLOPs), the lm_head for
+        each drafted token, and the fixed cost of each of its layers."""
+        if not self.draft_tokens or decode <= 0:
+            return 0.0
+        weights = self.draft_weights / self.bw
+        flops = (self.draft_flops_per_token + self.lm_head_flops) * decode / self.flops
+        return self.draft_tokens * (max(weights, flops) + self.draft_layers * self.eff.layer_overhead_s)
 
     # ---- steady state ----
 
     def capacity(self, kv_capacity_bytes: float, workload: Workload) -> float:
         """Requests the engine holds at once: maxBatchSize (per micro-batch) and the KV cache at I + O tokens."""
         per_seq = max(self.kv_bytes(workload.input_tokens + workload.output_tokens), 1)
-        return max(min(self.engine.max_batch_size * self.pp, kv_capacity_bytes // per_seq), 1)
+        # Attention DP: kv_capacity_bytes is each rank's, for its own sequences.
+        return max(min(self.engine.max_batch_size * self.pp, kv_capacity_bytes // per_seq * self.dp), 1)
 
     def predict(self, workload: Workload, kv_capacity_bytes: float) -> Prediction:
         users = float(workload.concurrency) if workload.concurrency is not None else None
@@ -220,7 +325,7 @@ class Model:
         cap = self.capacity(kv_capacity_bytes, workload)
         users = cap if users_or_none is None else max(users_or_none, 1.0)
         in_flight = min(users, cap)
-        budget = max(self.engine.max_num_tokens, 1)
+        budget = max(self.engine.max_num_tokens, 1) * self.dp  # attention DP: each rank steps its own tokens
         prefill_steps = math.ceil(isl / budget)
         chunk = isl / prefill_steps
         context = isl + osl / 2
@@ -234,14 +339,15 @@ class Model:
         compute_bound = False
         for _ in range(4):
             # The token budget of a step caps the decoders the prompt stream can keep fed.
-            per_micro_cap = budget / (1 + isl / osl)
+            # (Speculative decoding: a decoder spends 1 + k tokens of the budget and gains `accepted` tokens a step.)
+            per_micro_cap = budget / (1 + self.draft_tokens + self.accepted * isl / osl)
             limited = decoding / micro > per_micro_cap
             dec = min(decoding / micro, per_micro_cap)
             others = max(in_flight - 1, 0) / max(in_flight, 1)
-            prefill = dec * isl / osl * others  # the other requests' prompt chunks in each step
+            prefill = dec * self.accepted * isl / osl * others  # the other requests' prompt chunks in each step
             step_s, comm_s, compute_bound = self.step(dec, prefill, context, isl)
             hop = self.hop_s(dec + prefill)
-            tpot_s = self.pp * (step_s + hop)
+            tpot_s = self.pp * (step_s + hop) / self.accepted
             # This request's prompt: its chunk on top of a steady-state step, prefill_steps times.
             first, _, _ = self.step(dec if in_flight > 1 else 0.0, chunk + prefill, context, isl)
             ttft_s = prefill_steps * self.pp * (first + self.hop_s(dec + prefill + chunk))
@@ -250,7 +356,7 @@ class Model:
             e2e = ttft_s + (osl - 1) * tpot_s
             decoding = in_flight * (osl - 1) * tpot_s / e2e if osl > 1 else 0.0
         if limited:
-            throughput = micro * min(decoding / micro, budget / (1 + isl / osl)) / tpot_s * osl / max(osl - 1, 1)
+            throughput = micro * min(decoding / micro, per_micro_cap) / tpot_s * osl / max(osl - 1, 1)
         else:
             throughput = in_flight * osl / (ttft_s + (osl - 1) * tpot_s)
         waiting = max(users - in_flight, 0.0)

@@ -20,7 +20,8 @@ product; MoE models add expert parallel `ep` inside the TP group):
   --enable-expert-parallel uses ep = tp. Automatic: the widest ep that divides
   both. Memory per GPU is the same for every split of tp (each GPU holds 1/tp
   of the experts); EP trades all-reduces of each expert for token all-to-all.
-- fp8 needs compute capability >= 8.9 (not A100); int8/int4 weight-only run
+- fp8 needs compute capability >= 8.9 (not A100), nvfp4 >= 10.0 (Blackwell);
+  int8/int4 weight-only and mxfp4 (weight-only without FP4 tensor cores) run
   anywhere. Without GFD labels the capability comes from the product table.
 - Only nodes that are not cordoned, match the nodeSelector and tolerate all
   NoSchedule/NoExecute taints count; serving pods always tolerate
@@ -91,9 +92,11 @@ from .memory import (
     Fit,
     MemoryBreakdown,
     _value,
+    draft_shape,
     estimate,
     fit,
     fmt_gib,
+    is_mla,
     is_moe,
     total_memory_fraction,
     unsharded_bytes,
@@ -111,8 +114,15 @@ TP_INCOMPATIBLE_KV_HEADS = "TensorParallelIncompatibleWithKVHeads"
 TP_EXCEEDS_NVLINK_DOMAIN = "TensorParallelExceedsNVLinkDomain"  # kept name: TP wider than any node or clique
 PP_EXCEEDS_LAYERS = "PipelineParallelExceedsLayers"
 EP_INVALID = "ExpertParallelInvalid"
+ADP_INVALID = "AttentionDataParallelInvalid"
+SPECULATIVE_INVALID = "SpeculativeDecodingInvalid"
 
 FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
+# NVFP4 needs FP4 tensor cores: Blackwell (compute capability 10.0 and up). MXFP4 runs weight-only without them.
+NVFP4_MIN_COMPUTE_CAPABILITY = (10, 0)
+MIN_COMPUTE_CAPABILITY = {"fp8": FP8_MIN_COMPUTE_CAPABILITY, "nvfp4": NVFP4_MIN_COMPUTE_CAPABILITY}
+_MIN_CC_WHY = {"fp8": "fp8 tensor cores: Ada, Hopper, Blackwell",
+               "nvfp4": "FP4 tensor cores: Blackwell; use fp8 on Hopper and Ada"}
 MAX_PARALLEL = 64  # ParallelismSpec bounds tp and pp to 64 each
 # Each TP step of the latency objective must cut one request's estimated time by this much. The steps NIM's
 # published latency profiles take (tests/unit/test_planner_published.py) cut 22-35% in the calibrated model, and
@@ -169,6 +179,7 @@ class Plan:
     estimate: roofline.Estimate | None = None
     node_selector: tuple[tuple[str, str], ...] = ()
     tp_over_pcie: bool = False
+    attention_dp: bool = False  # MoE: attention data parallel over the tp GPUs, experts over EP
 
     @property
     def stages_per_node(self) -> int:
@@ -218,6 +229,7 @@ class Plan:
         }
         if self.expert_parallel is not None:
             doc["expertParallel"] = self.expert_parallel
+            doc["attentionDataParallel"] = self.attention_dp
         doc.update(self._estimates_json())
         if self.node_selector:
             doc["nodeSelector"] = dict(self.node_selector)
@@ -236,6 +248,7 @@ class Plan:
         return PlanStatus(
             tensor_parallel=self.tensor_parallel, pipeline_parallel=self.pipeline_parallel,
             expert_parallel=self.expert_parallel,
+            attention_data_parallel=self.attention_dp or None,
             gpus_per_replica=self.gpus_per_replica, nodes_per_replica=self.nodes_per_replica,
             memory_per_gpu_bytes=self.memory_per_gpu_bytes, gpu_product=self.gpu_product,
             spans_nvlink_clique=(self.nodes_per_replica > 1 and self.spans_clique) or None,
@@ -559,9 +572,8 @@ def valid_tensor_parallel(arch: ModelArchitecture, limit: int = MAX_PARALLEL) ->
 
 
 def quantization_supported(quantization: Any, compute_capability: tuple[int, int]) -> bool:
-    if _value(quantization) == "fp8":
-        return compute_capability >= FP8_MIN_COMPUTE_CAPABILITY
-    return True
+    minimum = MIN_COMPUTE_CAPABILITY.get(_value(quantization))
+    return minimum is None or compute_capability >= minimum
 
 
 def valid_expert_parallel(arch: ModelArchitecture, engine: EngineSpec, tp: int) -> list[int]:
@@ -587,6 +599,8 @@ class _Candidate:
     fit: Fit
     placement: _Placement
     est: roofline.Estimate
+    attention_dp: bool = False
+    layout_note: str = ""  # why this attention layout over the other one (MoE with tp > 1)
 
     @property
     def gpus(self) -> int:
@@ -626,28 +640,58 @@ class _Search:
     """One planning run: memory estimates are cached per (tp, pp) across products."""
 
     def __init__(self, arch: ModelArchitecture, engine: EngineSpec, objective: str, ep: int | None = None,
-                 workload: roofline.Workload | None = None) -> None:
+                 workload: roofline.Workload | None = None, attention_dp: bool | None = None) -> None:
         self.arch, self.engine, self.objective, self.explicit_ep = arch, engine, objective, ep
+        self.explicit_adp = attention_dp
         self.workload = workload or roofline.default_workload(engine)
         self.total_fraction = total_memory_fraction(engine)
-        self._mem: dict[tuple[int, int], MemoryBreakdown] = {}
+        self._mem: dict[tuple[int, int, bool], MemoryBreakdown] = {}
         self._fit: dict[tuple, Fit] = {}
         self.rejections: list[_Rejection] = []
         self.notes: list[str] = []
 
-    def mem(self, tp: int, pp: int) -> MemoryBreakdown:
-        m = self._mem.get((tp, pp))
+    def mem(self, tp: int, pp: int, adp: bool = False) -> MemoryBreakdown:
+        m = self._mem.get((tp, pp, adp))
         if m is None:
-            m = self._mem[(tp, pp)] = estimate(self.arch, self.engine, tp, pp)
+            m = self._mem[(tp, pp, adp)] = estimate(self.arch, self.engine, tp, pp, adp)
         return m
 
-    def fit(self, group: _Group, tp: int, pp: int) -> Fit:
-        key = (group.memory_bytes, group.info.reserve_fraction, tp, pp)
+    def fit(self, group: _Group, tp: int, pp: int, adp: bool = False) -> Fit:
+        key = (group.memory_bytes, group.info.reserve_fraction, tp, pp, adp)
         f = self._fit.get(key)
         if f is None:
-            f = self._fit[key] = fit(self.mem(tp, pp), group.memory_bytes, self.engine, group.info.reserve_fraction,
-                                     self.total_fraction)
+            f = self._fit[key] = fit(self.mem(tp, pp, adp), group.memory_bytes, self.engine,
+                                     group.info.reserve_fraction, self.total_fraction)
         return f
+
+    def layouts(self, tp: int) -> tuple[bool, ...]:
+        """Attention layouts to try at this TP: tensor parallel (False) and, for MoE models, data parallel (True)."""
+        if not is_moe(self.arch) or tp == 1:
+            return (False,)
+        if self.explicit_adp is not None:
+            return (self.explicit_adp,)
+        # vLLM runs one engine core per data-parallel rank, each with its own scheduler stats, and the serving
+        # model's stat logger publishes the newest one's counts rather than their sum: the autoscaler would read
+        # 1/TP of the load. So vLLM gets attention DP only when the spec asks for it.
+        if _value(self.engine.backend) == "vllm":
+            return (False,)
+        return (False, True)
+
+    def by_objective(self, c: _Candidate) -> tuple:
+        return c.throughput_key() if self.objective == "throughput" else c.latency_key()
+
+    def pick_layout(self, cands: list[_Candidate]) -> _Candidate:
+        """The better attention layout of one TP on one product by the objective; its note names the other."""
+        ranked = sorted(cands, key=lambda c: (c.placement.comm_rank, c.pp) + self.by_objective(c))
+        best = ranked[0]
+        if len(ranked) > 1:
+            best.layout_note = _layout_note(self, best, ranked[1])
+        elif is_moe(self.arch) and best.tp > 1 and self.explicit_adp is None and best.pp == 1:
+            other = not best.attention_dp
+            f = self.fit(best.group, best.tp, 1, other)
+            best.layout_note = (f"Layout: {_layout_name(best, self.arch)}; {_layout_short(other, best.tp)} does not fit: "
+                                f"{_short_need(self.mem(best.tp, 1, other), f)}.")
+        return best
 
     def ep_for(self, tp: int) -> int | None | bool:
         """EP for this TP: None for dense models, False when the explicit EP does not suit this TP."""
@@ -658,9 +702,10 @@ class _Search:
             return self.explicit_ep if self.explicit_ep in options else False
         return max(options)
 
-    def candidate(self, group: _Group, tp: int, pp: int, placement: _Placement, ep: int | None) -> _Candidate:
-        mem = self.mem(tp, pp)
-        f = self.fit(group, tp, pp)
+    def candidate(self, group: _Group, tp: int, pp: int, placement: _Placement, ep: int | None,
+                  adp: bool = False) -> _Candidate:
+        mem = self.mem(tp, pp, adp)
+        f = self.fit(group, tp, pp, adp)
         if placement.spans_clique:
             link = roofline.tp_link(group.info, roofline.LINK_CLIQUE)
         elif placement.tp_over_pcie:
@@ -673,8 +718,22 @@ class _Search:
                                                       else roofline.LINK_NVLINK),
                      COMM_PP_PCIE: roofline.tp_link(group.info, roofline.LINK_PCIE)}.get(
                 placement.comm_rank, roofline.network_link())
-        est = roofline.estimate(self.arch, self.engine, group.info, tp, pp, link, stage, f.kv_capacity, self.workload)
-        return _Candidate(group, tp, pp, ep, mem, f, placement, est)
+        est = roofline.estimate(self.arch, self.engine, group.info, tp, pp, link, stage, f.kv_capacity, self.workload,
+                                adp)
+        return _Candidate(group, tp, pp, ep, mem, f, placement, est, adp)
+
+    def adp_candidate(self, group: _Group, tp: int) -> _Candidate | None:
+        """Attention DP over tp GPUs with EP (one stage: pp 1), when it fits and can be placed."""
+        ep = self.ep_for(tp)
+        if ep is False or not self.fit(group, tp, 1, True).fits:
+            return None
+        placement = _place(group, tp, 1)
+        if placement is None:
+            return None
+        # vLLM's data parallel ranks of one replica start from one process here: inside one node only.
+        if placement.spans_clique and _value(self.engine.backend) == "vllm":
+            return None
+        return self.candidate(group, tp, 1, placement, ep or None, True)
 
     def best_for_tp(self, group: _Group, tp: int, max_pp: int) -> _Candidate | None:
         """Smallest pp (fewest GPUs) that fits memory and can be placed."""
@@ -792,12 +851,18 @@ def plan(
     parallelism = parallelism or ParallelismSpec()
     objective = _value(parallelism.objective)
     groups, seen, unknown = _eligible_groups(nodes, node_selector, tolerations)
-    search = _Search(arch, engine, objective, parallelism.expert_parallel, workload)
+    search = _Search(arch, engine, objective, parallelism.expert_parallel, workload,
+                     parallelism.attention_data_parallel)
     explicit = parallelism.tensor_parallel is not None
     base = dict(objective=objective, explicit=explicit, required_memory_bytes=unsharded_bytes(arch, engine),
                 largest_domain_gpus=max((g.largest_domain for g in groups), default=0))
     if unknown:
         search.notes.append(_unknown_text(unknown))
+    spec = engine.speculative
+    if spec is not None and _value(spec.method) == "mtp" and not is_mla(arch):
+        return _fail(SPECULATIVE_INVALID, "engine.speculative.method mtp uses the checkpoint's multi-token-prediction "
+                     "layer, which DeepSeek-V3/R1-class (MLA) checkpoints carry; this model has none (no kvLoraRank): "
+                     "use eagle3 with a draft head or draft_model.", base, 0, 0)
     if explicit:
         return _plan_explicit(search, parallelism, groups, seen, unknown, base)
 
@@ -809,13 +874,19 @@ def plan(
     if parallelism.expert_parallel and parallelism.expert_parallel > 1 and not is_moe(arch):
         return _fail(EP_INVALID, f"expertParallel {parallelism.expert_parallel} is set but the model has no "
                      "experts (numExperts).", base, 0, 0)
+    if parallelism.attention_data_parallel and not is_moe(arch):
+        return _fail(ADP_INVALID, _ADP_DENSE_TEXT, base, 0, 0)
     max_pp = min(arch.num_layers, MAX_PARALLEL)
     candidates: list[_Candidate] = []
     for group in usable_groups:
         for tp in valid_tensor_parallel(arch, limit=group.largest_tp):
-            cand = search.best_for_tp(group, tp, max_pp)
-            if cand is not None:
-                candidates.append(cand)
+            layouts = search.layouts(tp)
+            found = [search.best_for_tp(group, tp, max_pp)] if False in layouts else []
+            if True in layouts:
+                found.append(search.adp_candidate(group, tp))
+            cands = [c for c in found if c is not None]
+            if cands:
+                candidates.append(search.pick_layout(cands))
     for group in groups:
         if group not in usable_groups:
             search.rejections.append(_Rejection(0, 0, 0, group.product, _quant_text(engine, group)))
@@ -846,6 +917,12 @@ def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[_Group], 
         return _fail(EP_INVALID, f"{label}: expert parallel {par.expert_parallel} must divide tensor parallel {tp} "
                      f"and the {arch.num_experts or 0} experts ({_value(engine.backend)} accepts: {allowed}).",
                      base, tp, pp)
+    if par.attention_data_parallel:
+        if not is_moe(arch):
+            return _fail(ADP_INVALID, f"{label}: {_ADP_DENSE_TEXT}", base, tp, pp)
+        if tp == 1 or pp > 1:
+            return _fail(ADP_INVALID, f"{label}: attention data parallelism spreads one pipeline stage's requests over "
+                         "its tensorParallel GPUs: it needs tensorParallel > 1 and pipelineParallel 1.", base, tp, pp)
     if not groups:
         return _no_nodes(seen, unknown, base, tp, pp)
     usable_groups = [g for g in groups if quantization_supported(engine.quantization, g.compute_capability)]
@@ -857,21 +934,27 @@ def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[_Group], 
         return _fail(TP_EXCEEDS_NVLINK_DOMAIN, f"{label}: tensor parallel {tp} is larger than every node and NVLink "
                      f"clique (largest: {largest} GPUs); TP stays inside one node (NVLink, or PCIe at a cost) "
                      "or one multi-node NVLink clique.", base, tp, pp)
-    mem = search.mem(tp, pp)
-    roomy = [g for g in wide if search.fit(g, tp, pp).fits]
+    layouts = search.layouts(tp) if pp == 1 else (False,)
+    mem = search.mem(tp, pp, layouts[-1])
+    roomy = [(g, adp) for g in wide for adp in layouts if search.fit(g, tp, pp, adp).fits]
     if not roomy:
         best = max(wide, key=lambda g: g.memory_bytes)
-        f = search.fit(best, tp, pp)
+        f = search.fit(best, tp, pp, layouts[-1])
         return _fail(INSUFFICIENT_GPU_MEMORY, f"{label}: {_short_need(mem, f)} on {best.product}.\n"
                      f"Memory per GPU: {mem.describe(f.usable)}.", base, tp, pp, memory=mem.total, breakdown=mem)
-    placed = [search.candidate(g, tp, pp, p, ep or None) for g in roomy if (p := _place(g, tp, pp)) is not None]
+    per_group: dict[int, list[_Candidate]] = {}
+    for g, adp in roomy:
+        p = _place(g, tp, pp)
+        if p is None or (adp and p.spans_clique and _value(engine.backend) == "vllm"):
+            continue
+        per_group.setdefault(id(g), []).append(search.candidate(g, tp, pp, p, ep or None, adp))
+    placed = [search.pick_layout(cands) for cands in per_group.values()]
     if not placed:
-        slots = max(_stage_slots(g, tp) for g in roomy)
+        slots = max(_stage_slots(g, tp) for g, _ in roomy)
         return _fail(INSUFFICIENT_GPUS, f"{label}: needs {pp} stages of {tp} GPUs (each inside one node or NVLink "
                      f"clique); the eligible nodes offer {slots} such stage(s).", base, tp, pp,
                      memory=mem.total, breakdown=mem)
-    key = (lambda c: c.throughput_key()) if search.objective == "throughput" else (lambda c: c.latency_key())
-    placed.sort(key=lambda c: (c.placement.comm_rank,) + key(c))
+    placed.sort(key=lambda c: (c.placement.comm_rank,) + search.by_objective(c))
     return _fitting_plan(search, placed[0], placed[1:], base)
 
 
@@ -902,8 +985,10 @@ def _no_nodes(seen: int, unknown: list[str], base: dict, tp: int, pp: int) -> Pl
 
 def _quant_text(engine: EngineSpec, group: _Group) -> str:
     major, minor = group.compute_capability
-    return (f"{_value(engine.quantization)} needs compute capability "
-            f"{FP8_MIN_COMPUTE_CAPABILITY[0]}.{FP8_MIN_COMPUTE_CAPABILITY[1]}+, {group.product} is {major}.{minor}")
+    quant = _value(engine.quantization)
+    need = MIN_COMPUTE_CAPABILITY.get(quant, FP8_MIN_COMPUTE_CAPABILITY)
+    return (f"{quant} needs compute capability {need[0]}.{need[1]}+ ({_MIN_CC_WHY.get(quant, 'fp8 tensor cores')}), "
+            f"{group.product} is {major}.{minor}")
 
 
 def _unsupported_quantization(engine: EngineSpec, groups: list[_Group], base: dict, tp: int, pp: int) -> Plan:
@@ -933,7 +1018,7 @@ def _insufficient(search: _Search, groups: list[_Group], base: dict, tp: int, pp
     else:
         lines.append(f"TP{widest} x PP{need_pp} would fit memory but needs {need_pp} stages of {widest} GPUs; "
                      f"the eligible nodes offer {slots}.")
-    lines.append("Reduce maxBatchSize/maxSeqLen (or set kvCacheMinSequences), quantize (fp8, int4_awq) or add GPUs.")
+    lines.append("Reduce maxBatchSize/maxSeqLen (or set kvCacheMinSequences), quantize (fp8, int4_awq; nvfp4 on Blackwell) or add GPUs.")
     lines.extend(n for n in search.notes if n.startswith("Not used"))
     return _fail(INSUFFICIENT_GPU_MEMORY, "\n".join(lines), base, tp, pp, memory=mem.total, breakdown=mem)
 
@@ -952,10 +1037,40 @@ def _memory_line(search: _Search, best: _Candidate) -> str:
             f"full-length sequences at once (maxBatchSize {search.engine.max_batch_size}).")
 
 
+_ADP_DENSE_TEXT = ("attentionDataParallel is set but the model has no experts (numExperts): attention data parallelism "
+                   "with expert parallelism is for mixture-of-experts models; for a dense model add replicas instead.")
+
+
+def _layout_short(adp: bool, tp: int) -> str:
+    return f"attention data parallel x{tp}" if adp else f"TP{tp} attention"
+
+
+def _layout_name(c: _Candidate, arch: ModelArchitecture) -> str:
+    ep = f" with EP{c.ep}" if c.ep else ""
+    if c.attention_dp:
+        return (f"attention data parallel x{c.tp}{ep} (each of the {c.tp} GPUs attends for its own requests and holds "
+                f"their KV cache; attention weights replicated, routed experts spread)")
+    return f"TP{c.tp} attention{ep} (every GPU holds a 1/{c.tp} share of each request's attention" + (
+        "; MLA's latent KV is copied to every GPU)" if is_mla(arch) else ")")
+
+
+def _layout_note(search: _Search, best: _Candidate, other: _Candidate) -> str:
+    """Which attention layout, why (KV capacity, throughput, latency at the workload), and the runner-up."""
+    w = best.est.workload
+    def figures(c: _Candidate) -> str:
+        return (f"its KV cache holds {c.fit.concurrency:,} full-length sequences, ~{c.per_gpu:,.0f} output tokens/s "
+                f"per GPU and ~{c.est.latency_ms / 1e3:.2f} s a request at {c.est.concurrency:,} in flight")
+    why = "throughput per GPU" if search.objective == "throughput" else "a request's time"
+    return (f"Layout: {_layout_name(best, search.arch)}, chosen for {why} at {w.input_tokens}/{w.output_tokens} tokens"
+            + (f" and {w.concurrency:,} requests" if w.concurrency is not None else "")
+            + f": {figures(best)}. Runner-up: {_layout_short(other.attention_dp, other.tp)}: {figures(other)}.")
+
+
 def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], base: dict) -> Plan:
     p = best.placement
     gpus = best.gpus
-    shape = f"TP{best.tp} x PP{best.pp}" + (f" x EP{best.ep}" if best.ep else "")
+    shape = f"TP{best.tp} x PP{best.pp}" + (f" x EP{best.ep}" if best.ep else "") + (
+        f" with attention data parallel x{best.tp}" if best.attention_dp else "")
     lines = [
         f"Plan: {shape} = {gpus} GPU(s) per replica on {p.nodes_per_replica} node(s) "
         f"of {best.group.product}, {_COMM_TEXT[p.comm_rank]}; objective {search.objective}"
@@ -971,6 +1086,19 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
         lines.append(f"Experts: {search.arch.num_experts} routed experts over EP{best.ep} "
                      f"({search.arch.num_experts // best.ep} per EP rank), each expert split over TP{moe_tp} "
                      f"(moe_expert_parallel_size {best.ep} x moe_tensor_parallel_size {moe_tp} = TP{best.tp}).")
+    if best.layout_note:
+        lines.append(best.layout_note)
+    spec = search.engine.speculative
+    if spec is not None:
+        a = spec.acceptance
+        k = spec.draft_tokens
+        per_step = (1 - a ** (k + 1)) / (1 - a)
+        draft_bytes, _ = draft_shape(search.arch, search.engine)
+        source = "engine.speculative.acceptanceRate" if spec.acceptance_rate is not None else (
+            "the default for the method; set engine.speculative.acceptanceRate from your engine's metrics")
+        lines.append(f"Speculative decoding: {_value(spec.method)}, {k} draft token(s) a step, each accepted with "
+                     f"probability {a:g} ({source}): ~{per_step:.2f} output tokens a step for verifying {k + 1}; the "
+                     f"drafter adds {fmt_gib(draft_bytes / best.tp)} of weights per GPU.")
     lines.extend(n for n in search.notes if n.startswith("Latency"))
     rejected = [r for r in search.rejections if r.gpus and r.gpus < gpus and r.product == best.group.product]
     if rejected:
@@ -978,7 +1106,8 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
         lines.append(f"Rejected: TP{r.tp} x PP{r.pp} on {r.product} ({r.gpus} GPU(s)): {r.why}.")
     if others:
         o = others[0]
-        lines.append(f"Next best: TP{o.tp} x PP{o.pp} on {o.group.product} ({o.gpus} GPU(s), "
+        lines.append(f"Next best: TP{o.tp} x PP{o.pp}" + (" with attention data parallel" if o.attention_dp else "")
+                     + f" on {o.group.product} ({o.gpus} GPU(s), "
                      f"{_COMM_TEXT[o.placement.comm_rank]}; ~{o.est.time_per_output_token_ms:.1f} ms per token, "
                      f"~{o.per_gpu:,.0f} output tokens/s per GPU).")
     for r in (r for r in search.rejections if not r.gpus):
@@ -1004,7 +1133,7 @@ def _fitting_plan(search: _Search, best: _Candidate, others: list[_Candidate], b
         gpu_product=best.group.product, topology_source=p.source, domain=p.domain,
         explanation="\n".join(lines), breakdown=best.mem, nodes=p.names, spans_clique=p.spans_clique,
         expert_parallel=best.ep, estimate=best.est, node_selector=(best.group.selector,),
-        tp_over_pcie=p.tp_over_pcie, **base,
+        tp_over_pcie=p.tp_over_pcie, attention_dp=best.attention_dp, **base,
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture
 from .inventory import GPUProduct
+from .memory import kv_dtype_name
 from .perf_model import CALIBRATED, Hardware, Link, Model, Prediction, Workload, attention_precision, math_precision
 
 NVLINK_LATENCY_S = 5e-6  # one small all-reduce over NVSwitch / NVLink
@@ -67,6 +68,7 @@ class Estimate:
     precision: str
     bound: str
     latency_ms: float  # one request's TTFT + (O - 1) x TPOT: what the latency objective compares
+    exchange: str = "all-reduce"  # what crosses the TP link each step (attention DP: tokens to the experts)
 
     def describe(self, gpus: int) -> str:
         text = (f"~{self.time_to_first_token_ms:,.0f} ms to first token, ~{self.time_per_output_token_ms:.1f} ms per "
@@ -76,19 +78,22 @@ class Estimate:
                 f"({self.bound}-bound); HBM {self.hbm_gbps / 1000:g} TB/s and "
                 f"{self.tflops:,.0f} TFLOPS {_PRECISION_TEXT.get(self.precision, self.precision)} per GPU")
         if gpus > 1:
-            text += f", TP over {self.tp_link} ({self.allreduce_ms:.2f} ms of all-reduce a step)"
+            text += f", TP over {self.tp_link} ({self.allreduce_ms:.2f} ms of {self.exchange} a step)"
         if self.stage_link:
             text += f", stages over {self.stage_link}"
         return text
 
 
 def estimate(arch: ModelArchitecture, engine: EngineSpec, product: GPUProduct, tp: int, pp: int,
-             link: Link, stage_link: Link | None, kv_capacity_bytes: int, workload: Workload | None = None) -> Estimate:
+             link: Link, stage_link: Link | None, kv_capacity_bytes: int, workload: Workload | None = None,
+             attention_dp: bool = False) -> Estimate:
     workload = workload or default_workload(engine)
-    precision = math_precision(engine.quantization)
+    precision = math_precision(engine.quantization, fp4_tensor_cores=product.tflops_fp4 > 0)
+    # Attention computes in the KV cache's precision: fp8 at most, 16-bit over a 16-bit KV cache.
+    attention = attention_precision(precision) if kv_dtype_name(engine) == "fp8" else "16bit"
     hw = Hardware(product.hbm_gbps, product.tflops(precision), link if tp > 1 else None,
-                  stage_link if pp > 1 else None, product.tflops(attention_precision(precision)), precision)
-    model = Model(arch, engine, hw, tp, pp, CALIBRATED)
+                  stage_link if pp > 1 else None, product.tflops(attention), precision)
+    model = Model(arch, engine, hw, tp, pp, CALIBRATED, attention_dp)
     pred: Prediction = model.predict(workload, kv_capacity_bytes)
     # The latency objective: one request's time at the workload's concurrency (one request when none is given).
     single = pred if workload.concurrency is not None else model.predict(
@@ -100,4 +105,5 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, product: GPUProduct, t
         tp_link=link.text, stage_link=stage_link.text if (pp > 1 and stage_link is not None) else "",
         time_to_first_token_ms=pred.ttft_ms, workload=workload, tflops=hw.tflops, precision=precision,
         bound=pred.bound, latency_ms=latency,
+        exchange="token all-to-all (dispatch and combine)" if attention_dp and tp > 1 else "all-reduce",
     )

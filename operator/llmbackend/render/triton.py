@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from ..api.catalog import resolve_architecture
 from ..api.v1alpha1 import (
     DEFAULT_TRITON_IMAGE,
     DEFAULT_VLLM_IMAGE,
@@ -444,16 +445,24 @@ def checkpoint_path(spec: LLMBackendSpec) -> str:
 
 
 def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
-                expert_parallel: int | None = None) -> dict[str, Any]:
-    """The `LLM()` constructor arguments written to model.yaml (plus the `triton_config` block)."""
+                expert_parallel: int | None = None, attention_dp: bool = False) -> dict[str, Any]:
+    """The `LLM()` constructor arguments written to model.yaml (plus the `triton_config` block).
+
+    Attention data parallelism (enable_attention_dp): every one of the tensor_parallel ranks schedules its own
+    requests, and max_batch_size is per rank ("Max batch size in each rank", TensorRT-LLM's
+    docs/source/blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md: concurrency 1024 over --tp 8 --ep 8
+    with max_batch_size 128; docs/source/deployment-guide/deployment-guide-for-qwen3-on-trtllm.md: with attention DP the
+    concurrency reaches max_batch_size x GPUs), so the replica's maxBatchSize is split over the ranks.
+    """
     _validate_parallelism(tensor_parallel, pipeline_parallel)
     e = spec.engine
+    per_rank_batch = -(-e.max_batch_size // tensor_parallel) if attention_dp else e.max_batch_size
     args: dict[str, Any] = {
         "model": checkpoint_path(spec),
         "backend": "pytorch",
         "tensor_parallel_size": tensor_parallel,
         "pipeline_parallel_size": pipeline_parallel,
-        "max_batch_size": e.max_batch_size,
+        "max_batch_size": per_rank_batch,
         "max_num_tokens": e.max_num_tokens,
         "max_seq_len": e.max_seq_len,
         "max_input_len": e.max_input_len,
@@ -469,7 +478,7 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
         # captures batch sizes 1-31, 32, 64 and 128 without padding, so a decode batch of 40 or of 200 runs eagerly
         # and pays every kernel launch. Padding up to maxBatchSize is how NVIDIA's own benchmarks run
         # (perf-overview's llm_options.yml), the runs the performance model's constants were fitted on.
-        "cuda_graph_config": {"enable_padding": True, "max_batch_size": e.max_batch_size},
+        "cuda_graph_config": {"enable_padding": True, "max_batch_size": per_rank_batch},
         # Per-request timing (engine queue/compute time) and iteration stats (gauges): what the autoscaler reads.
         "return_perf_metrics": True,
         "enable_iter_perf_stats": True,
@@ -483,7 +492,37 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
         if not isinstance(expert_parallel, int) or isinstance(expert_parallel, bool) or expert_parallel < 1:
             raise ValueError(f"expert_parallel must be a positive int, got {expert_parallel!r}")
         args["moe_expert_parallel_size"] = expert_parallel
+    if attention_dp:
+        args["enable_attention_dp"] = True
+    if e.speculative is not None:
+        args["speculative_config"] = trtllm_speculative_config(spec)
     return args
+
+
+# TensorRT-LLM's LLM API speculative_config (tensorrt_llm/llmapi/llm_args.py, DecodingBaseConfig.from_dict at the 1.x
+# revisions: the decoding_type key picks MTPDecodingConfig, EagleDecodingConfig (EAGLE-3, one-model by default) or
+# DraftTargetDecodingConfig; the draft's checkpoint is speculative_model_dir).
+_TRTLLM_DECODING = {"mtp": "MTP", "eagle3": "Eagle", "draft_model": "DraftTarget"}
+
+
+def trtllm_speculative_config(spec: LLMBackendSpec) -> dict[str, Any]:
+    s = spec.engine.speculative
+    assert s is not None
+    method = str(getattr(s.method, "value", s.method))
+    if method == "mtp":
+        return {"decoding_type": "MTP", "num_nextn_predict_layers": s.draft_tokens}
+    config: dict[str, Any] = {"decoding_type": _TRTLLM_DECODING[method], "max_draft_len": s.draft_tokens,
+                              "speculative_model_dir": draft_path(spec)}
+    if method == "eagle3":
+        config["eagle3_one_model"] = True
+    return config
+
+
+def draft_path(spec: LLMBackendSpec) -> str:
+    """The draft's directory: draftPath under the model's (validated relative, without '..')."""
+    s = spec.engine.speculative
+    assert s is not None and s.draft_path is not None
+    return posixpath.join(checkpoint_path(spec), s.draft_path)
 
 
 # Fail-fast checkpoint check, shipped in the ConfigMap (NOT in the model repository) and run as an init container.
@@ -530,8 +569,28 @@ def _llmapi_config(model_name: str, drain_s: int) -> Message:
     )
 
 
-def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None) -> dict[str, str]:
-    args = llmapi_args(spec, tp, pp, ep)
+def fp4_checkpoint_check(spec: LLMBackendSpec) -> None:
+    """nvfp4/mxfp4 need a checkpoint that declares that format: TensorRT-LLM reads fp4 weights (and their scales)
+    from a ModelOpt NVFP4 or an MXFP4 checkpoint and cannot quantize 16-bit or fp8 weights to fp4 at load."""
+    quant = Quantization(spec.engine.quantization)
+    if quant not in vllm_backend.FP4:
+        return
+    declared = resolve_architecture(spec.model).checkpoint_quantization
+    if declared == quant.value:
+        return
+    kind = "an NVIDIA ModelOpt NVFP4 checkpoint" if quant == Quantization.NVFP4 else "an MXFP4 checkpoint (gpt-oss)"
+    raise vllm_backend.EngineConfigError(
+        vllm_backend.QUANTIZATION_MISMATCH,
+        f"engine.quantization is {quant.value}, which TensorRT-LLM loads only from {kind}; this checkpoint declares "
+        f"{declared or 'no quantization (16-bit weights)'} (config.json quantization_config or "
+        "model.architecture.checkpointQuantization): point the model at such a checkpoint or set engine.quantization "
+        "to what the checkpoint holds")
+
+
+def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None,
+                   attention_dp: bool = False) -> dict[str, str]:
+    fp4_checkpoint_check(spec)
+    args = llmapi_args(spec, tp, pp, ep, attention_dp)
     header = ("# Rendered by the llmbackend operator; do not edit. LLM() arguments for TensorRT-LLM's LLM API,\n"
               "# read by 1/model.py (triton_config is for Triton, not for LLM()).\n")
     return {
@@ -546,14 +605,21 @@ def _render_llmapi(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: 
 # ---- vllm backend (rendered by vllm_backend.py) ----
 
 
-def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int) -> dict[str, Any]:
+def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
+                     expert_parallel: int | None = None, attention_dp: bool = False) -> dict[str, Any]:
     """The vLLM engine arguments written to model.json."""
     _validate_parallelism(tensor_parallel, pipeline_parallel)
-    return vllm_backend.vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights_path(spec))
+    draft = draft_path(spec) if spec.engine.speculative is not None and spec.engine.speculative.draft_path else None
+    return vllm_backend.vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights_path(spec),
+                                         expert_parallel, attention_dp, draft)
 
 
-def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dict[str, str]:
-    return vllm_backend.render_vllm(spec, model_name, tp, pp, weights_path(spec), _HEADER.format(what="vLLM"))
+def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int, ep: int | None,
+                 attention_dp: bool) -> dict[str, str]:
+    fp4_checkpoint_check(spec)
+    draft = draft_path(spec) if spec.engine.speculative is not None and spec.engine.speculative.draft_path else None
+    return vllm_backend.render_vllm(spec, model_name, tp, pp, weights_path(spec), _HEADER.format(what="vLLM"), ep,
+                                    attention_dp, draft)
 
 
 # ---- entry point ----
@@ -561,11 +627,12 @@ def _render_vllm(spec: LLMBackendSpec, model_name: str, tp: int, pp: int) -> dic
 
 def render_model_repository(
     spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int,
-    expert_parallel: int | None = None, gpu_product: str | None = None,
+    expert_parallel: int | None = None, gpu_product: str | None = None, attention_dp: bool = False,
 ) -> dict[str, str]:
     """Relative file path -> content of the Triton model repository for this spec.
 
-    `expert_parallel` and `gpu_product` come from the plan (EP for MoE models; the GPU keys legacy engines).
+    `expert_parallel`, `attention_dp` and `gpu_product` come from the plan (EP and attention data parallelism for
+    MoE models; the GPU keys legacy engines).
 
     Raises ValueError for an invalid model name or parallelism, and
     vllm_backend.EngineConfigError (a ValueError with a condition reason)
@@ -577,9 +644,9 @@ def render_model_repository(
     if is_engine_ensemble(backend, spec.engine.format):
         files = _render_trtllm(spec, tensor_parallel, pipeline_parallel, gpu_product)
     elif backend == Backend.TENSORRTLLM:
-        files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel)
+        files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel, attention_dp)
     else:
-        files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel)
+        files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel, attention_dp)
     problems = _checked_configs(tuple(sorted((p, t) for p, t in files.items() if posixpath.basename(p) == "config.pbtxt")))
     if problems:  # a bug in this module, never a user error
         raise AssertionError("rendered config breaks the batching rule: " + "; ".join(problems))

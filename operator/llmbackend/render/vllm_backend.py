@@ -41,6 +41,7 @@ QUANTIZATION_MISMATCH = "QuantizationMismatch"
 UNSUPPORTED_QUANTIZATION = "UnsupportedQuantization"
 
 _FP8, _INT8, _INT4 = Quantization.FP8, Quantization.INT8_WO, Quantization.INT4_AWQ
+_NVFP4, _MXFP4 = Quantization.NVFP4, Quantization.MXFP4
 # Checkpoint quant_method -> the spec quantizations that describe such weights. A method not listed is accepted
 # with any non-16-bit spec value (its width is unknown here).
 CHECKPOINT_METHODS: dict[str, frozenset[Quantization]] = {
@@ -53,7 +54,14 @@ CHECKPOINT_METHODS: dict[str, frozenset[Quantization]] = {
     "gptq_marlin": frozenset({_INT4, _INT8}),
     "bitsandbytes": frozenset({_INT4, _INT8}),
     "compressed-tensors": frozenset({_FP8, _INT8, _INT4}),
+    # ModelOpt NVFP4 (api/checkpoint.py reads quant_algo NVFP4 as nvfp4; vLLM's method is modelopt_fp4).
+    "nvfp4": frozenset({_NVFP4}),
+    "modelopt_fp4": frozenset({_NVFP4}),
+    # gpt-oss: int4_awq was the way to size it before mxfp4 existed, and stays accepted.
+    "mxfp4": frozenset({_MXFP4, _INT4}),
 }
+# fp4 weights come only from a checkpoint quantized ahead: neither engine quantizes to fp4 at load.
+FP4 = frozenset({_NVFP4, _MXFP4})
 _SIXTEEN_BIT = {Quantization.BF16: "bfloat16", Quantization.FP16: "float16"}
 
 
@@ -94,16 +102,25 @@ def quantization_args(spec: LLMBackendSpec) -> dict[str, str]:
 
 
 def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: int,
-                     weights: str) -> dict[str, Any]:
-    """vLLM AsyncEngineArgs written to model.json."""
+                     weights: str, expert_parallel: int | None = None, attention_dp: bool = False,
+                     draft: str | None = None) -> dict[str, Any]:
+    """vLLM AsyncEngineArgs written to model.json.
+
+    The plan's tensor_parallel is the replica's GPUs per stage. With attention data parallelism they become vLLM's
+    data parallel ranks (tensor_parallel_size 1, data_parallel_size = those GPUs) with expert parallelism, the layout
+    vLLM's data parallel deployment guide gives for MLA MoE models (docs/serving/data_parallel_deployment.md: each
+    DP rank is an engine core with its own scheduler, so max_num_seqs is per rank; the experts form an EP group of
+    DP x TP). A plan with EP and tensor parallel attention sets enable_expert_parallel (EP = TP).
+    """
     e = spec.engine
+    dp = tensor_parallel if attention_dp else 1
     args: dict[str, Any] = {
         "model": weights,
-        "tensor_parallel_size": tensor_parallel,
+        "tensor_parallel_size": tensor_parallel // dp,
         "pipeline_parallel_size": pipeline_parallel,
         # vLLM's own fraction of TOTAL memory (weights + activations + KV), not kvCacheFreeGpuMemFraction.
         "gpu_memory_utilization": float(e.vllm.gpu_memory_utilization),
-        "max_num_seqs": e.max_batch_size,
+        "max_num_seqs": -(-e.max_batch_size // dp),  # maxBatchSize is the replica's; each DP rank schedules its own
         "max_model_len": e.max_seq_len,
         "enforce_eager": False,
         "enable_chunked_prefill": e.enable_chunked_context,
@@ -113,6 +130,18 @@ def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parall
         else max(e.max_num_tokens, e.max_seq_len),
         "disable_log_stats": False,  # the stat logger is where queue/compute time come from
     }
+    if dp > 1:
+        args["data_parallel_size"] = dp
+    if dp > 1 or (expert_parallel or 1) > 1:
+        args["enable_expert_parallel"] = True
+    if e.speculative is not None:
+        # vLLM's SpeculativeConfig (vllm/config/speculative.py): method "mtp" (the checkpoint's own MTP layers),
+        # "eagle3" or "draft_model" with the draft's directory as model; num_speculative_tokens drafted a step.
+        method = str(getattr(e.speculative.method, "value", e.speculative.method))
+        speculative: dict[str, Any] = {"method": method, "num_speculative_tokens": e.speculative.draft_tokens}
+        if draft is not None:
+            speculative["model"] = draft
+        args["speculative_config"] = speculative
     args.update(quantization_args(spec))
     kv = KVCacheDtype(e.kv_cache_dtype)
     if kv == KVCacheDtype.FP8 or (kv == KVCacheDtype.AUTO and Quantization(e.quantization) == _FP8):
@@ -142,7 +171,8 @@ def vllm_model_config(model_name: str, drain_s: int) -> Message:
 
 
 def render_vllm(spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pipeline_parallel: int,
-                weights: str, header: str) -> dict[str, str]:
+                weights: str, header: str, expert_parallel: int | None = None,
+                attention_dp: bool = False, draft: str | None = None) -> dict[str, str]:
     """Relative path -> content for a vLLM backend. Raises EngineConfigError for a spec vLLM cannot serve."""
     files = {
         f"{model_name}/config.pbtxt": to_pbtxt(
@@ -150,7 +180,8 @@ def render_vllm(spec: LLMBackendSpec, model_name: str, tensor_parallel: int, pip
             header + f"\nModel: the operator's Python model over vLLM's AsyncLLM (vLLM {VLLM_API_VERSION} API)."),
         f"{model_name}/1/model.py": model_source(),
         f"{model_name}/1/model.json": json.dumps(
-            vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights), indent=2, sort_keys=True) + "\n",
+            vllm_engine_args(spec, tensor_parallel, pipeline_parallel, weights, expert_parallel, attention_dp, draft),
+            indent=2, sort_keys=True) + "\n",
     }
     problems = engine_model_violations(files)
     if problems:  # a bug in this module, never a user error

@@ -204,7 +204,8 @@ def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
 
 def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
     files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
-                                           plan.expert_parallel, plan.gpu_product)
+                                           plan.expert_parallel, plan.gpu_product,
+                                           bool(plan.attention_data_parallel))
     data = {_config_key(path): content for path, content in sorted(files.items())}
     if triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel):
         data[triton.CHECKPOINT_CHECK_KEY] = triton.checkpoint_check_source()

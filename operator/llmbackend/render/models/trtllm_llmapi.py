@@ -224,15 +224,19 @@ def engine_times_us(output: Any) -> tuple[float, float] | None:
     return (scheduled - arrival) * 1e6, (last - scheduled) * 1e6
 
 
-def gauges_from_stats(stats: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
-    """Iteration stats -> (request_type -> value, kv_cache_block_type -> value)."""
+def gauges_from_stats(stats: dict[str, Any], ranks: int = 1) -> tuple[dict[str, float], dict[str, float]]:
+    """Iteration stats -> (request_type -> value, kv_cache_block_type -> value).
+
+    `ranks`: attention data-parallel ranks. TensorRT-LLM 1.2.1 reports rank 0's iteration stats only under attention
+    DP (per-rank records came later: NVIDIA/TensorRT-LLM#13649) and its executor balances requests over the ranks,
+    so rank 0's per-rank counts times the ranks stand for the engine; the intake queue is rank 0's and global."""
     batching = stats.get("inflightBatchingStats") or {}
     kv = stats.get("kvCacheStats") or {}
     requests = {
-        "waiting": float(stats.get("numQueuedRequests", 0)) + float(batching.get("numPausedRequests", 0)),
-        "scheduled": float(batching.get("numScheduledRequests", stats.get("numActiveRequests", 0))),
-        "active": float(stats.get("numActiveRequests", 0)),
-        "max": float(stats.get("maxNumActiveRequests", 0)),
+        "waiting": float(stats.get("numQueuedRequests", 0)) + ranks * float(batching.get("numPausedRequests", 0)),
+        "scheduled": ranks * float(batching.get("numScheduledRequests", stats.get("numActiveRequests", 0))),
+        "active": ranks * float(stats.get("numActiveRequests", 0)),
+        "max": ranks * float(stats.get("maxNumActiveRequests", 0)),
     }
     max_blocks = float(kv.get("maxNumBlocks", 0))
     used = float(kv.get("usedNumBlocks", max_blocks - float(kv.get("freeNumBlocks", max_blocks))))
@@ -245,15 +249,16 @@ def gauges_from_stats(stats: dict[str, Any]) -> tuple[dict[str, float], dict[str
     return requests, blocks
 
 
-def waiting_requests(submitted: int, record: dict[str, Any]) -> float:
+def waiting_requests(submitted: int, record: dict[str, Any], ranks: int = 1) -> float:
     """Requests this model submitted that wait, from one iteration-stats record. numQueuedRequests is the engine's
     intake queue only and requests waiting for a slot are in no field: they are the submitted ones the engine does
     not count as active. Paused requests wait too: active, but set aside this iteration by the scheduler for KV-cache
     room (the rendered MAX_UTILIZATION policy); _torch/pyexecutor/py_executor.py `_update_iter_stats` records them as
     inflightBatchingStats.numPausedRequests (the scheduled batch's paused_requests)."""
     batching = record.get("inflightBatchingStats") or {}
-    not_admitted = max(0, submitted - int(record.get("numActiveRequests", 0)))
-    return float(not_admitted + int(batching.get("numPausedRequests", 0)))
+    # Attention DP (`ranks` > 1): rank 0's counts stand for each rank (see gauges_from_stats).
+    not_admitted = max(0, submitted - ranks * int(record.get("numActiveRequests", 0)))
+    return float(not_admitted + ranks * int(batching.get("numPausedRequests", 0)))
 
 
 def _request_histogram(families: dict[str, Any], params: dict[str, str], labels: dict[str, str]) -> Any:
@@ -412,6 +417,16 @@ class TritonPythonModel:
         kv = llm_args.pop("kv_cache_config", None)
         if kv is not None:
             llm_args["kv_cache_config"] = KvCacheConfig(**kv)
+        speculative = llm_args.pop("speculative_config", None)
+        if speculative is not None:
+            # As trtllm-serve's update_llm_args_with_extra_dict (llmapi/llm_args.py) builds it: decoding_type picks
+            # the config class (MTP, Eagle, DraftTarget).
+            from tensorrt_llm.llmapi.llm_args import DecodingBaseConfig
+
+            llm_args["speculative_config"] = DecodingBaseConfig.from_dict(dict(speculative))
+        # Attention data parallelism: the iteration stats are rank 0's (gauges_from_stats).
+        self.attention_dp_ranks = int(llm_args.get("tensor_parallel_size", 1)) if llm_args.get(
+            "enable_attention_dp") else 1
         self.logger = pb_utils.Logger
         self.llm = LLM(**llm_args)
         self.metrics = _Metrics(params, {"model": args["model_name"], "version": args["model_version"]})
@@ -715,7 +730,7 @@ class TritonPythonModel:
                     async for stats in self.llm.get_stats_async(timeout=STATS_INTERVAL_S):
                         latest = json.loads(stats) if isinstance(stats, str) else stats
                         if loop.time() - published_at >= STATS_PUBLISH_S:  # one record per iteration: thinned
-                            self._publish(gauges_from_stats(latest), latest)
+                            self._publish(gauges_from_stats(latest, self.attention_dp_ranks), latest)
                             latest, published_at = None, loop.time()
                 except Exception as exc:  # noqa: BLE001 - stats are best effort, unless the engine died
                     if await self._check_engine() is not None:
@@ -723,7 +738,7 @@ class TritonPythonModel:
                         return
                     self.ipc.call(self.logger.log_warn, f"iteration stats unavailable: {type(exc).__name__}: {exc}")
                 if latest is not None:
-                    self._publish(gauges_from_stats(latest), latest)
+                    self._publish(gauges_from_stats(latest, self.attention_dp_ranks), latest)
             self._publish(({}, {}), None)
             await asyncio.sleep(STATS_INTERVAL_S)
 
@@ -732,7 +747,7 @@ class TritonPythonModel:
         with self.lock:
             submitted = sum(1 for e in self.in_flight.values() if e.result is not None)
         if record is not None:
-            requests["waiting"] = waiting_requests(submitted, record)
+            requests["waiting"] = waiting_requests(submitted, record, self.attention_dp_ranks)
         elif submitted == 0:
             # Nothing in flight: the engine is idle (it reports nothing then, and its last record still counts the
             # requests it finished in it).
