@@ -213,6 +213,9 @@ def main() -> int:
               f"(target <= 120s): per CR p50 {pct(latencies, 50):.1f}s p99 {pct(latencies, 99):.1f}s max {max(latencies, default=float('nan')):.1f}s")
         print(f"   operator API requests: {json.dumps(burst_api, sort_keys=True)} -> {sum(burst_api.values()) / len(names):.1f} per CR "
               f"({writes(burst_api) / len(names):.1f} writes per CR); reconciles {burst_rec:.0f} ({burst_rec / len(names):.1f} per CR)")
+        burst_cpu = proc_stats(op.pid)["cpu_s"] - stats0["cpu_s"]
+        print(f"   operator CPU during the burst {burst_cpu:.1f}s: {1000 * burst_cpu / len(names):.0f} ms per new backend "
+              f"(its passes and the watch events they cause)")
 
         # ---- settle: pods become ready, statuses get their last update ----
         t_settle = time.monotonic()
@@ -232,11 +235,14 @@ def main() -> int:
         # ---- no-op resync ----
         quiet = 2 * args.resync_seconds + 5
         before_api, before_rec = api_requests(metrics_port), reconciles(metrics_port)
+        before_cpu = proc_stats(op.pid)["cpu_s"]
         time.sleep(quiet)
         quiet_api = diff(api_requests(metrics_port), before_api)
         quiet_rec = reconciles(metrics_port) - before_rec
+        quiet_cpu = proc_stats(op.pid)["cpu_s"] - before_cpu
         print(f"\n== no-op resync ({quiet:.0f}s, resync every {args.resync_seconds:.0f}s): reconciles {quiet_rec:.0f}, "
-              f"operator writes {writes(quiet_api):.0f} (target 0); requests {json.dumps(quiet_api, sort_keys=True)}")
+              f"operator writes {writes(quiet_api):.0f} (target 0); requests {json.dumps(quiet_api, sort_keys=True)}; "
+              f"CPU {quiet_cpu:.1f}s, {1000 * quiet_cpu / max(quiet_rec, 1):.1f} ms per no-op pass")
 
         # ---- node churn ----
         node_names = [n["metadata"]["name"] for n in nodes]

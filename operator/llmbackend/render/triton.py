@@ -638,6 +638,30 @@ def render_model_repository(
     vllm_backend.EngineConfigError (a ValueError with a condition reason)
     for a quantization the backend cannot serve.
     """
+    return dict(_rendered(_SpecKey(spec), model_name, tensor_parallel, pipeline_parallel, expert_parallel, gpu_product,
+                          attention_dp))
+
+
+class _SpecKey:
+    """A spec as a cache key: equal when their JSON is (pydantic models are not hashable)."""
+
+    def __init__(self, spec: LLMBackendSpec):
+        self.spec = spec
+        self.json = spec.model_dump_json()
+
+    def __hash__(self) -> int:
+        return hash(self.json)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SpecKey) and other.json == self.json
+
+
+@functools.lru_cache(maxsize=1024)
+def _rendered(key: _SpecKey, model_name: str, tensor_parallel: int, pipeline_parallel: int,
+              expert_parallel: int | None, gpu_product: str | None, attention_dp: bool) -> dict[str, str]:
+    """Once per distinct input: every pass of a backend renders the same repository, and rendering and checking it
+    were most of a no-op pass's CPU (issue 47). Errors are raised each time (lru_cache keeps only results)."""
+    spec = key.spec
     validate_model_name(model_name)
     _validate_parallelism(tensor_parallel, pipeline_parallel)
     backend = Backend(spec.engine.backend)
@@ -647,17 +671,10 @@ def render_model_repository(
         files = _render_llmapi(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel, attention_dp)
     else:
         files = _render_vllm(spec, model_name, tensor_parallel, pipeline_parallel, expert_parallel, attention_dp)
-    problems = _checked_configs(tuple(sorted((p, t) for p, t in files.items() if posixpath.basename(p) == "config.pbtxt")))
+    problems = batching_violations(files)
     if problems:  # a bug in this module, never a user error
         raise AssertionError("rendered config breaks the batching rule: " + "; ".join(problems))
     return files
-
-
-@functools.lru_cache(maxsize=512)
-def _checked_configs(configs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    """batching_violations, once per distinct set of config texts: every pass of a backend renders the same
-    repository, and parsing it was most of a no-op pass's CPU (issue 47)."""
-    return tuple(batching_violations(dict(configs)))
 
 
 # ---- the design rule, checked on rendered text ----
