@@ -96,6 +96,9 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
    cluster can hold now (running replicas + what free GPUs allow; a multi-node
    replica is one unit). A scale-up beyond it is capped (never below
    ``current`` and never below ``minReplicas``), reason ``InsufficientCapacity``.
+7. Panic mode (``spec.autoscaling.panic``, off by default; ``apply_panic``): Knative's KPA on top of the steps above,
+   on a reading over the short panic window (``panic_window_s``): over 200 % of the ready replicas it orders what
+   that window's load needs at once and scales down not at all until a whole window passed under the threshold.
 """
 
 from __future__ import annotations
