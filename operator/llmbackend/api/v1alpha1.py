@@ -646,11 +646,13 @@ class AutoscalingSpec(_Model):
     schedule: list[ScheduleFloor] | None = Field(
         default=None, max_length=16,
         description="Minimum-replica floors between cron start and end times in a time zone (KEDA's cron scaler); "
-                    "status.autoscaling.scheduleFloor says which one holds.")
+                    "status.autoscaling.scheduleFloor says which one holds. Mode keda: rendered as KEDA cron "
+                    "triggers; mode hpa: not applied.")
     panic: PanicSpec | None = Field(
         default=None,
-        description="Knative's panic mode: scale up at once on a short window's load, no scale-down while it lasts "
-                    "(off by default); status.autoscaling.panic says when it is on and why.")
+        description="Knative's panic mode (mode operator, source triton): scale up at once on a short window's "
+                    "load, no scale-down while it lasts (off by default); status.autoscaling.panic says when it is on "
+                    "and why.")
 
     @property
     def scale_down_window(self) -> int:
