@@ -115,6 +115,14 @@ LLAMA_8B = {"preset": "llama-3.1-8b", "source": {"uri": "s3://models/llama-3.1-8
     ({"model": {}}, "set spec.model.source"),
     ({"model": {"preset": "llama-3.1-8b"}}, "set spec.model.source"),
     ({"model": LLAMA_8B, "replicas": -1}, "should be greater than or equal to 0"),
+    ({"model": LLAMA_8B, "autoscaling": {"schedule": [{"start": "0 8 * * *", "end": "0 8 * * *", "desiredReplicas": 2}]}},
+     "start and end must differ"),
+    ({"model": LLAMA_8B, "autoscaling": {"schedule": [{"start": "0 8 * * *", "end": "0 9 * * *"}]}},
+     "set desiredReplicas (minReplicas is its older name), not both"),
+    ({"model": LLAMA_8B, "autoscaling": {"schedule": [{"start": "0 8 * * *", "end": "0 9 * * *", "desiredReplicas": 2,
+                                                        "timeZone": "../etc/passwd"}]}}, "timeZone"),
+    ({"model": LLAMA_8B, "autoscaling": {"panic": {"enabled": True, "thresholdPercentage": 100}}},
+     "should be greater than or equal to 110"),
 ])
 def test_invalid_backend_is_rejected_by_the_api_server(cluster, namespace, spec, message):
     manifest = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
@@ -131,6 +139,12 @@ def test_invalid_backend_is_rejected_by_the_api_server(cluster, namespace, spec,
     ({"model": {"architecture": {"numLayers": 200, "hiddenSize": 32768, "numAttentionHeads": 256, "numKeyValueHeads": 16,
                                  "headDim": 128, "vocabSize": 256000, "parameterCount": 9_000_000_000_000},
                 "source": {"uri": "s3://m/x"}}}, "InsufficientGPUMemory"),
+    # what the CRD's pattern lets through and the operator's cron matcher refuses: a minute of 61, a zone no database has
+    ({"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://m/x"}},
+      "autoscaling": {"schedule": [{"start": "61 8 * * *", "end": "0 9 * * *", "desiredReplicas": 2}]}}, "InvalidSpec"),
+    ({"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://m/x"}},
+      "autoscaling": {"schedule": [{"start": "0 8 * * *", "end": "0 9 * * *", "desiredReplicas": 2,
+                                    "timeZone": "Mars/Olympus_Mons"}]}}, "InvalidSpec"),
 ])
 def test_impossible_backend_is_reported_not_crashed(cluster, operator, namespace, spec, reason):
     manifest = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",

@@ -105,3 +105,32 @@ def test_the_peers_knobs_the_side_tables_use_are_points_of_their_tuning_grids(be
     assert set(bench.PEERS) <= set(bench.TUNED)
     for name, knob in bench.TUNED.items():
         assert knob in bench.POLICIES[name][1], name
+
+
+def test_the_dominance_verdict_needs_more_than_a_tenth_of_a_point_and_fewer_gpu_hours(bench):
+    ours = (0.960, 10.0)
+    assert bench.dominates((0.962, 9.9), ours)
+    assert not bench.dominates((0.961, 9.9), ours)      # 0.1 point: within the margin
+    assert not bench.dominates((0.990, 10.0), ours)     # better, not cheaper
+    assert not bench.dominates((0.950, 5.0), ours)      # cheaper, not better
+
+
+def test_a_peer_point_above_the_curve_is_a_loss_at_equal_cost(bench):
+    curve = [(0.99, 12.0), (0.97, 9.0), (0.93, 7.0)]   # (SLO, GPU-h) at targetUtilization 0.5 ... 0.9
+    assert bench.slo_at_cost(curve, 9.5) == 0.97 and bench.slo_at_cost(curve, 6.0) is None
+    assert bench.above_curve(curve, (0.98, 9.5))        # over what the curve reaches at 9.5 GPU-h
+    assert not bench.above_curve(curve, (0.9705, 9.5))  # within 0.1 point of it
+    assert not bench.above_curve(curve, (0.99, 13.0))   # as good as the curve, at more cost
+    assert bench.above_curve(curve, (0.95, 6.0))        # cheaper than the curve and over its cheapest point
+    assert not bench.above_curve(curve, (0.90, 6.0))
+
+
+def test_schedule_floors_run_on_the_simulated_clock(bench):
+    from llmbackend.autoscaling.decision import schedule_floor
+
+    assert bench._cron_at(0) == "0 0 * * *" and bench._cron_at(3 * 3600 + 125) == "2 3 * * *"
+    assert bench._cron_at(-300) == "55 23 * * *"  # before t = 0: the day before
+    op = bench.Operator((("floor", (-300.0, 1800.0, 6)),))
+    assert schedule_floor(op.spec, -240.0) == 6 and schedule_floor(op.spec, 1799.0) == 6
+    assert schedule_floor(op.spec, 1800.0) == 0 and schedule_floor(op.spec, -360.0) == 0
+    assert bench.Operator(bench.PANIC_ON).spec.panic.enabled and bench.Operator(None).spec.panic is None

@@ -117,3 +117,42 @@ def test_a_query_the_admin_did_not_write_is_held_and_nothing_is_queried(monkeypa
     decision = operator.state.decisions[("ns", "b")]
     assert decision.reason == cond.PROMETHEUS_QUERY_NOT_ALLOWED and decision.current_ratio is None
     assert decision.desired_replicas == 0 and queried == []
+
+
+def test_the_loop_reads_the_panic_window_and_reports_the_schedule_floor_in_status(monkeypatch):
+    from llmbackend.autoscaling.ratio import RatioReading
+    from llmbackend.autoscaling.sources import TritonScraper
+
+    operator = _operator()
+    spec = AutoscalingSpec.model_validate({
+        "enabled": True, "maxReplicas": 3, "panic": {"enabled": True},
+        # a start every minute and an end once a year: the floor holds (but in the first minute of the year)
+        "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "timeZone": "Europe/Berlin", "desiredReplicas": 5}]})
+    target = AutoscaleTarget("ns", "b", spec, "llm", "llmbackend.dev/backend=b", 1, None, 1, 8)
+    pod = {"metadata": {"name": "p", "creationTimestamp": "2026-12-04T10:00:00Z"},
+           "status": {"podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]}}
+    monkeypatch.setattr(operator.kube, "list", lambda *a, **kw: [pod])
+    windows: list[float] = []
+
+    async def scrape(self, pods):
+        return 0
+
+    def reading(self, window_s, now=None):
+        windows.append(window_s)
+        return RatioReading(None, reason="NoSamples", pods_used=0)
+
+    monkeypatch.setattr(TritonScraper, "scrape", scrape)
+    monkeypatch.setattr(TritonScraper, "reading", reading)
+
+    async def evaluate():
+        scaler = operator._new_scaler(target)
+        await operator._evaluate(("ns", "b"), target, scaler)
+        await run._close_scaler(scaler)
+
+    asyncio.run(evaluate())
+    decision = operator.state.decisions[("ns", "b")]
+    assert windows == [60, 22.5]  # the metrics window, then the panic window of the same scrapes
+    assert decision.desired_replicas == 3  # the floor of 5, clipped to maxReplicas
+    assert decision.extra["scheduleFloor"].startswith("schedule[0] (* * * * * to 0 0 1 1 *, Europe/Berlin) holds "
+                                                      "minReplicas at 3 (desiredReplicas 5, at most maxReplicas)")
+    assert decision.extra["panic"] is None  # no engine reading: no panic

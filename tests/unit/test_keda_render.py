@@ -92,3 +92,18 @@ def test_threshold_is_a_decimal_string(value, text):
 def test_keda_mode_needs_prometheus():
     with pytest.raises(ValidationError, match="mode keda requires prometheus.url"):
         AutoscalingSpec(enabled=True, mode="keda")
+
+
+def test_schedule_floors_become_kedas_own_cron_triggers():
+    spec = AutoscalingSpec.model_validate({
+        "enabled": True, "mode": "keda", "prometheus": PROM, "schedule": [
+            {"start": "0 8 * * 1-5", "end": "0 18 * * 1-5", "timeZone": "Europe/Berlin", "desiredReplicas": 4},
+            {"start": "22:00", "end": "06:00", "minReplicas": 2},   # the older form: daily, UTC
+            {"start": "0 12 * * *", "end": "0 13 * * *", "desiredReplicas": 0}]})  # KEDA refuses 0: left out
+    so = render_scaled_object("llama", "serving", {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"},
+                              spec)
+    cron = [t for t in so["spec"]["triggers"] if t["type"] == "cron"]
+    assert [t["metadata"] for t in cron] == [
+        {"timezone": "Europe/Berlin", "start": "0 8 * * 1-5", "end": "0 18 * * 1-5", "desiredReplicas": "4"},
+        {"timezone": "UTC", "start": "0 22 * * *", "end": "0 6 * * *", "desiredReplicas": "2"}]
+    assert so["spec"]["triggers"][0]["type"] == "prometheus"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from .. import __version__
+from . import cron
 
 GROUP = "llmbackend.dev"
 VERSION = "v1alpha1"
@@ -561,12 +562,77 @@ class PrometheusSource(_Model):
         return [name for name, value in (("query", self.query), ("activationQuery", self.activation_query)) if value]
 
 
-class ScheduleFloor(_Model):
-    """A minimum replica count during a daily UTC time range (known peaks: scale before they start)."""
+_DAILY_TIME = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
-    start: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="Start, HH:MM UTC.")
-    end: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$", description="End, HH:MM UTC (before start: wraps midnight).")
-    min_replicas: int = Field(ge=0, le=1000)
+
+def schedule_cron(value: str) -> str:
+    """A schedule's start or end as a cron expression: HH:MM (the older form, daily) is "MM HH * * *"."""
+    daily = _DAILY_TIME.match(value)
+    return f"{int(daily.group(2))} {int(daily.group(1))} * * *" if daily else value
+
+
+class ScheduleFloor(_Model):
+    """A minimum replica count between a start and an end (known peaks: scale before they start), as KEDA's cron
+    scaler takes them: two cron expressions in an IANA time zone."""
+
+    start: str = Field(
+        max_length=100, pattern=r"^[0-9A-Za-z*/,: -]+$",
+        description="When the floor begins: a 5-field cron expression (minute hour day-of-month month day-of-week), "
+                    "e.g. \"0 8 * * 1-5\", in timeZone; or HH:MM (daily, the older form).")
+    end: str = Field(
+        max_length=100, pattern=r"^[0-9A-Za-z*/,: -]+$",
+        description="When the floor ends (the first end after a start): as start. HH:MM before start wraps midnight.")
+    time_zone: str = Field(
+        default="UTC", max_length=64, pattern=r"^[A-Za-z0-9_+/-]+$",
+        description="IANA time zone of start and end (e.g. Europe/Berlin); daylight saving time is followed.")
+    desired_replicas: int | None = Field(
+        default=None, ge=0, le=1000,
+        description="The floor: at least this many replicas between start and end (KEDA's desiredReplicas; never "
+                    "above maxReplicas). Overlapping entries: the largest.")
+    min_replicas: int | None = Field(default=None, ge=0, le=1000, description="Older name of desiredReplicas.")
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "has(self.desiredReplicas) != has(self.minReplicas)",
+                 "message": "set desiredReplicas (minReplicas is its older name), not both"},
+                {"rule": "self.start != self.end", "message": "start and end must differ (as KEDA's cron scaler says)"},
+            ]
+        }
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> ScheduleFloor:
+        if (self.desired_replicas is None) == (self.min_replicas is None):
+            raise ValueError("schedule: set desiredReplicas (minReplicas is its older name), not both")
+        if self.start == self.end:
+            raise ValueError("schedule: start and end must differ")
+        # the matcher validates what the pattern cannot (fields, ranges, zone names)
+        cron.parse(schedule_cron(self.start))
+        cron.parse(schedule_cron(self.end))
+        cron.zone(self.time_zone)
+        return self
+
+    @property
+    def floor(self) -> int:
+        """desiredReplicas, or its older name."""
+        return self.desired_replicas if self.desired_replicas is not None else (self.min_replicas or 0)
+
+
+class PanicSpec(_Model):
+    """Knative's panic mode (the KPA's, pkg/autoscaler/scaling/autoscaler.go): a short panic window beside the
+    metrics window; when the replicas its load needs reach thresholdPercentage of the ready ones, scale up at once to
+    them and scale down not at all until the load has stayed under the threshold for a whole windowSeconds."""
+
+    enabled: bool = Field(default=False, description="Turn panic mode on (off by default).")
+    window_percentage: float = Field(
+        default=10.0, ge=1, le=100,
+        description="The panic window as a percentage of windowSeconds (Knative's panic-window-percentage, default "
+                    "10), at least one and a half sync periods (the pods are scraped once a sync period).")
+    threshold_percentage: float = Field(
+        default=200.0, ge=110, le=1000,
+        description="Enter panic when the replicas the panic window's load needs are this percentage of the ready "
+                    "replicas or more (Knative's panic-threshold-percentage, default 200).")
 
 
 OPERATOR_SCALE_DOWN_WINDOW_S = 60
@@ -670,7 +736,16 @@ class AutoscalingSpec(_Model):
         description="With minReplicas 0 (mode operator): how long the activator holds a request while no replica is "
                     "ready before answering 503. Cover the backend's cold start (a large engine loads for minutes).",
     )
-    schedule: list[ScheduleFloor] | None = Field(default=None, max_length=16, description="Daily minimum-replica floors (UTC).")
+    schedule: list[ScheduleFloor] | None = Field(
+        default=None, max_length=16,
+        description="Minimum-replica floors between cron start and end times in a time zone (KEDA's cron scaler); "
+                    "status.autoscaling.scheduleFloor says which one holds. Mode keda: rendered as KEDA cron "
+                    "triggers; mode hpa: not applied.")
+    panic: PanicSpec | None = Field(
+        default=None,
+        description="Knative's panic mode (mode operator, source triton): scale up at once on a short window's "
+                    "load, no scale-down while it lasts (off by default); status.autoscaling.panic says when it is on "
+                    "and why.")
 
     @property
     def scale_down_window(self) -> int:
@@ -1297,6 +1372,14 @@ class AutoscalingStatus(_Model):
                     "last 30 minutes rose 1.25 x learnedHeadroomMax or more and queued: how far, and what to do.")
     memory: ScalerMemory | None = Field(
         default=None, description="What the autoscaler learned of the traffic, resumed after an operator restart.")
+    panic: str | None = Field(
+        default=None,
+        description="Set while panic mode holds (spec.autoscaling.panic): since when, the load of the panic window "
+                    "against the ready replicas, and when it ends.")
+    schedule_floor: str | None = Field(
+        default=None,
+        description="Set while a schedule entry (spec.autoscaling.schedule) raises minReplicas: which entry, since "
+                    "when, and the floor.")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
     reason: str | None = Field(default=None, description="Why the last decision chose desiredReplicas.")

@@ -91,11 +91,14 @@ with the per-backend behaviour of :class:`AutoscalingSpec`.
      saturation does not add one per sync.
    These steps are sized from the backlog: ``maxScaleUpStep`` does not cut them (GPU capacity and
    ``maxReplicas`` do). With ``minReplicas: 0`` the last replica goes only after ``scaleToZeroAfterSeconds``
-   idle. Schedule floors raise ``minReplicas`` during their UTC time ranges.
+   idle. Schedule floors raise ``minReplicas`` between their cron start and end (``schedule_hold``).
 6. Capacity: ``schedulable_max`` is the total number of whole replicas the
    cluster can hold now (running replicas + what free GPUs allow; a multi-node
    replica is one unit). A scale-up beyond it is capped (never below
    ``current`` and never below ``minReplicas``), reason ``InsufficientCapacity``.
+7. Panic mode (``spec.autoscaling.panic``, off by default; ``apply_panic``): Knative's KPA on top of the steps above,
+   on a reading over the short panic window (``panic_window_s``): over 200 % of the ready replicas it orders what
+   that window's load needs at once and scales down not at all until a whole window passed under the threshold.
 """
 
 from __future__ import annotations
@@ -104,7 +107,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from ..api.v1alpha1 import LEARNED_HEADROOM_MAX_LIMIT, SCALER_MEMORY_MAX_BURSTS, AutoscalingSpec
+from ..api import cron
+from ..api.v1alpha1 import LEARNED_HEADROOM_MAX_LIMIT, SCALER_MEMORY_MAX_BURSTS, AutoscalingSpec, schedule_cron
 from .coldstart import epoch_seconds, rfc3339
 from .ratio import REASON_NO_COMPLETIONS, REASON_STALE, RatioReading
 
@@ -123,11 +127,13 @@ FORECAST_LOAD = "ForecastLoad"            # scaled up for the load expected one 
 SCALED_FROM_ZERO = "ScaledFromZero"       # requests waiting while no replica exists
 BURST_FLOOR = "BurstFloor"                # scaled up to the standing capacity the last bursts needed (burstMemorySeconds)
 WAITING_TO_SCALE_TO_ZERO = "IdleBeforeScaleToZero"
+PANIC = "Panic"                            # panic mode ordered or held the replicas (spec.autoscaling.panic)
 
 REASONS = (
     SCALED_UP, SCALED_DOWN, WITHIN_TOLERANCE, AT_MAX_REPLICAS, AT_MIN_REPLICAS,
     STABILIZING_SCALE_DOWN, STABILIZING_SCALE_UP, METRICS_UNAVAILABLE, STALE_METRICS,
     INSUFFICIENT_CAPACITY, ENGINE_SATURATED, FORECAST_LOAD, SCALED_FROM_ZERO, WAITING_TO_SCALE_TO_ZERO, BURST_FLOOR,
+    PANIC,
 )
 
 _MAX_HISTORY = 512
@@ -168,6 +174,11 @@ class ScalerState:
     # remembered: the floor it keeps is what stops the queue that set it)
     floor_since: float | None = None
     rises: list[tuple[float, float]] = field(default_factory=list)  # (bucket start, largest rise over the base)
+    # panic mode (spec.autoscaling.panic; ``apply_panic``): since when, the last decision over the threshold, and the
+    # most replicas ordered in it (no scale-down below them while it lasts). Not resumed after an operator restart.
+    panic_since: float | None = None
+    panic_last: float | None = None
+    panic_max: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -187,6 +198,9 @@ class ScalerState:
             "queuedAt": self.queued_at,
             "floorSince": self.floor_since,
             "rises": [[t, x] for t, x in self.rises],
+            "panicSince": self.panic_since,
+            "panicLast": self.panic_last,
+            "panicMax": self.panic_max,
         }
 
     @classmethod
@@ -211,7 +225,7 @@ class ScalerState:
                    None if not fit else BatchFit(_five(fit[:5]), float(fit[5])), None if since is None else float(since),
                    peaks, forecasts, rates, surprises, None if started is None else float(started),
                    None if queued_at is None else float(queued_at), None if floor_since is None else float(floor_since),
-                   rises)
+                   rises, d.get("panicSince"), d.get("panicLast"), int(d.get("panicMax") or 0))
 
     def last_scale_time_rfc3339(self) -> str | None:
         return None if self.last_scale_time is None else rfc3339(self.last_scale_time)
@@ -678,21 +692,43 @@ class Decision:
     state: ScalerState
     raw_recommendation: int | None = None  # before stabilization/limits; None without a reading
     engine: EngineView | None = None
+    panic: str | None = None  # status.autoscaling.panic: set while panic mode holds, why and until when
+
+
+@dataclass(frozen=True)
+class ScheduleHold:
+    """The schedule entry that sets the floor now (``schedule_hold``)."""
+
+    floor: int      # its desiredReplicas, at most maxReplicas
+    index: int      # its place in spec.autoscaling.schedule
+    since: float    # epoch seconds of the start it holds since
+
+    def status(self, spec: AutoscalingSpec) -> str:
+        """status.autoscaling.scheduleFloor: which entry, since when, the floor."""
+        entry = (spec.schedule or [])[self.index]
+        clipped = f" (desiredReplicas {entry.floor}, at most maxReplicas)" if entry.floor > self.floor else ""
+        return (f"schedule[{self.index}] ({entry.start} to {entry.end}, {entry.time_zone}) holds minReplicas at "
+                f"{self.floor}{clipped} since {rfc3339(self.since)}")
+
+
+def schedule_hold(spec: AutoscalingSpec, now: float) -> ScheduleHold | None:
+    """The schedule entry whose floor holds at ``now``: of the entries between a start and the end that follows it
+    (api/cron.py, KEDA's cron scaler's start/end/timezone/desiredReplicas), the largest floor (the first such entry
+    on a tie), clipped to maxReplicas; None when no entry holds or the largest floor is 0."""
+    best: ScheduleHold | None = None
+    for i, entry in enumerate(spec.schedule or []):
+        tz = cron.zone(entry.time_zone)
+        since = cron.active_since(cron.parse(schedule_cron(entry.start)), cron.parse(schedule_cron(entry.end)), tz, now)
+        floor = min(entry.floor, spec.max_replicas)
+        if since is not None and floor > 0 and (best is None or floor > best.floor):
+            best = ScheduleHold(floor, i, since)
+    return best
 
 
 def schedule_floor(spec: AutoscalingSpec, now: float) -> int:
-    """The largest schedule floor active at ``now`` (UTC), 0 without any."""
-    if not spec.schedule:
-        return 0
-    minute = int(now // 60) % (24 * 60)
-    best = 0
-    for f in spec.schedule:
-        start = int(f.start[:2]) * 60 + int(f.start[3:])
-        end = int(f.end[:2]) * 60 + int(f.end[3:])
-        inside = start <= minute < end if start <= end else (minute >= start or minute < end)
-        if inside:
-            best = max(best, f.min_replicas)
-    return best
+    """The floor the schedule sets at ``now`` (``schedule_hold``), 0 without any."""
+    hold = schedule_hold(spec, now)
+    return 0 if hold is None else hold.floor
 
 
 def saturation(reading: RatioReading, spec: AutoscalingSpec) -> str:
@@ -745,7 +781,7 @@ def _engine_backlog(reading: RatioReading) -> str:
     return ""
 
 
-def decide(
+def _decide_stable(
     state: ScalerState,
     reading: RatioReading,
     spec: AutoscalingSpec,
@@ -759,7 +795,7 @@ def decide(
     waiting_at_zero: float | None = None,
     starting_ages: list[float] | None = None,
 ) -> Decision:
-    """One autoscaling decision. Pure: returns a new state, never mutates ``state``.
+    """``decide()`` without panic mode (the module docstring's steps).
 
     ``max_batch_size`` (the engine's in-flight batch limit) is the slots per replica
     when the engine does not export them, and enables the occupancy guard of step
@@ -1047,3 +1083,117 @@ def decide(
     if raw < cur and cur <= lo:
         return finish(cur, AT_MIN_REPLICAS, f"{base} wants {raw}; at minReplicas {lo}", raw)
     return finish(cur, WITHIN_TOLERANCE, f"{base}: keeping {cur} replicas (tolerance {spec.tolerance:g})", raw)
+
+
+# The panic window is at least this many sync periods: the pods are scraped once a sync period, and a window needs
+# two scrapes of a pod (Knative scrapes every second, so its 6 s panic window has several).
+PANIC_MIN_SYNCS = 1.5
+
+
+def panic_window_s(spec: AutoscalingSpec) -> float:
+    """The panic window: spec.autoscaling.panic.windowPercentage of windowSeconds (Knative's
+    panic-window-percentage of its stable window), at least PANIC_MIN_SYNCS sync periods."""
+    pct = spec.panic.window_percentage if spec.panic is not None else 10.0
+    return max(spec.window_seconds * pct / 100.0, PANIC_MIN_SYNCS * spec.sync_period_seconds)
+
+
+def panic_need(d: Decision, panic_reading: RatioReading | None, spec: AutoscalingSpec) -> tuple[int, float] | None:
+    """(replicas, load) the panic window's load needs at targetUtilization, without the square-root spare or the
+    learned headroom (the KPA's ceil(observed panic value / target)); None without the engine's view or a fresh
+    panic reading. The load is the panic window's arrival rate times the compute time per request at the target batch
+    (the stable decision's fit), or the requests in flight when the rate is not known."""
+    view = d.engine
+    if (view is None or panic_reading is None or not panic_reading.pods_used or panic_reading.reason == REASON_STALE
+            or view.slots_per_replica <= 0):
+        return None
+    per_replica = spec.target_utilization * view.slots_per_replica
+    t_target = d.state.fit.at(per_replica) if d.state.fit is not None else None
+    if panic_reading.arrival_rate is not None and t_target:
+        load = panic_reading.arrival_rate * t_target
+    elif panic_reading.in_flight is not None:
+        load = panic_reading.in_flight
+    else:
+        return None
+    return math.ceil(load / per_replica - 1e-9), load
+
+
+def apply_panic(d: Decision, state: ScalerState, panic_reading: RatioReading | None, spec: AutoscalingSpec,
+                current_replicas: int, now: float, schedulable_max: int | None = None) -> Decision:
+    """Knative's panic mode on top of the stable decision ``d`` (pkg/autoscaler/scaling/autoscaler.go,
+    autoscaler.Scale at knative-v1.23.0): over the threshold when the replicas the panic window's load needs
+    (``panic_need``) are thresholdPercentage of the ready replicas or more (the KPA divides by its ready pods, at least
+    one); panic begins there and each decision over the threshold extends it; it ends once a decision under the
+    threshold comes a whole windowSeconds (the KPA's stable window) after the last one over it. While it lasts the
+    replicas are the most of the stable decision, the panic need and what panic has already ordered, never fewer
+    than the current ones (the KPA's maxPanicPods: "we do not scale down while in panic mode"), within maxReplicas
+    and the free GPUs. Off (spec.autoscaling.panic absent or not enabled): ``d`` unchanged, the panic state cleared."""
+    st = d.state
+    panic = spec.panic
+    if panic is None or not panic.enabled:
+        st.panic_since, st.panic_last, st.panic_max = None, None, 0
+        return d
+    cur = max(0, int(current_replicas))
+    need = panic_need(d, panic_reading, spec)
+    ready = max(1, d.engine.ready if d.engine is not None else 0)
+    threshold = panic.threshold_percentage / 100.0
+    over = need is not None and need[0] / ready >= threshold
+    since, last, top = state.panic_since, state.panic_last, state.panic_max
+    if over:
+        since = since if since is not None else now
+        last = now
+    elif since is not None and (last is None or now - last > spec.window_seconds):
+        since, last, top = None, None, 0
+    st.panic_since, st.panic_last = since, last
+    if since is None:
+        st.panic_max = 0
+        return d
+    top = max(top, cur, d.desired_replicas, need[0] if need is not None else 0)
+    st.panic_max = top
+    desired = min(top, spec.max_replicas)
+    capped = ""
+    if schedulable_max is not None and desired > cur and desired > schedulable_max:
+        desired = max(cur, schedulable_max)
+        capped = f"; free GPUs allow {desired}"
+    window = panic_window_s(spec)
+    if over and need is not None:
+        why = (f"the last {window:.0f}s's load {need[1]:.1f} needs {need[0]} replica(s), {need[0] / ready:.1f}x the "
+               f"{ready} ready (threshold {panic.threshold_percentage:g} %)")
+    else:
+        why = f"under the threshold since {rfc3339(last or now)}; ends at {rfc3339((last or now) + spec.window_seconds)}"
+    status = f"since {rfc3339(since)}: {why}; no scale-down while it lasts (holding at least {top})"
+    if desired == d.desired_replicas:
+        return Decision(d.desired_replicas, d.reason, d.message, st, d.raw_recommendation, d.engine, status)
+    st.last_scale_time = now if desired != cur else state.last_scale_time
+    st.last_desired = desired
+    message = f"panic mode {status}: {cur} -> {desired} replicas (the stable decision: {d.desired_replicas}){capped}"
+    reason = INSUFFICIENT_CAPACITY if capped else PANIC
+    return Decision(desired, reason, message, st, d.raw_recommendation, d.engine, status)
+
+
+def decide(
+    state: ScalerState,
+    reading: RatioReading,
+    spec: AutoscalingSpec,
+    current_replicas: int,
+    now: float,
+    schedulable_max: int | None = None,
+    gpus_per_replica: int | None = None,
+    max_batch_size: int | None = None,
+    max_occupancy_after_scale_down: float = DEFAULT_MAX_OCCUPANCY,
+    cold_start_s: float | None = None,
+    waiting_at_zero: float | None = None,
+    starting_ages: list[float] | None = None,
+    panic_reading: RatioReading | None = None,
+) -> Decision:
+    """One autoscaling decision. Pure: returns a new state, never mutates ``state``.
+
+    ``max_batch_size`` (the engine's in-flight batch limit) is the slots per replica
+    when the engine does not export them, and enables the occupancy guard of step
+    3c for readings without engine gauges. ``cold_start_s``: the forecast horizon
+    (see :mod:`.coldstart`). ``waiting_at_zero``: requests waiting in front of a
+    backend that has no replica (0 -> 1). ``starting_ages``: seconds since creation of each replica not Ready yet
+    (one spent beyond ``KEEP_STARTING_SPENT`` of its cold start is not cancelled); None: unknown.
+    ``panic_reading``: the reading over ``panic_window_s`` (spec.autoscaling.panic, ``apply_panic``)."""
+    d = _decide_stable(state, reading, spec, current_replicas, now, schedulable_max, gpus_per_replica, max_batch_size,
+                       max_occupancy_after_scale_down, cold_start_s, waiting_at_zero, starting_ages)
+    return apply_panic(d, state, panic_reading, spec, current_replicas, now, schedulable_max)

@@ -26,7 +26,7 @@ import kopf
 from ..api import conditions as cond
 from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
-from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide
+from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.triton import METRICS_PORT
@@ -379,6 +379,11 @@ class Operator:
             if failed:
                 metrics.scrape_error(target.namespace, target.name, failed)
             reading = scaler["source"].reading(target.spec.window_seconds)
+        panic_reading = None
+        if target.spec.panic is not None and target.spec.panic.enabled and isinstance(scaler["source"], TritonScraper):
+            # the same scrapes over the short panic window (with a Prometheus source the recording rule's window is
+            # the only one: panic mode then never engages; docs/autoscaling.md)
+            panic_reading = scaler["source"].reading(panic_window_s(target.spec))
         waiting = None
         activation_query = egress.settings.activation_query(prom, *key) if prom is not None else None
         if target.current_replicas == 0 and prom is not None and activation_query:
@@ -394,7 +399,7 @@ class Operator:
             scaler["state"], reading, target.spec, target.current_replicas, time.time(),
             schedulable_max=target.capacity_replicas, gpus_per_replica=target.gpus_per_replica,
             max_batch_size=target.max_batch_size, cold_start_s=cold_s, waiting_at_zero=waiting,
-            starting_ages=coldstart.starting_ages(pods, time.time()),
+            starting_ages=coldstart.starting_ages(pods, time.time()), panic_reading=panic_reading,
         )
         scaler["state"] = decision.state
         if decision.desired_replicas < target.current_replicas and isinstance(scaler["source"], TritonScraper):
@@ -415,6 +420,9 @@ class Operator:
         extra["podsDeletedBeforeReady"] = len(scaler["churn"])
         extra["churnWarning"] = coldstart.churn_warning(len(scaler["churn"]))
         extra["burstWarning"] = burst_warning(decision.state, target.spec, time.time())
+        extra["panic"] = decision.panic
+        hold = schedule_hold(target.spec, time.time())
+        extra["scheduleFloor"] = hold.status(target.spec) if hold is not None else None
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
                             replicas=target.current_replicas, signal=reading.signal)
         new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..api.v1alpha1 import AutoscalingSpec
+from ..api.v1alpha1 import AutoscalingSpec, schedule_cron
 from .hpa import default_query, quantity, render_hpa
 
 SCALED_OBJECT_API = ("keda.sh/v1alpha1", "scaledobjects")  # (apiVersion, plural), as in workloads.MANAGED_KINDS
@@ -62,9 +62,19 @@ def render_scaled_object(
                     "threshold": quantity_str(spec.target_ratio),
                     "ignoreNullValues": "true",  # no series yet (pods loading): 0, not an error
                 },
-            }],
+            }, *schedule_triggers(spec)],
         },
     }
+
+
+def schedule_triggers(spec: AutoscalingSpec) -> list[dict[str, Any]]:
+    """spec.autoscaling.schedule[] as KEDA's own cron triggers (start, end, timezone, desiredReplicas; the HPA KEDA
+    creates takes the largest of its triggers, so each is a floor). Entries with a floor of 0 are left out: KEDA
+    refuses desiredReplicas 0. KEDA decides from the next start and end (pkg/scalers/cron_scaler.go), the operator's
+    loop from the last ones: the same for a start followed by its end (docs/autoscaling.md)."""
+    return [{"type": "cron", "metadata": {"timezone": entry.time_zone, "start": schedule_cron(entry.start),
+                                          "end": schedule_cron(entry.end), "desiredReplicas": str(entry.floor)}}
+            for entry in spec.schedule or [] if entry.floor > 0]
 
 
 def quantity_str(value: float) -> str:
