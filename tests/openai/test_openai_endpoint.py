@@ -199,9 +199,6 @@ def test_metrics_are_relayed_on_the_openai_port(base_url, client):
 
 
 @pytest.mark.parametrize("endpoint, kwargs, param", [
-    ("chat", {"response_format": {"type": "json_schema", "json_schema": {
-        "name": "answer", "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}}, "response_format"),
-    ("chat", {"response_format": {"type": "json_object"}}, "response_format"),
     ("chat", {"tools": [{"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}]},
      "tools"),
     ("chat", {"tool_choice": "required"}, "tool_choice"),
@@ -216,7 +213,8 @@ def test_metrics_are_relayed_on_the_openai_port(base_url, client):
     ("text", {"best_of": 2}, "best_of"),
 ])
 def test_what_the_server_does_not_do_is_a_400_naming_it(client, endpoint, kwargs, param):
-    """Before: response_format, tool_choice, logit_bias and others were accepted and dropped (200 with free text)."""
+    """Before: response_format (now served: test_openai_features.py), tool_choice, logit_bias and others were
+    accepted and dropped (200 with free text)."""
     import openai
 
     with pytest.raises(openai.BadRequestError) as info:
@@ -228,22 +226,6 @@ def test_what_the_server_does_not_do_is_a_400_naming_it(client, endpoint, kwargs
     error = info.value.body
     assert (error["param"], error["type"]) == (param, "invalid_request_error")
     assert "not supported" in error["message"] or "Unrecognized" in error["message"]
-
-
-def test_structured_output_parse_fails_with_a_400_not_invalid_json(client):
-    """client.chat.completions.parse() (what LangChain's with_structured_output calls): before, free text came back
-    and the client failed to parse it."""
-    from pydantic import BaseModel
-
-    import openai
-
-    class Answer(BaseModel):
-        city: str
-
-    with pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.parse(model=MODEL, messages=[{"role": "user", "content": "where?"}],
-                                      response_format=Answer, max_tokens=5)
-    assert info.value.body["param"] == "response_format"
 
 
 def test_without_max_tokens_the_completion_runs_to_the_context_limit(client, base_url):

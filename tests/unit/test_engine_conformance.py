@@ -204,6 +204,20 @@ def test_sampling_arguments_built_from_every_input_are_engine_fields(models) -> 
     assert {"max_tokens", "stop", "top_k"} <= set(trt) & set(vkw), "every input was parsed"
 
 
+@pytest.mark.parametrize("guide_type, guide", [("json", None), ("json_schema", '{"type": "object"}')])
+def test_guides_are_the_engines_guided_decoding_fields(models, guide_type, guide) -> None:
+    """The guided_decoding_* inputs become GuidedDecodingParams / StructuredOutputsParams arguments each engine has."""
+    loaded, _ = models
+    trt = loaded["trtllm"].parse_guide(guide_type, guide)
+    assert trt and config_problems(trt, set(_cls(surface("tensorrt_llm"), "tensorrt_llm.sampling_params:"
+                                                 "GuidedDecodingParams")["fields"]), "GuidedDecodingParams") == []
+    vllm = loaded["vllm"].parse_guide(guide_type.encode(), None if guide is None else guide.encode())
+    assert vllm == trt and config_problems(vllm, set(_cls(surface("vllm"), "vllm.sampling_params:"
+                                                          "StructuredOutputsParams")["fields"]), "SO") == []
+    with pytest.raises(ValueError, match="guided decoding: guide type 'regex' is not served"):
+        loaded["trtllm"].parse_guide("regex", "a+")
+
+
 # What the vLLM model's stat logger reads: (class, attribute). Each must exist upstream, and the model must still
 # read it (so this table follows the model).
 VLLM_ATTRIBUTES = [
@@ -291,6 +305,7 @@ def _standin(module: str, name: str) -> dict[str, Any]:
 STANDIN_CLASSES = [
     # (stand-in module:class, upstream package, upstream module:class)
     ("tensorrt_llm:SamplingParams", "tensorrt_llm", "tensorrt_llm.sampling_params:SamplingParams"),
+    ("tensorrt_llm:GuidedDecodingParams", "tensorrt_llm", "tensorrt_llm.sampling_params:GuidedDecodingParams"),
     ("tensorrt_llm:KvCacheConfig", "tensorrt_llm", "tensorrt_llm.llmapi.llm_args:KvCacheConfig"),
     ("tensorrt_llm:CudaGraphConfig", "tensorrt_llm", "tensorrt_llm.llmapi.llm_args:CudaGraphConfig"),
     ("tensorrt_llm:CompletionOutput", "tensorrt_llm", "tensorrt_llm.executor.result:CompletionOutput"),
@@ -298,6 +313,7 @@ STANDIN_CLASSES = [
     ("tensorrt_llm:LLM", "tensorrt_llm", "tensorrt_llm.llmapi.llm:LLM"),
     ("vllm.engine.arg_utils:AsyncEngineArgs", "vllm", "vllm.engine.arg_utils:AsyncEngineArgs"),
     ("vllm.sampling_params:SamplingParams", "vllm", "vllm.sampling_params:SamplingParams"),
+    ("vllm.sampling_params:StructuredOutputsParams", "vllm", "vllm.sampling_params:StructuredOutputsParams"),
     ("vllm.outputs:RequestOutput", "vllm", "vllm.outputs:RequestOutput"),
     ("vllm.outputs:CompletionOutput", "vllm", "vllm.outputs:CompletionOutput"),
     ("vllm.v1.engine.async_llm:AsyncLLM", "vllm", "vllm.v1.engine.async_llm:AsyncLLM"),

@@ -138,9 +138,6 @@ def test_sampling_inputs_rejects(body, param):
 
 
 @pytest.mark.parametrize("kind, body, param", [
-    ("chat", {"response_format": {"type": "json_object"}}, "response_format"),
-    ("chat", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
-     "response_format"),
     ("chat", {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
     ("chat", {"tool_choice": "required"}, "tool_choice"),
     ("chat", {"tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice"),
@@ -181,6 +178,43 @@ def test_fields_the_server_does_not_implement_are_refused_by_name(kind, body, pa
 ])
 def test_fields_that_ask_for_nothing_are_accepted(kind, body):
     fe.check_fields(body, kind)
+
+
+# ---- structured output (issue 46, item 4) ----
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+@pytest.mark.parametrize("kind", ["chat", "text"])
+@pytest.mark.parametrize("response_format, inputs", [
+    (None, {}), ({"type": "text"}, {}),
+    ({"type": "json_object"}, {fe.GUIDE_TYPE: "json"}),
+    ({"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA, "strict": True}},
+     {fe.GUIDE_TYPE: "json_schema", fe.GUIDE: json.dumps(SCHEMA)}),
+    ({"type": "json_schema", "json_schema": {"name": "anything"}}, {fe.GUIDE_TYPE: "json"}),  # no schema: any object
+])
+def test_response_format_becomes_the_models_guided_decoding_inputs(kind, response_format, inputs):
+    """Before: response_format was refused with 400 (and, before that, silently ignored)."""
+    body = {"response_format": response_format}
+    fe.check_fields(body, kind)
+    assert fe.guided_inputs(body) == inputs
+
+
+@pytest.mark.parametrize("response_format", [
+    "json", {"type": "yaml"}, {"type": "json_schema"}, {"type": "json_schema", "json_schema": {"schema": SCHEMA}},
+    {"type": "json_schema", "json_schema": {"name": "x", "schema": "{}"}}, {"type": "json_schema", "json_schema": []},
+])
+def test_malformed_response_format_is_a_400_naming_it(response_format):
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.guided_inputs({"response_format": response_format})
+    assert (info.value.status, info.value.param) == (400, "response_format")
+
+
+def test_a_schema_the_engine_cannot_compile_is_a_400_on_response_format():
+    refused = fe._triton_error(400, json.dumps({"error": "bad request: guided decoding: the JSON schema cannot be "
+                                                         "compiled: Unsupported type \"thing\""}).encode())
+    assert (refused.status, refused.param) == (400, "response_format") and "Unsupported type" in refused.message
+    assert fe._triton_error(400, b'{"error": "bad request: top_p"}').param is None
 
 
 def test_context_errors_read_as_openai_s_for_litellm():

@@ -29,6 +29,13 @@ file and function it follows. In short:
   the executor down so `_executor.is_shutdown()` turns True (executor/executor.py `GenerationExecutor`
   `_handle_background_error`, `is_shutdown`; executor/proxy.py `mpi_done_callback`).
 
+- Guided decoding (`SamplingParams(guided_decoding=GuidedDecodingParams(json=... | json_object=True))`, with
+  `LLM(guided_decoding_backend="xgrammar")`): the output is a text the guide's grammar accepts, ending with
+  finish_reason "stop" once the grammar is complete (the grammar matcher then allows only EOS:
+  `_torch/pyexecutor/guided_decoder.py` `GuidedDecoder._build`), or cut at max_tokens ("length"). Without a
+  backend the executor has no GuidedDecoder (`_torch/pyexecutor/py_executor_creator.py`) and the guide is not
+  applied. The grammar comes from the xgrammar stand-in.
+
 What it simulates, nothing more: a fixed decode time per iteration (env `TRTLLM_STANDIN_ITERATION_S`, default
 0.02 s). The "tokenizer" splits on whitespace; the "model" answers with the prompt's words, echoed in order. This is
 not TensorRT-LLM's code.
@@ -99,6 +106,22 @@ class CudaGraphConfig:
             self.max_batch_size = derived
 
 
+@dataclasses.dataclass(kw_only=True)
+class GuidedDecodingParams:
+    """sampling_params.py GuidedDecodingParams: one guide per request (`_validate`)."""
+
+    json: str | dict[str, Any] | None = None
+    regex: str | None = None
+    grammar: str | None = None
+    json_object: bool = False
+    structural_tag: str | None = None
+
+    def _validate(self) -> None:
+        guides = sum(bool(getattr(self, f.name)) for f in dataclasses.fields(self))
+        if guides > 1:
+            raise ValueError(f"Only one guide can be used for a request, but got {guides}.")
+
+
 @dataclasses.dataclass
 class SamplingParams:
     max_tokens: int = 32
@@ -112,6 +135,7 @@ class SamplingParams:
     stop: str | list[str] | None = None
     end_id: int | None = None
     return_perf_metrics: bool = False
+    guided_decoding: GuidedDecodingParams | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens is None or self.max_tokens < 1:
@@ -120,6 +144,8 @@ class SamplingParams:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.guided_decoding is not None:
+            self.guided_decoding._validate()
 
 
 @dataclasses.dataclass
@@ -168,7 +194,8 @@ class RequestOutput:
     """What generate_async returns: async-iterable, `abort()`, `finished`, `outputs`, `prompt_token_ids`."""
 
     def __init__(self, engine: _Engine, request_id: int, prompt: str, prompt_token_ids: list[int],
-                 params: SamplingParams, streaming: bool, perf: bool, stamp_arrival: bool) -> None:
+                 params: SamplingParams, streaming: bool, perf: bool, stamp_arrival: bool,
+                 guided: bool = False) -> None:
         self._engine = engine
         self.request_id = request_id
         self.prompt = prompt
@@ -177,6 +204,8 @@ class RequestOutput:
         self._params = params
         self._stop = [params.stop] if isinstance(params.stop, str) else list(params.stop or [])
         self._words = prompt.split() or ["..."]
+        # Under a guide the "model" emits a text its grammar accepts, one piece per token, then stops.
+        self._guided = _guided_pieces(params.guided_decoding, self._words) if guided else None
         self.outputs = [CompletionOutput(request_perf_metrics=RequestPerfMetrics() if perf else None)]
         self.finished = False
         # tensorrt_llm/llmapi/llm.py LLM.generate_async (1.2.1): arrival_time is stamped at the call only when the LLM
@@ -194,6 +223,16 @@ class RequestOutput:
         now = _now()
         if not out.token_ids:
             self._timing.first_token_time = now
+        if self._guided is not None:
+            piece = self._guided[len(out.token_ids)]
+            out.token_ids.append(sum(piece.encode()) % 32000)
+            out.text += piece
+            if len(out.token_ids) == len(self._guided):
+                self._finish("stop", now)  # the grammar is complete: only EOS is allowed
+            elif len(out.token_ids) >= self._params.max_tokens:
+                self._finish("length", now)
+            self._publish()
+            return
         word = self._words[len(out.token_ids) % len(self._words)]
         out.token_ids.append(sum(word.encode()) % 32000)
         out.text = (out.text + " " + word) if out.text else word
@@ -255,6 +294,17 @@ class RequestOutput:
         finally:
             with self._cond:
                 self._waiters.remove((loop, event))
+
+
+def _guided_pieces(guide: GuidedDecodingParams | None, words: list[str]) -> list[str] | None:
+    if guide is None or not (guide.json or guide.json_object):
+        return None  # regex, grammar, structural tags: not simulated
+    import xgrammar  # the grammar backend, as upstream's XGrammarMatcherFactory
+
+    schema = None
+    if guide.json:
+        schema = guide.json if isinstance(guide.json, dict) else json.loads(guide.json)
+    return xgrammar._pieces(xgrammar._accepted_text(schema, words))
 
 
 class IterationResult:
@@ -524,7 +574,7 @@ _LLM_ARGS = {
     "tokenizer", "backend", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size",
     "moe_tensor_parallel_size", "kv_cache_config", "max_batch_size", "max_num_tokens", "max_seq_len",
     "max_input_len", "enable_chunked_prefill", "return_perf_metrics", "enable_iter_perf_stats", "scheduler_config",
-    "cuda_graph_config", "trust_remote_code", "skip_tokenizer_init",
+    "cuda_graph_config", "trust_remote_code", "skip_tokenizer_init", "guided_decoding_backend",
 }
 
 
@@ -600,7 +650,8 @@ class LLM:
         else:
             self._stats.mark_undone()
         req = RequestOutput(self._engine, next(self._ids), inputs, prompt_ids, params, streaming,
-                            self._perf or params.return_perf_metrics, stamp_arrival=self._perf)
+                            self._perf or params.return_perf_metrics, stamp_arrival=self._perf,
+                            guided=self._args.get("guided_decoding_backend") is not None)
         self._engine.submit(req)
         return req
 
@@ -631,5 +682,5 @@ class LLM:
         self.shutdown()
 
 
-__all__ = ["LLM", "SamplingParams", "KvCacheConfig", "CudaGraphConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics",
+__all__ = ["LLM", "SamplingParams", "GuidedDecodingParams", "KvCacheConfig", "CudaGraphConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics",
            "IterationResult"]

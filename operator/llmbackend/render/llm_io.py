@@ -45,6 +45,10 @@ LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
     ("exclude_input_in_output", "TYPE_BOOL", [1], True),
     ("return_num_input_tokens", "TYPE_BOOL", [1], True),
     ("return_num_output_tokens", "TYPE_BOOL", [1], True),
+    # Structured output, under tensorrtllm_backend's names for it: guide type "json" (any JSON object) or
+    # "json_schema" (the guide is the schema, JSON text); each model maps it to its engine's guided decoding.
+    ("guided_decoding_guide_type", "TYPE_STRING", [1], True),
+    ("guided_decoding_guide", "TYPE_STRING", [1], True),
 )
 LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
     ("text_output", "TYPE_STRING", [1]),

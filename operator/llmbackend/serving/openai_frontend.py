@@ -104,7 +104,8 @@ def _integer(body: dict[str, Any], name: str, low: int, high: int) -> int | None
 USED_FIELDS = {
     "both": {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p",
              "frequency_penalty", "presence_penalty", "seed", "stop",
-             "top_k", "repetition_penalty"},  # the last two: vLLM's extensions to the schema
+             "top_k", "repetition_penalty",  # vLLM's extensions to the schema
+             "response_format"},  # chat in OpenAI's API; vLLM takes it on completions too
     "chat": {"messages"},
     "text": {"prompt"},
 }
@@ -134,7 +135,6 @@ REFUSED_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "functions": (_EMPTY, "function calling"),
     "tool_choice": (_one_of("none", "auto"), "tool calling"),
     "function_call": (_one_of("none", "auto"), "function calling"),
-    "response_format": (lambda v: v is None or v == {"type": "text"}, "structured output (response_format)"),
     "modalities": (lambda v: v is None or v == ["text"], "output modalities other than text"),
     "audio": (_NOTHING, "audio output"),
     "reasoning_effort": (_NOTHING, "reasoning_effort"),
@@ -205,6 +205,39 @@ def sampling_inputs(body: dict[str, Any], context_limit: int) -> dict[str, Any]:
     if stream is not None and not isinstance(stream, bool):
         raise _bad("'stream' must be a boolean", "stream")
     return inputs
+
+
+# Structured output: OpenAI's response_format -> the models' guided decoding inputs (tensorrtllm_backend's names:
+# guide type "json" is any JSON object, "json_schema" a schema given as JSON text). vLLM's OpenAI server maps it the
+# same way (0.31.0 entrypoints/generate/base/protocol.py `structured_outputs_from_response_format`: json_object ->
+# StructuredOutputsParams(json_object=True), json_schema -> StructuredOutputsParams(json=schema)).
+GUIDE_TYPE, GUIDE = "guided_decoding_guide_type", "guided_decoding_guide"
+# How the serving models begin the message of a guide the engine's grammar backend cannot compile (400).
+GUIDE_ERROR = "guided decoding:"
+
+
+def guided_inputs(body: dict[str, Any]) -> dict[str, str]:
+    """Triton inputs for `response_format` ({} for none or {"type": "text"}); 400 naming it when malformed."""
+    value = body.get("response_format")
+    if value is None:
+        return {}
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return {}
+    if kind == "json_object":
+        return {GUIDE_TYPE: "json"}
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise _bad("'response_format.json_schema' must be an object with a 'name' (and a 'schema')",
+                       "response_format")
+        schema = spec.get("schema")
+        if schema is None:  # OpenAI: a name without a schema asks for any JSON object
+            return {GUIDE_TYPE: "json"}
+        if not isinstance(schema, dict):
+            raise _bad("'response_format.json_schema.schema' must be a JSON Schema object", "response_format")
+        return {GUIDE_TYPE: "json_schema", GUIDE: json.dumps(schema)}
+    raise _bad("'response_format.type' must be 'text', 'json_object' or 'json_schema'", "response_format")
 
 
 def context_exceeded(limit: int, param: str, prompt_tokens: int | None = None,
@@ -411,7 +444,9 @@ def _triton_error(status: int, data: bytes) -> OpenAIError:
         if _ENGINE_CONTEXT_OVERFLOW.search(message):
             log.info("the engine refused a prompt over the context limit: %s", message)
             return ContextOverflow(400, message, code="context_length_exceeded")
-        return OpenAIError(400, f"the model rejected the request: {message}")
+        # a guide the engine's grammar backend cannot compile: its reason, on the field that asked for it
+        param = "response_format" if GUIDE_ERROR in message else None
+        return OpenAIError(400, f"the model rejected the request: {message}", param=param)
     return OpenAIError(502 if status >= 500 else status, f"inference failed: {message}", "server_error")
 
 
@@ -457,6 +492,7 @@ class Frontend:
         kind = "chat" if path == "/v1/chat/completions" else "text"
         check_fields(body, kind)
         inputs = sampling_inputs(body, self.context_limit)
+        inputs.update(guided_inputs(body))
         if kind == "chat":
             prompt_param, prompt = "messages", self.template.render(chat_messages(body))
         else:

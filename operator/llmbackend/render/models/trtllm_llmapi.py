@@ -6,7 +6,9 @@ in the stock `tritonserver:<yy.mm>-trtllm-python-py3` image: it imports only the
 
 Requests (Triton's generate endpoints map JSON keys to these tensors; all [1] except stop_words [-1]):
 text_input (required); max_tokens, stream, temperature, top_p, top_k, seed, frequency_penalty, presence_penalty,
-repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens.
+repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens,
+guided_decoding_guide_type ("json" | "json_schema") and guided_decoding_guide (the schema, JSON text): structured
+output through the engine's guided decoding (GuidedDecodingParams; model.yaml sets guided_decoding_backend xgrammar).
 Responses: text_output (streaming: the new text of this response), finish_reason ("stop" | "length" on the final
 response, empty before), num_input_tokens / num_output_tokens when asked for (num_input_tokens also on the first
 streamed response). A request Triton cancels ends with an
@@ -194,11 +196,51 @@ def parse_request(request: Any) -> dict[str, Any]:
     return {
         "prompt": prompt,
         "sampling": sampling,
+        "guide": parse_guide(_scalar(request, "guided_decoding_guide_type"), _scalar(request, "guided_decoding_guide")),
         "stream": flag("stream", False),
         "exclude_input": flag("exclude_input_in_output", True),
         "num_input": flag("return_num_input_tokens", False),
         "num_output": flag("return_num_output_tokens", False),
     }
+
+
+# The message of a guide the grammar backend cannot compile begins with this (the OpenAI frontend names
+# response_format for it).
+GUIDE_ERROR = "guided decoding:"
+
+
+def parse_guide(guide_type: Any, guide: Any) -> dict[str, Any] | None:
+    """The guided_decoding_* inputs -> GuidedDecodingParams arguments (None: no guide). Raises BadRequest."""
+    if guide_type in (None, "", "none"):
+        return None
+    if guide_type == "json":
+        return {"json_object": True}
+    if guide_type == "json_schema":
+        if not isinstance(guide, str) or not guide.strip():
+            raise BadRequest(f"{GUIDE_ERROR} guide type json_schema needs the schema in guided_decoding_guide")
+        try:
+            schema = json.loads(guide)
+        except ValueError as exc:
+            raise BadRequest(f"{GUIDE_ERROR} the schema is not JSON: {exc}") from None
+        return {"json": schema}
+    raise BadRequest(f"{GUIDE_ERROR} guide type {guide_type!r} is not served (json, json_schema)")
+
+
+def check_guide(guide: dict[str, Any]) -> None:
+    """Compile a JSON schema with xgrammar, the grammar backend model.yaml names, before the request reaches the
+    engine: the executor builds a request's grammar matcher inside its forward step (_torch/pyexecutor/guided_decoder.py
+    `GuidedDecoder._build` -> grammar_matcher.py `XGrammarMatcherFactory.create`), where a schema it cannot compile
+    raises into the step's error handler, which fails every active request (py_executor.py `_handle_errors` with no
+    request list), not just this one.
+    Raises BadRequest with xgrammar's reason."""
+    if "json" not in guide:
+        return
+    import xgrammar  # a TensorRT-LLM dependency, in the same image
+
+    try:
+        xgrammar.Grammar.from_json_schema(json.dumps(guide["json"]))
+    except Exception as exc:  # noqa: BLE001 - xgrammar raises RuntimeError/ValueError with its reason
+        raise BadRequest(f"{GUIDE_ERROR} the JSON schema cannot be compiled: {exc}") from None
 
 
 def _seconds(value: Any) -> float:
@@ -523,9 +565,15 @@ class TritonPythonModel:
 
     async def _generate(self, key: int, entry: _InFlight) -> None:
         from tensorrt_llm import SamplingParams
+        from tensorrt_llm.llmapi import GuidedDecodingParams
 
         req = entry.parsed
-        sampling = SamplingParams(**req["sampling"])
+        kwargs = dict(req["sampling"])
+        if req["guide"] is not None:
+            # compiling a schema takes milliseconds to seconds: off the engine loop
+            await asyncio.get_running_loop().run_in_executor(None, check_guide, req["guide"])
+            kwargs["guided_decoding"] = GuidedDecodingParams(**req["guide"])
+        sampling = SamplingParams(**kwargs)
         result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
         entry.result = result
         self.submitted_any = True

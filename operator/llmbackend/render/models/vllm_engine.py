@@ -49,6 +49,7 @@ import heapq
 import json
 import os
 import queue
+import re
 import signal
 import threading
 import time
@@ -58,6 +59,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 from vllm import AsyncEngineArgs, SamplingParams
 from vllm.exceptions import VLLMClientError
+from vllm.sampling_params import StructuredOutputsParams
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError
 from vllm.v1.metrics.loggers import StatLoggerBase
@@ -328,9 +330,41 @@ def parse_request(request) -> tuple[str, dict, bool, bool, bool, bool]:
         value = _scalar(request, name)
         return default if value is None else bool(value)
 
+    guide = parse_guide(_scalar(request, "guided_decoding_guide_type"), _scalar(request, "guided_decoding_guide"))
+    if guide is not None:
+        # vLLM checks the schema when the request is added (SamplingParams._validate_structured_outputs:
+        # xgrammar, falling back to guidance): one it cannot compile is a VLLMValidationError for this request only.
+        kwargs["structured_outputs"] = StructuredOutputsParams(**guide)
     # The prompt is left out of the output unless asked for (as in the TensorRT-LLM model; OpenAI clients expect that).
     return (prompt, kwargs, flag("stream", False), flag("exclude_input_in_output", True),
             flag("return_num_input_tokens", False), flag("return_num_output_tokens", False))
+
+
+# The message of a guide vLLM refuses begins with this (the OpenAI frontend names response_format for it).
+GUIDE_ERROR = "guided decoding:"
+# How vLLM 0.31.0 words a structured-output refusal (sampling_params.py `_validate_structured_outputs`,
+# backend_xgrammar.py `validate_xgrammar_grammar`, backend_guidance.py `validate_guidance_grammar`).
+_GUIDE_REFUSAL = re.compile(r"grammar|structured output|json schema", re.IGNORECASE)
+
+
+def parse_guide(guide_type, guide) -> dict | None:
+    """guided_decoding_guide_type / guided_decoding_guide (tensorrtllm_backend's input names) -> the arguments of
+    StructuredOutputsParams, as vLLM's OpenAI layer maps response_format (0.31.0 entrypoints/generate/base/protocol.py
+    `structured_outputs_from_response_format`). None: no guide."""
+    guide_type = None if guide_type is None else _text(guide_type)
+    if guide_type in (None, "", "none"):
+        return None
+    if guide_type == "json":
+        return {"json_object": True}
+    if guide_type == "json_schema":
+        guide = None if guide is None else _text(guide)
+        if not guide or not guide.strip():
+            raise BadRequest(f"{GUIDE_ERROR} guide type json_schema needs the schema in guided_decoding_guide")
+        try:
+            return {"json": json.loads(guide)}
+        except ValueError as exc:
+            raise BadRequest(f"{GUIDE_ERROR} the schema is not JSON: {exc}") from None
+    raise BadRequest(f"{GUIDE_ERROR} guide type {guide_type!r} is not served (json, json_schema)")
 
 
 def make_response(text: str, finish_reason: str, n_in: int | None, n_out: int | None):
@@ -474,7 +508,10 @@ class TritonPythonModel:
         except asyncio.CancelledError:
             pass  # cancelled by Triton (the cancellation thread answered) or the engine died (_engine_failed did)
         except (BadRequest, VLLMClientError) as exc:  # the request's own fault (0.31: VLLMValidationError)
-            if self._send(request_id, error_response(f"bad request: {exc}", "INVALID_ARG"), True):
+            message = str(exc)
+            if params.structured_outputs is not None and _GUIDE_REFUSAL.search(message) and GUIDE_ERROR not in message:
+                message = f"{GUIDE_ERROR} {message}"  # the schema, not the prompt: the frontend names response_format
+            if self._send(request_id, error_response(f"bad request: {message}", "INVALID_ARG"), True):
                 self.ipc.call(self.metrics.rejected.increment, 1)
         except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the model; a dead engine does
             if isinstance(exc, EngineDeadError) or self.engine.errored:

@@ -19,6 +19,12 @@ v1/engine/input_processor.py `InputProcessor._validate_model_input`: longer, or 
 generator ends with finish_reason "abort"; cancelling the consumer aborts the request (AsyncLLM.generate's
 `except (asyncio.CancelledError, GeneratorExit)`). Stat loggers' record() gets mm_cache_stats and engine_idx as
 keywords, as vllm/v1/metrics/loggers.py StatLoggerManager.record does in 0.31.0.
+
+Structured outputs (`SamplingParams.structured_outputs`, json or json_object; the default backend "auto"): checked
+when the request is added (sampling_params.py `SamplingParams._validate_structured_outputs`: xgrammar's check
+`validate_xgrammar_grammar`, then guidance as the fallback; a schema neither compiles is a VLLMValidationError with
+guidance's reason, `validate_guidance_grammar`); the output is a text the grammar accepts (the xgrammar stand-in's),
+finishing "stop" once complete (the grammar then allows only EOS), or "length" at max_tokens.
 """
 
 from __future__ import annotations
@@ -73,6 +79,34 @@ def _token_id(word: str) -> int:
     return zlib.crc32(word.encode()) % 32000
 
 
+def _check_structured_outputs(params: SamplingParams) -> None:
+    """sampling_params.py `SamplingParams._validate_structured_outputs` in "auto" mode (0.31.0): xgrammar's check
+    (backend_xgrammar.py `validate_xgrammar_grammar`), then guidance's (backend_guidance.py
+    `validate_guidance_grammar`, "Grammar error: ..."), which the stand-in models with the same converter."""
+    so = params.structured_outputs
+    if so is None or so.json is None:
+        return
+    import xgrammar
+
+    try:
+        schema = json.loads(so.json) if isinstance(so.json, str) else so.json
+    except ValueError as exc:
+        raise VLLMValidationError("Invalid JSON grammar specification.") from exc
+    try:
+        xgrammar.Grammar.from_json_schema(schema)
+    except Exception as err:  # noqa: BLE001 - the converter's reason
+        raise VLLMValidationError(f"Grammar error: {err}") from None
+
+
+def _guided_pieces(so, words: list[str]) -> list[str] | None:
+    if so is None or not (so.json is not None or so.json_object):
+        return None  # regex, choice, grammar, structural tags: not simulated
+    import xgrammar
+
+    schema = None if so.json is None else json.loads(so.json) if isinstance(so.json, str) else so.json
+    return xgrammar._pieces(xgrammar._accepted_text(schema, words))
+
+
 class _Request:
     def __init__(self, request_id: str, prompt: str, params: SamplingParams, max_model_len: int) -> None:
         self.id = request_id
@@ -90,8 +124,18 @@ class _Request:
         self.token_ids: list[int] = []
         self.finish_reason: str | None = None
         self.stop_reason: str | None = None
+        self.guided = _guided_pieces(params.structured_outputs, self.words)
 
     def step(self) -> None:
+        if self.guided is not None:
+            piece = self.guided[len(self.token_ids)]
+            self.token_ids.append(_token_id(piece))
+            self.text += piece
+            if len(self.token_ids) == len(self.guided):
+                self.finish_reason = "stop"  # the grammar is complete: only EOS is allowed
+            elif len(self.token_ids) >= self.max_tokens:
+                self.finish_reason = "length"
+            return
         word = self.words[len(self.token_ids) % len(self.words)]
         self.token_ids.append(_token_id(word))
         self.text += " " + word
@@ -189,6 +233,7 @@ class AsyncLLM:
             raise EngineDeadError()
         if request_id in self._requests:
             raise ValueError(f"Request id {request_id} already running.")
+        _check_structured_outputs(sampling_params)  # InputProcessor -> SamplingParams.verify, before queueing
         request = _Request(request_id, text, sampling_params, self._max_model_len)
         if len(request.prompt_ids) > self._max_model_len:
             raise VLLMValidationError(f"The decoder prompt (length {len(request.prompt_ids)}) is longer than the "
