@@ -29,6 +29,7 @@ TARGETS: dict[str, tuple[list[str], list[str]]] = {
         "vllm.sampling_params:StructuredOutputsParams",
         "vllm.outputs:RequestOutput",
         "vllm.outputs:CompletionOutput",
+        "vllm.logprobs:Logprob",
         "vllm.v1.engine.async_llm:AsyncLLM",
         "vllm.v1.metrics.loggers:StatLoggerBase",
         "vllm.v1.metrics.stats:SchedulerStats",

@@ -93,3 +93,71 @@ def test_a_schema_the_engine_cannot_compile_is_a_400_with_its_reason(client, str
     assert "$ref #/$defs/missing" in error["message"], error  # the grammar backend's reason
     ok = client.chat.completions.create(model=MODEL, messages=USER, max_tokens=2)  # and the engine serves on
     assert ok.choices[0].message.content
+
+
+# ---- n > 1 and log probabilities: each engine's own (SamplingParams n, logprobs) ----
+
+def _chat_choices(client, stream, **kwargs):  # noqa: F811
+    """{index: (content, finish_reason, [logprob entries])} of a chat answer, streamed or not."""
+    if not stream:
+        result = client.chat.completions.create(model=MODEL, stream=False, **kwargs)
+        return {c.index: (c.message.content, c.finish_reason, c.logprobs.content if c.logprobs else None)
+                for c in result.choices}, result.usage
+    out: dict[int, list] = {}
+    usage = None
+    for chunk in client.chat.completions.create(model=MODEL, stream=True, stream_options={"include_usage": True},
+                                                **kwargs):
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            text, finish, entries = out.setdefault(c.index, ["", None, None])
+            if c.logprobs is not None:
+                entries = (entries or []) + list(c.logprobs.content or [])
+            out[c.index] = [text + (c.delta.content or ""), c.finish_reason or finish, entries]
+    return {i: tuple(v) for i, v in out.items()}, usage
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_n_choices_with_logprobs(client, stream):  # noqa: F811
+    """Before: n > 1 and logprobs were a 400."""
+    choices, usage = _chat_choices(client, stream, messages=[{"role": "user", "content": "alpha beta gamma delta"}],
+                                   max_tokens=4, n=3, logprobs=True, top_logprobs=2)
+    assert sorted(choices) == [0, 1, 2]
+    assert len({content for content, _, _ in choices.values()}) == 3  # three samples, not one answer thrice
+    for content, finish, entries in choices.values():
+        assert finish == "length" and len(entries) == 4
+        assert "".join(e.token for e in entries) == content  # one entry per token, in order
+        for e in entries:
+            assert e.logprob <= 0 and e.bytes == list(e.token.encode())
+            assert len(e.top_logprobs) == 2 and e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob
+    assert usage.completion_tokens == 12  # every choice's tokens, as OpenAI counts them
+
+
+def test_chat_logprobs_without_top_logprobs_lists_no_alternatives(client):  # noqa: F811
+    choices, _ = _chat_choices(client, False, messages=USER, max_tokens=2, logprobs=True)
+    assert [len(e.top_logprobs) for e in choices[0][2]] == [0, 0]
+    plain, _ = _chat_choices(client, False, messages=USER, max_tokens=2)
+    assert plain[0][2] is None  # not asked: no logprobs
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_completions_n_choices_with_logprobs(client, stream):  # noqa: F811
+    kwargs = {"model": MODEL, "prompt": "one two three four", "max_tokens": 3, "n": 2, "logprobs": 2}
+    out: dict[int, list] = {}
+    if stream:
+        for chunk in client.completions.create(stream=True, **kwargs):
+            for c in chunk.choices:
+                text, finish, lp = out.setdefault(c.index, ["", None, {"tokens": [], "offsets": [], "top": []}])
+                if c.logprobs is not None:
+                    lp["tokens"] += c.logprobs.tokens
+                    lp["offsets"] += c.logprobs.text_offset
+                    lp["top"] += c.logprobs.top_logprobs
+                out[c.index] = [text + c.text, c.finish_reason or finish, lp]
+    else:
+        for c in client.completions.create(**kwargs).choices:
+            out[c.index] = [c.text, c.finish_reason, {"tokens": c.logprobs.tokens, "offsets": c.logprobs.text_offset,
+                                                      "top": c.logprobs.top_logprobs}]
+    assert sorted(out) == [0, 1] and out[0][0] != out[1][0]
+    for text, finish, lp in out.values():
+        assert finish == "length" and "".join(lp["tokens"]) == text
+        assert lp["offsets"] == [len("".join(lp["tokens"][:i])) for i in range(len(lp["tokens"]))]
+        assert all(token in top and len(top) >= 2 for token, top in zip(lp["tokens"], lp["top"], strict=True))

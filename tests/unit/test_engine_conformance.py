@@ -185,7 +185,8 @@ def models(monkeypatch):
 def _every_input(pb_utils) -> dict[str, Any]:
     values = {"text_input": b"hello there", "max_tokens": 4, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "seed": 1,
               "frequency_penalty": 0.1, "presence_penalty": 0.1, "repetition_penalty": 1.1, "stream": True,
-              "exclude_input_in_output": True, "return_num_input_tokens": True, "return_num_output_tokens": True}
+              "exclude_input_in_output": True, "return_num_input_tokens": True, "return_num_output_tokens": True,
+              "num_return_sequences": 2, "num_logprobs": 3}
     tensors = {k: pb_utils.Tensor(k, np.array([v], dtype=np.object_ if isinstance(v, bytes) else None))
                for k, v in values.items()}
     tensors["stop_words"] = pb_utils.Tensor("stop_words", np.array([b"x"], dtype=np.object_))
@@ -201,7 +202,7 @@ def test_sampling_arguments_built_from_every_input_are_engine_fields(models) -> 
     vkw = loaded["vllm"].parse_request(request)[1]
     assert config_problems(vkw, set(_cls(surface("vllm"), "vllm.sampling_params:SamplingParams")["fields"]),
                            "vllm.SamplingParams") == []
-    assert {"max_tokens", "stop", "top_k"} <= set(trt) & set(vkw), "every input was parsed"
+    assert {"max_tokens", "stop", "top_k", "n", "logprobs"} <= set(trt) & set(vkw), "every input was parsed"
 
 
 @pytest.mark.parametrize("guide_type, guide", [("json", None), ("json_schema", '{"type": "object"}')])
@@ -240,6 +241,11 @@ VLLM_ATTRIBUTES = [
     ("vllm.outputs:CompletionOutput", "text"),
     ("vllm.outputs:CompletionOutput", "token_ids"),
     ("vllm.outputs:CompletionOutput", "finish_reason"),
+    ("vllm.outputs:CompletionOutput", "index"),
+    ("vllm.outputs:CompletionOutput", "logprobs"),
+    ("vllm.logprobs:Logprob", "logprob"),
+    ("vllm.logprobs:Logprob", "rank"),
+    ("vllm.logprobs:Logprob", "decoded_token"),
 ]
 
 
@@ -316,6 +322,7 @@ STANDIN_CLASSES = [
     ("vllm.sampling_params:StructuredOutputsParams", "vllm", "vllm.sampling_params:StructuredOutputsParams"),
     ("vllm.outputs:RequestOutput", "vllm", "vllm.outputs:RequestOutput"),
     ("vllm.outputs:CompletionOutput", "vllm", "vllm.outputs:CompletionOutput"),
+    ("vllm.logprobs:Logprob", "vllm", "vllm.logprobs:Logprob"),
     ("vllm.v1.engine.async_llm:AsyncLLM", "vllm", "vllm.v1.engine.async_llm:AsyncLLM"),
     ("vllm.v1.metrics.loggers:StatLoggerBase", "vllm", "vllm.v1.metrics.loggers:StatLoggerBase"),
     ("vllm.v1.metrics.stats:SchedulerStats", "vllm", "vllm.v1.metrics.stats:SchedulerStats"),

@@ -143,9 +143,8 @@ def test_sampling_inputs_rejects(body, param):
     ("chat", {"tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice"),
     ("chat", {"functions": [{"name": "f"}]}, "functions"),
     ("chat", {"function_call": {"name": "f"}}, "function_call"),
-    ("chat", {"logprobs": True}, "logprobs"), ("chat", {"top_logprobs": 2}, "top_logprobs"),
-    ("chat", {"n": 2}, "n"), ("chat", {"n": True}, "n"), ("text", {"best_of": 3}, "best_of"),
-    ("text", {"logprobs": 0}, "logprobs"), ("text", {"echo": True}, "echo"), ("text", {"suffix": "end"}, "suffix"),
+    ("text", {"best_of": 3}, "best_of"), ("text", {"top_logprobs": 2}, "top_logprobs"),  # chat's field
+    ("text", {"echo": True}, "echo"), ("text", {"suffix": "end"}, "suffix"),
     ("chat", {"logit_bias": {"50256": -100}}, "logit_bias"), ("chat", {"modalities": ["text", "audio"]}, "modalities"),
     ("chat", {"audio": {"voice": "alloy", "format": "wav"}}, "audio"), ("chat", {"reasoning_effort": "low"},
                                                                       "reasoning_effort"),
@@ -167,10 +166,10 @@ def test_fields_the_server_does_not_implement_are_refused_by_name(kind, body, pa
     ("chat", {"model": "m", "messages": [], "max_completion_tokens": 5, "stream": True,
               "stream_options": {"include_usage": True, "include_obfuscation": False}}),
     # the values that ask for nothing: what clients send by default
-    ("chat", {"n": 1, "logprobs": False, "top_logprobs": None, "tools": [], "tool_choice": "none",
+    ("chat", {"tools": [], "tool_choice": "none",
               "response_format": {"type": "text"}, "modalities": ["text"], "audio": None, "logit_bias": {},
               "service_tier": "auto", "parallel_tool_calls": True, "functions": None, "function_call": "auto"}),
-    ("text", {"n": 1, "best_of": 1, "echo": False, "suffix": None, "logprobs": None, "ignore_eos": False}),
+    ("text", {"best_of": 1, "echo": False, "suffix": None, "ignore_eos": False}),
     # ignored: nothing a client sees in the answer depends on them
     ("chat", {"user": "u", "metadata": {"k": "v"}, "store": True, "safety_identifier": "s",
               "prompt_cache_key": "k", "prediction": {"type": "content", "content": "x"}}),
@@ -215,6 +214,54 @@ def test_a_schema_the_engine_cannot_compile_is_a_400_on_response_format():
                                                          "compiled: Unsupported type \"thing\""}).encode())
     assert (refused.status, refused.param) == (400, "response_format") and "Unsupported type" in refused.message
     assert fe._triton_error(400, b'{"error": "bad request: top_p"}').param is None
+
+
+# ---- logprobs and n (issue 46, item 5) ----
+
+
+@pytest.mark.parametrize("kind, body, inputs, top", [
+    ("chat", {}, {}, None), ("chat", {"n": 1, "logprobs": False, "top_logprobs": None}, {}, None),
+    ("chat", {"n": 3}, {"num_return_sequences": 3}, None),
+    ("chat", {"logprobs": True}, {"num_logprobs": 0}, 0),
+    ("chat", {"logprobs": True, "top_logprobs": 5, "n": 2}, {"num_logprobs": 5, "num_return_sequences": 2}, 5),
+    ("text", {"logprobs": 0}, {"num_logprobs": 0}, 0), ("text", {"logprobs": 3, "n": 4},
+                                                         {"num_logprobs": 3, "num_return_sequences": 4}, 3),
+    ("text", {"logprobs": None}, {}, None),
+])
+def test_n_and_logprobs_become_the_models_inputs(kind, body, inputs, top):
+    """Before: n > 1 and logprobs were refused with 400."""
+    fe.check_fields(body, kind)
+    assert fe.choice_inputs(body, kind) == (inputs, top)
+
+
+@pytest.mark.parametrize("kind, body, param", [
+    ("chat", {"n": 0}, "n"), ("chat", {"n": 129}, "n"), ("chat", {"n": True}, "n"), ("text", {"n": "2"}, "n"),
+    ("chat", {"logprobs": 2}, "logprobs"), ("chat", {"top_logprobs": 2}, "top_logprobs"),
+    ("chat", {"logprobs": True, "top_logprobs": 21}, "top_logprobs"), ("text", {"logprobs": True}, "logprobs"),
+    ("text", {"logprobs": -1}, "logprobs"), ("text", {"logprobs": 21}, "logprobs"),
+])
+def test_bad_n_and_logprobs_are_400_naming_them(kind, body, param):
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.choice_inputs(body, kind)
+    assert (info.value.status, info.value.param) == (400, param)
+
+
+ENTRIES = [["Hello", -0.1, [["Hello", -0.1], ["Hi", -1.1]]], [" wörld", -0.25, [[" wörld", -0.25]]]]
+
+
+def test_chat_logprobs_are_openai_s_shape():
+    assert fe.chat_logprobs(ENTRIES) == {"refusal": None, "content": [
+        {"token": "Hello", "logprob": -0.1, "bytes": list(b"Hello"),
+         "top_logprobs": [{"token": "Hello", "logprob": -0.1, "bytes": list(b"Hello")},
+                          {"token": "Hi", "logprob": -1.1, "bytes": list(b"Hi")}]},
+        {"token": " wörld", "logprob": -0.25, "bytes": list(" wörld".encode()),
+         "top_logprobs": [{"token": " wörld", "logprob": -0.25, "bytes": list(" wörld".encode())}]}]}
+
+
+def test_completion_logprobs_are_openai_s_shape_with_offsets():
+    assert fe.completion_logprobs(ENTRIES, offset=3) == {
+        "tokens": ["Hello", " wörld"], "token_logprobs": [-0.1, -0.25],
+        "top_logprobs": [{"Hello": -0.1, "Hi": -1.1}, {" wörld": -0.25}], "text_offset": [3, 8]}
 
 
 def test_context_errors_read_as_openai_s_for_litellm():

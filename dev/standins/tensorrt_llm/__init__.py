@@ -55,7 +55,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __version__ = "1.2.1+cpu-standin"
 FOLLOWS_TENSORRT_LLM = "1.2.1"
@@ -136,6 +136,8 @@ class SamplingParams:
     end_id: int | None = None
     return_perf_metrics: bool = False
     guided_decoding: GuidedDecodingParams | None = None
+    n: int = 1
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens is None or self.max_tokens < 1:
@@ -146,6 +148,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.guided_decoding is not None:
             self.guided_decoding._validate()
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
 
 
 @dataclasses.dataclass
@@ -171,11 +175,19 @@ class RequestPerfMetrics:
     kv_cache_metrics: KvCacheMetrics = dataclasses.field(default_factory=KvCacheMetrics)
 
 
+class Logprob(NamedTuple):
+    """executor/result.py Logprob: a token's log probability and its rank among the vocabulary."""
+
+    logprob: float
+    rank: int | None = None
+
+
 @dataclasses.dataclass
 class CompletionOutput:
     index: int = 0
     text: str = ""
     token_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[dict[int, Logprob]] | None = None
     finish_reason: str | None = None
     request_perf_metrics: RequestPerfMetrics | None = None
     _last_text_len: int = 0
@@ -206,7 +218,9 @@ class RequestOutput:
         self._words = prompt.split() or ["..."]
         # Under a guide the "model" emits a text its grammar accepts, one piece per token, then stops.
         self._guided = _guided_pieces(params.guided_decoding, self._words) if guided else None
-        self.outputs = [CompletionOutput(request_perf_metrics=RequestPerfMetrics() if perf else None)]
+        # SamplingParams.n sequences (n > 1: one CompletionOutput each, `index` 0..n-1)
+        self.outputs = [CompletionOutput(index=i, request_perf_metrics=RequestPerfMetrics() if perf and i == 0 else None)
+                        for i in range(params.n)]
         self.finished = False
         # tensorrt_llm/llmapi/llm.py LLM.generate_async (1.2.1): arrival_time is stamped at the call only when the LLM
         # was built with return_perf_metrics=True; otherwise the executor stamps it when the request leaves the
@@ -219,32 +233,59 @@ class RequestOutput:
     # -- engine side (engine thread) --
 
     def _step(self) -> None:
-        out = self.outputs[0]
         now = _now()
-        if not out.token_ids:
+        if not self.outputs[0].token_ids:
             self._timing.first_token_time = now
-        if self._guided is not None:
-            piece = self._guided[len(out.token_ids)]
-            out.token_ids.append(sum(piece.encode()) % 32000)
-            out.text += piece
-            if len(out.token_ids) == len(self._guided):
-                self._finish("stop", now)  # the grammar is complete: only EOS is allowed
-            elif len(out.token_ids) >= self._params.max_tokens:
-                self._finish("length", now)
-            self._publish()
-            return
-        word = self._words[len(out.token_ids) % len(self._words)]
-        out.token_ids.append(sum(word.encode()) % 32000)
-        out.text = (out.text + " " + word) if out.text else word
-        if any(s and out.text.endswith(s) for s in self._stop):
-            out.text = out.text[: -len(next(s for s in self._stop if s and out.text.endswith(s)))].rstrip()
-            self._finish("stop", now)
-        elif len(out.token_ids) >= self._params.max_tokens:
-            self._finish("length", now)
+        for out in self.outputs:
+            if out.finish_reason is None:
+                self._step_one(out, now)
+        if all(out.finish_reason is not None for out in self.outputs):
+            self._finish(None, now)
         self._publish()
 
-    def _finish(self, reason: str, now: datetime.timedelta) -> None:
-        self.outputs[0].finish_reason = reason
+    def _step_one(self, out: CompletionOutput, now: datetime.timedelta) -> None:
+        """One token of one sequence. Sequence i of n starts i words into the prompt (the choices differ, as
+        sampled ones do)."""
+        position = len(out.token_ids)
+        if self._guided is not None:
+            piece = self._guided[position]
+            self._emit(out, piece, position)
+            out.text += piece
+            if len(out.token_ids) == len(self._guided):
+                out.finish_reason = "stop"  # the grammar is complete: only EOS is allowed
+            elif len(out.token_ids) >= self._params.max_tokens:
+                out.finish_reason = "length"
+            return
+        word = self._words[(position + out.index) % len(self._words)]
+        piece = (" " + word) if out.text else word  # a token's text carries its leading space, as BPE tokens do
+        self._emit(out, piece, position)
+        out.text += piece
+        if any(s and out.text.endswith(s) for s in self._stop):
+            out.text = out.text[: -len(next(s for s in self._stop if s and out.text.endswith(s)))].rstrip()
+            out.finish_reason = "stop"
+        elif len(out.token_ids) >= self._params.max_tokens:
+            out.finish_reason = "length"
+
+    def _emit(self, out: CompletionOutput, text: str, position: int) -> None:
+        token = self._engine.vocab(text)
+        out.token_ids.append(token)
+        k = self._params.logprobs
+        if k is not None:
+            # executor/result.py TokenLogprobs: per token {token id: Logprob(logprob, rank)} for the k likeliest,
+            # the sampled one first here (rank 1). The values are the stand-in's own.
+            chosen = -round(0.1 + 0.05 * (position % 4), 4)
+            space = " " if text.startswith(" ") else ""
+            others = [space + w for w in dict.fromkeys(self._words) if space + w != text][: max(0, k - 1)]
+            ranked = {token: Logprob(chosen, 1)}
+            for rank, other in enumerate(others, 2):
+                ranked.setdefault(self._engine.vocab(other), Logprob(chosen - (rank - 1), rank))
+            out.logprobs = (out.logprobs or []) + [ranked]
+
+    def _finish(self, reason: str | None, now: datetime.timedelta) -> None:
+        """The request ends: every sequence still running ends with `reason` (cancelled, shut down)."""
+        for out in self.outputs:
+            if out.finish_reason is None:
+                out.finish_reason = reason
         self._timing.last_token_time = now
         if self.outputs[0].request_perf_metrics is not None:
             self.outputs[0].request_perf_metrics.timing_metrics = dataclasses.replace(self._timing)
@@ -277,7 +318,6 @@ class RequestOutput:
         event = asyncio.Event()
         with self._cond:
             self._waiters.append((loop, event))
-        out = self.outputs[0]
         try:
             while True:
                 with self._cond:
@@ -286,7 +326,8 @@ class RequestOutput:
                     event.clear()
                 if done or (ready and self.streaming):
                     yield self
-                    out._last_text_len, out._last_token_len = len(out.text), len(out.token_ids)
+                    for out in self.outputs:
+                        out._last_text_len, out._last_token_len = len(out.text), len(out.token_ids)
                     if done:
                         return
                     continue
@@ -418,6 +459,7 @@ class _Engine:
         self.waiting: collections.deque[RequestOutput] = collections.deque()  # waiting for a slot
         self.running: list[RequestOutput] = []                                # active requests
         self.cancel_ids: set[int] = set()
+        self.words: dict[int, str] = {}  # the "vocabulary": token id -> text
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stopped = False
@@ -426,6 +468,11 @@ class _Engine:
         self.stats_sink: IterationResult | None = None
         self.thread = threading.Thread(target=self._run, name="trtllm-standin-engine", daemon=True)
         self.thread.start()
+
+    def vocab(self, text: str) -> int:
+        token = sum(text.encode()) % 32000
+        self.words[token] = text
+        return token
 
     def submit(self, req: RequestOutput) -> None:
         with self.lock:
@@ -544,6 +591,16 @@ class _Engine:
         self.thread.join(5)
 
 
+class _Tokenizer:
+    """`LLM.tokenizer` (llmapi/tokenizer.py TransformersTokenizer), reduced to `decode`: a token id's text."""
+
+    def __init__(self, engine: _Engine) -> None:
+        self._engine = engine
+
+    def decode(self, token_ids: list[int], **_: Any) -> str:
+        return " ".join(self._engine.words.get(t, "") for t in token_ids)
+
+
 class _Executor:
     """executor/executor.py GenerationExecutor, reduced to its error path: a worker's error waits in `_error_queue`
     until a client call runs `_handle_background_error`, which shuts the executor down and raises it."""
@@ -619,6 +676,7 @@ class LLM:
             kill_file=os.environ.get("TRTLLM_STANDIN_KILL_FILE") or None,
         )
         self._executor = _Executor(self._engine)
+        self.tokenizer = _Tokenizer(self._engine)
 
     def generate_async(self, inputs: str, sampling_params: SamplingParams | None = None,
                        streaming: bool = False, **_: Any) -> RequestOutput:

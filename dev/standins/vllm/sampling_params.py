@@ -49,6 +49,7 @@ class SamplingParams:
     seed: int | None = None
     stop: list[str] | str | None = None
     max_tokens: int | None = 16
+    logprobs: int | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
     structured_outputs: StructuredOutputsParams | None = None
 
@@ -56,8 +57,10 @@ class SamplingParams:
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
-        if self.n != 1:
-            raise VLLMValidationError(f"n must be 1 in this stand-in, got {self.n}")
+        if self.n < 1:
+            raise VLLMValidationError(f"n must be at least 1, got {self.n}.")
+        if self.logprobs is not None and self.logprobs < 0:
+            raise VLLMValidationError(f"logprobs must be non-negative, got {self.logprobs}.")
         if not -2.0 <= self.presence_penalty <= 2.0:
             raise VLLMValidationError(f"presence_penalty must be in [-2, 2], got {self.presence_penalty}.")
         if not -2.0 <= self.frequency_penalty <= 2.0:

@@ -105,8 +105,9 @@ USED_FIELDS = {
     "both": {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p",
              "frequency_penalty", "presence_penalty", "seed", "stop",
              "top_k", "repetition_penalty",  # vLLM's extensions to the schema
-             "response_format"},  # chat in OpenAI's API; vLLM takes it on completions too
-    "chat": {"messages"},
+             "response_format",  # chat in OpenAI's API; vLLM takes it on completions too
+             "n", "logprobs"},
+    "chat": {"messages", "top_logprobs"},
     "text": {"prompt"},
 }
 IGNORED_FIELDS = {"user", "safety_identifier", "metadata", "store", "prompt_cache_key", "prompt_cache_retention",
@@ -124,10 +125,7 @@ def _one_of(*values: Any) -> Callable[[Any], bool]:
 
 # field -> (its value asks for nothing, what the server does not do)
 REFUSED_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "n": (_one_of(1), "more than one choice per request (n > 1)"),
     "best_of": (_one_of(1), "best_of > 1"),
-    "logprobs": (_FALSE, "log probabilities"),
-    "top_logprobs": (_one_of(0), "log probabilities"),
     "echo": (_FALSE, "echoing the prompt"),
     "suffix": (_one_of(""), "suffixes (insertion)"),
     "logit_bias": (_EMPTY, "logit_bias"),
@@ -238,6 +236,55 @@ def guided_inputs(body: dict[str, Any]) -> dict[str, str]:
             raise _bad("'response_format.json_schema.schema' must be a JSON Schema object", "response_format")
         return {GUIDE_TYPE: "json_schema", GUIDE: json.dumps(schema)}
     raise _bad("'response_format.type' must be 'text', 'json_object' or 'json_schema'", "response_format")
+
+
+MAX_CHOICES = 128      # n, as OpenAI bounds it
+MAX_TOP_LOGPROBS = 20  # top_logprobs (chat) / logprobs (completions): OpenAI's chat bound, vLLM's max_logprobs
+
+
+def choice_inputs(body: dict[str, Any], kind: str) -> tuple[dict[str, int], int | None]:
+    """Triton inputs for `n` and the log probabilities, and how many alternatives per token the answer lists (None:
+    no logprobs). Chat: `logprobs: true` and `top_logprobs` 0-20; completions: `logprobs` 0-20 (OpenAI's own bound
+    is 5; vLLM's 20)."""
+    inputs: dict[str, int] = {}
+    n = _integer(body, "n", 1, MAX_CHOICES)
+    if n is not None and n > 1:
+        inputs["num_return_sequences"] = n
+    if kind == "chat":
+        wanted = body.get("logprobs")
+        if wanted is not None and not isinstance(wanted, bool):
+            raise _bad("'logprobs' must be a boolean", "logprobs")
+        top = _integer(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+        if top is not None and not wanted:
+            raise _bad("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+        count = (top or 0) if wanted else None
+    else:
+        count = _integer(body, "logprobs", 0, MAX_TOP_LOGPROBS)
+    if count is not None:
+        inputs["num_logprobs"] = count
+    return inputs, count
+
+
+def chat_logprobs(entries: list[Any]) -> dict[str, Any]:
+    """The models' [token, logprob, [[alternative, logprob], ...]] entries as OpenAI's chat `logprobs` object."""
+    def token(text: str, logprob: Any) -> dict[str, Any]:
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+    return {"content": [{**token(text, logprob), "top_logprobs": [token(t, lp) for t, lp in alternatives]}
+                        for text, logprob, alternatives in entries], "refusal": None}
+
+
+def completion_logprobs(entries: list[Any], offset: int = 0) -> dict[str, Any]:
+    """The same entries as OpenAI's completions `logprobs` object; text_offset counts from `offset` (the text this
+    choice already had). top_logprobs holds the alternatives and the sampled token, as OpenAI's does."""
+    offsets = []
+    for text, _, _ in entries:
+        offsets.append(offset)
+        offset += len(text)
+    return {"tokens": [text for text, _, _ in entries], "token_logprobs": [logprob for _, logprob, _ in entries],
+            "top_logprobs": [{**{t: lp for t, lp in alternatives}, text: logprob}
+                             for text, logprob, alternatives in entries],
+            "text_offset": offsets}
 
 
 def context_exceeded(limit: int, param: str, prompt_tokens: int | None = None,
@@ -468,6 +515,8 @@ class Prepared:
     include_usage: bool
     prompt_param: str  # where the prompt is in the body: "messages" | "prompt"
     max_tokens: int | None  # as the client asked; None: up to the context limit
+    n: int = 1  # choices
+    logprobs: int | None = None  # alternatives per token in the answer's logprobs; None: no logprobs
 
 
 class Frontend:
@@ -493,6 +542,8 @@ class Frontend:
         check_fields(body, kind)
         inputs = sampling_inputs(body, self.context_limit)
         inputs.update(guided_inputs(body))
+        choices, top_logprobs = choice_inputs(body, kind)
+        inputs.update(choices)
         if kind == "chat":
             prompt_param, prompt = "messages", self.template.render(chat_messages(body))
         else:
@@ -506,7 +557,7 @@ class Frontend:
         inputs.update(text_input=prompt, stream=True, exclude_input_in_output=True,
                       return_num_input_tokens=True, return_num_output_tokens=True)
         return Prepared(kind, inputs, bool(body.get("stream", False)), bool(options.get("include_usage")),
-                        prompt_param, max_tokens)
+                        prompt_param, max_tokens, choices.get("num_return_sequences", 1), top_logprobs)
 
     def checked(self, request: Prepared, events: Generator[dict[str, Any], None, None]) -> Iterator[dict[str, Any]]:
         """Triton's responses, with the context limit enforced: once the engine has counted the prompt, a request
@@ -791,28 +842,33 @@ class Handler(http_body.BoundedHandler):
             return result
 
     def _complete(self, request: Prepared, conn: http.client.HTTPConnection, events: Iterator[dict[str, Any]]) -> None:
-        text: list[str] = []
-        finish, prompt_tokens, completion_tokens = None, 0, 0
+        choices: dict[int, _Choice] = {}
+        prompt_tokens = completion_tokens = 0
 
         def collect() -> None:
-            nonlocal finish, prompt_tokens, completion_tokens
+            nonlocal prompt_tokens, completion_tokens
             for event in events:
-                text.append(_first(event, "text_output") or "")
-                finish = _first(event, "finish_reason") or finish
+                _choice(choices, event).add(event)
                 prompt_tokens = max(prompt_tokens, int(_first(event, "num_input_tokens") or 0))
                 completion_tokens = max(completion_tokens, int(_first(event, "num_output_tokens") or 0))
 
         self._until_answered(conn, collect)
         kind = request.kind
         rid, created, model = _ids(kind), int(time.time()), self.frontend.served_model
-        if kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": "".join(text)},
-                      "finish_reason": finish or "stop", "logprobs": None}
-            obj = "chat.completion"
-        else:
-            choice = {"index": 0, "text": "".join(text), "finish_reason": finish or "stop", "logprobs": None}
-            obj = "text_completion"
-        self._json(200, {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice],
+        answers = []
+        for index in range(request.n):
+            choice = choices.get(index) or _Choice()
+            text, finish = "".join(choice.text), choice.finish or "stop"
+            logprobs = None
+            if request.logprobs is not None:
+                logprobs = chat_logprobs(choice.logprobs) if kind == "chat" else completion_logprobs(choice.logprobs)
+            if kind == "chat":
+                answers.append({"index": index, "message": {"role": "assistant", "content": text},
+                                "finish_reason": finish, "logprobs": logprobs})
+            else:
+                answers.append({"index": index, "text": text, "finish_reason": finish, "logprobs": logprobs})
+        self._json(200, {"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion",
+                         "created": created, "model": model, "choices": answers,
                          "usage": _usage(prompt_tokens, completion_tokens)})
 
     def _stream(self, request: Prepared, conn: http.client.HTTPConnection, events: Iterator[dict[str, Any]]) -> None:
@@ -834,22 +890,32 @@ class Handler(http_body.BoundedHandler):
                 payload["usage"] = usage
             self._send_event(json.dumps(payload))
 
-        def choice(text: str, finish: str | None, role: bool = False) -> dict[str, Any]:
+        offsets: dict[int, int] = {}  # completions' text_offset: the text each choice has had so far
+
+        def choice(index: int, text: str, finish: str | None, entries: list[Any] | None,
+                   role: bool = False) -> dict[str, Any]:
+            logprobs = None
+            if request.logprobs is not None and not role:
+                logprobs = chat_logprobs(entries or []) if kind == "chat" else \
+                    completion_logprobs(entries or [], offsets.get(index, 0))
+            offsets[index] = offsets.get(index, 0) + len(text)
             if kind == "chat":
                 delta = {"role": "assistant", "content": text} if role else {"content": text}
-                return {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-            return {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+                return {"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
+            return {"index": index, "text": text, "finish_reason": finish, "logprobs": logprobs}
 
         try:
             if kind == "chat":
-                chunk([choice("", None, role=True)])
+                for index in range(request.n):
+                    chunk([choice(index, "", None, None, role=True)])
             pending = [first] if first is not None else []
             for event in _chain(pending, events):
                 prompt_tokens = max(prompt_tokens, int(_first(event, "num_input_tokens") or 0))
                 completion_tokens = max(completion_tokens, int(_first(event, "num_output_tokens") or 0))
                 text, finish = _first(event, "text_output") or "", _first(event, "finish_reason") or None
                 if text or finish:
-                    chunk([choice(text, finish)])
+                    index = int(_first(event, "sequence_index") or 0)
+                    chunk([choice(index, text, finish, _entries(event))])
             if include_usage:
                 chunk([], _usage(prompt_tokens, completion_tokens))
         except OpenAIError as exc:
@@ -865,6 +931,36 @@ class Handler(http_body.BoundedHandler):
         payload = f"data: {data}\n\n".encode()
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
+
+
+class _Choice:
+    """One choice of a non-streaming answer, put together from the model's responses for it."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.finish: str | None = None
+        self.logprobs: list[Any] = []
+
+    def add(self, event: dict[str, Any]) -> None:
+        self.text.append(_first(event, "text_output") or "")
+        self.finish = _first(event, "finish_reason") or self.finish
+        self.logprobs += _entries(event)
+
+
+def _choice(choices: dict[int, _Choice], event: dict[str, Any]) -> _Choice:
+    return choices.setdefault(int(_first(event, "sequence_index") or 0), _Choice())
+
+
+def _entries(event: dict[str, Any]) -> list[Any]:
+    """A model response's logprobs output: JSON text of [token, logprob, [[alternative, logprob], ...]] per token."""
+    raw = _first(event, "logprobs")
+    if not raw:
+        return []
+    try:
+        entries = json.loads(raw)
+    except ValueError:
+        raise OpenAIError(502, "the model sent malformed logprobs", "server_error") from None
+    return entries if isinstance(entries, list) else []
 
 
 def _chain(first: list[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

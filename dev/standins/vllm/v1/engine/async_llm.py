@@ -42,6 +42,7 @@ from collections.abc import AsyncGenerator, Iterable
 from ...config import CacheConfig, SchedulerConfig, VllmConfig
 from ...engine.arg_utils import AsyncEngineArgs
 from ...exceptions import VLLMValidationError
+from ...logprobs import Logprob
 from ...outputs import CompletionOutput, RequestOutput
 from ...sampling_params import SamplingParams
 from ..metrics.stats import FinishedRequestStats, IterationStats, SchedulerStats
@@ -107,6 +108,25 @@ def _guided_pieces(so, words: list[str]) -> list[str] | None:
     return xgrammar._pieces(xgrammar._accepted_text(schema, words))
 
 
+class _Sequence:
+    """One of a request's n sampled sequences (a child request, v1/engine/parallel_sampling.py): sequence i starts
+    i words into the prompt, so the choices differ as sampled ones do."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.text = ""
+        self.token_ids: list[int] = []
+        self.logprobs: list[dict[int, Logprob]] | None = None
+        self.finish_reason: str | None = None
+        self.stop_reason: str | None = None
+        self.returned_finished = False
+
+    def completion(self) -> CompletionOutput:
+        logprobs = None if self.logprobs is None else list(self.logprobs)
+        return CompletionOutput(self.index, self.text, list(self.token_ids), logprobs=logprobs,
+                                finish_reason=self.finish_reason, stop_reason=self.stop_reason)
+
+
 class _Request:
     def __init__(self, request_id: str, prompt: str, params: SamplingParams, max_model_len: int) -> None:
         self.id = request_id
@@ -120,39 +140,76 @@ class _Request:
         self.queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
         self.arrival = time.monotonic()
         self.scheduled: float | None = None
-        self.text = ""
-        self.token_ids: list[int] = []
-        self.finish_reason: str | None = None
-        self.stop_reason: str | None = None
+        self.sequences = [_Sequence(i) for i in range(params.n)]
+        self.finish_reason: str | None = None  # of the request: set once every sequence finished
         self.guided = _guided_pieces(params.structured_outputs, self.words)
 
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for seq in self.sequences for t in seq.token_ids]
+
     def step(self) -> None:
+        for seq in self.sequences:
+            if seq.finish_reason is None:
+                self._step_one(seq)
+        if all(seq.finish_reason is not None for seq in self.sequences):
+            self.finish_reason = self.sequences[0].finish_reason
+
+    def _emit(self, seq: _Sequence, text: str) -> None:
+        token = _token_id(text)
+        position = len(seq.token_ids)
+        seq.token_ids.append(token)
+        k = self.params.logprobs
+        if k is not None:
+            # vllm/logprobs.py: per token {token id: Logprob(logprob, rank, decoded_token)}, the sampled token and the
+            # k likeliest (here the sampled one is the likeliest, rank 1). The values are the stand-in's own.
+            chosen = -round(0.1 + 0.05 * (position % 4), 4)
+            ranked = {token: Logprob(chosen, 1, text)}
+            space = " " if text.startswith(" ") else ""
+            others = [space + w for w in dict.fromkeys(self.words) if space + w != text][: max(0, k - 1)]
+            for rank, other in enumerate(others, 2):
+                ranked.setdefault(_token_id(other), Logprob(chosen - (rank - 1), rank, other))
+            seq.logprobs = (seq.logprobs or []) + [ranked]
+
+    def _step_one(self, seq: _Sequence) -> None:
         if self.guided is not None:
-            piece = self.guided[len(self.token_ids)]
-            self.token_ids.append(_token_id(piece))
-            self.text += piece
-            if len(self.token_ids) == len(self.guided):
-                self.finish_reason = "stop"  # the grammar is complete: only EOS is allowed
-            elif len(self.token_ids) >= self.max_tokens:
-                self.finish_reason = "length"
+            piece = self.guided[len(seq.token_ids)]
+            self._emit(seq, piece)
+            seq.text += piece
+            if len(seq.token_ids) == len(self.guided):
+                seq.finish_reason = "stop"  # the grammar is complete: only EOS is allowed
+            elif len(seq.token_ids) >= self.max_tokens:
+                seq.finish_reason = "length"
             return
-        word = self.words[len(self.token_ids) % len(self.words)]
-        self.token_ids.append(_token_id(word))
-        self.text += " " + word
+        word = self.words[(len(seq.token_ids) + seq.index) % len(self.words)]
+        self._emit(seq, " " + word)  # a token's text carries its leading space, as BPE tokens do
+        seq.text += " " + word
         for stop in self.params.stop or []:
-            at = self.text.find(stop)
+            at = seq.text.find(stop)
             if at >= 0:
-                self.text = self.text[:at]
-                self.finish_reason, self.stop_reason = "stop", stop
+                seq.text = seq.text[:at]
+                seq.finish_reason, seq.stop_reason = "stop", stop
                 return
-        if len(self.token_ids) >= self.max_tokens:
-            self.finish_reason = "length"
+        if len(seq.token_ids) >= self.max_tokens:
+            seq.finish_reason = "length"
+
+    def abort(self) -> None:
+        for seq in self.sequences:
+            if seq.finish_reason is None:
+                seq.finish_reason = "abort"
+        self.finish_reason = "abort"
 
     def output(self) -> RequestOutput:
-        done = self.finish_reason is not None
-        completion = CompletionOutput(0, self.text, list(self.token_ids), finish_reason=self.finish_reason,
-                                      stop_reason=self.stop_reason)
-        return RequestOutput(self.id, self.prompt, list(self.prompt_ids), None, [completion], done)
+        """The sequences that progressed, each cumulative; a finished one only once (parallel_sampling.py
+        `ParentRequest.get_outputs`); finished once every sequence is."""
+        completions = []
+        for seq in self.sequences:
+            if seq.returned_finished:
+                continue
+            seq.returned_finished = seq.finish_reason is not None
+            completions.append(seq.completion())
+        return RequestOutput(self.id, self.prompt, list(self.prompt_ids), None, completions,
+                             self.finish_reason is not None)
 
     def tokens(self) -> int:
         return len(self.prompt_ids) + len(self.token_ids)
@@ -281,7 +338,7 @@ class AsyncLLM:
         self._running.pop(request_id, None)
         if request in self._waiting:
             self._waiting.remove(request)
-        request.finish_reason = "abort"
+        request.abort()
         request.queue.put_nowait(request.output())
 
     async def _run(self) -> None:
