@@ -56,23 +56,33 @@ def stack(request, tmp_path_factory):
     backend = request.param
     spec = backend_spec(4, maxSeqLen=CONTEXT, maxInputLen=CONTEXT - 1, backend=backend)
     workdir = tmp_path_factory.mktemp("openai")
+    program, container_args = frontend_files(spec, workdir)
+    # both stand-ins decode a token per 20 ms (the vLLM one's default is 10 ms)
+    with mock.patch.dict(os.environ, VLLM_STANDIN_STEP_S="0.02"), serve(spec, workdir) as (server, name):
+        assert name == MODEL
+        with frontend(program, container_args, server, TOKENIZER) as url:
+            yield url, server, name, backend
+
+
+def frontend_files(spec, workdir: Path) -> tuple[Path, list[str]]:
+    """The frontend and its helper written as the pod mounts them, and the rendered container's arguments."""
     plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
                       memory_per_gpu_bytes=40 << 30)
     objects = desired_objects(REF, spec, plan, 1, RolloutStrategy("Recreate"))
     config_map = next(o for o in objects if o["kind"] == "ConfigMap")
     pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == rendered_openai.VOLUME_NAME)
-    for item in volume["configMap"]["items"]:  # the frontend and its helper, as the pod mounts them
+    for item in volume["configMap"]["items"]:
         (workdir / item["path"]).write_text(config_map["data"][item["key"]])
-    program = workdir / rendered_openai.FRONTEND_KEY
     container = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
-    # both stand-ins decode a token per 20 ms (the vLLM one's default is 10 ms)
-    with mock.patch.dict(os.environ, VLLM_STANDIN_STEP_S="0.02"), serve(spec, workdir) as (server, name):
-        assert name == MODEL
-        port = free_port()
-        args = local_args(container["args"], server.http_url, server.metrics_url, str(TOKENIZER), port)
-        with run_frontend(program, args, port) as url:
-            yield url, server, name, backend
+    return workdir / rendered_openai.FRONTEND_KEY, container["args"]
+
+
+def frontend(program: Path, container_args: list[str], server, tokenizer: Path):
+    """A frontend process for this tritonserver, reading the checkpoint's tokenizer_config.json from `tokenizer`."""
+    port = free_port()
+    return run_frontend(program, local_args(container_args, server.http_url, server.metrics_url, str(tokenizer),
+                                            port), port)
 
 
 @pytest.fixture(scope="module")

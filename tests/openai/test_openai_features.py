@@ -6,6 +6,11 @@ Structured output: under a guide the stand-in engines emit a text the guide's gr
 stand-in's), made of the prompt's words, and stop once it is complete, as a model decoding under the grammar's mask
 does; a schema the grammar backend cannot convert is refused by the engine (vLLM) or by the model before the engine
 (TensorRT-LLM), and reaches the client as a 400 on `response_format` with the backend's reason.
+
+Tools: the stand-in "model" echoes its prompt, so a user message that holds a tool call in a family's format comes
+back as the model's output, and the frontend must read it as that family's tool call; each family gets a frontend
+of its own over the same tritonserver, with a chat template carrying that family's markers (tool names rendered
+into the prompt, so the echo shows the tools went through the template).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_openai_endpoint import MODEL, base_url, client, stack  # noqa: F401 - the fixtures, one stack per module
+from test_openai_endpoint import CONTEXT, MODEL, backend_spec, base_url, client, frontend, frontend_files, stack  # noqa: F401 - the fixtures: one stack per module
 
 pydantic = pytest.importorskip("pydantic")
 
@@ -161,3 +166,119 @@ def test_completions_n_choices_with_logprobs(client, stream):  # noqa: F811
         assert finish == "length" and "".join(lp["tokens"]) == text
         assert lp["offsets"] == [len("".join(lp["tokens"][:i])) for i in range(len(lp["tokens"]))]
         assert all(token in top and len(top) >= 2 for token, top in zip(lp["tokens"], lp["top"], strict=True))
+
+
+# ---- tools (issue 46, item 3) ----
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "the weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+
+
+def _template(call: str) -> str:
+    """A chat template in the family's shape: tool names rendered, past calls in `call` (the family's format), tool
+    results, plain turns. Only the user turn's content is echoed first, so the call in it starts the output where
+    a family expects it at the start (Llama's JSON)."""
+    return ("{%- for m in messages %}"
+            "{%- if m.role == 'assistant' and m.tool_calls %}{% for tc in m.tool_calls %}" + call + " {% endfor %}"
+            "{%- elif m.role == 'tool' %}<|tool|> {{ m.content }} "
+            "{%- else %}{{ m.content }} {% endif %}{% endfor %}"
+            "{%- if tools %}<|tools|> {% for t in tools %}{{ t.function.name }} {% endfor %}{% endif %}"
+            "{%- if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+PAST = "{{ {'name': tc.function.name, 'arguments': tc.function.arguments} | tojson }}"
+# family -> (its chat template, a call to get_weather(city=Paris) in its output format)
+FAMILIES = {
+    "hermes": (_template("<tool_call>" + PAST + "</tool_call>"),
+               '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'),
+    "llama3_json": (_template("<|python_tag|>" + PAST),
+                    '{"name": "get_weather", "parameters": {"city": "Paris"}}'),
+    "mistral": (_template("[TOOL_CALLS]{{ tc.function.name }}[ARGS]{{ tc.function.arguments | tojson }}"),
+                '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'),
+    "deepseek_v31": (_template("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{{ tc.function.name }}<｜tool▁sep｜>"
+                               "{{ tc.function.arguments | tojson }}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+                     '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}'
+                     '<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, stack, tmp_path_factory):  # noqa: F811
+    """(family, a client of a frontend whose checkpoint's chat template is that family's, the call in its format)."""
+    import openai
+
+    _, server, _, backend = stack
+    name = request.param
+    workdir = tmp_path_factory.mktemp(f"tools-{name}")
+    (workdir / "tokenizer_config.json").write_text(json.dumps({"chat_template": FAMILIES[name][0]}))
+    program, args = frontend_files(backend_spec(4, maxSeqLen=CONTEXT, maxInputLen=CONTEXT - 1, backend=backend),
+                                   workdir)
+    with frontend(program, args, server, workdir) as url:
+        yield name, openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60), FAMILIES[name][1]
+
+
+def _ask(api, stream, **kwargs):
+    """(content, [(name, arguments dict)], finish_reason) of one chat answer, streamed or not."""
+    if not stream:
+        choice = api.chat.completions.create(model=MODEL, **kwargs).choices[0]
+        calls = [(c.function.name, json.loads(c.function.arguments), c.id, c.type)
+                 for c in choice.message.tool_calls or []]
+        return choice.message.content, calls, choice.finish_reason
+    content, calls, finish = "", {}, None
+    for chunk in api.chat.completions.create(model=MODEL, stream=True, **kwargs):
+        for c in chunk.choices:
+            content += c.delta.content or ""
+            for call in c.delta.tool_calls or []:  # assembled by index, as OpenAI's clients do
+                entry = calls.setdefault(call.index, {"name": "", "arguments": "", "id": None, "type": None})
+                entry["name"] += call.function.name or ""
+                entry["arguments"] += call.function.arguments or ""
+                entry["id"], entry["type"] = call.id or entry["id"], call.type or entry["type"]
+            finish = c.finish_reason or finish
+    return content or None, [(c["name"], json.loads(c["arguments"]), c["id"], c["type"])
+                             for _, c in sorted(calls.items())], finish
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_auto_tool_calls_are_read_in_each_family_s_format(family, stream):
+    name, api, call = family
+    words = len(call.split())
+    content, calls, finish = _ask(api, stream, messages=[{"role": "user", "content": call}],
+                                  tools=[WEATHER, TIME], max_tokens=words + 4)
+    assert [(n, a, t) for n, a, _, t in calls] == [("get_weather", {"city": "Paris"}, "function")], (content, calls)
+    assert calls[0][2].startswith("call_") and finish == "tool_calls"
+    assert content is None or call not in content  # the call itself is not content
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_plain_answers_and_tool_choice_none_are_content(family, stream):
+    name, api, call = family
+    content, calls, finish = _ask(api, stream, messages=[{"role": "user", "content": "hello there"}],
+                                  tools=[WEATHER], max_tokens=6)
+    assert calls == [] and finish == "length" and "get_weather" in content  # the tools went through the template
+    content, calls, _ = _ask(api, stream, messages=[{"role": "user", "content": call}], tools=[WEATHER],
+                             tool_choice="none", max_tokens=len(call.split()))
+    assert calls == [] and content.split() == call.split()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_required_and_named_calls_are_forced_by_guided_decoding(family, stream, choice):
+    _, api, _ = family
+    content, calls, finish = _ask(api, stream, messages=[{"role": "user", "content": "what now"}],
+                                  tools=[WEATHER, TIME], tool_choice=choice, max_tokens=64)
+    assert len(calls) == 1 and calls[0][0] == "get_weather" and isinstance(calls[0][1]["city"], str), (content, calls)
+    assert finish == "tool_calls" and not content
+
+
+def test_a_tool_result_conversation_renders_through_the_template(family):
+    """A past call's arguments reach the template as an object (vLLM chat_utils.py `_postprocess_messages`): the
+    echoed call reads back as {"city": "Paris"}, not as the JSON text of a string."""
+    _, api, call = family
+    messages = [{"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                    "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    content, calls, _ = _ask(api, False, messages=messages, tools=[WEATHER], max_tokens=1 + len(call.split()))
+    assert [(n, a) for n, a, _, _ in calls] == [("get_weather", {"city": "Paris"})], (content, calls)

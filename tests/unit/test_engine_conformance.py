@@ -186,7 +186,7 @@ def _every_input(pb_utils) -> dict[str, Any]:
     values = {"text_input": b"hello there", "max_tokens": 4, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "seed": 1,
               "frequency_penalty": 0.1, "presence_penalty": 0.1, "repetition_penalty": 1.1, "stream": True,
               "exclude_input_in_output": True, "return_num_input_tokens": True, "return_num_output_tokens": True,
-              "num_return_sequences": 2, "num_logprobs": 3}
+              "num_return_sequences": 2, "num_logprobs": 3, "skip_special_tokens": False}
     tensors = {k: pb_utils.Tensor(k, np.array([v], dtype=np.object_ if isinstance(v, bytes) else None))
                for k, v in values.items()}
     tensors["stop_words"] = pb_utils.Tensor("stop_words", np.array([b"x"], dtype=np.object_))

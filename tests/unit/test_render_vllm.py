@@ -138,7 +138,7 @@ def test_config_parses_with_tritons_schema_and_batching_belongs_to_vllm() -> Non
     assert inputs["seed"] == ("TYPE_UINT64", [1], True)
     assert all(opt for name, (_, _, opt) in inputs.items() if name != "text_input")
     assert inputs["guided_decoding_guide_type"] == inputs["guided_decoding_guide"] == ("TYPE_STRING", [1], True)
-    assert len(inputs) == 18
+    assert len(inputs) == 19
     outputs = {o.name: (dtype(o.data_type), list(o.dims)) for o in cfg.output}
     assert outputs == {"text_output": ("TYPE_STRING", [1]), "finish_reason": ("TYPE_STRING", [1]),
                        "num_input_tokens": ("TYPE_INT32", [1]), "num_output_tokens": ("TYPE_INT32", [1]),

@@ -138,6 +138,7 @@ class SamplingParams:
     guided_decoding: GuidedDecodingParams | None = None
     n: int = 1
     logprobs: int | None = None
+    skip_special_tokens: bool = True  # the stand-in's vocabulary has no special tokens
 
     def __post_init__(self) -> None:
         if self.max_tokens is None or self.max_tokens < 1:

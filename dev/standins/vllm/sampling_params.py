@@ -50,6 +50,7 @@ class SamplingParams:
     stop: list[str] | str | None = None
     max_tokens: int | None = 16
     logprobs: int | None = None
+    skip_special_tokens: bool = True  # the stand-in's vocabulary has no special tokens
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
     structured_outputs: StructuredOutputsParams | None = None
 

@@ -53,6 +53,8 @@ LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
     ("num_return_sequences", "TYPE_INT32", [1], True),
     # Log probabilities: the sampled token's and the k likeliest alternatives' per output token (0 <= k <= 20).
     ("num_logprobs", "TYPE_INT32", [1], True),
+    # false keeps special tokens in text_output: tool-call markers that are special tokens in some checkpoints
+    ("skip_special_tokens", "TYPE_BOOL", [1], True),
 )
 LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
     ("text_output", "TYPE_STRING", [1]),

@@ -9,7 +9,7 @@ text_input (required); max_tokens, stream, temperature, top_p, top_k, seed, freq
 repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens,
 guided_decoding_guide_type ("json" | "json_schema") and guided_decoding_guide (the schema, JSON text): structured
 output through the engine's guided decoding (GuidedDecodingParams; model.yaml sets guided_decoding_backend xgrammar);
-num_return_sequences (SamplingParams n) and num_logprobs (SamplingParams logprobs).
+num_return_sequences (SamplingParams n), num_logprobs (SamplingParams logprobs), skip_special_tokens.
 Responses: text_output (streaming: the new text of this response), finish_reason ("stop" | "length" on the final
 response, empty before), num_input_tokens / num_output_tokens when asked for (num_input_tokens also on the first
 streamed response; num_output_tokens counts every choice), sequence_index (the choice: with n > 1 each choice gets
@@ -105,6 +105,7 @@ _OPTIONAL_SCALARS = {
     "frequency_penalty": ("frequency_penalty", float),
     "presence_penalty": ("presence_penalty", float),
     "repetition_penalty": ("repetition_penalty", float),
+    "skip_special_tokens": ("skip_special_tokens", bool),
 }
 _DEFAULT_MAX_TOKENS = 16
 # The most alternatives per token a request may ask for (OpenAI's top_logprobs bound, vLLM's default max_logprobs).

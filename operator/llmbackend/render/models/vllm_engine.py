@@ -103,6 +103,7 @@ SAMPLING_INPUTS = {
     "frequency_penalty": float,
     "presence_penalty": float,
     "repetition_penalty": float,
+    "skip_special_tokens": bool,
 }
 METRIC_PARAMETERS = (
     "metric_engine_queue", "metric_engine_compute", "metric_engine_requests", "metric_engine_failures",
