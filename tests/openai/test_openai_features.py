@@ -282,3 +282,18 @@ def test_a_tool_result_conversation_renders_through_the_template(family):
                 {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
     content, calls, _ = _ask(api, False, messages=messages, tools=[WEATHER], max_tokens=1 + len(call.split()))
     assert [(n, a) for n, a, _, _ in calls] == [("get_weather", {"city": "Paris"})], (content, calls)
+
+
+def test_tools_a_template_cannot_carry_are_a_400_that_says_what_works(client):  # noqa: F811
+    """tests/openai/tokenizer's template has no tool-call markers: auto cannot be read back; required still works."""
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], max_tokens=4)
+    assert info.value.body["param"] == "tools" and "'required'" in info.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=USER, tool_choice="required", max_tokens=4)
+    assert info.value.body["param"] == "tool_choice"
+    forced = client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], tool_choice="required",
+                                            max_tokens=64)
+    assert forced.choices[0].message.tool_calls[0].function.name == "get_weather"
