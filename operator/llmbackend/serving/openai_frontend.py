@@ -470,11 +470,12 @@ def _template_tool_calls(calls: Any, i: int) -> list[dict[str, Any]]:
     return out
 
 
-def _call(name: Any, arguments: Any) -> dict[str, str]:
-    if not isinstance(name, str):
+def _call(name: Any, arguments: Any, text: bool = False) -> dict[str, str]:
+    """A call from a parsed object: its arguments as JSON text (json.dumps, as vLLM's parsers do, whatever the value),
+    or, with `text`, arguments that already are the model's JSON text (regex-read formats, forced calls)."""
+    if not isinstance(name, str) or (text and not isinstance(arguments, str)):
         raise TypeError("a tool call's name must be a string")
-    return {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments,
-                                                                                                ensure_ascii=False)}
+    return {"name": name, "arguments": arguments if text else json.dumps(arguments, ensure_ascii=False)}
 
 
 _HERMES_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
@@ -490,7 +491,7 @@ def parse_tool_calls(plan: ToolPlan, text: str) -> tuple[str | None, list[dict[s
         if plan.choice == "required":  # vLLM chat_completion/serving.py: the guided JSON array
             return None, [_call(c["name"], c["parameters"]) for c in json.loads(text)]
         if plan.choice == "named":
-            return None, [_call(plan.name, text)]
+            return None, [_call(plan.name, text, text=True)]
         family = plan.family
         if family == HERMES:  # tool_parsers/hermes_tool_parser.py `extract_tool_calls`
             if "<tool_call>" not in text:
@@ -526,7 +527,7 @@ def parse_tool_calls(plan: ToolPlan, text: str) -> tuple[str | None, list[dict[s
             if marker not in text:
                 return text, []
             pattern = _DEEPSEEK_V3_CALL if family == DEEPSEEK_V3 else _DEEPSEEK_V31_CALL
-            found = [_call(m.group("name"), m.group("args")) for m in pattern.finditer(text)]
+            found = [_call(m.group("name"), m.group("args"), text=True) for m in pattern.finditer(text)]
             content = text[:text.find(marker)]
             return content or None, found
     except (ValueError, KeyError, TypeError, AttributeError):
