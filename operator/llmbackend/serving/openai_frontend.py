@@ -9,9 +9,14 @@ bodies: framing checked before reading, a cap, and a budget of body bytes in fli
 deadline; connections: a cap. The container's memory limit covers them all, render/openai.py).
 
 Model interface (the serving models of this project implement it): input `text_input` and optional sampling
-inputs; outputs `text_output` (the new text of each streamed response), `finish_reason`, `num_input_tokens`,
-`num_output_tokens` (taken as running totals: the largest value seen is the count; the serving models send
-`num_input_tokens` with their first streamed response too, which is when the context limit is checked).
+inputs, `guided_decoding_guide_type`/`guided_decoding_guide` (response_format, forced tool calls),
+`num_return_sequences` (n), `num_logprobs`, `skip_special_tokens`; outputs `text_output` (the new text of each
+streamed response), `finish_reason`, `sequence_index` (the choice), `logprobs` (JSON text per token),
+`num_input_tokens`, `num_output_tokens` (taken as running totals: the largest value seen is the count; the serving
+models send `num_input_tokens` with their first streamed response too, which is when the context limit is checked).
+
+What applications call (issue 46): structured output, n > 1 and logprobs through the engines' own parameters; tools
+rendered through the checkpoint's chat template and read back in the model family's format (vLLM's parsers').
 
 What clients depend on, as OpenAI's API does it (docs/openai.md): a field this server does not implement is a 400
 naming it, never silently dropped (USED_FIELDS, IGNORED_FIELDS, REFUSED_FIELDS); no `max_tokens` means up to the
