@@ -105,10 +105,15 @@ def _accepted_text(schema: Any, words: list[str]) -> str:
             kind = next((k for k in kind if k != "null"), "null")
         if kind is None:
             kind = "object" if "properties" in node else "array" if "items" in node else "string"
+        if depth > 64:
+            raise RecursionError("the schema has no finite instance the stand-in can find")
         if kind == "object":
-            return {name: value(sub, depth + 1) for name, sub in (node.get("properties") or {}).items()}
+            properties = node.get("properties") or {}
+            if depth > 8:  # deep (a recursive schema): the required properties only, so that the text ends
+                properties = {k: v for k, v in properties.items() if k in (node.get("required") or [])}
+            return {name: value(sub, depth + 1) for name, sub in properties.items()}
         if kind == "array":
-            count = max(int(node.get("minItems", 1)), 0 if depth > 8 else 1)
+            count = int(node.get("minItems", 0 if depth > 8 else 1))
             count = min(count, int(node.get("maxItems", count)))
             return [value(node.get("items", {}), depth + 1) for _ in range(count)]
         if kind == "string":
