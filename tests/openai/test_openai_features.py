@@ -297,3 +297,17 @@ def test_tools_a_template_cannot_carry_are_a_400_that_says_what_works(client):  
     forced = client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], tool_choice="required",
                                             max_tokens=64)
     assert forced.choices[0].message.tool_calls[0].function.name == "get_weather"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_two_calls_and_parallel_tool_calls_false(family, stream):
+    """Every call of an answer is read; parallel_tool_calls false keeps the first (vLLM's
+    maybe_filter_parallel_tool_calls). Before: parallel_tool_calls was ignored."""
+    _, api, call = family
+    two = call + " " + call.replace("Paris", "Rome")
+    kwargs = {"messages": [{"role": "user", "content": two}], "tools": [WEATHER], "max_tokens": len(two.split())}
+    _, calls, _ = _ask(api, stream, **kwargs)
+    assert [a["city"] for _, a, _, _ in calls] == ["Paris", "Rome"]
+    assert len({i for _, _, i, _ in calls}) == 2  # each call its own id
+    _, calls, finish = _ask(api, stream, parallel_tool_calls=False, **kwargs)
+    assert [a["city"] for _, a, _, _ in calls] == ["Paris"] and finish == "tool_calls"

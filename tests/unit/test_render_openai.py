@@ -364,6 +364,17 @@ def test_forced_calls_are_read_from_the_guided_json():
     assert fe.parse_tool_calls(required, '[{"name": "get_wea') == ('[{"name": "get_wea', [])  # cut by max_tokens
 
 
+def test_parallel_tool_calls_false_keeps_the_first_call():
+    """vLLM entrypoints/serve/utils/tool_calls_utils.py maybe_filter_parallel_tool_calls."""
+    two = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>' * 2
+    body = {"tools": [WEATHER], "parallel_tool_calls": False}
+    fe.check_fields(body, "chat")
+    assert fe.parse_tool_calls(fe.tool_plan(body, TEMPLATES[fe.HERMES]), two) == (None, [CALL])
+    assert len(fe.parse_tool_calls(fe.tool_plan({"tools": [WEATHER]}, TEMPLATES[fe.HERMES]), two)[1]) == 2
+    with pytest.raises(fe.OpenAIError):
+        fe.tool_plan({"tools": [WEATHER], "parallel_tool_calls": "no"}, TEMPLATES[fe.HERMES])
+
+
 def test_streaming_sends_content_until_the_marker_and_the_calls_at_the_end():
     stream = fe.ToolStream(fe.ToolPlan([WEATHER], fe.HERMES, "auto"))
     sent = [stream.feed(t) for t in ("Let me ", "look.<tool", '_call>{"name": "get_weather", ',

@@ -112,13 +112,11 @@ USED_FIELDS = {
              "top_k", "repetition_penalty",  # vLLM's extensions to the schema
              "response_format",  # chat in OpenAI's API; vLLM takes it on completions too
              "n", "logprobs"},
-    "chat": {"messages", "top_logprobs", "tools", "tool_choice"},
+    "chat": {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"},
     "text": {"prompt"},
 }
 IGNORED_FIELDS = {"user", "safety_identifier", "metadata", "store", "prompt_cache_key", "prompt_cache_retention",
-                  "prediction",  # predicted output only speeds generation up: the answer is the same without it
-                  # the model emits as many calls as it does: nothing here asks it for one or many
-                  "parallel_tool_calls"}
+                  "prediction"}  # predicted output only speeds generation up: the answer is the same without it
 _NOTHING: Callable[[Any], bool] = lambda v: v is None  # noqa: E731
 _FALSE: Callable[[Any], bool] = lambda v: v is None or v is False  # noqa: E731
 _EMPTY: Callable[[Any], bool] = lambda v: v is None or v == [] or v == {}  # noqa: E731
@@ -396,6 +394,7 @@ class ToolPlan:
     name: str | None = None  # the named function
     schema: dict[str, Any] | None = None  # the guide forcing required / named calls
     keep_special_tokens: bool = False  # the family's markers are special tokens the engine would drop
+    single: bool = False  # parallel_tool_calls: false, the first call only
 
 
 def tool_plan(body: dict[str, Any], template: str | None) -> ToolPlan | None:
@@ -418,6 +417,18 @@ def tool_plan(body: dict[str, Any], template: str | None) -> ToolPlan | None:
             raise _bad(f"tools[{i}].function.parameters must be a JSON Schema object", "tools")
         params[function["name"]] = parameters or {"type": "object", "properties": {}}
     family = tool_family(template)
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise _bad("'parallel_tool_calls' must be a boolean", "parallel_tool_calls")
+    plan = _tool_plan(tools, params, family, choice)
+    # parallel_tool_calls false keeps the first call, as vLLM does (entrypoints/serve/utils/tool_calls_utils.py
+    # `maybe_filter_parallel_tool_calls`)
+    plan.single = parallel is False
+    return plan
+
+
+def _tool_plan(tools: list[dict[str, Any]], params: dict[str, dict[str, Any]], family: str | None,
+               choice: Any) -> ToolPlan:
     if choice in (None, "auto", "none"):
         plan = ToolPlan(tools, family, choice or "auto")
         if plan.choice == "auto":
@@ -492,6 +503,11 @@ _DEEPSEEK_V31_CALL = re.compile(r"<｜tool▁call▁begin｜>(?P<name>.*?)<｜to
 def parse_tool_calls(plan: ToolPlan, text: str) -> tuple[str | None, list[dict[str, str]]]:
     """(content, [{name, arguments (JSON text)}]) from a whole answer. Output that does not parse as the family's
     tool calls is content, as vLLM's parsers return it."""
+    content, calls = _parse_tool_calls(plan, text)
+    return content, calls[:1] if plan.single else calls
+
+
+def _parse_tool_calls(plan: ToolPlan, text: str) -> tuple[str | None, list[dict[str, str]]]:
     try:
         if plan.choice == "required":  # vLLM chat_completion/serving.py: the guided JSON array
             return None, [_call(c["name"], c["parameters"]) for c in json.loads(text)]
