@@ -244,6 +244,17 @@ def test_bad_n_and_logprobs_are_400_naming_them(kind, body, param):
     assert (info.value.status, info.value.param) == (400, param)
 
 
+def test_a_non_streaming_answer_too_large_to_hold_is_refused_before_it_is_generated():
+    """n and logprobs multiply what a non-streaming answer holds in the frontend's memory until it is written."""
+    fe.check_answer_size(False, 3, 8192, 5)  # n=3 with logprobs on an 8k context: fine
+    fe.check_answer_size(False, 128, 2048, None)
+    fe.check_answer_size(True, 128, 131072, 20)  # streamed: one response at a time
+    for n, tokens, top, param in [(1, 131072, 20, "logprobs"), (128, 131072, None, "n"), (64, 8192, 5, "n")]:
+        with pytest.raises(fe.OpenAIError) as info:
+            fe.check_answer_size(False, n, tokens, top)
+        assert (info.value.status, info.value.param) == (400, param) and "stream" in info.value.message
+
+
 ENTRIES = [["Hello", -0.1, [["Hello", -0.1], ["Hi", -1.1]]], [" wörld", -0.25, [[" wörld", -0.25]]]]
 
 

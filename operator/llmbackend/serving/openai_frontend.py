@@ -242,6 +242,25 @@ def guided_inputs(body: dict[str, Any]) -> dict[str, str]:
 
 MAX_CHOICES = 128      # n, as OpenAI bounds it
 MAX_TOP_LOGPROBS = 20  # top_logprobs (chat) / logprobs (completions): OpenAI's chat bound, vLLM's max_logprobs
+# A non-streaming answer is held whole until it is written: n choices x max_tokens, and with logprobs an entry per
+# token and alternative (parsed, then shaped as OpenAI's objects with a `bytes` list each). The most one answer may
+# cost, estimated with these per-token costs (CPython objects, rounded up); a request whose answer could cost more is
+# a 400 that says to stream it (a stream holds one response at a time) or to ask for less.
+ANSWER_BUDGET_BYTES = 256 << 20
+BYTES_PER_TOKEN = 64
+BYTES_PER_LOGPROB = 700  # measured with tracemalloc: ~640 per token and alternative for chat, ~300 for completions
+
+
+def check_answer_size(stream: bool, n: int, max_tokens: int, top_logprobs: int | None) -> None:
+    if stream:
+        return
+    per_token = BYTES_PER_TOKEN + (0 if top_logprobs is None else (top_logprobs + 1) * BYTES_PER_LOGPROB)
+    if n * max_tokens * per_token > ANSWER_BUDGET_BYTES:
+        param = "n" if n > 1 else "logprobs" if top_logprobs else "max_tokens"
+        raise _bad(f"this answer could hold {n} choice(s) x {max_tokens} tokens"
+                   f"{'' if top_logprobs is None else f' with {top_logprobs} alternatives each'}, more than this "
+                   "server holds for one non-streaming answer; stream it (stream: true), or lower max_tokens, n or "
+                   "top_logprobs", param)
 
 
 def choice_inputs(body: dict[str, Any], kind: str) -> tuple[dict[str, int], int | None]:
@@ -809,6 +828,8 @@ class Frontend:
         inputs.update(guided_inputs(body))
         choices, top_logprobs = choice_inputs(body, kind)
         inputs.update(choices)
+        check_answer_size(bool(body.get("stream")), choices.get("num_return_sequences", 1), inputs["max_tokens"],
+                          top_logprobs)
         tools = tool_plan(body, self.template.source) if kind == "chat" else None
         if tools is not None:
             if tools.schema is not None:  # required / named: the calls are the guided output
