@@ -26,8 +26,10 @@ TARGETS: dict[str, tuple[list[str], list[str]]] = {
     "vllm": ([
         "vllm.engine.arg_utils:AsyncEngineArgs",
         "vllm.sampling_params:SamplingParams",
+        "vllm.sampling_params:StructuredOutputsParams",
         "vllm.outputs:RequestOutput",
         "vllm.outputs:CompletionOutput",
+        "vllm.logprobs:Logprob",
         "vllm.v1.engine.async_llm:AsyncLLM",
         "vllm.v1.metrics.loggers:StatLoggerBase",
         "vllm.v1.metrics.stats:SchedulerStats",
@@ -46,6 +48,7 @@ TARGETS: dict[str, tuple[list[str], list[str]]] = {
         "tensorrt_llm.llmapi.llm_args:SchedulerConfig",
         "tensorrt_llm.llmapi.llm_args:CudaGraphConfig",
         "tensorrt_llm.sampling_params:SamplingParams",
+        "tensorrt_llm.sampling_params:GuidedDecodingParams",
         "tensorrt_llm.llmapi.llm:LLM",
         "tensorrt_llm.executor.result:GenerationResult",
         "tensorrt_llm.executor.result:IterationResult",

@@ -185,7 +185,8 @@ def models(monkeypatch):
 def _every_input(pb_utils) -> dict[str, Any]:
     values = {"text_input": b"hello there", "max_tokens": 4, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "seed": 1,
               "frequency_penalty": 0.1, "presence_penalty": 0.1, "repetition_penalty": 1.1, "stream": True,
-              "exclude_input_in_output": True, "return_num_input_tokens": True, "return_num_output_tokens": True}
+              "exclude_input_in_output": True, "return_num_input_tokens": True, "return_num_output_tokens": True,
+              "num_return_sequences": 2, "num_logprobs": 3, "skip_special_tokens": False}
     tensors = {k: pb_utils.Tensor(k, np.array([v], dtype=np.object_ if isinstance(v, bytes) else None))
                for k, v in values.items()}
     tensors["stop_words"] = pb_utils.Tensor("stop_words", np.array([b"x"], dtype=np.object_))
@@ -201,7 +202,21 @@ def test_sampling_arguments_built_from_every_input_are_engine_fields(models) -> 
     vkw = loaded["vllm"].parse_request(request)[1]
     assert config_problems(vkw, set(_cls(surface("vllm"), "vllm.sampling_params:SamplingParams")["fields"]),
                            "vllm.SamplingParams") == []
-    assert {"max_tokens", "stop", "top_k"} <= set(trt) & set(vkw), "every input was parsed"
+    assert {"max_tokens", "stop", "top_k", "n", "logprobs"} <= set(trt) & set(vkw), "every input was parsed"
+
+
+@pytest.mark.parametrize("guide_type, guide", [("json", None), ("json_schema", '{"type": "object"}')])
+def test_guides_are_the_engines_guided_decoding_fields(models, guide_type, guide) -> None:
+    """The guided_decoding_* inputs become GuidedDecodingParams / StructuredOutputsParams arguments each engine has."""
+    loaded, _ = models
+    trt = loaded["trtllm"].parse_guide(guide_type, guide)
+    assert trt and config_problems(trt, set(_cls(surface("tensorrt_llm"), "tensorrt_llm.sampling_params:"
+                                                 "GuidedDecodingParams")["fields"]), "GuidedDecodingParams") == []
+    vllm = loaded["vllm"].parse_guide(guide_type.encode(), None if guide is None else guide.encode())
+    assert vllm == trt and config_problems(vllm, set(_cls(surface("vllm"), "vllm.sampling_params:"
+                                                          "StructuredOutputsParams")["fields"]), "SO") == []
+    with pytest.raises(ValueError, match="guided decoding: guide type 'regex' is not served"):
+        loaded["trtllm"].parse_guide("regex", "a+")
 
 
 # What the vLLM model's stat logger reads: (class, attribute). Each must exist upstream, and the model must still
@@ -226,6 +241,11 @@ VLLM_ATTRIBUTES = [
     ("vllm.outputs:CompletionOutput", "text"),
     ("vllm.outputs:CompletionOutput", "token_ids"),
     ("vllm.outputs:CompletionOutput", "finish_reason"),
+    ("vllm.outputs:CompletionOutput", "index"),
+    ("vllm.outputs:CompletionOutput", "logprobs"),
+    ("vllm.logprobs:Logprob", "logprob"),
+    ("vllm.logprobs:Logprob", "rank"),
+    ("vllm.logprobs:Logprob", "decoded_token"),
 ]
 
 
@@ -291,6 +311,7 @@ def _standin(module: str, name: str) -> dict[str, Any]:
 STANDIN_CLASSES = [
     # (stand-in module:class, upstream package, upstream module:class)
     ("tensorrt_llm:SamplingParams", "tensorrt_llm", "tensorrt_llm.sampling_params:SamplingParams"),
+    ("tensorrt_llm:GuidedDecodingParams", "tensorrt_llm", "tensorrt_llm.sampling_params:GuidedDecodingParams"),
     ("tensorrt_llm:KvCacheConfig", "tensorrt_llm", "tensorrt_llm.llmapi.llm_args:KvCacheConfig"),
     ("tensorrt_llm:CudaGraphConfig", "tensorrt_llm", "tensorrt_llm.llmapi.llm_args:CudaGraphConfig"),
     ("tensorrt_llm:CompletionOutput", "tensorrt_llm", "tensorrt_llm.executor.result:CompletionOutput"),
@@ -298,8 +319,10 @@ STANDIN_CLASSES = [
     ("tensorrt_llm:LLM", "tensorrt_llm", "tensorrt_llm.llmapi.llm:LLM"),
     ("vllm.engine.arg_utils:AsyncEngineArgs", "vllm", "vllm.engine.arg_utils:AsyncEngineArgs"),
     ("vllm.sampling_params:SamplingParams", "vllm", "vllm.sampling_params:SamplingParams"),
+    ("vllm.sampling_params:StructuredOutputsParams", "vllm", "vllm.sampling_params:StructuredOutputsParams"),
     ("vllm.outputs:RequestOutput", "vllm", "vllm.outputs:RequestOutput"),
     ("vllm.outputs:CompletionOutput", "vllm", "vllm.outputs:CompletionOutput"),
+    ("vllm.logprobs:Logprob", "vllm", "vllm.logprobs:Logprob"),
     ("vllm.v1.engine.async_llm:AsyncLLM", "vllm", "vllm.v1.engine.async_llm:AsyncLLM"),
     ("vllm.v1.metrics.loggers:StatLoggerBase", "vllm", "vllm.v1.metrics.loggers:StatLoggerBase"),
     ("vllm.v1.metrics.stats:SchedulerStats", "vllm", "vllm.v1.metrics.stats:SchedulerStats"),

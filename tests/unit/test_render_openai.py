@@ -138,17 +138,11 @@ def test_sampling_inputs_rejects(body, param):
 
 
 @pytest.mark.parametrize("kind, body, param", [
-    ("chat", {"response_format": {"type": "json_object"}}, "response_format"),
-    ("chat", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
-     "response_format"),
-    ("chat", {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-    ("chat", {"tool_choice": "required"}, "tool_choice"),
-    ("chat", {"tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice"),
+    ("text", {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),  # chat's field
     ("chat", {"functions": [{"name": "f"}]}, "functions"),
     ("chat", {"function_call": {"name": "f"}}, "function_call"),
-    ("chat", {"logprobs": True}, "logprobs"), ("chat", {"top_logprobs": 2}, "top_logprobs"),
-    ("chat", {"n": 2}, "n"), ("chat", {"n": True}, "n"), ("text", {"best_of": 3}, "best_of"),
-    ("text", {"logprobs": 0}, "logprobs"), ("text", {"echo": True}, "echo"), ("text", {"suffix": "end"}, "suffix"),
+    ("text", {"best_of": 3}, "best_of"), ("text", {"top_logprobs": 2}, "top_logprobs"),  # chat's field
+    ("text", {"echo": True}, "echo"), ("text", {"suffix": "end"}, "suffix"),
     ("chat", {"logit_bias": {"50256": -100}}, "logit_bias"), ("chat", {"modalities": ["text", "audio"]}, "modalities"),
     ("chat", {"audio": {"voice": "alloy", "format": "wav"}}, "audio"), ("chat", {"reasoning_effort": "low"},
                                                                       "reasoning_effort"),
@@ -170,10 +164,10 @@ def test_fields_the_server_does_not_implement_are_refused_by_name(kind, body, pa
     ("chat", {"model": "m", "messages": [], "max_completion_tokens": 5, "stream": True,
               "stream_options": {"include_usage": True, "include_obfuscation": False}}),
     # the values that ask for nothing: what clients send by default
-    ("chat", {"n": 1, "logprobs": False, "top_logprobs": None, "tools": [], "tool_choice": "none",
+    ("chat", {"tools": [], "tool_choice": "none",
               "response_format": {"type": "text"}, "modalities": ["text"], "audio": None, "logit_bias": {},
               "service_tier": "auto", "parallel_tool_calls": True, "functions": None, "function_call": "auto"}),
-    ("text", {"n": 1, "best_of": 1, "echo": False, "suffix": None, "logprobs": None, "ignore_eos": False}),
+    ("text", {"best_of": 1, "echo": False, "suffix": None, "ignore_eos": False}),
     # ignored: nothing a client sees in the answer depends on them
     ("chat", {"user": "u", "metadata": {"k": "v"}, "store": True, "safety_identifier": "s",
               "prompt_cache_key": "k", "prediction": {"type": "content", "content": "x"}}),
@@ -181,6 +175,243 @@ def test_fields_the_server_does_not_implement_are_refused_by_name(kind, body, pa
 ])
 def test_fields_that_ask_for_nothing_are_accepted(kind, body):
     fe.check_fields(body, kind)
+
+
+# ---- structured output (issue 46, item 4) ----
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+@pytest.mark.parametrize("kind", ["chat", "text"])
+@pytest.mark.parametrize("response_format, inputs", [
+    (None, {}), ({"type": "text"}, {}),
+    ({"type": "json_object"}, {fe.GUIDE_TYPE: "json"}),
+    ({"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA, "strict": True}},
+     {fe.GUIDE_TYPE: "json_schema", fe.GUIDE: json.dumps(SCHEMA)}),
+    ({"type": "json_schema", "json_schema": {"name": "anything"}}, {fe.GUIDE_TYPE: "json"}),  # no schema: any object
+])
+def test_response_format_becomes_the_models_guided_decoding_inputs(kind, response_format, inputs):
+    """Before: response_format was refused with 400 (and, before that, silently ignored)."""
+    body = {"response_format": response_format}
+    fe.check_fields(body, kind)
+    assert fe.guided_inputs(body) == inputs
+
+
+@pytest.mark.parametrize("response_format", [
+    "json", {"type": "yaml"}, {"type": "json_schema"}, {"type": "json_schema", "json_schema": {"schema": SCHEMA}},
+    {"type": "json_schema", "json_schema": {"name": "x", "schema": "{}"}}, {"type": "json_schema", "json_schema": []},
+])
+def test_malformed_response_format_is_a_400_naming_it(response_format):
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.guided_inputs({"response_format": response_format})
+    assert (info.value.status, info.value.param) == (400, "response_format")
+
+
+def test_a_schema_the_engine_cannot_compile_is_a_400_on_response_format():
+    refused = fe._triton_error(400, json.dumps({"error": "bad request: guided decoding: the JSON schema cannot be "
+                                                         "compiled: Unsupported type \"thing\""}).encode())
+    assert (refused.status, refused.param) == (400, "response_format") and "Unsupported type" in refused.message
+    assert fe._triton_error(400, b'{"error": "bad request: top_p"}').param is None
+
+
+# ---- logprobs and n (issue 46, item 5) ----
+
+
+@pytest.mark.parametrize("kind, body, inputs, top", [
+    ("chat", {}, {}, None), ("chat", {"n": 1, "logprobs": False, "top_logprobs": None}, {}, None),
+    ("chat", {"n": 3}, {"num_return_sequences": 3}, None),
+    ("chat", {"logprobs": True}, {"num_logprobs": 0}, 0),
+    ("chat", {"logprobs": True, "top_logprobs": 5, "n": 2}, {"num_logprobs": 5, "num_return_sequences": 2}, 5),
+    ("text", {"logprobs": 0}, {"num_logprobs": 0}, 0), ("text", {"logprobs": 3, "n": 4},
+                                                         {"num_logprobs": 3, "num_return_sequences": 4}, 3),
+    ("text", {"logprobs": None}, {}, None),
+])
+def test_n_and_logprobs_become_the_models_inputs(kind, body, inputs, top):
+    """Before: n > 1 and logprobs were refused with 400."""
+    fe.check_fields(body, kind)
+    assert fe.choice_inputs(body, kind) == (inputs, top)
+
+
+@pytest.mark.parametrize("kind, body, param", [
+    ("chat", {"n": 0}, "n"), ("chat", {"n": 129}, "n"), ("chat", {"n": True}, "n"), ("text", {"n": "2"}, "n"),
+    ("chat", {"logprobs": 2}, "logprobs"), ("chat", {"top_logprobs": 2}, "top_logprobs"),
+    ("chat", {"logprobs": True, "top_logprobs": 21}, "top_logprobs"), ("text", {"logprobs": True}, "logprobs"),
+    ("text", {"logprobs": -1}, "logprobs"), ("text", {"logprobs": 21}, "logprobs"),
+])
+def test_bad_n_and_logprobs_are_400_naming_them(kind, body, param):
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.choice_inputs(body, kind)
+    assert (info.value.status, info.value.param) == (400, param)
+
+
+def test_a_non_streaming_answer_too_large_to_hold_is_refused_before_it_is_generated():
+    """n and logprobs multiply what a non-streaming answer holds in the frontend's memory until it is written."""
+    fe.check_answer_size(False, 3, 8192, 5)  # n=3 with logprobs on an 8k context: fine
+    fe.check_answer_size(False, 128, 2048, None)
+    fe.check_answer_size(True, 128, 131072, 20)  # streamed: one response at a time
+    for n, tokens, top, param in [(1, 131072, 20, "logprobs"), (128, 131072, None, "n"), (64, 8192, 5, "n")]:
+        with pytest.raises(fe.OpenAIError) as info:
+            fe.check_answer_size(False, n, tokens, top)
+        assert (info.value.status, info.value.param) == (400, param) and "stream" in info.value.message
+
+
+ENTRIES = [["Hello", -0.1, [["Hello", -0.1], ["Hi", -1.1]]], [" wörld", -0.25, [[" wörld", -0.25]]]]
+
+
+def test_chat_logprobs_are_openai_s_shape():
+    assert fe.chat_logprobs(ENTRIES) == {"refusal": None, "content": [
+        {"token": "Hello", "logprob": -0.1, "bytes": list(b"Hello"),
+         "top_logprobs": [{"token": "Hello", "logprob": -0.1, "bytes": list(b"Hello")},
+                          {"token": "Hi", "logprob": -1.1, "bytes": list(b"Hi")}]},
+        {"token": " wörld", "logprob": -0.25, "bytes": list(" wörld".encode()),
+         "top_logprobs": [{"token": " wörld", "logprob": -0.25, "bytes": list(" wörld".encode())}]}]}
+
+
+def test_completion_logprobs_are_openai_s_shape_with_offsets():
+    assert fe.completion_logprobs(ENTRIES, offset=3) == {
+        "tokens": ["Hello", " wörld"], "token_logprobs": [-0.1, -0.25],
+        "top_logprobs": [{"Hello": -0.1, "Hi": -1.1}, {" wörld": -0.25}], "text_offset": [3, 8]}
+
+
+# ---- tool calling (issue 46, item 3) ----
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time"}}
+# the tool-call parts of the catalog families' own chat templates
+TEMPLATES = {
+    fe.HERMES: "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools> reply with "
+               "<tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>{% endif %}",
+    fe.LLAMA3_JSON: "{% if tools %}<|start_header_id|>ipython<|end_header_id|>{% endif %}<|python_tag|>",
+    fe.MISTRAL: "[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS][TOOL_CALLS]",
+    fe.DEEPSEEK_V3: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{{ name }}\n```json\n",
+    fe.DEEPSEEK_V31: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{{ name }}<｜tool▁sep｜>{{ arguments }}",
+    fe.HARMONY: "<|start|>assistant<|channel|>commentary to=functions.{{ name }}",
+}
+
+
+@pytest.mark.parametrize("family", list(TEMPLATES))
+def test_the_tool_call_family_is_read_from_the_chat_template(family):
+    assert fe.tool_family(TEMPLATES[family]) == family
+    assert fe.tool_family("{{ messages }}") is None and fe.tool_family(None) is None
+
+
+def test_tool_plans():
+    assert fe.tool_plan({}, TEMPLATES[fe.HERMES]) is None
+    assert fe.tool_plan({"tools": [], "tool_choice": "none"}, None) is None
+    auto = fe.tool_plan({"tools": [WEATHER]}, TEMPLATES[fe.HERMES])
+    assert (auto.choice, auto.family, auto.schema, auto.keep_special_tokens) == ("auto", fe.HERMES, None, True)
+    assert not fe.tool_plan({"tools": [WEATHER]}, TEMPLATES[fe.LLAMA3_JSON]).keep_special_tokens
+    assert fe.tool_plan({"tools": [WEATHER], "tool_choice": "none"}, None).choice == "none"
+    required = fe.tool_plan({"tools": [WEATHER, TIME], "tool_choice": "required"}, None)
+    # vLLM tool_parsers/utils.py _get_json_schema_from_tools
+    assert required.schema == {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": [
+        {"properties": {"name": {"type": "string", "enum": ["get_weather"]},
+                        "parameters": WEATHER["function"]["parameters"]}, "required": ["name", "parameters"]},
+        {"properties": {"name": {"type": "string", "enum": ["get_time"]},
+                        "parameters": {"type": "object", "properties": {}}}, "required": ["name", "parameters"]}]}}
+    named = fe.tool_plan({"tools": [WEATHER, TIME], "tool_choice": {"type": "function",
+                                                                    "function": {"name": "get_weather"}}}, None)
+    assert (named.choice, named.name, named.schema) == ("named", "get_weather", WEATHER["function"]["parameters"])
+
+
+@pytest.mark.parametrize("body, template, param", [
+    ({"tools": "f"}, TEMPLATES[fe.HERMES], "tools"),
+    ({"tools": [{"type": "function", "function": {}}]}, TEMPLATES[fe.HERMES], "tools"),
+    ({"tools": [{"type": "code_interpreter"}]}, TEMPLATES[fe.HERMES], "tools"),
+    ({"tools": [WEATHER]}, "{{ messages }}", "tools"),  # auto, and no format to read calls back
+    ({"tools": [WEATHER]}, TEMPLATES[fe.HARMONY], "tools"),
+    ({"tool_choice": "required"}, TEMPLATES[fe.HERMES], "tool_choice"),  # no tools
+    ({"tools": [WEATHER], "tool_choice": "always"}, TEMPLATES[fe.HERMES], "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, None, "tool_choice"),
+])
+def test_bad_tools_are_400_naming_them(body, template, param):
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.tool_plan(body, template)
+    assert (info.value.status, info.value.param) == (400, param)
+
+
+CALL = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+
+
+@pytest.mark.parametrize("family, text, content", [
+    # vllm/tool_parsers/hermes_tool_parser.py: content is what precedes the first <tool_call>
+    (fe.HERMES, 'Let me look.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+     "Let me look."),
+    (fe.HERMES, '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}', None),  # cut before the end tag
+    # llama_tool_parser.py: JSON objects with name and arguments (or parameters)
+    (fe.LLAMA3_JSON, '{"name": "get_weather", "parameters": {"city": "Paris"}}', None),
+    (fe.LLAMA3_JSON, '<|python_tag|>{"name": "get_weather", "arguments": {"city": "Paris"}}', None),
+    # parser/mistral.py: before v11 a JSON list, from v11 name[ARGS]{...}
+    (fe.MISTRAL, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]', None),
+    (fe.MISTRAL, 'Sure. [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "Sure. "),
+    (fe.DEEPSEEK_V3, 'ok<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n'
+                     '{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>', "ok"),
+    (fe.DEEPSEEK_V31, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}'
+                      '<｜tool▁call▁end｜><｜tool▁calls▁end｜>', None),
+])
+def test_tool_calls_are_read_as_vllm_s_parsers_read_them(family, text, content):
+    plan = fe.ToolPlan([WEATHER], family, "auto")
+    got_content, calls = fe.parse_tool_calls(plan, text)
+    assert got_content == content
+    assert [c["name"] for c in calls] == ["get_weather"]
+    assert json.loads(calls[0]["arguments"]) == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("family, text", [
+    (fe.HERMES, "no call here"), (fe.HERMES, "<tool_call>{not json}</tool_call>"),
+    (fe.LLAMA3_JSON, 'a set {"x": 1}'),  # JSON without a name: content (the parser's KeyError path)
+    (fe.MISTRAL, "[TOOL_CALLS]oops"), (fe.DEEPSEEK_V31, "plain"),
+])
+def test_text_that_is_not_a_tool_call_stays_content(family, text):
+    assert fe.parse_tool_calls(fe.ToolPlan([WEATHER], family, "auto"), text) == (text, [])
+
+
+def test_forced_calls_are_read_from_the_guided_json():
+    required = fe.ToolPlan([WEATHER], None, "required")
+    assert fe.parse_tool_calls(required, '[{"name": "get_weather", "parameters": {"city": "Paris"}}]') == (None, [CALL])
+    named = fe.ToolPlan([WEATHER], None, "named", name="get_weather")
+    assert fe.parse_tool_calls(named, '{"city": "Paris"}') == (None, [CALL])
+    assert fe.parse_tool_calls(required, '[{"name": "get_wea') == ('[{"name": "get_wea', [])  # cut by max_tokens
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call():
+    """vLLM entrypoints/serve/utils/tool_calls_utils.py maybe_filter_parallel_tool_calls."""
+    two = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>' * 2
+    body = {"tools": [WEATHER], "parallel_tool_calls": False}
+    fe.check_fields(body, "chat")
+    assert fe.parse_tool_calls(fe.tool_plan(body, TEMPLATES[fe.HERMES]), two) == (None, [CALL])
+    assert len(fe.parse_tool_calls(fe.tool_plan({"tools": [WEATHER]}, TEMPLATES[fe.HERMES]), two)[1]) == 2
+    with pytest.raises(fe.OpenAIError):
+        fe.tool_plan({"tools": [WEATHER], "parallel_tool_calls": "no"}, TEMPLATES[fe.HERMES])
+
+
+def test_streaming_sends_content_until_the_marker_and_the_calls_at_the_end():
+    stream = fe.ToolStream(fe.ToolPlan([WEATHER], fe.HERMES, "auto"))
+    sent = [stream.feed(t) for t in ("Let me ", "look.<tool", '_call>{"name": "get_weather", ',
+                                     '"arguments": {"city": "Paris"}}</tool_call>')]
+    assert sent == ["Let me ", "look.", "", ""]  # "<tool" was held back: it may begin the marker
+    assert stream.finish() == ("", [CALL])
+    plain = fe.ToolStream(fe.ToolPlan([WEATHER], fe.HERMES, "auto"))
+    assert [plain.feed(t) for t in ("a <", "b")] == ["a ", "<b"] and plain.finish() == ("", [])
+    llama = fe.ToolStream(fe.ToolPlan([WEATHER], fe.LLAMA3_JSON, "auto"))
+    assert llama.feed(' {"name": "get_weather",') == "" and llama.feed(' "parameters": {"city": "Paris"}}') == ""
+    assert llama.finish() == ("", [CALL])
+    broken = fe.ToolStream(fe.ToolPlan([WEATHER], fe.HERMES, "auto"))
+    broken.feed("x<tool_call>{bad")
+    assert broken.finish() == ("<tool_call>{bad", [])  # not a call after all: the held text is content
+
+
+def test_assistant_tool_calls_reach_the_template_with_arguments_as_objects():
+    messages = fe.chat_messages({"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})
+    assert messages[1]["tool_calls"][0]["function"]["arguments"] == {"city": "Paris"}
+    assert messages[1]["content"] == "" and messages[2]["tool_call_id"] == "call_1"
+    template = fe.ChatTemplate(TEMPLATES[fe.HERMES])
+    assert '"name": "get_weather"' in template.render(messages, [WEATHER])
 
 
 def test_context_errors_read_as_openai_s_for_litellm():

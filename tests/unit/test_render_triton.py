@@ -577,7 +577,8 @@ def test_llmapi_repository_and_model_yaml() -> None:
     assert pb.model_transaction_policy.decoupled, "always decoupled, even with streaming off: generate_stream needs it"
     assert not pb.HasField("dynamic_batching")
     assert {i.name for i in pb.input if not i.optional} == {"text_input"}
-    assert [o.name for o in pb.output] == ["text_output", "finish_reason", "num_input_tokens", "num_output_tokens"]
+    assert [o.name for o in pb.output] == ["text_output", "finish_reason", "num_input_tokens", "num_output_tokens",
+                                          "sequence_index", "logprobs"]
     params = {k: v.string_value for k, v in pb.parameters.items()}
     # the names model.py exports are the constants of api/engine_metrics.py
     assert params["metric_engine_queue"] == em.ENGINE_QUEUE_METRIC

@@ -29,6 +29,13 @@ file and function it follows. In short:
   the executor down so `_executor.is_shutdown()` turns True (executor/executor.py `GenerationExecutor`
   `_handle_background_error`, `is_shutdown`; executor/proxy.py `mpi_done_callback`).
 
+- Guided decoding (`SamplingParams(guided_decoding=GuidedDecodingParams(json=... | json_object=True))`, with
+  `LLM(guided_decoding_backend="xgrammar")`): the output is a text the guide's grammar accepts, ending with
+  finish_reason "stop" once the grammar is complete (the grammar matcher then allows only EOS:
+  `_torch/pyexecutor/guided_decoder.py` `GuidedDecoder._build`), or cut at max_tokens ("length"). Without a
+  backend the executor has no GuidedDecoder (`_torch/pyexecutor/py_executor_creator.py`) and the guide is not
+  applied. The grammar comes from the xgrammar stand-in.
+
 What it simulates, nothing more: a fixed decode time per iteration (env `TRTLLM_STANDIN_ITERATION_S`, default
 0.02 s). The "tokenizer" splits on whitespace; the "model" answers with the prompt's words, echoed in order. This is
 not TensorRT-LLM's code.
@@ -48,7 +55,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __version__ = "1.2.1+cpu-standin"
 FOLLOWS_TENSORRT_LLM = "1.2.1"
@@ -99,6 +106,22 @@ class CudaGraphConfig:
             self.max_batch_size = derived
 
 
+@dataclasses.dataclass(kw_only=True)
+class GuidedDecodingParams:
+    """sampling_params.py GuidedDecodingParams: one guide per request (`_validate`)."""
+
+    json: str | dict[str, Any] | None = None
+    regex: str | None = None
+    grammar: str | None = None
+    json_object: bool = False
+    structural_tag: str | None = None
+
+    def _validate(self) -> None:
+        guides = sum(bool(getattr(self, f.name)) for f in dataclasses.fields(self))
+        if guides > 1:
+            raise ValueError(f"Only one guide can be used for a request, but got {guides}.")
+
+
 @dataclasses.dataclass
 class SamplingParams:
     max_tokens: int = 32
@@ -112,6 +135,10 @@ class SamplingParams:
     stop: str | list[str] | None = None
     end_id: int | None = None
     return_perf_metrics: bool = False
+    guided_decoding: GuidedDecodingParams | None = None
+    n: int = 1
+    logprobs: int | None = None
+    skip_special_tokens: bool = True  # the stand-in's vocabulary has no special tokens
 
     def __post_init__(self) -> None:
         if self.max_tokens is None or self.max_tokens < 1:
@@ -120,6 +147,10 @@ class SamplingParams:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.guided_decoding is not None:
+            self.guided_decoding._validate()
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
 
 
 @dataclasses.dataclass
@@ -145,11 +176,19 @@ class RequestPerfMetrics:
     kv_cache_metrics: KvCacheMetrics = dataclasses.field(default_factory=KvCacheMetrics)
 
 
+class Logprob(NamedTuple):
+    """executor/result.py Logprob: a token's log probability and its rank among the vocabulary."""
+
+    logprob: float
+    rank: int | None = None
+
+
 @dataclasses.dataclass
 class CompletionOutput:
     index: int = 0
     text: str = ""
     token_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[dict[int, Logprob]] | None = None
     finish_reason: str | None = None
     request_perf_metrics: RequestPerfMetrics | None = None
     _last_text_len: int = 0
@@ -168,7 +207,8 @@ class RequestOutput:
     """What generate_async returns: async-iterable, `abort()`, `finished`, `outputs`, `prompt_token_ids`."""
 
     def __init__(self, engine: _Engine, request_id: int, prompt: str, prompt_token_ids: list[int],
-                 params: SamplingParams, streaming: bool, perf: bool, stamp_arrival: bool) -> None:
+                 params: SamplingParams, streaming: bool, perf: bool, stamp_arrival: bool,
+                 guided: bool = False) -> None:
         self._engine = engine
         self.request_id = request_id
         self.prompt = prompt
@@ -177,7 +217,11 @@ class RequestOutput:
         self._params = params
         self._stop = [params.stop] if isinstance(params.stop, str) else list(params.stop or [])
         self._words = prompt.split() or ["..."]
-        self.outputs = [CompletionOutput(request_perf_metrics=RequestPerfMetrics() if perf else None)]
+        # Under a guide the "model" emits a text its grammar accepts, one piece per token, then stops.
+        self._guided = _guided_pieces(params.guided_decoding, self._words) if guided else None
+        # SamplingParams.n sequences (n > 1: one CompletionOutput each, `index` 0..n-1)
+        self.outputs = [CompletionOutput(index=i, request_perf_metrics=RequestPerfMetrics() if perf and i == 0 else None)
+                        for i in range(params.n)]
         self.finished = False
         # tensorrt_llm/llmapi/llm.py LLM.generate_async (1.2.1): arrival_time is stamped at the call only when the LLM
         # was built with return_perf_metrics=True; otherwise the executor stamps it when the request leaves the
@@ -190,22 +234,59 @@ class RequestOutput:
     # -- engine side (engine thread) --
 
     def _step(self) -> None:
-        out = self.outputs[0]
         now = _now()
-        if not out.token_ids:
+        if not self.outputs[0].token_ids:
             self._timing.first_token_time = now
-        word = self._words[len(out.token_ids) % len(self._words)]
-        out.token_ids.append(sum(word.encode()) % 32000)
-        out.text = (out.text + " " + word) if out.text else word
-        if any(s and out.text.endswith(s) for s in self._stop):
-            out.text = out.text[: -len(next(s for s in self._stop if s and out.text.endswith(s)))].rstrip()
-            self._finish("stop", now)
-        elif len(out.token_ids) >= self._params.max_tokens:
-            self._finish("length", now)
+        for out in self.outputs:
+            if out.finish_reason is None:
+                self._step_one(out, now)
+        if all(out.finish_reason is not None for out in self.outputs):
+            self._finish(None, now)
         self._publish()
 
-    def _finish(self, reason: str, now: datetime.timedelta) -> None:
-        self.outputs[0].finish_reason = reason
+    def _step_one(self, out: CompletionOutput, now: datetime.timedelta) -> None:
+        """One token of one sequence. Sequence i of n starts i words into the prompt (the choices differ, as
+        sampled ones do)."""
+        position = len(out.token_ids)
+        if self._guided is not None:
+            piece = self._guided[position]
+            self._emit(out, piece, position)
+            out.text += piece
+            if len(out.token_ids) == len(self._guided):
+                out.finish_reason = "stop"  # the grammar is complete: only EOS is allowed
+            elif len(out.token_ids) >= self._params.max_tokens:
+                out.finish_reason = "length"
+            return
+        word = self._words[(position + out.index) % len(self._words)]
+        piece = (" " + word) if out.text else word  # a token's text carries its leading space, as BPE tokens do
+        self._emit(out, piece, position)
+        out.text += piece
+        if any(s and out.text.endswith(s) for s in self._stop):
+            out.text = out.text[: -len(next(s for s in self._stop if s and out.text.endswith(s)))].rstrip()
+            out.finish_reason = "stop"
+        elif len(out.token_ids) >= self._params.max_tokens:
+            out.finish_reason = "length"
+
+    def _emit(self, out: CompletionOutput, text: str, position: int) -> None:
+        token = self._engine.vocab(text)
+        out.token_ids.append(token)
+        k = self._params.logprobs
+        if k is not None:
+            # executor/result.py TokenLogprobs: per token {token id: Logprob(logprob, rank)} for the k likeliest,
+            # the sampled one first here (rank 1). The values are the stand-in's own.
+            chosen = -round(0.1 + 0.05 * (position % 4), 4)
+            space = " " if text.startswith(" ") else ""
+            others = [space + w for w in dict.fromkeys(self._words) if space + w != text][: max(0, k - 1)]
+            ranked = {token: Logprob(chosen, 1)}
+            for rank, other in enumerate(others, 2):
+                ranked.setdefault(self._engine.vocab(other), Logprob(chosen - (rank - 1), rank))
+            out.logprobs = (out.logprobs or []) + [ranked]
+
+    def _finish(self, reason: str | None, now: datetime.timedelta) -> None:
+        """The request ends: every sequence still running ends with `reason` (cancelled, shut down)."""
+        for out in self.outputs:
+            if out.finish_reason is None:
+                out.finish_reason = reason
         self._timing.last_token_time = now
         if self.outputs[0].request_perf_metrics is not None:
             self.outputs[0].request_perf_metrics.timing_metrics = dataclasses.replace(self._timing)
@@ -238,7 +319,6 @@ class RequestOutput:
         event = asyncio.Event()
         with self._cond:
             self._waiters.append((loop, event))
-        out = self.outputs[0]
         try:
             while True:
                 with self._cond:
@@ -247,7 +327,8 @@ class RequestOutput:
                     event.clear()
                 if done or (ready and self.streaming):
                     yield self
-                    out._last_text_len, out._last_token_len = len(out.text), len(out.token_ids)
+                    for out in self.outputs:
+                        out._last_text_len, out._last_token_len = len(out.text), len(out.token_ids)
                     if done:
                         return
                     continue
@@ -255,6 +336,17 @@ class RequestOutput:
         finally:
             with self._cond:
                 self._waiters.remove((loop, event))
+
+
+def _guided_pieces(guide: GuidedDecodingParams | None, words: list[str]) -> list[str] | None:
+    if guide is None or not (guide.json or guide.json_object):
+        return None  # regex, grammar, structural tags: not simulated
+    import xgrammar  # the grammar backend, as upstream's XGrammarMatcherFactory
+
+    schema = None
+    if guide.json:
+        schema = guide.json if isinstance(guide.json, dict) else json.loads(guide.json)
+    return xgrammar._pieces(xgrammar._accepted_text(schema, words))
 
 
 class IterationResult:
@@ -368,6 +460,7 @@ class _Engine:
         self.waiting: collections.deque[RequestOutput] = collections.deque()  # waiting for a slot
         self.running: list[RequestOutput] = []                                # active requests
         self.cancel_ids: set[int] = set()
+        self.words: dict[int, str] = {}  # the "vocabulary": token id -> text
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stopped = False
@@ -376,6 +469,11 @@ class _Engine:
         self.stats_sink: IterationResult | None = None
         self.thread = threading.Thread(target=self._run, name="trtllm-standin-engine", daemon=True)
         self.thread.start()
+
+    def vocab(self, text: str) -> int:
+        token = sum(text.encode()) % 32000
+        self.words[token] = text
+        return token
 
     def submit(self, req: RequestOutput) -> None:
         with self.lock:
@@ -494,6 +592,16 @@ class _Engine:
         self.thread.join(5)
 
 
+class _Tokenizer:
+    """`LLM.tokenizer` (llmapi/tokenizer.py TransformersTokenizer), reduced to `decode`: a token id's text."""
+
+    def __init__(self, engine: _Engine) -> None:
+        self._engine = engine
+
+    def decode(self, token_ids: list[int], **_: Any) -> str:
+        return " ".join(self._engine.words.get(t, "") for t in token_ids)
+
+
 class _Executor:
     """executor/executor.py GenerationExecutor, reduced to its error path: a worker's error waits in `_error_queue`
     until a client call runs `_handle_background_error`, which shuts the executor down and raises it."""
@@ -524,7 +632,7 @@ _LLM_ARGS = {
     "tokenizer", "backend", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size",
     "moe_tensor_parallel_size", "kv_cache_config", "max_batch_size", "max_num_tokens", "max_seq_len",
     "max_input_len", "enable_chunked_prefill", "return_perf_metrics", "enable_iter_perf_stats", "scheduler_config",
-    "cuda_graph_config", "trust_remote_code", "skip_tokenizer_init",
+    "cuda_graph_config", "trust_remote_code", "skip_tokenizer_init", "guided_decoding_backend",
 }
 
 
@@ -569,6 +677,7 @@ class LLM:
             kill_file=os.environ.get("TRTLLM_STANDIN_KILL_FILE") or None,
         )
         self._executor = _Executor(self._engine)
+        self.tokenizer = _Tokenizer(self._engine)
 
     def generate_async(self, inputs: str, sampling_params: SamplingParams | None = None,
                        streaming: bool = False, **_: Any) -> RequestOutput:
@@ -600,7 +709,8 @@ class LLM:
         else:
             self._stats.mark_undone()
         req = RequestOutput(self._engine, next(self._ids), inputs, prompt_ids, params, streaming,
-                            self._perf or params.return_perf_metrics, stamp_arrival=self._perf)
+                            self._perf or params.return_perf_metrics, stamp_arrival=self._perf,
+                            guided=self._args.get("guided_decoding_backend") is not None)
         self._engine.submit(req)
         return req
 
@@ -631,5 +741,5 @@ class LLM:
         self.shutdown()
 
 
-__all__ = ["LLM", "SamplingParams", "KvCacheConfig", "CudaGraphConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics",
+__all__ = ["LLM", "SamplingParams", "GuidedDecodingParams", "KvCacheConfig", "CudaGraphConfig", "RequestOutput", "CompletionOutput", "RequestPerfMetrics",
            "IterationResult"]

@@ -45,12 +45,25 @@ LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
     ("exclude_input_in_output", "TYPE_BOOL", [1], True),
     ("return_num_input_tokens", "TYPE_BOOL", [1], True),
     ("return_num_output_tokens", "TYPE_BOOL", [1], True),
+    # Structured output, under tensorrtllm_backend's names for it: guide type "json" (any JSON object) or
+    # "json_schema" (the guide is the schema, JSON text); each model maps it to its engine's guided decoding.
+    ("guided_decoding_guide_type", "TYPE_STRING", [1], True),
+    ("guided_decoding_guide", "TYPE_STRING", [1], True),
+    # n > 1: choices per request (tensorrtllm_backend's name); each response names its choice in sequence_index.
+    ("num_return_sequences", "TYPE_INT32", [1], True),
+    # Log probabilities: the sampled token's and the k likeliest alternatives' per output token (0 <= k <= 20).
+    ("num_logprobs", "TYPE_INT32", [1], True),
+    # false keeps special tokens in text_output: tool-call markers that are special tokens in some checkpoints
+    ("skip_special_tokens", "TYPE_BOOL", [1], True),
 )
 LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
     ("text_output", "TYPE_STRING", [1]),
     ("finish_reason", "TYPE_STRING", [1]),
     ("num_input_tokens", "TYPE_INT32", [1]),
     ("num_output_tokens", "TYPE_INT32", [1]),
+    ("sequence_index", "TYPE_INT32", [1]),
+    # JSON text: per output token of this response, [token text, logprob, [[alternative text, logprob], ...]]
+    ("logprobs", "TYPE_STRING", [1]),
 )
 
 

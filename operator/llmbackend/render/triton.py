@@ -482,6 +482,10 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
         # Per-request timing (engine queue/compute time) and iteration stats (gauges): what the autoscaler reads.
         "return_perf_metrics": True,
         "enable_iter_perf_stats": True,
+        # Structured output (OpenAI response_format): GuidedDecodingParams in a request's SamplingParams works only
+        # with a grammar backend set here (llmapi/llm_args.py BaseLlmArgs.guided_decoding_backend); xgrammar is the
+        # one that compiles JSON schemas, as vLLM's default does.
+        "guided_decoding_backend": "xgrammar",
         "triton_config": {"decoupled": True, "max_batch_size": 0},
     }
     quant = Quantization(e.quantization)

@@ -9,9 +9,14 @@ bodies: framing checked before reading, a cap, and a budget of body bytes in fli
 deadline; connections: a cap. The container's memory limit covers them all, render/openai.py).
 
 Model interface (the serving models of this project implement it): input `text_input` and optional sampling
-inputs; outputs `text_output` (the new text of each streamed response), `finish_reason`, `num_input_tokens`,
-`num_output_tokens` (taken as running totals: the largest value seen is the count; the serving models send
-`num_input_tokens` with their first streamed response too, which is when the context limit is checked).
+inputs, `guided_decoding_guide_type`/`guided_decoding_guide` (response_format, forced tool calls),
+`num_return_sequences` (n), `num_logprobs`, `skip_special_tokens`; outputs `text_output` (the new text of each
+streamed response), `finish_reason`, `sequence_index` (the choice), `logprobs` (JSON text per token),
+`num_input_tokens`, `num_output_tokens` (taken as running totals: the largest value seen is the count; the serving
+models send `num_input_tokens` with their first streamed response too, which is when the context limit is checked).
+
+What applications call (issue 46): structured output, n > 1 and logprobs through the engines' own parameters; tools
+rendered through the checkpoint's chat template and read back in the model family's format (vLLM's parsers').
 
 What clients depend on, as OpenAI's API does it (docs/openai.md): a field this server does not implement is a 400
 naming it, never silently dropped (USED_FIELDS, IGNORED_FIELDS, REFUSED_FIELDS); no `max_tokens` means up to the
@@ -104,13 +109,14 @@ def _integer(body: dict[str, Any], name: str, low: int, high: int) -> int | None
 USED_FIELDS = {
     "both": {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p",
              "frequency_penalty", "presence_penalty", "seed", "stop",
-             "top_k", "repetition_penalty"},  # the last two: vLLM's extensions to the schema
-    "chat": {"messages"},
+             "top_k", "repetition_penalty",  # vLLM's extensions to the schema
+             "response_format",  # chat in OpenAI's API; vLLM takes it on completions too
+             "n", "logprobs"},
+    "chat": {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"},
     "text": {"prompt"},
 }
 IGNORED_FIELDS = {"user", "safety_identifier", "metadata", "store", "prompt_cache_key", "prompt_cache_retention",
-                  "prediction",  # predicted output only speeds generation up: the answer is the same without it
-                  "parallel_tool_calls"}  # means nothing without tools, which are refused
+                  "prediction"}  # predicted output only speeds generation up: the answer is the same without it
 _NOTHING: Callable[[Any], bool] = lambda v: v is None  # noqa: E731
 _FALSE: Callable[[Any], bool] = lambda v: v is None or v is False  # noqa: E731
 _EMPTY: Callable[[Any], bool] = lambda v: v is None or v == [] or v == {}  # noqa: E731
@@ -123,18 +129,12 @@ def _one_of(*values: Any) -> Callable[[Any], bool]:
 
 # field -> (its value asks for nothing, what the server does not do)
 REFUSED_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "n": (_one_of(1), "more than one choice per request (n > 1)"),
     "best_of": (_one_of(1), "best_of > 1"),
-    "logprobs": (_FALSE, "log probabilities"),
-    "top_logprobs": (_one_of(0), "log probabilities"),
     "echo": (_FALSE, "echoing the prompt"),
     "suffix": (_one_of(""), "suffixes (insertion)"),
     "logit_bias": (_EMPTY, "logit_bias"),
-    "tools": (_EMPTY, "tool calling"),
     "functions": (_EMPTY, "function calling"),
-    "tool_choice": (_one_of("none", "auto"), "tool calling"),
     "function_call": (_one_of("none", "auto"), "function calling"),
-    "response_format": (lambda v: v is None or v == {"type": "text"}, "structured output (response_format)"),
     "modalities": (lambda v: v is None or v == ["text"], "output modalities other than text"),
     "audio": (_NOTHING, "audio output"),
     "reasoning_effort": (_NOTHING, "reasoning_effort"),
@@ -207,6 +207,107 @@ def sampling_inputs(body: dict[str, Any], context_limit: int) -> dict[str, Any]:
     return inputs
 
 
+# Structured output: OpenAI's response_format -> the models' guided decoding inputs (tensorrtllm_backend's names:
+# guide type "json" is any JSON object, "json_schema" a schema given as JSON text). vLLM's OpenAI server maps it the
+# same way (0.31.0 entrypoints/generate/base/protocol.py `structured_outputs_from_response_format`: json_object ->
+# StructuredOutputsParams(json_object=True), json_schema -> StructuredOutputsParams(json=schema)).
+GUIDE_TYPE, GUIDE = "guided_decoding_guide_type", "guided_decoding_guide"
+# How the serving models begin the message of a guide the engine's grammar backend cannot compile (400).
+GUIDE_ERROR = "guided decoding:"
+
+
+def guided_inputs(body: dict[str, Any]) -> dict[str, str]:
+    """Triton inputs for `response_format` ({} for none or {"type": "text"}); 400 naming it when malformed."""
+    value = body.get("response_format")
+    if value is None:
+        return {}
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return {}
+    if kind == "json_object":
+        return {GUIDE_TYPE: "json"}
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise _bad("'response_format.json_schema' must be an object with a 'name' (and a 'schema')",
+                       "response_format")
+        schema = spec.get("schema")
+        if schema is None:  # OpenAI: a name without a schema asks for any JSON object
+            return {GUIDE_TYPE: "json"}
+        if not isinstance(schema, dict):
+            raise _bad("'response_format.json_schema.schema' must be a JSON Schema object", "response_format")
+        return {GUIDE_TYPE: "json_schema", GUIDE: json.dumps(schema)}
+    raise _bad("'response_format.type' must be 'text', 'json_object' or 'json_schema'", "response_format")
+
+
+MAX_CHOICES = 128      # n, as OpenAI bounds it
+MAX_TOP_LOGPROBS = 20  # top_logprobs (chat) / logprobs (completions): OpenAI's chat bound, vLLM's max_logprobs
+# A non-streaming answer is held whole until it is written: n choices x max_tokens, and with logprobs an entry per
+# token and alternative (parsed, then shaped as OpenAI's objects with a `bytes` list each). The most one answer may
+# cost, estimated with these per-token costs (CPython objects, rounded up); a request whose answer could cost more is
+# a 400 that says to stream it (a stream holds one response at a time) or to ask for less.
+ANSWER_BUDGET_BYTES = 256 << 20
+BYTES_PER_TOKEN = 64
+BYTES_PER_LOGPROB = 700  # measured with tracemalloc: ~640 per token and alternative for chat, ~300 for completions
+
+
+def check_answer_size(stream: bool, n: int, max_tokens: int, top_logprobs: int | None) -> None:
+    if stream:
+        return
+    per_token = BYTES_PER_TOKEN + (0 if top_logprobs is None else (top_logprobs + 1) * BYTES_PER_LOGPROB)
+    if n * max_tokens * per_token > ANSWER_BUDGET_BYTES:
+        param = "n" if n > 1 else "logprobs" if top_logprobs else "max_tokens"
+        raise _bad(f"this answer could hold {n} choice(s) x {max_tokens} tokens"
+                   f"{'' if top_logprobs is None else f' with {top_logprobs} alternatives each'}, more than this "
+                   "server holds for one non-streaming answer; stream it (stream: true), or lower max_tokens, n or "
+                   "top_logprobs", param)
+
+
+def choice_inputs(body: dict[str, Any], kind: str) -> tuple[dict[str, int], int | None]:
+    """Triton inputs for `n` and the log probabilities, and how many alternatives per token the answer lists (None:
+    no logprobs). Chat: `logprobs: true` and `top_logprobs` 0-20; completions: `logprobs` 0-20 (OpenAI's own bound
+    is 5; vLLM's 20)."""
+    inputs: dict[str, int] = {}
+    n = _integer(body, "n", 1, MAX_CHOICES)
+    if n is not None and n > 1:
+        inputs["num_return_sequences"] = n
+    if kind == "chat":
+        wanted = body.get("logprobs")
+        if wanted is not None and not isinstance(wanted, bool):
+            raise _bad("'logprobs' must be a boolean", "logprobs")
+        top = _integer(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+        if top is not None and not wanted:
+            raise _bad("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+        count = (top or 0) if wanted else None
+    else:
+        count = _integer(body, "logprobs", 0, MAX_TOP_LOGPROBS)
+    if count is not None:
+        inputs["num_logprobs"] = count
+    return inputs, count
+
+
+def chat_logprobs(entries: list[Any]) -> dict[str, Any]:
+    """The models' [token, logprob, [[alternative, logprob], ...]] entries as OpenAI's chat `logprobs` object."""
+    def token(text: str, logprob: Any) -> dict[str, Any]:
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+    return {"content": [{**token(text, logprob), "top_logprobs": [token(t, lp) for t, lp in alternatives]}
+                        for text, logprob, alternatives in entries], "refusal": None}
+
+
+def completion_logprobs(entries: list[Any], offset: int = 0) -> dict[str, Any]:
+    """The same entries as OpenAI's completions `logprobs` object; text_offset counts from `offset` (the text this
+    choice already had). top_logprobs holds the alternatives and the sampled token, as OpenAI's does."""
+    offsets = []
+    for text, _, _ in entries:
+        offsets.append(offset)
+        offset += len(text)
+    return {"tokens": [text for text, _, _ in entries], "token_logprobs": [logprob for _, logprob, _ in entries],
+            "top_logprobs": [{**{t: lp for t, lp in alternatives}, text: logprob}
+                             for text, logprob, alternatives in entries],
+            "text_offset": offsets}
+
+
 def context_exceeded(limit: int, param: str, prompt_tokens: int | None = None,
                      max_tokens: int | None = None) -> OpenAIError:
     """OpenAI's answer to a request over the context limit: code `context_length_exceeded` on the prompt's field,
@@ -262,10 +363,272 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             content = "".join(texts)
         if content is None:
             content = ""
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            message = {**message, "tool_calls": _template_tool_calls(message["tool_calls"], i)}
         if not isinstance(content, str):
             raise _bad(f"messages[{i}].content must be a string or a list of text parts", f"messages[{i}].content")
         out.append({**message, "content": content})
     return out
+
+
+# ---- tool calling ----
+#
+# Tools go into the prompt through the checkpoint's own chat template (`tools=`, as transformers'
+# apply_chat_template and vLLM pass them). What the model answers is read back by its family's format, as vLLM
+# 0.31.0's tool parsers read it (vllm/tool_parsers/*): the family is recognised by the template's own tool-call
+# markers. tool_choice "required" and a named function are forced with guided decoding, as vLLM does
+# (tool_parsers/utils.py `get_json_schema_from_tools`): the output is then JSON for the schema below, whatever the
+# family.
+
+HERMES, LLAMA3_JSON, MISTRAL, DEEPSEEK_V3, DEEPSEEK_V31, HARMONY = (
+    "hermes", "llama3_json", "mistral", "deepseek_v3", "deepseek_v31", "harmony")
+# Where each family's tool calls begin in the output (streaming holds text back from there).
+TOOL_MARKERS = {HERMES: "<tool_call>", MISTRAL: "[TOOL_CALLS]", DEEPSEEK_V3: "<｜tool▁calls▁begin｜>",
+                DEEPSEEK_V31: "<｜tool▁calls▁begin｜>", LLAMA3_JSON: "<|python_tag|>"}
+
+
+def tool_family(template: str | None) -> str | None:
+    """The tool-call format of a checkpoint, from its chat template's markers (None: the template has none)."""
+    source = template or ""
+    if "<tool_call>" in source:
+        return HERMES  # Qwen2.5/Qwen3, Hermes: vLLM's hermes parser
+    if "[TOOL_CALLS]" in source:
+        return MISTRAL
+    if "<｜tool▁calls▁begin｜>" in source:
+        return DEEPSEEK_V3 if "```json" in source else DEEPSEEK_V31
+    if "<|channel|>" in source:
+        return HARMONY  # gpt-oss
+    if "<|python_tag|>" in source or "ipython" in source:
+        return LLAMA3_JSON  # Llama 3.1-3.3
+    return None
+
+
+@dataclass
+class ToolPlan:
+    """What a request's tools ask for: the tools for the template, the family's parser, the forced choice."""
+
+    tools: list[dict[str, Any]]
+    family: str | None
+    choice: str  # "auto" | "none" | "required" | "named"
+    name: str | None = None  # the named function
+    schema: dict[str, Any] | None = None  # the guide forcing required / named calls
+    keep_special_tokens: bool = False  # the family's markers are special tokens the engine would drop
+    single: bool = False  # parallel_tool_calls: false, the first call only
+
+
+def tool_plan(body: dict[str, Any], template: str | None) -> ToolPlan | None:
+    """Validate `tools` / `tool_choice`; None when there are no tools (tool_choice none/auto/absent)."""
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    if tools in (None, []):
+        if choice not in (None, "none", "auto"):
+            raise _bad("'tool_choice' needs 'tools'", "tool_choice")
+        return None
+    if not isinstance(tools, list):
+        raise _bad("'tools' must be a list of functions", "tools")
+    params: dict[str, dict[str, Any]] = {}
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict)
+                or not isinstance(function.get("name"), str) or not function["name"]):
+            raise _bad(f"tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", "tools")
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise _bad(f"tools[{i}].function.parameters must be a JSON Schema object", "tools")
+        params[function["name"]] = parameters or {"type": "object", "properties": {}}
+    family = tool_family(template)
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise _bad("'parallel_tool_calls' must be a boolean", "parallel_tool_calls")
+    plan = _tool_plan(tools, params, family, choice)
+    # parallel_tool_calls false keeps the first call, as vLLM does (entrypoints/serve/utils/tool_calls_utils.py
+    # `maybe_filter_parallel_tool_calls`)
+    plan.single = parallel is False
+    return plan
+
+
+def _tool_plan(tools: list[dict[str, Any]], params: dict[str, dict[str, Any]], family: str | None,
+               choice: Any) -> ToolPlan:
+    if choice in (None, "auto", "none"):
+        plan = ToolPlan(tools, family, choice or "auto")
+        if plan.choice == "auto":
+            if family is None:
+                raise _bad("this model's chat template has no tool-call format this server reads (Llama 3.x, "
+                           "Qwen/Hermes, Mistral, DeepSeek V3); tool_choice 'required' or a named function still "
+                           "work (guided decoding)", "tools")
+            if family == HARMONY:
+                raise _bad("gpt-oss's tool calls (the harmony format) are not read by this server; use "
+                           "tool_choice 'required' or a named function (guided decoding)", "tools")
+            # vLLM's hermes and mistral parsers keep special tokens (their markers are special in some checkpoints):
+            # tool_parsers/hermes_tool_parser.py `adjust_request`, parser/mistral.py
+            plan.keep_special_tokens = family in (HERMES, MISTRAL)
+        return plan
+    if choice == "required":
+        # tool_parsers/utils.py `_get_json_schema_from_tools`: a non-empty array of {name, parameters}
+        defs: dict[str, Any] = {}
+        variants = []
+        for name, schema in params.items():
+            schema = dict(schema)
+            defs.update(schema.pop("$defs", None) or {})
+            variants.append({"properties": {"name": {"type": "string", "enum": [name]}, "parameters": schema},
+                             "required": ["name", "parameters"]})
+        array: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": variants}}
+        if defs:
+            array["$defs"] = defs
+        return ToolPlan(tools, family, "required", schema=array)
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
+        name = choice["function"].get("name")
+        if name not in params:
+            raise _bad(f"tool_choice names '{name}', which is not in 'tools'", "tool_choice")
+        # a named function: the output is its arguments (utils.py `get_json_schema_from_tools`, forced function)
+        return ToolPlan(tools, family, "named", name=name, schema=params[name])
+    raise _bad("'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": "
+               "{\"name\": ...}}", "tool_choice")
+
+
+def _template_tool_calls(calls: Any, i: int) -> list[dict[str, Any]]:
+    """An assistant message's tool_calls for the chat template: arguments as objects, not JSON text, as templates
+    expect them (vLLM entrypoints/chat_utils.py `_postprocess_messages`)."""
+    if not isinstance(calls, list):
+        raise _bad(f"messages[{i}].tool_calls must be a list", f"messages[{i}].tool_calls")
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise _bad(f"messages[{i}].tool_calls: each call needs a function with a name", f"messages[{i}].tool_calls")
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                raise _bad(f"messages[{i}].tool_calls: arguments are not JSON", f"messages[{i}].tool_calls") from None
+        out.append({**call, "function": {**function, "arguments": arguments}})
+    return out
+
+
+def _call(name: Any, arguments: Any, text: bool = False) -> dict[str, str]:
+    """A call from a parsed object: its arguments as JSON text (json.dumps, as vLLM's parsers do, whatever the value),
+    or, with `text`, arguments that already are the model's JSON text (regex-read formats, forced calls)."""
+    if not isinstance(name, str) or (text and not isinstance(arguments, str)):
+        raise TypeError("a tool call's name must be a string")
+    return {"name": name, "arguments": arguments if text else json.dumps(arguments, ensure_ascii=False)}
+
+
+_HERMES_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
+_DEEPSEEK_V3_CALL = re.compile(r"<｜tool▁call▁begin｜>(?P<type>.*)<｜tool▁sep｜>(?P<name>.*)\n```json\n(?P<args>.*)"
+                               r"\n```<｜tool▁call▁end｜>")
+_DEEPSEEK_V31_CALL = re.compile(r"<｜tool▁call▁begin｜>(?P<name>.*?)<｜tool▁sep｜>(?P<args>.*?)<｜tool▁call▁end｜>")
+
+
+def parse_tool_calls(plan: ToolPlan, text: str) -> tuple[str | None, list[dict[str, str]]]:
+    """(content, [{name, arguments (JSON text)}]) from a whole answer. Output that does not parse as the family's
+    tool calls is content, as vLLM's parsers return it."""
+    content, calls = _parse_tool_calls(plan, text)
+    return content, calls[:1] if plan.single else calls
+
+
+def _parse_tool_calls(plan: ToolPlan, text: str) -> tuple[str | None, list[dict[str, str]]]:
+    try:
+        if plan.choice == "required":  # vLLM chat_completion/serving.py: the guided JSON array
+            return None, [_call(c["name"], c["parameters"]) for c in json.loads(text)]
+        if plan.choice == "named":
+            return None, [_call(plan.name, text, text=True)]
+        family = plan.family
+        if family == HERMES:  # tool_parsers/hermes_tool_parser.py `extract_tool_calls`
+            if "<tool_call>" not in text:
+                return text, []
+            calls = [json.loads(a or b) for a, b in _HERMES_CALL.findall(text)]
+            content = text[:text.find("<tool_call>")]
+            return content or None, [_call(c["name"], c["arguments"]) for c in calls]
+        if family == LLAMA3_JSON:  # tool_parsers/llama_tool_parser.py `extract_tool_calls`
+            if "<|python_tag|>" not in text and "{" not in text:
+                return text, []
+            decoder, end, found = json.JSONDecoder(), -1, []
+            for match in re.finditer(r"\{", text):
+                if match.start() <= end:
+                    continue
+                obj, length = decoder.raw_decode(text[match.start():])
+                end = match.start() + length
+                found.append(_call(obj["name"], obj["arguments"] if "arguments" in obj else obj["parameters"]))
+            return (None, found) if found else (text, [])
+        if family == MISTRAL:  # parser/mistral.py: [TOOL_CALLS][{...}] (before v11), [TOOL_CALLS]name[ARGS]{...}
+            if "[TOOL_CALLS]" not in text:
+                return text, []
+            content, _, rest = text.partition("[TOOL_CALLS]")
+            if "[ARGS]" in rest:
+                found = []
+                for part in rest.split("[TOOL_CALLS]"):
+                    name, _, args = part.partition("[ARGS]")
+                    found.append(_call(name.strip(), json.JSONDecoder().raw_decode(args.strip())[0]))
+            else:
+                found = [_call(c["name"], c["arguments"]) for c in json.JSONDecoder().raw_decode(rest.strip())[0]]
+            return content or None, found
+        if family in (DEEPSEEK_V3, DEEPSEEK_V31):  # tool_parsers/deepseekv3_tool_parser.py, deepseekv31_...
+            marker = TOOL_MARKERS[family]
+            if marker not in text:
+                return text, []
+            pattern = _DEEPSEEK_V3_CALL if family == DEEPSEEK_V3 else _DEEPSEEK_V31_CALL
+            found = [_call(m.group("name"), m.group("args"), text=True) for m in pattern.finditer(text)]
+            content = text[:text.find(marker)]
+            return content or None, found
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return text, []  # not a well-formed call: the model's text, as the parsers give it back
+    return text, []
+
+
+def openai_tool_calls(calls: list[dict[str, str]], streaming: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for index, call in enumerate(calls):
+        entry: dict[str, Any] = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                                 "function": {"name": call["name"], "arguments": call["arguments"]}}
+        out.append({"index": index, **entry} if streaming else entry)
+    return out
+
+
+class ToolStream:
+    """Streaming with tools: content is sent as it comes until the family's tool-call marker (or the start of one)
+    appears; from there the text is held, and at the end it is parsed whole and its calls are sent in one delta
+    each, arguments complete (OpenAI's clients assemble deltas; a call's arguments arriving whole is a valid
+    stream). Forced calls (required / named) are held from the start."""
+
+    def __init__(self, plan: ToolPlan) -> None:
+        self.plan = plan
+        self.text = ""     # everything so far
+        self.sent = 0      # how much of it went out as content
+        self.holding = plan.choice in ("required", "named")
+
+    def feed(self, text: str) -> str:
+        """New text -> the content that may go out now."""
+        self.text += text
+        if self.holding:
+            return ""
+        family = self.plan.family
+        if family == LLAMA3_JSON and self.text.lstrip()[:1] == "{":  # llama_tool_parser.py: JSON from the start
+            self.holding = True
+            return ""
+        marker = TOOL_MARKERS.get(family or "", "")
+        at = self.text.find(marker, self.sent) if marker else -1
+        if at >= 0:
+            self.holding = True
+            out, self.sent = self.text[self.sent:at], at
+            return out
+        # keep back a tail that may be the start of the marker
+        keep = next((k for k in range(min(len(marker) - 1, len(self.text) - self.sent), 0, -1)
+                     if marker.startswith(self.text[-k:])), 0) if marker else 0
+        end = len(self.text) - keep
+        out, self.sent = self.text[self.sent:end], end
+        return out
+
+    def finish(self) -> tuple[str, list[dict[str, str]]]:
+        """At the end: (content still to send, the tool calls)."""
+        held = self.text[self.sent:]
+        if not self.holding:
+            return held, []
+        content, calls = parse_tool_calls(self.plan, self.text)
+        if not calls:
+            return held, []  # not calls after all: the held text is content
+        already = self.text[:self.sent]
+        rest = (content or "")[len(already):] if (content or "").startswith(already) else ""
+        return rest, calls
 
 
 # ---- chat template ----
@@ -320,14 +683,14 @@ class ChatTemplate:
 
         return cls(source if isinstance(source, str) else None, token("bos_token"), token("eos_token"))
 
-    def render(self, messages: list[dict[str, Any]]) -> str:
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         if self.unavailable:
             raise OpenAIError(500, f"{self.unavailable}; use /v1/completions", "server_error")
         if self._template is None:
             raise _bad("this model's checkpoint has no chat template (tokenizer_config.json chat_template); "
                        "use /v1/completions", "messages")
         try:
-            prompt = self._template.render(messages=messages, add_generation_prompt=True,
+            prompt = self._template.render(messages=messages, tools=tools, add_generation_prompt=True,
                                            bos_token=self.bos_token or "", eos_token=self.eos_token or "")
         except OpenAIError:
             raise
@@ -411,7 +774,9 @@ def _triton_error(status: int, data: bytes) -> OpenAIError:
         if _ENGINE_CONTEXT_OVERFLOW.search(message):
             log.info("the engine refused a prompt over the context limit: %s", message)
             return ContextOverflow(400, message, code="context_length_exceeded")
-        return OpenAIError(400, f"the model rejected the request: {message}")
+        # a guide the engine's grammar backend cannot compile: its reason, on the field that asked for it
+        param = "response_format" if GUIDE_ERROR in message else None
+        return OpenAIError(400, f"the model rejected the request: {message}", param=param)
     return OpenAIError(502 if status >= 500 else status, f"inference failed: {message}", "server_error")
 
 
@@ -433,6 +798,9 @@ class Prepared:
     include_usage: bool
     prompt_param: str  # where the prompt is in the body: "messages" | "prompt"
     max_tokens: int | None  # as the client asked; None: up to the context limit
+    n: int = 1  # choices
+    logprobs: int | None = None  # alternatives per token in the answer's logprobs; None: no logprobs
+    tools: ToolPlan | None = None  # how tool calls are asked for and read back; None: no tools
 
 
 class Frontend:
@@ -457,8 +825,23 @@ class Frontend:
         kind = "chat" if path == "/v1/chat/completions" else "text"
         check_fields(body, kind)
         inputs = sampling_inputs(body, self.context_limit)
+        inputs.update(guided_inputs(body))
+        choices, top_logprobs = choice_inputs(body, kind)
+        inputs.update(choices)
+        check_answer_size(bool(body.get("stream")), choices.get("num_return_sequences", 1), inputs["max_tokens"],
+                          top_logprobs)
+        tools = tool_plan(body, self.template.source) if kind == "chat" else None
+        if tools is not None:
+            if tools.schema is not None:  # required / named: the calls are the guided output
+                if inputs.get(GUIDE_TYPE):
+                    raise _bad("'response_format' cannot be combined with tool_choice 'required' or a named "
+                               "function (the tool call is the structured output)", "response_format")
+                inputs.update({GUIDE_TYPE: "json_schema", GUIDE: json.dumps(tools.schema)})
+            if tools.keep_special_tokens:
+                inputs["skip_special_tokens"] = False
         if kind == "chat":
-            prompt_param, prompt = "messages", self.template.render(chat_messages(body))
+            rendered_tools = tools.tools if tools is not None else None
+            prompt_param, prompt = "messages", self.template.render(chat_messages(body), rendered_tools)
         else:
             prompt_param, prompt = "prompt", completion_prompt(body)
         max_tokens = requested_max_tokens(body)
@@ -470,7 +853,7 @@ class Frontend:
         inputs.update(text_input=prompt, stream=True, exclude_input_in_output=True,
                       return_num_input_tokens=True, return_num_output_tokens=True)
         return Prepared(kind, inputs, bool(body.get("stream", False)), bool(options.get("include_usage")),
-                        prompt_param, max_tokens)
+                        prompt_param, max_tokens, choices.get("num_return_sequences", 1), top_logprobs, tools)
 
     def checked(self, request: Prepared, events: Generator[dict[str, Any], None, None]) -> Iterator[dict[str, Any]]:
         """Triton's responses, with the context limit enforced: once the engine has counted the prompt, a request
@@ -755,28 +1138,39 @@ class Handler(http_body.BoundedHandler):
             return result
 
     def _complete(self, request: Prepared, conn: http.client.HTTPConnection, events: Iterator[dict[str, Any]]) -> None:
-        text: list[str] = []
-        finish, prompt_tokens, completion_tokens = None, 0, 0
+        choices: dict[int, _Choice] = {}
+        prompt_tokens = completion_tokens = 0
 
         def collect() -> None:
-            nonlocal finish, prompt_tokens, completion_tokens
+            nonlocal prompt_tokens, completion_tokens
             for event in events:
-                text.append(_first(event, "text_output") or "")
-                finish = _first(event, "finish_reason") or finish
+                _choice(choices, event).add(event)
                 prompt_tokens = max(prompt_tokens, int(_first(event, "num_input_tokens") or 0))
                 completion_tokens = max(completion_tokens, int(_first(event, "num_output_tokens") or 0))
 
         self._until_answered(conn, collect)
         kind = request.kind
         rid, created, model = _ids(kind), int(time.time()), self.frontend.served_model
-        if kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": "".join(text)},
-                      "finish_reason": finish or "stop", "logprobs": None}
-            obj = "chat.completion"
-        else:
-            choice = {"index": 0, "text": "".join(text), "finish_reason": finish or "stop", "logprobs": None}
-            obj = "text_completion"
-        self._json(200, {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice],
+        answers = []
+        for index in range(request.n):
+            choice = choices.get(index) or _Choice()
+            text, finish = "".join(choice.text), choice.finish or "stop"
+            logprobs = None
+            if request.logprobs is not None:
+                logprobs = chat_logprobs(choice.logprobs) if kind == "chat" else completion_logprobs(choice.logprobs)
+            if kind == "chat":
+                message: dict[str, Any] = {"role": "assistant", "content": text}
+                plan = request.tools
+                if plan is not None and plan.choice != "none":
+                    content, calls = parse_tool_calls(plan, text)
+                    if calls:
+                        message = {"role": "assistant", "content": content, "tool_calls": openai_tool_calls(calls)}
+                        finish = "tool_calls"
+                answers.append({"index": index, "message": message, "finish_reason": finish, "logprobs": logprobs})
+            else:
+                answers.append({"index": index, "text": text, "finish_reason": finish, "logprobs": logprobs})
+        self._json(200, {"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion",
+                         "created": created, "model": model, "choices": answers,
                          "usage": _usage(prompt_tokens, completion_tokens)})
 
     def _stream(self, request: Prepared, conn: http.client.HTTPConnection, events: Iterator[dict[str, Any]]) -> None:
@@ -798,22 +1192,51 @@ class Handler(http_body.BoundedHandler):
                 payload["usage"] = usage
             self._send_event(json.dumps(payload))
 
-        def choice(text: str, finish: str | None, role: bool = False) -> dict[str, Any]:
+        offsets: dict[int, int] = {}  # completions' text_offset: the text each choice has had so far
+        plan = request.tools
+        streams = {i: ToolStream(plan) for i in range(request.n)} if plan is not None and plan.choice != "none" \
+            else None
+        held: dict[int, list[Any]] = {}  # logprob entries of text held back (tool calls), per choice
+
+        def choice(index: int, text: str, finish: str | None, entries: list[Any] | None,
+                   role: bool = False) -> dict[str, Any]:
+            logprobs = None
+            if request.logprobs is not None and not role:
+                logprobs = chat_logprobs(entries or []) if kind == "chat" else \
+                    completion_logprobs(entries or [], offsets.get(index, 0))
+            offsets[index] = offsets.get(index, 0) + len(text)
             if kind == "chat":
                 delta = {"role": "assistant", "content": text} if role else {"content": text}
-                return {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-            return {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+                return {"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
+            return {"index": index, "text": text, "finish_reason": finish, "logprobs": logprobs}
 
         try:
             if kind == "chat":
-                chunk([choice("", None, role=True)])
+                for index in range(request.n):
+                    chunk([choice(index, "", None, None, role=True)])
             pending = [first] if first is not None else []
             for event in _chain(pending, events):
                 prompt_tokens = max(prompt_tokens, int(_first(event, "num_input_tokens") or 0))
                 completion_tokens = max(completion_tokens, int(_first(event, "num_output_tokens") or 0))
                 text, finish = _first(event, "text_output") or "", _first(event, "finish_reason") or None
-                if text or finish:
-                    chunk([choice(text, finish)])
+                if not (text or finish):
+                    continue
+                index = int(_first(event, "sequence_index") or 0)
+                tools = streams.get(index) if streams is not None else None
+                if tools is None:
+                    chunk([choice(index, text, finish, _entries(event))])
+                    continue
+                held[index] = held.get(index, []) + _entries(event)
+                content = tools.feed(text)
+                calls: list[dict[str, str]] = []
+                if finish:
+                    rest, calls = tools.finish()
+                    content += rest
+                if content or (finish and not calls):
+                    chunk([choice(index, content, None if calls else finish, held.pop(index, []))])
+                if calls:
+                    chunk([{"index": index, "delta": {"tool_calls": openai_tool_calls(calls, streaming=True)},
+                            "finish_reason": "tool_calls", "logprobs": None}])
             if include_usage:
                 chunk([], _usage(prompt_tokens, completion_tokens))
         except OpenAIError as exc:
@@ -829,6 +1252,36 @@ class Handler(http_body.BoundedHandler):
         payload = f"data: {data}\n\n".encode()
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
+
+
+class _Choice:
+    """One choice of a non-streaming answer, put together from the model's responses for it."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.finish: str | None = None
+        self.logprobs: list[Any] = []
+
+    def add(self, event: dict[str, Any]) -> None:
+        self.text.append(_first(event, "text_output") or "")
+        self.finish = _first(event, "finish_reason") or self.finish
+        self.logprobs += _entries(event)
+
+
+def _choice(choices: dict[int, _Choice], event: dict[str, Any]) -> _Choice:
+    return choices.setdefault(int(_first(event, "sequence_index") or 0), _Choice())
+
+
+def _entries(event: dict[str, Any]) -> list[Any]:
+    """A model response's logprobs output: JSON text of [token, logprob, [[alternative, logprob], ...]] per token."""
+    raw = _first(event, "logprobs")
+    if not raw:
+        return []
+    try:
+        entries = json.loads(raw)
+    except ValueError:
+        raise OpenAIError(502, "the model sent malformed logprobs", "server_error") from None
+    return entries if isinstance(entries, list) else []
 
 
 def _chain(first: list[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

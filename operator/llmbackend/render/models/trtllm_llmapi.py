@@ -6,10 +6,15 @@ in the stock `tritonserver:<yy.mm>-trtllm-python-py3` image: it imports only the
 
 Requests (Triton's generate endpoints map JSON keys to these tensors; all [1] except stop_words [-1]):
 text_input (required); max_tokens, stream, temperature, top_p, top_k, seed, frequency_penalty, presence_penalty,
-repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens.
+repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens,
+guided_decoding_guide_type ("json" | "json_schema") and guided_decoding_guide (the schema, JSON text): structured
+output through the engine's guided decoding (GuidedDecodingParams; model.yaml sets guided_decoding_backend xgrammar);
+num_return_sequences (SamplingParams n), num_logprobs (SamplingParams logprobs), skip_special_tokens.
 Responses: text_output (streaming: the new text of this response), finish_reason ("stop" | "length" on the final
 response, empty before), num_input_tokens / num_output_tokens when asked for (num_input_tokens also on the first
-streamed response). A request Triton cancels ends with an
+streamed response; num_output_tokens counts every choice), sequence_index (the choice: with n > 1 each choice gets
+its own responses, and its own final one, the last of them ending the request), logprobs when asked for (JSON text:
+per token of this response, [token, logprob, [[alternative, logprob], ...]]). A request Triton cancels ends with an
 error response of code CANCELLED, sent by this model (the engine sends nothing for a request still waiting for a
 slot).
 
@@ -100,8 +105,11 @@ _OPTIONAL_SCALARS = {
     "frequency_penalty": ("frequency_penalty", float),
     "presence_penalty": ("presence_penalty", float),
     "repetition_penalty": ("repetition_penalty", float),
+    "skip_special_tokens": ("skip_special_tokens", bool),
 }
 _DEFAULT_MAX_TOKENS = 16
+# The most alternatives per token a request may ask for (OpenAI's top_logprobs bound, vLLM's default max_logprobs).
+MAX_LOGPROBS = 20
 
 
 class BadRequest(ValueError):
@@ -182,6 +190,17 @@ def parse_request(request: Any) -> dict[str, Any]:
         raise BadRequest(f"top_p must be in (0, 1], got {sampling['top_p']}")
     if sampling.get("top_k", 0) < 0:
         raise BadRequest(f"top_k must be >= 0, got {sampling['top_k']}")
+    choices = _scalar(request, "num_return_sequences")
+    if choices is not None:
+        if int(choices) < 1:
+            raise BadRequest(f"num_return_sequences must be at least 1, got {choices}")
+        sampling["n"] = int(choices)
+    logprobs = _scalar(request, "num_logprobs")
+    if logprobs is not None and not 0 <= int(logprobs) <= MAX_LOGPROBS:
+        raise BadRequest(f"num_logprobs must be between 0 and {MAX_LOGPROBS}, got {logprobs}")
+    if logprobs is not None:
+        # TensorRT-LLM's logprobs=k returns the k likeliest tokens' logprobs, the sampled one among them: at least 1
+        sampling["logprobs"] = max(1, int(logprobs))
     stop = [s for s in _strings(request, "stop_words") if s]
     if stop:
         sampling["stop"] = stop
@@ -194,11 +213,52 @@ def parse_request(request: Any) -> dict[str, Any]:
     return {
         "prompt": prompt,
         "sampling": sampling,
+        "logprobs": None if logprobs is None else int(logprobs),
+        "guide": parse_guide(_scalar(request, "guided_decoding_guide_type"), _scalar(request, "guided_decoding_guide")),
         "stream": flag("stream", False),
         "exclude_input": flag("exclude_input_in_output", True),
         "num_input": flag("return_num_input_tokens", False),
         "num_output": flag("return_num_output_tokens", False),
     }
+
+
+# The message of a guide the grammar backend cannot compile begins with this (the OpenAI frontend names
+# response_format for it).
+GUIDE_ERROR = "guided decoding:"
+
+
+def parse_guide(guide_type: Any, guide: Any) -> dict[str, Any] | None:
+    """The guided_decoding_* inputs -> GuidedDecodingParams arguments (None: no guide). Raises BadRequest."""
+    if guide_type in (None, "", "none"):
+        return None
+    if guide_type == "json":
+        return {"json_object": True}
+    if guide_type == "json_schema":
+        if not isinstance(guide, str) or not guide.strip():
+            raise BadRequest(f"{GUIDE_ERROR} guide type json_schema needs the schema in guided_decoding_guide")
+        try:
+            schema = json.loads(guide)
+        except ValueError as exc:
+            raise BadRequest(f"{GUIDE_ERROR} the schema is not JSON: {exc}") from None
+        return {"json": schema}
+    raise BadRequest(f"{GUIDE_ERROR} guide type {guide_type!r} is not served (json, json_schema)")
+
+
+def check_guide(guide: dict[str, Any]) -> None:
+    """Compile a JSON schema with xgrammar, the grammar backend model.yaml names, before the request reaches the
+    engine: the executor builds a request's grammar matcher inside its forward step (_torch/pyexecutor/guided_decoder.py
+    `GuidedDecoder._build` -> grammar_matcher.py `XGrammarMatcherFactory.create`), where a schema it cannot compile
+    raises into the step's error handler, which fails every active request (py_executor.py `_handle_errors` with no
+    request list), not just this one.
+    Raises BadRequest with xgrammar's reason."""
+    if "json" not in guide:
+        return
+    import xgrammar  # a TensorRT-LLM dependency, in the same image
+
+    try:
+        xgrammar.Grammar.from_json_schema(json.dumps(guide["json"]))
+    except Exception as exc:  # noqa: BLE001 - xgrammar raises RuntimeError/ValueError with its reason
+        raise BadRequest(f"{GUIDE_ERROR} the JSON schema cannot be compiled: {exc}") from None
 
 
 def _seconds(value: Any) -> float:
@@ -371,6 +431,20 @@ class _TritonIpc:
         self.thread.join(timeout_s)
 
 
+class _Unsent:
+    """A choice's streamed output not sent yet: text, its token count, its log probabilities."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.tokens = 0
+        self.logprobs: list[Any] = []
+
+
+def _logprob(value: Any) -> float:
+    """executor/result.py Logprob(logprob, rank), or a bare number."""
+    return float(getattr(value, "logprob", value))
+
+
 class _InFlight:
     """A request handed to the engine: the model's own book of what it submitted and has not seen end."""
 
@@ -381,10 +455,9 @@ class _InFlight:
         self.result: Any = None      # the engine's result, once submitted (engine loop)
         self.task: Any = None        # the coroutine serving it (engine loop)
         self.closed = False          # the final response is queued: nothing more may be sent
-        # Streaming (guarded by the model's lock): text not yet sent and its token count, whether a flush of it
-        # waits in the IPC queue, whether any partial response was sent; the sweep that last asked is_cancelled().
-        self.pending_text = ""
-        self.pending_tokens = 0
+        # Streaming (guarded by the model's lock): per choice, what is not sent yet; whether a flush of it waits in
+        # the IPC queue, whether any partial response was sent; the sweep that last asked is_cancelled().
+        self.unsent: dict[int, _Unsent] = {}
         self.flush_queued = False
         self.sent_partial = False
         self.num_input_tokens: int | None = None  # asked for: sent with the first partial response, then None
@@ -538,73 +611,133 @@ class TritonPythonModel:
 
     async def _generate(self, key: int, entry: _InFlight) -> None:
         from tensorrt_llm import SamplingParams
+        from tensorrt_llm.llmapi import GuidedDecodingParams
 
         req = entry.parsed
-        sampling = SamplingParams(**req["sampling"])
+        kwargs = dict(req["sampling"])
+        if req["guide"] is not None:
+            # compiling a schema takes milliseconds to seconds: off the engine loop
+            await asyncio.get_running_loop().run_in_executor(None, check_guide, req["guide"])
+            kwargs["guided_decoding"] = GuidedDecodingParams(**req["guide"])
+        sampling = SamplingParams(**kwargs)
         result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
         entry.result = result
         self.submitted_any = True
-        sent_text = sent_tokens = 0  # of the cumulative output, handed to the stream buffer
-        prefix = "" if req["exclude_input"] else req["prompt"]
-        output = None
+        n = int(kwargs.get("n") or 1)
+        # per choice: how much of the cumulative output was handed to the stream buffer
+        sent_text, sent_tokens = [0] * n, [0] * n
+        prefix = ["" if req["exclude_input"] else req["prompt"]] * n
+        want_logprobs = req["logprobs"] is not None
+        outputs: list[Any] = []
         count_input = req["num_input"]  # sent with the first streamed response too (a frontend checks the context)
         async for item in result:
-            output = item.outputs[0]
-            done = bool(getattr(item, "finished", False)) or output.finish_reason is not None
-            if req["stream"] and not done and not entry.closed and len(output.text) > sent_text:
+            outputs = list(item.outputs)
+            done = bool(getattr(item, "finished", False)) or all(o.finish_reason is not None for o in outputs)
+            if not req["stream"] or done or entry.closed:
+                continue
+            for i, output in enumerate(outputs):
+                if len(output.text) <= sent_text[i]:
+                    continue
                 if count_input:  # rides on the first partial response
                     entry.num_input_tokens = len(getattr(result, "prompt_token_ids", None) or [])
                     count_input = False
-                self._stream(key, entry, prefix + output.text[sent_text:], len(output.token_ids) - sent_tokens)
-                sent_text, sent_tokens, prefix = len(output.text), len(output.token_ids), ""
-        if output is None:
+                logprobs = self._logprobs(output, sent_tokens[i], req["logprobs"]) if want_logprobs else None
+                self._stream(key, entry, i, prefix[i] + output.text[sent_text[i]:],
+                             len(output.token_ids) - sent_tokens[i], logprobs)
+                sent_text[i], sent_tokens[i], prefix[i] = len(output.text), len(output.token_ids), ""
+        if not outputs:
             raise RuntimeError("the engine returned no output")
-        times = engine_times_us(output)
+        times = engine_times_us(outputs[0])
         if times is not None:
             self.ipc.call(self.metrics.request_finished, *times)
         if entry.closed:
             return  # cancelled: the answer is already sent
-        with self.lock:  # what no partial response carried goes with the final one
-            unsent, entry.pending_text, entry.pending_tokens = entry.pending_text, "", 0
-        text = output.text[sent_text:] if req["stream"] else output.text
-        tensors = [_text_tensor("text_output", unsent + prefix + text),
-                   _text_tensor("finish_reason", str(output.finish_reason or "stop"))]
-        if req["num_input"]:
-            tensors.append(_int_tensor("num_input_tokens", len(getattr(result, "prompt_token_ids", None) or [])))
-        if req["num_output"]:
-            tensors.append(_int_tensor("num_output_tokens", len(output.token_ids)))
-        if self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), True):
-            self.ipc.call(self.metrics.finished.increment, 1)
+        with self.lock:  # what no partial response carried goes with the final ones
+            unsent, entry.unsent = entry.unsent, {}
+        # One response per choice, the last one final: the final response ends the Triton request.
+        for i, output in enumerate(outputs):
+            pending = unsent.get(i) or _Unsent()
+            start = sent_tokens[i] if req["stream"] else 0
+            text = output.text[sent_text[i]:] if req["stream"] else output.text
+            tensors = [_text_tensor("text_output", pending.text + prefix[i] + text),
+                       _text_tensor("finish_reason", str(output.finish_reason or "stop")),
+                       _int_tensor("sequence_index", i)]
+            if want_logprobs:
+                logprobs = pending.logprobs + self._logprobs(output, start, req["logprobs"])
+                tensors.append(_text_tensor("logprobs", json.dumps(logprobs)))
+            last = i == len(outputs) - 1
+            if req["num_input"]:
+                tensors.append(_int_tensor("num_input_tokens", len(getattr(result, "prompt_token_ids", None) or [])))
+            if req["num_output"] and last:  # every choice's tokens: what OpenAI's usage counts
+                tensors.append(_int_tensor("num_output_tokens", sum(len(o.token_ids) for o in outputs)))
+            if self._send(key, pb_utils.InferenceResponse(output_tensors=tensors), last) and last:
+                self.ipc.call(self.metrics.finished.increment, 1)
+
+    def _logprobs(self, output: Any, start: int, top: int) -> list[Any]:
+        """The log probabilities of output tokens from `start` on, as [token text, logprob, [[text, logprob], ...
+        the `top` likeliest]]. TensorRT-LLM's CompletionOutput.logprobs is a list per token of {token id:
+        Logprob(logprob, rank)} (executor/result.py TokenLogprobs), the sampled token among them; older releases
+        gave the sampled token's logprob alone (a float). Token texts come from the LLM's tokenizer, as trtllm-serve
+        decodes them (serve/postprocess_handlers.py `create_logprobs`)."""
+        entries = []
+        token_ids, logprobs = output.token_ids, output.logprobs or []
+        for position in range(start, min(len(token_ids), len(logprobs))):
+            token, ranked = token_ids[position], logprobs[position]
+            if not isinstance(ranked, dict):
+                entries.append([self._decode(token), float(ranked), []])
+                continue
+            chosen = ranked.get(token)
+            alternatives = sorted(ranked.items(), key=lambda item: -_logprob(item[1]))[:top]
+            entries.append([self._decode(token), _logprob(chosen) if chosen is not None else None,
+                            [[self._decode(t), _logprob(lp)] for t, lp in alternatives]])
+        return entries
+
+    def _decode(self, token: int) -> str:
+        tokenizer = getattr(self.llm, "tokenizer", None)
+        return tokenizer.decode([token]) if tokenizer is not None else str(token)
 
     # ---- streaming: a stream's new text is coalesced into one response per trip through the IPC queue ----
 
-    def _stream(self, key: int, entry: _InFlight, text: str, tokens: int) -> None:
-        """Engine loop: add a stream's new text to what it has not sent yet; queue a flush unless one is queued (it
+    def _stream(self, key: int, entry: _InFlight, index: int, text: str, tokens: int,
+                logprobs: list[Any] | None) -> None:
+        """Engine loop: add a choice's new text to what it has not sent yet; queue a flush unless one is queued (it
         will carry this text too) or, after the first response, fewer than stream_interval tokens wait."""
         with self.lock:
             if entry.closed:
                 return
-            entry.pending_text += text
-            entry.pending_tokens += tokens
-            if entry.flush_queued or (entry.sent_partial and entry.pending_tokens < self.stream_interval):
+            pending = entry.unsent.setdefault(index, _Unsent())
+            pending.text += text
+            pending.tokens += tokens
+            if logprobs:
+                pending.logprobs += logprobs
+            if entry.flush_queued or (entry.sent_partial and pending.tokens < self.stream_interval):
                 return
             entry.flush_queued = True
         self.ipc.call(self._flush, entry)
 
     def _flush(self, entry: _InFlight) -> None:
-        """IPC thread: send everything the stream gained since its last response, as one response. Runs before any
-        final response queued after it, so the client sees the text in order; the final one carries what is left."""
+        """IPC thread: send everything the stream gained since its last response, one response per choice. Runs
+        before any final response queued after it, so the client sees the text in order; the final ones carry what
+        is left."""
         with self.lock:
             entry.flush_queued = False
-            if entry.closed or not entry.pending_text:
+            if entry.closed:
                 return
-            text, entry.pending_text, entry.pending_tokens = entry.pending_text, "", 0
+            unsent = {i: p for i, p in entry.unsent.items() if p.text}
+            entry.unsent = {i: p for i, p in entry.unsent.items() if not p.text}
+            if not unsent:
+                return
             entry.sent_partial = True
             num_input, entry.num_input_tokens = entry.num_input_tokens, None
-        tensors = [_text_tensor("text_output", text), _text_tensor("finish_reason", "")]
-        if num_input is not None:
-            tensors.append(_int_tensor("num_input_tokens", num_input))
-        entry.sender.send(pb_utils.InferenceResponse(output_tensors=tensors), flags=0)
+        for index, pending in sorted(unsent.items()):
+            tensors = [_text_tensor("text_output", pending.text), _text_tensor("finish_reason", ""),
+                       _int_tensor("sequence_index", index)]
+            if entry.parsed["logprobs"] is not None:
+                tensors.append(_text_tensor("logprobs", json.dumps(pending.logprobs)))
+            if num_input is not None:
+                tensors.append(_int_tensor("num_input_tokens", num_input))
+                num_input = None
+            entry.sender.send(pb_utils.InferenceResponse(output_tensors=tensors), flags=0)
 
     # ---- engine health (engine loop; _engine_failed from any thread) ----
 

@@ -49,6 +49,7 @@ import heapq
 import json
 import os
 import queue
+import re
 import signal
 import threading
 import time
@@ -58,6 +59,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 from vllm import AsyncEngineArgs, SamplingParams
 from vllm.exceptions import VLLMClientError
+from vllm.sampling_params import StructuredOutputsParams
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError
 from vllm.v1.metrics.loggers import StatLoggerBase
@@ -89,6 +91,8 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # "repetition"); "error" is a failure (500 there: entrypoints/generate/base/serving.py `_raise_if_error`, 0.31.0).
 # A request the client cancelled never gets here: it is answered CANCELLED by the cancellation thread.
 
+# The most alternatives per token a request may ask for: vLLM's default max_logprobs (config/model.py ModelConfig).
+MAX_LOGPROBS = 20
 # Optional [1] inputs passed to SamplingParams under the same name: name -> Python type.
 SAMPLING_INPUTS = {
     "max_tokens": int,
@@ -99,6 +103,7 @@ SAMPLING_INPUTS = {
     "frequency_penalty": float,
     "presence_penalty": float,
     "repetition_penalty": float,
+    "skip_special_tokens": bool,
 }
 METRIC_PARAMETERS = (
     "metric_engine_queue", "metric_engine_compute", "metric_engine_requests", "metric_engine_failures",
@@ -328,16 +333,60 @@ def parse_request(request) -> tuple[str, dict, bool, bool, bool, bool]:
         value = _scalar(request, name)
         return default if value is None else bool(value)
 
+    choices = _scalar(request, "num_return_sequences")
+    if choices is not None:
+        kwargs["n"] = int(choices)  # vLLM checks n >= 1 (SamplingParams._verify_args)
+    logprobs = _scalar(request, "num_logprobs")
+    if logprobs is not None:
+        if not 0 <= int(logprobs) <= MAX_LOGPROBS:
+            raise BadRequest(f"num_logprobs must be between 0 and {MAX_LOGPROBS}, got {logprobs}")
+        kwargs["logprobs"] = int(logprobs)  # the sampled token's, and this many alternatives per token
+    guide = parse_guide(_scalar(request, "guided_decoding_guide_type"), _scalar(request, "guided_decoding_guide"))
+    if guide is not None:
+        # vLLM checks the schema when the request is added (SamplingParams._validate_structured_outputs:
+        # xgrammar, falling back to guidance): one it cannot compile is a VLLMValidationError for this request only.
+        kwargs["structured_outputs"] = StructuredOutputsParams(**guide)
     # The prompt is left out of the output unless asked for (as in the TensorRT-LLM model; OpenAI clients expect that).
     return (prompt, kwargs, flag("stream", False), flag("exclude_input_in_output", True),
             flag("return_num_input_tokens", False), flag("return_num_output_tokens", False))
 
 
-def make_response(text: str, finish_reason: str, n_in: int | None, n_out: int | None):
+# The message of a guide vLLM refuses begins with this (the OpenAI frontend names response_format for it).
+GUIDE_ERROR = "guided decoding:"
+# How vLLM 0.31.0 words a structured-output refusal (sampling_params.py `_validate_structured_outputs`,
+# backend_xgrammar.py `validate_xgrammar_grammar`, backend_guidance.py `validate_guidance_grammar`).
+_GUIDE_REFUSAL = re.compile(r"grammar|structured output|json schema", re.IGNORECASE)
+
+
+def parse_guide(guide_type, guide) -> dict | None:
+    """guided_decoding_guide_type / guided_decoding_guide (tensorrtllm_backend's input names) -> the arguments of
+    StructuredOutputsParams, as vLLM's OpenAI layer maps response_format (0.31.0 entrypoints/generate/base/protocol.py
+    `structured_outputs_from_response_format`). None: no guide."""
+    guide_type = None if guide_type is None else _text(guide_type)
+    if guide_type in (None, "", "none"):
+        return None
+    if guide_type == "json":
+        return {"json_object": True}
+    if guide_type == "json_schema":
+        guide = None if guide is None else _text(guide)
+        if not guide or not guide.strip():
+            raise BadRequest(f"{GUIDE_ERROR} guide type json_schema needs the schema in guided_decoding_guide")
+        try:
+            return {"json": json.loads(guide)}
+        except ValueError as exc:
+            raise BadRequest(f"{GUIDE_ERROR} the schema is not JSON: {exc}") from None
+    raise BadRequest(f"{GUIDE_ERROR} guide type {guide_type!r} is not served (json, json_schema)")
+
+
+def make_response(text: str, finish_reason: str, n_in: int | None, n_out: int | None, index: int = 0,
+                  logprobs: list | None = None):
     tensors = [
         pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_)),
         pb_utils.Tensor("finish_reason", np.array([finish_reason.encode("utf-8")], dtype=np.object_)),
+        pb_utils.Tensor("sequence_index", np.array([index], dtype=np.int32)),
     ]
+    if logprobs is not None:
+        tensors.append(pb_utils.Tensor("logprobs", np.array([json.dumps(logprobs).encode("utf-8")], dtype=np.object_)))
     if n_in is not None:
         tensors.append(pb_utils.Tensor("num_input_tokens", np.array([n_in], dtype=np.int32)))
     if n_out is not None:
@@ -381,6 +430,31 @@ def cancelled_response():
     return pb_utils.InferenceResponse(error=pb_utils.TritonError("request cancelled", code))
 
 
+class Unsent:
+    """A choice's streamed output not sent yet: text, its token count, its log probabilities."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.tokens = 0
+        self.logprobs: list = []
+
+
+def logprob_entries(completion, start: int, top: int) -> list:
+    """CompletionOutput.logprobs from token `start` on, as [token text, logprob, [[text, logprob], ... the `top`
+    likeliest]]. vLLM 0.31.0 gives per token {token id: Logprob(logprob, rank, decoded_token)}: the sampled token
+    and the `logprobs` likeliest (vllm/logprobs.py; FlatLogprobs only when asked for with flat_logprobs)."""
+    entries = []
+    token_ids, logprobs = completion.token_ids, completion.logprobs or []
+    for position in range(start, min(len(token_ids), len(logprobs))):
+        token, ranked = token_ids[position], logprobs[position]
+        chosen = ranked.get(token)
+        alternatives = sorted(ranked.values(), key=lambda lp: lp.rank if lp.rank is not None else 1 << 30)[:top]
+        entries.append([chosen.decoded_token if chosen is not None else "",
+                        chosen.logprob if chosen is not None else None,
+                        [[lp.decoded_token or "", lp.logprob] for lp in alternatives]])
+    return entries
+
+
 class InFlight:
     """A request handed to the engine and not yet answered. The streaming fields are guarded by the model's lock."""
 
@@ -388,9 +462,9 @@ class InFlight:
         self.request = request
         self.sender = sender
         self.task = None             # the coroutine serving it (engine loop)
-        self.pending_text = ""       # streamed text not sent yet, and its token count
-        self.pending_tokens = 0
-        self.flush_queued = False    # a flush of pending_text waits in the IPC queue
+        self.unsent: dict[int, Unsent] = {}  # per choice: streamed output not sent yet
+        self.logprobs = False        # the request asked for log probabilities
+        self.flush_queued = False    # a flush of the unsent output waits in the IPC queue
         self.sent_partial = False
         self.num_input_tokens: int | None = None  # asked for: sent with the first partial response, then None
         self.last_cancel_check = -1  # the cancellation sweep that last asked about it
@@ -445,8 +519,10 @@ class TritonPythonModel:
                 sender.send(error_response(f"engine failed: {self.engine_error}", "UNAVAILABLE"), flags=FINAL)
                 continue
             request_id = uuid.uuid4().hex
+            entry = InFlight(request, sender)
+            entry.logprobs = params.logprobs is not None
             with self.lock:
-                self.in_flight[request_id] = InFlight(request, sender)
+                self.in_flight[request_id] = entry
             self.loop.call_soon_threadsafe(self._start, request_id, parsed, params)
         return None
 
@@ -474,7 +550,10 @@ class TritonPythonModel:
         except asyncio.CancelledError:
             pass  # cancelled by Triton (the cancellation thread answered) or the engine died (_engine_failed did)
         except (BadRequest, VLLMClientError) as exc:  # the request's own fault (0.31: VLLMValidationError)
-            if self._send(request_id, error_response(f"bad request: {exc}", "INVALID_ARG"), True):
+            message = str(exc)
+            if params.structured_outputs is not None and _GUIDE_REFUSAL.search(message) and GUIDE_ERROR not in message:
+                message = f"{GUIDE_ERROR} {message}"  # the schema, not the prompt: the frontend names response_format
+            if self._send(request_id, error_response(f"bad request: {message}", "INVALID_ARG"), True):
                 self.ipc.call(self.metrics.rejected.increment, 1)
         except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the model; a dead engine does
             if isinstance(exc, EngineDeadError) or self.engine.errored:
@@ -486,37 +565,58 @@ class TritonPythonModel:
 
     async def _generate(self, request_id: str, parsed, params) -> None:
         prompt, _, stream, exclude_input, want_in, want_out = parsed
-        sent = sent_tokens = 0  # of the cumulative output, handed to the stream buffer
+        n, top = params.n, params.logprobs
+        # Per choice (CompletionOutput.index): the newest cumulative output, and how much of it was handed to the
+        # stream buffer. With n > 1 each RequestOutput carries the choices that progressed, by index
+        # (v1/engine/parallel_sampling.py `ParentRequest.get_outputs`; merged by index in
+        # output_processor.py `RequestOutputCollector.put` -> outputs.py `RequestOutput.add`).
+        latest: dict[int, object] = {}
+        sent, sent_tokens = [0] * n, [0] * n
         last = None
         count_input = want_in  # sent with the first streamed response too (a frontend checks the context)
         async for output in self.engine.generate(prompt, params, request_id):
             last = output
-            completion = output.outputs[0]
-            if stream and not output.finished and len(completion.text) > sent:
+            for completion in output.outputs:
+                i = completion.index
+                latest[i] = completion
+                if not stream or output.finished or len(completion.text) <= sent[i]:
+                    continue
                 if count_input:  # rides on the first partial response
                     self._count_input(request_id, len(output.prompt_token_ids or []))
                     count_input = False
-                self._stream(request_id, completion.text[sent:], len(completion.token_ids) - sent_tokens)
-                sent, sent_tokens = len(completion.text), len(completion.token_ids)
-        if last is None:
+                logprobs = logprob_entries(completion, sent_tokens[i], top) if top is not None else None
+                self._stream(request_id, i, completion.text[sent[i]:], len(completion.token_ids) - sent_tokens[i],
+                             logprobs)
+                sent[i], sent_tokens[i] = len(completion.text), len(completion.token_ids)
+        if last is None or not latest:
             raise RuntimeError("the engine produced no output")
-        completion = last.outputs[0]
-        if completion.finish_reason == "error":
+        if any(c.finish_reason == "error" for c in latest.values()):
             # vLLM >= 0.2x: the engine failed this request (finish reason "error"); it is not an answer.
             raise RuntimeError("the engine failed the request (finish_reason 'error')")
-        reason = str(completion.finish_reason or "stop")
-        if stream:
-            with self.lock:  # what no partial response carried goes with the final one
-                entry = self.in_flight.get(request_id)
-                unsent = entry.pending_text if entry is not None else ""
-                if entry is not None:
-                    entry.pending_text, entry.pending_tokens = "", 0
-            text = unsent + completion.text[sent:]
-        else:
-            text = completion.text if exclude_input else prompt + completion.text
+        with self.lock:  # what no partial response carried goes with the final ones
+            entry = self.in_flight.get(request_id)
+            unsent = entry.unsent if entry is not None else {}
+            if entry is not None:
+                entry.unsent = {}
         n_in = len(last.prompt_token_ids or []) if want_in else None
-        n_out = len(completion.token_ids) if want_out else None
-        self._send(request_id, make_response(text, reason, n_in, n_out), True)
+        total_out = sum(len(c.token_ids) for c in latest.values())
+        # One response per choice, the last one final: the final response ends the Triton request.
+        for i in sorted(latest):
+            completion = latest[i]
+            pending = unsent.get(i) or Unsent()
+            reason = str(completion.finish_reason or "stop")
+            if stream:
+                text = pending.text + completion.text[sent[i]:]
+                start = sent_tokens[i]
+            else:
+                text = completion.text if exclude_input else prompt + completion.text
+                start = 0
+            logprobs = None
+            if top is not None:
+                logprobs = pending.logprobs + logprob_entries(completion, start, top)
+            final = i == max(latest)
+            self._send(request_id, make_response(text, reason, n_in, total_out if want_out and final else None, i,
+                                                 logprobs), final)
 
     # ---- streaming: a stream's new text is coalesced into one response per trip through the IPC queue ----
 
@@ -526,31 +626,41 @@ class TritonPythonModel:
             if entry is not None:
                 entry.num_input_tokens = count
 
-    def _stream(self, request_id: str, text: str, tokens: int) -> None:
-        """Engine loop: add a stream's new text to what it has not sent yet; queue a flush unless one is queued (it
+    def _stream(self, request_id: str, index: int, text: str, tokens: int, logprobs) -> None:
+        """Engine loop: add a choice's new text to what it has not sent yet; queue a flush unless one is queued (it
         will carry this text too) or, after the first response, fewer than stream_interval tokens wait."""
         with self.lock:
             entry = self.in_flight.get(request_id)
             if entry is None:
                 return
-            entry.pending_text += text
-            entry.pending_tokens += tokens
-            if entry.flush_queued or (entry.sent_partial and entry.pending_tokens < self.stream_interval):
+            pending = entry.unsent.setdefault(index, Unsent())
+            pending.text += text
+            pending.tokens += tokens
+            if logprobs:
+                pending.logprobs += logprobs
+            if entry.flush_queued or (entry.sent_partial and pending.tokens < self.stream_interval):
                 return
             entry.flush_queued = True
         self.ipc.call(self._flush, request_id, entry)
 
     def _flush(self, request_id: str, entry: InFlight) -> None:
-        """IPC thread: send everything the stream gained since its last response, as one response. Runs before any
-        final response queued after it, so the client sees the text in order; the final one carries what is left."""
+        """IPC thread: send everything the stream gained since its last response, one response per choice. Runs
+        before any final response queued after it, so the client sees the text in order; the final ones carry what
+        is left."""
         with self.lock:
             entry.flush_queued = False
-            if self.in_flight.get(request_id) is not entry or not entry.pending_text:
-                return  # answered already (final, cancelled or failed), or nothing left
-            text, entry.pending_text, entry.pending_tokens = entry.pending_text, "", 0
+            if self.in_flight.get(request_id) is not entry:
+                return  # answered already (final, cancelled or failed)
+            unsent = {i: p for i, p in entry.unsent.items() if p.text}
+            entry.unsent = {i: p for i, p in entry.unsent.items() if not p.text}
+            if not unsent:
+                return
             entry.sent_partial = True
             num_input, entry.num_input_tokens = entry.num_input_tokens, None
-        entry.sender.send(make_response(text, "", num_input, None), flags=0)
+        for index, pending in sorted(unsent.items()):
+            logprobs = pending.logprobs if entry.logprobs else None
+            entry.sender.send(make_response(pending.text, "", num_input, None, index, logprobs), flags=0)
+            num_input = None
 
     # ---- engine health (engine loop; _engine_failed from any thread) ----
 

@@ -19,6 +19,12 @@ v1/engine/input_processor.py `InputProcessor._validate_model_input`: longer, or 
 generator ends with finish_reason "abort"; cancelling the consumer aborts the request (AsyncLLM.generate's
 `except (asyncio.CancelledError, GeneratorExit)`). Stat loggers' record() gets mm_cache_stats and engine_idx as
 keywords, as vllm/v1/metrics/loggers.py StatLoggerManager.record does in 0.31.0.
+
+Structured outputs (`SamplingParams.structured_outputs`, json or json_object; the default backend "auto"): checked
+when the request is added (sampling_params.py `SamplingParams._validate_structured_outputs`: xgrammar's check
+`validate_xgrammar_grammar`, then guidance as the fallback; a schema neither compiles is a VLLMValidationError with
+guidance's reason, `validate_guidance_grammar`); the output is a text the grammar accepts (the xgrammar stand-in's),
+finishing "stop" once complete (the grammar then allows only EOS), or "length" at max_tokens.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from collections.abc import AsyncGenerator, Iterable
 from ...config import CacheConfig, SchedulerConfig, VllmConfig
 from ...engine.arg_utils import AsyncEngineArgs
 from ...exceptions import VLLMValidationError
+from ...logprobs import Logprob
 from ...outputs import CompletionOutput, RequestOutput
 from ...sampling_params import SamplingParams
 from ..metrics.stats import FinishedRequestStats, IterationStats, SchedulerStats
@@ -73,6 +80,53 @@ def _token_id(word: str) -> int:
     return zlib.crc32(word.encode()) % 32000
 
 
+def _check_structured_outputs(params: SamplingParams) -> None:
+    """sampling_params.py `SamplingParams._validate_structured_outputs` in "auto" mode (0.31.0): xgrammar's check
+    (backend_xgrammar.py `validate_xgrammar_grammar`), then guidance's (backend_guidance.py
+    `validate_guidance_grammar`, "Grammar error: ..."), which the stand-in models with the same converter."""
+    so = params.structured_outputs
+    if so is None or so.json is None:
+        return
+    import xgrammar
+
+    try:
+        schema = json.loads(so.json) if isinstance(so.json, str) else so.json
+    except ValueError as exc:
+        raise VLLMValidationError("Invalid JSON grammar specification.") from exc
+    try:
+        xgrammar.Grammar.from_json_schema(schema)
+    except Exception as err:  # noqa: BLE001 - the converter's reason
+        raise VLLMValidationError(f"Grammar error: {err}") from None
+
+
+def _guided_pieces(so, words: list[str]) -> list[str] | None:
+    if so is None or not (so.json is not None or so.json_object):
+        return None  # regex, choice, grammar, structural tags: not simulated
+    import xgrammar
+
+    schema = None if so.json is None else json.loads(so.json) if isinstance(so.json, str) else so.json
+    return xgrammar._pieces(xgrammar._accepted_text(schema, words))
+
+
+class _Sequence:
+    """One of a request's n sampled sequences (a child request, v1/engine/parallel_sampling.py): sequence i starts
+    i words into the prompt, so the choices differ as sampled ones do."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.text = ""
+        self.token_ids: list[int] = []
+        self.logprobs: list[dict[int, Logprob]] | None = None
+        self.finish_reason: str | None = None
+        self.stop_reason: str | None = None
+        self.returned_finished = False
+
+    def completion(self) -> CompletionOutput:
+        logprobs = None if self.logprobs is None else list(self.logprobs)
+        return CompletionOutput(self.index, self.text, list(self.token_ids), logprobs=logprobs,
+                                finish_reason=self.finish_reason, stop_reason=self.stop_reason)
+
+
 class _Request:
     def __init__(self, request_id: str, prompt: str, params: SamplingParams, max_model_len: int) -> None:
         self.id = request_id
@@ -86,29 +140,76 @@ class _Request:
         self.queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
         self.arrival = time.monotonic()
         self.scheduled: float | None = None
-        self.text = ""
-        self.token_ids: list[int] = []
-        self.finish_reason: str | None = None
-        self.stop_reason: str | None = None
+        self.sequences = [_Sequence(i) for i in range(params.n)]
+        self.finish_reason: str | None = None  # of the request: set once every sequence finished
+        self.guided = _guided_pieces(params.structured_outputs, self.words)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for seq in self.sequences for t in seq.token_ids]
 
     def step(self) -> None:
-        word = self.words[len(self.token_ids) % len(self.words)]
-        self.token_ids.append(_token_id(word))
-        self.text += " " + word
+        for seq in self.sequences:
+            if seq.finish_reason is None:
+                self._step_one(seq)
+        if all(seq.finish_reason is not None for seq in self.sequences):
+            self.finish_reason = self.sequences[0].finish_reason
+
+    def _emit(self, seq: _Sequence, text: str) -> None:
+        token = _token_id(text)
+        position = len(seq.token_ids)
+        seq.token_ids.append(token)
+        k = self.params.logprobs
+        if k is not None:
+            # vllm/logprobs.py: per token {token id: Logprob(logprob, rank, decoded_token)}, the sampled token and the
+            # k likeliest (here the sampled one is the likeliest, rank 1). The values are the stand-in's own.
+            chosen = -round(0.1 + 0.05 * (position % 4), 4)
+            ranked = {token: Logprob(chosen, 1, text)}
+            space = " " if text.startswith(" ") else ""
+            others = [space + w for w in dict.fromkeys(self.words) if space + w != text][: max(0, k - 1)]
+            for rank, other in enumerate(others, 2):
+                ranked.setdefault(_token_id(other), Logprob(chosen - (rank - 1), rank, other))
+            seq.logprobs = (seq.logprobs or []) + [ranked]
+
+    def _step_one(self, seq: _Sequence) -> None:
+        if self.guided is not None:
+            piece = self.guided[len(seq.token_ids)]
+            self._emit(seq, piece)
+            seq.text += piece
+            if len(seq.token_ids) == len(self.guided):
+                seq.finish_reason = "stop"  # the grammar is complete: only EOS is allowed
+            elif len(seq.token_ids) >= self.max_tokens:
+                seq.finish_reason = "length"
+            return
+        word = self.words[(len(seq.token_ids) + seq.index) % len(self.words)]
+        self._emit(seq, " " + word)  # a token's text carries its leading space, as BPE tokens do
+        seq.text += " " + word
         for stop in self.params.stop or []:
-            at = self.text.find(stop)
+            at = seq.text.find(stop)
             if at >= 0:
-                self.text = self.text[:at]
-                self.finish_reason, self.stop_reason = "stop", stop
+                seq.text = seq.text[:at]
+                seq.finish_reason, seq.stop_reason = "stop", stop
                 return
-        if len(self.token_ids) >= self.max_tokens:
-            self.finish_reason = "length"
+        if len(seq.token_ids) >= self.max_tokens:
+            seq.finish_reason = "length"
+
+    def abort(self) -> None:
+        for seq in self.sequences:
+            if seq.finish_reason is None:
+                seq.finish_reason = "abort"
+        self.finish_reason = "abort"
 
     def output(self) -> RequestOutput:
-        done = self.finish_reason is not None
-        completion = CompletionOutput(0, self.text, list(self.token_ids), finish_reason=self.finish_reason,
-                                      stop_reason=self.stop_reason)
-        return RequestOutput(self.id, self.prompt, list(self.prompt_ids), None, [completion], done)
+        """The sequences that progressed, each cumulative; a finished one only once (parallel_sampling.py
+        `ParentRequest.get_outputs`); finished once every sequence is."""
+        completions = []
+        for seq in self.sequences:
+            if seq.returned_finished:
+                continue
+            seq.returned_finished = seq.finish_reason is not None
+            completions.append(seq.completion())
+        return RequestOutput(self.id, self.prompt, list(self.prompt_ids), None, completions,
+                             self.finish_reason is not None)
 
     def tokens(self) -> int:
         return len(self.prompt_ids) + len(self.token_ids)
@@ -189,6 +290,7 @@ class AsyncLLM:
             raise EngineDeadError()
         if request_id in self._requests:
             raise ValueError(f"Request id {request_id} already running.")
+        _check_structured_outputs(sampling_params)  # InputProcessor -> SamplingParams.verify, before queueing
         request = _Request(request_id, text, sampling_params, self._max_model_len)
         if len(request.prompt_ids) > self._max_model_len:
             raise VLLMValidationError(f"The decoder prompt (length {len(request.prompt_ids)}) is longer than the "
@@ -236,7 +338,7 @@ class AsyncLLM:
         self._running.pop(request_id, None)
         if request in self._waiting:
             self._waiting.remove(request)
-        request.finish_reason = "abort"
+        request.abort()
         request.queue.put_nowait(request.output())
 
     async def _run(self) -> None:

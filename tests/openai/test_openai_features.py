@@ -1,0 +1,313 @@
+"""What applications call (issue 46), with the official `openai` client against the operator's OpenAI frontend in
+front of a real tritonserver serving the rendered repository with each engine's CPU stand-in (the stack of
+test_openai_endpoint.py: both backends).
+
+Structured output: under a guide the stand-in engines emit a text the guide's grammar accepts (the xgrammar
+stand-in's), made of the prompt's words, and stop once it is complete, as a model decoding under the grammar's mask
+does; a schema the grammar backend cannot convert is refused by the engine (vLLM) or by the model before the engine
+(TensorRT-LLM), and reaches the client as a 400 on `response_format` with the backend's reason.
+
+Tools: the stand-in "model" echoes its prompt, so a user message that holds a tool call in a family's format comes
+back as the model's output, and the frontend must read it as that family's tool call; each family gets a frontend
+of its own over the same tritonserver, with a chat template carrying that family's markers (tool names rendered
+into the prompt, so the echo shows the tools went through the template).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_openai_endpoint import CONTEXT, MODEL, backend_spec, base_url, client, frontend, frontend_files, stack  # noqa: F401 - the fixtures: one stack per module
+
+pydantic = pytest.importorskip("pydantic")
+
+pytestmark = [pytest.mark.triton]
+
+USER = [{"role": "user", "content": "Paris is the city"}]
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer",
+                                                                                      "minimum": 1}},
+          "required": ["city", "population"], "additionalProperties": False}
+
+
+class City(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    city: str
+    population: int
+
+
+def test_parse_with_a_pydantic_model_returns_the_parsed_object(client):  # noqa: F811
+    """client.chat.completions.parse() (what LangChain's with_structured_output calls): before, a 400 (and before
+    that, free text the client failed to parse)."""
+    result = client.chat.completions.parse(model=MODEL, messages=USER, response_format=City, max_tokens=64)
+    choice = result.choices[0]
+    assert isinstance(choice.message.parsed, City), choice.message.content
+    assert choice.message.parsed.city
+    assert choice.finish_reason == "stop"  # the grammar completed: the engine stopped, not max_tokens
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_json_schema_output_is_valid_for_the_schema(client, stream):  # noqa: F811
+    response_format = {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA, "strict": True}}
+    if stream:
+        chunks = list(client.chat.completions.create(model=MODEL, messages=USER, response_format=response_format,
+                                                     max_tokens=64, stream=True))
+        content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 3  # streamed piece by piece
+        finish = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+    else:
+        result = client.chat.completions.create(model=MODEL, messages=USER, response_format=response_format,
+                                                max_tokens=64)
+        content, finish = result.choices[0].message.content, result.choices[0].finish_reason
+    City.model_validate_json(content)  # SCHEMA's own rules: both required, no other keys, strict types
+    assert json.loads(content)["population"] >= 1  # and its minimum
+    assert finish == "stop"
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "text"])
+def test_json_object_output_is_a_json_object(client, endpoint):  # noqa: F811
+    if endpoint == "chat":
+        content = client.chat.completions.create(model=MODEL, messages=USER, max_tokens=64,
+                                                 response_format={"type": "json_object"}).choices[0].message.content
+    else:  # vLLM's extension: response_format on completions too
+        content = client.completions.create(model=MODEL, prompt="Paris is the city", max_tokens=64,
+                                            extra_body={"response_format": {"type": "json_object"}}).choices[0].text
+    assert isinstance(json.loads(content), dict)
+
+
+def test_a_guided_answer_cut_by_max_tokens_ends_with_length(client):  # noqa: F811
+    result = client.chat.completions.create(model=MODEL, messages=USER, max_tokens=3, response_format={
+        "type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}})
+    assert result.choices[0].finish_reason == "length" and result.usage.completion_tokens == 3
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_schema_the_engine_cannot_compile_is_a_400_with_its_reason(client, stream):  # noqa: F811
+    import openai
+
+    bad = {"type": "json_schema", "json_schema": {"name": "bad", "schema": {
+        "type": "object", "properties": {"when": {"$ref": "#/$defs/missing"}}}}}
+    with pytest.raises(openai.BadRequestError) as info:
+        result = client.chat.completions.create(model=MODEL, messages=USER, response_format=bad, max_tokens=8,
+                                                stream=stream)
+        if stream:
+            list(result)
+    error = info.value.body
+    assert (error["param"], error["type"]) == ("response_format", "invalid_request_error"), error
+    assert "$ref #/$defs/missing" in error["message"], error  # the grammar backend's reason
+    ok = client.chat.completions.create(model=MODEL, messages=USER, max_tokens=2)  # and the engine serves on
+    assert ok.choices[0].message.content
+
+
+# ---- n > 1 and log probabilities: each engine's own (SamplingParams n, logprobs) ----
+
+def _chat_choices(client, stream, **kwargs):  # noqa: F811
+    """{index: (content, finish_reason, [logprob entries])} of a chat answer, streamed or not."""
+    if not stream:
+        result = client.chat.completions.create(model=MODEL, stream=False, **kwargs)
+        return {c.index: (c.message.content, c.finish_reason, c.logprobs.content if c.logprobs else None)
+                for c in result.choices}, result.usage
+    out: dict[int, list] = {}
+    usage = None
+    for chunk in client.chat.completions.create(model=MODEL, stream=True, stream_options={"include_usage": True},
+                                                **kwargs):
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            text, finish, entries = out.setdefault(c.index, ["", None, None])
+            if c.logprobs is not None:
+                entries = (entries or []) + list(c.logprobs.content or [])
+            out[c.index] = [text + (c.delta.content or ""), c.finish_reason or finish, entries]
+    return {i: tuple(v) for i, v in out.items()}, usage
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_n_choices_with_logprobs(client, stream):  # noqa: F811
+    """Before: n > 1 and logprobs were a 400."""
+    choices, usage = _chat_choices(client, stream, messages=[{"role": "user", "content": "alpha beta gamma delta"}],
+                                   max_tokens=4, n=3, logprobs=True, top_logprobs=2)
+    assert sorted(choices) == [0, 1, 2]
+    assert len({content for content, _, _ in choices.values()}) == 3  # three samples, not one answer thrice
+    for content, finish, entries in choices.values():
+        assert finish == "length" and len(entries) == 4
+        assert "".join(e.token for e in entries) == content  # one entry per token, in order
+        for e in entries:
+            assert e.logprob <= 0 and e.bytes == list(e.token.encode())
+            assert len(e.top_logprobs) == 2 and e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob
+    assert usage.completion_tokens == 12  # every choice's tokens, as OpenAI counts them
+
+
+def test_chat_logprobs_without_top_logprobs_lists_no_alternatives(client):  # noqa: F811
+    choices, _ = _chat_choices(client, False, messages=USER, max_tokens=2, logprobs=True)
+    assert [len(e.top_logprobs) for e in choices[0][2]] == [0, 0]
+    plain, _ = _chat_choices(client, False, messages=USER, max_tokens=2)
+    assert plain[0][2] is None  # not asked: no logprobs
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_completions_n_choices_with_logprobs(client, stream):  # noqa: F811
+    kwargs = {"model": MODEL, "prompt": "one two three four", "max_tokens": 3, "n": 2, "logprobs": 2}
+    out: dict[int, list] = {}
+    if stream:
+        for chunk in client.completions.create(stream=True, **kwargs):
+            for c in chunk.choices:
+                text, finish, lp = out.setdefault(c.index, ["", None, {"tokens": [], "offsets": [], "top": []}])
+                if c.logprobs is not None:
+                    lp["tokens"] += c.logprobs.tokens
+                    lp["offsets"] += c.logprobs.text_offset
+                    lp["top"] += c.logprobs.top_logprobs
+                out[c.index] = [text + c.text, c.finish_reason or finish, lp]
+    else:
+        for c in client.completions.create(**kwargs).choices:
+            out[c.index] = [c.text, c.finish_reason, {"tokens": c.logprobs.tokens, "offsets": c.logprobs.text_offset,
+                                                      "top": c.logprobs.top_logprobs}]
+    assert sorted(out) == [0, 1] and out[0][0] != out[1][0]
+    for text, finish, lp in out.values():
+        assert finish == "length" and "".join(lp["tokens"]) == text
+        assert lp["offsets"] == [len("".join(lp["tokens"][:i])) for i in range(len(lp["tokens"]))]
+        assert all(token in top and len(top) >= 2 for token, top in zip(lp["tokens"], lp["top"], strict=True))
+
+
+# ---- tools (issue 46, item 3) ----
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "the weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+
+
+def _template(call: str) -> str:
+    """A chat template in the family's shape: tool names rendered, past calls in `call` (the family's format), tool
+    results, plain turns. Only the user turn's content is echoed first, so the call in it starts the output where
+    a family expects it at the start (Llama's JSON)."""
+    return ("{%- for m in messages %}"
+            "{%- if m.role == 'assistant' and m.tool_calls %}{% for tc in m.tool_calls %}" + call + " {% endfor %}"
+            "{%- elif m.role == 'tool' %}<|tool|> {{ m.content }} "
+            "{%- else %}{{ m.content }} {% endif %}{% endfor %}"
+            "{%- if tools %}<|tools|> {% for t in tools %}{{ t.function.name }} {% endfor %}{% endif %}"
+            "{%- if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+PAST = "{{ {'name': tc.function.name, 'arguments': tc.function.arguments} | tojson }}"
+# family -> (its chat template, a call to get_weather(city=Paris) in its output format)
+FAMILIES = {
+    "hermes": (_template("<tool_call>" + PAST + "</tool_call>"),
+               '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'),
+    "llama3_json": (_template("<|python_tag|>" + PAST),
+                    '{"name": "get_weather", "parameters": {"city": "Paris"}}'),
+    "mistral": (_template("[TOOL_CALLS]{{ tc.function.name }}[ARGS]{{ tc.function.arguments | tojson }}"),
+                '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'),
+    "deepseek_v31": (_template("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{{ tc.function.name }}<｜tool▁sep｜>"
+                               "{{ tc.function.arguments | tojson }}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+                     '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}'
+                     '<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, stack, tmp_path_factory):  # noqa: F811
+    """(family, a client of a frontend whose checkpoint's chat template is that family's, the call in its format)."""
+    import openai
+
+    _, server, _, backend = stack
+    name = request.param
+    workdir = tmp_path_factory.mktemp(f"tools-{name}")
+    (workdir / "tokenizer_config.json").write_text(json.dumps({"chat_template": FAMILIES[name][0]}))
+    program, args = frontend_files(backend_spec(4, maxSeqLen=CONTEXT, maxInputLen=CONTEXT - 1, backend=backend),
+                                   workdir)
+    with frontend(program, args, server, workdir) as url:
+        yield name, openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60), FAMILIES[name][1]
+
+
+def _ask(api, stream, **kwargs):
+    """(content, [(name, arguments dict)], finish_reason) of one chat answer, streamed or not."""
+    if not stream:
+        choice = api.chat.completions.create(model=MODEL, **kwargs).choices[0]
+        calls = [(c.function.name, json.loads(c.function.arguments), c.id, c.type)
+                 for c in choice.message.tool_calls or []]
+        return choice.message.content, calls, choice.finish_reason
+    content, calls, finish = "", {}, None
+    for chunk in api.chat.completions.create(model=MODEL, stream=True, **kwargs):
+        for c in chunk.choices:
+            content += c.delta.content or ""
+            for call in c.delta.tool_calls or []:  # assembled by index, as OpenAI's clients do
+                entry = calls.setdefault(call.index, {"name": "", "arguments": "", "id": None, "type": None})
+                entry["name"] += call.function.name or ""
+                entry["arguments"] += call.function.arguments or ""
+                entry["id"], entry["type"] = call.id or entry["id"], call.type or entry["type"]
+            finish = c.finish_reason or finish
+    return content or None, [(c["name"], json.loads(c["arguments"]), c["id"], c["type"])
+                             for _, c in sorted(calls.items())], finish
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_auto_tool_calls_are_read_in_each_family_s_format(family, stream):
+    name, api, call = family
+    words = len(call.split())
+    content, calls, finish = _ask(api, stream, messages=[{"role": "user", "content": call}],
+                                  tools=[WEATHER, TIME], max_tokens=words + 4)
+    assert [(n, a, t) for n, a, _, t in calls] == [("get_weather", {"city": "Paris"}, "function")], (content, calls)
+    assert calls[0][2].startswith("call_") and finish == "tool_calls"
+    assert content is None or call not in content  # the call itself is not content
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_plain_answers_and_tool_choice_none_are_content(family, stream):
+    name, api, call = family
+    content, calls, finish = _ask(api, stream, messages=[{"role": "user", "content": "hello there"}],
+                                  tools=[WEATHER], max_tokens=6)
+    assert calls == [] and finish == "length" and "get_weather" in content  # the tools went through the template
+    content, calls, _ = _ask(api, stream, messages=[{"role": "user", "content": call}], tools=[WEATHER],
+                             tool_choice="none", max_tokens=len(call.split()))
+    assert calls == [] and content.split() == call.split()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_required_and_named_calls_are_forced_by_guided_decoding(family, stream, choice):
+    _, api, _ = family
+    content, calls, finish = _ask(api, stream, messages=[{"role": "user", "content": "what now"}],
+                                  tools=[WEATHER, TIME], tool_choice=choice, max_tokens=64)
+    assert len(calls) == 1 and calls[0][0] == "get_weather" and isinstance(calls[0][1]["city"], str), (content, calls)
+    assert finish == "tool_calls" and not content
+
+
+def test_a_tool_result_conversation_renders_through_the_template(family):
+    """A past call's arguments reach the template as an object (vLLM chat_utils.py `_postprocess_messages`): the
+    echoed call reads back as {"city": "Paris"}, not as the JSON text of a string."""
+    _, api, call = family
+    messages = [{"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                    "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    content, calls, _ = _ask(api, False, messages=messages, tools=[WEATHER], max_tokens=1 + len(call.split()))
+    assert [(n, a) for n, a, _, _ in calls] == [("get_weather", {"city": "Paris"})], (content, calls)
+
+
+def test_tools_a_template_cannot_carry_are_a_400_that_says_what_works(client):  # noqa: F811
+    """tests/openai/tokenizer's template has no tool-call markers: auto cannot be read back; required still works."""
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], max_tokens=4)
+    assert info.value.body["param"] == "tools" and "'required'" in info.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=USER, tool_choice="required", max_tokens=4)
+    assert info.value.body["param"] == "tool_choice"
+    forced = client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], tool_choice="required",
+                                            max_tokens=64)
+    assert forced.choices[0].message.tool_calls[0].function.name == "get_weather"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_two_calls_and_parallel_tool_calls_false(family, stream):
+    """Every call of an answer is read; parallel_tool_calls false keeps the first (vLLM's
+    maybe_filter_parallel_tool_calls). Before: parallel_tool_calls was ignored."""
+    _, api, call = family
+    two = call + " " + call.replace("Paris", "Rome")
+    kwargs = {"messages": [{"role": "user", "content": two}], "tools": [WEATHER], "max_tokens": len(two.split())}
+    _, calls, _ = _ask(api, stream, **kwargs)
+    assert [a["city"] for _, a, _, _ in calls] == ["Paris", "Rome"]
+    assert len({i for _, _, i, _ in calls}) == 2  # each call its own id
+    _, calls, finish = _ask(api, stream, parallel_tool_calls=False, **kwargs)
+    assert [a["city"] for _, a, _, _ in calls] == ["Paris"] and finish == "tool_calls"
