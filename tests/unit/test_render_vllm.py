@@ -137,7 +137,7 @@ def test_config_parses_with_tritons_schema_and_batching_belongs_to_vllm() -> Non
     assert inputs["stop_words"] == ("TYPE_STRING", [-1], True)
     assert inputs["seed"] == ("TYPE_UINT64", [1], True)
     assert all(opt for name, (_, _, opt) in inputs.items() if name != "text_input")
-    assert len(inputs) == 14
+    assert len(inputs) == 15 and inputs["adapter"] == ("TYPE_STRING", [1], True)
     outputs = {o.name: (dtype(o.data_type), list(o.dims)) for o in cfg.output}
     assert outputs == {"text_output": ("TYPE_STRING", [1]), "finish_reason": ("TYPE_STRING", [1]),
                        "num_input_tokens": ("TYPE_INT32", [1]), "num_output_tokens": ("TYPE_INT32", [1])}

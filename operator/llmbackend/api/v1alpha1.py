@@ -325,8 +325,8 @@ class VLLMEngineSpec(_Model):
 
 # vLLM takes only these ranks (vllm/config/lora.py MaxLoRARanks at 0.31.0); TensorRT-LLM's LoraConfig.max_lora_rank
 # takes any int. One list for both engines: a backend can switch engines without an invalid rank.
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-DEFAULT_MAX_LORA_RANK = 64  # TensorRT-LLM's LoraConfig default (tensorrt_llm/lora_helper.py)
+LoRARank = Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]
+DEFAULT_MAX_LORA_RANK: LoRARank = 64  # TensorRT-LLM's LoraConfig default (tensorrt_llm/lora_helper.py)
 DEFAULT_MAX_LORAS = 4
 DEFAULT_MAX_CPU_LORAS = 8
 
@@ -335,7 +335,7 @@ class LoRASpec(_Model):
     """LoRA adapter serving in the engine (spec.adapters). Defaults apply when adapters are set and this is not; set
     it to keep LoRA on while no adapter is listed (the first adapter then needs no restart)."""
 
-    max_rank: Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] = Field(
+    max_rank: LoRARank = Field(
         default=DEFAULT_MAX_LORA_RANK,
         description="Largest adapter rank (adapter_config.json r) the engine serves: TensorRT-LLM's and vLLM's "
                     "max_lora_rank. An adapter of a higher rank is refused (status.adapters, AdaptersReady).",

@@ -45,6 +45,8 @@ LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
     ("exclude_input_in_output", "TYPE_BOOL", [1], True),
     ("return_num_input_tokens", "TYPE_BOOL", [1], True),
     ("return_num_output_tokens", "TYPE_BOOL", [1], True),
+    # spec.adapters: the LoRA adapter to answer with (its name; absent or empty: the base model)
+    ("adapter", "TYPE_STRING", [1], True),
 )
 LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
     ("text_output", "TYPE_STRING", [1]),

@@ -52,7 +52,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     Quantization,
 )
-from . import drain, llm_io, vllm_backend
+from . import adapters, drain, llm_io, vllm_backend
 from .llm_io import tensor
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
@@ -482,6 +482,7 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
         if not isinstance(expert_parallel, int) or isinstance(expert_parallel, bool) or expert_parallel < 1:
             raise ValueError(f"expert_parallel must be a positive int, got {expert_parallel!r}")
         args["moe_expert_parallel_size"] = expert_parallel
+    args.update(adapters.llmapi_lora_args(spec))
     return args
 
 

@@ -108,6 +108,54 @@ class BadRequest(ValueError):
     """The request itself is invalid: answered with an error, the model keeps serving."""
 
 
+# ---- LoRA adapters (spec.adapters; the operator's render/adapters.py writes the list) ----
+
+ADAPTERS_ENV = "LLMBACKEND_ADAPTERS_FILE"
+ADAPTERS_RECHECK_S = 1.0  # how often the list's file is looked at again (the kubelet replaces it in place)
+
+
+class Adapters:
+    """The adapters this model serves, by name: {"adapters": [{"name", "id", "path"}]} from the file $ADAPTERS_ENV
+    names, read again when it changes (an adapter added or removed needs no restart). A list that cannot be read
+    keeps the last good one."""
+
+    def __init__(self, path: str | None, make_request: Any) -> None:
+        self.path = path
+        self.make_request = make_request  # (name, int id, path) -> the engine's LoRARequest
+        self.lock = threading.Lock()
+        self.checked = 0.0
+        self.stamp: tuple[float, int] | None = None
+        self.by_name: dict[str, Any] = {}
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if self.path is None or now - self.checked < ADAPTERS_RECHECK_S:
+            return
+        self.checked = now
+        try:
+            st = os.stat(self.path)
+            if (st.st_mtime, st.st_ino) == self.stamp:
+                return
+            with open(self.path, encoding="utf-8") as f:
+                entries = json.load(f).get("adapters") or []
+            self.by_name = {str(e["name"]): (int(e["id"]), str(e["path"])) for e in entries}
+            self.stamp = (st.st_mtime, st.st_ino)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return
+
+    def request_for(self, name: str | None) -> Any:
+        """The engine's LoRARequest for an adapter name; None for no name. Raises BadRequest for an unknown one."""
+        if not name:
+            return None
+        with self.lock:
+            self._refresh()
+            found = self.by_name.get(name)
+            served = sorted(self.by_name)
+        if found is None:
+            raise BadRequest(f"unknown adapter {name!r}; this model serves " + (", ".join(served) or "no adapters"))
+        return self.make_request(name, found[0], found[1])
+
+
 def _is_request_error(exc: BaseException) -> bool:
     """The executor refused this one request (executor/utils.py RequestError, raised while the result is iterated,
     e.g. a prompt that fills max_seq_len: base_worker.py `_deduce_max_tokens`), or the LLM API validated its
@@ -161,6 +209,14 @@ def _strings(request: Any, name: str) -> list[str]:
     return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in tensor.as_numpy().reshape(-1)]
 
 
+def _lora_request(name: str, lora_id: int, path: str) -> Any:
+    """TensorRT-LLM's per-request adapter (tensorrt_llm/executor/request.py LoRARequest: lora_name, lora_int_id,
+    lora_path; the engine loads the weights from the path the first time, then keeps them in its LoRA cache)."""
+    from tensorrt_llm.executor.request import LoRARequest
+
+    return LoRARequest(lora_name=name, lora_int_id=lora_id, lora_path=path)
+
+
 def parse_request(request: Any) -> dict[str, Any]:
     """Tensors -> prompt, SamplingParams arguments and flags. Raises BadRequest with what is wrong."""
     prompt = _scalar(request, "text_input")
@@ -198,6 +254,7 @@ def parse_request(request: Any) -> dict[str, Any]:
         "exclude_input": flag("exclude_input_in_output", True),
         "num_input": flag("return_num_input_tokens", False),
         "num_output": flag("return_num_output_tokens", False),
+        "adapter": _scalar(request, "adapter") or None,
     }
 
 
@@ -413,6 +470,7 @@ class TritonPythonModel:
         if kv is not None:
             llm_args["kv_cache_config"] = KvCacheConfig(**kv)
         self.logger = pb_utils.Logger
+        self.adapters = Adapters(os.environ.get(ADAPTERS_ENV), _lora_request)
         self.llm = LLM(**llm_args)
         self.metrics = _Metrics(params, {"model": args["model_name"], "version": args["model_version"]})
         self.ipc = _TritonIpc(self.logger)
@@ -438,6 +496,7 @@ class TritonPythonModel:
             sender = request.get_response_sender()
             try:
                 parsed = parse_request(request)
+                parsed["lora"] = self.adapters.request_for(parsed["adapter"])
             except BadRequest as exc:
                 self.metrics.rejected.increment(1)
                 sender.send(_error(f"bad request: {exc}", "INVALID_ARG"),
@@ -526,7 +585,8 @@ class TritonPythonModel:
 
         req = entry.parsed
         sampling = SamplingParams(**req["sampling"])
-        result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
+        result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"],
+                                         lora_request=req.get("lora"))
         entry.result = result
         self.submitted_any = True
         sent_text = sent_tokens = 0  # of the cumulative output, handed to the stream buffer

@@ -53,6 +53,7 @@ import signal
 import threading
 import time
 import uuid
+from typing import Any
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -115,6 +116,54 @@ KV_TYPES = ("used", "free", "max", "fraction")
 
 class BadRequest(ValueError):
     """The request's inputs are invalid: answered with an error, the model keeps serving."""
+
+# ---- LoRA adapters (spec.adapters; the operator's render/adapters.py writes the list) ----
+
+ADAPTERS_ENV = "LLMBACKEND_ADAPTERS_FILE"
+ADAPTERS_RECHECK_S = 1.0  # how often the list's file is looked at again (the kubelet replaces it in place)
+
+
+class Adapters:
+    """The adapters this model serves, by name: {"adapters": [{"name", "id", "path"}]} from the file $ADAPTERS_ENV
+    names, read again when it changes (an adapter added or removed needs no restart). A list that cannot be read
+    keeps the last good one."""
+
+    def __init__(self, path: str | None, make_request: Any) -> None:
+        self.path = path
+        self.make_request = make_request  # (name, int id, path) -> the engine's LoRARequest
+        self.lock = threading.Lock()
+        self.checked = 0.0
+        self.stamp: tuple[float, int] | None = None
+        self.by_name: dict[str, Any] = {}
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if self.path is None or now - self.checked < ADAPTERS_RECHECK_S:
+            return
+        self.checked = now
+        try:
+            st = os.stat(self.path)
+            if (st.st_mtime, st.st_ino) == self.stamp:
+                return
+            with open(self.path, encoding="utf-8") as f:
+                entries = json.load(f).get("adapters") or []
+            self.by_name = {str(e["name"]): (int(e["id"]), str(e["path"])) for e in entries}
+            self.stamp = (st.st_mtime, st.st_ino)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return
+
+    def request_for(self, name: str | None) -> Any:
+        """The engine's LoRARequest for an adapter name; None for no name. Raises BadRequest for an unknown one."""
+        if not name:
+            return None
+        with self.lock:
+            self._refresh()
+            found = self.by_name.get(name)
+            served = sorted(self.by_name)
+        if found is None:
+            raise BadRequest(f"unknown adapter {name!r}; this model serves " + (", ".join(served) or "no adapters"))
+        return self.make_request(name, found[0], found[1])
+
 
 
 def _parameters(model_config: dict) -> dict[str, str]:
@@ -302,6 +351,20 @@ def _text(value) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _lora_request(name: str, lora_id: int, path: str):
+    """vLLM's per-request adapter (vllm/lora/request.py LoRARequest at 0.31.0: lora_name, lora_int_id > 0, lora_path;
+    the engine loads it on first use and keeps max_cpu_loras of them, evicting the least recently used)."""
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest(lora_name=name, lora_int_id=lora_id, lora_path=path)
+
+
+def adapter_name(request) -> str | None:
+    """The optional `adapter` input: the adapter (spec.adapters name) to serve this request with."""
+    value = _scalar(request, "adapter")
+    return _text(value) if value else None
+
+
 def parse_request(request) -> tuple[str, dict, bool, bool, bool, bool]:
     """(prompt, SamplingParams kwargs, stream, exclude_input, return_num_input, return_num_output)."""
     texts = _optional(request, "text_input")
@@ -399,6 +462,7 @@ class InFlight:
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         self.logger = pb_utils.Logger
+        self.adapters = Adapters(os.environ.get(ADAPTERS_ENV), _lora_request)
         config = json.loads(args["model_config"])
         labels = {"model": args["model_name"], "version": args["model_version"]}
         self.metrics = EngineMetrics(_parameters(config), labels)
@@ -436,6 +500,7 @@ class TritonPythonModel:
             try:
                 parsed = parse_request(request)
                 params = SamplingParams(**parsed[1])  # vLLM validates ranges (temperature, top_p, ...)
+                lora = self.adapters.request_for(adapter_name(request))
             except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, or (vLLM >= 0.2x) VLLMValidationError
                 self.metrics.rejected.increment(1)
                 sender.send(error_response(f"bad request: {exc}", "INVALID_ARG"), flags=FINAL)
@@ -447,15 +512,15 @@ class TritonPythonModel:
             request_id = uuid.uuid4().hex
             with self.lock:
                 self.in_flight[request_id] = InFlight(request, sender)
-            self.loop.call_soon_threadsafe(self._start, request_id, parsed, params)
+            self.loop.call_soon_threadsafe(self._start, request_id, parsed, params, lora)
         return None
 
-    def _start(self, request_id: str, parsed, params) -> None:
+    def _start(self, request_id: str, parsed, params, lora=None) -> None:
         with self.lock:
             entry = self.in_flight.get(request_id)
             if entry is None:
                 return  # cancelled before it reached the loop
-            entry.task = self.loop.create_task(self._serve(request_id, parsed, params))
+            entry.task = self.loop.create_task(self._serve(request_id, parsed, params, lora))
 
     def _send(self, request_id: str, response, final: bool) -> bool:
         """Queue a response for the IPC thread; after the final one nothing more is sent for this request."""
@@ -468,9 +533,9 @@ class TritonPythonModel:
             self.ipc.call(entry.sender.send, response, flags=FINAL if final else 0)
         return True
 
-    async def _serve(self, request_id: str, parsed, params) -> None:
+    async def _serve(self, request_id: str, parsed, params, lora=None) -> None:
         try:
-            await self._generate(request_id, parsed, params)
+            await self._generate(request_id, parsed, params, lora)
         except asyncio.CancelledError:
             pass  # cancelled by Triton (the cancellation thread answered) or the engine died (_engine_failed did)
         except (BadRequest, VLLMClientError) as exc:  # the request's own fault (0.31: VLLMValidationError)
@@ -484,12 +549,12 @@ class TritonPythonModel:
                 self.ipc.call(self.metrics.failed.increment, 1)
                 self.ipc.call(self.logger.log_warn, f"request {request_id} failed: {exc!r}")
 
-    async def _generate(self, request_id: str, parsed, params) -> None:
+    async def _generate(self, request_id: str, parsed, params, lora=None) -> None:
         prompt, _, stream, exclude_input, want_in, want_out = parsed
         sent = sent_tokens = 0  # of the cumulative output, handed to the stream buffer
         last = None
         count_input = want_in  # sent with the first streamed response too (a frontend checks the context)
-        async for output in self.engine.generate(prompt, params, request_id):
+        async for output in self.engine.generate(prompt, params, request_id, lora_request=lora):
             last = output
             completion = output.outputs[0]
             if stream and not output.finished and len(completion.text) > sent:

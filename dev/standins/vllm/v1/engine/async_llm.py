@@ -19,6 +19,14 @@ v1/engine/input_processor.py `InputProcessor._validate_model_input`: longer, or 
 generator ends with finish_reason "abort"; cancelling the consumer aborts the request (AsyncLLM.generate's
 `except (asyncio.CancelledError, GeneratorExit)`). Stat loggers' record() gets mm_cache_stats and engine_idx as
 keywords, as vllm/v1/metrics/loggers.py StatLoggerManager.record does in 0.31.0.
+
+LoRA (engine args enable_lora, max_lora_rank, max_loras, max_cpu_loras; `generate(lora_request=LoRARequest(...))`):
+a lora_request while LoRA is off is a VLLMValidationError (v1/engine/input_processor.py
+`InputProcessor._validate_lora`); an adapter is loaded from lora_path on first use and kept by id in a cache of
+max_cpu_loras (least recently used leave; lora/worker_manager.py `LRUCacheWorkerLoRAManager`), a rank above
+max_lora_rank refused (lora/peft_helper.py `PEFTHelper.validate_legal`). The stand-in's "adapter weights": an answer
+with an adapter begins with the adapter's name, so a test sees which adapter answered; RequestOutput.lora_request is
+set.
 """
 
 from __future__ import annotations
@@ -74,11 +82,15 @@ def _token_id(word: str) -> int:
 
 
 class _Request:
-    def __init__(self, request_id: str, prompt: str, params: SamplingParams, max_model_len: int) -> None:
+    def __init__(self, request_id: str, prompt: str, params: SamplingParams, max_model_len: int,
+                 lora_request=None) -> None:
         self.id = request_id
         self.prompt = prompt
         self.words = prompt.split() or ["."]
         self.prompt_ids = [_token_id(w) for w in self.words]
+        self.lora_request = lora_request
+        if lora_request is not None:  # the adapter's "weights": its name leads the answer
+            self.words = [lora_request.lora_name, *self.words]
         self.params = params
         # Like vLLM's scheduler: a request stops ("length") at max_model_len whatever max_tokens asks for.
         room = max(1, max_model_len - len(self.prompt_ids))
@@ -108,7 +120,8 @@ class _Request:
         done = self.finish_reason is not None
         completion = CompletionOutput(0, self.text, list(self.token_ids), finish_reason=self.finish_reason,
                                       stop_reason=self.stop_reason)
-        return RequestOutput(self.id, self.prompt, list(self.prompt_ids), None, [completion], done)
+        return RequestOutput(self.id, self.prompt, list(self.prompt_ids), None, [completion], done,
+                             lora_request=self.lora_request)
 
     def tokens(self) -> int:
         return len(self.prompt_ids) + len(self.token_ids)
@@ -125,6 +138,9 @@ class AsyncLLM:
             CacheConfig(BLOCK_SIZE, engine_args.gpu_memory_utilization, blocks, engine_args.kv_cache_dtype),
             SchedulerConfig(self._max_num_seqs, engine_args.max_num_batched_tokens or 8192, self._max_model_len))
         self._log_stats = not engine_args.disable_log_stats
+        self._lora = ((engine_args.max_lora_rank, engine_args.max_cpu_loras or engine_args.max_loras)
+                      if engine_args.enable_lora else None)
+        self._loras: collections.OrderedDict[int, str] = collections.OrderedDict()
         self._stat_loggers = [factory(self.vllm_config, 0) for factory in (stat_loggers or [])]
         for logger in self._stat_loggers:
             logger.log_engine_initialized()
@@ -182,14 +198,29 @@ class AsyncLLM:
             self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def generate(self, prompt, sampling_params: SamplingParams, request_id: str,
+    def _load_lora(self, lora_request) -> None:
+        if self._lora is None:
+            raise VLLMValidationError(f"Got lora_request {lora_request} but LoRA is not enabled!")
+        if lora_request.lora_int_id not in self._loras:
+            with open(os.path.join(lora_request.lora_path, "adapter_config.json"), encoding="utf-8") as f:
+                rank = int(json.load(f).get("r", 0))
+            if rank > self._lora[0]:
+                raise ValueError(f"LoRA rank {rank} is greater than max_lora_rank {self._lora[0]}.")
+            self._loras[lora_request.lora_int_id] = lora_request.lora_name
+            while len(self._loras) > self._lora[1]:
+                self._loras.popitem(last=False)
+        self._loras.move_to_end(lora_request.lora_int_id)
+
+    async def generate(self, prompt, sampling_params: SamplingParams, request_id: str, *, lora_request=None,
                        **kwargs) -> AsyncGenerator[RequestOutput, None]:
         text = prompt.get("prompt", "") if isinstance(prompt, dict) else str(prompt)
         if self.errored:  # async_llm.py AsyncLLM.add_request
             raise EngineDeadError()
         if request_id in self._requests:
             raise ValueError(f"Request id {request_id} already running.")
-        request = _Request(request_id, text, sampling_params, self._max_model_len)
+        if lora_request is not None:
+            self._load_lora(lora_request)
+        request = _Request(request_id, text, sampling_params, self._max_model_len, lora_request)
         if len(request.prompt_ids) > self._max_model_len:
             raise VLLMValidationError(f"The decoder prompt (length {len(request.prompt_ids)}) is longer than the "
                                       f"maximum model length of {self._max_model_len}.")
