@@ -109,3 +109,38 @@ def test_turning_lora_on_or_a_new_claim_restarts_the_pods():
     assert plain["Deployment"]["spec"]["template"] != lora["Deployment"]["spec"]["template"]
     on_pvc = objects(spec(SQL, ON_PVC))
     assert on_pvc["Deployment"]["spec"]["template"] != lora["Deployment"]["spec"]["template"]
+
+
+# ---- the download machinery: one Job per adapter source, kept while a backend names it ----
+
+def _backend(s: LLMBackendSpec) -> dict[str, Any]:
+    return {"metadata": {"name": "llama", "namespace": "serving"}, "spec": s.dump()}
+
+
+def test_an_adapter_is_downloaded_by_its_own_job_with_the_adapter_check():
+    s = spec(SQL)
+    assert s.adapters is not None
+    source = s.adapters[0].source
+    job = modelcache.render_download_job("serving", source, "img", 1000, adapter=True)
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--adapter" in args and args[args.index("--source") + 1] == "hf://acme/sql-lora@v1"
+    assert job["metadata"]["name"] == modelcache.download_job_name(source, adapter=True)
+    assert modelcache.download_job_name(source, adapter=True) != modelcache.download_job_name(source)
+    assert "--adapter" not in modelcache.render_download_job("serving", source, "img", 1000)["spec"]["template"][
+        "spec"]["containers"][0]["args"]
+
+
+def test_the_cleanup_keeps_what_a_backends_adapters_name_and_removes_a_dropped_adapter():
+    with_sql, without = spec(SQL, CHAT), spec(CHAT)
+    assert with_sql.adapters is not None
+    sql_source = with_sql.adapters[0].source
+    jobs = [modelcache.render_download_job("serving", a.source, "img", 1000, adapter=True) for a in with_sql.adapters]
+    jobs.append(modelcache.render_download_job("serving", with_sql.model.source, "img", 1000))  # type: ignore[arg-type]
+    for job in jobs:
+        job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert modelcache.cache_cleanups([_backend(with_sql)], jobs, []) == []
+    (cleanup,) = modelcache.cache_cleanups([_backend(without)], jobs, [])
+    assert cleanup.stale_jobs == (modelcache.download_job_name(sql_source, adapter=True),)
+    assert modelcache.ref_path(sql_source) not in cleanup.keep
+    assert modelcache.ref_path(without.adapters[0].source) in cleanup.keep  # type: ignore[index]
+    assert modelcache.ref_path(without.model.source) in cleanup.keep  # type: ignore[arg-type]
