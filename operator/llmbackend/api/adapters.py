@@ -27,11 +27,18 @@ from .v1alpha1 import LLMBackendSpec, LoRASpec
 
 # Reasons of status.adapters[].reason (phase Incompatible), and of the Degraded condition naming them.
 ADAPTER_BASE_MISMATCH = "AdapterBaseModelMismatch"
+"""An adapter's adapter_config.json names another base model (base_model_name_or_path) than the backend serves; it
+is not served (status.adapters), the base model and the other adapters are."""
 ADAPTER_RANK_TOO_HIGH = "AdapterRankAboveMaximum"
+"""An adapter's rank (adapter_config.json r) is above spec.engine.lora.maxRank; it is not served."""
 ADAPTER_MODULES_UNSUPPORTED = "AdapterTargetModulesUnsupported"
+"""An adapter targets modules the engines do not apply LoRA to (embed_tokens, lm_head, ...); it is not served."""
 ADAPTER_FEATURE_UNSUPPORTED = "AdapterFeatureUnsupported"
+"""An adapter uses what the engines do not serve (DoRA, a bias, a PEFT type other than LoRA); it is not served."""
 ADAPTER_CONFIG_INVALID = "AdapterConfigInvalid"
+"""An adapter's adapter_config.json is not a PEFT LoRA configuration (no positive rank r, bad target_modules)."""
 ADAPTER_COMPATIBLE = "AdapterCompatible"
+"""status.adapters: the adapter fits the base model and spec.engine.lora; it is served."""
 
 # Hugging Face module names both engines apply LoRA to (attention and MLP projections, fused forms, Mixtral-style
 # experts), from tensorrt_llm/lora_helper.py get_default_trtllm_modules_to_hf_modules (the values).

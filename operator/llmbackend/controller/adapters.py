@@ -34,8 +34,11 @@ from .modelcache import (
 
 log = logging.getLogger(__name__)
 
-ADAPTER_NOT_CHECKED = "AdapterNotChecked"  # a pvc adapter: listed, its adapter_config.json not read by the operator
+ADAPTER_NOT_CHECKED = "AdapterNotChecked"
+"""status.adapters: a pvc adapter is served without the operator reading its adapter_config.json (the engine checks it
+at the first request that names it)."""
 ADAPTER_DOWNLOAD_FAILED = "AdapterDownloadFailed"
+"""An adapter's download failed without a reason of its own; status.adapters has the message."""
 PROBLEM_PHASES = ("Incompatible", "Failed")
 
 
