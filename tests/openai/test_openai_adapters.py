@@ -175,6 +175,43 @@ def test_tritons_generate_endpoint_takes_the_adapter(stack):
     assert status == 400 and "unknown adapter 'nope'" in body["error"]
 
 
+def _lora_series(server) -> list[tuple[float, dict[str, str]]]:
+    """The LoRA gauge's series of the model (value, labels), the latest first: what the endpoint picker reads."""
+    from llmapi_support import metrics
+
+    from llmbackend.api import engine_metrics as em
+
+    found = [(value, dict(labels)) for (name, labels), value in metrics(server).items()
+             if name == em.LORA_INFO_GAUGE and dict(labels).get("model") == MODEL]
+    return sorted(found, key=lambda s: -s[0])
+
+
+def test_the_lora_gauge_names_the_adapters_in_the_engine(stack, client):
+    """The Model Server Protocol's LoRA gauge the Inference Extension's lora-affinity-scorer reads: while a request
+    for sql decodes, the latest series names sql running (max_lora: spec.engine.lora.maxLoras); afterwards none."""
+    import threading
+
+    server = stack[1]
+    done = threading.Event()
+
+    def long_stream() -> None:
+        for _ in client.completions.create(model="sql", prompt="a b c", max_tokens=150, stream=True):
+            pass
+        done.set()
+
+    threading.Thread(target=long_stream, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not (_lora_series(server) and _lora_series(server)[0][1]["running_lora_adapters"] == "sql"):
+        assert time.monotonic() < deadline and not done.is_set(), _lora_series(server)
+        time.sleep(0.1)
+    assert _lora_series(server)[0][1]["max_lora"] == "4" and _lora_series(server)[0][1]["waiting_lora_adapters"] == ""
+    assert done.wait(30)
+    deadline = time.monotonic() + 5
+    while _lora_series(server)[0][1]["running_lora_adapters"] != "":
+        assert time.monotonic() < deadline, _lora_series(server)
+        time.sleep(0.1)
+
+
 def test_an_adapter_removed_from_the_spec_goes_without_a_restart(stack, client):
     import openai
 

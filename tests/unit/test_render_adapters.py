@@ -144,3 +144,21 @@ def test_the_cleanup_keeps_what_a_backends_adapters_name_and_removes_a_dropped_a
     assert modelcache.ref_path(sql_source) not in cleanup.keep
     assert modelcache.ref_path(without.adapters[0].source) in cleanup.keep  # type: ignore[index]
     assert modelcache.ref_path(without.model.source) in cleanup.keep  # type: ignore[arg-type]
+
+
+# ---- the Gateway API Inference Extension ----
+
+def test_the_endpoint_picker_scores_lora_affinity_on_the_lora_gauge_while_lora_is_on():
+    from llmbackend.api import engine_metrics as em
+    from llmbackend.render import gateway
+
+    for backend in ("tensorrtllm", "vllm"):
+        on = gateway.epp_config(spec(SQL, engine={"backend": backend}))
+        assert {"type": "lora-affinity-scorer"} in on["plugins"]
+        assert {"pluginRef": "lora-affinity-scorer", "weight": 1} in on["schedulingProfiles"][0]["plugins"]
+        extractor = next(p for p in on["plugins"] if p["type"] == "core-metrics-extractor")
+        assert extractor["parameters"]["engineConfigs"][0]["loraSpec"] == em.LORA_INFO_GAUGE
+        off = gateway.epp_config(spec(engine={"backend": backend}))
+        assert all(p["type"] != "lora-affinity-scorer" for p in off["plugins"])
+        assert next(p for p in off["plugins"] if p["type"] == "core-metrics-extractor")["parameters"][
+            "engineConfigs"][0]["loraSpec"] == ""

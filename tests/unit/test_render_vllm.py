@@ -154,7 +154,7 @@ def test_metric_names_reach_the_model_from_engine_metrics() -> None:
     assert buckets == list(M.ENGINE_REQUEST_SECONDS_BUCKETS)
     assert exported == {M.ENGINE_QUEUE_METRIC, M.ENGINE_COMPUTE_METRIC, M.ENGINE_REQUESTS_METRIC,
                         M.ENGINE_FAILURES_METRIC, M.ENGINE_REJECTED_METRIC, M.ENGINE_REQUEST_SECONDS_METRIC, M.REQUEST_GAUGE, M.KV_GAUGE,
-                        M.VLLM_WAITING_GAUGE, M.VLLM_RUNNING_GAUGE, M.VLLM_KV_USAGE_GAUGE}
+                        M.VLLM_WAITING_GAUGE, M.VLLM_RUNNING_GAUGE, M.VLLM_KV_USAGE_GAUGE, M.LORA_INFO_GAUGE}
     # The model file asks for exactly these parameter keys (read without importing it: it needs Triton's stub).
     tree = ast.parse(vllm_backend.model_source())
     wanted = next(ast.literal_eval(n.value) for n in tree.body

@@ -22,6 +22,7 @@ ENGINE_METRIC_PARAMETERS: dict[str, str] = {
     "metric_request_types": ",".join(em.REQUEST_TYPES),
     "metric_kv_gauge": em.KV_GAUGE,
     "metric_kv_types": ",".join(em.KV_TYPES),
+    "metric_lora_info": em.LORA_INFO_GAUGE,
 }
 
 # config.pbtxt parameter: how long finalize() lets requests in flight finish before it stops the engine, seconds

@@ -153,7 +153,41 @@ class Adapters:
             served = sorted(self.by_name)
         if found is None:
             raise BadRequest(f"unknown adapter {name!r}; this model serves " + (", ".join(served) or "no adapters"))
-        return self.make_request(name, found[0], found[1])
+        try:
+            return self.make_request(name, found[0], found[1])
+        except (ValueError, TypeError, AssertionError, OSError) as exc:  # e.g. the path is gone: this request's fault
+            raise BadRequest(f"adapter {name!r} cannot be loaded: {exc}") from None
+
+
+class LoraInfo:
+    """The LoRA gauge of the Model Server Protocol the Gateway API Inference Extension's lora-affinity-scorer reads
+    (labels running_lora_adapters and waiting_lora_adapters: comma-separated adapter names; max_lora; the value: the
+    time it was current, the EPP takes the series of the largest value), as vLLM exports vllm:lora_requests_info
+    (vllm/v1/metrics/loggers.py `PrometheusStatLogger`). An adapter counts as running while a request that names it is
+    in the engine (the engine does not say which wait for a slot: waiting stays empty). One series per set of running
+    adapters seen, reused when that set comes back. Calls come through the IPC thread."""
+
+    def __init__(self, name: str, labels: dict[str, str], max_loras: int) -> None:
+        self.family = pb_utils.MetricFamily(name, "LoRA adapters in the engine (Model Server Protocol)",
+                                            pb_utils.MetricFamily.GAUGE)
+        self.labels, self.max_loras = labels, max_loras
+        self.running: dict[str, int] = {}
+        self.series: dict[str, Any] = {}
+        self.publish()
+
+    def change(self, adapter: str, delta: int) -> None:
+        self.running[adapter] = self.running.get(adapter, 0) + delta
+        if self.running[adapter] <= 0:
+            del self.running[adapter]
+        self.publish()
+
+    def publish(self) -> None:
+        key = ",".join(sorted(self.running))
+        if key not in self.series:
+            self.series[key] = self.family.Metric(labels={
+                **self.labels, "running_lora_adapters": key, "waiting_lora_adapters": "",
+                "max_lora": str(self.max_loras)})
+        self.series[key].set(time.time())
 
 
 def _is_request_error(exc: BaseException) -> bool:
@@ -474,6 +508,10 @@ class TritonPythonModel:
         self.llm = LLM(**llm_args)
         self.metrics = _Metrics(params, {"model": args["model_name"], "version": args["model_version"]})
         self.ipc = _TritonIpc(self.logger)
+        lora = llm_args.get("lora_config")
+        self.lora_info = LoraInfo(params["metric_lora_info"], {"model": args["model_name"], "version": args[
+            "model_version"]}, int(lora.get("max_loras") or 0)) if isinstance(lora, dict) and params.get(
+            "metric_lora_info") else None
         # Requests submitted and not yet ended, by our own id. Guarded by `lock` (Triton's, the engine's and the
         # cancellation threads all touch it).
         self.lock = threading.Lock()
@@ -560,7 +598,18 @@ class TritonPythonModel:
     # ---- one request (engine loop) ----
 
     def _start(self, key: int, entry: _InFlight) -> None:
-        entry.task = self.loop.create_task(self._serve(key, entry))
+        entry.task = self.loop.create_task(self._serve_counted(key, entry))
+
+    async def _serve_counted(self, key: int, entry: _InFlight) -> None:
+        """_serve, with the request's adapter counted in the LoRA gauge while it is in the engine."""
+        adapter = entry.parsed.get("adapter") if self.lora_info is not None else None
+        if adapter:
+            self.ipc.call(self.lora_info.change, adapter, 1)
+        try:
+            await self._serve(key, entry)
+        finally:
+            if adapter:
+                self.ipc.call(self.lora_info.change, adapter, -1)
 
     async def _serve(self, key: int, entry: _InFlight) -> None:
         try:

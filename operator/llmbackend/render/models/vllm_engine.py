@@ -106,7 +106,7 @@ METRIC_PARAMETERS = (
     "metric_engine_rejected",
     "metric_engine_request_seconds", "metric_engine_request_seconds_buckets",
     "metric_request_gauge", "metric_request_types", "metric_kv_gauge", "metric_kv_types",
-    "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage",
+    "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage", "metric_lora_info",
 )
 # What this model can report for each label value of the shared gauges (vLLM has no separate "active" count:
 # running requests are the active ones).
@@ -162,7 +162,41 @@ class Adapters:
             served = sorted(self.by_name)
         if found is None:
             raise BadRequest(f"unknown adapter {name!r}; this model serves " + (", ".join(served) or "no adapters"))
-        return self.make_request(name, found[0], found[1])
+        try:
+            return self.make_request(name, found[0], found[1])
+        except (ValueError, TypeError, AssertionError, OSError) as exc:  # e.g. the path is gone: this request's fault
+            raise BadRequest(f"adapter {name!r} cannot be loaded: {exc}") from None
+
+
+class LoraInfo:
+    """The LoRA gauge of the Model Server Protocol the Gateway API Inference Extension's lora-affinity-scorer reads
+    (labels running_lora_adapters and waiting_lora_adapters: comma-separated adapter names; max_lora; the value: the
+    time it was current, the EPP takes the series of the largest value), as vLLM exports vllm:lora_requests_info
+    (vllm/v1/metrics/loggers.py `PrometheusStatLogger`). An adapter counts as running while a request that names it is
+    in the engine (the engine does not say which wait for a slot: waiting stays empty). One series per set of running
+    adapters seen, reused when that set comes back. Calls come through the IPC thread."""
+
+    def __init__(self, name: str, labels: dict[str, str], max_loras: int) -> None:
+        self.family = pb_utils.MetricFamily(name, "LoRA adapters in the engine (Model Server Protocol)",
+                                            pb_utils.MetricFamily.GAUGE)
+        self.labels, self.max_loras = labels, max_loras
+        self.running: dict[str, int] = {}
+        self.series: dict[str, Any] = {}
+        self.publish()
+
+    def change(self, adapter: str, delta: int) -> None:
+        self.running[adapter] = self.running.get(adapter, 0) + delta
+        if self.running[adapter] <= 0:
+            del self.running[adapter]
+        self.publish()
+
+    def publish(self) -> None:
+        key = ",".join(sorted(self.running))
+        if key not in self.series:
+            self.series[key] = self.family.Metric(labels={
+                **self.labels, "running_lora_adapters": key, "waiting_lora_adapters": "",
+                "max_lora": str(self.max_loras)})
+        self.series[key].set(time.time())
 
 
 
@@ -473,6 +507,9 @@ class TritonPythonModel:
         with open(path, encoding="utf-8") as f:
             engine_args = json.load(f)
         self.ipc = TritonIpc()
+        names = _parameters(config)
+        self.lora_info = LoraInfo(names["metric_lora_info"], labels, int(engine_args.get("max_loras") or 0)) if (
+            engine_args.get("enable_lora") and names.get("metric_lora_info")) else None
         logger_cls = type("BoundTritonStatLogger", (TritonStatLogger,), {"metrics": self.metrics, "ipc": self.ipc})
         # Requests handed to the engine and not yet answered, by request_id.
         self.lock = threading.Lock()
@@ -520,7 +557,18 @@ class TritonPythonModel:
             entry = self.in_flight.get(request_id)
             if entry is None:
                 return  # cancelled before it reached the loop
-            entry.task = self.loop.create_task(self._serve(request_id, parsed, params, lora))
+            entry.task = self.loop.create_task(self._serve_counted(request_id, parsed, params, lora))
+
+    async def _serve_counted(self, request_id: str, parsed, params, lora=None) -> None:
+        """_serve, with the request's adapter counted in the LoRA gauge while it is in the engine."""
+        adapter = lora.lora_name if lora is not None and self.lora_info is not None else None
+        if adapter:
+            self.ipc.call(self.lora_info.change, adapter, 1)
+        try:
+            await self._serve(request_id, parsed, params, lora)
+        finally:
+            if adapter:
+                self.ipc.call(self.lora_info.change, adapter, -1)
 
     def _send(self, request_id: str, response, final: bool) -> bool:
         """Queue a response for the IPC thread; after the final one nothing more is sent for this request."""
