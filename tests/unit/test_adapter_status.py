@@ -94,3 +94,10 @@ def test_an_adapter_that_turns_ready_changes_the_list_and_not_the_pods():
                            adapters=_statuses(s, {"sql": report(), "qwen-sql": report()})))
     assert [c["kind"] for c in both.apply] == ["ConfigMap"]  # the list changed; the Deployment did not
     assert _listed(both) == ["sql", "qwen-sql"]
+
+
+def test_a_finished_download_whose_report_is_gone_is_served_unchecked():
+    s = spec(SQL)
+    got = ca.adapter_status(s, s.adapters[0], DONE, None)  # type: ignore[index]
+    assert (got["phase"], got["reason"]) == ("Ready", ca.ADAPTER_NOT_CHECKED)
+    assert "delete Job llmb-fetch-" in got["message"]

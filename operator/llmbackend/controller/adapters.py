@@ -35,8 +35,8 @@ from .modelcache import (
 log = logging.getLogger(__name__)
 
 ADAPTER_NOT_CHECKED = "AdapterNotChecked"
-"""status.adapters: a pvc adapter is served without the operator reading its adapter_config.json (the engine checks it
-at the first request that names it)."""
+"""status.adapters: an adapter is served without its adapter_config.json checked (a pvc adapter, which the operator
+does not read; or a download whose report is gone with its pod): the engine checks it at the first request."""
 ADAPTER_DOWNLOAD_FAILED = "AdapterDownloadFailed"
 """An adapter's download failed without a reason of its own; status.adapters has the message."""
 PROBLEM_PHASES = ("Incompatible", "Failed")
@@ -62,6 +62,11 @@ def adapter_status(spec: LLMBackendSpec, adapter: AdapterSpec, outcome: dict[str
     config = (report or {}).get("adapterConfig")
     if config is None and (report or {}).get("adapterConfigError"):
         config = (report or {})["adapterConfigError"]  # not an object: check_adapter names it invalid
+    elif config is None:  # a finished Job whose pod (and report) is gone: the copy is there, the check cannot be made
+        return {**entry, "phase": "Ready", "reason": ADAPTER_NOT_CHECKED,
+                "message": f"adapter {adapter.name} is in the model cache, but its download Job's report "
+                           f"(adapter_config.json) is gone with its pod; delete Job "
+                           f"{mc.download_job_name(source, adapter=True)} to have it checked again"}
     check = check_adapter(adapter.name, config, spec)
     return {**entry, "phase": "Ready" if check.ok else "Incompatible", "reason": check.reason,
             "message": check.message, **({"rank": check.rank} if check.rank is not None else {})}
