@@ -6,7 +6,8 @@ in the stock `tritonserver:<yy.mm>-trtllm-python-py3` image: it imports only the
 
 Requests (Triton's generate endpoints map JSON keys to these tensors; all [1] except stop_words [-1]):
 text_input (required); max_tokens, stream, temperature, top_p, top_k, seed, frequency_penalty, presence_penalty,
-repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens.
+repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens, adapter
+(a LoRA adapter's name from the list $LLMBACKEND_ADAPTERS_FILE names, passed as `generate_async(lora_request=...)`).
 Responses: text_output (streaming: the new text of this response), finish_reason ("stop" | "length" on the final
 response, empty before), num_input_tokens / num_output_tokens when asked for (num_input_tokens also on the first
 streamed response). A request Triton cancels ends with an

@@ -9,8 +9,9 @@ llmbackend/api/engine_versions.py and checked by tests/unit/test_engine_conforma
   stat_loggers=[cls])`, where `cls` subclasses `vllm.v1.metrics.loggers.StatLoggerBase` (the documented custom
   stat logger interface: `__init__(vllm_config, engine_index)`, `record(scheduler_stats, iteration_stats, ...)`,
   `log_engine_initialized()`);
-- `AsyncLLM.generate(prompt, SamplingParams, request_id)`: async generator of cumulative `RequestOutput`s;
-  `AsyncLLM.abort(request_id)`;
+- `AsyncLLM.generate(prompt, SamplingParams, request_id, lora_request=...)`: async generator of cumulative
+  `RequestOutput`s (`lora_request`: `vllm.lora.request.LoRARequest` of the adapter the optional `adapter` input names,
+  from the list $LLMBACKEND_ADAPTERS_FILE names); `AsyncLLM.abort(request_id)`;
 - per step `SchedulerStats.num_waiting_reqs / num_running_reqs / kv_cache_usage` and per finished request
   `IterationStats.finished_requests[i].queued_time / inference_time` (seconds): the queue and compute counters, and
   their sum (the request's time in the engine) observed into a histogram.
