@@ -41,6 +41,7 @@ TARGETS: dict[str, tuple[list[str], list[str]]] = {
         "vllm.exceptions:VLLMValidationError",
         "vllm.exceptions:VLLMClientError",
         "vllm.v1.engine.exceptions:EngineDeadError",
+        "vllm.lora.request:LoRARequest",
     ], ["vllm"]),
     "tensorrt_llm": ([
         "tensorrt_llm.llmapi.llm_args:TorchLlmArgs",
@@ -53,6 +54,8 @@ TARGETS: dict[str, tuple[list[str], list[str]]] = {
         "tensorrt_llm.executor.result:GenerationResult",
         "tensorrt_llm.executor.result:IterationResult",
         "tensorrt_llm.executor.result:CompletionOutput",
+        "tensorrt_llm.executor.request:LoRARequest",
+        "tensorrt_llm.lora_helper:LoraConfig",
     ], ["tensorrt_llm", "tensorrt_llm.llmapi"]),
 }
 

@@ -812,6 +812,26 @@ def inspect_dir(path: Path) -> dict[str, Any]:
     return {"architecture": arch.dump()}
 
 
+ADAPTER_CONFIG = "adapter_config.json"  # a PEFT LoRA adapter's configuration (spec.adapters)
+
+
+def inspect_adapter(path: Path) -> dict[str, Any]:
+    """What the operator checks of an adapter (api/adapters.check_adapter): the fields of adapter_config.json that
+    decide whether it fits the base model, under "adapterConfig"; {"adapterConfigError"} when it is unreadable."""
+    try:
+        config = _read_json_file(path / ADAPTER_CONFIG)
+    except ValueError as err:
+        return {"adapterConfigError": str(err)}
+    if not isinstance(config, dict):
+        return {"adapterConfigError": f"{ADAPTER_CONFIG} is not a JSON object"}
+    keep = ("peft_type", "base_model_name_or_path", "r", "target_modules", "bias", "use_dora")
+    picked = {k: config[k] for k in keep if k in config}
+    if len(json.dumps(picked)) > 2048:  # a hostile or odd file must not crowd out the rest of the report
+        picked["target_modules"] = "(too long to report)"
+        picked["base_model_name_or_path"] = str(picked.get("base_model_name_or_path", ""))[:256]
+    return {"adapterConfig": picked}
+
+
 def inspect_report(path: Path) -> dict[str, Any]:
     """What the inspector Job reports: phase Ready with the architecture, or Failed with a reason and message."""
     found = inspect_dir(path)
@@ -825,10 +845,13 @@ STAGING_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")  # a Job's name
 
 def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str | None = None,
              env: dict[str, str] | None = None, anonymous: bool = False, progress: Progress | None = None,
-             capacity_bytes: int | None = None, staging_name: str | None = None) -> dict[str, Any]:
+             capacity_bytes: int | None = None, staging_name: str | None = None, adapter: bool = False) -> dict[str, Any]:
     """Download `uri` into `cache` once; returns the final state (also in the progress file). `staging_name`: this
     writer's own staging directory (the Job's name), so concurrent writers of one revision never share files;
-    without it `.staging/<key>/<revision>` (one writer at a time)."""
+    without it `.staging/<key>/<revision>` (one writer at a time). `adapter`: a LoRA adapter (spec.adapters): it
+    must hold adapter_config.json instead of config.json, and that file is reported instead of an architecture."""
+    required = ADAPTER_CONFIG if adapter else "config.json"
+    inspect = inspect_adapter if adapter else inspect_dir
     if staging_name is not None and not STAGING_NAME.fullmatch(staging_name):
         raise FetchError(EXIT_USAGE, f"--staging-name {staging_name[:80]!r}: expected a Job name (lower-case letters, "
                                      "digits, '-')")
@@ -848,7 +871,7 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     copy_state, detail = _copy_problem(final, revision, files, progress)
     if copy_state == "ok":  # verified: its config.json says what the source's does (another ref's Job needs it too)
         _write_ref(cache, source, revision)
-        progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state, **inspect_dir(final))
+        progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state, **inspect(final))
         return progress.state
     if copy_state == "tampered":  # named where the operator reads it (progress line, termination message -> ModelReady)
         message = (f"the cached copy {source.key}/{revision} differs from what {uri} lists: {detail}; it was moved "
@@ -858,8 +881,9 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
         progress.update(force=True, reason=REASON_CACHE_TAMPERED, message=message)
     if copy_state != "absent":  # tampered, or another file selection: moved out of sight in one step, then deleted
         _remove_tree(cache, final)
-    if not any(f.path == "config.json" for f in files):
-        raise FetchError(EXIT_NO_CONFIG, f"{uri} has no config.json at its top level; point source.uri at a Hugging Face checkpoint directory")
+    if not any(f.path == required for f in files):
+        what = "a PEFT LoRA adapter directory" if adapter else "a Hugging Face checkpoint directory"
+        raise FetchError(EXIT_NO_CONFIG, f"{uri} has no {required} at its top level; point source.uri at {what}")
     _mark_source_dir(cache / ".staging", source.key)
     staging = cache / ".staging" / source.key / (f"{revision}.{staging_name}" if staging_name else revision)
     staged = _staged_bytes(staging)
@@ -875,8 +899,8 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     ordered = sorted(files, key=lambda f: (f.path not in config_files, f.size))
     # The architecture goes out once the config files are in. Without an index the weight bytes are the size of
     # model.safetensors: such a copy (and a listing of config files only) reports it with the Ready line below.
-    early = not any(f.path == "model.safetensors" for f in files) or any(
-        f.path == "model.safetensors.index.json" for f in files)
+    early = not adapter and (not any(f.path == "model.safetensors" for f in files) or any(
+        f.path == "model.safetensors.index.json" for f in files))
     for i, f in enumerate(ordered):
         dest = staging / f.path
         if not dest.exists():
@@ -897,7 +921,7 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
             raise
         shutil.rmtree(staging, ignore_errors=True)
     _write_ref(cache, source, revision)
-    progress.update(force=True, phase="Ready", bytesDone=total, **state, **inspect_dir(final))
+    progress.update(force=True, phase="Ready", bytesDone=total, **state, **inspect(final))
     return progress.state
 
 
@@ -1048,7 +1072,8 @@ def _termination(path: str | None, state: dict[str, Any]) -> None:
     if not path:
         return
     keep = {k: state[k] for k in ("phase", "reason", "message", "resolvedRevision", "path", "bytesTotal", "exitCode",
-                                  "architecture", "architectureError", "architectureReason") if k in state}
+                                  "architecture", "architectureError", "architectureReason", "adapterConfig",
+                                  "adapterConfigError") if k in state}
     text = json.dumps(keep, sort_keys=True)
     if len(text) > TERMINATION_LIMIT:
         keep.pop("architecture", None)
@@ -1072,6 +1097,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--progress-file")
     d.add_argument("--termination-log", default="/dev/termination-log" if os.path.exists("/dev/termination-log") else None)
     d.add_argument("--cache-capacity-bytes", type=int, help="bytes the cache may hold (default: the volume's free space)")
+    d.add_argument("--adapter", action="store_true", help="a LoRA adapter: adapter_config.json instead of config.json, "
+                                                           "reported as adapterConfig")
     d.add_argument("--staging-name", help="this writer's own staging directory under .staging/<key>/ (the download "
                                           "Job's name: its next pod resumes there); default: one shared by all")
     i = sub.add_parser("inspect", help="report the architecture of a checkpoint directory (pvc sources; exit 13: no "
@@ -1110,7 +1137,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             state = download(args.source, args.cache, endpoint=args.endpoint, region=args.region,
                              anonymous=args.anonymous, progress=progress, capacity_bytes=args.cache_capacity_bytes,
-                             staging_name=args.staging_name)
+                             staging_name=args.staging_name, adapter=args.adapter)
         except OSError as err:  # the cache volume (full, read-only, a name too long): a reason, not a traceback
             raise FetchError(EXIT_CACHE_ERROR, f"writing the model cache: {err}; check the cache claim "
                                                "(source.cache) and its free space; the next attempt resumes") from None

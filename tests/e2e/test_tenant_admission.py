@@ -199,6 +199,15 @@ REFERENCES = {
     "source-cache-claim": (lambda m: set_path(m, "model.source.cache", {"claimName": CLAIM}),
                            f"the cache claim {CLAIM} (written by the download Job)",
                            [get_rule("persistentvolumeclaims", CLAIM), CREATE_PODS]),
+    "adapter-pvc": (lambda m: set_path(m, "adapters", [{"name": "sql", "source": {"pvc": {"claimName": CLAIM}}}]),
+                    f"read-only claims: {CLAIM})", [get_rule("persistentvolumeclaims", CLAIM)]),
+    "adapter-secret": (lambda m: set_path(m, "adapters", [{"name": "sql", "source": {
+                           "uri": "hf://team-b/sql-lora", "secretRef": {"name": "team-b-token"}}}]),
+                       "you may not read (it names: team-b-token)", [get_rule("secrets", "team-b-token")]),
+    "adapter-cache-claim": (lambda m: set_path(m, "adapters", [{"name": "sql", "source": {
+                                "uri": "hf://team-b/sql-lora", "cache": {"claimName": CLAIM}}}]),
+                            f"the cache claim {CLAIM} (written by the download Job of adapter sql)",
+                            [get_rule("persistentvolumeclaims", CLAIM), CREATE_PODS]),
     "priority-class": (lambda m: set_path(m, "scheduling.priorityClassName", "team-b-critical"),
                        "priorityClassName team-b-critical: you may neither create pods here nor use",
                        [get_rule("priorityclasses", "team-b-critical", "scheduling.k8s.io", "use")]),

@@ -14,7 +14,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import checkpoint_files, run_fetch
+from conftest import checkpoint_files, run_fetch, safetensors
+from hubserver import Repo
 
 from llmbackend import model_fetch as mf
 
@@ -539,3 +540,47 @@ def test_a_cache_that_cannot_be_written_is_a_reason_not_a_traceback(hub, tmp_pat
     done = fetch(hub, cache)
     assert done.returncode == mf.EXIT_CACHE_ERROR and "Traceback" not in done.stderr, done.stderr
     assert termination(cache)["reason"] == "ModelCacheError"
+
+
+def _adapter_files(base: str = "meta-llama/Llama-3.1-8B-Instruct", rank: int = 16) -> dict[str, bytes]:
+    config = {"peft_type": "LORA", "base_model_name_or_path": base, "r": rank, "lora_alpha": 32,
+              "target_modules": ["q_proj", "v_proj"], "bias": "none", "task_type": "CAUSAL_LM", "lora_dropout": 0.05}
+    weights = safetensors("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", 4096, 3)
+    return {"adapter_config.json": json.dumps(config).encode(), "adapter_model.safetensors": weights,
+            "README.md": b"# sql adapter\n"}
+
+
+def test_an_adapter_is_downloaded_once_and_its_config_reported(hub, tmp_path) -> None:
+    hub.repos["acme/sql-lora"] = Repo(files=_adapter_files(), sha="0123456789abcdef0123456789abcdef01234567")
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, "acme/sql-lora", "--adapter")
+    assert done.returncode == 0, done.stderr
+    message = termination(cache)
+    assert message["phase"] == "Ready" and "architecture" not in message
+    assert message["adapterConfig"] == {"peft_type": "LORA", "base_model_name_or_path": "meta-llama/Llama-3.1-8B-Instruct",
+                                        "r": 16, "target_modules": ["q_proj", "v_proj"], "bias": "none"}
+    final = cache / key(hub, "acme/sql-lora") / "0123456789abcdef0123456789abcdef01234567"
+    assert (final / "adapter_model.safetensors").is_file() and (final / mf.MARKER).is_file()
+    before = len(hub.requests_for("/resolve/"))
+    assert fetch(hub, cache, "acme/sql-lora", "--adapter").returncode == 0  # reused, reported again
+    assert len(hub.requests_for("/resolve/")) == before and termination(cache)["adapterConfig"]["r"] == 16
+
+
+def test_an_adapter_source_without_adapter_config_is_refused(hub, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    done = fetch(hub, cache, REPO, "--adapter")  # a full checkpoint is not an adapter
+    assert done.returncode == mf.EXIT_NO_CONFIG
+    assert "no adapter_config.json" in termination(cache)["message"]
+    assert "PEFT LoRA adapter" in termination(cache)["message"]
+
+
+def test_a_hostile_adapter_config_does_not_crowd_out_the_report(hub, tmp_path) -> None:
+    files = _adapter_files()
+    files["adapter_config.json"] = json.dumps({"r": 8, "target_modules": ["m" * 100] * 400,
+                                               "base_model_name_or_path": "x" * 10000}).encode()
+    hub.repos["acme/big-lora"] = Repo(files=files)
+    cache = tmp_path / "cache"
+    assert fetch(hub, cache, "acme/big-lora", "--adapter").returncode == 0
+    message = termination(cache)
+    assert message["phase"] == "Ready" and message["adapterConfig"]["r"] == 8
+    assert message["adapterConfig"]["target_modules"] == "(too long to report)"

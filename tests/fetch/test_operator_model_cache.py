@@ -655,3 +655,62 @@ def test_a_dropped_source_whose_claim_never_bound_needs_no_cleanup_job() -> None
     assert cmc.cleanup_model_caches(kube, "serving") is False
     assert ("Job", job) in kube.deleted and ("Job", leftover["metadata"]["name"]) in kube.deleted
     assert not [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+
+
+# ---- LoRA adapters (controller/adapters.py): the same download machinery, the report checked against the base ----
+
+def _lora_files(base: str, rank: int = 16) -> dict[str, bytes]:
+    config = {"peft_type": "LORA", "base_model_name_or_path": base, "r": rank, "lora_alpha": 32,
+              "target_modules": ["q_proj", "v_proj"], "bias": "none"}
+    return {"adapter_config.json": json.dumps(config).encode(), "adapter_model.safetensors": b"\0" * 4096}
+
+
+def test_adapters_are_downloaded_once_checked_against_the_base_and_cleaned_up_when_dropped(hub, tmp_path) -> None:
+    from hubserver import Repo
+
+    from llmbackend.api import adapters as api_adapters
+    from llmbackend.controller import adapters as ca
+
+    hub.repos["acme/tiny-sql-lora"] = Repo(files=_lora_files("acme/tiny-llama"), sha="1" * 40)
+    hub.repos["acme/qwen-sql-lora"] = Repo(files=_lora_files("Qwen/Qwen3-32B"), sha="2" * 40)
+    kube = FakeKube()
+    base = {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}
+    adapters = [{"name": "sql", "source": {"uri": "hf://acme/tiny-sql-lora", "endpoint": hub.endpoint}},
+                {"name": "qwen-sql", "source": {"uri": "hf://acme/qwen-sql-lora", "endpoint": hub.endpoint}}]
+    doc = {"model": {"preset": "llama-3.1-8b", "source": base}, "adapters": adapters}
+    s = LLMBackendSpec.model_validate(doc)
+    kube.objects[("LLMBackend", "serving", "llama")] = {"metadata": {"name": "llama"}, "spec": doc}
+    cmc._cleanup_seen.add("serving")
+
+    first = ca.sync_adapters(kube, "serving", s)
+    assert [a["phase"] for a in first or []] == ["Downloading", "Downloading"]
+    jobs = [kube.objects[("Job", "serving", mc.download_job_name(a.source, adapter=True))] for a in s.adapters or []]
+    assert kube.get("PersistentVolumeClaim", "serving", mc.DEFAULT_CACHE_CLAIM) is not None
+    assert ca.sync_adapters(kube, "serving", s) is not None
+    assert len([o for o in kube.created if o["kind"] == "Job"]) == 2  # once per adapter source
+
+    root = tmp_path / "cache"
+    for job in jobs:  # the Jobs' own command lines, run by the real download program
+        run_download_job(job, root)
+        finish_download(kube, job, root, 0)
+    done = ca.sync_adapters(kube, "serving", s) or []
+    by_name = {a["name"]: a for a in done}
+    assert (by_name["sql"]["phase"], by_name["sql"]["rank"]) == ("Ready", 16)
+    assert by_name["sql"]["path"].endswith(mc.ref_path(s.adapters[0].source))  # type: ignore[index]
+    wrong = by_name["qwen-sql"]
+    assert (wrong["phase"], wrong["reason"]) == ("Incompatible", api_adapters.ADAPTER_BASE_MISMATCH)
+    assert "Qwen/Qwen3-32B" in wrong["message"] and "acme/tiny-llama" in wrong["message"]
+    assert ca.ready_adapters(done) == {"sql"}
+    assert ca.adapters_problem(done)[0] == api_adapters.ADAPTER_BASE_MISMATCH  # type: ignore[index]
+    assert (root / mc.ref_path(s.adapters[0].source) / "adapter_config.json").is_file()  # type: ignore[index]
+
+    # qwen-sql is dropped from the spec: its Job goes and a cleanup keeps the base's and sql's copies only.
+    doc["adapters"] = adapters[:1]
+    kube.objects[("LLMBackend", "serving", "llama")]["spec"] = doc
+    kept = ca.sync_adapters(kube, "serving", LLMBackendSpec.model_validate(doc), previous=done)
+    assert [a["name"] for a in kept or []] == ["sql"]
+    assert ("Job", jobs[1]["metadata"]["name"]) in kube.deleted
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    args = cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
+    keep = {args[i + 1] for i, a in enumerate(args) if a == "--keep"}
+    assert keep == {mc.ref_path(s.model.source), mc.ref_path(s.adapters[0].source)}  # type: ignore[arg-type,index]

@@ -66,6 +66,7 @@ def trtllm_rules(s: dict[str, Any]) -> dict[str, set[str] | None]:
         "generate_async": _params(s, llm, "generate_async"),
         "get_stats_async": _params(s, llm, "get_stats_async"),
         "abort": _params(s, "tensorrt_llm.executor.result:GenerationResult", "abort"),
+        "LoRARequest": set(_cls(s, "tensorrt_llm.executor.request:LoRARequest")["fields"]),
     }
 
 
@@ -77,6 +78,7 @@ def vllm_rules(s: dict[str, Any]) -> dict[str, set[str] | None]:
         "from_engine_args": _params(s, llm, "from_engine_args"),
         "generate": _params(s, llm, "generate"),
         "abort": _params(s, llm, "abort"),
+        "LoRARequest": set(_cls(s, "vllm.lora.request:LoRARequest")["fields"]),
     }
 
 
@@ -123,6 +125,7 @@ def llm_yaml_problems(doc: dict[str, Any], s: dict[str, Any]) -> list[str]:
     args = {k: v for k, v in doc.items() if k != "triton_config"}
     problems = config_problems(args, set(_cls(s, "tensorrt_llm.llmapi.llm_args:TorchLlmArgs")["fields"]), "LLM()")
     nested = {"kv_cache_config": "tensorrt_llm.llmapi.llm_args:KvCacheConfig",
+              "lora_config": "tensorrt_llm.lora_helper:LoraConfig",
               "scheduler_config": "tensorrt_llm.llmapi.llm_args:SchedulerConfig",
               "cuda_graph_config": "tensorrt_llm.llmapi.llm_args:CudaGraphConfig"}
     for key, cls in nested.items():
@@ -317,6 +320,8 @@ STANDIN_CLASSES = [
     ("tensorrt_llm:CompletionOutput", "tensorrt_llm", "tensorrt_llm.executor.result:CompletionOutput"),
     ("tensorrt_llm:IterationResult", "tensorrt_llm", "tensorrt_llm.executor.result:IterationResult"),
     ("tensorrt_llm:LLM", "tensorrt_llm", "tensorrt_llm.llmapi.llm:LLM"),
+    ("tensorrt_llm.executor.request:LoRARequest", "tensorrt_llm", "tensorrt_llm.executor.request:LoRARequest"),
+    ("vllm.lora.request:LoRARequest", "vllm", "vllm.lora.request:LoRARequest"),
     ("vllm.engine.arg_utils:AsyncEngineArgs", "vllm", "vllm.engine.arg_utils:AsyncEngineArgs"),
     ("vllm.sampling_params:SamplingParams", "vllm", "vllm.sampling_params:SamplingParams"),
     ("vllm.sampling_params:StructuredOutputsParams", "vllm", "vllm.sampling_params:StructuredOutputsParams"),
@@ -368,3 +373,24 @@ def test_the_committed_vllm_surface_is_what_the_extractor_reads_from_the_wheel()
     committed = surface("vllm")
     fresh = extract_api.extract("vllm", VLLM_SOURCE, VLLM_VERSION, committed["source"])
     assert fresh == committed
+
+
+def test_lora_engine_arguments_are_ones_the_engines_take() -> None:
+    from llmbackend.api.v1alpha1 import LLMBackendSpec
+
+    doc = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"}},
+           "adapters": [{"name": "sql", "source": {"uri": "hf://acme/sql-lora"}}],
+           "engine": {"lora": {"maxRank": 32, "maxLoras": 2, "maxCpuLoras": 6}}}
+    trt_args = triton.llmapi_args(LLMBackendSpec.model_validate(doc), 1, 1)
+    assert trt_args["lora_config"]["max_lora_rank"] == 32 and trt_args["lora_config"]["max_cpu_loras"] == 6
+    assert llm_yaml_problems(trt_args, surface("tensorrt_llm")) == []
+    assert llm_yaml_problems({**trt_args, "lora_config": {"max_lora_rnk": 8}}, surface("tensorrt_llm")) == [
+        "lora_config: unknown argument 'max_lora_rnk'"]
+    vllm_args = triton.vllm_engine_args(LLMBackendSpec.model_validate(
+        {**doc, "engine": {**doc["engine"], "backend": "vllm"}}), 1, 1)
+    assert (vllm_args["enable_lora"], vllm_args["max_lora_rank"], vllm_args["max_loras"], vllm_args["max_cpu_loras"]) \
+        == (True, 32, 2, 6)
+    fields = set(_cls(surface("vllm"), "vllm.engine.arg_utils:AsyncEngineArgs")["fields"])
+    assert config_problems(vllm_args, fields, "AsyncEngineArgs") == []
+    plain = triton.llmapi_args(LLMBackendSpec.model_validate({"model": doc["model"]}), 1, 1)
+    assert "lora_config" not in plain

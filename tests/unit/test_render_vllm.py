@@ -138,7 +138,7 @@ def test_config_parses_with_tritons_schema_and_batching_belongs_to_vllm() -> Non
     assert inputs["seed"] == ("TYPE_UINT64", [1], True)
     assert all(opt for name, (_, _, opt) in inputs.items() if name != "text_input")
     assert inputs["guided_decoding_guide_type"] == inputs["guided_decoding_guide"] == ("TYPE_STRING", [1], True)
-    assert len(inputs) == 19
+    assert len(inputs) == 20 and inputs["adapter"] == ("TYPE_STRING", [1], True)
     outputs = {o.name: (dtype(o.data_type), list(o.dims)) for o in cfg.output}
     assert outputs == {"text_output": ("TYPE_STRING", [1]), "finish_reason": ("TYPE_STRING", [1]),
                        "num_input_tokens": ("TYPE_INT32", [1]), "num_output_tokens": ("TYPE_INT32", [1]),
@@ -156,7 +156,7 @@ def test_metric_names_reach_the_model_from_engine_metrics() -> None:
     assert buckets == list(M.ENGINE_REQUEST_SECONDS_BUCKETS)
     assert exported == {M.ENGINE_QUEUE_METRIC, M.ENGINE_COMPUTE_METRIC, M.ENGINE_REQUESTS_METRIC,
                         M.ENGINE_FAILURES_METRIC, M.ENGINE_REJECTED_METRIC, M.ENGINE_REQUEST_SECONDS_METRIC, M.REQUEST_GAUGE, M.KV_GAUGE,
-                        M.VLLM_WAITING_GAUGE, M.VLLM_RUNNING_GAUGE, M.VLLM_KV_USAGE_GAUGE}
+                        M.VLLM_WAITING_GAUGE, M.VLLM_RUNNING_GAUGE, M.VLLM_KV_USAGE_GAUGE, M.LORA_INFO_GAUGE}
     # The model file asks for exactly these parameter keys (read without importing it: it needs Triton's stub).
     tree = ast.parse(vllm_backend.model_source())
     wanted = next(ast.literal_eval(n.value) for n in tree.body

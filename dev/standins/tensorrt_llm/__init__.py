@@ -35,6 +35,12 @@ file and function it follows. In short:
   `_torch/pyexecutor/guided_decoder.py` `GuidedDecoder._build`), or cut at max_tokens ("length"). Without a
   backend the executor has no GuidedDecoder (`_torch/pyexecutor/py_executor_creator.py`) and the guide is not
   applied. The grammar comes from the xgrammar stand-in.
+- LoRA (`LLM(lora_config={max_lora_rank, max_loras, max_cpu_loras, lora_target_modules})`,
+  `generate_async(lora_request=LoRARequest(name, id, path))`): a request naming an adapter without lora_config fails;
+  the adapter's adapter_config.json is read from lora_path the first time its id is asked for and kept by id in a
+  host cache of max_cpu_loras adapters (least recently used leaves; tensorrt_llm/lora_manager.py and the PEFT cache,
+  keyed by lora_int_id), its rank checked against max_lora_rank. The stand-in's "adapter weights": an answer with an
+  adapter begins with the adapter's name, so a test sees which adapter answered.
 
 What it simulates, nothing more: a fixed decode time per iteration (env `TRTLLM_STANDIN_ITERATION_S`, default
 0.02 s). The "tokenizer" splits on whitespace; the "model" answers with the prompt's words, echoed in order. This is
@@ -222,6 +228,7 @@ class RequestOutput:
         # SamplingParams.n sequences (n > 1: one CompletionOutput each, `index` 0..n-1)
         self.outputs = [CompletionOutput(index=i, request_perf_metrics=RequestPerfMetrics() if perf and i == 0 else None)
                         for i in range(params.n)]
+        self._lora_name: str | None = None  # the stand-in's adapter "weights": its name leads the answer
         self.finished = False
         # tensorrt_llm/llmapi/llm.py LLM.generate_async (1.2.1): arrival_time is stamped at the call only when the LLM
         # was built with return_perf_metrics=True; otherwise the executor stamps it when the request leaves the
@@ -257,7 +264,8 @@ class RequestOutput:
             elif len(out.token_ids) >= self._params.max_tokens:
                 out.finish_reason = "length"
             return
-        word = self._words[(position + out.index) % len(self._words)]
+        words = [self._lora_name, *self._words] if self._lora_name else self._words
+        word = words[(position + out.index) % len(words)]
         piece = (" " + word) if out.text else word  # a token's text carries its leading space, as BPE tokens do
         self._emit(out, piece, position)
         out.text += piece
@@ -632,7 +640,7 @@ _LLM_ARGS = {
     "tokenizer", "backend", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size",
     "moe_tensor_parallel_size", "kv_cache_config", "max_batch_size", "max_num_tokens", "max_seq_len",
     "max_input_len", "enable_chunked_prefill", "return_perf_metrics", "enable_iter_perf_stats", "scheduler_config",
-    "cuda_graph_config", "trust_remote_code", "skip_tokenizer_init", "guided_decoding_backend",
+    "cuda_graph_config", "trust_remote_code", "skip_tokenizer_init", "guided_decoding_backend", "lora_config",
 }
 
 
@@ -664,6 +672,11 @@ class LLM:
             value = kwargs.get(key)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{key} must be a positive int, got {value!r}")
+        lora = kwargs.get("lora_config")
+        if lora is not None and not isinstance(lora, dict):
+            lora = {k: getattr(lora, k) for k in ("max_lora_rank", "max_loras", "max_cpu_loras") if hasattr(lora, k)}
+        self._lora = lora  # tensorrt_llm/lora_helper.py LoraConfig: max_lora_rank 64, max_loras/max_cpu_loras 4
+        self._loras: collections.OrderedDict[int, dict[str, Any]] = collections.OrderedDict()
         self._model = model
         self._args = dict(kwargs, kv_cache_config=kv, cuda_graph_config=graphs)
         self._max_seq_len = int(kwargs.get("max_seq_len") or 2048)
@@ -679,10 +692,28 @@ class LLM:
         self._executor = _Executor(self._engine)
         self.tokenizer = _Tokenizer(self._engine)
 
+    def _load_lora(self, lora_request: Any) -> str:
+        """The adapter's name once its adapter_config.json is in the host cache (read on first use, by id)."""
+        if self._lora is None:
+            raise ValueError("a lora_request needs the LLM built with lora_config")
+        adapter_id = int(lora_request.lora_int_id)
+        if adapter_id not in self._loras:
+            with open(os.path.join(lora_request.lora_path, "adapter_config.json"), encoding="utf-8") as f:
+                config = json.load(f)
+            rank, max_rank = int(config.get("r", 0)), int(self._lora.get("max_lora_rank") or 64)
+            if rank > max_rank:
+                raise ValueError(f"LoRA rank {rank} of {lora_request.lora_name} exceeds max_lora_rank {max_rank}")
+            self._loras[adapter_id] = {"name": lora_request.lora_name, "rank": rank}
+            while len(self._loras) > int(self._lora.get("max_cpu_loras") or 4):
+                self._loras.popitem(last=False)
+        self._loras.move_to_end(adapter_id)
+        return str(self._loras[adapter_id]["name"])
+
     def generate_async(self, inputs: str, sampling_params: SamplingParams | None = None,
-                       streaming: bool = False, **_: Any) -> RequestOutput:
+                       lora_request: Any = None, streaming: bool = False, **_: Any) -> RequestOutput:
         if not isinstance(inputs, str):
             raise TypeError("the stand-in accepts text prompts only")
+        lora_name = self._load_lora(lora_request) if lora_request is not None else None
         params = sampling_params or SamplingParams()
         prompt_ids = [sum(w.encode()) % 32000 for w in inputs.split()]
         if not prompt_ids:
@@ -711,6 +742,7 @@ class LLM:
         req = RequestOutput(self._engine, next(self._ids), inputs, prompt_ids, params, streaming,
                             self._perf or params.return_perf_metrics, stamp_arrival=self._perf,
                             guided=self._args.get("guided_decoding_backend") is not None)
+        req._lora_name = lora_name
         self._engine.submit(req)
         return req
 

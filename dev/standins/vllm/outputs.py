@@ -27,3 +27,4 @@ class RequestOutput:
     prompt_logprobs: list | None
     outputs: list[CompletionOutput]
     finished: bool
+    lora_request: object | None = None

@@ -47,6 +47,10 @@ VLLM_WAITING_GAUGE = "vllm:num_requests_waiting"
 VLLM_RUNNING_GAUGE = "vllm:num_requests_running"
 VLLM_KV_USAGE_GAUGE = "vllm:kv_cache_usage_perc"
 
+# With spec.adapters: the Model Server Protocol's LoRA gauge (vLLM's vllm:lora_requests_info labels), exported by both
+# models under one name; the endpoint picker's lora-affinity-scorer reads it (render/gateway.py).
+LORA_INFO_GAUGE = "llmbackend_lora_requests_info"
+
 # Triton's own counters: meaningful only for non-decoupled, non-LLM models.
 TRITON_QUEUE_METRIC = "nv_inference_queue_duration_us"
 TRITON_COMPUTE_METRIC = "nv_inference_compute_infer_duration_us"
@@ -81,6 +85,10 @@ SERVED_SERIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     KV_GAUGE: ("gauge", ("model", "version", "kv_cache_block_type"),
                "KV-cache blocks by kv_cache_block_type: " + ", ".join(KV_TYPES) + " (fraction: used / max)."),
     VLLM_WAITING_GAUGE: ("gauge", ("model", "version"), "vLLM backends: requests waiting (the Inference Extension reads it)."),
+    LORA_INFO_GAUGE: ("gauge", ("model", "version", "running_lora_adapters", "waiting_lora_adapters", "max_lora"),
+                      "With spec.adapters: the adapters requests in the engine name (running_lora_adapters, "
+                      "comma-separated; waiting_lora_adapters stays empty) and maxLoras; the value is when that set "
+                      "was current (the Inference Extension's LoRA-affinity scorer reads the latest)."),
     VLLM_RUNNING_GAUGE: ("gauge", ("model", "version"), "vLLM backends: requests running."),
     VLLM_KV_USAGE_GAUGE: ("gauge", ("model", "version"), "vLLM backends: KV-cache usage, 0-1."),
     TRITON_QUEUE_METRIC: ("counter", ("model", "version"), "Triton's own queue time (~0 for decoupled LLM models)."),

@@ -396,6 +396,43 @@ class SpeculativeSpec(_Model):
         return self.acceptance_rate if self.acceptance_rate is not None else DEFAULT_ACCEPTANCE[
             SpeculativeMethod(self.method)]
 
+# vLLM takes only these ranks (vllm/config/lora.py MaxLoRARanks at 0.31.0); TensorRT-LLM's LoraConfig.max_lora_rank
+# takes any int. One list for both engines: a backend can switch engines without an invalid rank.
+LoRARank = Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]
+DEFAULT_MAX_LORA_RANK: LoRARank = 64  # TensorRT-LLM's LoraConfig default (tensorrt_llm/lora_helper.py)
+DEFAULT_MAX_LORAS = 4
+DEFAULT_MAX_CPU_LORAS = 8
+
+
+class LoRASpec(_Model):
+    """LoRA adapter serving in the engine (spec.adapters). Defaults apply when adapters are set and this is not; set
+    it to keep LoRA on while no adapter is listed (the first adapter then needs no restart)."""
+
+    max_rank: LoRARank = Field(
+        default=DEFAULT_MAX_LORA_RANK,
+        description="Largest adapter rank (adapter_config.json r) the engine serves: TensorRT-LLM's and vLLM's "
+                    "max_lora_rank. An adapter of a higher rank is refused (status.adapters, AdaptersReady).",
+    )
+    max_loras: int = Field(
+        default=DEFAULT_MAX_LORAS, ge=1, le=256,
+        description="Adapters in GPU memory at once (max_loras): the planner reserves max_loras x the weights of an "
+                    "adapter of maxRank on every GPU.",
+    )
+    max_cpu_loras: int = Field(
+        default=DEFAULT_MAX_CPU_LORAS, ge=1, le=4096,
+        description="Adapters kept in host memory (max_cpu_loras, at least maxLoras); others are read again from "
+                    "the volume when asked for.",
+    )
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": "self.maxCpuLoras >= self.maxLoras", "message": "maxCpuLoras must be at least maxLoras"}]})
+
+    @model_validator(mode="after")
+    def _cpu_holds_gpu(self) -> LoRASpec:
+        if self.max_cpu_loras < self.max_loras:
+            raise ValueError("maxCpuLoras must be at least maxLoras")
+        return self
+
 
 class EngineSpec(_Model):
     """Inference engine and its build/runtime limits."""
@@ -448,6 +485,11 @@ class EngineSpec(_Model):
     vllm: VLLMEngineSpec = Field(
         default_factory=VLLMEngineSpec, description="vllm backend only: vLLM's own engine settings.",
         json_schema_extra=lambda s: s.update(default=VLLMEngineSpec().dump()),
+    )
+    lora: LoRASpec | None = Field(
+        default=None,
+        description="LoRA adapter serving (docs/adapters.md). Empty: on with the defaults while spec.adapters lists "
+                    "one, off otherwise.",
     )
 
     model_config = ConfigDict(
@@ -1192,6 +1234,40 @@ class PlanningSpec(_Model):
     )
 
 
+MAX_ADAPTERS = 64
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+
+
+# An adapter's download uses a cache claim as it is (the base's source.cache creates it, or its owner does): no
+# StorageClass of its own, so the admission policy has nothing more to check for adapters (docs/security.md).
+ADAPTER_STORAGE_CLASS_RULE: dict[str, Any] = {
+    "rule": "!has(self.source.cache) || !has(self.source.cache.storageClassName)",
+    "message": "an adapter's source.cache may not set storageClassName: adapters use the cache claim as it is "
+               "(spec.model.source.cache creates it)"}
+
+
+class AdapterSpec(_Model):
+    """A LoRA adapter of the base model, served as a model of its own name (docs/adapters.md)."""
+
+    name: str = Field(
+        max_length=63, pattern=MODEL_NAME_PATTERN,
+        description="Model name clients ask for (OpenAI `model`, Triton's `adapter` parameter); unique, and not the "
+                    "base model's name.",
+    )
+    source: ModelSource = Field(
+        description="Where the adapter (adapter_config.json and its weights) comes from, as spec.model.source: a "
+                    "uri downloaded once into the model cache, or a pvc directory.",
+    )
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [ADAPTER_STORAGE_CLASS_RULE]})
+
+    @model_validator(mode="after")
+    def _no_storage_class(self) -> AdapterSpec:
+        if self.source.cache is not None and self.source.cache.storage_class_name is not None:
+            raise ValueError(ADAPTER_STORAGE_CLASS_RULE["message"])
+        return self
+
+
 class LLMBackendSpec(_Model):
     model: ModelSpec
     engine: EngineSpec = Field(default_factory=EngineSpec, json_schema_extra=lambda s: s.update(default=EngineSpec().dump()))
@@ -1201,6 +1277,32 @@ class LLMBackendSpec(_Model):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, json_schema_extra=lambda s: s.update(default=SchedulingSpec().dump()))
     serving: ServingSpec = Field(default_factory=ServingSpec, json_schema_extra=lambda s: s.update(default=ServingSpec().dump()))
     planning: PlanningSpec = Field(default_factory=PlanningSpec, json_schema_extra=lambda s: s.update(default=PlanningSpec().dump()))
+    adapters: list[AdapterSpec] | None = Field(
+        default=None, max_length=MAX_ADAPTERS,
+        description="LoRA adapters of the model, each served as a model of its own name beside the base; added and "
+                    "removed without restarting the serving pods once LoRA is on (docs/adapters.md).",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": "!has(self.adapters) || !has(self.model.name) || self.adapters.all(a, a.name != self.model.name)",
+         "message": "an adapter may not have the base model's name (spec.model.name)"},
+        {"rule": "!has(self.adapters) || !has(self.model.preset) || has(self.model.name) || "
+                 "self.adapters.all(a, a.name != self.model.preset)",
+         "message": "an adapter may not have the base model's name (spec.model.preset)"},
+    ]})
+
+    @model_validator(mode="after")
+    def _adapters(self) -> LLMBackendSpec:
+        names = [a.name for a in self.adapters or []]
+        if len(set(names)) != len(names):
+            raise ValueError("adapter names must be unique")
+        base = self.model.name or self.model.preset
+        if base is not None and base in names:
+            raise ValueError(f"an adapter may not have the base model's name ({base})")
+        if names and self.engine.lora is None:  # one place for the defaults: the planner and renderers read engine.lora
+            self.engine.lora = LoRASpec()
+        return self
 
 
 # ---- status ----
@@ -1402,6 +1504,20 @@ class ModelStatus(_Model):
                                   "spec.serving.progressDeadlineSeconds is Degraded: DownloadStalled).")
 
 
+class AdapterStatus(_Model):
+    """One adapter of spec.adapters: where it is and whether the base model serves it."""
+
+    name: str = Field(max_length=63)
+    phase: Literal["Pending", "Downloading", "Ready", "Incompatible", "Failed"] = Field(
+        description="Ready: listed for the serving pods (in /v1/models); Incompatible: adapter_config.json does not "
+                    "fit the base model or spec.engine.lora (reason, message); Failed: the download failed.")
+    source: str | None = Field(default=None, max_length=2048)
+    path: str | None = Field(default=None, max_length=4096, description="Where the serving pods read it.")
+    rank: int | None = Field(default=None, description="adapter_config.json r, once read.")
+    reason: str | None = Field(default=None, max_length=1024)
+    message: str | None = Field(default=None, max_length=4096)
+
+
 class LLMBackendStatus(_Model):
     observed_generation: int | None = None
     phase: Literal["Ready", "Progressing", "Degraded", "ScaledToZero"] | None = Field(
@@ -1420,6 +1536,8 @@ class LLMBackendStatus(_Model):
     model_name: str | None = None
     backend: str | None = None
     model: ModelStatus | None = None
+    adapters: list[AdapterStatus] | None = Field(default=None, max_length=MAX_ADAPTERS,
+                                                 description="Each adapter of spec.adapters and its state.")
 
 
 class LLMBackend(_Model):

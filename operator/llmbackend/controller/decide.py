@@ -24,6 +24,7 @@ from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.engine_metrics import RECORDING_RULE_NAME
 from ..api.v1alpha1 import (
     SOURCE_REQUIRED_MESSAGE,
+    AdapterStatus,
     AutoscalingMode,
     AutoscalingSpec,
     AutoscalingStatus,
@@ -68,6 +69,7 @@ from ..render.workloads import (
     selector_string,
     serving_pod_ready,
 )
+from .adapters import adapters_problem, ready_adapters
 from .conditions import (
     AVAILABLE,
     DEGRADED,
@@ -149,6 +151,7 @@ class Observed:
     pods: list[dict[str, Any]] = field(default_factory=list)  # every pod with the backend's label
     scale_decision: ScaleDecision | None = None
     model_cache: ModelCacheResult | None = None
+    adapters: list[dict[str, Any]] | None = None  # status.adapters of this pass (controller/adapters.py)
     hpas: list[dict[str, Any]] | None = None  # the namespace's HPAs; None: not looked at
     prometheus_urls: tuple[str, ...] | None = None  # the admin's allow-list (egress.py); None: not restricted
     now: datetime = field(default_factory=lambda: datetime.now(UTC))  # for deadlines of waits in flight
@@ -328,7 +331,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                                   scaled_objects=not (keda_missing or keda_refused or keda_query_refused),
                                   inference_pool=openai.enabled(spec) and "InferencePool" in apis,
                                   serving_ready=_serving_ready(observed, ref), operator_image=downloader_image(),
-                                  pod_monitor="PodMonitor" in apis)
+                                  pod_monitor="PodMonitor" in apis, ready_adapters=ready_adapters(observed.adapters))
     except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
         not_served(conditions, exc.reason, str(exc))
         raise _Stop from None
@@ -399,6 +402,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         conditions.set(DEGRADED, True, cond.PROMETHEUS_QUERY_NOT_ALLOWED, query_refusal(prom, {}) or "")
     if decision.model_failure is not None:
         conditions.set(DEGRADED, True, *decision.model_failure)
+    _adapters_status(observed, decision)
     if conflict:
         conditions.set(DEGRADED, True, cond.CONFLICTING_HPA,
                        f"HorizontalPodAutoscaler {conflict} also scales {workload_kind} {ref.name}; the operator stopped "
@@ -406,6 +410,15 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     rolled_out = conditions.is_true(AVAILABLE) and not conditions.is_true(PROGRESSING)
     if not rolled_out:
         _requeue_within(decision, ROLLOUT_REQUEUE_S)
+
+
+def _adapters_status(observed: Observed, decision: Decision) -> None:
+    """status.adapters; an adapter that cannot be served is Degraded unless something else already is."""
+    if observed.adapters is not None:
+        decision.status.adapters = [AdapterStatus.model_validate(a) for a in observed.adapters]
+    problem = adapters_problem(observed.adapters)
+    if problem is not None and not decision.conditions.is_true(DEGRADED):
+        decision.conditions.set(DEGRADED, True, *problem)
 
 
 def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:

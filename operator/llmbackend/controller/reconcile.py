@@ -24,6 +24,7 @@ from ..planning.inventory import Inventory
 from ..render.multinode import LAUNCHER_CLUSTER_ROLE
 from ..render.workloads import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef, serving_pod_ready
 from . import egress, permissions
+from .adapters import sync_adapters
 from .conditions import Conditions, now_rfc3339
 from .decide import (
     OPTIONAL_APIS,
@@ -196,7 +197,7 @@ class Reconciler:
                 continue
             for child in self.kube.list(kind, namespace, label_selector=by_label):
                 children[(kind, child["metadata"]["name"])] = child
-        model_cache = None
+        model_cache = adapters = None
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
         except ValidationError:
@@ -205,6 +206,7 @@ class Reconciler:
             # URI sources (shared cache, create-if-missing); pvc sources without an architecture (inspector Job).
             model_cache = sync_model_cache(self.kube, namespace, spec, owner=BackendRef(name, namespace, meta["uid"]),
                                            previous_source=((obj.get("status") or {}).get("model") or {}).get("source"))
+            adapters = sync_adapters(self.kube, namespace, spec, (obj.get("status") or {}).get("adapters"))
         with self.state.lock:
             scale_decision = self.state.decisions.get((namespace, name))
             lost_nodes = set(self.state.lost_nodes)
@@ -212,7 +214,7 @@ class Reconciler:
         if lost_nodes:
             pods, children = without_lost_nodes(pods, children, lost_nodes, name)
         return Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,
-                        pods=pods, scale_decision=scale_decision, model_cache=model_cache,
+                        pods=pods, scale_decision=scale_decision, model_cache=model_cache, adapters=adapters,
                         prometheus_urls=egress.settings.prometheus_urls,
                         node_names=self.state.node_names() if self.state.node_names else None)
 

@@ -35,6 +35,15 @@ stage (ceil(layers / pp) layers) holding its 1/tp share.
   every rank anyway). maxBatchSize stays the replica's total: each rank gets ceil(maxBatchSize / tp).
 - Overhead: CUDA context and runtime (2 GiB) plus NCCL buffers (0.35 GB) when
   the replica spans more than one GPU.
+- LoRA cache (spec.engine.lora, on while spec.adapters lists one; `lora_cache`):
+  maxLoras adapters of maxRank resident on every GPU, each lora_A (rank x in)
+  and lora_B (out x rank) in 16 bits for q, k, v, o, gate, up and down of the
+  stage's layers (the modules both engines apply LoRA to: the worst case, as
+  target_modules are known only after the download); the sharded side of each
+  pair is split over TP as vLLM's default layers split it (column-parallel
+  q/k/v/gate/up: lora_B; row-parallel o/down: lora_A). MLP width from the
+  parameter count (dense models; MoE experts' LoRA is not counted). Host memory:
+  maxCpuLoras whole adapters, said in the explanation (not GPU memory).
 
 Fit (`fit()`): usable = memory x (1 - the product's reserve fraction, 4-7%,
 see inventory.PRODUCTS). TensorRT-LLM gives the KV cache
@@ -217,21 +226,29 @@ class MemoryBreakdown:
     kv_per_sequence: int = 0
     sequences: int = 0  # the replica's (all attention data-parallel ranks together)
     attention_dp: int = 1  # attention data-parallel ranks (1: attention is tensor parallel)
+    lora: LoRACache | None = None
+
+    @property
+    def lora_gpu(self) -> int:
+        return self.lora.gpu_bytes if self.lora is not None else 0
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.activations + self.overhead
+        return self.weights + self.kv_cache + self.activations + self.overhead + self.lora_gpu
 
     @property
     def non_kv(self) -> int:
-        return self.weights + self.activations + self.overhead
+        return self.weights + self.activations + self.overhead + self.lora_gpu
 
     def describe(self, usable: int | None = None) -> str:
         text = (
             f"weights {fmt_gib(self.weights)} + KV cache {fmt_gib(self.kv_cache)} "
             f"({self.kv_tokens:,} tokens, {self.kv_dtype}) + activations {fmt_gib(self.activations)} "
-            f"+ overhead {fmt_gib(self.overhead)} = {fmt_gib(self.total)}"
+            f"+ overhead {fmt_gib(self.overhead)}"
         )
+        if self.lora is not None:
+            text += f" + {self.lora.describe_gpu()}"
+        text += f" = {fmt_gib(self.total)}"
         if usable is not None:
             text += f" of {fmt_gib(usable)} usable"
         return text
@@ -241,7 +258,7 @@ class MemoryBreakdown:
             "weightsBytes": self.weights, "kvCacheBytes": self.kv_cache,
             "activationsBytes": self.activations, "overheadBytes": self.overhead,
             "totalBytes": self.total,
-        }
+        } | ({"loraCacheBytes": self.lora.gpu_bytes, "loraHostBytes": self.lora.host_bytes} if self.lora else {})
 
 
 def fmt_gib(n: int | float) -> str:
@@ -295,6 +312,60 @@ def _weight_parts(arch: ModelArchitecture, quantization: Any, tp: int, pp: int, 
     return 0.0, stage
 
 
+LORA_BYTES_PER_PARAM = 2  # adapters stay 16-bit (vLLM lora_dtype auto: the model's dtype; TensorRT-LLM: the same)
+
+
+@dataclass(frozen=True, slots=True)
+class LoRACache:
+    """The LoRA cache of spec.engine.lora on the most loaded GPU, and in host memory."""
+
+    max_loras: int
+    max_cpu_loras: int
+    rank: int
+    per_adapter_gpu: int  # one adapter of `rank`, this GPU's share
+    per_adapter: int  # one whole adapter (host copy)
+
+    @property
+    def gpu_bytes(self) -> int:
+        return self.max_loras * self.per_adapter_gpu
+
+    @property
+    def host_bytes(self) -> int:
+        return self.max_cpu_loras * self.per_adapter
+
+    def describe_gpu(self) -> str:
+        return (f"LoRA cache {fmt_gib(self.gpu_bytes)} ({self.max_loras} adapters of rank {self.rank}; "
+                f"{self.max_cpu_loras} in host memory, {fmt_gib(self.host_bytes)})")
+
+
+def mlp_width(arch: ModelArchitecture) -> int:
+    """The MLP's intermediate size, from what a layer's parameters leave after attention (dense: 3 matrices)."""
+    matrices = 1 if arch.tie_word_embeddings else 2
+    per_layer = max(arch.parameter_count - matrices * arch.vocab_size * arch.hidden_size, 0) / arch.num_layers
+    if arch.active_parameter_count is not None and is_moe(arch):
+        per_layer = max(arch.active_parameter_count - matrices * arch.vocab_size * arch.hidden_size, 0) / arch.num_layers
+    q, kv = arch.num_attention_heads * arch.head_dim, arch.num_key_value_heads * arch.head_dim
+    attention = arch.hidden_size * (2 * q + 2 * kv)
+    return max(int((per_layer - attention) / (3 * arch.hidden_size)), 0)
+
+
+def lora_cache(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int = 1) -> LoRACache | None:
+    """The LoRA cache spec.engine.lora asks for (None when LoRA is off); see the module docstring."""
+    lora = engine.lora
+    if lora is None:
+        return None
+    h, q, kv, m = arch.hidden_size, arch.num_attention_heads * arch.head_dim, arch.num_key_value_heads * arch.head_dim, mlp_width(arch)
+    column = [(h, q), (h, kv), (h, kv), (h, m), (h, m)]  # (in, out): q, k, v, gate, up; lora_B is split over TP
+    row = [(q, h), (m, h)]  # o, down: lora_A is split over TP
+    r = lora.max_rank
+    whole = sum(r * (i + o) for i, o in column + row)
+    shard = sum(r * i + math.ceil(r * o / tp) for i, o in column) + sum(math.ceil(r * i / tp) + r * o for i, o in row)
+    layers = stage_layers(arch.num_layers, pp)
+    return LoRACache(max_loras=lora.max_loras, max_cpu_loras=lora.max_cpu_loras, rank=r,
+                     per_adapter_gpu=shard * layers * LORA_BYTES_PER_PARAM,
+                     per_adapter=whole * arch.num_layers * LORA_BYTES_PER_PARAM)
+
+
 def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int = 1,
              attention_dp: bool = False) -> MemoryBreakdown:
     """Memory on the most loaded GPU for this TP x PP shard (see module docstring)."""
@@ -326,6 +397,7 @@ def estimate(arch: ModelArchitecture, engine: EngineSpec, tp: int = 1, pp: int =
         kv_per_sequence=per_sequence,
         sequences=sequences,
         attention_dp=dp,
+        lora=lora_cache(arch, engine, tp, pp),
     )
 
 

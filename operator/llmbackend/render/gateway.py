@@ -45,18 +45,31 @@ def epp_name(backend_name: str) -> str:
 
 
 def metric_specs(spec: LLMBackendSpec) -> dict[str, str]:
-    """EPP metric specs (``name{label=value}``) of the gauges the serving model exports."""
+    """EPP metric specs (``name{label=value}``) of the gauges the serving model exports ("lora": "" while LoRA is off)."""
+    lora = m.LORA_INFO_GAUGE if spec.engine.lora is not None else ""
     if spec.engine.backend == Backend.VLLM:
-        return {"queued": m.VLLM_WAITING_GAUGE, "running": m.VLLM_RUNNING_GAUGE, "kv": m.VLLM_KV_USAGE_GAUGE}
+        return {"queued": m.VLLM_WAITING_GAUGE, "running": m.VLLM_RUNNING_GAUGE, "kv": m.VLLM_KV_USAGE_GAUGE,
+                "lora": lora}
     return {
         "queued": f"{m.REQUEST_GAUGE}{{request_type=waiting}}",
         "running": f"{m.REQUEST_GAUGE}{{request_type=scheduled}}",
         "kv": f"{m.KV_GAUGE}{{kv_cache_block_type=fraction}}",
+        "lora": lora,
     }
+
+
+def lora_affinity(spec: LLMBackendSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(plugins, profile entries) of the EPP's lora-affinity-scorer while LoRA is on (spec.adapters): a request for an
+    adapter prefers a pod that has it loaded, then one with room to load it (the pinned EPP's
+    pkg/epp/scheduling/framework/plugins/scorer/lora_affinity.go `LoraAffinityScorer.Score`, on the LoRA gauge)."""
+    if spec.engine.lora is None:
+        return [], []
+    return [{"type": "lora-affinity-scorer"}], [{"pluginRef": "lora-affinity-scorer", "weight": 1}]
 
 
 def epp_config(spec: LLMBackendSpec) -> dict[str, Any]:
     specs = metric_specs(spec)
+    lora_plugins, lora_profile = lora_affinity(spec)
     return {
         "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
         "kind": "EndpointPickerConfig",
@@ -64,12 +77,13 @@ def epp_config(spec: LLMBackendSpec) -> dict[str, Any]:
             {"type": "queue-scorer"},
             {"type": "kv-cache-utilization-scorer"},
             {"type": "prefix-cache-scorer"},
+            *lora_plugins,
             {"type": "metrics-data-source", "parameters": {"scheme": "http", "path": "/metrics"}},
             {"type": "core-metrics-extractor", "parameters": {
                 "defaultEngine": ENGINE_NAME,
                 "engineConfigs": [{
                     "name": ENGINE_NAME, "queuedRequestsSpec": specs["queued"], "runningRequestsSpec": specs["running"],
-                    "kvUsageSpec": specs["kv"], "loraSpec": "", "cacheInfoSpec": "",
+                    "kvUsageSpec": specs["kv"], "loraSpec": specs["lora"], "cacheInfoSpec": "",
                 }],
             }},
         ],
@@ -77,6 +91,7 @@ def epp_config(spec: LLMBackendSpec) -> dict[str, Any]:
             {"pluginRef": "queue-scorer", "weight": 2},
             {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
             {"pluginRef": "prefix-cache-scorer", "weight": 3},
+            *lora_profile,
         ]}],
     }
 
@@ -125,7 +140,7 @@ def render(name: str, namespace: str, spec: LLMBackendSpec, pod_selector: dict[s
                         "--total-queued-requests-metric", specs["queued"],
                         "--total-running-requests-metric", specs["running"],
                         "--kv-cache-usage-percentage-metric", specs["kv"],
-                        "--lora-info-metric", "",
+                        "--lora-info-metric", specs["lora"],
                         "--zap-encoder", "json",
                         "--config-file", f"{EPP_CONFIG_DIR}/{EPP_CONFIG_FILE}",
                         "--tracing=false",

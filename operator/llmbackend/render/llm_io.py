@@ -22,6 +22,7 @@ ENGINE_METRIC_PARAMETERS: dict[str, str] = {
     "metric_request_types": ",".join(em.REQUEST_TYPES),
     "metric_kv_gauge": em.KV_GAUGE,
     "metric_kv_types": ",".join(em.KV_TYPES),
+    "metric_lora_info": em.LORA_INFO_GAUGE,
 }
 
 # config.pbtxt parameter: how long finalize() lets requests in flight finish before it stops the engine, seconds
@@ -55,6 +56,8 @@ LLM_INPUTS: tuple[tuple[str, str, list[int], bool], ...] = (
     ("num_logprobs", "TYPE_INT32", [1], True),
     # false keeps special tokens in text_output: tool-call markers that are special tokens in some checkpoints
     ("skip_special_tokens", "TYPE_BOOL", [1], True),
+    # spec.adapters: the LoRA adapter to answer with (its name; absent or empty: the base model)
+    ("adapter", "TYPE_STRING", [1], True),
 )
 LLM_OUTPUTS: tuple[tuple[str, str, list[int]], ...] = (
     ("text_output", "TYPE_STRING", [1]),

@@ -90,7 +90,7 @@ def download_secret(source: ModelSource) -> str:
     return source.secret_ref.name if source.secret_ref is not None else ""
 
 
-def download_job_name(source: ModelSource) -> str:
+def download_job_name(source: ModelSource, adapter: bool = False) -> str:
     """One Job per (cache claim, source, endpoint, region, Secret): backends of the same model with the same
     secretRef (or none) share it; another Secret, or none, is another Job, so whichever backend comes first cannot
     decide which credential the others' download uses. Through a source.endpoint the cache key has the endpoint in
@@ -102,6 +102,8 @@ def download_job_name(source: ModelSource) -> str:
         parts.append(src.key)
     if source.secret_ref is not None:
         parts.append(f"secretRef={source.secret_ref.name}")
+    if adapter:  # an adapter's download checks and reports adapter_config.json: never the base model's Job
+        parts.append("adapter")
     ident = "\n".join(parts)
     return "llmb-fetch-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
@@ -148,12 +150,16 @@ def _credential_env(source: ModelSource, src: Source) -> list[dict[str, Any]]:
             for key, optional in keys]
 
 
-def render_download_job(namespace: str, source: ModelSource, image: str, uid: int) -> dict[str, Any]:
-    """The Job that downloads the source into the cache claim (its termination message reports the result)."""
+def render_download_job(namespace: str, source: ModelSource, image: str, uid: int,
+                        adapter: bool = False) -> dict[str, Any]:
+    """The Job that downloads the source into the cache claim (its termination message reports the result);
+    `adapter`: a LoRA adapter of spec.adapters (model_fetch --adapter)."""
     src = _source(source)
-    claim, name = cache_claim(source), download_job_name(source)
+    claim, name = cache_claim(source), download_job_name(source, adapter)
     args = ["download", "--source", source.uri or "", "--cache", CACHE_MOUNT,
             "--progress-file", f"{CACHE_MOUNT}/.progress/{name}.json", "--staging-name", name]
+    if adapter:
+        args.append("--adapter")
     if source.endpoint:
         args += ["--endpoint", source.endpoint]
     if source.region:
@@ -442,6 +448,13 @@ def pod_cache_ref(pod: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _named_sources(spec: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+    """(raw source, is an adapter) of a stored spec: the model's and each of spec.adapters'."""
+    model = (spec.get("model") or {}).get("source") or {}
+    adapters = [a.get("source") or {} for a in spec.get("adapters") or [] if isinstance(a, dict)]
+    return [(model, False)] + [(a, True) for a in adapters if isinstance(a, dict)]
+
+
 def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
                    pods: list[dict[str, Any]]) -> list[CacheCleanup]:
     """Cleanups owed in one namespace, from its LLMBackends, the operator's Jobs and the serving pods.
@@ -458,16 +471,16 @@ def cache_cleanups(backends: list[dict[str, Any]], jobs: list[dict[str, Any]],
     for backend in backends:
         if backend["metadata"].get("deletionTimestamp"):
             continue
-        raw = ((backend.get("spec") or {}).get("model") or {}).get("source") or {}
-        if not raw.get("uri"):
-            continue
-        try:
-            source = ModelSource.model_validate(raw)
-            ref = ref_path(source)
-        except (ValidationError, ValueError, FetchError):
-            continue
-        needed.add(download_job_name(source))
-        spec_refs.setdefault(cache_claim(source), set()).add(ref)
+        for raw, adapter in _named_sources(backend.get("spec") or {}):
+            if not raw.get("uri"):
+                continue
+            try:
+                source = ModelSource.model_validate(raw)
+                ref = ref_path(source)
+            except (ValidationError, ValueError, FetchError):
+                continue
+            needed.add(download_job_name(source, adapter))
+            spec_refs.setdefault(cache_claim(source), set()).add(ref)
     pod_refs: dict[str, set[str]] = {}
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):

@@ -54,7 +54,7 @@ from ..api.v1alpha1 import (
     LLMBackendSpec,
     Quantization,
 )
-from . import drain, llm_io, vllm_backend
+from . import adapters, drain, llm_io, vllm_backend
 from .llm_io import tensor
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
@@ -500,6 +500,7 @@ def llmapi_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parallel: i
         args["enable_attention_dp"] = True
     if e.speculative is not None:
         args["speculative_config"] = trtllm_speculative_config(spec)
+    args.update(adapters.llmapi_lora_args(spec))
     return args
 
 

@@ -21,7 +21,7 @@ from ..api import engine_metrics as M
 from ..api.catalog import resolve_architecture
 from ..api.engine_versions import VLLM_VERSION
 from ..api.v1alpha1 import KVCacheDtype, LLMBackendSpec, Quantization
-from . import drain, llm_io
+from . import adapters, drain, llm_io
 from .pbtxt import Ident, Message, msg, parse, to_pbtxt
 
 MODEL_FILE = "models/vllm_engine.py"
@@ -146,6 +146,7 @@ def vllm_engine_args(spec: LLMBackendSpec, tensor_parallel: int, pipeline_parall
     kv = KVCacheDtype(e.kv_cache_dtype)
     if kv == KVCacheDtype.FP8 or (kv == KVCacheDtype.AUTO and Quantization(e.quantization) == _FP8):
         args["kv_cache_dtype"] = "fp8"
+    args.update(adapters.vllm_lora_args(spec))
     return args
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,7 +25,7 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from ..planning.inventory import GPU_TOLERATIONS
-from . import activator, drain, gateway, keda, modelcache, monitoring, openai, triton
+from . import activator, adapters, drain, gateway, keda, modelcache, monitoring, openai, triton
 from .hpa import render_hpa, render_prometheus_rule
 from .podtemplate import apply_pod_template
 
@@ -188,7 +188,8 @@ image_for = triton.image_for
 
 
 # ConfigMap entries that are programs mounted on their own, not files of the Triton model repository.
-NON_REPOSITORY_KEYS = frozenset({triton.CHECKPOINT_CHECK_KEY, openai.FRONTEND_KEY, openai.HTTP_BODY_KEY})
+NON_REPOSITORY_KEYS = frozenset({triton.CHECKPOINT_CHECK_KEY, openai.FRONTEND_KEY, openai.HTTP_BODY_KEY,
+                                 adapters.ADAPTERS_KEY})
 
 
 def _config_key(path: str) -> str:
@@ -202,7 +203,9 @@ def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
             if key not in NON_REPOSITORY_KEYS}
 
 
-def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -> dict[str, Any]:
+def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus,
+                      ready_adapters: Collection[str] | None = None) -> dict[str, Any]:
+    """The backend's ConfigMap; `ready_adapters`: the adapters the pods may be told of (None: all of spec.adapters)."""
     files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
                                            plan.expert_parallel, plan.gpu_product,
                                            bool(plan.attention_data_parallel))
@@ -213,12 +216,14 @@ def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus) -
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(ref, config_map_name(ref)),
-        "data": {**data, **openai.config_map_data(spec)},
+        "data": {**data, **openai.config_map_data(spec), **adapters.config_map_data(spec, ready_adapters)},
     }
 
 
 def _config_hash(config_map: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(config_map["data"], sort_keys=True).encode()).hexdigest()[:16]
+    # The adapter list is re-read in place by the running pods (render/adapters.py): not a reason to roll them.
+    data = {k: v for k, v in config_map["data"].items() if k != adapters.ADAPTERS_KEY}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _copy_repository_script(spec: LLMBackendSpec, ref: BackendRef) -> str:
@@ -329,6 +334,9 @@ def _pod_spec(
         cache_volume, cache_mount = modelcache.serving_volume(source)
         volumes.append(cache_volume)
         volume_mounts.append(cache_mount)
+    adapter_volumes, adapter_mounts = adapters.volumes(spec, config_map["metadata"]["name"])
+    volumes += adapter_volumes
+    volume_mounts += adapter_mounts
 
     container: dict[str, Any] = {
         "name": "triton",
@@ -353,6 +361,8 @@ def _pod_spec(
         container["command"] = command
     if source is not None and source.uri is not None:
         container["env"].append({"name": "MODEL_PATH", "value": modelcache.model_path(source)})
+    if adapters.lora_enabled(spec):
+        container["env"].append(adapters.env())
     if role != "worker":
         container["ports"] = [
             {"name": "http", "containerPort": triton.HTTP_PORT, "protocol": "TCP"},
@@ -426,6 +436,11 @@ def _pod_spec(
             spec, image, triton.served_model_name(backend, model_name(ref, spec)), model_name(ref, spec),
             container["securityContext"], [m for m in volume_mounts if m["name"] == "models"]))
         volumes.append(openai.volume(config_map["metadata"]["name"]))
+        if adapters.lora_enabled(spec):  # /v1/models lists the adapters the Triton model serves: the same file
+            frontend = pod["containers"][-1]
+            frontend["env"].append(adapters.env())
+            frontend["volumeMounts"].append({"name": adapters.ADAPTERS_VOLUME, "mountPath": adapters.ADAPTERS_DIR,
+                                             "readOnly": True})
     # GPU nodes of managed clouds carry an nvidia.com/gpu taint (GKE adds the toleration only through an
     # admission plugin AKS lacks); the planner counts those nodes, so the pods tolerate it.
     pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations or []] + [dict(t) for t in GPU_TOLERATIONS]
@@ -507,7 +522,7 @@ def desired_objects(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int, strategy: RolloutStrategy,
     prometheus_rules: bool = False, compute_domains: bool = False, gang_scheduler: str | None = None,
     scaled_objects: bool = True, inference_pool: bool = False, serving_ready: bool = False,
-    operator_image: str = OPERATOR_IMAGE, pod_monitor: bool = False,
+    operator_image: str = OPERATOR_IMAGE, pod_monitor: bool = False, ready_adapters: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Everything one LLMBackend should own, in apply order (config before the pods that mount it).
 
@@ -520,11 +535,12 @@ def desired_objects(
     serving_ready: a serving pod is Ready. With scale to zero (render/activator.py) the Service selects the activator
     while none is, or while replicas is 0; operator_image: the activator's image.
     pod_monitor: the PodMonitor CRD (Prometheus Operator) is served: Prometheus scrapes the serving pods.
+    ready_adapters: the adapters of spec.adapters the pods are told to serve (None: all; render/adapters.py).
     """
     multi_node = plan.nodes_per_replica > 1
     hpa_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.HPA
     keda_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
-    config_map = render_config_map(ref, spec, plan)
+    config_map = render_config_map(ref, spec, plan, ready_adapters)
     objects = [config_map]
     with_activator = activator.enabled(spec)
     if with_activator:  # before the workload: it receives the requests that wait for the first replica

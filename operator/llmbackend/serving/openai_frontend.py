@@ -326,13 +326,62 @@ def context_exceeded(limit: int, param: str, prompt_tokens: int | None = None,
                             "or lower max_tokens.", param=param, code="context_length_exceeded")
 
 
-def _check_model(body: dict[str, Any], served: str) -> None:
+def _check_model(body: dict[str, Any], served: str, adapters: list[str] | None = None) -> str | None:
+    """The adapter a request's `model` names (None: the base model); 404 model_not_found for any other name."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("'model' is required (see GET /v1/models)", "model")
-    if model != served:
-        raise OpenAIError(404, f"The model '{model}' does not exist; this server serves '{served}'",
-                          param="model", code="model_not_found")
+    if model == served:
+        return None
+    if model in (adapters or []):
+        return model
+    raise model_not_found(model, served, adapters)
+
+
+def model_not_found(model: str, served: str, adapters: list[str] | None) -> OpenAIError:
+    names = ", ".join(f"'{n}'" for n in [served, *(adapters or [])])
+    return OpenAIError(404, f"The model '{model}' does not exist; this server serves {names}", param="model",
+                       code="model_not_found")
+
+
+# ---- LoRA adapters served as models (spec.adapters: the operator's render/adapters.py writes the list) ----
+
+ADAPTERS_ENV = "LLMBACKEND_ADAPTERS_FILE"
+ADAPTERS_RECHECK_S = 1.0
+
+
+class AdapterList:
+    """The adapters the Triton model serves, by name, from the file $LLMBACKEND_ADAPTERS_FILE names: the same list the
+    model reads, re-read when the kubelet replaces it (adapters come and go without a restart). An unreadable list
+    keeps the last good one."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.checked = 0.0
+        self.stamp: tuple[float, int] | None = None
+        self.names: list[str] = []
+
+    def current(self) -> list[str]:
+        with self.lock:
+            now = time.monotonic()
+            if self.path is not None and now - self.checked >= ADAPTERS_RECHECK_S:
+                self.checked = now
+                self._read()
+            return list(self.names)
+
+    def _read(self) -> None:
+        assert self.path is not None
+        try:
+            st = os.stat(self.path)
+            if (st.st_mtime, st.st_ino) == self.stamp:
+                return
+            with open(self.path, encoding="utf-8") as f:
+                entries = json.load(f).get("adapters") or []
+            self.names = [str(e["name"]) for e in entries]
+            self.stamp = (st.st_mtime, st.st_ino)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return
 
 
 def completion_prompt(body: dict[str, Any]) -> str:
@@ -801,6 +850,7 @@ class Prepared:
     n: int = 1  # choices
     logprobs: int | None = None  # alternatives per token in the answer's logprobs; None: no logprobs
     tools: ToolPlan | None = None  # how tool calls are asked for and read back; None: no tools
+    model: str = ""  # the model the request named (the base's or an adapter's): what the answer names
 
 
 class Frontend:
@@ -811,17 +861,25 @@ class Frontend:
         self.max_body_bytes = max_body_bytes
         self.bodies = http_body.BodyBudget(body_budget_bytes)
         self.context_limit = context_limit
+        self.adapters = AdapterList(os.environ.get(ADAPTERS_ENV))
 
     def models(self) -> dict[str, Any]:
         # max_model_len: the context limit (prompt + completion, tokens), under vLLM's name for it
-        return {"object": "list", "data": [{"id": self.served_model, "object": "model", "created": self.created,
-                                            "owned_by": "llmbackend", "max_model_len": self.context_limit}]}
+        base = {"id": self.served_model, "object": "model", "created": self.created, "owned_by": "llmbackend",
+                "max_model_len": self.context_limit}
+        return {"object": "list", "data": [base, *(self.adapter_model(name) for name in self.adapters.current())]}
+
+    def adapter_model(self, name: str) -> dict[str, Any]:
+        """An adapter's /v1/models entry: `parent` names the base model, as vLLM lists its LoRA modules
+        (vllm/entrypoints/openai/serving_models.py `OpenAIServingModels.show_available_models`)."""
+        return {"id": name, "object": "model", "created": self.created, "owned_by": "llmbackend",
+                "parent": self.served_model, "max_model_len": self.context_limit}
 
     def prepare(self, path: str, body: Any) -> Prepared:
         """The Triton request for a request body, or OpenAIError."""
         if not isinstance(body, dict):
             raise _bad("the request body must be a JSON object")
-        _check_model(body, self.served_model)
+        adapter = _check_model(body, self.served_model, self.adapters.current())
         kind = "chat" if path == "/v1/chat/completions" else "text"
         check_fields(body, kind)
         inputs = sampling_inputs(body, self.context_limit)
@@ -852,8 +910,11 @@ class Frontend:
         # rest is generated; a non-streaming answer is put together here.
         inputs.update(text_input=prompt, stream=True, exclude_input_in_output=True,
                       return_num_input_tokens=True, return_num_output_tokens=True)
+        if adapter is not None:  # the Triton model turns it into the engine's LoRARequest
+            inputs["adapter"] = adapter
         return Prepared(kind, inputs, bool(body.get("stream", False)), bool(options.get("include_usage")),
-                        prompt_param, max_tokens, choices.get("num_return_sequences", 1), top_logprobs, tools)
+                        prompt_param, max_tokens, choices.get("num_return_sequences", 1), top_logprobs, tools,
+                        body["model"])
 
     def checked(self, request: Prepared, events: Generator[dict[str, Any], None, None]) -> Iterator[dict[str, Any]]:
         """Triton's responses, with the context limit enforced: once the engine has counted the prompt, a request
@@ -1060,9 +1121,11 @@ class Handler(http_body.BoundedHandler):
             self._json(200, self.frontend.models())
         elif path == f"/v1/models/{self.frontend.served_model}":
             self._json(200, self.frontend.models()["data"][0])
+        elif path.startswith("/v1/models/") and path[len("/v1/models/"):] in self.frontend.adapters.current():
+            self._json(200, self.frontend.adapter_model(path[len("/v1/models/"):]))
         elif path.startswith("/v1/models/"):
-            raise OpenAIError(404, f"The model '{path[len('/v1/models/'):]}' does not exist; this server serves "
-                                   f"'{self.frontend.served_model}'", param="model", code="model_not_found")
+            raise model_not_found(path[len("/v1/models/"):], self.frontend.served_model,
+                                  self.frontend.adapters.current())
         elif path == "/metrics" and self.frontend.metrics_url:
             self._metrics()
         elif path == "/health":
@@ -1150,7 +1213,7 @@ class Handler(http_body.BoundedHandler):
 
         self._until_answered(conn, collect)
         kind = request.kind
-        rid, created, model = _ids(kind), int(time.time()), self.frontend.served_model
+        rid, created, model = _ids(kind), int(time.time()), request.model or self.frontend.served_model
         answers = []
         for index in range(request.n):
             choice = choices.get(index) or _Choice()
@@ -1182,7 +1245,7 @@ class Handler(http_body.BoundedHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        rid, created, model = _ids(kind), int(time.time()), self.frontend.served_model
+        rid, created, model = _ids(kind), int(time.time()), request.model or self.frontend.served_model
         obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
         prompt_tokens = completion_tokens = 0
 

@@ -25,3 +25,7 @@ class AsyncEngineArgs:
     kv_cache_dtype: str = "auto"
     disable_log_stats: bool = False
     served_model_name: str | list[str] | None = None
+    enable_lora: bool = False
+    max_lora_rank: int = 16
+    max_loras: int = 1
+    max_cpu_loras: int | None = None

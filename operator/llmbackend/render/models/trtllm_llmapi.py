@@ -9,7 +9,8 @@ text_input (required); max_tokens, stream, temperature, top_p, top_k, seed, freq
 repetition_penalty, stop_words, exclude_input_in_output, return_num_input_tokens, return_num_output_tokens,
 guided_decoding_guide_type ("json" | "json_schema") and guided_decoding_guide (the schema, JSON text): structured
 output through the engine's guided decoding (GuidedDecodingParams; model.yaml sets guided_decoding_backend xgrammar);
-num_return_sequences (SamplingParams n), num_logprobs (SamplingParams logprobs), skip_special_tokens.
+num_return_sequences (SamplingParams n), num_logprobs (SamplingParams logprobs), skip_special_tokens, adapter
+(a LoRA adapter's name from the list $LLMBACKEND_ADAPTERS_FILE names, passed as `generate_async(lora_request=...)`).
 Responses: text_output (streaming: the new text of this response), finish_reason ("stop" | "length" on the final
 response, empty before), num_input_tokens / num_output_tokens when asked for (num_input_tokens also on the first
 streamed response; num_output_tokens counts every choice), sequence_index (the choice: with n > 1 each choice gets
@@ -116,6 +117,88 @@ class BadRequest(ValueError):
     """The request itself is invalid: answered with an error, the model keeps serving."""
 
 
+# ---- LoRA adapters (spec.adapters; the operator's render/adapters.py writes the list) ----
+
+ADAPTERS_ENV = "LLMBACKEND_ADAPTERS_FILE"
+ADAPTERS_RECHECK_S = 1.0  # how often the list's file is looked at again (the kubelet replaces it in place)
+
+
+class Adapters:
+    """The adapters this model serves, by name: {"adapters": [{"name", "id", "path"}]} from the file $ADAPTERS_ENV
+    names, read again when it changes (an adapter added or removed needs no restart). A list that cannot be read
+    keeps the last good one."""
+
+    def __init__(self, path: str | None, make_request: Any) -> None:
+        self.path = path
+        self.make_request = make_request  # (name, int id, path) -> the engine's LoRARequest
+        self.lock = threading.Lock()
+        self.checked = 0.0
+        self.stamp: tuple[float, int] | None = None
+        self.by_name: dict[str, Any] = {}
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if self.path is None or now - self.checked < ADAPTERS_RECHECK_S:
+            return
+        self.checked = now
+        try:
+            st = os.stat(self.path)
+            if (st.st_mtime, st.st_ino) == self.stamp:
+                return
+            with open(self.path, encoding="utf-8") as f:
+                entries = json.load(f).get("adapters") or []
+            self.by_name = {str(e["name"]): (int(e["id"]), str(e["path"])) for e in entries}
+            self.stamp = (st.st_mtime, st.st_ino)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return
+
+    def request_for(self, name: str | None) -> Any:
+        """The engine's LoRARequest for an adapter name; None for no name. Raises BadRequest for an unknown one."""
+        if not name:
+            return None
+        with self.lock:
+            self._refresh()
+            found = self.by_name.get(name)
+            served = sorted(self.by_name)
+        if found is None:
+            raise BadRequest(f"unknown adapter {name!r}; this model serves " + (", ".join(served) or "no adapters"))
+        try:
+            return self.make_request(name, found[0], found[1])
+        except (ValueError, TypeError, AssertionError, OSError) as exc:  # e.g. the path is gone: this request's fault
+            raise BadRequest(f"adapter {name!r} cannot be loaded: {exc}") from None
+
+
+class LoraInfo:
+    """The LoRA gauge of the Model Server Protocol the Gateway API Inference Extension's lora-affinity-scorer reads
+    (labels running_lora_adapters and waiting_lora_adapters: comma-separated adapter names; max_lora; the value: the
+    time it was current, the EPP takes the series of the largest value), as vLLM exports vllm:lora_requests_info
+    (vllm/v1/metrics/loggers.py `PrometheusStatLogger`). An adapter counts as running while a request that names it is
+    in the engine (the engine does not say which wait for a slot: waiting stays empty). One series per set of running
+    adapters seen, reused when that set comes back. Calls come through the IPC thread."""
+
+    def __init__(self, name: str, labels: dict[str, str], max_loras: int) -> None:
+        self.family = pb_utils.MetricFamily(name, "LoRA adapters in the engine (Model Server Protocol)",
+                                            pb_utils.MetricFamily.GAUGE)
+        self.labels, self.max_loras = labels, max_loras
+        self.running: dict[str, int] = {}
+        self.series: dict[str, Any] = {}
+        self.publish()
+
+    def change(self, adapter: str, delta: int) -> None:
+        self.running[adapter] = self.running.get(adapter, 0) + delta
+        if self.running[adapter] <= 0:
+            del self.running[adapter]
+        self.publish()
+
+    def publish(self) -> None:
+        key = ",".join(sorted(self.running))
+        if key not in self.series:
+            self.series[key] = self.family.Metric(labels={
+                **self.labels, "running_lora_adapters": key, "waiting_lora_adapters": "",
+                "max_lora": str(self.max_loras)})
+        self.series[key].set(time.time())
+
+
 def _is_request_error(exc: BaseException) -> bool:
     """The executor refused this one request (executor/utils.py RequestError, raised while the result is iterated,
     e.g. a prompt that fills max_seq_len: base_worker.py `_deduce_max_tokens`), or the LLM API validated its
@@ -169,6 +252,14 @@ def _strings(request: Any, name: str) -> list[str]:
     return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in tensor.as_numpy().reshape(-1)]
 
 
+def _lora_request(name: str, lora_id: int, path: str) -> Any:
+    """TensorRT-LLM's per-request adapter (tensorrt_llm/executor/request.py LoRARequest: lora_name, lora_int_id,
+    lora_path; the engine loads the weights from the path the first time, then keeps them in its LoRA cache)."""
+    from tensorrt_llm.executor.request import LoRARequest
+
+    return LoRARequest(lora_name=name, lora_int_id=lora_id, lora_path=path)
+
+
 def parse_request(request: Any) -> dict[str, Any]:
     """Tensors -> prompt, SamplingParams arguments and flags. Raises BadRequest with what is wrong."""
     prompt = _scalar(request, "text_input")
@@ -219,6 +310,7 @@ def parse_request(request: Any) -> dict[str, Any]:
         "exclude_input": flag("exclude_input_in_output", True),
         "num_input": flag("return_num_input_tokens", False),
         "num_output": flag("return_num_output_tokens", False),
+        "adapter": _scalar(request, "adapter") or None,
     }
 
 
@@ -501,9 +593,14 @@ class TritonPythonModel:
         self.attention_dp_ranks = int(llm_args.get("tensor_parallel_size", 1)) if llm_args.get(
             "enable_attention_dp") else 1
         self.logger = pb_utils.Logger
+        self.adapters = Adapters(os.environ.get(ADAPTERS_ENV), _lora_request)
         self.llm = LLM(**llm_args)
         self.metrics = _Metrics(params, {"model": args["model_name"], "version": args["model_version"]})
         self.ipc = _TritonIpc(self.logger)
+        lora = llm_args.get("lora_config")
+        self.lora_info = LoraInfo(params["metric_lora_info"], {"model": args["model_name"], "version": args[
+            "model_version"]}, int(lora.get("max_loras") or 0)) if isinstance(lora, dict) and params.get(
+            "metric_lora_info") else None
         # Requests submitted and not yet ended, by our own id. Guarded by `lock` (Triton's, the engine's and the
         # cancellation threads all touch it).
         self.lock = threading.Lock()
@@ -526,6 +623,7 @@ class TritonPythonModel:
             sender = request.get_response_sender()
             try:
                 parsed = parse_request(request)
+                parsed["lora"] = self.adapters.request_for(parsed["adapter"])
             except BadRequest as exc:
                 self.metrics.rejected.increment(1)
                 sender.send(_error(f"bad request: {exc}", "INVALID_ARG"),
@@ -589,7 +687,18 @@ class TritonPythonModel:
     # ---- one request (engine loop) ----
 
     def _start(self, key: int, entry: _InFlight) -> None:
-        entry.task = self.loop.create_task(self._serve(key, entry))
+        entry.task = self.loop.create_task(self._serve_counted(key, entry))
+
+    async def _serve_counted(self, key: int, entry: _InFlight) -> None:
+        """_serve, with the request's adapter counted in the LoRA gauge while it is in the engine."""
+        adapter = entry.parsed.get("adapter") if self.lora_info is not None else None
+        if adapter:
+            self.ipc.call(self.lora_info.change, adapter, 1)
+        try:
+            await self._serve(key, entry)
+        finally:
+            if adapter:
+                self.ipc.call(self.lora_info.change, adapter, -1)
 
     async def _serve(self, key: int, entry: _InFlight) -> None:
         try:
@@ -620,7 +729,8 @@ class TritonPythonModel:
             await asyncio.get_running_loop().run_in_executor(None, check_guide, req["guide"])
             kwargs["guided_decoding"] = GuidedDecodingParams(**req["guide"])
         sampling = SamplingParams(**kwargs)
-        result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"])
+        result = self.llm.generate_async(req["prompt"], sampling_params=sampling, streaming=req["stream"],
+                                         lora_request=req.get("lora"))
         entry.result = result
         self.submitted_any = True
         n = int(kwargs.get("n") or 1)

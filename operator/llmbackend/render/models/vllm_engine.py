@@ -9,8 +9,9 @@ llmbackend/api/engine_versions.py and checked by tests/unit/test_engine_conforma
   stat_loggers=[cls])`, where `cls` subclasses `vllm.v1.metrics.loggers.StatLoggerBase` (the documented custom
   stat logger interface: `__init__(vllm_config, engine_index)`, `record(scheduler_stats, iteration_stats, ...)`,
   `log_engine_initialized()`);
-- `AsyncLLM.generate(prompt, SamplingParams, request_id)`: async generator of cumulative `RequestOutput`s;
-  `AsyncLLM.abort(request_id)`;
+- `AsyncLLM.generate(prompt, SamplingParams, request_id, lora_request=...)`: async generator of cumulative
+  `RequestOutput`s (`lora_request`: `vllm.lora.request.LoRARequest` of the adapter the optional `adapter` input names,
+  from the list $LLMBACKEND_ADAPTERS_FILE names); `AsyncLLM.abort(request_id)`;
 - per step `SchedulerStats.num_waiting_reqs / num_running_reqs / kv_cache_usage` and per finished request
   `IterationStats.finished_requests[i].queued_time / inference_time` (seconds): the queue and compute counters, and
   their sum (the request's time in the engine) observed into a histogram.
@@ -54,6 +55,7 @@ import signal
 import threading
 import time
 import uuid
+from typing import Any
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -110,7 +112,7 @@ METRIC_PARAMETERS = (
     "metric_engine_rejected",
     "metric_engine_request_seconds", "metric_engine_request_seconds_buckets",
     "metric_request_gauge", "metric_request_types", "metric_kv_gauge", "metric_kv_types",
-    "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage",
+    "metric_vllm_waiting", "metric_vllm_running", "metric_vllm_kv_usage", "metric_lora_info",
 )
 # What this model can report for each label value of the shared gauges (vLLM has no separate "active" count:
 # running requests are the active ones).
@@ -120,6 +122,88 @@ KV_TYPES = ("used", "free", "max", "fraction")
 
 class BadRequest(ValueError):
     """The request's inputs are invalid: answered with an error, the model keeps serving."""
+
+# ---- LoRA adapters (spec.adapters; the operator's render/adapters.py writes the list) ----
+
+ADAPTERS_ENV = "LLMBACKEND_ADAPTERS_FILE"
+ADAPTERS_RECHECK_S = 1.0  # how often the list's file is looked at again (the kubelet replaces it in place)
+
+
+class Adapters:
+    """The adapters this model serves, by name: {"adapters": [{"name", "id", "path"}]} from the file $ADAPTERS_ENV
+    names, read again when it changes (an adapter added or removed needs no restart). A list that cannot be read
+    keeps the last good one."""
+
+    def __init__(self, path: str | None, make_request: Any) -> None:
+        self.path = path
+        self.make_request = make_request  # (name, int id, path) -> the engine's LoRARequest
+        self.lock = threading.Lock()
+        self.checked = 0.0
+        self.stamp: tuple[float, int] | None = None
+        self.by_name: dict[str, Any] = {}
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if self.path is None or now - self.checked < ADAPTERS_RECHECK_S:
+            return
+        self.checked = now
+        try:
+            st = os.stat(self.path)
+            if (st.st_mtime, st.st_ino) == self.stamp:
+                return
+            with open(self.path, encoding="utf-8") as f:
+                entries = json.load(f).get("adapters") or []
+            self.by_name = {str(e["name"]): (int(e["id"]), str(e["path"])) for e in entries}
+            self.stamp = (st.st_mtime, st.st_ino)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return
+
+    def request_for(self, name: str | None) -> Any:
+        """The engine's LoRARequest for an adapter name; None for no name. Raises BadRequest for an unknown one."""
+        if not name:
+            return None
+        with self.lock:
+            self._refresh()
+            found = self.by_name.get(name)
+            served = sorted(self.by_name)
+        if found is None:
+            raise BadRequest(f"unknown adapter {name!r}; this model serves " + (", ".join(served) or "no adapters"))
+        try:
+            return self.make_request(name, found[0], found[1])
+        except (ValueError, TypeError, AssertionError, OSError) as exc:  # e.g. the path is gone: this request's fault
+            raise BadRequest(f"adapter {name!r} cannot be loaded: {exc}") from None
+
+
+class LoraInfo:
+    """The LoRA gauge of the Model Server Protocol the Gateway API Inference Extension's lora-affinity-scorer reads
+    (labels running_lora_adapters and waiting_lora_adapters: comma-separated adapter names; max_lora; the value: the
+    time it was current, the EPP takes the series of the largest value), as vLLM exports vllm:lora_requests_info
+    (vllm/v1/metrics/loggers.py `PrometheusStatLogger`). An adapter counts as running while a request that names it is
+    in the engine (the engine does not say which wait for a slot: waiting stays empty). One series per set of running
+    adapters seen, reused when that set comes back. Calls come through the IPC thread."""
+
+    def __init__(self, name: str, labels: dict[str, str], max_loras: int) -> None:
+        self.family = pb_utils.MetricFamily(name, "LoRA adapters in the engine (Model Server Protocol)",
+                                            pb_utils.MetricFamily.GAUGE)
+        self.labels, self.max_loras = labels, max_loras
+        self.running: dict[str, int] = {}
+        self.series: dict[str, Any] = {}
+        self.publish()
+
+    def change(self, adapter: str, delta: int) -> None:
+        self.running[adapter] = self.running.get(adapter, 0) + delta
+        if self.running[adapter] <= 0:
+            del self.running[adapter]
+        self.publish()
+
+    def publish(self) -> None:
+        key = ",".join(sorted(self.running))
+        if key not in self.series:
+            self.series[key] = self.family.Metric(labels={
+                **self.labels, "running_lora_adapters": key, "waiting_lora_adapters": "",
+                "max_lora": str(self.max_loras)})
+        self.series[key].set(time.time())
+
 
 
 def _parameters(model_config: dict) -> dict[str, str]:
@@ -307,6 +391,20 @@ def _text(value) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _lora_request(name: str, lora_id: int, path: str):
+    """vLLM's per-request adapter (vllm/lora/request.py LoRARequest at 0.31.0: lora_name, lora_int_id > 0, lora_path;
+    the engine loads it on first use and keeps max_cpu_loras of them, evicting the least recently used)."""
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest(lora_name=name, lora_int_id=lora_id, lora_path=path)
+
+
+def adapter_name(request) -> str | None:
+    """The optional `adapter` input: the adapter (spec.adapters name) to serve this request with."""
+    value = _scalar(request, "adapter")
+    return _text(value) if value else None
+
+
 def parse_request(request) -> tuple[str, dict, bool, bool, bool, bool]:
     """(prompt, SamplingParams kwargs, stream, exclude_input, return_num_input, return_num_output)."""
     texts = _optional(request, "text_input")
@@ -473,6 +571,7 @@ class InFlight:
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         self.logger = pb_utils.Logger
+        self.adapters = Adapters(os.environ.get(ADAPTERS_ENV), _lora_request)
         config = json.loads(args["model_config"])
         labels = {"model": args["model_name"], "version": args["model_version"]}
         self.metrics = EngineMetrics(_parameters(config), labels)
@@ -483,6 +582,9 @@ class TritonPythonModel:
         with open(path, encoding="utf-8") as f:
             engine_args = json.load(f)
         self.ipc = TritonIpc()
+        names = _parameters(config)
+        self.lora_info = LoraInfo(names["metric_lora_info"], labels, int(engine_args.get("max_loras") or 0)) if (
+            engine_args.get("enable_lora") and names.get("metric_lora_info")) else None
         logger_cls = type("BoundTritonStatLogger", (TritonStatLogger,), {"metrics": self.metrics, "ipc": self.ipc})
         # Requests handed to the engine and not yet answered, by request_id.
         self.lock = threading.Lock()
@@ -510,6 +612,7 @@ class TritonPythonModel:
             try:
                 parsed = parse_request(request)
                 params = SamplingParams(**parsed[1])  # vLLM validates ranges (temperature, top_p, ...)
+                lora = self.adapters.request_for(adapter_name(request))
             except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, or (vLLM >= 0.2x) VLLMValidationError
                 self.metrics.rejected.increment(1)
                 sender.send(error_response(f"bad request: {exc}", "INVALID_ARG"), flags=FINAL)
@@ -523,15 +626,26 @@ class TritonPythonModel:
             entry.logprobs = params.logprobs is not None
             with self.lock:
                 self.in_flight[request_id] = entry
-            self.loop.call_soon_threadsafe(self._start, request_id, parsed, params)
+            self.loop.call_soon_threadsafe(self._start, request_id, parsed, params, lora)
         return None
 
-    def _start(self, request_id: str, parsed, params) -> None:
+    def _start(self, request_id: str, parsed, params, lora=None) -> None:
         with self.lock:
             entry = self.in_flight.get(request_id)
             if entry is None:
                 return  # cancelled before it reached the loop
-            entry.task = self.loop.create_task(self._serve(request_id, parsed, params))
+            entry.task = self.loop.create_task(self._serve_counted(request_id, parsed, params, lora))
+
+    async def _serve_counted(self, request_id: str, parsed, params, lora=None) -> None:
+        """_serve, with the request's adapter counted in the LoRA gauge while it is in the engine."""
+        adapter = lora.lora_name if lora is not None and self.lora_info is not None else None
+        if adapter:
+            self.ipc.call(self.lora_info.change, adapter, 1)
+        try:
+            await self._serve(request_id, parsed, params, lora)
+        finally:
+            if adapter:
+                self.ipc.call(self.lora_info.change, adapter, -1)
 
     def _send(self, request_id: str, response, final: bool) -> bool:
         """Queue a response for the IPC thread; after the final one nothing more is sent for this request."""
@@ -544,9 +658,9 @@ class TritonPythonModel:
             self.ipc.call(entry.sender.send, response, flags=FINAL if final else 0)
         return True
 
-    async def _serve(self, request_id: str, parsed, params) -> None:
+    async def _serve(self, request_id: str, parsed, params, lora=None) -> None:
         try:
-            await self._generate(request_id, parsed, params)
+            await self._generate(request_id, parsed, params, lora)
         except asyncio.CancelledError:
             pass  # cancelled by Triton (the cancellation thread answered) or the engine died (_engine_failed did)
         except (BadRequest, VLLMClientError) as exc:  # the request's own fault (0.31: VLLMValidationError)
@@ -563,7 +677,7 @@ class TritonPythonModel:
                 self.ipc.call(self.metrics.failed.increment, 1)
                 self.ipc.call(self.logger.log_warn, f"request {request_id} failed: {exc!r}")
 
-    async def _generate(self, request_id: str, parsed, params) -> None:
+    async def _generate(self, request_id: str, parsed, params, lora=None) -> None:
         prompt, _, stream, exclude_input, want_in, want_out = parsed
         n, top = params.n, params.logprobs
         # Per choice (CompletionOutput.index): the newest cumulative output, and how much of it was handed to the
@@ -574,7 +688,7 @@ class TritonPythonModel:
         sent, sent_tokens = [0] * n, [0] * n
         last = None
         count_input = want_in  # sent with the first streamed response too (a frontend checks the context)
-        async for output in self.engine.generate(prompt, params, request_id):
+        async for output in self.engine.generate(prompt, params, request_id, lora_request=lora):
             last = output
             for completion in output.outputs:
                 i = completion.index

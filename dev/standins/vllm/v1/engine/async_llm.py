@@ -25,6 +25,14 @@ when the request is added (sampling_params.py `SamplingParams._validate_structur
 `validate_xgrammar_grammar`, then guidance as the fallback; a schema neither compiles is a VLLMValidationError with
 guidance's reason, `validate_guidance_grammar`); the output is a text the grammar accepts (the xgrammar stand-in's),
 finishing "stop" once complete (the grammar then allows only EOS), or "length" at max_tokens.
+
+LoRA (engine args enable_lora, max_lora_rank, max_loras, max_cpu_loras; `generate(lora_request=LoRARequest(...))`):
+a lora_request while LoRA is off is a VLLMValidationError (v1/engine/input_processor.py
+`InputProcessor._validate_lora`); an adapter is loaded from lora_path on first use and kept by id in a cache of
+max_cpu_loras (least recently used leave; lora/worker_manager.py `LRUCacheWorkerLoRAManager`), a rank above
+max_lora_rank refused (lora/peft_helper.py `PEFTHelper.validate_legal`). The stand-in's "adapter weights": an answer
+with an adapter begins with the adapter's name, so a test sees which adapter answered; RequestOutput.lora_request is
+set.
 """
 
 from __future__ import annotations
@@ -128,11 +136,15 @@ class _Sequence:
 
 
 class _Request:
-    def __init__(self, request_id: str, prompt: str, params: SamplingParams, max_model_len: int) -> None:
+    def __init__(self, request_id: str, prompt: str, params: SamplingParams, max_model_len: int,
+                 lora_request=None) -> None:
         self.id = request_id
         self.prompt = prompt
         self.words = prompt.split() or ["."]
         self.prompt_ids = [_token_id(w) for w in self.words]
+        self.lora_request = lora_request
+        if lora_request is not None:  # the adapter's "weights": its name leads the answer
+            self.words = [lora_request.lora_name, *self.words]
         self.params = params
         # Like vLLM's scheduler: a request stops ("length") at max_model_len whatever max_tokens asks for.
         room = max(1, max_model_len - len(self.prompt_ids))
@@ -209,7 +221,7 @@ class _Request:
             seq.returned_finished = seq.finish_reason is not None
             completions.append(seq.completion())
         return RequestOutput(self.id, self.prompt, list(self.prompt_ids), None, completions,
-                             self.finish_reason is not None)
+                             self.finish_reason is not None, lora_request=self.lora_request)
 
     def tokens(self) -> int:
         return len(self.prompt_ids) + len(self.token_ids)
@@ -226,6 +238,9 @@ class AsyncLLM:
             CacheConfig(BLOCK_SIZE, engine_args.gpu_memory_utilization, blocks, engine_args.kv_cache_dtype),
             SchedulerConfig(self._max_num_seqs, engine_args.max_num_batched_tokens or 8192, self._max_model_len))
         self._log_stats = not engine_args.disable_log_stats
+        self._lora = ((engine_args.max_lora_rank, engine_args.max_cpu_loras or engine_args.max_loras)
+                      if engine_args.enable_lora else None)
+        self._loras: collections.OrderedDict[int, str] = collections.OrderedDict()
         self._stat_loggers = [factory(self.vllm_config, 0) for factory in (stat_loggers or [])]
         for logger in self._stat_loggers:
             logger.log_engine_initialized()
@@ -283,7 +298,20 @@ class AsyncLLM:
             self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def generate(self, prompt, sampling_params: SamplingParams, request_id: str,
+    def _load_lora(self, lora_request) -> None:
+        if self._lora is None:
+            raise VLLMValidationError(f"Got lora_request {lora_request} but LoRA is not enabled!")
+        if lora_request.lora_int_id not in self._loras:
+            with open(os.path.join(lora_request.lora_path, "adapter_config.json"), encoding="utf-8") as f:
+                rank = int(json.load(f).get("r", 0))
+            if rank > self._lora[0]:
+                raise ValueError(f"LoRA rank {rank} is greater than max_lora_rank {self._lora[0]}.")
+            self._loras[lora_request.lora_int_id] = lora_request.lora_name
+            while len(self._loras) > self._lora[1]:
+                self._loras.popitem(last=False)
+        self._loras.move_to_end(lora_request.lora_int_id)
+
+    async def generate(self, prompt, sampling_params: SamplingParams, request_id: str, *, lora_request=None,
                        **kwargs) -> AsyncGenerator[RequestOutput, None]:
         text = prompt.get("prompt", "") if isinstance(prompt, dict) else str(prompt)
         if self.errored:  # async_llm.py AsyncLLM.add_request
@@ -291,7 +319,9 @@ class AsyncLLM:
         if request_id in self._requests:
             raise ValueError(f"Request id {request_id} already running.")
         _check_structured_outputs(sampling_params)  # InputProcessor -> SamplingParams.verify, before queueing
-        request = _Request(request_id, text, sampling_params, self._max_model_len)
+        if lora_request is not None:
+            self._load_lora(lora_request)
+        request = _Request(request_id, text, sampling_params, self._max_model_len, lora_request)
         if len(request.prompt_ids) > self._max_model_len:
             raise VLLMValidationError(f"The decoder prompt (length {len(request.prompt_ids)}) is longer than the "
                                       f"maximum model length of {self._max_model_len}.")

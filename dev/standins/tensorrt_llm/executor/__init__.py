@@ -1,0 +1,1 @@
+"""`tensorrt_llm.executor` of the CPU stand-in: only what the serving model imports (request.LoRARequest)."""
