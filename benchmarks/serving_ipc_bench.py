@@ -47,7 +47,9 @@ def main() -> int:
     from tritonclient.grpc import model_config_pb2
 
     from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-    from llmbackend.render.workloads import BackendRef, RolloutStrategy, config_map_files, desired_objects, model_name
+    from llmbackend.render.names import BackendRef, model_name
+    from llmbackend.render.servingpod import config_map_files
+    from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
     pb_utils = pb_utils_standin.install(sys.modules)
     pb_utils.IPC_COST_S = args.ipc_ms / 1000

@@ -68,7 +68,9 @@ def load_model(slots: int, model: str = "llmapi", source: str | None = None):
     from tritonclient.grpc import model_config_pb2
 
     from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-    from llmbackend.render.workloads import BackendRef, RolloutStrategy, config_map_files, desired_objects
+    from llmbackend.render.names import BackendRef
+    from llmbackend.render.servingpod import config_map_files
+    from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
     pb_utils = pb_utils_standin.install(sys.modules)
     spec = LLMBackendSpec.model_validate({

@@ -20,7 +20,8 @@ from typing import Any
 
 from llmbackend.api import engine_metrics as em
 from llmbackend.render import triton
-from llmbackend.render.workloads import BackendRef, config_map_files, config_map_name, selector_string
+from llmbackend.render.names import BackendRef, config_map_name, selector_string
+from llmbackend.render.servingpod import config_map_files
 
 from .build import REPO_ROOT
 from .tritonserver import TritonServerError, available, run_tritonserver

@@ -39,7 +39,8 @@ from harness import Forwarder  # noqa: E402
 from devcluster.tritonserver import TritonServerError, run_tritonserver  # noqa: E402
 from llmbackend.controller.kube import Kube, load_configuration  # noqa: E402
 from llmbackend.render import triton as rt  # noqa: E402
-from llmbackend.render.workloads import BackendRef, config_map_files, config_map_name  # noqa: E402
+from llmbackend.render.names import BackendRef, config_map_name
+from llmbackend.render.servingpod import config_map_files  # noqa: E402
 
 log = logging.getLogger("autoscale_support")
 METRICS_PORT = rt.METRICS_PORT

@@ -15,7 +15,8 @@ from conftest import REPO_ROOT, apply_manifest, backend_manifest, installed_crds
 from devcluster.crds import THIRD_PARTY_CRDS
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import gateway
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 PROMETHEUS = {"url": "http://prometheus.monitoring:9090"}
 

@@ -17,7 +17,7 @@ import yaml
 from conftest import REPO_ROOT
 
 from llmbackend.render.multinode import LAUNCHER_CLUSTER_ROLE, launcher_rbac
-from llmbackend.render.workloads import BackendRef
+from llmbackend.render.names import BackendRef
 
 POLICIES = REPO_ROOT / "manifests/default/launcher-admission.yaml"
 AS_OPERATOR = ("--as", "system:serviceaccount:llmbackend-system:llmbackend-operator", "--as-group", "system:serviceaccounts")

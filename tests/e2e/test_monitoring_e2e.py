@@ -18,7 +18,8 @@ from conftest import REPO_ROOT, apply_manifest, backend_manifest, installed_crds
 from devcluster.crds import MONITORING_CRDS
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import triton
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects, label_selector
+from llmbackend.render.names import BackendRef, label_selector
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 
 @pytest.fixture(scope="module")

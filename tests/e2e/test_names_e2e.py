@@ -19,7 +19,7 @@ from conftest import REPO_ROOT, apply_manifest, available, backend_manifest, con
 
 from llmbackend.api.v1alpha1 import ModelSource
 from llmbackend.render import modelcache as mc
-from llmbackend.render.workloads import BackendRef, labels_for
+from llmbackend.render.names import BackendRef, labels_for
 
 TENANT = "tenant-names"
 CRD = REPO_ROOT / "crds/llmbackend.yaml"

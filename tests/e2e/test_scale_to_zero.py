@@ -32,7 +32,7 @@ from llmbackend.api.engine_metrics import ACTIVATOR_HELD_METRIC
 from llmbackend.autoscaling import decision as D
 from llmbackend.render import activator as ra
 from llmbackend.render import triton as rt
-from llmbackend.render.workloads import BackendRef, activator_selector, label_selector, selector_for
+from llmbackend.render.names import BackendRef, activator_selector, label_selector, selector_for
 from llmbackend.serving import activator as program
 
 pytestmark = [

@@ -132,7 +132,7 @@ def test_operator_may_bind_the_launcher_role_and_nothing_more(installed_rbac, na
     """Multi-node leaders get a RoleBinding of the fixed launcher ClusterRole: accepted because the operator may `bind`
     that one role by name; a Role of its own, even one with the same rights, is refused."""
     from llmbackend.render.multinode import launcher_rbac
-    from llmbackend.render.workloads import BackendRef
+    from llmbackend.render.names import BackendRef
 
     objects = launcher_rbac(BackendRef("big", namespace, "uid"))
     for obj in objects:

@@ -17,7 +17,7 @@ from llmbackend.controller import egress
 from llmbackend.controller import modelcache as cmc
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.render import modelcache as mc
-from llmbackend.render.workloads import BackendRef, labels_for
+from llmbackend.render.names import BackendRef, labels_for
 
 
 def spec(source: dict, **model) -> LLMBackendSpec:

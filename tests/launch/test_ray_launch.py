@@ -18,7 +18,8 @@ from standin_http import standin_ready
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render.multinode import LAUNCH_KEY_PREFIX
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 STANDINS = Path(__file__).parent / "standins"
 

@@ -15,7 +15,9 @@ from typing import Any
 
 from devcluster.tritonserver import TritonServer, run_tritonserver
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, config_map_files, desired_objects, model_name
+from llmbackend.render.names import BackendRef, model_name
+from llmbackend.render.servingpod import config_map_files
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STANDINS = REPO_ROOT / "dev" / "standins"

@@ -14,15 +14,8 @@ from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.autoscaling.activation import parse_held
 from llmbackend.controller.decide import Observed, ScaleDecision, decide
 from llmbackend.render import activator, openai, triton
-from llmbackend.render.workloads import (
-    LWS_WORKER_INDEX_LABEL,
-    BackendRef,
-    RolloutStrategy,
-    activator_selector,
-    desired_objects,
-    owned_names,
-    selector_for,
-)
+from llmbackend.render.names import LWS_WORKER_INDEX_LABEL, BackendRef, activator_selector, owned_names, selector_for
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 from llmbackend.serving import activator as program
 
 REF = BackendRef("llama", "serving", "uid-1")

@@ -24,7 +24,8 @@ from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.planning.inventory import Inventory
 from llmbackend.planning.planner import plan, plan_for_spec
 from llmbackend.render import pbtxt
-from llmbackend.render.workloads import BackendRef, choose_rollout_strategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.workloads import choose_rollout_strategy, desired_objects
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "e2e" / "topologies" / "dgx-h100-x4.yaml"
 NODES = Inventory([d for d in yaml.safe_load_all(TOPOLOGY.read_text()) if d]).nodes()

@@ -28,7 +28,7 @@ from llmbackend.controller.decide import Observed, decide
 from llmbackend.planning.inventory import Inventory
 from llmbackend.render.modelcache import inspect_job_name
 from llmbackend.render.multinode import group_child_names
-from llmbackend.render.workloads import BackendRef, owned_names
+from llmbackend.render.names import BackendRef, owned_names
 
 GROUPS, GROUP_SIZE = 12, 12  # two-digit group and worker indexes too
 

@@ -14,7 +14,7 @@ from llmbackend.api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from llmbackend.controller.decide import Decision, Observed, ScaleDecision, condition_events, decide, finish_status
 from llmbackend.controller.modelcache import ModelCacheResult
 from llmbackend.planning.inventory import Inventory
-from llmbackend.render.workloads import BACKEND_LABEL
+from llmbackend.render.names import BACKEND_LABEL
 
 
 def _nodes() -> list:
@@ -315,7 +315,7 @@ CHILDREN = sorted({(kind, name, scenario) for scenario in SCENARIOS for kind, na
 
 
 def test_the_scenarios_cover_every_kind_the_operator_may_own():
-    from llmbackend.render.workloads import MANAGED_KINDS
+    from llmbackend.render.names import MANAGED_KINDS
 
     assert {kind for kind, _, _ in CHILDREN} == set(MANAGED_KINDS)
 

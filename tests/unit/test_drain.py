@@ -7,7 +7,8 @@ import pytest
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from llmbackend.render import drain
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 
 @pytest.mark.parametrize("in_flight, current, expected", [
@@ -61,7 +62,7 @@ def test_rendered_pod_drains_before_it_stops():
 def test_the_models_finalize_wait_the_exit_timeout_and_the_grace_agree(engine, serving):
     """One bound: the models' finalize wait (config.pbtxt drain_seconds), Triton's --exit-timeout-secs and the
     preStop's wait; the pod's grace covers deregistration, that wait and a margin."""
-    from llmbackend.render.workloads import config_map_files
+    from llmbackend.render.servingpod import config_map_files
 
     spec = LLMBackendSpec.model_validate({
         "model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "/m"}}},

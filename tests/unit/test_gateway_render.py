@@ -10,13 +10,8 @@ import yaml
 from llmbackend.api import engine_metrics as m
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import gateway, openai
-from llmbackend.render.workloads import (
-    LWS_WORKER_INDEX_LABEL,
-    BackendRef,
-    RolloutStrategy,
-    desired_objects,
-    owned_names,
-)
+from llmbackend.render.names import LWS_WORKER_INDEX_LABEL, BackendRef, owned_names
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 REF = BackendRef("llama", "serving", "uid-1")
 ROOT = Path(__file__).resolve().parents[2]

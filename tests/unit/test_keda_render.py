@@ -11,7 +11,8 @@ from llmbackend.api.engine_metrics import RECORDING_RULE_NAME
 from llmbackend.api.v1alpha1 import AutoscalingSpec, LLMBackendSpec, PlanStatus
 from llmbackend.render.hpa import render_hpa
 from llmbackend.render.keda import pod_name_regex, quantity_str, render_scaled_object, trigger_query
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 REF = BackendRef("llama", "serving", "uid-1")
 PROM = {"url": "http://prometheus.monitoring:9090"}

@@ -13,7 +13,7 @@ import yaml
 
 from llmbackend.api.v1alpha1 import LAUNCHER_SUFFIX
 from llmbackend.render.multinode import launcher_binding_name, launcher_rbac
-from llmbackend.render.workloads import BackendRef
+from llmbackend.render.names import BackendRef
 
 POLICIES = {d["metadata"]["name"]: d for d in
             yaml.safe_load_all((Path(__file__).resolve().parents[2] / "manifests/default/launcher-admission.yaml").read_text())

@@ -13,7 +13,7 @@ from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.controller import modelcache
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.render import modelcache as mc
-from llmbackend.render.workloads import BackendRef
+from llmbackend.render.names import BackendRef
 
 NS = "serving"
 T = "2026-12-01T10:00:00Z"

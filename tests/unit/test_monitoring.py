@@ -13,12 +13,8 @@ from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.autoscaling import metrics
 from llmbackend.controller.reconcile import export_status_metrics
 from llmbackend.render import triton
-from llmbackend.render.workloads import (
-    BackendRef,
-    RolloutStrategy,
-    desired_objects,
-    owned_names,
-)
+from llmbackend.render.names import BackendRef, owned_names
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 REF = BackendRef("llama", "serving", "uid-1")
 SURGE = RolloutStrategy("RollingUpdate", 1, 0)

@@ -23,7 +23,8 @@ from llmbackend.render.multinode import (
     launcher_cluster_role,
     rank_layout,
 )
-from llmbackend.render.workloads import MANAGED_KINDS, BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import MANAGED_KINDS, BackendRef
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 REF = BackendRef("big", "serving", "uid-1")
 RECREATE = RolloutStrategy("Recreate")

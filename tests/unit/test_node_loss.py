@@ -12,7 +12,7 @@ from test_backoff import _operator
 from devcluster.cli import topology_nodes
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.controller.reconcile import Reconciler, SharedState, without_lost_nodes
-from llmbackend.render.workloads import BACKEND_LABEL, serving_pod_ready
+from llmbackend.render.names import BACKEND_LABEL, serving_pod_ready
 
 NODE = "dgx-h100-0"
 

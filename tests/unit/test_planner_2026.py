@@ -418,7 +418,8 @@ def test_the_operator_renders_the_planned_attention_dp_into_the_model_config() -
     import yaml
 
     from llmbackend.api.v1alpha1 import PlanStatus
-    from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+    from llmbackend.render.names import BackendRef
+    from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
     p = plan_deepseek(deepseek_fp8_1024())
     status = PlanStatus.model_validate({**p.to_status(), "inputHash": "x"})

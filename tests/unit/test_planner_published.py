@@ -204,7 +204,8 @@ def test_moe_rows_report_ep_in_status():
 def test_managed_cloud_plan_renders_pods_that_land_there():
     """GKE node without GFD: the plan's status selects the accelerator label and the pods tolerate the GPU taint."""
     from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-    from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+    from llmbackend.render.names import BackendRef
+    from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
     node = cloud_node("gke-a3-0", 8, {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
                                       "node.kubernetes.io/instance-type": "a3-highgpu-8g"})

@@ -19,8 +19,9 @@ from llmbackend.api import conditions as cond
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.controller.decide import Observed, decide
 from llmbackend.planning.inventory import Inventory
+from llmbackend.render.names import BACKEND_LABEL, BackendRef
 from llmbackend.render.podtemplate import PodTemplateConflictError
-from llmbackend.render.workloads import BACKEND_LABEL, BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 GOLDEN = Path(__file__).parent / "golden" / "pods"
 REF = BackendRef("llama", "serving", "uid-1")

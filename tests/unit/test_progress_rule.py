@@ -15,7 +15,7 @@ from llmbackend.api.v1alpha1 import SOURCE_REQUIRED_MESSAGE, LLMBackendSpec
 from llmbackend.controller.conditions import summarize
 from llmbackend.controller.decide import Observed, condition_events, decide, finish_status
 from llmbackend.controller.modelcache import ModelCacheResult
-from llmbackend.render.workloads import BACKEND_LABEL
+from llmbackend.render.names import BACKEND_LABEL
 
 T0 = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
 STAMP = "2026-12-01T10:00:00Z"

@@ -125,7 +125,7 @@ def test_the_operator_holds_every_right_of_the_launcher_role_it_does_not_bind():
         # kubectl >= 1.30 execs over WebSocket (GET), older ones over SPDY (POST): both verbs.
         permissions_module.Grant(WATCHED, "", "pods/exec"): frozenset({"get", "create"}),
     }
-    from llmbackend.render.workloads import BackendRef
+    from llmbackend.render.names import BackendRef
 
     objects = launcher_rbac(BackendRef("big", "serving", "uid"))
     assert [o["kind"] for o in objects] == ["ServiceAccount", "RoleBinding"]

@@ -10,8 +10,8 @@ import yaml
 
 from llmbackend.api import conditions as cond
 from llmbackend.cli import main
+from llmbackend.render.servingpod import config_map_files
 from llmbackend.render.triton import render_model_repository
-from llmbackend.render.workloads import config_map_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "manifests" / "samples" / "llama-3.1-8b-trtllm.yaml"

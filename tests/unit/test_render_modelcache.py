@@ -10,7 +10,8 @@ import pytest
 from llmbackend import model_fetch as mf
 from llmbackend.api.v1alpha1 import LLMBackendSpec, ModelSource, PlanStatus
 from llmbackend.render import modelcache as mc
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 GIB = 1024**3
 

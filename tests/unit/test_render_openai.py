@@ -10,7 +10,8 @@ import pytest
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import openai
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 from llmbackend.serving import openai_frontend as fe
 
 REF = BackendRef("llama", "serving", "uid-1")

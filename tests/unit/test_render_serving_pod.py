@@ -14,7 +14,7 @@ from test_samples import CHECKPOINTS  # the fixture checkpoints of hf:// samples
 from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.cli import main
 from llmbackend.render import drain
-from llmbackend.render.workloads import SERVING_HOME, SERVING_UID, cache_env, serving_resources
+from llmbackend.render.servingpod import SERVING_HOME, SERVING_UID, cache_env, serving_resources
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "manifests" / "samples").glob("*.yaml"))

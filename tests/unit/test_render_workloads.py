@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.render.workloads import (
-    CONFIG_HASH_ANNOTATION,
-    BackendRef,
-    RolloutStrategy,
-    choose_rollout_strategy,
-    desired_objects,
-)
+from llmbackend.render.names import CONFIG_HASH_ANNOTATION, BackendRef
+from llmbackend.render.workloads import RolloutStrategy, choose_rollout_strategy, desired_objects
 
 REF = BackendRef("llama", "serving", "uid-1")
 
@@ -123,8 +118,8 @@ def test_rollout_strategy_follows_free_capacity(replicas, spare, expected):
 
 
 def test_engine_managed_batching_in_the_rendered_configmap():
+    from llmbackend.render.servingpod import config_map_files
     from llmbackend.render.triton import batching_violations
-    from llmbackend.render.workloads import config_map_files
 
     config_map = _by_kind(desired_objects(REF, _spec(), _plan(), 1, SURGE))["ConfigMap"]
     files = config_map_files(config_map)

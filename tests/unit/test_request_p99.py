@@ -23,7 +23,8 @@ from llmbackend.autoscaling.ratio import (
 )
 from llmbackend.controller.decide import Observed, ScaleDecision, decide
 from llmbackend.render import drain
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 INF = math.inf
 

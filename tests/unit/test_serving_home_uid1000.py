@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.render.workloads import SERVING_HOME, SERVING_UID, BackendRef, RolloutStrategy, desired_objects
+from llmbackend.render.names import BackendRef
+from llmbackend.render.servingpod import SERVING_HOME, SERVING_UID
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 # The system interpreter: uid 1000 cannot reach one under root's home (a pyenv or venv there).
 PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable

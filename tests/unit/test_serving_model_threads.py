@@ -19,7 +19,9 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.render.workloads import BackendRef, RolloutStrategy, config_map_files, desired_objects, model_name
+from llmbackend.render.names import BackendRef, model_name
+from llmbackend.render.servingpod import config_map_files
+from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 STANDINS = Path(__file__).resolve().parents[2] / "dev" / "standins"
 SLOTS = 2

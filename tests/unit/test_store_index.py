@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from llmbackend.controller.cache import Store
-from llmbackend.render.workloads import BACKEND_LABEL
+from llmbackend.render.names import BACKEND_LABEL
 
 
 def obj(ns: str, name: str, backend: str | None, version: int) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmbackend.controller.cache import MANAGED_SELECTOR, CachedKube, Store, WatchCaches, simple_selector
-from llmbackend.render.workloads import BACKEND_LABEL, MANAGED_BY
+from llmbackend.render.names import BACKEND_LABEL, MANAGED_BY
 
 
 def obj(kind: str, name: str, namespace: str = "ns", rv: str = "1", owner: str | None = "b", **labels: str) -> dict[str, Any]:

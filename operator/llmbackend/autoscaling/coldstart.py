@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..render.workloads import pod_ready
+from ..render.names import pod_ready
 
 DEFAULT_COLD_START_S = 180.0  # until a pod has been seen turning Ready: 3 min, a mid-size LLM
 MAX_OBSERVATIONS = 16

@@ -19,7 +19,7 @@ from ..api.v1alpha1 import AdapterSpec, LLMBackendSpec
 from ..model_fetch import FetchError
 from ..render import adapters as ra
 from ..render import modelcache as mc
-from ..render.workloads import SERVING_UID
+from ..render.servingpod import SERVING_UID
 from .egress import settings
 from .kube import ApiError
 from .modelcache import (

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlencode
 
-from ..render.workloads import BACKEND_LABEL, MANAGED_BY, MANAGED_KINDS, OPTIONAL_KINDS
+from ..render.names import BACKEND_LABEL, MANAGED_BY, MANAGED_KINDS, OPTIONAL_KINDS
 from . import permissions
 from .digest import summarize_data
 from .kube import KINDS, ApiError, Kube

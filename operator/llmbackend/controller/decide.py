@@ -53,15 +53,11 @@ from ..render.multinode import (
     multi_node_spec,
     needs_compute_domain,
 )
-from ..render.vllm_backend import EngineConfigError
-from ..render.workloads import (
-    CHECKPOINT_CHECK_CONTAINER,
+from ..render.names import (
     MANAGED_KINDS,
     OPTIONAL_KINDS,
     BackendRef,
     activator_selector,
-    choose_rollout_strategy,
-    desired_objects,
     label_selector,
     metrics_model,
     model_name,
@@ -69,6 +65,9 @@ from ..render.workloads import (
     selector_string,
     serving_pod_ready,
 )
+from ..render.servingpod import CHECKPOINT_CHECK_CONTAINER
+from ..render.vllm_backend import EngineConfigError
+from ..render.workloads import choose_rollout_strategy, desired_objects
 from .adapters import adapters_problem, ready_adapters
 from .conditions import (
     AVAILABLE,

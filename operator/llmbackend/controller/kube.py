@@ -20,7 +20,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client import rest
 
 from ..autoscaling import metrics
-from ..render.workloads import MANAGED_KINDS
+from ..render.names import MANAGED_KINDS
 from . import permissions
 
 FIELD_MANAGER = "llmbackend-operator"

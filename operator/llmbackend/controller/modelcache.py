@@ -32,7 +32,8 @@ from ..api.catalog import UnknownPresetError, resolve_architecture
 from ..api.v1alpha1 import LLMBackendSpec, ModelArchitecture
 from ..model_fetch import FetchError
 from ..render import modelcache as mc
-from ..render.workloads import BACKEND_LABEL, MANAGED_BY, SERVING_UID, BackendRef, labels_for
+from ..render.names import BACKEND_LABEL, MANAGED_BY, BackendRef, labels_for
+from ..render.servingpod import SERVING_UID
 from . import permissions
 from .conditions import parse_time
 from .egress import MODEL_ENDPOINTS_ENV, settings

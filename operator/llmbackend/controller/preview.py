@@ -43,7 +43,7 @@ from ..planning.cli import (
 )
 from ..planning.cli import run as run_plan
 from ..planning.inventory import GPUNode, parse_node
-from ..render.workloads import config_map_files
+from ..render.servingpod import config_map_files
 from .conditions import AVAILABLE, DEGRADED, PLANNED
 from .decide import OPTIONAL_APIS, Observed, decide
 

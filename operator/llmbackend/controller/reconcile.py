@@ -22,7 +22,7 @@ from ..api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from ..autoscaling import metrics
 from ..planning.inventory import Inventory
 from ..render.multinode import LAUNCHER_CLUSTER_ROLE
-from ..render.workloads import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef, serving_pod_ready
+from ..render.names import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef, serving_pod_ready
 from . import egress, permissions
 from .adapters import sync_adapters
 from .conditions import Conditions, now_rfc3339

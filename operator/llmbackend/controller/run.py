@@ -29,8 +29,8 @@ from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
+from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
-from ..render.workloads import BACKEND_LABEL, serving_pod_ready
 from . import egress, permissions
 from .cache import API_SERVED, CachedKube, Store, WatchCaches
 from .kube import Kube, load_configuration

@@ -9,7 +9,7 @@ import yaml
 
 from ..planning.cli import load_backend
 from .hpa import render_adapter_rule, render_prometheus_rule
-from .workloads import BackendRef, labels_for, metrics_model
+from .names import BackendRef, labels_for, metrics_model
 
 
 def register(subparsers: Any) -> None:

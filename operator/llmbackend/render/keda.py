@@ -16,7 +16,7 @@ from typing import Any
 from ..api.v1alpha1 import AutoscalingSpec, schedule_cron
 from .hpa import default_query, quantity, render_hpa
 
-SCALED_OBJECT_API = ("keda.sh/v1alpha1", "scaledobjects")  # (apiVersion, plural), as in workloads.MANAGED_KINDS
+SCALED_OBJECT_API = ("keda.sh/v1alpha1", "scaledobjects")  # (apiVersion, plural), as in names.MANAGED_KINDS
 
 
 def pod_name_regex(workload_kind: str, name: str) -> str:

@@ -33,18 +33,9 @@ from ..api.v1alpha1 import (
     PlanStatus,
 )
 from . import drain, triton
+from .names import CONFIG_HASH_ANNOTATION, MANAGED_KINDS, BackendRef, labels_for, object_meta, pod_ready
 from .podtemplate import apply_pod_template
-from .workloads import (
-    CONFIG_HASH_ANNOTATION,
-    MANAGED_KINDS,
-    BackendRef,
-    _config_hash,
-    _meta,
-    _pod_spec,
-    labels_for,
-    pod_ready,
-    with_exit_timeout,
-)
+from .servingpod import config_hash, serving_pod_spec, with_exit_timeout
 
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -173,11 +164,11 @@ def launcher_rbac(ref: BackendRef) -> list[dict[str, Any]]:
     """
     labels = labels_for(ref, "launcher")
     name = launcher_binding_name(ref.name)
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(ref, name, labels),
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": object_meta(ref, name, labels),
                "automountServiceAccountToken": False}
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": _meta(ref, name, labels),
+        "metadata": object_meta(ref, name, labels),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LAUNCHER_CLUSTER_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ref.namespace}],
     }
@@ -191,7 +182,7 @@ def compute_domain_name(ref: BackendRef) -> str:
 def render_compute_domain(ref: BackendRef) -> dict[str, Any]:
     """One ComputeDomain per backend; every pod that claims its channel joins the IMEX domain."""
     return {
-        "apiVersion": MANAGED_KINDS["ComputeDomain"][0], "kind": "ComputeDomain", "metadata": _meta(ref, compute_domain_name(ref)),
+        "apiVersion": MANAGED_KINDS["ComputeDomain"][0], "kind": "ComputeDomain", "metadata": object_meta(ref, compute_domain_name(ref)),
         # numNodes 0: the driver no longer gates startup on a node count (the field is deprecated).
         "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": f"{ref.name}-{IMEX_CLAIM}"}}},
     }
@@ -209,7 +200,7 @@ def _launch_volume(config_map: dict[str, Any]) -> dict[str, Any]:
 
 def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_map: dict[str, Any], *, leader: bool,
                layout: RankLayout, compute_domain: bool) -> dict[str, Any]:
-    pod = _pod_spec(ref, spec, plan, config_map, role="leader" if leader else "worker", world_size=layout.world_size)
+    pod = serving_pod_spec(ref, spec, plan, config_map, role="leader" if leader else "worker", world_size=layout.world_size)
     # The model repository volume must not carry the launch scripts (Triton would read them as models).
     for volume in pod["volumes"]:
         if volume["name"] == "model-config":
@@ -234,7 +225,7 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
         script = "leader-ray.sh" if leader else "worker-ray.sh"
         args = serve if leader else []
     container["command"] = ["/bin/sh", f"{LAUNCH_MOUNT}/{script}"]
-    # The leader serves: it keeps the drain-safe exit timeout that _pod_spec gave the single-node args.
+    # The leader serves: it keeps the drain-safe exit timeout that serving_pod_spec gave the single-node args.
     container["args"] = with_exit_timeout(args, drain.backend_drain_seconds(spec))
     if leader and mpi:
         container["env"] += [
@@ -287,10 +278,10 @@ def render_leader_worker_set(
     """One LWS group per replica. LeaderCreated: the workers start with the leader (the leader is
     Ready only once every rank runs, so LeaderReady would never create them)."""
     layout = rank_layout(plan)
-    annotations = {CONFIG_HASH_ANNOTATION: _config_hash(config_map)}
+    annotations = {CONFIG_HASH_ANNOTATION: config_hash(config_map)}
     leader = _group_pod(ref, spec, plan, config_map, leader=True, layout=layout, compute_domain=compute_domain)
     worker = _group_pod(ref, spec, plan, config_map, leader=False, layout=layout, compute_domain=compute_domain)
-    meta = _meta(ref, ref.name)
+    meta = object_meta(ref, ref.name)
     topology = exclusive_topology_key(spec, plan)
     if topology:
         meta["annotations"] = {EXCLUSIVE_TOPOLOGY_ANNOTATION: topology}

@@ -6,93 +6,36 @@ objects of the managed kinds that are no longer desired. Nothing here talks to t
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shlex
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..api.v1alpha1 import (
-    GROUP,
-    KIND,
-    LAUNCHER_SUFFIX,
-    MODEL_REPO_SUFFIX,
     OPERATOR_IMAGE,
-    VERSION,
     AutoscalingMode,
     LLMBackendSpec,
     PlanStatus,
 )
-from ..planning.inventory import GPU_TOLERATIONS
-from . import activator, adapters, drain, gateway, keda, modelcache, monitoring, openai, triton
+from . import activator, gateway, keda, monitoring, openai, triton
 from .hpa import render_hpa, render_prometheus_rule
+from .multinode import multi_node_objects, needs_compute_domain
+from .names import (
+    BACKEND_LABEL,
+    CONFIG_HASH_ANNOTATION,
+    LWS_WORKER_INDEX_LABEL,
+    BackendRef,
+    activator_selector,
+    labels_for,
+    metrics_model,
+    object_meta,
+    selector_for,
+)
 from .podtemplate import apply_pod_template
-
-MANAGED_BY = "llmbackend-operator"
-BACKEND_LABEL = "llmbackend.dev/backend"
-CONFIG_HASH_ANNOTATION = "llmbackend.dev/config-hash"
-LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
-CONFIG_MOUNT = "/model-config"
-SERVING_UID = 1000  # the Triton images' triton-server user
-# Triton images create that user without a home directory (triton-inference-server/server#7015): HOME and the
-# engines' caches (vLLM's torch.compile and kernel caches, TensorRT-LLM's JIT kernels, the Hub client, Triton-lang)
-# point into a writable emptyDir mounted here.
-SERVING_HOME = "/home/llmbackend"
-CHECKPOINT_CHECK_CONTAINER = "check-checkpoint"  # init container; its termination message says what is wrong
-
-# Every kind the operator may own, keyed by kind: (apiVersion, plural). The controller prunes
-# owned objects of these kinds that are no longer desired.
-MANAGED_KINDS: dict[str, tuple[str, str]] = {
-    "ConfigMap": ("v1", "configmaps"),
-    "Service": ("v1", "services"),
-    "Deployment": ("apps/v1", "deployments"),
-    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
-    # Multi-node groups: the MPI leader's exec rights (render/multinode.py: a binding of the fixed launcher
-    # ClusterRole; the operator creates no Roles) and GB200 IMEX domains.
-    "ServiceAccount": ("v1", "serviceaccounts"),
-    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
-    "ComputeDomain": ("resource.nvidia.com/v1beta1", "computedomains"),
-    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
-    "HorizontalPodAutoscaler": ("autoscaling/v2", "horizontalpodautoscalers"),
-    "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules"),
-    "ScaledObject": keda.SCALED_OBJECT_API,
-    "InferencePool": gateway.INFERENCE_POOL_API,
-    "PodMonitor": monitoring.POD_MONITOR_API,
-}
-PROMETHEUS_RULE_API = MANAGED_KINDS["PrometheusRule"]
-# Kinds served only when their CRDs are installed: looked up (and pruned) only then.
-OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "InferencePool", "ComputeDomain", "PodMonitor")
-
-
-def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
-    """Every (kind, name) a backend's children may have: what pruning looks up."""
-    epp = gateway.epp_name(ref.name)
-    names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
-             if kind not in ("ServiceAccount", "RoleBinding")] + [
-        ("ServiceAccount", ref.name + LAUNCHER_SUFFIX), ("RoleBinding", ref.name + LAUNCHER_SUFFIX),
-        ("ServiceAccount", ref.name)]  # the launcher's account before it took the binding's name: pruned on upgrade
-    return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")] + [
-        ("Deployment", activator.deployment_name(ref.name)), ("Service", activator.serving_service_name(ref.name))]
-
-
-@dataclass(frozen=True)
-class BackendRef:
-    """Identity of the LLMBackend that owns the children."""
-
-    name: str
-    namespace: str
-    uid: str
-
-    def owner_reference(self) -> dict[str, Any]:
-        return {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": KIND,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+from .servingpod import (
+    config_hash,
+    render_config_map,
+    serving_pod_spec,
+)
 
 
 @dataclass(frozen=True)
@@ -121,340 +64,12 @@ def choose_rollout_strategy(replicas: int, spare_replicas: int) -> tuple[Rollout
     return RolloutStrategy("Recreate"), "no spare GPUs for a surge and a single replica: recreate (brief downtime)"
 
 
-def labels_for(ref: BackendRef, component: str = "server") -> dict[str, str]:
-    return {
-        "app.kubernetes.io/name": "triton",
-        "app.kubernetes.io/instance": ref.name,
-        "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        "app.kubernetes.io/part-of": "llmbackend",
-        BACKEND_LABEL: ref.name,
-    }
-
-
-def selector_for(ref: BackendRef) -> dict[str, str]:
-    return {BACKEND_LABEL: ref.name, "app.kubernetes.io/component": "server"}
-
-
-def activator_selector(ref: BackendRef) -> dict[str, str]:
-    return {BACKEND_LABEL: ref.name, "app.kubernetes.io/component": activator.COMPONENT}
-
-
-def label_selector(labels: dict[str, str]) -> str:
-    """The labelSelector query string that matches ``labels``."""
-    return ",".join(f"{k}={v}" for k, v in labels.items())
-
-
-def selector_string(ref: BackendRef) -> str:
-    return label_selector(selector_for(ref))
-
-
-def pod_ready(pod: Mapping[str, Any]) -> bool:
-    """The pod's Ready condition is True (as the kubelet reports it; terminating pods included)."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-def serving_pod_ready(pod: dict[str, Any]) -> bool:
-    """Ready and not terminating: a pod a Service sends requests to, or whose engine metrics count."""
-    return not pod["metadata"].get("deletionTimestamp") and pod_ready(pod)
-
-
-def _meta(ref: BackendRef, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "name": name,
-        "namespace": ref.namespace,
-        "labels": labels or labels_for(ref),
-        "ownerReferences": [ref.owner_reference()],
-    }
-
-
-def config_map_name(ref: BackendRef) -> str:
-    return ref.name + MODEL_REPO_SUFFIX
-
-
-def model_name(ref: BackendRef, spec: LLMBackendSpec) -> str:
-    return spec.model.name or spec.model.preset or ref.name
-
-
-def metrics_model(ref: BackendRef, spec: LLMBackendSpec) -> str:
-    """The Triton model whose queue/compute times drive autoscaling: the engine, not the ensemble."""
-    if triton.is_engine_ensemble(spec.engine.backend, spec.engine.format):
-        return "tensorrt_llm"
-    return triton.served_model_name(spec.engine.backend, model_name(ref, spec), spec.engine.format)
-
-
-image_for = triton.image_for
-
-
-# ConfigMap entries that are programs mounted on their own, not files of the Triton model repository.
-NON_REPOSITORY_KEYS = frozenset({triton.CHECKPOINT_CHECK_KEY, openai.FRONTEND_KEY, openai.HTTP_BODY_KEY,
-                                 adapters.ADAPTERS_KEY})
-
-
-def _config_key(path: str) -> str:
-    # ConfigMap keys may not contain '/'; the volume's items map them back to paths.
-    return path.replace("/", "__")
-
-
-def config_map_files(config_map: dict[str, Any]) -> dict[str, str]:
-    """The model repository a ConfigMap holds: path -> content, as the pod's volume items lay it out."""
-    return {key.replace("__", "/"): content for key, content in (config_map.get("data") or {}).items()
-            if key not in NON_REPOSITORY_KEYS}
-
-
-def render_config_map(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus,
-                      ready_adapters: Collection[str] | None = None) -> dict[str, Any]:
-    """The backend's ConfigMap; `ready_adapters`: the adapters the pods may be told of (None: all of spec.adapters)."""
-    files = triton.render_model_repository(spec, model_name(ref, spec), plan.tensor_parallel, plan.pipeline_parallel,
-                                           plan.expert_parallel, plan.gpu_product,
-                                           bool(plan.attention_data_parallel))
-    data = {_config_key(path): content for path, content in sorted(files.items())}
-    if triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel):
-        data[triton.CHECKPOINT_CHECK_KEY] = triton.checkpoint_check_source()
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(ref, config_map_name(ref)),
-        "data": {**data, **openai.config_map_data(spec), **adapters.config_map_data(spec, ready_adapters)},
-    }
-
-
-def _config_hash(config_map: dict[str, Any]) -> str:
-    # The adapter list is re-read in place by the running pods (render/adapters.py): not a reason to roll them.
-    data = {k: v for k, v in config_map["data"].items() if k != adapters.ADAPTERS_KEY}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _copy_repository_script(spec: LLMBackendSpec, ref: BackendRef) -> str:
-    """Init step: assemble the writable model repository from the ConfigMap (and the image's Python models).
-
-    Every interpolated value is a validated constant or model name, and shell-quoted anyway.
-    """
-    repo = triton.MODEL_REPOSITORY
-    steps = [f"cp -rL {CONFIG_MOUNT}/. {repo}/"]
-    for directory in triton.version_dirs(spec.engine.backend, model_name(ref, spec), spec.engine.format):
-        steps.append(f"mkdir -p {shlex.quote(repo + '/' + directory)}")
-    if triton.is_engine_ensemble(spec.engine.backend, spec.engine.format):
-        for target, source in sorted(triton.IMAGE_PYTHON_MODELS.items()):
-            steps.append(f"cp {shlex.quote(source)} {shlex.quote(repo + '/' + target)}")
-    return " && ".join(steps)
-
-
-def _shm_size(gpus_per_pod: int) -> str:
-    # NCCL and the Python backend use /dev/shm; multi-GPU pods need room for NCCL buffers per rank.
-    return f"{2 + 4 * max(0, gpus_per_pod - 1) if gpus_per_pod > 1 else 2}Gi"
-
-
-def cache_env(home: str = SERVING_HOME) -> list[dict[str, str]]:
-    """HOME and the cache variables of the serving container, all under the writable `home` emptyDir."""
-    cache = f"{home}/.cache"
-    return [{"name": "HOME", "value": home},
-            {"name": "XDG_CACHE_HOME", "value": cache},
-            {"name": "HF_HOME", "value": f"{cache}/huggingface"},
-            {"name": "VLLM_CACHE_ROOT", "value": f"{cache}/vllm"},
-            {"name": "TRITON_CACHE_DIR", "value": f"{cache}/triton"}]
-
-
-def _add_writable_home(container: dict[str, Any], volumes: list[dict[str, Any]]) -> None:
-    container["env"] += cache_env()
-    container["volumeMounts"].append({"name": "home", "mountPath": SERVING_HOME})
-    volumes.append({"name": "home", "emptyDir": {}})
-
-
-def serving_resources(spec: LLMBackendSpec, gpus_per_pod: int) -> dict[str, Any]:
-    """Requests (and limits) of the serving container.
-
-    With `scheduling.resources` the user's CPU and memory are both request and limit. Without, the container still
-    requests CPU and memory: it loads the checkpoint through host RAM and its /dev/shm is memory-backed, and a pod
-    requesting none is BestEffort, the first evicted under memory pressure. The default (2 CPUs per GPU; 8 GiB plus
-    8 GiB per GPU plus the /dev/shm size) is a floor for scheduling and eviction order, with no limit."""
-    gpus = str(gpus_per_pod)
-    resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
-    if spec.scheduling.resources and (spec.scheduling.resources.cpu or spec.scheduling.resources.memory):
-        for key in ("cpu", "memory"):
-            value = getattr(spec.scheduling.resources, key)
-            if value:
-                resources["requests"][key] = value
-                resources["limits"][key] = value
-        return resources
-    shm_gib = int(_shm_size(gpus_per_pod).removesuffix("Gi"))
-    resources["requests"]["cpu"] = str(2 * max(1, gpus_per_pod))
-    resources["requests"]["memory"] = f"{8 + 8 * max(1, gpus_per_pod) + shm_gib}Gi"
-    return resources
-
-
-def with_exit_timeout(args: list[str], drain_s: int) -> list[str]:
-    """tritonserver's argv with `--exit-timeout-secs` (how long it lets in-flight requests finish on SIGTERM)."""
-    return [a for arg in args for a in ([arg, f"--exit-timeout-secs={drain_s}"] if arg == "tritonserver" else [arg])]
-
-
-def _pod_spec(
-    ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_map: dict[str, Any], *, role: str, world_size: int
-) -> dict[str, Any]:
-    """Pod spec of a single-node replica (role=server), or of an LWS leader/worker."""
-    gpus_per_pod = plan.gpus_per_replica // max(1, plan.nodes_per_replica)
-    drain_s = drain.backend_drain_seconds(spec)
-    image = image_for(spec)
-    backend = spec.engine.backend
-    # Leaders and workers of multi-node groups get their launch command from render/multinode.py.
-    command: list[str] | None = None
-    args = triton.triton_command(triton.MODEL_REPOSITORY, plan.tensor_parallel, plan.pipeline_parallel, backend,
-                                 spec.engine.format)
-
-    resources = serving_resources(spec, gpus_per_pod)
-
-    volume_mounts: list[dict[str, Any]] = [
-        {"name": "model-repository", "mountPath": triton.MODEL_REPOSITORY},
-        {"name": "dshm", "mountPath": "/dev/shm"},
-        {"name": "tmp", "mountPath": "/tmp"},
-    ]
-    volumes: list[dict[str, Any]] = [
-        {"name": "model-repository", "emptyDir": {}},
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(gpus_per_pod)}},
-        {"name": "tmp", "emptyDir": {}},
-        {
-            "name": "model-config",
-            "configMap": {
-                "name": config_map["metadata"]["name"],
-                "items": [{"key": key, "path": key.replace("__", "/")} for key in sorted(config_map["data"])
-                          if key not in NON_REPOSITORY_KEYS],
-            },
-        },
-    ]
-    source = spec.model.source
-    if source is not None and source.pvc is not None:
-        volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": source.pvc.claim_name, "readOnly": True}})
-        mount = {"name": "models", "mountPath": triton.MODELS_DIR, "readOnly": True}
-        sub_path = source.pvc.path.strip("/")
-        if sub_path:
-            mount["subPath"] = sub_path
-        volume_mounts.append(mount)
-    if source is not None and source.uri is not None:
-        cache_volume, cache_mount = modelcache.serving_volume(source)
-        volumes.append(cache_volume)
-        volume_mounts.append(cache_mount)
-    adapter_volumes, adapter_mounts = adapters.volumes(spec, config_map["metadata"]["name"])
-    volumes += adapter_volumes
-    volume_mounts += adapter_mounts
-
-    container: dict[str, Any] = {
-        "name": "triton",
-        "image": image,
-        "args": args,
-        "env": [
-            {"name": "GPUS_PER_POD", "value": str(gpus_per_pod)},
-            {**triton.OFFLINE_ENV},
-        ],
-        "resources": resources,
-        "volumeMounts": volume_mounts,
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "runAsUser": SERVING_UID,
-            "runAsGroup": SERVING_UID,
-        },
-    }
-    _add_writable_home(container, volumes)
-    if command:
-        container["command"] = command
-    if source is not None and source.uri is not None:
-        container["env"].append({"name": "MODEL_PATH", "value": modelcache.model_path(source)})
-    if adapters.lora_enabled(spec):
-        container["env"].append(adapters.env())
-    if role != "worker":
-        container["ports"] = [
-            {"name": "http", "containerPort": triton.HTTP_PORT, "protocol": "TCP"},
-            {"name": "grpc", "containerPort": triton.GRPC_PORT, "protocol": "TCP"},
-            {"name": monitoring.METRICS_PORT_NAME, "containerPort": triton.METRICS_PORT, "protocol": "TCP"},
-        ]
-        # Large engines load for minutes: the startup probe allows up to 30 minutes before liveness applies.
-        container["startupProbe"] = {
-            "httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": 10, "failureThreshold": 180,
-        }
-        container["readinessProbe"] = {
-            "httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": 5, "failureThreshold": 3,
-        }
-        container["livenessProbe"] = {
-            "httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6,
-        }
-        # Drain-safe scale-down: wait for in-flight requests, then Triton's exit timeout (render/drain.py).
-        container["lifecycle"] = {"preStop": {"exec": {"command": drain.prestop_command(triton.METRICS_PORT, drain_s)}}}
-        container["args"] = with_exit_timeout(args, drain_s)
-
-    init = {
-        "name": "model-repository",
-        "image": image,
-        "command": ["/bin/sh", "-c", _copy_repository_script(spec, ref)],
-        "volumeMounts": [
-            {"name": "model-repository", "mountPath": triton.MODEL_REPOSITORY},
-            {"name": "model-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
-        ],
-        "securityContext": container["securityContext"],
-    }
-
-    init_containers = [init]
-    if source is not None and source.uri is not None:  # start only once the cached copy is complete
-        init_containers.append(modelcache.wait_init_container(source, image, container["securityContext"]))
-    check = triton.checkpoint_check_command(spec, plan.tensor_parallel, plan.pipeline_parallel, plan.expert_parallel)
-    if check and role != "worker":
-        # Fail fast with a readable reason (terminated.message) instead of a server crash loop.
-        volumes.append({"name": "checkpoint-check", "configMap": {
-            "name": config_map["metadata"]["name"],
-            "items": [{"key": triton.CHECKPOINT_CHECK_KEY, "path": "check_checkpoint.py"}]}})
-        init_containers.insert(0, {
-            "name": CHECKPOINT_CHECK_CONTAINER,
-            "image": image,
-            "command": check,
-            "volumeMounts": [
-                {"name": "checkpoint-check", "mountPath": triton.CHECKPOINT_CHECK_DIR, "readOnly": True},
-                *[m for m in volume_mounts if m["name"] == "models"],
-            ],
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-            "securityContext": container["securityContext"],
-        })
-
-    node_selector = dict(spec.scheduling.node_selector or {})
-    if plan.node_selector:  # the label that names the product on the planned nodes (GFD's or a cloud's)
-        for key, value in plan.node_selector.items():
-            node_selector.setdefault(key, value)
-    elif plan.gpu_product:
-        node_selector.setdefault("nvidia.com/gpu.product", plan.gpu_product)
-    pod: dict[str, Any] = {
-        "enableServiceLinks": False,
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": drain.termination_grace_seconds(drain_s),
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": SERVING_UID},
-        "initContainers": init_containers,
-        "containers": [container],
-        "volumes": volumes,
-        "nodeSelector": node_selector,
-    }
-    if role != "worker" and openai.enabled(spec):
-        pod["containers"].append(openai.container(
-            spec, image, triton.served_model_name(backend, model_name(ref, spec)), model_name(ref, spec),
-            container["securityContext"], [m for m in volume_mounts if m["name"] == "models"]))
-        volumes.append(openai.volume(config_map["metadata"]["name"]))
-        if adapters.lora_enabled(spec):  # /v1/models lists the adapters the Triton model serves: the same file
-            frontend = pod["containers"][-1]
-            frontend["env"].append(adapters.env())
-            frontend["volumeMounts"].append({"name": adapters.ADAPTERS_VOLUME, "mountPath": adapters.ADAPTERS_DIR,
-                                             "readOnly": True})
-    # GPU nodes of managed clouds carry an nvidia.com/gpu taint (GKE adds the toleration only through an
-    # admission plugin AKS lacks); the planner counts those nodes, so the pods tolerate it.
-    pod["tolerations"] = [t.dump() for t in spec.scheduling.tolerations or []] + [dict(t) for t in GPU_TOLERATIONS]
-    if spec.scheduling.priority_class_name:
-        pod["priorityClassName"] = spec.scheduling.priority_class_name
-    return pod
-
-
 def render_deployment(
     ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, replicas: int | None, strategy: RolloutStrategy,
     config_map: dict[str, Any],
 ) -> dict[str, Any]:
     """replicas=None leaves the field to another owner (the HPA in autoscaling mode hpa)."""
-    pod = _pod_spec(ref, spec, plan, config_map, role="server", world_size=plan.gpus_per_replica)
+    pod = serving_pod_spec(ref, spec, plan, config_map, role="server", world_size=plan.gpus_per_replica)
     # Spread replicas over nodes (soft: an 8-GPU replica fills a node anyway).
     pod["topologySpreadConstraints"] = [{
         "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
@@ -463,14 +78,14 @@ def render_deployment(
     deployment: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(ref, ref.name),
+        "metadata": object_meta(ref, ref.name),
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector_for(ref)},
             "strategy": strategy.to_k8s(),
             "progressDeadlineSeconds": 3600,  # engines take minutes to load; 1 h before "stuck"
             "template": apply_pod_template({
-                "metadata": {"labels": labels_for(ref), "annotations": {CONFIG_HASH_ANNOTATION: _config_hash(config_map)}},
+                "metadata": {"labels": labels_for(ref), "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config_map)}},
                 "spec": pod,
             }, spec, "Deployment's pods"),
         },
@@ -490,7 +105,7 @@ def render_service(ref: BackendRef, multi_node: bool, openai_port: bool = False,
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(ref, ref.name),
+        "metadata": object_meta(ref, ref.name),
         "spec": {
             "type": "ClusterIP",
             "selector": selector,
@@ -509,7 +124,7 @@ def render_pdb(ref: BackendRef) -> dict[str, Any]:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": _meta(ref, ref.name),
+        "metadata": object_meta(ref, ref.name),
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_for(ref)}},
     }
 
@@ -548,8 +163,6 @@ def desired_objects(
                                     labels_for(ref, activator.COMPONENT), activator_selector(ref),
                                     ref.owner_reference(), operator_image)
     if multi_node:
-        from .multinode import multi_node_objects, needs_compute_domain
-
         objects += multi_node_objects(ref, spec, plan, replicas, config_map, compute_domains and needs_compute_domain(plan),
                                       gang_scheduler)
     else:
@@ -586,3 +199,4 @@ def render_serving_pod_monitor(ref: BackendRef, multi_node: bool) -> dict[str, A
     selector = {**selector_for(ref), LWS_WORKER_INDEX_LABEL: "0"} if multi_node else selector_for(ref)
     return monitoring.render_pod_monitor(ref.name, ref.namespace, selector, BACKEND_LABEL, labels_for(ref),
                                          ref.owner_reference())
+
