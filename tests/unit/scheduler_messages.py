@@ -1,6 +1,6 @@
 """The PodScheduled=False messages kube-scheduler writes on a serving pod that its volumes keep from a node, for
 each Kubernetes minor version the project supports (docs/install.md: 1.30 and newer; tested on 1.36), with four
-nodes. Fixtures for controller/decide.py's `unschedulable_problem`.
+nodes. Fixtures for controller/pods.py's `unschedulable_problem`.
 
 Read from kube-scheduler's source at each version's newest patch (k8s.io/kubernetes, pkg/scheduler):
 - framework/plugins/volumebinding/volume_binding.go, VolumeBinding.PreFilter: "pod has unbound immediate

@@ -82,7 +82,7 @@ def test_missing_directory(tmp_path: Path) -> None:
 
 def test_failed_check_becomes_a_condition_reason_and_message() -> None:
     from llmbackend.api.conditions import CHECKPOINT_INVALID
-    from llmbackend.controller.decide import checkpoint_check_failure
+    from llmbackend.controller.pods import checkpoint_check_failure
 
     message = "checkpoint check failed for /models (PersistentVolumeClaim models, path /llama):\n- no config.json"
     pod = {"metadata": {"name": "llama-0"}, "status": {"initContainerStatuses": [

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -44,7 +43,6 @@ from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
 from ..planning.planner import Plan, free_view, plan_for_spec, replicas_capacity
 from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
-from ..render.modelcache import cache_claim
 from ..render.multinode import (
     KUEUE_API,
     VOLCANO_API,
@@ -65,7 +63,6 @@ from ..render.names import (
     selector_string,
     serving_pod_ready,
 )
-from ..render.servingpod import CHECKPOINT_CHECK_CONTAINER
 from ..render.vllm_backend import EngineConfigError
 from ..render.workloads import choose_rollout_strategy, desired_objects
 from .adapters import adapters_problem, ready_adapters
@@ -84,6 +81,7 @@ from .conditions import (
 from .digest import is_summarized, summarize_data
 from .egress import PROMETHEUS_URLS_ENV, allowed, query_refusal
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
+from .pods import FATAL_WAITING_REASONS, PodProblem, model_claim, pod_problem
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 TEMPLATE_HASH_ANNOTATION = "llmbackend.dev/template-hash"  # on each serving pod template: see stamp_template_hashes
@@ -92,12 +90,6 @@ OPTIONAL_APIS: dict[str, tuple[str, str]] = {
     **{kind: MANAGED_KINDS[kind] for kind in OPTIONAL_KINDS},
     "Volcano": VOLCANO_API,
     "Kueue": KUEUE_API,
-}
-# Waiting container reasons that mean the pod will not start without a change.
-FATAL_WAITING_REASONS = {
-    "ErrImagePull": cond.IMAGE_PULL_FAILED, "ImagePullBackOff": cond.IMAGE_PULL_FAILED,
-    "InvalidImageName": cond.IMAGE_PULL_FAILED, "CreateContainerConfigError": cond.CREATE_CONTAINER_CONFIG_ERROR,
-    "CrashLoopBackOff": cond.CRASH_LOOP_BACK_OFF,
 }
 ROLLOUT_REQUEUE_S = 30.0  # safety net while a rollout runs (the watches on children wake us first)
 OPTIONAL_API_REQUEUE_S = 60.0  # a missing CRD: installing it sends no event to this backend
@@ -209,40 +201,6 @@ def is_subset(desired: Any, live: Any) -> bool:
 
 def plan_status_from(plan: Plan, input_hash: str) -> PlanStatus:
     return PlanStatus.model_validate({**plan.to_status(), "inputHash": input_hash})
-
-
-def checkpoint_check_failure(pod: dict[str, Any]) -> tuple[str, str] | None:
-    """(reason, message) when the pod's checkpoint check init container failed: its termination message names the
-    path and the fix (the pod retries it with back-off; this turns the loop into a readable condition)."""
-    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
-        if cs.get("name") != CHECKPOINT_CHECK_CONTAINER:
-            continue
-        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
-            terminated = state.get("terminated") or {}
-            if terminated and terminated.get("exitCode", 0) != 0:
-                message = (terminated.get("message") or terminated.get("reason") or "").strip()
-                return cond.CHECKPOINT_INVALID, f"pod {pod['metadata']['name']}: {message or 'the checkpoint check failed'}"
-    return None
-
-
-# The serving models' termination message when the engine died (render/models: `exit_server`).
-ENGINE_FAILED_PREFIX = "EngineFailed:"
-
-
-def engine_failure(pod: dict[str, Any]) -> tuple[str, str] | None:
-    """(reason, message) while a serving container is down (restarting, or waiting to) after its engine died: the
-    model wrote why to the termination message before it stopped the server."""
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        terminated = (cs.get("lastState") or {}).get("terminated") or {}
-        message = (terminated.get("message") or "").strip()
-        if cs.get("ready") or not message.startswith(ENGINE_FAILED_PREFIX):
-            continue
-        name = pod["metadata"]["name"]
-        return cond.ENGINE_FAILED, (
-            f"pod {name}: the engine failed ({message[len(ENGINE_FAILED_PREFIX):].strip()}); requests in flight got "
-            f"an error and the container restarts (restart {cs.get('restartCount', 0)}); see `kubectl logs {name} "
-            "--previous`")
-    return None
 
 
 def controlled_by(obj: dict[str, Any], ref: BackendRef) -> bool:
@@ -584,7 +542,7 @@ def _placement(observed: Observed, spec: LLMBackendSpec, plan_status: PlanStatus
     GPUs free now, and take it with spec.planning.placement preferRunnable (the default keeps the best plan)."""
     if plan_status.nodes_per_replica != 1:
         return plan_status
-    problem = _pod_problem(observed.pods, observed.ref)
+    problem = pod_problem(observed.pods, observed.ref)
     if problem is None or problem.reason != cond.UNSCHEDULABLE:
         return plan_status
     if observed.free_gpus is None:
@@ -816,7 +774,7 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
     if not rolled_out and want > 0:
         # Only pods of the current spec say why it does not run: a pod of an earlier spec goes with the rollout.
         pods = current_pods(observed.pods, current_templates or set())
-        problem = _pod_problem(pods, ref, model_claim(spec, observed.model_cache))
+        problem = pod_problem(pods, ref, model_claim(spec, observed.model_cache))
         if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
             group = group_problem(pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS))
             problem = PodProblem(*group) if group is not None else problem
@@ -852,91 +810,6 @@ def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
                for p in observed.pods)
 
 
-@dataclass(frozen=True)
-class PodProblem:
-    reason: str
-    message: str
-    since: str | None = None  # a wait that may resolve by itself (the scheduler's), since then; None: needs a person
-    waiting_reason: str = cond.WAITING_FOR_NODES
-
-
-@dataclass(frozen=True)
-class ModelClaim:
-    """The claim the serving pods load the model from, and the field of the spec that names it: a fix for a claim
-    names the field the user wrote (a pvc source's claim is theirs; an hf:// or s3:// source's cache claim is the
-    operator's, shaped by spec.model.source.cache)."""
-
-    name: str
-    cache: bool  # the cache claim of a URI source (the operator creates it), else source.pvc.claimName
-    no_storage_class: bool = False  # the model cache found the claim without a StorageClass (controller/modelcache.py)
-
-
-def model_claim(spec: LLMBackendSpec, cache: ModelCacheResult | None) -> ModelClaim | None:
-    source = spec.model.source
-    if source is None:
-        return None
-    if source.pvc is not None:
-        return ModelClaim(source.pvc.claim_name, cache=False)
-    if source.uri is not None:
-        return ModelClaim(cache_claim(source), cache=True,
-                          no_storage_class=cache is not None and cache.reason == cond.NO_STORAGE_CLASS)
-    return None
-
-
-# The scheduler's words for volume trouble, as kube-scheduler writes them in v1.30-v1.36 (tests/unit/
-# scheduler_messages.py keeps each version's whole message): volumebinding.VolumeBinding.PreFilter appends
-# "pod has unbound immediate PersistentVolumeClaims", and its podHasPVCs returns the claim lister's error
-# `persistentvolumeclaim "<name>" not found` (pkg/scheduler/framework/plugins/volumebinding/volume_binding.go).
-# FitError.Error (pkg/scheduler/framework/types.go) adds the PostFilter plugins' words after them: from v1.34,
-# with DynamicResources on by default, that is its cycle-state miss, a bare "not found", so "not found" alone
-# says nothing about a claim.
-UNBOUND_IMMEDIATE_CLAIMS = "pod has unbound immediate persistentvolumeclaims"
-UNBOUND_DELAYED_CLAIMS = "didn't find available persistent volumes to bind"
-CLAIM_NOT_FOUND = re.compile(r'persistentvolumeclaim "([^"]+)" not found', re.IGNORECASE)
-
-
-def unschedulable_problem(pod_name: str, message: str, since: str | None, claim: ModelClaim | None = None) -> PodProblem:
-    """The scheduler's words mapped to the fix. Each is a wait bounded by the progress deadline: a claim may be
-    created a moment later (a GitOps sync, the scheduler's cache catching up), a volume bound, nodes added."""
-    words = message.lower()
-    if UNBOUND_IMMEDIATE_CLAIMS in words or UNBOUND_DELAYED_CLAIMS in words:
-        reason, fix = cond.SERVING_CLAIM_NOT_BOUND, (
-            "no volume is bound to its claim: check the claim's StorageClass (kubectl describe pvc) provisions its "
-            "access mode, or bind a PersistentVolume to it")
-        if claim is not None and claim.cache and claim.no_storage_class:
-            reason, fix = cond.NO_STORAGE_CLASS, (
-                f"cache claim {claim.name} has no StorageClass (none was given and the cluster has no default one) "
-                "and no volume is bound to it: set spec.model.source.cache.storageClassName to a class that "
-                f"provisions ReadWriteMany volumes (kubectl get storageclass), or create a ReadWriteMany "
-                f"PersistentVolume for claim {claim.name}")
-        elif claim is not None and claim.cache:
-            fix = (f"no volume is bound to cache claim {claim.name}: check that its StorageClass "
-                   "(spec.model.source.cache.storageClassName) provisions ReadWriteMany volumes and a quota allows "
-                   f"its size (kubectl describe pvc {claim.name})")
-        elif claim is not None:
-            fix = (f"no volume is bound to claim {claim.name} (spec.model.source.pvc.claimName): bind the "
-                   "PersistentVolume that holds the checkpoint to it, or check that the claim's StorageClass "
-                   f"provisions its access mode (kubectl describe pvc {claim.name})")
-        return PodProblem(reason, f"pod {pod_name}: {message}; {fix}", since, waiting_reason=reason)
-    missing = CLAIM_NOT_FOUND.search(message)
-    if missing is not None:
-        name = missing.group(1)
-        if claim is not None and name == claim.name and claim.cache:
-            fix = (f"cache claim {name} of spec.model.source.uri is created by the operator on its next pass; if it "
-                   "stays missing, set spec.model.source.cache.claimName")
-        elif claim is not None and name == claim.name:
-            fix = (f"create PersistentVolumeClaim {name} with the checkpoint in this namespace, or fix "
-                   "spec.model.source.pvc.claimName")
-        else:
-            fix = (f"create PersistentVolumeClaim {name} in this namespace, or fix the volume of "
-                   "spec.serving.podTemplate that names it")
-        return PodProblem(cond.SERVING_CLAIM_NOT_FOUND, f"pod {pod_name}: {message}; {fix}", since,
-                          waiting_reason=cond.SERVING_CLAIM_NOT_FOUND)
-    return PodProblem(cond.UNSCHEDULABLE,
-                      f"pod {pod_name}: {message}; if nodes are being added this resolves itself, otherwise change "
-                      "spec.scheduling or free or add matching nodes", since)
-
-
 def pod_templates(workload: dict[str, Any]) -> list[dict[str, Any]]:
     """The pod templates of a serving workload (a Deployment's; a LeaderWorkerSet's leader and worker)."""
     spec = workload.get("spec") or {}
@@ -966,30 +839,6 @@ def current_pods(pods: list[dict[str, Any]], template_hashes: set[str]) -> list[
         stamped = ((pod.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION)
         return stamped is None or stamped in template_hashes
     return [p for p in pods if current(p)]
-
-
-def _pod_problem(pods: list[dict[str, Any]], ref: BackendRef, claim: ModelClaim | None = None) -> PodProblem | None:
-    """Why serving pods do not run: the scheduler's or the kubelet's words."""
-    selector = selector_for(ref)
-    for pod in pods:
-        if not selector.items() <= (pod["metadata"].get("labels") or {}).items():
-            continue  # a multi-node worker: group_problem looks at those
-        invalid = checkpoint_check_failure(pod) or engine_failure(pod)
-        if invalid:
-            return PodProblem(*invalid)
-        name = pod["metadata"]["name"]
-        for c in pod.get("status", {}).get("conditions", []):
-            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-                return unschedulable_problem(name, (c.get("message") or "").strip().rstrip("."),
-                                             c.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp"), claim)
-        for cs in pod.get("status", {}).get("containerStatuses", []) + pod.get("status", {}).get("initContainerStatuses", []):
-            waiting = (cs.get("state") or {}).get("waiting") or {}
-            why = waiting.get("reason")
-            if why in FATAL_WAITING_REASONS:
-                return PodProblem(FATAL_WAITING_REASONS[why],
-                                  f"pod {name} container {cs.get('name')}: {waiting.get('message', why)}; "
-                                  f"see `kubectl describe pod {name}` and its logs")
-    return None
 
 
 def condition_events(conditions: Conditions) -> list[tuple[str, str, str]]:
@@ -1032,7 +881,6 @@ def not_served(conditions: Conditions, reason: str, message: str) -> None:
                    "spec, if any, keep running unchanged")
     conditions.set(PROGRESSING, False, why, "nothing rolls out until the cause in Degraded is fixed")
     conditions.set(DEGRADED, True, reason, message)
-
 
 
 def api_failure(conditions: Conditions, status: int, reason: str, message: str) -> None:
