@@ -11,7 +11,7 @@ from llmbackend.api.catalog import PRESETS
 from llmbackend.api.v1alpha1 import EngineSpec
 from llmbackend.planning import memory, roofline
 from llmbackend.planning.inventory import product_info
-from llmbackend.planning.perf_model import CALIBRATED, Efficiency, Hardware, Model, Workload
+from llmbackend.planning.perf_model import CALIBRATED, Hardware, Model, Workload
 
 L8, L70, MIXTRAL = PRESETS["llama-3.1-8b"], PRESETS["llama-3.1-70b"], PRESETS["mixtral-8x7b"]
 H100 = product_info("NVIDIA-H100-80GB-HBM3")
