@@ -6,13 +6,13 @@ the prefill work of new requests shares the steps). One pipeline stage's step:
 
     linear layers  = max(weights read / achievable HBM bandwidth,
                          2 x active parameters x step tokens / tp / achievable FLOPS)
-    attention      = max(KV cache read of the decoding sequences / achievable HBM bandwidth,
+    attention      = max(KV cache read of the decoding sequences / achievable KV read bandwidth,
                          QK^T and AV FLOPs (prompt tokens attend to half their prompt on average) / achievable FLOPS)
     TP all-reduce  = 2 per layer: link latency + 2 (tp-1)/tp x step tokens x hidden x 2 bytes
                      / achievable link bandwidth
-    step           = linear layers + attention + all-reduces + a fixed cost per layer of the stage (what the
-                     fitting data asks for at every batch size; not launches alone: it stays in steps replayed
-                     from CUDA graphs, docs/performance-model.md variant 14; no cost per step beyond it)
+    step           = linear layers + attention + all-reduces + a fixed cost per layer of the stage (measured: an
+                     H200 decoder layer replayed from a CUDA graph, less its weights' streaming time; not launches
+                     alone, docs/performance-model.md variant 14; no cost per step beyond it)
 
 (per GPU: weights, KV and FLOPs are the 1/tp share of the stage's layers; MoE
 models compute with the active parameters and read the experts a step's
@@ -50,11 +50,13 @@ next enters), input I and output O tokens:
 - PP: C is split into min(C, pp) micro-batches; with fewer micro-batches than
   stages some stages idle (the bubble) and each token still crosses every stage.
 
-`Efficiency` holds the achievable fractions of peak HBM bandwidth, compute and
-link bandwidth, and the fixed cost per layer: fitted on TensorRT-LLM's
-published throughput tables by benchmarks/perf_calibrate.py
-(docs/performance-model.md has the fit and the validation on other published
-figures). These are estimates, not promises.
+`Efficiency` holds the achievable fractions of peak HBM bandwidth (weights and
+KV cache apart), compute and link bandwidth, and the fixed cost per layer. The
+weights' bandwidth and the fixed cost come from kernels measured on an H200
+(benchmarks/data/h200/); the rest is fitted on TensorRT-LLM's published
+throughput tables by benchmarks/perf_calibrate.py (docs/performance-model.md
+has the fit and the validation on other published figures). These are
+estimates, not promises.
 """
 
 from __future__ import annotations
@@ -86,11 +88,14 @@ class Efficiency:
     layer_overhead_s: float
     compute_fp4: float = 0.0  # fp4 tensor math's own fraction (0: the same as compute)
     link_bandwidth: float = 1.0  # achievable fraction of the link's per-direction bandwidth in an all-reduce
+    kv_bandwidth: float = 0.0  # achievable fraction of HBM bandwidth reading the KV cache in a step (0: bandwidth)
 
 
-# Fitted by benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
-# tests/unit/test_perf_model.py checks that the script's fit still lands here.
-CALIBRATED = Efficiency(bandwidth=0.92, compute=0.54, layer_overhead_s=153e-6, compute_fp4=0.36, link_bandwidth=0.65)
+# bandwidth and layer_overhead_s: measured on an H200 (benchmarks/data/h200/); the rest fitted by
+# benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
+# tests/unit/test_perf_model.py checks that the script's measurement and fit still land here.
+CALIBRATED = Efficiency(bandwidth=0.92, compute=0.52, layer_overhead_s=66e-6, compute_fp4=0.34, link_bandwidth=0.57,
+                        kv_bandwidth=0.71)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +203,7 @@ class Model:
         self.decode_attn_width = (heads * (2 * arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) / 2
                                   if arch.kv_lora_rank else self.attn_width)
         self.bw = hw.hbm_gbps * 1e9 * eff.bandwidth
+        self.kv_bw = hw.hbm_gbps * 1e9 * (eff.kv_bandwidth or eff.bandwidth)
         compute = eff.compute_fp4 if (hw.precision == "fp4" and eff.compute_fp4) else eff.compute
         self.flops = hw.tflops * 1e12 * compute
         self.attn_flops_rate = (hw.attention_tflops or hw.tflops) * 1e12 * eff.compute
@@ -290,7 +296,7 @@ class Model:
         else:
             matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
             linear_s = max(weights_s, matmul_s)
-        kv_s = decode_in / ranks * self.kv_bytes(context) / self.bw
+        kv_s = decode_in / ranks * self.kv_bytes(context) / self.kv_bw
         attn_flops = 4 * self.layers * (self.decode_attn_width * decode * context
                                         + self.attn_width * busiest_prefill * prompt / 2) / ranks
         attn_s = attn_flops / self.attn_flops_rate
