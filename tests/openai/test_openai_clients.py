@@ -126,3 +126,47 @@ def test_litellm_raises_context_window_exceeded_over_the_limit(base_url, litellm
     with pytest.raises(litellm.ContextWindowExceededError):
         litellm.completion(model=f"openai/{MODEL}", api_base=base_url, api_key="unused", num_retries=0,
                            messages=[{"role": "user", "content": "word " * words}], max_tokens=max_tokens)
+
+
+# ---- the Responses API (/v1/responses): text in, text out, not streamed ----
+
+@pytest.fixture(scope="module")
+def client(base_url):
+    import openai
+
+    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=60)
+
+
+def test_responses_text_input_and_output(client):
+    """Before: 404. Mapped to the chat path: the same template, sampling and usage counts."""
+    done = client.responses.create(model=MODEL, input="one two three", max_output_tokens=4)
+    assert done.output_text.split() == ["one", "two", "three", "<|assistant|>"]
+    assert (done.status, done.incomplete_details.reason) == ("incomplete", "max_output_tokens")
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (4, 4) and done.model == MODEL
+    assert done.id.startswith("resp_") and done.output[0].role == "assistant"
+    parts = [{"role": "user", "content": [{"type": "input_text", "text": "hello there"}]}]
+    answer = client.responses.create(model=MODEL, instructions="be brief", input=parts, max_output_tokens=4)
+    assert answer.output_text.split() == ["be", "brief", "hello", "there"]  # instructions: the system turn, first
+
+
+def test_responses_through_langchain(base_url):
+    llm = _chat(base_url, max_tokens=3, use_responses_api=True)
+    assert llm.invoke("one two three").text.split() == ["one", "two", "three"]
+
+
+@pytest.mark.parametrize("field, value", [("stream", True), ("tools", [{"type": "web_search"}]),
+                                          ("previous_response_id", "resp_1")])
+def test_responses_refuses_what_it_does_not_do_naming_the_field(client, field, value):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.responses.create(model=MODEL, input="hello", extra_body={field: value})
+    assert info.value.body["param"] == field and "/v1/chat/completions" in info.value.body["message"]
+
+
+def test_responses_over_the_context_limit_is_context_length_exceeded(client):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.responses.create(model=MODEL, input="word " * (CONTEXT + 20), max_output_tokens=4)
+    assert info.value.body["code"] == "context_length_exceeded"
