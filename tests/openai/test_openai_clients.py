@@ -1,6 +1,7 @@
 """The clients applications put in front of an OpenAI endpoint (issue 46), against the operator's OpenAI frontend
 in front of a real tritonserver with the CPU stand-in engine: LangChain's ChatOpenAI (invoke, stream, bind_tools,
-with_structured_output) and LiteLLM (completion, and its context-window error, which is what its fallbacks key on).
+with_structured_output) and LiteLLM (completion, and its context-window error, which is what its fallbacks key on); and the Responses API
+(/v1/responses, text) with the official `openai` client and LangChain's `use_responses_api`.
 
 Both clients go through the same frontend code whatever the engine, so one stack serves the module (the
 tensorrtllm backend, one tritonserver, one frontend): CPU is shared. The checkpoint's chat template is the Hermes
