@@ -370,8 +370,9 @@ COMPLETION = json.dumps({"model": MODEL, "prompt": "still usable", "max_tokens":
 
 
 @pytest.mark.parametrize("method, path, status", [
-    ("POST", "/v1/responses", 404), ("POST", "/v1/embeddings", 404), ("POST", "/v2/anything", 404),
+    ("POST", "/v1/files", 404), ("POST", "/v1/embeddings", 404), ("POST", "/v2/anything", 404),
     ("PUT", "/v1/chat/completions", 405), ("DELETE", "/v1/models", 405), ("GET", "/v1/responses", 404),
+    ("POST", "/v1/responses", 400),  # served: the input below is over the context limit
     ("GET", "/v1/models/other-model", 404),
 ])
 def test_unknown_routes_answer_json_and_leave_the_connection_usable(connection, method, path, status):
@@ -422,7 +423,7 @@ def test_every_answer_carries_an_x_request_id(client, connection):
         assert response.headers["x-request-id"] == "stream-7"
     seen = set()
     for method, path, body, headers in [
-        ("GET", "/v1/models", None, ""), ("POST", "/v1/responses", b"{}", ""), ("POST", "/v1/completions", b"{", ""),
+        ("GET", "/v1/models", None, ""), ("POST", "/v1/embeddings", b"{}", ""), ("POST", "/v1/completions", b"{", ""),
         ("GET", "/health", None, "x-request-id: has space\r\n"),
         ("POST", "/v1/completions", COMPLETION, "X-Request-Id: mine-1\r\n"),
     ]:

@@ -491,3 +491,52 @@ def test_without_jinja2_chat_explains_and_the_frontend_still_starts(monkeypatch)
     with pytest.raises(fe.OpenAIError) as info:
         template.render([{"role": "user", "content": "x"}])
     assert info.value.status == 500 and "jinja2" in info.value.message
+
+
+# ---- the Responses API: a request put as a chat request ----
+
+def test_a_responses_request_becomes_the_chat_request_it_asks_for():
+    body = {"model": "m", "instructions": "be brief", "max_output_tokens": 7, "temperature": 0.5, "store": True,
+            "input": [{"role": "developer", "content": "rules"},
+                      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi "},
+                                                                      {"type": "input_text", "text": "there"}]},
+                      {"role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}],
+            "stream": False, "tools": [], "tool_choice": "auto", "text": {"format": {"type": "text"}}}
+    assert fe.chat_body_from_responses(body) == {
+        "model": "m", "max_tokens": 7, "temperature": 0.5,
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "system", "content": "rules"},
+                     {"role": "user", "content": "hi there"}, {"role": "assistant", "content": "hello"}]}
+    assert fe.chat_body_from_responses({"model": "m", "input": "hi"})["messages"] == [{"role": "user",
+                                                                                        "content": "hi"}]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"input": None}, "input"), ({"input": []}, "input"), ({"input": 3}, "input"),
+    ({"input": ["text"]}, "input[0]"), ({"input": [{"type": "function_call_output", "output": "x"}]}, "input[0]"),
+    ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
+    ({"input": [{"role": ["user"], "content": "x"}]}, "input[0].role"),  # unhashable: not a lookup's TypeError
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]}, "input[0].content"),
+    ({"input": [{"role": "user", "content": [{"type": "input_text", "text": 5}]}]}, "input[0].content"),
+    ({"input": [{"role": "user", "content": {"deep": "x"}}]}, "input[0].content"),
+    ({"input": "x", "instructions": ["x"]}, "instructions"),
+    ({"input": "x", "stream": True}, "stream"), ({"input": "x", "tools": [{"type": "web_search"}]}, "tools"),
+    ({"input": "x", "previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"input": "x", "text": {"format": {"type": "json_object"}}}, "text"),
+    ({"input": "x", "reasoning": {"effort": "low"}}, "reasoning"), ({"input": "x", "prompt": {"id": "p"}}, "prompt"),
+])
+def test_what_the_responses_api_cannot_take_is_a_400_naming_it(body, param):
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.chat_body_from_responses({"model": "m", **body})
+    assert (info.value.status, info.value.body()["error"]["param"]) == (400, param)
+
+
+@pytest.mark.parametrize("finish, status, details", [("stop", "completed", None),
+                                                     ("length", "incomplete", {"reason": "max_output_tokens"})])
+def test_a_chat_answer_becomes_a_response(finish, status, details):
+    answer = {"id": "chatcmpl-1", "created": 5, "model": "m", "usage": fe._usage(3, 2),
+              "choices": [{"index": 0, "message": {"role": "assistant", "content": "a b"}, "finish_reason": finish}]}
+    response = fe.response_from_chat(answer, {"instructions": "x", "max_output_tokens": 2})
+    assert (response["object"], response["status"], response["incomplete_details"]) == ("response", status, details)
+    assert response["output"][0]["content"] == [{"type": "output_text", "text": "a b", "annotations": []}]
+    assert response["usage"]["input_tokens"] == 3 and response["usage"]["total_tokens"] == 5
+    assert (response["instructions"], response["max_output_tokens"], response["created_at"]) == ("x", 2, 5)

@@ -1,4 +1,5 @@
-"""OpenAI-compatible HTTP frontend for one Triton-served LLM (/v1/chat/completions, /v1/completions, /v1/models).
+"""OpenAI-compatible HTTP frontend for one Triton-served LLM (/v1/chat/completions, /v1/completions, /v1/models;
+/v1/responses for text, through the chat path).
 
 Runs as the `openai` container of each serving pod (same image as Triton), shipped as this one file in the
 backend's ConfigMap, and talks to Triton on localhost through its generate extension
@@ -57,7 +58,7 @@ BODY_TIMEOUT_S = 60.0  # the whole body must arrive within this
 BODY_WAIT_S = 10.0     # a request waits this long for room in the body budget, then 503 with Retry-After
 MAX_STOP_SEQUENCES = 4
 DISCONNECT_POLL_S = 0.2  # how often a non-streaming request checks that its client is still connected
-GENERATE_ROUTES = ("/v1/completions", "/v1/chat/completions")
+GENERATE_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/responses")
 # A client's x-request-id is echoed when it looks like an id (no spaces or control characters, not too long).
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
@@ -166,6 +167,88 @@ def check_fields(body: dict[str, Any], kind: str) -> None:
         for name, value in options.items():
             if name not in STREAM_OPTIONS and value is not None:
                 raise _bad(f"'stream_options.{name}' is not supported by this server", f"stream_options.{name}")
+
+
+# The Responses API (/v1/responses), text in and text out, non-streaming: a request is put as a chat request (the
+# same prompt, template, sampling and checks) and the chat answer as a Response. Fields: used as chat's, ignored as
+# chat's, or asking for nothing; anything else (streaming, tools, previous_response_id, ...) a 400 naming it.
+RESPONSES_USED = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p"}
+RESPONSES_NOTHING: dict[str, Callable[[Any], bool]] = {
+    "stream": lambda v: v is None or v is False, "tools": lambda v: v is None or v == [],
+    "tool_choice": lambda v: v is None or v in ("auto", "none"), "parallel_tool_calls": lambda v: v is None or
+    isinstance(v, bool), "truncation": lambda v: v is None or v == "disabled", "background": lambda v: v is None or
+    v is False, "text": lambda v: v is None or v == {} or v == {"format": {"type": "text"}},
+    "include": lambda v: v is None or v == []}
+
+
+def chat_body_from_responses(body: dict[str, Any]) -> dict[str, Any]:
+    """A /v1/responses body as the /v1/chat/completions body it asks for, or 400 naming the field it cannot take."""
+    for name, value in body.items():
+        if name in RESPONSES_USED or name in IGNORED_FIELDS or RESPONSES_NOTHING.get(name, _NOTHING)(value):
+            continue
+        raise _bad(f"'{name}' is not supported by this server's Responses API, which takes text input and gives "
+                   "text output, not streamed (use /v1/chat/completions for streaming, tools and structured output)",
+                   name)
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions") is not None:
+        if not isinstance(body["instructions"], str):
+            raise _bad("'instructions' must be a string", "instructions")
+        messages.append({"role": "system", "content": body["instructions"]})
+    given = body.get("input")
+    if isinstance(given, str):
+        messages.append({"role": "user", "content": given})
+    elif isinstance(given, list) and given:
+        messages.extend(_responses_message(item, i) for i, item in enumerate(given))
+    else:
+        raise _bad("'input' must be a string or a non-empty list of messages", "input")
+    chat = {"model": body.get("model"), "messages": messages}
+    for name in ("temperature", "top_p", "user", "metadata"):
+        if body.get(name) is not None:
+            chat[name] = body[name]
+    if body.get("max_output_tokens") is not None:
+        chat["max_tokens"] = body["max_output_tokens"]
+    return chat
+
+
+def _responses_message(item: Any, i: int) -> dict[str, str]:
+    """One input item ({"role", "content": text or [input_text/output_text parts]}) as a chat message."""
+    param = f"input[{i}]"
+    if not isinstance(item, dict) or item.get("type", "message") != "message":
+        raise _bad(f"{param}: only messages are supported (role and content)", param)
+    role = item.get("role")
+    role = "system" if role == "developer" else role  # chat templates know system, not OpenAI's newer name
+    if role not in ("system", "user", "assistant"):
+        raise _bad(f"{param}.role must be user, assistant, system or developer", f"{param}.role")
+    content = item.get("content")
+    if isinstance(content, list):
+        parts = [p["text"] for p in content if isinstance(p, dict) and p.get("type") in ("input_text", "output_text")
+                 and isinstance(p.get("text"), str)]
+        if len(parts) != len(content):
+            raise _bad(f"{param}.content: only input_text and output_text parts are supported", f"{param}.content")
+        content = "".join(parts)
+    if not isinstance(content, str):
+        raise _bad(f"{param}.content must be a string or a list of text parts", f"{param}.content")
+    return {"role": role, "content": content}
+
+
+def response_from_chat(answer: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A chat.completion answer (one choice) as the Response object OpenAI's Responses API returns."""
+    choice, usage = answer["choices"][0], answer["usage"]
+    cut = choice["finish_reason"] == "length"
+    text = choice["message"]["content"] or ""
+    return {"id": "resp_" + uuid.uuid4().hex, "object": "response", "created_at": answer["created"],
+            "status": "incomplete" if cut else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "error": None,
+            "model": answer["model"], "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
+            "top_p": body.get("top_p"), "metadata": body.get("metadata") or {}, "tools": [], "tool_choice": "auto",
+            "parallel_tool_calls": True, "text": {"format": {"type": "text"}}, "truncation": "disabled",
+            "output": [{"type": "message", "id": "msg_" + uuid.uuid4().hex, "role": "assistant",
+                        "status": "incomplete" if cut else "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+            "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                      "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
 
 
 def requested_max_tokens(body: dict[str, Any]) -> int | None:
@@ -851,6 +934,7 @@ class Prepared:
     logprobs: int | None = None  # alternatives per token in the answer's logprobs; None: no logprobs
     tools: ToolPlan | None = None  # how tool calls are asked for and read back; None: no tools
     model: str = ""  # the model the request named (the base's or an adapter's): what the answer names
+    responses: dict[str, Any] | None = None  # a /v1/responses request's body: the chat answer is given as a Response
 
 
 class Frontend:
@@ -879,6 +963,9 @@ class Frontend:
         """The Triton request for a request body, or OpenAIError."""
         if not isinstance(body, dict):
             raise _bad("the request body must be a JSON object")
+        responses = None
+        if path == "/v1/responses":
+            responses, body, path = body, chat_body_from_responses(body), "/v1/chat/completions"
         adapter = _check_model(body, self.served_model, self.adapters.current())
         kind = "chat" if path == "/v1/chat/completions" else "text"
         check_fields(body, kind)
@@ -914,7 +1001,7 @@ class Frontend:
             inputs["adapter"] = adapter
         return Prepared(kind, inputs, bool(body.get("stream", False)), bool(options.get("include_usage")),
                         prompt_param, max_tokens, choices.get("num_return_sequences", 1), top_logprobs, tools,
-                        body["model"])
+                        body["model"], responses)
 
     def checked(self, request: Prepared, events: Generator[dict[str, Any], None, None]) -> Iterator[dict[str, Any]]:
         """Triton's responses, with the context limit enforced: once the engine has counted the prompt, a request
@@ -1232,9 +1319,9 @@ class Handler(http_body.BoundedHandler):
                 answers.append({"index": index, "message": message, "finish_reason": finish, "logprobs": logprobs})
             else:
                 answers.append({"index": index, "text": text, "finish_reason": finish, "logprobs": logprobs})
-        self._json(200, {"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion",
-                         "created": created, "model": model, "choices": answers,
-                         "usage": _usage(prompt_tokens, completion_tokens)})
+        answer = {"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion",
+                  "created": created, "model": model, "choices": answers, "usage": _usage(prompt_tokens, completion_tokens)}
+        self._json(200, answer if request.responses is None else response_from_chat(answer, request.responses))
 
     def _stream(self, request: Prepared, conn: http.client.HTTPConnection, events: Iterator[dict[str, Any]]) -> None:
         # errors before the first response (the context check included) still get a plain HTTP error
