@@ -144,7 +144,11 @@ REFUSED_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "service_tier": (_one_of("auto", "default"), "service tiers"),
     "ignore_eos": (_FALSE, "ignore_eos"),  # vLLM's extension, which load generators send
 }
-STREAM_OPTIONS = {"include_usage": "used", "include_obfuscation": "ignored"}  # obfuscation: padding, not content
+# include_obfuscation: padding, not content. continuous_usage_stats: vLLM's usage on every chunk, which guidellm sends
+# with every streaming request; the Triton models count a request's output tokens in their final response only, so
+# the counts come once, in the last chunk (as with include_usage alone), and a client that keeps the last usage it
+# saw, as guidellm does, gets the exact counts.
+STREAM_OPTIONS = {"include_usage": "used", "include_obfuscation": "ignored", "continuous_usage_stats": "ignored"}
 
 
 def check_fields(body: dict[str, Any], kind: str) -> None:
