@@ -60,6 +60,22 @@ class Send:
     patch: dict[str, Any] | None = None
 
 
+def _object_key(event: dict[str, Any]) -> tuple[Any, ...]:
+    """Whose budget an event spends: the involved object's, per reporting component."""
+    return event["involvedObject"].get("uid"), event["source"].get("component")
+
+
+def _similar_key(event: dict[str, Any]) -> tuple[Any, ...]:
+    """Events that differ only in their message (combined after AGGREGATE_MAX)."""
+    return (*_object_key(event), event["type"], event["reason"])
+
+
+def _posted_key(event: dict[str, Any]) -> tuple[Any, ...]:
+    """The Event a repeat counts on: its own message's, or the combined one of its similar events."""
+    message = event["message"]
+    return (*_similar_key(event), COMBINED_PREFIX if message.startswith(COMBINED_PREFIX) else message)
+
+
 class EventCorrelator:
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
@@ -70,23 +86,19 @@ class EventCorrelator:
 
     def correlate(self, event: dict[str, Any]) -> Send | None:
         """What to send for `event` (a core/v1 Event with count 1), or None when the object's budget is spent."""
-        involved = event["involvedObject"]
-        obj_key = (involved.get("uid"), event["source"].get("component"))
         now = self._clock()
         with self._lock:
-            if not self._allowed(obj_key, now):
+            if not self._allowed(_object_key(event), now):
                 return None
-            similar_key = (*obj_key, event["type"], event["reason"])
+            similar_key = _similar_key(event)
             similar = self._similar.get(similar_key)
             if similar is None or now - similar.since > AGGREGATE_INTERVAL_S:
                 similar = _Similar(set(), now)
             similar.messages.add(event["message"])
             self._similar.remember(similar_key, similar)
-            if len(similar.messages) >= AGGREGATE_MAX:
+            if len(similar.messages) >= AGGREGATE_MAX:  # every later similar event counts on the combined one
                 event = {**event, "message": COMBINED_PREFIX + event["message"]}
-                key = (*similar_key, COMBINED_PREFIX)  # every later similar event counts on the combined one
-            else:
-                key = (*similar_key, event["message"])
+            key = _posted_key(event)
             posted = self._posted.get(key)
             if posted is None or posted.name is None:
                 self._posted.remember(key, _Posted(None, 1))
@@ -98,19 +110,14 @@ class EventCorrelator:
 
     def posted(self, event: dict[str, Any], created: dict[str, Any]) -> None:
         """The create for `event` (as correlate returned it) was answered with `created`: repeats count on it."""
-        involved = event["involvedObject"]
-        similar_key = (involved.get("uid"), event["source"].get("component"), event["type"], event["reason"])
-        message = event["message"]
-        key = (*similar_key, COMBINED_PREFIX if message.startswith(COMBINED_PREFIX) else message)
         with self._lock:
-            self._posted.remember(key, _Posted(created["metadata"]["name"], int(created.get("count") or 1)))
+            self._posted.remember(_posted_key(event), _Posted(created["metadata"]["name"], int(created.get("count") or 1)))
 
     def forget(self, event: dict[str, Any]) -> None:
         """The Event posted for this one is gone (404 on its patch, e.g. expired after the API server's TTL)."""
-        involved = event["involvedObject"]
+        similar_key = _similar_key(event)
         with self._lock:
-            for key in [k for k in self._posted if k[:4] == (involved.get("uid"), event["source"].get("component"),
-                                                              event["type"], event["reason"])]:
+            for key in [k for k in self._posted if k[:len(similar_key)] == similar_key]:
                 self._posted.pop(key, None)
 
     def _allowed(self, key: tuple[Any, ...], now: float) -> bool:
