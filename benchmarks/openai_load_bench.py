@@ -43,13 +43,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[0:0] = [str(REPO / "operator"), str(REPO / "dev"), str(REPO / "tests" / "triton"),
                  str(REPO / "tests" / "openai")]
 
-from llmapi_support import REF, backend_spec, serve  # noqa: E402
-from servers import local_args, run_frontend  # noqa: E402
+from llmapi_support import backend_spec, serve  # noqa: E402
+from servers import frontend_files, local_args, run_frontend  # noqa: E402
 
 from devcluster.ports import free_port  # noqa: E402
-from llmbackend.api.v1alpha1 import PlanStatus  # noqa: E402
-from llmbackend.render import openai as rendered_openai  # noqa: E402
-from llmbackend.render.workloads import RolloutStrategy, desired_objects  # noqa: E402
 
 GUIDELLM_VENV = Path.home() / ".cache" / "llmbackend" / "guidellm-venv"
 GUIDELLM_REQUIREMENT = "guidellm>=0.8,<0.9"
@@ -95,20 +92,6 @@ def write_tokenizer(into: Path) -> Path:
     checkpoint = json.loads((CHECKPOINT_TOKENIZER / "tokenizer_config.json").read_text())
     config_path.write_text(json.dumps({**written, **checkpoint}, indent=2))
     return into
-
-
-def frontend_files(spec, workdir: Path) -> tuple[Path, list[str]]:
-    """The frontend files as the pod mounts them (from the rendered ConfigMap), and the container's arguments."""
-    plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
-                      memory_per_gpu_bytes=40 << 30)
-    objects = desired_objects(REF, spec, plan, 1, RolloutStrategy("Recreate"))
-    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
-    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
-    volume = next(v for v in pod["volumes"] if v["name"] == rendered_openai.VOLUME_NAME)
-    for item in volume["configMap"]["items"]:
-        (workdir / item["path"]).write_text(config_map["data"][item["key"]])
-    container = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
-    return workdir / rendered_openai.FRONTEND_KEY, container["args"]
 
 
 @contextlib.contextmanager

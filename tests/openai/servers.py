@@ -13,6 +13,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "triton"))
 from harness import _stop, wait_http  # noqa: E402
+from llmapi_support import REF  # noqa: E402
+
+from llmbackend.api.v1alpha1 import PlanStatus  # noqa: E402
+from llmbackend.render import openai as rendered_openai  # noqa: E402
+from llmbackend.render.workloads import RolloutStrategy, desired_objects  # noqa: E402
 
 
 def local_args(container_args: list[str], triton_http: str, triton_metrics_url: str, tokenizer_dir: str,
@@ -44,3 +49,17 @@ def run_frontend(program: str | os.PathLike, args: list[str], port: int, timeout
         _stop(proc)
         log.close()
         os.unlink(log.name)
+
+
+def frontend_files(spec, workdir: Path) -> tuple[Path, list[str]]:
+    """The frontend and its helper written as the pod mounts them, and the rendered container's arguments."""
+    plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
+                      memory_per_gpu_bytes=40 << 30)
+    objects = desired_objects(REF, spec, plan, 1, RolloutStrategy("Recreate"))
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == rendered_openai.VOLUME_NAME)
+    for item in volume["configMap"]["items"]:
+        (workdir / item["path"]).write_text(config_map["data"][item["key"]])
+    container = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
+    return workdir / rendered_openai.FRONTEND_KEY, container["args"]

@@ -25,13 +25,12 @@ import pytest
 from devcluster.tritonserver import available
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import adapters as ra
-from llmbackend.render import openai as rendered_openai
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "triton")]
 from harness import free_port  # noqa: E402
 from llmapi_support import REF, serve  # noqa: E402
-from servers import local_args, run_frontend  # noqa: E402
+from servers import frontend_files, local_args, run_frontend  # noqa: E402
 
 pytest.importorskip("openai", reason="pip install -e '.[test]' (the official openai client)")
 pytest.importorskip("jinja2", reason="pip install -e '.[test]' (chat templates)")
@@ -89,20 +88,16 @@ def stack(request, tmp_path_factory):
     list_file = workdir / "adapters.json"
     write_list(spec, mounts, list_file)
     objects = desired_objects(REF, spec, PLAN, 1, RolloutStrategy("Recreate"))
-    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
     pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     for container in pod["containers"]:  # both containers read the list the env names
         assert ra.env() in container["env"], container["name"]
-    volume = next(v for v in pod["volumes"] if v["name"] == rendered_openai.VOLUME_NAME)
-    for item in volume["configMap"]["items"]:
-        (workdir / item["path"]).write_text(config_map["data"][item["key"]])
-    frontend = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
+    program, frontend_args = frontend_files(spec, workdir)
     with mock.patch.dict(os.environ, {"VLLM_STANDIN_STEP_S": "0.02", ra.ADAPTERS_ENV: str(list_file)}), \
             serve(spec, workdir) as (server, name):
         assert name == MODEL
         port = free_port()
-        args = local_args(frontend["args"], server.http_url, server.metrics_url, str(TOKENIZER), port)
-        with run_frontend(workdir / rendered_openai.FRONTEND_KEY, args, port) as url:
+        args = local_args(frontend_args, server.http_url, server.metrics_url, str(TOKENIZER), port)
+        with run_frontend(program, args, port) as url:
             yield url, server, backend, workdir, list_file, mounts
 
 

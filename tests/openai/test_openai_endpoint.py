@@ -26,15 +26,12 @@ import pytest
 
 from devcluster.tritonserver import available
 from llmbackend.api import engine_metrics as em
-from llmbackend.api.v1alpha1 import PlanStatus
-from llmbackend.render import openai as rendered_openai
-from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 # No conftest.py here: tests/e2e's tests import theirs as `conftest`, and a second one would shadow it.
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "triton")]
 from harness import free_port  # noqa: E402
-from llmapi_support import REF, backend_spec, metric, metrics, serve  # noqa: E402
-from servers import local_args, run_frontend  # noqa: E402
+from llmapi_support import backend_spec, metric, metrics, serve  # noqa: E402
+from servers import frontend_files, local_args, run_frontend  # noqa: E402
 
 pytest.importorskip("openai", reason="pip install -e '.[test]' (the official openai client)")
 pytest.importorskip("jinja2", reason="pip install -e '.[test]' (chat templates)")
@@ -62,20 +59,6 @@ def stack(request, tmp_path_factory):
         assert name == MODEL
         with frontend(program, container_args, server, TOKENIZER) as url:
             yield url, server, name, backend
-
-
-def frontend_files(spec, workdir: Path) -> tuple[Path, list[str]]:
-    """The frontend and its helper written as the pod mounts them, and the rendered container's arguments."""
-    plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
-                      memory_per_gpu_bytes=40 << 30)
-    objects = desired_objects(REF, spec, plan, 1, RolloutStrategy("Recreate"))
-    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
-    pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
-    volume = next(v for v in pod["volumes"] if v["name"] == rendered_openai.VOLUME_NAME)
-    for item in volume["configMap"]["items"]:
-        (workdir / item["path"]).write_text(config_map["data"][item["key"]])
-    container = next(c for c in pod["containers"] if c["name"] == rendered_openai.CONTAINER_NAME)
-    return workdir / rendered_openai.FRONTEND_KEY, container["args"]
 
 
 def frontend(program: Path, container_args: list[str], server, tokenizer: Path):
