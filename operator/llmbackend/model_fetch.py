@@ -762,7 +762,7 @@ QUANT_CONFIG_FILES = ("hf_quant_config.json", "quantize_config.json")
 def _read_json_file(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:  # RecursionError: nested too deep
         raise ValueError(f"{path.name} is not valid JSON ({err}); fix or replace the file in the checkpoint") from None
 
 

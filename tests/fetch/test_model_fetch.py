@@ -584,3 +584,11 @@ def test_a_hostile_adapter_config_does_not_crowd_out_the_report(hub, tmp_path) -
     message = termination(cache)
     assert message["phase"] == "Ready" and message["adapterConfig"]["r"] == 8
     assert message["adapterConfig"]["target_modules"] == "(too long to report)"
+
+
+def test_a_json_file_nested_too_deep_is_a_clear_error_not_a_crash(tmp_path) -> None:
+    """A hostile adapter_config.json (or config.json) nested deeper than the parser recurses: the report says the file
+    is not valid JSON (an attacker's probe: RecursionError escaped the reader and crashed the Job on every retry)."""
+    (tmp_path / mf.ADAPTER_CONFIG).write_text("[" * 200_000 + "]" * 200_000)
+    found = mf.inspect_adapter(tmp_path)
+    assert "adapterConfigError" in found and "not valid JSON" in found["adapterConfigError"], found
