@@ -139,6 +139,10 @@ def namespace(cluster) -> str:
     cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # The model cache claim of uri sources needs a volume (no storage provisioner here): one pre-bound PV.
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(model_cache_volume(name)))
+    # Pods are refused until the controller-manager has made the namespace's default ServiceAccount (slow right after
+    # test_chaos restarts the API server: a CI run saw 403 "serviceaccount default not found").
+    wait_for(lambda: cluster.kube.get("ServiceAccount", name, "default"), timeout=60, interval=0.2,
+             what=f"namespace {name}'s default ServiceAccount")
     yield name
     cluster.kube.delete("Namespace", None, name)
     cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
