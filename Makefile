@@ -42,8 +42,12 @@ lint: setup
 	$(VENV)/bin/ruff check operator tests benchmarks dev
 	$(VENV)/bin/mypy
 
+# Test files run side by side in TEST_WORKERS processes (pytest-xdist): most of the time is end-to-end waiting on
+# real servers, so more workers than cores pays. A file stays in one worker, with that worker's own control plane,
+# Triton and Prometheus on free ports. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
 test: lint tools prometheus openmpi moto
-	$(PY) -m pytest -p no:cacheprovider
+	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # moto's S3 server for tests/fetch, in its own venv: botocore pins python-dateutil below 3, the kubernetes client needs 3+.
 MOTO_VENV := $(HOME)/.cache/llmbackend/moto-venv

@@ -26,7 +26,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .ports import free_port
+from .ports import free_ports
 
 
 class TritonServerError(RuntimeError):
@@ -180,7 +180,9 @@ def run_tritonserver(
     if not repo.is_dir():
         raise TritonServerError(f"model repository {repo} is not a directory")
     dist = _find_dist()
-    ports = [p or free_port(host) for p in (http_port, grpc_port, metrics_port)]
+    # One call for the missing ports: it holds each until all are picked, so the three are distinct.
+    picked = iter(free_ports(sum(1 for p in (http_port, grpc_port, metrics_port) if not p), host))
+    ports = [p or next(picked) for p in (http_port, grpc_port, metrics_port)]
     work = Path(tempfile.mkdtemp(prefix="tritonserver-"))
     log_file = Path(log_path) if log_path else work / "tritonserver.log"
     backends = _assemble_backends(dist, work)

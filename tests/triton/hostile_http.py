@@ -142,6 +142,12 @@ def attack_head(host: str, port: int, method: str = "POST", *, finish: bool = Fa
                      finish=finish)
 
 
+# An answer "at once" for a crowd of connections opened together and timed from one start: well before the servers'
+# 10 s header deadline (render/openai.py and render/activator.py HEADER_TIMEOUT_S), so it cannot be the deadline's
+# answer, with room for a machine that runs test files side by side (`make test` does).
+CROWD_AT_ONCE_S = 5.0
+
+
 @dataclasses.dataclass
 class Closed:
     status: int | None  # the status of what the server answered before closing, None for nothing
