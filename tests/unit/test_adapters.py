@@ -79,6 +79,11 @@ def test_the_crd_keys_adapters_by_name_and_refuses_the_base_name():
     assert adapters["x-kubernetes-list-type"] == "map" and adapters["x-kubernetes-list-map-keys"] == ["name"]
     rules = " ".join(r["rule"] for r in schema["x-kubernetes-validations"])
     assert "a.name != self.model.name" in rules and "a.name != self.model.preset" in rules
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds/llmbackend.yaml").read_text())
+    create, update = [r for r in crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
+                      if "adapters" in r["rule"]]  # the backend's own name, served without spec.model.name or a preset
+    assert "a.name != self.metadata.name" in create["rule"] and create["optionalOldSelf"]
+    assert "a.name != oldSelf.metadata.name" in update["rule"] and "optionalOldSelf" not in update  # updates only
 
 
 def test_an_adapter_may_not_choose_a_storage_class():
