@@ -741,6 +741,11 @@ def test_an_adapter_job_that_reads_another_secret_is_replaced_not_trusted(hub, a
     job_pod(kube, name, {"terminated": {"exitCode": 0, "message": json.dumps(finished)}})
     (replaced,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
     assert ("Job", name) in kube.deleted and (replaced["phase"], replaced["reason"]) == ("Pending", "DownloadPending")
+    # Until the API server has it gone (its pods first), the deleting Job's report is not read either.
+    kube.objects[("Job", "serving", name)] = {**old, "metadata": {**old["metadata"], "deletionTimestamp": "now"}}
+    (deleting,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
+    assert (deleting["phase"], deleting["reason"]) == ("Pending", "DownloadPending") and "being deleted" in deleting["message"]
+    del kube.objects[("Job", "serving", name)]
     (again,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
     assert again["phase"] == "Downloading" and mc.job_secrets(kube.objects[("Job", "serving", name)]) == []
 

@@ -165,8 +165,12 @@ def _sync_one(kube: Any, namespace: str, spec: LLMBackendSpec, adapter: AdapterS
     name = mc.download_job_name(source, adapter=True)
     with _namespace_lock(namespace):  # never start a download while a cleanup of the claim runs
         job = kube.get("Job", namespace, name)
-        if (job is not None and not job["metadata"].get("deletionTimestamp") and mc.is_download_job(job, source)
-                and not mc.credentials_match(job, source)):
+        if job is not None and job["metadata"].get("deletionTimestamp"):
+            # Being deleted (replaced below on an earlier pass, or by a cleanup): neither its report nor its copy is
+            # this adapter's any more; its own Job is created once it is gone.
+            return adapter_status(spec, adapter, {"phase": "Resolving", "reason": "DownloadPending", "message": (
+                f"Job {name} is being deleted; the adapter's download Job is created when it is gone")}, None)
+        if job is not None and mc.is_download_job(job, source) and not mc.credentials_match(job, source):
             # As the base model's Job (controller/modelcache.sync_model_cache): a Job of this name that reads another
             # Secret (or none) is never trusted, whatever its name hashes today; replaced by this backend's own.
             kube.delete("Job", namespace, name, uid=job["metadata"].get("uid"))
