@@ -815,20 +815,80 @@ def inspect_dir(path: Path) -> dict[str, Any]:
 ADAPTER_CONFIG = "adapter_config.json"  # a PEFT LoRA adapter's configuration (spec.adapters)
 
 
+# The download program's report of adapter_config.json (inspect_adapter) must fit the 4 KiB termination message
+# with the rest of the report, whatever the file holds: each field it keeps has a type and a size (as JSON, so that
+# escapes count: one non-ASCII character is written as 6).
+ADAPTER_TEXT_LIMITS = {"peft_type": 64, "bias": 64, "base_model_name_or_path": 512}  # a Hub id, or a training path
+ADAPTER_MODULE_LIMIT = 256  # one target_modules name (PEFT also takes a dotted path), or a PEFT regex
+ADAPTER_MODULES_BUDGET = 1024  # the JSON of the target_modules names reported; the rest are counted, not named
+MODULES_LEFT_OUT = "targetModulesLeftOut"
+"""adapterConfig: how many distinct target_modules names did not fit the report (api/adapters.check_adapter, which
+has the same key, reads an adapter with any left out as targeting modules it cannot verify, never as fitting)."""
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value))
+
+
+def _bounded_adapter_field(key: str, value: Any) -> str | None:
+    """Why a kept adapter_config.json field cannot be reported as it is (wrong type, too large), else None."""
+    if value is None:
+        return None  # PEFT writes null for a field left unset
+    if key in ADAPTER_TEXT_LIMITS:
+        if not isinstance(value, str):
+            return f"{key} is {type(value).__name__}, not a string"
+        limit = ADAPTER_TEXT_LIMITS[key]
+        return f"{key} is {_json_size(value)} bytes as JSON, more than {limit}" if _json_size(value) > limit else None
+    if key == "r":
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"r is {type(value).__name__}, not the adapter's rank (a positive integer)"
+        return f"r is {_json_size(value)} digits long, not a rank" if not -(2**31) < value < 2**31 else None
+    if key == "use_dora":
+        return None if isinstance(value, bool) else f"use_dora is {type(value).__name__}, not true or false"
+    # target_modules: a list of module names, or one string (PEFT: "all-linear", or a regular expression)
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(m, str) for m in names):
+        return "target_modules is neither a list of module names nor a string"
+    long = next((m for m in names if _json_size(m) > ADAPTER_MODULE_LIMIT), None)
+    return (f"target_modules has an entry of {_json_size(long)} bytes as JSON, more than {ADAPTER_MODULE_LIMIT}"
+            if long is not None else None)
+
+
+def _bounded_modules(names: list[str]) -> tuple[list[str], int]:
+    """The distinct names (sorted) that fit ADAPTER_MODULES_BUDGET, and how many distinct names are left out."""
+    distinct = sorted(set(names))
+    kept: list[str] = []
+    size = 2
+    for name in distinct:
+        size += _json_size(name) + 2
+        if size > ADAPTER_MODULES_BUDGET:
+            break
+        kept.append(name)
+    return kept, len(distinct) - len(kept)
+
+
 def inspect_adapter(path: Path) -> dict[str, Any]:
     """What the operator checks of an adapter (api/adapters.check_adapter): the fields of adapter_config.json that
-    decide whether it fits the base model, under "adapterConfig"; {"adapterConfigError"} when it is unreadable."""
+    decide whether it fits the base model, under "adapterConfig"; {"adapterConfigError"} when it is unreadable, or
+    a field has a type or size no PEFT LoRA configuration has (the report must fit the termination message whole:
+    a cut report would leave the adapter unchecked)."""
     try:
         config = _read_json_file(path / ADAPTER_CONFIG)
     except ValueError as err:
-        return {"adapterConfigError": str(err)}
+        return {"adapterConfigError": str(err)[:ADAPTER_MODULES_BUDGET]}
     if not isinstance(config, dict):
         return {"adapterConfigError": f"{ADAPTER_CONFIG} is not a JSON object"}
     keep = ("peft_type", "base_model_name_or_path", "r", "target_modules", "bias", "use_dora")
     picked = {k: config[k] for k in keep if k in config}
-    if len(json.dumps(picked)) > 2048:  # a hostile or odd file must not crowd out the rest of the report
-        picked["target_modules"] = "(too long to report)"
-        picked["base_model_name_or_path"] = str(picked.get("base_model_name_or_path", ""))[:256]
+    for key, value in picked.items():
+        problem = _bounded_adapter_field(key, value)
+        if problem is not None:
+            return {"adapterConfigError": f"{ADAPTER_CONFIG}: {problem}; PEFT does not write such a value: fix the "
+                                          "file, or point the source at a PEFT LoRA adapter"}
+    if isinstance(picked.get("target_modules"), list):  # the check needs the distinct names only
+        picked["target_modules"], left_out = _bounded_modules(picked["target_modules"])
+        if left_out:
+            picked[MODULES_LEFT_OUT] = left_out
     return {"adapterConfig": picked}
 
 
@@ -1078,6 +1138,13 @@ def _termination(path: str | None, state: dict[str, Any]) -> None:
     if len(text) > TERMINATION_LIMIT:
         keep.pop("architecture", None)
         keep["message"] = str(keep.get("message", ""))[:2048]
+        text = json.dumps(keep, sort_keys=True)
+    while len(text) > TERMINATION_LIMIT and keep["message"]:  # the kubelet cuts the rest: never an unparsable report
+        keep["message"] = keep["message"][:len(keep["message"]) // 2]
+        text = json.dumps(keep, sort_keys=True)
+    if len(text) > TERMINATION_LIMIT and "adapterConfig" in keep:  # inspect_adapter's bounds make this unreachable
+        keep.pop("adapterConfig")
+        keep["adapterConfigError"] = f"the report of {ADAPTER_CONFIG} does not fit the termination message"
         text = json.dumps(keep, sort_keys=True)
     try:
         Path(path).write_text(text)

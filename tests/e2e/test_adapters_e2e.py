@@ -74,3 +74,17 @@ def test_the_crd_refuses_a_duplicate_adapter_and_the_base_models_name(cluster, n
         "uri": "hf://acme/x", "cache": {"storageClassName": "fast"}}}])
     refused = cluster.kubectl("apply", "-f", "-", input=json.dumps(storage), check=False)
     assert refused.returncode != 0 and "adapters use the cache claim as it is" in refused.stderr, refused.stderr
+
+
+def test_the_crd_refuses_an_adapter_named_as_the_backend_serving_the_base_under_its_own_name(cluster, namespace):
+    """Issue 46 F4: without spec.model.name or a preset the base model is served as metadata.name, which shadowed an
+    adapter of that name. Refused on create and on an update into it; other updates of such a backend go through."""
+    model = {"source": {"uri": "s3://models/tuned"}}
+    clash = backend_manifest("tuned", namespace, model=model, adapters=[{**ADAPTERS[0], "name": "tuned"}])
+    refused = cluster.kubectl("apply", "-f", "-", input=json.dumps(clash), check=False)
+    assert refused.returncode != 0 and "may not have the base model's name (metadata.name" in refused.stderr, refused.stderr
+    apply_manifest(cluster, backend_manifest("tuned", namespace, model=model, adapters=ADAPTERS[:1]))
+    refused = cluster.kubectl("apply", "-f", "-", input=json.dumps(clash), check=False)
+    assert refused.returncode != 0 and "metadata.name" in refused.stderr, refused.stderr
+    named = backend_manifest("tuned", namespace, model={**model, "name": "base"}, adapters=[{**ADAPTERS[0], "name": "tuned"}])
+    apply_manifest(cluster, named)  # served as "base": the adapter's name is free

@@ -575,15 +575,35 @@ def test_an_adapter_source_without_adapter_config_is_refused(hub, tmp_path) -> N
 
 
 def test_a_hostile_adapter_config_does_not_crowd_out_the_report(hub, tmp_path) -> None:
-    files = _adapter_files()
-    files["adapter_config.json"] = json.dumps({"r": 8, "target_modules": ["m" * 100] * 400,
-                                               "base_model_name_or_path": "x" * 10000}).encode()
-    hub.repos["acme/big-lora"] = Repo(files=files)
-    cache = tmp_path / "cache"
-    assert fetch(hub, cache, "acme/big-lora", "--adapter").returncode == 0
-    message = termination(cache)
-    assert message["phase"] == "Ready" and message["adapterConfig"]["r"] == 8
-    assert message["adapterConfig"]["target_modules"] == "(too long to report)"
+    """Issue 46: every field of adapter_config.json the program reports is bounded, so the termination message is
+    whole JSON (the kubelet keeps 4 KiB of it): a list of modules too long is named in part and counted (F1), a
+    field of a size or type no PEFT file has is an invalid config naming it (F2)."""
+    from llmbackend.api import adapters as api_adapters
+    from llmbackend.api.v1alpha1 import LLMBackendSpec
+
+    base = LLMBackendSpec.model_validate({"model": {"preset": "llama-3.1-8b"}, "adapters": [
+        {"name": "big", "source": {"uri": "hf://acme/big-lora"}}]})
+    cases = {
+        "modules": ({"r": 8, "target_modules": ["q_proj"] + [f"m{i:03d}" + "m" * 100 for i in range(400)]},
+                    api_adapters.ADAPTER_MODULES_UNSUPPORTED),
+        "base": ({"r": 8, "target_modules": ["q_proj"], "base_model_name_or_path": "x" * 10000},
+                 api_adapters.ADAPTER_CONFIG_INVALID),
+        "dora": ({"r": 8, "target_modules": ["q_proj"], "use_dora": list(range(3000))},
+                 api_adapters.ADAPTER_CONFIG_INVALID),
+    }
+    for name, (config, reason) in cases.items():
+        files = _adapter_files()
+        files["adapter_config.json"] = json.dumps(config).encode()
+        hub.repos["acme/big-lora"] = Repo(files=files, sha=f"{len(name):040x}")
+        cache = tmp_path / name
+        assert fetch(hub, cache, "acme/big-lora", "--adapter").returncode == 0
+        text = (cache.parent / "termination").read_text()
+        assert len(text.encode()) <= mf.TERMINATION_LIMIT, (name, len(text))
+        message = json.loads(text)
+        assert message["phase"] == "Ready"
+        reported = message.get("adapterConfig", message.get("adapterConfigError"))
+        result = api_adapters.check_adapter("big", reported, base)
+        assert (result.ok, result.reason) == (False, reason), (name, result)
 
 
 def test_a_json_file_nested_too_deep_is_a_clear_error_not_a_crash(tmp_path) -> None:

@@ -68,8 +68,9 @@ def finish_download(kube: FakeKube, job: dict, root: Path, exit_code: int) -> No
     name = job["metadata"]["name"]
     kube.objects[("Job", "serving", name)]["status"] = {
         "conditions": [{"type": "Complete" if exit_code == 0 else "Failed", "status": "True"}]}
-    job_pod(kube, name, {"terminated": {"exitCode": exit_code, "message": (root.parent / "termination").read_text()}},
-            name=f"{name}-pod")
+    # The kubelet keeps at most 4096 bytes of the file (a longer report is cut: not JSON any more).
+    message = (root.parent / "termination").read_bytes()[:4096].decode(errors="replace")
+    job_pod(kube, name, {"terminated": {"exitCode": exit_code, "message": message}}, name=f"{name}-pod")
 
 
 def test_one_claim_and_one_job_for_two_backends_of_one_model(hub, tmp_path) -> None:
@@ -682,18 +683,18 @@ def test_adapters_are_downloaded_once_checked_against_the_base_and_cleaned_up_wh
     kube.objects[("LLMBackend", "serving", "llama")] = {"metadata": {"name": "llama"}, "spec": doc}
     cmc._cleanup_seen.add("serving")
 
-    first = ca.sync_adapters(kube, "serving", s)
+    first = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b")
     assert [a["phase"] for a in first or []] == ["Downloading", "Downloading"]
     jobs = [kube.objects[("Job", "serving", mc.download_job_name(a.source, adapter=True))] for a in s.adapters or []]
     assert kube.get("PersistentVolumeClaim", "serving", mc.DEFAULT_CACHE_CLAIM) is not None
-    assert ca.sync_adapters(kube, "serving", s) is not None
+    assert ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") is not None
     assert len([o for o in kube.created if o["kind"] == "Job"]) == 2  # once per adapter source
 
     root = tmp_path / "cache"
     for job in jobs:  # the Jobs' own command lines, run by the real download program
         run_download_job(job, root)
         finish_download(kube, job, root, 0)
-    done = ca.sync_adapters(kube, "serving", s) or []
+    done = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
     by_name = {a["name"]: a for a in done}
     assert (by_name["sql"]["phase"], by_name["sql"]["rank"]) == ("Ready", 16)
     assert by_name["sql"]["path"].endswith(mc.ref_path(s.adapters[0].source))  # type: ignore[index]
@@ -707,10 +708,71 @@ def test_adapters_are_downloaded_once_checked_against_the_base_and_cleaned_up_wh
     # qwen-sql is dropped from the spec: its Job goes and a cleanup keeps the base's and sql's copies only.
     doc["adapters"] = adapters[:1]
     kube.objects[("LLMBackend", "serving", "llama")]["spec"] = doc
-    kept = ca.sync_adapters(kube, "serving", LLMBackendSpec.model_validate(doc), previous=done)
+    kept = ca.sync_adapters(kube, "serving", LLMBackendSpec.model_validate(doc), previous=done,
+                              served_model="llama-3.1-8b")
     assert [a["name"] for a in kept or []] == ["sql"]
     assert ("Job", jobs[1]["metadata"]["name"]) in kube.deleted
     (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
     args = cleanup["spec"]["template"]["spec"]["containers"][0]["args"]
     keep = {args[i + 1] for i, a in enumerate(args) if a == "--keep"}
     assert keep == {mc.ref_path(s.model.source), mc.ref_path(s.adapters[0].source)}  # type: ignore[arg-type,index]
+
+
+def test_an_adapter_job_that_reads_another_secret_is_replaced_not_trusted(hub, allowed_endpoints) -> None:
+    """Issue 46 F5: the adapter's download Job had no credentials check (the base model's has credentials_match). A
+    finished Job of the adapter Job's name that read another Secret (an older operator's, or one made by hand with
+    the operator's labels) was trusted: its report decided the adapter Ready. Now it is deleted and replaced by the
+    adapter's own Job, as the base model's is."""
+    from llmbackend.controller import adapters as ca
+
+    allowed_endpoints(hub.endpoint)
+    kube = FakeKube()
+    mine = {"uri": "hf://acme/sql-lora", "endpoint": hub.endpoint}
+    doc = {"model": {"preset": "llama-3.1-8b", "source": {"uri": GATED}}, "adapters": [{"name": "sql", "source": mine}]}
+    s = LLMBackendSpec.model_validate(doc)
+    name = mc.download_job_name(s.adapters[0].source, adapter=True)  # type: ignore[index]
+    other = spec({**mine, "secretRef": {"name": "victim-hf"}}).model.source
+    old = mc.render_download_job("serving", other, "img", 1000, adapter=True)
+    old["metadata"] = {**old["metadata"], "name": name, "uid": "old-uid"}
+    kube.objects[("Job", "serving", name)] = old
+    finished = {"phase": "Ready", "adapterConfig": {"peft_type": "LORA", "r": 8, "target_modules": ["q_proj"],
+                                                    "base_model_name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}}
+    kube.objects[("Job", "serving", name)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    job_pod(kube, name, {"terminated": {"exitCode": 0, "message": json.dumps(finished)}})
+    (replaced,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
+    assert ("Job", name) in kube.deleted and (replaced["phase"], replaced["reason"]) == ("Pending", "DownloadPending")
+    # Until the API server has it gone (its pods first), the deleting Job's report is not read either.
+    kube.objects[("Job", "serving", name)] = {**old, "metadata": {**old["metadata"], "deletionTimestamp": "now"}}
+    (deleting,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
+    assert (deleting["phase"], deleting["reason"]) == ("Pending", "DownloadPending") and "being deleted" in deleting["message"]
+    del kube.objects[("Job", "serving", name)]
+    (again,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
+    assert again["phase"] == "Downloading" and mc.job_secrets(kube.objects[("Job", "serving", name)]) == []
+
+
+def test_a_bloated_adapter_config_is_invalid_not_served_unchecked(hub, tmp_path) -> None:
+    """Issue 46 F2: adapter_config.json with use_dora as a 3,000-item list made a report over the kubelet's 4 KiB, so
+    the operator could not parse it and served the adapter as AdapterNotChecked, its base model never compared (here
+    another base). Now the real program reports an invalid config that names the field, and the adapter is not
+    served."""
+    from hubserver import Repo
+
+    from llmbackend.api import adapters as api_adapters
+    from llmbackend.controller import adapters as ca
+
+    config = {"peft_type": "LORA", "base_model_name_or_path": "Qwen/Qwen3-32B", "r": 8, "target_modules": ["q_proj"],
+              "use_dora": list(range(3000))}
+    hub.repos["acme/bloated-lora"] = Repo(files={"adapter_config.json": json.dumps(config).encode(),
+                                                 "adapter_model.safetensors": b"\0" * 4096}, sha="3" * 40)
+    kube = FakeKube()
+    doc = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://acme/tiny-llama", "endpoint": hub.endpoint}},
+           "adapters": [{"name": "sql", "source": {"uri": "hf://acme/bloated-lora", "endpoint": hub.endpoint}}]}
+    s = LLMBackendSpec.model_validate(doc)
+    ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b")
+    job = kube.objects[("Job", "serving", mc.download_job_name(s.adapters[0].source, adapter=True))]  # type: ignore[index]
+    root = tmp_path / "cache"
+    run_download_job(job, root)
+    finish_download(kube, job, root, 0)
+    (got,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
+    assert (got["phase"], got["reason"]) == ("Incompatible", api_adapters.ADAPTER_CONFIG_INVALID), got
+    assert "use_dora" in got["message"] and ca.ready_adapters([got]) == set()

@@ -12,7 +12,9 @@ from test_decide import NODES, backend, conditions, first_pass, served
 from llmbackend.api import adapters as api_adapters
 from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.controller import adapters as ca
+from llmbackend.controller import modelcache as cmc
 from llmbackend.controller.decide import Observed, decide, finish_status
+from llmbackend.controller.fakekube import FakeKube
 from llmbackend.render import adapters as ra
 
 MODEL = {"preset": "llama-3.1-8b", "source": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"}}
@@ -101,3 +103,43 @@ def test_a_finished_download_whose_report_is_gone_is_served_unchecked():
     got = ca.adapter_status(s, s.adapters[0], DONE, None)  # type: ignore[index]
     assert (got["phase"], got["reason"]) == ("Ready", ca.ADAPTER_NOT_CHECKED)
     assert "delete Job llmb-fetch-" in got["message"]
+
+
+# ---- issue 46 (an independent attacker pass on spec.adapters) ----
+
+def test_a_finished_download_whose_report_is_unreadable_is_not_served():
+    """F2: a report over the kubelet's 4 KiB is cut, so it is not JSON; the adapter was then served as
+    AdapterNotChecked, which skips the base-model check. Now it is not served, with the reason and what to do."""
+    s = spec(SQL)
+    report_text = json.dumps({"phase": "Ready", "adapterConfig": {"r": 8, "use_dora": list(range(3000))}})
+    pod = {"metadata": {"name": "p", "creationTimestamp": "2026-12-06T00:00:00Z"}, "status": {"containerStatuses": [
+        {"state": {"terminated": {"exitCode": 0, "message": report_text[:4096]}}}]}}  # the kubelet keeps 4 KiB
+    report, _ = cmc._termination(None, "serving", [pod])
+    got = ca.adapter_status(s, s.adapters[0], DONE, report)  # type: ignore[index]
+    assert (got["phase"], got["reason"]) == ("Incompatible", ca.ADAPTER_REPORT_UNREADABLE), got
+    assert "delete Job llmb-fetch-" in got["message"] and ca.ready_adapters([got]) == set()
+    assert ca.adapters_problem([got])[0] == ca.ADAPTER_REPORT_UNREADABLE  # type: ignore[index]
+
+
+def test_a_report_that_is_json_but_not_an_object_is_read_as_unreadable_not_a_crash():
+    pod = {"metadata": {"name": "p"}, "status": {"containerStatuses": [
+        {"state": {"terminated": {"exitCode": 0, "message": "[1, 2]"}}}]}}
+    report, _ = cmc._termination(None, "serving", [pod])
+    assert report == {"message": "[1, 2]"}
+    s = spec(SQL)
+    assert ca.adapter_status(s, s.adapters[0], DONE, report)["reason"] == ca.ADAPTER_REPORT_UNREADABLE  # type: ignore[index]
+
+
+def test_an_adapter_named_as_the_backend_that_serves_the_base_model_under_its_name_is_not_served():
+    """F4: without spec.model.name or a preset the base model is served as the backend's name; an adapter of that
+    name would never be reached (the base model shadows it). It is Incompatible, with nothing downloaded."""
+    kube = FakeKube()
+    doc = {"model": {"source": {"uri": "s3://models/tuned"}, "architecture": None},
+           "adapters": [{"name": "tuned", "source": {"uri": "hf://acme/tuned-lora"}}, SQL]}
+    s = LLMBackendSpec.model_validate(doc)  # the spec alone cannot see the clash: the name is the object's
+    taken, sql = ca.sync_adapters(kube, "serving", s, served_model="tuned") or []
+    assert (taken["phase"], taken["reason"]) == ("Incompatible", ca.ADAPTER_NAME_TAKEN)
+    assert "rename the adapter" in taken["message"] and "spec.model.name" in taken["message"]
+    jobs = [o for o in kube.created if o["kind"] == "Job"]
+    assert sql["phase"] == "Downloading" and len(jobs) == 1  # only sql's download
+    assert ca.ready_adapters([taken, sql]) == set() and ca.adapters_problem([taken, sql])[0] == ca.ADAPTER_NAME_TAKEN  # type: ignore[index]

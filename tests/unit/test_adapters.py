@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from pydantic import ValidationError
 
+from llmbackend import model_fetch as mf
 from llmbackend.api import adapters as ad
 from llmbackend.api.v1alpha1 import LLMBackendSpec, LoRASpec
 
@@ -66,7 +69,6 @@ def test_max_cpu_loras_holds_the_gpu_ones_and_ranks_are_the_engines():
 
 
 def _crd_spec() -> dict[str, Any]:
-    from pathlib import Path
     crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds/llmbackend.yaml").read_text())
     return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
 
@@ -77,6 +79,11 @@ def test_the_crd_keys_adapters_by_name_and_refuses_the_base_name():
     assert adapters["x-kubernetes-list-type"] == "map" and adapters["x-kubernetes-list-map-keys"] == ["name"]
     rules = " ".join(r["rule"] for r in schema["x-kubernetes-validations"])
     assert "a.name != self.model.name" in rules and "a.name != self.model.preset" in rules
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds/llmbackend.yaml").read_text())
+    create, update = [r for r in crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
+                      if "adapters" in r["rule"]]  # the backend's own name, served without spec.model.name or a preset
+    assert "a.name != self.metadata.name" in create["rule"] and create["optionalOldSelf"]
+    assert "a.name != oldSelf.metadata.name" in update["rule"] and "optionalOldSelf" not in update  # updates only
 
 
 def test_an_adapter_may_not_choose_a_storage_class():
@@ -150,3 +157,80 @@ def test_a_config_that_is_not_an_object_is_invalid(config):
 def test_all_linear_and_regular_expressions_are_accepted():
     assert ad.check_adapter("sql", peft(target_modules="all-linear"), spec([adapter()])).ok
     assert ad.check_adapter("sql", peft(target_modules=r".*\.(q|v)_proj"), spec([adapter()])).ok
+
+
+# ---- the download program's report of adapter_config.json is bounded, and what it leaves out never fits ----
+# (issue 46: an independent attacker pass on spec.adapters)
+
+def _reported(tmp_path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """What the download program reports of this adapter_config.json (model_fetch.inspect_adapter)."""
+    (tmp_path / mf.ADAPTER_CONFIG).write_text(json.dumps(config))
+    return mf.inspect_adapter(tmp_path)
+
+
+def _checked(found: dict[str, Any]) -> ad.AdapterCheck:
+    """As the controller passes the report to the check (controller/adapters.adapter_status)."""
+    config = found["adapterConfig"] if "adapterConfig" in found else found["adapterConfigError"]
+    return ad.check_adapter("sql", config, spec([adapter()]))
+
+
+def test_a_target_modules_list_too_long_to_report_never_reads_as_fitting(tmp_path):
+    """F1: a list over 2 KiB was reported as the string "(too long to report)", which the check read as a PEFT regular
+    expression: embed_tokens, lm_head and the rest passed. Now the report names what fits and counts the rest."""
+    modules = ["q_proj", "v_proj", "embed_tokens", "lm_head"] + [f"model.layers.{i}.mlp.custom_proj" for i in range(200)]
+    found = _reported(tmp_path, peft(target_modules=modules))
+    assert len(json.dumps(found)) < 2048
+    result = _checked(found)
+    assert not result.ok and result.reason == ad.ADAPTER_MODULES_UNSUPPORTED, result
+    assert "embed_tokens" in result.message and "more name(s)" in result.message
+
+
+def test_a_long_list_of_supported_names_is_reported_by_its_distinct_names_and_fits(tmp_path):
+    found = _reported(tmp_path, peft(target_modules=["q_proj", "v_proj"] * 2000))
+    assert found["adapterConfig"]["target_modules"] == ["q_proj", "v_proj"]
+    assert ad.MODULES_LEFT_OUT not in found["adapterConfig"] and _checked(found).ok
+
+
+def test_the_marker_of_an_older_download_program_is_not_a_regular_expression():
+    """A Job of an operator before issue 46, still around after an upgrade, may hold the old marker."""
+    result = ad.check_adapter("sql", peft(target_modules=ad.LEGACY_TOO_LONG), spec([adapter()]))
+    assert not result.ok and result.reason == ad.ADAPTER_CONFIG_INVALID and "delete" in result.message
+    bad_count = ad.check_adapter("sql", {**peft(), ad.MODULES_LEFT_OUT: "many"}, spec([adapter()]))
+    assert not bad_count.ok and bad_count.reason == ad.ADAPTER_CONFIG_INVALID
+    assert ad.MODULES_LEFT_OUT == mf.MODULES_LEFT_OUT  # one key, written by the program, read by the check
+
+
+@pytest.mark.parametrize("field, value", [
+    ("use_dora", list(range(3000))),  # F2: overflowed the 4 KiB report: served unchecked
+    ("use_dora", "yes"),
+    ("bias", ["none"] * 3000),
+    ("peft_type", "L" * 5000),
+    ("base_model_name_or_path", "x" * 10000),
+    ("base_model_name_or_path", "\u00e9" * 200),  # 200 characters, 1,200 bytes as JSON
+    ("r", 10 ** 4000),
+    ("r", 16.5),
+    ("target_modules", ["q_proj", "p" * 5000]),
+    ("target_modules", "(" * 5000),
+    ("target_modules", [["q_proj"]]),
+], ids=["dora-list", "dora-str", "bias-list", "peft-type-long", "base-long", "base-escaped", "r-huge", "r-float",
+        "module-long", "regex-long", "module-not-str"])
+def test_a_field_of_a_wrong_type_or_size_is_an_invalid_config_with_its_name(tmp_path, field, value):
+    found = _reported(tmp_path, peft(**{field: value}))
+    assert "adapterConfig" not in found and field in found["adapterConfigError"], found
+    assert len(json.dumps(found)) < 1024
+    result = _checked(found)
+    assert not result.ok and result.reason == ad.ADAPTER_CONFIG_INVALID
+
+
+def test_the_largest_report_the_bounds_allow_fits_the_termination_message(tmp_path):
+    """Every field at its bound, in characters JSON escapes six-fold: the report the kubelet keeps is whole JSON."""
+    config = {"peft_type": "\u00e9" * 10, "bias": "\u00e9" * 10, "base_model_name_or_path": "\u00e9" * 85, "r": -(2**31) + 1,
+              "use_dora": False, "target_modules": [f"\u00e9{i:04d}" + "\u00e9" * 40 for i in range(500)]}
+    found = _reported(tmp_path, config)
+    assert found["adapterConfig"][ad.MODULES_LEFT_OUT] > 0
+    state = {"phase": "Ready", "reason": "ModelCached", "message": "m\u00e9" * 3000, "resolvedRevision": "0" * 40,
+             "path": "hf/" + "p" * 250 + "/" + "0" * 40, "bytesTotal": 10**12, "exitCode": 0, **found}
+    mf._termination(str(tmp_path / "termination"), state)
+    text = (tmp_path / "termination").read_text()
+    assert len(text.encode()) <= mf.TERMINATION_LIMIT
+    assert json.loads(text)["adapterConfig"] == found["adapterConfig"]

@@ -171,3 +171,17 @@ def test_an_object_owned_but_not_controlled_by_the_backend_is_not_adopted_either
                                           "uid": "u-1"}]}}
     obj, _ = reconcile({"model": MODEL}, kube=kube)
     assert conditions(obj)["Degraded"] == ("True", cond.RESOURCE_EXISTS)
+
+
+def test_an_adapter_named_as_the_backend_is_not_served_when_the_base_is_served_under_that_name():
+    """Issue 46 F4, through the Reconciler: no spec.model.name or preset, so the base model is served as the backend's
+    name (llama); an adapter named llama (stored before the CRD refused it) is Incompatible with its reason."""
+    spec = {"model": {"architecture": {"numLayers": 32, "hiddenSize": 4096, "numAttentionHeads": 32,
+                                       "numKeyValueHeads": 8, "headDim": 128, "vocabSize": 128256,
+                                       "parameterCount": 8_030_000_000}, "source": {"uri": "s3://m/tuned"}},
+            "adapters": [{"name": "llama", "source": {"uri": "s3://m/llama-lora"}}]}
+    obj, kube = reconcile(spec)
+    (entry,) = obj["status"]["adapters"]
+    assert (entry["phase"], entry["reason"]) == ("Incompatible", "AdapterNameIsBaseModel"), entry
+    assert obj["status"]["modelName"] == "llama"
+    assert not [o for o in kube.created if o["kind"] == "Job" and "llama-lora" in str(o)]  # nothing downloaded

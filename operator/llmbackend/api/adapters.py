@@ -10,7 +10,8 @@ request meets them (an adapter the engine refuses would fail every request that 
   only the lora_A / lora_B weights, so such an adapter would be served wrong there.
 - target modules: the projections both engines map (TensorRT-LLM: tensorrt_llm/lora_helper.py
   `get_default_trtllm_modules_to_hf_modules`); anything else (embed_tokens, lm_head, a model-specific name) is
-  refused, since neither engine would apply it.
+  refused, since neither engine would apply it. Names the download report leaves out (a list over its bound, counted
+  in MODULES_LEFT_OUT) are refused too: what cannot be verified never reads as fitting.
 - base model: `base_model_name_or_path` against the base's Hub repository (hf:// source, or the preset's): a LoRA
   trained on another checkpoint loads without error and answers nonsense, so this is the check that matters most.
   A local path, or a base whose repository is not known (s3://, pvc), cannot be compared: the adapter is served,
@@ -49,6 +50,12 @@ SUPPORTED_TARGET_MODULES = frozenset({
 })
 # PEFT's shorthand for "every linear layer but the output head" (peft/tuners/tuners_utils.py): the projections above.
 ALL_LINEAR = "all-linear"
+# adapterConfig's own key (model_fetch.MODULES_LEFT_OUT, which writes it; api may not import the download program):
+# how many distinct target_modules names did not fit the download report.
+MODULES_LEFT_OUT = "targetModulesLeftOut"
+# What the download program of operators before issue 46 reported for a target_modules list over 2 KiB: from a Job
+# of such an operator still around after an upgrade, it says the list is unknown (it used to read as a regex).
+LEGACY_TOO_LONG = "(too long to report)"
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,10 @@ def _hub_id(value: str) -> str | None:
 
 def _modules(raw: Any) -> tuple[str, ...] | None:
     """target_modules as a tuple of names; a string other than all-linear is a regular expression (PEFT), which
-    names no module list to check: None."""
+    names no module list to check: None. The marker an older download program put for a list it could not report
+    is no regular expression: () (invalid), never None, which would let any module pass."""
+    if raw == LEGACY_TOO_LONG:
+        return ()
     if isinstance(raw, str):
         return tuple(sorted(SUPPORTED_TARGET_MODULES)) if raw == ALL_LINEAR else None
     if isinstance(raw, list) and all(isinstance(m, str) for m in raw):
@@ -101,9 +111,19 @@ def check_adapter(name: str, config: Any, spec: LLMBackendSpec, lora: LoRASpec |
         return AdapterCheck(False, ADAPTER_CONFIG_INVALID, f"adapter {name}: adapter_config.json has no positive "
                             f"integer rank r (found {rank!r})")
     modules = _modules(config.get("target_modules"))
+    if config.get("target_modules") == LEGACY_TOO_LONG:
+        return AdapterCheck(False, ADAPTER_CONFIG_INVALID, f"adapter {name}: the download Job's report left "
+                            "target_modules out (an older operator's download program), so they cannot be checked; "
+                            "delete the adapter's download Job (llmb-fetch-...) to have it downloaded and checked "
+                            "again", rank)
     if modules == ():
         return AdapterCheck(False, ADAPTER_CONFIG_INVALID, f"adapter {name}: adapter_config.json target_modules is "
                             "neither a list of module names nor a string", rank)
+    left_out = config.get(MODULES_LEFT_OUT)
+    if left_out is not None and (not isinstance(left_out, int) or isinstance(left_out, bool) or left_out < 0):
+        return AdapterCheck(False, ADAPTER_CONFIG_INVALID, f"adapter {name}: the download report's "
+                            f"{MODULES_LEFT_OUT} is {left_out!r}, not a count; delete the adapter's download Job "
+                            "(llmb-fetch-...) to have it checked again", rank)
     if rank > lora.max_rank:
         return AdapterCheck(False, ADAPTER_RANK_TOO_HIGH, f"adapter {name}: rank {rank} is above "
                             f"spec.engine.lora.maxRank {lora.max_rank}; raise maxRank to at least {rank} (the planner "
@@ -117,9 +137,17 @@ def check_adapter(name: str, config: Any, spec: LLMBackendSpec, lora: LoRASpec |
                             "served by the engines (vLLM refuses it; TensorRT-LLM reads only lora_A/lora_B)", rank,
                             modules or ())
     unsupported = sorted(set(modules or ()) - SUPPORTED_TARGET_MODULES)
-    if unsupported:
-        return AdapterCheck(False, ADAPTER_MODULES_UNSUPPORTED, f"adapter {name}: target_modules {', '.join(unsupported)} "
-                            f"are not applied by the engines (they apply LoRA to {', '.join(sorted(SUPPORTED_TARGET_MODULES))})",
+    left_out = config.get(MODULES_LEFT_OUT)
+    if unsupported or left_out:
+        # Names the report left out (model_fetch.inspect_adapter) cannot be checked, so they never read as fitting:
+        # the supported names fit the report many times over, so a list that does not holds others.
+        named = [", ".join(unsupported)] if unsupported else []
+        more = [f"{left_out} {'more ' if named else ''}name(s) the download report leaves out (a list longer than "
+                "the supported names could make)"] if left_out else []
+        return AdapterCheck(False, ADAPTER_MODULES_UNSUPPORTED, f"adapter {name}: target_modules "
+                            f"{' and '.join(named + more)} are not applied by the engines "
+                            f"(they apply LoRA to {', '.join(sorted(SUPPORTED_TARGET_MODULES))}); train the adapter "
+                            "on those modules only, or list them by name (or all-linear) in adapter_config.json",
                             rank, modules or ())
     declared = config.get("base_model_name_or_path")
     base = base_repository(spec)

@@ -16,6 +16,14 @@ from pydantic import BaseModel
 
 from . import v1alpha1 as api
 
+# No adapter of the object `o` has the name its base model is served as (spec.model.name, else the preset, else
+# metadata.name: render/names.model_name); the spec's own rules compare the first two.
+_ADAPTER_NOT_BASE = ("(!has({o}.spec.adapters) || has({o}.spec.model.name) || has({o}.spec.model.preset) || "
+                     "{o}.spec.adapters.all(a, a.name != {o}.metadata.name))")
+_ADAPTER_NOT_BASE_MESSAGE = ("an adapter may not have the base model's name (metadata.name, which the base model is "
+                             "served as while spec.model.name and spec.model.preset are unset): rename the adapter or "
+                             "set spec.model.name")
+
 # Not allowed (or meaningless) in a Kubernetes structural schema.
 DROP_KEYS = {"title", "propertyNames"}
 
@@ -111,6 +119,21 @@ def crd() -> dict[str, Any]:
             "message": "metadata.name must not end with '-' and digits (as llama-3): a multi-node backend's "
                        "LeaderWorkerSet names its groups' pods and StatefulSets <name>-<group>, so such a name could "
                        "be another backend's group; use e.g. llama3 or llama-3-8b",
+        },
+        # Without spec.model.name or a preset the base model is served as the backend's name (render/names
+        # model_name), which only a root rule sees. Refused when it becomes true: created so (the first rule), or
+        # updated into it (the second, a transition rule: updates only). A backend stored so before the rules still
+        # takes every write, its status included; the operator marks such an adapter Incompatible
+        # (AdapterNameIsBaseModel). One rule with oldSelf.value() would be simpler, but the API server estimates it
+        # over its cost budget.
+        {
+            "rule": f"oldSelf.hasValue() || {_ADAPTER_NOT_BASE.format(o='self')}",
+            "optionalOldSelf": True,
+            "message": _ADAPTER_NOT_BASE_MESSAGE,
+        },
+        {
+            "rule": f"{_ADAPTER_NOT_BASE.format(o='self')} || !{_ADAPTER_NOT_BASE.format(o='oldSelf')}",
+            "message": _ADAPTER_NOT_BASE_MESSAGE,
         },
     ]
     # Plain `kubectl get llmb` answers "is it serving, and if not why"; -o wide adds the plan and scaling.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..api.adapters import check_adapter
+from ..api.adapters import ADAPTER_CONFIG_INVALID, check_adapter
 from ..api.v1alpha1 import AdapterSpec, LLMBackendSpec
 from ..model_fetch import FetchError
 from ..render import adapters as ra
@@ -37,9 +37,22 @@ log = logging.getLogger(__name__)
 ADAPTER_NOT_CHECKED = "AdapterNotChecked"
 """status.adapters: an adapter is served without its adapter_config.json checked (a pvc adapter, which the operator
 does not read; or a download whose report is gone with its pod): the engine checks it at the first request."""
+ADAPTER_NAME_TAKEN = "AdapterNameIsBaseModel"
+"""An adapter has the name the base model is served as (the backend's name while spec.model.name and
+spec.model.preset are unset), so requests for it would reach the base model; it is not served: rename it, or set
+spec.model.name."""
+ADAPTER_REPORT_UNREADABLE = "AdapterReportUnreadable"
+"""An adapter's finished download Job left a report without its adapter_config.json (not JSON: the kubelet keeps at
+most 4 KiB of it), so the adapter cannot be checked; it is not served: delete the Job to have it checked again."""
 ADAPTER_DOWNLOAD_FAILED = "AdapterDownloadFailed"
 """An adapter's download failed without a reason of its own; status.adapters has the message."""
 PROBLEM_PHASES = ("Incompatible", "Failed")
+
+
+def _entry(spec: LLMBackendSpec, adapter: AdapterSpec) -> dict[str, Any]:
+    source = adapter.source
+    shown = mc.pvc_source_label(source.pvc) if source.pvc is not None else source.uri
+    return {"name": adapter.name, "source": shown, "path": ra.adapter_path(spec, adapter)}
 
 
 def adapter_status(spec: LLMBackendSpec, adapter: AdapterSpec, outcome: dict[str, Any] | None,
@@ -47,8 +60,7 @@ def adapter_status(spec: LLMBackendSpec, adapter: AdapterSpec, outcome: dict[str
     """status.adapters[] of one adapter (wire form), from its download Job's outcome (render/modelcache.job_outcome;
     None for a pvc source) and the Job's report (its termination message: adapterConfig)."""
     source = adapter.source
-    shown = mc.pvc_source_label(source.pvc) if source.pvc is not None else source.uri
-    entry: dict[str, Any] = {"name": adapter.name, "source": shown, "path": ra.adapter_path(spec, adapter)}
+    entry = _entry(spec, adapter)
     if outcome is None:
         return {**entry, "phase": "Ready", "reason": ADAPTER_NOT_CHECKED,
                 "message": f"adapter {adapter.name} is read from a claim: its adapter_config.json is not checked by "
@@ -59,17 +71,35 @@ def adapter_status(spec: LLMBackendSpec, adapter: AdapterSpec, outcome: dict[str
     if outcome["phase"] != "Ready":
         return {**entry, "phase": "Pending" if outcome["phase"] == "Resolving" else "Downloading",
                 "reason": outcome.get("reason"), "message": outcome.get("message")}
+    job = mc.download_job_name(source, adapter=True)
     config = (report or {}).get("adapterConfig")
-    if config is None and (report or {}).get("adapterConfigError"):
-        config = (report or {})["adapterConfigError"]  # not an object: check_adapter names it invalid
-    elif config is None:  # a finished Job whose pod (and report) is gone: the copy is there, the check cannot be made
+    if config is None and (report or {}).get("adapterConfigError"):  # the program says what is wrong with the file
+        return {**entry, "phase": "Incompatible", "reason": ADAPTER_CONFIG_INVALID,
+                "message": f"adapter {adapter.name}: {str((report or {})['adapterConfigError'])[:1024]}"}
+    if config is None and report is not None:
+        # A finished Job's report without adapter_config.json (unparsable: cut at 4 KiB by the kubelet): what would
+        # have been checked is unknown, so the adapter is not served (never "not checked", which skips the check).
+        return {**entry, "phase": "Incompatible", "reason": ADAPTER_REPORT_UNREADABLE,
+                "message": f"adapter {adapter.name}: its download Job's report does not hold adapter_config.json "
+                           "(the report is cut, or not the download program's), so the adapter cannot be checked and is "
+                           f"not served; delete Job {job} to have it downloaded and checked again"}
+    if config is None:  # a finished Job whose pod (and report) is gone: the copy is there, the check cannot be made
         return {**entry, "phase": "Ready", "reason": ADAPTER_NOT_CHECKED,
                 "message": f"adapter {adapter.name} is in the model cache, but its download Job's report "
-                           f"(adapter_config.json) is gone with its pod; delete Job "
-                           f"{mc.download_job_name(source, adapter=True)} to have it checked again"}
+                           f"(adapter_config.json) is gone with its pod; delete Job {job} to have it checked again"}
     check = check_adapter(adapter.name, config, spec)
     return {**entry, "phase": "Ready" if check.ok else "Incompatible", "reason": check.reason,
             "message": check.message, **({"rank": check.rank} if check.rank is not None else {})}
+
+
+def name_taken(spec: LLMBackendSpec, adapter: AdapterSpec) -> dict[str, Any]:
+    """status.adapters[] of an adapter named as the base model is served: without spec.model.name or a preset that is
+    the backend's own name, which the CRD cannot compare in every case (a backend stored before its rule). Requests
+    naming it would reach the base model, so it is neither downloaded nor served."""
+    return {**_entry(spec, adapter), "phase": "Incompatible", "reason": ADAPTER_NAME_TAKEN,
+            "message": f"adapter {adapter.name} has the name the base model is served as (the backend's name, since "
+                       "spec.model.name and spec.model.preset are not set): requests for it would reach the base "
+                       "model; rename the adapter, or set spec.model.name to another name"}
 
 
 def ready_adapters(statuses: list[dict[str, Any]] | None) -> set[str] | None:
@@ -89,10 +119,11 @@ def adapters_problem(statuses: list[dict[str, Any]] | None) -> tuple[str, str] |
         f"{bad[0].get('message', '')}{more}; the base model and the other adapters are served")
 
 
-def sync_adapters(kube: Any, namespace: str, spec: LLMBackendSpec,
-                  previous: list[dict[str, Any]] | None = None) -> list[dict[str, Any]] | None:
+def sync_adapters(kube: Any, namespace: str, spec: LLMBackendSpec, previous: list[dict[str, Any]] | None = None, *,
+                  served_model: str) -> list[dict[str, Any]] | None:
     """Ensure each URI adapter's cache claim and download Job; status.adapters (None without adapters).
-    `previous` (status.adapters): an adapter source no longer named may leave a copy to clean up."""
+    `previous` (status.adapters): an adapter source no longer named may leave a copy to clean up. `served_model`:
+    the base model's name at the endpoints (render/names.model_name), which no adapter may take."""
     named = {a.source.uri for a in spec.adapters or []}
     if any(str(p.get("source") or "").startswith(("hf://", "s3://")) and p.get("source") not in named
            for p in previous or []):
@@ -103,6 +134,9 @@ def sync_adapters(kube: Any, namespace: str, spec: LLMBackendSpec,
     out = []
     for adapter in spec.adapters:
         source = adapter.source
+        if adapter.name == served_model:
+            out.append(name_taken(spec, adapter))
+            continue
         if source.uri is None:
             out.append(adapter_status(spec, adapter, None, None))
             continue
@@ -131,6 +165,20 @@ def _sync_one(kube: Any, namespace: str, spec: LLMBackendSpec, adapter: AdapterS
     name = mc.download_job_name(source, adapter=True)
     with _namespace_lock(namespace):  # never start a download while a cleanup of the claim runs
         job = kube.get("Job", namespace, name)
+        if job is not None and job["metadata"].get("deletionTimestamp"):
+            # Being deleted (replaced below on an earlier pass, or by a cleanup): neither its report nor its copy is
+            # this adapter's any more; its own Job is created once it is gone.
+            return adapter_status(spec, adapter, {"phase": "Resolving", "reason": "DownloadPending", "message": (
+                f"Job {name} is being deleted; the adapter's download Job is created when it is gone")}, None)
+        if job is not None and mc.is_download_job(job, source) and not mc.credentials_match(job, source):
+            # As the base model's Job (controller/modelcache.sync_model_cache): a Job of this name that reads another
+            # Secret (or none) is never trusted, whatever its name hashes today; replaced by this backend's own.
+            kube.delete("Job", namespace, name, uid=job["metadata"].get("uid"))
+            log.info("adapter %s/%s: Job %s read Secret(s) %s, not %s: replaced", namespace, adapter.name, name,
+                     ", ".join(mc.job_secrets(job)) or "none", mc.download_secret(source) or "none")
+            return adapter_status(spec, adapter, {"phase": "Resolving", "reason": "DownloadPending", "message": (
+                f"Job {name} read another Secret than this adapter's source.secretRef; it was deleted and the "
+                "adapter's own download Job is created next")}, None)
         if job is None:
             job = _create_if_missing(kube, mc.render_download_job(namespace, source, downloader_image(), SERVING_UID,
                                                                   adapter=True))

@@ -115,9 +115,12 @@ def _termination(kube: Any, namespace: str, pods: list[dict[str, Any]]) -> tuple
             terminated = (cs.get("state") or {}).get("terminated") or {}
             if terminated.get("message"):
                 try:
-                    return json.loads(terminated["message"]), None
-                except ValueError:
-                    return {"message": terminated["message"][:1024]}, None
+                    report = json.loads(terminated["message"])
+                except (ValueError, RecursionError):
+                    report = None
+                # An unparsable report (cut by the kubelet at 4 KiB, or not the program's) carries only its text:
+                # none of the fields the program reports, so no caller takes it for one.
+                return (report if isinstance(report, dict) else {"message": terminated["message"][:1024]}), None
     return None, None
 
 

@@ -22,7 +22,7 @@ from ..api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from ..autoscaling import metrics
 from ..planning.inventory import Inventory
 from ..render.multinode import LAUNCHER_CLUSTER_ROLE
-from ..render.names import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef, serving_pod_ready
+from ..render.names import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, BackendRef, model_name, serving_pod_ready
 from . import egress, permissions
 from .adapters import sync_adapters
 from .conditions import Conditions, now_rfc3339
@@ -204,9 +204,11 @@ class Reconciler:
             spec = None  # decide says what is wrong
         if spec is not None:
             # URI sources (shared cache, create-if-missing); pvc sources without an architecture (inspector Job).
-            model_cache = sync_model_cache(self.kube, namespace, spec, owner=BackendRef(name, namespace, meta["uid"]),
+            ref = BackendRef(name, namespace, meta["uid"])
+            model_cache = sync_model_cache(self.kube, namespace, spec, owner=ref,
                                            previous_source=((obj.get("status") or {}).get("model") or {}).get("source"))
-            adapters = sync_adapters(self.kube, namespace, spec, (obj.get("status") or {}).get("adapters"))
+            adapters = sync_adapters(self.kube, namespace, spec, (obj.get("status") or {}).get("adapters"),
+                                     served_model=model_name(ref, spec))
         with self.state.lock:
             scale_decision = self.state.decisions.get((namespace, name))
             lost_nodes = set(self.state.lost_nodes)
