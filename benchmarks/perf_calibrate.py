@@ -120,36 +120,41 @@ def corner_fit() -> None:
                   f"{best[2]:.2f}, {best[3] * 1e6:.0f} us a product")
 
 
+def _measured_shape(p: dict, eff: Efficiency) -> Model:
+    """The model of the shape a layer_kernels.json point ran (bf16 on the H200, one GPU's shard)."""
+    preset, tp = ("llama-3.1-8b", 1) if p["model"].startswith("llama-3.1-8b") else ("llama-3.1-70b", 4)
+    row = Row("measured", str(MEASURED), preset, MEASURED_PRODUCT, tp, "bf16", 1, 2, concurrency=1.0)
+    return model_for(row, eff)[0]
+
+
+def model_prompt_layer_s(p: dict, eff: Efficiency) -> float:
+    """The model's time for one layer of what layer_kernels.py replayed at point p: a prompt of p["tokens"] tokens
+    through one decoder layer (causal attention over the prompt itself, no KV cache read; layer_kernels.layer_step),
+    without the step's lm_head and all-reduces (the replayed layer had neither)."""
+    model = _measured_shape(p, eff)
+    m = float(p["tokens"])
+    seconds, comm_s, _ = model.step(0.0, m, m, m)
+    lm_head_bytes = model.arch.vocab_size * model.arch.hidden_size * memory.EMBEDDING_BYTES_PER_PARAM / model.tp
+    lm_head_s = max(lm_head_bytes / model.bw, model.lm_head_flops / model.flops)
+    return (seconds - comm_s - lm_head_s) / model.layers
+
+
 def measured_layer_overhead(bandwidth: float, max_tokens: int = 64) -> float:
-    """The fixed cost of one layer in a step: the median over the measured layers at 1-max_tokens tokens (weights
-    streaming, not compute-bound) of the graph-replayed time less the model's time for the layer's weights and KV
-    at `bandwidth` (its own KV fraction too: stock decode attention streamed the cache about as fast)."""
+    """The fixed cost of one layer in a step: what the measured layers at 1-max_tokens tokens (weights streaming,
+    not compute-bound) took beyond the model's time for the same work at `bandwidth` (model_prompt_layer_s), as the
+    intercept at zero tokens of a least-squares line through those residuals against the tokens. The line's slope
+    (stock unfused norms, rotary and activation kernels growing with the tokens) is not a fixed cost and is left
+    out: at large batches the fitted compute fraction carries per-token work."""
     eff = Efficiency(bandwidth=bandwidth, compute=_COMPUTE_MAX, layer_overhead_s=0.0)
-    rest = []
-    for p in load_measured("layer_kernels.json"):
-        if p["tokens"] > max_tokens:
-            continue
-        preset, tp = ("llama-3.1-8b", 1) if p["model"].startswith("llama-3.1-8b") else ("llama-3.1-70b", 4)
-        row = Row("measured", str(MEASURED), preset, MEASURED_PRODUCT, tp, "bf16", 1, 2, concurrency=1.0)
-        model, _ = model_for(row, eff)
-        seconds, comm_s, _ = model.step(float(p["tokens"]), 0.0, p["context"], 0.0)
-        rest.append(p["layer_graph"] - (seconds - comm_s) / model.layers)
-    return statistics.median(rest)
+    points = [(float(p["tokens"]), p["layer_graph"] - model_prompt_layer_s(p, eff))
+              for p in load_measured("layer_kernels.json") if p["tokens"] <= max_tokens]
+    return statistics.linear_regression([m for m, _ in points], [r for _, r in points]).intercept
 
 
 def model_layer_s(eff: Efficiency) -> list[float]:
-    """The model's time for one layer of a decode step at one sequence (all-reduces left out: the measured
-    layers ran on one GPU), bf16 on the H200, per measured shape (the order of measured_layers)."""
-    out = []
-    for p in load_measured("layer_kernels.json"):
-        if p["tokens"] != 1:
-            continue
-        preset, tp = ("llama-3.1-8b", 1) if p["model"].startswith("llama-3.1-8b") else ("llama-3.1-70b", 4)
-        row = Row("measured", str(MEASURED), preset, MEASURED_PRODUCT, tp, "bf16", 1, 2, concurrency=1.0)
-        model, _ = model_for(row, eff)
-        seconds, comm_s, _ = model.step(1.0, 0.0, p["context"], 0.0)
-        out.append((seconds - comm_s) / model.layers)
-    return out
+    """The model's time for one layer of the measured one-token step, bf16 on the H200, per measured shape (the
+    order of measured_layers)."""
+    return [model_prompt_layer_s(p, eff) for p in load_measured("layer_kernels.json") if p["tokens"] == 1]
 
 
 _BW_MAX, _COMPUTE_MAX = measured_peaks()

@@ -283,6 +283,18 @@ def routed_weight_bytes_per_gpu(arch: ModelArchitecture, quantization: Any, tp: 
     return _weight_parts(arch, quantization, tp, pp, attention_dp, routed_only=True)[1] / tp
 
 
+def input_embedding_bytes_per_gpu(arch: ModelArchitecture, tp: int, pp: int, attention_dp: bool = False) -> float:
+    """Bytes of weight_bytes_per_gpu that are the input embedding table: a step gathers its tokens' rows of it and
+    never streams the rest. Zero where the table is also the lm_head (tied: read whole for every sampled token) or
+    where the largest stage's one matrix may be the lm_head (pp > 1)."""
+    if arch.tie_word_embeddings or pp > 1:
+        return 0.0
+    embed_bytes = arch.vocab_size * arch.hidden_size * EMBEDDING_BYTES_PER_PARAM
+    if arch.parameter_count <= 2 * arch.vocab_size * arch.hidden_size:  # odd shapes: all "embedding"; keep it read
+        return 0.0
+    return embed_bytes if attention_dp else embed_bytes / tp
+
+
 def _weight_parts(arch: ModelArchitecture, quantization: Any, tp: int, pp: int, attention_dp: bool,
                   routed_only: bool = False) -> tuple[float, float]:
     """(bytes every GPU of a stage holds whole, bytes the stage's tp GPUs split) of the largest stage."""

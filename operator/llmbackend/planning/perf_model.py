@@ -69,6 +69,7 @@ from .memory import (
     _value,
     draft_bytes_per_param,
     draft_shape,
+    input_embedding_bytes_per_gpu,
     kv_bytes_per_sequence,
     routed_expert_params,
     routed_weight_bytes_per_gpu,
@@ -94,8 +95,8 @@ class Efficiency:
 # bandwidth and layer_overhead_s: measured on an H200 (benchmarks/data/h200/); the rest fitted by
 # benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
 # tests/unit/test_perf_model.py checks that the script's measurement and fit still land here.
-CALIBRATED = Efficiency(bandwidth=0.92, compute=0.52, layer_overhead_s=66e-6, compute_fp4=0.34, link_bandwidth=0.57,
-                        kv_bandwidth=0.71)
+CALIBRATED = Efficiency(bandwidth=0.92, compute=0.53, layer_overhead_s=78e-6, compute_fp4=0.34, link_bandwidth=0.58,
+                        kv_bandwidth=0.74)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +175,7 @@ class Model:
         self.layers = stage_layers(arch.num_layers, pp)
         self.weights = weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp)
         self.routed_weights = routed_weight_bytes_per_gpu(arch, engine.quantization, tp, pp, attention_dp)
+        self.gathered = input_embedding_bytes_per_gpu(arch, tp, pp, attention_dp)
         # Speculative decoding: k drafted tokens verified in one step, `accepted` output tokens a step on average
         # ((1 - a^(k+1)) / (1 - a) for a per-token acceptance a: the chain stops at the first rejection, and the
         # verifying step always yields one token of its own).
@@ -228,10 +230,10 @@ class Model:
     def _weights_read(self, tokens: float) -> float:
         """Bytes of weights one GPU reads in a step of `tokens` tokens (all ranks' tokens reach the experts)."""
         if self.dp == 1:
-            return self.weights * self._read_fraction(tokens)
+            return max(self.weights * self._read_fraction(tokens) - self.gathered, 0.0)
         experts, k = self.arch.num_experts or 1, self.arch.num_experts_per_token or 1
         touched = 1 - (1 - k / experts) ** max(tokens, 1.0)
-        return self.weights - self.routed_weights * (1 - touched)
+        return self.weights - self.gathered - self.routed_weights * (1 - touched)
 
     def alltoall_s(self, tokens: float) -> float:
         """Attention DP: dispatch and combine of one GPU's tokens to the expert ranks, in every layer of the stage
@@ -288,8 +290,8 @@ class Model:
             dense_mm = (self.flops_per_token * replicated * busiest_tokens
                         + self.lm_head_flops * busiest_sampled) / self.flops
             routed_mm = self.flops_per_token * (1 - replicated) * tokens / self.flops
-            routed_w = self._weights_read(tokens) - (self.weights - self.routed_weights)
-            dense_w = self.weights - self.routed_weights
+            dense_w = self.weights - self.gathered - self.routed_weights
+            routed_w = self._weights_read(tokens) - dense_w
             matmul_s = dense_mm + routed_mm
             weights_s = dense_w / self.bw + routed_w / self.bw
             linear_s = max(dense_w / self.bw, dense_mm) + max(routed_w / self.bw, routed_mm)
