@@ -22,7 +22,8 @@ import yaml
 from llmbackend.api.catalog import PRESETS
 from llmbackend.api.v1alpha1 import EngineSpec, ParallelismSpec
 from llmbackend.planning.inventory import Inventory
-from llmbackend.planning.planner import clear_cache, plan
+from llmbackend.planning.placement import clear_cache
+from llmbackend.planning.planner import plan
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "e2e" / "topologies"
 

@@ -68,26 +68,13 @@ plans") and tested in tests/unit/test_planner_published.py.
 from __future__ import annotations
 
 import dataclasses
-import json
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..api.v1alpha1 import EngineSpec, ModelArchitecture, ParallelismSpec
 from . import roofline
-from .inventory import (
-    GPU_TOLERATIONS,
-    LABEL_PRODUCT,
-    UNKNOWN_PRODUCT,
-    GPUNode,
-    GPUProduct,
-    describe_gpus,
-    domain_kind,
-    node_matches,
-    product_info,
-)
+from .inventory import LABEL_PRODUCT, GPUNode
 from .memory import (
     Fit,
     MemoryBreakdown,
@@ -100,6 +87,21 @@ from .memory import (
     is_moe,
     total_memory_fraction,
     unsharded_bytes,
+)
+from .placement import (
+    COMM_CLIQUE,
+    COMM_NVLINK,
+    COMM_PP_NETWORK,
+    COMM_PP_NVLINK,
+    COMM_PP_PCIE,
+    COMM_TP_PCIE,
+    UNLISTED_HBM_GBPS,
+    UNLISTED_TFLOPS_16BIT,
+    GPUGroup,
+    Placement,
+    eligible_groups,
+    place,
+    stage_slots,
 )
 
 FITS = "Fits"
@@ -129,11 +131,6 @@ MAX_PARALLEL = 64  # ParallelismSpec bounds tp and pp to 64 each
 # no published profile stops for want of gain (the 2x cap stops them): 15% keeps every one of them.
 LATENCY_MIN_GAIN = 0.15
 LATENCY_TP_FACTOR = 2
-UNLISTED_HBM_GBPS = 1000  # product not in the table but memory labelled: middling figures, said so
-UNLISTED_TFLOPS_16BIT = 150
-
-# Communication ranks (lower is better).
-COMM_NVLINK, COMM_CLIQUE, COMM_TP_PCIE, COMM_PP_NVLINK, COMM_PP_PCIE, COMM_PP_NETWORK = range(6)
 _COMM_TEXT = {
     COMM_NVLINK: "inside one NVLink domain",
     COMM_CLIQUE: "tensor parallel over a multi-node NVLink clique",
@@ -270,290 +267,6 @@ class Plan:
         ).dump()
 
 
-# ---- grouping nodes ----
-
-
-@dataclass(slots=True)
-class _Shape:
-    """Nodes of one product with identical GPU layout (5,000 nodes -> a few shapes)."""
-
-    gpu_count: int
-    domains: tuple[tuple[int, ...], ...]
-    names: list[str] = field(default_factory=list)
-    sources: set[str] = field(default_factory=set)
-
-    @property
-    def widest_domain(self) -> int:
-        return min(max((len(d) for d in self.domains), default=0), self.gpu_count)
-
-    def slots(self, tp: int) -> tuple[int, int]:
-        """(stage slots on the node, most slots inside one domain) for stages of tp GPUs.
-
-        Stages inside NVLink domains when a domain is wide enough, else TP over
-        PCIe across the node's GPUs (most slots inside one domain is then 0).
-        """
-        if tp > self.widest_domain:
-            return self.gpu_count // tp, 0
-        per_domain = [len(d) // tp for d in self.domains]
-        return min(sum(per_domain), self.gpu_count // tp), min(max(per_domain, default=0), self.gpu_count // tp)
-
-    def domain_for(self, tp: int) -> tuple[int, ...]:
-        return next((d for d in self.domains if len(d) >= tp), tuple(range(min(tp, self.gpu_count))))
-
-
-@dataclass(slots=True)
-class _Group:
-    """Eligible nodes of one GPU product, memory size and product label."""
-
-    product: str
-    memory_bytes: int
-    compute_capability: tuple[int, int]
-    info: GPUProduct
-    selector: tuple[str, str]
-    listed: bool = True  # the product is in inventory.PRODUCTS
-    shapes: dict[tuple, _Shape] = field(default_factory=dict)
-    # clique id -> gpus per tray -> node names (trays of one clique, for TP over trays)
-    cliques: dict[str, dict[int, list[str]]] = field(default_factory=dict)
-    clique_sources: set[str] = field(default_factory=set)
-
-    @property
-    def bandwidth(self) -> int:
-        return self.info.nvlink_gbps or self.info.pcie_gbps
-
-    @property
-    def largest_local_domain(self) -> int:
-        return max((s.widest_domain for s in self.shapes.values() if s.domains), default=0)
-
-    @property
-    def largest_domain(self) -> int:
-        clique = max((g * len(n) for trays in self.cliques.values() for g, n in trays.items()), default=0)
-        return max(self.largest_local_domain, clique)
-
-    @property
-    def largest_node(self) -> int:
-        return max((s.gpu_count for s in self.shapes.values()), default=0)
-
-    @property
-    def largest_tp(self) -> int:
-        """Widest TP any placement allows: a whole node (NVLink or PCIe) or a clique."""
-        return max(self.largest_domain, self.largest_node)
-
-    @property
-    def total_gpus(self) -> int:
-        return sum(s.gpu_count * len(s.names) for s in self.shapes.values())
-
-
-def _group_info(node: GPUNode) -> tuple[GPUProduct, bool]:
-    info = product_info(node.product)
-    if info is not UNKNOWN_PRODUCT:
-        return info, True
-    # Labelled product missing from the table: plan on its labels, with a middling bandwidth (said so).
-    return GPUProduct(node.product, node.memory_bytes // (1024 * 1024), node.compute_capability, UNLISTED_HBM_GBPS,
-                      0, 0, "none", 4, 0.05, UNLISTED_TFLOPS_16BIT), False
-
-
-# Grouping 5,000 nodes is most of a plan's time, and the operator plans many backends against the same
-# snapshot: the last few groupings are kept, keyed by the nodes' identities (GPUNodes are immutable; the
-# inventory replaces a node's object when it changes) and the scheduling constraints. Entries hold the node
-# list, so the identities cannot be reused while cached.
-_GROUP_CACHE: OrderedDict[tuple, tuple[tuple[GPUNode, ...], tuple[list[_Group], int, list[str]]]] = OrderedDict()
-_GROUP_CACHE_SIZE = 4
-_GROUP_CACHE_LOCK = threading.Lock()
-
-
-def clear_cache() -> None:
-    with _GROUP_CACHE_LOCK:
-        _GROUP_CACHE.clear()
-
-
-def _eligible_groups(nodes: Iterable[GPUNode], node_selector, tolerations) -> tuple[list[_Group], int, list[str]]:
-    """Group eligible nodes by product; also how many GPU nodes were seen and the eligible ones of unknown product."""
-    listed = tuple(nodes)  # a snapshot: the cache keeps these objects (and so their ids) alive
-    tolerations = list(tolerations or [])
-    key = (tuple(map(id, listed)), json.dumps([node_selector or {}, tolerations], sort_keys=True, default=str))
-    with _GROUP_CACHE_LOCK:
-        hit = _GROUP_CACHE.get(key)
-        if hit is not None:
-            _GROUP_CACHE.move_to_end(key)
-            return hit[1]
-    result = _group_nodes(listed, node_selector, tolerations + list(GPU_TOLERATIONS))
-    with _GROUP_CACHE_LOCK:
-        _GROUP_CACHE[key] = (listed, result)
-        while len(_GROUP_CACHE) > _GROUP_CACHE_SIZE:
-            _GROUP_CACHE.popitem(last=False)
-    return result
-
-
-def _group_nodes(nodes: Sequence[GPUNode], node_selector, tolerations) -> tuple[list[_Group], int, list[str]]:
-    seen = 0
-    unknown: list[str] = []
-    # The hot loop of a plan (5,000 nodes): cheap checks first (node_matches only when something can exclude),
-    # then one bucket per identical layout; domains are interned by the inventory, so identity is a cheap key.
-    buckets: dict[tuple, list[str]] = {}
-    firsts: dict[tuple, GPUNode] = {}
-    for node in nodes:
-        if node.gpu_count <= 0:
-            continue
-        seen += 1
-        if node.cordoned or ((node_selector or node.taints) and not node_matches(node, node_selector, tolerations)):
-            continue
-        if node.memory_bytes <= 0 or not node.product:
-            unknown.append(node.name)
-            continue
-        key = (node.product, node.memory_bytes, node.product_label, node.gpu_count, id(node.nvlink_domains),
-               node.topology_source, node.clique)
-        names = buckets.get(key)
-        if names is None:
-            names = buckets[key] = []
-            firsts[key] = node
-        names.append(node.name)
-    groups: dict[tuple, _Group] = {}
-    for key, names in buckets.items():
-        node = firsts[key]
-        gkey = key[:3]
-        group = groups.get(gkey)
-        if group is None:
-            info, listed = _group_info(node)
-            selector = node.product_label if node.product_label[0] else (LABEL_PRODUCT, node.product)
-            group = groups[gkey] = _Group(node.product, node.memory_bytes, node.compute_capability, info, selector, listed)
-        shape = group.shapes.get(key[3:5])
-        if shape is None:
-            shape = group.shapes[key[3:5]] = _Shape(node.gpu_count, node.nvlink_domains)
-        shape.names.extend(names)
-        shape.sources.add(node.topology_source)
-        if node.clique:
-            group.cliques.setdefault(node.clique, {}).setdefault(node.gpu_count, []).extend(names)
-            group.clique_sources.add(node.topology_source)
-    return sorted(groups.values(), key=lambda g: (g.product, g.memory_bytes, g.selector)), seen, unknown
-
-
-# ---- placement ----
-
-
-@dataclass(frozen=True, slots=True)
-class _Placement:
-    nodes_per_replica: int
-    gpus_per_node: int
-    comm_rank: int
-    names: tuple[str, ...]
-    domain: str
-    source: str
-    spans_clique: bool = False
-    stranded: int = 0  # GPUs of a used node that no replica of this shape can use
-    tp_over_pcie: bool = False
-
-
-def _divisors_desc(n: int) -> list[int]:
-    return [k for k in range(n, 0, -1) if n % k == 0]
-
-
-def _source(sources: set[str]) -> str:
-    return "inferred" if "inferred" in sources else "annotation"
-
-
-def _place_local(group: _Group, tp: int, pp: int) -> _Placement | None:
-    """pp stages of tp GPUs, each inside one node-local NVLink domain."""
-    rows = []  # (slots, slots in best domain, shape)
-    for shape in group.shapes.values():
-        slots, in_domain = shape.slots(tp)
-        if slots > 0:
-            rows.append((slots, in_domain, shape))
-    if not rows:
-        return None
-    # Prefer shapes where all of a node's stages share one domain, then roomier nodes.
-    rows.sort(key=lambda r: (-r[1], -r[0], r[2].gpu_count))
-    for k in _divisors_desc(pp):
-        need = pp // k
-        chosen: list[tuple[int, int, _Shape]] = []
-        count = 0
-        for row in rows:
-            if row[0] >= k:
-                chosen.append(row)
-                count += len(row[2].names)
-                if count >= need:
-                    break
-        if count < need:
-            continue
-        names: list[str] = []
-        for _, _, shape in chosen:
-            names.extend(shape.names[: need - len(names)])
-        shape = chosen[0][2]
-        dom = shape.domain_for(tp)
-        pcie_tp = tp > 1 and chosen[0][1] == 0
-        kind = "PCIe, no NVLink between them" if pcie_tp else domain_kind(len(dom), group.product)
-        if pp == 1:
-            rank = COMM_TP_PCIE if pcie_tp else COMM_NVLINK
-            desc = f"{names[0]} GPUs {describe_gpus(dom)} ({kind})"
-        elif need == 1:
-            rank = COMM_PP_NVLINK if chosen[0][1] >= pp else COMM_PP_PCIE
-            if rank == COMM_PP_NVLINK:
-                desc = f"{names[0]} GPUs {describe_gpus(dom)} ({kind}), {pp} stages of {tp} GPUs"
-            else:
-                desc = (f"{names[0]}: {pp} stages of {tp} GPUs in separate domains "
-                        f"({kind} inside a stage, PCIe between stages)")
-        else:
-            rank = COMM_PP_NETWORK
-            desc = (f"{', '.join(names)}: {k} stage(s) of {tp} GPUs per node, each in a domain like "
-                    f"GPUs {describe_gpus(dom)} ({kind}); stages across nodes over the network")
-        stranded = min(r[2].gpu_count % (k * tp) for r in chosen)
-        sources: set[str] = set().union(*(r[2].sources for r in chosen))
-        return _Placement(need, k * tp, rank, tuple(names), desc, _source(sources), stranded=stranded,
-                          tp_over_pcie=pcie_tp)
-    return None
-
-
-def _place_clique(group: _Group, tp: int, pp: int) -> _Placement | None:
-    """pp stages of tp GPUs, each over whole trays of one multi-node NVLink clique."""
-    options = []  # (stage slots, clique, tray gpus, names)
-    for clique, trays in group.cliques.items():
-        for gpus, names in trays.items():
-            if tp > gpus and tp % gpus == 0:
-                per_stage = tp // gpus
-                slots = len(names) // per_stage
-                if slots:
-                    options.append((slots, clique, gpus, sorted(names)))
-    if not options:
-        return None
-    options.sort(key=lambda o: (-o[0], o[1]))
-    slots, clique, gpus, names = options[0]
-    per_stage = tp // gpus
-    if slots >= pp:
-        used = names[: pp * per_stage]
-        rank = COMM_CLIQUE if pp == 1 else COMM_PP_NVLINK
-        desc = f"clique {clique}: {', '.join(used)} (multi-node NVLink, {tp} GPUs per stage)"
-        return _Placement(pp * per_stage, gpus, rank, tuple(used), desc, _source(group.clique_sources), True)
-    # Stages in different cliques: PP over the network.
-    same_gpus = [o for o in options if o[2] == gpus]
-    if sum(o[0] for o in same_gpus) < pp:
-        return None
-    used = []
-    left = pp
-    for s, _, _, n in same_gpus:
-        take = min(s, left)
-        used.extend(n[: take * per_stage])
-        left -= take
-        if not left:
-            break
-    desc = f"{', '.join(used)}: stages over NVLink cliques, across cliques over the network"
-    return _Placement(pp * per_stage, gpus, COMM_PP_NETWORK, tuple(used), desc, _source(group.clique_sources), True)
-
-
-def _place(group: _Group, tp: int, pp: int) -> _Placement | None:
-    local = _place_local(group, tp, pp)
-    clique = _place_clique(group, tp, pp) if tp > group.largest_local_domain else None
-    options = [p for p in (local, clique) if p is not None]
-    return min(options, key=lambda p: (p.comm_rank, p.nodes_per_replica)) if options else None
-
-
-def _stage_slots(group: _Group, tp: int) -> int:
-    """All stage slots of tp GPUs in the group (upper bound on pp)."""
-    total = sum(shape.slots(tp)[0] * len(shape.names) for shape in group.shapes.values())
-    if tp > group.largest_local_domain:
-        total += sum(len(n) // (tp // g) for trays in group.cliques.values() for g, n in trays.items()
-                     if tp > g and tp % g == 0)
-    return total
-
-
 # ---- validation ----
 
 
@@ -591,13 +304,13 @@ def valid_expert_parallel(arch: ModelArchitecture, engine: EngineSpec, tp: int) 
 
 @dataclass(slots=True)
 class _Candidate:
-    group: _Group
+    group: GPUGroup
     tp: int
     pp: int
     ep: int | None
     mem: MemoryBreakdown
     fit: Fit
-    placement: _Placement
+    placement: Placement
     est: roofline.Estimate
     attention_dp: bool = False
     layout_note: str = ""  # why this attention layout over the other one (MoE with tp > 1)
@@ -656,7 +369,7 @@ class _Search:
             m = self._mem[(tp, pp, adp)] = estimate(self.arch, self.engine, tp, pp, adp)
         return m
 
-    def fit(self, group: _Group, tp: int, pp: int, adp: bool = False) -> Fit:
+    def fit(self, group: GPUGroup, tp: int, pp: int, adp: bool = False) -> Fit:
         key = (group.memory_bytes, group.info.reserve_fraction, tp, pp, adp)
         f = self._fit.get(key)
         if f is None:
@@ -702,7 +415,7 @@ class _Search:
             return self.explicit_ep if self.explicit_ep in options else False
         return max(options)
 
-    def candidate(self, group: _Group, tp: int, pp: int, placement: _Placement, ep: int | None,
+    def candidate(self, group: GPUGroup, tp: int, pp: int, placement: Placement, ep: int | None,
                   adp: bool = False) -> _Candidate:
         mem = self.mem(tp, pp, adp)
         f = self.fit(group, tp, pp, adp)
@@ -722,12 +435,12 @@ class _Search:
                                 adp)
         return _Candidate(group, tp, pp, ep, mem, f, placement, est, adp)
 
-    def adp_candidate(self, group: _Group, tp: int) -> _Candidate | None:
+    def adp_candidate(self, group: GPUGroup, tp: int) -> _Candidate | None:
         """Attention DP over tp GPUs with EP (one stage: pp 1), when it fits and can be placed."""
         ep = self.ep_for(tp)
         if ep is False or not self.fit(group, tp, 1, True).fits:
             return None
-        placement = _place(group, tp, 1)
+        placement = place(group, tp, 1)
         if placement is None:
             return None
         # vLLM's data parallel ranks of one replica start from one process here: inside one node only.
@@ -735,12 +448,12 @@ class _Search:
             return None
         return self.candidate(group, tp, 1, placement, ep or None, True)
 
-    def best_for_tp(self, group: _Group, tp: int, max_pp: int) -> _Candidate | None:
+    def best_for_tp(self, group: GPUGroup, tp: int, max_pp: int) -> _Candidate | None:
         """Smallest pp (fewest GPUs) that fits memory and can be placed."""
         ep = self.ep_for(tp)
         if ep is False:
             return None
-        slots = _stage_slots(group, tp)
+        slots = stage_slots(group, tp)
         if slots == 0:
             self.rejections.append(_Rejection(tp, tp, 1, group.product,
                                               f"no node or NVLink clique with {tp} GPUs (largest {group.largest_tp})"))
@@ -761,11 +474,11 @@ class _Search:
                 hi = mid
             else:
                 lo = mid + 1
-        first: tuple[int, _Placement] | None = None
+        first: tuple[int, Placement] | None = None
         for pp in range(lo, top + 1):
             if not self.fit(group, tp, pp).fits:
                 continue
-            placement = _place(group, tp, pp)
+            placement = place(group, tp, pp)
             if placement is None:
                 continue
             if first is None:
@@ -850,7 +563,7 @@ def plan(
     """
     parallelism = parallelism or ParallelismSpec()
     objective = _value(parallelism.objective)
-    groups, seen, unknown = _eligible_groups(nodes, node_selector, tolerations)
+    groups, seen, unknown = eligible_groups(nodes, node_selector, tolerations)
     search = _Search(arch, engine, objective, parallelism.expert_parallel, workload,
                      parallelism.attention_data_parallel)
     explicit = parallelism.tensor_parallel is not None
@@ -896,7 +609,7 @@ def plan(
     return _fitting_plan(search, best, others, base)
 
 
-def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[_Group], seen: int, unknown: list[str],
+def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[GPUGroup], seen: int, unknown: list[str],
                    base: dict) -> Plan:
     arch, engine = search.arch, search.engine
     tp, pp = par.tensor_parallel or 1, par.pipeline_parallel or 1
@@ -944,13 +657,13 @@ def _plan_explicit(search: _Search, par: ParallelismSpec, groups: list[_Group], 
                      f"Memory per GPU: {mem.describe(f.usable)}.", base, tp, pp, memory=mem.total, breakdown=mem)
     per_group: dict[int, list[_Candidate]] = {}
     for g, adp in roomy:
-        p = _place(g, tp, pp)
+        p = place(g, tp, pp)
         if p is None or (adp and p.spans_clique and _value(engine.backend) == "vllm"):
             continue
         per_group.setdefault(id(g), []).append(search.candidate(g, tp, pp, p, ep or None, adp))
     placed = [search.pick_layout(cands) for cands in per_group.values()]
     if not placed:
-        slots = max(_stage_slots(g, tp) for g, _ in roomy)
+        slots = max(stage_slots(g, tp) for g, _ in roomy)
         return _fail(INSUFFICIENT_GPUS, f"{label}: needs {pp} stages of {tp} GPUs (each inside one node or NVLink "
                      f"clique); the eligible nodes offer {slots} such stage(s).", base, tp, pp,
                      memory=mem.total, breakdown=mem)
@@ -983,7 +696,7 @@ def _no_nodes(seen: int, unknown: list[str], base: dict, tp: int, pp: int) -> Pl
                  "the nodeSelector, or tainted without a matching toleration.", base, tp, pp)
 
 
-def _quant_text(engine: EngineSpec, group: _Group) -> str:
+def _quant_text(engine: EngineSpec, group: GPUGroup) -> str:
     major, minor = group.compute_capability
     quant = _value(engine.quantization)
     need = MIN_COMPUTE_CAPABILITY.get(quant, FP8_MIN_COMPUTE_CAPABILITY)
@@ -991,20 +704,20 @@ def _quant_text(engine: EngineSpec, group: _Group) -> str:
             f"{group.product} is {major}.{minor}")
 
 
-def _unsupported_quantization(engine: EngineSpec, groups: list[_Group], base: dict, tp: int, pp: int) -> Plan:
+def _unsupported_quantization(engine: EngineSpec, groups: list[GPUGroup], base: dict, tp: int, pp: int) -> Plan:
     lines = "; ".join(_quant_text(engine, g) for g in groups)
     return _fail(QUANTIZATION_UNSUPPORTED, f"No eligible GPU supports {_value(engine.quantization)}: {lines}.",
                  base, tp, pp)
 
 
-def _insufficient(search: _Search, groups: list[_Group], base: dict, tp: int, pp: int) -> Plan:
+def _insufficient(search: _Search, groups: list[GPUGroup], base: dict, tp: int, pp: int) -> Plan:
     """Nothing fits: explain with the widest placement and what it would need."""
     arch = search.arch
     group = max(groups, key=lambda g: (g.largest_tp * g.memory_bytes, g.product))
     widest = max(valid_tensor_parallel(arch, limit=max(group.largest_tp, 1)), default=1)
     mem = search.mem(widest, 1)
     f = search.fit(group, widest, 1)
-    slots = _stage_slots(group, widest)
+    slots = stage_slots(group, widest)
     need_pp = next((p for p in range(1, min(arch.num_layers, MAX_PARALLEL) + 1)
                     if search.fit(group, widest, p).fits), None)
     lines = [
@@ -1146,14 +859,14 @@ def replicas_capacity(
     """How many whole replicas of this plan's shape the nodes could hold (ignoring other workloads)."""
     if not plan_.fits:
         return 0
-    groups, _, _ = _eligible_groups(nodes, node_selector, tolerations)
+    groups, _, _ = eligible_groups(nodes, node_selector, tolerations)
     tp, pp = plan_.tensor_parallel, plan_.pipeline_parallel
     total = 0
     for group in groups:
         if group.product != plan_.gpu_product:
             continue
         if plan_.spans_clique:
-            total += _stage_slots(group, tp) // pp
+            total += stage_slots(group, tp) // pp
             continue
         k = plan_.stages_per_node
         # Each replica takes k stages on each of pp/k distinct nodes.
