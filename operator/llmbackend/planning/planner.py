@@ -68,6 +68,7 @@ plans") and tested in tests/unit/test_planner_published.py.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -1168,6 +1169,19 @@ def replicas_capacity(
                 hi = mid - 1
         total += lo
     return total
+
+
+def gpu_pool(plan_: Plan, nodes: Iterable[GPUNode], node_selector: Mapping[str, str] | None = None,
+             tolerations: Iterable[Any] | None = None) -> tuple[str, int]:
+    """(key, GPUs) of the nodes this plan's replicas may land on: backends with the same key share those GPUs
+    (autoscaling/pool.py). The key is the product and a digest of the node names (thousands of them)."""
+    if not plan_.fits:
+        return "", 0
+    groups, _, _ = _eligible_groups(nodes, node_selector, tolerations)
+    shapes = [s for g in groups if g.product == plan_.gpu_product for s in g.shapes.values()]
+    names = sorted(n for s in shapes for n in s.names)
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+    return f"{plan_.gpu_product}/{digest}", sum(s.gpu_count * len(s.names) for s in shapes)
 
 
 def free_view(nodes: Iterable[GPUNode], free_gpus: Mapping[str, int]) -> list[GPUNode]:
