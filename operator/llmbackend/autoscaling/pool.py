@@ -125,8 +125,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             break  # only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
         grant[cut.key] -= 1
         free += cut.gpus_per_replica
-        by = max((h for h in holders if outranks(h, cut, across)), key=lambda h: (h.priority, h.name))
-        given[cut.key][by.key] = given[cut.key].get(by.key, 0) + 1
+        taker = max((h for h in holders if outranks(h, cut, across)), key=lambda h: (h.priority, h.name))
+        given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
 
     # step 3: growth, highest priority first
     for c in sorted(members, key=lambda c: (-c.priority, c.name)):
@@ -167,15 +167,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         k = c.key
         # who preempted it: this sync's preemptors, and earlier ones while it is still short of what it wants
         before = state.preempted.get(k, {}) if grant[k] < c.wanted else {}
-        by = {p: n for p, n in before.items() if p in by_key}
-        for p, n in given[k].items():
+        by = {who: n for who, n in before.items() if who in by_key}
+        for who, n in given[k].items():
             if n > 0:
-                by[p] = by.get(p, 0) + n
+                by[who] = by.get(who, 0) + n
         if by:
             new.preempted[k] = by
         history = [(t, g) for t, g in state.granted.get(k, []) if now - t < HOLD_S]
         new.granted[k] = history + [(now, grant[k] * c.gpus_per_replica)]
-        preempted_by = ", ".join(f"{by_key[p].label}: {n} replica(s)" for p, n in sorted(by.items())) or None
+        preempted_by = ", ".join(f"{by_key[who].label}: {n} replica(s)" for who, n in sorted(by.items())) or None
         waiting = None
         if grant[k] < c.wanted:
             holders = [h for h in members if h.key != k and grant[h.key] > 0]
