@@ -124,3 +124,10 @@ def test_preempted_by_stays_while_the_victim_is_short_and_clears_when_it_is_not(
     assert out[("team", "low")].preempted_by == "team/high (priority 10): 4 replica(s)"
     out, state = share([claim("high", 10, current=6, wanted=6), claim("low", 0, current=2, wanted=2)], 30.0, state)
     assert out[("team", "low")].preempted_by is None and out[("team", "low")].waiting_for_capacity is None
+
+
+def test_the_memory_stays_small_a_run_of_syncs_at_one_count_is_one_entry():
+    state = PoolState()
+    for i in range(100):
+        _, state = share([claim("high", 10, current=2, wanted=2), claim("low", 0, current=6, wanted=6)], i * 1.0, state)
+    assert state.granted[("team", "high")] == [(99.0, 2)]

@@ -72,7 +72,7 @@ class Share:
 class PoolState:
     """Memory between syncs: the GPUs each backend was granted lately (hysteresis) and who preempted whom."""
 
-    granted: dict[Key, list[tuple[float, int]]] = field(default_factory=dict)
+    granted: dict[Key, list[tuple[float, int]]] = field(default_factory=dict)  # (last time held, GPUs) within HOLD_S
     preempted: dict[Key, dict[Key, int]] = field(default_factory=dict)  # victim -> preemptor -> replicas given up
 
 
@@ -173,8 +173,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 by[who] = by.get(who, 0) + n
         if by:
             new.preempted[k] = by
+        # (last time held, GPUs): a run of syncs at one count is one entry, dated by its last sync
         history = [(t, g) for t, g in state.granted.get(k, []) if now - t < HOLD_S]
-        new.granted[k] = history + [(now, grant[k] * c.gpus_per_replica)]
+        gpus = grant[k] * c.gpus_per_replica
+        new.granted[k] = history[:-1] + [(now, gpus)] if history and history[-1][1] == gpus else history + [(now, gpus)]
         preempted_by = ", ".join(f"{by_key[who].label}: {n} replica(s)" for who, n in sorted(by.items())) or None
         waiting = None
         if grant[k] < c.wanted:

@@ -414,7 +414,9 @@ class Operator:
             starting_ages=coldstart.starting_ages(pods, time.time()), panic_reading=panic_reading,
         )
         scaler["state"] = decision.state
-        if decision.desired_replicas < target.current_replicas and isinstance(scaler["source"], TritonScraper):
+        pool_share = self.shares.get(key)  # a lower-priority backend's replicas go for another's: drained first too
+        desired = decision.desired_replicas if pool_share is None else min(decision.desired_replicas, pool_share.replicas)
+        if desired < target.current_replicas and isinstance(scaler["source"], TritonScraper):
             await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, pods,
                                        scaler["source"].in_flight_by_pod())
         ratio = reading.formatted() if reading.ratio is not None else None
