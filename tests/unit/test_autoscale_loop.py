@@ -203,3 +203,26 @@ def test_a_tenant_priority_never_reaches_into_another_namespace_but_a_priority_c
     assert operator.state.decisions[("b", "low")].extra["preemptedBy"] == "a/high (priority 1000): 5 replica(s)"
     asyncio.run(operator._share_pools(targets))
     assert reads == ["PriorityClass/batch", "PriorityClass/critical"]  # read once each (PRIORITY_CLASS_TTL_S)
+
+
+def test_replicas_given_up_for_another_backend_go_least_busy_first(monkeypatch):
+    from llmbackend.autoscaling.sources import TritonScraper
+
+    operator = _operator()
+    targets = {("ns", "high"): _pool_target("ns", "high", 2, priority=10),
+               ("ns", "low"): _pool_target("ns", "low", 6, priority=0)}
+    pods = [{"metadata": {"name": f"low-{i}"}} for i in range(6)]
+    source = TritonScraper("llm")
+    monkeypatch.setattr(source, "in_flight_by_pod", lambda: {"low-0": 3.0, "low-1": 0.0})
+    operator.scalers[("ns", "low")] = {"source": source, "pods": pods}
+    costs: list[tuple] = []
+    monkeypatch.setattr(operator, "_set_deletion_costs", lambda ns, p, in_flight: costs.append((ns, p, in_flight)))
+    operator.uncapped = {("ns", "high"): _wanting(8), ("ns", "low"): _wanting(6)}
+    asyncio.run(operator._share_pools(targets))
+    assert costs == [("ns", pods, {"low-0": 3.0, "low-1": 0.0})]
+    assert operator.state.decisions[("ns", "low")].desired_replicas == 1
+    asyncio.run(_close_source(source))
+
+
+async def _close_source(source) -> None:
+    await run._close_scaler({"source": source})

@@ -414,6 +414,7 @@ class Operator:
             starting_ages=coldstart.starting_ages(pods, time.time()), panic_reading=panic_reading,
         )
         scaler["state"] = decision.state
+        scaler["pods"] = pods  # for a cap of _share_pools before the next evaluation
         pool_share = self.shares.get(key)  # a lower-priority backend's replicas go for another's: drained first too
         desired = decision.desired_replicas if pool_share is None else min(decision.desired_replicas, pool_share.replicas)
         if desired < target.current_replicas and isinstance(scaler["source"], TritonScraper):
@@ -475,8 +476,17 @@ class Operator:
                                 min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
                                 cluster_wide=cluster_wide))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
-        for key, uncapped in self.uncapped.items():
-            self._publish(key, targets[key], capped(uncapped, self.shares.get(key)))
+        loop = asyncio.get_running_loop()
+        for key, uncapped in list(self.uncapped.items()):
+            new, target = capped(uncapped, self.shares.get(key)), targets[key]
+            scaler = self.scalers.get(key) or {}
+            if (new.desired_replicas < min(uncapped.desired_replicas, target.current_replicas)
+                    and isinstance(scaler.get("source"), TritonScraper) and scaler.get("pods")):
+                # replicas given up for another backend: the least busy pods go first (deletion cost), as any
+                # scale-down's, from the pods and in-flight counts of this backend's last evaluation
+                await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, scaler["pods"],
+                                           scaler["source"].in_flight_by_pod())
+            self._publish(key, target, new)
 
     async def _priority_class_value(self, name: str) -> int | None:
         """The value of a PriorityClass (read again after PRIORITY_CLASS_TTL_S); None: there is none or not readable."""
