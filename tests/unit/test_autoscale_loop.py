@@ -156,3 +156,73 @@ def test_the_loop_reads_the_panic_window_and_reports_the_schedule_floor_in_statu
     assert decision.extra["scheduleFloor"].startswith("schedule[0] (* * * * * to 0 0 1 1 *, Europe/Berlin) holds "
                                                       "minReplicas at 3 (desiredReplicas 5, at most maxReplicas)")
     assert decision.extra["panic"] is None  # no engine reading: no panic
+
+
+def _pool_target(namespace: str, name: str, current: int, priority=None, priority_class=None) -> AutoscaleTarget:
+    return AutoscaleTarget(namespace, name, AutoscalingSpec(enabled=True, max_replicas=8), "llm",
+                           f"llmbackend.dev/backend={name}", current, 8, 1, 8, pool="H100/abc", pool_gpus=8,
+                           priority=priority, priority_class=priority_class)
+
+
+def _wanting(n: int) -> run.ScaleDecision:
+    return run.ScaleDecision(n, "ForecastLoad", f"wants {n}", None, None)
+
+
+def test_the_loop_caps_a_lower_priority_backend_for_a_higher_one_and_says_so_on_both():
+    operator = _operator()
+    targets = {("ns", "high"): _pool_target("ns", "high", 2, priority=10),
+               ("ns", "low"): _pool_target("ns", "low", 6, priority=0)}
+    operator.uncapped = {("ns", "high"): _wanting(8), ("ns", "low"): _wanting(6)}
+    asyncio.run(operator._share_pools(targets))
+    high, low = operator.state.decisions[("ns", "high")], operator.state.decisions[("ns", "low")]
+    assert (high.desired_replicas, low.desired_replicas) == (7, 1)  # the low one keeps its minReplicas
+    assert low.reason == "PreemptedBy" and low.extra["preemptedBy"] == "ns/high (priority 10): 5 replica(s)"
+    assert "capped at 1 by the GPU pool shared by priority: preempted by ns/high" in low.message
+    assert high.reason == "WaitingForCapacity"
+    assert high.extra["waitingForCapacity"].startswith("1 replica(s), 1 GPU(s), of a pool of 8; held by ns/low")
+    assert "took replica(s) from ns/low (priority 0): 5, drained first" in high.message
+
+
+def test_a_tenant_priority_never_reaches_into_another_namespace_but_a_priority_class_does(monkeypatch):
+    operator = _operator()
+    reads: list[str] = []
+
+    def get_live(kind, namespace, name):
+        reads.append(f"{kind}/{name}")
+        return {"value": {"critical": 1000, "batch": 0}[name]}
+    monkeypatch.setattr(operator.kube, "get_live", get_live)
+    targets = {("a", "high"): _pool_target("a", "high", 2, priority=1_000_000),
+               ("b", "low"): _pool_target("b", "low", 6, priority_class="batch")}
+    operator.uncapped = {("a", "high"): _wanting(8), ("b", "low"): _wanting(6)}
+    asyncio.run(operator._share_pools(targets))
+    assert operator.state.decisions[("b", "low")].desired_replicas == 6
+    assert operator.state.decisions[("b", "low")].extra["preemptedBy"] is None
+    targets[("a", "high")] = _pool_target("a", "high", 2, priority_class="critical")
+    asyncio.run(operator._share_pools(targets))
+    assert operator.state.decisions[("b", "low")].desired_replicas == 1
+    assert operator.state.decisions[("b", "low")].extra["preemptedBy"] == "a/high (priority 1000): 5 replica(s)"
+    asyncio.run(operator._share_pools(targets))
+    assert reads == ["PriorityClass/batch", "PriorityClass/critical"]  # read once each (PRIORITY_CLASS_TTL_S)
+
+
+def test_replicas_given_up_for_another_backend_go_least_busy_first(monkeypatch):
+    from llmbackend.autoscaling.sources import TritonScraper
+
+    operator = _operator()
+    targets = {("ns", "high"): _pool_target("ns", "high", 2, priority=10),
+               ("ns", "low"): _pool_target("ns", "low", 6, priority=0)}
+    pods = [{"metadata": {"name": f"low-{i}"}} for i in range(6)]
+    source = TritonScraper("llm")
+    monkeypatch.setattr(source, "in_flight_by_pod", lambda: {"low-0": 3.0, "low-1": 0.0})
+    operator.scalers[("ns", "low")] = {"source": source, "pods": pods}
+    costs: list[tuple] = []
+    monkeypatch.setattr(operator, "_set_deletion_costs", lambda ns, p, in_flight: costs.append((ns, p, in_flight)))
+    operator.uncapped = {("ns", "high"): _wanting(8), ("ns", "low"): _wanting(6)}
+    asyncio.run(operator._share_pools(targets))
+    assert costs == [("ns", pods, {"low-0": 3.0, "low-1": 0.0})]
+    assert operator.state.decisions[("ns", "low")].desired_replicas == 1
+    asyncio.run(_close_source(source))
+
+
+async def _close_source(source) -> None:
+    await run._close_scaler({"source": source})

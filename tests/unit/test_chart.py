@@ -125,6 +125,10 @@ def test_values_reach_the_operator():
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["LLMBACKEND_MODEL_ENDPOINTS"] == "http://minio.storage:9000"
     assert env["LLMBACKEND_PROMETHEUS_URLS"] == "http://prometheus.monitoring:9090 http://thanos:*"
+    assert env["LLMBACKEND_PRIORITY_ACROSS_NAMESPACES"] == "false"  # a tenant's priority stays in its namespace
+    across = template("--set", "priorityAcrossNamespaces=true")
+    (c,) = across[("Deployment", "llmbackend-operator")]["spec"]["template"]["spec"]["containers"]
+    assert {e["name"]: e.get("value") for e in c["env"]}["LLMBACKEND_PRIORITY_ACROSS_NAMESPACES"] == "true"
     queue = 'sum(queue_size{namespace="{namespace}",pool="{backend}"})'
     named = template("--set-json", f"prometheusQueries={json.dumps({'gateway-queue': queue})}")
     (c,) = named[("Deployment", "llmbackend-operator")]["spec"]["template"]["spec"]["containers"]

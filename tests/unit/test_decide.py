@@ -169,6 +169,24 @@ def test_the_autoscalers_decision_sets_replicas_target_and_an_event():
     assert fixed.autoscale_target is None, "not the operator's to scale"
 
 
+def test_a_shared_gpu_pool_hands_the_autoscaler_its_pool_and_priority_and_status_says_who_preempted():
+    spec = {"model": MODEL, "scheduling": {"priorityClassName": "batch"},
+            "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4, "priority": 5}}
+    live = served(first_pass(spec), ready=1)
+    scale = ScaleDecision(1, cond.PREEMPTED_BY, "capped", None, None,
+                          {"preemptedBy": "team/chat (priority 10): 2 replica(s)", "waitingForCapacity": None})
+    decision = settle(spec, live, scale_decision=scale, hpas=[])
+    target = decision.autoscale_target
+    assert target is not None and target.priority == 5 and target.priority_class == "batch"
+    assert target.pool.startswith("NVIDIA-H100-80GB-HBM3/") and target.pool_gpus == sum(n.gpu_count for n in NODES)
+    assert decision.status.autoscaling.preempted_by == "team/chat (priority 10): 2 replica(s)"
+    assert ("Normal", cond.PREEMPTED_BY, "replicas given up to: team/chat (priority 10): 2 replica(s)") in decision.events
+    # said once, when it begins
+    again = decide(Observed(backend(spec, {"autoscaling": {"preemptedBy": "team/chat (priority 10): 2 replica(s)"}}),
+                            NODES, children=live, scale_decision=scale, hpas=[]))
+    assert not [e for e in again.events if e[1] == cond.PREEMPTED_BY]
+
+
 MEMORY = {"watchingSince": "2026-12-03T00:00:00Z", "lastSeen": "2026-12-03T01:00:00Z",
           "bursts": [{"start": "2026-12-03T00:55:00Z", "headroom": 1.4}]}
 

@@ -133,3 +133,11 @@ AUTOSCALER_CHURN = "AutoscalerChurn"
 BURSTS_OVER_HEADROOM = "BurstsOverHeadroom"
 """Warning event: a recent burst rose well over what learnedHeadroomMax keeps standing and queued; the burst floor now
 stands for such bursts (burstFloor auto), or the message says what to set."""
+
+PREEMPTED_BY = "PreemptedBy"
+"""Normal event and status.autoscaling.reason: a backend of higher priority on the same GPUs took replicas above
+minReplicas (spec.autoscaling.priority); they drained first. status.autoscaling.preemptedBy names it."""
+
+WAITING_FOR_CAPACITY = "WaitingForCapacity"
+"""Normal event and status.autoscaling.reason: the backend wants GPUs of its pool that no backend of lower priority
+can give up; status.autoscaling.waitingForCapacity names who holds them."""

@@ -783,6 +783,15 @@ class AutoscalingSpec(_Model):
         description="Minimum-replica floors between cron start and end times in a time zone (KEDA's cron scaler); "
                     "status.autoscaling.scheduleFloor says which one holds. Mode keda: rendered as KEDA cron "
                     "triggers; mode hpa: not applied.")
+    priority: int | None = Field(
+        default=None, ge=-1_000_000, le=1_000_000,
+        description="Mode operator: this backend's claim on GPUs it shares with other backends (the same nodes). "
+                    "When a backend needs GPUs that are not free, backends of lower priority above their minReplicas "
+                    "give theirs up (drained first); equal priorities never take each other's. Compared only with "
+                    "backends of this namespace unless the cluster admin allows it across namespaces (operator flag "
+                    "--priority-across-namespaces). Unset: the value of spec.scheduling.priorityClassName's "
+                    "PriorityClass (compared across namespaces, as the scheduler does), else 0. "
+                    "status.autoscaling.preemptedBy and waitingForCapacity say who holds the GPUs.")
     panic: PanicSpec | None = Field(
         default=None,
         description="Knative's panic mode (mode operator, source triton): scale up at once on a short window's "
@@ -1482,6 +1491,14 @@ class AutoscalingStatus(_Model):
         default=None,
         description="Set while a schedule entry (spec.autoscaling.schedule) raises minReplicas: which entry, since "
                     "when, and the floor.")
+    preempted_by: str | None = Field(
+        default=None,
+        description="Set while backends of higher priority on the same GPUs hold replicas this backend wants "
+                    "(spec.autoscaling.priority): who (namespace/name, priority) and how many replicas it gave up.")
+    waiting_for_capacity: str | None = Field(
+        default=None,
+        description="Set while this backend wants GPUs of its pool that no backend of lower priority can give up: "
+                    "how many, and who holds them (namespace/name, priority).")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
     reason: str | None = Field(default=None, description="Why the last decision chose desiredReplicas.")

@@ -40,7 +40,7 @@ from ..api.v1alpha1 import (
 from ..autoscaling.drain import drain_warning
 from ..model_fetch import FetchError
 from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
-from ..planning.planner import Plan, free_view, plan_for_spec, replicas_capacity
+from ..planning.planner import Plan, free_view, gpu_pool, plan_for_spec, replicas_capacity
 from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
 from ..render.multinode import (
@@ -128,6 +128,12 @@ class AutoscaleTarget:
     activator_selector: str | None = None
     # status.autoscaling.memory as the CR holds it: what a new scaler resumes (ScalerState.resumed checks it)
     memory: dict[str, Any] | None = None
+    # The GPU pool it shares with backends on the same nodes (planner.gpu_pool; "" none) and its claim on it
+    # (autoscaling/pool.py): spec.autoscaling.priority, else the PriorityClass's value (the loop reads it).
+    pool: str = ""
+    pool_gpus: int = 0
+    priority: int | None = None
+    priority_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -264,7 +270,11 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     multi_node = plan_status.nodes_per_replica > 1
     workload_kind = "LeaderWorkerSet" if multi_node else "Deployment"
     live_workload = observed.children.get((workload_kind, ref.name))
-    replicas = _replicas(observed, spec, live_workload, capacity, plan_status, decision)
+    # the GPUs this backend shares with others on the same nodes (autoscaling/pool.py): mode operator only
+    pool = gpu_pool(fresh, observed.nodes, spec.scheduling.node_selector,
+                    [t.dump() for t in spec.scheduling.tolerations or []]) if (
+        same_shape and spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.OPERATOR) else ("", 0)
+    replicas = _replicas(observed, spec, live_workload, capacity, plan_status, decision, pool)
     spare = (capacity - (replicas or 0)) if capacity is not None else 0
     strategy, strategy_why = choose_rollout_strategy(replicas or 0, spare)
     status.rollout_strategy = strategy.type
@@ -619,7 +629,7 @@ def _require_unambiguous_name(observed: Observed, plan_status: PlanStatus, decis
 
 
 def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str, Any] | None, capacity: int | None,
-              plan_status: PlanStatus, decision: Decision) -> int | None:
+              plan_status: PlanStatus, decision: Decision, pool: tuple[str, int] = ("", 0)) -> int | None:
     """Replicas to write (None: another controller owns them) and status.autoscaling."""
     autoscaling = spec.autoscaling
     ref = observed.ref
@@ -655,6 +665,8 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
         gpus_per_replica=plan_status.gpus_per_replica, max_batch_size=spec.engine.max_batch_size,
         activator_selector=label_selector(activator_selector(ref)) if activator.enabled(spec) else None,
         memory=memory if isinstance(memory, dict) else None,
+        pool=pool[0], pool_gpus=pool[1], priority=autoscaling.priority,
+        priority_class=spec.scheduling.priority_class_name,
     )
     if scale is not None:
         extra = dict(scale.extra)
@@ -700,6 +712,11 @@ def _drain_bound_and_warnings(before: dict[str, Any], spec: LLMBackendSpec, scal
         decision.events.append(("Warning", cond.AUTOSCALER_CHURN, auto.churn_warning))
     if auto.burst_warning is not None and before.get("burstWarning") is None:
         decision.events.append(("Warning", cond.BURSTS_OVER_HEADROOM, auto.burst_warning))
+    # a shared GPU pool (autoscaling/pool.py): routine by design, so Normal events, once when it begins
+    if auto.preempted_by is not None and before.get("preemptedBy") is None:
+        decision.events.append(("Normal", cond.PREEMPTED_BY, f"replicas given up to: {auto.preempted_by}"))
+    if auto.waiting_for_capacity is not None and before.get("waitingForCapacity") is None:
+        decision.events.append(("Normal", cond.WAITING_FOR_CAPACITY, f"waiting for {auto.waiting_for_capacity}"))
 
 
 def _foreign_hpa(observed: Observed, ref: BackendRef, workload_kind: str) -> str | None:

@@ -45,8 +45,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "Namespace": ("v1", "namespaces"),
     "Lease": ("coordination.k8s.io/v1", "leases"),
     "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions"),
+    "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses"),
 }
-CLUSTER_SCOPED = {"Node", "Namespace", "CustomResourceDefinition"}
+CLUSTER_SCOPED = {"Node", "Namespace", "CustomResourceDefinition", "PriorityClass"}
 
 for _kind in MANAGED_KINDS:
     _group = MANAGED_KINDS[_kind][0].rpartition("/")[0]

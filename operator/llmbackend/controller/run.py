@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import logging
+import math
 import os
 import time
 from collections import Counter
@@ -28,6 +30,7 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
+from ..autoscaling.pool import Claim, PoolState, Share, share
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
@@ -48,6 +51,7 @@ STOP_WAIT_S = 10.0  # on shutdown, how long passes in flight may take to finish
 # server, short enough that a fix elsewhere (a quota raised, a CRD reinstalled) shows within a minute. A change of its
 # spec or of one of its children starts the count again.
 BACKOFF_MAX_S = 60.0
+PRIORITY_CLASS_TTL_S = 60.0  # a PriorityClass's value is read again after this long (its value is immutable)
 
 
 def backoff_delay(failures: int) -> float:
@@ -110,6 +114,13 @@ class Operator:
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
         self.tasks: list[asyncio.Task] = []
         self.scalers: dict[tuple[str, str], dict[str, Any]] = {}
+        # A shared GPU pool (autoscaling/pool.py): each backend's decision before the pool's cap, the pool's memory,
+        # the PriorityClass values read (name -> (value or None, when read)), and the admin's opt-in.
+        self.uncapped: dict[tuple[str, str], ScaleDecision] = {}
+        self.pool_state = PoolState()
+        self.shares: dict[tuple[str, str], Share] = {}
+        self.priority_classes: dict[str, tuple[int | None, float]] = {}
+        self.priority_across_namespaces = False
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -328,6 +339,7 @@ class Operator:
                     due.append((key, target, scaler))
             if due:
                 await asyncio.gather(*(self._evaluate(*item) for item in due), return_exceptions=True)
+                await self._share_pools(targets)
 
     def _new_scaler(self, target) -> dict[str, Any]:
         source: PrometheusRatioSource | TritonScraper | None
@@ -402,7 +414,10 @@ class Operator:
             starting_ages=coldstart.starting_ages(pods, time.time()), panic_reading=panic_reading,
         )
         scaler["state"] = decision.state
-        if decision.desired_replicas < target.current_replicas and isinstance(scaler["source"], TritonScraper):
+        scaler["pods"] = pods  # for a cap of _share_pools before the next evaluation
+        pool_share = self.shares.get(key)  # a lower-priority backend's replicas go for another's: drained first too
+        desired = decision.desired_replicas if pool_share is None else min(decision.desired_replicas, pool_share.replicas)
+        if desired < target.current_replicas and isinstance(scaler["source"], TritonScraper):
             await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, pods,
                                        scaler["source"].in_flight_by_pod())
         ratio = reading.formatted() if reading.ratio is not None else None
@@ -425,20 +440,73 @@ class Operator:
         extra["scheduleFloor"] = hold.status(target.spec) if hold is not None else None
         metrics.set_backend(target.namespace, target.name, ratio=reading.ratio, desired=decision.desired_replicas,
                             replicas=target.current_replicas, signal=reading.signal)
-        new = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
-                            decision.state.last_scale_time_rfc3339(), extra, reading.request_p99_s,
-                            decision.state.recent())
+        # capped by the backend's last share of its GPU pool; _share_pools publishes it again with this round's
+        self.uncapped[key] = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
+                                           decision.state.last_scale_time_rfc3339(), extra, reading.request_p99_s,
+                                           decision.state.recent())
+        self._publish(key, target, capped(self.uncapped[key], self.shares.get(key)))
+
+    def _publish(self, key: tuple[str, str], target, new: ScaleDecision) -> None:
+        """Hand a decision to the reconciler (it writes the replicas and status.autoscaling) when it changed."""
         with self.state.lock:
             old = self.state.decisions.get(key)
             self.state.decisions[key] = new
         if old != new:
-            if decision.desired_replicas != target.current_replicas:
+            if new.desired_replicas != target.current_replicas:
                 log.info("autoscaling %s/%s: %d -> %d (%s: %s)", *key, target.current_replicas,
-                         decision.desired_replicas, decision.reason, decision.message)
+                         new.desired_replicas, new.reason, new.message)
             self.enqueue(key)
+
+    async def _share_pools(self, targets: dict[tuple[str, str], Any]) -> None:
+        """Cap each backend's decision at its share of the GPUs it shares with others (autoscaling/pool.py), then
+        publish it: the reconciler writes the replicas and status.autoscaling."""
+        for key in [k for k in self.uncapped if k not in targets]:
+            del self.uncapped[key]
+        claims = []
+        for key, target in targets.items():
+            if not target.pool or key not in self.uncapped:
+                continue
+            priority, cluster_wide = target.priority, False
+            if priority is None and target.priority_class:
+                priority = await self._priority_class_value(target.priority_class)
+                cluster_wide = priority is not None
+            claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
+                                priority=priority or 0, current=target.current_replicas,
+                                wanted=self.uncapped[key].desired_replicas,
+                                min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
+                                cluster_wide=cluster_wide))
+        self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
+        loop = asyncio.get_running_loop()
+        for key, uncapped in list(self.uncapped.items()):
+            new, target = capped(uncapped, self.shares.get(key)), targets[key]
+            scaler = self.scalers.get(key) or {}
+            if (new.desired_replicas < min(uncapped.desired_replicas, target.current_replicas)
+                    and isinstance(scaler.get("source"), TritonScraper) and scaler.get("pods")):
+                # replicas given up for another backend: the least busy pods go first (deletion cost), as any
+                # scale-down's, from the pods and in-flight counts of this backend's last evaluation
+                await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, scaler["pods"],
+                                           scaler["source"].in_flight_by_pod())
+            self._publish(key, target, new)
+
+    async def _priority_class_value(self, name: str) -> int | None:
+        """The value of a PriorityClass (read again after PRIORITY_CLASS_TTL_S); None: there is none or not readable."""
+        value, read_at = self.priority_classes.get(name, (None, -math.inf))
+        if time.monotonic() - read_at < PRIORITY_CLASS_TTL_S:
+            return value
+        loop = asyncio.get_running_loop()
+        try:
+            obj = await loop.run_in_executor(self.executor, lambda: self.kube.get_live("PriorityClass", None, name))
+            raw = (obj or {}).get("value")
+            value = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+        except Exception as exc:  # noqa: BLE001 - no class value: the backend's priority is 0 (said in the log)
+            log.warning("PriorityClass %s not readable (%s): its backends count as priority 0", name, exc)
+            value = None
+        self.priority_classes[name] = (value, time.monotonic())
+        return value
 
     def _hold(self, key: tuple[str, str], target, reason: str, message: str) -> None:
         """A decision that keeps the replicas where they are, with why in status.autoscaling."""
+        self.uncapped.pop(key, None)
         new = ScaleDecision(target.current_replicas, reason, message, None, None)
         with self.state.lock:
             old = self.state.decisions.get(key)
@@ -470,6 +538,25 @@ class Operator:
 
 
 permissions.require("", "pods", "patch")  # pod-deletion-cost before a scale-down
+permissions.require("scheduling.k8s.io", "priorityclasses", "get", scope=permissions.CLUSTER)  # a backend's priority (autoscaling/pool.py)
+
+
+def capped(decision: ScaleDecision, share_: Share | None) -> ScaleDecision:
+    """The autoscaler's decision within the backend's share of its GPU pool (None: no pool, unchanged), with
+    status.autoscaling.preemptedBy / waitingForCapacity and the reason when the share is what holds it."""
+    if share_ is None:
+        return decision
+    extra = {**decision.extra, "preemptedBy": share_.preempted_by, "waitingForCapacity": share_.waiting_for_capacity}
+    desired, reason, message = decision.desired_replicas, decision.reason, decision.message
+    if share_.replicas < desired:
+        desired = share_.replicas
+        reason = cond.PREEMPTED_BY if share_.preempted_by else cond.WAITING_FOR_CAPACITY
+        message = (f"{message}; capped at {desired} by the GPU pool shared by priority: "
+                   + (f"preempted by {share_.preempted_by}" if share_.preempted_by else
+                      f"waiting for {share_.waiting_for_capacity}"))
+    if share_.took:
+        message = f"{message}; {share_.took}"
+    return dataclasses.replace(decision, desired_replicas=desired, reason=reason, message=message, extra=extra)
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:
@@ -542,6 +629,10 @@ def register(subparsers) -> None:
                         help="a query autoscaling.prometheus.activationQueryName may name; {namespace} and {backend} "
                              "inside its double-quoted label values are filled in, escaped (repeatable; default: "
                              f"${egress.PROMETHEUS_QUERIES_ENV}, a JSON object NAME: TEMPLATE)")
+    parser.add_argument("--priority-across-namespaces", action="store_true",
+                        default=os.environ.get("LLMBACKEND_PRIORITY_ACROSS_NAMESPACES", "") == "true",
+                        help="compare spec.autoscaling.priority of backends in different namespaces that share GPUs "
+                             "(default: only within a namespace; PriorityClass values are compared across them)")
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(func=run)
 
@@ -558,6 +649,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     kube = Kube(load_configuration(args.kubeconfig), pool_size=args.workers + 4)
     operator = Operator(kube, workers=args.workers, resync_seconds=args.resync_seconds, namespaces=args.namespace)
+    operator.priority_across_namespaces = args.priority_across_namespaces
     # Health and metrics answer from the start: a standby replica waiting for the Lease is live and ready.
     if args.health_addr:
         serve_health(args.health_addr, operator)

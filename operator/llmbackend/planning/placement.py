@@ -4,6 +4,7 @@ NVLink clique, or across nodes). Pure, like planner.py, which searches the paral
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -118,11 +119,13 @@ def _group_info(node: GPUNode) -> tuple[GPUProduct, bool]:
 _GROUP_CACHE: OrderedDict[tuple, tuple[tuple[GPUNode, ...], tuple[list[GPUGroup], int, list[str]]]] = OrderedDict()
 _GROUP_CACHE_SIZE = 4
 _GROUP_CACHE_LOCK = threading.Lock()
+_POOL_CACHE: OrderedDict[tuple, tuple[list[GPUGroup], tuple[str, int]]] = OrderedDict()  # product_pool, per group list
 
 
 def clear_cache() -> None:
     with _GROUP_CACHE_LOCK:
         _GROUP_CACHE.clear()
+        _POOL_CACHE.clear()
 
 
 def eligible_groups(nodes: Iterable[GPUNode], node_selector, tolerations) -> tuple[list[GPUGroup], int, list[str]]:
@@ -311,3 +314,23 @@ def stage_slots(group: GPUGroup, tp: int) -> int:
         total += sum(len(n) // (tp // g) for trays in group.cliques.values() for g, n in trays.items()
                      if tp > g and tp % g == 0)
     return total
+
+
+def product_pool(nodes: Iterable[GPUNode], node_selector, tolerations, product: str) -> tuple[str, int]:
+    """(key, GPUs) of the eligible nodes of one GPU product: the key is the product and a digest of the node names
+    (thousands of them), so backends whose pods may land on the same nodes get the same key."""
+    groups, _, _ = eligible_groups(nodes, node_selector, tolerations)
+    key = (id(groups), product)  # the groups are cached: a no-op pass finds the same list (0.6 ms at 5,000 nodes)
+    with _GROUP_CACHE_LOCK:
+        hit = _POOL_CACHE.get(key)
+    if hit is not None and hit[0] is groups:
+        return hit[1]
+    shapes = [s for g in groups if g.product == product for s in g.shapes.values()]
+    names = sorted(n for s in shapes for n in s.names)
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+    pool = (f"{product}/{digest}", sum(s.gpu_count * len(s.names) for s in shapes))
+    with _GROUP_CACHE_LOCK:
+        _POOL_CACHE[key] = (groups, pool)  # holds the list: its id is not reused while the entry stands
+        while len(_POOL_CACHE) > _GROUP_CACHE_SIZE:
+            _POOL_CACHE.popitem(last=False)
+    return pool

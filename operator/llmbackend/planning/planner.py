@@ -101,6 +101,7 @@ from .placement import (
     Placement,
     eligible_groups,
     place,
+    product_pool,
     stage_slots,
 )
 
@@ -881,6 +882,15 @@ def replicas_capacity(
                 hi = mid - 1
         total += lo
     return total
+
+
+def gpu_pool(plan_: Plan, nodes: Iterable[GPUNode], node_selector: Mapping[str, str] | None = None,
+             tolerations: Iterable[Any] | None = None) -> tuple[str, int]:
+    """(key, GPUs) of the nodes this plan's replicas may land on: backends with the same key share those GPUs
+    (autoscaling/pool.py)."""
+    if not plan_.fits or not plan_.gpu_product:
+        return "", 0
+    return product_pool(nodes, node_selector, tolerations, plan_.gpu_product)
 
 
 def free_view(nodes: Iterable[GPUNode], free_gpus: Mapping[str, int]) -> list[GPUNode]:

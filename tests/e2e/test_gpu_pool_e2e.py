@@ -1,0 +1,111 @@
+"""One GPU pool shared by priority (spec.autoscaling.priority, autoscaling/pool.py) on the real control plane: two
+backends pinned to one 8-GPU node, each asking for the whole node through a schedule floor (kwok pods serve no
+metrics, so the floor is what each one's autoscaler wants). The one of higher priority takes the other's replicas
+above its minReplicas, and status.autoscaling on both says who holds what."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import yaml
+from conftest import apply_manifest, backend_manifest, model_cache_volume, wait_for
+
+NODE = "dgx-h100-3"  # 8 GPUs; one GPU per replica of the e2e model
+
+
+def _backend(name, namespace, priority, floor, node=NODE, priority_class=None):
+    scheduling = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    if priority_class:
+        scheduling["priorityClassName"] = priority_class
+    auto = {"enabled": True, "minReplicas": 1, "maxReplicas": floor, "syncPeriodSeconds": 1,
+            "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": floor}]}
+    if priority is not None:
+        auto["priority"] = priority
+    return backend_manifest(name, namespace, scheduling=scheduling, autoscaling=auto)
+
+
+def _replicas(cluster, namespace, name):
+    return ((cluster.kube.get("Deployment", namespace, name) or {}).get("spec") or {}).get("replicas")
+
+
+def _autoscaling(cluster, namespace, name):
+    return ((cluster.kube.get("LLMBackend", namespace, name) or {}).get("status") or {}).get("autoscaling") or {}
+
+
+def test_a_higher_priority_backend_takes_the_gpus_of_a_lower_one_and_both_say_so(cluster, operator, namespace):
+    apply_manifest(cluster, _backend("batch", namespace, 0, 8))
+    wait_for(lambda: _replicas(cluster, namespace, "batch") == 8, timeout=90, what="the batch backend on all 8 GPUs")
+    assert _autoscaling(cluster, namespace, "batch").get("preemptedBy") is None
+
+    apply_manifest(cluster, _backend("chat", namespace, 10, 8))
+    # chat wants all 8 GPUs; batch keeps its minReplicas (1), so chat gets 7 and waits for the last one
+    wait_for(lambda: (_replicas(cluster, namespace, "batch"), _replicas(cluster, namespace, "chat")) == (1, 7),
+             timeout=90, what="batch down to its minReplicas, chat at 7")
+    batch = wait_for(lambda: (a := _autoscaling(cluster, namespace, "batch")).get("preemptedBy") and a, timeout=30,
+                     what="status.autoscaling.preemptedBy on batch")
+    assert batch["preemptedBy"] == f"{namespace}/chat (priority 10): 7 replica(s)"
+    assert batch["reason"] == "PreemptedBy"
+    assert f"held by {namespace}/chat (priority 10): 7 GPU(s)" in batch["waitingForCapacity"]
+    chat = wait_for(lambda: (a := _autoscaling(cluster, namespace, "chat")).get("waitingForCapacity") and a,
+                    timeout=30, what="status.autoscaling.waitingForCapacity on chat")
+    assert chat["waitingForCapacity"] == (f"1 replica(s), 1 GPU(s), of a pool of 8; held by {namespace}/batch "
+                                          "(priority 0): 1 GPU(s)")
+    assert chat["reason"] == "WaitingForCapacity" and chat.get("preemptedBy") is None
+
+    # equal priorities never take each other's GPUs: at priority 0 too, chat keeps what it holds and batch gets none
+    apply_manifest(cluster, _backend("chat", namespace, 0, 8))
+    wait_for(lambda: "held by" in (_autoscaling(cluster, namespace, "chat").get("waitingForCapacity") or "")
+             and _autoscaling(cluster, namespace, "chat").get("reason") == "WaitingForCapacity", timeout=30,
+             what="chat waiting at equal priority")
+    assert (_replicas(cluster, namespace, "batch"), _replicas(cluster, namespace, "chat")) == (1, 7)
+    assert operator.proc.poll() is None, operator.log_tail()
+
+
+@pytest.fixture
+def other_namespace(cluster):
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(model_cache_volume(name)))
+    wait_for(lambda: cluster.kube.get("ServiceAccount", name, "default"), timeout=60, interval=0.2,
+             what=f"namespace {name}'s default ServiceAccount")
+    yield name
+    cluster.kube.delete("Namespace", None, name)
+    cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
+
+
+@pytest.fixture
+def priority_classes(cluster):
+    suffix = uuid.uuid4().hex[:6]
+    names = {"critical": f"llmb-critical-{suffix}", "batch": f"llmb-batch-{suffix}"}
+    for key, value in (("critical", 1000), ("batch", 0)):
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": names[key]},
+            "value": value}))
+    yield names
+    for name in names.values():
+        cluster.kubectl("delete", "priorityclass", name, "--wait=false", check=False)
+
+
+def test_a_tenant_priority_stays_in_its_namespace_and_a_priority_class_crosses(cluster, operator, namespace,
+                                                                                other_namespace, priority_classes):
+    node = "dgx-h100-2"
+    apply_manifest(cluster, _backend("batch", namespace, None, 8, node, priority_classes["batch"]))
+    wait_for(lambda: _replicas(cluster, namespace, "batch") == 8, timeout=90, what="the batch backend on all 8 GPUs")
+
+    # another namespace's tenant sets the highest priority the API takes: it is not compared with this namespace's
+    apply_manifest(cluster, _backend("chat", other_namespace, 1_000_000, 8, node))
+    chat = wait_for(lambda: (a := _autoscaling(cluster, other_namespace, "chat")).get("waitingForCapacity") and a,
+                    timeout=60, what="chat waiting for capacity")
+    assert f"held by {namespace}/batch (priority 0): 8 GPU(s)" in chat["waitingForCapacity"]
+    assert _replicas(cluster, namespace, "batch") == 8
+    assert _autoscaling(cluster, namespace, "batch").get("preemptedBy") is None
+
+    # a PriorityClass the admin made: read from the API server, compared across namespaces
+    apply_manifest(cluster, _backend("chat", other_namespace, None, 8, node, priority_classes["critical"]))
+    wait_for(lambda: (_replicas(cluster, namespace, "batch"), _replicas(cluster, other_namespace, "chat")) == (1, 7),
+             timeout=90, what="batch down to its minReplicas for the PriorityClass, chat at 7")
+    batch = wait_for(lambda: (a := _autoscaling(cluster, namespace, "batch")).get("preemptedBy") and a, timeout=30,
+                     what="status.autoscaling.preemptedBy on batch")
+    assert batch["preemptedBy"].startswith(f"{other_namespace}/chat (priority 1000): ")
+    assert operator.proc.poll() is None, operator.log_tail()

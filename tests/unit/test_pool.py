@@ -1,0 +1,133 @@
+"""One GPU pool shared by priority (autoscaling/pool.py): who gets GPUs, who gives them up, and no trading."""
+
+from __future__ import annotations
+
+from llmbackend.autoscaling.pool import HOLD_S, Claim, PoolState, outranks, share
+
+POOL = ("H100", "node-a")
+
+
+def claim(name, priority=0, current=1, wanted=1, min_replicas=1, gpus=1, namespace="team", pool_gpus=8, **kw):
+    return Claim(namespace=namespace, name=name, pool=kw.pop("pool", POOL), pool_gpus=pool_gpus, priority=priority,
+                 current=current, wanted=wanted, min_replicas=min_replicas, gpus_per_replica=gpus, **kw)
+
+
+def test_free_gpus_go_to_whoever_wants_them_and_nobody_is_preempted():
+    out, _ = share([claim("high", 10, current=2, wanted=4), claim("low", 0, current=2, wanted=3)], 0.0)
+    assert out[("team", "high")].replicas == 4 and out[("team", "low")].replicas == 3
+    assert all(s.preempted_by is None and s.waiting_for_capacity is None for s in out.values())
+
+
+def test_a_higher_priority_takes_replicas_above_min_from_a_lower_one_and_both_say_so():
+    out, _ = share([claim("high", 10, current=2, wanted=6), claim("low", 0, current=6, wanted=6, min_replicas=1)], 0.0)
+    high, low = out[("team", "high")], out[("team", "low")]
+    assert (high.replicas, low.replicas) == (6, 2)
+    assert low.preempted_by == "team/high (priority 10): 4 replica(s)"
+    assert "held by team/high (priority 10): 6 GPU(s)" in low.waiting_for_capacity
+    assert high.took == "took replica(s) from team/low (priority 0): 4, drained first"
+    assert high.waiting_for_capacity is None
+
+
+def test_never_below_min_replicas_and_the_rest_waits_naming_the_holder():
+    out, _ = share([claim("high", 10, current=1, wanted=8), claim("low", 0, current=7, wanted=7, min_replicas=3)], 0.0)
+    high, low = out[("team", "high")], out[("team", "low")]
+    assert (high.replicas, low.replicas) == (5, 3)
+    assert high.waiting_for_capacity.startswith("3 replica(s), 3 GPU(s), of a pool of 8; held by team/low (priority 0)")
+
+
+def test_equal_priorities_never_preempt_each_other():
+    out, _ = share([claim("a", 5, current=1, wanted=6), claim("b", 5, current=7, wanted=7)], 0.0)
+    assert (out[("team", "a")].replicas, out[("team", "b")].replicas) == (1, 7)
+    assert out[("team", "b")].preempted_by is None
+    assert "held by team/b (priority 5): 7 GPU(s)" in out[("team", "a")].waiting_for_capacity
+
+
+def test_a_lower_priority_never_takes_from_a_higher_one():
+    out, _ = share([claim("high", 10, current=7, wanted=7), claim("low", 0, current=1, wanted=5)], 0.0)
+    assert (out[("team", "high")].replicas, out[("team", "low")].replicas) == (7, 1)
+    assert out[("team", "high")].preempted_by is None
+
+
+def test_the_namespace_bounds_a_tenant_set_priority_unless_the_admin_opts_in():
+    other = claim("low", 0, current=7, wanted=7, namespace="other")
+    high = claim("high", 1_000_000, current=1, wanted=8)
+    out, _ = share([high, other], 0.0)
+    assert out[("other", "low")].replicas == 7 and out[("other", "low")].preempted_by is None
+    out, _ = share([high, other], 0.0, across_namespaces=True)
+    assert out[("other", "low")].replicas == 1
+    assert out[("other", "low")].preempted_by == "team/high (priority 1000000): 6 replica(s)"
+
+
+def test_priority_class_values_compare_across_namespaces_only_when_both_come_from_a_class():
+    a = claim("a", 100, cluster_wide=True)
+    b = claim("b", 0, cluster_wide=True, namespace="other")
+    c = claim("c", 0, namespace="other")
+    assert outranks(a, b, False) and not outranks(a, c, False) and not outranks(b, a, False)
+
+
+def test_overcommitted_pool_the_lower_one_gives_up_for_a_pending_higher_one():
+    # the high backend's one replica is Pending: the low one holds all 8 GPUs
+    out, _ = share([claim("high", 10, current=1, wanted=1), claim("low", 0, current=8, wanted=8)], 0.0)
+    assert (out[("team", "high")].replicas, out[("team", "low")].replicas) == (1, 7)
+    assert out[("team", "low")].preempted_by == "team/high (priority 10): 1 replica(s)"
+
+
+def test_only_whole_replicas_of_the_preemptor_are_taken():
+    # high needs 4 GPUs per replica; low can give 2 (1 GPU each, above min 6): not enough for one, nothing taken
+    out, _ = share([claim("high", 10, current=0, wanted=1, min_replicas=0, gpus=4),
+                    claim("low", 0, current=8, wanted=8, min_replicas=6)], 0.0)
+    assert (out[("team", "high")].replicas, out[("team", "low")].replicas) == (0, 8)
+    assert out[("team", "low")].preempted_by is None
+    out, _ = share([claim("high", 10, current=0, wanted=1, min_replicas=0, gpus=4),
+                    claim("low", 0, current=8, wanted=8, min_replicas=2)], 0.0)
+    assert (out[("team", "high")].replicas, out[("team", "low")].replicas) == (1, 4)
+
+
+def test_separate_pools_do_not_interact():
+    out, _ = share([claim("high", 10, current=1, wanted=8, pool=("H100", "node-b")),
+                    claim("low", 0, current=8, wanted=8)], 0.0)
+    assert out[("team", "low")].replicas == 8 and out[("team", "high")].replicas == 8
+
+
+def test_no_thrash_gpus_a_higher_backend_let_go_stay_reserved_for_the_hold():
+    state = PoolState()
+    wants = [6, 4, 6, 4, 6]  # the high backend's load dips and comes back every sync
+    high_cur, low_cur = 2, 6
+    history = []
+    for i, want in enumerate(wants):
+        out, state = share([claim("high", 10, current=high_cur, wanted=want),
+                            claim("low", 0, current=low_cur, wanted=8)], i * 15.0, state)
+        high_cur, low_cur = out[("team", "high")].replicas, out[("team", "low")].replicas
+        history.append(low_cur)
+    assert history == [2, 2, 2, 2, 2]  # the low one gave up 4 once and did not take 2 back (to lose them again)
+    # the last sync: the high backend wants 6 again, holds them; at the dips before, the 2 it let go were kept for it
+    assert out[("team", "low")].waiting_for_capacity.startswith("6 replica(s), 6 GPU(s), of a pool of 8; held by team/high")
+    out_dip, _ = share([claim("high", 10, current=6, wanted=4), claim("low", 0, current=2, wanted=8)], 75.0, state)
+    assert out_dip[("team", "low")].replicas == 2
+    assert out_dip[("team", "low")].waiting_for_capacity.endswith(
+        f"kept for team/high (priority 10): 2 GPU(s) it held within the last {HOLD_S:.0f}s")
+    # once the high backend stays low for the hold, the low one grows into what it let go
+    t = len(wants) * 15.0
+    for k in range(int(HOLD_S // 15) + 1):
+        out, state = share([claim("high", 10, current=high_cur, wanted=4),
+                            claim("low", 0, current=low_cur, wanted=8)], t + k * 15.0, state)
+        high_cur, low_cur = out[("team", "high")].replicas, out[("team", "low")].replicas
+        if k * 15.0 < HOLD_S - 15.0:
+            assert low_cur == 2, k
+    assert low_cur == 4
+
+
+def test_preempted_by_stays_while_the_victim_is_short_and_clears_when_it_is_not():
+    state = PoolState()
+    out, state = share([claim("high", 10, current=2, wanted=6), claim("low", 0, current=6, wanted=6)], 0.0, state)
+    out, state = share([claim("high", 10, current=6, wanted=6), claim("low", 0, current=2, wanted=6)], 15.0, state)
+    assert out[("team", "low")].preempted_by == "team/high (priority 10): 4 replica(s)"
+    out, state = share([claim("high", 10, current=6, wanted=6), claim("low", 0, current=2, wanted=2)], 30.0, state)
+    assert out[("team", "low")].preempted_by is None and out[("team", "low")].waiting_for_capacity is None
+
+
+def test_the_memory_stays_small_a_run_of_syncs_at_one_count_is_one_entry():
+    state = PoolState()
+    for i in range(100):
+        _, state = share([claim("high", 10, current=2, wanted=2), claim("low", 0, current=6, wanted=6)], i * 1.0, state)
+    assert state.granted[("team", "high")] == [(99.0, 2)]
