@@ -677,3 +677,22 @@ def test_a_failure_mid_stream_is_an_error_event_then_response_failed():
     assert [e.type for e in parsed[-2:]] == ["error", "response.failed"]
     assert parsed[-2].message == "inference failed: boom" and parsed[-1].response.status == "failed"
     assert parsed[-1].response.error.code == "server_error"
+
+
+def test_tool_call_json_nested_deeper_than_the_parser_s_stack_is_a_400_or_text_not_a_crash():
+    """Hostile input: a past call's arguments nested 100,000 deep (well within the body cap) is a 400 on the item,
+    on /v1/responses and on chat; a model answer nested as deep is text, not a 500 in the middle of a stream."""
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.chat_body_from_responses({"model": "m", "input": [
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": deep}]})
+    assert info.value.body()["error"]["param"] == "input[0].arguments"
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.chat_messages({"messages": [{"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": deep}}]}]})
+    assert info.value.status == 400
+    required = fe.ToolPlan([], fe.HERMES, "required")
+    assert fe.parse_tool_calls(required, deep) == (deep, [])
+    stream = fe.ToolStream(fe.ToolPlan([], fe.HERMES, "auto"))
+    stream.feed("<tool_call>" + deep)
+    assert stream.finish() == ("<tool_call>" + deep, [])

@@ -842,7 +842,7 @@ def _template_tool_calls(calls: Any, i: int) -> list[dict[str, Any]]:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack
                 raise _bad(f"messages[{i}].tool_calls: arguments are not JSON", f"messages[{i}].tool_calls") from None
         out.append({**call, "function": {**function, "arguments": arguments}})
     return out
@@ -913,7 +913,7 @@ def _parse_tool_calls(plan: ToolPlan, text: str) -> tuple[str | None, list[dict[
             found = [_call(m.group("name"), m.group("args"), text=True) for m in pattern.finditer(text)]
             content = text[:text.find(marker)]
             return content or None, found
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return text, []  # not a well-formed call: the model's text, as the parsers give it back
     return text, []
 
