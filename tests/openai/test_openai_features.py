@@ -19,6 +19,7 @@ import json
 
 import pytest
 from test_openai_endpoint import CONTEXT, MODEL, backend_spec, base_url, client, frontend, frontend_files, stack  # noqa: F401 - the fixtures: one stack per module
+from test_openai_endpoint import _finished, _wait_engine_idle
 
 pydantic = pytest.importorskip("pydantic")
 
@@ -414,3 +415,19 @@ def test_responses_tools_the_template_cannot_read_and_built_in_tools_are_400s(cl
             with pytest.raises(openai.BadRequestError) as info:
                 client.responses.create(model=MODEL, input="hello", max_output_tokens=4, stream=stream, **kwargs)
             assert info.value.body["param"] == param, info.value.body
+
+
+def test_a_responses_stream_the_client_closes_cancels_its_engine_request(stack):  # noqa: F811
+    """The client reads a few events and closes the stream: the next write fails, the frontend closes its Triton
+    stream and the engine stops decoding (as for chat streams), instead of going on for ~6 s."""
+    import openai
+
+    base_url, server, name, backend = stack
+    api = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=60)
+    before = _finished(server, name, backend)
+    events = api.responses.create(model=MODEL, input="keep talking", max_output_tokens=CONTEXT - 10, stream=True)
+    for event in events:
+        if event.type == "response.output_text.delta":
+            break
+    events.close()
+    _wait_engine_idle(server, name, backend, before, within_s=2.5)
