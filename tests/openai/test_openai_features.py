@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 
 import pytest
+import test_openai_endpoint as endpoint
 from test_openai_endpoint import CONTEXT, MODEL, backend_spec, base_url, client, frontend, frontend_files, stack  # noqa: F401 - the fixtures: one stack per module
-from test_openai_endpoint import _finished, _wait_engine_idle
 
 pydantic = pytest.importorskip("pydantic")
 
@@ -422,12 +422,12 @@ def test_a_responses_stream_the_client_closes_cancels_its_engine_request(stack):
     stream and the engine stops decoding (as for chat streams), instead of going on for ~6 s."""
     import openai
 
-    base_url, server, name, backend = stack
-    api = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=60)
-    before = _finished(server, name, backend)
+    url, server, name, backend = stack
+    api = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60)
+    before = endpoint._finished(server, name, backend)
     events = api.responses.create(model=MODEL, input="keep talking", max_output_tokens=CONTEXT - 10, stream=True)
     for event in events:
         if event.type == "response.output_text.delta":
             break
     events.close()
-    _wait_engine_idle(server, name, backend, before, within_s=2.5)
+    endpoint._wait_engine_idle(server, name, backend, before, within_s=2.5)
