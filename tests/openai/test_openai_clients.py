@@ -1,7 +1,7 @@
 """The clients applications put in front of an OpenAI endpoint (issue 46), against the operator's OpenAI frontend
 in front of a real tritonserver with the CPU stand-in engine: LangChain's ChatOpenAI (invoke, stream, bind_tools,
 with_structured_output) and LiteLLM (completion, and its context-window error, which is what its fallbacks key on); and the Responses API
-(/v1/responses, text) with the official `openai` client and LangChain's `use_responses_api`.
+(/v1/responses: text, tools, streaming) with the official `openai` client and LangChain's `use_responses_api`.
 
 Both clients go through the same frontend code whatever the engine, so one stack serves the module (the
 tensorrtllm backend, one tritonserver, one frontend): CPU is shared. The checkpoint's chat template is the Hermes
@@ -129,7 +129,7 @@ def test_litellm_raises_context_window_exceeded_over_the_limit(base_url, litellm
                            messages=[{"role": "user", "content": "word " * words}], max_tokens=max_tokens)
 
 
-# ---- the Responses API (/v1/responses): text in, text out, not streamed ----
+# ---- the Responses API (/v1/responses), text (tools and streaming: test_openai_features.py) ----
 
 @pytest.fixture(scope="module")
 def client(base_url):
@@ -155,14 +155,29 @@ def test_responses_through_langchain(base_url):
     assert llm.invoke("one two three").text.split() == ["one", "two", "three"]
 
 
-@pytest.mark.parametrize("field, value", [("stream", True), ("tools", [{"type": "web_search"}]),
-                                          ("previous_response_id", "resp_1")])
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_tools_and_streaming_through_langchain(base_url, stream):
+    """ChatOpenAI(use_responses_api=True): bind_tools gets the function_call item as a tool call; stream reads the
+    Responses API's events. Before: 400 on 'tools' and on 'stream'."""
+    llm = _chat(base_url, max_tokens=len(CALL.split()) + 3, use_responses_api=True, streaming=stream)
+    answer = llm.bind_tools([WEATHER]).invoke(CALL)
+    assert [(c["name"], c["args"]) for c in answer.tool_calls] == [("get_weather", {"city": "Paris"})], answer
+    assert answer.tool_calls[0]["id"].startswith("call_")
+    if stream:
+        chunks = list(_chat(base_url, max_tokens=3, use_responses_api=True).stream("one two three"))
+        assert sum(1 for c in chunks if c.text) >= 3  # a chunk per token
+        assert "".join(c.text for c in chunks).split() == ["one", "two", "three"]
+
+
+@pytest.mark.parametrize("field, value", [("background", True), ("tools", [{"type": "web_search"}]),
+                                          ("previous_response_id", "resp_1"),
+                                          ("text", {"format": {"type": "json_object"}})])
 def test_responses_refuses_what_it_does_not_do_naming_the_field(client, field, value):
     import openai
 
     with pytest.raises(openai.BadRequestError) as info:
         client.responses.create(model=MODEL, input="hello", extra_body={field: value})
-    assert info.value.body["param"] == field and "/v1/chat/completions" in info.value.body["message"]
+    assert info.value.body["param"] == field and "supported" in info.value.body["message"]
 
 
 def test_responses_over_the_context_limit_is_context_length_exceeded(client):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import test_openai_endpoint as endpoint
 from test_openai_endpoint import CONTEXT, MODEL, backend_spec, base_url, client, frontend, frontend_files, stack  # noqa: F401 - the fixtures: one stack per module
 
 pydantic = pytest.importorskip("pydantic")
@@ -311,3 +312,122 @@ def test_two_calls_and_parallel_tool_calls_false(family, stream):
     assert len({i for _, _, i, _ in calls}) == 2  # each call its own id
     _, calls, finish = _ask(api, stream, parallel_tool_calls=False, **kwargs)
     assert [a["city"] for _, a, _, _ in calls] == ["Paris"] and finish == "tool_calls"
+
+
+# ---- the Responses API (/v1/responses) with tools, streamed and not (issue 46, item 6) ----
+
+# The same functions in the Responses API's shape: at the top level, not under "function"
+R_WEATHER = {"type": "function", **WEATHER["function"]}
+R_TIME = {"type": "function", **TIME["function"]}
+
+
+def _respond(api, stream, **kwargs):
+    """(the final Response, the events' types) of one /v1/responses request; streamed through the official client's
+    stream helper (client.responses.stream), which checks the events' order and identities as it assembles them."""
+    if not stream:
+        return api.responses.create(model=MODEL, **kwargs), []
+    with api.responses.stream(model=MODEL, **kwargs) as events:
+        seen = list(events)
+        # get_final_response() takes response.completed only; an answer cut short ends with response.incomplete
+        final = seen[-1].response if seen[-1].type == "response.incomplete" else events.get_final_response()
+    assert [e.sequence_number for e in seen] == list(range(len(seen)))
+    assert seen[-1].response.id == seen[0].response.id == final.id
+    return final, [e.type for e in seen]
+
+
+def _calls(response):
+    return [(item.name, json.loads(item.arguments)) for item in response.output if item.type == "function_call"]
+
+
+FUNCTION_CALL_EVENTS = ["response.output_item.added", "response.function_call_arguments.delta",
+                        "response.function_call_arguments.done", "response.output_item.done"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_function_call_and_its_result_round_trip(family, stream):
+    """A function_call output item read in each family's format; sent back with a function_call_output, both reach
+    the chat template (the past call as the family's call, the result as a tool turn). Before: 400 on 'tools'."""
+    name, api, call = family
+    first, kinds = _respond(api, stream, input=[{"role": "user", "content": call}], tools=[R_WEATHER, R_TIME],
+                            max_output_tokens=len(call.split()) + 4)
+    assert _calls(first) == [("get_weather", {"city": "Paris"})], first.output
+    fc = first.output[-1]
+    assert fc.call_id.startswith("call_") and fc.id.startswith("fc_") and first.status == "completed"
+    assert not any(call in item.content[0].text for item in first.output if item.type == "message")
+    assert first.usage.input_tokens > 0 and first.usage.output_tokens > 0
+    if stream:
+        assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
+        assert kinds[-5:-1] == FUNCTION_CALL_EVENTS
+    result = {"type": "function_call_output", "call_id": fc.call_id, "output": "sunny-and-mild"}
+    second, _ = _respond(api, stream, input=[{"role": "user", "content": "weather?"}, *first.output, result],
+                         tools=[R_WEATHER], tool_choice="none", max_output_tokens=48)
+    words = second.output_text.split()
+    assert words[0] == "weather?" and "<|tool|>" in words, words
+    past = " ".join(words[1:words.index("<|tool|>")])
+    assert "get_weather" in past and "Paris" in past, past  # the past call, rendered in the family's format
+    assert words[words.index("<|tool|>") + 1].startswith("sunny-and-mild")  # the result, as a tool turn
+    assert _calls(second) == [] and second.status == "incomplete"  # tool_choice none: text, cut by the limit
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "name": "get_weather"}])
+def test_responses_required_and_named_tool_choice(client, stream, choice):  # noqa: F811
+    """Forced by the engine's guided decoding, as on chat: any chat template (this one has no tool-call format)."""
+    final, kinds = _respond(client, stream, input="what now", tools=[R_WEATHER, R_TIME], tool_choice=choice,
+                            max_output_tokens=64)
+    (name, arguments), = _calls(final)
+    assert name == "get_weather" and isinstance(arguments["city"], str), final.output
+    assert [item.type for item in final.output] == ["function_call"] and final.status == "completed"
+    if stream:
+        assert kinds == ["response.created", "response.in_progress", *FUNCTION_CALL_EVENTS, "response.completed"]
+
+
+def test_responses_stream_text_events(client):  # noqa: F811
+    """stream: true, text: the event sequence the official client parses, deltas piece by piece, usage at the end.
+    Cut by max_output_tokens, the stream ends with response.incomplete, as OpenAI's. Before: 400 on 'stream'."""
+    events = list(client.responses.create(model=MODEL, input="one two three", max_output_tokens=6, stream=True))
+    kinds = [e.type for e in events]
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert kinds == ["response.created", "response.in_progress", "response.output_item.added",
+                     "response.content_part.added", *["response.output_text.delta"] * len(deltas),
+                     "response.output_text.done", "response.content_part.done", "response.output_item.done",
+                     "response.incomplete"], kinds
+    assert len(deltas) > 3  # streamed as the engine decodes, not at the end
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    done = events[-4]
+    assert done.text == "".join(deltas) and "one two three" in done.text  # the stand-in echoes the prompt
+    final = events[-1].response
+    assert final.output[0].content[0].text == done.text and final.output[0].id == events[2].item.id
+    assert (final.status, final.incomplete_details.reason) == ("incomplete", "max_output_tokens")
+    usage = final.usage  # the prompt's tokens as each engine counts them (vLLM's stand-in counts one more)
+    assert usage.input_tokens >= 4 and usage.output_tokens == 6
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
+
+
+def test_responses_tools_the_template_cannot_read_and_built_in_tools_are_400s(client):  # noqa: F811
+    import openai
+
+    for kwargs, param in (({"tools": [R_WEATHER]}, "tools"),  # auto: this template has no tool-call format
+                          ({"tools": [{"type": "web_search"}]}, "tools"),
+                          ({"tools": [R_WEATHER], "tool_choice": {"type": "function", "name": "nope"}},
+                           "tool_choice")):
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as info:
+                client.responses.create(model=MODEL, input="hello", max_output_tokens=4, stream=stream, **kwargs)
+            assert info.value.body["param"] == param, info.value.body
+
+
+def test_a_responses_stream_the_client_closes_cancels_its_engine_request(stack):  # noqa: F811
+    """The client reads a few events and closes the stream: the next write fails, the frontend closes its Triton
+    stream and the engine stops decoding (as for chat streams), instead of going on for ~6 s."""
+    import openai
+
+    url, server, name, backend = stack
+    api = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60)
+    before = endpoint._finished(server, name, backend)
+    events = api.responses.create(model=MODEL, input="keep talking", max_output_tokens=CONTEXT - 10, stream=True)
+    for event in events:
+        if event.type == "response.output_text.delta":
+            break
+    events.close()
+    endpoint._wait_engine_idle(server, name, backend, before, within_s=2.5)

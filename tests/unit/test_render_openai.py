@@ -504,7 +504,7 @@ def test_a_responses_request_becomes_the_chat_request_it_asks_for():
                       {"role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}],
             "stream": False, "tools": [], "tool_choice": "auto", "text": {"format": {"type": "text"}}}
     assert fe.chat_body_from_responses(body) == {
-        "model": "m", "max_tokens": 7, "temperature": 0.5,
+        "model": "m", "max_tokens": 7, "temperature": 0.5, "stream": False, "tools": [], "tool_choice": "auto",
         "messages": [{"role": "system", "content": "be brief"}, {"role": "system", "content": "rules"},
                      {"role": "user", "content": "hi there"}, {"role": "assistant", "content": "hello"}]}
     assert fe.chat_body_from_responses({"model": "m", "input": "hi"})["messages"] == [{"role": "user",
@@ -513,21 +513,36 @@ def test_a_responses_request_becomes_the_chat_request_it_asks_for():
 
 @pytest.mark.parametrize("body, param", [
     ({"input": None}, "input"), ({"input": []}, "input"), ({"input": 3}, "input"),
-    ({"input": ["text"]}, "input[0]"), ({"input": [{"type": "function_call_output", "output": "x"}]}, "input[0]"),
+    ({"input": ["text"]}, "input[0]"), ({"input": [{"type": "reasoning", "summary": []}]}, "input[0]"),
+    ({"input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id"),
+    ({"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_image"}]}]},
+     "input[0].output"),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{not json"}]},
+     "input[0].arguments"),
+    ({"input": [{"type": "function_call", "call_id": "c", "arguments": "{}"}]}, "input[0].name"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
     ({"input": [{"role": ["user"], "content": "x"}]}, "input[0].role"),  # unhashable: not a lookup's TypeError
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]}, "input[0].content"),
     ({"input": [{"role": "user", "content": [{"type": "input_text", "text": 5}]}]}, "input[0].content"),
     ({"input": [{"role": "user", "content": {"deep": "x"}}]}, "input[0].content"),
     ({"input": "x", "instructions": ["x"]}, "instructions"),
-    ({"input": "x", "stream": True}, "stream"), ({"input": "x", "tools": [{"type": "web_search"}]}, "tools"),
+    ({"input": "x", "stream": "yes"}, "stream"), ({"input": "x", "tools": [{"type": "web_search"}]}, "tools"),
+    ({"input": "x", "tools": {"type": "function", "name": "f"}}, "tools"),
+    ({"input": "x", "tools": [{"type": "function", "parameters": {}}]}, "tools"),  # no name
+    ({"input": "x", "tools": [{"type": "function", "name": "f", "defer_loading": True}]}, "tools"),
+    ({"input": "x", "tool_choice": {"type": "web_search_preview"}}, "tool_choice"),
+    ({"input": "x", "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": []}}, "tool_choice"),
+    ({"input": "x", "tool_choice": ["auto"]}, "tool_choice"),
+    ({"input": "x", "stream_options": {"include_usage": True}}, "stream_options"),
+    ({"input": "x", "background": True}, "background"), ({"input": "x", "max_tool_calls": 2}, "max_tool_calls"),
     ({"input": "x", "previous_response_id": "resp_1"}, "previous_response_id"),
     ({"input": "x", "text": {"format": {"type": "json_object"}}}, "text"),
     ({"input": "x", "reasoning": {"effort": "low"}}, "reasoning"), ({"input": "x", "prompt": {"id": "p"}}, "prompt"),
 ])
 def test_what_the_responses_api_cannot_take_is_a_400_naming_it(body, param):
     with pytest.raises(fe.OpenAIError) as info:
-        fe.chat_body_from_responses({"model": "m", **body})
+        chat = fe.chat_body_from_responses({"model": "m", **body})
+        fe.sampling_inputs(chat, 100)  # what the chat path checks next (stream's type)
     assert (info.value.status, info.value.body()["error"]["param"]) == (400, param)
 
 
@@ -538,6 +553,146 @@ def test_a_chat_answer_becomes_a_response(finish, status, details):
               "choices": [{"index": 0, "message": {"role": "assistant", "content": "a b"}, "finish_reason": finish}]}
     response = fe.response_from_chat(answer, {"instructions": "x", "max_output_tokens": 2})
     assert (response["object"], response["status"], response["incomplete_details"]) == ("response", status, details)
-    assert response["output"][0]["content"] == [{"type": "output_text", "text": "a b", "annotations": []}]
+    assert response["output"][0]["content"] == [{"type": "output_text", "text": "a b", "annotations": [],
+                                                 "logprobs": []}]
     assert response["usage"]["input_tokens"] == 3 and response["usage"]["total_tokens"] == 5
     assert (response["instructions"], response["max_output_tokens"], response["created_at"]) == ("x", 2, 5)
+
+
+RESPONSES_WEATHER = {"type": "function", "name": "get_weather", "description": "d", "strict": True,
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+def test_responses_tools_and_tool_items_become_chat_s():
+    """Function tools at the top level (not under "function"), a named tool_choice, and a past call with its
+    result: the chat request the same conversation is on /v1/chat/completions (vLLM's responses_utils.py mapping)."""
+    body = {"model": "m", "tools": [RESPONSES_WEATHER, {"type": "function", "name": "noop", "parameters": None}],
+            "tool_choice": {"type": "function", "name": "get_weather"}, "parallel_tool_calls": False, "stream": True,
+            "stream_options": {"include_obfuscation": False},
+            "input": [{"role": "user", "content": "weather?"},
+                      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me"}],
+                       "id": "msg_1", "status": "completed"},
+                      {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+                       "arguments": '{"city": "Paris"}', "id": "fc_1", "status": "completed"},
+                      {"type": "function_call", "call_id": "call_2", "name": "noop", "arguments": ""},
+                      {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+                      {"type": "function_call_output", "call_id": "call_2",
+                       "output": [{"type": "input_text", "text": "done"}]}]}
+    chat = fe.chat_body_from_responses(body)
+    assert chat["tools"] == [{"type": "function", "function": {k: RESPONSES_WEATHER[k] for k in ("name", "description",
+                                                                                     "parameters", "strict")}},
+                             {"type": "function", "function": {"name": "noop"}}]
+    assert chat["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert (chat["parallel_tool_calls"], chat["stream"]) == (False, True)
+    assert chat["messages"] == [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "Let me", "tool_calls": [  # the calls join the assistant's turn
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "noop", "arguments": ""}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "done"}]
+    # and the chat path takes it: the plan forces the named function
+    plan = fe.tool_plan(chat, None)
+    assert plan is not None and (plan.choice, plan.name, plan.single) == ("named", "get_weather", True)
+    calls_alone = fe.chat_body_from_responses({"model": "m", "input": [
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]})["messages"]
+    assert calls_alone == [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]
+    for choice in ("auto", "none", "required"):
+        assert fe.chat_body_from_responses({"model": "m", "input": "x", "tool_choice": choice})["tool_choice"] == choice
+
+
+def test_a_chat_answer_with_tool_calls_becomes_function_call_items():
+    calls = fe.openai_tool_calls([{"name": "get_weather", "arguments": '{"city": "Paris"}'}])
+    for content, kinds in ((None, ["function_call"]), ("Sure.", ["message", "function_call"])):
+        answer = {"created": 5, "model": "m", "usage": fe._usage(3, 2), "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content, "tool_calls": calls},
+             "finish_reason": "tool_calls"}]}
+        body = {"tools": [RESPONSES_WEATHER], "tool_choice": "required", "parallel_tool_calls": False}
+        response = fe.response_from_chat(answer, body)
+        assert [item["type"] for item in response["output"]] == kinds and response["status"] == "completed"
+        call = response["output"][-1]
+        assert (call["call_id"], call["name"], call["arguments"]) == (calls[0]["id"], "get_weather",
+                                                                      '{"city": "Paris"}')
+        assert call["id"].startswith("fc_") and call["status"] == "completed"
+        assert (response["tools"], response["tool_choice"], response["parallel_tool_calls"]) == (
+            [RESPONSES_WEATHER], "required", False)  # what was asked, echoed
+
+
+def _client_types():
+    pydantic = pytest.importorskip("pydantic")
+    responses = pytest.importorskip("openai.types.responses")
+    return pydantic.TypeAdapter(responses.ResponseStreamEvent), responses
+
+
+@pytest.mark.parametrize("case", ["text", "calls", "text+calls", "nothing", "cut"])
+def test_response_events_are_the_client_s_types_in_order(case):
+    """Every event validates (strictly: required fields, literals) as the official client's ResponseStreamEvent,
+    sequence numbers count from 0, and the last event's Response holds every item done."""
+    adapter, types = _client_types()
+    out = fe.ResponseEvents({"model": "m", "tools": [RESPONSES_WEATHER]}, "m", 7)
+    events = out.start()
+    texts = ["Hello", " world"] if "text" in case or case == "cut" else []
+    for text in texts:
+        events += out.text_delta(text)
+    calls = [{"name": "get_weather", "arguments": '{"city": "Paris"}'}] if "calls" in case else []
+    status = "incomplete" if case == "cut" else "completed"
+    events += out.finish(calls, status, fe._usage(4, 3))
+    parsed = [adapter.validate_python(e, strict=True) for e in events]
+    assert [e.sequence_number for e in parsed] == list(range(len(events)))
+    kinds = [e["type"] for e in events]
+    message = ["response.output_item.added", "response.content_part.added",
+               *["response.output_text.delta"] * len(texts), "response.output_text.done",
+               "response.content_part.done", "response.output_item.done"]
+    call = ["response.output_item.added", "response.function_call_arguments.delta",
+            "response.function_call_arguments.done", "response.output_item.done"]
+    last = "response.incomplete" if case == "cut" else "response.completed"
+    expected = ["response.created", "response.in_progress", *(message if texts or not calls else []),
+                *(call if calls else []), last]
+    assert kinds == expected
+    final = parsed[-1].response
+    assert isinstance(final, types.Response) and final.status == status and final.id == parsed[0].response.id
+    assert (final.usage.input_tokens, final.usage.output_tokens, final.usage.total_tokens) == (4, 3, 7)
+    items = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert final.model_dump(exclude_none=True)["output"] == [adapter.validate_python(
+        {"type": "response.output_item.done", "sequence_number": 0, "output_index": 0, "item": i}).item.model_dump(
+        exclude_none=True) for i in items]
+    if texts:
+        assert final.output[0].content[0].text == "Hello world" and final.output[0].status == status
+    if calls:
+        fc = final.output[-1]
+        assert (fc.type, fc.name, fc.arguments, fc.status) == ("function_call", "get_weather", '{"city": "Paris"}',
+                                                              "completed")
+        assert fc.call_id.startswith("call_")
+    if case == "cut":
+        assert final.incomplete_details.reason == "max_output_tokens"
+
+
+def test_a_failure_mid_stream_is_an_error_event_then_response_failed():
+    adapter, _ = _client_types()
+    out = fe.ResponseEvents({"model": "m"}, "m", 7)
+    events = out.start() + out.text_delta("Hi") + out.failed(fe.OpenAIError(502, "inference failed: boom",
+                                                                            "server_error"))
+    parsed = [adapter.validate_python(e, strict=True) for e in events]
+    assert [e.type for e in parsed[-2:]] == ["error", "response.failed"]
+    assert parsed[-2].message == "inference failed: boom" and parsed[-1].response.status == "failed"
+    assert parsed[-1].response.error.code == "server_error"
+
+
+def test_tool_call_json_nested_deeper_than_the_parser_s_stack_is_a_400_or_text_not_a_crash():
+    """Hostile input: a past call's arguments nested 100,000 deep (well within the body cap) is a 400 on the item,
+    on /v1/responses and on chat; a model answer nested as deep is text, not a 500 in the middle of a stream."""
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.chat_body_from_responses({"model": "m", "input": [
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": deep}]})
+    assert info.value.body()["error"]["param"] == "input[0].arguments"
+    with pytest.raises(fe.OpenAIError) as info:
+        fe.chat_messages({"messages": [{"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": deep}}]}]})
+    assert info.value.status == 400
+    required = fe.ToolPlan([], fe.HERMES, "required")
+    assert fe.parse_tool_calls(required, deep) == (deep, [])
+    stream = fe.ToolStream(fe.ToolPlan([], fe.HERMES, "auto"))
+    stream.feed("<tool_call>" + deep)
+    assert stream.finish() == ("<tool_call>" + deep, [])

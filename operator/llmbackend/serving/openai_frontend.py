@@ -1,5 +1,5 @@
 """OpenAI-compatible HTTP frontend for one Triton-served LLM (/v1/chat/completions, /v1/completions, /v1/models;
-/v1/responses for text, through the chat path).
+/v1/responses for text and function tools, streamed or not, through the chat path).
 
 Runs as the `openai` container of each serving pod (same image as Triton), shipped as this one file in the
 backend's ConfigMap, and talks to Triton on localhost through its generate extension
@@ -173,16 +173,26 @@ def check_fields(body: dict[str, Any], kind: str) -> None:
                 raise _bad(f"'stream_options.{name}' is not supported by this server", f"stream_options.{name}")
 
 
-# The Responses API (/v1/responses), text in and text out, non-streaming: a request is put as a chat request (the
-# same prompt, template, sampling and checks) and the chat answer as a Response. Fields: used as chat's, ignored as
-# chat's, or asking for nothing; anything else (streaming, tools, previous_response_id, ...) a 400 naming it.
-RESPONSES_USED = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p"}
+# The Responses API (/v1/responses): a request is put as the chat request it asks for (the same prompt, template,
+# sampling, tools and checks) and the chat answer as a Response, whole or as the Responses API's stream of events.
+# Fields: used as below, ignored as chat's, or asking for nothing; anything else (previous_response_id, built-in
+# tools, structured output, background, ...) a 400 naming it. Shapes: OpenAI's API reference, "Responses"
+# (https://platform.openai.com/docs/api-reference/responses/create), as the official client 3.x types them
+# (openai/types/responses/). vLLM 0.31.0 maps the same items to chat messages (entrypoints/responses_utils.py
+# `construct_chat_message_with_tool_call`: a function_call is an assistant tool call, a function_call_output a
+# tool message).
+RESPONSES_USED = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "tools",
+                  "tool_choice", "parallel_tool_calls"}
 RESPONSES_NOTHING: dict[str, Callable[[Any], bool]] = {
-    "stream": lambda v: v is None or v is False, "tools": lambda v: v is None or v == [],
-    "tool_choice": lambda v: v is None or v in ("auto", "none"), "parallel_tool_calls": lambda v: v is None or
-    isinstance(v, bool), "truncation": lambda v: v is None or v == "disabled", "background": lambda v: v is None or
-    v is False, "text": lambda v: v is None or v == {} or v == {"format": {"type": "text"}},
-    "include": lambda v: v is None or v == []}
+    "truncation": lambda v: v is None or v == "disabled", "background": lambda v: v is None or v is False,
+    "text": lambda v: v is None or v == {} or v == {"format": {"type": "text"}},
+    "include": lambda v: v is None or v == [],
+    # include_obfuscation pads stream events with random characters: padding, not content
+    "stream_options": lambda v: v is None or (isinstance(v, dict) and set(v) <= {"include_obfuscation"})}
+# What a function tool may carry ({"type": "function", "name", "parameters", ...} at the top level, not nested under
+# "function" as in chat); the rest of OpenAI's FunctionTool (defer_loading, allowed_callers, output_schema, async)
+# changes how OpenAI's platform runs tools, so a value there is refused, not dropped.
+RESPONSES_TOOL_KEYS = ("name", "description", "parameters", "strict")
 
 
 def chat_body_from_responses(body: dict[str, Any]) -> dict[str, Any]:
@@ -190,9 +200,9 @@ def chat_body_from_responses(body: dict[str, Any]) -> dict[str, Any]:
     for name, value in body.items():
         if name in RESPONSES_USED or name in IGNORED_FIELDS or RESPONSES_NOTHING.get(name, _NOTHING)(value):
             continue
-        raise _bad(f"'{name}' is not supported by this server's Responses API, which takes text input and gives "
-                   "text output, not streamed (use /v1/chat/completions for streaming, tools and structured output)",
-                   name)
+        raise _bad(f"'{name}' is not supported by this server's Responses API, which does text and function tools, "
+                   "streamed or not (docs/openai.md; /v1/chat/completions also does structured output, n and "
+                   "logprobs)", name)
     messages: list[dict[str, Any]] = []
     if body.get("instructions") is not None:
         if not isinstance(body["instructions"], str):
@@ -202,57 +212,254 @@ def chat_body_from_responses(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(given, str):
         messages.append({"role": "user", "content": given})
     elif isinstance(given, list) and given:
-        messages.extend(_responses_message(item, i) for i, item in enumerate(given))
+        messages.extend(_responses_input(given))
     else:
-        raise _bad("'input' must be a string or a non-empty list of messages", "input")
+        raise _bad("'input' must be a string or a non-empty list of items", "input")
     chat = {"model": body.get("model"), "messages": messages}
-    for name in ("temperature", "top_p", "user", "metadata"):
+    for name in ("temperature", "top_p", "user", "metadata", "stream", "parallel_tool_calls"):
         if body.get(name) is not None:
             chat[name] = body[name]
     if body.get("max_output_tokens") is not None:
         chat["max_tokens"] = body["max_output_tokens"]
+    if body.get("tools") is not None:
+        chat["tools"] = _chat_tools(body["tools"])
+    if body.get("tool_choice") is not None:
+        chat["tool_choice"] = _chat_tool_choice(body["tool_choice"])
     return chat
 
 
-def _responses_message(item: Any, i: int) -> dict[str, str]:
-    """One input item ({"role", "content": text or [input_text/output_text parts]}) as a chat message."""
-    param = f"input[{i}]"
-    if not isinstance(item, dict) or item.get("type", "message") != "message":
-        raise _bad(f"{param}: only messages are supported (role and content)", param)
-    role = item.get("role")
-    role = "system" if role == "developer" else role  # chat templates know system, not OpenAI's newer name
-    if role not in ("system", "user", "assistant"):
-        raise _bad(f"{param}.role must be user, assistant, system or developer", f"{param}.role")
-    content = item.get("content")
+def _chat_tools(tools: Any) -> list[dict[str, Any]]:
+    """Responses' function tools as chat's ({"type": "function", "function": {...}}); built-in tools are a 400."""
+    if not isinstance(tools, list):
+        raise _bad("'tools' must be a list of function tools", "tools")
+    out = []
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            raise _bad(f"tools[{i}]: only function tools ({{\"type\": \"function\", \"name\": ...}}) are supported; "
+                       f"this server has no built-in tools ({kind!r})", "tools")
+        if not isinstance(tool.get("name"), str) or not tool["name"]:
+            raise _bad(f"tools[{i}] needs a 'name'", "tools")
+        extra = [k for k, v in tool.items() if k != "type" and k not in RESPONSES_TOOL_KEYS and v is not None]
+        if extra:
+            raise _bad(f"tools[{i}].{extra[0]} is not supported by this server", "tools")
+        function = {k: tool[k] for k in RESPONSES_TOOL_KEYS if tool.get(k) is not None}
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _chat_tool_choice(choice: Any) -> Any:
+    if isinstance(choice, str) and choice in ("auto", "none", "required"):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise _bad("'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"name\": ...} "
+               "(built-in tools, MCP and allowed_tools are not supported)", "tool_choice")
+
+
+def _responses_input(items: list[Any]) -> list[dict[str, Any]]:
+    """Input items as chat messages: messages, function_call (an assistant tool call; calls that follow an assistant
+    turn join it, so a template sees one turn with its calls) and function_call_output (a tool message)."""
+    messages: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        param = f"input[{i}]"
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "function_call":
+            call = {"id": _item_text(item, "call_id", param), "type": "function",
+                    "function": {"name": _item_text(item, "name", param), "arguments": _item_arguments(item, param)}}
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant":
+                last["tool_calls"] = [*(last.get("tool_calls") or []), call]
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append({"role": "tool", "tool_call_id": _item_text(item, "call_id", param),
+                             "content": _text_content(item.get("output"), f"{param}.output")})
+        else:
+            messages.append(_responses_message(item, param))
+    return messages
+
+
+def _item_text(item: dict[str, Any], name: str, param: str) -> str:
+    value = item.get(name)
+    if not isinstance(value, str) or not value:
+        raise _bad(f"{param}.{name} must be a non-empty string", f"{param}.{name}")
+    return value
+
+
+def _item_arguments(item: dict[str, Any], param: str) -> str:
+    arguments = item.get("arguments")
+    try:
+        if isinstance(arguments, str):
+            json.loads(arguments or "{}")
+            return arguments
+    except (ValueError, RecursionError):
+        pass
+    raise _bad(f"{param}.arguments must be the function's arguments as JSON text", f"{param}.arguments")
+
+
+def _text_content(content: Any, param: str) -> str:
+    """A string, or a list of input_text / output_text parts joined."""
     if isinstance(content, list):
         parts = [p["text"] for p in content if isinstance(p, dict) and p.get("type") in ("input_text", "output_text")
                  and isinstance(p.get("text"), str)]
         if len(parts) != len(content):
-            raise _bad(f"{param}.content: only input_text and output_text parts are supported", f"{param}.content")
+            raise _bad(f"{param}: only input_text and output_text parts are supported", param)
         content = "".join(parts)
     if not isinstance(content, str):
-        raise _bad(f"{param}.content must be a string or a list of text parts", f"{param}.content")
-    return {"role": role, "content": content}
+        raise _bad(f"{param} must be a string or a list of text parts", param)
+    return content
+
+
+def _responses_message(item: Any, param: str) -> dict[str, Any]:
+    """One message item ({"role", "content": text or [input_text/output_text parts]}) as a chat message."""
+    if not isinstance(item, dict) or item.get("type", "message") != "message":
+        raise _bad(f"{param}: only messages, function_call and function_call_output items are supported", param)
+    role = item.get("role")
+    role = "system" if role == "developer" else role  # chat templates know system, not OpenAI's newer name
+    if not isinstance(role, str) or role not in ("system", "user", "assistant"):
+        raise _bad(f"{param}.role must be user, assistant, system or developer", f"{param}.role")
+    return {"role": role, "content": _text_content(item.get("content"), f"{param}.content")}
+
+
+def response_object(body: dict[str, Any], rid: str, created: int, model: str, status: str,
+                    output: list[dict[str, Any]], usage: dict[str, int] | None = None) -> dict[str, Any]:
+    """The Response object (OpenAI's API reference, "The response object"): what the request asked for, echoed, with
+    the output items and usage so far."""
+    cut = status == "incomplete"
+    parallel = body.get("parallel_tool_calls")
+    return {"id": rid, "object": "response", "created_at": created, "status": status,
+            "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "error": None,
+            "model": model, "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
+            "top_p": body.get("top_p"), "metadata": body.get("metadata") or {}, "tools": body.get("tools") or [],
+            "tool_choice": body.get("tool_choice") or "auto",
+            "parallel_tool_calls": parallel if isinstance(parallel, bool) else True,
+            "text": {"format": {"type": "text"}}, "truncation": "disabled", "output": output,
+            "usage": None if usage is None else {
+                "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0,
+                                                                                "cache_write_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _message_item(item_id: str, status: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
+
+
+def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
+    """A function_call output item: `call_id` is what the client's function_call_output answers."""
+    return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
+            "status": status}
+
+
+def _item_id(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex
 
 
 def response_from_chat(answer: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-    """A chat.completion answer (one choice) as the Response object OpenAI's Responses API returns."""
-    choice, usage = answer["choices"][0], answer["usage"]
-    cut = choice["finish_reason"] == "length"
-    text = choice["message"]["content"] or ""
-    return {"id": "resp_" + uuid.uuid4().hex, "object": "response", "created_at": answer["created"],
-            "status": "incomplete" if cut else "completed",
-            "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "error": None,
-            "model": answer["model"], "instructions": body.get("instructions"),
-            "max_output_tokens": body.get("max_output_tokens"), "temperature": body.get("temperature"),
-            "top_p": body.get("top_p"), "metadata": body.get("metadata") or {}, "tools": [], "tool_choice": "auto",
-            "parallel_tool_calls": True, "text": {"format": {"type": "text"}}, "truncation": "disabled",
-            "output": [{"type": "message", "id": "msg_" + uuid.uuid4().hex, "role": "assistant",
-                        "status": "incomplete" if cut else "completed",
-                        "content": [{"type": "output_text", "text": text, "annotations": []}]}],
-            "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
-                      "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
-                      "output_tokens_details": {"reasoning_tokens": 0}}}
+    """A chat.completion answer (one choice) as the Response object OpenAI's Responses API returns: the message (when
+    it has text, or when there are no calls) and then a function_call item per tool call."""
+    choice = answer["choices"][0]
+    message = choice["message"]
+    status = "incomplete" if choice["finish_reason"] == "length" else "completed"
+    calls = message.get("tool_calls") or []
+    output = []
+    if message["content"] or not calls:
+        output.append(_message_item(_item_id("msg_"), status, [_text_part(message["content"] or "")]))
+    output += [_call_item(_item_id("fc_"), call["id"], call["function"]["name"], call["function"]["arguments"],
+                          "completed") for call in calls]
+    return response_object(body, _item_id("resp_"), answer["created"], answer["model"], status, output,
+                           answer["usage"])
+
+
+class ResponseEvents:
+    """The server-sent events of one streamed Response, in the order of OpenAI's API reference ("Streaming events",
+    https://platform.openai.com/docs/api-reference/responses-streaming) and with the fields of the official client's
+    types (openai/types/responses/response_*_event.py): response.created and response.in_progress; the message item
+    (output_item.added, content_part.added, output_text.delta per piece of text, output_text.done,
+    content_part.done, output_item.done); a function_call item per tool call (output_item.added,
+    function_call_arguments.delta with the whole arguments, function_call_arguments.done, output_item.done); then
+    response.completed, or response.incomplete when max_output_tokens cut the answer, with the usage. Every event
+    carries its sequence_number. vLLM 0.31.0 streams plain text the same way (entrypoints/openai/
+    serving_responses.py `_process_simple_streaming_events`); it does not stream tool calls there."""
+
+    def __init__(self, body: dict[str, Any], model: str, created: int) -> None:
+        self.body, self.model, self.created = body, model, created
+        self.rid = _item_id("resp_")
+        self.sequence = 0
+        self.output: list[dict[str, Any]] = []  # the items done
+        self.message: str | None = None  # the open message item's id
+        self.text = ""
+
+    def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        event = {"type": kind, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        return event
+
+    def _response(self, status: str, usage: dict[str, int] | None = None) -> dict[str, Any]:
+        return response_object(self.body, self.rid, self.created, self.model, status, list(self.output), usage)
+
+    def start(self) -> list[dict[str, Any]]:
+        return [self._event("response.created", response=self._response("in_progress")),
+                self._event("response.in_progress", response=self._response("in_progress"))]
+
+    def text_delta(self, delta: str) -> list[dict[str, Any]]:
+        """Text for the message item, which is opened with its first text."""
+        events = []
+        index = len(self.output)
+        if self.message is None:
+            self.message = _item_id("msg_")
+            events += [self._event("response.output_item.added", output_index=index,
+                                   item=_message_item(self.message, "in_progress", [])),
+                       self._event("response.content_part.added", item_id=self.message, output_index=index,
+                                   content_index=0, part=_text_part(""))]
+        if delta:
+            self.text += delta
+            events.append(self._event("response.output_text.delta", item_id=self.message, output_index=index,
+                                      content_index=0, delta=delta, logprobs=[]))
+        return events
+
+    def finish(self, calls: list[dict[str, str]], status: str, usage: dict[str, int]) -> list[dict[str, Any]]:
+        """The end: the message item done (an empty one when there is nothing else), each call, the Response."""
+        events = []
+        if self.message is None and not calls:
+            events += self.text_delta("")
+        if self.message is not None:
+            index, part = len(self.output), _text_part(self.text)
+            item = _message_item(self.message, status, [part])
+            events += [self._event("response.output_text.done", item_id=self.message, output_index=index,
+                                   content_index=0, text=self.text, logprobs=[]),
+                       self._event("response.content_part.done", item_id=self.message, output_index=index,
+                                   content_index=0, part=part),
+                       self._event("response.output_item.done", output_index=index, item=item)]
+            self.output.append(item)
+        for call in openai_tool_calls(calls):
+            index, item_id = len(self.output), _item_id("fc_")
+            name, arguments = call["function"]["name"], call["function"]["arguments"]
+            events.append(self._event("response.output_item.added", output_index=index,
+                                      item=_call_item(item_id, call["id"], name, "", "in_progress")))
+            events.append(self._event("response.function_call_arguments.delta", item_id=item_id, output_index=index,
+                                      delta=arguments))
+            # `name` as in the API reference's function_call_arguments.done (the client's type has no field for it)
+            events.append(self._event("response.function_call_arguments.done", item_id=item_id, output_index=index,
+                                      name=name, arguments=arguments))
+            item = _call_item(item_id, call["id"], name, arguments, "completed")
+            events.append(self._event("response.output_item.done", output_index=index, item=item))
+            self.output.append(item)
+        kind = "response.incomplete" if status == "incomplete" else "response.completed"
+        return events + [self._event(kind, response=self._response(status, usage))]
+
+    def failed(self, error: OpenAIError) -> list[dict[str, Any]]:
+        """An error after the stream began: an error event, then response.failed (the API reference's pair)."""
+        response = self._response("failed")
+        response["error"] = {"code": "server_error", "message": error.message}
+        return [self._event("error", code=error.code, message=error.message, param=error.param),
+                self._event("response.failed", response=response)]
 
 
 def requested_max_tokens(body: dict[str, Any]) -> int | None:
@@ -635,7 +842,7 @@ def _template_tool_calls(calls: Any, i: int) -> list[dict[str, Any]]:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack
                 raise _bad(f"messages[{i}].tool_calls: arguments are not JSON", f"messages[{i}].tool_calls") from None
         out.append({**call, "function": {**function, "arguments": arguments}})
     return out
@@ -706,7 +913,7 @@ def _parse_tool_calls(plan: ToolPlan, text: str) -> tuple[str | None, list[dict[
             found = [_call(m.group("name"), m.group("args"), text=True) for m in pattern.finditer(text)]
             content = text[:text.find(marker)]
             return content or None, found
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return text, []  # not a well-formed call: the model's text, as the parsers give it back
     return text, []
 
@@ -939,6 +1146,7 @@ class Prepared:
     tools: ToolPlan | None = None  # how tool calls are asked for and read back; None: no tools
     model: str = ""  # the model the request named (the base's or an adapter's): what the answer names
     responses: dict[str, Any] | None = None  # a /v1/responses request's body: the chat answer is given as a Response
+    # (or, streamed, as its events)
 
 
 class Frontend:
@@ -1257,7 +1465,9 @@ class Handler(http_body.BoundedHandler):
         except http_body.BodyError as exc:
             raise self._body_refused(exc) from None
         events = frontend.checked(request, frontend.triton.events(conn))
-        if request.stream:
+        if request.stream and request.responses is not None:
+            self._stream_response(request, conn, events)
+        elif request.stream:
             self._stream(request, conn, events)
         else:
             self._complete(request, conn, events)
@@ -1402,8 +1612,54 @@ class Handler(http_body.BoundedHandler):
         self._send_event("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
 
-    def _send_event(self, data: str) -> None:
-        payload = f"data: {data}\n\n".encode()
+    def _stream_response(self, request: Prepared, conn: http.client.HTTPConnection,
+                         events: Iterator[dict[str, Any]]) -> None:
+        """A /v1/responses request with `stream: true`: the Responses API's events (ResponseEvents), with tool calls
+        read as chat's streaming reads them (ToolStream: text held from the family's marker on, calls parsed at the
+        end). No `[DONE]`: the Responses stream ends with its response.completed (or .incomplete) event."""
+        assert request.responses is not None
+        first = self._until_answered(conn, lambda: next(events, None))  # errors until here: a plain HTTP error
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        out = ResponseEvents(request.responses, request.model or self.frontend.served_model, int(time.time()))
+        plan = request.tools
+        tools = ToolStream(plan) if plan is not None and plan.choice != "none" else None
+        prompt_tokens = completion_tokens = 0
+        finish = None
+        try:
+            self._send_response_events(out.start())
+            for event in _chain([first] if first is not None else [], events):
+                prompt_tokens = max(prompt_tokens, int(_first(event, "num_input_tokens") or 0))
+                completion_tokens = max(completion_tokens, int(_first(event, "num_output_tokens") or 0))
+                text = _first(event, "text_output") or ""
+                finish = _first(event, "finish_reason") or finish
+                content = tools.feed(text) if tools is not None else text
+                if content:
+                    self._send_response_events(out.text_delta(content))
+            calls: list[dict[str, str]] = []
+            if tools is not None:
+                rest, calls = tools.finish()
+                if rest:
+                    self._send_response_events(out.text_delta(rest))
+            status = "incomplete" if finish == "length" and not calls else "completed"
+            self._send_response_events(out.finish(calls, status, _usage(prompt_tokens, completion_tokens)))
+        except OpenAIError as exc:
+            self._send_response_events(out.failed(exc))
+        except OSError:
+            conn.close()  # the client left: drop the Triton stream (cancels the request)
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _send_response_events(self, events: list[dict[str, Any]]) -> None:
+        for event in events:  # named as OpenAI's server names them (`event:`); the client reads `type` in the data
+            self._send_event(json.dumps(event), event["type"])
+
+    def _send_event(self, data: str, name: str | None = None) -> None:
+        payload = (f"event: {name}\n" if name else "").encode() + f"data: {data}\n\n".encode()
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
 
