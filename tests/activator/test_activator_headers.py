@@ -40,6 +40,7 @@ def test_oversized_and_stalled_heads_are_closed_within_the_deadline_while_reques
         oversized = [attack_head(LISTEN, port) for _ in range(ATTACKERS)]
         stalled = [open_head(LISTEN, port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n", UNDER_CAP)
                    for _ in range(STALLED)]
+        opened_s = time.monotonic() - since  # each head's deadline counts from its own connection
         status, body = post(port, "/v1/completions", b'{"prompt": "meanwhile"}')  # served beside them
         assert status == 200 and b"meanwhile" in body, body
         closed = wait_all_closed(oversized + stalled, since, DEADLINE_S + 10)
@@ -49,7 +50,7 @@ def test_oversized_and_stalled_heads_are_closed_within_the_deadline_while_reques
           f"{STALLED} stalled ones closed by {late:.1f}s; peak {peak >> 20} MiB, rendered limit {LIMIT >> 20} MiB")
     assert all(c.status == 431 and c.seconds < CROWD_AT_ONCE_S for c in closed[:ATTACKERS]), closed[:ATTACKERS]
     assert all(c.status == 408 for c in closed[ATTACKERS:]), [c for c in closed[ATTACKERS:] if c.status != 408]
-    assert DEADLINE_S - 1 <= late <= DEADLINE_S + 3, f"stalled heads closed after {late:.1f}s"
+    assert DEADLINE_S - 1 <= late <= opened_s + DEADLINE_S + 3, f"stalled heads closed after {late:.1f}s"
     assert peak <= LIMIT, f"peak {peak >> 20} MiB over the rendered limit {LIMIT >> 20} MiB"
 
 

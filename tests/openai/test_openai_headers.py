@@ -44,6 +44,7 @@ def test_oversized_and_stalled_heads_are_closed_within_the_deadline_while_reques
         since = time.monotonic()
         oversized = [attack_head(HOST, port) for _ in range(ATTACKERS)]
         stalled = [open_head(HOST, port, REQUEST_LINE, UNDER_CAP) for _ in range(stalled_count)]
+        opened_s = time.monotonic() - since  # each head's deadline counts from its own connection
         assert _models(port) == 200  # served beside them
         closed = wait_all_closed(oversized + stalled, since, DEADLINE_S + 10)
         peak = memory_kib(proc.pid)["VmHWM"] << 10
@@ -53,7 +54,7 @@ def test_oversized_and_stalled_heads_are_closed_within_the_deadline_while_reques
           f"peak {peak >> 20} MiB, rendered limit {LIMIT >> 20} MiB")
     assert all(c.status == 431 and c.seconds < CROWD_AT_ONCE_S for c in closed[:ATTACKERS]), closed[:ATTACKERS]
     assert all(c.status == 408 for c in closed[ATTACKERS:]), [c for c in closed[ATTACKERS:] if c.status != 408]
-    assert DEADLINE_S - 1 <= late <= DEADLINE_S + 3, f"stalled heads closed after {late:.1f}s"
+    assert DEADLINE_S - 1 <= late <= opened_s + DEADLINE_S + 3, f"stalled heads closed after {late:.1f}s"
     assert peak <= LIMIT, f"peak {peak >> 20} MiB over the rendered limit {LIMIT >> 20} MiB"
 
 
