@@ -200,7 +200,9 @@ def test_a_tenant_priority_never_reaches_into_another_namespace_but_a_priority_c
     targets[("a", "high")] = _pool_target("a", "high", 2, priority_class="critical")
     asyncio.run(operator._share_pools(targets))
     assert operator.state.decisions[("b", "low")].desired_replicas == 1
-    assert operator.state.decisions[("b", "low")].extra["preemptedBy"] == "a/high (priority 1000): 5 replica(s)"
+    # 5 replicas above its minReplicas, and the GPUs of the 1 left that the kube-scheduler preempts for a higher
+    # class; status counts the other namespace's backend and does not name it
+    assert operator.state.decisions[("b", "low")].extra["preemptedBy"] == "1 backend(s) of other namespaces: 6 replica(s)"
     asyncio.run(operator._share_pools(targets))
     assert reads == ["PriorityClass/batch", "PriorityClass/critical"]  # read once each (PRIORITY_CLASS_TTL_S)
 

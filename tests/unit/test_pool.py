@@ -55,14 +55,20 @@ def test_the_namespace_bounds_a_tenant_set_priority_unless_the_admin_opts_in():
     assert out[("other", "low")].replicas == 7 and out[("other", "low")].preempted_by is None
     out, _ = share([high, other], 0.0, across_namespaces=True)
     assert out[("other", "low")].replicas == 1
-    assert out[("other", "low")].preempted_by == "team/high (priority 1000000): 6 replica(s)"
+    # status names only backends of the reader's own namespace: the others are counted
+    assert out[("other", "low")].preempted_by == "1 backend(s) of other namespaces: 6 replica(s)"
+    assert out[("team", "high")].took == "took replica(s) from 1 backend(s) of other namespaces: 6, drained first"
 
 
-def test_priority_class_values_compare_across_namespaces_only_when_both_come_from_a_class():
-    a = claim("a", 100, cluster_wide=True)
-    b = claim("b", 0, cluster_wide=True, namespace="other")
-    c = claim("c", 0, namespace="other")
-    assert outranks(a, b, False) and not outranks(a, c, False) and not outranks(b, a, False)
+def test_across_namespaces_the_pod_priority_counts_never_the_tenant_set_number():
+    gold = claim("a", 100, cluster_wide=True)                  # its pods run with a PriorityClass of value 100
+    bronze = claim("b", 0, cluster_wide=True, namespace="other")
+    classless = claim("c", 1_000_000, namespace="other")       # a tenant's number, pods without a class: 0
+    spec_and_class = claim("d", 5, class_priority=200, namespace="other")
+    assert outranks(gold, bronze, False) and outranks(gold, classless, False)
+    assert not outranks(bronze, gold, False) and not outranks(classless, gold, False)
+    assert outranks(spec_and_class, gold, False), "across namespaces its pods' class (200) counts, not its 5"
+    assert outranks(classless, claim("e", 0, namespace="other"), False), "inside its namespace its number counts"
 
 
 def test_overcommitted_pool_the_lower_one_gives_up_for_a_pending_higher_one():
@@ -130,4 +136,4 @@ def test_the_memory_stays_small_a_run_of_syncs_at_one_count_is_one_entry():
     state = PoolState()
     for i in range(100):
         _, state = share([claim("high", 10, current=2, wanted=2), claim("low", 0, current=6, wanted=6)], i * 1.0, state)
-    assert state.granted[("team", "high")] == [(99.0, 2)]
+    assert state.granted[(POOL, ("team", "high"))] == [(99.0, 2)]

@@ -8,24 +8,38 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
 1. What each backend keeps: the replicas it holds and still wants (its own scale-down frees GPUs at once).
 2. Overcommitted (the backends hold more replicas than the pool's GPUs: some pods are Pending): the lowest-priority
    backend that a backend holding GPUs outranks gives up a replica above its minReplicas, until the pool fits.
-3. Growth, highest priority first: a backend takes free GPUs, then replicas above minReplicas of backends it
-   outranks (lowest priority first) - only as many as make whole replicas of its own. What is still short waits,
-   and ``Share.waiting_for_capacity`` names who holds the GPUs.
+3. Growth, those no backend still short outranks first: they take free GPUs one replica each in turn, then
+   replicas above minReplicas of backends they outrank (lowest first) - only as many as make whole replicas of
+   their own; then the next tier. What is still short waits, and ``Share.waiting_for_capacity`` says who holds the
+   GPUs.
 4. Hysteresis: GPUs a backend held within the last ``HOLD_S`` stay reserved against backends it outranks, so a
    backend that gave them up does not take them back the sync after the other's load dips, and lose them again
    the sync after (two backends trading GPUs every sync, each trade a drain and a cold start).
 
-Who outranks whom (``outranks``): a higher priority in the same namespace. The namespace is the trust boundary: a
-tenant who may edit LLMBackends sets spec.autoscaling.priority to any number, so that number is compared across
-namespaces only when the cluster admin says so (``across_namespaces``, operator flag --priority-across-namespaces).
-A priority taken from a PriorityClass (spec.scheduling.priorityClassName) is compared across namespaces: admins
-create PriorityClasses and restrict who may use them (ResourceQuota scopes), and the kube-scheduler already lets a
-pod of that class preempt lower pods of any namespace, so the operator grants nothing the tenant could not do.
-Equal priorities never take each other's GPUs: the first to hold them keeps them.
+Who outranks whom (``outranks``). The namespace is the trust boundary: a tenant who may edit LLMBackends sets
+spec.autoscaling.priority to any number, so that number orders backends of its own namespace only, or of every
+namespace when the cluster admin says so (``across_namespaces``, operator flag --priority-across-namespaces).
+Across namespaces a backend's pod priority counts (``scheduling_priority``): the value of the PriorityClass its pods
+run with (spec.scheduling.priorityClassName), else 0, as the kube-scheduler sees the pods. Admins create
+PriorityClasses and restrict who may use them, and the kube-scheduler already lets a pod of a higher class preempt
+lower pods of any namespace: the operator grants nothing the tenant could not do, and withholds nothing the scheduler
+would give. For the same reason a higher pod priority is not stopped by a lower one's minReplicas: the scheduler
+would preempt those pods (step 3 lets it). Equal priorities never take each other's GPUs: the first to hold them
+keeps them.
+
+Fair to those that do not outrank each other: free GPUs go first to backends nobody still short outranks, one
+replica each in turn, starting with the one that has waited longest (then an order drawn anew each sync, never the
+name, which a tenant picks). Which backend gives a replica up first is its pod priority, then its place in its own
+namespace's order (each namespace's lowest first), never a number a tenant sets against another namespace.
+
+What status says (``Share``) names backends of the reader's own namespace only: others are counted ("2 backend(s)
+of other namespaces: 8 GPU(s)"). Their names, models and GPU counts are not the tenant's to read; the operator's
+log names them for the admin.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -48,10 +62,16 @@ class Claim:
     min_replicas: int
     gpus_per_replica: int
     cluster_wide: bool = False  # the priority is a PriorityClass's value
+    class_priority: int | None = None  # the value of the PriorityClass its pods run with, when the priority is not
 
     @property
     def key(self) -> Key:
         return (self.namespace, self.name)
+
+    @property
+    def scheduling_priority(self) -> int:
+        """The priority its pods have for the kube-scheduler: its PriorityClass's value, else 0."""
+        return self.priority if self.cluster_wide else (self.class_priority or 0)
 
     @property
     def label(self) -> str:
@@ -72,14 +92,32 @@ class Share:
 class PoolState:
     """Memory between syncs: the GPUs each backend was granted lately (hysteresis) and who preempted whom."""
 
-    granted: dict[Key, list[tuple[float, int]]] = field(default_factory=dict)  # (last time held, GPUs) within HOLD_S
+    # (pool, backend) -> (last time held, GPUs) within HOLD_S: a backend that moves to other nodes holds nothing there
+    granted: dict[tuple[tuple[str, ...], Key], list[tuple[float, int]]] = field(default_factory=dict)
     preempted: dict[Key, dict[Key, int]] = field(default_factory=dict)  # victim -> preemptor -> replicas given up
+    waiting_since: dict[tuple[tuple[str, ...], Key], float] = field(default_factory=dict)  # short of what it wants
 
 
 def outranks(a: Claim, b: Claim, across_namespaces: bool) -> bool:
     """May ``a`` take ``b``'s GPUs? See the module docstring for why the namespace bounds it."""
-    comparable = a.namespace == b.namespace or across_namespaces or (a.cluster_wide and b.cluster_wide)
-    return comparable and a.priority > b.priority
+    if a.namespace == b.namespace or across_namespaces:
+        return a.priority > b.priority
+    return a.scheduling_priority > b.scheduling_priority
+
+
+def _draw(now: float, c: Claim) -> bytes:
+    """An order among equals drawn anew each sync: nobody wins every time by its name."""
+    return hashlib.sha256(f"{now!r}/{c.namespace}/{c.name}".encode()).digest()[:8]
+
+
+def _seen_by(viewer: Claim, others: dict[Key, int], by_key: dict[Key, Claim], unit: str) -> str:
+    """``others`` (backend -> count) as ``viewer``'s status may say them: its own namespace's by name, the rest
+    counted."""
+    own = [f"{by_key[k].label}: {n}{unit}" for k, n in sorted(others.items()) if k[0] == viewer.namespace]
+    foreign = [n for k, n in others.items() if k[0] != viewer.namespace]
+    if foreign:
+        own.append(f"{len(foreign)} backend(s) of other namespaces: {sum(foreign)}{unit}")
+    return ", ".join(own)
 
 
 def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
@@ -98,6 +136,7 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
 
 def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolState, out: dict[Key, Share],
                 across: bool) -> None:
+    pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
     grant = {c.key: max(0, min(c.current, c.wanted)) for c in members}            # step 1
@@ -105,63 +144,101 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     given: dict[Key, dict[Key, int]] = {k: {} for k in by_key}                   # victim -> preemptor -> replicas
     took: dict[Key, dict[Key, int]] = {k: {} for k in by_key}
     kept_for: dict[Key, dict[Key, int]] = {}  # claimant -> backend that outranks it -> GPUs reserved for that one
+    # each backend's place in its own namespace's order: how many there rank below it (0: its namespace's lowest)
+    below = {c.key: sum(1 for o in members if o.namespace == c.namespace and o.priority < c.priority) for c in members}
+
+    def yields_first(v: Claim) -> tuple:
+        """Who gives a replica up first: the lowest pod priority, then each namespace's lowest, the largest."""
+        return (v.scheduling_priority, below[v.key], -grant[v.key], _draw(now, v))
 
     def reserved(k: Key) -> int:
-        """GPUs ``k`` held within HOLD_S and does not hold now."""
-        recent = [g for t, g in state.granted.get(k, []) if now - t < HOLD_S]
+        """GPUs ``k`` held in this pool within HOLD_S and does not hold now."""
+        recent = [g for t, g in state.granted.get((pool, k), []) if now - t < HOLD_S]
         return max(0, max(recent, default=0) - grant[k] * by_key[k].gpus_per_replica)
 
-    def victims_of(c: Claim) -> list[Claim]:
-        return sorted((v for v in members if outranks(c, v, across) and grant[v.key] > v.min_replicas),
-                      key=lambda v: (v.priority, -grant[v.key], v.name))
+    def blocked(c: Claim) -> int:
+        kept = {h.key: r for h in members if outranks(h, c, across) and (r := reserved(h.key)) > 0}  # step 4
+        if kept:
+            kept_for[c.key] = kept
+        return sum(kept.values())
+
+    def give(victim: Key, taker: Key, n: int = 1) -> None:
+        given[victim][taker] = given[victim].get(taker, 0) + n
+        took[taker][victim] = took[taker].get(victim, 0) + n
 
     # step 2: overcommitted
     while free < 0:
         holders = [h for h in members if grant[h.key] > 0]
         cut = min((v for v in members if grant[v.key] > v.min_replicas
-                   and any(outranks(h, v, across) for h in holders)),
-                  key=lambda v: (v.priority, -grant[v.key], v.name), default=None)
+                   and any(outranks(h, v, across) for h in holders)), key=yields_first, default=None)
         if cut is None:
             break  # only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
         grant[cut.key] -= 1
         free += cut.gpus_per_replica
-        taker = max((h for h in holders if outranks(h, cut, across)), key=lambda h: (h.priority, h.name))
+        taker = max((h for h in holders if outranks(h, cut, across)), key=lambda h: (h.scheduling_priority, h.priority))
         given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
 
-    # step 3: growth, highest priority first
-    for c in sorted(members, key=lambda c: (-c.priority, c.name)):
-        short = c.wanted - grant[c.key]
-        if short <= 0:
-            continue
-        kept = {h.key: r for h in members if outranks(h, c, across) and (r := reserved(h.key)) > 0}  # step 4
-        if kept:
-            kept_for[c.key] = kept
-        blocked = sum(kept.values())
-        usable = max(0, free - blocked)
-        n = min(short, usable // c.gpus_per_replica)
-        grant[c.key] += n
-        free -= n * c.gpus_per_replica
-        short -= n
-        usable -= n * c.gpus_per_replica
-        pending: list[Claim] = []  # replicas taken since c's last whole replica: given back if none completes
-        for v in victims_of(c):
-            while short > 0 and grant[v.key] > v.min_replicas:
-                grant[v.key] -= 1
-                free += v.gpus_per_replica
-                usable += v.gpus_per_replica
-                pending.append(v)
-                while short > 0 and usable >= c.gpus_per_replica:
+    # step 3: growth, tier by tier: first those nobody still short outranks
+    remaining = [c for c in members if c.wanted > grant[c.key]]
+    while remaining:
+        tier = [c for c in remaining if not any(outranks(o, c, across) for o in remaining if o is not c)]
+        tier = tier or remaining  # priorities of several namespaces can outrank in a circle: then all at once
+        tier.sort(key=lambda c: (state.waiting_since.get((pool, c.key), now), _draw(now, c)))
+        growing = True
+        while growing:  # free GPUs, one replica each in turn
+            growing = False
+            for c in tier:
+                if grant[c.key] < c.wanted and free - blocked(c) >= c.gpus_per_replica:
                     grant[c.key] += 1
                     free -= c.gpus_per_replica
-                    usable -= c.gpus_per_replica
-                    short -= 1
-                    for p in pending:
-                        given[p.key][c.key] = given[p.key].get(c.key, 0) + 1
-                        took[c.key][p.key] = took[c.key].get(p.key, 0) + 1
-                    pending.clear()
-        for v in pending:
-            grant[v.key] += 1
-            free -= v.gpus_per_replica
+                    growing = True
+        for c in tier:  # then replicas above minReplicas of backends it outranks, lowest first
+            short = c.wanted - grant[c.key]
+            if short <= 0:
+                continue
+            usable = max(0, free - blocked(c))
+            pending: list[Claim] = []  # replicas taken since c's last whole replica: given back if none completes
+            victims = sorted((v for v in members if outranks(c, v, across) and grant[v.key] > v.min_replicas),
+                             key=yields_first)
+            for v in victims:
+                while short > 0 and grant[v.key] > v.min_replicas:
+                    grant[v.key] -= 1
+                    free += v.gpus_per_replica
+                    usable += v.gpus_per_replica
+                    pending.append(v)
+                    while short > 0 and usable >= c.gpus_per_replica:
+                        grant[c.key] += 1
+                        free -= c.gpus_per_replica
+                        usable -= c.gpus_per_replica
+                        short -= 1
+                        for taken in pending:
+                            give(taken.key, c.key)
+                        pending.clear()
+            for v in pending:
+                grant[v.key] += 1
+                free -= v.gpus_per_replica
+            # a lower pod priority's minReplicas does not hold GPUs against a higher one: the kube-scheduler would
+            # preempt those pods for these (they stay Pending; their Deployment keeps its replicas, so their grant
+            # stays and the GPUs count here only)
+            extra = 0
+            for v in sorted((v for v in members if c.scheduling_priority > v.scheduling_priority
+                             and grant[v.key] > 0), key=yields_first):
+                for _ in range(grant[v.key]):
+                    if short <= 0:
+                        break
+                    extra += v.gpus_per_replica
+                    pending.append(v)
+                    while short > 0 and max(0, free - blocked(c)) + extra >= c.gpus_per_replica:
+                        from_extra = min(extra, c.gpus_per_replica)
+                        extra -= from_extra
+                        free -= c.gpus_per_replica - from_extra
+                        grant[c.key] += 1
+                        short -= 1
+                        for taken in pending:
+                            give(taken.key, c.key)
+                        pending.clear()
+            pending.clear()  # a part of a replica: nothing taken
+        remaining = [c for c in remaining if c not in tier]
 
     for c in members:
         k = c.key
@@ -174,24 +251,24 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         if by:
             new.preempted[k] = by
         # (last time held, GPUs): a run of syncs at one count is one entry, dated by its last sync
-        history = [(t, g) for t, g in state.granted.get(k, []) if now - t < HOLD_S]
+        history = [(t, g) for t, g in state.granted.get((pool, k), []) if now - t < HOLD_S]
         gpus = grant[k] * c.gpus_per_replica
-        new.granted[k] = history[:-1] + [(now, gpus)] if history and history[-1][1] == gpus else history + [(now, gpus)]
-        preempted_by = ", ".join(f"{by_key[who].label}: {n} replica(s)" for who, n in sorted(by.items())) or None
+        new.granted[(pool, k)] = (history[:-1] + [(now, gpus)] if history and history[-1][1] == gpus
+                                  else history + [(now, gpus)])
+        preempted_by = _seen_by(c, by, by_key, " replica(s)") or None
         waiting = None
         if grant[k] < c.wanted:
-            holders = [h for h in members if h.key != k and grant[h.key] > 0]
+            new.waiting_since[(pool, k)] = state.waiting_since.get((pool, k), now)
+            holding = {h.key: grant[h.key] * h.gpus_per_replica for h in members if h.key != k and grant[h.key] > 0}
             need = (c.wanted - grant[k]) * c.gpus_per_replica
             waiting = (f"{c.wanted - grant[k]} replica(s), {need} GPU(s), of a pool of {pool_gpus}; held by "
-                       + (", ".join(f"{h.label}: {grant[h.key] * h.gpus_per_replica} GPU(s)" for h in holders)
+                       + (_seen_by(c, holding, by_key, " GPU(s)")
                           or "no backend (GPUs held by replicas still draining)"))
             if k in kept_for:
-                waiting += "; kept for " + ", ".join(
-                    f"{by_key[h].label}: {g} GPU(s) it held within the last {HOLD_S:.0f}s"
-                    for h, g in sorted(kept_for[k].items()))
-        taken = ", ".join(f"{by_key[v].label}: {n}" for v, n in sorted(took[k].items()) if n > 0)
+                waiting += "; kept for " + _seen_by(c, kept_for[k], by_key, f" GPU(s) it held within the last {HOLD_S:.0f}s")
+        took_text = _seen_by(c, {v: n for v, n in took[k].items() if n > 0}, by_key, "")
         out[k] = Share(grant[k], preempted_by, waiting,
-                       f"took replica(s) from {taken}, drained first" if taken else None)
+                       f"took replica(s) from {took_text}, drained first" if took_text else None)
 
 
 def replicas_of(share_: Share | None, wanted: int) -> int:

@@ -466,15 +466,14 @@ class Operator:
         for key, target in targets.items():
             if not target.pool or key not in self.uncapped:
                 continue
-            priority, cluster_wide = target.priority, False
-            if priority is None and target.priority_class:
-                priority = await self._priority_class_value(target.priority_class)
-                cluster_wide = priority is not None
+            # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
+            class_value = await self._priority_class_value(target.priority_class) if target.priority_class else None
+            cluster_wide = target.priority is None and class_value is not None
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
-                                priority=priority or 0, current=target.current_replicas,
-                                wanted=self.uncapped[key].desired_replicas,
+                                priority=(class_value or 0) if cluster_wide else (target.priority or 0),
+                                current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,
                                 min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
-                                cluster_wide=cluster_wide))
+                                cluster_wide=cluster_wide, class_priority=class_value))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         loop = asyncio.get_running_loop()
         for key, uncapped in list(self.uncapped.items()):
