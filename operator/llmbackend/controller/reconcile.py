@@ -128,6 +128,9 @@ class Reconciler:
         self.state = state
         self._local = threading.local()  # per worker thread: whether its pass confirmed the backend
         self.events = EventCorrelator()  # repeats counted, similar ones combined, a budget per backend
+        # key -> the inputs (pass_inputs) of its last pass when that pass had nothing to do: a resync that finds them
+        # unchanged decides nothing again (a no-op pass costs the reads only, issue 47)
+        self._settled: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def reconcile(self, key: tuple[str, str]) -> Outcome:
         namespace, name = key
@@ -152,31 +155,42 @@ class Reconciler:
         writes_before = self._writes()
         self._local.confirmed = False  # whether this pass read the backend from the API server (before its first create)
         decision: Decision | None = None
+        settled = self._settled.pop(key, None)
         try:
-            observed = self.observe(obj)
+            observed, inputs = self._observe(obj)
+            if inputs is not None and inputs == settled:
+                self._settled[key] = inputs  # nothing decide reads changed since a pass that had nothing to do
+                return Outcome()
             decision = decide(observed)
+            looked_up = False
             for _ in range(MAX_LOOKUP_ROUNDS):
                 if not (decision.look_up or decision.look_up_hpas or decision.look_up_free_gpus):
                     break
-                observed = self._look_up(observed, decision)
+                observed, looked_up = self._look_up(observed, decision), True
                 decision = decide(observed)
             try:
-                self.act(obj, decision)
+                acted = self.act(obj, decision)
             except LostRace as race:  # decide again with what is there now: ResourceExists, nothing of it changed
                 log.info("%s %s/%s appeared while this pass wrote it and is not ours: left alone", race.key[0],
                          namespace, race.key[1])
                 observed = dataclasses.replace(observed, children={**observed.children, race.key: race.live})
                 decision = decide(observed)
-                self.act(obj, decision)
+                acted = self.act(obj, decision)
+                looked_up = True
         except ApiError as exc:
             self._report_failure(obj, decision, exc)
             raise
+        # Settled: the same inputs would decide the same again (decide is pure), and this decision wants nothing done
+        # nor a later look (a deadline in flight asks for one, so time cannot change a settled decision).
+        if inputs is not None and not (acted or looked_up) and decision.requeue_after is None:
+            self._settled[key] = inputs
         return Outcome(decision.requeue_after, self._writes() - writes_before)  # writes: approximate when concurrent
 
     def _writes(self) -> int:
         return sum(self.kube.calls[method] for method in ("PATCH", "POST", "PUT", "DELETE"))
 
     def forget(self, key: tuple[str, str]) -> None:
+        self._settled.pop(key, None)
         with self.state.lock:
             self.state.decisions.pop(key, None)
             self.state.autoscale_targets.pop(key, None)
@@ -187,6 +201,10 @@ class Reconciler:
     def observe(self, obj: dict[str, Any]) -> Observed:
         """Every read of a pass. With the watch caches behind `self.kube` none of these reaches the API server
         once the backend's children exist (lists by the backend's label, discovery cached)."""
+        return self._observe(obj)[0]
+
+    def _observe(self, obj: dict[str, Any]) -> tuple[Observed, tuple[Any, ...] | None]:
+        """What `observe` says, and its `pass_inputs`."""
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         apis = frozenset(api for api, (version, plural) in OPTIONAL_APIS.items() if self.kube.has_api(version, plural))
@@ -211,12 +229,17 @@ class Reconciler:
             scale_decision = self.state.decisions.get((namespace, name))
             lost_nodes = set(self.state.lost_nodes)
         pods = self.kube.list("Pod", namespace, label_selector=by_label)
+        inputs = pass_inputs(obj, children, pods)
         if lost_nodes:
             pods, children = without_lost_nodes(pods, children, lost_nodes, name)
-        return Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,
-                        pods=pods, scale_decision=scale_decision, model_cache=model_cache, adapters=adapters,
-                        prometheus_urls=egress.settings.prometheus_urls,
-                        node_names=self.state.node_names() if self.state.node_names else None)
+        observed = Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,
+                            pods=pods, scale_decision=scale_decision, model_cache=model_cache, adapters=adapters,
+                            prometheus_urls=egress.settings.prometheus_urls,
+                            node_names=self.state.node_names() if self.state.node_names else None)
+        if inputs is not None:
+            inputs += (observed.nodes, apis, scale_decision, model_cache, adapters, observed.prometheus_urls,
+                       observed.node_names, frozenset(lost_nodes))
+        return observed, inputs
 
     def _look_up(self, observed: Observed, decision: Decision) -> Observed:
         """What decide asked for and the caches do not hold: children by name, and the namespace's HPAs when replicas
@@ -243,8 +266,9 @@ class Reconciler:
 
     # ---- act ----
 
-    def act(self, obj: dict[str, Any], decision: Decision) -> None:
-        """Apply, prune, hand the autoscaler its target, write status once, post events."""
+    def act(self, obj: dict[str, Any], decision: Decision) -> bool:
+        """Apply, prune, hand the autoscaler its target, write status once, post events. Returns whether it wrote or
+        posted anything."""
         meta = obj["metadata"]
         namespace = meta["namespace"]
         key = (namespace, meta["name"])
@@ -269,9 +293,10 @@ class Reconciler:
                 self.kube.delete(kind, namespace, name, uid=uid)
             except ApiError as exc:
                 raise ApiError(exc.status, exc.reason, f"deleting {kind} {name}: {exc.message}") from exc
-        self._write_status(obj, decision)
+        wrote = self._write_status(obj, decision)
         for type_, reason, message in decision.events:
             self.event(obj, type_, reason, message)
+        return bool(decision.apply or decision.prune or decision.events) or wrote
 
     def _write_child(self, child: dict[str, Any], owner: dict[str, Any]) -> None:
         """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
@@ -315,7 +340,8 @@ class Reconciler:
             raise BackendGone("not found on the API server" if live is None else "deleted, or replaced under its name")
         self._local.confirmed = True
 
-    def _write_status(self, obj: dict[str, Any], decision: Decision) -> None:
+    def _write_status(self, obj: dict[str, Any], decision: Decision) -> bool:
+        """Writes status when it differs, posts the events of changed conditions; whether it did either."""
         meta = obj["metadata"]
         status = finish_status(decision)
         export_status_metrics(obj, status)
@@ -326,12 +352,14 @@ class Reconciler:
                                        resource_version=meta["resourceVersion"])
             except ApiError as exc:
                 if exc.status == 409:  # the CR changed meanwhile; the watch brings us back
-                    return
+                    return True
                 if exc.status == 404:
                     raise BackendGone("its status write found no such LLMBackend") from exc
                 raise
-        for type_, reason, message in condition_events(decision.conditions):
+        events = condition_events(decision.conditions)
+        for type_, reason, message in events:
             self.event(obj, type_, reason, message)
+        return bool(patch or events)
 
     def _report_failure(self, obj: dict[str, Any], decision: Decision | None, exc: ApiError) -> None:
         """An API request failed: conditions say so (what the pass decided is kept), written if the API server lets us."""
@@ -374,6 +402,21 @@ class Reconciler:
             if exc.status == 404 and send.name is not None:  # the counted Event expired: the next one is posted anew
                 self.events.forget(event)
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
+
+
+def pass_inputs(obj: dict[str, Any], children: dict[tuple[str, str], dict[str, Any] | None],
+                pods: list[dict[str, Any]]) -> tuple[Any, ...] | None:
+    """The objects a pass reads, by name, uid and resourceVersion (which the API server changes with every write of an
+    object): two passes with equal ones (and equal other inputs, added by observe) decide the same. None when one has
+    no resourceVersion (not from an API server: always decided)."""
+    versions = []
+    for item in (obj, *(child for child in children.values() if child is not None), *pods):
+        meta = item.get("metadata") or {}
+        if not meta.get("resourceVersion"):
+            return None
+        versions.append((item.get("kind"), meta.get("namespace"), meta.get("name"), meta.get("uid"),
+                         meta["resourceVersion"]))
+    return (tuple(versions),)
 
 
 def _carried_status(obj: dict[str, Any]) -> LLMBackendStatus:
