@@ -75,6 +75,28 @@ def operator_metrics(port: int) -> dict[str, float]:
     return out
 
 
+def reconcile_seconds(port: int) -> tuple[float, float]:
+    """(sum, count) of llmbackend_reconcile_duration_seconds: the wall time of the passes."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for part in values:
+            if line.startswith(f"llmbackend_reconcile_duration_seconds_{part}"):
+                values[part] += float(line.rsplit(" ", 1)[1])
+    return values["sum"], values["count"]
+
+
+def component_cpu(cluster) -> dict[str, float]:
+    """CPU seconds of each control-plane process so far (where the wall time of a burst goes)."""
+    out = {}
+    for component in cluster.components:
+        try:
+            out[component.name] = proc_stats(component.pid)["cpu_s"]
+        except (OSError, TypeError):
+            pass
+    return out
+
+
 def reconciles(port: int) -> float:
     return sum(v for k, v in operator_metrics(port).items() if k.startswith("llmbackend_reconcile_total"))
 
@@ -155,6 +177,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--label-updates", type=int, default=1000)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--burst-only", action="store_true", help="stop after the burst (to compare --workers quickly)")
     args = ap.parse_args()
 
     directory = Path(args.dir or tempfile.mkdtemp(prefix="llmb-bench-"))
@@ -181,6 +204,7 @@ def main() -> int:
         base_api = api_requests(metrics_port)
         base_rec = reconciles(metrics_port)
         stats0 = proc_stats(op.pid)
+        components0, passes0 = component_cpu(cluster), reconcile_seconds(metrics_port)
 
         # ---- burst: N backends at once ----
         names = [f"b{i:04d}" for i in range(args.backends)]
@@ -216,6 +240,14 @@ def main() -> int:
         burst_cpu = proc_stats(op.pid)["cpu_s"] - stats0["cpu_s"]
         print(f"   operator CPU during the burst {burst_cpu:.1f}s: {1000 * burst_cpu / len(names):.0f} ms per new backend "
               f"(its passes and the watch events they cause)")
+        components = diff(component_cpu(cluster), components0)
+        passes = [a - b for a, b in zip(reconcile_seconds(metrics_port), passes0)]
+        print(f"   a pass took {passes[0] / max(passes[1], 1):.2f}s of wall time on average ({passes[1]:.0f} passes, "
+              f"{args.workers} workers); control plane CPU during the burst: "
+              + ", ".join(f"{name} {cpu:.1f}s" for name, cpu in sorted(components.items(), key=lambda kv: -kv[1]))
+              + f"; load average {os.getloadavg()[0]:.1f} at the end")
+        if args.burst_only:
+            return 0 if len(done) == len(names) else 1
 
         # ---- settle: pods become ready, statuses get their last update ----
         t_settle = time.monotonic()
