@@ -174,7 +174,7 @@ def main() -> int:
     ap.add_argument("--backends", type=int, default=500)
     ap.add_argument("--extra-nodes", type=int, default=70)
     ap.add_argument("--resync-seconds", type=float, default=20)
-    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=None, help="the operator's --workers (default: its own default)")
     ap.add_argument("--label-updates", type=int, default=1000)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--burst-only", action="store_true", help="stop after the burst (to compare --workers quickly)")
@@ -197,8 +197,8 @@ def main() -> int:
         print(f"{len(nodes)} nodes ({8 * len(nodes)} GPUs), CRD installed")
 
         metrics_port = free_port()
-        op = start_operator(cluster, ["--metrics-addr", f"127.0.0.1:{metrics_port}",
-                                      "--resync-seconds", str(args.resync_seconds), "--workers", str(args.workers)])
+        op = start_operator(cluster, ["--metrics-addr", f"127.0.0.1:{metrics_port}", "--resync-seconds",
+                                      str(args.resync_seconds), *(["--workers", str(args.workers)] if args.workers else [])])
         wait_operator_up(cluster, op, metrics_port)
         time.sleep(3)  # the watches list nodes and backends, then watch
         base_api = api_requests(metrics_port)
@@ -243,7 +243,7 @@ def main() -> int:
         components = diff(component_cpu(cluster), components0)
         passes = [a - b for a, b in zip(reconcile_seconds(metrics_port), passes0)]
         print(f"   a pass took {passes[0] / max(passes[1], 1):.2f}s of wall time on average ({passes[1]:.0f} passes, "
-              f"{args.workers} workers); control plane CPU during the burst: "
+              f"{args.workers or 'default'} workers); control plane CPU during the burst: "
               + ", ".join(f"{name} {cpu:.1f}s" for name, cpu in sorted(components.items(), key=lambda kv: -kv[1]))
               + f"; load average {os.getloadavg()[0]:.1f} at the end")
         if args.burst_only:
