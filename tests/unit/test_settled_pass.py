@@ -16,6 +16,7 @@ from llmbackend.controller.cache import Store, json_copy
 from llmbackend.controller.decide import ScaleDecision
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.controller.reconcile import Reconciler, SharedState, pass_inputs
+from llmbackend.render.names import BACKEND_LABEL
 
 KEY = ("serving", "llama")
 SPEC = {"model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}}}
@@ -171,12 +172,17 @@ def test_a_decision_waiting_for_its_rollout_is_decided_every_pass(monkeypatch):
 
 
 def test_objects_without_a_resource_version_are_always_decided():
+    kube = FakeKube()
     backend = {"kind": "LLMBackend", "metadata": {"name": "llama", "namespace": "serving", "uid": "u", "resourceVersion": "3"}}
-    child = {"kind": "Service", "metadata": {"name": "llama", "namespace": "serving", "uid": "c", "resourceVersion": "4"}}
-    assert pass_inputs(backend, {("Service", "llama"): child}, []) is not None
-    assert pass_inputs(backend, {("Service", "llama"): child}, [{"kind": "Pod", "metadata": {"name": "p"}}]) is None
-    newer = {**child, "metadata": {**child["metadata"], "resourceVersion": "5"}}
-    assert pass_inputs(backend, {("Service", "llama"): child}, []) != pass_inputs(backend, {("Service", "llama"): newer}, [])
+    service = kube._stored({"kind": "Service", "metadata": {"name": "llama", "namespace": "serving",
+                                                             "labels": {BACKEND_LABEL: "llama"}}})
+    before = pass_inputs(kube, backend, ["Service"])
+    assert before is not None and pass_inputs(kube, backend, ["Service"]) == before
+    kube._stored(service)  # written again: a new resourceVersion
+    assert pass_inputs(kube, backend, ["Service"]) != before
+    kube.objects[("Pod", "serving", "p")] = {"kind": "Pod", "metadata": {"name": "p", "namespace": "serving",
+                                                                         "labels": {BACKEND_LABEL: "llama"}}}
+    assert pass_inputs(kube, backend, ["Service"]) is None
 
 
 def test_a_read_from_a_store_is_a_copy_the_reader_may_change():
@@ -190,3 +196,17 @@ def test_a_read_from_a_store_is_a_copy_the_reader_may_change():
         read["spec"]["containers"][0]["args"].append("changed")
         read["metadata"]["labels"]["a"] = "changed"
     assert store.get("s", "p") == obj
+
+
+def test_a_store_says_the_versions_of_what_it_lists_without_copying():
+    store = Store()
+    pods = [{"kind": "Pod", "metadata": {"name": name, "namespace": "s", "uid": f"u-{name}", "resourceVersion": str(i),
+                                         "labels": {BACKEND_LABEL: backend, "app.kubernetes.io/component": component}}}
+            for i, (name, backend, component) in enumerate([("a", "llama", "server"), ("b", "llama", "activator"),
+                                                           ("c", "other", "server")])]
+    store.replace("", pods)
+    for selector in (f"{BACKEND_LABEL}=llama", f"{BACKEND_LABEL}=llama,app.kubernetes.io/component=server"):
+        listed = store.list("s", selector)
+        assert store.versions("s", selector) == [(o["metadata"]["name"], o["metadata"]["uid"],
+                                                 o["metadata"]["resourceVersion"]) for o in listed]
+    assert store.versions("s", "app.kubernetes.io/component=server") is None, "not indexed: the caller lists"

@@ -78,6 +78,12 @@ class FakeKube:
                 if k == kind and (namespace is None or ns == namespace)
                 and _matches(o["metadata"].get("labels") or {}, label_selector)]
 
+    def versions(self, kind: str, namespace: str, label_selector: str) -> list[tuple[str, str, str]] | None:
+        """As cache.CachedKube: (name, uid, resourceVersion) of what `list` returns, no request counted."""
+        return [(o["metadata"]["name"], o["metadata"].get("uid", ""), o["metadata"].get("resourceVersion", ""))
+                for (k, ns, _), o in sorted(self.objects.items(), key=lambda item: str(item[0]))
+                if k == kind and ns == namespace and _matches(o["metadata"].get("labels") or {}, label_selector)]
+
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.calls["PATCH"] += 1
         self._check(obj["kind"])

@@ -69,6 +69,8 @@ class KubeClient(Protocol):
     def get_live(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None: ...  # never cached
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]: ...
+    # (name, uid, resourceVersion) of what `list` would return, without copying or reading; None: cannot say
+    def versions(self, kind: str, namespace: str, label_selector: str) -> list[tuple[str, str, str]] | None: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
     def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
@@ -157,9 +159,9 @@ class Reconciler:
         decision: Decision | None = None
         settled = self._settled.pop(key, None)
         try:
-            observed, inputs = self._observe(obj)
-            if inputs is not None and inputs == settled:
-                self._settled[key] = inputs  # nothing decide reads changed since a pass that had nothing to do
+            observed, inputs = self._observe(obj, settled)
+            if observed is None:  # nothing decide reads changed since a pass that had nothing to do
+                self._settled[key] = settled
                 return Outcome()
             decision = decide(observed)
             looked_up = False
@@ -201,20 +203,21 @@ class Reconciler:
     def observe(self, obj: dict[str, Any]) -> Observed:
         """Every read of a pass. With the watch caches behind `self.kube` none of these reaches the API server
         once the backend's children exist (lists by the backend's label, discovery cached)."""
-        return self._observe(obj)[0]
+        observed, _ = self._observe(obj)
+        assert observed is not None
+        return observed
 
-    def _observe(self, obj: dict[str, Any]) -> tuple[Observed, tuple[Any, ...] | None]:
-        """What `observe` says, and its `pass_inputs`."""
+    def _observe(self, obj: dict[str, Any], settled: tuple[Any, ...] | None = None) \
+            -> tuple[Observed | None, tuple[Any, ...] | None]:
+        """What `observe` says, and the pass's inputs (`pass_inputs` and the rest decide reads); (None, inputs) when
+        they equal `settled`: then the children and pods are not copied out of the caches."""
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         apis = frozenset(api for api, (version, plural) in OPTIONAL_APIS.items() if self.kube.has_api(version, plural))
         by_label = f"{BACKEND_LABEL}={name}"
-        children: dict[tuple[str, str], dict[str, Any] | None] = {}
-        for kind in MANAGED_KINDS:
-            if kind in OPTIONAL_KINDS and kind not in apis:
-                continue
-            for child in self.kube.list(kind, namespace, label_selector=by_label):
-                children[(kind, child["metadata"]["name"])] = child
+        kinds = [kind for kind in MANAGED_KINDS if kind not in OPTIONAL_KINDS or kind in apis]
+        # Before the reads: the inputs are never newer than what decide sees (a change meanwhile is decided next pass).
+        inputs = pass_inputs(self.kube, obj, kinds)
         model_cache = adapters = None
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
@@ -228,17 +231,23 @@ class Reconciler:
         with self.state.lock:
             scale_decision = self.state.decisions.get((namespace, name))
             lost_nodes = set(self.state.lost_nodes)
+        nodes = self.state.inventory.nodes()
+        node_names = self.state.node_names() if self.state.node_names else None
+        if inputs is not None:
+            inputs += (nodes, apis, scale_decision, model_cache, adapters, egress.settings.prometheus_urls, node_names,
+                       frozenset(lost_nodes))
+            if inputs == settled:
+                return None, inputs
+        children: dict[tuple[str, str], dict[str, Any] | None] = {}
+        for kind in kinds:
+            for child in self.kube.list(kind, namespace, label_selector=by_label):
+                children[(kind, child["metadata"]["name"])] = child
         pods = self.kube.list("Pod", namespace, label_selector=by_label)
-        inputs = pass_inputs(obj, children, pods)
         if lost_nodes:
             pods, children = without_lost_nodes(pods, children, lost_nodes, name)
-        observed = Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,
-                            pods=pods, scale_decision=scale_decision, model_cache=model_cache, adapters=adapters,
-                            prometheus_urls=egress.settings.prometheus_urls,
-                            node_names=self.state.node_names() if self.state.node_names else None)
-        if inputs is not None:
-            inputs += (observed.nodes, apis, scale_decision, model_cache, adapters, observed.prometheus_urls,
-                       observed.node_names, frozenset(lost_nodes))
+        observed = Observed(obj=obj, nodes=nodes, apis=apis, children=children, pods=pods, scale_decision=scale_decision,
+                            model_cache=model_cache, adapters=adapters, prometheus_urls=egress.settings.prometheus_urls,
+                            node_names=node_names)
         return observed, inputs
 
     def _look_up(self, observed: Observed, decision: Decision) -> Observed:
@@ -404,18 +413,21 @@ class Reconciler:
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
 
 
-def pass_inputs(obj: dict[str, Any], children: dict[tuple[str, str], dict[str, Any] | None],
-                pods: list[dict[str, Any]]) -> tuple[Any, ...] | None:
-    """The objects a pass reads, by name, uid and resourceVersion (which the API server changes with every write of an
-    object): two passes with equal ones (and equal other inputs, added by observe) decide the same. None when one has
-    no resourceVersion (not from an API server: always decided)."""
-    versions = []
-    for item in (obj, *(child for child in children.values() if child is not None), *pods):
-        meta = item.get("metadata") or {}
-        if not meta.get("resourceVersion"):
+def pass_inputs(kube: KubeClient, obj: dict[str, Any], kinds: list[str]) -> tuple[Any, ...] | None:
+    """The objects a pass reads, by kind, name, uid and resourceVersion (which the API server changes with every write
+    of an object): the backend, its children of `kinds` and its pods, as the client's caches hold them (no copies). Two
+    passes with equal ones (and equal other inputs, added by observe) decide the same. None when the client cannot say
+    or an object has no resourceVersion (not from an API server): then the pass is always decided."""
+    meta = obj["metadata"]
+    versions = [("LLMBackend", meta["name"], meta.get("uid", ""), meta.get("resourceVersion", ""))]
+    by_label = f"{BACKEND_LABEL}={meta['name']}"
+    for kind in (*kinds, "Pod"):
+        listed = kube.versions(kind, meta["namespace"], by_label)
+        if listed is None:
             return None
-        versions.append((item.get("kind"), meta.get("namespace"), meta.get("name"), meta.get("uid"),
-                         meta["resourceVersion"]))
+        versions += [(kind, *version) for version in listed]
+    if not all(version[-1] for version in versions):
+        return None
     return (tuple(versions),)
 
 
