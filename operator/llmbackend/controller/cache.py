@@ -167,16 +167,6 @@ class Store:
             obj = self.objects.get((namespace, name))
             return json_copy(obj) if obj is not None else None
 
-    def list(self, namespace: str | None, selector: str | None) -> list[dict[str, Any]]:
-        backend = _wanted(selector).get(BACKEND_LABEL)
-        with self.lock:
-            if namespace is not None and backend is not None:
-                candidates = [(k, self.objects[k]) for k in sorted(self._by_backend.get((namespace, backend), ()))]
-            else:
-                candidates = list(self.objects.items())
-            return [json_copy(o) for (ns, _), o in candidates
-                    if (namespace is None or ns == namespace) and _matches(o["metadata"].get("labels") or {}, selector)]
-
     def versions(self, namespace: str, selector: str) -> list[tuple[str, str, str]] | None:
         """(name, uid, resourceVersion) of what `list` returns, without copying; None for a selector that names no
         backend (not indexed)."""
@@ -187,6 +177,16 @@ class Store:
             candidates = [(k, self.objects[k]) for k in sorted(self._by_backend.get((namespace, backend), ()))]
             return [(name, o["metadata"].get("uid", ""), o["metadata"].get("resourceVersion", ""))
                     for (_, name), o in candidates if _matches(o["metadata"].get("labels") or {}, selector)]
+
+    def list(self, namespace: str | None, selector: str | None) -> list[dict[str, Any]]:
+        backend = _wanted(selector).get(BACKEND_LABEL)
+        with self.lock:
+            if namespace is not None and backend is not None:
+                candidates = [(k, self.objects[k]) for k in sorted(self._by_backend.get((namespace, backend), ()))]
+            else:
+                candidates = list(self.objects.items())
+            return [json_copy(o) for (ns, _), o in candidates
+                    if (namespace is None or ns == namespace) and _matches(o["metadata"].get("labels") or {}, selector)]
 
     def names(self) -> frozenset[str]:
         """The names held (a cluster-scoped kind's, e.g. the Nodes), or an empty set before the first list."""
@@ -410,6 +410,14 @@ class CachedKube:
                 store.upsert(live)
         return live
 
+    def versions(self, kind: str, namespace: str, label_selector: str) -> list[tuple[str, str, str]] | None:
+        """(name, uid, resourceVersion) of what `list` would return, from the caches and without copying them; None when
+        they cannot say (not synced, or a selector they do not index)."""
+        store = self._store(kind)
+        if store is None or not simple_selector(label_selector):
+            return None
+        return store.versions(namespace, label_selector)
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         store = self._store(kind)
@@ -420,14 +428,6 @@ class CachedKube:
             self.cache_reads += 1
             return store.list(namespace, label_selector)
         return self.kube.list(kind, namespace, label_selector=label_selector, field_selector=field_selector)
-
-    def versions(self, kind: str, namespace: str, label_selector: str) -> list[tuple[str, str, str]] | None:
-        """(name, uid, resourceVersion) of what `list` would return, from the caches and without copying them; None when
-        they cannot say (not synced, or a selector they do not index)."""
-        store = self._store(kind)
-        if store is None or not simple_selector(label_selector):
-            return None
-        return store.versions(namespace, label_selector)
 
     def _remember(self, obj: dict[str, Any]) -> dict[str, Any]:
         store = self.backends if obj.get("kind") == "LLMBackend" else self.caches.stores.get(obj.get("kind", ""))
