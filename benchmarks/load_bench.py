@@ -75,6 +75,28 @@ def operator_metrics(port: int) -> dict[str, float]:
     return out
 
 
+def reconcile_seconds(port: int) -> tuple[float, float]:
+    """(sum, count) of llmbackend_reconcile_duration_seconds: the wall time of the passes."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for part in values:
+            if line.startswith(f"llmbackend_reconcile_duration_seconds_{part}"):
+                values[part] += float(line.rsplit(" ", 1)[1])
+    return values["sum"], values["count"]
+
+
+def component_cpu(cluster) -> dict[str, float]:
+    """CPU seconds of each control-plane process so far (where the wall time of a burst goes)."""
+    out = {}
+    for component in cluster.components:
+        try:
+            out[component.name] = proc_stats(component.pid)["cpu_s"]
+        except (OSError, TypeError):
+            pass
+    return out
+
+
 def reconciles(port: int) -> float:
     return sum(v for k, v in operator_metrics(port).items() if k.startswith("llmbackend_reconcile_total"))
 
@@ -152,9 +174,10 @@ def main() -> int:
     ap.add_argument("--backends", type=int, default=500)
     ap.add_argument("--extra-nodes", type=int, default=70)
     ap.add_argument("--resync-seconds", type=float, default=20)
-    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=None, help="the operator's --workers (default: its own default)")
     ap.add_argument("--label-updates", type=int, default=1000)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--burst-only", action="store_true", help="stop after the burst (to compare --workers quickly)")
     args = ap.parse_args()
 
     directory = Path(args.dir or tempfile.mkdtemp(prefix="llmb-bench-"))
@@ -174,13 +197,14 @@ def main() -> int:
         print(f"{len(nodes)} nodes ({8 * len(nodes)} GPUs), CRD installed")
 
         metrics_port = free_port()
-        op = start_operator(cluster, ["--metrics-addr", f"127.0.0.1:{metrics_port}",
-                                      "--resync-seconds", str(args.resync_seconds), "--workers", str(args.workers)])
+        op = start_operator(cluster, ["--metrics-addr", f"127.0.0.1:{metrics_port}", "--resync-seconds",
+                                      str(args.resync_seconds), *(["--workers", str(args.workers)] if args.workers else [])])
         wait_operator_up(cluster, op, metrics_port)
         time.sleep(3)  # the watches list nodes and backends, then watch
         base_api = api_requests(metrics_port)
         base_rec = reconciles(metrics_port)
         stats0 = proc_stats(op.pid)
+        components0, passes0 = component_cpu(cluster), reconcile_seconds(metrics_port)
 
         # ---- burst: N backends at once ----
         names = [f"b{i:04d}" for i in range(args.backends)]
@@ -216,6 +240,14 @@ def main() -> int:
         burst_cpu = proc_stats(op.pid)["cpu_s"] - stats0["cpu_s"]
         print(f"   operator CPU during the burst {burst_cpu:.1f}s: {1000 * burst_cpu / len(names):.0f} ms per new backend "
               f"(its passes and the watch events they cause)")
+        components = diff(component_cpu(cluster), components0)
+        passes = [a - b for a, b in zip(reconcile_seconds(metrics_port), passes0)]
+        print(f"   a pass took {passes[0] / max(passes[1], 1):.2f}s of wall time on average ({passes[1]:.0f} passes, "
+              f"{args.workers or 'default'} workers); control plane CPU during the burst: "
+              + ", ".join(f"{name} {cpu:.1f}s" for name, cpu in sorted(components.items(), key=lambda kv: -kv[1]))
+              + f"; load average {os.getloadavg()[0]:.1f} at the end")
+        if args.burst_only:
+            return 0 if len(done) == len(names) else 1
 
         # ---- settle: pods become ready, statuses get their last update ----
         t_settle = time.monotonic()
@@ -236,13 +268,24 @@ def main() -> int:
         quiet = 2 * args.resync_seconds + 5
         before_api, before_rec = api_requests(metrics_port), reconciles(metrics_port)
         before_cpu = proc_stats(op.pid)["cpu_s"]
-        time.sleep(quiet)
+        # CPU sampled each second (from /proc: nothing asked of the operator): the passes of a resync run in a burst
+        # of about a second, so the median second is one without passes: the process's CPU between them (its watches
+        # and loops), which the second figure leaves out.
+        samples = [(time.monotonic(), before_cpu)]
+        while time.monotonic() - samples[0][0] < quiet:
+            time.sleep(1)
+            samples.append((time.monotonic(), proc_stats(op.pid)["cpu_s"]))
         quiet_api = diff(api_requests(metrics_port), before_api)
         quiet_rec = reconciles(metrics_port) - before_rec
-        quiet_cpu = proc_stats(op.pid)["cpu_s"] - before_cpu
+        quiet_cpu = samples[-1][1] - before_cpu
+        idle = sorted((c1 - c0) / (t1 - t0) for (t0, c0), (t1, c1) in zip(samples, samples[1:]))
+        idle_rate = idle[len(idle) // 2]
+        passes_cpu = quiet_cpu - idle_rate * (samples[-1][0] - samples[0][0])
         print(f"\n== no-op resync ({quiet:.0f}s, resync every {args.resync_seconds:.0f}s): reconciles {quiet_rec:.0f}, "
               f"operator writes {writes(quiet_api):.0f} (target 0); requests {json.dumps(quiet_api, sort_keys=True)}; "
-              f"CPU {quiet_cpu:.1f}s, {1000 * quiet_cpu / max(quiet_rec, 1):.1f} ms per no-op pass")
+              f"CPU {quiet_cpu:.1f}s, {1000 * quiet_cpu / max(quiet_rec, 1):.1f} ms per no-op pass; without the "
+              f"process's CPU between passes ({1000 * idle_rate:.0f} ms/s, the median of {len(idle)} seconds): "
+              f"{1000 * passes_cpu / max(quiet_rec, 1):.1f} ms per no-op pass")
 
         # ---- node churn ----
         node_names = [n["metadata"]["name"] for n in nodes]

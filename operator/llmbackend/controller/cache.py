@@ -14,7 +14,6 @@ thread-safe (the operator forwards them to its event loop). A re-list reports wh
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -57,6 +56,16 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     """Drop what the reconciler never reads (managedFields is most of an object's size)."""
     obj.get("metadata", {}).pop("managedFields", None)
     return obj
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of decoded JSON (dicts, lists and scalars, no shared parts), about 3 times faster than copy.deepcopy,
+    which a pass spent most of its time in: each read from a store is a copy the reader may change (issue 47)."""
+    if type(value) is dict:
+        return {key: json_copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [json_copy(item) for item in value]
+    return value
 
 
 def _newer(candidate: dict[str, Any], current: dict[str, Any] | None) -> bool:
@@ -156,7 +165,18 @@ class Store:
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self.lock:
             obj = self.objects.get((namespace, name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return json_copy(obj) if obj is not None else None
+
+    def versions(self, namespace: str, selector: str) -> list[tuple[str, str, str]] | None:
+        """(name, uid, resourceVersion) of what `list` returns, without copying; None for a selector that names no
+        backend (not indexed)."""
+        backend = _wanted(selector).get(BACKEND_LABEL)
+        if backend is None:
+            return None
+        with self.lock:
+            candidates = [(k, self.objects[k]) for k in sorted(self._by_backend.get((namespace, backend), ()))]
+            return [(name, o["metadata"].get("uid", ""), o["metadata"].get("resourceVersion", ""))
+                    for (_, name), o in candidates if _matches(o["metadata"].get("labels") or {}, selector)]
 
     def list(self, namespace: str | None, selector: str | None) -> list[dict[str, Any]]:
         backend = _wanted(selector).get(BACKEND_LABEL)
@@ -165,7 +185,7 @@ class Store:
                 candidates = [(k, self.objects[k]) for k in sorted(self._by_backend.get((namespace, backend), ()))]
             else:
                 candidates = list(self.objects.items())
-            return [copy.deepcopy(o) for (ns, _), o in candidates
+            return [json_copy(o) for (ns, _), o in candidates
                     if (namespace is None or ns == namespace) and _matches(o["metadata"].get("labels") or {}, selector)]
 
     def names(self) -> frozenset[str]:
@@ -390,6 +410,14 @@ class CachedKube:
                 store.upsert(live)
         return live
 
+    def versions(self, kind: str, namespace: str, label_selector: str) -> list[tuple[str, str, str]] | None:
+        """(name, uid, resourceVersion) of what `list` would return, from the caches and without copying them; None when
+        they cannot say (not synced, or a selector they do not index)."""
+        store = self._store(kind)
+        if store is None or not simple_selector(label_selector):
+            return None
+        return store.versions(namespace, label_selector)
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         store = self._store(kind)
@@ -404,7 +432,7 @@ class CachedKube:
     def _remember(self, obj: dict[str, Any]) -> dict[str, Any]:
         store = self.backends if obj.get("kind") == "LLMBackend" else self.caches.stores.get(obj.get("kind", ""))
         if store is not None and obj.get("metadata", {}).get("resourceVersion"):
-            store.upsert(copy.deepcopy(obj))
+            store.upsert(json_copy(obj))
         return obj
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:

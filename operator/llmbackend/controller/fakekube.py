@@ -71,6 +71,12 @@ class FakeKube:
 
     get_live = get
 
+    def versions(self, kind: str, namespace: str, label_selector: str) -> list[tuple[str, str, str]] | None:
+        """As cache.CachedKube: (name, uid, resourceVersion) of what `list` returns, no request counted."""
+        return [(o["metadata"]["name"], o["metadata"].get("uid", ""), o["metadata"].get("resourceVersion", ""))
+                for (k, ns, _), o in sorted(self.objects.items(), key=lambda item: str(item[0]))
+                if k == kind and ns == namespace and _matches(o["metadata"].get("labels") or {}, label_selector)]
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         self.calls["GET"] += 1

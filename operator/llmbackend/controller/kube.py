@@ -187,6 +187,10 @@ class Kube:
 
     get_live = get  # every read here goes to the API server
 
+    def versions(self, kind: str, namespace: str, label_selector: str) -> list[tuple[str, str, str]] | None:
+        """Only caches say what a list holds without reading it (cache.CachedKube.versions): None."""
+        return None
+
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]:
         query = {}

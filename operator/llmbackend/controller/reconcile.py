@@ -67,6 +67,8 @@ class KubeClient(Protocol):
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None: ...
     def get_live(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None: ...  # never cached
+    # (name, uid, resourceVersion) of what `list` would return, without copying or reading; None: cannot say
+    def versions(self, kind: str, namespace: str, label_selector: str) -> list[tuple[str, str, str]] | None: ...
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> list[dict[str, Any]]: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]: ...
@@ -128,6 +130,9 @@ class Reconciler:
         self.state = state
         self._local = threading.local()  # per worker thread: whether its pass confirmed the backend
         self.events = EventCorrelator()  # repeats counted, similar ones combined, a budget per backend
+        # key -> the inputs (pass_inputs) of its last pass when that pass had nothing to do: a resync that finds them
+        # unchanged decides nothing again (a no-op pass costs the reads only, issue 47)
+        self._settled: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def reconcile(self, key: tuple[str, str]) -> Outcome:
         namespace, name = key
@@ -152,31 +157,43 @@ class Reconciler:
         writes_before = self._writes()
         self._local.confirmed = False  # whether this pass read the backend from the API server (before its first create)
         decision: Decision | None = None
+        settled = self._settled.pop(key, None)
         try:
-            observed = self.observe(obj)
+            observed, inputs = self._observe(obj, settled)
+            if observed is None:  # nothing decide reads changed since a pass that had nothing to do
+                assert inputs is not None
+                self._settled[key] = inputs
+                return Outcome()
             decision = decide(observed)
+            looked_up = False
             for _ in range(MAX_LOOKUP_ROUNDS):
                 if not (decision.look_up or decision.look_up_hpas or decision.look_up_free_gpus):
                     break
-                observed = self._look_up(observed, decision)
+                observed, looked_up = self._look_up(observed, decision), True
                 decision = decide(observed)
             try:
-                self.act(obj, decision)
+                acted = self.act(obj, decision)
             except LostRace as race:  # decide again with what is there now: ResourceExists, nothing of it changed
                 log.info("%s %s/%s appeared while this pass wrote it and is not ours: left alone", race.key[0],
                          namespace, race.key[1])
                 observed = dataclasses.replace(observed, children={**observed.children, race.key: race.live})
                 decision = decide(observed)
-                self.act(obj, decision)
+                acted = self.act(obj, decision)
+                looked_up = True
         except ApiError as exc:
             self._report_failure(obj, decision, exc)
             raise
+        # Settled: the same inputs would decide the same again (decide is pure), and this decision wants nothing done
+        # nor a later look (a deadline in flight asks for one, so time cannot change a settled decision).
+        if inputs is not None and not (acted or looked_up) and decision.requeue_after is None:
+            self._settled[key] = inputs
         return Outcome(decision.requeue_after, self._writes() - writes_before)  # writes: approximate when concurrent
 
     def _writes(self) -> int:
         return sum(self.kube.calls[method] for method in ("PATCH", "POST", "PUT", "DELETE"))
 
     def forget(self, key: tuple[str, str]) -> None:
+        self._settled.pop(key, None)
         with self.state.lock:
             self.state.decisions.pop(key, None)
             self.state.autoscale_targets.pop(key, None)
@@ -187,16 +204,21 @@ class Reconciler:
     def observe(self, obj: dict[str, Any]) -> Observed:
         """Every read of a pass. With the watch caches behind `self.kube` none of these reaches the API server
         once the backend's children exist (lists by the backend's label, discovery cached)."""
+        observed, _ = self._observe(obj)
+        assert observed is not None
+        return observed
+
+    def _observe(self, obj: dict[str, Any], settled: tuple[Any, ...] | None = None) \
+            -> tuple[Observed | None, tuple[Any, ...] | None]:
+        """What `observe` says, and the pass's inputs (`pass_inputs` and the rest decide reads); (None, inputs) when
+        they equal `settled`: then the children and pods are not copied out of the caches."""
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         apis = frozenset(api for api, (version, plural) in OPTIONAL_APIS.items() if self.kube.has_api(version, plural))
         by_label = f"{BACKEND_LABEL}={name}"
-        children: dict[tuple[str, str], dict[str, Any] | None] = {}
-        for kind in MANAGED_KINDS:
-            if kind in OPTIONAL_KINDS and kind not in apis:
-                continue
-            for child in self.kube.list(kind, namespace, label_selector=by_label):
-                children[(kind, child["metadata"]["name"])] = child
+        kinds = [kind for kind in MANAGED_KINDS if kind not in OPTIONAL_KINDS or kind in apis]
+        # Before the reads: the inputs are never newer than what decide sees (a change meanwhile is decided next pass).
+        inputs = pass_inputs(self.kube, obj, kinds)
         model_cache = adapters = None
         try:
             spec = LLMBackendSpec.model_validate(obj.get("spec") or {})
@@ -212,13 +234,24 @@ class Reconciler:
         with self.state.lock:
             scale_decision = self.state.decisions.get((namespace, name))
             lost_nodes = set(self.state.lost_nodes)
+        nodes = self.state.inventory.nodes()
+        node_names = self.state.node_names() if self.state.node_names else None
+        if inputs is not None:
+            inputs += (nodes, apis, scale_decision, model_cache, adapters, egress.settings.prometheus_urls, node_names,
+                       frozenset(lost_nodes))
+            if inputs == settled:
+                return None, inputs
+        children: dict[tuple[str, str], dict[str, Any] | None] = {}
+        for kind in kinds:
+            for child in self.kube.list(kind, namespace, label_selector=by_label):
+                children[(kind, child["metadata"]["name"])] = child
         pods = self.kube.list("Pod", namespace, label_selector=by_label)
         if lost_nodes:
             pods, children = without_lost_nodes(pods, children, lost_nodes, name)
-        return Observed(obj=obj, nodes=self.state.inventory.nodes(), apis=apis, children=children,
-                        pods=pods, scale_decision=scale_decision, model_cache=model_cache, adapters=adapters,
-                        prometheus_urls=egress.settings.prometheus_urls,
-                        node_names=self.state.node_names() if self.state.node_names else None)
+        observed = Observed(obj=obj, nodes=nodes, apis=apis, children=children, pods=pods, scale_decision=scale_decision,
+                            model_cache=model_cache, adapters=adapters, prometheus_urls=egress.settings.prometheus_urls,
+                            node_names=node_names)
+        return observed, inputs
 
     def _look_up(self, observed: Observed, decision: Decision) -> Observed:
         """What decide asked for and the caches do not hold: children by name, and the namespace's HPAs when replicas
@@ -245,8 +278,9 @@ class Reconciler:
 
     # ---- act ----
 
-    def act(self, obj: dict[str, Any], decision: Decision) -> None:
-        """Apply, prune, hand the autoscaler its target, write status once, post events."""
+    def act(self, obj: dict[str, Any], decision: Decision) -> bool:
+        """Apply, prune, hand the autoscaler its target, write status once, post events. Returns whether it wrote or
+        posted anything."""
         meta = obj["metadata"]
         namespace = meta["namespace"]
         key = (namespace, meta["name"])
@@ -271,9 +305,10 @@ class Reconciler:
                 self.kube.delete(kind, namespace, name, uid=uid)
             except ApiError as exc:
                 raise ApiError(exc.status, exc.reason, f"deleting {kind} {name}: {exc.message}") from exc
-        self._write_status(obj, decision)
+        wrote = self._write_status(obj, decision)
         for type_, reason, message in decision.events:
             self.event(obj, type_, reason, message)
+        return bool(decision.apply or decision.prune or decision.events) or wrote
 
     def _write_child(self, child: dict[str, Any], owner: dict[str, Any]) -> None:
         """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
@@ -317,7 +352,8 @@ class Reconciler:
             raise BackendGone("not found on the API server" if live is None else "deleted, or replaced under its name")
         self._local.confirmed = True
 
-    def _write_status(self, obj: dict[str, Any], decision: Decision) -> None:
+    def _write_status(self, obj: dict[str, Any], decision: Decision) -> bool:
+        """Writes status when it differs, posts the events of changed conditions; whether it did either."""
         meta = obj["metadata"]
         status = finish_status(decision)
         export_status_metrics(obj, status)
@@ -328,12 +364,14 @@ class Reconciler:
                                        resource_version=meta["resourceVersion"])
             except ApiError as exc:
                 if exc.status == 409:  # the CR changed meanwhile; the watch brings us back
-                    return
+                    return True
                 if exc.status == 404:
                     raise BackendGone("its status write found no such LLMBackend") from exc
                 raise
-        for type_, reason, message in condition_events(decision.conditions):
+        events = condition_events(decision.conditions)
+        for type_, reason, message in events:
             self.event(obj, type_, reason, message)
+        return bool(patch or events)
 
     def _report_failure(self, obj: dict[str, Any], decision: Decision | None, exc: ApiError) -> None:
         """An API request failed: conditions say so (what the pass decided is kept), written if the API server lets us."""
@@ -376,6 +414,24 @@ class Reconciler:
             if exc.status == 404 and send.name is not None:  # the counted Event expired: the next one is posted anew
                 self.events.forget(event)
             log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
+
+
+def pass_inputs(kube: KubeClient, obj: dict[str, Any], kinds: list[str]) -> tuple[Any, ...] | None:
+    """The objects a pass reads, by kind, name, uid and resourceVersion (which the API server changes with every write
+    of an object): the backend, its children of `kinds` and its pods, as the client's caches hold them (no copies). Two
+    passes with equal ones (and equal other inputs, added by observe) decide the same. None when the client cannot say
+    or an object has no resourceVersion (not from an API server): then the pass is always decided."""
+    meta = obj["metadata"]
+    versions = [("LLMBackend", meta["name"], meta.get("uid", ""), meta.get("resourceVersion", ""))]
+    by_label = f"{BACKEND_LABEL}={meta['name']}"
+    for kind in (*kinds, "Pod"):
+        listed = kube.versions(kind, meta["namespace"], by_label)
+        if listed is None:
+            return None
+        versions += [(kind, *version) for version in listed]
+    if not all(version[-1] for version in versions):
+        return None
+    return (tuple(versions),)
 
 
 def _carried_status(obj: dict[str, Any]) -> LLMBackendStatus:

@@ -54,6 +54,17 @@ BACKOFF_MAX_S = 60.0
 PRIORITY_CLASS_TTL_S = 60.0  # a PriorityClass's value is read again after this long (its value is immutable)
 
 
+# Concurrent reconciles. A first pass is about 6 requests in a row and 25-30 ms of CPU (GIL-bound, one core): 8 keep
+# that core busy while each request waits 20-30 ms for the API server, as on a quiet control plane. More do not make a
+# burst of new backends faster: there the control plane is the bottleneck (load_bench.py: the API server's CPU per new
+# backend is about 5 times the operator's), and more passes in flight only queue there (docs/controller.md, "Sizing").
+DEFAULT_WORKERS = 8
+# Idle connections the REST client keeps, beyond one per worker: the autoscaler loop, the model cache's cleanup and the
+# leader Lease use it too. (The watches hold their own connections while they stream; the pool never blocks: a request
+# that finds no idle connection opens one, which is then closed instead of kept.)
+CLIENT_POOL_SPARE = 4
+
+
 def backoff_delay(failures: int) -> float:
     return min(BACKOFF_MAX_S, 0.5 * 2 ** min(failures, 10))
 
@@ -95,7 +106,7 @@ class WorkQueue:
 
 
 class Operator:
-    def __init__(self, kube: Kube, workers: int = 4, resync_seconds: float = 300, namespaces: list[str] | None = None):
+    def __init__(self, kube: Kube, workers: int = DEFAULT_WORKERS, resync_seconds: float = 300, namespaces: list[str] | None = None):
         self.state = SharedState()
         self.caches = WatchCaches(kube, namespaces, on_event=self.on_child_event)
         self.backends: Store = self.caches.backends
@@ -611,7 +622,9 @@ def register(subparsers) -> None:
     parser.add_argument("--namespace", action="append", default=[],
                         help="serve only these namespaces (repeatable; default all). RBAC: bind ClusterRole llmbackend-operator "
                         "with a RoleBinding in each instead of the ClusterRoleBinding (manifests/namespaced)")
-    parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                        help=f"concurrent reconciles (default {DEFAULT_WORKERS}; the REST client keeps as many connections "
+                             f"plus {CLIENT_POOL_SPARE})")
     parser.add_argument("--resync-seconds", type=float, default=300, help="periodic full resync")
     parser.add_argument("--metrics-addr", default="127.0.0.1:9090", help="host:port of the Prometheus metrics endpoint ('' = off)")
     parser.add_argument("--health-addr", default="127.0.0.1:8081", help="host:port of /healthz (liveness) and /readyz ('' = off)")
@@ -646,7 +659,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # the admin's configuration: say what to fix and do not start
         log.error("%s", exc)
         return 2
-    kube = Kube(load_configuration(args.kubeconfig), pool_size=args.workers + 4)
+    kube = Kube(load_configuration(args.kubeconfig), pool_size=args.workers + CLIENT_POOL_SPARE)
     operator = Operator(kube, workers=args.workers, resync_seconds=args.resync_seconds, namespaces=args.namespace)
     operator.priority_across_namespaces = args.priority_across_namespaces
     # Health and metrics answer from the start: a standby replica waiting for the Lease is live and ready.
