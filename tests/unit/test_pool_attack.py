@@ -147,7 +147,8 @@ def test_a_classless_tenant_cannot_hold_gpus_against_a_higher_priority_class_in_
     "tenant of class 'bronze' (0) with minReplicas 8 keeps the whole pool against 'gold' (1000) of another "
     "namespace, whose replicas the operator then never creates (the kube-scheduler would preempt bronze pods "
     "whatever their Deployment's replica count). Fix: across namespaces, minReplicas protects only against "
-    "backends the tenant could not be preempted by anyway, or cap what minReplicas protects by a quota the admin sets."))
+    "backends the tenant could not be preempted by anyway, or cap what minReplicas protects by a quota the admin "
+    "sets."))
 def test_a_tenant_min_replicas_does_not_outrank_a_higher_class_of_another_namespace():
     out, _ = share([claim("hog", "tenant", 0, current=8, wanted=8, min_replicas=8, cluster_wide=True),
                     claim("prod", "prod", 1000, current=0, wanted=8, min_replicas=0, cluster_wide=True)], 0.0)
