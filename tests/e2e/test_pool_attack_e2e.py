@@ -138,27 +138,39 @@ def test_a_tenant_cannot_name_a_priority_class_it_may_not_use_nor_take_gpus_with
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "BREAK (high): GPUs a tenant's quota forbids it still count as held in the pool. The claim's `current` is the "
+    "BREAK (high): GPUs no pod of the tenant holds count as held in the pool. The claim's `current` is the "
     "replicas the operator decided (decide.py AutoscaleTarget.current_replicas), not GPUs any pod holds: a tenant "
     "whose ResourceQuota allows 0 GPUs sets minReplicas 8 on the victim's node; its ReplicaSet creates no pod "
     "(exceeded quota) yet the pool counts 8 GPUs held by it, and another namespace's backend waits for capacity "
     "forever at minReplicas on 8 idle GPUs ('held by <tenant>/hog (priority 0): 8 GPU(s)'). Without the feature it "
-    "would scale to 8. Same with pods that can never schedule or be admitted. Fix: count as held only GPUs of pods "
+    "would scale to 8. No admin is needed: spec.scheduling.resources.memory 100Ti leaves the pods Pending forever "
+    "with the same effect. Fix: count as held only GPUs of pods "
     "that exist and are bound (or Pending for less than a grace period), not the Deployment's replicas; a backend "
     "whose pods are refused holds nothing in the pool."))
-def test_gpus_a_tenant_quota_refuses_do_not_count_as_held_against_another_namespace(cluster, operator, tenant, victim):
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-gpus", "namespace": tenant},
-        "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}))
-    _tenant_apply_ok(cluster, _backend("hog", tenant, 8, NODES["quota"], min_replicas=8))
+@pytest.mark.parametrize("how", ["quota", "unschedulable"])
+def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_namespace(cluster, operator, tenant,
+                                                                                        victim, how):
+    node = NODES["quota"]
+    # one node for both cases: the first case's backends are counted until its namespace is gone
+    wait_for(lambda: not [b for b in cluster.kube.list("LLMBackend", None)
+                          if (b["spec"].get("scheduling") or {}).get("nodeSelector", {}).get(
+                              "kubernetes.io/hostname") == node], timeout=180, what=f"no backend left on {node}")
+    hog = _backend("hog", tenant, 8, node, min_replicas=8)
+    if how == "quota":  # the admin gave the tenant no GPUs: its ReplicaSet's pods are refused (exceeded quota)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-gpus", "namespace": tenant},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}))
+    else:  # no admin at all: memory no node has (spec.scheduling.resources), so the pods stay Pending, unbound
+        hog["spec"]["scheduling"]["resources"] = {"memory": "100Ti"}
+    _tenant_apply_ok(cluster, hog)
     wait_for(lambda: _replicas(cluster, tenant, "hog") == 8, timeout=90, what="the tenant's Deployment at 8 replicas")
     time.sleep(3)
-    gpu_pods = [p["metadata"]["name"] for p in cluster.kube.list("Pod", tenant)
-                if any("nvidia.com/gpu" in ((c.get("resources") or {}).get("requests") or {})
-                       for c in p["spec"]["containers"])]
-    assert gpu_pods == [], "the tenant's quota should refuse every serving pod"
+    bound = [p["metadata"]["name"] for p in cluster.kube.list("Pod", tenant)
+             if p["spec"].get("nodeName") and any("nvidia.com/gpu" in ((c.get("resources") or {}).get("requests") or {})
+                                                 for c in p["spec"]["containers"])]
+    assert bound == [], "no serving pod of the tenant may hold a GPU"
 
-    apply_manifest(cluster, _backend("model", victim, 8, NODES["quota"]))
+    apply_manifest(cluster, _backend("model", victim, 8, node))
     # (today it is capped at its minReplicas: waitingForCapacity "held by <tenant>/hog (priority 0): 8 GPU(s)")
     wait_for(lambda: _autoscaling(cluster, victim, "model").get("reason"), timeout=60, what="the victim decided")
     # the SAFE behaviour: nothing holds the node's 8 GPUs, so the victim gets them and keeps them (a new backend's
