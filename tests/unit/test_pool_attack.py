@@ -2,7 +2,8 @@
 one namespace and nothing else (docs/security.md, "Trust model"). Each test is one probe against the pure share().
 
 Probes that hold assert the claim plainly. Probes that break assert the SAFE behaviour and are xfail(strict=True)
-with the finding as the reason: they start passing (and so fail as XPASS) once the break is fixed.
+with the finding as the reason: they start passing (and so fail as XPASS) once the break is fixed. Breaks since
+fixed keep the finding as a comment.
 
 Names: namespace "tenant" is the attacker's; "prod" is another team's.
 """
@@ -99,13 +100,7 @@ def test_a_tenant_with_a_priority_class_thrashes_nobody_within_the_hold():
 # --- probes that break ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (medium): a tenant-set spec.autoscaling.priority orders growth ACROSS namespaces. Step 3 hands free GPUs "
-    "out by (-priority, name) over the whole pool, not only among backends that outrank each other, so a tenant "
-    "at priority 1000000 gets every free GPU before another namespace's backend that wants them in the same sync "
-    "(the kube-scheduler would order equal-class pods by queue time). Fix: order growth across namespaces by a "
-    "priority the tenant cannot pick (the PriorityClass value, else 0) and then by who asked first, never by "
-    "spec.autoscaling.priority or by name."))
+# Found by the attacker pass (was a break (medium): a tenant-set spec.autoscaling.priority orders growth ACROSS namespaces); fixed in autoscaling/pool.py.
 def test_a_tenant_set_priority_does_not_order_free_gpus_across_namespaces():
     def victim_share(tenant_priority):
         out, _ = share([claim("victim", "prod", 0, current=1, wanted=5),
@@ -115,10 +110,7 @@ def test_a_tenant_set_priority_does_not_order_free_gpus_across_namespaces():
     assert victim_share(1_000_000) == victim_share(-1_000_000)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (low): the backend's name orders growth across namespaces at equal priority (tie-break by name), so a "
-    "tenant that names its backend 'a...' always wins free GPUs over another namespace's 'z...'. Fix as above: "
-    "ties go to whoever asked first (or share them out), not to the alphabet."))
+# Found by the attacker pass (was a break (low): the backend's name orders growth across namespaces at equal priority (tie-break by name), so a tenant that names its backend 'a...' always wins free GPUs over another namespace's 'z...'); fixed in autoscaling/pool.py.
 def test_a_tenant_backend_name_does_not_order_free_gpus_across_namespaces():
     def victim_share(tenant_name):
         out, _ = share([claim("model", "prod", 0, current=1, wanted=5),
@@ -128,38 +120,23 @@ def test_a_tenant_backend_name_does_not_order_free_gpus_across_namespaces():
     assert victim_share("aaaa") == victim_share("zzzz")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (medium): a tenant with no PriorityClass shields its GPUs from a backend of another namespace whose "
-    "admin-granted PriorityClass is higher. outranks() compares class values only when BOTH backends take their "
-    "priority from a class, so the higher one is capped at what is free and never scales up; without the feature "
-    "its pods would be created and the kube-scheduler would preempt the tenant's class-less (priority 0) pods. "
-    "The operator grants the tenant a protection it could not get itself. Fix: across namespaces compare each "
-    "backend's effective pod priority (its class value, else the globalDefault class's value, else 0), whatever "
-    "spec.autoscaling.priority says."))
+# Found by the attacker pass (was a break (medium): a tenant with no PriorityClass shields its GPUs from a backend of another namespace whose admin-granted PriorityClass is higher); fixed in autoscaling/pool.py.
 def test_a_classless_tenant_cannot_hold_gpus_against_a_higher_priority_class_in_another_namespace():
     out, _ = share([claim("hog", "tenant", 0, current=8, wanted=8),
                     claim("prod", "prod", 1000, current=1, wanted=8, cluster_wide=True)], 0.0)
-    assert out[("prod", "prod")].replicas == 8 - 1  # all but the tenant's minReplicas, as the class outranks it
+    # all of them: above the tenant's minReplicas taken, and the GPU of the one left counted for the higher class,
+    # whose pods the kube-scheduler preempts (the tenant's Deployment keeps its replica, Pending)
+    assert out[("prod", "prod")].replicas == 8
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (low-medium): across namespaces a tenant's own minReplicas outranks the admin's PriorityClass order: a "
-    "tenant of class 'bronze' (0) with minReplicas 8 keeps the whole pool against 'gold' (1000) of another "
-    "namespace, whose replicas the operator then never creates (the kube-scheduler would preempt bronze pods "
-    "whatever their Deployment's replica count). Fix: across namespaces, minReplicas protects only against "
-    "backends the tenant could not be preempted by anyway, or cap what minReplicas protects by a quota the admin "
-    "sets."))
+# Found by the attacker pass (was a break (low-medium): across namespaces a tenant's own minReplicas outranks the admin's PriorityClass order: a tenant of class 'bronze' (0) with minReplicas 8 keeps the whole pool against 'gold' (1000) of another namespace, whose replicas the operator then never creates (the kube-scheduler would preempt bronze pods whatever their Deployment's replica count)); fixed in autoscaling/pool.py.
 def test_a_tenant_min_replicas_does_not_outrank_a_higher_class_of_another_namespace():
     out, _ = share([claim("hog", "tenant", 0, current=8, wanted=8, min_replicas=8, cluster_wide=True),
                     claim("prod", "prod", 1000, current=0, wanted=8, min_replicas=0, cluster_wide=True)], 0.0)
     assert out[("prod", "prod")].replicas > 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (low): the hold of step 4 is remembered per backend, not per pool. A backend that held 8 GPUs in one pool "
-    "and moves to another (an edit of nodeSelector/tolerations) reserves 8 GPUs it never held in the new pool "
-    "against every backend it outranks there, for HOLD_S (300 s), while they sit free. Fix: key PoolState.granted by "
-    "(pool, backend), or drop a backend's history when its pool changes."))
+# Found by the attacker pass (was a break (low): the hold of step 4 is remembered per backend, not per pool); fixed in autoscaling/pool.py.
 def test_a_reservation_does_not_follow_a_backend_into_another_pool():
     other = ("H100", "node-b")
     _, state = share([claim("mover", "tenant", 1000, current=8, wanted=8, cluster_wide=True)], 0.0)
@@ -168,14 +145,7 @@ def test_a_reservation_does_not_follow_a_backend_into_another_pool():
     assert out[("prod", "prod")].replicas == 7
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (low-medium, information leak across the trust boundary): status.autoscaling.waitingForCapacity of a "
-    "tenant's backend names another namespace's backends, their priorities and GPU counts ('held by prod/secret-model "
-    "(priority 0): 8 GPU(s)'); preemptedBy and the taker's message do the same, and the PreemptedBy / "
-    "WaitingForCapacity events carry them. A tenant who may not list LLMBackends elsewhere learns the names of "
-    "other namespaces, of their models and how many GPUs each holds by creating a backend on the same nodes. Fix: "
-    "name only backends of the reader's own namespace; count the others ('8 GPU(s) held by 1 backend(s) of other "
-    "namespaces'), and keep the full names in the operator's log / metrics for the admin."))
+# Found by the attacker pass (was a break (low-medium, information leak across the trust boundary): status.autoscaling.waitingForCapacity of a tenant's backend names another namespace's backends, their priorities and GPU counts ('held by prod/secret-model (priority 0): 8 GPU(s)'); preemptedBy and the taker's message do the same, and the PreemptedBy / WaitingForCapacity events carry them); fixed in autoscaling/pool.py.
 def test_a_tenant_status_names_no_backend_of_another_namespace():
     out, _ = share([claim("secret-model", "prod", 0, current=8, wanted=8),
                     claim("probe", "tenant", 0, current=0, wanted=1, min_replicas=0)], 0.0)
@@ -183,10 +153,7 @@ def test_a_tenant_status_names_no_backend_of_another_namespace():
     assert "prod" not in seen and "secret-model" not in seen, seen
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (low-medium, information leak): the victim of a PriorityClass preemption learns the preemptor's "
-    "namespace and backend name (status.autoscaling.preemptedBy), and the preemptor's message names the victim's "
-    "('took replica(s) from prod/...'). Same fix: other namespaces' backends are counted, not named."))
+# Found by the attacker pass (was a break (low-medium, information leak): the victim of a PriorityClass preemption learns the preemptor's namespace and backend name (status.autoscaling.preemptedBy), and the preemptor's message names the victim's ('took replica(s) from prod/...')); fixed in autoscaling/pool.py.
 def test_a_preemption_across_namespaces_names_neither_side_to_the_other():
     out, _ = share([claim("victim", "prod", 0, current=8, wanted=8, cluster_wide=True),
                     claim("taker", "tenant", 1000, current=0, wanted=4, min_replicas=0, cluster_wide=True)], 0.0)
