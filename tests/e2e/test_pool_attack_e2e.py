@@ -195,11 +195,7 @@ def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_na
                              f"waitingForCapacity {status.get('waitingForCapacity')!r}") from None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (low-medium, information leak across the trust boundary): a tenant that puts a backend on another "
-    "namespace's nodes reads, in its own status.autoscaling.waitingForCapacity, that namespace's name, its backend's "
-    "name, priority and GPU count; it may not list LLMBackends there. Fix: name only backends of the reader's "
-    "namespace; count the others."))
+# Found by the attacker pass (was a break (low-medium, information leak across the trust boundary): a tenant that puts a backend on another...); fixed.
 def test_a_tenant_learns_nothing_of_another_namespace_from_its_own_status(cluster, operator, tenant, victim):
     apply_manifest(cluster, _backend("secret-model", victim, 8, NODES["leak"]))
     wait_for(lambda: _replicas(cluster, victim, "secret-model") == 8, timeout=90, what="the victim on all 8 GPUs")
@@ -218,13 +214,7 @@ def test_a_tenant_learns_nothing_of_another_namespace_from_its_own_status(cluste
     assert victim not in waiting and "secret-model" not in waiting, waiting
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (low): a backend's first decision goes out before the pool caps it. run.py _evaluate publishes "
-    "capped(decision, self.shares.get(key)); a new backend has no share yet, so its uncapped decision is handed to "
-    "the reconciler, which may write it before _share_pools publishes the capped one. A tenant's backend joining a "
-    "full pool (equal priority) writes its whole floor for a moment: pods created and deleted again (Pending, "
-    "scheduler churn), and a GPU freed at that moment may go to them although the pool gave it to nobody. Fix: "
-    "a backend with a pool and no share yet publishes min(decision, current replicas) until the first share."))
+# Found by the attacker pass (was a break (low): a backend's first decision goes out before the pool caps it. run.py _evaluate publishes...); fixed.
 def test_a_backend_joining_a_full_pool_writes_no_more_than_its_share(cluster, operator, tenant, victim):
     node = NODES["join"]
     apply_manifest(cluster, _backend("model", victim, 8, node))

@@ -64,14 +64,16 @@ def test_connections_at_the_cap_stay_inside_the_rendered_limit_and_more_get_503_
     with frontend_process(tmp_path) as (proc, port):
         since = time.monotonic()
         stalled = [open_head(HOST, port, REQUEST_LINE, UNDER_CAP) for _ in range(rendered.MAX_CONNECTIONS)]
+        opened_s = time.monotonic() - since  # each head's deadline counts from its own connection
         time.sleep(1)  # every head read as far as it goes
         over = wait_all_closed([open_head(HOST, port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n", b"", finish=True)
                                 for _ in range(20)], time.monotonic(), 10)
-        assert all(c.status == 503 and b"retry-after: 2" in c.head.lower() and c.seconds < 2 for c in over), over
+        assert all(c.status == 503 and b"retry-after: 2" in c.head.lower() and c.seconds < CROWD_AT_ONCE_S for c in over), over
         closed = wait_all_closed(stalled, since, DEADLINE_S + 10)
         assert _models(port) == 200
         peak = memory_kib(proc.pid)["VmHWM"] << 10
     print(f"openai frontend: peak {peak >> 20} MiB with {rendered.MAX_CONNECTIONS} connections, heads of "
           f"{len(UNDER_CAP) >> 10} KiB; rendered limit {LIMIT >> 20} MiB")
-    assert all(c.status == 408 and c.seconds <= DEADLINE_S + 3 for c in closed), [c for c in closed if c.status != 408]
+    late = [c for c in closed if c.status != 408 or c.seconds > opened_s + DEADLINE_S + 3]
+    assert not late, f"{len(late)} of {len(closed)} not closed with 408 by {opened_s + DEADLINE_S + 3:.1f}s: {late[:5]}"
     assert peak <= LIMIT, f"peak {peak >> 20} MiB over the rendered limit {LIMIT >> 20} MiB"

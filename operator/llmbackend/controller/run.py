@@ -455,7 +455,12 @@ class Operator:
         self.uncapped[key] = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
                                            decision.state.last_scale_time_rfc3339(), extra, reading.request_p99_s,
                                            decision.state.recent())
-        self._publish(key, target, capped(self.uncapped[key], self.shares.get(key)))
+        pool_share = self.shares.get(key)
+        if pool_share is None and target.pool:
+            # not shared yet (new, or the operator restarted): no growth before _share_pools caps it, so a backend
+            # joining a full pool never creates pods it is about to lose
+            pool_share = Share(min(decision.desired_replicas, target.current_replicas))
+        self._publish(key, target, capped(self.uncapped[key], pool_share))
 
     def _publish(self, key: tuple[str, str], target, new: ScaleDecision) -> None:
         """Hand a decision to the reconciler (it writes the replicas and status.autoscaling) when it changed."""
