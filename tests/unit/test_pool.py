@@ -137,3 +137,47 @@ def test_the_memory_stays_small_a_run_of_syncs_at_one_count_is_one_entry():
     for i in range(100):
         _, state = share([claim("high", 10, current=2, wanted=2), claim("low", 0, current=6, wanted=6)], i * 1.0, state)
     assert state.granted[(POOL, ("team", "high"))] == [(99.0, 2)]
+
+
+def _pod(name, node=None, unschedulable=None):
+    pod = {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}, "status": {}}
+    if unschedulable is not None:
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": unschedulable}]
+    return pod
+
+
+def test_held_replicas_leaves_out_pods_a_quota_refused_and_pods_only_more_than_gpus_would_not_place():
+    from llmbackend.autoscaling.pool import held_replicas
+
+    deployment = {"status": {"conditions": [{"type": "Available", "status": "True"}]}}
+    refused = {"status": {"conditions": [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate"}]}}
+    waiting_for_gpus = _pod("a", unschedulable="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
+    never = _pod("b", unschedulable="0/4 nodes are available: 4 Insufficient memory.")
+    assert held_replicas(3, [_pod("x", node="n1"), waiting_for_gpus, _pod("new")], deployment) == 3
+    assert held_replicas(3, [_pod("x", node="n1"), never, _pod("new")], deployment) == 2
+    assert held_replicas(8, [], refused) == 0, "a quota let the ReplicaSet create none"
+    assert held_replicas(8, [], deployment) == 8, "pods not created yet (no failure said) are on their way"
+    assert held_replicas(2, None, deployment) is None and held_replicas(2, [], None) is None
+
+
+def test_replicas_whose_pods_never_run_hold_nothing_and_the_backend_keeps_them():
+    # the attacker pass: a tenant's 8 replicas refused by a GPU quota of 0 kept another namespace's backend waiting
+    hog = claim("hog", 0, current=8, wanted=8, min_replicas=8, namespace="tenant", held=0)
+    model = claim("model", 0, current=1, wanted=8, namespace="prod")
+    out, state = share([hog, model], 0.0)
+    assert out[("prod", "model")].replicas == 8 and out[("prod", "model")].waiting_for_capacity is None
+    assert out[("tenant", "hog")].replicas == 8, "its own replicas stay: their pods' problem is its conditions'"
+    assert out[("tenant", "hog")].waiting_for_capacity is None
+    assert state.granted[(POOL, ("tenant", "hog"))] == [(0.0, 0)], "what it never held reserves nothing"
+    assert out[("prod", "model")].replicas == 8
+
+
+def test_a_higher_class_whose_pods_never_run_takes_nothing_more_and_reserves_nothing():
+    victim = claim("model", 0, current=1, wanted=8, cluster_wide=True, namespace="prod")
+    # its 7 replicas granted a sync ago cannot be placed (memory no node has): the victim grows back at once
+    hog = claim("hog", 1000, current=7, wanted=8, min_replicas=0, cluster_wide=True, namespace="tenant", held=0)
+    state = PoolState(granted={(POOL, ("tenant", "hog")): [(0.0, 0)]})
+    out, _ = share([hog, victim], 10.0, state)
+    assert out[("prod", "model")].replicas == 8 and out[("prod", "model")].preempted_by is None
+    assert out[("tenant", "hog")].replicas == 7

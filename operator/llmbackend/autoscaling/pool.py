@@ -63,6 +63,8 @@ class Claim:
     gpus_per_replica: int
     cluster_wide: bool = False  # the priority is a PriorityClass's value
     class_priority: int | None = None  # the value of the PriorityClass its pods run with, when the priority is not
+    # of `current`, the replicas whose pods hold GPUs or wait only for GPUs (``held_replicas``); None: not known
+    held: int | None = None
 
     @property
     def key(self) -> Key:
@@ -139,7 +141,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
-    grant = {c.key: max(0, min(c.current, c.wanted)) for c in members}            # step 1
+    # step 1. Replicas whose pods cannot hold a GPU (refused by a quota, or unschedulable for another reason than
+    # GPUs) count for nobody: the backend keeps them, but holds and wants no GPUs for them until they run.
+    held = {c.key: c.current if c.held is None else max(0, min(c.current, c.held)) for c in members}
+    idle = {c.key: c.current - held[c.key] for c in members}
+    grant = {c.key: max(0, min(held[c.key], c.wanted)) for c in members}
+    wants = {c.key: grant[c.key] if idle[c.key] else c.wanted for c in members}
     free = pool_gpus - sum(grant[k] * by_key[k].gpus_per_replica for k in grant)
     given: dict[Key, dict[Key, int]] = {k: {} for k in by_key}                   # victim -> preemptor -> replicas
     took: dict[Key, dict[Key, int]] = {k: {} for k in by_key}
@@ -179,7 +186,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
 
     # step 3: growth, tier by tier: first those nobody still short outranks
-    remaining = [c for c in members if c.wanted > grant[c.key]]
+    remaining = [c for c in members if wants[c.key] > grant[c.key]]
     while remaining:
         tier = [c for c in remaining if not any(outranks(o, c, across) for o in remaining if o is not c)]
         tier = tier or remaining  # priorities of several namespaces can outrank in a circle: then all at once
@@ -188,12 +195,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         while growing:  # free GPUs, one replica each in turn
             growing = False
             for c in tier:
-                if grant[c.key] < c.wanted and free - blocked(c) >= c.gpus_per_replica:
+                if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica:
                     grant[c.key] += 1
                     free -= c.gpus_per_replica
                     growing = True
         for c in tier:  # then replicas above minReplicas of backends it outranks, lowest first
-            short = c.wanted - grant[c.key]
+            short = wants[c.key] - grant[c.key]
             if short <= 0:
                 continue
             usable = max(0, free - blocked(c))
@@ -250,25 +257,56 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 by[who] = by.get(who, 0) + n
         if by:
             new.preempted[k] = by
-        # (last time held, GPUs): a run of syncs at one count is one entry, dated by its last sync
-        history = [(t, g) for t, g in state.granted.get((pool, k), []) if now - t < HOLD_S]
+        # (last time held, GPUs): a run of syncs at one count is one entry, dated by its last sync. A backend with
+        # replicas whose pods cannot run forgets what it was granted: pods that never run reserve nothing
+        history = [(t, g) for t, g in state.granted.get((pool, k), []) if now - t < HOLD_S and not idle[k]]
         gpus = grant[k] * c.gpus_per_replica
         new.granted[(pool, k)] = (history[:-1] + [(now, gpus)] if history and history[-1][1] == gpus
                                   else history + [(now, gpus)])
         preempted_by = _seen_by(c, by, by_key, " replica(s)") or None
         waiting = None
-        if grant[k] < c.wanted:
+        if grant[k] < wants[k]:
             new.waiting_since[(pool, k)] = state.waiting_since.get((pool, k), now)
             holding = {h.key: grant[h.key] * h.gpus_per_replica for h in members if h.key != k and grant[h.key] > 0}
-            need = (c.wanted - grant[k]) * c.gpus_per_replica
-            waiting = (f"{c.wanted - grant[k]} replica(s), {need} GPU(s), of a pool of {pool_gpus}; held by "
+            need = (wants[k] - grant[k]) * c.gpus_per_replica
+            waiting = (f"{wants[k] - grant[k]} replica(s), {need} GPU(s), of a pool of {pool_gpus}; held by "
                        + (_seen_by(c, holding, by_key, " GPU(s)")
                           or "no backend (GPUs held by replicas still draining)"))
             if k in kept_for:
                 waiting += "; kept for " + _seen_by(c, kept_for[k], by_key, f" GPU(s) it held within the last {HOLD_S:.0f}s")
         took_text = _seen_by(c, {v: n for v, n in took[k].items() if n > 0}, by_key, "")
-        out[k] = Share(grant[k], preempted_by, waiting,
+        # its idle replicas stay (their pods' own problem is in the backend's conditions), unless it gave some up
+        replicas = grant[k] if given[k] else min(c.wanted, grant[k] + idle[k])
+        out[k] = Share(replicas, preempted_by, waiting,
                        f"took replica(s) from {took_text}, drained first" if took_text else None)
+
+
+def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None) -> int | None:
+    """Of a Deployment's ``current`` replicas, how many hold GPUs or wait only for GPUs: not those the Deployment
+    could not create (its ReplicaFailure condition: a quota), nor pods the scheduler cannot place for another reason
+    than GPUs (memory, affinity, taints: more GPUs would not help them). None when not known (no pods listed yet, or
+    not a Deployment: a multi-node group's pods are not one a replica)."""
+    if pods is None or deployment is None:
+        return None
+    live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
+    unplaceable = sum(1 for p in live if _unplaceable(p))
+    refused = 0
+    failure = any(c.get("type") == "ReplicaFailure" and c.get("status") == "True"
+                  for c in (deployment.get("status") or {}).get("conditions") or [])
+    if failure:
+        refused = max(0, current - len(live))
+    return max(0, current - unplaceable - refused)
+
+
+def _unplaceable(pod: dict) -> bool:
+    """Pending, and the scheduler said why in a message that is not about GPUs."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return False
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            return "nvidia.com/gpu" not in (condition.get("message") or "")
+    return False
 
 
 def replicas_of(share_: Share | None, wanted: int) -> int:
@@ -276,4 +314,4 @@ def replicas_of(share_: Share | None, wanted: int) -> int:
     return wanted if share_ is None else min(wanted, share_.replicas)
 
 
-__all__ = ["HOLD_S", "Claim", "PoolState", "Share", "outranks", "share", "replicas_of"]
+__all__ = ["HOLD_S", "Claim", "PoolState", "Share", "held_replicas", "outranks", "share", "replicas_of"]
