@@ -101,7 +101,8 @@ def test_operator_creates_pool_picker_and_scaled_object_when_the_crds_are_served
     assert kube.get("Service", namespace, epp) is not None
     scaled = wait_for(lambda: kube.get("ScaledObject", namespace, "routed"), timeout=60, what="ScaledObject")
     assert scaled["spec"]["scaleTargetRef"]["name"] == "routed"
-    deployment = kube.get("Deployment", namespace, "routed")
+    # the workload is applied last in a pass: the ScaledObject can be there a moment before it
+    deployment = wait_for(lambda: kube.get("Deployment", namespace, "routed"), timeout=60, what="the Deployment")
     assert "openai" in [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
     replica_managers = [m["manager"] for m in deployment["metadata"]["managedFields"]
                         if "f:replicas" in str(m.get("fieldsV1", {}).get("f:spec", {}))]

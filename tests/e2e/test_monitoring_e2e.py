@@ -78,7 +78,8 @@ def test_the_operators_pod_monitor_selects_the_serving_pods_metrics_port(crds, o
                        what=f"PodMonitor\n{op.log_tail()}")
     backend = kube.get("LLMBackend", namespace, "scraped")
     assert monitor["metadata"]["ownerReferences"][0]["uid"] == backend["metadata"]["uid"]
-    deployment = kube.get("Deployment", namespace, "scraped")
+    # the workload is applied last in a pass (a name found taken stops the pass before anything runs on GPUs)
+    deployment = wait_for(lambda: kube.get("Deployment", namespace, "scraped"), timeout=60, what="the Deployment")
     ours = wait_for(lambda: (pods := kube.list("Pod", namespace, label_selector(deployment["spec"]["selector"]["matchLabels"])))
                     and len(pods) == 2 and pods, timeout=90, what="the Deployment's two pods")
     wait_for(lambda: kube.list("Pod", namespace, "llmbackend.dev/backend=neighbour"), timeout=90, what="neighbour pods")
