@@ -45,7 +45,7 @@ lint: setup
 # Test files run side by side in TEST_WORKERS processes (pytest-xdist): most of the time is end-to-end waiting on
 # real servers, so more workers than cores pays. A file stays in one worker, with that worker's own control plane,
 # Triton and Prometheus on free ports. TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 test: lint tools prometheus openmpi moto
 	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25
 
