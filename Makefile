@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEVTOOLS := PYTHONPATH=$(CURDIR)/dev$(if $(PYTHONPATH),:$(PYTHONPATH)) $(PY)
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup demo lint test unit e2e controlplane tools prometheus openmpi moto crd chart docs bench down clean
+.PHONY: setup demo lint test unit e2e controlplane controlplane-binaries tools prometheus openmpi moto crd chart docs bench down clean
 
 setup: $(VENV)/.installed
 
@@ -15,9 +15,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Control-plane binaries (etcd, kube-apiserver, kubectl, kwok, ...) built once from the Go module proxy into
-# ~/.cache/llmbackend: all that `make demo` needs.
-controlplane: setup
-	$(DEVTOOLS) -m devcluster.build
+# ~/.cache/llmbackend: all that `make demo` needs. The build script uses the standard library only, so it runs on
+# the system's python3 beside `setup` (`make demo`: the Go build is CPU, the virtualenv mostly downloads).
+controlplane-binaries:
+	PYTHONPATH=$(CURDIR)/dev python3 -m devcluster.build
+
+controlplane: setup controlplane-binaries
 
 # What the tests need besides: Argo CD's health evaluator (tests/argocd), the LWS controller and Helm (the chart tests).
 tools: controlplane
@@ -33,7 +36,8 @@ prometheus:
 openmpi:
 	@command -v mpirun >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null) || echo "openmpi-bin not installed: the multi-node launch tests will be skipped"; }
 
-demo: controlplane
+demo:
+	$(MAKE) --no-print-directory -j2 setup controlplane-binaries
 	$(DEVTOOLS) -m devcluster demo
 
 # The import contract (.importlinter), ruff and mypy (configured in pyproject.toml), on this tree's sources.
