@@ -181,3 +181,13 @@ def test_a_higher_class_whose_pods_never_run_takes_nothing_more_and_reserves_not
     out, _ = share([hog, victim], 10.0, state)
     assert out[("prod", "model")].replicas == 8 and out[("prod", "model")].preempted_by is None
     assert out[("tenant", "hog")].replicas == 7
+
+
+def test_replicas_given_back_as_part_of_a_replica_are_not_counted_as_taken():
+    # high needs 4 GPUs a replica; low's 2 above minReplicas make no whole replica and are given back, then the
+    # scheduler's preemption of low's pods (a higher class) gives high its replica: 4 of low's replicas, not 6
+    high = claim("high", 1000, current=0, wanted=1, min_replicas=0, gpus=4, cluster_wide=True, pool_gpus=6)
+    low = claim("low", 0, current=6, wanted=6, min_replicas=4, cluster_wide=True, pool_gpus=6)
+    out, _ = share([high, low], 0.0)
+    assert out[("team", "high")].replicas == 1
+    assert out[("team", "low")].preempted_by == "team/high (priority 1000): 4 replica(s)"

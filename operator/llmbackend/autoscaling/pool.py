@@ -224,6 +224,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             for v in pending:
                 grant[v.key] += 1
                 free -= v.gpus_per_replica
+            pending.clear()  # given back: not taken by the step below either
             # a lower pod priority's minReplicas does not hold GPUs against a higher one: the kube-scheduler would
             # preempt those pods for these (they stay Pending; their Deployment keeps its replicas, so their grant
             # stays and the GPUs count here only)
