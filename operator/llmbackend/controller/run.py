@@ -427,6 +427,10 @@ class Operator:
         scaler["state"] = decision.state
         scaler["pods"] = pods  # for a cap of _share_pools before the next evaluation
         pool_share = self.shares.get(key)  # a lower-priority backend's replicas go for another's: drained first too
+        if pool_share is None and target.pool:
+            # not shared yet (new, or the operator restarted): no growth before _share_pools caps it, so a backend
+            # joining a full pool never creates pods it is about to lose
+            pool_share = Share(min(decision.desired_replicas, target.current_replicas))
         desired = decision.desired_replicas if pool_share is None else min(decision.desired_replicas, pool_share.replicas)
         if desired < target.current_replicas and isinstance(scaler["source"], TritonScraper):
             await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, pods,
@@ -455,11 +459,6 @@ class Operator:
         self.uncapped[key] = ScaleDecision(decision.desired_replicas, decision.reason, decision.message, ratio,
                                            decision.state.last_scale_time_rfc3339(), extra, reading.request_p99_s,
                                            decision.state.recent())
-        pool_share = self.shares.get(key)
-        if pool_share is None and target.pool:
-            # not shared yet (new, or the operator restarted): no growth before _share_pools caps it, so a backend
-            # joining a full pool never creates pods it is about to lose
-            pool_share = Share(min(decision.desired_replicas, target.current_replicas))
         self._publish(key, target, capped(self.uncapped[key], pool_share))
 
     def _publish(self, key: tuple[str, str], target, new: ScaleDecision) -> None:
