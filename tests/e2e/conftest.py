@@ -5,6 +5,7 @@ process. Each test gets its own namespace.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -133,9 +134,10 @@ def own_operator(exclusive_cluster):
         op.stop(kill=True)
 
 
-@pytest.fixture
-def namespace(cluster) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
+@contextlib.contextmanager
+def fresh_namespace(cluster: ClusterHandle, prefix: str = "t") -> Iterator[str]:
+    """A new namespace, ready for pods, deleted (with its model cache volume) on exit."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # The model cache claim of uri sources needs a volume (no storage provisioner here): one pre-bound PV.
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(model_cache_volume(name)))
@@ -143,9 +145,17 @@ def namespace(cluster) -> str:
     # test_chaos restarts the API server: a CI run saw 403 "serviceaccount default not found").
     wait_for(lambda: cluster.kube.get("ServiceAccount", name, "default"), timeout=60, interval=0.2,
              what=f"namespace {name}'s default ServiceAccount")
-    yield name
-    cluster.kube.delete("Namespace", None, name)
-    cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
+    try:
+        yield name
+    finally:
+        cluster.kube.delete("Namespace", None, name)
+        cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
+
+
+@pytest.fixture
+def namespace(cluster) -> Iterator[str]:
+    with fresh_namespace(cluster) as name:
+        yield name
 
 
 def model_cache_volume(namespace: str, claim: str = "llmbackend-model-cache") -> dict[str, Any]:

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 import yaml
-from conftest import apply_manifest, backend_manifest, model_cache_volume, wait_for
+from conftest import apply_manifest, backend_manifest, fresh_namespace, wait_for
 
 NODE = "dgx-h100-3"  # 8 GPUs; one GPU per replica of the e2e model
 
@@ -64,14 +64,8 @@ def test_a_higher_priority_backend_takes_the_gpus_of_a_lower_one_and_both_say_so
 
 @pytest.fixture
 def other_namespace(cluster):
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(model_cache_volume(name)))
-    wait_for(lambda: cluster.kube.get("ServiceAccount", name, "default"), timeout=60, interval=0.2,
-             what=f"namespace {name}'s default ServiceAccount")
-    yield name
-    cluster.kube.delete("Namespace", None, name)
-    cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
+    with fresh_namespace(cluster, "t") as name:
+        yield name
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, apply_manifest, backend_manifest, model_cache_volume, wait_for
+from conftest import REPO_ROOT, apply_manifest, backend_manifest, fresh_namespace, wait_for
 
 POLICY = REPO_ROOT / "manifests/default/admission-policy.yaml"
 TENANT = "tenant-mallory"
@@ -77,14 +77,8 @@ def tenant(policy, namespace):
 @pytest.fixture
 def victim(cluster):
     """Another team's namespace: the tenant may do nothing there."""
-    name = f"prod-{uuid.uuid4().hex[:8]}"
-    cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(model_cache_volume(name)))
-    wait_for(lambda: cluster.kube.get("ServiceAccount", name, "default"), timeout=60, interval=0.2,
-             what=f"namespace {name}'s default ServiceAccount")
-    yield name
-    cluster.kube.delete("Namespace", None, name)
-    cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
+    with fresh_namespace(cluster, "prod") as name:
+        yield name
 
 
 @pytest.fixture
