@@ -1494,11 +1494,13 @@ class AutoscalingStatus(_Model):
     preempted_by: str | None = Field(
         default=None,
         description="Set while backends of higher priority on the same GPUs hold replicas this backend wants "
-                    "(spec.autoscaling.priority): who (namespace/name, priority) and how many replicas it gave up.")
+                    "(spec.autoscaling.priority): who (namespace/name and priority for backends of this namespace, a count for "
+                    "others) and how many replicas it gave up.")
     waiting_for_capacity: str | None = Field(
         default=None,
         description="Set while this backend wants GPUs of its pool that no backend of lower priority can give up: "
-                    "how many, and who holds them (namespace/name, priority).")
+                    "how many, and who holds them (namespace/name and priority for backends of this namespace, a count for "
+                    "others).")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
     reason: str | None = Field(default=None, description="Why the last decision chose desiredReplicas.")
