@@ -317,8 +317,9 @@ class Model:
             linear_s = roofline(dense_w / self.bw, dense_mm) + roofline(routed_w / self.bw, routed_mm)
         else:
             # MoE: the routed experts' GEMMs are kernels of their own, each expert's at about k/E of the step's tokens
-            # (TensorRT-LLM's MoE runner permutes the tokens by expert and runs one grouped GEMM over the experts,
-            # cpp/tensorrt_llm/kernels/mixtureOfExperts/moe_kernels.cu, CutlassMoeFCRunner::runMoe): they stream
+            # (TensorRT-LLM's MoE runner permutes the tokens by expert and runs one grouped GEMM over the experts:
+            # CutlassMoeFCRunner::runMoe in cpp/tensorrt_llm/kernels/mixtureOfExperts/moe_kernels.cu at 0.17, the
+            # validation rows' version, cutlass_kernels/moe_gemm/moe_kernels.cu in 1.x): they stream
             # their weights at a quarter of a dense layer's FLOPs per byte (Mixtral: 2 of 8), and the attention and
             # lm_head's math does not hide them. Dense models: one group, the experts' empty.
             routed_w = self.routed_weights * self._touched(tokens) if self.routed_weights else 0.0
