@@ -15,6 +15,7 @@ throughput tables; the low-load validation rows are never fitted.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -89,35 +90,54 @@ def measured_layers() -> list[tuple[float, float]]:
 CORNERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 10.0, 50.0)
 
 
-def corner_fit() -> None:
+@functools.cache
+def corner_errors() -> dict[str, dict[float, tuple[float, float, float, float]]]:
     """How sharp the roofline's corner is on the H200: each measured product's time fitted as
     t0 + (bytes / (b x HBM)^p + FLOPs / (c x peak)^p)^(1/p), t0 a fixed cost a product, per precision; for each
-    corner exponent p, the best (b, c, t0) on a grid and its mean squared log error (p = 1: memory and compute
-    time add; large p: the sharp max() the model uses)."""
+    corner exponent p, the best (mean squared log error, b, c, t0) on a grid (p = 1: memory and compute time add;
+    large p: a sharp max())."""
     import numpy as np
 
     product = product_info(MEASURED_PRODUCT)
     points = load_measured("gemm_run1.json") + load_measured("gemm_run2.json")
     fractions = np.arange(0.50, 1.001, 0.01)
+    out: dict[str, dict[float, tuple[float, float, float, float]]] = {}
     for dtype in ("bf16", "fp8"):
         mine = [p for p in points if p["dtype"] == dtype]
         seconds = np.array([p["seconds"] for p in mine])
         mem = np.array([product_bytes(p) for p in mine]) / (product.hbm_gbps * 1e9)
         peak = product.tflops("fp8" if dtype == "fp8" else "16bit") * 1e12
         comp = np.array([2 * p["rows_run"] * p["k"] * p["n"] for p in mine]) / peak
-        print(f"{dtype} products on the {MEASURED_PRODUCT} ({len(mine)} timings):")
+        out[dtype] = {}
         for p in CORNERS:
             best = (math.inf, 0.0, 0.0, 0.0)
+            m = (mem / fractions[:, None]) ** p  # (fractions, points)
+            c = (comp / fractions[:, None]) ** p
+            both = (m[:, None, :] + c[None, :, :]) ** (1 / p)
             for t0 in np.arange(0.0, 12e-6, 1e-6):
-                m = (mem / fractions[:, None]) ** p  # (fractions, points)
-                c = (comp / fractions[:, None]) ** p
-                pred = t0 + (m[:, None, :] + c[None, :, :]) ** (1 / p)
-                err = np.mean(np.log(pred / seconds) ** 2, axis=2)
+                err = np.mean(np.log((t0 + both) / seconds) ** 2, axis=2)
                 i, j = np.unravel_index(np.argmin(err), err.shape)
                 if err[i, j] < best[0]:
-                    best = (float(err[i, j]), fractions[i], fractions[j], t0)
-            print(f"  p {p:4g}: mean squared log error {best[0]:.4f} at bandwidth {best[1]:.2f}, compute "
-                  f"{best[2]:.2f}, {best[3] * 1e6:.0f} us a product")
+                    best = (float(err[i, j]), float(fractions[i]), float(fractions[j]), float(t0))
+            out[dtype][p] = best
+    return out
+
+
+def measured_corner() -> float:
+    """The corner exponent p that fits the H200's bf16 and fp8 products best together (the sum of their errors)."""
+    errors = corner_errors()
+    return min(CORNERS, key=lambda p: sum(errors[dtype][p][0] for dtype in errors))
+
+
+def corner_fit() -> None:
+    for dtype, by_p in corner_errors().items():
+        timings = sum(1 for p in load_measured("gemm_run1.json") + load_measured("gemm_run2.json")
+                      if p["dtype"] == dtype)
+        print(f"{dtype} products on the {MEASURED_PRODUCT} ({timings} timings):")
+        for p, (err, b, c, t0) in by_p.items():
+            print(f"  p {p:4g}: mean squared log error {err:.4f} at bandwidth {b:.2f}, compute "
+                  f"{c:.2f}, {t0 * 1e6:.0f} us a product")
+    print(f"The model's corner: p = {measured_corner():g} (the least error over both precisions)")
 
 
 def _measured_shape(p: dict, eff: Efficiency) -> Model:
@@ -139,13 +159,13 @@ def model_prompt_layer_s(p: dict, eff: Efficiency) -> float:
     return (seconds - comm_s - lm_head_s) / model.layers
 
 
-def measured_layer_overhead(bandwidth: float, max_tokens: int = 64) -> float:
+def measured_layer_overhead(bandwidth: float, max_tokens: int = 64, corner: float = 0.0) -> float:
     """The fixed cost of one layer in a step: what the measured layers at 1-max_tokens tokens (weights streaming,
     not compute-bound) took beyond the model's time for the same work at `bandwidth` (model_prompt_layer_s), as the
     intercept at zero tokens of a least-squares line through those residuals against the tokens. The line's slope
     (stock unfused norms, rotary and activation kernels growing with the tokens) is not a fixed cost and is left
     out: at large batches the fitted compute fraction carries per-token work."""
-    eff = Efficiency(bandwidth=bandwidth, compute=_COMPUTE_MAX, layer_overhead_s=0.0)
+    eff = Efficiency(bandwidth=bandwidth, compute=_COMPUTE_MAX, layer_overhead_s=0.0, corner=corner)
     points = [(float(p["tokens"]), p["layer_graph"] - model_prompt_layer_s(p, eff))
               for p in load_measured("layer_kernels.json") if p["tokens"] <= max_tokens]
     return statistics.linear_regression([m for m, _ in points], [r for _, r in points]).intercept
@@ -278,8 +298,11 @@ def errors(row: Row, pred: Prediction) -> dict[str, float]:
 # Held out of the fit (measured on the H200, above): the weights stream at the best fraction a product reached, and
 # a layer's fixed cost in a step is what the replayed layers took beyond that. A fit on the max-throughput tables
 # put 153 us on each layer (a 70B TP2 step half overhead), which low-load rows contradict; issue 45 item 4.
-MEASURED_CONSTANTS = {"bandwidth": round(_BW_MAX, 2)}
-MEASURED_CONSTANTS["layer_overhead_s"] = round(measured_layer_overhead(MEASURED_CONSTANTS["bandwidth"]), 6)
+# The roofline's corner likewise: how much longer than max(memory, compute) the products near it took (p = 4; the
+# experts of an MoE model run there, at k/E of a step's tokens).
+MEASURED_CONSTANTS = {"bandwidth": round(_BW_MAX, 2), "corner": measured_corner()}
+MEASURED_CONSTANTS["layer_overhead_s"] = round(
+    measured_layer_overhead(MEASURED_CONSTANTS["bandwidth"], corner=MEASURED_CONSTANTS["corner"]), 6)
 # Bounds of the search: compute at most what the H200's products reached (above); fp4 tensor math (no Blackwell
 # measured) at most its peak; an all-reduce moves data at 20-100 % of the link's per-direction bandwidth; the KV
 # cache of a big batch read at 20 % up to the weights' fraction (paged reads of many short blocks).
@@ -320,7 +343,7 @@ def fit(fit_rows: list[Row], rounds: int = 10) -> Efficiency:
 
 def rounded(eff: Efficiency) -> Efficiency:
     return Efficiency(round(eff.bandwidth, 2), round(eff.compute, 2), round(eff.layer_overhead_s, 6),
-                      round(eff.compute_fp4, 2), round(eff.link_bandwidth, 2), round(eff.kv_bandwidth, 2))
+                      round(eff.compute_fp4, 2), round(eff.link_bandwidth, 2), round(eff.kv_bandwidth, 2), eff.corner)
 
 
 # ---- report ----
@@ -329,7 +352,8 @@ def describe(eff: Efficiency) -> str:
     return (f"bandwidth {eff.bandwidth:.2f} of peak HBM, compute {eff.compute:.2f} of peak dense TFLOPS, "
             f"fp4 compute {eff.compute_fp4:.2f}, {eff.layer_overhead_s * 1e6:.0f} us a layer a step, "
             f"all-reduces at {eff.link_bandwidth:.2f} of the link's bandwidth, "
-            f"KV cache read at {eff.kv_bandwidth or eff.bandwidth:.2f} of peak HBM")
+            f"KV cache read at {eff.kv_bandwidth or eff.bandwidth:.2f} of peak HBM, "
+            + (f"roofline corner p = {eff.corner:g}" if eff.corner else "a sharp roofline corner (max)"))
 
 
 def summary(errs: dict[str, list[float]]) -> dict[str, tuple[int, float, float]]:

@@ -4,8 +4,12 @@ An engine iteration (one step) of in-flight batching runs the decode token of
 every sequence that is generating plus chunks of new prompts (chunked prefill:
 the prefill work of new requests shares the steps). One pipeline stage's step:
 
-    linear layers  = max(weights read / achievable HBM bandwidth,
-                         2 x active parameters x step tokens / tp / achievable FLOPS)
+    linear layers  = corner(weights read / achievable HBM bandwidth,
+                            2 x active parameters x step tokens / tp / achievable FLOPS),
+                     corner(m, c) = (m^p + c^p)^(1/p), p = 4 as the H200's measured products have it
+                     (benchmarks/perf_calibrate.py --corner; a sharp max() is p = infinity); for MoE models
+                     once for the dense part (attention projections, lm_head) and once for the routed experts,
+                     separate kernels at different tokens per weight
     attention      = max(KV cache read of the decoding sequences / achievable KV read bandwidth,
                          QK^T and AV FLOPs (prompt tokens attend to half their prompt on average) / achievable FLOPS)
     TP all-reduce  = 2 per layer: link latency + 2 (tp-1)/tp x step tokens x hidden x 2 bytes
@@ -90,13 +94,25 @@ class Efficiency:
     compute_fp4: float = 0.0  # fp4 tensor math's own fraction (0: the same as compute)
     link_bandwidth: float = 1.0  # achievable fraction of the link's per-direction bandwidth in an all-reduce
     kv_bandwidth: float = 0.0  # achievable fraction of HBM bandwidth reading the KV cache in a step (0: bandwidth)
+    corner: float = 0.0  # p of a kernel's time (memory^p + compute^p)^(1/p), the roofline's corner (0: max of the two)
+
+    def roofline_s(self, memory_s: float, compute_s: float) -> float:
+        """One kernel's time from its weights' streaming time and its tensor math's time: near the corner (as many
+        tokens as the GPU's FLOPs per byte) a measured product takes longer than either alone."""
+        if not self.corner:
+            return max(memory_s, compute_s)
+        top = max(memory_s, compute_s)
+        if top <= 0:
+            return 0.0
+        p = self.corner
+        return top * ((memory_s / top) ** p + (compute_s / top) ** p) ** (1 / p)
 
 
-# bandwidth and layer_overhead_s: measured on an H200 (benchmarks/data/h200/); the rest fitted by
+# bandwidth, layer_overhead_s and corner: measured on an H200 (benchmarks/data/h200/); the rest fitted by
 # benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
 # tests/unit/test_perf_model.py checks that the script's measurement and fit still land here.
-CALIBRATED = Efficiency(bandwidth=0.92, compute=0.53, layer_overhead_s=78e-6, compute_fp4=0.34, link_bandwidth=0.58,
-                        kv_bandwidth=0.74)
+CALIBRATED = Efficiency(bandwidth=0.92, compute=0.53, layer_overhead_s=78e-6, compute_fp4=0.34, link_bandwidth=0.57,
+                        kv_bandwidth=0.74, corner=4.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,13 +243,16 @@ class Model:
     def kv_bytes(self, tokens: float) -> float:
         return kv_bytes_per_sequence(self.arch, self.engine, self.attention_tp, self.pp, max(int(tokens), 1))
 
+    def _touched(self, tokens: float) -> float:
+        """Fraction of the routed experts a step of `tokens` tokens reaches (routing uniform and independent)."""
+        experts, k = self.arch.num_experts or 1, self.arch.num_experts_per_token or 1
+        return 1 - (1 - k / experts) ** max(tokens, 1.0)
+
     def _weights_read(self, tokens: float) -> float:
         """Bytes of weights one GPU reads in a step of `tokens` tokens (all ranks' tokens reach the experts)."""
         if self.dp == 1:
             return max(self.weights * self._read_fraction(tokens) - self.gathered, 0.0)
-        experts, k = self.arch.num_experts or 1, self.arch.num_experts_per_token or 1
-        touched = 1 - (1 - k / experts) ** max(tokens, 1.0)
-        return self.weights - self.gathered - self.routed_weights * (1 - touched)
+        return self.weights - self.gathered - self.routed_weights * (1 - self._touched(tokens))
 
     def alltoall_s(self, tokens: float) -> float:
         """Attention DP: dispatch and combine of one GPU's tokens to the expert ranks, in every layer of the stage
@@ -273,6 +292,7 @@ class Model:
         tokens = decode + prefill
         sampled = decode + (prefill / prompt if prompt else 0.0)
         weights_s = self._weights_read(tokens) / self.bw
+        roofline = self.eff.roofline_s
         # Attention DP: a GPU attends for its 1/dp of the sequences, at full width. Prompts come in whole chunks,
         # each to one rank, and every rank waits for the busiest one at the experts: the step carries the prompt
         # work of the busiest rank (a whole chunk, or the even share once there are more chunks than ranks).
@@ -294,10 +314,21 @@ class Model:
             routed_w = self._weights_read(tokens) - dense_w
             matmul_s = dense_mm + routed_mm
             weights_s = dense_w / self.bw + routed_w / self.bw
-            linear_s = max(dense_w / self.bw, dense_mm) + max(routed_w / self.bw, routed_mm)
+            linear_s = roofline(dense_w / self.bw, dense_mm) + roofline(routed_w / self.bw, routed_mm)
         else:
-            matmul_s = (self.flops_per_token * tokens + self.lm_head_flops * sampled) / self.flops
-            linear_s = max(weights_s, matmul_s)
+            # MoE: the routed experts' GEMMs are kernels of their own, each expert's at about k/E of the step's tokens
+            # (TensorRT-LLM's MoE runner permutes the tokens by expert and runs one grouped GEMM over the experts:
+            # CutlassMoeFCRunner::runMoe in cpp/tensorrt_llm/kernels/mixtureOfExperts/moe_kernels.cu at 0.17, the
+            # validation rows' version, cutlass_kernels/moe_gemm/moe_kernels.cu in 1.x): they stream
+            # their weights at a quarter of a dense layer's FLOPs per byte (Mixtral: 2 of 8), and the attention and
+            # lm_head's math does not hide them. Dense models: one group, the experts' empty.
+            routed_w = self.routed_weights * self._touched(tokens) if self.routed_weights else 0.0
+            dense_w = max(self._weights_read(tokens) - routed_w, 0.0)
+            routed_mm = self.flops_per_token * self.routed_flops_share * tokens / self.flops
+            dense_mm = (self.flops_per_token * (1 - self.routed_flops_share) * tokens
+                        + self.lm_head_flops * sampled) / self.flops
+            matmul_s = dense_mm + routed_mm
+            linear_s = roofline(dense_w / self.bw, dense_mm) + roofline(routed_w / self.bw, routed_mm)
         kv_s = decode_in / ranks * self.kv_bytes(context) / self.kv_bw
         attn_flops = 4 * self.layers * (self.decode_attn_width * decode * context
                                         + self.attn_width * busiest_prefill * prompt / 2) / ranks
@@ -314,7 +345,7 @@ class Model:
             return 0.0
         weights = self.draft_weights / self.bw
         flops = (self.draft_flops_per_token + self.lm_head_flops) * decode / self.flops
-        return self.draft_tokens * (max(weights, flops) + self.draft_layers * self.eff.layer_overhead_s)
+        return self.draft_tokens * (self.eff.roofline_s(weights, flops) + self.draft_layers * self.eff.layer_overhead_s)
 
     # ---- steady state ----
 
