@@ -30,7 +30,7 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
-from ..autoscaling.pool import Claim, PoolState, Share, held_replicas, share
+from ..autoscaling.pool import Claim, PoolState, Share, bound_replicas, held_replicas, share
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
@@ -492,12 +492,17 @@ class Operator:
             except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
                 log.debug("Deployment %s/%s not read for its pool share: %s", *key, exc)
                 deployment = None
-            held = held_replicas(target.current_replicas, (self.scalers.get(key) or {}).get("pods"), deployment)
+            pods = (self.scalers.get(key) or {}).get("pods")
+            # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py) claim
+            # nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
+            held = (bound_replicas(target.current_replicas, pods) if target.unplaceable
+                    else held_replicas(target.current_replicas, pods, deployment))
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
                                 current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,
                                 min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
-                                cluster_wide=cluster_wide, class_priority=class_value, held=held))
+                                cluster_wide=cluster_wide, class_priority=class_value, held=held,
+                                unplaceable=target.unplaceable))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
             new, target = capped(uncapped, self.shares.get(key)), targets[key]
@@ -575,6 +580,7 @@ def capped(decision: ScaleDecision, share_: Share | None) -> ScaleDecision:
         reason = cond.PREEMPTED_BY if share_.preempted_by else cond.WAITING_FOR_CAPACITY
         message = (f"{message}; capped at {desired} by the GPU pool shared by priority: "
                    + (f"preempted by {share_.preempted_by}" if share_.preempted_by else
+                      str(share_.waiting_for_capacity) if share_.unplaceable else
                       f"waiting for {share_.waiting_for_capacity}"))
     if share_.took:
         message = f"{message}; {share_.took}"
