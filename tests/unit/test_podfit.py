@@ -58,6 +58,7 @@ def test_the_inventory_keeps_each_nodes_allocatable_in_scheduler_units():
     n = node(cpu="223500m", memory="2Ti", **{"hugepages-1Gi": "16Gi"})
     assert dict(n.allocatable) == {"cpu": 223500, "memory": 2 * TIB, "ephemeral-storage": 3 * TIB, "pods": 110,
                                    "nvidia.com/gpu": 8, "hugepages-1Gi": 16 * GIB}
+    assert "cpu" not in dict(node(cpu="lots").allocatable), "not a quantity: left out, so not judged"
 
 
 @pytest.mark.parametrize("pod, expected", [

@@ -41,8 +41,8 @@ from ..autoscaling.drain import drain_warning
 from ..autoscaling.pool import NOT_CLAIMED
 from ..model_fetch import FetchError
 from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
-from ..planning.podfit import unplaceable
 from ..planning.planner import Plan, free_view, gpu_pool, gpu_pool_nodes, plan_for_spec, replicas_capacity
+from ..planning.podfit import unplaceable
 from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
 from ..render.multinode import (

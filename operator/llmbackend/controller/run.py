@@ -485,18 +485,20 @@ class Operator:
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
             class_value = await self._priority_class_value(target.priority_class) if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
-            # replicas whose pods can never hold a GPU (a quota refused them, or they cannot be placed for another
-            # reason) are nobody's GPUs: from the pods of its last evaluation and its Deployment's conditions
-            try:
-                deployment = await loop.run_in_executor(self.executor, self.kube.get, "Deployment", key[0], key[1])
-            except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
-                log.debug("Deployment %s/%s not read for its pool share: %s", *key, exc)
-                deployment = None
             pods = (self.scalers.get(key) or {}).get("pods")
-            # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py) claim
-            # nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
-            held = (bound_replicas(target.current_replicas, pods) if target.unplaceable
-                    else held_replicas(target.current_replicas, pods, deployment))
+            if target.unplaceable:
+                # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
+                # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
+                held: int | None = bound_replicas(target.current_replicas, pods)
+            else:
+                # replicas whose pods can never hold a GPU (a quota refused them, or they cannot be placed for another
+                # reason) are nobody's GPUs: from the pods of its last evaluation and its Deployment's conditions
+                try:
+                    deployment = await loop.run_in_executor(self.executor, self.kube.get, "Deployment", key[0], key[1])
+                except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
+                    log.debug("Deployment %s/%s not read for its pool share: %s", *key, exc)
+                    deployment = None
+                held = held_replicas(target.current_replicas, pods, deployment)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
                                 current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,

@@ -416,9 +416,9 @@ def parse_node(node: Mapping[str, Any]) -> GPUNode | None:
 
 
 def _allocatable(allocatable: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
-    """status.allocatable as the kube-scheduler counts it (a value that is not a quantity counts as 0)."""
-    return tuple(sorted((sys.intern(str(name)), scheduler_units(str(name), value) or 0)
-                        for name, value in allocatable.items()))
+    """status.allocatable as the kube-scheduler counts it; a value that is not a quantity is left out (not judged)."""
+    units = ((sys.intern(str(name)), scheduler_units(str(name), value)) for name, value in allocatable.items())
+    return tuple(sorted((name, n) for name, n in units if n is not None))
 
 
 def gpu_fingerprint(node: GPUNode) -> tuple:
