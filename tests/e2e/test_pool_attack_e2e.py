@@ -4,8 +4,9 @@ behind the shipped admission policy (manifests/default/admission-policy.yaml), a
 The victim is another namespace's backend, made by an admin.
 
 Probes that hold assert the claim plainly; probes that break assert the SAFE behaviour and are
-xfail(strict=True) with the finding. Two backends pinned to one 8-GPU node each ask for it whole through a schedule
-floor (kwok pods serve no metrics, so the floor is what each one's autoscaler wants), as in test_gpu_pool_e2e.py.
+xfail(strict=True) with the finding (none open now: fixed ones keep it as a comment). Two backends pinned to one
+8-GPU node each ask for it whole through a schedule floor (kwok pods serve no metrics, so the floor is what each
+one's autoscaler wants), as in test_gpu_pool_e2e.py.
 """
 
 from __future__ import annotations
@@ -222,12 +223,10 @@ def test_a_backend_joining_a_full_pool_writes_no_more_than_its_share(cluster, op
     assert overshoots == {}, f"Deployments that went above their share of 1: {overshoots}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BREAK (medium, narrowed): with a PriorityClass it may use, a tenant whose pods can never run (memory no node "
-    "has) still drains another namespace's replicas above minReplicas once: the first share grants it replicas "
-    "before any of its pods exists to show they cannot be placed. The victim grows back as soon as they are seen "
-    "Unschedulable for a reason other than GPUs (pool.py held_replicas), and they reserve nothing. Fix: take "
-    "replicas only for pods the scheduler could place (their requests against the pool's nodes)."))
+# Found by the attacker pass (was a break (medium): with a PriorityClass it may use, a tenant whose pods can never run
+# (memory no node has) drained another namespace's replicas above minReplicas once, before any of its pods existed to
+# show they could not be placed); fixed: the reconciler judges the rendered pod against the pool's nodes with the
+# kube-scheduler's filters (planning/podfit.py) and such a demand claims nothing (autoscaling/pool.py).
 def test_a_tenant_with_a_class_cannot_drain_another_namespace_for_pods_that_never_run(cluster, operator, tenant,
                                                                                       victim, gold_class):
     node = _clear(cluster, NODES["quota"])
@@ -255,9 +254,15 @@ def test_a_tenant_with_a_class_cannot_drain_another_namespace_for_pods_that_neve
                  timeout=60, what="the tenant's backend decided")
         assert not [p for p in cluster.kube.list("Pod", tenant) if p["spec"].get("nodeName")
                     and p["metadata"]["name"].startswith("hog-")], "a pod of the tenant's backend was bound"
-        # the SAFE behaviour: the victim keeps its 8 replicas (today: 1, preemptedBy "<tenant>/hog (priority 1000)")
+        # the victim keeps its 8 replicas (before the fix: 1, preemptedBy "<tenant>/hog (priority 1000)")
         for _ in range(20):
             assert _replicas(cluster, victim, "model") == 8, _autoscaling(cluster, victim, "model").get("preemptedBy")
             time.sleep(0.5)
+        assert _autoscaling(cluster, victim, "model").get("preemptedBy") is None
+        # and the tenant reads why its backend does not grow, and what to change
+        waiting = wait_for(lambda: _autoscaling(cluster, tenant, "hog").get("waitingForCapacity"), timeout=30,
+                           what="the tenant's backend saying why its demand is not claimed")
+        assert "not claimed from the GPU pool" in waiting and "Insufficient memory" in waiting, waiting
+        assert "it requests memory 100Ti, the most a node of the pool has is 2Ti" in waiting, waiting
     finally:
         cluster.kubectl("delete", "priorityclass", bronze, "--wait=false", check=False)

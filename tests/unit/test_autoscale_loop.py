@@ -207,6 +207,30 @@ def test_a_tenant_priority_never_reaches_into_another_namespace_but_a_priority_c
     assert reads == ["PriorityClass/batch", "PriorityClass/critical"]  # read once each (PRIORITY_CLASS_TTL_S)
 
 
+def test_a_class_whose_pods_no_node_of_the_pool_can_hold_takes_nothing_and_says_why(monkeypatch):
+    # the attacker pass: a tenant with a class it may use and memory no node has drained another namespace once,
+    # before any of its pods existed to be seen unplaceable
+    operator = _operator()
+    monkeypatch.setattr(operator.kube, "get_live", lambda kind, namespace, name: {"value": {"gold": 1000, "bronze": 0}[name]})
+    why = "no node of the pool can hold a serving pod: 0/1 nodes are available: 1 Insufficient memory"
+    hog = _pool_target("tenant", "hog", 1, priority_class="gold")
+    hog.unplaceable = why
+    targets = {("tenant", "hog"): hog, ("prod", "model"): _pool_target("prod", "model", 8, priority_class="bronze")}
+    operator.uncapped = {("tenant", "hog"): _wanting(8), ("prod", "model"): _wanting(8)}
+    # a pod of it bound to a node (the model can be wrong: a node changed) still holds its GPU
+    operator.scalers[("tenant", "hog")] = {"pods": [{"metadata": {"name": "hog-0"}, "spec": {}}]}
+    asyncio.run(operator._share_pools(targets))
+    model, hog_decision = operator.state.decisions[("prod", "model")], operator.state.decisions[("tenant", "hog")]
+    assert model.desired_replicas == 8 and model.extra["preemptedBy"] is None
+    assert hog_decision.desired_replicas == 1 and hog_decision.reason == "WaitingForCapacity"
+    assert hog_decision.extra["waitingForCapacity"] == f"8 replica(s) not claimed from the GPU pool: {why}"
+    assert hog_decision.message.endswith(f"capped at 1 by the GPU pool shared by priority: 8 replica(s) not claimed "
+                                         f"from the GPU pool: {why}")
+    operator.scalers[("tenant", "hog")] = {"pods": [{"metadata": {"name": "hog-0"}, "spec": {"nodeName": "n1"}}]}
+    asyncio.run(operator._share_pools(targets))
+    assert operator.state.decisions[("prod", "model")].desired_replicas == 7, "its bound pod's GPU is held"
+
+
 def test_replicas_given_up_for_another_backend_go_least_busy_first(monkeypatch):
     from llmbackend.autoscaling.sources import TritonScraper
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -185,6 +186,44 @@ def test_a_shared_gpu_pool_hands_the_autoscaler_its_pool_and_priority_and_status
     again = decide(Observed(backend(spec, {"autoscaling": {"preemptedBy": "team/chat (priority 10): 2 replica(s)"}}),
                             NODES, children=live, scale_decision=scale, hpas=[]))
     assert not [e for e in again.events if e[1] == cond.PREEMPTED_BY]
+
+
+@pytest.mark.parametrize("resources, why", [
+    (None, None),
+    ({"memory": "1Ti"}, None),
+    # the dgx-h100 nodes have 2Ti of memory and 224 CPUs allocatable
+    ({"memory": "100Ti"}, "0/4 nodes are available: 4 Insufficient memory; it requests memory 100Ti, the most a node "
+                          "of the pool has is 2Ti"),
+    # the pod's request: the serving container's and the operator's other containers' (here 250m more)
+    ({"cpu": "1000"}, "it requests cpu 1000.25, the most a node of the pool has is 224"),
+])
+def test_the_autoscaler_learns_when_no_node_of_the_pool_could_hold_the_rendered_pod(resources, why):
+    spec = {"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4},
+            **({"scheduling": {"resources": resources}} if resources else {})}
+    target = first_pass(spec).autoscale_target
+    assert target is not None and target.pool
+    if why is None:
+        assert target.unplaceable is None
+    else:
+        assert target.unplaceable is not None and target.unplaceable.endswith(why), target.unplaceable
+        assert target.unplaceable.startswith("no node of the pool can hold a serving pod")
+
+
+def test_a_demand_not_claimed_is_a_warning_once_and_a_wait_for_gpus_a_normal_event():
+    spec = {"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4}}
+    live = served(first_pass(spec), ready=1)
+    not_claimed = "3 replica(s) not claimed from the GPU pool: no node of the pool can hold a serving pod: ..."
+    scale = ScaleDecision(1, cond.WAITING_FOR_CAPACITY, "capped", None, None,
+                          {"preemptedBy": None, "waitingForCapacity": not_claimed})
+    decision = settle(spec, live, scale_decision=scale, hpas=[])
+    assert ("Warning", cond.WAITING_FOR_CAPACITY, not_claimed) in decision.events
+    again = decide(Observed(backend(spec, {"autoscaling": {"waitingForCapacity": not_claimed}}),
+                            NODES, children=live, scale_decision=scale, hpas=[]))
+    assert not [e for e in again.events if e[1] == cond.WAITING_FOR_CAPACITY]
+    waiting = "3 replica(s), 3 GPU(s), of a pool of 32; held by 1 backend(s) of other namespaces: 32 GPU(s)"
+    scale = dataclasses.replace(scale, extra={"preemptedBy": None, "waitingForCapacity": waiting})
+    decision = settle(spec, live, scale_decision=scale, hpas=[])
+    assert ("Normal", cond.WAITING_FOR_CAPACITY, f"waiting for {waiting}") in decision.events
 
 
 MEMORY = {"watchingSince": "2026-12-03T00:00:00Z", "lastSeen": "2026-12-03T01:00:00Z",

@@ -191,3 +191,35 @@ def test_replicas_given_back_as_part_of_a_replica_are_not_counted_as_taken():
     out, _ = share([high, low], 0.0)
     assert out[("team", "high")].replicas == 1
     assert out[("team", "low")].preempted_by == "team/high (priority 1000): 4 replica(s)"
+
+
+def test_a_backend_whose_pods_no_node_of_the_pool_can_hold_claims_nothing_and_says_why():
+    why = "no node of the pool can hold a serving pod: 0/1 nodes are available: 1 Insufficient memory"
+    # before any pod of it exists (held not known): it takes neither free GPUs nor others' replicas
+    hog = claim("hog", 1000, current=1, wanted=8, cluster_wide=True, namespace="tenant", unplaceable=why)
+    victim = claim("model", 0, current=6, wanted=8, cluster_wide=True, namespace="prod")
+    out, state = share([hog, victim], 0.0)
+    assert out[("prod", "model")].replicas == 8 and out[("prod", "model")].preempted_by is None
+    assert out[("prod", "model")].waiting_for_capacity is None
+    assert out[("tenant", "hog")].replicas == 1, "keeps its replicas, grows no further"
+    assert out[("tenant", "hog")].waiting_for_capacity == f"8 replica(s) not claimed from the GPU pool: {why}"
+    assert out[("tenant", "hog")].unplaceable and out[("tenant", "hog")].took is None
+    assert state.granted[(POOL, ("tenant", "hog"))] == [(0.0, 0)] and not state.waiting_since
+
+
+def test_an_unplaceable_backends_bound_pods_still_hold_their_gpus():
+    # the model said no node fits, yet 2 of its pods run (a node changed since): those GPUs are held, and counted
+    hog = claim("hog", 10, current=3, wanted=8, held=2, unplaceable="no node of the pool can hold a serving pod")
+    low = claim("low", 0, current=7, wanted=7, min_replicas=1)
+    out, _ = share([hog, low], 0.0)
+    assert out[("team", "low")].replicas == 6, "overcommitted by its 2 running pods: the lower one gives one up"
+    assert out[("team", "hog")].replicas == 3 and "6 replica(s) not claimed" in out[("team", "hog")].waiting_for_capacity
+
+
+def test_bound_replicas_counts_pods_on_a_node_and_not_those_leaving():
+    from llmbackend.autoscaling.pool import bound_replicas
+
+    leaving = _pod("c", node="n1")
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    assert bound_replicas(3, [_pod("a", node="n1"), _pod("b"), leaving]) == 1
+    assert bound_replicas(3, None) == 0 and bound_replicas(1, [_pod("a", node="n1"), _pod("b", node="n2")]) == 1

@@ -5,7 +5,11 @@ The autoscaler decides each backend's replicas alone (decision.py); ``share`` ru
 a pool and caps them. A pool is the GPUs of the nodes a backend's replicas may land on (its GPU product, node
 selector and tolerations): backends with the same set share it. Steps, per pool:
 
-1. What each backend keeps: the replicas it holds and still wants (its own scale-down frees GPUs at once).
+1. What each backend keeps: the replicas it holds and still wants (its own scale-down frees GPUs at once). A
+   backend whose pods no node of the pool could hold, even with every GPU there free (``Claim.unplaceable``: the
+   kube-scheduler's own filters, planning/podfit.py), keeps the replicas whose pods are bound and claims no more:
+   its demand counts against nobody, so a tenant cannot drain another backend for pods that would never run, and
+   ``Share.waiting_for_capacity`` says why ("not claimed from the GPU pool: no node of the pool can hold ...").
 2. Overcommitted (the backends hold more replicas than the pool's GPUs: some pods are Pending): the lowest-priority
    backend that a backend holding GPUs outranks gives up a replica above its minReplicas, until the pool fits.
 3. Growth, those no backend still short outranks first: they take free GPUs one replica each in turn, then
@@ -44,6 +48,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 HOLD_S = 300.0  # how long GPUs a backend held stay reserved against those it outranks (step 4)
+# what status.autoscaling.waitingForCapacity says of a demand no node of the pool could hold (Claim.unplaceable)
+NOT_CLAIMED = "not claimed from the GPU pool"
 
 Key = tuple[str, str]
 
@@ -65,6 +71,10 @@ class Claim:
     class_priority: int | None = None  # the value of the PriorityClass its pods run with, when the priority is not
     # of `current`, the replicas whose pods hold GPUs or wait only for GPUs (``held_replicas``); None: not known
     held: int | None = None
+    # why no node of the pool could hold one of its pods even with the pool's GPUs free (planning/podfit.py); None:
+    # they fit. Its demand then counts against nobody: it keeps what its pods hold (``held``: those bound to a
+    # node) and takes nothing, free GPUs included
+    unplaceable: str | None = None
 
     @property
     def key(self) -> Key:
@@ -88,6 +98,7 @@ class Share:
     preempted_by: str | None = None          # status.autoscaling.preemptedBy
     waiting_for_capacity: str | None = None  # status.autoscaling.waitingForCapacity
     took: str | None = None                  # the replicas this sync took from others (for its message)
+    unplaceable: bool = False                # waiting_for_capacity says why its demand is not claimed at all
 
 
 @dataclass
@@ -143,10 +154,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     pool_gpus = max(c.pool_gpus for c in members)
     # step 1. Replicas whose pods cannot hold a GPU (refused by a quota, or unschedulable for another reason than
     # GPUs) count for nobody: the backend keeps them, but holds and wants no GPUs for them until they run.
-    held = {c.key: c.current if c.held is None else max(0, min(c.current, c.held)) for c in members}
+    # Not known (no pods listed yet) counts as held, unless the pods could not be placed anyway.
+    held = {c.key: (0 if c.unplaceable else c.current) if c.held is None else max(0, min(c.current, c.held))
+            for c in members}
     idle = {c.key: c.current - held[c.key] for c in members}
     grant = {c.key: max(0, min(held[c.key], c.wanted)) for c in members}
-    wants = {c.key: grant[c.key] if idle[c.key] else c.wanted for c in members}
+    # a backend whose pods no node of the pool could hold claims nothing more: more GPUs would not run them
+    wants = {c.key: grant[c.key] if idle[c.key] or c.unplaceable else c.wanted for c in members}
     free = pool_gpus - sum(grant[k] * by_key[k].gpus_per_replica for k in grant)
     given: dict[Key, dict[Key, int]] = {k: {} for k in by_key}                   # victim -> preemptor -> replicas
     took: dict[Key, dict[Key, int]] = {k: {} for k in by_key}
@@ -260,7 +274,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             new.preempted[k] = by
         # (last time held, GPUs): a run of syncs at one count is one entry, dated by its last sync. A backend with
         # replicas whose pods cannot run forgets what it was granted: pods that never run reserve nothing
-        history = [(t, g) for t, g in state.granted.get((pool, k), []) if now - t < HOLD_S and not idle[k]]
+        history = [(t, g) for t, g in state.granted.get((pool, k), [])
+                   if now - t < HOLD_S and not idle[k] and not c.unplaceable]
         gpus = grant[k] * c.gpus_per_replica
         new.granted[(pool, k)] = (history[:-1] + [(now, gpus)] if history and history[-1][1] == gpus
                                   else history + [(now, gpus)])
@@ -275,11 +290,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                           or "no backend (GPUs held by replicas still draining)"))
             if k in kept_for:
                 waiting += "; kept for " + _seen_by(c, kept_for[k], by_key, f" GPU(s) it held within the last {HOLD_S:.0f}s")
+        elif c.unplaceable and c.wanted > grant[k]:
+            waiting = f"{c.wanted - grant[k]} replica(s) {NOT_CLAIMED}: {c.unplaceable}"
         took_text = _seen_by(c, {v: n for v, n in took[k].items() if n > 0}, by_key, "")
         # its idle replicas stay (their pods' own problem is in the backend's conditions), unless it gave some up
         replicas = grant[k] if given[k] else min(c.wanted, grant[k] + idle[k])
         out[k] = Share(replicas, preempted_by, waiting,
-                       f"took replica(s) from {took_text}, drained first" if took_text else None)
+                       f"took replica(s) from {took_text}, drained first" if took_text else None,
+                       unplaceable=bool(c.unplaceable) and waiting is not None)
 
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None) -> int | None:
@@ -299,6 +317,14 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     return max(0, current - unplaceable - refused)
 
 
+def bound_replicas(current: int, pods: list[dict] | None) -> int:
+    """Of ``current`` replicas, how many have a pod bound to a node (0 when no pods are known): what a backend whose
+    pods the pool's nodes could not hold (Claim.unplaceable) still holds."""
+    bound = sum(1 for p in pods or [] if (p.get("spec") or {}).get("nodeName")
+                and not (p.get("metadata") or {}).get("deletionTimestamp"))
+    return min(current, bound)
+
+
 def _unplaceable(pod: dict) -> bool:
     """Pending, and the scheduler said why in a message that is not about GPUs."""
     if (pod.get("spec") or {}).get("nodeName"):
@@ -315,4 +341,5 @@ def replicas_of(share_: Share | None, wanted: int) -> int:
     return wanted if share_ is None else min(wanted, share_.replicas)
 
 
-__all__ = ["HOLD_S", "Claim", "PoolState", "Share", "held_replicas", "outranks", "share", "replicas_of"]
+__all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "outranks",
+           "share", "replicas_of"]

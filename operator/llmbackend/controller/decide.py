@@ -38,9 +38,11 @@ from ..api.v1alpha1 import (
     name_ends_with_group_index,
 )
 from ..autoscaling.drain import drain_warning
+from ..autoscaling.pool import NOT_CLAIMED
 from ..model_fetch import FetchError
 from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
-from ..planning.planner import Plan, free_view, gpu_pool, plan_for_spec, replicas_capacity
+from ..planning.planner import Plan, free_view, gpu_pool, gpu_pool_nodes, plan_for_spec, replicas_capacity
+from ..planning.podfit import unplaceable
 from ..render import activator, openai, triton
 from ..render.drain import drain_seconds
 from ..render.multinode import (
@@ -134,6 +136,9 @@ class AutoscaleTarget:
     pool_gpus: int = 0
     priority: int | None = None
     priority_class: str | None = None
+    # why no node of that pool could hold one of its rendered pods, even with the pool's GPUs free
+    # (planning/podfit.py); None: they fit. Then its demand counts against no other backend (autoscaling/pool.py).
+    unplaceable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -305,6 +310,12 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     except FetchError as exc:  # a source URI the download program refuses, stored before the API server checked it
         not_served(conditions, exc.reason, f"spec.model.source.uri: {exc}; fix the source")
         raise _Stop from None
+    if decision.autoscale_target is not None and decision.autoscale_target.pool:
+        # the pool takes GPUs from others only for pods the scheduler could place there (planning/podfit.py)
+        decision.autoscale_target.unplaceable = unplaceable(
+            serving_pod_specs(desired, workload_kind, ref.name),
+            gpu_pool_nodes(fresh, observed.nodes, spec.scheduling.node_selector,
+                           [t.dump() for t in spec.scheduling.tolerations or []]))
     wanted = [(c["kind"], c["metadata"]["name"]) for c in desired]
     decision.look_up = [k for k in wanted if k not in observed.children]
     if decision.look_up:  # not in the caches: not created yet, or someone else's; reconcile asks the API server
@@ -688,6 +699,21 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
     return replicas
 
 
+def serving_pod_specs(desired: list[dict[str, Any]], kind: str, name: str) -> list[tuple[str, dict[str, Any]]]:
+    """The pod specs of the rendered serving workload, by role: a Deployment's pod, or a LeaderWorkerSet's leader
+    and worker."""
+    for obj in desired:
+        if obj["kind"] != kind or obj["metadata"]["name"] != name:
+            continue
+        spec = obj.get("spec") or {}
+        if kind == "Deployment":
+            return [("serving", (spec.get("template") or {}).get("spec") or {})]
+        group = spec.get("leaderWorkerTemplate") or {}
+        return [(role, (group.get(f"{role}Template") or {}).get("spec") or {})
+                for role in ("leader", "worker") if group.get(f"{role}Template")]
+    return []
+
+
 def _readable_memory(memory: Any) -> ScalerMemory | None:
     """status.autoscaling.memory as the API reads it; None when it does not (status is not only ours to write)."""
     try:
@@ -715,8 +741,12 @@ def _drain_bound_and_warnings(before: dict[str, Any], spec: LLMBackendSpec, scal
     # a shared GPU pool (autoscaling/pool.py): routine by design, so Normal events, once when it begins
     if auto.preempted_by is not None and before.get("preemptedBy") is None:
         decision.events.append(("Normal", cond.PREEMPTED_BY, f"replicas given up to: {auto.preempted_by}"))
-    if auto.waiting_for_capacity is not None and before.get("waitingForCapacity") is None:
-        decision.events.append(("Normal", cond.WAITING_FOR_CAPACITY, f"waiting for {auto.waiting_for_capacity}"))
+    waiting = auto.waiting_for_capacity
+    if waiting is not None and NOT_CLAIMED in waiting and NOT_CLAIMED not in (before.get("waitingForCapacity") or ""):
+        # pods no node of the pool could hold: the tenant has something to change (spec.scheduling)
+        decision.events.append(("Warning", cond.WAITING_FOR_CAPACITY, waiting))
+    elif waiting is not None and before.get("waitingForCapacity") is None:
+        decision.events.append(("Normal", cond.WAITING_FOR_CAPACITY, f"waiting for {waiting}"))
 
 
 def _foreign_hpa(observed: Observed, ref: BackendRef, workload_kind: str) -> str | None:

@@ -30,7 +30,7 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
-from ..autoscaling.pool import Claim, PoolState, Share, held_replicas, share
+from ..autoscaling.pool import Claim, PoolState, Share, bound_replicas, held_replicas, share
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
@@ -485,19 +485,26 @@ class Operator:
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
             class_value = await self._priority_class_value(target.priority_class) if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
-            # replicas whose pods can never hold a GPU (a quota refused them, or they cannot be placed for another
-            # reason) are nobody's GPUs: from the pods of its last evaluation and its Deployment's conditions
-            try:
-                deployment = await loop.run_in_executor(self.executor, self.kube.get, "Deployment", key[0], key[1])
-            except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
-                log.debug("Deployment %s/%s not read for its pool share: %s", *key, exc)
-                deployment = None
-            held = held_replicas(target.current_replicas, (self.scalers.get(key) or {}).get("pods"), deployment)
+            pods = (self.scalers.get(key) or {}).get("pods")
+            if target.unplaceable:
+                # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
+                # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
+                held: int | None = bound_replicas(target.current_replicas, pods)
+            else:
+                # replicas whose pods can never hold a GPU (a quota refused them, or they cannot be placed for another
+                # reason) are nobody's GPUs: from the pods of its last evaluation and its Deployment's conditions
+                try:
+                    deployment = await loop.run_in_executor(self.executor, self.kube.get, "Deployment", key[0], key[1])
+                except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
+                    log.debug("Deployment %s/%s not read for its pool share: %s", *key, exc)
+                    deployment = None
+                held = held_replicas(target.current_replicas, pods, deployment)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
                                 current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,
                                 min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
-                                cluster_wide=cluster_wide, class_priority=class_value, held=held))
+                                cluster_wide=cluster_wide, class_priority=class_value, held=held,
+                                unplaceable=target.unplaceable))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
             new, target = capped(uncapped, self.shares.get(key)), targets[key]
@@ -575,6 +582,7 @@ def capped(decision: ScaleDecision, share_: Share | None) -> ScaleDecision:
         reason = cond.PREEMPTED_BY if share_.preempted_by else cond.WAITING_FOR_CAPACITY
         message = (f"{message}; capped at {desired} by the GPU pool shared by priority: "
                    + (f"preempted by {share_.preempted_by}" if share_.preempted_by else
+                      str(share_.waiting_for_capacity) if share_.unplaceable else
                       f"waiting for {share_.waiting_for_capacity}"))
     if share_.took:
         message = f"{message}; {share_.took}"

@@ -12,6 +12,9 @@ Pure code, no Kubernetes API calls (except the two CLI entry points):
   plan for a workload (calibrated: benchmarks/perf_calibrate.py).
 - `roofline`: the links a placement uses, the default workload, `estimate()`.
 - `planner`: `plan()` -> `Plan` (cost model in its docstring), `replicas_capacity()`.
+- `podfit`: could the kube-scheduler place a rendered pod on a node of a GPU pool
+  (NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit); `quantity`:
+  resource quantities in the scheduler's units.
 - `cli`: `llmbackend plan -f backend.yaml --nodes nodes.yaml -o json|text`.
 - `topology_reporter`: `llmbackend topology-reporter`, annotates a Node with its
   NVLink domains read from NVML or `nvidia-smi topo -m`.

@@ -2,7 +2,8 @@
 
 A Node (the dict form of a v1 Node, as from `yaml.safe_load` or kopf's body)
 becomes a small, frozen `GPUNode`: GPU count (allocatable `nvidia.com/gpu`),
-product, memory and compute capability, and NVLink domains.
+product, memory and compute capability, NVLink domains, and the rest of the
+node's allocatable (cpu, memory, ...) for the GPU pool's fit check (podfit.py).
 
 The product comes from GPU Feature Discovery (`nvidia.com/gpu.product`) or,
 when GFD is not installed (GKE's default driver install, EKS without the GPU
@@ -33,6 +34,8 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .quantity import scheduler_units
 
 TOPOLOGY_ANNOTATION = "llmbackend.dev/gpu-topology"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -303,6 +306,9 @@ class GPUNode:
     topology_note: str = ""  # why the annotation was not used, if it was present
     # The label that names the product on this node (GFD's, or a cloud's): serving pods select on it.
     product_label: tuple[str, str] = ("", "")
+    # status.allocatable in the kube-scheduler's units (cpu in millicores, the rest whole numbers; quantity.py),
+    # sorted pairs; () when the node reported none (then the pool's fit check does not judge its resources)
+    allocatable: tuple[tuple[str, int], ...] = ()
 
     @property
     def largest_domain(self) -> int:
@@ -405,7 +411,14 @@ def parse_node(node: Mapping[str, Any]) -> GPUNode | None:
         cordoned=cordoned,
         topology_note=note,
         product_label=_share((sys.intern(label_key), sys.intern(label_value))),
+        allocatable=_share(_allocatable(allocatable)),
     )
+
+
+def _allocatable(allocatable: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """status.allocatable as the kube-scheduler counts it; a value that is not a quantity is left out (not judged)."""
+    units = ((sys.intern(str(name)), scheduler_units(str(name), value)) for name, value in allocatable.items())
+    return tuple(sorted((name, n) for name, n in units if n is not None))
 
 
 def gpu_fingerprint(node: GPUNode) -> tuple:
@@ -417,7 +430,7 @@ def gpu_fingerprint(node: GPUNode) -> tuple:
     return (
         node.gpu_count, node.product, node.memory_bytes, node.compute_capability,
         node.clique, node.nvlink_domains, node.topology_source, node.schedulable,
-        node.cordoned, node.taints, node.labels, node.product_label,
+        node.cordoned, node.taints, node.labels, node.product_label, node.allocatable,
     )
 
 

@@ -316,6 +316,13 @@ def stage_slots(group: GPUGroup, tp: int) -> int:
     return total
 
 
+def product_pool_nodes(nodes: Sequence[GPUNode], node_selector, tolerations, product: str) -> list[GPUNode]:
+    """The nodes of ``product_pool``'s pool (for planning/podfit.py: could a pod of the backend land on one?)."""
+    groups, _, _ = eligible_groups(nodes, node_selector, tolerations)
+    names = {n for g in groups if g.product == product for s in g.shapes.values() for n in s.names}
+    return [node for node in nodes if node.name in names]
+
+
 def product_pool(nodes: Iterable[GPUNode], node_selector, tolerations, product: str) -> tuple[str, int]:
     """(key, GPUs) of the eligible nodes of one GPU product: the key is the product and a digest of the node names
     (thousands of them), so backends whose pods may land on the same nodes get the same key."""

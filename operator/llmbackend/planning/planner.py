@@ -68,7 +68,7 @@ plans") and tested in tests/unit/test_planner_published.py.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +102,7 @@ from .placement import (
     eligible_groups,
     place,
     product_pool,
+    product_pool_nodes,
     stage_slots,
 )
 
@@ -891,6 +892,14 @@ def gpu_pool(plan_: Plan, nodes: Iterable[GPUNode], node_selector: Mapping[str, 
     if not plan_.fits or not plan_.gpu_product:
         return "", 0
     return product_pool(nodes, node_selector, tolerations, plan_.gpu_product)
+
+
+def gpu_pool_nodes(plan_: Plan, nodes: Sequence[GPUNode], node_selector: Mapping[str, str] | None = None,
+                   tolerations: Iterable[Any] | None = None) -> list[GPUNode]:
+    """The nodes of ``gpu_pool``'s pool ([] when it has none)."""
+    if not plan_.fits or not plan_.gpu_product:
+        return []
+    return product_pool_nodes(nodes, node_selector, tolerations, plan_.gpu_product)
 
 
 def free_view(nodes: Iterable[GPUNode], free_gpus: Mapping[str, int]) -> list[GPUNode]:
