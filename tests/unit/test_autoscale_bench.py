@@ -18,8 +18,8 @@ def bench():
 
 
 def shipped_knob(bench) -> tuple:
-    """The shipped defaults, as a value of the operator's tuning grid (OPERATOR_KNOBS: decision.py constants as
-    imported, spec fields as AutoscalingSpec defaults them)."""
+    """The shipped defaults, as a value of the operator's tuning grid (OPERATOR_KNOBS: DecisionKnobs fields as
+    DEFAULT_KNOBS holds them, spec fields as AutoscalingSpec defaults them)."""
     spec = AutoscalingSpec()
     return tuple(bench.OPERATOR_DEFAULTS[n] if n in bench.OPERATOR_DEFAULTS else getattr(spec, n)
                  for n in bench.OPERATOR_KNOBS)
@@ -134,3 +134,4 @@ def test_schedule_floors_run_on_the_simulated_clock(bench):
     assert schedule_floor(op.spec, -240.0) == 6 and schedule_floor(op.spec, 1799.0) == 6
     assert schedule_floor(op.spec, 1800.0) == 0 and schedule_floor(op.spec, -360.0) == 0
     assert bench.Operator(bench.PANIC_ON).spec.panic.enabled and bench.Operator(None).spec.panic is None
+
