@@ -1110,3 +1110,25 @@ def test_any_memory_in_status_resumes_a_scaler_that_decides(memory):
     assert 1 <= d.desired_replicas <= 10 and 1.0 <= d.engine.rise <= HMAX
     json.dumps({**d.state.memory(3600.0), **d.state.recent()}, allow_nan=False)
 
+
+def test_the_knobs_a_decision_is_given_are_the_ones_it_decides_with():
+    # benchmarks/autoscale_bench.py tunes the decision by passing DecisionKnobs: each part of it (the engine's view,
+    # the learned headroom, a resumed memory, the burst warning) reads the knobs it is given, not the shipped ones
+    s = spec(forecast=False, target_utilization=0.5, max_replicas=40)
+    shipped = decide(warm(), _engine(320.0, 4), s, 4, now=0.0)
+    ample = decide(warm(), _engine(320.0, 4), s, 4, now=0.0, knobs=replace(KNOBS, HEADROOM_BETA=4.0))
+    assert shipped.engine.knobs == KNOBS
+    assert ample.desired_replicas > shipped.desired_replicas
+    # a new scaler assumes learnedHeadroomMax for SURPRISE_PRIOR_S
+    assert _learned(False, 600).engine.headroom == HMAX
+    assert _learned(False, 600, knobs=replace(KNOBS, SURPRISE_PRIOR_S=300.0)).engine.headroom == 1.0
+    # bursts are remembered, resumed and warned about for SURPRISE_MEMORY_S
+    span = int(max(KNOBS.SURPRISE_MEMORY_S, KNOBS.SURPRISE_PRIOR_S)) + 600
+    bursty = _learned(True, span, burst_ratio=3.0)
+    short = replace(KNOBS, SURPRISE_MEMORY_S=600.0)
+    off = spec(learned_headroom_max=HMAX, burst_floor="off")
+    unfloored = replace(bursty.state, floor_since=None)
+    assert D.burst_warning(unfloored, off, span + 900.0) and D.burst_warning(unfloored, off, span + 900.0, short) is None
+    memory = {**bursty.state.memory(span), **bursty.state.recent()}
+    kept = ScalerState.resumed(memory, float(span)).surprises
+    assert len(ScalerState.resumed(memory, float(span), short).surprises) < len(kept)
