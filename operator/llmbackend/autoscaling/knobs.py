@@ -83,7 +83,9 @@ class DecisionKnobs:
     # learned headroom's own memory). It never engages on the tuning traces (their bursts are absorbed: no queue over the
     # target with a burst over 1.25 x the cap), so they cannot choose it; the test traces' spikes (7x) are what it is
     # for (docs/benchmarks-autoscaling.md).
-    AUTO_BURST_FLOOR_S: float = SURPRISE_MEMORY_S  # its default: the class body's value above
+    # Its default is SURPRISE_MEMORY_S's default (the class body's value above); a knobs object with another
+    # SURPRISE_MEMORY_S keeps this one unless it is replaced too (as the module constants did in the sweeps).
+    AUTO_BURST_FLOOR_S: float = SURPRISE_MEMORY_S
     # The learned headroom also keeps the base load (the median of the last cold start's loads) times the largest rise
     # over the base remembered (``learn_rise``), at most learnedHeadroomMax. Not tuned (its quantile and gates are the
     # surprises'). At the main grid's pick it is what meets the goal of the tuning trace with a burst every 4 minutes
