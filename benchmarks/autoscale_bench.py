@@ -25,8 +25,8 @@ Metrics each policy sees (what it would see in a cluster):
   (syncPeriodSeconds) and calls llmbackend's own window_ratio() and decide() unmodified, with AutoscalingSpec
   defaults, the cold start learned from its pods (coldstart.estimate), the ages of its starting pods and no
   capacity limit. Knob (tuning grid only): (targetUtilization, learnedHeadroomMax, SURPRISE_PRIOR_S,
-  HEADROOM_BETA, CALM_BETA); decision.py's other constants come from --sweep; the row "operator (defaults)" is
-  what ships.
+  HEADROOM_BETA, CALM_BETA, TREND_NOISE_RATIO); the decision's other constants (DecisionKnobs, autoscaling/knobs.py,
+  passed to decide()) come from --sweep; the row "operator (defaults)" is what ships.
 * keda-inflight: HPA (default behavior: up max(100 %, 4 pods)/15 s, down 100 %/15 s) on an External
   AverageValue metric = in-flight requests (engine batch + queue) summed over pods, from 15 s scrapes.
   Knob: (in flight per replica, scale-down stabilization window s).
@@ -66,6 +66,7 @@ Method (so that it cannot flatter us):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -78,12 +79,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "operator"))
 
 from llmbackend.api.v1alpha1 import LEARNED_HEADROOM_MAX_LIMIT, AutoscalingSpec  # noqa: E402
-from llmbackend.autoscaling import (
-    coldstart,  # noqa: E402
-    decision,  # noqa: E402
-)
+from llmbackend.autoscaling import coldstart  # noqa: E402
 from llmbackend.autoscaling.decision import (  # noqa: E402
-    SURPRISE_MEMORY_S,
+    DEFAULT_KNOBS,
+    DecisionKnobs,
     ScalerState,
     advised_headroom,
     burst_warning,
@@ -411,22 +410,23 @@ class Operator(Policy):
     def __init__(self, knob=None):
         super().__init__(knob)
         kw: dict = dict(enabled=True, min_replicas=1, max_replicas=MAX_REPLICAS)
-        # knob: values of OPERATOR_KNOBS (spec fields and decision.py constants) in that order, or
+        # knob: values of OPERATOR_KNOBS (spec fields and DecisionKnobs fields) in that order, or
         # ((name, value), ...) for a sweep (--sweep); None: the shipped defaults
-        for name, value in OPERATOR_DEFAULTS.items():
-            setattr(decision, name, value)
+        knobs: dict = {}
         pairs = () if knob is None else (knob if knob and isinstance(knob[0], tuple) else zip(OPERATOR_KNOBS, knob))
         for name, value in pairs:
             if name in OPERATOR_DEFAULTS:
-                setattr(decision, name, value)
+                knobs[name] = value
             elif name == "panic":  # panic mode on at this thresholdPercentage (--judge)
                 kw["panic"] = {"enabled": True, "thresholdPercentage": value}
             elif name == "floor":  # a schedule floor (start s, end s, replicas) of the simulated day (--judge)
                 start_s, end_s, floor_n = value
                 kw["schedule"] = [{"start": _cron_at(start_s), "end": _cron_at(end_s), "desiredReplicas": floor_n}]
             else:
-                kw[name] = value
+                kw[name] = value  # a spec field: AutoscalingSpec forbids any other name
         self.spec = AutoscalingSpec(**kw)
+        # the decision's constants travel with each call (decide, burst_warning, ScalerState.resumed)
+        self.knobs = dataclasses.replace(DEFAULT_KNOBS, **knobs)
         self.period = float(self.spec.sync_period_seconds)
         self.state = ScalerState()
         self.samples: dict[int, list] = {}
@@ -450,10 +450,10 @@ class Operator(Policy):
             panic_reading = window_ratio(self.samples, now, panic_window_s(self.spec), SIGNAL_ENGINE)
         cold, _ = coldstart.estimate(sim.observed_cold_starts(), self.spec.cold_start_seconds)
         d = decide(self.state, reading, self.spec, sim.replicas(), now, max_batch_size=SLOTS, cold_start_s=cold,
-                   starting_ages=sim.starting_ages(now), panic_reading=panic_reading)
+                   starting_ages=sim.starting_ages(now), panic_reading=panic_reading, knobs=self.knobs)
         self.panicking += d.panic is not None and now >= 0
         self.state = d.state
-        self.warning = burst_warning(d.state, self.spec, now)
+        self.warning = burst_warning(d.state, self.spec, now, self.knobs)
         if self.warning and now >= 0 and not self.results["warned"]:
             self.results = {"warned": 1.0, "warned_at": now}
         return d.desired_replicas
@@ -479,7 +479,7 @@ class AdminFollowsWarning(Operator):
         if self.seen_at is not None and now >= self.seen_at + self.reaction_s:
             largest = largest_surprise(self.state.surprises)
             change = ({"learned_headroom_max": advised_headroom(largest)} if largest <= LEARNED_HEADROOM_MAX_LIMIT
-                      else {"burst_memory_seconds": int(SURPRISE_MEMORY_S)})
+                      else {"burst_memory_seconds": int(self.knobs.SURPRISE_MEMORY_S)})
             self.spec = self.spec.model_copy(update=change)
             self.seen_at = None
         return want
@@ -498,7 +498,7 @@ class RestartedOperator(Operator):
         if self.restart_s is not None and now >= self.restart_s:
             self.restart_s = None
             memory = {**(self.state.memory(now) or {}), **self.state.recent()}
-            self.state = ScalerState.resumed(memory, now) if self.resume else ScalerState()
+            self.state = ScalerState.resumed(memory, now, self.knobs) if self.resume else ScalerState()
             self.samples = {}
         return super().desired(sim, now)
 
@@ -537,12 +537,9 @@ def crowd_onset(trace: str, seed: int) -> float:
     return float(t[np.argmax(rate > ONSET_FACTOR * rate.min())])
 
 
-# The decision's constants (decision.py) a sweep may set; every run starts from the shipped values.
-OPERATOR_DEFAULTS = {n: getattr(decision, n) for n in (
-    "LEVEL_QUANTILE", "KEEP_QUANTILE", "SCALE_DOWN_MARGIN", "TREND_NOISE_RATIO", "TREND_MAX_GROWTH", "HEADROOM_BETA",
-    "CALM_BETA", "LEARNED_BETA",
-    "KEEP_STARTING_SPENT", "SURPRISE_MEMORY_S", "SURPRISE_NOISE", "SURPRISE_PRIOR_S",
-    "SURPRISE_MIN_REPLICAS", "AUTO_BURST_FLOOR_S", "LEARN_RISE")}
+# The decision's constants a sweep may set (every field of DecisionKnobs) and their shipped values; every run starts
+# from these and replaces what its knob names (Operator builds its DecisionKnobs with dataclasses.replace).
+OPERATOR_DEFAULTS = {f.name: getattr(DEFAULT_KNOBS, f.name) for f in dataclasses.fields(DecisionKnobs)}
 # The operator's knobs on the main tuning grid (POLICIES): spec fields (snake_case) or OPERATOR_DEFAULTS names.
 OPERATOR_KNOBS = ("target_utilization", "learned_headroom_max", "SURPRISE_PRIOR_S", "HEADROOM_BETA", "CALM_BETA",
                   "TREND_NOISE_RATIO")

@@ -6,10 +6,14 @@ pick rule takes the cheapest value that meets every goal, and the simulated SLO 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from benchmark_support import load_benchmark
 
 from llmbackend.api.v1alpha1 import AutoscalingSpec
+from llmbackend.autoscaling import decision, engine, forecast, headroom, outcome, panic, schedule, state
+from llmbackend.autoscaling.knobs import DEFAULT_KNOBS, DecisionKnobs
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +22,8 @@ def bench():
 
 
 def shipped_knob(bench) -> tuple:
-    """The shipped defaults, as a value of the operator's tuning grid (OPERATOR_KNOBS: decision.py constants as
-    imported, spec fields as AutoscalingSpec defaults them)."""
+    """The shipped defaults, as a value of the operator's tuning grid (OPERATOR_KNOBS: DecisionKnobs fields as
+    DEFAULT_KNOBS holds them, spec fields as AutoscalingSpec defaults them)."""
     spec = AutoscalingSpec()
     return tuple(bench.OPERATOR_DEFAULTS[n] if n in bench.OPERATOR_DEFAULTS else getattr(spec, n)
                  for n in bench.OPERATOR_KNOBS)
@@ -134,3 +138,43 @@ def test_schedule_floors_run_on_the_simulated_clock(bench):
     assert schedule_floor(op.spec, -240.0) == 6 and schedule_floor(op.spec, 1799.0) == 6
     assert schedule_floor(op.spec, 1800.0) == 0 and schedule_floor(op.spec, -360.0) == 0
     assert bench.Operator(bench.PANIC_ON).spec.panic.enabled and bench.Operator(None).spec.panic is None
+
+
+KNOB_NAMES = {f.name for f in dataclasses.fields(DecisionKnobs)}
+# the bench's own settings beside the spec's fields and the decision's knobs (Operator: --judge's rows)
+BENCH_SETTINGS = {"panic", "floor"}
+
+
+def _names_the_bench_sets(bench) -> set[str]:
+    """Every name a grid, a sweep or a side table of the bench sets on the operator."""
+    names = set(bench.OPERATOR_KNOBS) | {n for key in bench.SWEEP for n in key.split(",")}
+    return names | {n for pairs in (bench.FLOOR_OFF, bench.RISE_OFF, bench.PANIC_ON) for n, _ in pairs}
+
+
+def test_every_constant_the_bench_tunes_is_a_field_of_the_decisions_knobs(bench):
+    # A tuned name that is neither a DecisionKnobs field nor a spec field would tune nothing (before the knobs were one
+    # object, the bench set module constants: one moved to another module would have stopped being tuned, silently).
+    spec_fields = set(AutoscalingSpec.model_fields)
+    for name in _names_the_bench_sets(bench):
+        assert name in KNOB_NAMES or name in spec_fields or name in BENCH_SETTINGS, name
+        assert name.lower() == name or name in KNOB_NAMES, f"{name}: a constant of the decision that is no knob"
+    assert set(bench.OPERATOR_DEFAULTS) == KNOB_NAMES
+    # and no module of the decision keeps a module constant of a knob's name, which a setattr could still "tune"
+    for module in (decision, engine, forecast, headroom, outcome, panic, schedule, state):
+        assert not KNOB_NAMES & set(vars(module)), module.__name__
+
+
+def test_a_knob_the_bench_sets_reaches_the_decision(bench):
+    # every knob the bench may set lands in the DecisionKnobs its operator passes to decide() ...
+    for name in sorted(KNOB_NAMES):
+        value = not getattr(DEFAULT_KNOBS, name) if name == "LEARN_RISE" else 2 * getattr(DEFAULT_KNOBS, name) + 1
+        knobs = bench.Operator(((name, value),)).knobs
+        assert knobs == dataclasses.replace(DEFAULT_KNOBS, **{name: value}), name
+    with pytest.raises(ValueError):  # a name that is no knob and no spec field is refused, not ignored
+        bench.Operator((("HEADROOM_BETTA", 2.0),))
+    # ... and changes what the simulated operator does: on tune-constant (10 req/s) a larger square-root spare
+    # keeps more replicas (sweep values of HEADROOM_BETA; the shipped 1.5 between them)
+    shipped = bench.Sim("tune-constant", 101).run(bench.Operator(None))
+    lean = bench.Sim("tune-constant", 101).run(bench.Operator((("HEADROOM_BETA", 1.0),)))
+    ample = bench.Sim("tune-constant", 101).run(bench.Operator((("HEADROOM_BETA", 2.0),)))
+    assert lean["gpu_h"] < shipped["gpu_h"] < ample["gpu_h"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 
 from llmbackend.api.v1alpha1 import SCALER_MEMORY_MAX_TEXT, AutoscalingSpec
 from llmbackend.autoscaling import decision as D
+from llmbackend.autoscaling.coldstart import epoch_seconds
+from llmbackend.autoscaling.decision import DEFAULT_KNOBS as KNOBS
 from llmbackend.autoscaling.decision import Decision, ScalerState, decide
 from llmbackend.autoscaling.ratio import RatioReading
 
@@ -249,8 +252,8 @@ def engine_reading(ratio, pods, in_flight, slots_per_pod=64, reason="Ok", reques
                         kv_cache_fraction=kv)
 
 
-def test_ratio_near_zero_but_slots_full_scales_up_after_the_saturation_window(monkeypatch):
-    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)  # the saturation trigger alone (headroom: its own test)
+def test_ratio_near_zero_but_slots_full_scales_up_after_the_saturation_window():
+    decide = partial(D.decide, knobs=replace(KNOBS, HEADROOM_BETA=0.0))  # the saturation trigger alone (headroom: its own test)
     s = spec(saturation_seconds=10, forecast=False, target_utilization=0.8)
     r = engine_reading(0.01, 2, in_flight=140)  # 128 slots full, 12 waiting; ratio still ~0
     first = decide(warm(), r, s, 2, now=0)
@@ -266,8 +269,8 @@ def test_ratio_near_zero_but_slots_full_scales_up_after_the_saturation_window(mo
     assert "batch slots busy" in d1.message
 
 
-def test_saturation_step_is_sized_from_the_backlog_and_bounded_by_capacity(monkeypatch):
-    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)
+def test_saturation_step_is_sized_from_the_backlog_and_bounded_by_capacity():
+    decide = partial(D.decide, knobs=replace(KNOBS, HEADROOM_BETA=0.0))
     s = spec(saturation_seconds=0, forecast=False, target_utilization=0.5, max_scale_up_step=1, max_replicas=50)
     r = engine_reading(0.0, 2, in_flight=640)  # 10 replicas of slots at 100 %, 20 at 50 %
     d = decide(warm(), r, s, 2, now=0)
@@ -288,8 +291,8 @@ def test_stale_metrics_hold_and_say_why():
     assert "no sample from 3 pod(s)" in d.message
 
 
-def test_no_completions_with_full_slots_still_scales_on_saturation(monkeypatch):
-    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)
+def test_no_completions_with_full_slots_still_scales_on_saturation():
+    decide = partial(D.decide, knobs=replace(KNOBS, HEADROOM_BETA=0.0))
     # long generations: nothing finished in the window, the ratio cannot be computed, the engine is full
     r = engine_reading(None, 2, in_flight=150, reason="NoCompletions", requests=0.0)
     d = decide(warm(), r, spec(saturation_seconds=0, forecast=False, target_utilization=1.0), 2, now=0)
@@ -357,18 +360,18 @@ def test_robust_forecast_follows_a_ramp_and_ignores_a_burst():
     # a ramp of 0.1 per second: the trend is extrapolated over the horizon
     ramp = [(float(t), t / 10.0) for t in range(0, 300, 15)]
     assert D.theil_sen_slope(ramp) == pytest.approx(0.1)
-    assert D.robust_forecast(ramp, 285.0, 240.0, 0.5) == pytest.approx(min(28.5 + 24.0, D.TREND_MAX_GROWTH * 28.5))
-    assert D.robust_forecast(ramp, 285.0, 120.0, 0.5) == pytest.approx(min(28.5 + 12.0, D.TREND_MAX_GROWTH * 28.5))
+    assert D.robust_forecast(ramp, 285.0, 240.0, 0.5, KNOBS) == pytest.approx(min(28.5 + 24.0, KNOBS.TREND_MAX_GROWTH * 28.5))
+    assert D.robust_forecast(ramp, 285.0, 120.0, 0.5, KNOBS) == pytest.approx(min(28.5 + 12.0, KNOBS.TREND_MAX_GROWTH * 28.5))
     # a flat load of 40 with a 2 min burst to 80 inside the last 4 min: no trend, the level is the median
     burst = [(float(t), 80.0 if 120 <= t < 240 else 40.0) for t in range(0, 300, 15)]
     assert D.theil_sen_slope(burst) == 0.0
-    assert D.robust_forecast(burst, 285.0, 240.0, 0.5) == 40.0
+    assert D.robust_forecast(burst, 285.0, 240.0, 0.5, KNOBS) == 40.0
     # the same burst on a ramp: the ramp's trend, not the burst's
     on_ramp = [(t, x + t / 10.0) for t, x in burst]
-    assert D.robust_forecast(on_ramp, 285.0, 240.0, 0.5) < 40.0 + 28.5 + 24.0 + 1
+    assert D.robust_forecast(on_ramp, 285.0, 240.0, 0.5, KNOBS) < 40.0 + 28.5 + 24.0 + 1
     # a step that has lasted more than half the horizon is the level
     step = [(float(t), 80.0 if t >= 120 else 40.0) for t in range(0, 300, 15)]
-    assert D.robust_forecast(step, 285.0, 240.0, 0.5) == 80.0
+    assert D.robust_forecast(step, 285.0, 240.0, 0.5, KNOBS) == 80.0
 
 
 def test_batch_fit_predicts_compute_time_at_the_target_batch():
@@ -416,8 +419,8 @@ def test_headroom_is_relatively_larger_for_small_backends(load, expected):
     # R = load / (0.5 x 64); replicas = ceil(R + 0.5 sqrt(R)): 1 -> 2 (+100 %), 10 -> 12 (+20 %), 100 -> 105
     view = D.EngineView(in_flight=load, slots_per_replica=64, forecast=load, cold_start_s=0, saturated="", load=load)
     r = load / 32
-    assert view.replicas_for(load, 0.5) == math.ceil(r + D.HEADROOM_BETA * math.sqrt(r) - 1e-9)
-    if D.HEADROOM_BETA == 0.5:
+    assert view.replicas_for(load, 0.5) == math.ceil(r + KNOBS.HEADROOM_BETA * math.sqrt(r) - 1e-9)
+    if KNOBS.HEADROOM_BETA == 0.5:
         assert view.replicas_for(load, 0.5) == expected
 
 
@@ -467,8 +470,8 @@ def test_no_cancel_and_reorder_under_noise():
         assert changes == [] and cur == need
 
 
-def test_saturation_with_replicas_starting_sizes_one_step(monkeypatch):
-    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)  # the saturation step alone
+def test_saturation_with_replicas_starting_sizes_one_step():
+    decide = partial(D.decide, knobs=replace(KNOBS, HEADROOM_BETA=0.0))  # the saturation step alone
     # 2 ready with full slots and a backlog: 192 in flight / (0.5 x 64) = 6 replicas in all
     s = spec(forecast=False, target_utilization=0.5, max_replicas=40, saturation_seconds=0)
     full = _engine(192, 2)
@@ -485,8 +488,8 @@ def test_saturation_with_replicas_starting_sizes_one_step(monkeypatch):
     assert d.desired_replicas == 10
 
 
-def test_a_backlog_draining_into_replicas_that_turned_ready_orders_nothing_more(monkeypatch):
-    monkeypatch.setattr(D, "HEADROOM_BETA", 0.0)  # the saturation step alone
+def test_a_backlog_draining_into_replicas_that_turned_ready_orders_nothing_more():
+    decide = partial(D.decide, knobs=replace(KNOBS, HEADROOM_BETA=0.0))  # the saturation step alone
     # 4 ready replicas, every slot busy with a backlog (600 in flight); the arrivals (4 req/s x 6 s each) keep 24
     # sequences busy, which 1 replica carries at 50 %
     s = spec(forecast=False, target_utilization=0.5, max_replicas=40, saturation_seconds=0)
@@ -555,7 +558,7 @@ def test_starting_replicas_go_only_once_the_load_expected_at_ready_time_does_not
     s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=60, max_scale_down_step=1)
     # 4 ready, the rest starting for a surge (330 sequences) that then falls to 60 (2 replicas' worth at 50 %)
     view = D.EngineView(0, 64, 0, 0, "")
-    surge, low = view.replicas_for(330, 0.5), view.replicas_for(60, 0.5 * D.SCALE_DOWN_MARGIN)
+    surge, low = view.replicas_for(330, 0.5), view.replicas_for(60, 0.5 * KNOBS.SCALE_DOWN_MARGIN)
     assert surge > low >= 2
     state, cur, t = warm(), surge, 0.0
     for _ in range(4):
@@ -590,7 +593,7 @@ def test_a_starting_replica_mostly_spent_is_not_cancelled():
     assert d.desired_replicas < 8
     # two of them past KEEP_STARTING_SPENT of their cold start: those two stay (the two young ones go; not-Ready
     # pods go first, so the ready ones stay with them)
-    ages = [D.KEEP_STARTING_SPENT * 240 + 10, D.KEEP_STARTING_SPENT * 240 + 5, 30, 20]
+    ages = [KNOBS.KEEP_STARTING_SPENT * 240 + 10, KNOBS.KEEP_STARTING_SPENT * 240 + 5, 30, 20]
     d = decide(state, low, s, 8, now=0, cold_start_s=240, starting_ages=ages)
     assert d.desired_replicas == 6, d.message
     # without starting replicas the same history scales down as before (nothing to keep)
@@ -639,10 +642,11 @@ HMAX = 1.5  # learnedHeadroomMax in the tests of the learned headroom
 
 
 def _learned(bursty: bool, until_s: int, burst_until_s: int | None = None, state=None, learned: float = 0.0,
-             burst_ratio: float = 0.0):
+             burst_ratio: float = 0.0, knobs=KNOBS):
     """60 sequences busy (in flight), with a 2-minute burst to 120 every 15 min when ``bursty`` (until
     ``burst_until_s``; the queue/compute ratio ``burst_ratio`` then, else 0); 4 replicas of 64 slots, utilization 0.5
-    (``learned``: learnedUtilization, off by default), cold start 4 min. Returns the last decision."""
+    (``learned``: learnedUtilization, off by default), cold start 4 min, the decision's ``knobs``. Returns the last
+    decision."""
     s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=HMAX,
              learned_utilization=learned)
     state = state or ScalerState(since=0.0)
@@ -650,17 +654,17 @@ def _learned(bursty: bool, until_s: int, burst_until_s: int | None = None, state
     for t in range(0, until_s, 15):
         burst = bursty and (burst_until_s is None or t < burst_until_s) and t % 900 < 120
         reading = engine_reading(burst_ratio if burst else 0.0, 4, in_flight=120.0 if burst else 60.0)
-        d = decide(state, reading, s, 4, now=float(t), cold_start_s=240)
+        d = decide(state, reading, s, 4, now=float(t), cold_start_s=240, knobs=knobs)
         state = d.state
     assert d is not None
     return d
 
 
-def test_learned_headroom_starts_at_its_maximum_and_learns_smooth_traffic_needs_none(monkeypatch):
-    monkeypatch.setattr(D, "SURPRISE_PRIOR_S", 900.0)
-    first = _learned(False, 15)
+def test_learned_headroom_starts_at_its_maximum_and_learns_smooth_traffic_needs_none():
+    prior = replace(KNOBS, SURPRISE_PRIOR_S=900.0)
+    first = _learned(False, 15, knobs=prior)
     assert first.engine.headroom == HMAX  # a new scaler assumes the largest bursts for SURPRISE_PRIOR_S
-    smooth = _learned(False, int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600)
+    smooth = _learned(False, int(max(prior.SURPRISE_MEMORY_S, prior.SURPRISE_PRIOR_S)) + 600, knobs=prior)
     assert smooth.engine.headroom == 1.0
     assert "headroom" not in smooth.message
     # the forecast alone sizes the fleet: fewer replicas than while the prior held
@@ -668,14 +672,14 @@ def test_learned_headroom_starts_at_its_maximum_and_learns_smooth_traffic_needs_
 
 
 def test_learned_headroom_keeps_what_the_recent_bursts_needed_and_forgets_them():
-    bursty = _learned(True, int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600)
+    bursty = _learned(True, int(max(KNOBS.SURPRISE_MEMORY_S, KNOBS.SURPRISE_PRIOR_S)) + 600)
     # bursts to 2x the base within a cold start: the forecast made before each burst was short by about 2x
     assert 1.5 <= bursty.engine.headroom <= HMAX
     assert f"headroom x{bursty.engine.headroom:.2f}" in bursty.message
-    smooth = _learned(False, int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600)
+    smooth = _learned(False, int(max(KNOBS.SURPRISE_MEMORY_S, KNOBS.SURPRISE_PRIOR_S)) + 600)
     assert bursty.raw_recommendation > smooth.raw_recommendation  # standing capacity between the bursts
     # an hour after the last burst it is forgotten
-    calm = _learned(True, 2 * int(D.SURPRISE_MEMORY_S) + 1200, burst_until_s=int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600)
+    calm = _learned(True, 2 * int(KNOBS.SURPRISE_MEMORY_S) + 1200, burst_until_s=int(max(KNOBS.SURPRISE_MEMORY_S, KNOBS.SURPRISE_PRIOR_S)) + 600)
     assert calm.engine.headroom == 1.0
     # it survives the state's JSON round trip
     again = ScalerState.from_dict(json.loads(json.dumps(bursty.state.to_dict())))
@@ -685,11 +689,11 @@ def test_learned_headroom_keeps_what_the_recent_bursts_needed_and_forgets_them()
 def test_a_burst_over_learned_headroom_max_that_queued_is_remembered_whole_and_warned():
     # the same 2x bursts with learnedHeadroomMax 1.5, requests queueing over the target ratio during them: the
     # decision multiplies the forecast by 1.5 at most, the memory keeps the whole rise, and the admin is told
-    span = int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600
+    span = int(max(KNOBS.SURPRISE_MEMORY_S, KNOBS.SURPRISE_PRIOR_S)) + 600
     auto, off = spec(learned_headroom_max=HMAX), spec(learned_headroom_max=HMAX, burst_floor="off")
     bursty = _learned(True, span, burst_ratio=3.0)
     largest = max(x for _, x in bursty.state.surprises)
-    assert largest >= HMAX * D.BURST_OVER_CAP and D.bursts_over_cap(bursty.state, HMAX, span)
+    assert largest >= HMAX * D.BURST_OVER_CAP and D.bursts_over_cap(bursty.state, HMAX, span, KNOBS)
     assert bursty.engine.headroom == HMAX
     # burstFloor auto (the default): the burst floor stands for them, and the warning says since when and how to
     # turn it off
@@ -715,7 +719,7 @@ def test_a_burst_over_learned_headroom_max_that_queued_is_remembered_whole_and_w
     assert D.burst_warning(unfloored, spec(learned_headroom_max=min(4.0, largest), burst_floor="off"), span) is None
     assert D.burst_warning(_learned(False, span).state, off, span) is None
     assert D.burst_warning(unfloored, spec(learned_headroom_max=1.0, burst_floor="off"), span) is None
-    later = 2 * int(D.SURPRISE_MEMORY_S) + 1200
+    later = 2 * int(KNOBS.SURPRISE_MEMORY_S) + 1200
     forgotten = _learned(True, later, burst_until_s=span, burst_ratio=3.0).state
     assert forgotten.floor_since is None and D.burst_warning(forgotten, off, later) is None
     # the floor and its warning survive an operator restart with the memory
@@ -749,7 +753,7 @@ def test_bursts_over_the_cap_that_queued_keep_a_burst_floor_while_they_are_remem
     assert queued and max(queued) < 1800, queued  # only the spikes before the floor stood queued
     between = [(t, d) for t, d in runs if 1500 <= t < 4500 and t % 900 >= 600]  # before each later spike
     assert between and all(d.engine.floor_load > 0 and d.desired_replicas * 64 >= 140 for _, d in between)
-    assert any(t - max(queued) > D.SURPRISE_MEMORY_S for t, _ in between)
+    assert any(t - max(queued) > KNOBS.SURPRISE_MEMORY_S for t, _ in between)
     last = runs[-1][1]
     assert last.engine.floor_load == 0 and last.state.floor_since is None and last.desired_replicas * 64 < 140
     # without a queue (the spare absorbed them), with burstFloor off or the learned headroom off: no floor
@@ -758,7 +762,7 @@ def test_bursts_over_the_cap_that_queued_keep_a_burst_floor_while_they_are_remem
         assert all(d.engine.floor_load == 0 for t, d in _spiky(other, 3600, 3600, queue) if d.engine), other
 
 
-def _about_once_a_cold_start(s, until_s: int, quiet_from_s: int):
+def _about_once_a_cold_start(s, until_s: int, quiet_from_s: int, knobs=KNOBS):
     """60 sequences busy with a 90 s burst to 120 every 270 s (about once a cold start: the forecast's level always
     holds the last burst) until ``quiet_from_s``, then 60 only; the decisions' replicas feed back. Returns (time,
     decision) pairs."""
@@ -766,20 +770,20 @@ def _about_once_a_cold_start(s, until_s: int, quiet_from_s: int):
     for t in range(0, until_s, 15):
         burst = t < quiet_from_s and t % 270 < 90
         d = decide(state, engine_reading(0.0, cur, in_flight=120.0 if burst else 60.0), s, cur, now=float(t),
-                   cold_start_s=240)
+                   cold_start_s=240, knobs=knobs)
         state, cur = d.state, d.desired_replicas
         out.append((t, d))
     return out
 
 
-def test_bursts_about_once_a_cold_start_keep_their_rise_over_the_base_standing_through_a_calm_spell(monkeypatch):
+def test_bursts_about_once_a_cold_start_keep_their_rise_over_the_base_standing_through_a_calm_spell():
     # each forecast is made while the last burst is within its cold start, so no burst surprises it (headroom 1).
     # What they rose over the load beside them (2x) is remembered on its own: when a calm cold start brings the
     # forecast down to the base, the replicas the next burst needs stay standing. (Found on the benchmark's
     # steady-bursty trace: 8 -> 3 replicas after 6 calm minutes, then a 2x burst on 3.)
-    monkeypatch.setattr(D, "SURPRISE_PRIOR_S", 0.0)  # a new scaler's prior: its own test
+    no_prior = replace(KNOBS, SURPRISE_PRIOR_S=0.0)  # a new scaler's prior: its own test
     s = spec(target_utilization=0.5, max_replicas=20, scale_down_stabilization_seconds=0, learned_headroom_max=2.0)
-    runs = _about_once_a_cold_start(s, 3000, 2400)
+    runs = _about_once_a_cold_start(s, 3000, 2400, no_prior)
     calm = [d for t, d in runs if t >= 2400 + 300]  # a whole cold start after the last burst
     assert calm and all(d.engine.forecast == pytest.approx(60.0) for d in calm)
     assert all(d.engine.headroom == 1.0 for _, d in runs if d.engine), "the surprises saw no burst"
@@ -788,16 +792,15 @@ def test_bursts_about_once_a_cold_start_keep_their_rise_over_the_base_standing_t
     assert all(d.desired_replicas >= bursts.desired_replicas for d in calm)
     assert "bursts x2.00 over the base load 60.0" in calm[-1].message
     # measured against the forecast alone the calm spell lets them go
-    monkeypatch.setattr(D, "LEARN_RISE", False)
-    alone = [d for t, d in _about_once_a_cold_start(s, 3000, 2400) if t >= 2400 + 300]
+    alone = [d for t, d in _about_once_a_cold_start(s, 3000, 2400, replace(no_prior, LEARN_RISE=False))
+             if t >= 2400 + 300]
     assert all(d.desired_replicas < bursts.desired_replicas for d in alone)
-    monkeypatch.setattr(D, "LEARN_RISE", True)
     # capped at learnedHeadroomMax, off with it, and forgotten SURPRISE_MEMORY_S after the last burst
-    capped = _about_once_a_cold_start(s.model_copy(update={"learned_headroom_max": 1.5}), 600, 600)[-1][1]
+    capped = _about_once_a_cold_start(s.model_copy(update={"learned_headroom_max": 1.5}), 600, 600, no_prior)[-1][1]
     assert capped.engine.rise == 1.5 and max(x for _, x in capped.state.rises) == 2.0
-    off = _about_once_a_cold_start(s.model_copy(update={"learned_headroom_max": 1.0}), 600, 600)[-1][1]
+    off = _about_once_a_cold_start(s.model_copy(update={"learned_headroom_max": 1.0}), 600, 600, no_prior)[-1][1]
     assert off.engine.rise == 1.0 and off.state.rises == []
-    later = _about_once_a_cold_start(s, 2400 + int(D.SURPRISE_MEMORY_S) + 600, 2400)[-1][1]
+    later = _about_once_a_cold_start(s, 2400 + int(KNOBS.SURPRISE_MEMORY_S) + 600, 2400, no_prior)[-1][1]
     assert later.engine.rise == 1.0 and later.desired_replicas < bursts.desired_replicas
     # an operator restart resumes the rises (status.autoscaling.memory); forged ones are kept within [1, 100]
     last = calm[-1].state
@@ -813,7 +816,7 @@ def test_learned_headroom_ignores_poisson_noise():
     rng = __import__("numpy").random.default_rng(5)
     s = spec(target_utilization=0.5, max_replicas=20, learned_headroom_max=HMAX)
     state = ScalerState(since=0.0)
-    for t in range(0, int(D.SURPRISE_MEMORY_S) * 2, 15):
+    for t in range(0, int(KNOBS.SURPRISE_MEMORY_S) * 2, 15):
         d = decide(state, _engine(rng.poisson(6.0 * 60) * 9 / 60, 3), s, 3, now=float(t), cold_start_s=240)
         state = d.state
     assert d.engine.headroom == 1.0, state.surprises
@@ -846,7 +849,7 @@ def test_learned_headroom_ignores_rises_that_change_no_replica_count():
 
     def run(base):
         state = ScalerState(since=0.0)
-        for t in range(0, 2 * int(D.SURPRISE_MEMORY_S), 15):
+        for t in range(0, 2 * int(KNOBS.SURPRISE_MEMORY_S), 15):
             d = decide(state, _engine(base * (2 if t % 1200 >= 600 else 1), 2), s, 2, now=float(t), cold_start_s=240)
             state = d.state
         return d.engine.headroom, d.engine.rise
@@ -878,51 +881,49 @@ def test_learned_headroom_learns_no_burst_from_a_compute_time_fit_that_moves():
     assert all(x == 1.0 for _, x in state.surprises + state.rises)
 
 
-def test_calm_traffic_keeps_the_calm_square_root_spare(monkeypatch):
+def test_calm_traffic_keeps_the_calm_square_root_spare():
     # with the learned headroom on, traffic that has shown no burst within SURPRISE_MEMORY_S keeps CALM_BETA x sqrt(R)
     # spare; once a burst is remembered, HEADROOM_BETA; with the learned headroom off, always HEADROOM_BETA
-    monkeypatch.setattr(D, "HEADROOM_BETA", 1.5)
-    monkeypatch.setattr(D, "CALM_BETA", 0.5)
-    view = D.EngineView(0, 64, 0, 0, "")
+    knobs = replace(KNOBS, HEADROOM_BETA=1.5, CALM_BETA=0.5)
+    view = D.EngineView(0, 64, 0, 0, "", knobs=knobs)
     assert view.replicas_for(320, 0.5) == math.ceil(10 + 1.5 * math.sqrt(10))
-    calm_view = D.EngineView(0, 64, 0, 0, "", calm=True)
+    calm_view = D.EngineView(0, 64, 0, 0, "", calm=True, knobs=knobs)
     assert calm_view.replicas_for(320, 0.5) == math.ceil(10 + 0.5 * math.sqrt(10))
-    span = int(max(D.SURPRISE_MEMORY_S, D.SURPRISE_PRIOR_S)) + 600
-    smooth = _learned(False, span)
+    span = int(max(KNOBS.SURPRISE_MEMORY_S, KNOBS.SURPRISE_PRIOR_S)) + 600
+    smooth = _learned(False, span, knobs=knobs)
     assert smooth.engine.calm and smooth.engine.headroom == 1.0
-    bursty = _learned(True, span)
+    bursty = _learned(True, span, knobs=knobs)
     assert not bursty.engine.calm and bursty.engine.headroom > 1.0
     assert bursty.raw_recommendation > smooth.raw_recommendation
     off = decide(warm(), _engine(60.0, 4), spec(target_utilization=0.5, learned_headroom_max=1.0), 4, now=0.0,
-                 cold_start_s=240)
+                 cold_start_s=240, knobs=knobs)
     assert not off.engine.calm
 
 
-def test_a_scaler_that_has_learned_its_bursts_sizes_at_the_learned_utilization(monkeypatch):
+def test_a_scaler_that_has_learned_its_bursts_sizes_at_the_learned_utilization():
     # once the scaler has watched a whole SURPRISE_MEMORY_S, the learned headroom stands for the bursts: replicas at
     # learnedUtilization with LEARNED_BETA x sqrt(R) spare, times the headroom; a younger one (a new backend, an
     # operator restart) keeps targetUtilization and the larger spare for the bursts it has not seen yet
-    monkeypatch.setattr(D, "LEARNED_BETA", 0.5)
-    monkeypatch.setattr(D, "CALM_BETA", 1.0)
-    memory = int(D.SURPRISE_MEMORY_S)
-    young = _learned(False, memory - 300, learned=0.8)
+    knobs = replace(KNOBS, LEARNED_BETA=0.5, CALM_BETA=1.0)
+    memory = int(KNOBS.SURPRISE_MEMORY_S)
+    young = _learned(False, memory - 300, learned=0.8, knobs=knobs)
     assert not young.engine.learned
     assert young.engine.replicas_for(320, 0.5) == math.ceil(10 + 1.0 * math.sqrt(10))
-    smooth = _learned(False, memory + 600, learned=0.8)
+    smooth = _learned(False, memory + 600, learned=0.8, knobs=knobs)
     assert smooth.engine.learned == pytest.approx(0.8 / 0.5)
     assert smooth.engine.replicas_for(320, 0.5) == math.ceil(320 / (0.8 * 64) + 0.5 * math.sqrt(320 / (0.8 * 64)))
     assert smooth.raw_recommendation < young.raw_recommendation  # 60 in flight: 2 replicas instead of 4
     assert "utilization 0.8 (learned" in smooth.message and "learned over" not in young.message
     # bursty traffic: the same utilization, and the learned headroom keeps the spare its bursts needed
-    bursty = _learned(True, memory + 600, learned=0.8)
+    bursty = _learned(True, memory + 600, learned=0.8, knobs=knobs)
     assert bursty.engine.learned and bursty.engine.headroom > 1.0
     assert bursty.raw_recommendation > smooth.raw_recommendation
     # a targetUtilization above learnedUtilization is not lowered; the spare is still LEARNED_BETA's
-    high = _learned(False, memory + 600, learned=0.4)
+    high = _learned(False, memory + 600, learned=0.4, knobs=knobs)
     assert high.engine.learned == 1.0
     assert high.engine.replicas_for(320, 0.5) == math.ceil(10 + 0.5 * math.sqrt(10))
     # off
-    assert not _learned(False, memory + 600).engine.learned
+    assert not _learned(False, memory + 600, knobs=knobs).engine.learned
 
 
 def _resumed_decision(memory, now: float, state=None):
@@ -936,11 +937,11 @@ def _resumed_decision(memory, now: float, state=None):
 
 def test_an_operator_restart_resumes_what_the_scaler_learned():
     # a scaler that watched bursty traffic for longer than its memory, as a restarted operator finds it in status
-    before = _learned(True, int(D.SURPRISE_MEMORY_S) + 600, learned=0.8)
+    before = _learned(True, int(KNOBS.SURPRISE_MEMORY_S) + 600, learned=0.8)
     last = max(t for t, _ in before.state.loads)
     memory = json.loads(json.dumps({**before.state.memory(last), **before.state.recent()}))  # through the API server
     assert memory["watchingSince"] == "1970-01-01T00:00:00Z" and memory["bursts"] and memory["loads"]
-    assert len(memory["bursts"]) <= D.SURPRISE_MEMORY_S / D.PEAK_BUCKET_S + 1
+    assert len(memory["bursts"]) <= KNOBS.SURPRISE_MEMORY_S / D.PEAK_BUCKET_S + 1
     # the next decision: resumed, it decides as the scaler that kept running (learned utilization, the bursts'
     # headroom, the forecast from the last cold start's loads)
     resumed = _resumed_decision(memory, last + 15)
@@ -955,7 +956,7 @@ def test_an_operator_restart_resumes_what_the_scaler_learned():
     # SURPRISE_PRIOR_S instead), no history to forecast from
     fresh = _resumed_decision(None, last + 15, state=ScalerState())
     assert not fresh.engine.learned and fresh.engine.history_s == 0
-    assert fresh.engine.headroom == (HMAX if D.SURPRISE_PRIOR_S > 0 else 1.0)
+    assert fresh.engine.headroom == (HMAX if KNOBS.SURPRISE_PRIOR_S > 0 else 1.0)
     # the memory written after the restart keeps the original start
     assert resumed.state.memory(last + 15)["watchingSince"] == memory["watchingSince"]
 
@@ -963,7 +964,7 @@ def test_an_operator_restart_resumes_what_the_scaler_learned():
 def test_a_resumed_scaler_checks_no_forecast_made_before_it_saw_a_horizon_of_rates():
     # the forecasts checked for surprises need a horizon of rates; a memory without the rates (a status written by a
     # version that kept none) resumes `since` but checks no forecast for a horizon
-    before = _learned(False, int(D.SURPRISE_MEMORY_S) + 600, learned=0.8)
+    before = _learned(False, int(KNOBS.SURPRISE_MEMORY_S) + 600, learned=0.8)
     last = max(t for t, _ in before.state.loads)
     resumed = _resumed_decision(before.state.memory(last), last + 60)
     assert resumed.engine.learned and resumed.state.forecasts == []
@@ -976,10 +977,10 @@ def test_a_resumed_scaler_checks_no_forecast_made_before_it_saw_a_horizon_of_rat
 def test_a_memory_not_seen_within_the_gap_is_not_resumed(gap_s):
     # the operator was down longer than MEMORY_GAP_S (or the clock says the memory is from the future): it missed the
     # bursts of the gap, so the scaler starts as a new one
-    before = _learned(True, int(D.SURPRISE_MEMORY_S) + 600, learned=0.8)
+    before = _learned(True, int(KNOBS.SURPRISE_MEMORY_S) + 600, learned=0.8)
     last = max(t for t, _ in before.state.loads)
     memory = before.state.memory(last)
-    now = D.epoch_seconds(memory["lastSeen"]) + gap_s
+    now = epoch_seconds(memory["lastSeen"]) + gap_s
     assert ScalerState.resumed(memory, now) == ScalerState()
     assert ScalerState.resumed(memory, last + 60).since == 0.0  # within the gap it is resumed
     # a scaler younger than its last bucket: watched since after that bucket's start
@@ -1010,7 +1011,7 @@ def test_a_forged_memory_sizes_no_differently_than_traffic_could():
     state = ScalerState.resumed(memory, now)
     # one entry per bucket, its largest
     assert state.surprises == [(1800.0, 1.2), (3000.0, 1.0), (3300.0, D.SURPRISE_REPORT_MAX)]
-    assert D.burst_headroom(state.surprises, now - state.since, HMAX) == HMAX
+    assert D.burst_headroom(state.surprises, now - state.since, HMAX, KNOBS) == HMAX
 
 
 def test_forged_recent_loads_and_fit_are_read_as_far_as_they_are_numbers():
@@ -1102,9 +1103,32 @@ def test_any_memory_in_status_resumes_a_scaler_that_decides(memory):
     # scaler decides on
     state = ScalerState.resumed(memory, 3600.0)
     assert all(1.0 <= x <= D.SURPRISE_REPORT_MAX and t <= 3600.0 for t, x in state.surprises + state.rises)
-    assert 1.0 <= D.burst_headroom(state.surprises, 3600.0 - (state.since or 0.0), HMAX) <= HMAX
+    assert 1.0 <= D.burst_headroom(state.surprises, 3600.0 - (state.since or 0.0), HMAX, KNOBS) <= HMAX
     assert all(math.isfinite(x) and x >= 0 and t <= 3600.0 for t, x in state.loads + state.rates + state.forecasts)
     assert all(t is None or t <= 3600.0 for t in (state.queued_at, state.floor_since))
     d = decide(state, _engine(60.0, 4), spec(learned_headroom_max=HMAX), 4, now=3600.0, cold_start_s=240)
     assert 1 <= d.desired_replicas <= 10 and 1.0 <= d.engine.rise <= HMAX
     json.dumps({**d.state.memory(3600.0), **d.state.recent()}, allow_nan=False)
+
+
+def test_the_knobs_a_decision_is_given_are_the_ones_it_decides_with():
+    # benchmarks/autoscale_bench.py tunes the decision by passing DecisionKnobs: each part of it (the engine's view,
+    # the learned headroom, a resumed memory, the burst warning) reads the knobs it is given, not the shipped ones
+    s = spec(forecast=False, target_utilization=0.5, max_replicas=40)
+    shipped = decide(warm(), _engine(320.0, 4), s, 4, now=0.0)
+    ample = decide(warm(), _engine(320.0, 4), s, 4, now=0.0, knobs=replace(KNOBS, HEADROOM_BETA=4.0))
+    assert shipped.engine.knobs == KNOBS
+    assert ample.desired_replicas > shipped.desired_replicas
+    # a new scaler assumes learnedHeadroomMax for SURPRISE_PRIOR_S
+    assert _learned(False, 600).engine.headroom == HMAX
+    assert _learned(False, 600, knobs=replace(KNOBS, SURPRISE_PRIOR_S=300.0)).engine.headroom == 1.0
+    # bursts are remembered, resumed and warned about for SURPRISE_MEMORY_S
+    span = int(max(KNOBS.SURPRISE_MEMORY_S, KNOBS.SURPRISE_PRIOR_S)) + 600
+    bursty = _learned(True, span, burst_ratio=3.0)
+    short = replace(KNOBS, SURPRISE_MEMORY_S=600.0)
+    off = spec(learned_headroom_max=HMAX, burst_floor="off")
+    unfloored = replace(bursty.state, floor_since=None)
+    assert D.burst_warning(unfloored, off, span + 900.0) and D.burst_warning(unfloored, off, span + 900.0, short) is None
+    memory = {**bursty.state.memory(span), **bursty.state.recent()}
+    kept = ScalerState.resumed(memory, float(span)).surprises
+    assert len(ScalerState.resumed(memory, float(span), short).surprises) < len(kept)

@@ -8,7 +8,9 @@
 * :mod:`.decision` (pure): ``decide()`` — the HPA algorithm on the ratio, with
   tolerance, bounds, step limits, stabilization windows, a scale-down cooldown
   of one metrics window, an optional occupancy guard and a capacity cap;
-  ``ScalerState`` is JSON-able.
+  ``ScalerState`` is JSON-able. Its parts, by what they do: :mod:`.knobs` (the tuned constants, one
+  ``DecisionKnobs`` passed to ``decide()``), :mod:`.engine`, :mod:`.forecast`, :mod:`.headroom`, :mod:`.state`,
+  :mod:`.schedule`, :mod:`.panic`, :mod:`.outcome` (decision.py's docstring says which step each holds).
 * ``mode: hpa``/``keda`` hand the loop to Kubernetes: their objects (HPA, PrometheusRule,
   prometheus-adapter rule, ScaledObject) are desired state, rendered in :mod:`llmbackend.render.hpa`
   and :mod:`llmbackend.render.keda`.
