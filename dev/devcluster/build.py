@@ -85,7 +85,9 @@ def go_build_into(directory: Path, module_dir: Path, go: str, packages: list[str
     started = time.monotonic()
     env = dict(os.environ, **GO_BUILD_ENV)
     target = str(staging / output) if output else str(staging) + "/"
-    cmd = [go, "build", "-trimpath", f"-ldflags={ldflags}", "-o", target, *packages]
+    # -s -w strips the debug information at link time; -dwarf=false spares the compiler making it (about 15 % less
+    # CPU: kube-scheduler from an empty cache, 224 s instead of 262 s of user time on this 2-core machine)
+    cmd = [go, "build", "-trimpath", "-gcflags=all=-dwarf=false", f"-ldflags={ldflags}", "-o", target, *packages]
     try:
         proc = subprocess.run(cmd, cwd=module_dir, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
