@@ -75,7 +75,7 @@ def ensure_binary(log=print) -> Path:
         log(f"building Argo CD's health evaluator (argo-cd {argocd_version()}) into {target.parent} ...")
         started = time.monotonic()
         env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod -buildvcs=false")
-        proc = subprocess.run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging / BINARY), "."],
+        proc = subprocess.run([go, "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags=-s -w", "-o", str(staging / BINARY), "."],
                               cwd=MODULE_DIR, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
