@@ -12,6 +12,11 @@
    writes stay ~0, the reconcile count barely moves.
 Operator CPU time and peak RSS (VmHWM) at the end.
 
+`--direct` measures the floor under any operator on this machine: no operator runs; the script makes, for each
+backend, the writes an operator's first pass makes (the children the reconciler's own first pass renders, created
+in its order with the backend as owner, one status write, one Event), `--workers` backends at a time (default 8,
+as the operator's workers), and prints the time until every Deployment exists and the control plane's CPU meanwhile.
+
 API requests are the operator's own count (metric llmbackend_api_requests_total{method,kind}, one
 increment per HTTP request its REST client makes), so nothing of the controller-manager or of this
 script is mixed in. Watch connections (long-lived streams) count once per watch request (method WATCH).
@@ -169,6 +174,59 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else float("nan")
 
 
+def direct_burst(cluster, kube: Kube, nodes: list[dict], ns: str, count: int, workers: int = 8) -> int:
+    """The writes of N first passes, made by this script with no decision in between: how long the control plane
+    of this machine needs for them, whatever the operator does."""
+    from llmbackend.api.v1alpha1 import LLMBackend
+    from llmbackend.controller.preview import preview
+    from llmbackend.planning.inventory import parse_node
+
+    gpu_nodes = [n for n in (parse_node(node) for node in nodes) if n is not None]
+    names = [f"b{i:04d}" for i in range(count)]
+    rendered = {}
+    for name in names:  # rendered before the clock starts: the operator's own CPU is not what this measures
+        result = preview(LLMBackend.model_validate(backend(name, ns)), gpu_nodes)
+        rendered[name] = (result.objects, result.plan.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    done: dict[str, float] = {}
+    components0, t0 = component_cpu(cluster), time.monotonic()
+
+    def first_pass(name: str) -> None:
+        owner = kube.create(backend(name, ns))["metadata"]
+        children, plan = rendered[name]
+        for child in children:
+            child = copy.deepcopy(child)
+            for ref in child["metadata"].get("ownerReferences", []):
+                if ref.get("kind") == "LLMBackend":
+                    ref["uid"] = owner["uid"]
+            try:
+                kube.create_applied(child)
+            except ApiError as exc:
+                if exc.status != 409:  # the namespace's shared cache claim: made once
+                    raise
+        kube.patch_status("LLMBackend", ns, name, {"plan": plan, "conditions": [
+            {"type": "Planned", "status": "True", "reason": "Planned", "message": "direct",
+             "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]})
+        kube.create({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": ns},
+                     "involvedObject": {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
+                                        "namespace": ns, "name": name, "uid": owner["uid"]},
+                     "reason": "Planned", "message": "direct", "type": "Normal", "count": 1,
+                     "source": {"component": "load-bench"}})
+        done[name] = time.monotonic()
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(first_pass, names))
+    total = time.monotonic() - t0
+    deployments = {d["metadata"]["name"] for d in kube.list("Deployment", ns)}
+    components = diff(component_cpu(cluster), components0)
+    latencies = [done[n] - t0 for n in names]
+    print(f"\n== direct burst (no operator, {workers} at a time): {len(deployments & set(names))}/{count} Deployments "
+          f"after {total:.1f}s (p50 {pct(latencies, 50):.1f}s); {sum(len(rendered[n][0]) for n in names) / count:.1f} "
+          f"children + 1 status write + 1 Event per backend; control plane CPU meanwhile: "
+          + ", ".join(f"{name} {cpu:.1f}s" for name, cpu in sorted(components.items(), key=lambda kv: -kv[1]))
+          + f"; load average {os.getloadavg()[0]:.1f} at the end")
+    return 0 if len(deployments & set(names)) == count else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backends", type=int, default=500)
@@ -178,6 +236,8 @@ def main() -> int:
     ap.add_argument("--label-updates", type=int, default=1000)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--burst-only", action="store_true", help="stop after the burst (to compare --workers quickly)")
+    ap.add_argument("--direct", action="store_true",
+                    help="no operator: the script makes a first pass's writes itself (the control plane's floor)")
     args = ap.parse_args()
 
     directory = Path(args.dir or tempfile.mkdtemp(prefix="llmb-bench-"))
@@ -195,6 +255,8 @@ def main() -> int:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         add_model_cache_volume(kube, ns)
         print(f"{len(nodes)} nodes ({8 * len(nodes)} GPUs), CRD installed")
+        if args.direct:
+            return direct_burst(cluster, kube, nodes, ns, args.backends, args.workers or 8)
 
         metrics_port = free_port()
         op = start_operator(cluster, ["--metrics-addr", f"127.0.0.1:{metrics_port}", "--resync-seconds",
