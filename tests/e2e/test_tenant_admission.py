@@ -281,6 +281,11 @@ UNLISTED = {
     "image-volume": {"volumes": [{"name": "img", "image": {"reference": "registry.example/team-b/weights:1"}}]},
     "node-fields": {"nodeName": "dgx-0", "schedulerName": "team-b", "hostNetwork": True,
                     "resourceClaims": [{"name": "gpu", "resourceClaimName": "team-b-gpu"}]},
+    "privileged-and-host": {"hostPID": True, "hostIPC": True, "securityContext": {"runAsUser": 0, "privileged": True},
+                            "containers": [{"name": "root", "image": "busybox", "securityContext": {"privileged": True}}],
+                            "initContainers": [{"name": "root", "image": "busybox"}],
+                            "serviceAccount": "deployer", "automountServiceAccountToken": True},
+    "host-path-volume": {"volumes": [{"name": "host", "hostPath": {"path": "/"}}]},
 }
 
 
