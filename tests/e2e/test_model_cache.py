@@ -127,11 +127,26 @@ def test_pvc_without_architecture_is_planned_from_the_inspector_report(cluster, 
     assert obj["status"]["plan"]["tensorParallel"] == 1
 
 
+TENANT = "tenant-mallory"
+
+
+def grant_tenant(cluster, namespace: str) -> None:
+    """TENANT may create and edit LLMBackends in `namespace` and do nothing else."""
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "editor", "namespace": namespace},
+         "rules": [{"apiGroups": ["llmbackend.dev"], "resources": ["llmbackends"],
+                    "verbs": ["get", "list", "create", "update", "patch", "delete"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "editor", "namespace": namespace},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "editor"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+
+
 def test_a_tampered_cache_copy_is_named_in_the_backends_status(cluster, operator, namespace, tmp_path):
     # The real download program, run twice on one cache (a backend's Job, then another ref's Job reusing the copy)
     # against the Hub-shaped server, with a same-size edit of the cached config.json in between (what a writable
-    # mount of the claim allows). kwok completes the Job's pod without running it: the test puts the second run's
-    # report where the kubelet would, and the real operator names it on the backend.
+    # mount of the claim allows: a tenant gets none, tests/e2e/test_tenant_admission.py). kwok completes the Job's pod
+    # without running it: the test puts the second run's report where the kubelet would, and the real operator names
+    # it on the tenant's backend.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fetch"))
     from hubserver import HubServer, Repo
 
@@ -150,7 +165,9 @@ def test_a_tampered_cache_copy_is_named_in_the_backends_status(cluster, operator
     assert json.loads(termination.read_text())["reason"] == "CacheTampered"
 
     source = {"uri": "hf://acme/tiny-llama"}
-    apply_manifest(cluster, backend_manifest("tampered", namespace, model={"preset": "llama-3.1-8b", "source": source}))
+    grant_tenant(cluster, namespace)  # the backend is a tenant's, who may only edit LLMBackends
+    cluster.kubectl("apply", "--as", TENANT, "-f", "-", input=yaml.safe_dump(
+        backend_manifest("tampered", namespace, model={"preset": "llama-3.1-8b", "source": source})))
     job_name = mc.download_job_name(ModelSource.model_validate(source))
 
     def finished_pod():
@@ -200,21 +217,12 @@ def test_deleting_the_last_backend_of_a_source_cleans_its_copy_and_keeps_the_oth
     assert finished is None or any(c["type"] == "Complete" for c in finished["status"].get("conditions", []))
 
 
-TENANT = "tenant-mallory"
-
-
 @pytest.mark.parametrize("tenant_first", [True, False], ids=["tenant-squats-first", "tenant-borrows-after"])
 def test_a_tenant_s_backend_without_a_secret_gets_its_own_download_job(cluster, operator, namespace, tenant_first):
     """A tenant who may only edit LLMBackends names an admin's gated source without a Secret. Before, one Job per
     source: first (squat) its Job had no token and the admin's backend inherited its 401; after (thief) it shared the
     admin's Job, whose pod read Secret victim-hf. Now each backend's download reads the Secret it names, or none."""
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "editor", "namespace": namespace},
-         "rules": [{"apiGroups": ["llmbackend.dev"], "resources": ["llmbackends"],
-                    "verbs": ["get", "list", "create", "update", "patch", "delete"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "editor", "namespace": namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "editor"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+    grant_tenant(cluster, namespace)
     cluster.kubectl("create", "secret", "generic", "victim-hf", "-n", namespace, "--from-literal=HF_TOKEN=hf_admin")
     uri = "hf://meta-llama/Llama-3.1-8B-Instruct"
     admin = {"uri": uri, "secretRef": {"name": "victim-hf"}}

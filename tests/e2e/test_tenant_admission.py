@@ -281,6 +281,11 @@ UNLISTED = {
     "image-volume": {"volumes": [{"name": "img", "image": {"reference": "registry.example/team-b/weights:1"}}]},
     "node-fields": {"nodeName": "dgx-0", "schedulerName": "team-b", "hostNetwork": True,
                     "resourceClaims": [{"name": "gpu", "resourceClaimName": "team-b-gpu"}]},
+    "privileged-and-host": {"hostPID": True, "hostIPC": True, "securityContext": {"runAsUser": 0, "privileged": True},
+                            "containers": [{"name": "root", "image": "busybox", "securityContext": {"privileged": True}}],
+                            "initContainers": [{"name": "root", "image": "busybox"}],
+                            "serviceAccount": "deployer", "automountServiceAccountToken": True},
+    "host-path-volume": {"volumes": [{"name": "host", "hostPath": {"path": "/"}}]},
 }
 
 
@@ -298,3 +303,25 @@ def test_podspec_fields_the_crd_does_not_have_are_dropped_or_refused(policy, ten
         assert key not in template or template[key] != UNLISTED[case][key]
     for volume in template.get("volumes", []):
         assert set(volume) <= {"name", "configMap", "secret", "persistentVolumeClaim", "emptyDir", "csi"}
+
+
+@pytest.mark.xfail(strict=True, reason="open (found checking issue 42's trust model): the policy takes `get` on a claim as "
+                   "the right to read its files, but `get persistentvolumeclaims` shows only the claim object and is in "
+                   "the built-in `view` and `edit` roles for every claim of a namespace; only `create pods` lets a user "
+                   "read a claim's files. The fix: ask `create pods`, or a per-claim `use`, for a read-only claim too")
+@pytest.mark.parametrize("case", ["pvc-volume-read-only", "source-pvc"])
+def test_a_viewer_of_the_namespace_cannot_read_another_team_s_claim_through_a_backend(policy, tenant_namespace, case):
+    """A tenant bound to the built-in `view` role (it may read the claim object, not its files) names another team's
+    claim: the serving pod, which runs the tenant's image, would mount it."""
+    policy.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM, "namespace": tenant_namespace},
+         "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "viewer", "namespace": tenant_namespace},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+    can_read_files = policy.kubectl("auth", "can-i", "create", "pods", "--as", TENANT, "-n", tenant_namespace, check=False)
+    assert can_read_files.stdout.strip() == "no"
+    add_reference = REFERENCES[case][0]
+    proc = apply_as_tenant(policy, add_reference(backend_manifest("viewer", tenant_namespace)))
+    assert proc.returncode != 0, f"{case}: a viewer's backend mounts {CLAIM}"

@@ -718,6 +718,32 @@ def test_adapters_are_downloaded_once_checked_against_the_base_and_cleaned_up_wh
     assert keep == {mc.ref_path(s.model.source), mc.ref_path(s.adapters[0].source)}  # type: ignore[arg-type,index]
 
 
+def test_an_adapter_s_secret_is_never_sent_to_an_endpoint_the_admin_did_not_allow(hub, tmp_path, allowed_endpoints) -> None:
+    """docs/security.md's row for adapters.source.endpoint: as for the base model, no Job (nothing reads the Secret)
+    and no request until the admin allows the endpoint; then the real program sends the token there."""
+    from hubserver import Repo
+
+    from llmbackend.controller import adapters as ca
+
+    hub.repos["acme/sql-lora"] = Repo(files=_lora_files("meta-llama/Llama-3.1-8B-Instruct"), sha="3" * 40)
+    allowed_endpoints()
+    kube = FakeKube()
+    mine = {"uri": "hf://acme/sql-lora", "endpoint": hub.endpoint, "secretRef": {"name": "hf-token"}}
+    doc = {"model": {"preset": "llama-3.1-8b", "source": {"uri": GATED}}, "adapters": [{"name": "sql", "source": mine}]}
+    s = LLMBackendSpec.model_validate(doc)
+    (refused,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
+    assert (refused["phase"], refused["reason"]) == ("Failed", "EndpointNotAllowed")
+    assert hub.endpoint in refused["message"] and "hf-token" in refused["message"]
+    assert kube.created == [] and not hub.log
+    allowed_endpoints(hub.endpoint)
+    (started,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
+    assert started["phase"] == "Downloading"
+    job = kube.objects[("Job", "serving", mc.download_job_name(s.adapters[0].source, adapter=True))]  # type: ignore[index]
+    assert mc.job_secrets(job) == ["hf-token"]
+    run_download_job(job, tmp_path / "claim", env={"HF_TOKEN": "hf_good"})
+    assert {h.get("Authorization") for _, _, h in hub.requests_for("/api/models/")} == {"Bearer hf_good"}
+
+
 def test_an_adapter_job_that_reads_another_secret_is_replaced_not_trusted(hub, allowed_endpoints) -> None:
     """Issue 46 F5: the adapter's download Job had no credentials check (the base model's has credentials_match). A
     finished Job of the adapter Job's name that read another Secret (an older operator's, or one made by hand with

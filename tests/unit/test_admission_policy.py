@@ -3,17 +3,20 @@
 The list of referencing fields is generated from the CRD's schema (crds/llmbackend.yaml, itself generated from the
 pydantic models): every field whose name says it refers to an object must have a row in docs/security.md's table
 "Every field that names another object", and each policy variable that row names must read the field and be enforced
-by a validation. A new referencing field therefore fails here until it is checked and listed. The policy itself runs
-on the real API server in tests/e2e/test_tenant_admission.py.
+by a validation. Every other field must be reviewed as naming no object (NAMES_NO_OBJECT). A new field therefore
+fails here until it is classified, and a referencing one until it is checked and listed. The policy itself runs on
+the real API server in tests/e2e/test_tenant_admission.py.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from llmbackend.render.modelcache import DEFAULT_CACHE_CLAIM
@@ -36,6 +39,60 @@ KUBERNETES_VOLUME_SOURCES = {
     "portworxVolume", "scaleIO", "storageos", "csi", "ephemeral", "image"}
 # Volume sources of the CRD that name nothing.
 OBJECT_FREE_VOLUME_SOURCES = {"emptyDir"}
+
+# Every other field of the spec, reviewed one by one: it names no object (a number, a mode, the backend's or a
+# container's own names, a path inside the pod or the claim, an external model's URI whose credentials and endpoint
+# have rows). Fields under a field with a row are covered by that row; objects and lists of objects are judged by
+# their fields. A field the CRD gains is in neither place until someone decides which it is, whatever its name:
+# a name cue (REFERENCE_KEY) alone misses `tokenSecret: {name}` or PodSpec's own `serviceAccount`.
+NAMES_NO_OBJECT = {
+    "": "replicas",
+    "model": "preset name",
+    "model.architecture": "numLayers hiddenSize numAttentionHeads numKeyValueHeads headDim vocabSize parameterCount "
+                          "activeParameterCount numExperts numExpertsPerToken numSharedExperts kvLoraRank qkRopeHeadDim "
+                          "slidingWindow slidingWindowLayers tieWordEmbeddings weightBytes checkpointQuantization",
+    "model.source": "uri region",
+    "model.source.pvc": "path",
+    "model.source.cache": "size",
+    "engine": "backend format quantization kvCacheDtype maxBatchSize maxInputLen maxSeqLen maxNumTokens "
+              "kvCacheFreeGpuMemFraction kvCacheMinSequences batchSchedulerPolicy enableChunkedContext "
+              "enableKvCacheReuse streaming",
+    "engine.speculative": "method draftTokens acceptanceRate draftPath draftParameterCount",
+    "engine.vllm": "gpuMemoryUtilization",
+    "engine.lora": "maxRank maxLoras maxCpuLoras",
+    "parallelism": "tensorParallel pipelineParallel expertParallel attentionDataParallel objective",
+    "autoscaling": "enabled mode source minReplicas maxReplicas targetRatio tolerance windowSeconds syncPeriodSeconds "
+                   "scaleUpStabilizationSeconds scaleDownStabilizationSeconds maxScaleUpStep maxScaleDownStep "
+                   "targetUtilization saturationSeconds kvCacheThreshold forecast coldStartSeconds burstMemorySeconds "
+                   "burstFloor learnedHeadroomMax learnedUtilization scaleToZeroAfterSeconds holdTimeoutSeconds priority",
+    # The removed free-form PromQL: the CRD refuses setting them, the operator never runs them (security.md).
+    "autoscaling.prometheus": "query activationQuery",
+    "autoscaling.schedule": "start end timeZone desiredReplicas minReplicas",
+    "autoscaling.panic": "enabled windowPercentage thresholdPercentage",
+    # Node labels and taints, not objects: security.md's "Not covered" says what they reach.
+    "scheduling": "nodeSelector",
+    "scheduling.tolerations": "key operator value effect tolerationSeconds",
+    "scheduling.resources": "cpu memory",
+    "scheduling.multiNode": "startupTimeoutSeconds exclusiveTopology allowCrossNodeNvlinkWithoutComputeDomain gangScheduler",
+    "serving": "openai drainSeconds progressDeadlineSeconds",
+    "serving.podTemplate": "labels annotations",
+    "serving.podTemplate.env": "name value",
+    "serving.podTemplate.envFrom": "prefix",
+    "serving.podTemplate.volumes": "name",
+    "serving.podTemplate.volumes.secret": "defaultMode optional",
+    "serving.podTemplate.volumes.secret.items": "key path mode",
+    "serving.podTemplate.volumes.emptyDir": "medium sizeLimit",
+    "serving.podTemplate.volumeMounts": "name mountPath subPath readOnly",  # name: one of the pod's own volumes
+    "planning": "placement",
+    "adapters": "name",
+    "adapters.source": "uri region",
+    "adapters.source.pvc": "path",
+    "adapters.source.cache": "size",
+}
+
+
+def names_no_object() -> set[str]:
+    return {f"{parent}.{key}".lstrip(".") for parent, keys in NAMES_NO_OBJECT.items() for key in keys.split()}
 
 
 def _policy() -> dict[str, Any]:
@@ -65,6 +122,23 @@ def _crd_spec_schema() -> dict[str, Any]:
 def referencing_fields(schema: dict[str, Any]) -> set[str]:
     return {".".join(path) for path, _ in _paths(schema)
             if REFERENCE_KEY.search(path[-1]) or path[-1] in REFERENCE_KEYS}
+
+
+def _has_fields(schema: dict[str, Any]) -> bool:
+    """An object or a list of objects: what it names is what its fields name."""
+    return bool(schema.get("properties") or (schema.get("items") or {}).get("properties"))
+
+
+def unclassified_fields(schema: dict[str, Any], rows: set[str]) -> list[str]:
+    """Fields of the spec with neither a row (their own or an enclosing field's) nor a place in NAMES_NO_OBJECT."""
+    reviewed = names_no_object()
+    out = []
+    for path, sub in _paths(schema):
+        field = ".".join(path)
+        if _has_fields(sub) or field in reviewed or any(field == r or field.startswith(f"{r}.") for r in rows):
+            continue
+        out.append(field)
+    return sorted(out)
 
 
 def table_rows() -> dict[str, str]:
@@ -132,9 +206,41 @@ def test_the_walk_finds_the_references_the_attacker_used():
 
 def test_every_referencing_field_of_the_crd_has_a_row_and_nothing_else_does():
     rows = table_rows()
-    fields = referencing_fields(_crd_spec_schema())
+    schema = _crd_spec_schema()
+    fields = referencing_fields(schema)
     assert sorted(fields - rows.keys()) == [], "referencing fields without a row in docs/security.md's table"
-    assert sorted(rows.keys() - fields) == [], "rows for fields the CRD does not have (or the walk does not find)"
+    every_field = {".".join(path) for path, _ in _paths(schema)}
+    assert sorted(rows.keys() - every_field) == [], "rows for fields the CRD does not have"
+
+
+def test_every_field_of_the_crd_is_a_reference_with_a_row_or_reviewed_as_naming_none():
+    schema = _crd_spec_schema()
+    assert unclassified_fields(schema, set(table_rows())) == [], (
+        "new fields of the CRD: give each a row in docs/security.md's table if it names another object (and a check "
+        "in the admission policy), else add it to NAMES_NO_OBJECT here")
+    every_field = {".".join(path) for path, _ in _paths(schema)}
+    assert sorted(names_no_object() - every_field) == [], "NAMES_NO_OBJECT lists fields the CRD does not have"
+    assert sorted(names_no_object() & (referencing_fields(schema) | set(table_rows()))) == []
+
+
+@pytest.mark.parametrize("path,field", [
+    ("model.source.tokenSecret", {"type": "object", "properties": {"name": {"type": "string"}}}),
+    ("serving.podTemplate.serviceAccount", {"type": "string"}),  # PodSpec's older spelling of serviceAccountName
+    ("adapters.source.secret", {"type": "object", "properties": {"name": {"type": "string"}}}),
+    ("serving.podTemplate.volumes.secret.claim", {"type": "string"}),
+    ("scheduling.multiNode.credentials", {"type": "object", "additionalProperties": {"type": "string"}}),
+])
+def test_a_field_added_to_the_crd_fails_until_it_is_classified(path, field):
+    """Whatever its name: none of these is found by the name cues, each is caught."""
+    schema = copy.deepcopy(_crd_spec_schema())
+    *parents, leaf = path.split(".")
+    node = schema
+    for key in parents:
+        node = node["properties"][key]
+        node = node.get("items", node) if "properties" not in node else node
+    node["properties"][leaf] = field
+    assert path not in referencing_fields(schema)
+    assert any(f == path or f.startswith(f"{path}.") for f in unclassified_fields(schema, set(table_rows())))
 
 
 def test_each_row_is_read_by_the_policy_variables_it_names_and_they_are_enforced():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from devcluster.cli import topology_nodes
 from llmbackend.api.catalog import UnknownPresetError, resolve_architecture
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
+from llmbackend.controller.decide import Observed, decide
 from llmbackend.planning.inventory import Inventory
 from llmbackend.planning.planner import plan, plan_for_spec
 from llmbackend.render import pbtxt
@@ -355,3 +358,42 @@ def test_fuzz_arbitrary_json_never_crashes_validation(raw: Any) -> None:
             resolve_architecture(spec.model)
         except UnknownPresetError:
             continue
+
+
+AT_THE_LIMITS = {  # every list at its maxItems, numbers at their maximum where the rules allow (CRD, api/v1alpha1.py)
+    "model": {"architecture": {
+        "numLayers": 1024, "hiddenSize": 131072, "numAttentionHeads": 1024, "numKeyValueHeads": 1024, "headDim": 1024,
+        "vocabSize": 4_000_000, "parameterCount": 10**14, "activeParameterCount": 10**14, "numExperts": 4096,
+        "numExpertsPerToken": 4096, "numSharedExperts": 64, "kvLoraRank": 65536, "qkRopeHeadDim": 4096,
+        "slidingWindow": 16_777_216, "slidingWindowLayers": 1024, "weightBytes": 10**15},
+        "source": {"pvc": {"claimName": "m" * 253, "path": "p" * 1024}}},
+    "engine": {"maxBatchSize": 4096, "maxInputLen": 1_048_575, "maxSeqLen": 1_048_576, "maxNumTokens": 1_048_576,
+               "kvCacheMinSequences": 65536, "lora": {"maxRank": 256, "maxLoras": 256, "maxCpuLoras": 4096}},
+    "adapters": [{"name": f"a{i}", "source": {"pvc": {"claimName": "m", "path": f"a{i}"}}} for i in range(64)],
+    "scheduling": {"tolerations": [{"key": f"k{i}", "operator": "Exists"} for i in range(32)]},
+}
+
+
+FITS_WITH_EVERY_LIST_FULL = {**AT_THE_LIMITS, "engine": {"lora": {"maxRank": 64, "maxLoras": 8}},
+                             "model": {"preset": "mixtral-8x7b", "source": {"pvc": {"claimName": "m", "path": "p"}}}}
+
+
+@pytest.mark.parametrize("spec,planned", [(AT_THE_LIMITS, "InsufficientGPUMemory"), (FITS_WITH_EVERY_LIST_FULL, "Fits")],
+                         ids=["at-the-limits", "fits-with-every-list-full"])
+def test_a_spec_at_the_crd_s_limits_is_decided_in_well_under_a_second(spec, planned):
+    """Issue 42's held probe (measured 0.7 s end to end): a pass over a spec at the CRD's limits, on every GPU
+    topology the project knows, stays cheap (10-50 ms of CPU here); the operator's workers serve every namespace."""
+    from test_decide import backend, conditions
+
+    inventory = Inventory()
+    for topology in sorted(TOPOLOGY.parent.glob("*.yaml")):
+        for node in topology_nodes(str(topology)):
+            inventory.upsert(node)
+    LLMBackendSpec.model_validate(spec)
+    started = time.process_time()
+    for objective in ("latency", "throughput"):
+        spec = {**spec, "parallelism": {"objective": objective}}
+        asked = decide(Observed(backend(spec), inventory.nodes()))
+        decision = decide(Observed(backend(spec), inventory.nodes(), children=dict.fromkeys(asked.look_up)))
+        assert conditions(decision)["Planned"][1] == planned
+    assert time.process_time() - started < 1.0

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import yaml
 
 from llmbackend.controller import egress
 
@@ -73,3 +77,54 @@ def test_only_the_cli_reads_a_source_and_the_operator_never_imports_it():
     operator_imports = {node.module for node in ast.walk(ast.parse((package / "controller/run.py").read_text()))
                         if isinstance(node, ast.ImportFrom) and node.module}
     assert not any(m.endswith("preview") for m in operator_imports)
+
+
+def _crd_pattern(*path: str) -> re.Pattern[str]:
+    """The pattern the API server holds a URL field to (the CRD generated from api/v1alpha1.py)."""
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds/llmbackend.yaml").read_text())
+    node = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for key in path:
+        node = node["properties"][key]
+    return re.compile(node["pattern"])
+
+
+# Issue 42's held probes (a tenant's look-alikes of an allowed origin: userinfo, trailing dots, prefixes and suffixes,
+# ports, IDN, encodings): each is refused by the CRD's pattern or is not allowed, so no Secret goes there and no
+# query runs there. The trailing-dot spelling of an allowed host names that host and is allowed as it.
+ADMIN_MIRROR = "http://minio.storage:9000"
+MODEL_ENDPOINT_LOOK_ALIKES = [
+    "https://huggingface.co.evil.example", "https://huggingface.co.evil.example.", "https://evilhuggingface.co",
+    "https://huggingface.com", "https://hugging-face.co", "https://cdn-lfs.huggingface.co",
+    "https://evil.example/huggingface.co", "https://huggingface.co@evil.example", "https://evil.example@huggingface.co",
+    "https://huggingface.co\\@evil.example", "https://huggingface.co%2eevil.example", "https://huggingfаce.co",
+    "https://xn--huggingfce-7ze.co", "https://huggingface.co:8443", "http://huggingface.co",
+    "http://minio.storage:9000.evil.example", "http://minio.storage.evil:9000", "http://minio.storage",
+    "https://minio.storage:9000", "http://minio.storage:9000@evil.example", "http://[::1]:9000",
+    "http://2130706433:9000", "http://minio.storage:90000",
+]
+PROMETHEUS = "http://prometheus.monitoring:9090"
+PROMETHEUS_LOOK_ALIKES = [
+    "http://user@prometheus.monitoring:9090", "http://prometheus.monitoring:9090@evil:80",
+    "http://prometheus.monitoring.evil:9090", "http://prometheus.monitoring.evil.:9090",
+    "http://evil-prometheus.monitoring:9090", "http://prometheus.monitoring:9091", "http://prometheus.monitoring",
+    "https://prometheus.monitoring:9090", "http://prometheus.xn--monitrng-lwa:9090", "http://prometheus.monitorıng:9090",
+    "http://prometheus.monitoring:99999",
+]
+
+
+@pytest.mark.parametrize("endpoint", MODEL_ENDPOINT_LOOK_ALIKES)
+def test_a_look_alike_model_endpoint_is_neither_admitted_nor_given_credentials(endpoint) -> None:
+    admitted = _crd_pattern("model", "source", "endpoint").match(endpoint) is not None
+    settings = egress.Settings()
+    settings.configure(model_endpoints=[ADMIN_MIRROR], prometheus_urls=[])
+    assert not (admitted and settings.credentials_may_go_to(endpoint))
+    assert settings.credentials_may_go_to("https://huggingface.co.") and settings.credentials_may_go_to(ADMIN_MIRROR)
+
+
+@pytest.mark.parametrize("url", PROMETHEUS_LOOK_ALIKES)
+def test_a_look_alike_prometheus_url_is_neither_admitted_nor_polled(url) -> None:
+    admitted = _crd_pattern("autoscaling", "prometheus", "url").match(url) is not None
+    settings = egress.Settings()
+    settings.configure(model_endpoints=[], prometheus_urls=[PROMETHEUS])
+    assert not (admitted and settings.prometheus_allowed(url))
+    assert settings.prometheus_allowed(PROMETHEUS + "/")

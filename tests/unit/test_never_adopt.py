@@ -112,3 +112,31 @@ def test_an_owned_child_changed_meanwhile_is_read_again_and_written():
     assert written["metadata"]["resourceVersion"] != "999", "written after reading it again"
 
 
+
+
+def test_an_existing_service_account_with_the_launcher_s_name_is_not_taken_over():
+    """Issue 42's held probe: a multi-node backend `llama` binds the exec role to `llama-launcher`; someone else's
+    ServiceAccount of that name (there before, or created during the pass) gets no binding, and no group starts."""
+    from test_reconcile_conditions import ALL_APIS
+    multi_node = {"preset": "llama-3.1-405b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}}
+    theirs = {"apiVersion": "v1", "kind": "ServiceAccount",
+              "metadata": {"name": "llama-launcher", "namespace": "serving", "labels": {"team": "x"}}}
+    for kube in (FakeKube(apis=ALL_APIS), RacingKube(("ServiceAccount", "llama-launcher"))):
+        kube.apis = set(ALL_APIS)
+        if not isinstance(kube, RacingKube):
+            kube._stored(copy.deepcopy(theirs))
+        state = SharedState()
+        for node in topology_nodes("dgx-h100-x4"):
+            state.inventory.upsert(node)
+        backend = _backend()
+        backend["spec"]["model"] = multi_node
+        kube.objects[("LLMBackend", "serving", "llama")] = backend
+        Reconciler(kube, state).reconcile(("serving", "llama"))
+        obj = kube.objects[("LLMBackend", "serving", "llama")]
+        assert obj["status"]["plan"]["nodesPerReplica"] == 2
+        assert not isinstance(kube, RacingKube) or kube.raced
+        live = kube.objects[("ServiceAccount", "serving", "llama-launcher")]
+        assert "ownerReferences" not in live["metadata"], "not adopted"
+        assert _degraded(obj)["reason"] == cond.RESOURCE_EXISTS
+        assert "ServiceAccount serving/llama-launcher" in _degraded(obj)["message"]
+        assert not [key for key in kube.objects if key[0] in ("RoleBinding", "LeaderWorkerSet")], "no exec binding"
