@@ -149,6 +149,11 @@ def get_rule(resource: str, name: str, group: str = "", verb: str = "get") -> li
     return [{"apiGroups": [group], "resources": [resource], "resourceNames": [name], "verbs": [verb]}]
 
 
+# a read-only claim needs `use` by name (or create pods): `get`, which the built-in view role has on every claim,
+# shows the claim object, not its files; so each read-only case grants get first and is still refused
+USE_CLAIM = get_rule("persistentvolumeclaims", CLAIM, verb="use")
+
+
 def claim_volume(claim: str, read_only: bool) -> dict:
     source = {"claimName": claim, "readOnly": True} if read_only else {"claimName": claim}
     return {"volumes": [{"name": "data", "persistentVolumeClaim": source}],
@@ -171,13 +176,14 @@ def template(fields: dict):
 
 REFERENCES = {
     "pvc-volume-read-only": (template(claim_volume(CLAIM, True)), f"read-only claims: {CLAIM})",
-                             [get_rule("persistentvolumeclaims", CLAIM)]),
+                             [get_rule("persistentvolumeclaims", CLAIM), USE_CLAIM]),
     "pvc-volume-writable": (template(claim_volume(CLAIM, False)), f"the writable claim {CLAIM} (podTemplate volume data)",
                             [get_rule("persistentvolumeclaims", CLAIM), CREATE_PODS]),
     "cache-claim-writable": (template(claim_volume(CACHE, False)), f"the writable claim {CACHE}",
                              [get_rule("persistentvolumeclaims", CACHE), CREATE_PODS]),
     "cache-claim-read-only": (template(claim_volume(CACHE, True)), f"read-only claims: {CACHE})",
-                              [get_rule("persistentvolumeclaims", CACHE)]),
+                              [get_rule("persistentvolumeclaims", CACHE),
+                               get_rule("persistentvolumeclaims", CACHE, verb="use")]),
     "configmap-volume": (template({"volumes": [{"name": "cfg", "configMap": {"name": "team-b-config"}}]}),
                          "names a ConfigMap you may not read (it names: team-b-config)",
                          [get_rule("configmaps", "team-b-config")]),
@@ -195,12 +201,12 @@ REFERENCES = {
                    "an inline CSI volume of driver secrets-store.csi.k8s.io (podTemplate volume vault)",
                    [get_rule("secretproviderclasses", "team-b-vault", "secrets-store.csi.x-k8s.io"), CREATE_PODS]),
     "source-pvc": (lambda m: set_path(m, "model.source", {"pvc": {"claimName": CLAIM}}), f"read-only claims: {CLAIM})",
-                   [get_rule("persistentvolumeclaims", CLAIM)]),
+                   [get_rule("persistentvolumeclaims", CLAIM), USE_CLAIM]),
     "source-cache-claim": (lambda m: set_path(m, "model.source.cache", {"claimName": CLAIM}),
                            f"the cache claim {CLAIM} (written by the download Job)",
                            [get_rule("persistentvolumeclaims", CLAIM), CREATE_PODS]),
     "adapter-pvc": (lambda m: set_path(m, "adapters", [{"name": "sql", "source": {"pvc": {"claimName": CLAIM}}}]),
-                    f"read-only claims: {CLAIM})", [get_rule("persistentvolumeclaims", CLAIM)]),
+                    f"read-only claims: {CLAIM})", [get_rule("persistentvolumeclaims", CLAIM), USE_CLAIM]),
     "adapter-secret": (lambda m: set_path(m, "adapters", [{"name": "sql", "source": {
                            "uri": "hf://team-b/sql-lora", "secretRef": {"name": "team-b-token"}}}]),
                        "you may not read (it names: team-b-token)", [get_rule("secrets", "team-b-token")]),
@@ -305,10 +311,6 @@ def test_podspec_fields_the_crd_does_not_have_are_dropped_or_refused(policy, ten
         assert set(volume) <= {"name", "configMap", "secret", "persistentVolumeClaim", "emptyDir", "csi"}
 
 
-@pytest.mark.xfail(strict=True, reason="open (found checking issue 42's trust model): the policy takes `get` on a claim as "
-                   "the right to read its files, but `get persistentvolumeclaims` shows only the claim object and is in "
-                   "the built-in `view` and `edit` roles for every claim of a namespace; only `create pods` lets a user "
-                   "read a claim's files. The fix: ask `create pods`, or a per-claim `use`, for a read-only claim too")
 @pytest.mark.parametrize("case", ["pvc-volume-read-only", "source-pvc"])
 def test_a_viewer_of_the_namespace_cannot_read_another_team_s_claim_through_a_backend(policy, tenant_namespace, case):
     """A tenant bound to the built-in `view` role (it may read the claim object, not its files) names another team's
