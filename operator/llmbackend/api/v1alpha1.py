@@ -176,7 +176,7 @@ class ModelArchitecture(_Model):
 class PVCSource(_Model):
     claim_name: str = Field(
         min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-        description="PersistentVolumeClaim in the same namespace holding weights, tokenizer and engines (its author may get it, or create pods there: docs/security.md).",
+        description="PersistentVolumeClaim in the same namespace holding weights, tokenizer and engines (its author may create pods there, or an admin granted use on it by name: docs/security.md).",
     )
     path: str = Field(
         default="/", max_length=1024, pattern=SAFE_PATH_PATTERN,
@@ -1064,7 +1064,7 @@ class ClaimVolume(_Model):
     claim_name: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
     read_only: bool | None = Field(
         default=None, description="true: every mount is read-only. Without it the claim is writable, which needs the "
-                                  "right to create pods in the namespace; read-only needs get on the claim (docs/security.md).")
+                                  "right to create pods in the namespace; read-only needs that or use on the claim by name (docs/security.md).")
 
 
 class EmptyDirVolume(_Model):
