@@ -170,3 +170,30 @@ def test_a_health_check_that_hangs_is_an_engine_failure(served, monkeypatch) -> 
     model.execute([request])
     (response, _), = request.sender.responses
     assert "engine failed" in response.error.message()
+
+
+def test_a_request_the_engine_fails_is_an_internal_engine_error_the_frontend_can_tell_apart(served, monkeypatch) -> None:
+    """Not the request's fault, not a dead engine: INTERNAL, counted as failed, and worded `engine error:` (Triton's
+    HTTP endpoints answer every error with 400, so the OpenAI frontend reads the words to answer 500, not 400)."""
+    model, pb_utils, _ = served
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("a kernel failed")
+
+    if hasattr(model, "llm"):
+        monkeypatch.setattr(model.llm, "generate_async", fail)
+    else:
+        async def fail_stream(*args, **kwargs):
+            fail()
+            yield  # an async generator, as AsyncLLM.generate
+
+        monkeypatch.setattr(model.engine, "generate", fail_stream)
+    failed_before = model.metrics.failed.value
+    request = _request(pb_utils, "fails in the engine", 4)
+    model.execute([request])
+    _wait(lambda: request.sender.final.is_set(), 5)
+    (response, _), = request.sender.responses
+    assert response.error.message().startswith("engine error:") and "a kernel failed" in response.error.message()
+    assert response.error.code() == pb_utils.TritonError.INTERNAL
+    _wait(lambda: model.metrics.failed.value == failed_before + 1, 5)
+    assert model.engine_error is None, "one request's failure is not a dead engine"

@@ -714,7 +714,7 @@ class TritonPythonModel:
             if await self._check_engine() is not None:  # this error may be the worker's own, surfaced once
                 self._engine_failed(message)
                 return
-            if self._send(key, _error(message, "INTERNAL"), True):
+            if self._send(key, _error(f"engine error: {message}", "INTERNAL"), True):
                 self.ipc.call(self.metrics.failed.increment, 1)
                 self.ipc.call(self.logger.log_error, f"request failed: {message}")
 
