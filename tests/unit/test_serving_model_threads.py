@@ -197,3 +197,49 @@ def test_a_request_the_engine_fails_is_an_internal_engine_error_the_frontend_can
     assert response.error.code() == pb_utils.TritonError.INTERNAL
     _wait(lambda: model.metrics.failed.value == failed_before + 1, 5)
     assert model.engine_error is None, "one request's failure is not a dead engine"
+
+
+@pytest.mark.parametrize("engine_reason, answered", [
+    ("repetition", "repetition"),  # a repetition detector stopped it (was mapped to "stop")
+    ("abort", "abort"),            # aborted by the engine, not by the client (was answered as "cancelled")
+    ("length", "length"),
+    (None, "stop"),
+])
+def test_vllm_finish_reasons_pass_through_as_its_openai_layer_passes_them(served, monkeypatch, engine_reason,
+                                                                          answered) -> None:
+    """vLLM 0.31.0's OpenAI layer gives the client the engine's finish_reason as it is
+    (entrypoints/openai/completion/serving.py); only "error" is a failure (next test)."""
+    model, pb_utils, _ = served
+    if hasattr(model, "llm"):
+        pytest.skip("vLLM's finish reasons")
+    from vllm.outputs import CompletionOutput, RequestOutput
+
+    async def one_output(prompt, params, request_id, **kwargs):
+        yield RequestOutput(request_id, prompt, [1, 2], None, [CompletionOutput(0, " a b", [3, 4],
+                                                                                finish_reason=engine_reason)], True)
+
+    monkeypatch.setattr(model.engine, "generate", one_output)
+    request = _request(pb_utils, "two words", 4)
+    model.execute([request])
+    _wait(lambda: request.sender.final.is_set(), 5)
+    (response, _), = request.sender.responses
+    assert response.error is None, response.error
+    assert {t.name(): t.as_numpy()[0] for t in response.output_tensors}["finish_reason"] == answered.encode()
+
+
+def test_vllm_finish_reason_error_is_an_engine_error_not_an_answer(served, monkeypatch) -> None:
+    model, pb_utils, _ = served
+    if hasattr(model, "llm"):
+        pytest.skip("vLLM's finish reasons")
+    from vllm.outputs import CompletionOutput, RequestOutput
+
+    async def failed(prompt, params, request_id, **kwargs):
+        yield RequestOutput(request_id, prompt, [1], None, [CompletionOutput(0, "", [], finish_reason="error")], True)
+
+    monkeypatch.setattr(model.engine, "generate", failed)
+    request = _request(pb_utils, "fails", 4)
+    model.execute([request])
+    _wait(lambda: request.sender.final.is_set(), 5)
+    (response, _), = request.sender.responses
+    assert response.error.message().startswith("engine error:") and "finish_reason 'error'" in response.error.message()
+    assert response.error.code() == pb_utils.TritonError.INTERNAL
