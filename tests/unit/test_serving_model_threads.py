@@ -243,3 +243,22 @@ def test_vllm_finish_reason_error_is_an_engine_error_not_an_answer(served, monke
     (response, _), = request.sender.responses
     assert response.error.message().startswith("engine error:") and "finish_reason 'error'" in response.error.message()
     assert response.error.code() == pb_utils.TritonError.INTERNAL
+
+
+def test_finalize_ends_what_outlives_the_drain_bound_with_an_error(served) -> None:
+    """An unload (or a shutdown) while a request runs longer than the drain bound: it ends with an error response,
+    never hangs and never ends as if complete."""
+    model, pb_utils, _ = served
+    model.drain_s = 0.3
+    requests = [_request(pb_utils, f"long {i}", 400, stream=True) for i in range(SLOTS)]  # ~4 s each
+    model.execute(requests)
+    _wait(lambda: all(len(r.sender.responses) >= 2 for r in requests))
+    started = time.monotonic()
+    model.finalize()
+    assert time.monotonic() - started < 15
+    for r in requests:
+        response, flags = r.sender.responses[-1]
+        assert flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        assert response.error is not None and "the model is unloading" in response.error.message()
+        finals = [f for _, f in r.sender.responses if f & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL]
+        assert len(finals) == 1

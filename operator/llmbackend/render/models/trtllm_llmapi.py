@@ -647,6 +647,9 @@ class TritonPythonModel:
         self.stopping.set()
         self.stats_task.cancel()
         self.health_task.cancel()
+        # What outlived the drain bound is answered before the engine stops: an engine's shutdown may end it as if
+        # it had finished (the stand-in finishes it "cancelled"), which would look like an answer.
+        self._end_all("the model is unloading")
         # A dead engine may never finish shutting down: bounded, so the server can exit and be restarted.
         stopper = threading.Thread(target=self.llm.shutdown, name="llmapi-shutdown", daemon=True)
         stopper.start()

@@ -871,6 +871,8 @@ class TritonPythonModel:
         self._drain()
         self.stopping.set()
         self.health_task.cancel()
+        # What outlived the drain bound is answered before the engine stops (its shutdown ends no stream itself).
+        self._end_all("the model is unloading")
         engine = getattr(self, "engine", None)
         if engine is not None:
             # A dead engine may never finish shutting down: bounded, so the server can exit and be restarted.
