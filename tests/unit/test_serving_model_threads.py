@@ -262,3 +262,12 @@ def test_finalize_ends_what_outlives_the_drain_bound_with_an_error(served) -> No
         assert response.error is not None and "the model is unloading" in response.error.message()
         finals = [f for _, f in r.sender.responses if f & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL]
         assert len(finals) == 1
+
+
+def test_a_dead_engine_fails_the_models_readiness(served) -> None:
+    """python_backend r26.03 and later ask the model's is_ready() on every readiness check (src/pb_stub.cc
+    `Stub::ProcessUserModelReadinessRequest`): it must be a bool, True while the engine lives, False once it died."""
+    model, _, _ = served
+    assert model.is_ready() is True
+    model._engine_failed("EngineDeadError: gone")
+    assert model.is_ready() is False
