@@ -1,11 +1,13 @@
 """Status that tells the truth while work is in flight or stuck, driven through the real operator on the local
 control plane and read as Argo CD reads it (its own evaluator with the shipped health.lua, tests/argocd) and as
 `kubectl get llmb` prints it: a download whose claim has no StorageClass, serving pods waiting for GPUs within
-and past spec.serving.progressDeadlineSeconds, and a backend deleted mid-download.
+and past spec.serving.progressDeadlineSeconds, a backend deleted mid-download, and a serving container restarting
+after its engine died.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -125,6 +127,45 @@ def test_pods_waiting_for_gpus_are_progressing_within_the_deadline_and_degraded_
         for i in range(4):
             cluster.kube.delete("Pod", namespace, f"hog-{i}")
         cluster.kubectl("delete", "llmb", "waits", "-n", namespace, "--wait=true", check=False)
+
+
+def test_a_serving_container_restarting_after_its_engine_died_is_degraded_with_the_engines_words(
+        cluster, operator, namespace, argocd):
+    """The serving model writes `EngineFailed: <reason>` as the container's termination message before it stops
+    tritonserver (render/models `exit_server`; tests/triton/test_engine_lifecycle_real_triton.py proves that part on a
+    real server). The kubelet restarts the container and shows the message as lastState; here the test writes that
+    status as the kubelet would (kwok runs no containers), and the operator must say it: Degraded EngineFailed with
+    the engine's words, a Warning event, `kubectl get llmb`, Argo CD; then healthy again once the container is ready."""
+    apply_manifest(cluster, backend_manifest("dies", namespace))
+    wait_for(lambda: (o := current(cluster, namespace, "dies")) and (condition(o, "Available") or {}).get("status")
+             == "True" and o, timeout=90, interval=1, what="dies Available")
+    [pod] = cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=dies")
+    name, healthy = pod["metadata"]["name"], copy.deepcopy(pod["status"])
+    reason = "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."
+    statuses = copy.deepcopy(healthy["containerStatuses"])
+    serving = statuses[0]  # the serving container (the pod's first)
+    serving.update(ready=False, started=False, restartCount=1, lastState={"terminated": {
+        "exitCode": 0, "reason": "Completed", "message": f"EngineFailed: {reason}",
+        "startedAt": "2026-12-06T00:00:00Z", "finishedAt": "2026-12-06T00:10:00Z"}})
+    not_ready = [{**c, "status": "False"} if c["type"] in ("Ready", "ContainersReady") else c
+                 for c in healthy["conditions"]]
+    cluster.kube.patch_status("Pod", namespace, name, {"containerStatuses": statuses, "conditions": not_ready})
+
+    obj, message = argo_says(cluster, namespace, "dies", argocd, "Degraded", timeout=60)
+    degraded = condition(obj, "Degraded")
+    assert degraded["reason"] == "EngineFailed", degraded
+    assert name in degraded["message"] and reason in degraded["message"], degraded["message"]
+    assert "EngineFailed" in message and reason in message, message
+    assert ("Warning", "EngineFailed") in events(cluster, namespace, "dies")
+    row = kubectl_row(cluster, namespace, "dies")
+    assert (row["STATUS"], row["REASON"]) == ("Degraded", "EngineFailed"), row
+
+    # The restarted container loads the engine and is ready: the old termination message no longer counts.
+    serving.update(ready=True, started=True)
+    cluster.kube.patch_status("Pod", namespace, name, {"containerStatuses": statuses,
+                                                       "conditions": healthy["conditions"]})
+    obj, _ = argo_says(cluster, namespace, "dies", argocd, "Healthy", timeout=60)
+    assert condition(obj, "Degraded")["status"] == "False"
 
 
 def test_deleting_a_backend_mid_download_cancels_the_download_and_cleans_up(cluster, operator, namespace):

@@ -3,7 +3,7 @@ request in flight finish (issue: "no request is cut by a scale-down in the tests
 
 The pod's Triton container is taken from the Deployment the operator renders (same code path as the controller):
 its preStop (render/drain.py: wait until the engine reports nothing in flight) and its `--exit-timeout-secs`. Triton
-runs the rendered LLM API model with the CPU stand-in engine, bound to a loopback IP on the pod's own ports, so the
+runs the rendered serving model (the LLM API model and the vLLM model, each with its CPU stand-in engine), bound to a loopback IP on the pod's own ports, so the
 rendered preStop reaches it as it would in the pod (127.0.0.1 -> that IP)."""
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ pytestmark = [pytest.mark.triton,
               pytest.mark.skipif(not available(), reason="nvidia-pytriton's tritonserver is not installed")]
 
 POD_IP = "127.0.43.1"  # a loopback address of its own: the pod's fixed ports (8000-8002) are free there
-ITERATION_S = 0.05     # stand-in engine: one token per sequence every 50 ms
+ITERATION_S = 0.05     # stand-in engines: one token per sequence every 50 ms
+# engine -> (spec engine fields, the env knob of its stand-in's step time)
+ENGINES = {"tensorrt-llm": ({}, "TRTLLM_STANDIN_ITERATION_S"), "vllm": ({"backend": "vllm"}, "VLLM_STANDIN_STEP_S")}
 LONG_TOKENS = 160      # ~8 s: longer than the 5 s exit timeout the test launcher uses by default
 
 
@@ -53,17 +55,18 @@ def _ports_free() -> bool:
     return True
 
 
-@pytest.fixture
-def pod(tmp_path):
-    """(server, model name, preStop script, exit timeout) of one serving pod as rendered."""
+@pytest.fixture(params=sorted(ENGINES))
+def pod(request, tmp_path):
+    """(server, model name, preStop script, exit timeout) of one serving pod as rendered, for each engine."""
     if not _ports_free():
         pytest.skip(f"{POD_IP}: Triton's ports are taken")
-    spec = backend_spec(4, maxSeqLen=2048)
+    engine_fields, step_env = ENGINES[request.param]
+    spec = backend_spec(4, maxSeqLen=2048, **engine_fields)
     container = _serving_container(spec)
     script = container["lifecycle"]["preStop"]["exec"]["command"][2]
     [exit_arg] = [a for a in container["args"] if a.startswith("--exit-timeout-secs=")]
     name, repo = rendered_repository(spec, tmp_path / "repo")
-    env = dict(os.environ, TRTLLM_STANDIN_ITERATION_S=str(ITERATION_S))
+    env = dict(os.environ, **{step_env: str(ITERATION_S)})
     with run_tritonserver(repo, host=POD_IP, http_port=triton.HTTP_PORT, grpc_port=triton.GRPC_PORT,
                           metrics_port=triton.METRICS_PORT, extra_pythonpath=[STANDINS], env=env,
                           extra_args=[exit_arg], startup_timeout_s=120) as server:

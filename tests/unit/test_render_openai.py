@@ -216,6 +216,26 @@ def test_a_schema_the_engine_cannot_compile_is_a_400_on_response_format():
     assert fe._triton_error(400, b'{"error": "bad request: top_p"}').param is None
 
 
+@pytest.mark.parametrize("model_message, status", [
+    # the serving models' words (render/models): the engine died, the replica restarts
+    ("engine failed: EngineDeadError: EngineCore encountered an issue.", 503),
+    # the engine failed this one request (vLLM's and the LLM API model's INTERNAL errors), or the model unloads
+    ("engine error: RuntimeError: the engine failed the request (finish_reason 'error')", 500),
+    ("the model is unloading", 500),
+    ("bad request: top_p must be in (0, 1]", 400),
+])
+def test_engine_failures_are_server_errors_and_only_the_requests_own_fault_is_a_400(model_message, status):
+    """Triton 2.51's HTTP endpoints answer every error response with 400, whatever its code: the model's words decide
+    (before: a dead engine reached the client as a 400 'the model rejected the request', which clients do not
+    retry)."""
+    for body in (json.dumps({"error": model_message}).encode(),
+                 b"data: " + json.dumps({"error": model_message}).encode()):  # generate_stream's first response
+        error = fe._triton_error(400, body)
+        assert error.status == status, (body, error.status)
+        assert error.type == ("invalid_request_error" if status == 400 else "server_error")
+        assert model_message in error.message and "data:" not in error.message
+
+
 # ---- logprobs and n (issue 46, item 5) ----
 
 

@@ -170,3 +170,104 @@ def test_a_health_check_that_hangs_is_an_engine_failure(served, monkeypatch) -> 
     model.execute([request])
     (response, _), = request.sender.responses
     assert "engine failed" in response.error.message()
+
+
+def test_a_request_the_engine_fails_is_an_internal_engine_error_the_frontend_can_tell_apart(served, monkeypatch) -> None:
+    """Not the request's fault, not a dead engine: INTERNAL, counted as failed, and worded `engine error:` (Triton's
+    HTTP endpoints answer every error with 400, so the OpenAI frontend reads the words to answer 500, not 400)."""
+    model, pb_utils, _ = served
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("a kernel failed")
+
+    if hasattr(model, "llm"):
+        monkeypatch.setattr(model.llm, "generate_async", fail)
+    else:
+        async def fail_stream(*args, **kwargs):
+            fail()
+            yield  # an async generator, as AsyncLLM.generate
+
+        monkeypatch.setattr(model.engine, "generate", fail_stream)
+    failed_before = model.metrics.failed.value
+    request = _request(pb_utils, "fails in the engine", 4)
+    model.execute([request])
+    _wait(lambda: request.sender.final.is_set(), 5)
+    (response, _), = request.sender.responses
+    assert response.error.message().startswith("engine error:") and "a kernel failed" in response.error.message()
+    assert response.error.code() == pb_utils.TritonError.INTERNAL
+    _wait(lambda: model.metrics.failed.value == failed_before + 1, 5)
+    assert model.engine_error is None, "one request's failure is not a dead engine"
+
+
+@pytest.mark.parametrize("engine_reason, answered", [
+    ("repetition", "repetition"),  # a repetition detector stopped it (was mapped to "stop")
+    ("abort", "abort"),            # aborted by the engine, not by the client (was answered as "cancelled")
+    ("length", "length"),
+    (None, "stop"),
+])
+def test_vllm_finish_reasons_pass_through_as_its_openai_layer_passes_them(served, monkeypatch, engine_reason,
+                                                                          answered) -> None:
+    """vLLM 0.31.0's OpenAI layer gives the client the engine's finish_reason as it is
+    (entrypoints/openai/completion/serving.py); only "error" is a failure (next test)."""
+    model, pb_utils, _ = served
+    if hasattr(model, "llm"):
+        pytest.skip("vLLM's finish reasons")
+    from vllm.outputs import CompletionOutput, RequestOutput
+
+    async def one_output(prompt, params, request_id, **kwargs):
+        yield RequestOutput(request_id, prompt, [1, 2], None, [CompletionOutput(0, " a b", [3, 4],
+                                                                                finish_reason=engine_reason)], True)
+
+    monkeypatch.setattr(model.engine, "generate", one_output)
+    request = _request(pb_utils, "two words", 4)
+    model.execute([request])
+    _wait(lambda: request.sender.final.is_set(), 5)
+    (response, _), = request.sender.responses
+    assert response.error is None, response.error
+    assert {t.name(): t.as_numpy()[0] for t in response.output_tensors}["finish_reason"] == answered.encode()
+
+
+def test_vllm_finish_reason_error_is_an_engine_error_not_an_answer(served, monkeypatch) -> None:
+    model, pb_utils, _ = served
+    if hasattr(model, "llm"):
+        pytest.skip("vLLM's finish reasons")
+    from vllm.outputs import CompletionOutput, RequestOutput
+
+    async def failed(prompt, params, request_id, **kwargs):
+        yield RequestOutput(request_id, prompt, [1], None, [CompletionOutput(0, "", [], finish_reason="error")], True)
+
+    monkeypatch.setattr(model.engine, "generate", failed)
+    request = _request(pb_utils, "fails", 4)
+    model.execute([request])
+    _wait(lambda: request.sender.final.is_set(), 5)
+    (response, _), = request.sender.responses
+    assert response.error.message().startswith("engine error:") and "finish_reason 'error'" in response.error.message()
+    assert response.error.code() == pb_utils.TritonError.INTERNAL
+
+
+def test_finalize_ends_what_outlives_the_drain_bound_with_an_error(served) -> None:
+    """An unload (or a shutdown) while a request runs longer than the drain bound: it ends with an error response,
+    never hangs and never ends as if complete."""
+    model, pb_utils, _ = served
+    model.drain_s = 0.3
+    requests = [_request(pb_utils, f"long {i}", 400, stream=True) for i in range(SLOTS)]  # ~4 s each
+    model.execute(requests)
+    _wait(lambda: all(len(r.sender.responses) >= 2 for r in requests))
+    started = time.monotonic()
+    model.finalize()
+    assert time.monotonic() - started < 15
+    for r in requests:
+        response, flags = r.sender.responses[-1]
+        assert flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        assert response.error is not None and "the model is unloading" in response.error.message()
+        finals = [f for _, f in r.sender.responses if f & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL]
+        assert len(finals) == 1
+
+
+def test_a_dead_engine_fails_the_models_readiness(served) -> None:
+    """python_backend r26.03 and later ask the model's is_ready() on every readiness check (src/pb_stub.cc
+    `Stub::ProcessUserModelReadinessRequest`): it must be a bool, True while the engine lives, False once it died."""
+    model, _, _ = served
+    assert model.is_ready() is True
+    model._engine_failed("EngineDeadError: gone")
+    assert model.is_ready() is False

@@ -1085,6 +1085,7 @@ class Triton:
                 raise OpenAIError(503, f"the inference server is not reachable: {exc}", "server_error") from None
             if response.status != 200:
                 raise _triton_error(response.status, response.read())
+            final = False  # the last response ends the request: it carries a finish_reason (the model interface)
             for raw in response:
                 line = raw.decode("utf-8", errors="replace").strip()
                 if not line.startswith("data:"):
@@ -1092,7 +1093,13 @@ class Triton:
                 event = json.loads(line[5:].strip())
                 if "error" in event:
                     raise _triton_error(400, line[5:].strip().encode())
+                final = bool(_first(event, "finish_reason"))
                 yield event
+            if not final:
+                # Triton closed the stream before the model's final response: it gave up on the request (shutdown
+                # past --exit-timeout-secs) or it died. What came is not the answer.
+                raise OpenAIError(503, "the inference server stopped before the answer was complete (it is shutting "
+                                  "down or restarting); retry the request", "server_error")
         finally:
             conn.close()  # closing mid-stream lets Triton cancel the request
 
@@ -1108,11 +1115,27 @@ class ContextOverflow(OpenAIError):
     """The engine refused the prompt as longer than its context; Frontend turns it into context_exceeded()."""
 
 
+# How the serving models (render/models) begin the message of a failure that is not the request's fault: the engine
+# died (the replica restarts: 503, retry elsewhere), the engine failed this one request, the model was unloading
+# (500). Their Triton error codes say the same (UNAVAILABLE, INTERNAL), but Triton's HTTP generate endpoints answer
+# every error response with 400 whatever its code (measured on 2.51), so the words decide.
+ENGINE_DEAD = "engine failed:"
+SERVER_FAILURES = ("engine error:", "the model is unloading")
+
+
 def _triton_error(status: int, data: bytes) -> OpenAIError:
+    text = data.decode(errors="replace").strip()
+    if text.startswith("data:"):  # generate_stream's first response, an error: one server-sent event
+        text = text[5:].strip()
     try:
-        message = str(json.loads(data).get("error", ""))
+        message = str(json.loads(text).get("error", ""))
     except (ValueError, AttributeError):
-        message = data[:500].decode(errors="replace")
+        message = text[:500]
+    if message.startswith(ENGINE_DEAD):
+        return OpenAIError(503, f"inference failed, the replica restarts; retry the request: {message}",
+                           "server_error")
+    if message.startswith(SERVER_FAILURES):
+        return OpenAIError(500, f"inference failed: {message}", "server_error")
     if 400 <= status < 500:
         if _ENGINE_CONTEXT_OVERFLOW.search(message):
             log.info("the engine refused a prompt over the context limit: %s", message)

@@ -46,8 +46,9 @@ the model still serves; checked every HEALTH_POLL_S and after any request error 
 every request in flight with an UNAVAILABLE error at once (a dead worker sends them nothing more), answers new ones
 the same way, logs the reason, writes it as the container's termination message and sends SIGTERM to tritonserver
 (this stub's parent): the server stops accepting connections at once (readiness and liveness fail) and exits, and
-Kubernetes restarts the container. Triton's own liveness never fails for a dead model, and python_backend in the
-pinned releases has no model readiness hook, so exiting is the one signal that restarts the pod.
+Kubernetes restarts the container. Triton's own liveness never fails for a dead model, so exiting is the one signal
+that restarts the pod; `is_ready()` (asked by python_backend r26.03 and later, the pinned image's included) also
+fails the model's readiness from the moment the engine is known dead.
 
 Multi-GPU follows the LLM API's MPI model: on one node the LLM starts its worker ranks itself; across nodes the
 pod command wraps tritonserver in `trtllm-llmapi-launch` under mpirun, so rank 0 serves and the others work.
@@ -642,11 +643,21 @@ class TritonPythonModel:
             self.loop.call_soon_threadsafe(self._start, key, entry)
         return None
 
+    def is_ready(self) -> bool:
+        """Model readiness (`/v2/models/<model>/ready`, which the OpenAI container's readiness asks), called by
+        python_backend r26.03 and later (src/pb_stub.cc `Stub::ProcessUserModelReadinessRequest`; older builds never
+        call it): False once the engine is dead, even if tritonserver is slow to exit. Cheap: it shares the stub's
+        message queue."""
+        return self.engine_error is None
+
     def finalize(self) -> None:
         self._drain()
         self.stopping.set()
         self.stats_task.cancel()
         self.health_task.cancel()
+        # What outlived the drain bound is answered before the engine stops: an engine's shutdown may end it as if
+        # it had finished (the stand-in finishes it "cancelled"), which would look like an answer.
+        self._end_all("the model is unloading")
         # A dead engine may never finish shutting down: bounded, so the server can exit and be restarted.
         stopper = threading.Thread(target=self.llm.shutdown, name="llmapi-shutdown", daemon=True)
         stopper.start()
@@ -714,7 +725,7 @@ class TritonPythonModel:
             if await self._check_engine() is not None:  # this error may be the worker's own, surfaced once
                 self._engine_failed(message)
                 return
-            if self._send(key, _error(message, "INTERNAL"), True):
+            if self._send(key, _error(f"engine error: {message}", "INTERNAL"), True):
                 self.ipc.call(self.metrics.failed.increment, 1)
                 self.ipc.call(self.logger.log_error, f"request failed: {message}")
 

@@ -23,7 +23,8 @@ dead engine ends every request in flight with an UNAVAILABLE error, answers new 
 writes it as the container's termination message and sends SIGTERM to tritonserver (this stub's parent), which stops
 accepting connections at once (readiness and liveness fail) and exits, so Kubernetes restarts the container.
 Upstream's vllm_backend (`_check_health`) unloads the model instead, which needs explicit model control; Triton's own
-liveness never fails for a dead model and python_backend in the pinned releases has no model readiness hook.
+liveness never fails for a dead model. `is_ready()` (asked by python_backend r26.03 and later, the pinned image's
+included) also fails the model's readiness from the moment the engine is known dead.
 Client errors (`VLLMClientError`, e.g. `VLLMValidationError` for a prompt that does not fit) are answered
 INVALID_ARG and are not engine failures.
 
@@ -867,10 +868,19 @@ class TritonPythonModel:
         if task is not None:
             task.cancel()
 
+    def is_ready(self) -> bool:
+        """Model readiness (`/v2/models/<model>/ready`, which the OpenAI container's readiness asks), called by
+        python_backend r26.03 and later (src/pb_stub.cc `Stub::ProcessUserModelReadinessRequest`; older builds never
+        call it): False once the engine is dead, even if tritonserver is slow to exit. Cheap: it shares the stub's
+        message queue."""
+        return self.engine_error is None
+
     def finalize(self) -> None:
         self._drain()
         self.stopping.set()
         self.health_task.cancel()
+        # What outlived the drain bound is answered before the engine stops (its shutdown ends no stream itself).
+        self._end_all("the model is unloading")
         engine = getattr(self, "engine", None)
         if engine is not None:
             # A dead engine may never finish shutting down: bounded, so the server can exit and be restarted.
