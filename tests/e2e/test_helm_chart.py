@@ -187,8 +187,12 @@ def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
     assert not {p["metadata"]["uid"] for p in rolled} & {p["metadata"]["uid"] for p in first}
     assert "Upgrade complete" in helm(handle, "history", RELEASE, "-n", NAMESPACE, tmp=tmp_path)
 
+    # What docs/upgrade.md says uninstall removes: the three policies it names and the launcher ClusterRole, which
+    # the backends' launcher RoleBindings go on naming.
     installed = handle.kubectl("get", "validatingadmissionpolicies", "-o", "name").stdout.split()
-    assert "validatingadmissionpolicy.admissionregistration.k8s.io/llmbackend-tenant-references" in installed, installed
+    assert {f"validatingadmissionpolicy.admissionregistration.k8s.io/llmbackend-{policy}" for policy in (
+        "tenant-references", "launcher-binding", "launcher-exec")} <= set(installed), installed
+    handle.kubectl("get", "clusterrole", "llmbackend-launcher")  # fails when it is not there
     helm(handle, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "180s", tmp=tmp_path)
     wait_for(lambda: not operator_pods(handle), timeout=60, what="the operator's pods gone")
     # What docs/upgrade.md says stays: the CRD (helm.sh/resource-policy: keep) and with it every LLMBackend and
