@@ -173,6 +173,15 @@ def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
         table = listed[listed.index("NAMESPACE "):].splitlines()[1:]  # after what the create and apply printed
         assert sorted(tuple(row.split()[:2]) for row in table if not row.startswith("team-a ")) == sorted(backends), \
             f"`kubectl llmb get -A` as the NOTES say:\n{listed}"
+        # READY as kubectl get llmb prints it, for the backends not planned yet (0/1, not 0/0), and --help lists get.
+        header = listed[listed.index("NAMESPACE "):].splitlines()[0]
+        at, to = header.index("READY"), header.index("MODEL")  # columns are padded: STATUS may be two words
+        plugin_ready = {tuple(row.split()[:2]): row[at:to].strip() for row in table}
+        columns = handle.kubectl("get", "llmb", "-A", "-o", "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,"
+                                 "READY:.status.ready", "--no-headers").stdout.splitlines()
+        assert {(ns, n): ready for ns, n, ready in (c.split() for c in columns)} == plugin_ready, (columns, listed)
+        usage = run_as_user("kubectl llmb --help", env)
+        assert usage.startswith("usage: kubectl llmb {get,") and "\n  get " in usage, usage
         for namespace, backend in backends:
             handle.kubectl("delete", "llmb", backend, "-n", namespace, "--wait=true", "--timeout=60s")
     finally:

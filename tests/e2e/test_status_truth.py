@@ -204,6 +204,8 @@ def test_the_quick_start_without_a_default_storage_class_then_a_pvc_source_names
     obj = wait_for(progressing("ClaimNotFound"), timeout=90, interval=1, what="Progressing ClaimNotFound")
     message = condition(obj, "Progressing")["message"]
     assert "llm-models" in message and "spec.model.source.pvc.claimName" in message, message
+    assert condition(obj, "ModelReady") is None and obj["status"].get("model") is None, \
+        "nothing is downloaded for a pvc source: the hf:// download's ModelReady and status.model go"
     new_pods = [p["metadata"]["name"] for p in cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=quick")
                 if "llm-models" in json.dumps(p["spec"].get("volumes"))]
     assert any(f"pod {name}:" in message for name in new_pods), (message, new_pods)
