@@ -180,6 +180,10 @@ def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
         columns = handle.kubectl("get", "llmb", "-A", "-o", "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,"
                                  "READY:.status.ready", "--no-headers").stdout.splitlines()
         assert {(ns, n): ready for ns, n, ready in (c.split() for c in columns)} == plugin_ready, (columns, listed)
+        for field in ("spec.planning", "spec.scheduling", "spec.autoscaling.minReplicas"):
+            explained = run_as_user(f"kubectl explain llmbackend.{field}", env)
+            description = explained.split("DESCRIPTION:")[1].split("FIELDS:")[0].strip()
+            assert description and "<empty>" not in description, f"kubectl explain llmbackend.{field}:\n{explained}"
         usage = run_as_user("kubectl llmb --help", env)
         assert usage.startswith("usage: kubectl llmb {get,") and "\n  get " in usage, usage
         for namespace, backend in backends:
