@@ -147,6 +147,9 @@ def test_every_chart_value_the_image_and_out_of_cluster_docs_set_is_one_the_char
     texts = [(ROOT / "docs" / "install.md").read_text(), (ROOT / "charts" / "llmbackend" / "README.md").read_text()]
     keys = {key for text in texts for key in re.findall(r"--set ([\w.]+)=", text)}
     assert {"operator.replicas", "topologyReporter.enabled", "image.repository", "image.tag"} <= keys, keys
+    chart = yaml.safe_load((ROOT / "charts" / "llmbackend" / "Chart.yaml").read_text())
+    tags = {tag for text in texts for tag in re.findall(r"ghcr\.io/llmbackend/operator:([\w.-]+)", text)}
+    assert tags == {chart["appVersion"]}, f"the image tag the docs build and load is the chart's default: {tags}"
     for key in keys:
         node = values
         for part in key.split("."):
