@@ -147,3 +147,33 @@ def test_the_quick_start_with_a_misspelt_secret_ref_names_it_in_progressing_thro
     progressing = decision.conditions.get("Progressing")
     assert progressing["reason"] == cond.NO_STORAGE_CLASS, progressing
     assert "Secret hf-tokn (spec.model.source.secretRef)" in progressing["message"], progressing["message"]
+
+
+@pytest.mark.parametrize("waiting_pod", ["llama-0", "llama-0-1"])
+def test_a_multi_node_group_waiting_for_its_claim_says_the_claim_not_waiting_for_nodes(waiting_pod):
+    """A LeaderWorkerSet group whose leader or worker waits for the model's claim: the same reason and fix as a
+    single-node pod's (ClaimNotFound naming the claim and source.pvc.claimName), not WaitingForNodes/PartialGroup,
+    which tell the user to add nodes."""
+    from llmbackend.render.multinode import GROUP_INDEX_LABEL
+
+    spec = {"model": {"preset": "llama-3.1-405b", "source": {"pvc": {"claimName": "llm-models", "path": "llama"}}},
+            "serving": {"progressDeadlineSeconds": 300}}
+    apis = frozenset({"LeaderWorkerSet"})
+    live = served(first_pass(spec, apis=apis), ready=0)
+    pending = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                   "message": scheduler.CLAIM_NOT_FOUND["1.36"],
+                                                   "lastTransitionTime": "2026-12-01T10:00:00Z"}]}
+    scheduled = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
+    leader = {"metadata": {"name": "llama-0", "creationTimestamp": "2026-12-01T10:00:00Z",
+                           "labels": {"llmbackend.dev/backend": "llama", GROUP_INDEX_LABEL: "0",
+                                      "app.kubernetes.io/component": "server"}},
+              "status": pending if waiting_pod == "llama-0" else scheduled}
+    worker = {"metadata": {"name": "llama-0-1", "creationTimestamp": "2026-12-01T10:00:00Z",
+                           "labels": {"llmbackend.dev/backend": "llama", GROUP_INDEX_LABEL: "0"}},
+              "status": pending if waiting_pod == "llama-0-1" else scheduled}
+    for seconds, want in ((30, "Progressing"), (301, "Degraded")):
+        decision = decide(Observed(backend(spec), NODES, children=live, apis=apis, pods=[leader, worker],
+                                   now=T0 + timedelta(seconds=seconds), free_gpus={n.name: 0 for n in NODES}))
+        got = decision.conditions.get(want)
+        assert (got["status"], got["reason"]) == ("True", cond.SERVING_CLAIM_NOT_FOUND), got
+        assert f"pod {waiting_pod}:" in got["message"] and "spec.model.source.pvc.claimName" in got["message"], got

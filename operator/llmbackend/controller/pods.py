@@ -153,6 +153,23 @@ def unschedulable_problem(pod_name: str, message: str, since: str | None, claim:
                       "spec.scheduling or free or add matching nodes", since)
 
 
+CLAIM_REASONS = frozenset({cond.SERVING_CLAIM_NOT_BOUND, cond.NO_STORAGE_CLASS, cond.SERVING_CLAIM_NOT_FOUND})
+
+
+def claim_problem(pods: list[dict[str, Any]], claim: ModelClaim | None) -> PodProblem | None:
+    """A pod of a multi-node group, leader or worker, that waits for a claim: the root cause, named with its fix as
+    for a single-node pod (the group's own words would say to add nodes)."""
+    for pod in pods:
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                problem = unschedulable_problem(pod["metadata"]["name"], (c.get("message") or "").strip().rstrip("."),
+                                                c.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp"),
+                                                claim)
+                if problem.reason in CLAIM_REASONS:
+                    return problem
+    return None
+
+
 def pod_problem(pods: list[dict[str, Any]], ref: BackendRef, claim: ModelClaim | None = None) -> PodProblem | None:
     """Why serving pods do not run: the scheduler's or the kubelet's words."""
     selector = selector_for(ref)
