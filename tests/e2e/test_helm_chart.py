@@ -1,13 +1,15 @@
 """The Helm chart on the real control plane: `helm install` (the operator's pods created, scheduled and Ready under
 kwok), a sample served by an operator that holds exactly the chart's RBAC (a process with the chart's
 ServiceAccount token), `kubectl llmb get` as a kubectl plugin, `helm upgrade` with a value change rolling the
-operator, and `helm uninstall` leaving only what docs/upgrade.md says stays.
+operator, and `helm uninstall` leaving only what docs/upgrade.md says stays. A new user who follows the README's
+Quick start and then the NOTES `helm install` printed ends with two backends, the first not rewritten.
 
 Its own control plane: the session cluster's CRD was applied without Helm, which `helm install` refuses to adopt."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,10 +79,42 @@ def service_account_kubeconfig(handle: ClusterHandle, path: Path) -> Path:
     return path
 
 
+def quick_start_commands(readme: str) -> str:
+    """The README Quick start's commands that create objects (its Secret and its LLMBackend): not the clone, the
+    install (this test's own), the 30-minute wait or the port-forward."""
+    block = re.search(r"## Quick start\n.*?```sh\n(.*?)```", readme, re.S).group(1)
+    secret = next(line for line in block.splitlines() if line.startswith("kubectl create secret"))
+    backend = re.search(r"^kubectl apply -f - <<'YAML'\n.*?\nYAML$", block, re.S | re.M).group(0)
+    return f"{secret}\n{backend}\n"
+
+
+def notes_commands(notes: str, namespace: str, secret_there: bool) -> list[str]:
+    """The first-backend commands of the NOTES `helm install` printed, for `namespace`, as a user types them: the
+    sample from this checkout instead of the release tag's URL; the Secret's line skipped where the NOTES say to."""
+    paragraph = notes[notes.index("A first backend"):]
+    commands = re.findall(r"^  (kubectl (?:create secret|apply|llmb get) .*)$", paragraph, re.M)[:3]
+    assert commands[0].startswith("kubectl create secret") and "skip the first line" in paragraph, notes
+    if secret_there:
+        commands = commands[1:]
+    local = [re.sub(r"https://raw\.githubusercontent\.com/llmbackend/llmbackend/v[^/\s]+/(\S+)",
+                    lambda m: str(REPO_ROOT / m.group(1)), c).replace("<namespace>", namespace) for c in commands]
+    assert all("raw.githubusercontent" not in c and (REPO_ROOT / "manifests/samples").as_posix() in c
+               for c in local if c.startswith("kubectl apply")), local
+    return local
+
+
+def run_as_user(script: str, env: dict[str, str]) -> str:
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, f"{script}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
 def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
     handle = own_cluster
     helm(handle, "install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace", "--wait", "--timeout", "180s",
          tmp=tmp_path)
+    notes = helm(handle, "get", "notes", RELEASE, "-n", NAMESPACE, tmp=tmp_path)
     crd = handle.kube.get("CustomResourceDefinition", None, "llmbackends.llmbackend.dev")
     assert crd and {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
     # The operator's pods are admitted: created from the chart's Deployment, scheduled, Ready (kwok runs no
@@ -120,6 +154,40 @@ def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
         assert header.split()[:5] == ["NAME", "STATUS", "READY", "MODEL", "OPENAI"]
         assert row.split()[:5] == [name, "Ready", "1/1", obj["status"]["modelName"],
                                    f"http://{name}.team-a.svc:9000/v1"]
+
+        # A new user: the README's Quick start, then the NOTES' first backend in the same namespace (the current
+        # context's, default) and in another one. Two backends where they met, the Quick start's not rewritten.
+        run_as_user(quick_start_commands((REPO_ROOT / "README.md").read_text()), env)
+        readme_backend = handle.kube.get("LLMBackend", "default", "llama-3-1-8b")
+        handle.kubectl("create", "namespace", "team-b")
+        for namespace, secret_there in (("default", True), ("team-b", False)):
+            listed = run_as_user("\n".join(notes_commands(notes, namespace, secret_there)), env)
+        backends = {(b["metadata"]["namespace"], b["metadata"]["name"]): b
+                    for b in handle.kube.list("LLMBackend") if b["metadata"]["namespace"] != "team-a"}
+        assert sorted(backends) == [("default", "llama-3-1-8b"), ("default", "llama-3-1-8b-hf"),
+                                    ("team-b", "llama-3-1-8b-hf")], sorted(backends)
+        kept = backends[("default", "llama-3-1-8b")]
+        assert (kept["metadata"]["uid"], kept["metadata"]["generation"], kept["spec"]) == (
+            readme_backend["metadata"]["uid"], 1, readme_backend["spec"]), "the Quick start's backend was rewritten"
+        assert kept["spec"]["model"]["preset"] == "llama-3.1-8b"
+        table = listed[listed.index("NAMESPACE "):].splitlines()[1:]  # after what the create and apply printed
+        assert sorted(tuple(row.split()[:2]) for row in table if not row.startswith("team-a ")) == sorted(backends), \
+            f"`kubectl llmb get -A` as the NOTES say:\n{listed}"
+        # READY as kubectl get llmb prints it, for the backends not planned yet (0/1, not 0/0), and --help lists get.
+        header = listed[listed.index("NAMESPACE "):].splitlines()[0]
+        at, to = header.index("READY"), header.index("MODEL")  # columns are padded: STATUS may be two words
+        plugin_ready = {tuple(row.split()[:2]): row[at:to].strip() for row in table}
+        columns = handle.kubectl("get", "llmb", "-A", "-o", "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,"
+                                 "READY:.status.ready", "--no-headers").stdout.splitlines()
+        assert {(ns, n): ready for ns, n, ready in (c.split() for c in columns)} == plugin_ready, (columns, listed)
+        for field in ("spec.planning", "spec.scheduling", "spec.autoscaling.minReplicas"):
+            explained = run_as_user(f"kubectl explain llmbackend.{field}", env)
+            description = explained.split("DESCRIPTION:")[1].split("FIELDS:")[0].strip()
+            assert description and "<empty>" not in description, f"kubectl explain llmbackend.{field}:\n{explained}"
+        usage = run_as_user("kubectl llmb --help", env)
+        assert usage.startswith("usage: kubectl llmb {get,") and "\n  get " in usage, usage
+        for namespace, backend in backends:
+            handle.kubectl("delete", "llmb", backend, "-n", namespace, "--wait=true", "--timeout=60s")
     finally:
         operator.terminate()
         operator.wait(timeout=30)
@@ -132,8 +200,12 @@ def test_install_serve_upgrade_uninstall(own_cluster, tmp_path):
     assert not {p["metadata"]["uid"] for p in rolled} & {p["metadata"]["uid"] for p in first}
     assert "Upgrade complete" in helm(handle, "history", RELEASE, "-n", NAMESPACE, tmp=tmp_path)
 
+    # What docs/upgrade.md says uninstall removes: the three policies it names and the launcher ClusterRole, which
+    # the backends' launcher RoleBindings go on naming.
     installed = handle.kubectl("get", "validatingadmissionpolicies", "-o", "name").stdout.split()
-    assert "validatingadmissionpolicy.admissionregistration.k8s.io/llmbackend-tenant-references" in installed, installed
+    assert {f"validatingadmissionpolicy.admissionregistration.k8s.io/llmbackend-{policy}" for policy in (
+        "tenant-references", "launcher-binding", "launcher-exec")} <= set(installed), installed
+    handle.kubectl("get", "clusterrole", "llmbackend-launcher")  # fails when it is not there
     helm(handle, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "180s", tmp=tmp_path)
     wait_for(lambda: not operator_pods(handle), timeout=60, what="the operator's pods gone")
     # What docs/upgrade.md says stays: the CRD (helm.sh/resource-policy: keep) and with it every LLMBackend and

@@ -213,7 +213,8 @@ def test_the_quick_start_without_a_default_storage_class_then_a_pvc_source_names
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
     import scheduler_messages
 
-    hf = {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct", "cache": {"claimName": NO_VOLUME, "size": "20Gi"}}
+    hf = {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct", "cache": {"claimName": NO_VOLUME, "size": "20Gi"},
+          "secretRef": {"name": "hf-tokn"}}  # misspelt: nothing can tell before the download pod starts
     apply_manifest(cluster, backend_manifest("quick", namespace, model={"preset": "llama-3.1-8b", "source": hf}))
 
     def progressing(reason: str):
@@ -226,6 +227,7 @@ def test_the_quick_start_without_a_default_storage_class_then_a_pvc_source_names
     obj = wait_for(progressing("NoStorageClass"), timeout=90, interval=1, what="Progressing NoStorageClass")
     message = condition(obj, "Progressing")["message"]
     assert "spec.model.source.cache.storageClassName" in message and "pvc.claimName" not in message, message
+    assert "Secret hf-tokn (spec.model.source.secretRef)" in message, message
     row = kubectl_row(cluster, namespace, "quick")
     assert (row["READY"], row["STATUS"], row["REASON"]) == ("0/1", "Progressing", "NoStorageClass"), row
     assert summary(obj)["READY"] == row["READY"], "kubectl llmb get and kubectl get llmb agree"
@@ -237,12 +239,14 @@ def test_the_quick_start_without_a_default_storage_class_then_a_pvc_source_names
     minor = re.search(r'"serverVersion":\s*{[^}]*"minor":\s*"(\d+)', version).group(1)
     assert numbers_out(live) == numbers_out(scheduler_messages.UNBOUND_IMMEDIATE[f"1.{minor}"]), live
 
-    pvc = {"pvc": {"claimName": "llm-models", "path": "llama"}, "uri": None, "cache": None}
+    pvc = {"pvc": {"claimName": "llm-models", "path": "llama"}, "uri": None, "cache": None, "secretRef": None}
     cluster.kubectl("patch", "llmb", "quick", "-n", namespace, "--type=merge",
                     "-p", json.dumps({"spec": {"model": {"source": pvc}}}))
     obj = wait_for(progressing("ClaimNotFound"), timeout=90, interval=1, what="Progressing ClaimNotFound")
     message = condition(obj, "Progressing")["message"]
     assert "llm-models" in message and "spec.model.source.pvc.claimName" in message, message
+    assert condition(obj, "ModelReady") is None and obj["status"].get("model") is None, \
+        "nothing is downloaded for a pvc source: the hf:// download's ModelReady and status.model go"
     new_pods = [p["metadata"]["name"] for p in cluster.kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=quick")
                 if "llm-models" in json.dumps(p["spec"].get("volumes"))]
     assert any(f"pod {name}:" in message for name in new_pods), (message, new_pods)

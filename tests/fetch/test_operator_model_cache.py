@@ -802,3 +802,42 @@ def test_a_bloated_adapter_config_is_invalid_not_served_unchecked(hub, tmp_path)
     (got,) = ca.sync_adapters(kube, "serving", s, served_model="llama-3.1-8b") or []
     assert (got["phase"], got["reason"]) == ("Incompatible", api_adapters.ADAPTER_CONFIG_INVALID), got
     assert "use_dora" in got["message"] and ca.ready_adapters([got]) == set()
+
+
+def test_a_download_waiting_for_a_cleanup_whose_pod_cannot_start_says_why_and_becomes_stuck() -> None:
+    """A cleanup Job of a bound claim whose pod never starts (an image the nodes cannot pull after an upgrade, no
+    node) held the download of every backend on that claim at WaitingForCacheCleanup, Progressing with no deadline
+    and no word of the cleanup pod's trouble. The wait now names it, and the progress deadline applies."""
+    kube = FakeKube()
+    v1, v2 = {"uri": "s3://models/llama-v1"}, {"uri": "s3://models/llama-v2"}
+    backend_obj(kube, "a", v1)
+    backend_obj(kube, "b", v2)
+    for source in (v1, v2):
+        cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
+        complete(kube, mc.download_job_name(spec(source).model.source))
+    backend_obj(kube, "a", v2)
+    cmc.sync_model_cache(kube, "serving", spec(v2, preset="llama-3.1-8b"), previous_source=v1["uri"])
+    (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
+    name = cleanup["metadata"]["name"]
+    backend_obj(kube, "c", v1)
+
+    job_pod(kube, name, {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+            name="cleanup-1")
+    pulled = cmc.sync_model_cache(kube, "serving", spec(v1, preset="llama-3.1-8b"))
+    assert (pulled.reason, pulled.stuck, pulled.stuck_since) == ("DownloaderImagePullFailed", True, None), pulled
+    assert f"Job {name}" in pulled.message and "cache cleanup pod cleanup-1" in pulled.message, pulled.message
+
+    del kube.objects[("Pod", "serving", "cleanup-1")]
+    job_pod(kube, name, {"waiting": {"reason": "ContainerCreating"}}, name="cleanup-2")
+    kube.objects[("Pod", "serving", "cleanup-2")]["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": "2026-12-03T00:00:05Z",
+         "message": "0/4 nodes are available: 4 Insufficient cpu."}]
+    unscheduled = cmc.sync_model_cache(kube, "serving", spec(v1, preset="llama-3.1-8b"))
+    assert (unscheduled.reason, unscheduled.stuck, unscheduled.stuck_since) == (
+        "FetchPodUnschedulable", True, "2026-12-03T00:00:05Z"), unscheduled
+    assert "the download starts when it finishes" in unscheduled.message
+
+    del kube.objects[("Pod", "serving", "cleanup-2")]
+    job_pod(kube, name, {"running": {}}, name="cleanup-3")
+    running = cmc.sync_model_cache(kube, "serving", spec(v1, preset="llama-3.1-8b"))
+    assert (running.reason, running.stuck) == ("WaitingForCacheCleanup", False), "a running cleanup is progress"

@@ -169,6 +169,15 @@ def test_optional_parts():
     assert ("CustomResourceDefinition", "llmbackends.llmbackend.dev") not in rendered
 
 
+def test_the_out_of_cluster_install_has_no_operator_pods_but_everything_the_operator_needs():
+    """docs/install.md ("When the operator image cannot be pulled"): with these values no pod pulls the image, and the
+    CRD, the operator's RBAC and the admission policies are there for `llmbackend run --kubeconfig`."""
+    rendered = template("--set", "operator.replicas=0", "--set", "topologyReporter.enabled=false")
+    assert rendered[("Deployment", "llmbackend-operator")]["spec"]["replicas"] == 0
+    assert not [k for k in rendered if k[0] in ("DaemonSet", "Pod", "Job") or "topology-reporter" in k[1]]
+    assert {("CustomResourceDefinition", "llmbackends.llmbackend.dev"), ("ClusterRole", "llmbackend-operator"),
+            ("ValidatingAdmissionPolicy", "llmbackend-tenant-references")} <= set(rendered)
+
 def test_the_release_namespace_replaces_llmbackend_system():
     out = helm("template", "llmbackend", str(CHART), "--namespace", "ops", "--set", "monitoring.enabled=true").stdout
     assert NAMESPACE not in out

@@ -138,3 +138,20 @@ def test_running_without_the_image_is_documented_with_commands_that_exist():
     for line in re.findall(r"llmbackend run (--[^`\n]*)", install + chart_readme):
         flags = set(re.findall(r"(--[a-z-]+)", line))
         assert flags <= known, (line, flags - known)
+
+
+def test_every_chart_value_the_image_and_out_of_cluster_docs_set_is_one_the_chart_has():
+    """`--set operator.replicas=0`, `topologyReporter.enabled=false`, `image.repository`, ...: a misspelt key is
+    silently ignored by Helm, so the user would get operator pods after all."""
+    values = yaml.safe_load((ROOT / "charts" / "llmbackend" / "values.yaml").read_text())
+    texts = [(ROOT / "docs" / "install.md").read_text(), (ROOT / "charts" / "llmbackend" / "README.md").read_text()]
+    keys = {key for text in texts for key in re.findall(r"--set ([\w.]+)=", text)}
+    assert {"operator.replicas", "topologyReporter.enabled", "image.repository", "image.tag"} <= keys, keys
+    chart = yaml.safe_load((ROOT / "charts" / "llmbackend" / "Chart.yaml").read_text())
+    tags = {tag for text in texts for tag in re.findall(r"ghcr\.io/llmbackend/operator:([\w.-]+)", text)}
+    assert tags == {chart["appVersion"]}, f"the image tag the docs build and load is the chart's default: {tags}"
+    for key in keys:
+        node = values
+        for part in key.split("."):
+            assert isinstance(node, dict) and part in node, f"--set {key}: values.yaml has no {part!r} there"
+            node = node[part]

@@ -4,6 +4,7 @@ the current spec looked at."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -113,3 +114,66 @@ def test_after_a_spec_change_status_describes_the_new_pod_not_the_previous_specs
     assert progressing["reason"] == cond.SERVING_CLAIM_NOT_FOUND, progressing
     assert "pod llama-new" in progressing["message"] and "llm-models" in progressing["message"]
     assert "llama-old" not in progressing["message"]
+
+
+QUICK_START_SPEC = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct",
+                                                                    "secretRef": {"name": "hf-tokn"}}}}
+
+
+@pytest.mark.parametrize("version", scheduler.VERSIONS)
+@pytest.mark.parametrize("claim", [CACHE_WITHOUT_CLASS, CACHE])
+def test_a_serving_pod_waiting_for_the_cache_claim_names_the_secret_the_download_reads(version, claim):
+    """Issue 49 item 3: the operator may not read Secrets, so a misspelt secretRef shows only once the download pod
+    starts; while storage holds it, the wait kubectl get llmb prints names the Secret to check."""
+    with_secret = dataclasses.replace(claim, secret="hf-tokn")
+    problem = unschedulable_problem("llama-0", as_decide_reads(scheduler.UNBOUND_IMMEDIATE[version]), "t", with_secret)
+    assert "Secret hf-tokn (spec.model.source.secretRef)" in problem.message
+    assert "kubectl get secret hf-tokn" in problem.message
+    without = unschedulable_problem("llama-0", as_decide_reads(scheduler.UNBOUND_IMMEDIATE[version]), "t", claim)
+    assert "Secret" not in without.message, "no secretRef, no Secret to name"
+
+
+def test_the_quick_start_with_a_misspelt_secret_ref_names_it_in_progressing_through_decide():
+    """The README's Quick start (a preset, so serving pods are created before the download) with secretRef hf-tokn
+    on a cluster without a default StorageClass: Progressing, what kubectl get llmb and kubectl llmb get print,
+    names the Secret, not only ModelReady."""
+    stuck = ModelCacheResult(LLMBackendSpec.model_validate(QUICK_START_SPEC), False, cond.NO_STORAGE_CLASS,
+                             "claim llmbackend-model-cache has no StorageClass; set spec.model.source.cache.storageClassName",
+                             {"phase": "Downloading"}, stuck=True, stuck_since="2026-12-01T10:00:00Z")
+    live = served(first_pass(QUICK_START_SPEC, model_cache=stuck), ready=0)
+    decision = decide(Observed(backend(QUICK_START_SPEC), NODES, children=live, model_cache=stuck,
+                               pods=[pending_pod(scheduler.UNBOUND_IMMEDIATE["1.36"])],
+                               now=T0 + timedelta(seconds=30), free_gpus={n.name: 8 for n in NODES}))
+    progressing = decision.conditions.get("Progressing")
+    assert progressing["reason"] == cond.NO_STORAGE_CLASS, progressing
+    assert "Secret hf-tokn (spec.model.source.secretRef)" in progressing["message"], progressing["message"]
+
+
+@pytest.mark.parametrize("waiting_pod", ["llama-0", "llama-0-1"])
+def test_a_multi_node_group_waiting_for_its_claim_says_the_claim_not_waiting_for_nodes(waiting_pod):
+    """A LeaderWorkerSet group whose leader or worker waits for the model's claim: the same reason and fix as a
+    single-node pod's (ClaimNotFound naming the claim and source.pvc.claimName), not WaitingForNodes/PartialGroup,
+    which tell the user to add nodes."""
+    from llmbackend.render.multinode import GROUP_INDEX_LABEL
+
+    spec = {"model": {"preset": "llama-3.1-405b", "source": {"pvc": {"claimName": "llm-models", "path": "llama"}}},
+            "serving": {"progressDeadlineSeconds": 300}}
+    apis = frozenset({"LeaderWorkerSet"})
+    live = served(first_pass(spec, apis=apis), ready=0)
+    pending = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                   "message": scheduler.CLAIM_NOT_FOUND["1.36"],
+                                                   "lastTransitionTime": "2026-12-01T10:00:00Z"}]}
+    scheduled = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
+    leader = {"metadata": {"name": "llama-0", "creationTimestamp": "2026-12-01T10:00:00Z",
+                           "labels": {"llmbackend.dev/backend": "llama", GROUP_INDEX_LABEL: "0",
+                                      "app.kubernetes.io/component": "server"}},
+              "status": pending if waiting_pod == "llama-0" else scheduled}
+    worker = {"metadata": {"name": "llama-0-1", "creationTimestamp": "2026-12-01T10:00:00Z",
+                           "labels": {"llmbackend.dev/backend": "llama", GROUP_INDEX_LABEL: "0"}},
+              "status": pending if waiting_pod == "llama-0-1" else scheduled}
+    for seconds, want in ((30, "Progressing"), (301, "Degraded")):
+        decision = decide(Observed(backend(spec), NODES, children=live, apis=apis, pods=[leader, worker],
+                                   now=T0 + timedelta(seconds=seconds), free_gpus={n.name: 0 for n in NODES}))
+        got = decision.conditions.get(want)
+        assert (got["status"], got["reason"]) == ("True", cond.SERVING_CLAIM_NOT_FOUND), got
+        assert f"pod {waiting_pod}:" in got["message"] and "spec.model.source.pvc.claimName" in got["message"], got

@@ -8,6 +8,7 @@ collapsed to X (absent fields are simply omitted), titles dropped, CEL rules kep
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -51,6 +52,9 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
             continue
         if key == "properties":
             out[key] = {name: _inline(prop, defs) for name, prop in value.items()}
+        elif key == "description" and isinstance(value, str):
+            # A class docstring keeps its source line breaks; kubectl explain wraps text itself.
+            out[key] = re.sub(r"\s*\n\s*", " ", value)
         else:
             out[key] = _inline(value, defs)
     # Kubernetes has no patternProperties: map values keep their schema, key syntax becomes a CEL rule.

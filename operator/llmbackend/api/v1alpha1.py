@@ -698,13 +698,19 @@ class AutoscalingSpec(_Model):
     )
     source: MetricsSource = Field(default=MetricsSource.TRITON, description="Where the ratio comes from.")
     prometheus: PrometheusSource | None = Field(default=None, description="Required when source is prometheus.")
-    min_replicas: int = Field(default=1, ge=0, le=1000)
-    max_replicas: int = Field(default=4, ge=1, le=1000)
+    min_replicas: int = Field(
+        default=1, ge=0, le=1000,
+        description="Fewest replicas, whatever the load. 0 (mode operator) scales to zero after scaleToZeroAfterSeconds "
+                    "idle; mode hpa raises 0 to 1, mode keda scales from zero on its own trigger.")
+    max_replicas: int = Field(default=4, ge=1, le=1000, description="Most replicas, whatever the load.")
     target_ratio: float = Field(default=1.0, gt=0, le=100, description="Target queue/compute ratio per replica.")
     tolerance: float = Field(default=0.1, ge=0, le=1, description="No scaling while |ratio/target - 1| is within this band.")
     window_seconds: int = Field(default=60, ge=5, le=3600, description="Window over which the ratio is computed.")
     sync_period_seconds: int = Field(default=15, ge=1, le=600, description="How often the ratio is evaluated.")
-    scale_up_stabilization_seconds: int = Field(default=0, ge=0, le=3600)
+    scale_up_stabilization_seconds: int = Field(
+        default=0, ge=0, le=3600,
+        description="Scale up at most to the lowest recommendation of this many seconds (0: at once), as the HPA's "
+                    "scaleUp stabilizationWindowSeconds.")
     scale_down_stabilization_seconds: int | None = Field(
         default=None, ge=0, le=86400,
         description="Scale down at most to the highest recommendation of this many seconds. Default: 60 in mode "

@@ -83,7 +83,7 @@ from .conditions import (
 from .digest import is_summarized, summarize_data
 from .egress import PROMETHEUS_URLS_ENV, allowed, query_refusal
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
-from .pods import FATAL_WAITING_REASONS, PodProblem, model_claim, pod_problem
+from .pods import FATAL_WAITING_REASONS, PodProblem, claim_problem, model_claim, pod_problem
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
 TEMPLATE_HASH_ANNOTATION = "llmbackend.dev/template-hash"  # on each serving pod template: see stamp_template_hashes
@@ -821,10 +821,11 @@ def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendS
     if not rolled_out and want > 0:
         # Only pods of the current spec say why it does not run: a pod of an earlier spec goes with the rollout.
         pods = current_pods(observed.pods, current_templates or set())
-        problem = pod_problem(pods, ref, model_claim(spec, observed.model_cache))
+        claim = model_claim(spec, observed.model_cache)
+        problem = pod_problem(pods, ref, claim)
         if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
             group = group_problem(pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS))
-            problem = PodProblem(*group) if group is not None else problem
+            problem = claim_problem(pods, claim) or (PodProblem(*group) if group is not None else problem)
         if problem is not None and decision.placement_note:
             problem = dataclasses.replace(problem, message=f"{problem.message}; {decision.placement_note}")
         if problem is not None and problem.since is not None:  # waiting on the scheduler: progress until the deadline

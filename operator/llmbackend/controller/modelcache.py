@@ -461,9 +461,19 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
         elif job is not None and cleaning is None and mc.suspended(job):  # cancelled, and named again since
             _set_suspended(kube, namespace, job_name, False)
     if cleaning is not None:
-        return ModelCacheResult(spec, False, WAITING_FOR_CACHE_CLEANUP,
-                                f"Job {cleaning} is deleting unused copies in claim {claim}; the download starts when it "
-                                "finishes", {"phase": "Resolving", "source": source.uri, "claimName": claim})
+        message = f"Job {cleaning} is deleting unused copies in claim {claim}; the download starts when it finishes"
+        waiting = ModelCacheResult(spec, False, WAITING_FOR_CACHE_CLEANUP, message,
+                                   {"phase": "Resolving", "source": source.uri, "claimName": claim})
+        cleanup = kube.get("Job", namespace, cleaning)
+        if cleanup is not None and not cleanup["metadata"].get("deletionTimestamp") and \
+                (cleanup["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == mc.CLEANUP_COMPONENT:
+            # A cleanup pod that never starts (an image the nodes cannot pull, no node) would hold this download
+            # with no word and no deadline: its trouble is this wait's, bounded as a download pod's is.
+            stuck = stuck_pod(cleanup, _job_pods(kube, cleanup), claim_obj, "cache cleanup")
+            if stuck is not None:
+                waiting.reason, why, waiting.stuck_since = stuck
+                waiting.message, waiting.stuck = f"{message}, but {why}", True
+        return waiting
     if job is not None and not mc.is_download_job(job, source):  # someone else's Job: its pods' reports are not read
         return ModelCacheResult(spec, False, cond.RESOURCE_EXISTS, f"Job {job_name} exists but is not the operator's "
                                 f"download Job for {source.uri} (labels, source annotation or owner differ), so its "

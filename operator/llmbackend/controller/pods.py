@@ -74,6 +74,7 @@ class ModelClaim:
     name: str
     cache: bool  # the cache claim of a URI source (the operator creates it), else source.pvc.claimName
     no_storage_class: bool = False  # the model cache found the claim without a StorageClass (controller/modelcache.py)
+    secret: str | None = None  # a URI source's secretRef: the download into the cache claim reads it
 
 
 def model_claim(spec: LLMBackendSpec, cache: ModelCacheResult | None) -> ModelClaim | None:
@@ -84,7 +85,8 @@ def model_claim(spec: LLMBackendSpec, cache: ModelCacheResult | None) -> ModelCl
         return ModelClaim(source.pvc.claim_name, cache=False)
     if source.uri is not None:
         return ModelClaim(cache_claim(source), cache=True,
-                          no_storage_class=cache is not None and cache.reason == cond.NO_STORAGE_CLASS)
+                          no_storage_class=cache is not None and cache.reason == cond.NO_STORAGE_CLASS,
+                          secret=source.secret_ref.name if source.secret_ref is not None else None)
     return None
 
 
@@ -126,6 +128,11 @@ def unschedulable_problem(pod_name: str, message: str, since: str | None, claim:
             fix = (f"no volume is bound to claim {claim.name} (spec.model.source.pvc.claimName): bind the "
                    "PersistentVolume that holds the checkpoint to it, or check that the claim's StorageClass "
                    f"provisions its access mode (kubectl describe pvc {claim.name})")
+        if claim is not None and claim.cache and claim.secret:
+            # The operator may not read Secrets: a misspelt secretRef shows only once the download pod starts, which
+            # this same claim holds back (controller/modelcache.py names it in ModelReady the same way).
+            fix += (f"; once it binds, the download reads Secret {claim.secret} (spec.model.source.secretRef), which "
+                    f"the operator cannot look at: check it exists in this namespace (`kubectl get secret {claim.secret}`)")
         return PodProblem(reason, f"pod {pod_name}: {message}; {fix}", since, waiting_reason=reason)
     missing = CLAIM_NOT_FOUND.search(message)
     if missing is not None:
@@ -144,6 +151,23 @@ def unschedulable_problem(pod_name: str, message: str, since: str | None, claim:
     return PodProblem(cond.UNSCHEDULABLE,
                       f"pod {pod_name}: {message}; if nodes are being added this resolves itself, otherwise change "
                       "spec.scheduling or free or add matching nodes", since)
+
+
+CLAIM_REASONS = frozenset({cond.SERVING_CLAIM_NOT_BOUND, cond.NO_STORAGE_CLASS, cond.SERVING_CLAIM_NOT_FOUND})
+
+
+def claim_problem(pods: list[dict[str, Any]], claim: ModelClaim | None) -> PodProblem | None:
+    """A pod of a multi-node group, leader or worker, that waits for a claim: the root cause, named with its fix as
+    for a single-node pod (the group's own words would say to add nodes)."""
+    for pod in pods:
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                problem = unschedulable_problem(pod["metadata"]["name"], (c.get("message") or "").strip().rstrip("."),
+                                                c.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp"),
+                                                claim)
+                if problem.reason in CLAIM_REASONS:
+                    return problem
+    return None
 
 
 def pod_problem(pods: list[dict[str, Any]], ref: BackendRef, claim: ModelClaim | None = None) -> PodProblem | None:
