@@ -251,25 +251,51 @@ def test_a_kernel_near_the_roofline_corner_takes_longer_than_either_bound():
     assert dataclasses.replace(CALIBRATED, corner=0.0).roofline_s(1.0, 1.0) == 1.0
 
 
-# Issue 45's done-when: time per token at 1-8 requests in flight within +-20 % on the validation rows. Met by 23 of
-# the 27 rows; the 4 others are short answers (16 tokens) behind 467-token prompts at the highest rates, where the
-# published time per token grows with the prompts that share the steps faster than the model's even spread of
-# prefill over steps (docs/performance-model.md, "Low-load time per token").
-LOW_LOAD_OUTSIDE = {("llama-3.1-70b", "NVIDIA-H100-80GB-HBM3", 467, 16, 8.0),
-                    ("llama-3.1-8b", "NVIDIA-H100-80GB-HBM3", 467, 16, 32.0),
-                    ("llama-3.1-70b", "NVIDIA-H200", 467, 16, 8.0),
-                    ("llama-3.1-8b", "NVIDIA-H200", 467, 16, 32.0)}
+def test_prompts_come_whole_into_the_steps_the_decoders_run():
+    """TensorRT-LLM runs a prompt that fits the step's token budget in one step beside the decoders
+    (MicroBatchScheduler::operator()), so at a steady stream of 467-token prompts a share of the steps carries a whole
+    prompt (compute-bound) and the rest none. A step's time is convex in its tokens: the mean over those steps is
+    more than one step with the prompts' tokens spread evenly, and more so the more of the step the prompt is."""
+    m = model()
+    chunk, decode, context = 467.0, 4.0, 700.0
+    prefill = 0.3 * chunk  # three steps in ten carry a prompt
+    empty, _, _ = m.step(decode, 0.0, context, chunk)
+    full, _, _ = m.step(decode, chunk, context, chunk)
+    spread, _, _ = m.step(decode, prefill, context, chunk)
+    mean, _, _ = m.whole_chunks_step(decode, prefill, context, chunk, chunk)
+    assert mean == pytest.approx(0.7 * empty + 0.3 * full)
+    assert mean > 1.1 * spread
+    # Whole chunks already: nothing to average; a chunk that would not fit the step's budget is chunked to fit it.
+    assert m.whole_chunks_step(decode, 2 * chunk, context, chunk, chunk)[0] == pytest.approx(
+        m.step(decode, 2 * chunk, context, chunk)[0])
+    assert m.whole_chunks_step(decode, prefill, context, chunk, chunk, cap=400)[0] == pytest.approx(spread)
+    # This request's own prompt step carries its chunk and the others' as whole chunks.
+    own, _, _ = m.whole_chunks_step(decode, prefill, context, chunk, chunk, own=chunk)
+    assert own == pytest.approx(0.7 * full + 0.3 * m.step(decode, 2 * chunk, context, chunk)[0])
+    # At a rate: 16-token answers behind 467-token prompts wait longer than with the prompts spread evenly.
+
+    class EvenSpread(Model):
+        def whole_chunks_step(self, decode, prefill, context, prompt, chunk, own=0.0, cap=float("inf")):
+            return self.step(decode, own + prefill, context, prompt)
+
+    even = EvenSpread(L8, FP8, h100(), 1, 1, CALIBRATED)
+    assert m.at_rate(467, 16, 32.0, kv_capacity()).tpot_ms > 1.05 * even.at_rate(467, 16, 32.0, kv_capacity()).tpot_ms
+    # Alone (no one else's prompt in the steps), nothing changes.
+    assert m.at_rate(467, 16, 2.0, kv_capacity()).tpot_ms == pytest.approx(
+        even.at_rate(467, 16, 2.0, kv_capacity()).tpot_ms)
 
 
+# Issue 45's done-when: time per token at 1-8 requests in flight within +-20 % on the validation rows. All 27 are,
+# with the others' prompts whole in the steps they share (above); with an even spread of prefill over the steps, the
+# v0.14 rows of 16-token answers behind 467-token prompts at the highest rates were -21 % to -33 %
+# (docs/performance-model.md, "Low-load time per token").
 def test_low_load_time_per_token_within_20_percent():
     cal = load_benchmark("perf_calibrate")
     low = cal.low_load_tpot(CALIBRATED)
     assert len(low) >= 25
     assert any(r.concurrency == 1 for r, _, _ in low) and any(r.rate is not None for r, _, _ in low)
-    outside = {(r.preset, r.gpu, r.isl, r.osl, r.rate) for r, _, e in low if abs(e) > 0.20}
-    assert outside <= LOW_LOAD_OUTSIDE, outside
-    # Requests alone (at most one in flight): all within +-20 %.
-    assert all(abs(e) <= 0.20 for r, _, e in low if cal.published_in_flight(r) <= 1.0)
+    outside = {(r.preset, r.gpu, r.isl, r.osl, r.rate, round(e, 2)) for r, _, e in low if abs(e) > 0.20}
+    assert not outside, outside
 
 
 def test_fit_and_validation_rows_are_apart_and_cited():
@@ -287,7 +313,7 @@ def test_fit_and_validation_rows_are_apart_and_cited():
 # per metric. Where the model falls short, the test says so (xfail, strict: it fails once the model gets there,
 # so the marker cannot outlive the shortfall). Measured: see docs/performance-model.md.
 _SHORT = {
-    ("ttft", "median"): "median 23.9 %: with a layer's fixed cost measured (78 us) instead of fitted (153 us), the "
+    ("ttft", "median"): "median 22.3 %: with a layer's fixed cost measured (78 us) instead of fitted (153 us), the "
                         "v0.14 online rows' TTFT is under-predicted at every load, most for 202-token prompts (at 2-4 "
                         "requests/s 8B 6-8 ms short, 70B TP4 11-16 ms; 467-token prompts 3-5 and 3-9 ms): time outside "
                         "the engine's steps (HTTP, tokenizer, Triton ensemble) that neither the fitting tables nor the "

@@ -1,8 +1,10 @@
 """Performance model of one plan for one workload: time to first token, time per output token, output tokens/s.
 
 An engine iteration (one step) of in-flight batching runs the decode token of
-every sequence that is generating plus chunks of new prompts (chunked prefill:
-the prefill work of new requests shares the steps). One pipeline stage's step:
+every sequence that is generating plus new prompts, each whole (or a chunk of
+at most maxNumTokens): the prefill work of new requests shares the steps, and
+a step's time is averaged over steps with and without a prompt in them
+(Model.whole_chunks_step). One pipeline stage's step:
 
     linear layers  = corner(weights read / achievable HBM bandwidth,
                             2 x active parameters x step tokens / tp / achievable FLOPS),
@@ -43,7 +45,7 @@ next enters), input I and output O tokens:
   request come with its I prompt tokens) follow from that;
 - time per output token = the time between a sequence's tokens: pp stage steps
   (+ the hops between stages); the other requests' prompt chunks are in those
-  steps;
+  steps, whole: some steps carry one (compute-bound), the others none;
 - TTFT = the steps that carry this request's prompt (+ half a step's wait for
   the step in progress when others are running);
 - throughput = C x O / (TTFT + (O - 1) x TPOT) (Little's law);
@@ -111,8 +113,8 @@ class Efficiency:
 # bandwidth, layer_overhead_s and corner: measured on an H200 (benchmarks/data/h200/); the rest fitted by
 # benchmarks/perf_calibrate.py on TensorRT-LLM's perf-overview tables (fitting set only);
 # tests/unit/test_perf_model.py checks that the script's measurement and fit still land here.
-CALIBRATED = Efficiency(bandwidth=0.92, compute=0.53, layer_overhead_s=78e-6, compute_fp4=0.34, link_bandwidth=0.57,
-                        kv_bandwidth=0.74, corner=4.0)
+CALIBRATED = Efficiency(bandwidth=0.92, compute=0.54, layer_overhead_s=78e-6, compute_fp4=0.34, link_bandwidth=0.58,
+                        kv_bandwidth=0.77, corner=4.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +340,38 @@ class Model:
         total = linear_s + max(kv_s, attn_s) + comm_s + overhead_s + drafting_s
         return total, comm_s, matmul_s > weights_s
 
+    def whole_chunks_step(self, decode: float, prefill: float, context: float, prompt: float, chunk: float,
+                          own: float = 0.0, cap: float = math.inf) -> tuple[float, float, bool]:
+        """step() averaged over the steps of a steady state whose prompts come as whole chunks.
+
+        `prefill` prompt tokens a step on average are n = prefill / chunk chunks: a share n - floor(n) of the steps
+        carries floor(n) + 1 of them, the rest floor(n) (the least uneven split whole chunks allow). `own`: this
+        request's chunk, in every step averaged (its prompt step). A step's time is convex in its tokens (flat while
+        the weights stream, rising with the FLOPs past the corner), so one step with a whole 467-token prompt costs
+        the decoders in it more than 1/16 of that prompt in each of 16 steps would.
+
+        Why whole: TensorRT-LLM's scheduler gives a prompt that fits the step's token budget all its tokens in one
+        step, with chunked context on or off; it chunks only when the prompts do not all fit maxNumTokens
+        (MicroBatchScheduler::operator(), cpp/tensorrt_llm/batch_manager/microBatchScheduler.cpp), and that step
+        also runs the decoders (in-flight batching, docs/source/advanced/gpt-attention.md). The Triton backend the
+        v0.14 online rows ran leaves chunked context off unless configured (tensorrtllm_backend
+        inflight_batcher_llm/src/model_instance_state.cc, getExecutorConfigFromParams): there every prompt is one
+        step's work, as their 467-token prompts would be with it on. Where one more whole chunk would not fit
+        `cap` tokens, the scheduler fills the step by chunking: the even spread.
+
+        Returns (mean seconds, mean all-reduce seconds, compute-bound linear layers at the mean tokens)."""
+        even = self.step(decode, own + prefill, context, prompt)
+        if prefill <= 0 or chunk <= 0:
+            return even
+        n = prefill / chunk
+        fewer = math.floor(n)
+        share = n - fewer
+        if not share or decode + own + (fewer + 1) * chunk > cap:
+            return even
+        low = self.step(decode, own + fewer * chunk, context, prompt)
+        high = self.step(decode, own + (fewer + 1) * chunk, context, prompt)
+        return ((1 - share) * low[0] + share * high[0], (1 - share) * low[1] + share * high[1], even[2])
+
     def draft_s(self, decode: float) -> float:
         """The drafter's k sequential passes over the decoding sequences: its weights (or FLOPs), the lm_head for
         each drafted token, and the fixed cost of each of its layers."""
@@ -384,11 +418,12 @@ class Model:
             dec = min(decoding / micro, per_micro_cap)
             others = max(in_flight - 1, 0) / max(in_flight, 1)
             prefill = dec * self.accepted * isl / osl * others  # the other requests' prompt chunks in each step
-            step_s, comm_s, compute_bound = self.step(dec, prefill, context, isl)
+            step_s, comm_s, compute_bound = self.whole_chunks_step(dec, prefill, context, isl, chunk, cap=budget)
             hop = self.hop_s(dec + prefill)
             tpot_s = self.pp * (step_s + hop) / self.accepted
-            # This request's prompt: its chunk on top of a steady-state step, prefill_steps times.
-            first, _, _ = self.step(dec if in_flight > 1 else 0.0, chunk + prefill, context, isl)
+            # This request's prompt: its chunk in a steady-state step (the others' chunks whole), prefill_steps times.
+            first, _, _ = self.whole_chunks_step(dec if in_flight > 1 else 0.0, prefill, context, isl, chunk,
+                                                 own=chunk, cap=budget)
             ttft_s = prefill_steps * self.pp * (first + self.hop_s(dec + prefill + chunk))
             if in_flight > 1:
                 ttft_s += tpot_s / 2  # waits for the step in progress
