@@ -1,0 +1,395 @@
+"""A second independent attacker pass on the GPU pool shared by priority, as a tenant (docs/security.md, "Other
+tenants' GPUs: priority on a shared pool"): pure probes on podfit, quantity, the pool's share() and the claim the
+autoscaler loop builds (controller/run.py _share_pools), with the decision of one reconcile pass (decide()).
+
+A probe that breaks a claim of docs/security.md is marked xfail(strict=True) with its severity: it passes the day
+the product is fixed, and then the mark must go. The others are regression tests of claims that held.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_decide import MODEL, first_pass
+
+from llmbackend.api.v1alpha1 import LLMBackendSpec
+from llmbackend.autoscaling.pool import Claim, PoolState, bound_replicas, held_replicas, outranks, share
+from llmbackend.planning import podfit, quantity
+from llmbackend.planning.inventory import parse_node
+
+POOL = ("NVIDIA-H100-80GB-HBM3/pool",)
+
+
+def claim(ns: str, name: str, **kw: Any) -> Claim:
+    base = dict(namespace=ns, name=name, pool=POOL, pool_gpus=32, priority=0, current=0, wanted=0, min_replicas=0,
+                gpus_per_replica=2)
+    base.update(kw)
+    return Claim(**base)  # type: ignore[arg-type]
+
+
+def as_run_py_claims_it(target: Any, wanted: int, pods: list[dict] | None, deployment: dict | None,
+                        class_value: int | None) -> Claim:
+    """The Claim controller/run.py _share_pools builds for an AutoscaleTarget (same expressions, no API calls)."""
+    cluster_wide = target.priority is None and class_value is not None
+    held = (bound_replicas(target.current_replicas, pods) if target.unplaceable
+            else held_replicas(target.current_replicas, pods, deployment))
+    return Claim(namespace=target.namespace, name=target.name, pool=(target.pool,), pool_gpus=target.pool_gpus,
+                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
+                 current=target.current_replicas, wanted=wanted, min_replicas=target.spec.min_replicas,
+                 gpus_per_replica=target.gpus_per_replica, cluster_wide=cluster_wide, class_priority=class_value,
+                 held=held, unplaceable=target.unplaceable)
+
+
+def api_server_refuses_toleration(t: dict[str, Any]) -> str | None:
+    """The checks of k8s.io/kubernetes pkg/apis/core/validation/validation.go ValidateTolerations (v1.36) that a
+    toleration the CRD admits can fail; None: it passes."""
+    key, operator, value = t.get("key") or "", t.get("operator") or "Equal", t.get("value") or ""
+    if key and len(key.rpartition("/")[2]) > 63:
+        return "key: name part must be no more than 63 characters"
+    if not key and operator != "Exists":
+        return "operator must be Exists when `key` is empty"
+    if operator == "Exists" and value:
+        return "value must be empty when `operator` is 'Exists'"
+    if t.get("tolerationSeconds") is not None and t.get("effect") != "NoExecute":
+        return "effect must be 'NoExecute' when `tolerationSeconds` is set"
+    return None
+
+
+# ---- 1. a backend whose Deployment the API server refuses still holds GPUs of the pool ----
+
+# Each admitted by the CRD's schema (pydantic's model is its source), each refused by the API server in a pod
+# template: the Deployment is never created, no pod ever exists.
+REFUSED_TOLERATIONS = [
+    pytest.param({"key": "example.com/any", "operator": "Exists", "value": "x"}, id="exists-with-value"),
+    pytest.param({"key": "example.com/any", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5},
+                 id="seconds-without-noexecute"),
+    pytest.param({"key": "a" * 100, "operator": "Exists"}, id="key-name-over-63"),
+    pytest.param({"operator": "Equal", "value": "x"}, id="equal-without-key"),
+]
+
+
+@pytest.mark.parametrize("toleration", REFUSED_TOLERATIONS)
+def test_the_crd_admits_a_toleration_the_api_server_refuses_and_the_operator_renders_it(toleration):
+    """The precondition of the probes below (holds today: it is the attack's lever)."""
+    spec = LLMBackendSpec.model_validate({"model": MODEL, "scheduling": {"tolerations": [toleration]}})
+    assert spec.scheduling.tolerations and api_server_refuses_toleration(toleration) is not None
+    decision = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 4, "maxReplicas": 8},
+                           "scheduling": {"tolerations": [toleration]}})
+    deployment = next(c for c in decision.apply if c["kind"] == "Deployment")
+    assert toleration in deployment["spec"]["template"]["spec"]["tolerations"]
+    target = decision.autoscale_target
+    assert target is not None and target.pool, "registered with the autoscaler loop, in the victim's pool"
+    assert target.unplaceable is None, "podfit judges the pod placeable: it never asks whether it can exist"
+
+
+@pytest.mark.xfail(strict=True, reason="HIGH: a backend whose Deployment the API server refuses (a toleration the "
+                   "CRD admits) has no pod, yet its claim counts minReplicas as held: with a PriorityClass it drains "
+                   "another namespace's replicas; the ResourceQuota does not stop it (no pod is ever created)")
+@pytest.mark.parametrize("toleration", REFUSED_TOLERATIONS[:2])
+def test_a_backend_whose_deployment_is_refused_drains_nobody(toleration):
+    attacker = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 4, "maxReplicas": 4},
+                           "scheduling": {"priorityClassName": "granted-high", "tolerations": [toleration]}})
+    target = attacker.autoscale_target
+    # the Deployment was refused: the autoscaler loop lists no pods and reads no Deployment (kube.get: None)
+    phantom = as_run_py_claims_it(target, wanted=4, pods=[], deployment=None, class_value=1000)
+    gpus = target.pool_gpus
+    victim = claim("team-b", "chat", pool=(target.pool,), pool_gpus=gpus, current=gpus // 2, wanted=gpus // 2,
+                   min_replicas=1, held=gpus // 2, gpus_per_replica=2)
+    shares, _ = share([phantom, victim], now=1000.0)
+    assert shares[victim.key].replicas == victim.current, (
+        f"the victim gave up {victim.current - shares[victim.key].replicas} replica(s) to pods that do not exist: "
+        f"{shares[victim.key].preempted_by}")
+
+
+@pytest.mark.xfail(strict=True, reason="MEDIUM: without any PriorityClass, a backend whose Deployment the API server "
+                   "refuses holds minReplicas x GPUs of the pool against another namespace's growth (equal "
+                   "priorities never take each other's GPUs), and that namespace's status says they are held")
+def test_a_backend_whose_deployment_is_refused_holds_back_nobodys_growth():
+    attacker = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 8, "maxReplicas": 8},
+                           "scheduling": {"tolerations": [REFUSED_TOLERATIONS[0].values[0]]}})
+    target = attacker.autoscale_target
+    phantom = as_run_py_claims_it(target, wanted=8, pods=[], deployment=None, class_value=None)
+    gpus = target.pool_gpus  # 32: 16 replicas of 2 GPUs
+    victim = claim("team-b", "chat", pool=(target.pool,), pool_gpus=gpus, current=4, wanted=16, min_replicas=1,
+                   held=4, gpus_per_replica=2)
+    shares, _ = share([phantom, victim], now=1000.0)
+    assert shares[victim.key].replicas == 16, shares[victim.key].waiting_for_capacity
+
+
+@pytest.mark.xfail(strict=True, reason="MEDIUM: a multi-node (LeaderWorkerSet) backend's replicas always count as "
+                   "held (held_replicas: None when not a Deployment), so group pods a quota refused still hold GPUs "
+                   "and drain a lower class; security.md says replicas whose pods never hold a GPU hold nothing")
+def test_a_multi_node_backend_whose_pods_a_quota_refused_holds_nothing():
+    # run.py reads the Deployment of the backend's name: a LeaderWorkerSet backend has none (kube.get: None)
+    held = held_replicas(current=2, pods=[], deployment=None)
+    lws = claim("team-a", "big", priority=1000, cluster_wide=True, current=2, wanted=2, min_replicas=2,
+                gpus_per_replica=16, held=held)
+    victim = claim("team-b", "chat", current=16, wanted=16, min_replicas=1, held=16)
+    shares, _ = share([lws, victim], now=1000.0)
+    assert shares[victim.key].replicas == 16, shares[victim.key].preempted_by
+
+
+# ---- 2. quantities a tenant writes: the CRD admits them, the reconciler raises ----
+
+@pytest.mark.xfail(strict=True, reason="LOW: spec.scheduling.resources.memory of 400 digits (the CRD's pattern has no "
+                   "maxLength) makes podfit's message raise OverflowError in quantity.text: every pass of the backend "
+                   "fails, its status is never written (stays as the last pass left it)")
+def test_a_huge_memory_request_is_a_status_not_an_exception():
+    memory = "1" + "0" * 400
+    assert LLMBackendSpec.model_validate({"model": MODEL, "scheduling": {"resources": {"memory": memory}}})
+    target = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 2},
+                         "scheduling": {"resources": {"memory": memory}}}).autoscale_target
+    assert target is not None and target.unplaceable and "Insufficient memory" in target.unplaceable
+
+
+@pytest.mark.xfail(strict=True, reason="LOW: a quantity of more than 4,300 digits makes quantity.parse raise "
+                   "ValueError (Python's int digit limit) inside decide(): the same stuck pass")
+def test_a_quantity_of_five_thousand_digits_is_a_status_not_an_exception():
+    memory = "9" * 5000
+    assert LLMBackendSpec.model_validate({"model": MODEL, "scheduling": {"resources": {"memory": memory}}})
+    target = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 2},
+                         "scheduling": {"resources": {"memory": memory}}}).autoscale_target
+    assert target is not None and target.unplaceable
+
+
+def test_quantity_text_of_huge_units_raises_today():
+    """The root of the first of the two above, pinned where it is (pure)."""
+    with pytest.raises(OverflowError):
+        quantity.text("memory", 10**400)
+    assert quantity.text("cpu", 10**40).isdigit()
+
+
+# ---- 3. quantity parsing as the API server's (held) ----
+
+@pytest.mark.parametrize("text, value", [
+    ("1e3", 1000), ("1E3", 1000), ("1Ki", 1024), ("1k", 1000), ("1.5Gi", 3 * 2**29), ("500m", quantity.parse("0.5")),
+    ("1e309", 10**309), ("0.0000000001", quantity.parse("1e-10")), ("+2", 2), (".5", quantity.parse("0.5")),
+])
+def test_quantities_parse_exactly(text, value):
+    assert quantity.parse(text) == value
+
+
+@pytest.mark.parametrize("text", ["1K", "1kb", "1 Gi", "1e", "e3", "1.2.3", "Ki", "", "0x10", "1_000", "１", "inf",
+                                  "nan", "1e1.5", "--1"])
+def test_what_is_not_a_quantity_is_none(text):
+    assert quantity.parse(text) is None
+
+
+def test_cpu_rounds_up_to_a_millicore_and_memory_to_a_byte():
+    assert quantity.scheduler_units("cpu", "0.0001") == 1
+    assert quantity.scheduler_units("memory", "1m") == 1
+    assert quantity.scheduler_units("nvidia.com/gpu", "1000m") == 1
+
+
+def test_parsing_a_long_tenant_string_is_cheap():
+    """A 1 MB value of the pattern's shape: linear regex, no backtracking (CPU bounded per pass)."""
+    import time
+    start = time.process_time()
+    for text in ("1" * 4000 + ".5Gi", "1." + "0" * 1_000_000 + "x", "9" * 1_000_000 + "e"):
+        try:
+            quantity.parse(text)
+        except ValueError:
+            pass
+    assert time.process_time() - start < 2.0
+
+
+# ---- 4. podfit against the scheduler's rules (held) ----
+
+def gpu_node(name: str, *, taints: list | None = None, labels: dict | None = None, allocatable: dict | None = None,
+             unschedulable: bool = False) -> Any:
+    alloc = {"nvidia.com/gpu": "8", "cpu": "224", "memory": "2Ti", "pods": "110", **(allocatable or {})}
+    node = parse_node({"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                                                            **(labels or {})}},
+                       "spec": {"taints": taints or [], "unschedulable": unschedulable},
+                       "status": {"allocatable": alloc}})
+    assert node is not None
+    return node
+
+
+def pod(**kw: Any) -> dict[str, Any]:
+    base = {"containers": [{"name": "s", "resources": {"requests": {"nvidia.com/gpu": "8", "memory": "1Ti"}}}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+    base.update(kw)
+    return base
+
+
+def test_a_sidecar_started_before_an_init_container_counts_with_it():
+    spec = pod(initContainers=[
+        {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"memory": "600Gi"}}},
+        {"name": "init", "resources": {"requests": {"memory": "1500Gi"}}}])
+    # the init runs with the sidecar: 2100Gi > 2Ti (2048Gi); the containers with the sidecar: 1624Gi
+    assert podfit.pod_requests(spec)["memory"] == 2100 * 2**30
+    assert podfit.unplaceable([("serving", spec)], [gpu_node("n1")]) is not None
+
+
+def test_an_init_container_after_the_sidecar_does_not_count_it_twice():
+    spec = pod(initContainers=[{"name": "init", "resources": {"requests": {"memory": "1500Gi"}}},
+                               {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"memory": "600Gi"}}}])
+    assert podfit.pod_requests(spec)["memory"] == (1024 + 600) * 2**30
+    assert podfit.unplaceable([("serving", spec)], [gpu_node("n1")]) is None
+
+
+def test_a_limit_without_a_request_is_the_request_and_a_request_of_zero_is_none():
+    spec = pod(containers=[{"name": "s", "resources": {"limits": {"nvidia.com/gpu": "8", "memory": "3Ti"}}},
+                           {"name": "t", "resources": {"requests": {"cpu": "0"}}}])
+    assert podfit.pod_requests(spec) == {"nvidia.com/gpu": 8, "memory": 3 * 2**40}
+    assert "Insufficient memory" in (podfit.unplaceable([("serving", spec)], [gpu_node("n1")]) or "")
+
+
+@pytest.mark.xfail(strict=True, reason="INFO: podfit sums a negative request into the pod's total, so one container's "
+                   "-100Ti cancels another's 100Ti and the pod is judged placeable; not reachable by a tenant today "
+                   "(resources.cpu/memory admit no sign, the other containers are the operator's) and the API server "
+                   "refuses negative requests, but podfit.pod_requests should drop them as the scheduler never sees them")
+def test_a_negative_request_cannot_cancel_another_containers():
+    """The API server refuses negative requests; a sum that let one cancel another would judge a pod placeable."""
+    spec = pod(containers=[{"name": "s", "resources": {"requests": {"nvidia.com/gpu": "8", "memory": "100Ti"}}},
+                           {"name": "t", "resources": {"requests": {"memory": "-100Ti"}}}])
+    requests = podfit.pod_requests(spec)
+    assert requests.get("memory", 0) != 0 or podfit.unplaceable([("serving", spec)], [gpu_node("n1")]) is not None, (
+        "a negative request cancelled a positive one")
+
+
+def test_an_extended_resource_a_node_lacks_is_insufficient_and_an_unknown_name_is_not_compared():
+    spec = pod(containers=[{"name": "s", "resources": {"requests": {"nvidia.com/gpu": "8", "example.com/fpga": "1",
+                                                                    "storage": "1Ei"}}}])
+    why = podfit.unplaceable([("serving", spec)], [gpu_node("n1")])
+    assert why is not None and "Insufficient example.com/fpga" in why and "storage" not in why
+
+
+def test_more_gpus_than_any_node_has_is_unplaceable():
+    spec = pod(containers=[{"name": "s", "resources": {"requests": {"nvidia.com/gpu": "9"}}}])
+    assert "Insufficient nvidia.com/gpu" in (podfit.unplaceable([("serving", spec)], [gpu_node("n1")]) or "")
+
+
+def test_a_cordoned_node_needs_the_unschedulable_toleration_and_a_noexecute_taint_its_own():
+    cordoned = gpu_node("n1", unschedulable=True)
+    assert podfit.failures(pod(), podfit.pod_requests(pod()), cordoned) == ["node(s) were unschedulable"]
+    ok = pod(tolerations=[{"operator": "Exists"}])
+    assert podfit.failures(ok, podfit.pod_requests(ok), cordoned) == []
+    tainted = gpu_node("n2", taints=[{"key": "dedicated", "value": "x", "effect": "NoExecute"},
+                                     {"key": "soft", "effect": "PreferNoSchedule"}])
+    assert podfit.failures(pod(), podfit.pod_requests(pod()), tainted)
+    wrong_effect = pod(tolerations=[{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}])
+    assert podfit.failures(wrong_effect, podfit.pod_requests(wrong_effect), tainted)
+    right = pod(tolerations=[{"key": "dedicated", "operator": "Equal", "value": "x", "effect": "NoExecute"},
+                             {"key": "nvidia.com/gpu", "operator": "Exists"}])
+    assert podfit.failures(right, podfit.pod_requests(right), tainted) == []
+
+
+@pytest.mark.parametrize("expr, fits", [
+    ({"key": "rank", "operator": "Gt", "values": ["5"]}, True),
+    ({"key": "rank", "operator": "Gt", "values": ["10"]}, False),
+    ({"key": "rank", "operator": "Lt", "values": ["11"]}, True),
+    ({"key": "rank", "operator": "Gt", "values": ["5", "6"]}, False),  # invalid: exactly one value
+    ({"key": "rank", "operator": "Gt", "values": ["5.0"]}, False),  # invalid: an int64
+    ({"key": "rank", "operator": "Gt", "values": ["99999999999999999999"]}, False),  # invalid: past int64
+    ({"key": "zone", "operator": "Gt", "values": ["1"]}, False),  # the label is not an integer
+    ({"key": "absent", "operator": "NotIn", "values": ["x"]}, True),
+    ({"key": "absent", "operator": "DoesNotExist"}, True),
+    ({"key": "zone", "operator": "Exists", "values": ["a"]}, False),  # invalid: Exists takes no values
+    ({"key": "zone", "operator": "In", "values": []}, False),  # invalid: In needs values
+    ({"key": "zone", "operator": "Bogus", "values": ["a"]}, False),
+])
+def test_required_node_affinity_operators(expr, fits):
+    node = gpu_node("n1", labels={"rank": "10", "zone": "a"})
+    spec = pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [expr]}]}}})
+    assert podfit.affinity_matches(spec, node) is fits
+
+
+@pytest.mark.parametrize("fields, fits", [
+    ([{"key": "metadata.name", "operator": "In", "values": ["n1"]}], True),
+    ([{"key": "metadata.name", "operator": "In", "values": ["n2"]}], False),
+    ([{"key": "metadata.name", "operator": "NotIn", "values": ["n2"]}], True),
+    ([{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}], False),  # invalid: one value
+    ([{"key": "metadata.name", "operator": "Exists"}], False),
+])
+def test_match_fields_on_the_node_name(fields, fits):
+    spec = pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": fields}]}}})
+    assert podfit.affinity_matches(spec, gpu_node("n1")) is fits
+
+
+def test_an_empty_term_matches_nothing_and_terms_are_ored():
+    empty = pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{}]}}})
+    assert podfit.affinity_matches(empty, gpu_node("n1")) is False
+    ored = pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {}, {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}})
+    assert podfit.affinity_matches(ored, gpu_node("n1", labels={"zone": "a"})) is True
+
+
+@pytest.mark.parametrize("toleration, taint, tolerated", [
+    ({"operator": "Exists"}, ("k", "v", "NoSchedule"), True),
+    ({"key": "k", "operator": "Equal", "value": "v"}, ("k", "v", "NoSchedule"), True),
+    ({"key": "k", "value": "v"}, ("k", "v", "NoSchedule"), True),  # operator defaults to Equal
+    ({"key": "k", "operator": "Equal", "value": "w"}, ("k", "v", "NoSchedule"), False),
+    ({"key": "k", "operator": "Gt", "value": "5"}, ("k", "7", "NoSchedule"), True),
+    ({"key": "k", "operator": "Gt", "value": "5"}, ("k", "x", "NoSchedule"), False),
+    ({"key": "k", "operator": "Lt", "value": "5"}, ("k", "7", "NoSchedule"), False),
+    ({"key": "k", "operator": "Bogus"}, ("k", "v", "NoSchedule"), False),
+])
+def test_tolerations_as_the_scheduler_reads_them(toleration, taint, tolerated):
+    assert podfit.tolerates(toleration, *taint) is tolerated
+
+
+def test_a_leader_that_fits_does_not_hide_a_worker_that_does_not():
+    leader = pod(containers=[{"name": "l", "resources": {"requests": {"nvidia.com/gpu": "8", "memory": "1Ti"}}}])
+    worker = pod(containers=[{"name": "w", "resources": {"requests": {"nvidia.com/gpu": "8", "memory": "3Ti"}}}])
+    why = podfit.unplaceable([("leader", leader), ("worker", worker)], [gpu_node("n1"), gpu_node("n2")])
+    assert why is not None and why.startswith("no node of the pool can hold a worker pod")
+
+
+def test_the_unplaceable_message_names_no_node_and_no_other_namespace():
+    nodes = [gpu_node("secret-node-of-team-b", labels={"team": "b"}), gpu_node("n2")]
+    spec = pod(containers=[{"name": "s", "resources": {"requests": {"nvidia.com/gpu": "8", "memory": "100Ti"}}}])
+    why = podfit.unplaceable([("serving", spec)], nodes)
+    assert why is not None and "secret-node" not in why and "team" not in why
+
+
+def test_podfit_cost_per_pass_is_bounded_at_five_thousand_nodes():
+    import time
+    nodes = [gpu_node(f"n{i}", labels={"rack": str(i % 50)}) for i in range(5000)]
+    spec = pod(containers=[{"name": "s", "resources": {"requests": {"nvidia.com/gpu": "8", "memory": "100Ti"}}}] * 8,
+               initContainers=[{"name": f"i{i}", "resources": {"requests": {"memory": "1Gi"}}} for i in range(8)])
+    start = time.process_time()
+    assert podfit.unplaceable([("leader", spec), ("worker", spec)], nodes) is not None
+    assert time.process_time() - start < 5.0
+
+
+# ---- 5. share(): the tenant-set number stays in its namespace (held) ----
+
+def test_a_tenant_priority_of_two_to_the_sixty_three_takes_nothing_from_another_namespace():
+    attacker = claim("team-a", "greedy", priority=2**63, current=0, wanted=16, min_replicas=0, held=0)
+    victim = claim("team-b", "chat", priority=0, current=16, wanted=16, min_replicas=1, held=16)
+    shares, _ = share([attacker, victim], now=1000.0)
+    assert shares[victim.key].replicas == 16 and shares[attacker.key].replicas == 0
+    assert "chat" not in (shares[attacker.key].waiting_for_capacity or "")
+    assert "team-b" not in (shares[attacker.key].waiting_for_capacity or "")
+    assert not outranks(attacker, victim, across_namespaces=False)
+
+
+def test_an_unplaceable_demand_takes_no_free_gpu_and_reserves_nothing_after():
+    attacker = claim("team-a", "huge", priority=1000, cluster_wide=True, current=0, wanted=16, held=0,
+                     unplaceable="no node of the pool can hold a serving pod: ...")
+    victim = claim("team-b", "chat", current=4, wanted=16, min_replicas=1, held=4)
+    state = PoolState()
+    for t in range(5):
+        shares, state = share([attacker, victim], now=1000.0 + t, state=state)
+    assert shares[victim.key].replicas == 16 and shares[attacker.key].replicas == 0
+    assert shares[attacker.key].unplaceable and "team-b" not in (shares[attacker.key].waiting_for_capacity or "")
+    # then it becomes placeable: it never held anything, so nothing is kept for it against the victim
+    fixed = claim("team-a", "huge", priority=1000, cluster_wide=True, current=0, wanted=0, held=0)
+    shares, state = share([fixed, victim], now=1010.0, state=state)
+    assert shares[victim.key].replicas == 16
+
+
+def test_a_namespace_with_many_backends_does_not_outvote_another():
+    """Many equal backends of one namespace against one of another: free GPUs one replica each in turn, and no one
+    takes from an equal."""
+    attackers = [claim("team-a", f"b{i}", current=0, wanted=16, held=0) for i in range(8)]
+    victim = claim("team-b", "chat", current=8, wanted=16, min_replicas=1, held=8)
+    shares, _ = share([*attackers, victim], now=1000.0)
+    assert shares[victim.key].replicas >= 8
+    assert sum(shares[a.key].replicas for a in attackers) + shares[victim.key].replicas <= 16
