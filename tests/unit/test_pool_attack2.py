@@ -130,6 +130,59 @@ def test_a_multi_node_backend_whose_pods_a_quota_refused_holds_nothing():
     assert shares[victim.key].replicas == 16, shares[victim.key].preempted_by
 
 
+# Other fields the CRD admits and the API server refuses in a pod template (pkg/apis/core/validation validation.go
+# validateObjectFieldSelector: only the listed fieldPaths; validateContainerResourceFieldSelector: only the listed
+# resources): the same lever, so the fix belongs where the claim is built, not in one field's schema.
+@pytest.mark.parametrize("pod_template", [
+    pytest.param({"env": [{"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "metadata.bogus"}}}]}, id="fieldRef"),
+    pytest.param({"env": [{"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.bogus"}}}]},
+                 id="resourceFieldRef"),
+])
+def test_other_fields_the_api_server_refuses_reach_the_deployment_too(pod_template):
+    decision = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 4, "maxReplicas": 8},
+                           "serving": {"podTemplate": pod_template}})
+    deployment = next(c for c in decision.apply if c["kind"] == "Deployment")
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert pod_template["env"][0] in env
+    assert decision.autoscale_target is not None and decision.autoscale_target.unplaceable is None
+
+
+class _CountingKube:
+    """The API server behind CachedKube: counts the reads that miss the watch caches."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def get(self, kind: str, namespace: str | None, name: str) -> None:
+        self.reads.append(f"{kind} {namespace}/{name}")
+        return None
+
+
+@pytest.mark.xfail(strict=True, reason="LOW: every sync of any backend (each second with syncPeriodSeconds 1), "
+                   "_share_pools reads the Deployment of every pool member one after another, and one that is not "
+                   "in the watch cache (a refused Deployment, every multi-node backend) is a live GET: a tenant's N "
+                   "such backends cost N sequential API round trips per second in the loop that scales everyone")
+def test_the_pool_share_does_not_read_the_api_server_once_per_backend_per_sync():
+    import asyncio
+
+    from test_backoff import _operator
+
+    from llmbackend.api.v1alpha1 import AutoscalingSpec
+    from llmbackend.controller import run
+    from llmbackend.controller.decide import AutoscaleTarget
+
+    operator = _operator()
+    counting = _CountingKube()
+    operator.kube.kube = counting  # type: ignore[assignment]  # CachedKube's fall-through to the API server
+    targets = {("tenant", f"p{i}"): AutoscaleTarget("tenant", f"p{i}", AutoscalingSpec(enabled=True, max_replicas=8),
+                                                    "llm", f"llmbackend.dev/backend=p{i}", 1, 8, 1, 8,
+                                                    pool="H100/abc", pool_gpus=8) for i in range(50)}
+    operator.uncapped = {k: run.ScaleDecision(1, "ForecastLoad", "", None, None) for k in targets}
+    for _ in range(3):  # three seconds of the loop
+        asyncio.run(operator._share_pools(targets))
+    assert len(counting.reads) <= len(targets), f"{len(counting.reads)} live reads in 3 syncs: {counting.reads[:3]}"
+
+
 # ---- 2. quantities a tenant writes: the CRD admits them, the reconciler raises ----
 
 @pytest.mark.xfail(strict=True, reason="LOW: spec.scheduling.resources.memory of 400 digits (the CRD's pattern has no "
