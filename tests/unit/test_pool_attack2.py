@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_decide import MODEL, first_pass
+from test_decide import MODEL, NODES, first_pass
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.autoscaling.pool import Claim, PoolState, bound_replicas, held_replicas, outranks, share
@@ -181,6 +181,34 @@ def test_the_pool_share_does_not_read_the_api_server_once_per_backend_per_sync()
     for _ in range(3):  # three seconds of the loop
         asyncio.run(operator._share_pools(targets))
     assert len(counting.reads) <= len(targets), f"{len(counting.reads)} live reads in 3 syncs: {counting.reads[:3]}"
+
+
+@pytest.mark.xfail(strict=True, reason="MEDIUM: a backend that took a runner-up plan (spec.planning.placement "
+                   "preferRunnable, chosen while its pods waited for GPUs of a full pool) leaves the GPU pool for good "
+                   "(decide.py: same_shape compares the sticky plan with the best plan, so pool is ''): its autoscaler "
+                   "is capped by no share and no capacity, its pods' GPUs count for nobody, and its Pending pods take "
+                   "every GPU freed in the pool before the backends that share it in turn or outrank it")
+def test_a_backend_on_a_runner_up_plan_stays_in_its_gpu_pool():
+    from test_decide import backend, served
+    from test_progress_rule import BIG, GPUS_BUSY, T0, pending_pod, six_free_per_node
+
+    from llmbackend.controller.decide import Observed, decide, finish_status
+
+    spec = {"model": BIG, "planning": {"placement": "preferRunnable"},
+            "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 8}}
+    first = first_pass(spec)
+    assert first.autoscale_target is not None and first.autoscale_target.pool, "in the pool on the best plan"
+    # its pods wait for GPUs (the pool is full), 6 of each node's 8 are free: the runner-up TP4 is taken
+    waiting = decide(Observed(backend(spec, finish_status(first)), NODES, children=served(first, ready=0),
+                              pods=[pending_pod(GPUS_BUSY)], now=T0, free_gpus=six_free_per_node()))
+    assert waiting.status.plan.tensor_parallel == 4
+    # the next pass, its pods running on the runner-up plan (sticky: same input hash)
+    running = decide(Observed(backend(spec, finish_status(waiting)), NODES, children=served(waiting, ready=1),
+                              pods=[], now=T0, free_gpus=six_free_per_node()))
+    assert running.status.plan.tensor_parallel == 4
+    target = running.autoscale_target
+    assert target is not None and target.pool == first.autoscale_target.pool, (
+        f"pool {target.pool!r}: no share caps it, no capacity ({target.capacity_replicas})")
 
 
 # ---- 2. quantities a tenant writes: the CRD admits them, the reconciler raises ----
