@@ -117,12 +117,35 @@ def test_a_backend_whose_deployment_is_refused_holds_back_nobodys_growth():
     assert shares[victim.key].replicas == 16, shares[victim.key].waiting_for_capacity
 
 
+def _pending_for_pod_affinity(name: str) -> dict:
+    """A group pod the LeaderWorkerSet webhook gave exclusive-placement affinity on a topology key no node has."""
+    return {"metadata": {"name": name}, "spec": {}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/4 nodes are available: 4 node(s) didn't match pod affinity rules. preemption: 0/4 nodes are "
+                    "available: 4 Preemption is not helpful for scheduling."}]}}
+
+
+def test_a_multi_node_backend_with_an_exclusive_topology_no_node_has_passes_podfit():
+    """The precondition of the second case below (InterPodAffinity is not modelled, as security.md says)."""
+    decision = first_pass({"model": {"preset": "llama-3.1-405b", "source": MODEL["source"]},
+                           "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 2},
+                           "scheduling": {"multiNode": {"exclusiveTopology": "example.com/no-such-rack"}}},
+                          apis=frozenset({"LeaderWorkerSet"}))
+    (lws,) = [c for c in decision.apply if c["kind"] == "LeaderWorkerSet"]
+    assert lws["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] == "example.com/no-such-rack"
+    target = decision.autoscale_target
+    assert target is not None and target.pool and target.gpus_per_replica == 16 and target.unplaceable is None
+
+
 @pytest.mark.xfail(strict=True, reason="MEDIUM: a multi-node (LeaderWorkerSet) backend's replicas always count as "
-                   "held (held_replicas: None when not a Deployment), so group pods a quota refused still hold GPUs "
-                   "and drain a lower class; security.md says replicas whose pods never hold a GPU hold nothing")
-def test_a_multi_node_backend_whose_pods_a_quota_refused_holds_nothing():
-    # run.py reads the Deployment of the backend's name: a LeaderWorkerSet backend has none (kube.get: None)
-    held = held_replicas(current=2, pods=[], deployment=None)
+                   "held (run.py reads a Deployment of its name: none, so held_replicas says 'not known'), so group "
+                   "pods a quota refused, or Pending forever on an exclusiveTopology label no node has, hold 16 GPUs "
+                   "a replica and drain a lower class; security.md: replicas whose pods never hold a GPU hold nothing")
+@pytest.mark.parametrize("pods", [pytest.param([], id="quota-refused"),
+                                  pytest.param([_pending_for_pod_affinity(f"big-{i}") for i in range(4)],
+                                               id="exclusive-topology-no-node-has")])
+def test_a_multi_node_backend_whose_pods_never_hold_a_gpu_holds_nothing(pods):
+    held = held_replicas(current=2, pods=pods, deployment=None)
     lws = claim("team-a", "big", priority=1000, cluster_wide=True, current=2, wanted=2, min_replicas=2,
                 gpus_per_replica=16, held=held)
     victim = claim("team-b", "chat", current=16, wanted=16, min_replicas=1, held=16)
