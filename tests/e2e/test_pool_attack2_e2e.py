@@ -4,11 +4,12 @@ granted), behind the shipped admission policy, acting through `kubectl --as`. Th
 backend, made by an admin. Probes that break a claim of docs/security.md assert the SAFE behaviour and are
 xfail(strict=True) with the finding and its severity (tests/unit/test_pool_attack2.py has the pure probes).
 
-The lever: a toleration the CRD admits and the API server refuses in a pod template ({operator: Exists, value: x}).
+The first lever: a toleration the CRD admits and the API server refuses in a pod template ({operator: Exists, value: x}).
 The operator renders it as written, so the backend's Deployment is refused (422) and no pod ever exists; but the
 reconciler registered the backend with the autoscaler loop before it applied anything, its pod passes podfit (which
 does not ask whether the pod may exist), and a Deployment that does not exist makes held_replicas() "not known",
-which counts every replica as held.
+which counts every replica as held. The second: a multi-node backend (LeaderWorkerSet) has no Deployment at all, so
+its replicas count as held whatever its pods do (here: none, a quota refused them).
 """
 
 from __future__ import annotations
@@ -175,3 +176,51 @@ def test_a_tenant_whose_deployment_is_refused_holds_back_no_gpus(cluster, operat
     except AssertionError as exc:
         raise AssertionError(f"{exc}; replicas {_replicas(cluster, victim, 'model')}, waitingForCapacity "
                              f"{_autoscaling(cluster, victim, 'model').get('waitingForCapacity')!r}") from None
+
+
+@pytest.fixture(scope="module")
+def lws(cluster, tmp_path_factory):
+    from devcluster.lws import LwsController
+
+    controller = LwsController(cluster.cluster.kubeconfig, tmp_path_factory.mktemp("lws"), cluster.kubectl_path)
+    controller.start()
+    yield controller
+    controller.stop()
+
+
+@pytest.mark.xfail(strict=True, reason="HIGH: a multi-node (LeaderWorkerSet) backend whose group pods a quota "
+                   "refused (the admin gave its namespace no GPUs) still holds its replicas in the pool: with a class "
+                   "it may use, it drains another namespace's backend to its minReplicas (run.py reads a Deployment "
+                   "of its name, there is none, so held_replicas says 'not known' and every replica counts as held)")
+def test_a_multi_node_tenant_with_no_gpu_quota_cannot_drain_another_namespace(cluster, operator, tenant, victim,
+                                                                             classes, lws):
+    gold, bronze = classes
+    # every node: the pool of a backend with no node selector is all four (32 GPUs); earlier tests' backends gone
+    wait_for(lambda: not [b for b in cluster.kube.list("LLMBackend", None)
+                          if b["metadata"]["namespace"] not in (tenant, victim)], timeout=180,
+             what="no other backend left in the pool")
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-gpus", "namespace": tenant},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}))
+    model = backend_manifest("model", victim, scheduling={"priorityClassName": bronze}, autoscaling={
+        "enabled": True, "minReplicas": 1, "maxReplicas": 32, "syncPeriodSeconds": 1,
+        "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": 32}]})
+    apply_manifest(cluster, model)
+    wait_for(lambda: _replicas(cluster, victim, "model") == 32
+             and _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+             timeout=180, what="the victim on all 32 GPUs")
+    big = backend_manifest("big", tenant, model={"preset": "llama-3.1-405b",
+                                                 "source": {"uri": "s3://models/llama-3.1-405b"}},
+                           parallelism={}, scheduling={"priorityClassName": gold},
+                           autoscaling={"enabled": True, "minReplicas": 2, "maxReplicas": 2, "syncPeriodSeconds": 1})
+    _tenant_apply_ok(cluster, big)
+    wait_for(lambda: cluster.kube.get("LeaderWorkerSet", tenant, "big") is not None, timeout=60,
+             what="the tenant's LeaderWorkerSet")
+    time.sleep(8)
+    assert not [p for p in cluster.kube.list("Pod", tenant) if p["metadata"]["name"].startswith("big-")
+                and any("nvidia.com/gpu" in ((c.get("resources") or {}).get("requests") or {})
+                        for c in p["spec"]["containers"])], "the quota let a GPU pod of the tenant exist"
+    # the SAFE behaviour: nothing of the tenant holds a GPU, so the victim keeps its 32 replicas
+    for _ in range(20):
+        assert _replicas(cluster, victim, "model") == 32, _autoscaling(cluster, victim, "model").get("preemptedBy")
+        time.sleep(0.5)

@@ -137,7 +137,7 @@ def test_a_multi_node_backend_with_an_exclusive_topology_no_node_has_passes_podf
     assert target is not None and target.pool and target.gpus_per_replica == 16 and target.unplaceable is None
 
 
-@pytest.mark.xfail(strict=True, reason="MEDIUM: a multi-node (LeaderWorkerSet) backend's replicas always count as "
+@pytest.mark.xfail(strict=True, reason="HIGH (with a class; MEDIUM without): a multi-node (LeaderWorkerSet) backend's replicas always count as "
                    "held (run.py reads a Deployment of its name: none, so held_replicas says 'not known'), so group "
                    "pods a quota refused, or Pending forever on an exclusiveTopology label no node has, hold 16 GPUs "
                    "a replica and drain a lower class; security.md: replicas whose pods never hold a GPU hold nothing")
