@@ -206,11 +206,12 @@ def test_the_pool_share_does_not_read_the_api_server_once_per_backend_per_sync()
     assert len(counting.reads) <= len(targets), f"{len(counting.reads)} live reads in 3 syncs: {counting.reads[:3]}"
 
 
-@pytest.mark.xfail(strict=True, reason="MEDIUM: a backend that took a runner-up plan (spec.planning.placement "
+@pytest.mark.xfail(strict=True, reason="LOW-MEDIUM: a backend that took a runner-up plan (spec.planning.placement "
                    "preferRunnable, chosen while its pods waited for GPUs of a full pool) leaves the GPU pool for good "
                    "(decide.py: same_shape compares the sticky plan with the best plan, so pool is ''): its autoscaler "
-                   "is capped by no share and no capacity, its pods' GPUs count for nobody, and its Pending pods take "
-                   "every GPU freed in the pool before the backends that share it in turn or outrank it")
+                   "is capped by no share and no capacity, its pods' GPUs count for nobody (the others' status says "
+                   "the pool is free), and its Pending pods take every GPU freed in the pool before the backends that "
+                   "share it in turn; only a higher PriorityClass (the scheduler's preemption) still gets them back")
 def test_a_backend_on_a_runner_up_plan_stays_in_its_gpu_pool():
     from test_decide import backend, served
     from test_progress_rule import BIG, GPUS_BUSY, T0, pending_pod, six_free_per_node
