@@ -573,3 +573,12 @@ def test_bound_replicas_counts_a_multi_node_group_once():
     groups = [{"metadata": {"name": f"big-{g}{suffix}"}, "spec": {"nodeName": f"n{g}{suffix}"}}
               for g in range(2) for suffix in ("", "-1")]  # 2 groups, leader and worker each bound
     assert bound_replicas(4, groups) == 2
+
+
+def test_a_node_selector_the_api_server_refuses_joins_no_pool():
+    """The CRD's key pattern has no limit on a key's name part either, but a node selector also narrows the pool to
+    nodes that carry the label, and no node can (the API server validates node labels): no pool, no claim."""
+    decision = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 4, "maxReplicas": 8},
+                           "scheduling": {"nodeSelector": {"a" * 100: "x"}}})
+    target = decision.autoscale_target
+    assert target is None or not target.pool
