@@ -1,0 +1,226 @@
+"""A second attacker pass on the GPU pool shared by priority, on the real control plane, as a TENANT: a user who may
+create, edit and delete LLMBackends in one namespace (and, where a probe says so, `use` one PriorityClass the admin
+granted), behind the shipped admission policy, acting through `kubectl --as`. The victim is another namespace's
+backend, made by an admin. Probes that break a claim of docs/security.md assert the SAFE behaviour and are
+xfail(strict=True) with the finding and its severity (tests/unit/test_pool_attack2.py has the pure probes).
+
+The first lever: a toleration the CRD admits and the API server refuses in a pod template ({operator: Exists, value: x}).
+The operator renders it as written, so the backend's Deployment is refused (422) and no pod ever exists; but the
+reconciler registered the backend with the autoscaler loop before it applied anything, its pod passes podfit (which
+does not ask whether the pod may exist), and a Deployment that does not exist makes held_replicas() "not known",
+which counts every replica as held. The second: a multi-node backend (LeaderWorkerSet) has no Deployment at all, so
+its replicas count as held whatever its pods do (here: none, a quota refused them).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import yaml
+from conftest import REPO_ROOT, apply_manifest, backend_manifest, fresh_namespace, wait_for
+
+POLICY = REPO_ROOT / "manifests/default/admission-policy.yaml"
+TENANT = "tenant-eve"
+NODES = {"class": "dgx-h100-0", "no-class": "dgx-h100-1", "lever": "dgx-h100-2"}  # 8 GPUs each, one GPU per replica of the e2e model
+REFUSED_TOLERATION = {"key": "example.com/anything", "operator": "Exists", "value": "x"}
+
+
+def _backend(name, namespace, floor, node, min_replicas=1, priority_class=None, tolerations=None):
+    scheduling: dict = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    if priority_class:
+        scheduling["priorityClassName"] = priority_class
+    if tolerations:
+        scheduling["tolerations"] = tolerations
+    auto = {"enabled": True, "minReplicas": min_replicas, "maxReplicas": floor, "syncPeriodSeconds": 1,
+            "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": floor}]}
+    return backend_manifest(name, namespace, scheduling=scheduling, autoscaling=auto)
+
+
+def _replicas(cluster, namespace, name):
+    return ((cluster.kube.get("Deployment", namespace, name) or {}).get("spec") or {}).get("replicas")
+
+
+def _autoscaling(cluster, namespace, name):
+    return ((cluster.kube.get("LLMBackend", namespace, name) or {}).get("status") or {}).get("autoscaling") or {}
+
+
+def as_tenant(cluster, *args, **kwargs):
+    return cluster.kubectl(*args, "--as", TENANT, check=False, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def policy(cluster):
+    cluster.kubectl("apply", "-f", str(POLICY))
+    yield cluster
+    cluster.kubectl("delete", "-f", str(POLICY), "--wait=false", check=False)
+
+
+@pytest.fixture
+def tenant(policy, namespace):
+    """`namespace`, where TENANT may create, edit, read and delete LLMBackends and nothing else."""
+    role = "llmbackend-editor"
+    policy.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": role, "namespace": namespace},
+         "rules": [{"apiGroups": ["llmbackend.dev"], "resources": ["llmbackends"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": role, "namespace": namespace},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+    return namespace
+
+
+@pytest.fixture
+def victim(cluster):
+    with fresh_namespace(cluster, "prod") as name:
+        yield name
+
+
+@pytest.fixture
+def classes(cluster, tenant):
+    """gold (1000), which the admin lets the tenant `use`, and bronze (0), the victim's."""
+    gold = f"llmb-gold-{uuid.uuid4().hex[:6]}"
+    bronze = f"{gold}-bronze"
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": gold}, "value": 1000},
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": bronze}, "value": 0},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "use-gold", "namespace": tenant},
+         "rules": [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "resourceNames": [gold],
+                    "verbs": ["use"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "use-gold", "namespace": tenant},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "use-gold"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+    yield gold, bronze
+    cluster.kubectl("delete", "priorityclass", gold, bronze, "--wait=false", check=False)
+
+
+def _tenant_apply_ok(cluster, manifest):
+    """Apply as the tenant once the policy's admission plugin has caught up (it learns of policies asynchronously)."""
+    proc = None
+    for _ in range(20):
+        proc = as_tenant(cluster, "apply", "-f", "-", input=yaml.safe_dump(manifest))
+        if proc.returncode == 0:
+            return proc
+        time.sleep(0.5)
+    raise AssertionError(f"the tenant could not apply its backend: {proc.stderr}")
+
+
+def _no_pod_and_no_deployment(cluster, namespace, name):
+    """The phantom: the API server refused its Deployment, so no pod of it exists, and the operator says why."""
+    assert cluster.kube.get("Deployment", namespace, name) is None
+    assert not [p for p in cluster.kube.list("Pod", namespace) if p["metadata"]["name"].startswith(f"{name}-")]
+
+
+def test_the_api_server_refuses_the_deployment_of_a_toleration_the_crd_admits(cluster, operator, tenant):
+    """The lever (holds today): admitted as the tenant, rendered as written, refused by the API server."""
+    node = NODES["lever"]
+    _tenant_apply_ok(cluster, _backend("lever", tenant, 2, node, tolerations=[REFUSED_TOLERATION]))
+    refused = cluster.kubectl("create", "--dry-run=server", "-f", "-", check=False, input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lever-probe", "namespace": tenant},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "tolerations": [REFUSED_TOLERATION]}}))
+    assert refused.returncode != 0 and "operator" in refused.stderr, refused.stderr
+    time.sleep(5)  # a few passes
+    _no_pod_and_no_deployment(cluster, tenant, "lever")
+    assert operator.proc.poll() is None, operator.log_tail()
+    as_tenant(cluster, "delete", "llmb", "lever", "-n", tenant, "--wait=false")
+
+
+@pytest.mark.xfail(strict=True, reason="HIGH: with a PriorityClass it may use, a tenant whose Deployment the API "
+                   "server refuses (no pod, no quota used) drains another namespace's backend to its minReplicas: "
+                   "the reconciler registers the backend with the autoscaler before applying, and a Deployment "
+                   "that does not exist counts every replica as held (autoscaling/pool.py held_replicas: None)")
+def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(cluster, operator, tenant, victim,
+                                                                             classes):
+    gold, bronze = classes
+    node = NODES["class"]
+    apply_manifest(cluster, _backend("model", victim, 8, node, priority_class=bronze))
+    wait_for(lambda: _replicas(cluster, victim, "model") == 8
+             and _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+             timeout=120, what="the victim on all 8 GPUs")
+    _tenant_apply_ok(cluster, _backend("phantom", tenant, 8, node, min_replicas=8, priority_class=gold,
+                                       tolerations=[REFUSED_TOLERATION]))
+    time.sleep(8)  # the tenant's backend registered and a few syncs of the pool
+    _no_pod_and_no_deployment(cluster, tenant, "phantom")
+    # the SAFE behaviour: nothing of the tenant holds a GPU, so the victim keeps its 8 replicas
+    for _ in range(20):
+        assert _replicas(cluster, victim, "model") == 8, _autoscaling(cluster, victim, "model").get("preemptedBy")
+        time.sleep(0.5)
+    assert _autoscaling(cluster, victim, "model").get("preemptedBy") is None
+
+
+@pytest.mark.xfail(strict=True, reason="MEDIUM: with no PriorityClass at all, a tenant whose Deployment the API server "
+                   "refuses holds minReplicas x GPUs of the pool against another namespace's backend (equal "
+                   "priorities never take each other's GPUs), which waits 'held by 1 backend(s) of other namespaces' "
+                   "for GPUs no pod holds")
+def test_a_tenant_whose_deployment_is_refused_holds_back_no_gpus(cluster, operator, tenant, victim):
+    node = NODES["no-class"]
+    _tenant_apply_ok(cluster, _backend("phantom", tenant, 8, node, min_replicas=8, tolerations=[REFUSED_TOLERATION]))
+    wait_for(lambda: _autoscaling(cluster, tenant, "phantom").get("reason") not in (None, "AwaitingMetrics"),
+             timeout=60, what="the tenant's backend decided")
+    _no_pod_and_no_deployment(cluster, tenant, "phantom")
+    apply_manifest(cluster, _backend("model", victim, 8, node))
+    wait_for(lambda: _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+             timeout=60, what="the victim decided")
+
+    def victim_has_the_gpus():
+        status = _autoscaling(cluster, victim, "model")
+        return _replicas(cluster, victim, "model") == 8 and not status.get("waitingForCapacity")
+
+    try:
+        wait_for(victim_has_the_gpus, timeout=30, what="the victim on the 8 idle GPUs")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; replicas {_replicas(cluster, victim, 'model')}, waitingForCapacity "
+                             f"{_autoscaling(cluster, victim, 'model').get('waitingForCapacity')!r}") from None
+
+
+@pytest.fixture(scope="module")
+def lws(cluster, tmp_path_factory):
+    from devcluster.lws import LwsController
+
+    controller = LwsController(cluster.cluster.kubeconfig, tmp_path_factory.mktemp("lws"), cluster.kubectl_path)
+    controller.start()
+    yield controller
+    controller.stop()
+
+
+@pytest.mark.xfail(strict=True, reason="HIGH: a multi-node (LeaderWorkerSet) backend whose group pods a quota "
+                   "refused (the admin gave its namespace no GPUs) still holds its replicas in the pool: with a class "
+                   "it may use, it drains another namespace's backend to its minReplicas (run.py reads a Deployment "
+                   "of its name, there is none, so held_replicas says 'not known' and every replica counts as held)")
+def test_a_multi_node_tenant_with_no_gpu_quota_cannot_drain_another_namespace(cluster, operator, tenant, victim,
+                                                                             classes, lws):
+    gold, bronze = classes
+    # every node: the pool of a backend with no node selector is all four (32 GPUs); earlier tests' backends gone
+    wait_for(lambda: not [b for b in cluster.kube.list("LLMBackend", None)
+                          if b["metadata"]["namespace"] not in (tenant, victim)], timeout=180,
+             what="no other backend left in the pool")
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-gpus", "namespace": tenant},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}))
+    model = backend_manifest("model", victim, scheduling={"priorityClassName": bronze}, autoscaling={
+        "enabled": True, "minReplicas": 1, "maxReplicas": 32, "syncPeriodSeconds": 1,
+        "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": 32}]})
+    apply_manifest(cluster, model)
+    wait_for(lambda: _replicas(cluster, victim, "model") == 32
+             and _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+             timeout=180, what="the victim on all 32 GPUs")
+    big = backend_manifest("big", tenant, model={"preset": "llama-3.1-405b",
+                                                 "source": {"uri": "s3://models/llama-3.1-405b"}},
+                           parallelism={}, scheduling={"priorityClassName": gold},
+                           autoscaling={"enabled": True, "minReplicas": 2, "maxReplicas": 2, "syncPeriodSeconds": 1})
+    _tenant_apply_ok(cluster, big)
+    wait_for(lambda: cluster.kube.get("LeaderWorkerSet", tenant, "big") is not None, timeout=60,
+             what="the tenant's LeaderWorkerSet")
+    time.sleep(8)
+    assert not [p for p in cluster.kube.list("Pod", tenant) if p["metadata"]["name"].startswith("big-")
+                and any("nvidia.com/gpu" in ((c.get("resources") or {}).get("requests") or {})
+                        for c in p["spec"]["containers"])], "the quota let a GPU pod of the tenant exist"
+    # the SAFE behaviour: nothing of the tenant holds a GPU, so the victim keeps its 32 replicas
+    for _ in range(20):
+        assert _replicas(cluster, victim, "model") == 32, _autoscaling(cluster, victim, "model").get("preemptedBy")
+        time.sleep(0.5)
