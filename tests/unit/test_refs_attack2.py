@@ -222,7 +222,7 @@ QUEUE_AND_CLASS_KEYS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING attack2-1 (medium): spec.serving.podTemplate.labels may set kueue.x-k8s.io/queue-name (and "
     "kueue.x-k8s.io/priority-class): the serving pods carry it, and Kueue's pod integration queues them in that "
     "LocalQueue (with that WorkloadPriorityClass). The policy asks `use` only for scheduling.multiNode.queueName, so "
@@ -241,7 +241,7 @@ def test_a_podtemplate_label_cannot_name_a_queue_or_class_the_policy_never_judge
     assert pods
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING attack2-2 (medium): a multi-node TensorRT-LLM leader runs the tenant's image (spec.engine.image) with "
     "the launcher account's token mounted, and the launcher ClusterRole grants `get pods` on every pod of the "
     "namespace (no resourceNames; the exec policy narrows only CONNECT). A tenant bound to LLMBackends only (no "
@@ -258,7 +258,7 @@ def test_the_token_in_the_tenants_leader_image_reads_no_pod_but_its_own_workers(
     assert not namespace_wide_reads, f"the launcher role reads every pod of the namespace: {namespace_wide_reads}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING attack2-3 (low): a backend without podTemplate.serviceAccountName runs the tenant's image as the "
     "namespace's `default` ServiceAccount (serving pods, and the Jobs), which the tenant may not act as (no create "
     "serviceaccounts/token). The API token is not mounted, but identities tied to the account outside it (GKE "
@@ -268,3 +268,21 @@ def test_a_backend_without_a_service_account_does_not_run_as_the_namespaces_defa
     spec_dict = _spec(URI, serving={"podTemplate": {"labels": {"azure.workload.identity/use": "true"}}})
     for where, pod in rendered(spec_dict, ONE_GPU):
         assert pod.get("serviceAccountName", "default") != "default", f"{where} runs as the default ServiceAccount"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING attack2-6 (info): a podTemplate mount at an alias of an operator mount path (`/model-cache/.`, "
+    "`//model-cache`) passes the operator's collision check (exact string, trailing slashes stripped) and the CRD's "
+    "pattern, and the API server's pod validation compares mount paths as strings too (not run here on a kubelet). "
+    "It reaches nothing the tenant's own volumes do not "
+    "(the tenant already picks the image), but it breaks PodTemplate's rule that what the operator sets is refused"))
+@pytest.mark.parametrize("alias", ["/model-cache/.", "//model-cache", "/./model-cache"])
+def test_an_alias_of_an_operator_mount_path_is_refused(alias: str) -> None:
+    spec = _spec(URI, serving={"podTemplate": {"volumes": [{"name": "mine", "emptyDir": {}}],
+                                               "volumeMounts": [{"name": "mine", "mountPath": alias}]}})
+    assert mc.CACHE_MOUNT == "/model-cache"
+    try:
+        rendered(spec, ONE_GPU)
+    except PodTemplateConflictError:
+        return
+    raise AssertionError(f"{alias} is mounted over the operator's {mc.CACHE_MOUNT}")
