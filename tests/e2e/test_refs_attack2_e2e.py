@@ -393,3 +393,15 @@ def test_a_podtemplate_label_does_not_put_the_tenants_pods_behind_another_teams_
     selected = [p["metadata"]["name"] for p in cluster.kube.list("Pod", namespace, "llmbackend.dev/backend=hijack")
                 if selector.items() <= (p["metadata"].get("labels") or {}).items()]
     assert not selected, f"Service db selects the tenant's serving pods {selected}: its clients' traffic goes there"
+
+
+def test_the_api_server_takes_a_mount_path_alias_as_another_path(cluster, namespace):
+    # Supports finding attack2-6 (tests/unit/test_refs_attack2.py): pod validation compares mount paths as strings,
+    # so `/model-cache/.` next to `/model-cache` is a second mount, not a duplicate.
+    proc = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "alias", "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "volumeMounts": [
+            {"name": "a", "mountPath": "/model-cache", "readOnly": True}, {"name": "b", "mountPath": "/model-cache/."},
+            {"name": "b", "mountPath": "//model-cache", "subPath": "x"}]}],
+                 "volumes": [{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {}}]}}), check=False)
+    assert proc.returncode == 0, proc.stderr
