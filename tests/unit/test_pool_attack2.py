@@ -206,12 +206,6 @@ def test_the_pool_share_does_not_read_the_api_server_once_per_backend_per_sync()
     assert len(counting.reads) <= len(targets), f"{len(counting.reads)} live reads in 3 syncs: {counting.reads[:3]}"
 
 
-@pytest.mark.xfail(strict=True, reason="LOW-MEDIUM: a backend that took a runner-up plan (spec.planning.placement "
-                   "preferRunnable, chosen while its pods waited for GPUs of a full pool) leaves the GPU pool for good "
-                   "(decide.py: same_shape compares the sticky plan with the best plan, so pool is ''): its autoscaler "
-                   "is capped by no share and no capacity, its pods' GPUs count for nobody (the others' status says "
-                   "the pool is free), and its Pending pods take every GPU freed in the pool before the backends that "
-                   "share it in turn; only a higher PriorityClass (the scheduler's preemption) still gets them back")
 def test_a_backend_on_a_runner_up_plan_stays_in_its_gpu_pool():
     from test_decide import backend, served
     from test_progress_rule import BIG, GPUS_BUSY, T0, pending_pod, six_free_per_node
@@ -233,6 +227,8 @@ def test_a_backend_on_a_runner_up_plan_stays_in_its_gpu_pool():
     target = running.autoscale_target
     assert target is not None and target.pool == first.autoscale_target.pool, (
         f"pool {target.pool!r}: no share caps it, no capacity ({target.capacity_replicas})")
+    # the capacity is the deployed TP4 shape's: twice the TP8 one's on the same 8-GPU nodes
+    assert target.capacity_replicas == 2 * first.autoscale_target.capacity_replicas
 
 
 # ---- 2. quantities a tenant writes: the CRD admits them, the reconciler raises ----
