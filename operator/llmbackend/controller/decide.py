@@ -312,7 +312,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     except FetchError as exc:  # a source URI the download program refuses, stored before the API server checked it
         not_served(conditions, exc.reason, f"spec.model.source.uri: {exc}; fix the source")
         raise _Stop from None
-    if decision.autoscale_target is not None and decision.autoscale_target.pool:
+    if decision.autoscale_target is not None and decision.autoscale_target.pool and deployed is not None:
         # the pool takes GPUs from others only for pods the scheduler could place there (planning/podfit.py)
         decision.autoscale_target.unplaceable = unplaceable(
             serving_pod_specs(desired, workload_kind, ref.name),
