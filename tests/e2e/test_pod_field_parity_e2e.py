@@ -73,6 +73,17 @@ CASES = [
     pytest.param(None, _env({"resourceFieldRef": {"resource": "requests.memory", "divisor": "1Mi"}}), True,
                  id="resource-memory"),
     pytest.param(None, _env({"resourceFieldRef": {"resource": "limits.hugepages-2Mi"}}), True, id="resource-hugepages"),
+    # divisors by canonical text (quantity.go CanonicalizeBytes): the same value in the same suffix family
+    pytest.param(None, _env({"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1000m"}}), True,
+                 id="divisor-1000m-is-1"),
+    pytest.param(None, _env({"resourceFieldRef": {"resource": "limits.memory", "divisor": "1024Mi"}}), True,
+                 id="divisor-1024Mi-is-1Gi"),
+    pytest.param(None, _env({"resourceFieldRef": {"resource": "limits.memory", "divisor": "1000"}}), True,
+                 id="divisor-1000-is-1k"),
+    pytest.param(None, _env({"resourceFieldRef": {"resource": "limits.memory", "divisor": "1024"}}), False,
+                 id="divisor-1024-stays-1024"),
+    pytest.param(None, _env({"resourceFieldRef": {"resource": "limits.memory", "divisor": "0"}}), True,
+                 id="divisor-0-is-unset"),
     # other podTemplate fields
     pytest.param(None, {"volumes": [{"name": "v", "csi": {"driver": "d" * 64}}]}, False, id="csi-driver-over-63"),
     pytest.param(None, {"volumes": [{"name": "v", "csi": {"driver": "d" * 63}}]}, True, id="csi-driver-63"),

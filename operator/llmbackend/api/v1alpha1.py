@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -1020,13 +1021,38 @@ ENV_FIELD_PATH_PATTERN = (r"^(" + "|".join(re.escape(p) for p in ENV_FIELD_PATHS
 # (validContainerResourceFieldPathPrefixesWithDownwardAPIHugePages) by their usual names (hugepages-2Mi, -1Gi).
 ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage|hugepages-[0-9]+(Ki|Mi|Gi|Ti|Pi|Ei))$"
 # The divisors validateContainerResourceDivisor allows (validContainerResourceDivisorForCPU, ...ForMemory,
-# ...ForHugePages), as written in their canonical form; 0 means unset.
+# ...ForHugePages). It compares the divisor's canonical text, which keeps a binary suffix binary and a decimal one
+# decimal (k8s.io/apimachinery pkg/api/resource/quantity.go CanonicalizeBytes): "1000m" is 1, "1024Mi" is 1Gi,
+# but "1024" stays 1024 (refused). So: the same value as an allowed divisor of the same suffix family. 0: unset.
 CPU_DIVISORS = ("0", "1m", "1")
 MEMORY_DIVISORS = ("0", "1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei")
+_QUANTITY_SCALE: dict[str, Fraction | int] = {
+    "": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 
-def _cel_list(values: tuple[str, ...]) -> str:
-    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+def _quantity_value(text: str) -> tuple[Fraction, bool]:
+    """(value, binary suffix) of a QUANTITY_PATTERN string (planning/quantity.py reads every quantity; the API layer
+    may not import it, and needs only this pattern's few forms)."""
+    number = text.rstrip("mkKMGTPEi")
+    suffix = text[len(number):]
+    return Fraction(number) * _QUANTITY_SCALE[suffix], suffix.endswith("i")
+
+
+def _divisor_allowed(resource: str, divisor: str) -> bool:
+    value, binary = _quantity_value(divisor)
+    return any(_quantity_value(d) == (value, binary) or value == 0
+               for d in (CPU_DIVISORS if resource.endswith(".cpu") else MEMORY_DIVISORS))
+
+
+def _cel_divisors(allowed: tuple[str, ...]) -> str:
+    """CEL: the divisor's value is that of one of ``allowed`` with the same suffix family (Kubernetes' quantity
+    library), or 0."""
+    def listed(ds: list[str]) -> str:
+        return "[" + ", ".join(f"'{d}'" for d in ds) + "]"
+    binary, decimal = ["0"] + [d for d in allowed if d.endswith("i")], [d for d in allowed if not d.endswith("i")]
+    return (f"(self.divisor.endsWith('i') ? {listed(binary)} : {listed(decimal)})"
+            ".exists(d, quantity(self.divisor).compareTo(quantity(d)) == 0)")
 
 
 class ObjectFieldSelector(_Model):
@@ -1044,15 +1070,15 @@ class ResourceFieldSelector(_Model):
                                 description="cpu: 1m or 1; the others: 1 or 1 with a suffix (1Mi, 1G).")
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
-        "rule": "!has(self.divisor) || self.divisor in (self.resource.endsWith('.cpu') ? "
-                f"{_cel_list(CPU_DIVISORS)} : {_cel_list(MEMORY_DIVISORS)})",
+        "rule": "!has(self.divisor) || (self.resource.endsWith('.cpu') ? "
+                f"{_cel_divisors(CPU_DIVISORS)} : {_cel_divisors(MEMORY_DIVISORS)})",
         "message": "divisor of cpu must be 1m or 1; of memory, ephemeral-storage and hugepages 1, 1k..1E or 1Ki..1Ei",
     }]})
 
     @model_validator(mode="after")
     def _divisor_the_api_server_allows(self) -> ResourceFieldSelector:
-        allowed = CPU_DIVISORS if self.resource.endswith(".cpu") else MEMORY_DIVISORS
-        if self.divisor is not None and self.divisor not in allowed:
+        if self.divisor is not None and not _divisor_allowed(self.resource, self.divisor):
+            allowed = CPU_DIVISORS if self.resource.endswith(".cpu") else MEMORY_DIVISORS
             raise ValueError(f"divisor of {self.resource} must be one of {', '.join(allowed[1:])}")
         return self
 
