@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -57,14 +58,18 @@ OPERATOR_IMAGE = f"ghcr.io/llmbackend/operator:{__version__}"
 DEFAULT_LAUNCHER_IMAGE = OPERATOR_IMAGE
 LAUNCHER_KUBECTL = "/opt/llmbackend/bin/kubectl"
 
-# Kubernetes quantity strings ("8", "500m", "64Gi").
+# Kubernetes quantity strings ("8", "500m", "64Gi"), at most 64 characters: no node has 10^60 of anything, and a
+# longer number is past what planning/quantity.py reads (or Python turns into text).
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+QUANTITY_MAX_LENGTH = 64
 # Values that end up in command lines or config.pbtxt: no quotes, shell or pbtxt metacharacters.
 SAFE_PATH_PATTERN = r"^[A-Za-z0-9._/\-]+$"
 SAFE_URI_PATTERN = r"^[a-z][a-z0-9+.\-]*://[A-Za-z0-9._~:/?#@!$&()*+,;=%\-]+$"
 IMAGE_PATTERN = r"^[a-z0-9]+([._\-/:@][A-Za-z0-9]+)*$"
-# Kubernetes label syntax (node selectors and tolerations end up in pod specs).
-LABEL_KEY_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+# Kubernetes label syntax (node selectors and tolerations end up in pod specs): a qualified name, whose name part
+# (after the optional prefix/) has at most 63 characters (k8s.io/apimachinery pkg/util/validation/validation.go
+# IsQualifiedName, which the API server applies to the pod template's label keys, node selector and toleration keys).
+LABEL_KEY_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 
 
@@ -221,7 +226,7 @@ class ModelCacheSpec(_Model):
         description="Cache claim in the backend's namespace (default llmbackend-model-cache; created when missing, never deleted with a backend). The download Job writes into it: naming another claim needs the right to create pods in the namespace (docs/security.md).",
     )
     size: str | None = Field(
-        default=None, pattern=QUANTITY_PATTERN,
+        default=None, max_length=QUANTITY_MAX_LENGTH, pattern=QUANTITY_PATTERN,
         description="Size of a claim the operator creates (default: the checkpoint's size plus 10 %, at least 10Gi).",
     )
     storage_class_name: str | None = Field(default=None, max_length=253, pattern=DNS_NAME_PATTERN, description="Storage class of a claim the operator creates.")
@@ -829,6 +834,22 @@ class AutoscalingSpec(_Model):
         return self
 
 
+# What the API server refuses in a pod's toleration besides its key's and value's syntax (k8s.io/kubernetes
+# pkg/apis/core/validation/validation.go ValidateTolerations, v1.36): refused here, so that a backend whose Deployment
+# could never be created is refused at create/update instead of admitted (and claiming GPUs of its pool).
+_TOLERATION_RULES: list[tuple[str, str, Any]] = [
+    ("(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
+     "operator must be Exists when key is empty (which tolerates every taint)",
+     lambda t: bool(t.key) or t.operator == "Exists"),
+    ("!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+     "value must be empty when operator is Exists",
+     lambda t: t.operator != "Exists" or not t.value),
+    ("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+     "tolerationSeconds needs effect NoExecute",
+     lambda t: t.toleration_seconds is None or t.effect == "NoExecute"),
+]
+
+
 class Toleration(_Model):
     key: str | None = Field(default=None, max_length=316, pattern=LABEL_KEY_PATTERN)
     operator: Literal["Exists", "Equal"] | None = None
@@ -836,10 +857,22 @@ class Toleration(_Model):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
 
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": rule, "message": message} for rule, message, _ in _TOLERATION_RULES]})
+
+    @model_validator(mode="after")
+    def _as_the_api_server_allows(self) -> Toleration:
+        for _, message, holds in _TOLERATION_RULES:
+            if not holds(self):
+                raise ValueError(message)
+        return self
+
 
 class ResourceRequests(_Model):
-    cpu: str | None = Field(default=None, pattern=QUANTITY_PATTERN, description="CPU request per pod (limit equals request).")
-    memory: str | None = Field(default=None, pattern=QUANTITY_PATTERN, description="Memory request per pod (limit equals request).")
+    cpu: str | None = Field(default=None, max_length=QUANTITY_MAX_LENGTH, pattern=QUANTITY_PATTERN,
+                            description="CPU request per pod (limit equals request).")
+    memory: str | None = Field(default=None, max_length=QUANTITY_MAX_LENGTH, pattern=QUANTITY_PATTERN,
+                               description="Memory request per pod (limit equals request).")
 
 
 class MultiNodeSpec(_Model):
@@ -976,16 +1009,78 @@ class KeySelector(_Model):
     optional: bool | None = None
 
 
+# The pod fields an env var may read (downward API), as the API server allows them in a pod template: k8s.io/kubernetes
+# pkg/apis/core/validation/validation.go (v1.36) validateEnvVarValueFrom with validEnvDownwardAPIFieldPathExpressions,
+# and validateObjectFieldSelector, which also admits one label or annotation by a subscripted key (a qualified name).
+ENV_FIELD_PATHS = ("metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+                   "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs")
+_SUBSCRIPTED_KEY = LABEL_KEY_PATTERN.removeprefix("^").removesuffix("$")
+ENV_FIELD_PATH_PATTERN = (r"^(" + "|".join(re.escape(p) for p in ENV_FIELD_PATHS)
+                          + r"|metadata\.(labels|annotations)\['" + _SUBSCRIPTED_KEY + r"'\])$")
+# A container's resources an env var may read: validContainerResourceFieldPathExpressions, and the hugepages ones
+# (validContainerResourceFieldPathPrefixesWithDownwardAPIHugePages) by their usual names (hugepages-2Mi, -1Gi).
+ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage|hugepages-[0-9]+(Ki|Mi|Gi|Ti|Pi|Ei))$"
+# The divisors validateContainerResourceDivisor allows (validContainerResourceDivisorForCPU, ...ForMemory,
+# ...ForHugePages). It compares the divisor's canonical text, which keeps a binary suffix binary and a decimal one
+# decimal (k8s.io/apimachinery pkg/api/resource/quantity.go CanonicalizeBytes): "1000m" is 1, "1024Mi" is 1Gi,
+# but "1024" stays 1024 (refused). So: the same value as an allowed divisor of the same suffix family. 0: unset.
+CPU_DIVISORS = ("0", "1m", "1")
+MEMORY_DIVISORS = ("0", "1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei")
+_QUANTITY_SCALE: dict[str, Fraction | int] = {
+    "": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def _quantity_value(text: str) -> tuple[Fraction, bool]:
+    """(value, binary suffix) of a QUANTITY_PATTERN string (planning/quantity.py reads every quantity; the API layer
+    may not import it, and needs only this pattern's few forms)."""
+    number = text.rstrip("mkKMGTPEi")
+    suffix = text[len(number):]
+    return Fraction(number) * _QUANTITY_SCALE[suffix], suffix.endswith("i")
+
+
+def _divisor_allowed(resource: str, divisor: str) -> bool:
+    value, binary = _quantity_value(divisor)
+    return any(_quantity_value(d) == (value, binary) or value == 0
+               for d in (CPU_DIVISORS if resource.endswith(".cpu") else MEMORY_DIVISORS))
+
+
+def _cel_divisors(allowed: tuple[str, ...]) -> str:
+    """CEL: the divisor's value is that of one of ``allowed`` with the same suffix family (Kubernetes' quantity
+    library), or 0."""
+    def listed(ds: list[str]) -> str:
+        return "[" + ", ".join(f"'{d}'" for d in ds) + "]"
+    binary, decimal = ["0"] + [d for d in allowed if d.endswith("i")], [d for d in allowed if not d.endswith("i")]
+    return (f"(self.divisor.endsWith('i') ? {listed(binary)} : {listed(decimal)})"
+            ".exists(d, quantity(self.divisor).compareTo(quantity(d)) == 0)")
+
+
 class ObjectFieldSelector(_Model):
-    field_path: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._\[\]'/\-]+$",
-                            description="A pod field (downward API), e.g. metadata.name or status.podIP.")
-    api_version: str | None = Field(default=None, max_length=64, pattern=r"^[a-z0-9./]+$")
+    field_path: str = Field(min_length=1, max_length=256, pattern=ENV_FIELD_PATH_PATTERN,
+                            description="A pod field (downward API): " + ", ".join(ENV_FIELD_PATHS)
+                                        + ", or metadata.labels['<key>'] / metadata.annotations['<key>'].")
+    api_version: Literal["v1"] | None = Field(default=None, description="v1, the only version the API server reads.")
 
 
 class ResourceFieldSelector(_Model):
-    resource: str = Field(min_length=1, max_length=64, pattern=r"^[a-z.\-]+$", description="e.g. limits.memory.")
+    resource: str = Field(min_length=1, max_length=64, pattern=ENV_RESOURCE_PATTERN,
+                          description="limits. or requests. and cpu, memory, ephemeral-storage or hugepages-<size>.")
     container_name: str | None = Field(default=None, max_length=63, pattern=DNS_LABEL_PATTERN)
-    divisor: str | None = Field(default=None, pattern=QUANTITY_PATTERN)
+    divisor: str | None = Field(default=None, max_length=QUANTITY_MAX_LENGTH, pattern=QUANTITY_PATTERN,
+                                description="cpu: 1m or 1; the others: 1 or 1 with a suffix (1Mi, 1G).")
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": "!has(self.divisor) || (self.resource.endsWith('.cpu') ? "
+                f"{_cel_divisors(CPU_DIVISORS)} : {_cel_divisors(MEMORY_DIVISORS)})",
+        "message": "divisor of cpu must be 1m or 1; of memory, ephemeral-storage and hugepages 1, 1k..1E or 1Ki..1Ei",
+    }]})
+
+    @model_validator(mode="after")
+    def _divisor_the_api_server_allows(self) -> ResourceFieldSelector:
+        if self.divisor is not None and not _divisor_allowed(self.resource, self.divisor):
+            allowed = CPU_DIVISORS if self.resource.endswith(".cpu") else MEMORY_DIVISORS
+            raise ValueError(f"divisor of {self.resource} must be one of {', '.join(allowed[1:])}")
+        return self
 
 
 class EnvVarSource(_Model):
@@ -1075,14 +1170,15 @@ class ClaimVolume(_Model):
 
 class EmptyDirVolume(_Model):
     medium: Literal["", "Memory"] | None = None
-    size_limit: str | None = Field(default=None, pattern=QUANTITY_PATTERN)
+    size_limit: str | None = Field(default=None, max_length=QUANTITY_MAX_LENGTH, pattern=QUANTITY_PATTERN)
 
 
 class CSIVolume(_Model):
     """An inline CSI volume (e.g. the Secrets Store CSI driver). Its driver acts on the attributes given, so it needs
     the right to create pods in the namespace (docs/security.md)."""
 
-    driver: str = Field(min_length=1, max_length=253, pattern=DNS_NAME_PATTERN)
+    # at most 63 characters: validation.go ValidateCSIDriverName
+    driver: str = Field(min_length=1, max_length=63, pattern=DNS_NAME_PATTERN)
     read_only: bool | None = None
     volume_attributes: dict[
         Annotated[str, Field(max_length=253, pattern=r"^[A-Za-z0-9._/\-]+$")], Annotated[str, Field(max_length=4096)]

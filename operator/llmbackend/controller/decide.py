@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -268,17 +268,19 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     _require_apis(observed, spec, plan_status, decision)
     _require_unambiguous_name(observed, plan_status, decision)
 
-    same_shape = fresh.fits and (fresh.tensor_parallel, fresh.pipeline_parallel, fresh.gpu_product) == (
-        plan_status.tensor_parallel, plan_status.pipeline_parallel, plan_status.gpu_product)
-    capacity = replicas_capacity(fresh, observed.nodes, spec.scheduling.node_selector,
-                                 [t.dump() for t in spec.scheduling.tolerations or []]) if same_shape else None
+    # The plan the pods run (a runner-up taken by preferRunnable stays in status while the best plan differs) on
+    # all the nodes: its capacity, and the GPU pool its pods take GPUs from, are those of the deployed shape.
+    deployed = _deployed_plan(spec, observed.nodes, fresh, plan_status)
+    tolerations = [t.dump() for t in spec.scheduling.tolerations or []]
+    capacity = replicas_capacity(deployed, observed.nodes, spec.scheduling.node_selector,
+                                 tolerations) if deployed is not None else None
     multi_node = plan_status.nodes_per_replica > 1
     workload_kind = "LeaderWorkerSet" if multi_node else "Deployment"
     live_workload = observed.children.get((workload_kind, ref.name))
     # the GPUs this backend shares with others on the same nodes (autoscaling/pool.py): mode operator only
-    pool = gpu_pool(fresh, observed.nodes, spec.scheduling.node_selector,
-                    [t.dump() for t in spec.scheduling.tolerations or []]) if (
-        same_shape and spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.OPERATOR) else ("", 0)
+    pool = gpu_pool(deployed, observed.nodes, spec.scheduling.node_selector, tolerations) if (
+        deployed is not None and spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.OPERATOR
+    ) else ("", 0)
     replicas = _replicas(observed, spec, live_workload, capacity, plan_status, decision, pool)
     spare = (capacity - (replicas or 0)) if capacity is not None else 0
     strategy, strategy_why = choose_rollout_strategy(replicas or 0, spare)
@@ -310,12 +312,11 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     except FetchError as exc:  # a source URI the download program refuses, stored before the API server checked it
         not_served(conditions, exc.reason, f"spec.model.source.uri: {exc}; fix the source")
         raise _Stop from None
-    if decision.autoscale_target is not None and decision.autoscale_target.pool:
+    if decision.autoscale_target is not None and decision.autoscale_target.pool and deployed is not None:
         # the pool takes GPUs from others only for pods the scheduler could place there (planning/podfit.py)
         decision.autoscale_target.unplaceable = unplaceable(
             serving_pod_specs(desired, workload_kind, ref.name),
-            gpu_pool_nodes(fresh, observed.nodes, spec.scheduling.node_selector,
-                           [t.dump() for t in spec.scheduling.tolerations or []]))
+            gpu_pool_nodes(deployed, observed.nodes, spec.scheduling.node_selector, tolerations))
     wanted = [(c["kind"], c["metadata"]["name"]) for c in desired]
     decision.look_up = [k for k in wanted if k not in observed.children]
     if decision.look_up:  # not in the caches: not created yet, or someone else's; reconcile asks the API server
@@ -592,6 +593,23 @@ def _placement(observed: Observed, spec: LLMBackendSpec, plan_status: PlanStatus
     decision.placement_note = f"{note}; set spec.planning.placement: preferRunnable to take it, or wait for GPUs"
     decision.conditions.set(PLANNED, True, cond.RUNNER_UP_RUNNABLE, decision.placement_note)
     return plan_status
+
+
+def _shape(plan_: Plan | PlanStatus) -> tuple[int, int, str | None]:
+    return plan_.tensor_parallel, plan_.pipeline_parallel, plan_.gpu_product
+
+
+def _deployed_plan(spec: LLMBackendSpec, nodes: Sequence[GPUNode], fresh: Plan, plan_status: PlanStatus) -> Plan | None:
+    """The plan of status (the one deployed) as the planner makes it on every node of its GPU product; None when
+    it no longer fits there (node churn: no capacity, no pool until the spec or the nodes change)."""
+    if fresh.fits and _shape(fresh) == _shape(plan_status):
+        return fresh
+    if not plan_status.gpu_product or not plan_status.tensor_parallel:
+        return None
+    pinned = spec.model_copy(update={"parallelism": spec.parallelism.model_copy(update={
+        "tensor_parallel": plan_status.tensor_parallel, "pipeline_parallel": plan_status.pipeline_parallel})})
+    again = plan_for_spec(pinned, [n for n in nodes if n.product == plan_status.gpu_product])
+    return again if again.fits and _shape(again) == _shape(plan_status) else None
 
 
 def _sticky_plan(old_status: dict[str, Any], input_hash: str, conditions: Conditions) -> PlanStatus | None:

@@ -53,9 +53,20 @@ def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
     out = {}
     for name, value in merged.items():
         units = quantity.scheduler_units(str(name), value)
-        if units:
+        if units is not None and units > 0:  # the API server refuses a negative request: it cancels nothing
             out[str(name)] = units
     return out
+
+
+def unreadable(pod: Mapping[str, Any]) -> list[str]:
+    """The pod's requests, limits and overhead that are not quantities podfit reads (quantity.parse: None), as
+    `resource value`: the API server refuses some, others are past any node; either way the pod is not judged
+    placeable."""
+    containers = [*(pod.get("containers") or []), *(pod.get("initContainers") or [])]
+    sources = [(c.get("resources") or {}).get(part) or {} for c in containers for part in ("limits", "requests")]
+    sources += [(pod.get("resources") or {}).get("requests") or {}, pod.get("overhead") or {}]
+    return [f"{name} {str(value)[:32]}{'...' if len(str(value)) > 32 else ''}"
+            for source in sources for name, value in source.items() if quantity.parse(value) is None]
 
 
 def _add(total: dict[str, int], more: Mapping[str, int]) -> None:
@@ -92,9 +103,9 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     pod_level = (pod.get("resources") or {}).get("requests") or {}
     for name, value in pod_level.items():
         if name in ("cpu", "memory") or str(name).startswith("hugepages-"):
-            total[str(name)] = quantity.scheduler_units(str(name), value) or 0
+            total[str(name)] = max(quantity.scheduler_units(str(name), value) or 0, 0)
     for name, value in (pod.get("overhead") or {}).items():
-        _add(total, {str(name): quantity.scheduler_units(str(name), value) or 0})
+        _add(total, {str(name): max(quantity.scheduler_units(str(name), value) or 0, 0)})
     return {name: units for name, units in total.items() if units > 0 and _compared(name)}
 
 
@@ -228,6 +239,9 @@ def unplaceable(pods: Iterable[tuple[str, Mapping[str, Any]]], nodes: Sequence[G
     if not nodes:
         return None
     for role, pod in pods:
+        if unread := unreadable(pod):
+            return (f"a {role} pod requests what is not a quantity the operator reads (at most "
+                    f"{quantity.MAX_DIGITS} digits): {', '.join(unread)}")
         requests = pod_requests(pod)
         if any(not failures(pod, requests, node) for node in nodes):
             continue
@@ -250,4 +264,4 @@ def unplaceable(pods: Iterable[tuple[str, Mapping[str, Any]]], nodes: Sequence[G
     return None
 
 
-__all__ = ["affinity_matches", "failures", "node_allocatable", "pod_requests", "tolerates", "unplaceable"]
+__all__ = ["affinity_matches", "failures", "node_allocatable", "pod_requests", "tolerates", "unplaceable", "unreadable"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from fractions import Fraction
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -19,6 +20,11 @@ _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE]?)$")
 
 CPU = "cpu"
+# How large a quantity this module reads: 10^1000, far past any node's allocatable, yet small enough that every
+# number it gives stays within Python's int-to-text limit (4,300 digits) and each parse stays cheap. The CRD admits
+# no quantity past 64 characters or with an exponent (api/v1alpha1.py QUANTITY_MAX_LENGTH); a larger one (a node
+# object written by hand, a backend stored before that rule) is not read (None), as a value beyond any node.
+MAX_DIGITS = 1000
 
 
 def parse(value: object) -> Fraction | None:
@@ -30,11 +36,20 @@ def parse(value: object) -> Fraction | None:
     match = _QUANTITY.match(str(value).strip())
     if match is None:
         return None
-    number, suffix = Fraction(match.group(1)), match.group(2)
+    number_text, suffix = match.group(1), match.group(2)
+    exponent = 0
+    if suffix[:1] in ("e", "E") and suffix not in _BINARY and len(suffix) > 1:
+        if len(suffix) > 8:  # an exponent of 7 digits or more: past MAX_DIGITS either way
+            return None
+        exponent = int(suffix[1:])
+    whole_digits = len(number_text.lstrip("+-").split(".")[0].lstrip("0"))
+    if len(number_text) > MAX_DIGITS or abs(exponent) > MAX_DIGITS or whole_digits + exponent > MAX_DIGITS:
+        return None
+    number = Fraction(number_text)
     if suffix in _BINARY:
         return number * _BINARY[suffix]
-    if suffix[:1] in ("e", "E") and len(suffix) > 1:
-        return number * Fraction(10) ** int(suffix[1:])
+    if suffix not in _DECIMAL:  # an exponent
+        return number * Fraction(10) ** exponent
     return number * _DECIMAL[suffix]
 
 
@@ -48,6 +63,8 @@ def scheduler_units(resource: str, value: object) -> int | None:
 
 def text(resource: str, units: int) -> str:
     """``units`` (scheduler units) as a person reads them: 224, 500m, 1000.25, 2Ti, 1.5Gi."""
+    if units.bit_length() > 4 * MAX_DIGITS:  # beyond what parse reads: no int-to-text limit to run into
+        return f"more than 10^{MAX_DIGITS}"
     if resource == CPU:
         whole, milli = divmod(units, 1000)
         if not milli:
@@ -55,9 +72,9 @@ def text(resource: str, units: int) -> str:
         return f"{units}m" if not whole else f"{whole}.{milli:03d}".rstrip("0")
     if resource == "memory" or resource == "ephemeral-storage" or resource.startswith("hugepages-"):
         for suffix, size in reversed(_BINARY.items()):
-            if units >= size:
-                return f"{units / size:.4g}{suffix}"
+            if units >= size:  # a float past 10^308 overflows: Decimal there
+                return f"{units / size if units.bit_length() < 1000 else Decimal(units) / size:.4g}{suffix}"
     return str(units)
 
 
-__all__ = ["CPU", "parse", "scheduler_units", "text"]
+__all__ = ["CPU", "MAX_DIGITS", "parse", "scheduler_units", "text"]
