@@ -158,7 +158,10 @@ def test_held_replicas_leaves_out_pods_a_quota_refused_and_pods_only_more_than_g
     assert held_replicas(3, [_pod("x", node="n1"), never, _pod("new")], deployment) == 2
     assert held_replicas(8, [], refused) == 0, "a quota let the ReplicaSet create none"
     assert held_replicas(8, [], deployment) == 8, "pods not created yet (no failure said) are on their way"
-    assert held_replicas(2, None, deployment) is None and held_replicas(2, [], None) is None
+    assert held_replicas(2, None, deployment) is None, "no pods listed yet: not known"
+    # no Deployment (the API server refused it, or a multi-node backend's groups): only what its pods hold
+    assert held_replicas(2, [], None) == 0
+    assert held_replicas(2, [_pod("x", node="n1"), waiting_for_gpus, _pod("new")], None) == 2, "not judged yet: not held"
 
 
 def test_replicas_whose_pods_never_run_hold_nothing_and_the_backend_keeps_them():
