@@ -226,3 +226,81 @@ def test_bound_replicas_counts_pods_on_a_node_and_not_those_leaving():
     leaving["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
     assert bound_replicas(3, [_pod("a", node="n1"), _pod("b"), leaving]) == 1
     assert bound_replicas(3, None) == 0 and bound_replicas(1, [_pod("a", node="n1"), _pod("b", node="n2")]) == 1
+
+
+def _group_pod(name, group, size, node=None, unschedulable=None):
+    """A pod of a LeaderWorkerSet group, labelled and annotated as the LWS controller does."""
+    pod = _pod(name, node=node, unschedulable=unschedulable)
+    pod["metadata"]["labels"] = {"leaderworkerset.sigs.k8s.io/group-index": str(group)}
+    pod["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/size": str(size)}
+    return pod
+
+
+def test_a_multi_node_group_holds_only_when_whole_and_each_pod_is_bound_or_waits_only_for_gpus():
+    from llmbackend.autoscaling.pool import bound_replicas, held_replicas
+
+    for_gpus = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    for_affinity = "0/4 nodes are available: 4 node(s) didn't match pod affinity rules."
+    pods = [_group_pod("big-0", 0, 2, node="n1"), _group_pod("big-0-1", 0, 2, node="n2"),      # bound: holds
+            _group_pod("big-1", 1, 2, unschedulable=for_gpus), _group_pod("big-1-1", 1, 2, node="n3"),  # for GPUs
+            _group_pod("big-2", 2, 2, node="n4"), _group_pod("big-2-1", 2, 2, unschedulable=for_affinity),  # never
+            _group_pod("big-3", 3, 2, node="n5")]  # its worker was refused (a quota): not whole
+    assert held_replicas(5, pods, None) == 2, "groups 0 and 1; the fifth replica has no pod"
+    assert bound_replicas(5, pods) == 1, "group 0 alone has every pod on a node"
+    assert held_replicas(5, [], None) == 0 and bound_replicas(5, []) == 0
+
+
+def _share_target(name, pool="H100/abc"):
+    from llmbackend.api.v1alpha1 import AutoscalingSpec
+    from llmbackend.controller.decide import AutoscaleTarget
+
+    return AutoscaleTarget("tenant", name, AutoscalingSpec(enabled=True, max_replicas=8), "llm",
+                           f"llmbackend.dev/backend={name}", 4, 8, 1, 8, pool=pool, pool_gpus=8)
+
+
+class _Reads:
+    """The API server behind the operator's CachedKube: answers a Deployment read, counts them."""
+
+    def __init__(self, answer=None, fail=False):
+        self.reads, self.answer, self.fail = 0, answer, fail
+
+    def get(self, kind, namespace, name):
+        self.reads += 1
+        if self.fail:
+            raise OSError("connection refused")
+        return self.answer
+
+
+def _held(operator, target, pods):
+    import asyncio
+
+    return asyncio.run(operator._held((target.namespace, target.name), target, pods))
+
+
+def test_the_pool_reads_a_deployments_absence_from_the_synced_watch_cache_and_nothing_live():
+    from test_backoff import _operator
+
+    operator = _operator()
+    operator.kube.kube = reads = _Reads()  # type: ignore[assignment]
+    store = operator.caches.stores["Deployment"]
+    store.replace("", [{"metadata": {"namespace": "tenant", "name": "served"}, "status": {}}])
+    assert store.synced
+    target = _share_target("refused")
+    for _ in range(3):
+        assert _held(operator, target, []) == 0, "the API server refused its Deployment: it holds nothing"
+    assert _held(operator, _share_target("served"), []) == 4, "a Deployment whose pods are on their way holds"
+    assert reads.reads == 0
+
+
+def test_before_the_caches_sync_an_absent_deployment_is_read_once_per_target_and_a_failed_read_is_not_known():
+    from test_backoff import _operator
+
+    operator = _operator()
+    operator.kube.kube = reads = _Reads()  # type: ignore[assignment]
+    target = _share_target("refused")
+    assert [_held(operator, target, []) for _ in range(3)] == [0, 0, 0] and reads.reads == 1
+    assert _held(operator, _share_target("refused"), []) == 0 and reads.reads == 2, "a new pass: read again"
+    group = [_group_pod("refused-0", 0, 2, node="n1"), _group_pod("refused-0-1", 0, 2, node="n2")]
+    assert _held(operator, target, group) == 1 and reads.reads == 2, "a multi-node backend has no Deployment"
+    operator.kube.kube = _Reads(fail=True)  # type: ignore[assignment]
+    assert _held(operator, _share_target("unread"), []) is None, "a read that failed: not known (all held)"
