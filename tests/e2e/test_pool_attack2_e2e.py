@@ -9,7 +9,9 @@ The operator renders it as written, so the backend's Deployment is refused (422)
 reconciler registered the backend with the autoscaler loop before it applied anything, its pod passes podfit (which
 does not ask whether the pod may exist), and a Deployment that does not exist makes held_replicas() "not known",
 which counts every replica as held. The second: a multi-node backend (LeaderWorkerSet) has no Deployment at all, so
-its replicas count as held whatever its pods do (here: none, a quota refused them).
+its replicas count as held whatever its pods do (here: none, a quota refused them). Both fixed: a Deployment known
+absent holds nothing, and a multi-node backend's groups hold only what their pods hold (autoscaling/pool.py
+held_replicas, controller/run.py _held).
 """
 
 from __future__ import annotations
@@ -130,10 +132,8 @@ def test_the_api_server_refuses_the_deployment_of_a_toleration_the_crd_admits(cl
     as_tenant(cluster, "delete", "llmb", "lever", "-n", tenant, "--wait=false")
 
 
-@pytest.mark.xfail(strict=True, reason="HIGH: with a PriorityClass it may use, a tenant whose Deployment the API "
-                   "server refuses (no pod, no quota used) drains another namespace's backend to its minReplicas: "
-                   "the reconciler registers the backend with the autoscaler before applying, and a Deployment "
-                   "that does not exist counts every replica as held (autoscaling/pool.py held_replicas: None)")
+# Found by the second attacker pass (was a break (high)); fixed: autoscaling/pool.py held_replicas (a Deployment
+# known absent holds nothing).
 def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(cluster, operator, tenant, victim,
                                                                              classes):
     gold, bronze = classes
@@ -153,10 +153,7 @@ def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(clu
     assert _autoscaling(cluster, victim, "model").get("preemptedBy") is None
 
 
-@pytest.mark.xfail(strict=True, reason="MEDIUM: with no PriorityClass at all, a tenant whose Deployment the API server "
-                   "refuses holds minReplicas x GPUs of the pool against another namespace's backend (equal "
-                   "priorities never take each other's GPUs), which waits 'held by 1 backend(s) of other namespaces' "
-                   "for GPUs no pod holds")
+# Found by the second attacker pass (was a break (medium)); fixed: autoscaling/pool.py held_replicas.
 def test_a_tenant_whose_deployment_is_refused_holds_back_no_gpus(cluster, operator, tenant, victim):
     node = NODES["no-class"]
     _tenant_apply_ok(cluster, _backend("phantom", tenant, 8, node, min_replicas=8, tolerations=[REFUSED_TOLERATION]))
@@ -188,10 +185,8 @@ def lws(cluster, tmp_path_factory):
     controller.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="HIGH: a multi-node (LeaderWorkerSet) backend whose group pods a quota "
-                   "refused (the admin gave its namespace no GPUs) still holds its replicas in the pool: with a class "
-                   "it may use, it drains another namespace's backend to its minReplicas (run.py reads a Deployment "
-                   "of its name, there is none, so held_replicas says 'not known' and every replica counts as held)")
+# Found by the second attacker pass (was a break (high)); fixed: autoscaling/pool.py held_replicas (groups from their
+# pods) and controller/run.py _held.
 def test_a_multi_node_tenant_with_no_gpu_quota_cannot_drain_another_namespace(cluster, operator, tenant, victim,
                                                                              classes, lws):
     gold, bronze = classes
