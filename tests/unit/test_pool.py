@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from llmbackend.autoscaling.pool import HOLD_S, Claim, PoolState, outranks, share
 
 POOL = ("H100", "node-a")
@@ -304,3 +306,27 @@ def test_before_the_caches_sync_an_absent_deployment_is_read_once_per_target_and
     assert _held(operator, target, group) == 1 and reads.reads == 2, "a multi-node backend has no Deployment"
     operator.kube.kube = _Reads(fail=True)  # type: ignore[assignment]
     assert _held(operator, _share_target("unread"), []) is None, "a read that failed: not known (all held)"
+
+
+@pytest.mark.parametrize("message, held", [
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", 1),  # preemption placed it (nominated): no dry run said
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 No preemption "
+     "victims found for incoming pod.", 1),  # the GPUs are held by equal or higher priorities: it waits for them
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 Insufficient "
+     "nvidia.com/gpu.", 1),  # lower pods would not free enough: still GPUs
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: not eligible due to preemptionPolicy=Never.",
+     1),  # no dry run: the filters' word stands
+    # the dry run removed every lower pod and a filter after NodeResourcesFit failed: more GPUs would not place it
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 node(s) had "
+     "volume node affinity conflict.", 0),
+    ("0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match pod topology spread "
+     "constraints. preemption: 0/4 nodes are available: 2 node(s) didn't match pod affinity rules, 2 Preemption is "
+     "not helpful for scheduling.", 0),
+    ("0/4 nodes are available: 4 Insufficient memory.", 0),
+])
+def test_a_pending_pod_holds_when_the_scheduler_and_its_preemption_dry_run_both_say_gpus(message, held):
+    from llmbackend.autoscaling.pool import held_replicas
+
+    deployment = {"status": {"conditions": [{"type": "Available", "status": "True"}]}}
+    assert held_replicas(1, [_pod("a", unschedulable=message)], deployment) == held
+    assert held_replicas(1, [_group_pod("g-0", 0, 1, unschedulable=message)], None) == held

@@ -382,19 +382,38 @@ def _holds(pod: dict) -> bool:
     if (pod.get("spec") or {}).get("nodeName"):
         return _bound(pod)
     return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-               and "nvidia.com/gpu" in (c.get("message") or "")
+               and _short_of_gpus(c.get("message") or "")
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def _unplaceable(pod: dict) -> bool:
-    """Pending, and the scheduler said why in a message that is not about GPUs."""
+    """Pending, and the scheduler said why: not (only) GPUs."""
     if (pod.get("spec") or {}).get("nodeName"):
         return False
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":
-            return "nvidia.com/gpu" not in (condition.get("message") or "")
+            return not _short_of_gpus(condition.get("message") or "")
     return False
+
+
+def _short_of_gpus(message: str) -> bool:
+    """The kube-scheduler's message says more GPUs would place the pod.
+
+    Its filters stop at each node's first failure, and NodeResourcesFit runs before VolumeBinding, InterPodAffinity
+    and PodTopologySpread: "Insufficient nvidia.com/gpu" alone may hide a reason more GPUs would never fix, while the
+    pool is full. The part after "preemption: " is DefaultPreemption's dry run (k8s.io/kubernetes v1.36
+    pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go PostFilter, SelectVictimsOnNode): per
+    node the filters run again with every lower-priority pod removed, and say what still fails, or "No preemption
+    victims found for incoming pod" where no pod there is of lower priority (then no lower backend's GPUs could
+    place it either), or "Preemption is not helpful for scheduling" where a filter failed for good. So where
+    preemption ran, it must name GPUs or have found no lower pod; where it did not (no part, or "not eligible"), the
+    filters' word stands."""
+    filters, ran, preemption = message.partition("preemption: ")
+    if "nvidia.com/gpu" not in filters:
+        return False
+    return (not ran or "nvidia.com/gpu" in preemption or "No preemption victims found" in preemption
+            or preemption.startswith("not eligible"))
 
 
 def replicas_of(share_: Share | None, wanted: int) -> int:
