@@ -272,6 +272,12 @@ class _Reads:
             raise OSError("connection refused")
         return self.answer
 
+    def list(self, kind, namespace=None, label_selector=None, field_selector=None):
+        self.reads += 1
+        if self.fail:
+            raise OSError("connection refused")
+        return []
+
 
 def _held(operator, target, pods):
     import asyncio
@@ -330,3 +336,28 @@ def test_a_pending_pod_holds_when_the_scheduler_and_its_preemption_dry_run_both_
     deployment = {"status": {"conditions": [{"type": "Available", "status": "True"}]}}
     assert held_replicas(1, [_pod("a", unschedulable=message)], deployment) == held
     assert held_replicas(1, [_group_pod("g-0", 0, 1, unschedulable=message)], None) == held
+
+
+def test_a_running_multi_node_backend_holds_its_groups_with_the_workers_from_the_watch_cache():
+    """The evaluation lists a backend's serving pods (the leaders): the pool reads the workers from the watch cache."""
+    import asyncio
+
+    from test_backoff import _operator
+
+    operator = _operator()
+    operator.kube.kube = reads = _Reads()  # type: ignore[assignment]
+    leaders = [_group_pod(f"big-{g}", g, 2, node=f"n{g}") for g in range(2)]
+    workers = [_group_pod(f"big-{g}-1", g, 2, node=f"m{g}") for g in range(2)]
+    for p in leaders + workers:
+        p["metadata"].update(namespace="tenant", labels={**p["metadata"]["labels"], "llmbackend.dev/backend": "big"})
+    activator = {"metadata": {"namespace": "tenant", "name": "big-activator-x", "labels": {
+        "llmbackend.dev/backend": "big"}}, "spec": {"nodeName": "cpu"}, "status": {}}
+    operator.caches.stores["Pod"].replace("", [*leaders, *workers, activator])
+    target = _share_target("big")
+    pods = asyncio.run(operator._pool_pods(("tenant", "big"), leaders))
+    assert sorted(p["metadata"]["name"] for p in pods) == ["big-0", "big-0-1", "big-1", "big-1-1"]
+    assert _held(operator, target, pods) == 2 and reads.reads == 0
+    assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), leaders[:1]))) == 2
+    workers[1]["spec"] = {}  # a worker not placed yet (its scheduler has not judged it): that group holds nothing
+    operator.caches.stores["Pod"].replace("", [*leaders, *workers])
+    assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), leaders))) == 1

@@ -348,6 +348,12 @@ def bound_replicas(current: int, pods: list[dict] | None) -> int:
 LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 
 
+def is_group_pod(pod: dict) -> bool:
+    """A pod of a LeaderWorkerSet group (a multi-node replica), leader or worker."""
+    meta = pod.get("metadata") or {}
+    return GROUP_INDEX_LABEL in (meta.get("labels") or {}) or LWS_SIZE_ANNOTATION in (meta.get("annotations") or {})
+
+
 def _groups(pods: list[dict]) -> list[list[dict]]:
     """The pods of one replica each, only whole ones: a LeaderWorkerSet group by its group-index label, with fewer
     pods than its size annotation left out (the rest were not created: a quota); any other pod alone. A pod without
@@ -421,5 +427,6 @@ def replicas_of(share_: Share | None, wanted: int) -> int:
     return wanted if share_ is None else min(wanted, share_.replicas)
 
 
-__all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "outranks",
+__all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "is_group_pod",
+           "outranks",
            "share", "replicas_of"]

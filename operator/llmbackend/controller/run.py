@@ -30,9 +30,8 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
-from ..autoscaling.pool import Claim, PoolState, Share, bound_replicas, held_replicas, share
+from ..autoscaling.pool import Claim, PoolState, Share, bound_replicas, held_replicas, is_group_pod, share
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
-from ..render.multinode import GROUP_INDEX_LABEL
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
 from . import egress, permissions
@@ -490,7 +489,7 @@ class Operator:
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
             class_value = await self._priority_class_value(target.priority_class) if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
-            pods = (self.scalers.get(key) or {}).get("pods")
+            pods = await self._pool_pods(key, (self.scalers.get(key) or {}).get("pods"))
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
                 # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
@@ -518,13 +517,28 @@ class Operator:
                                            scaler["source"].in_flight_by_pod())
             self._publish(key, target, new)
 
+    async def _pool_pods(self, key: tuple[str, str], pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """The pods whose GPUs count for a backend: those of its last evaluation (the serving pods), and for a
+        multi-node backend every pod of its groups (the evaluation lists the leaders only; the watch cache answers).
+        None: not known."""
+        if not any(is_group_pod(p) for p in pods or []):
+            return pods
+        loop = asyncio.get_running_loop()
+        try:
+            listed = await loop.run_in_executor(
+                self.executor, lambda: self.kube.list("Pod", key[0], label_selector=f"{BACKEND_LABEL}={key[1]}"))
+        except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
+            log.debug("pods of %s/%s not listed for its pool share: %s", *key, exc)
+            return None
+        return [p for p in listed if is_group_pod(p)]
+
     async def _held(self, key: tuple[str, str], target, pods: list[dict[str, Any]] | None) -> int | None:
         """Of a backend's replicas, those that hold GPUs of its pool (autoscaling/pool.py held_replicas); None: not
         known (its Deployment could not be read). A multi-node backend's groups are its pods (it has no Deployment).
         No live read per sync: a Deployment the synced watch cache does not have is absent (the API server refused
         it, or it was deleted: the reconciler's next pass says why); before the caches sync, one the API server said
         was absent stays absent for this target, until the reconciler's next pass hands the loop a new one."""
-        if any(GROUP_INDEX_LABEL in ((p.get("metadata") or {}).get("labels") or {}) for p in pods or []):
+        if any(is_group_pod(p) for p in pods or []):
             return held_replicas(target.current_replicas, pods, None)
         store = self.caches.stores.get("Deployment")
         if store is not None and store.synced:
