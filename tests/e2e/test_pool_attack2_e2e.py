@@ -219,3 +219,35 @@ def test_a_multi_node_tenant_with_no_gpu_quota_cannot_drain_another_namespace(cl
     for _ in range(20):
         assert _replicas(cluster, victim, "model") == 32, _autoscaling(cluster, victim, "model").get("preemptedBy")
         time.sleep(0.5)
+
+
+def test_a_running_multi_node_group_holds_its_gpus_against_another_namespace(cluster, operator, tenant, victim, lws):
+    """The other side of the fix above: a group whose pods all run holds its GPUs (16: a leader and a worker of 8),
+    with its workers counted (the autoscaler lists the leaders only), so an equal backend of another namespace grows
+    into the other 16 GPUs and waits for the rest."""
+    wait_for(lambda: not [b for b in cluster.kube.list("LLMBackend", None)
+                          if b["metadata"]["namespace"] not in (tenant, victim)], timeout=180,
+             what="no other backend left in the pool")
+    big = backend_manifest("big", tenant, model={"preset": "llama-3.1-405b",
+                                                 "source": {"uri": "s3://models/llama-3.1-405b"}},
+                           parallelism={}, autoscaling={"enabled": True, "minReplicas": 1, "maxReplicas": 1,
+                                                        "syncPeriodSeconds": 1})
+    _tenant_apply_ok(cluster, big)
+
+    def group_bound():
+        pods = [p for p in cluster.kube.list("Pod", tenant) if p["metadata"]["name"].startswith("big-")
+                and "leaderworkerset.sigs.k8s.io/group-index" in (p["metadata"].get("labels") or {})]
+        return len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods)
+
+    wait_for(group_bound, timeout=120, what="the tenant's group (leader and worker) bound to nodes")
+    model = backend_manifest("model", victim, autoscaling={
+        "enabled": True, "minReplicas": 1, "maxReplicas": 32, "syncPeriodSeconds": 1,
+        "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": 32}]})
+    apply_manifest(cluster, model)
+    wait_for(lambda: _replicas(cluster, victim, "model") == 16
+             and "1 backend(s) of other namespaces: 16 GPU(s)" in (
+                 _autoscaling(cluster, victim, "model").get("waitingForCapacity") or ""),
+             timeout=120, what="the other namespace's backend on the 16 free GPUs, waiting for the group's")
+    for _ in range(6):
+        assert _replicas(cluster, victim, "model") == 16, _autoscaling(cluster, victim, "model")
+        time.sleep(0.5)
