@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from llmbackend.autoscaling.pool import HOLD_S, Claim, PoolState, outranks, share
 
 POOL = ("H100", "node-a")
@@ -158,7 +160,10 @@ def test_held_replicas_leaves_out_pods_a_quota_refused_and_pods_only_more_than_g
     assert held_replicas(3, [_pod("x", node="n1"), never, _pod("new")], deployment) == 2
     assert held_replicas(8, [], refused) == 0, "a quota let the ReplicaSet create none"
     assert held_replicas(8, [], deployment) == 8, "pods not created yet (no failure said) are on their way"
-    assert held_replicas(2, None, deployment) is None and held_replicas(2, [], None) is None
+    assert held_replicas(2, None, deployment) is None, "no pods listed yet: not known"
+    # no Deployment (the API server refused it, or a multi-node backend's groups): only what its pods hold
+    assert held_replicas(2, [], None) == 0
+    assert held_replicas(2, [_pod("x", node="n1"), waiting_for_gpus, _pod("new")], None) == 2, "not judged yet: not held"
 
 
 def test_replicas_whose_pods_never_run_hold_nothing_and_the_backend_keeps_them():
@@ -223,3 +228,136 @@ def test_bound_replicas_counts_pods_on_a_node_and_not_those_leaving():
     leaving["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
     assert bound_replicas(3, [_pod("a", node="n1"), _pod("b"), leaving]) == 1
     assert bound_replicas(3, None) == 0 and bound_replicas(1, [_pod("a", node="n1"), _pod("b", node="n2")]) == 1
+
+
+def _group_pod(name, group, size, node=None, unschedulable=None):
+    """A pod of a LeaderWorkerSet group, labelled and annotated as the LWS controller does."""
+    pod = _pod(name, node=node, unschedulable=unschedulable)
+    pod["metadata"]["labels"] = {"leaderworkerset.sigs.k8s.io/group-index": str(group)}
+    pod["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/size": str(size)}
+    return pod
+
+
+def test_a_multi_node_group_holds_only_when_whole_and_each_pod_is_bound_or_waits_only_for_gpus():
+    from llmbackend.autoscaling.pool import bound_replicas, held_replicas
+
+    for_gpus = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    for_affinity = "0/4 nodes are available: 4 node(s) didn't match pod affinity rules."
+    pods = [_group_pod("big-0", 0, 2, node="n1"), _group_pod("big-0-1", 0, 2, node="n2"),      # bound: holds
+            _group_pod("big-1", 1, 2, unschedulable=for_gpus), _group_pod("big-1-1", 1, 2, node="n3"),  # for GPUs
+            _group_pod("big-2", 2, 2, node="n4"), _group_pod("big-2-1", 2, 2, unschedulable=for_affinity),  # never
+            _group_pod("big-3", 3, 2, node="n5")]  # its worker was refused (a quota): not whole
+    assert held_replicas(5, pods, None) == 2, "groups 0 and 1; the fifth replica has no pod"
+    assert bound_replicas(5, pods) == 1, "group 0 alone has every pod on a node"
+    assert held_replicas(5, [], None) == 0 and bound_replicas(5, []) == 0
+
+
+def _share_target(name, pool="H100/abc"):
+    from llmbackend.api.v1alpha1 import AutoscalingSpec
+    from llmbackend.controller.decide import AutoscaleTarget
+
+    return AutoscaleTarget("tenant", name, AutoscalingSpec(enabled=True, max_replicas=8), "llm",
+                           f"llmbackend.dev/backend={name}", 4, 8, 1, 8, pool=pool, pool_gpus=8)
+
+
+class _Reads:
+    """The API server behind the operator's CachedKube: answers a Deployment read, counts them."""
+
+    def __init__(self, answer=None, fail=False):
+        self.reads, self.answer, self.fail = 0, answer, fail
+
+    def get(self, kind, namespace, name):
+        self.reads += 1
+        if self.fail:
+            raise OSError("connection refused")
+        return self.answer
+
+    def list(self, kind, namespace=None, label_selector=None, field_selector=None):
+        self.reads += 1
+        if self.fail:
+            raise OSError("connection refused")
+        return []
+
+
+def _held(operator, target, pods):
+    import asyncio
+
+    return asyncio.run(operator._held((target.namespace, target.name), target, pods))
+
+
+def test_the_pool_reads_a_deployments_absence_from_the_synced_watch_cache_and_nothing_live():
+    from test_backoff import _operator
+
+    operator = _operator()
+    operator.kube.kube = reads = _Reads()  # type: ignore[assignment]
+    store = operator.caches.stores["Deployment"]
+    store.replace("", [{"metadata": {"namespace": "tenant", "name": "served"}, "status": {}}])
+    assert store.synced
+    target = _share_target("refused")
+    for _ in range(3):
+        assert _held(operator, target, []) == 0, "the API server refused its Deployment: it holds nothing"
+    assert _held(operator, _share_target("served"), []) == 4, "a Deployment whose pods are on their way holds"
+    assert reads.reads == 0
+
+
+def test_before_the_caches_sync_an_absent_deployment_is_read_once_per_target_and_a_failed_read_is_not_known():
+    from test_backoff import _operator
+
+    operator = _operator()
+    operator.kube.kube = reads = _Reads()  # type: ignore[assignment]
+    target = _share_target("refused")
+    assert [_held(operator, target, []) for _ in range(3)] == [0, 0, 0] and reads.reads == 1
+    assert _held(operator, _share_target("refused"), []) == 0 and reads.reads == 2, "a new pass: read again"
+    group = [_group_pod("refused-0", 0, 2, node="n1"), _group_pod("refused-0-1", 0, 2, node="n2")]
+    assert _held(operator, target, group) == 1 and reads.reads == 2, "a multi-node backend has no Deployment"
+    operator.kube.kube = _Reads(fail=True)  # type: ignore[assignment]
+    assert _held(operator, _share_target("unread"), []) is None, "a read that failed: not known (all held)"
+
+
+@pytest.mark.parametrize("message, held", [
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", 1),  # preemption placed it (nominated): no dry run said
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 No preemption "
+     "victims found for incoming pod.", 1),  # the GPUs are held by equal or higher priorities: it waits for them
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 Insufficient "
+     "nvidia.com/gpu.", 1),  # lower pods would not free enough: still GPUs
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: not eligible due to preemptionPolicy=Never.",
+     1),  # no dry run: the filters' word stands
+    # the dry run removed every lower pod and a filter after NodeResourcesFit failed: more GPUs would not place it
+    ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 node(s) had "
+     "volume node affinity conflict.", 0),
+    ("0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match pod topology spread "
+     "constraints. preemption: 0/4 nodes are available: 2 node(s) didn't match pod affinity rules, 2 Preemption is "
+     "not helpful for scheduling.", 0),
+    ("0/4 nodes are available: 4 Insufficient memory.", 0),
+])
+def test_a_pending_pod_holds_when_the_scheduler_and_its_preemption_dry_run_both_say_gpus(message, held):
+    from llmbackend.autoscaling.pool import held_replicas
+
+    deployment = {"status": {"conditions": [{"type": "Available", "status": "True"}]}}
+    assert held_replicas(1, [_pod("a", unschedulable=message)], deployment) == held
+    assert held_replicas(1, [_group_pod("g-0", 0, 1, unschedulable=message)], None) == held
+
+
+def test_a_running_multi_node_backend_holds_its_groups_with_the_workers_from_the_watch_cache():
+    """The evaluation lists a backend's serving pods (the leaders): the pool reads the workers from the watch cache."""
+    import asyncio
+
+    from test_backoff import _operator
+
+    operator = _operator()
+    operator.kube.kube = reads = _Reads()  # type: ignore[assignment]
+    leaders = [_group_pod(f"big-{g}", g, 2, node=f"n{g}") for g in range(2)]
+    workers = [_group_pod(f"big-{g}-1", g, 2, node=f"m{g}") for g in range(2)]
+    for p in leaders + workers:
+        p["metadata"].update(namespace="tenant", labels={**p["metadata"]["labels"], "llmbackend.dev/backend": "big"})
+    activator = {"metadata": {"namespace": "tenant", "name": "big-activator-x", "labels": {
+        "llmbackend.dev/backend": "big"}}, "spec": {"nodeName": "cpu"}, "status": {}}
+    operator.caches.stores["Pod"].replace("", [*leaders, *workers, activator])
+    target = _share_target("big")
+    pods = asyncio.run(operator._pool_pods(("tenant", "big"), leaders))
+    assert sorted(p["metadata"]["name"] for p in pods) == ["big-0", "big-0-1", "big-1", "big-1-1"]
+    assert _held(operator, target, pods) == 2 and reads.reads == 0
+    assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), leaders[:1]))) == 2
+    workers[1]["spec"] = {}  # a worker not placed yet (its scheduler has not judged it): that group holds nothing
+    operator.caches.stores["Pod"].replace("", [*leaders, *workers])
+    assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), leaders))) == 1

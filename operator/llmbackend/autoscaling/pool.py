@@ -33,8 +33,13 @@ keeps them.
 
 Fair to those that do not outrank each other: free GPUs go first to backends nobody still short outranks, one
 replica each in turn, starting with the one that has waited longest (then an order drawn anew each sync, never the
-name, which a tenant picks). Which backend gives a replica up first is its pod priority, then its place in its own
-namespace's order (each namespace's lowest first), never a number a tenant sets against another namespace.
+name, which a tenant picks). Which backend gives a replica up first is its pod priority; among equal pod priorities a
+namespace drawn anew each sync, then that namespace's own order (its lowest priority, the largest): never a number a
+tenant sets, nor a backend it adds (one that holds nothing included), against another namespace.
+
+What a backend holds (``held_replicas``) is read from its pods: a replica the API server never let exist (its
+Deployment refused, a quota) holds nothing, and a multi-node group holds only when all its pods exist and each is bound
+or waits only for GPUs. Only a read that failed counts as "not known" (every replica held).
 
 What status says (``Share``) names backends of the reader's own namespace only: others are counted ("2 backend(s)
 of other namespaces: 8 GPU(s)"). Their names, models and GPU counts are not the tenant's to read; the operator's
@@ -46,6 +51,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from ..render.multinode import GROUP_INDEX_LABEL
 
 HOLD_S = 300.0  # how long GPUs a backend held stay reserved against those it outranks (step 4)
 # what status.autoscaling.waitingForCapacity says of a demand no node of the pool could hold (Claim.unplaceable)
@@ -69,7 +76,8 @@ class Claim:
     gpus_per_replica: int
     cluster_wide: bool = False  # the priority is a PriorityClass's value
     class_priority: int | None = None  # the value of the PriorityClass its pods run with, when the priority is not
-    # of `current`, the replicas whose pods hold GPUs or wait only for GPUs (``held_replicas``); None: not known
+    # of `current`, the replicas whose pods hold GPUs or wait only for GPUs (``held_replicas``); None: not known (a
+    # read failed)
     held: int | None = None
     # why no node of the pool could hold one of its pods even with the pool's GPUs free (planning/podfit.py); None:
     # they fit. Its demand then counts against nobody: it keeps what its pods hold (``held``: those bound to a
@@ -118,9 +126,10 @@ def outranks(a: Claim, b: Claim, across_namespaces: bool) -> bool:
     return a.scheduling_priority > b.scheduling_priority
 
 
-def _draw(now: float, c: Claim) -> bytes:
-    """An order among equals drawn anew each sync: nobody wins every time by its name."""
-    return hashlib.sha256(f"{now!r}/{c.namespace}/{c.name}".encode()).digest()[:8]
+def _draw(now: float, *names: str) -> bytes:
+    """An order among equals (backends: namespace and name; namespaces: the name) drawn anew each sync: nobody wins
+    every time by its name."""
+    return hashlib.sha256("/".join((repr(now), *names)).encode()).digest()[:8]
 
 
 def _seen_by(viewer: Claim, others: dict[Key, int], by_key: dict[Key, Claim], unit: str) -> str:
@@ -154,7 +163,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     pool_gpus = max(c.pool_gpus for c in members)
     # step 1. Replicas whose pods cannot hold a GPU (refused by a quota, or unschedulable for another reason than
     # GPUs) count for nobody: the backend keeps them, but holds and wants no GPUs for them until they run.
-    # Not known (no pods listed yet) counts as held, unless the pods could not be placed anyway.
+    # Not known (a read failed, or no pods listed yet) counts as held, unless the pods could not be placed anyway.
     held = {c.key: (0 if c.unplaceable else c.current) if c.held is None else max(0, min(c.current, c.held))
             for c in members}
     idle = {c.key: c.current - held[c.key] for c in members}
@@ -165,12 +174,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     given: dict[Key, dict[Key, int]] = {k: {} for k in by_key}                   # victim -> preemptor -> replicas
     took: dict[Key, dict[Key, int]] = {k: {} for k in by_key}
     kept_for: dict[Key, dict[Key, int]] = {}  # claimant -> backend that outranks it -> GPUs reserved for that one
-    # each backend's place in its own namespace's order: how many there rank below it (0: its namespace's lowest)
-    below = {c.key: sum(1 for o in members if o.namespace == c.namespace and o.priority < c.priority) for c in members}
 
     def yields_first(v: Claim) -> tuple:
-        """Who gives a replica up first: the lowest pod priority, then each namespace's lowest, the largest."""
-        return (v.scheduling_priority, below[v.key], -grant[v.key], _draw(now, v))
+        """Who gives a replica up first: the lowest pod priority; among equals, a namespace drawn anew each sync, and
+        in it its own order (its lowest priority, the largest, the draw). Nothing a tenant sets in its namespace
+        (another backend, a priority) moves the turn of another namespace's backend."""
+        return (v.scheduling_priority, _draw(now, v.namespace), v.priority, -grant[v.key],
+                _draw(now, v.namespace, v.name))
 
     def reserved(k: Key) -> int:
         """GPUs ``k`` held in this pool within HOLD_S and does not hold now."""
@@ -204,7 +214,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     while remaining:
         tier = [c for c in remaining if not any(outranks(o, c, across) for o in remaining if o is not c)]
         tier = tier or remaining  # priorities of several namespaces can outrank in a circle: then all at once
-        tier.sort(key=lambda c: (state.waiting_since.get((pool, c.key), now), _draw(now, c)))
+        tier.sort(key=lambda c: (state.waiting_since.get((pool, c.key), now), _draw(now, c.namespace, c.name)))
         growing = True
         while growing:  # free GPUs, one replica each in turn
             growing = False
@@ -301,13 +311,19 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
 
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None) -> int | None:
-    """Of a Deployment's ``current`` replicas, how many hold GPUs or wait only for GPUs: not those the Deployment
-    could not create (its ReplicaFailure condition: a quota), nor pods the scheduler cannot place for another reason
-    than GPUs (memory, affinity, taints: more GPUs would not help them). None when not known (no pods listed yet, or
-    not a Deployment: a multi-node group's pods are not one a replica)."""
-    if pods is None or deployment is None:
+    """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
+
+    With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota) and pods the
+    scheduler cannot place for another reason than GPUs (memory, affinity, taints: more GPUs would not help them);
+    pods it has not created yet are on their way. Without one (``deployment`` None: the API server refused it or it
+    was deleted, or the backend is multi-node, whose LeaderWorkerSet makes groups of pods): only what its pods hold,
+    a group counted once and only when all its pods exist and each is bound or waits only for GPUs; a replica with
+    no pod holds nothing. A failed read is the caller's None, not this one's."""
+    if pods is None:
         return None
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
+    if deployment is None:
+        return min(current, sum(1 for group in _groups(live) if all(_holds(p) for p in group)))
     unplaceable = sum(1 for p in live if _unplaceable(p))
     refused = 0
     failure = any(c.get("type") == "ReplicaFailure" and c.get("status") == "True"
@@ -318,22 +334,92 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
 
 
 def bound_replicas(current: int, pods: list[dict] | None) -> int:
-    """Of ``current`` replicas, how many have a pod bound to a node (0 when no pods are known): what a backend whose
-    pods the pool's nodes could not hold (Claim.unplaceable) still holds."""
-    bound = sum(1 for p in pods or [] if (p.get("spec") or {}).get("nodeName")
-                and not (p.get("metadata") or {}).get("deletionTimestamp"))
-    return min(current, bound)
+    """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
+    group once and only when all its pods are bound: what a backend whose pods the pool's nodes could not hold
+    (Claim.unplaceable) still holds."""
+    live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    return min(current, sum(1 for group in _groups(live) if all(_bound(p) for p in group)))
+
+
+# The pods of a group in all: the LeaderWorkerSet controller annotates every pod of a group with it, next to the
+# group-index label (sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1/leaderworkerset_types.go SizeAnnotationKey; set in
+# pkg/controllers/leaderworkerset_controller.go constructLeaderStatefulSetApplyConfiguration and pod_controller.go
+# constructWorkerStatefulSetApplyConfiguration)
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+
+
+def is_group_pod(pod: dict) -> bool:
+    """A pod of a LeaderWorkerSet group (a multi-node replica), leader or worker."""
+    meta = pod.get("metadata") or {}
+    return GROUP_INDEX_LABEL in (meta.get("labels") or {}) or LWS_SIZE_ANNOTATION in (meta.get("annotations") or {})
+
+
+def _groups(pods: list[dict]) -> list[list[dict]]:
+    """The pods of one replica each, only whole ones: a LeaderWorkerSet group by its group-index label, with fewer
+    pods than its size annotation left out (the rest were not created: a quota); any other pod alone. A pod without
+    the labels named ``<other pod>-<n>`` is that pod's worker (LWS names a group's worker StatefulSet after its
+    leader pod, and StatefulSet pods ``<set>-<ordinal>``)."""
+    names = {(p.get("metadata") or {}).get("name") or "" for p in pods}
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    sizes: dict[tuple[str, ...], int] = {}
+    for p in pods:
+        meta = p.get("metadata") or {}
+        labels, name = meta.get("labels") or {}, meta.get("name") or ""
+        if GROUP_INDEX_LABEL in labels:
+            key: tuple[str, ...] = ("group", str(labels[GROUP_INDEX_LABEL]))
+            size = str((meta.get("annotations") or {}).get(LWS_SIZE_ANNOTATION, ""))
+            if size.isdigit():
+                sizes[key] = max(sizes.get(key, 0), int(size))
+        else:
+            leader, _, ordinal = name.rpartition("-")
+            key = ("pod", leader if ordinal.isdigit() and leader in names else name)
+        groups.setdefault(key, []).append(p)
+    return [members for key, members in groups.items() if len(members) >= sizes.get(key, 0)]
+
+
+def _bound(pod: dict) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName")) \
+        and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _holds(pod: dict) -> bool:
+    """Bound to a node, or Pending and the scheduler said it is short of GPUs. Not yet judged by the scheduler (or
+    never: a scheduler that is not there) is not holding: a group of such pods holds its GPUs once it is placed."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return _bound(pod)
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               and _short_of_gpus(c.get("message") or "")
+               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def _unplaceable(pod: dict) -> bool:
-    """Pending, and the scheduler said why in a message that is not about GPUs."""
+    """Pending, and the scheduler said why: not (only) GPUs."""
     if (pod.get("spec") or {}).get("nodeName"):
         return False
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":
-            return "nvidia.com/gpu" not in (condition.get("message") or "")
+            return not _short_of_gpus(condition.get("message") or "")
     return False
+
+
+def _short_of_gpus(message: str) -> bool:
+    """The kube-scheduler's message says more GPUs would place the pod.
+
+    Its filters stop at each node's first failure, and NodeResourcesFit runs before VolumeBinding, InterPodAffinity
+    and PodTopologySpread: "Insufficient nvidia.com/gpu" alone may hide a reason more GPUs would never fix, while the
+    pool is full. The part after "preemption: " is DefaultPreemption's dry run (k8s.io/kubernetes v1.36
+    pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go PostFilter, SelectVictimsOnNode): per
+    node the filters run again with every lower-priority pod removed, and say what still fails, or "No preemption
+    victims found for incoming pod" where no pod there is of lower priority (then no lower backend's GPUs could
+    place it either), or "Preemption is not helpful for scheduling" where a filter failed for good. So where
+    preemption ran, it must name GPUs or have found no lower pod; where it did not (no part, or "not eligible"), the
+    filters' word stands."""
+    filters, ran, preemption = message.partition("preemption: ")
+    if "nvidia.com/gpu" not in filters:
+        return False
+    return (not ran or "nvidia.com/gpu" in preemption or "No preemption victims found" in preemption
+            or preemption.startswith("not eligible"))
 
 
 def replicas_of(share_: Share | None, wanted: int) -> int:
@@ -341,5 +427,6 @@ def replicas_of(share_: Share | None, wanted: int) -> int:
     return wanted if share_ is None else min(wanted, share_.replicas)
 
 
-__all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "outranks",
+__all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "is_group_pod",
+           "outranks",
            "share", "replicas_of"]

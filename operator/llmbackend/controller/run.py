@@ -30,7 +30,7 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
-from ..autoscaling.pool import Claim, PoolState, Share, bound_replicas, held_replicas, share
+from ..autoscaling.pool import Claim, PoolState, Share, bound_replicas, held_replicas, is_group_pod, share
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
@@ -130,6 +130,8 @@ class Operator:
         self.uncapped: dict[tuple[str, str], ScaleDecision] = {}
         self.pool_state = PoolState()
         self.shares: dict[tuple[str, str], Share] = {}
+        # backend -> the AutoscaleTarget for which the API server said its Deployment does not exist (_held)
+        self.absent_deployments: dict[tuple[str, str], Any] = {}
         self.priority_classes: dict[str, tuple[int | None, float]] = {}
         self.priority_across_namespaces = False
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
@@ -477,6 +479,8 @@ class Operator:
         publish it: the reconciler writes the replicas and status.autoscaling."""
         for key in [k for k in self.uncapped if k not in targets]:
             del self.uncapped[key]
+        for key in [k for k, t in self.absent_deployments.items() if targets.get(k) is not t]:
+            del self.absent_deployments[key]
         loop = asyncio.get_running_loop()
         claims = []
         for key, target in targets.items():
@@ -485,20 +489,16 @@ class Operator:
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
             class_value = await self._priority_class_value(target.priority_class) if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
-            pods = (self.scalers.get(key) or {}).get("pods")
+            pods = await self._pool_pods(key, (self.scalers.get(key) or {}).get("pods"))
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
                 # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
                 held: int | None = bound_replicas(target.current_replicas, pods)
             else:
-                # replicas whose pods can never hold a GPU (a quota refused them, or they cannot be placed for another
-                # reason) are nobody's GPUs: from the pods of its last evaluation and its Deployment's conditions
-                try:
-                    deployment = await loop.run_in_executor(self.executor, self.kube.get, "Deployment", key[0], key[1])
-                except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
-                    log.debug("Deployment %s/%s not read for its pool share: %s", *key, exc)
-                    deployment = None
-                held = held_replicas(target.current_replicas, pods, deployment)
+                # replicas whose pods can never hold a GPU (a quota or the API server refused them, or they cannot be
+                # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
+                # Deployment's conditions
+                held = await self._held(key, target, pods)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
                                 current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,
@@ -516,6 +516,45 @@ class Operator:
                 await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, scaler["pods"],
                                            scaler["source"].in_flight_by_pod())
             self._publish(key, target, new)
+
+    async def _pool_pods(self, key: tuple[str, str], pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """The pods whose GPUs count for a backend: those of its last evaluation (the serving pods), and for a
+        multi-node backend every pod of its groups (the evaluation lists the leaders only; the watch cache answers).
+        None: not known."""
+        if not any(is_group_pod(p) for p in pods or []):
+            return pods
+        loop = asyncio.get_running_loop()
+        try:
+            listed = await loop.run_in_executor(
+                self.executor, lambda: self.kube.list("Pod", key[0], label_selector=f"{BACKEND_LABEL}={key[1]}"))
+        except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
+            log.debug("pods of %s/%s not listed for its pool share: %s", *key, exc)
+            return None
+        return [p for p in listed if is_group_pod(p)]
+
+    async def _held(self, key: tuple[str, str], target, pods: list[dict[str, Any]] | None) -> int | None:
+        """Of a backend's replicas, those that hold GPUs of its pool (autoscaling/pool.py held_replicas); None: not
+        known (its Deployment could not be read). A multi-node backend's groups are its pods (it has no Deployment).
+        No live read per sync: a Deployment the synced watch cache does not have is absent (the API server refused
+        it, or it was deleted: the reconciler's next pass says why); before the caches sync, one the API server said
+        was absent stays absent for this target, until the reconciler's next pass hands the loop a new one."""
+        if any(is_group_pod(p) for p in pods or []):
+            return held_replicas(target.current_replicas, pods, None)
+        store = self.caches.stores.get("Deployment")
+        if store is not None and store.synced:
+            deployment = store.get(*key)
+        elif self.absent_deployments.get(key) is target:
+            deployment = None
+        else:
+            loop = asyncio.get_running_loop()
+            try:
+                deployment = await loop.run_in_executor(self.executor, self.kube.get, "Deployment", key[0], key[1])
+            except Exception as exc:  # noqa: BLE001 - not known: its replicas count as held, as before pods were read
+                log.debug("Deployment %s/%s not read for its pool share: %s", *key, exc)
+                return None
+            if deployment is None:
+                self.absent_deployments[key] = target
+        return held_replicas(target.current_replicas, pods, deployment)
 
     async def _priority_class_value(self, name: str) -> int | None:
         """The value of a PriorityClass (read again after PRIORITY_CLASS_TTL_S); None: there is none or not readable."""
