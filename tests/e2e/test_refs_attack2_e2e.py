@@ -396,8 +396,9 @@ def test_a_podtemplate_label_does_not_put_the_tenants_pods_behind_another_teams_
 
 
 def test_the_api_server_takes_a_mount_path_alias_as_another_path(cluster, namespace):
-    # Supports finding attack2-6 (tests/unit/test_refs_attack2.py): pod validation compares mount paths as strings,
-    # so `/model-cache/.` next to `/model-cache` is a second mount, not a duplicate.
+    # Why the operator normalises mount paths itself (attack2-6, fixed in render/podtemplate.py; unit probe
+    # tests/unit/test_refs_attack2.py): pod validation compares them as strings, so `/model-cache/.` next to
+    # `/model-cache` is a second mount, not a duplicate.
     proc = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "alias", "namespace": namespace},
         "spec": {"containers": [{"name": "c", "image": "busybox", "volumeMounts": [

@@ -270,13 +270,10 @@ def test_a_backend_without_a_service_account_does_not_run_as_the_namespaces_defa
         assert pod.get("serviceAccountName", "default") != "default", f"{where} runs as the default ServiceAccount"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-6 (info): a podTemplate mount at an alias of an operator mount path (`/model-cache/.`, "
-    "`//model-cache`) passes the operator's collision check (exact string, trailing slashes stripped) and the CRD's "
-    "pattern, and the API server's pod validation compares mount paths as strings too (not run here on a kubelet). "
-    "It reaches nothing the tenant's own volumes do not "
-    "(the tenant already picks the image), but it breaks PodTemplate's rule that what the operator sets is refused"))
-@pytest.mark.parametrize("alias", ["/model-cache/.", "//model-cache", "/./model-cache"])
+# Fixed (attack2-6): mount paths are compared after normalising (render/podtemplate.py), so an alias of an operator
+# mount path is refused as the path itself is.
+@pytest.mark.parametrize("alias", ["/model-cache/.", "//model-cache", "/./model-cache", "///model-cache//",
+                                   "/model-cache/./"])
 def test_an_alias_of_an_operator_mount_path_is_refused(alias: str) -> None:
     spec = _spec(URI, serving={"podTemplate": {"volumes": [{"name": "mine", "emptyDir": {}}],
                                                "volumeMounts": [{"name": "mine", "mountPath": alias}]}})
