@@ -11,9 +11,12 @@ that break it assert the SAFE behaviour and are xfail(strict=True) with the find
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import modelcache as mc
@@ -21,6 +24,10 @@ from llmbackend.render.multinode import LAUNCHER_RULES, launcher_binding_name
 from llmbackend.render.names import BackendRef
 from llmbackend.render.podtemplate import PodTemplateConflictError
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
+
+POLICY_VARIABLES = {v["name"]: v["expression"] for d in yaml.safe_load_all(
+    (Path(__file__).resolve().parents[2] / "manifests/default/admission-policy.yaml").read_text())
+    if d["kind"] == "ValidatingAdmissionPolicy" for v in d["spec"]["variables"]}
 
 REF = BackendRef("llama", "team-a", "uid-1")
 SURGE = RolloutStrategy("RollingUpdate", 1, 0)
@@ -219,26 +226,21 @@ def test_the_same_claim_as_source_and_as_a_writable_volume_is_judged_written() -
 QUEUE_AND_CLASS_KEYS = [
     pytest.param("labels", "kueue.x-k8s.io/queue-name", id="kueue-queue-label"),
     pytest.param("labels", "kueue.x-k8s.io/priority-class", id="kueue-workload-priority-class-label"),
+    pytest.param("annotations", "sidecar.istio.io/userVolume", id="istio-user-volume-annotation"),
 ]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-1 (medium): spec.serving.podTemplate.labels may set kueue.x-k8s.io/queue-name (and "
-    "kueue.x-k8s.io/priority-class): the serving pods carry it, and Kueue's pod integration queues them in that "
-    "LocalQueue (with that WorkloadPriorityClass). The policy asks `use` only for scheduling.multiNode.queueName, so "
-    "a tenant names a queue it may not use; docs/security.md says queues need `use` by name"))
+# Fixed (attack2-1): the serving pods carry what a pod author sets, so the admission policy asks `create pods` for
+# any key of podTemplate.labels and annotations (podAuthorOnly); the API server half is the e2e probe.
 @pytest.mark.parametrize("field,key", QUEUE_AND_CLASS_KEYS)
 def test_a_podtemplate_label_cannot_name_a_queue_or_class_the_policy_never_judged(field: str, key: str) -> None:
     spec = _spec(URI, serving={"podTemplate": {field: {key: "gold"}}})
-    try:
-        pods = rendered(spec, ONE_GPU)
-    except (PodTemplateConflictError, ValueError):
-        return  # refused: the safe behaviour
     deployment = next(o for o in desired_objects(REF, LLMBackendSpec.model_validate(spec), ONE_GPU, 1, SURGE)
                       if o["kind"] == "Deployment")
-    assert key not in deployment["spec"]["template"]["metadata"].get(field, {}), (
-        f"the serving pods carry {key}: gold although no policy term read it")
-    assert pods
+    assert deployment["spec"]["template"]["metadata"][field][key] == "gold", "a pod author's label reaches the pods"
+    terms = [t for t in re.split(r"\n\s*\+", POLICY_VARIABLES["podAuthorOnly"]) if f"?podTemplate.?{field}." in t]
+    assert terms, f"no podAuthorOnly term reads podTemplate.{field}: {key} would pass unjudged"
+    assert all("filter(m, size(m) > 0)" in t and "startsWith" not in t for t in terms), "every key, not some"
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
