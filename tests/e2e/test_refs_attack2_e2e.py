@@ -315,7 +315,8 @@ def launcher_account(cluster, tenant):
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING attack2-2 (medium): the launcher token, mounted in the multi-node leader that runs the tenant's image, "
     "may get every pod of the namespace (launcher ClusterRole: pods get, no resourceNames); the exec policy narrows "
-    "CONNECT only. A tenant without `view` reads db-0's spec, POSTGRES_PASSWORD included"))
+    "CONNECT only. A tenant without `view` reads db-0's spec, POSTGRES_PASSWORD included. Documented with its "
+    "mitigation and planned fix: docs/security.md, \"Not covered\" (launcher token)"))
 def test_the_launcher_token_reads_no_pod_outside_its_group(cluster, launcher_account):
     tenant_ns = launcher_account.split(":")[2]
     token = cluster.kubectl("create", "token", "llama-launcher", "-n", tenant_ns).stdout.strip()
@@ -350,14 +351,16 @@ def admins_backend(cluster, tenant):
     return tenant
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-4 (info): the policy matches resource llmbackends only, not llmbackends/scale: whoever holds "
-    "the scale subresource changes spec.replicas of a backend whose references it could not name, unjudged; "
-    "docs/security.md says the check runs on every UPDATE that changes the spec (only replicas can change this way)"))
-def test_the_scale_subresource_is_judged_as_a_spec_update(cluster, admins_backend):
+def test_the_scale_subresource_changes_only_replicas_and_is_not_judged(cluster, admins_backend):
+    # attack2-4 (info), documented in docs/security.md ("Trust model", Not covered): the policy matches llmbackends,
+    # not llmbackends/scale. Whoever holds the scale subresource changes spec.replicas alone, which names no object:
+    # more replicas of pods whose references were judged when the admin wrote the spec, and nothing new named.
+    before = cluster.kube.get("LLMBackend", admins_backend, "admins")["spec"]
     proc = as_tenant(cluster, "scale", "llmbackend", "admins", "-n", admins_backend, "--replicas=3")
-    assert proc.returncode != 0, "scaled"
-    assert cluster.kube.get("LLMBackend", admins_backend, "admins")["spec"]["replicas"] == 1
+    assert proc.returncode == 0, proc.stderr
+    after = cluster.kube.get("LLMBackend", admins_backend, "admins")["spec"]
+    assert after["replicas"] == 3
+    assert {**after, "replicas": before["replicas"]} == before, "scale changed more than spec.replicas"
 
 
 @pytest.fixture
