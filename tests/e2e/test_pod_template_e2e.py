@@ -8,6 +8,8 @@ import pytest
 import yaml
 from conftest import apply_manifest, backend_manifest, condition, wait_for
 
+# Applied as the cluster admin (a pod author): behind the admission policy, labels and annotations need `create pods`
+# (tests/e2e/test_tenant_admission.py has the tenant's side).
 TEMPLATE = {
     "labels": {"team": "search"},
     "annotations": {"example.com/owner": "search"},

@@ -283,14 +283,12 @@ def queue_refused(cluster, tenant):
     return tenant
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-1 (medium): podTemplate.labels kueue.x-k8s.io/queue-name (and kueue.x-k8s.io/priority-class) "
-    "are admitted without `use` on the queue (class); the serving pods carry them and Kueue's pod integration queues "
-    "them there, though multiNode.queueName naming the same queue is refused"))
+# Fixed (attack2-1): any podTemplate label is a pod author's choice (policy podAuthorOnly: `create pods`).
 @pytest.mark.parametrize("key", ["kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"])
-def test_a_queue_named_by_a_pod_label_needs_use_as_queue_name_does(cluster, queue_refused, key):
+def test_a_queue_named_by_a_pod_label_is_refused_as_queue_name_is(cluster, queue_refused, key):
     proc = dry_run(cluster, template(queue_refused, {"labels": {key: "gold"}}))
-    assert proc.returncode != 0, f"admitted: {key}: gold on the serving pods, no `use` asked"
+    assert refused_by_policy(proc), f"admitted: {key}: gold on the serving pods, no `use` asked"
+    assert f"the pod labels {key} (podTemplate.labels)" in proc.stderr, proc.stderr
 
 
 @pytest.fixture
@@ -317,7 +315,8 @@ def launcher_account(cluster, tenant):
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING attack2-2 (medium): the launcher token, mounted in the multi-node leader that runs the tenant's image, "
     "may get every pod of the namespace (launcher ClusterRole: pods get, no resourceNames); the exec policy narrows "
-    "CONNECT only. A tenant without `view` reads db-0's spec, POSTGRES_PASSWORD included"))
+    "CONNECT only. A tenant without `view` reads db-0's spec, POSTGRES_PASSWORD included. Documented with its "
+    "mitigation and planned fix: docs/security.md, \"Not covered\" (launcher token)"))
 def test_the_launcher_token_reads_no_pod_outside_its_group(cluster, launcher_account):
     tenant_ns = launcher_account.split(":")[2]
     token = cluster.kubectl("create", "token", "llama-launcher", "-n", tenant_ns).stdout.strip()
@@ -352,14 +351,16 @@ def admins_backend(cluster, tenant):
     return tenant
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-4 (info): the policy matches resource llmbackends only, not llmbackends/scale: whoever holds "
-    "the scale subresource changes spec.replicas of a backend whose references it could not name, unjudged; "
-    "docs/security.md says the check runs on every UPDATE that changes the spec (only replicas can change this way)"))
-def test_the_scale_subresource_is_judged_as_a_spec_update(cluster, admins_backend):
+def test_the_scale_subresource_changes_only_replicas_and_is_not_judged(cluster, admins_backend):
+    # attack2-4 (info), documented in docs/security.md ("Trust model", Not covered): the policy matches llmbackends,
+    # not llmbackends/scale. Whoever holds the scale subresource changes spec.replicas alone, which names no object:
+    # more replicas of pods whose references were judged when the admin wrote the spec, and nothing new named.
+    before = cluster.kube.get("LLMBackend", admins_backend, "admins")["spec"]
     proc = as_tenant(cluster, "scale", "llmbackend", "admins", "-n", admins_backend, "--replicas=3")
-    assert proc.returncode != 0, "scaled"
-    assert cluster.kube.get("LLMBackend", admins_backend, "admins")["spec"]["replicas"] == 1
+    assert proc.returncode == 0, proc.stderr
+    after = cluster.kube.get("LLMBackend", admins_backend, "admins")["spec"]
+    assert after["replicas"] == 3
+    assert {**after, "replicas": before["replicas"]} == before, "scale changed more than spec.replicas"
 
 
 @pytest.fixture
@@ -373,31 +374,21 @@ def another_teams_service(cluster, tenant):
     return tenant
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-5 (medium): podTemplate.labels select the serving pods into any selector of the namespace: "
-    "with `app: db` the tenant's pods (its own image) become endpoints of another team's Service db and receive its "
-    "clients' traffic (and would match NetworkPolicy podSelectors that let `app: db` pods reach what they protect); "
-    "no policy term reads labels, and the CRD reserves only the operator's own keys"))
-def test_a_podtemplate_label_does_not_put_the_tenants_pods_behind_another_teams_service(cluster, operator,
-                                                                                       another_teams_service):
+# Fixed (attack2-5): any podTemplate label is a pod author's choice (policy podAuthorOnly: `create pods`), so the
+# tenant cannot put its pods (its image) behind another team's Service, NetworkPolicy or PDB by label.
+def test_a_podtemplate_label_does_not_put_the_tenants_pods_behind_another_teams_service(cluster, another_teams_service):
     namespace = another_teams_service
-    with precondition("the tenant's backend is admitted and its pods run"):
-        proc = as_tenant(cluster, "create", "-f", "-", input=json.dumps(template(namespace, {"labels": {"app": "db"}},
-                                                                                 name="hijack")))
-        assert proc.returncode == 0, proc.stderr
-        wait_for(lambda: [p for p in cluster.kube.list("Pod", namespace, "llmbackend.dev/backend=hijack")
-                          if p.get("status", {}).get("podIP")], timeout=120, what="the tenant's serving pods")
-    # The EndpointSlice controller lists every ready pod its Service selects; kwok's pod IPs are loopback addresses,
-    # which it leaves out, so the selection itself is what this checks (what the controller would publish).
-    selector = cluster.kube.get("Service", namespace, "db")["spec"]["selector"]
-    selected = [p["metadata"]["name"] for p in cluster.kube.list("Pod", namespace, "llmbackend.dev/backend=hijack")
-                if selector.items() <= (p["metadata"].get("labels") or {}).items()]
-    assert not selected, f"Service db selects the tenant's serving pods {selected}: its clients' traffic goes there"
+    proc = as_tenant(cluster, "create", "-f", "-", input=json.dumps(template(namespace, {"labels": {"app": "db"}},
+                                                                             name="hijack")))
+    assert refused_by_policy(proc), f"admitted: the tenant's pods would carry app: db ({proc.stderr})"
+    assert "the pod labels app (podTemplate.labels)" in proc.stderr, proc.stderr
+    assert cluster.kube.get("LLMBackend", namespace, "hijack") is None
 
 
 def test_the_api_server_takes_a_mount_path_alias_as_another_path(cluster, namespace):
-    # Supports finding attack2-6 (tests/unit/test_refs_attack2.py): pod validation compares mount paths as strings,
-    # so `/model-cache/.` next to `/model-cache` is a second mount, not a duplicate.
+    # Why the operator normalises mount paths itself (attack2-6, fixed in render/podtemplate.py; unit probe
+    # tests/unit/test_refs_attack2.py): pod validation compares them as strings, so `/model-cache/.` next to
+    # `/model-cache` is a second mount, not a duplicate.
     proc = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "alias", "namespace": namespace},
         "spec": {"containers": [{"name": "c", "image": "busybox", "volumeMounts": [

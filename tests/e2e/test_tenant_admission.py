@@ -8,6 +8,7 @@ it may use. The API server's own authorizer answers for the requesting user
 from __future__ import annotations
 
 import copy
+import json
 import time
 
 import pytest
@@ -230,6 +231,17 @@ REFERENCES = {
     "queue": (lambda m: set_path(m, "scheduling.multiNode", {"queueName": "team-b-queue"}),
               "queueName team-b-queue: you may neither",
               [get_rule("localqueues", "team-b-queue", "kueue.x-k8s.io", "use")]),
+    # Labels and annotations are a pod author's choice whatever the key: a right on what one names is not enough
+    # (attack2-1, attack2-5: a Service db's selector, a Kueue queue, a webhook's volume).
+    "pod-labels": (template({"labels": {"app": "db"}}), "the pod labels app (podTemplate.labels)",
+                   [get_rule("services", "db"), CREATE_PODS]),
+    "pod-labels-kueue": (template({"labels": {"kueue.x-k8s.io/queue-name": "team-b-queue"}}),
+                         "the pod labels kueue.x-k8s.io/queue-name (podTemplate.labels)",
+                         [get_rule("localqueues", "team-b-queue", "kueue.x-k8s.io", "use"), CREATE_PODS]),
+    "pod-annotations": (template({"annotations": {"sidecar.istio.io/userVolume": json.dumps(
+                            [{"name": "b", "persistentVolumeClaim": {"claimName": CLAIM}}])}}),
+                        "the pod annotations sidecar.istio.io/userVolume (podTemplate.annotations)",
+                        [USE_CLAIM, CREATE_PODS]),
 }
 
 
@@ -266,6 +278,7 @@ def test_who_may_create_pods_may_name_anything_of_the_namespace(policy, tenant_n
     """A pod author could mount all of it in a pod of their own: the LLMBackend gives them nothing more."""
     manifest = set_path(backend_manifest("pod-author", tenant_namespace), "model.source.cache", {"claimName": CLAIM})
     manifest = with_template(manifest, {
+        "labels": {"app": "db"}, "annotations": {"sidecar.istio.io/inject": "false"},
         "serviceAccountName": "deployer", "runtimeClassName": "kata", "envFrom": [{"secretRef": {"name": "db-credentials"}},
                                                                                   {"configMapRef": {"name": "team-b-config"}}],
         "volumes": claim_volume(CACHE, False)["volumes"] + [{"name": "ro", "persistentVolumeClaim": {"claimName": CLAIM,

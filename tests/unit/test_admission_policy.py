@@ -75,7 +75,6 @@ NAMES_NO_OBJECT = {
     "scheduling.resources": "cpu memory",
     "scheduling.multiNode": "startupTimeoutSeconds exclusiveTopology allowCrossNodeNvlinkWithoutComputeDomain gangScheduler",
     "serving": "openai drainSeconds progressDeadlineSeconds",
-    "serving.podTemplate": "labels annotations",
     "serving.podTemplate.env": "name value",
     "serving.podTemplate.envFrom": "prefix",
     "serving.podTemplate.volumes": "name",

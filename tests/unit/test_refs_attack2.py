@@ -11,9 +11,12 @@ that break it assert the SAFE behaviour and are xfail(strict=True) with the find
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import modelcache as mc
@@ -21,6 +24,10 @@ from llmbackend.render.multinode import LAUNCHER_RULES, launcher_binding_name
 from llmbackend.render.names import BackendRef
 from llmbackend.render.podtemplate import PodTemplateConflictError
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
+
+POLICY_VARIABLES = {v["name"]: v["expression"] for d in yaml.safe_load_all(
+    (Path(__file__).resolve().parents[2] / "manifests/default/admission-policy.yaml").read_text())
+    if d["kind"] == "ValidatingAdmissionPolicy" for v in d["spec"]["variables"]}
 
 REF = BackendRef("llama", "team-a", "uid-1")
 SURGE = RolloutStrategy("RollingUpdate", 1, 0)
@@ -219,33 +226,29 @@ def test_the_same_claim_as_source_and_as_a_writable_volume_is_judged_written() -
 QUEUE_AND_CLASS_KEYS = [
     pytest.param("labels", "kueue.x-k8s.io/queue-name", id="kueue-queue-label"),
     pytest.param("labels", "kueue.x-k8s.io/priority-class", id="kueue-workload-priority-class-label"),
+    pytest.param("annotations", "sidecar.istio.io/userVolume", id="istio-user-volume-annotation"),
 ]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-1 (medium): spec.serving.podTemplate.labels may set kueue.x-k8s.io/queue-name (and "
-    "kueue.x-k8s.io/priority-class): the serving pods carry it, and Kueue's pod integration queues them in that "
-    "LocalQueue (with that WorkloadPriorityClass). The policy asks `use` only for scheduling.multiNode.queueName, so "
-    "a tenant names a queue it may not use; docs/security.md says queues need `use` by name"))
+# Fixed (attack2-1): the serving pods carry what a pod author sets, so the admission policy asks `create pods` for
+# any key of podTemplate.labels and annotations (podAuthorOnly); the API server half is the e2e probe.
 @pytest.mark.parametrize("field,key", QUEUE_AND_CLASS_KEYS)
 def test_a_podtemplate_label_cannot_name_a_queue_or_class_the_policy_never_judged(field: str, key: str) -> None:
     spec = _spec(URI, serving={"podTemplate": {field: {key: "gold"}}})
-    try:
-        pods = rendered(spec, ONE_GPU)
-    except (PodTemplateConflictError, ValueError):
-        return  # refused: the safe behaviour
     deployment = next(o for o in desired_objects(REF, LLMBackendSpec.model_validate(spec), ONE_GPU, 1, SURGE)
                       if o["kind"] == "Deployment")
-    assert key not in deployment["spec"]["template"]["metadata"].get(field, {}), (
-        f"the serving pods carry {key}: gold although no policy term read it")
-    assert pods
+    assert deployment["spec"]["template"]["metadata"][field][key] == "gold", "a pod author's label reaches the pods"
+    terms = [t for t in re.split(r"\n\s*\+", POLICY_VARIABLES["podAuthorOnly"]) if f"?podTemplate.?{field}." in t]
+    assert terms, f"no podAuthorOnly term reads podTemplate.{field}: {key} would pass unjudged"
+    assert all("filter(m, size(m) > 0)" in t and "startsWith" not in t for t in terms), "every key, not some"
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING attack2-2 (medium): a multi-node TensorRT-LLM leader runs the tenant's image (spec.engine.image) with "
     "the launcher account's token mounted, and the launcher ClusterRole grants `get pods` on every pod of the "
     "namespace (no resourceNames; the exec policy narrows only CONNECT). A tenant bound to LLMBackends only (no "
-    "`view`) reads any pod's spec by name, inline env values included, through a token it could not get itself"))
+    "`view`) reads any pod's spec by name, inline env values included, through a token it could not get itself. "
+    "Documented with its mitigation and planned fix: docs/security.md, \"Not covered\" (launcher token)"))
 def test_the_token_in_the_tenants_leader_image_reads_no_pod_but_its_own_workers() -> None:
     spec = LLMBackendSpec.model_validate(_spec(URI, preset="llama-3.1-405b"))
     lws = next(o for o in desired_objects(REF, spec, TWO_NODES, 1, SURGE) if o["kind"] == "LeaderWorkerSet")
@@ -270,13 +273,10 @@ def test_a_backend_without_a_service_account_does_not_run_as_the_namespaces_defa
         assert pod.get("serviceAccountName", "default") != "default", f"{where} runs as the default ServiceAccount"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-6 (info): a podTemplate mount at an alias of an operator mount path (`/model-cache/.`, "
-    "`//model-cache`) passes the operator's collision check (exact string, trailing slashes stripped) and the CRD's "
-    "pattern, and the API server's pod validation compares mount paths as strings too (not run here on a kubelet). "
-    "It reaches nothing the tenant's own volumes do not "
-    "(the tenant already picks the image), but it breaks PodTemplate's rule that what the operator sets is refused"))
-@pytest.mark.parametrize("alias", ["/model-cache/.", "//model-cache", "/./model-cache"])
+# Fixed (attack2-6): mount paths are compared after normalising (render/podtemplate.py), so an alias of an operator
+# mount path is refused as the path itself is.
+@pytest.mark.parametrize("alias", ["/model-cache/.", "//model-cache", "/./model-cache", "///model-cache//",
+                                   "/model-cache/./"])
 def test_an_alias_of_an_operator_mount_path_is_refused(alias: str) -> None:
     spec = _spec(URI, serving={"podTemplate": {"volumes": [{"name": "mine", "emptyDir": {}}],
                                                "volumeMounts": [{"name": "mine", "mountPath": alias}]}})

@@ -1239,11 +1239,17 @@ class PodTemplate(_Model):
     labels: dict[
         Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)],
         Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)],
-    ] | None = Field(default=None, max_length=64, description="Labels added to the serving pods.",
+    ] | None = Field(default=None, max_length=64,
+                     description="Labels added to the serving pods. Services, NetworkPolicies, Kueue and webhooks act "
+                                 "on them, so setting any needs the right to create pods in the namespace "
+                                 "(docs/security.md).",
                      json_schema_extra={"x-kubernetes-validations": [_RESERVED_KEYS_RULE]})
     annotations: dict[
         Annotated[str, Field(max_length=316, pattern=LABEL_KEY_PATTERN)], Annotated[str, Field(max_length=4096)],
-    ] | None = Field(default=None, max_length=64, description="Annotations added to the serving pods.",
+    ] | None = Field(default=None, max_length=64,
+                     description="Annotations added to the serving pods. Webhooks inject sidecars, volumes and "
+                                 "identities by them, so setting any needs the right to create pods in the namespace "
+                                 "(docs/security.md).",
                      json_schema_extra={"x-kubernetes-validations": [_RESERVED_KEYS_RULE, _SECURITY_ANNOTATIONS_RULE]})
     image_pull_secrets: list[LocalObjectReference] | None = Field(
         default=None, max_length=16, json_schema_extra=_list_map("name"),

@@ -10,6 +10,7 @@ to the API server.
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from ..api import conditions as cond
@@ -38,6 +39,12 @@ def _merge_map(meta: dict[str, Any], field: str, extra: dict[str, str] | None, w
     current = meta.get(field) or {}
     _refuse(field, [k for k in extra if k in current], where)
     meta[field] = {**current, **extra}
+
+
+def _same_path(path: str) -> str:
+    """A mount path as the kubelet resolves it: `/models/.`, `//models` and `/./models/` are `/models`."""
+    # posixpath.normpath keeps a leading `//` (POSIX leaves it implementation-defined); Linux treats it as `/`.
+    return posixpath.normpath("/" + path.lstrip("/"))
 
 
 def _refuse_writable_cache(spec: LLMBackendSpec, extra: PodTemplate) -> None:
@@ -86,8 +93,8 @@ def apply_pod_template(template: dict[str, Any], spec: LLMBackendSpec, where: st
             container.setdefault("envFrom", []).extend(e.dump() for e in extra.env_from)
         if extra.volume_mounts:
             mounts = container.setdefault("volumeMounts", [])
-            taken = {m["mountPath"].rstrip("/") for m in mounts}
-            _refuse("volumeMounts", [m.mount_path for m in extra.volume_mounts if m.mount_path.rstrip("/") in taken],
+            taken = {_same_path(m["mountPath"]) for m in mounts}
+            _refuse("volumeMounts", [m.mount_path for m in extra.volume_mounts if _same_path(m.mount_path) in taken],
                     in_container)
             mounts += [m.dump() for m in extra.volume_mounts]
     return template
