@@ -166,3 +166,44 @@ def test_a_backend_named_like_another_backends_child_is_refused(cluster, operato
     refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(backend_manifest("coll-epp", namespace)), check=False)
     assert refused.returncode != 0 and "must not end with" in refused.stderr, refused.stderr
     assert cluster.kube.get("LLMBackend", namespace, "coll-epp") is None
+
+
+def test_serving_pods_run_as_the_backend_s_own_account(cluster, operator, namespace):
+    """attack2-3: without podTemplate.serviceAccountName the serving pods ran as the namespace's `default` (cloud
+    identities tied to it were lent to the tenant's image). They run as `<name>-serving`, an owned child with no
+    token; the API server's ServiceAccount admission creates their pods only once it exists. Naming an account
+    prunes it; someone else's account of that name is never adopted."""
+    kube = cluster.kube
+    apply_manifest(cluster, backend_manifest("acct", namespace))
+    account = wait_for(lambda: kube.get("ServiceAccount", namespace, "acct-serving"), timeout=60, what="acct-serving")
+    backend = kube.get("LLMBackend", namespace, "acct")
+    assert account["automountServiceAccountToken"] is False
+    assert [(r["kind"], r["uid"], r["controller"]) for r in account["metadata"]["ownerReferences"]] == [
+        ("LLMBackend", backend["metadata"]["uid"], True)]
+    deployment = wait_for(lambda: kube.get("Deployment", namespace, "acct"), timeout=60, what="Deployment acct")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "acct-serving"
+    pods = wait_for(lambda: kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=acct"), timeout=60,
+                    what="a serving pod created by the ReplicaSet controller")
+    assert {p["spec"]["serviceAccountName"] for p in pods} == {"acct-serving"}
+    assert all(p["spec"]["automountServiceAccountToken"] is False for p in pods)
+
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mine", "namespace": namespace}})
+    cluster.kubectl("-n", namespace, "patch", "llmb", "acct", "--type=merge",
+                    "-p", '{"spec": {"serving": {"podTemplate": {"serviceAccountName": "mine"}}}}')
+    wait_for(lambda: kube.get("ServiceAccount", namespace, "acct-serving") is None, timeout=60,
+             what="acct-serving pruned once an account is named")
+    assert kube.get("Deployment", namespace, "acct")["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
+
+    # Someone else's `<name>-serving` (perhaps tied to a cloud identity) is left alone, and no pod runs as it.
+    theirs = kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                          "metadata": {"name": "taken-serving", "namespace": namespace, "labels": THEIR_LABELS}})
+    apply_manifest(cluster, backend_manifest("taken", namespace))
+    obj = wait_for(lambda: (o := kube.get("LLMBackend", namespace, "taken"))
+                   and (condition(o, "Degraded") or {}).get("reason") == "ResourceExists" and o,
+                   timeout=60, what="Degraded=ResourceExists")
+    assert f"ServiceAccount {namespace}/taken-serving" in condition(obj, "Degraded")["message"]
+    after = kube.get("ServiceAccount", namespace, "taken-serving")
+    assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+    assert not after["metadata"].get("ownerReferences")
+    assert kube.get("Deployment", namespace, "taken") is None
+    assert operator.proc.poll() is None, operator.log_tail()

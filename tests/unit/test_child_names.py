@@ -148,3 +148,19 @@ def test_a_stored_single_node_backend_named_like_a_group_is_served():
     found = _decide("llama-3", "llama-3.1-8b")
     assert found["Degraded"][1] != cond.BACKEND_NAME_AMBIGUOUS
     assert "Deployment" in found["applied"][2]
+
+
+@pytest.mark.parametrize("preset,nodes", [("llama-3.1-8b", 1), ("llama-3.1-405b", 2)])
+def test_every_rendered_child_is_one_owned_names_enumerates(preset, nodes):
+    """What pruning and the collision rules above know of: the serving pods' own ServiceAccount (`<name>-serving`)
+    and the launcher's included."""
+    from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
+    from llmbackend.render.workloads import RolloutStrategy, desired_objects
+
+    ref = BackendRef("coll", "ns", "uid")
+    spec = LLMBackendSpec.model_validate({"model": {"preset": preset, "source": {"pvc": {"claimName": "m"}}}})
+    plan = PlanStatus(tensor_parallel=8, pipeline_parallel=nodes, gpus_per_replica=8 * nodes, nodes_per_replica=nodes,
+                      memory_per_gpu_bytes=1, gpu_product="NVIDIA-H100-80GB-HBM3")
+    rendered = {(o["kind"], o["metadata"]["name"]) for o in desired_objects(ref, spec, plan, 2, RolloutStrategy("Recreate"))}
+    assert ("ServiceAccount", "coll-serving") in rendered
+    assert rendered <= set(owned_names(ref)), rendered - set(owned_names(ref))

@@ -127,7 +127,8 @@ def test_serving_pods_stay_non_root_without_capabilities_and_only_the_leader_hol
             assert sc["runAsNonRoot"] and sc["runAsUser"] != 0 and sc["capabilities"] == {"drop": ["ALL"]}
             assert sc["allowPrivilegeEscalation"] is False
     assert leader["serviceAccountName"] == "big-launcher" and leader["automountServiceAccountToken"] is True
-    assert "serviceAccountName" not in worker and worker["automountServiceAccountToken"] is False
+    # the workers run as the backend's own account (no token, no binding), not the namespace's default
+    assert worker["serviceAccountName"] == "big-serving" and worker["automountServiceAccountToken"] is False
     launcher = next(c for c in leader["initContainers"] if c["name"] == "launcher")
     assert launcher["command"][0] == "cp" and launcher["command"][-1] == "/launcher/kubectl"
     assert _env(leader["containers"][0])["KUBECTL"] == "/launcher/kubectl"
@@ -164,12 +165,14 @@ def test_operator_may_bind_the_launcher_role_without_holding_exec():
 
 def test_vllm_across_nodes_runs_on_ray_without_exec_rights():
     objects = _objects(spec=_spec("vllm"))
-    assert not {"ServiceAccount", "Role", "RoleBinding"} & set(objects), "Ray needs no exec"
+    assert not {"Role", "RoleBinding"} & set(objects), "Ray needs no exec"
+    assert objects["ServiceAccount"]["metadata"]["name"] == "big-serving", "only the serving pods' own account"
     leader, worker = _pods(objects)
+    assert leader["serviceAccountName"] == worker["serviceAccountName"] == "big-serving"
+    assert leader["automountServiceAccountToken"] is worker["automountServiceAccountToken"] is False
     lc, wc = leader["containers"][0], worker["containers"][0]
     assert lc["command"] == ["/bin/sh", "/launch/leader-ray.sh"] and lc["args"][0] == "tritonserver"
     assert wc["command"] == ["/bin/sh", "/launch/worker-ray.sh"]
-    assert "serviceAccountName" not in leader and leader["automountServiceAccountToken"] is False
     model_json = next(v for k, v in objects["ConfigMap"]["data"].items() if k.endswith("model.json"))
     args = json.loads(model_json)
     assert args["distributed_executor_backend"] == "ray"

@@ -140,3 +140,31 @@ def test_an_existing_service_account_with_the_launcher_s_name_is_not_taken_over(
         assert _degraded(obj)["reason"] == cond.RESOURCE_EXISTS
         assert "ServiceAccount serving/llama-launcher" in _degraded(obj)["message"]
         assert not [key for key in kube.objects if key[0] in ("RoleBinding", "LeaderWorkerSet")], "no exec binding"
+
+
+def test_an_existing_service_account_with_the_serving_account_s_name_is_not_taken_over():
+    """The serving pods run as `<name>-serving` when the podTemplate names no account (attack2-3): someone else's
+    account of that name (perhaps tied to a cloud identity), there before or created during the pass, is not
+    adopted, and no pod runs as it."""
+    theirs = {"apiVersion": "v1", "kind": "ServiceAccount",
+              "metadata": {"name": "llama-serving", "namespace": "serving", "labels": {"team": "x"}}}
+    for kube in (FakeKube(), RacingKube(("ServiceAccount", "llama-serving"))):
+        if not isinstance(kube, RacingKube):
+            kube._stored(copy.deepcopy(theirs))
+        obj = _reconcile(kube)
+        assert not isinstance(kube, RacingKube) or kube.raced
+        live = kube.objects[("ServiceAccount", "serving", "llama-serving")]
+        assert "ownerReferences" not in live["metadata"], "not adopted"
+        assert _degraded(obj)["reason"] == cond.RESOURCE_EXISTS
+        assert "ServiceAccount serving/llama-serving" in _degraded(obj)["message"]
+        assert ("Deployment", "serving", "llama") not in kube.objects, "no pod runs as someone else's account"
+
+
+def test_a_new_backend_s_first_pass_creates_its_serving_account_before_its_pods():
+    kube = FakeKube()
+    _reconcile(kube)
+    account = kube.objects[("ServiceAccount", "serving", "llama-serving")]
+    assert account["automountServiceAccountToken"] is False
+    assert account["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    pod = kube.objects[("Deployment", "serving", "llama")]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "llama-serving" and pod["automountServiceAccountToken"] is False

@@ -115,7 +115,32 @@ def test_no_template_changes_nothing() -> None:
     plain = _workload(_spec(template=None))
     assert plain == _workload(_spec(template={})), "an empty podTemplate renders the same pods"
     pod = _templates(plain)["server"]["spec"]
-    assert "imagePullSecrets" not in pod and "serviceAccountName" not in pod and "runtimeClassName" not in pod
+    assert "imagePullSecrets" not in pod and "runtimeClassName" not in pod
+    assert pod["serviceAccountName"] == "llama-serving", "the backend's own account, never the namespace's default"
+
+
+@pytest.mark.parametrize("case", ["deployment", "mpi", "ray"])
+def test_without_a_named_account_the_pods_run_as_the_backend_s_own(case: str) -> None:
+    """attack2-3: not `default` (cloud identities tied to it would be lent to the tenant's image). The account is a
+    child: token off, owned by the backend, applied before the workload; a named account replaces it (pruned)."""
+    preset, backend, plan = {"deployment": ("llama-3.1-8b", "tensorrtllm", _plan()),
+                             "mpi": ("llama-3.1-405b", "tensorrtllm", MULTI_NODE),
+                             "ray": ("llama-3.1-405b", "vllm", MULTI_NODE)}[case]
+    spec = _spec(template={"labels": {"team": "search"}}, backend=backend, preset=preset)
+    objects = desired_objects(REF, spec, plan, 2, SURGE)
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    account = objects[kinds.index(("ServiceAccount", "llama-serving"))]
+    assert account["automountServiceAccountToken"] is False
+    assert account["metadata"]["ownerReferences"] == [REF.owner_reference()]
+    workload = next(o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet"))
+    assert kinds.index(("ServiceAccount", "llama-serving")) < objects.index(workload)
+    accounts = {role: t["spec"]["serviceAccountName"] for role, t in _templates(workload).items()}
+    if case == "mpi":
+        assert accounts == {"leader": "llama-launcher", "worker": "llama-serving"}
+    else:
+        assert set(accounts.values()) == {"llama-serving"}
+    named = desired_objects(REF, _spec(backend=backend, preset=preset), plan, 2, SURGE)
+    assert ("ServiceAccount", "llama-serving") not in [(o["kind"], o["metadata"]["name"]) for o in named]
 
 
 def test_changing_the_template_rolls_the_pods() -> None:

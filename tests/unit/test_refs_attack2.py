@@ -261,16 +261,31 @@ def test_the_token_in_the_tenants_leader_image_reads_no_pod_but_its_own_workers(
     assert not namespace_wide_reads, f"the launcher role reads every pod of the namespace: {namespace_wide_reads}"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-3 (low): a backend without podTemplate.serviceAccountName runs the tenant's image as the "
-    "namespace's `default` ServiceAccount (serving pods, and the Jobs), which the tenant may not act as (no create "
-    "serviceaccounts/token). The API token is not mounted, but identities tied to the account outside it (GKE "
-    "Workload Identity through the metadata server; Azure Workload Identity, whose webhook injects the account's "
-    "token into pods labelled azure.workload.identity/use, a label podTemplate.labels may set) are lent to the tenant"))
-def test_a_backend_without_a_service_account_does_not_run_as_the_namespaces_default() -> None:
-    spec_dict = _spec(URI, serving={"podTemplate": {"labels": {"azure.workload.identity/use": "true"}}})
-    for where, pod in rendered(spec_dict, ONE_GPU):
-        assert pod.get("serviceAccountName", "default") != "default", f"{where} runs as the default ServiceAccount"
+# FINDING attack2-3 (low), fixed: a backend without podTemplate.serviceAccountName ran the tenant's image as the
+# namespace's `default` ServiceAccount, which the tenant may not act as (no create serviceaccounts/token). The API
+# token was not mounted, but identities tied to the account outside it (GKE Workload Identity through the metadata
+# server; Azure Workload Identity, whose webhook injects the account's token into pods labelled
+# azure.workload.identity/use, a label podTemplate.labels may set) were lent to the tenant. The serving pods now run
+# as the backend's own `<name>-serving` account (render/servingpod.render_serving_account).
+@pytest.mark.parametrize("plan", ["one-node", "mpi"])
+def test_a_backend_without_a_service_account_does_not_run_as_the_namespaces_default(plan: str) -> None:
+    preset, plan_status = PLANS[plan]
+    spec_dict = _spec(URI, preset, serving={"podTemplate": {"labels": {"azure.workload.identity/use": "true"}}})
+    spec = LLMBackendSpec.model_validate(spec_dict)
+    objects = desired_objects(REF, spec, plan_status, 2, SURGE)
+    accounts = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ServiceAccount"}
+    pods = rendered(spec_dict, plan_status)
+    for where, pod in pods:
+        if where.startswith("Job"):
+            # The operator's Jobs keep `default`: they run the operator's program (explicit credentials only, no
+            # metadata server, no projected token), with labels the operator fixes, so no identity of the account
+            # reaches anything the tenant chose to run (docs/security.md, "Trust model").
+            assert pod["containers"][0]["image"] == "operator:1" and pod["automountServiceAccountToken"] is False
+            continue
+        account = pod.get("serviceAccountName", "default")
+        assert account != "default", f"{where} runs as the default ServiceAccount"
+        assert account in accounts and accounts[account]["automountServiceAccountToken"] is False, (where, account)
+    assert any(where.startswith("Job") for where, _ in pods) and len(pods) > 1
 
 
 # Fixed (attack2-6): mount paths are compared after normalising (render/podtemplate.py), so an alias of an operator

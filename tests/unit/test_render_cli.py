@@ -32,7 +32,8 @@ def test_yaml_output_holds_the_plan_and_every_object(capsys) -> None:
     assert plan_doc["kind"] == "LLMBackend"
     plan = plan_doc["status"]["plan"]
     assert plan["tensorParallel"] >= 1 and plan["gpuProduct"]
-    assert [o["kind"] for o in objects] == ["ConfigMap", "Service", "Deployment"]  # the workload last, as applied
+    # the workload last, as applied
+    assert [o["kind"] for o in objects] == ["ConfigMap", "ServiceAccount", "Service", "Deployment"]
     config_map = objects[0]
     spec = yaml.safe_load(SAMPLE.read_text())["spec"]
     from llmbackend.api.v1alpha1 import LLMBackendSpec
@@ -40,7 +41,7 @@ def test_yaml_output_holds_the_plan_and_every_object(capsys) -> None:
     expected = render_model_repository(LLMBackendSpec.model_validate(spec), "llama-3.1-8b",
                                        plan["tensorParallel"], plan["pipelineParallel"])
     assert config_map_files(config_map) == expected, "the model repository is the renderer's, unchanged"
-    deployment = objects[2]
+    deployment = objects[3]
     gpus = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
     assert int(gpus) == plan["gpusPerReplica"]
 
@@ -51,7 +52,7 @@ def test_directory_output_has_objects_plan_and_model_repository(capsys, tmp_path
     out = tmp_path / "out"
     assert yaml.safe_load((out / "plan.yaml").read_text())["status"]["plan"]
     kinds = sorted(p.name.split("-")[0] for p in (out / "objects").iterdir())
-    assert kinds == ["configmap", "deployment", "service"]
+    assert kinds == ["configmap", "deployment", "service", "serviceaccount"]
     repo = out / "model-repository" / "llama-3.1-8b"
     assert (repo / "config.pbtxt").is_file() and (repo / "1" / "model.yaml").is_file()
     assert (repo / "1" / "model.py").is_file()

@@ -29,10 +29,11 @@ def _by_kind(objects):
 SURGE = RolloutStrategy("RollingUpdate", 1, 0)
 
 
-def test_single_node_replica_renders_configmap_deployment_service():
+def test_single_node_replica_renders_configmap_serviceaccount_deployment_service():
     objects = desired_objects(REF, _spec(), _plan(), 1, SURGE)
     kinds = [o["kind"] for o in objects]
-    assert kinds == ["ConfigMap", "Deployment", "Service"], "config first, no PDB for one replica"
+    assert kinds == ["ConfigMap", "ServiceAccount", "Deployment", "Service"], \
+        "config and the pods' account first, no PDB for one replica"
     for obj in objects:
         assert obj["metadata"]["namespace"] == "serving"
         assert obj["metadata"]["ownerReferences"] == [{

@@ -35,7 +35,7 @@ from ..api.v1alpha1 import (
 from . import drain, triton
 from .names import CONFIG_HASH_ANNOTATION, MANAGED_KINDS, BackendRef, labels_for, object_meta, pod_ready
 from .podtemplate import apply_pod_template
-from .servingpod import config_hash, serving_pod_spec, with_exit_timeout
+from .servingpod import config_hash, serving_pod_spec, with_exit_timeout, with_serving_account
 
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -303,12 +303,12 @@ def render_leader_worker_set(
                 "size": layout.pods,
                 # Any container restart in a group (a lost rank ends the leader) recreates the whole group.
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": apply_pod_template(
+                "leaderTemplate": with_serving_account(ref, apply_pod_template(
                     {"metadata": {"labels": labels_for(ref), "annotations": dict(annotations)}, "spec": leader},
-                    spec, "LeaderWorkerSet's leader pods"),
-                "workerTemplate": apply_pod_template(
+                    spec, "LeaderWorkerSet's leader pods")),
+                "workerTemplate": with_serving_account(ref, apply_pod_template(
                     {"metadata": {"labels": labels_for(ref, "worker"), "annotations": dict(annotations)}, "spec": worker},
-                    spec, "LeaderWorkerSet's worker pods"),
+                    spec, "LeaderWorkerSet's worker pods")),
             },
         },
     }

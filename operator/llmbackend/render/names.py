@@ -12,6 +12,7 @@ from ..api.v1alpha1 import (
     KIND,
     LAUNCHER_SUFFIX,
     MODEL_REPO_SUFFIX,
+    SERVING_SUFFIX,
     VERSION,
     LLMBackendSpec,
 )
@@ -36,8 +37,9 @@ MANAGED_KINDS: dict[str, tuple[str, str]] = {
     "Service": ("v1", "services"),
     "Deployment": ("apps/v1", "deployments"),
     "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
-    # Multi-node groups: the MPI leader's exec rights (render/multinode.py: a binding of the fixed launcher
-    # ClusterRole; the operator creates no Roles) and GB200 IMEX domains.
+    # The serving pods' own account (render/workloads.py), and for multi-node groups the MPI leader's exec rights
+    # (render/multinode.py: a binding of the fixed launcher ClusterRole; the operator creates no Roles) and GB200
+    # IMEX domains.
     "ServiceAccount": ("v1", "serviceaccounts"),
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
     "ComputeDomain": ("resource.nvidia.com/v1beta1", "computedomains"),
@@ -63,6 +65,7 @@ def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
     names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
              if kind not in ("ServiceAccount", "RoleBinding")] + [
         ("ServiceAccount", ref.name + LAUNCHER_SUFFIX), ("RoleBinding", ref.name + LAUNCHER_SUFFIX),
+        ("ServiceAccount", serving_account_name(ref)),
         ("ServiceAccount", ref.name)]  # the launcher's account before it took the binding's name: pruned on upgrade
     return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")] + [
         ("Deployment", activator.deployment_name(ref.name)), ("Service", activator.serving_service_name(ref.name))]
@@ -133,6 +136,11 @@ def object_meta(ref: BackendRef, name: str, labels: dict[str, str] | None = None
         "labels": labels or labels_for(ref),
         "ownerReferences": [ref.owner_reference()],
     }
+
+
+def serving_account_name(ref: BackendRef) -> str:
+    """The serving pods' own ServiceAccount when spec.serving.podTemplate names none (render/workloads.py)."""
+    return ref.name + SERVING_SUFFIX
 
 
 def config_map_name(ref: BackendRef) -> str:

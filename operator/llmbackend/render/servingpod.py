@@ -21,6 +21,7 @@ from .names import (
     config_map_name,
     model_name,
     object_meta,
+    serving_account_name,
 )
 
 CONFIG_MOUNT = "/model-config"
@@ -299,3 +300,21 @@ def serving_pod_spec(
         pod["priorityClassName"] = spec.scheduling.priority_class_name
     return pod
 
+
+def uses_serving_account(spec: LLMBackendSpec) -> bool:
+    """spec.serving.podTemplate names no ServiceAccount: the serving pods run as the backend's own (not the
+    namespace's `default`, whose cloud identities the tenant may not hold: docs/security.md, "Trust model")."""
+    return not (spec.serving.pod_template and spec.serving.pod_template.service_account_name)
+
+
+def with_serving_account(ref: BackendRef, template: dict[str, Any]) -> dict[str, Any]:
+    """A pod template that runs as no account yet (after the podTemplate merge; an MPI leader has the launcher's)
+    runs as the backend's own."""
+    template["spec"].setdefault("serviceAccountName", serving_account_name(ref))
+    return template
+
+
+def render_serving_account(ref: BackendRef) -> dict[str, Any]:
+    """The serving pods' ServiceAccount: no token, no binding, nothing tied to it but by an admin who names it."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": object_meta(ref, serving_account_name(ref)),
+            "automountServiceAccountToken": False}

@@ -34,7 +34,10 @@ from .podtemplate import apply_pod_template
 from .servingpod import (
     config_hash,
     render_config_map,
+    render_serving_account,
     serving_pod_spec,
+    uses_serving_account,
+    with_serving_account,
 )
 
 
@@ -84,10 +87,10 @@ def render_deployment(
             "selector": {"matchLabels": selector_for(ref)},
             "strategy": strategy.to_k8s(),
             "progressDeadlineSeconds": 3600,  # engines take minutes to load; 1 h before "stuck"
-            "template": apply_pod_template({
+            "template": with_serving_account(ref, apply_pod_template({
                 "metadata": {"labels": labels_for(ref), "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config_map)}},
                 "spec": pod,
-            }, spec, "Deployment's pods"),
+            }, spec, "Deployment's pods")),
         },
     }
     if replicas is None:
@@ -157,6 +160,8 @@ def desired_objects(
     keda_mode = spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
     config_map = render_config_map(ref, spec, plan, ready_adapters)
     objects = [config_map]
+    if uses_serving_account(spec):  # before the workload whose pods name it
+        objects.append(render_serving_account(ref))
     with_activator = activator.enabled(spec)
     if with_activator:  # before the workload: it receives the requests that wait for the first replica
         objects += activator.render(ref.name, ref.namespace, spec, render_service(ref, multi_node, openai.enabled(spec)),
