@@ -1257,7 +1257,8 @@ class PodTemplate(_Model):
                     "(e.g. nvcr.io with an NGC API key).")
     service_account_name: str | None = Field(
         default=None, max_length=253, pattern=DNS_NAME_PATTERN,
-        description="ServiceAccount of the serving pods (its token is not mounted). Multi-node TensorRT-LLM leaders "
+        description="ServiceAccount of the serving pods (its token is not mounted); without it they run as the "
+                    "backend's own <name>-serving, never the namespace's default. Multi-node TensorRT-LLM leaders "
                     "keep the operator's launcher account, which may exec into their workers.")
     runtime_class_name: str | None = Field(
         default=None, max_length=253, pattern=DNS_NAME_PATTERN,
