@@ -335,3 +335,38 @@ def test_an_infinite_gauge_in_one_tenants_pods_never_stops_the_pool_loop(monkeyp
 async def run_close(source) -> None:
     from llmbackend.controller import run
     await run._close_scaler({"source": source})
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING 6 (medium; a blind spot of its own, the tenant's image serving it): a reading whose pending and "
+    "active request gauges are +Inf makes decide() raise ValueError ('cannot convert float NaN to integer'). "
+    "_evaluate then stops before scaler['pods'] = pods and self.uncapped[key] = ...: the pool keeps judging the "
+    "backend from the pods of its last good evaluation and its last demand, for as long as the gauge stays +Inf, "
+    "so pods that turn unplaceable (a volume the podfit model does not cover, a rollout) are never seen and their "
+    "replicas stay held"))
+def test_an_infinite_pending_gauge_never_raises_in_the_decision():
+    from collections import deque
+
+    from llmbackend.api.v1alpha1 import AutoscalingSpec
+    from llmbackend.autoscaling.decision import ScalerState, decide
+    from llmbackend.autoscaling.ratio import TRTLLM_REQUEST_METRIC
+    from llmbackend.autoscaling.sources import PodScrapeState, TritonScraper
+
+    now = time.time()
+    source = TritonScraper("llm", signal="triton")
+    samples: deque = deque()
+    for i, (count, pending) in enumerate([(10, "1"), (20, "+Inf"), (30, "+Inf")]):
+        text = (f'{QUEUE_METRIC}{{model="llm",version="1"}} {count}\n'
+                f'{COMPUTE_METRIC}{{model="llm",version="1"}} {count * 10}\n'
+                f'{SUCCESS_METRIC}{{model="llm",version="1"}} {count}\n'
+                f'{PENDING_METRIC}{{model="llm",version="1"}} {pending}\n'
+                f'{TRTLLM_REQUEST_METRIC}{{model="llm",request_type="active"}} {pending}\n'
+                f'{TRTLLM_REQUEST_METRIC}{{model="llm",request_type="max"}} 64\n')
+        samples.append((now - 20 + i * 10, parse_metrics_text(text, "llm", "triton")))
+    source.pods["p-0"] = PodScrapeState(samples=samples)
+    reading = source.reading(60, now=now)
+    try:
+        decide(ScalerState(), reading, AutoscalingSpec(enabled=True, max_replicas=8), 2, now, gpus_per_replica=1,
+               max_batch_size=64)
+    except Exception as exc:  # noqa: BLE001 - the probe: the evaluation of this backend stops here, every sync
+        raise AssertionError(f"decide raised {exc!r} on a reading of a pod's +Inf gauge") from exc
