@@ -31,9 +31,8 @@ def _deployment(namespace: str) -> dict:
                                          "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING 2 (medium): a Deployment whose ReplicaSet a quota refused has Progressing=False ReplicaSetCreateError "
-    "and no ReplicaFailure; held_replicas counts all its replicas as held though no pod exists"))
+# Fixed (was a strict xfail): FINDING 2 (medium): a Deployment whose ReplicaSet a quota refused has Progressing=False
+# ReplicaSetCreateError and no ReplicaFailure; held_replicas counts all its replicas as held though no pod exists
 def test_a_deployment_whose_replicaset_a_quota_refused_holds_no_gpus(cluster, namespace):
     kube = cluster.kube
     try:

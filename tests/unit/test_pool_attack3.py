@@ -87,13 +87,12 @@ def test_the_crd_admits_a_kueue_queue_label_on_the_serving_pods():
     assert template.labels == {"kueue.x-k8s.io/queue-name": "never-admits"}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium-high; needs Kueue's pod integration in the namespace, or any admission that adds a scheduling "
-    "gate): held_replicas with a Deployment subtracts only pods the scheduler called Unschedulable (or a "
-    "ReplicaFailure), so a pod that is gated forever (podTemplate label kueue.x-k8s.io/queue-name naming a queue that "
-    "never admits) counts as holding GPUs; with a class the tenant drains a lower namespace's backend for pods that "
-    "never run, without one it blocks equal backends from growing into GPUs nobody uses. The group path (_holds) "
-    "already says 'not yet judged is not holding'"))
+# Fixed (was a strict xfail): FINDING (medium-high; needs Kueue's pod integration in the namespace, or any admission
+# that adds a scheduling gate): held_replicas with a Deployment subtracts only pods the scheduler called Unschedulable
+# (or a ReplicaFailure), so a pod that is gated forever (podTemplate label kueue.x-k8s.io/queue-name naming a queue
+# that never admits) counts as holding GPUs; with a class the tenant drains a lower namespace's backend for pods that
+# never run, without one it blocks equal backends from growing into GPUs nobody uses. The group path (_holds) already
+# says 'not yet judged is not holding'
 def test_a_gated_pod_of_a_deployment_holds_no_gpus_and_drains_nobody():
     held = held_replicas(2, [gated("t-1"), gated("t-2")], deployment())
     assert held == 0, f"two pods gated forever read as {held} replica(s) holding GPUs"
@@ -103,12 +102,11 @@ def test_a_gated_pod_of_a_deployment_holds_no_gpus_and_drains_nobody():
 # ---- finding 2: a ReplicaSet the API server refused leaves no ReplicaFailure -------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium; needs a ResourceQuota on count/replicasets.apps, which the tenant fills with its own "
-    "Deployments' revision history, or a webhook that refuses ReplicaSets): when the Deployment controller cannot "
-    "create the ReplicaSet it sets Progressing=False reason ReplicaSetCreateError, never ReplicaFailure "
-    "(k8s.io/kubernetes pkg/controller/deployment/sync.go getNewReplicaSet). No pod ever exists, yet held_replicas "
-    "counts every replica as on its way: a class drains another namespace for them"))
+# Fixed (was a strict xfail): FINDING (medium; needs a ResourceQuota on count/replicasets.apps, which the tenant fills
+# with its own Deployments' revision history, or a webhook that refuses ReplicaSets): when the Deployment controller
+# cannot create the ReplicaSet it sets Progressing=False reason ReplicaSetCreateError, never ReplicaFailure
+# (k8s.io/kubernetes pkg/controller/deployment/sync.go getNewReplicaSet). No pod ever exists, yet held_replicas counts
+# every replica as on its way: a class drains another namespace for them
 def test_a_deployment_whose_replicaset_was_refused_holds_nothing():
     refused = deployment({"type": "Progressing", "status": "False", "reason": "ReplicaSetCreateError",
                           "message": 'Failed to create new replica set "t-5d8f": replicasets.apps "t-5d8f" is '
@@ -129,11 +127,10 @@ def test_a_replica_failure_with_no_pod_holds_nothing():
 # ---- finding 3: evicted pods stand in for replicas a quota refused ------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low-medium; needs a pod quota and pods that get evicted, e.g. an emptyDir from podTemplate.volumes "
-    "with a small sizeLimit mounted where the engine writes): with ReplicaFailure, refused = current - len(live), "
-    "and live counts pods of phase Failed (Evicted pods stay until the pod GC threshold). Two evicted pods make two "
-    "replicas the quota refused read as held"))
+# Fixed (was a strict xfail): FINDING (low-medium; needs a pod quota and pods that get evicted, e.g. an emptyDir from
+# podTemplate.volumes with a small sizeLimit mounted where the engine writes): with ReplicaFailure, refused = current
+# - len(live), and live counts pods of phase Failed (Evicted pods stay until the pod GC threshold). Two evicted pods
+# make two replicas the quota refused read as held
 def test_evicted_pods_do_not_stand_in_for_replicas_a_quota_refused():
     failure = deployment({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate"})
     pods = [running("t-1"), running("t-2"), evicted("t-3"), evicted("t-4")]
@@ -151,13 +148,12 @@ def test_the_crd_lets_a_tenant_pick_an_emptydir_size_limit_and_mount():
 # ---- finding 4: an infinite gauge from the tenant's own image ends the pool loop --------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high where reached: every namespace's autoscaling and pool sharing stop; the tenant picks "
-    "spec.engine.image, so its pods serve any /metrics): parse_metrics_text keeps +Inf (it drops only NaN), "
-    "TritonScraper.in_flight_by_pod hands it on, and deletion_costs does int(round(inf)) -> OverflowError. "
-    "_share_pools calls _set_deletion_costs for a backend that gives a replica up in its pool (the tenant arranges "
-    "that with two backends of its own namespace and two priorities), outside any try, and _autoscale_loop has none "
-    "around _share_pools: the task ends and nothing restarts it (live() does not look at it)"))
+# Fixed (was a strict xfail): FINDING (high where reached: every namespace's autoscaling and pool sharing stop; the
+# tenant picks spec.engine.image, so its pods serve any /metrics): parse_metrics_text keeps +Inf (it drops only NaN),
+# TritonScraper.in_flight_by_pod hands it on, and deletion_costs does int(round(inf)) -> OverflowError. _share_pools
+# calls _set_deletion_costs for a backend that gives a replica up in its pool (the tenant arranges that with two
+# backends of its own namespace and two priorities), outside any try, and _autoscale_loop has none around
+# _share_pools: the task ends and nothing restarts it (live() does not look at it)
 def test_an_infinite_pending_gauge_from_a_pod_never_raises_in_the_drain_order():
     text = (f'{QUEUE_METRIC}{{model="m",version="1"}} 10\n{COMPUTE_METRIC}{{model="m",version="1"}} 10\n'
             f'{SUCCESS_METRIC}{{model="m",version="1"}} 1\n{PENDING_METRIC}{{model="m",version="1"}} +Inf\n')
@@ -172,11 +168,10 @@ def test_an_infinite_pending_gauge_from_a_pod_never_raises_in_the_drain_order():
 # ---- finding 5 (info): a size annotation int() cannot read raises in _groups ------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (info: not reachable from the tenant seat, whose podTemplate cannot set leaderworkerset.sigs.k8s.io/ "
-    "keys; reachable by whoever may patch pods in a namespace): _groups reads the LWS size annotation with "
-    "str.isdigit() then int(); '²' and a 5,000-digit string pass isdigit and make int() raise, in _share_pools, "
-    "outside any try: the autoscale loop for every namespace ends"))
+# Fixed (was a strict xfail): FINDING (info: not reachable from the tenant seat, whose podTemplate cannot set
+# leaderworkerset.sigs.k8s.io/ keys; reachable by whoever may patch pods in a namespace): _groups reads the LWS size
+# annotation with str.isdigit() then int(); '²' and a 5,000-digit string pass isdigit and make int() raise, in
+# _share_pools, outside any try: the autoscale loop for every namespace ends
 def test_a_size_annotation_int_cannot_read_never_raises():
     for size in ("²", "9" * 5000):
         pod = {"metadata": {"name": "g-0", "labels": {GROUP_INDEX_LABEL: "0"},
@@ -294,12 +289,11 @@ def test_finite_huge_pending_gauge_is_clamped():
     assert not math.isnan(1e308)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING 4 end to end in the loop's own code (high): one tenant, two backends of its own namespace on one pool "
-    "(priorities 10 and 0), the low one's pods serving nv_inference_pending_request_count +Inf. Its evaluation "
-    "already fails on that reading (decide: 'cannot convert float NaN to integer', swallowed by gather), so its "
-    "last decision stays; when the high one grows, _share_pools cuts the low one and raises OverflowError from "
-    "_set_deletion_costs: _autoscale_loop (no try around _share_pools) ends for every namespace"))
+# Fixed (was a strict xfail): FINDING 4 end to end in the loop's own code (high): one tenant, two backends of its own
+# namespace on one pool (priorities 10 and 0), the low one's pods serving nv_inference_pending_request_count +Inf. Its
+# evaluation already fails on that reading (decide: 'cannot convert float NaN to integer', swallowed by gather), so
+# its last decision stays; when the high one grows, _share_pools cuts the low one and raises OverflowError from
+# _set_deletion_costs: _autoscale_loop (no try around _share_pools) ends for every namespace
 def test_an_infinite_gauge_in_one_tenants_pods_never_stops_the_pool_loop(monkeypatch):
     import asyncio
     from collections import deque
@@ -337,13 +331,12 @@ async def run_close(source) -> None:
     await run._close_scaler({"source": source})
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING 6 (medium; a blind spot of its own, the tenant's image serving it): a reading whose pending and "
-    "active request gauges are +Inf makes decide() raise ValueError ('cannot convert float NaN to integer'). "
-    "_evaluate then stops before scaler['pods'] = pods and self.uncapped[key] = ...: the pool keeps judging the "
-    "backend from the pods of its last good evaluation and its last demand, for as long as the gauge stays +Inf, "
-    "so pods that turn unplaceable (a volume the podfit model does not cover, a rollout) are never seen and their "
-    "replicas stay held"))
+# Fixed (was a strict xfail): FINDING 6 (medium; a blind spot of its own, the tenant's image serving it): a reading
+# whose pending and active request gauges are +Inf makes decide() raise ValueError ('cannot convert float NaN to
+# integer'). _evaluate then stops before scaler['pods'] = pods and self.uncapped[key] = ...: the pool keeps judging
+# the backend from the pods of its last good evaluation and its last demand, for as long as the gauge stays +Inf, so
+# pods that turn unplaceable (a volume the podfit model does not cover, a rollout) are never seen and their replicas
+# stay held
 def test_an_infinite_pending_gauge_never_raises_in_the_decision():
     from collections import deque
 
@@ -387,10 +380,9 @@ def test_free_gpus_go_one_replica_per_backend_in_turn_so_more_backends_take_more
     assert set(counts) == {1}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING 4, the loop (high): _autoscale_loop awaits _share_pools with no try, and nothing restarts the task or "
-    "reports it in live(): one exception in the pool's pass (findings 4 and 5) stops autoscaling and pool sharing "
-    "for every backend of every namespace until the operator restarts"))
+# Fixed (was a strict xfail): FINDING 4, the loop (high): _autoscale_loop awaits _share_pools with no try, and nothing
+# restarts the task or reports it in live(): one exception in the pool's pass (findings 4 and 5) stops autoscaling and
+# pool sharing for every backend of every namespace until the operator restarts
 def test_one_exception_in_the_pool_pass_never_ends_the_autoscale_loop(monkeypatch):
     import asyncio
 
@@ -423,3 +415,30 @@ def test_one_exception_in_the_pool_pass_never_ends_the_autoscale_loop(monkeypatc
     ended = asyncio.run(main())
     assert passes, "the probe did not reach _share_pools"
     assert not ended, "the autoscale loop ended on one exception in _share_pools (nothing restarts it)"
+
+
+def test_liveness_fails_when_a_loop_of_the_operator_ended_with_an_error():
+    """Whatever ends one of the operator's loops (a bug not yet found), Kubernetes restarts the pod: liveness says so.
+    A task that finished its work (the start-up task) is not a failure."""
+    import asyncio
+
+    from test_backoff import _operator
+
+    operator = _operator()
+
+    async def main():
+        async def done():
+            return None
+
+        async def fails():
+            raise OverflowError("cannot convert float infinity to integer")
+        operator.started, operator.heartbeat, operator.queue = True, time.monotonic(), None
+        operator.tasks = [asyncio.create_task(done())]
+        await asyncio.sleep(0)
+        healthy = operator.live()
+        operator.tasks.append(asyncio.create_task(fails()))
+        await asyncio.sleep(0)
+        return healthy, operator.live()
+    healthy, after = asyncio.run(main())
+    assert healthy == (True, "ok")
+    assert after[0] is False and "OverflowError" in after[1], after

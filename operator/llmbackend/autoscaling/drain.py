@@ -32,7 +32,7 @@ def deletion_costs(in_flight: Mapping[str, float], current: Mapping[str, str | N
     not-ready pods first."""
     out: dict[str, str] = {}
     for pod, n in in_flight.items():
-        if n is None or math.isnan(n):
+        if n is None or not math.isfinite(n):  # a pod's own /metrics may say NaN or +Inf
             continue
         cost = str(max(0, min(int(round(n)), 2**31 - 1)))
         if current.get(pod) != cost:

@@ -313,20 +313,28 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None) -> int | None:
     """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
 
-    With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota) and pods the
-    scheduler cannot place for another reason than GPUs (memory, affinity, taints: more GPUs would not help them);
-    pods it has not created yet are on their way. Without one (``deployment`` None: the API server refused it or it
+    With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
+    Progressing False with ReplicaSetCreateError: its ReplicaSet refused, so no pod at all), pods the scheduler
+    cannot place for another reason than GPUs (memory, affinity, taints: more GPUs would not help them) and pods
+    held back from the scheduler (scheduling gates: a queue that has not admitted them); pods it has not created
+    yet are on their way. Pods that ended (Failed: evicted; Succeeded) hold nothing and stand in for no replica. Without one (``deployment`` None: the API server refused it or it
     was deleted, or the backend is multi-node, whose LeaderWorkerSet makes groups of pods): only what its pods hold,
     a group counted once and only when all its pods exist and each is bound or waits only for GPUs; a replica with
     no pod holds nothing. A failed read is the caller's None, not this one's."""
     if pods is None:
         return None
-    live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
+    live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
     if deployment is None:
         return min(current, sum(1 for group in _groups(live) if all(_holds(p) for p in group)))
     unplaceable = sum(1 for p in live if _unplaceable(p))
     refused = 0
-    failure = any(c.get("type") == "ReplicaFailure" and c.get("status") == "True"
+    # the Deployment controller's words for replicas it could not create (k8s.io/kubernetes v1.36
+    # pkg/controller/deployment: sync.go getNewReplicaSet sets ReplicaSetCreateError, the ReplicaSet controller's
+    # FailedCreate surfaces as ReplicaFailure)
+    failure = any((c.get("type") == "ReplicaFailure" and c.get("status") == "True")
+                  or (c.get("type") == "Progressing" and c.get("status") == "False"
+                      and c.get("reason") == "ReplicaSetCreateError")
                   for c in (deployment.get("status") or {}).get("conditions") or [])
     if failure:
         refused = max(0, current - len(live))
@@ -368,7 +376,7 @@ def _groups(pods: list[dict]) -> list[list[dict]]:
         if GROUP_INDEX_LABEL in labels:
             key: tuple[str, ...] = ("group", str(labels[GROUP_INDEX_LABEL]))
             size = str((meta.get("annotations") or {}).get(LWS_SIZE_ANNOTATION, ""))
-            if size.isdigit():
+            if size.isascii() and size.isdigit() and len(size) <= 6:  # whoever may patch pods writes it
                 sizes[key] = max(sizes.get(key, 0), int(size))
         else:
             leader, _, ordinal = name.rpartition("-")
@@ -393,9 +401,14 @@ def _holds(pod: dict) -> bool:
 
 
 def _unplaceable(pod: dict) -> bool:
-    """Pending, and the scheduler said why: not (only) GPUs."""
-    if (pod.get("spec") or {}).get("nodeName"):
+    """Pending, and the scheduler said why: not (only) GPUs; or held back from the scheduler by a scheduling gate
+    (the scheduler never judges it, so no message will say GPUs; k8s.io/kubernetes v1.36 pkg/scheduler
+    SchedulingGates plugin: reason SchedulingGated)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
         return False
+    if spec.get("schedulingGates"):
+        return True
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":

@@ -182,6 +182,9 @@ def _matches(labels: Mapping[str, str], model: str | None) -> bool:
     return model is None or labels.get("model") == model
 
 
+MAX_SAMPLE = 1e18  # larger than any counter a pod reaches (1e18 us of compute is 31,000 years)
+
+
 def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON) -> TritonCounters | None:
     """Parse a Prometheus exposition from Triton's :8002. ``model=None`` sums all models.
 
@@ -213,7 +216,9 @@ def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON
     for fam in families:
         for s in fam.samples:
             name, labels, value = s.name, s.labels, s.value
-            if value is None or (isinstance(value, float) and math.isnan(value)):
+            # the pod's image writes this text: NaN, +-Inf and values no counter reaches are not readings (their
+            # sums would be infinite and reach int() in the decision and the drain order)
+            if value is None or not math.isfinite(value) or abs(value) > MAX_SAMPLE:
                 continue
             if name in (q_name, q_name + "_total") and _matches(labels, model):
                 queue = add(queue, value)

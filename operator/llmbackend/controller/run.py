@@ -211,6 +211,10 @@ class Operator:
             return False, f"event loop stalled for {now - self.heartbeat:.0f}s"
         if self.queue is not None and len(self.queue) and now - self.last_progress > QUEUE_STALL_S:
             return False, f"{len(self.queue)} keys queued and no reconcile finished for {now - self.last_progress:.0f}s"
+        # a loop of the operator (workers, resync, autoscaling) that ended with an error: only a restart brings it back
+        failed = [t for t in self.tasks if t.done() and not t.cancelled() and t.exception() is not None]
+        if failed:
+            return False, f"{len(failed)} of the operator's loops ended: {failed[0].exception()!r}"
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
@@ -352,7 +356,10 @@ class Operator:
                     due.append((key, target, scaler))
             if due:
                 await asyncio.gather(*(self._evaluate(*item) for item in due), return_exceptions=True)
-                await self._share_pools(targets)
+                try:
+                    await self._share_pools(targets)
+                except Exception:  # noqa: BLE001 - one backend's data never stops scaling for every namespace
+                    log.exception("autoscaling: the GPU pool share failed this round; the last shares stay")
 
     def _new_scaler(self, target) -> dict[str, Any]:
         source: PrometheusRatioSource | TritonScraper | None
