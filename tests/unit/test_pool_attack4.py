@@ -52,13 +52,12 @@ def _reading(pods: int = 1, slots: tuple[str | None, ...] = ("8",)) -> RatioRead
 # ---- 1. the decision: a finite engine gauge from the tenant's image still makes decide() raise ----------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "HIGH with the probe below (the pool's view of the backend freezes). security.md, third pass: 'Readings that are "
-    "not finite (or beyond any counter, 1e18) are dropped where the text is parsed' - the readings here are finite "
-    "(the smallest double, 5e-324, as the engine's max batch): engine.py replicas_for divides the load by "
-    "utilization x slots per replica, which overflows to inf (OverflowError in math.ceil) or underflows to 0 "
-    "(ZeroDivisionError). Fix: a batch-slot gauge below 1 is no reading (drop it where the text is parsed, as for "
-    "non-finite ones), and decide() guards the division"))
+# Fixed (was a strict xfail): HIGH with the probe below (the pool's view of the backend freezes). security.md, third
+# pass: 'Readings that are not finite (or beyond any counter, 1e18) are dropped where the text is parsed' - the
+# readings here are finite (the smallest double, 5e-324, as the engine's max batch): engine.py replicas_for divides
+# the load by utilization x slots per replica, which overflows to inf (OverflowError in math.ceil) or underflows to 0
+# (ZeroDivisionError). Fix: a batch-slot gauge below 1 is no reading (drop it where the text is parsed, as for non-
+# finite ones), and decide() guards the division
 @pytest.mark.parametrize("pods, slots", [(1, ("5e-324",)), (2, ("5e-324", None))], ids=["overflow", "zero-division"])
 def test_a_finite_batch_slot_gauge_never_makes_decide_raise(pods, slots):
     reading = _reading(pods, slots)
@@ -110,10 +109,11 @@ NOT_GPUS = ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes 
             "helpful for scheduling.")
 
 
-def _target(namespace: str, name: str, current: int, priority_class: str, pool_gpus: int = 16) -> AutoscaleTarget:
+def _target(namespace: str, name: str, current: int, priority_class: str, pool_gpus: int = 16,
+            pool_nodes: frozenset[str] = frozenset()) -> AutoscaleTarget:
     return AutoscaleTarget(namespace, name, AutoscalingSpec(enabled=True, max_replicas=16), "m",
                            f"llmbackend.dev/backend={name}", current, 16, 1, 8, pool="H100/abc", pool_gpus=pool_gpus,
-                           priority_class=priority_class)
+                           priority_class=priority_class, pool_nodes=pool_nodes)
 
 
 def _hog_drains_the_model(monkeypatch, reading: RatioReading) -> int:
@@ -158,15 +158,14 @@ def test_a_class_whose_new_pods_wait_for_cpu_takes_nothing_from_another_namespac
     assert _hog_drains_the_model(monkeypatch, _reading(1)) == 12
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "HIGH. security.md, 'Replicas whose pods never hold a GPU hold nothing': 'pods the scheduler cannot place for "
-    "another reason than GPUs ... count for nobody in the pool'; third pass: 'freezing the pods and demand the pool "
-    "judges the backend by' was to be closed. The tenant's image reports a batch of 5e-324 slots: decide() raises "
-    "in _evaluate, the loop's gather(return_exceptions=True) drops the error unlogged, scaler['pods'] keeps the last "
-    "good evaluation's pods, so pods created since (Pending for cpu) count as held forever, and a class drains "
-    "another namespace's backend by 4 replicas for pods that never run. Fix: _evaluate hands the pods to the scaler "
-    "before deciding (or the pool lists them itself), a failed evaluation is logged and held as a decision "
-    "(status says why), and the decide() guard of the probe above"))
+# Fixed (was a strict xfail): HIGH. security.md, 'Replicas whose pods never hold a GPU hold nothing': 'pods the
+# scheduler cannot place for another reason than GPUs ... count for nobody in the pool'; third pass: 'freezing the
+# pods and demand the pool judges the backend by' was to be closed. The tenant's image reports a batch of 5e-324
+# slots: decide() raises in _evaluate, the loop's gather(return_exceptions=True) drops the error unlogged,
+# scaler['pods'] keeps the last good evaluation's pods, so pods created since (Pending for cpu) count as held forever,
+# and a class drains another namespace's backend by 4 replicas for pods that never run. Fix: _evaluate hands the pods
+# to the scaler before deciding (or the pool lists them itself), a failed evaluation is logged and held as a decision
+# (status says why), and the decide() guard of the probe above
 def test_a_decision_that_raises_does_not_freeze_the_pods_the_pool_judges_a_class_by(monkeypatch):
     assert _hog_drains_the_model(monkeypatch, _reading(1, ("5e-324",))) == 12
 
@@ -174,17 +173,16 @@ def test_a_decision_that_raises_does_not_freeze_the_pods_the_pool_judges_a_class
 # ---- 3. the pool: pods bound to nodes of another pool count as held in this one -----------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "HIGH. security.md: 'grants nothing the tenant could not do with its pods, and withholds nothing the scheduler "
-    "would give'; 'What holds GPUs is read from the pods'. held_replicas counts every pod of the backend bound to "
-    "any node, whatever pool that node is in. A tenant with class gold on pool A (8 replicas) changes "
-    "spec.scheduling.nodeSelector to pool B and ships an image whose pods never turn Ready: the rollout "
-    "(maxUnavailable 1) stalls with 7 old pods serving on A and 1 new pod on B, and the claim in pool B counts all "
-    "8 as held: the overcommitted step drains a bronze backend of another namespace in B to its minReplicas (8 -> 1) "
-    "where the kube-scheduler would preempt one pod for the one new pod. (Pool A meanwhile has no claim for the 7 "
-    "GPUs its old pods hold.) Without a class, the phantom replicas keep B's idle GPUs from equal backends. Fix: "
-    "the reconciler hands the pool's node names with the target; a pod bound to a node outside them holds nothing "
-    "in this pool (the test then sets them: nodes gpu-b-*)"))
+# Fixed (was a strict xfail): HIGH. security.md: 'grants nothing the tenant could not do with its pods, and withholds
+# nothing the scheduler would give'; 'What holds GPUs is read from the pods'. held_replicas counts every pod of the
+# backend bound to any node, whatever pool that node is in. A tenant with class gold on pool A (8 replicas) changes
+# spec.scheduling.nodeSelector to pool B and ships an image whose pods never turn Ready: the rollout (maxUnavailable
+# 1) stalls with 7 old pods serving on A and 1 new pod on B, and the claim in pool B counts all 8 as held: the
+# overcommitted step drains a bronze backend of another namespace in B to its minReplicas (8 -> 1) where the kube-
+# scheduler would preempt one pod for the one new pod. (Pool A meanwhile has no claim for the 7 GPUs its old pods
+# hold.) Without a class, the phantom replicas keep B's idle GPUs from equal backends. Fix: the reconciler hands the
+# pool's node names with the target; a pod bound to a node outside them holds nothing in this pool (the test then sets
+# them: nodes gpu-b-*)
 def test_pods_bound_to_nodes_outside_the_pool_hold_nothing_in_it(monkeypatch):
     operator = _operator()
     monkeypatch.setattr(operator.kube, "get_live",
@@ -193,8 +191,9 @@ def test_pods_bound_to_nodes_outside_the_pool_hold_nothing_in_it(monkeypatch):
     monkeypatch.setattr(operator, "_set_deletion_costs", lambda *a: None)
     old_on_pool_a = [_pod(f"hog-old-{i}", node=f"gpu-a-{i}") for i in range(7)]
     new_on_pool_b = [_pod("hog-new-0", unschedulable="0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")]
-    hog = _target("tenant", "hog", 8, "gold", pool_gpus=8)
-    model = _target("prod", "model", 8, "bronze", pool_gpus=8)
+    pool_b = frozenset(f"gpu-b-{i}" for i in range(8))
+    hog = _target("tenant", "hog", 8, "gold", pool_gpus=8, pool_nodes=pool_b)
+    model = _target("prod", "model", 8, "bronze", pool_gpus=8, pool_nodes=pool_b)
     operator.scalers[("tenant", "hog")] = {"pods": old_on_pool_a + new_on_pool_b}
     operator.uncapped = {("tenant", "hog"): run.ScaleDecision(8, "ForecastLoad", "wants 8", None, None),
                          ("prod", "model"): run.ScaleDecision(8, "WithinTolerance", "steady", None, None)}
@@ -240,15 +239,13 @@ def test_a_pod_bound_to_a_node_holds_its_gpus_whether_or_not_it_ever_runs(kind):
 # ---- 5. the reconcile pass: the p99 from the tenant's histogram bounds ------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "MEDIUM (the tenant's own backend: its reconcile fails every pass, backing off to 60 s, status and replicas "
-    "frozen; across namespaces only with --priority-across-namespaces, where its replicas then never shrink for a "
-    "higher backend). security.md, third pass: 'Readings that are not finite ... are dropped where the text is "
-    "parsed'; DEVELOPERS: bad input is a condition, never a crash loop. The bucket bounds (le labels) are not "
-    "checked: le=-1e308 and le=1e308 make histogram_quantile's (upper - lower) overflow, the p99 is inf, and "
-    "drain_warning's math.ceil raises OverflowError in the reconcile pass. Fix: drop buckets whose bound is not "
-    "finite or past a plausible request time where the text is parsed, and have drain_warning treat a p99 that is "
-    "not finite as none"))
+# Fixed (was a strict xfail): MEDIUM (the tenant's own backend: its reconcile fails every pass, backing off to 60 s,
+# status and replicas frozen; across namespaces only with --priority-across-namespaces, where its replicas then never
+# shrink for a higher backend). security.md, third pass: 'Readings that are not finite ... are dropped where the text
+# is parsed'; DEVELOPERS: bad input is a condition, never a crash loop. The bucket bounds (le labels) are not checked:
+# le=-1e308 and le=1e308 make histogram_quantile's (upper - lower) overflow, the p99 is inf, and drain_warning's
+# math.ceil raises OverflowError in the reconcile pass. Fix: drop buckets whose bound is not finite or past a
+# plausible request time where the text is parsed, and have drain_warning treat a p99 that is not finite as none
 def test_hostile_histogram_bounds_never_fail_the_reconcile_pass():
     from test_request_p99 import _autoscaled
 
@@ -272,15 +269,14 @@ def test_hostile_histogram_bounds_never_fail_the_reconcile_pass():
 # ---- 6. the scrape: what a capped /metrics body costs the operator -------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "HIGH (every namespace: the operator is OOM-killed at its 512Mi limit and restarts into the same scrape). "
-    "security.md, 'Network reach from the operator': the operator 'reads at most 4 MiB of the answer "
-    "(MAX_METRICS_BYTES ...), parsed off the event loop' - the fix of 'a 100 MiB answer took the operator from 78 to "
-    "676 MiB (an OOM kill at its 512Mi limit, for every namespace)'. The cap is on bytes; the parse is not bounded: "
-    "4 MiB of 'a{} 1' lines are 699,000 samples, which prometheus_client's parser materialises at about 64x the "
-    "text (measured here: +268 MiB and 3.6 s of CPU for one body, +480 to 530 MiB and 7.7 s for two pods' bodies parsed "
-    "at once, as scrape() does). Fix: keep only the lines of the metric names the operator reads before parsing "
-    "(a cheap line scan), and/or cap the lines or samples of a body"))
+# Fixed (was a strict xfail): HIGH (every namespace: the operator is OOM-killed at its 512Mi limit and restarts into
+# the same scrape). security.md, 'Network reach from the operator': the operator 'reads at most 4 MiB of the answer
+# (MAX_METRICS_BYTES ...), parsed off the event loop' - the fix of 'a 100 MiB answer took the operator from 78 to 676
+# MiB (an OOM kill at its 512Mi limit, for every namespace)'. The cap is on bytes; the parse is not bounded: 4 MiB of
+# 'a{} 1' lines are 699,000 samples, which prometheus_client's parser materialises at about 64x the text (measured
+# here: +268 MiB and 3.6 s of CPU for one body, +480 to 530 MiB and 7.7 s for two pods' bodies parsed at once, as
+# scrape() does). Fix: keep only the lines of the metric names the operator reads before parsing (a cheap line scan),
+# and/or cap the lines or samples of a body
 def test_two_pods_capped_metrics_bodies_parsed_at_once_fit_the_operators_memory():
     measure = textwrap.dedent(f"""
         import asyncio, resource, sys

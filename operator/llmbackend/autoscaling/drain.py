@@ -47,7 +47,7 @@ def drain_warning(p99_s: float | None, drain_s: int, previous: str | None = None
 
     A measured p99 decides. Without one (too few requests in the window, no histogram) the ``previous`` warning
     stays while the bound is unchanged (``previous_drain_s``), so a quiet window does not clear and re-raise it."""
-    if p99_s is None:
+    if p99_s is None or not math.isfinite(p99_s):  # a pod's own histogram may say anything
         return previous if previous is not None and previous_drain_s == drain_s else None
     if p99_s <= fraction * drain_s:
         return None

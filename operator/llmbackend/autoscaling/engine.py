@@ -52,7 +52,7 @@ class EngineView:
         return utilization * (self.learned or 1.0)
 
     def replicas_for(self, load: float, utilization: float) -> int:
-        r = load / (self.utilization_in_use(utilization) * self.slots_per_replica)
+        r = min(load / max(self.utilization_in_use(utilization) * self.slots_per_replica, 1e-9), 1e9)
         k = self.knobs
         beta = k.LEARNED_BETA if self.learned else k.CALM_BETA if self.calm else k.HEADROOM_BETA
         return math.ceil(r + beta * math.sqrt(max(r, 0.0)) - 1e-9)
@@ -87,7 +87,8 @@ def observe_engine(state: ScalerState, new_state: ScalerState, reading: RatioRea
     gauges), the load, its forecast and the burst memories, written into ``new_state`` (the next decision's state,
     whose ``since`` and ``started`` are set) with the fit and since when the engines are saturated or idle.
     ``max_batch_size``: the slots per replica when the engine does not export them; ``cold_start_s``: as ``decide()``."""
-    slots_total = reading.slots if reading.slots else (
+    # the pods' own gauges: fewer than one slot a pod (5e-324, say: the tenant's image writes them) is no reading
+    slots_total = reading.slots if reading.slots and reading.slots >= max(reading.pods_used or 0, 1) else (
         max_batch_size * reading.pods_used if max_batch_size and reading.pods_used else None)
     if reading.reason == REASON_STALE or reading.in_flight is None or not reading.pods_used or not slots_total:
         return None

@@ -310,14 +310,16 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                        unplaceable=bool(c.unplaceable) and waiting is not None)
 
 
-def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None) -> int | None:
+def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
+                  pool_nodes: frozenset[str] = frozenset()) -> int | None:
     """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
 
     With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
     Progressing False with ReplicaSetCreateError: its ReplicaSet refused, so no pod at all), pods the scheduler
     cannot place for another reason than GPUs (memory, affinity, taints: more GPUs would not help them) and pods
     held back from the scheduler (scheduling gates: a queue that has not admitted them); pods it has not created
-    yet are on their way. Pods that ended (Failed: evicted; Succeeded) hold nothing and stand in for no replica. Without one (``deployment`` None: the API server refused it or it
+    yet are on their way. Pods that ended (Failed: evicted; Succeeded) hold nothing and stand in for no replica, and
+    a pod bound to a node outside ``pool_nodes`` (when known) holds GPUs of another pool, none of this one's. Without one (``deployment`` None: the API server refused it or it
     was deleted, or the backend is multi-node, whose LeaderWorkerSet makes groups of pods): only what its pods hold,
     a group counted once and only when all its pods exist and each is bound or waits only for GPUs; a replica with
     no pod holds nothing. A failed read is the caller's None, not this one's."""
@@ -326,8 +328,9 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
     if deployment is None:
-        return min(current, sum(1 for group in _groups(live) if all(_holds(p) for p in group)))
-    unplaceable = sum(1 for p in live if _unplaceable(p))
+        return min(current, sum(1 for group in _groups(live)
+                                if all(_holds(p) and not _elsewhere(p, pool_nodes) for p in group)))
+    unplaceable = sum(1 for p in live if _unplaceable(p) or _elsewhere(p, pool_nodes))
     refused = 0
     # the Deployment controller's words for replicas it could not create (k8s.io/kubernetes v1.36
     # pkg/controller/deployment: sync.go getNewReplicaSet sets ReplicaSetCreateError, the ReplicaSet controller's
@@ -341,12 +344,20 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     return max(0, current - unplaceable - refused)
 
 
-def bound_replicas(current: int, pods: list[dict] | None) -> int:
+def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] = frozenset()) -> int:
     """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
     group once and only when all its pods are bound: what a backend whose pods the pool's nodes could not hold
     (Claim.unplaceable) still holds."""
     live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    return min(current, sum(1 for group in _groups(live) if all(_bound(p) for p in group)))
+    return min(current, sum(1 for group in _groups(live)
+                            if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
+
+
+def _elsewhere(pod: dict, pool_nodes: frozenset[str]) -> bool:
+    """Bound to a node that is not one of the pool's (a nodeSelector changed mid-rollout: the old pods hold GPUs of
+    the pool they run in)."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return bool(pool_nodes) and bool(node) and node not in pool_nodes
 
 
 # The pods of a group in all: the LeaderWorkerSet controller annotates every pod of a group with it, next to the

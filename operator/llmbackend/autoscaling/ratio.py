@@ -34,6 +34,7 @@ Prometheus' signal) ``RatioReading.request_p99_s`` is None and nothing else chan
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -183,6 +184,27 @@ def _matches(labels: Mapping[str, str], model: str | None) -> bool:
 
 
 MAX_SAMPLE = 1e18  # larger than any counter a pod reaches (1e18 us of compute is 31,000 years)
+MAX_BUCKET_BOUND_S = 1e6  # a request-time bucket beyond 11 days is no bucket a serving model writes
+# Lines of the metrics this module reads, kept from one body: a serving pod writes a few hundred. The body is the
+# tenant's image's (capped at 4 MiB by the scraper), and prometheus_client's parser holds every sample it is given
+# (about 64 x the text: two 4 MiB bodies of other lines took the operator past its 512Mi limit)
+MAX_METRIC_LINES = 10_000
+
+
+def _read_lines(text: str, names: frozenset[str]) -> str:
+    """The sample lines of ``names`` in ``text`` (at most MAX_METRIC_LINES; comments and other metrics dropped
+    before parsing, so what the parser holds is bounded whatever the body says)."""
+    kept: list[str] = []
+    for line in io.StringIO(text):
+        if line.startswith("#"):
+            continue
+        head = line.split("{", 1)[0].split()
+        name = head[0] if head else ""
+        if name in names:
+            kept.append(line if line.endswith("\n") else line + "\n")
+            if len(kept) >= MAX_METRIC_LINES:
+                break
+    return "".join(kept)
 
 
 def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON) -> TritonCounters | None:
@@ -209,8 +231,10 @@ def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON
         # (legacy ensemble): the gauges carry the tensorrt_llm model's name: take them all.
         return not engine or "model" not in labels or _matches(labels, model)
 
+    read = frozenset({q_name, q_name + "_total", c_name, c_name + "_total", s_name, s_name + "_total",
+                      _BUCKET_SAMPLE, PENDING_METRIC, TRTLLM_REQUEST_METRIC, TRTLLM_KV_METRIC})
     try:
-        families = list(text_string_to_metric_families(text))
+        families = list(text_string_to_metric_families(_read_lines(text, read)))
     except Exception:  # noqa: BLE001 - garbage from a pod must never raise
         return None
     for fam in families:
@@ -230,6 +254,8 @@ def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON
                 try:
                     le = float(labels["le"])  # "+Inf" included
                 except (KeyError, ValueError):
+                    continue
+                if le != math.inf and not 0.0 <= le <= MAX_BUCKET_BOUND_S:  # +-1e308 overflowed the quantile
                     continue
                 buckets[le] = buckets.get(le, 0.0) + value  # summed over model versions
             elif name == PENDING_METRIC and not engine and _matches(labels, model):
@@ -305,7 +331,8 @@ def request_p99(buckets: Sequence[tuple[float, float]], min_requests: float = P9
     """p99 of the request times in ``buckets`` (window deltas), None with fewer than ``min_requests``."""
     if not buckets or max(c for _, c in buckets) < min_requests:
         return None
-    return histogram_quantile(0.99, buckets)
+    p99 = histogram_quantile(0.99, buckets)
+    return p99 if p99 is not None and math.isfinite(p99) else None
 
 
 def bucket_delta(samples: Sequence[tuple[float, TritonCounters]]) -> dict[float, float] | None:

@@ -139,6 +139,8 @@ class AutoscaleTarget:
     # why no node of that pool could hold one of its rendered pods, even with the pool's GPUs free
     # (planning/podfit.py); None: they fit. Then its demand counts against no other backend (autoscaling/pool.py).
     unplaceable: str | None = None
+    # the names of that pool's nodes (empty: not known): a pod bound elsewhere holds none of its GPUs
+    pool_nodes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -314,9 +316,9 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         raise _Stop from None
     if decision.autoscale_target is not None and decision.autoscale_target.pool and deployed is not None:
         # the pool takes GPUs from others only for pods the scheduler could place there (planning/podfit.py)
-        decision.autoscale_target.unplaceable = unplaceable(
-            serving_pod_specs(desired, workload_kind, ref.name),
-            gpu_pool_nodes(deployed, observed.nodes, spec.scheduling.node_selector, tolerations))
+        pool_nodes = gpu_pool_nodes(deployed, observed.nodes, spec.scheduling.node_selector, tolerations)
+        decision.autoscale_target.unplaceable = unplaceable(serving_pod_specs(desired, workload_kind, ref.name), pool_nodes)
+        decision.autoscale_target.pool_nodes = frozenset(node.name for node in pool_nodes)
     wanted = [(c["kind"], c["metadata"]["name"]) for c in desired]
     decision.look_up = [k for k in wanted if k not in observed.children]
     if decision.look_up:  # not in the caches: not created yet, or someone else's; reconcile asks the API server

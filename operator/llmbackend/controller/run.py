@@ -427,14 +427,20 @@ class Operator:
             held = await self._held_at_activator(target, scaler)
             if held is not None:
                 waiting = max(waiting or 0.0, held)
-        decision = decide(
-            scaler["state"], reading, target.spec, target.current_replicas, time.time(),
-            schedulable_max=target.capacity_replicas, gpus_per_replica=target.gpus_per_replica,
-            max_batch_size=target.max_batch_size, cold_start_s=cold_s, waiting_at_zero=waiting,
-            starting_ages=coldstart.starting_ages(pods, time.time()), panic_reading=panic_reading,
-        )
+        # the pods the pool judges this backend by, before anything of the reading can fail the decision (a failed
+        # decision keeps its last one; the pool must not go on judging pods that are gone)
+        scaler["pods"] = pods
+        try:
+            decision = decide(
+                scaler["state"], reading, target.spec, target.current_replicas, time.time(),
+                schedulable_max=target.capacity_replicas, gpus_per_replica=target.gpus_per_replica,
+                max_batch_size=target.max_batch_size, cold_start_s=cold_s, waiting_at_zero=waiting,
+                starting_ages=coldstart.starting_ages(pods, time.time()), panic_reading=panic_reading,
+            )
+        except Exception:
+            log.exception("autoscaling %s/%s: no decision this round (its last one stands)", *key)
+            raise
         scaler["state"] = decision.state
-        scaler["pods"] = pods  # for a cap of _share_pools before the next evaluation
         pool_share = self.shares.get(key)  # a lower-priority backend's replicas go for another's: drained first too
         if pool_share is None and target.pool:
             # not shared yet (new, or the operator restarted): no growth before _share_pools caps it, so a backend
@@ -500,7 +506,7 @@ class Operator:
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
                 # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
-                held: int | None = bound_replicas(target.current_replicas, pods)
+                held: int | None = bound_replicas(target.current_replicas, pods, target.pool_nodes)
             else:
                 # replicas whose pods can never hold a GPU (a quota or the API server refused them, or they cannot be
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
@@ -546,7 +552,7 @@ class Operator:
         it, or it was deleted: the reconciler's next pass says why); before the caches sync, one the API server said
         was absent stays absent for this target, until the reconciler's next pass hands the loop a new one."""
         if any(is_group_pod(p) for p in pods or []):
-            return held_replicas(target.current_replicas, pods, None)
+            return held_replicas(target.current_replicas, pods, None, target.pool_nodes)
         store = self.caches.stores.get("Deployment")
         if store is not None and store.synced:
             deployment = store.get(*key)
@@ -561,7 +567,7 @@ class Operator:
                 return None
             if deployment is None:
                 self.absent_deployments[key] = target
-        return held_replicas(target.current_replicas, pods, deployment)
+        return held_replicas(target.current_replicas, pods, deployment, target.pool_nodes)
 
     async def _priority_class_value(self, name: str) -> int | None:
         """The value of a PriorityClass (read again after PRIORITY_CLASS_TTL_S); None: there is none or not readable."""
