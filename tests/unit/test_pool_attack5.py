@@ -143,3 +143,51 @@ def test_what_parsing_a_pods_metrics_holds_is_bounded_by_the_line_cap_not_the_bo
     at_the_cap = _peak_bytes(_ordinary(cap))  # 10,000 ordinary lines kept, the rest dropped: what the cap allows
     peak = _peak_bytes(_one_line_of_words(cap))
     assert peak <= 2 * at_the_cap, f"{peak / 2**20:.0f} MiB for one line; 10,000 ordinary lines: {at_the_cap / 2**20:.0f} MiB"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "HIGH (the operator's memory, every namespace): the 10,000 lines the cap keeps may all be distinct request-time "
+    "buckets (le within 0..1e6), and every sample keeps them (TritonCounters.request_buckets): ~1.1 MB a sample, and "
+    "the scraper keeps 720 samples a pod (syncPeriodSeconds: 1, the CRD's minimum, fills them in 12 minutes): ~800 MB "
+    "for ONE pod, past the operator's 512Mi limit; after the OOM kill the ring refills and it is killed again"))
+def test_what_one_sample_of_a_pod_keeps_is_bounded_like_a_real_histogram():
+    import tracemalloc
+
+    m = '{model="m"'
+    lines = [f"{Q}{m}}} 1", f"{C}{m}}} 1", f'{R._BUCKET_SAMPLE}{m},le="+Inf"}} 1']
+    lines += [f'{R._BUCKET_SAMPLE}{m},le="{i / 10:g}"}} {i}' for i in range(R.MAX_METRIC_LINES - 3)]
+    body = "\n".join(lines) + "\n"
+    assert len(body) < 2**20  # well within the 4 MiB the scraper reads
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = R.parse_metrics_text(body, "m", R.SIGNAL_ENGINE)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept is not None and kept.request_buckets is not None
+    samples_per_pod = 720  # sources.TritonScraper's max_samples_per_pod
+    # a real pod's histogram has tens of buckets (a few KB a sample); 64 KiB x 720 samples = 45 MiB for one pod
+    assert held <= 64 * 2**10, (f"{len(kept.request_buckets)} buckets, {held / 2**20:.1f} MiB a sample, "
+                                f"{held * samples_per_pod / 2**20:.0f} MiB for one pod's {samples_per_pod} samples")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "HIGH (the event loop, every namespace): window_ratio runs on the event loop (_evaluate: scaler.reading()) and "
+    "walks every sample's buckets: with 10,000 distinct bounds a pod, 72 samples took 0.35 s of CPU here, the 720 a "
+    "pod keeps (syncPeriodSeconds 1, windowSeconds 3600) ~3.5 s a pod each sync, twice with panic mode: the loop "
+    "that serves every namespace's reconciles stalls, and past LOOP_STALL_S (60 s: ~17 such pods) live() fails"))
+def test_a_window_of_one_pods_samples_is_read_in_milliseconds_whatever_its_histogram():
+    m = '{model="m"'
+
+    def body(k: int) -> str:
+        lines = [f"{Q}{m}}} {k}", f"{C}{m}}} {k}", f'{R._BUCKET_SAMPLE}{m},le="+Inf"}} {k * 10_000}']
+        lines += [f'{R._BUCKET_SAMPLE}{m},le="{i / 10:g}"}} {i * k}' for i in range(R.MAX_METRIC_LINES - 3)]
+        return "\n".join(lines) + "\n"
+
+    counters = [R.parse_metrics_text(body(k), "m", R.SIGNAL_ENGINE) for k in (1, 2)]
+    samples = {"p": [(float(t), counters[t % 2]) for t in range(72)]}  # a tenth of the ring a pod may fill
+    start = time.process_time()
+    R.window_ratio(samples, 72.0, 3600.0, R.SIGNAL_ENGINE)
+    cost = time.process_time() - start
+    assert cost <= 0.05, f"{cost:.2f}s of CPU on the event loop for 72 samples of one pod"
