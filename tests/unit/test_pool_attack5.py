@@ -51,7 +51,8 @@ def _many_labels(size: int) -> str:
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "HIGH (every namespace's autoscaling): one line the filter keeps (the queue metric's name) costs the parser time "
-    "quadratic in its length; a 320 KB line of escaped quotes took 0.7 s of CPU here, the 4 MiB the scraper reads "
+    "quadratic in its length; a 320 KB line of escaped quotes took 0.7 s of CPU here (of distinct labels 0.5 s; 8,000 "
+    "ordinary lines 0.06 s), the 4 MiB the scraper reads "
     "~2 min per pod per sync, in a thread no timeout bounds, and _autoscale_loop awaits every _evaluate before the "
     "next round and the pool pass: every backend of every namespace stops being scaled; live() sees nothing"))
 @pytest.mark.parametrize("hostile", [_escaped_quotes, _many_labels], ids=["escaped_quotes", "many_labels"])
@@ -62,7 +63,7 @@ def test_a_pods_metrics_line_costs_the_parser_time_linear_in_its_length(hostile)
     baseline = min(_cpu_s(_ordinary(len(body))) for _ in range(2))
     cost = _cpu_s(body)
     # an ordinary body of the same size (8,000 lines, the parser's per-line work) bounds what a line may cost
-    assert cost <= 4 * baseline + 0.1, f"{cost:.2f}s of CPU for {len(body)} bytes; an ordinary body: {baseline:.2f}s"
+    assert cost <= 3 * baseline + 0.05, f"{cost:.2f}s of CPU for {len(body)} bytes; an ordinary body: {baseline:.2f}s"
 
 
 def test_the_filter_keeps_tab_separated_and_crlf_lines_and_reads_them_right():
