@@ -110,7 +110,7 @@ NOT_GPUS = ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes 
 
 
 def _target(namespace: str, name: str, current: int, priority_class: str, pool_gpus: int = 16,
-            pool_nodes: frozenset[str] = frozenset()) -> AutoscaleTarget:
+            pool_nodes: frozenset[str] | None = None) -> AutoscaleTarget:
     return AutoscaleTarget(namespace, name, AutoscalingSpec(enabled=True, max_replicas=16), "m",
                            f"llmbackend.dev/backend={name}", current, 16, 1, 8, pool="H100/abc", pool_gpus=pool_gpus,
                            priority_class=priority_class, pool_nodes=pool_nodes)

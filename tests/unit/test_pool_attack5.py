@@ -49,12 +49,11 @@ def _many_labels(size: int) -> str:
     return f'{Q}{{model="m",' + ",".join(labels) + f'}} 1\n{C}{{model="m"}} 1\n'
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "HIGH (every namespace's autoscaling): one line the filter keeps (the queue metric's name) costs the parser time "
-    "quadratic in its length; a 320 KB line of escaped quotes took 0.7 s of CPU here (of distinct labels 0.5 s; 8,000 "
-    "ordinary lines 0.06 s), the 4 MiB the scraper reads "
-    "~2 min per pod per sync, in a thread no timeout bounds, and _autoscale_loop awaits every _evaluate before the "
-    "next round and the pool pass: every backend of every namespace stops being scaled; live() sees nothing"))
+# Fixed (was a strict xfail): HIGH (every namespace's autoscaling): one line the filter keeps (the queue metric's
+# name) costs the parser time quadratic in its length; a 320 KB line of escaped quotes took 0.7 s of CPU here (of
+# distinct labels 0.5 s; 8,000 ordinary lines 0.06 s), the 4 MiB the scraper reads ~2 min per pod per sync, in a
+# thread no timeout bounds, and _autoscale_loop awaits every _evaluate before the next round and the pool pass: every
+# backend of every namespace stops being scaled; live() sees nothing
 @pytest.mark.parametrize("hostile", [_escaped_quotes, _many_labels], ids=["escaped_quotes", "many_labels"])
 def test_a_pods_metrics_line_costs_the_parser_time_linear_in_its_length(hostile):
     size = 320_000  # 1/13 of MAX_METRICS_BYTES: the attack's cost grows with the square of it
@@ -134,11 +133,11 @@ def _one_line_of_words(size: int) -> str:
     return f"{Q} " + "a " * (size // 2) + "\n"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "MEDIUM (the operator's memory, every namespace): the line filter meant to bound what the parser holds allocates "
-    "~16x a body itself for one long line (_read_lines' line.split() of the whole line to find its first word: ~2M "
-    "strings for a 4 MiB line): 64 MB here against 18 MB for the 10,000 ordinary lines the cap allows, and parses run "
-    "in parallel threads (asyncio.to_thread, up to min(32, CPUs + 4) at once): 8 such pods reach the 512Mi limit"))
+# Fixed (was a strict xfail): MEDIUM (the operator's memory, every namespace): the line filter meant to bound what the
+# parser holds allocates ~16x a body itself for one long line (_read_lines' line.split() of the whole line to find its
+# first word: ~2M strings for a 4 MiB line): 64 MB here against 18 MB for the 10,000 ordinary lines the cap allows,
+# and parses run in parallel threads (asyncio.to_thread, up to min(32, CPUs + 4) at once): 8 such pods reach the 512Mi
+# limit
 def test_what_parsing_a_pods_metrics_holds_is_bounded_by_the_line_cap_not_the_body():
     cap = 4 * 2**20  # sources.MAX_METRICS_BYTES: the most of a body the scraper reads
     at_the_cap = _peak_bytes(_ordinary(cap))  # 10,000 ordinary lines kept, the rest dropped: what the cap allows
@@ -146,11 +145,11 @@ def test_what_parsing_a_pods_metrics_holds_is_bounded_by_the_line_cap_not_the_bo
     assert peak <= 2 * at_the_cap, f"{peak / 2**20:.0f} MiB for one line; 10,000 ordinary lines: {at_the_cap / 2**20:.0f} MiB"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "HIGH (the operator's memory, every namespace): the 10,000 lines the cap keeps may all be distinct request-time "
-    "buckets (le within 0..1e6), and every sample keeps them (TritonCounters.request_buckets): ~1.1 MB a sample, and "
-    "the scraper keeps 720 samples a pod (syncPeriodSeconds: 1, the CRD's minimum, fills them in 12 minutes): ~800 MB "
-    "for ONE pod, past the operator's 512Mi limit; after the OOM kill the ring refills and it is killed again"))
+# Fixed (was a strict xfail): HIGH (the operator's memory, every namespace): the 10,000 lines the cap keeps may all be
+# distinct request-time buckets (le within 0..1e6), and every sample keeps them (TritonCounters.request_buckets): ~1.1
+# MB a sample, and the scraper keeps 720 samples a pod (syncPeriodSeconds: 1, the CRD's minimum, fills them in 12
+# minutes): ~800 MB for ONE pod, past the operator's 512Mi limit; after the OOM kill the ring refills and it is killed
+# again
 def test_what_one_sample_of_a_pod_keeps_is_bounded_like_a_real_histogram():
     import tracemalloc
 
@@ -166,18 +165,18 @@ def test_what_one_sample_of_a_pod_keeps_is_bounded_like_a_real_histogram():
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert kept is not None and kept.request_buckets is not None
+    # the reading stays (queue and compute); a histogram of more bounds than MAX_BUCKETS is no histogram
+    assert kept is not None and kept.request_buckets is None
     samples_per_pod = 720  # sources.TritonScraper's max_samples_per_pod
     # a real pod's histogram has tens of buckets (a few KB a sample); 64 KiB x 720 samples = 45 MiB for one pod
     assert held <= 64 * 2**10, (f"{len(kept.request_buckets)} buckets, {held / 2**20:.1f} MiB a sample, "
                                 f"{held * samples_per_pod / 2**20:.0f} MiB for one pod's {samples_per_pod} samples")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "HIGH (the event loop, every namespace): window_ratio runs on the event loop (_evaluate: scaler.reading()) and "
-    "walks every sample's buckets: with 10,000 distinct bounds a pod, 72 samples took 0.35 s of CPU here, the 720 a "
-    "pod keeps (syncPeriodSeconds 1, windowSeconds 3600) ~3.5 s a pod each sync, twice with panic mode: the loop "
-    "that serves every namespace's reconciles stalls, and past LOOP_STALL_S (60 s: ~17 such pods) live() fails"))
+# Fixed (was a strict xfail): HIGH (the event loop, every namespace): window_ratio runs on the event loop (_evaluate:
+# scaler.reading()) and walks every sample's buckets: with 10,000 distinct bounds a pod, 72 samples took 0.35 s of CPU
+# here, the 720 a pod keeps (syncPeriodSeconds 1, windowSeconds 3600) ~3.5 s a pod each sync, twice with panic mode:
+# the loop that serves every namespace's reconciles stalls, and past LOOP_STALL_S (60 s: ~17 such pods) live() fails
 def test_a_window_of_one_pods_samples_is_read_in_milliseconds_whatever_its_histogram():
     m = '{model="m"'
 
@@ -198,12 +197,11 @@ def _bound_pod(name: str, node: str) -> dict:
     return {"metadata": {"name": name}, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "LOW-MEDIUM (another namespace's replicas): pool_nodes is empty when the pool has no node (a nodeSelector that "
-    "matches nothing; nodes cordoned, relabelled or removed), and _elsewhere then counts every bound pod: all "
-    "backends of a GPU product whose pools are empty share one key (the digest of no names) with 0 GPUs, so a "
-    "tenant with a PriorityClass that points its nodeSelector at nothing while its old pods run in another pool "
-    "drains another namespace's backend whose nodes left its pool, for pods of neither pool"))
+# Fixed (was a strict xfail): LOW-MEDIUM (another namespace's replicas): pool_nodes is empty when the pool has no node
+# (a nodeSelector that matches nothing; nodes cordoned, relabelled or removed), and _elsewhere then counts every bound
+# pod: all backends of a GPU product whose pools are empty share one key (the digest of no names) with 0 GPUs, so a
+# tenant with a PriorityClass that points its nodeSelector at nothing while its old pods run in another pool drains
+# another namespace's backend whose nodes left its pool, for pods of neither pool
 def test_pods_bound_elsewhere_hold_nothing_in_a_pool_of_no_nodes():
     from llmbackend.autoscaling.pool import Claim, bound_replicas, share
 

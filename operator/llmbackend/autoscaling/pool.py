@@ -311,7 +311,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
 
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
-                  pool_nodes: frozenset[str] = frozenset()) -> int | None:
+                  pool_nodes: frozenset[str] | None = None) -> int | None:
     """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
 
     With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
@@ -319,7 +319,8 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     cannot place for another reason than GPUs (memory, affinity, taints: more GPUs would not help them) and pods
     held back from the scheduler (scheduling gates: a queue that has not admitted them); pods it has not created
     yet are on their way. Pods that ended (Failed: evicted; Succeeded) hold nothing and stand in for no replica, and
-    a pod bound to a node outside ``pool_nodes`` (when known) holds GPUs of another pool, none of this one's. Without one (``deployment`` None: the API server refused it or it
+    a pod bound to a node outside ``pool_nodes`` (when known, None when not; empty: a pool of no nodes) holds GPUs of
+    another pool, none of this one's. Without one (``deployment`` None: the API server refused it or it
     was deleted, or the backend is multi-node, whose LeaderWorkerSet makes groups of pods): only what its pods hold,
     a group counted once and only when all its pods exist and each is bound or waits only for GPUs; a replica with
     no pod holds nothing. A failed read is the caller's None, not this one's."""
@@ -344,7 +345,7 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     return max(0, current - unplaceable - refused)
 
 
-def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] = frozenset()) -> int:
+def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None) -> int:
     """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
     group once and only when all its pods are bound: what a backend whose pods the pool's nodes could not hold
     (Claim.unplaceable) still holds."""
@@ -353,11 +354,11 @@ def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[
                             if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
 
 
-def _elsewhere(pod: dict, pool_nodes: frozenset[str]) -> bool:
+def _elsewhere(pod: dict, pool_nodes: frozenset[str] | None) -> bool:
     """Bound to a node that is not one of the pool's (a nodeSelector changed mid-rollout: the old pods hold GPUs of
     the pool they run in)."""
     node = (pod.get("spec") or {}).get("nodeName")
-    return bool(pool_nodes) and bool(node) and node not in pool_nodes
+    return pool_nodes is not None and bool(node) and node not in pool_nodes
 
 
 # The pods of a group in all: the LeaderWorkerSet controller annotates every pod of a group with it, next to the

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -189,6 +190,12 @@ MAX_BUCKET_BOUND_S = 1e6  # a request-time bucket beyond 11 days is no bucket a 
 # tenant's image's (capped at 4 MiB by the scraper), and prometheus_client's parser holds every sample it is given
 # (about 64 x the text: two 4 MiB bodies of other lines took the operator past its 512Mi limit)
 MAX_METRIC_LINES = 10_000
+# A sample line of ours is a few hundred bytes; prometheus_client's parser copies the rest of a line per label and
+# per escaped quote, so one long line cost it quadratic time (320 KB: 0.66 s of CPU)
+MAX_METRIC_LINE = 2048
+# A request-time histogram has a few dozen bounds; 10,000 distinct ones made each kept sample about 1 MiB
+MAX_BUCKETS = 64
+_SAMPLE_NAME = re.compile(r"[ \t]*([A-Za-z_:][A-Za-z0-9_:]*)")
 
 
 def _read_lines(text: str, names: frozenset[str]) -> str:
@@ -196,11 +203,10 @@ def _read_lines(text: str, names: frozenset[str]) -> str:
     before parsing, so what the parser holds is bounded whatever the body says)."""
     kept: list[str] = []
     for line in io.StringIO(text):
-        if line.startswith("#"):
+        if line.startswith("#") or len(line) > MAX_METRIC_LINE:
             continue
-        head = line.split("{", 1)[0].split()
-        name = head[0] if head else ""
-        if name in names:
+        match = _SAMPLE_NAME.match(line)
+        if match is not None and match.group(1) in names:
             kept.append(line if line.endswith("\n") else line + "\n")
             if len(kept) >= MAX_METRIC_LINES:
                 break
@@ -291,7 +297,8 @@ def parse_metrics_text(text: str, model: str | None, signal: str = SIGNAL_TRITON
         kv_cache_fraction=kv_frac,
         active=active,
         slots=slots,
-        request_buckets=tuple(sorted(buckets.items())) if math.inf in buckets else None,
+        # a histogram of more bounds than a serving model writes is no histogram (MAX_BUCKETS)
+        request_buckets=tuple(sorted(buckets.items())) if math.inf in buckets and len(buckets) <= MAX_BUCKETS else None,
     )
 
 

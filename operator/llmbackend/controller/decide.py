@@ -139,8 +139,9 @@ class AutoscaleTarget:
     # why no node of that pool could hold one of its rendered pods, even with the pool's GPUs free
     # (planning/podfit.py); None: they fit. Then its demand counts against no other backend (autoscaling/pool.py).
     unplaceable: str | None = None
-    # the names of that pool's nodes (empty: not known): a pod bound elsewhere holds none of its GPUs
-    pool_nodes: frozenset[str] = frozenset()
+    # the names of that pool's nodes (None: not known; empty: a pool of no nodes): a pod bound elsewhere holds none
+    # of its GPUs
+    pool_nodes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

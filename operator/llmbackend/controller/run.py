@@ -44,6 +44,7 @@ log = logging.getLogger("llmbackend.operator")
 
 # Liveness: the event loop must tick, and a queue with work must finish a reconcile now and then.
 LOOP_STALL_S = 60.0
+EVALUATE_TIMEOUT_S = 30.0  # one backend's scrape and decision (scrapes time out after 2 s each)
 QUEUE_STALL_S = 300.0
 CACHE_SYNC_TIMEOUT_S = 120.0
 STOP_WAIT_S = 10.0  # on shutdown, how long passes in flight may take to finish
@@ -355,7 +356,9 @@ class Operator:
                     scaler["next"] = now + target.spec.sync_period_seconds
                     due.append((key, target, scaler))
             if due:
-                await asyncio.gather(*(self._evaluate(*item) for item in due), return_exceptions=True)
+                # each backend's evaluation bounded: what one pod serves never holds up every other backend's round
+                await asyncio.gather(*(asyncio.wait_for(self._evaluate(*item), EVALUATE_TIMEOUT_S) for item in due),
+                                     return_exceptions=True)
                 try:
                     await self._share_pools(targets)
                 except Exception:  # noqa: BLE001 - one backend's data never stops scaling for every namespace
