@@ -375,7 +375,8 @@ def complete(kube: FakeKube, kind_name: str) -> None:
     kube.objects[("Job", "serving", kind_name)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
 
 
-def test_a_dropped_revision_is_cleaned_up_and_downloads_wait_for_the_cleanup() -> None:
+def two_revisions_downloaded() -> tuple[FakeKube, dict, dict]:
+    """Backend "a" on revision v1 and "b" on v2 of one model, both downloads complete."""
     kube = FakeKube()
     v1, v2 = {"uri": "s3://models/llama-v1"}, {"uri": "s3://models/llama-v2"}
     backend_obj(kube, "a", v1)
@@ -383,6 +384,11 @@ def test_a_dropped_revision_is_cleaned_up_and_downloads_wait_for_the_cleanup() -
     for source in (v1, v2):
         cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
         complete(kube, mc.download_job_name(spec(source).model.source))
+    return kube, v1, v2
+
+
+def test_a_dropped_revision_is_cleaned_up_and_downloads_wait_for_the_cleanup() -> None:
+    kube, v1, v2 = two_revisions_downloaded()
     job_v1 = mc.download_job_name(spec(v1).model.source)
 
     # "a" moves to v2: its old source is named by no backend any more.
@@ -808,13 +814,7 @@ def test_a_download_waiting_for_a_cleanup_whose_pod_cannot_start_says_why_and_be
     """A cleanup Job of a bound claim whose pod never starts (an image the nodes cannot pull after an upgrade, no
     node) held the download of every backend on that claim at WaitingForCacheCleanup, Progressing with no deadline
     and no word of the cleanup pod's trouble. The wait now names it, and the progress deadline applies."""
-    kube = FakeKube()
-    v1, v2 = {"uri": "s3://models/llama-v1"}, {"uri": "s3://models/llama-v2"}
-    backend_obj(kube, "a", v1)
-    backend_obj(kube, "b", v2)
-    for source in (v1, v2):
-        cmc.sync_model_cache(kube, "serving", spec(source, preset="llama-3.1-8b"))
-        complete(kube, mc.download_job_name(spec(source).model.source))
+    kube, v1, v2 = two_revisions_downloaded()
     backend_obj(kube, "a", v2)
     cmc.sync_model_cache(kube, "serving", spec(v2, preset="llama-3.1-8b"), previous_source=v1["uri"])
     (cleanup,) = [o for o in kube.created if o["metadata"]["name"].startswith("llmb-cleanup-")]
