@@ -121,6 +121,15 @@ def _complete(stack: Stack) -> Any:
     return stack.client.completions.create(model=MODEL, prompt="tell me a long story", max_tokens=LONG_TOKENS)
 
 
+def _decoding(stack: Stack) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A plain and a streamed completion, both decoding in the engine."""
+    plain = _in_background(lambda: _complete(stack))
+    streamed = _in_background(lambda: _stream_chunks(stack))
+    stack.wait_in_engine()
+    time.sleep(0.5)  # both requests decode
+    return plain, streamed
+
+
 def _ended(out: dict[str, Any], within_s: float) -> None:
     out["thread"].join(within_s)
     assert not out["thread"].is_alive(), "the client still waits"
@@ -129,10 +138,7 @@ def _ended(out: dict[str, Any], within_s: float) -> None:
 @pytest.mark.parametrize("backend", sorted(ENGINES))
 def test_a_dead_engine_is_a_server_error_the_client_may_retry(backend, tmp_path) -> None:
     with Stack(backend, tmp_path) as stack:
-        plain = _in_background(lambda: _complete(stack))
-        streamed = _in_background(lambda: _stream_chunks(stack))
-        stack.wait_in_engine()
-        time.sleep(0.5)  # both requests decode
+        plain, streamed = _decoding(stack)
         stack.kill()
         _ended(plain, 15)
         _ended(streamed, 15)
@@ -149,10 +155,7 @@ def test_a_dead_engine_is_a_server_error_the_client_may_retry(backend, tmp_path)
 @pytest.mark.parametrize("backend", sorted(ENGINES))
 def test_a_request_triton_gives_up_at_shutdown_is_an_error_not_a_short_answer(backend, tmp_path) -> None:
     with Stack(backend, tmp_path) as stack:
-        plain = _in_background(lambda: _complete(stack))
-        streamed = _in_background(lambda: _stream_chunks(stack))
-        stack.wait_in_engine()
-        time.sleep(0.5)
+        plain, streamed = _decoding(stack)
         stack.stop()  # the kubelet's SIGTERM; Triton waits EXIT_TIMEOUT_S, the requests need ~20 s
         _ended(plain, EXIT_TIMEOUT_S + 15)
         _ended(streamed, EXIT_TIMEOUT_S + 15)
