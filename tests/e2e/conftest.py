@@ -203,11 +203,84 @@ def backend_manifest(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": namespace}, "spec": base}
 
 
+def deployment_replicas(cluster: ClusterHandle, namespace: str, name: str) -> int | None:
+    """spec.replicas of the Deployment (None while there is none)."""
+    return ((cluster.kube.get("Deployment", namespace, name) or {}).get("spec") or {}).get("replicas")
+
+
+def autoscaling_status(cluster: ClusterHandle, namespace: str, name: str) -> dict[str, Any]:
+    """status.autoscaling of the backend ({} while it has none)."""
+    return ((cluster.kube.get("LLMBackend", namespace, name) or {}).get("status") or {}).get("autoscaling") or {}
+
+
+@pytest.fixture(scope="module")
+def lws(cluster: ClusterHandle, tmp_path_factory) -> Iterator[Any]:
+    """The real LeaderWorkerSet controller (built by `make tools`), for the module."""
+    from devcluster.lws import LwsController
+
+    controller = LwsController(cluster.cluster.kubeconfig, tmp_path_factory.mktemp("lws"), cluster.kubectl_path)
+    controller.start()
+    yield controller
+    controller.stop()
+
+
 def apply_manifest(cluster: ClusterHandle, manifest: dict[str, Any]) -> subprocess.CompletedProcess:
     return cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# ---- tenants: tests that act as a user through `kubectl --as`, behind the shipped admission policy ----
+
+TENANT_POLICY = REPO_ROOT / "manifests/default/admission-policy.yaml"
+# what a tenant bound only to LLMBackends may do in its namespace
+BACKEND_EDITOR_RULES: list[dict[str, Any]] = [{"apiGroups": ["llmbackend.dev"], "resources": ["llmbackends"],
+                                               "verbs": ["get", "list", "watch", "create", "update", "patch",
+                                                         "delete"]}]
+
+
+@pytest.fixture(scope="module")
+def policy(cluster: ClusterHandle) -> Iterator[ClusterHandle]:
+    """The shipped reference policy (manifests/default/admission-policy.yaml), for the module."""
+    cluster.kubectl("apply", "-f", str(TENANT_POLICY))
+    yield cluster
+    cluster.kubectl("delete", "-f", str(TENANT_POLICY), "--wait=false", check=False)
+
+
+def user_rbac(user: str, namespace: str, name: str, rules: list[dict[str, Any]] | None = None,
+              cluster_role: str | None = None) -> list[dict[str, Any]]:
+    """A Role of ``rules`` (or the ClusterRole ``cluster_role``) bound to ``user`` in ``namespace``, both ``name``."""
+    docs: list[dict[str, Any]] = []
+    if rules is not None:
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                     "metadata": {"name": name, "namespace": namespace}, "rules": rules})
+    docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole" if cluster_role else "Role",
+                             "name": cluster_role or name},
+                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+    return docs
+
+
+def grant(cluster: ClusterHandle, user: str, namespace: str, name: str, rules: list[dict[str, Any]] | None = None,
+          cluster_role: str | None = None) -> None:
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(user_rbac(user, namespace, name, rules, cluster_role)))
+
+
+def apply_as(cluster: ClusterHandle, user: str, manifest: dict[str, Any]) -> subprocess.CompletedProcess:
+    return cluster.kubectl("apply", "--as", user, "-f", "-", input=yaml.safe_dump(manifest), check=False)
+
+
+def apply_as_once_admitted(cluster: ClusterHandle, user: str, manifest: dict[str, Any],
+                           tries: int = 20) -> subprocess.CompletedProcess:
+    """Apply as ``user`` once the policy's admission plugin has caught up (it learns of policies asynchronously)."""
+    proc = None
+    for _ in range(tries):
+        proc = apply_as(cluster, user, manifest)
+        if proc.returncode == 0:
+            return proc
+        time.sleep(0.5)
+    raise AssertionError(f"{user} could not apply {manifest['metadata']['name']}: {proc.stderr if proc else ''}")
 
 
 def installed_crds(cluster: ClusterHandle, kinds: Iterable[str]) -> Iterator[ClusterHandle]:

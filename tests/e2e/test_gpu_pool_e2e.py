@@ -9,7 +9,14 @@ import uuid
 
 import pytest
 import yaml
-from conftest import apply_manifest, backend_manifest, fresh_namespace, wait_for
+from conftest import (
+    apply_manifest,
+    autoscaling_status,
+    backend_manifest,
+    deployment_replicas,
+    fresh_namespace,
+    wait_for,
+)
 
 NODE = "dgx-h100-3"  # 8 GPUs; one GPU per replica of the e2e model
 
@@ -25,29 +32,23 @@ def _backend(name, namespace, priority, floor, node=NODE, priority_class=None):
     return backend_manifest(name, namespace, scheduling=scheduling, autoscaling=auto)
 
 
-def _replicas(cluster, namespace, name):
-    return ((cluster.kube.get("Deployment", namespace, name) or {}).get("spec") or {}).get("replicas")
-
-
-def _autoscaling(cluster, namespace, name):
-    return ((cluster.kube.get("LLMBackend", namespace, name) or {}).get("status") or {}).get("autoscaling") or {}
 
 
 def test_a_higher_priority_backend_takes_the_gpus_of_a_lower_one_and_both_say_so(cluster, operator, namespace):
     apply_manifest(cluster, _backend("batch", namespace, 0, 8))
-    wait_for(lambda: _replicas(cluster, namespace, "batch") == 8, timeout=90, what="the batch backend on all 8 GPUs")
-    assert _autoscaling(cluster, namespace, "batch").get("preemptedBy") is None
+    wait_for(lambda: deployment_replicas(cluster, namespace, "batch") == 8, timeout=90, what="the batch backend on all 8 GPUs")
+    assert autoscaling_status(cluster, namespace, "batch").get("preemptedBy") is None
 
     apply_manifest(cluster, _backend("chat", namespace, 10, 8))
     # chat wants all 8 GPUs; batch keeps its minReplicas (1), so chat gets 7 and waits for the last one
-    wait_for(lambda: (_replicas(cluster, namespace, "batch"), _replicas(cluster, namespace, "chat")) == (1, 7),
+    wait_for(lambda: (deployment_replicas(cluster, namespace, "batch"), deployment_replicas(cluster, namespace, "chat")) == (1, 7),
              timeout=90, what="batch down to its minReplicas, chat at 7")
-    batch = wait_for(lambda: (a := _autoscaling(cluster, namespace, "batch")).get("preemptedBy") and a, timeout=30,
+    batch = wait_for(lambda: (a := autoscaling_status(cluster, namespace, "batch")).get("preemptedBy") and a, timeout=30,
                      what="status.autoscaling.preemptedBy on batch")
     assert batch["preemptedBy"] == f"{namespace}/chat (priority 10): 7 replica(s)"
     assert batch["reason"] == "PreemptedBy"
     assert f"held by {namespace}/chat (priority 10): 7 GPU(s)" in batch["waitingForCapacity"]
-    chat = wait_for(lambda: (a := _autoscaling(cluster, namespace, "chat")).get("waitingForCapacity") and a,
+    chat = wait_for(lambda: (a := autoscaling_status(cluster, namespace, "chat")).get("waitingForCapacity") and a,
                     timeout=30, what="status.autoscaling.waitingForCapacity on chat")
     assert chat["waitingForCapacity"] == (f"1 replica(s), 1 GPU(s), of a pool of 8; held by {namespace}/batch "
                                           "(priority 0): 1 GPU(s)")
@@ -55,10 +56,10 @@ def test_a_higher_priority_backend_takes_the_gpus_of_a_lower_one_and_both_say_so
 
     # equal priorities never take each other's GPUs: at priority 0 too, chat keeps what it holds and batch gets none
     apply_manifest(cluster, _backend("chat", namespace, 0, 8))
-    wait_for(lambda: "held by" in (_autoscaling(cluster, namespace, "chat").get("waitingForCapacity") or "")
-             and _autoscaling(cluster, namespace, "chat").get("reason") == "WaitingForCapacity", timeout=30,
+    wait_for(lambda: "held by" in (autoscaling_status(cluster, namespace, "chat").get("waitingForCapacity") or "")
+             and autoscaling_status(cluster, namespace, "chat").get("reason") == "WaitingForCapacity", timeout=30,
              what="chat waiting at equal priority")
-    assert (_replicas(cluster, namespace, "batch"), _replicas(cluster, namespace, "chat")) == (1, 7)
+    assert (deployment_replicas(cluster, namespace, "batch"), deployment_replicas(cluster, namespace, "chat")) == (1, 7)
     assert operator.proc.poll() is None, operator.log_tail()
 
 
@@ -85,25 +86,25 @@ def test_a_tenant_priority_stays_in_its_namespace_and_a_priority_class_crosses(c
                                                                                 other_namespace, priority_classes):
     node = "dgx-h100-2"
     apply_manifest(cluster, _backend("batch", namespace, None, 8, node, priority_classes["batch"]))
-    wait_for(lambda: _replicas(cluster, namespace, "batch") == 8, timeout=90, what="the batch backend on all 8 GPUs")
+    wait_for(lambda: deployment_replicas(cluster, namespace, "batch") == 8, timeout=90, what="the batch backend on all 8 GPUs")
 
     # another namespace's tenant sets the highest priority the API takes: it is not compared with this namespace's
     apply_manifest(cluster, _backend("chat", other_namespace, 1_000_000, 8, node))
-    chat = wait_for(lambda: (a := _autoscaling(cluster, other_namespace, "chat")).get("waitingForCapacity") and a,
+    chat = wait_for(lambda: (a := autoscaling_status(cluster, other_namespace, "chat")).get("waitingForCapacity") and a,
                     timeout=60, what="chat waiting for capacity")
     # status names no backend of another namespace: they are counted
     assert "held by 1 backend(s) of other namespaces: 8 GPU(s)" in chat["waitingForCapacity"]
     assert namespace not in chat["waitingForCapacity"] and "batch" not in chat["waitingForCapacity"]
-    assert _replicas(cluster, namespace, "batch") == 8
-    assert _autoscaling(cluster, namespace, "batch").get("preemptedBy") is None
+    assert deployment_replicas(cluster, namespace, "batch") == 8
+    assert autoscaling_status(cluster, namespace, "batch").get("preemptedBy") is None
 
     # a PriorityClass the admin made: read from the API server, compared across namespaces
     apply_manifest(cluster, _backend("chat", other_namespace, None, 8, node, priority_classes["critical"]))
     # batch gives up what is above its minReplicas; its last replica's GPU goes too: the kube-scheduler preempts
     # that pod for chat's of the higher class (its Deployment keeps 1 replica, Pending)
-    wait_for(lambda: (_replicas(cluster, namespace, "batch"), _replicas(cluster, other_namespace, "chat")) == (1, 8),
+    wait_for(lambda: (deployment_replicas(cluster, namespace, "batch"), deployment_replicas(cluster, other_namespace, "chat")) == (1, 8),
              timeout=90, what="batch down to its minReplicas for the PriorityClass, chat at 8")
-    batch = wait_for(lambda: (a := _autoscaling(cluster, namespace, "batch")).get("preemptedBy") and a, timeout=30,
+    batch = wait_for(lambda: (a := autoscaling_status(cluster, namespace, "batch")).get("preemptedBy") and a, timeout=30,
                      what="status.autoscaling.preemptedBy on batch")
     assert batch["preemptedBy"].startswith("1 backend(s) of other namespaces: "), batch["preemptedBy"]
     assert other_namespace not in batch["preemptedBy"]

@@ -9,22 +9,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import yaml
 from conftest import REPO_ROOT, apply_manifest, available, condition, wait_for
 
-from devcluster.lws import LwsController
 from llmbackend.render.multinode import group_child_names
 
 SAMPLE = REPO_ROOT / "manifests/samples/llama-3.1-405b-multinode.yaml"
-
-
-@pytest.fixture(scope="module")
-def lws(cluster, tmp_path_factory):
-    controller = LwsController(cluster.cluster.kubeconfig, tmp_path_factory.mktemp("lws"), cluster.kubectl_path)
-    controller.start()
-    yield controller
-    controller.stop()
 
 
 def _models_volume(cluster, namespace: str, claim: str) -> None:

@@ -21,9 +21,18 @@ import uuid
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, apply_manifest, backend_manifest, fresh_namespace, wait_for
+from conftest import (
+    BACKEND_EDITOR_RULES,
+    apply_as_once_admitted,
+    apply_manifest,
+    autoscaling_status,
+    backend_manifest,
+    deployment_replicas,
+    fresh_namespace,
+    grant,
+    wait_for,
+)
 
-POLICY = REPO_ROOT / "manifests/default/admission-policy.yaml"
 TENANT = "tenant-eve"
 NODES = {"class": "dgx-h100-0", "no-class": "dgx-h100-1", "lever": "dgx-h100-2"}  # 8 GPUs each, one GPU per replica of the e2e model
 REFUSED_TOLERATION = {"key": "example.com/anything", "operator": "Exists", "value": "x"}
@@ -40,38 +49,16 @@ def _backend(name, namespace, floor, node, min_replicas=1, priority_class=None, 
     return backend_manifest(name, namespace, scheduling=scheduling, autoscaling=auto)
 
 
-def _replicas(cluster, namespace, name):
-    return ((cluster.kube.get("Deployment", namespace, name) or {}).get("spec") or {}).get("replicas")
-
-
-def _autoscaling(cluster, namespace, name):
-    return ((cluster.kube.get("LLMBackend", namespace, name) or {}).get("status") or {}).get("autoscaling") or {}
 
 
 def as_tenant(cluster, *args, **kwargs):
     return cluster.kubectl(*args, "--as", TENANT, check=False, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def policy(cluster):
-    cluster.kubectl("apply", "-f", str(POLICY))
-    yield cluster
-    cluster.kubectl("delete", "-f", str(POLICY), "--wait=false", check=False)
-
-
 @pytest.fixture
 def tenant(policy, namespace):
     """`namespace`, where TENANT may create, edit, read and delete LLMBackends and nothing else."""
-    role = "llmbackend-editor"
-    policy.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": role, "namespace": namespace},
-         "rules": [{"apiGroups": ["llmbackend.dev"], "resources": ["llmbackends"],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": role, "namespace": namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+    grant(policy, TENANT, namespace, "llmbackend-editor", BACKEND_EDITOR_RULES)
     return namespace
 
 
@@ -88,28 +75,15 @@ def classes(cluster, tenant):
     bronze = f"{gold}-bronze"
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": gold}, "value": 1000},
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": bronze}, "value": 0},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": "use-gold", "namespace": tenant},
-         "rules": [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "resourceNames": [gold],
-                    "verbs": ["use"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "use-gold", "namespace": tenant},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "use-gold"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": bronze}, "value": 0}]))
+    grant(cluster, TENANT, tenant, "use-gold", [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
+                                                 "resourceNames": [gold], "verbs": ["use"]}])
     yield gold, bronze
     cluster.kubectl("delete", "priorityclass", gold, bronze, "--wait=false", check=False)
 
 
 def _tenant_apply_ok(cluster, manifest):
-    """Apply as the tenant once the policy's admission plugin has caught up (it learns of policies asynchronously)."""
-    proc = None
-    for _ in range(20):
-        proc = as_tenant(cluster, "apply", "-f", "-", input=yaml.safe_dump(manifest))
-        if proc.returncode == 0:
-            return proc
-        time.sleep(0.5)
-    raise AssertionError(f"the tenant could not apply its backend: {proc.stderr}")
+    return apply_as_once_admitted(cluster, TENANT, manifest)
 
 
 def _no_pod_and_no_deployment(cluster, namespace, name):
@@ -152,8 +126,8 @@ def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(clu
     gold, bronze = classes
     node = NODES["class"]
     apply_manifest(cluster, _backend("model", victim, 8, node, priority_class=bronze))
-    wait_for(lambda: _replicas(cluster, victim, "model") == 8
-             and _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+    wait_for(lambda: deployment_replicas(cluster, victim, "model") == 8
+             and autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
              timeout=120, what="the victim on all 8 GPUs")
     _refuse_deployments(cluster, tenant)
     _tenant_apply_ok(cluster, _backend("phantom", tenant, 8, node, min_replicas=8, priority_class=gold))
@@ -161,9 +135,9 @@ def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(clu
     _no_pod_and_no_deployment(cluster, tenant, "phantom")
     # the SAFE behaviour: nothing of the tenant holds a GPU, so the victim keeps its 8 replicas
     for _ in range(20):
-        assert _replicas(cluster, victim, "model") == 8, _autoscaling(cluster, victim, "model").get("preemptedBy")
+        assert deployment_replicas(cluster, victim, "model") == 8, autoscaling_status(cluster, victim, "model").get("preemptedBy")
         time.sleep(0.5)
-    assert _autoscaling(cluster, victim, "model").get("preemptedBy") is None
+    assert autoscaling_status(cluster, victim, "model").get("preemptedBy") is None
 
 
 # Found by the second attacker pass (was a break (medium)); fixed: autoscaling/pool.py held_replicas.
@@ -171,32 +145,22 @@ def test_a_tenant_whose_deployment_is_refused_holds_back_no_gpus(cluster, operat
     node = NODES["no-class"]
     _refuse_deployments(cluster, tenant)
     _tenant_apply_ok(cluster, _backend("phantom", tenant, 8, node, min_replicas=8))
-    wait_for(lambda: _autoscaling(cluster, tenant, "phantom").get("reason") not in (None, "AwaitingMetrics"),
+    wait_for(lambda: autoscaling_status(cluster, tenant, "phantom").get("reason") not in (None, "AwaitingMetrics"),
              timeout=60, what="the tenant's backend decided")
     _no_pod_and_no_deployment(cluster, tenant, "phantom")
     apply_manifest(cluster, _backend("model", victim, 8, node))
-    wait_for(lambda: _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+    wait_for(lambda: autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
              timeout=60, what="the victim decided")
 
     def victim_has_the_gpus():
-        status = _autoscaling(cluster, victim, "model")
-        return _replicas(cluster, victim, "model") == 8 and not status.get("waitingForCapacity")
+        status = autoscaling_status(cluster, victim, "model")
+        return deployment_replicas(cluster, victim, "model") == 8 and not status.get("waitingForCapacity")
 
     try:
         wait_for(victim_has_the_gpus, timeout=30, what="the victim on the 8 idle GPUs")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; replicas {_replicas(cluster, victim, 'model')}, waitingForCapacity "
-                             f"{_autoscaling(cluster, victim, 'model').get('waitingForCapacity')!r}") from None
-
-
-@pytest.fixture(scope="module")
-def lws(cluster, tmp_path_factory):
-    from devcluster.lws import LwsController
-
-    controller = LwsController(cluster.cluster.kubeconfig, tmp_path_factory.mktemp("lws"), cluster.kubectl_path)
-    controller.start()
-    yield controller
-    controller.stop()
+        raise AssertionError(f"{exc}; replicas {deployment_replicas(cluster, victim, 'model')}, waitingForCapacity "
+                             f"{autoscaling_status(cluster, victim, 'model').get('waitingForCapacity')!r}") from None
 
 
 # Found by the second attacker pass (was a break (high)); fixed: autoscaling/pool.py held_replicas (groups from their
@@ -215,8 +179,8 @@ def test_a_multi_node_tenant_with_no_gpu_quota_cannot_drain_another_namespace(cl
         "enabled": True, "minReplicas": 1, "maxReplicas": 32, "syncPeriodSeconds": 1,
         "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": 32}]})
     apply_manifest(cluster, model)
-    wait_for(lambda: _replicas(cluster, victim, "model") == 32
-             and _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+    wait_for(lambda: deployment_replicas(cluster, victim, "model") == 32
+             and autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
              timeout=180, what="the victim on all 32 GPUs")
     big = backend_manifest("big", tenant, model={"preset": "llama-3.1-405b",
                                                  "source": {"uri": "s3://models/llama-3.1-405b"}},
@@ -231,7 +195,7 @@ def test_a_multi_node_tenant_with_no_gpu_quota_cannot_drain_another_namespace(cl
                         for c in p["spec"]["containers"])], "the quota let a GPU pod of the tenant exist"
     # the SAFE behaviour: nothing of the tenant holds a GPU, so the victim keeps its 32 replicas
     for _ in range(20):
-        assert _replicas(cluster, victim, "model") == 32, _autoscaling(cluster, victim, "model").get("preemptedBy")
+        assert deployment_replicas(cluster, victim, "model") == 32, autoscaling_status(cluster, victim, "model").get("preemptedBy")
         time.sleep(0.5)
 
 
@@ -258,10 +222,10 @@ def test_a_running_multi_node_group_holds_its_gpus_against_another_namespace(clu
         "enabled": True, "minReplicas": 1, "maxReplicas": 32, "syncPeriodSeconds": 1,
         "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": 32}]})
     apply_manifest(cluster, model)
-    wait_for(lambda: _replicas(cluster, victim, "model") == 16
+    wait_for(lambda: deployment_replicas(cluster, victim, "model") == 16
              and "1 backend(s) of other namespaces: 16 GPU(s)" in (
-                 _autoscaling(cluster, victim, "model").get("waitingForCapacity") or ""),
+                 autoscaling_status(cluster, victim, "model").get("waitingForCapacity") or ""),
              timeout=120, what="the other namespace's backend on the 16 free GPUs, waiting for the group's")
     for _ in range(6):
-        assert _replicas(cluster, victim, "model") == 16, _autoscaling(cluster, victim, "model")
+        assert deployment_replicas(cluster, victim, "model") == 16, autoscaling_status(cluster, victim, "model")
         time.sleep(0.5)

@@ -16,9 +16,19 @@ import uuid
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, apply_manifest, backend_manifest, fresh_namespace, wait_for
+from conftest import (
+    BACKEND_EDITOR_RULES,
+    apply_as,
+    apply_as_once_admitted,
+    apply_manifest,
+    autoscaling_status,
+    backend_manifest,
+    deployment_replicas,
+    fresh_namespace,
+    grant,
+    wait_for,
+)
 
-POLICY = REPO_ROOT / "manifests/default/admission-policy.yaml"
 TENANT = "tenant-mallory"
 # 8 GPUs each, one GPU per replica of the e2e model: one node per test, so that a test's backends, still counted
 # while their namespace is deleted, are in no other test's pool
@@ -36,12 +46,6 @@ def _backend(name, namespace, floor, node, min_replicas=1, priority=None, priori
     return backend_manifest(name, namespace, scheduling=scheduling, autoscaling=auto)
 
 
-def _replicas(cluster, namespace, name):
-    return ((cluster.kube.get("Deployment", namespace, name) or {}).get("spec") or {}).get("replicas")
-
-
-def _autoscaling(cluster, namespace, name):
-    return ((cluster.kube.get("LLMBackend", namespace, name) or {}).get("status") or {}).get("autoscaling") or {}
 
 
 def as_tenant(cluster, *args, **kwargs):
@@ -49,29 +53,13 @@ def as_tenant(cluster, *args, **kwargs):
 
 
 def apply_as_tenant(cluster, manifest):
-    return as_tenant(cluster, "apply", "-f", "-", input=yaml.safe_dump(manifest))
-
-
-@pytest.fixture(scope="module")
-def policy(cluster):
-    cluster.kubectl("apply", "-f", str(POLICY))
-    yield cluster
-    cluster.kubectl("delete", "-f", str(POLICY), "--wait=false", check=False)
+    return apply_as(cluster, TENANT, manifest)
 
 
 @pytest.fixture
 def tenant(policy, namespace):
     """`namespace`, where TENANT may create, edit, read and delete LLMBackends and nothing else."""
-    role = "llmbackend-editor"
-    policy.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": role, "namespace": namespace},
-         "rules": [{"apiGroups": ["llmbackend.dev"], "resources": ["llmbackends"],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": role, "namespace": namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+    grant(policy, TENANT, namespace, "llmbackend-editor", BACKEND_EDITOR_RULES)
     return namespace
 
 
@@ -100,20 +88,13 @@ def _clear(cluster, node):
 
 
 def _tenant_apply_ok(cluster, manifest):
-    """Apply as the tenant once the policy's admission plugin has caught up (it learns of policies asynchronously)."""
-    proc = None
-    for _ in range(20):
-        proc = apply_as_tenant(cluster, manifest)
-        if proc.returncode == 0:
-            return proc
-        time.sleep(0.5)
-    raise AssertionError(f"the tenant could not apply its backend: {proc.stderr}")
+    return apply_as_once_admitted(cluster, TENANT, manifest)
 
 
 def test_a_tenant_cannot_name_a_priority_class_it_may_not_use_nor_take_gpus_with_a_priority_number(
         cluster, operator, tenant, victim, gold_class):
     apply_manifest(cluster, _backend("model", victim, 8, NODES["numbers"]))
-    wait_for(lambda: _replicas(cluster, victim, "model") == 8, timeout=90, what="the victim on all 8 GPUs")
+    wait_for(lambda: deployment_replicas(cluster, victim, "model") == 8, timeout=90, what="the victim on all 8 GPUs")
 
     # the admin's class: refused at admission (no `use` on priorityclasses, no `create pods`)
     deadline = time.monotonic() + 30
@@ -132,11 +113,11 @@ def test_a_tenant_cannot_name_a_priority_class_it_may_not_use_nor_take_gpus_with
     grabbers = ("graba", "grabb", "grabc")
     for name in grabbers:
         _tenant_apply_ok(cluster, _backend(name, tenant, 8, NODES["numbers"], min_replicas=8, priority=1_000_000))
-    wait_for(lambda: all(_autoscaling(cluster, tenant, name).get("reason") for name in grabbers), timeout=60,
+    wait_for(lambda: all(autoscaling_status(cluster, tenant, name).get("reason") for name in grabbers), timeout=60,
              what="the tenant's backends decided")
     time.sleep(5)  # a few more syncs
-    assert _replicas(cluster, victim, "model") == 8
-    assert _autoscaling(cluster, victim, "model").get("preemptedBy") is None
+    assert deployment_replicas(cluster, victim, "model") == 8
+    assert autoscaling_status(cluster, victim, "model").get("preemptedBy") is None
     assert operator.proc.poll() is None, operator.log_tail()
 
 
@@ -154,7 +135,7 @@ def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_na
     else:  # no admin at all: memory no node has (spec.scheduling.resources), so the pods stay Pending, unbound
         hog["spec"]["scheduling"]["resources"] = {"memory": "100Ti"}
     _tenant_apply_ok(cluster, hog)
-    wait_for(lambda: _replicas(cluster, tenant, "hog") == 8, timeout=90, what="the tenant's Deployment at 8 replicas")
+    wait_for(lambda: deployment_replicas(cluster, tenant, "hog") == 8, timeout=90, what="the tenant's Deployment at 8 replicas")
     time.sleep(3)
     bound = [p["metadata"]["name"] for p in cluster.kube.list("Pod", tenant)
              if p["spec"].get("nodeName") and any("nvidia.com/gpu" in ((c.get("resources") or {}).get("requests") or {})
@@ -163,13 +144,13 @@ def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_na
 
     apply_manifest(cluster, _backend("model", victim, 8, node))
     # (today it is capped at its minReplicas: waitingForCapacity "held by <tenant>/hog (priority 0): 8 GPU(s)")
-    wait_for(lambda: _autoscaling(cluster, victim, "model").get("reason"), timeout=60, what="the victim decided")
+    wait_for(lambda: autoscaling_status(cluster, victim, "model").get("reason"), timeout=60, what="the victim decided")
     # the SAFE behaviour: nothing holds the node's 8 GPUs, so the victim gets them and keeps them (a new backend's
     # first decision can go out before the pool caps it, so a moment at 8 proves nothing:
     # test_a_backend_joining_a_full_pool_writes_no_more_than_its_share)
     def victim_has_the_gpus():
-        status = _autoscaling(cluster, victim, "model")
-        return (_replicas(cluster, victim, "model") == 8 and status.get("reason") not in (None, "AwaitingMetrics")
+        status = autoscaling_status(cluster, victim, "model")
+        return (deployment_replicas(cluster, victim, "model") == 8 and status.get("reason") not in (None, "AwaitingMetrics")
                 and not status.get("waitingForCapacity"))
 
     try:
@@ -177,7 +158,7 @@ def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_na
         time.sleep(5)
         assert victim_has_the_gpus(), "the victim lost the idle GPUs again"
     except AssertionError as exc:
-        status = _autoscaling(cluster, victim, "model")
+        status = autoscaling_status(cluster, victim, "model")
         raise AssertionError(f"{exc}; the victim's status.autoscaling: reason {status.get('reason')}, "
                              f"waitingForCapacity {status.get('waitingForCapacity')!r}") from None
 
@@ -185,7 +166,7 @@ def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_na
 # Found by the attacker pass (was a break (low-medium, information leak across the trust boundary): a tenant that puts a backend on another...); fixed.
 def test_a_tenant_learns_nothing_of_another_namespace_from_its_own_status(cluster, operator, tenant, victim):
     apply_manifest(cluster, _backend("secret-model", victim, 8, NODES["leak"]))
-    wait_for(lambda: _replicas(cluster, victim, "secret-model") == 8, timeout=90, what="the victim on all 8 GPUs")
+    wait_for(lambda: deployment_replicas(cluster, victim, "secret-model") == 8, timeout=90, what="the victim on all 8 GPUs")
     assert as_tenant(cluster, "get", "llmb", "-n", victim).returncode != 0  # the tenant may not look there
 
     _tenant_apply_ok(cluster, _backend("probe", tenant, 2, NODES["leak"]))
@@ -205,8 +186,8 @@ def test_a_tenant_learns_nothing_of_another_namespace_from_its_own_status(cluste
 def test_a_backend_joining_a_full_pool_writes_no_more_than_its_share(cluster, operator, tenant, victim):
     node = NODES["join"]
     apply_manifest(cluster, _backend("model", victim, 8, node))
-    wait_for(lambda: _replicas(cluster, victim, "model") == 8
-             and _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+    wait_for(lambda: deployment_replicas(cluster, victim, "model") == 8
+             and autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
              timeout=90, what="the victim on all 8 GPUs")
     # a race (the reconciler against _share_pools): five newcomers, one after another, so that one shows it
     seen: dict[str, set] = {}
@@ -215,9 +196,9 @@ def test_a_backend_joining_a_full_pool_writes_no_more_than_its_share(cluster, op
         seen[name] = set()
         deadline = time.monotonic() + 6
         while time.monotonic() < deadline:
-            seen[name].add(_replicas(cluster, tenant, name))
+            seen[name].add(deployment_replicas(cluster, tenant, name))
             time.sleep(0.05)
-        assert _autoscaling(cluster, tenant, name).get("waitingForCapacity"), f"{name} never got its share"
+        assert autoscaling_status(cluster, tenant, name).get("waitingForCapacity"), f"{name} never got its share"
     overshoots = {name: sorted(r for r in replicas if r is not None) for name, replicas in seen.items()
                   if max((r for r in replicas if r is not None), default=0) > 1}
     assert overshoots == {}, f"Deployments that went above their share of 1: {overshoots}"
@@ -232,35 +213,29 @@ def test_a_tenant_with_a_class_cannot_drain_another_namespace_for_pods_that_neve
     node = _clear(cluster, NODES["quota"])
     bronze = f"{gold_class}-bronze"
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": bronze}, "value": 0},
-        # the admin lets the tenant use gold (verb use on that PriorityClass), as docs/security.md describes
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": "use-gold", "namespace": tenant},
-         "rules": [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "resourceNames": [gold_class],
-                    "verbs": ["use"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "use-gold", "namespace": tenant},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "use-gold"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": bronze}, "value": 0}]))
+    # the admin lets the tenant use gold (verb use on that PriorityClass), as docs/security.md describes
+    grant(cluster, TENANT, tenant, "use-gold", [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
+                                                 "resourceNames": [gold_class], "verbs": ["use"]}])
     try:
         apply_manifest(cluster, _backend("model", victim, 8, node, priority_class=bronze))
-        wait_for(lambda: _replicas(cluster, victim, "model") == 8
-                 and _autoscaling(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
+        wait_for(lambda: deployment_replicas(cluster, victim, "model") == 8
+                 and autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
                  timeout=90, what="the victim on all 8 GPUs")
         hog = _backend("hog", tenant, 8, node, priority_class=gold_class)
         hog["spec"]["scheduling"]["resources"] = {"memory": "100Ti"}
         _tenant_apply_ok(cluster, hog)
-        wait_for(lambda: _autoscaling(cluster, tenant, "hog").get("reason") not in (None, "AwaitingMetrics"),
+        wait_for(lambda: autoscaling_status(cluster, tenant, "hog").get("reason") not in (None, "AwaitingMetrics"),
                  timeout=60, what="the tenant's backend decided")
         assert not [p for p in cluster.kube.list("Pod", tenant) if p["spec"].get("nodeName")
                     and p["metadata"]["name"].startswith("hog-")], "a pod of the tenant's backend was bound"
         # the victim keeps its 8 replicas (before the fix: 1, preemptedBy "<tenant>/hog (priority 1000)")
         for _ in range(20):
-            assert _replicas(cluster, victim, "model") == 8, _autoscaling(cluster, victim, "model").get("preemptedBy")
+            assert deployment_replicas(cluster, victim, "model") == 8, autoscaling_status(cluster, victim, "model").get("preemptedBy")
             time.sleep(0.5)
-        assert _autoscaling(cluster, victim, "model").get("preemptedBy") is None
+        assert autoscaling_status(cluster, victim, "model").get("preemptedBy") is None
         # and the tenant reads why its backend does not grow, and what to change
-        waiting = wait_for(lambda: _autoscaling(cluster, tenant, "hog").get("waitingForCapacity"), timeout=30,
+        waiting = wait_for(lambda: autoscaling_status(cluster, tenant, "hog").get("waitingForCapacity"), timeout=30,
                            what="the tenant's backend saying why its demand is not claimed")
         assert "not claimed from the GPU pool" in waiting and "Insufficient memory" in waiting, waiting
         assert "it requests memory 100Ti, the most a node of the pool has is 2Ti" in waiting, waiting

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, backend_manifest, wait_for
+from conftest import BACKEND_EDITOR_RULES, backend_manifest, wait_for
+from conftest import grant as grant_user
 
 from llmbackend.render.multinode import launcher_cluster_role, launcher_rbac
 from llmbackend.render.names import BackendRef
 
-POLICY = REPO_ROOT / "manifests/default/admission-policy.yaml"
 TENANT = "tenant-attack2"
 CLAIM = "team-b-data"  # another team's claim; the tenant gets `use` on it only where a test says so
 OTHER = "team-c-data"
@@ -36,22 +36,9 @@ def as_tenant(cluster, *args: str, input: str | None = None):
     return cluster.kubectl(*args, "--as", TENANT, check=False, input=input)
 
 
-def _rbac(name: str, namespace: str, rules: list[dict[str, Any]] | None = None, cluster_role: str | None = None):
-    docs: list[dict[str, Any]] = []
-    if rules is not None:
-        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                     "metadata": {"name": name, "namespace": namespace}, "rules": rules})
-    docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                 "metadata": {"name": name, "namespace": namespace},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole" if cluster_role else "Role",
-                             "name": cluster_role or name},
-                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]})
-    return yaml.safe_dump_all(docs)
-
-
 def grant(cluster, namespace: str, name: str, rules: list[dict[str, Any]] | None = None,
           cluster_role: str | None = None) -> None:
-    cluster.kubectl("apply", "-f", "-", input=_rbac(name, namespace, rules, cluster_role))
+    grant_user(cluster, TENANT, namespace, name, rules, cluster_role)
 
 
 def use_claim(cluster, namespace: str, claim: str = CLAIM) -> None:
@@ -101,19 +88,10 @@ def refused_by_policy(proc) -> bool:
     return proc.returncode != 0 and "llmbackend-tenant-references" in proc.stderr
 
 
-@pytest.fixture(scope="module")
-def policy(cluster):
-    cluster.kubectl("apply", "-f", str(POLICY))
-    yield cluster
-    cluster.kubectl("delete", "-f", str(POLICY), "--wait=false", check=False)
-
-
 @pytest.fixture
 def tenant(policy, namespace):
     """`namespace`, where TENANT may only create, edit, read and delete LLMBackends; the policy is armed there."""
-    grant(policy, namespace, "llmbackend-editor", [{"apiGroups": ["llmbackend.dev"], "resources": ["llmbackends"],
-                                                   "verbs": ["get", "list", "watch", "create", "update", "patch",
-                                                             "delete"]}])
+    grant(policy, namespace, "llmbackend-editor", BACKEND_EDITOR_RULES)
     # the admission plugin learns of policies asynchronously: wait until it refuses a Secret the tenant cannot read
     # (a term no claim probe here depends on)
     sentinel = template(namespace, {"imagePullSecrets": [{"name": "not-yours"}]})

@@ -13,30 +13,14 @@ import time
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, backend_manifest
+from conftest import backend_manifest, user_rbac
+from conftest import grant as grant_user
 
-POLICY = REPO_ROOT / "manifests/default/admission-policy.yaml"
 TENANT = "tenant-alice"
 
 
-@pytest.fixture(scope="module")
-def policy(cluster):
-    cluster.kubectl("apply", "-f", str(POLICY))
-    yield cluster
-    cluster.kubectl("delete", "-f", str(POLICY), "--wait=false", check=False)
-
-
-def rbac(namespace: str, name: str, rules: list[dict]) -> list[dict]:
-    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-             "metadata": {"name": name, "namespace": namespace}, "rules": rules},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-             "metadata": {"name": name, "namespace": namespace},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]
-
-
 def grant(cluster, namespace: str, name: str, rules: list[dict]) -> None:
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac(namespace, name, rules)))
+    grant_user(cluster, TENANT, namespace, name, rules)
 
 
 @pytest.fixture
@@ -331,10 +315,7 @@ def test_a_viewer_of_the_namespace_cannot_read_another_team_s_claim_through_a_ba
     policy.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM, "namespace": tenant_namespace},
          "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "viewer", "namespace": tenant_namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]}]))
+        *user_rbac(TENANT, tenant_namespace, "viewer", cluster_role="view")]))
     can_read_files = policy.kubectl("auth", "can-i", "create", "pods", "--as", TENANT, "-n", tenant_namespace, check=False)
     assert can_read_files.stdout.strip() == "no"
     add_reference = REFERENCES[case][0]
