@@ -442,16 +442,35 @@ def _toleration_dict(t: Any) -> Mapping[str, Any]:
     return vars(t)
 
 
-def _tolerates(toleration: Mapping[str, Any], key: str, value: str, effect: str) -> bool:
-    """Kubernetes' toleration-matches-taint rule."""
-    t_effect = toleration.get("effect")
+def tolerates(toleration: Mapping[str, Any], key: str, value: str, effect: str) -> bool:
+    """k8s.io/api core/v1/toleration.go Toleration.ToleratesTaint."""
+    t_effect = toleration.get("effect") or ""
     if t_effect and t_effect != effect:
         return False
-    operator = toleration.get("operator") or "Equal"
     t_key = toleration.get("key") or ""
+    if t_key and t_key != key:
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Equal":
+        return (toleration.get("value") or "") == value
     if operator == "Exists":
-        return not t_key or t_key == key
-    return t_key == key and (toleration.get("value") or "") == value
+        return True
+    if operator in ("Lt", "Gt"):
+        mine, theirs = parse_int64(toleration.get("value")), parse_int64(value)
+        if mine is None or theirs is None:
+            return False
+        return theirs < mine if operator == "Lt" else theirs > mine
+    return False
+
+
+def parse_int64(value: Any) -> int | None:
+    """strconv.ParseInt(value, 10, 64): decimal digits with an optional sign, nothing else."""
+    text = str(value) if value is not None else ""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits.isascii() or not digits.isdigit():
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
 
 
 def node_matches(
@@ -474,7 +493,7 @@ def node_matches(
     if not hard:
         return True
     tols = [_toleration_dict(t) for t in (tolerations or [])]
-    return all(any(_tolerates(tol, *taint) for tol in tols) for taint in hard)
+    return all(any(tolerates(tol, *taint) for tol in tols) for taint in hard)
 
 
 class Inventory:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import quantity
-from .inventory import GPU_RESOURCE, GPUNode
+from .inventory import GPU_RESOURCE, GPUNode, parse_int64, tolerates
 
 # The resources NodeResourcesFit compares besides cpu, memory and ephemeral-storage: its scalar resources
 # (pkg/scheduler/util/utils.go IsScalarResourceName: extended and kubernetes.io/-prefixed names, hugepages-*,
@@ -109,37 +109,6 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     return {name: units for name, units in total.items() if units > 0 and _compared(name)}
 
 
-def tolerates(toleration: Mapping[str, Any], key: str, value: str, effect: str) -> bool:
-    """k8s.io/api core/v1/toleration.go Toleration.ToleratesTaint."""
-    t_effect = toleration.get("effect") or ""
-    if t_effect and t_effect != effect:
-        return False
-    t_key = toleration.get("key") or ""
-    if t_key and t_key != key:
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Equal":
-        return (toleration.get("value") or "") == value
-    if operator == "Exists":
-        return True
-    if operator in ("Lt", "Gt"):
-        mine, theirs = _int64(toleration.get("value")), _int64(value)
-        if mine is None or theirs is None:
-            return False
-        return theirs < mine if operator == "Lt" else theirs > mine
-    return False
-
-
-def _int64(value: Any) -> int | None:
-    """strconv.ParseInt(value, 10, 64): decimal digits with an optional sign, nothing else."""
-    text = str(value) if value is not None else ""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits.isascii() or not digits.isdigit():
-        return None
-    number = int(text)
-    return number if -(2**63) <= number < 2**63 else None
-
-
 def _requirement(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool | None:
     """One matchExpressions entry against the node's labels (k8s.io/apimachinery pkg/labels/selector.go
     NewRequirement and Requirement.Matches); None: not a valid requirement (its term then matches nothing)."""
@@ -155,10 +124,10 @@ def _requirement(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool | N
             return None
         return present if operator == "Exists" else not present
     if operator in ("Gt", "Lt"):
-        bound = _int64(values[0]) if len(values) == 1 else None
+        bound = parse_int64(values[0]) if len(values) == 1 else None
         if bound is None:
             return None
-        mine = _int64(labels.get(key)) if present else None
+        mine = parse_int64(labels.get(key)) if present else None
         if mine is None:
             return False
         return mine > bound if operator == "Gt" else mine < bound
