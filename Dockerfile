@@ -9,6 +9,13 @@
 # there. The chart and manifests/default reference ghcr.io/llmbackend/operator:0.1.0; override
 # with the chart's image.repository/image.tag or kustomize `images:` after building and pushing your own.
 
+# llmb-exec (launcher/): multi-node TensorRT-LLM leaders copy it from this image (an init container) to start MPI
+# ranks in their workers through the pods' exec subresource (LAUNCHER_EXEC in api/v1alpha1.py). Static, no cgo.
+FROM golang:1.26 AS launcher
+WORKDIR /src
+COPY launcher/go.mod launcher/go.sum launcher/main.go ./
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/llmb-exec .
+
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
@@ -18,19 +25,6 @@ COPY operator ./operator
 RUN python -m venv /opt/llmbackend \
  && /opt/llmbackend/bin/pip install --upgrade pip \
  && /opt/llmbackend/bin/pip install .
-# kubectl: multi-node TensorRT-LLM leaders copy it from this image (an init container) to start MPI
-# ranks in their workers through `kubectl exec` (LAUNCHER_KUBECTL in api/v1alpha1.py).
-ARG KUBECTL_VERSION=v1.36.3
-ARG TARGETARCH=amd64
-RUN python - <<EOF
-import hashlib, urllib.request
-url = "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/${TARGETARCH}/kubectl"
-data = urllib.request.urlopen(url).read()
-want = urllib.request.urlopen(url + ".sha256").read().decode().split()[0]
-assert hashlib.sha256(data).hexdigest() == want, "kubectl checksum mismatch"
-open("/opt/llmbackend/bin/kubectl", "wb").write(data)
-EOF
-RUN chmod 0755 /opt/llmbackend/bin/kubectl
 
 FROM python:3.11-slim
 LABEL org.opencontainers.image.title="llmbackend-operator" \
@@ -41,6 +35,7 @@ ENV PATH=/opt/llmbackend/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 COPY --from=build /opt/llmbackend /opt/llmbackend
+COPY --from=launcher /out/llmb-exec /opt/llmbackend/bin/llmb-exec
 # Non-root (matches runAsUser 65532 in the manifests); no home directory writes needed,
 # the root filesystem is mounted read-only and /tmp is an emptyDir.
 RUN groupadd --system --gid 65532 llmbackend \

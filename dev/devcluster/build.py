@@ -65,11 +65,12 @@ def pinned_version(module_dir: Path, module: str) -> str:
     return "?"
 
 
-def module_cache_dir(module_dir: Path, name: str, version: str) -> Path:
-    """The cache directory of what is built from ``module_dir``, keyed by its go.mod/go.sum/tools.go: a version bump
-    rebuilds, an unchanged module reuses the build."""
+def module_cache_dir(module_dir: Path, name: str, version: str,
+                     files: tuple[str, ...] = ("go.mod", "go.sum", "tools.go")) -> Path:
+    """The cache directory of what is built from ``module_dir``, keyed by its ``files``: a version bump (or, for our
+    own code, an edit) rebuilds, an unchanged module reuses the build."""
     digest = hashlib.sha256()
-    for file in ("go.mod", "go.sum", "tools.go"):
+    for file in files:
         digest.update((module_dir / file).read_bytes())
     return cache_root() / "bin" / f"{name}-{version}-{digest.hexdigest()[:12]}"
 
@@ -187,6 +188,21 @@ def ensure_binaries(log=print) -> Path:
     go_build_into(directory, GOTOOLS_DIR, go, list(PACKAGES.values()), "control-plane binaries", ldflags=ldflags(),
                   finish=finish, log=log)
     return directory
+
+
+LAUNCHER_DIR = REPO_ROOT / "launcher"
+LLMB_EXEC = "llmb-exec"
+
+
+def ensure_llmb_exec(log=print) -> Path:
+    """The multi-node leaders' exec client (launcher/main.go; the Dockerfile builds the same into the operator image),
+    built once per edit of its sources."""
+    directory = module_cache_dir(LAUNCHER_DIR, LLMB_EXEC, "dev", files=("go.mod", "go.sum", "main.go"))
+    binary = directory / LLMB_EXEC
+    if os.access(binary, os.X_OK):
+        return binary
+    go_build_into(directory, LAUNCHER_DIR, find_go(LLMB_EXEC), ["."], LLMB_EXEC, output=LLMB_EXEC, log=log)
+    return binary
 
 
 if __name__ == "__main__":  # pragma: no cover

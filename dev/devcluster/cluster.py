@@ -27,6 +27,11 @@ HOST = "127.0.0.1"
 # kwok hands out pod IPs from this loopback range, so a test can put a real Triton server behind a pod IP.
 POD_CIDR = "127.0.1.0/24"
 SERVICE_CIDR = "10.96.0.0/16"  # allocation range for ClusterIPs only; nothing routes there
+# `kubectl exec` into a pod of this namespace runs the command as a process of this machine (kwok's ClusterExec,
+# served by kwok as the simulated nodes' kubelet): a test of the exec path on the real API server (RBAC, admission,
+# the WebSocket upgrade) has a real command behind it. Pods of other namespaces refuse exec.
+EXEC_NAMESPACE = "kwok-exec"
+KWOK_EXEC_FILE = "kwok-exec.yaml"
 READY_TIMEOUT_S = 90
 
 
@@ -158,6 +163,10 @@ def plan_components(cluster: Cluster, bins: Path) -> list[Component]:
             "--service-account-key-file", str(pki / "sa.pub"), "--service-account-signing-key-file", str(pki / "sa.key"),
             "--service-account-issuer", "https://kubernetes.default.svc", "--api-audiences", "https://kubernetes.default.svc",
             "--authorization-mode", "Node,RBAC", "--service-cluster-ip-range", SERVICE_CIDR,
+            # exec, logs and port-forward go to kwok's server, the simulated nodes' kubelet (at the node's InternalIP,
+            # the port kwok writes into each node's daemonEndpoints), verified against the cluster's CA.
+            "--kubelet-preferred-address-types", "InternalIP", "--kubelet-certificate-authority", str(pki / "ca.crt"),
+            "--kubelet-client-certificate", str(pki / "admin.crt"), "--kubelet-client-key", str(pki / "admin.key"),
             "--cert-dir", str(d / "apiserver-certs"), "--profiling=false", "--v", "1",
         ], f"https://{HOST}:{p.apiserver}/readyz", ca_file=str(pki / "ca.crt")),
         Component("kube-controller-manager", [
@@ -179,13 +188,25 @@ def plan_components(cluster: Cluster, bins: Path) -> list[Component]:
         ], f"https://{HOST}:{p.scheduler}/healthz"),
         Component("kwok", [
             str(bins / "kwok"), "--kubeconfig", kubeconfig, "--config", str(bins / KWOK_STAGES_FILE),
+            "--config", str(d / KWOK_EXEC_FILE),
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
-            "--cidr", POD_CIDR, "--node-ip", HOST, "--server-address", f"{HOST}:{p.kwok}",
+            "--cidr", POD_CIDR, "--node-ip", HOST, "--server-address", f"{HOST}:{p.kwok}", "--node-port", str(p.kwok),
+            # The kubelet's server is HTTPS: the API server's certificate (SAN 127.0.0.1, the cluster's CA) serves.
+            "--tls-cert-file", str(pki / "apiserver.crt"), "--tls-private-key-file", str(pki / "apiserver.key"),
             # Renew node Leases (the heartbeat-with-lease stage); without it the node lifecycle
             # controller marks every simulated node NotReady after the grace period.
             "--node-lease-duration-seconds", "40",
-        ], f"http://{HOST}:{p.kwok}/healthz"),
+        ], f"https://{HOST}:{p.kwok}/healthz", ca_file=str(pki / "ca.crt")),
     ]
+
+
+def write_kwok_exec(cluster: Cluster) -> None:
+    """kwok's ClusterExec for EXEC_NAMESPACE: exec there runs the command here, in kwok's working directory."""
+    cluster.directory.mkdir(parents=True, exist_ok=True)
+    (cluster.directory / KWOK_EXEC_FILE).write_text(json.dumps({
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec", "metadata": {"name": "local-processes"},
+        "spec": {"selector": {"matchNamespaces": [EXEC_NAMESPACE]}, "execs": [{"local": {}}]},
+    }))
 
 
 def _port_taken(port: int) -> bool:
@@ -296,6 +317,7 @@ def up(directory: Path | None = None, ports: Ports | None = None, log=print, tie
     (directory / "logs").mkdir(parents=True, exist_ok=True)
     generate_pki(directory / "pki")
     write_kubeconfig(cluster)
+    write_kwok_exec(cluster)
     cluster.components = plan_components(cluster, bins)
     try:
         for component in cluster.components:

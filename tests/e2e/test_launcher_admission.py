@@ -3,10 +3,13 @@ by the operator; RBAC alone would let it bind that role in kube-system or to any
 exec into every pod of its namespace. Bindings are made as the operator's ServiceAccount (impersonation, after the
 shipped RBAC); exec is made with a real bound token, as a multi-node leader pod holds it. kwok runs no containers, so
 an exec the policy lets through still fails later: the tests tell the two apart by the policy's name in the error.
+In the dev cluster's EXEC_NAMESPACE kwok runs the exec'd command as a process of this machine: there the leaders'
+exec client, llmb-exec (launcher/main.go), runs end to end with the leader's token (which may read no pod).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -14,8 +17,10 @@ import time
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, wait_for
 
+from devcluster.build import ensure_llmb_exec
+from devcluster.cluster import EXEC_NAMESPACE
 from llmbackend.render.multinode import LAUNCHER_CLUSTER_ROLE, launcher_rbac
 from llmbackend.render.names import BackendRef
 
@@ -142,8 +147,17 @@ def token_kubeconfig(cluster, directory, token: str, name: str = "leader"):
 
 
 def exec_with(cluster, kubeconfig, namespace: str, target: str, verb: str = "exec") -> subprocess.CompletedProcess:
-    args = [cluster.kubectl_path, "--kubeconfig", str(kubeconfig), "-n", namespace, verb, target]
-    args += ["--", "true"] if verb == "exec" else []
+    """exec as the leader does it (llmb-exec: the launcher role reads no pod, so `kubectl exec`, which GETs the pod
+    first, is refused by RBAC before admission); attach with kubectl."""
+    if verb == "exec":
+        config = json.loads(kubeconfig.read_text())
+        token = kubeconfig.with_suffix(".token")
+        token.write_text(config["users"][0]["user"]["token"])
+        args = [str(ensure_llmb_exec()), "--server", cluster.cluster.server, "--token-file", str(token),
+                "--ca-file", config["clusters"][0]["cluster"]["certificate-authority"], "-n", namespace, target,
+                "--", "true"]
+    else:
+        args = [cluster.kubectl_path, "--kubeconfig", str(kubeconfig), "-n", namespace, verb, target]
     return subprocess.run(args, env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
                           capture_output=True, text=True, timeout=60)
 
@@ -188,7 +202,8 @@ def test_a_launcher_token_of_a_pod_that_is_no_leader_of_its_backend_may_exec_now
 
 def test_leader_token_may_not_attach_to_other_pods(policies, namespace, leader_token):
     """The launcher role grants no attach; should an admin grant it, the policy still keeps attach to the workers."""
-    policies.kubectl("create", "role", "attach", "--verb=get,create", "--resource=pods/attach", "-n", namespace)
+    # kubectl attach reads the pod first: the admin grants that too
+    policies.kubectl("create", "role", "attach", "--verb=get,create", "--resource=pods/attach,pods", "-n", namespace)
     policies.kubectl("create", "rolebinding", "attach", "--role=attach",
                      f"--serviceaccount={namespace}:llama-launcher", "-n", namespace)
     refused = exec_with(policies, leader_token, namespace, "db-0", verb="attach")
@@ -212,3 +227,103 @@ def test_other_accounts_are_not_limited(policies, namespace, tmp_path):
     result = exec_with(policies, token_kubeconfig(policies, tmp_path, token, "debugger"), namespace, "db-0")
     assert result.returncode != 0, "kwok runs no container"
     assert EXEC_POLICY not in result.stderr and "forbidden" not in result.stderr.lower(), result.stderr
+
+
+# ---- llmb-exec, the leaders' exec client, end to end (kwok runs the command on this machine) ----
+
+@pytest.fixture(scope="module")
+def exec_group(policies):
+    """In EXEC_NAMESPACE: the launcher account and binding of backend `grp`, its group-0 leader `grp-0` (running as
+    grp-launcher), its worker `grp-0-1` and an unrelated pod `db`, all Running on a simulated node. Yields the
+    llmb-exec binary and a token bound to the leader pod, as the leader container holds it."""
+    with contextlib.ExitStack() as stack:
+        # fresh_namespace makes a random name; exec runs only in EXEC_NAMESPACE: create and delete it here.
+        policies.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": EXEC_NAMESPACE}})
+        stack.callback(policies.kube.delete, "Namespace", None, EXEC_NAMESPACE)
+        wait_for(lambda: policies.kube.get("ServiceAccount", EXEC_NAMESPACE, "default"), timeout=60,
+                 what="the exec namespace's default ServiceAccount")
+        policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend_launcher(EXEC_NAMESPACE, "grp")))
+        node = policies.kube.list("Node")[0]["metadata"]["name"]
+        for name, account in (("grp-0", "grp-launcher"), ("grp-0-1", None), ("db", None)):
+            manifest = pod(EXEC_NAMESPACE, name, account)
+            manifest["spec"]["containers"][0]["name"] = "triton"
+            manifest["spec"]["nodeName"] = node
+            manifest["spec"]["tolerations"] = [{"operator": "Exists"}]
+            policies.kube.create(manifest)
+        wait_for(lambda: all((policies.kube.get("Pod", EXEC_NAMESPACE, n) or {}).get("status", {}).get("phase")
+                             == "Running" for n in ("grp-0", "grp-0-1", "db")), timeout=60, what="the pods to run")
+        uid = policies.kube.get("Pod", EXEC_NAMESPACE, "grp-0")["metadata"]["uid"]
+        token = policies.kubectl("create", "token", "grp-launcher", "-n", EXEC_NAMESPACE, "--bound-object-kind", "Pod",
+                                 "--bound-object-name", "grp-0", "--bound-object-uid", uid).stdout.strip()
+        yield ensure_llmb_exec(), token
+
+
+def llmb_exec(cluster, exec_group, tmp_path, target: str, *command: str, container: str = "triton"):
+    binary, token = exec_group
+    (tmp_path / "token").write_text(token)
+    argv = [str(binary), "--server", cluster.cluster.server, "--token-file", str(tmp_path / "token"),
+            "--ca-file", str(cluster.cluster.directory / "pki" / "ca.crt"), "-n", EXEC_NAMESPACE, "-c", container,
+            target, "--", *command]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=90, env={"PATH": os.environ["PATH"]})
+
+
+def test_llmb_exec_runs_a_command_in_its_own_worker_with_its_output_and_exit_code(policies, exec_group, tmp_path):
+    result = llmb_exec(policies, exec_group, tmp_path, "grp-0-1", "/bin/sh", "-c",
+                       "echo to-stdout; echo to-stderr >&2; head -c 300000 /dev/zero | tr '\\0' x; exit 7")
+    assert result.stdout.startswith("to-stdout\n") and result.stdout.count("x") == 300000, result.stdout[:200]
+    assert result.stderr.startswith("to-stderr\n"), result.stderr
+    # A kubelet reports a failed command as a Status NonZeroExitCode, which llmb-exec turns into the command's code
+    # (launcher/main_test.go); kwok v0.8.0 reports it as an internal error (its exec returns os/exec's error as is,
+    # pkg/kwok/server/debugging_exec.go), so here the code is 255 and the reason names the command's status.
+    assert result.returncode == 255 and "exit status 7" in result.stderr, result.stderr
+    ok = llmb_exec(policies, exec_group, tmp_path, "grp-0-1", "true")
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
+
+
+def test_the_leader_token_reads_no_pod_yet_its_exec_client_works(policies, exec_group, tmp_path):
+    """Issue 42: `kubectl exec` GETs the pod first, so the launcher role granted `pods get` on the whole namespace to a
+    token in the tenant's image. The role no longer does; llmb-exec needs no read."""
+    binary, token = exec_group
+    kubeconfig = token_kubeconfig(policies, tmp_path, token, "grp")
+    for verb in (("get", "pod", "db"), ("get", "pod", "grp-0-1"), ("get", "pods"), ("exec", "grp-0-1", "--", "true")):
+        read = subprocess.run([policies.kubectl_path, "--kubeconfig", str(kubeconfig), "-n", EXEC_NAMESPACE, *verb],
+                              capture_output=True, text=True, timeout=60)
+        assert read.returncode != 0 and "forbidden" in read.stderr.lower(), (verb, read.stderr)
+        assert 'cannot get resource "pods"' in read.stderr or 'cannot list resource "pods"' in read.stderr, read.stderr
+    assert llmb_exec(policies, exec_group, tmp_path, "grp-0-1", "true").returncode == 0
+
+
+@pytest.mark.parametrize("target", ["db", "grp-0", "grp-1-1"])
+def test_llmb_exec_is_refused_outside_its_group_with_the_policy_reason(policies, exec_group, tmp_path, target):
+    refused = llmb_exec(policies, exec_group, tmp_path, target, "true")
+    assert refused.returncode == 255, refused
+    assert refused.stderr.startswith(f"llmb-exec: {EXEC_NAMESPACE}/{target}: ") and EXEC_POLICY in refused.stderr
+    assert "may exec only into the workers of its own leader pod grp-0" in refused.stderr
+
+
+def test_llmb_exec_says_why_a_worker_cannot_run_the_command(policies, exec_group, tmp_path):
+    """What the leader's wait loop prints for a worker not there yet or a wrong container: the API server's reason."""
+    absent = llmb_exec(policies, exec_group, tmp_path, "grp-0-2", "true")
+    assert absent.returncode == 255 and 'pods "grp-0-2" not found' in absent.stderr, absent.stderr
+    wrong = llmb_exec(policies, exec_group, tmp_path, "grp-0-1", "true", container="nope")
+    assert wrong.returncode == 255 and "container nope is not valid for pod grp-0-1" in wrong.stderr, wrong.stderr
+
+
+def test_the_rendered_kubexec_script_starts_a_command_in_the_worker_as_mpirun_calls_it(policies, exec_group, tmp_path):
+    """kubexec.sh (MPI's rsh agent) as the leader runs it: HOST is the worker's DNS name, the command one string."""
+    from llmbackend.render.multinode import script_text
+
+    script = tmp_path / "kubexec.sh"
+    script.write_text(script_text("kubexec.sh"))
+    binary, token = exec_group
+    (tmp_path / "token").write_text(token)
+    wrapper = tmp_path / "llmb-exec"  # in the pod: in-cluster address and token; here: flags
+    wrapper.write_text(f"#!/bin/sh\nexec {binary} --server {policies.cluster.server} --token-file {tmp_path}/token "
+                       f"--ca-file {policies.cluster.directory}/pki/ca.crt \"$@\"\n")
+    wrapper.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "LLMB_EXEC": str(wrapper), "POD_NAMESPACE": EXEC_NAMESPACE,
+           "LAUNCH_CONTAINER": "triton"}
+    result = subprocess.run(["/bin/sh", str(script), f"grp-0-1.grp.{EXEC_NAMESPACE}", "echo", "orted", "started;",
+                             "exit", "3"], capture_output=True, text=True, timeout=90, env=env)
+    assert result.stdout == "orted started\n" and result.returncode != 0, result
+    assert "exit status 3" in result.stderr, result.stderr  # kwok's way of saying 3 (see above)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -290,15 +291,26 @@ def launcher_account(cluster, tenant):
     return account
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-2 (medium): the launcher token, mounted in the multi-node leader that runs the tenant's image, "
-    "may get every pod of the namespace (launcher ClusterRole: pods get, no resourceNames); the exec policy narrows "
-    "CONNECT only. A tenant without `view` reads db-0's spec, POSTGRES_PASSWORD included. Documented with its "
-    "mitigation and planned fix: docs/security.md, \"Not covered\" (launcher token)"))
-def test_the_launcher_token_reads_no_pod_outside_its_group(cluster, launcher_account):
+# Fixed (was a strict xfail): FINDING attack2-2 (medium): the launcher token, mounted in the multi-node leader that
+# runs the tenant's image, could get every pod of the namespace (launcher ClusterRole: pods get, no resourceNames),
+# because `kubectl exec` reads the pod first. Leaders now exec with llmb-exec (launcher/main.go), which needs no read,
+# and the role holds pods/exec only.
+# The probe first sent the token beside the admin's client certificate (the API server authenticates the certificate
+# first, so it read as the admin): it now sends the token alone.
+def test_the_launcher_token_reads_no_pod_outside_its_group(cluster, launcher_account, tmp_path):
     tenant_ns = launcher_account.split(":")[2]
     token = cluster.kubectl("create", "token", "llama-launcher", "-n", tenant_ns).stdout.strip()
-    proc = cluster.kubectl("get", "pod", "db-0", "-n", tenant_ns, "-o", "json", "--token", token, check=False)
+    kubeconfig = tmp_path / "launcher.kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": cluster.cluster.server,
+                                               "certificate-authority": str(cluster.cluster.directory / "pki/ca.crt")}}],
+        "users": [{"name": "u", "user": {"token": token}}], "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    whoami = subprocess.run([cluster.kubectl_path, "--kubeconfig", str(kubeconfig), "auth", "whoami", "-o", "json"],
+                            capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(whoami.stdout)["status"]["userInfo"]["username"] == launcher_account
+    proc = subprocess.run([cluster.kubectl_path, "--kubeconfig", str(kubeconfig), "get", "pod", "db-0", "-n", tenant_ns,
+                           "-o", "json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "forbidden" in proc.stderr.lower(), (
         "the launcher token read db-0: " + ("POSTGRES_PASSWORD s3cret" if "s3cret" in proc.stdout else proc.stdout[:200]))
 

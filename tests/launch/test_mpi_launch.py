@@ -1,8 +1,9 @@
 """The rendered multi-node TensorRT-LLM launch, run for real: the leader script and kubexec.sh from the
 rendered ConfigMap, the leader container's rendered env and argv, and Debian's Open MPI `mpirun`.
 
-Only what needs a cluster or a GPU is a stand-in (tests/launch/standins/): `kubectl` (get answers
-from a directory; exec runs the command as a local process "in" the named pod),
+Only what needs a cluster or a GPU is a stand-in (tests/launch/standins/): `llmb-exec` (runs the command as a
+local process "in" the named pod, or refuses as the API server does; the real client against a real API server is
+tests/e2e/test_launcher_admission.py),
 `trtllm-llmapi-launch` (rank 0 runs the server once every rank registered) and `tritonserver`
 (answers /v2/health/ready). Every group runs on this machine, so every "pod" is local.
 """
@@ -65,7 +66,7 @@ class Group:
             "LWS_LEADER_ADDRESS": "big-0.big.serving", "LWS_GROUP_SIZE": str(nodes), "LWS_WORKER_INDEX": "0",
             "POD_NAMESPACE": "serving",
             # Paths of this machine instead of the pod's mounts.
-            "KUBECTL": str(STANDINS / "kubectl"), "KUBEXEC": str(tmp / "launch" / "kubexec.sh"),
+            "LLMB_EXEC": str(STANDINS / "llmb-exec"), "KUBEXEC": str(tmp / "launch" / "kubexec.sh"),
             "HOSTFILE": str(tmp / "hostfile"), "TERMINATION_LOG": str(tmp / "termination-log"),
             "LAUNCH_WAIT_SECONDS": str(wait_seconds), "LAUNCH_POLL_SECONDS": "0.2",
             "STANDIN_DIR": str(tmp),
@@ -182,7 +183,7 @@ def test_every_rank_starts_and_rank0_serves_only_once_all_are_up(group_factory, 
     assert [line.split()[0] for line in hostfile[1:]] == g.worker_pods()
     assert all(line.endswith(f"slots={per_pod}") for line in hostfile)
     execs = (g.dir / "exec.log").read_text().splitlines()
-    assert {line.split()[0] for line in execs} == set(g.worker_pods()), "ranks reach every worker through kubectl exec"
+    assert {line.split()[0] for line in execs} == set(g.worker_pods()), "ranks reach every worker through exec"
 
 
 def test_a_lost_rank_fails_the_group_visibly(group_factory):
@@ -216,7 +217,7 @@ def test_a_worker_that_never_runs_fails_the_leader_with_a_reason(group_factory):
     g.start()
     assert g.wait_exit() == 1
     message = (g.dir / "termination-log").read_text()
-    assert message.startswith("WorkersNotReady:") and "big-0-2(Pending)" in message and "big-0-1" not in message, message
+    assert message.startswith("WorkersNotReady:") and "big-0-2(pod big-0-2 does not have a host assigned (HTTP 400))" in message and "big-0-1" not in message, message
     assert not g.ranks() and not (g.dir / "hostfile").exists(), "mpirun must not start on a partial group"
 
 
@@ -226,4 +227,4 @@ def test_a_worker_that_refuses_exec_is_not_ready(group_factory):
     (g.dir / "noexec" / "big-0-1").touch()  # e.g. the Role does not cover it yet
     g.start()
     assert g.wait_exit() == 1
-    assert "big-0-1(exec-failed)" in (g.dir / "termination-log").read_text()
+    assert "big-0-1(pods \"big-0-1\" is forbidden" in (g.dir / "termination-log").read_text()

@@ -130,8 +130,8 @@ def test_serving_pods_stay_non_root_without_capabilities_and_only_the_leader_hol
     # the workers run as the backend's own account (no token, no binding), not the namespace's default
     assert worker["serviceAccountName"] == "big-serving" and worker["automountServiceAccountToken"] is False
     launcher = next(c for c in leader["initContainers"] if c["name"] == "launcher")
-    assert launcher["command"][0] == "cp" and launcher["command"][-1] == "/launcher/kubectl"
-    assert _env(leader["containers"][0])["KUBECTL"] == "/launcher/kubectl"
+    assert launcher["command"][0] == "cp" and launcher["command"][-1] == "/launcher/llmb-exec"
+    assert _env(leader["containers"][0])["LLMB_EXEC"] == "/launcher/llmb-exec"
 
 
 def test_launcher_gets_a_binding_of_the_fixed_launcher_cluster_role_and_no_role():
@@ -145,10 +145,11 @@ def test_launcher_gets_a_binding_of_the_fixed_launcher_cluster_role_and_no_role(
     assert kinds.index("RoleBinding") < kinds.index("LeaderWorkerSet"), "exec rights exist before the leader starts"
 
 
-def test_launcher_cluster_role_lets_kubectl_exec_over_websocket_and_spdy():
-    """kubectl >= 1.30 opens exec as a WebSocket upgrade of a GET; older ones POST (SPDY): pods/exec needs both."""
-    exec_rule = next(r for r in launcher_cluster_role()["rules"] if r["resources"] == ["pods/exec"])
-    assert set(exec_rule["verbs"]) == {"get", "create"}
+def test_launcher_cluster_role_grants_exec_and_no_read_of_pods():
+    """llmb-exec opens exec as a WebSocket upgrade of a GET, which the API server (1.35+) also authorizes as `create`:
+    pods/exec needs both verbs. Issue 42: nothing else, `pods get` included (the token sits in the tenant's image)."""
+    assert launcher_cluster_role()["rules"] == [
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]}]
 
 
 def test_operator_may_bind_the_launcher_role_without_holding_exec():
@@ -276,14 +277,16 @@ def test_a_partial_group_is_a_reason_with_the_stuck_pod(pods, expected):
         assert (problem[2] is not None) == ("Unschedulable" in expected)
 
 
-def test_default_launcher_image_is_the_operator_image_that_ships_kubectl():
+def test_default_launcher_image_is_the_operator_image_that_ships_llmb_exec():
     from pathlib import Path
 
     import yaml
 
-    from llmbackend.api.v1alpha1 import DEFAULT_LAUNCHER_IMAGE, LAUNCHER_KUBECTL
+    from llmbackend.api.v1alpha1 import DEFAULT_LAUNCHER_IMAGE, LAUNCHER_EXEC
 
     root = Path(__file__).resolve().parents[2]
     deployment = yaml.safe_load((root / "manifests/default/deployment.yaml").read_text())
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == DEFAULT_LAUNCHER_IMAGE
-    assert f'open("{LAUNCHER_KUBECTL}", "wb")' in (root / "Dockerfile").read_text(), "the Dockerfile installs kubectl there"
+    dockerfile = (root / "Dockerfile").read_text()
+    assert f"COPY --from=launcher /out/llmb-exec {LAUNCHER_EXEC}" in dockerfile, "the Dockerfile installs llmb-exec there"
+    assert "COPY launcher/go.mod launcher/go.sum launcher/main.go" in dockerfile and "kubectl" not in dockerfile

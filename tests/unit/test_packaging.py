@@ -20,7 +20,9 @@ def test_the_package_has_no_dev_cluster_code():
 
 def test_the_image_copies_only_the_package_sources():
     copies = re.findall(r"^COPY (?!--from)(.+)$", (REPO / "Dockerfile").read_text(), re.M)
-    assert copies and all(src.split()[0] in ("pyproject.toml", "operator") for src in copies), copies
+    # the package, and the sources of the leaders' exec client (launcher/, its own build stage)
+    assert copies and all(src.split()[0] in ("pyproject.toml", "operator", "launcher/go.mod") for src in copies), copies
+    assert all(s.startswith("launcher/") for s in next(c for c in copies if c.startswith("launcher/")).split()[:-1])
 
 
 def test_the_cli_offers_operator_commands_only():

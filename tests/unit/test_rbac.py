@@ -121,8 +121,7 @@ def test_the_operator_holds_every_right_of_the_launcher_role_it_does_not_bind():
     """What the launcher binding grants is exactly the fixed ClusterRole; the operator renders no Role."""
     launcher = _role(RBAC, "ClusterRole", LAUNCHER_CLUSTER_ROLE)
     assert rules_to_grants(launcher["rules"], WATCHED) == {
-        permissions_module.Grant(WATCHED, "", "pods"): frozenset({"get"}),
-        # kubectl >= 1.30 execs over WebSocket (GET), older ones over SPDY (POST): both verbs.
+        # llmb-exec opens a WebSocket (a GET, authorized as `create` too since 1.35); no `pods get` (issue 42).
         permissions_module.Grant(WATCHED, "", "pods/exec"): frozenset({"get", "create"}),
     }
     from llmbackend.render.names import BackendRef

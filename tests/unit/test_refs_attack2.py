@@ -243,12 +243,10 @@ def test_a_podtemplate_label_cannot_name_a_queue_or_class_the_policy_never_judge
     assert all("filter(m, size(m) > 0)" in t and "startsWith" not in t for t in terms), "every key, not some"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING attack2-2 (medium): a multi-node TensorRT-LLM leader runs the tenant's image (spec.engine.image) with "
-    "the launcher account's token mounted, and the launcher ClusterRole grants `get pods` on every pod of the "
-    "namespace (no resourceNames; the exec policy narrows only CONNECT). A tenant bound to LLMBackends only (no "
-    "`view`) reads any pod's spec by name, inline env values included, through a token it could not get itself. "
-    "Documented with its mitigation and planned fix: docs/security.md, \"Not covered\" (launcher token)"))
+# Fixed (was a strict xfail): FINDING attack2-2 (medium): a multi-node TensorRT-LLM leader runs the tenant's image with
+# the launcher account's token mounted, and the launcher ClusterRole granted `get pods` on every pod of the namespace
+# (kubectl exec reads the pod first). Leaders exec with llmb-exec (launcher/main.go), which reads no pod; the role
+# holds pods/exec only.
 def test_the_token_in_the_tenants_leader_image_reads_no_pod_but_its_own_workers() -> None:
     spec = LLMBackendSpec.model_validate(_spec(URI, preset="llama-3.1-405b"))
     lws = next(o for o in desired_objects(REF, spec, TWO_NODES, 1, SURGE) if o["kind"] == "LeaderWorkerSet")

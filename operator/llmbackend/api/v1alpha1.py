@@ -56,7 +56,7 @@ DEFAULT_VLLM_IMAGE = f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-
 # kubectl, which multi-node leaders use to start ranks in workers, and model_fetch, which the model Jobs run.
 OPERATOR_IMAGE = f"ghcr.io/llmbackend/operator:{__version__}"
 DEFAULT_LAUNCHER_IMAGE = OPERATOR_IMAGE
-LAUNCHER_KUBECTL = "/opt/llmbackend/bin/kubectl"
+LAUNCHER_EXEC = "/opt/llmbackend/bin/llmb-exec"  # launcher/main.go, built into the operator image
 
 # Kubernetes quantity strings ("8", "500m", "64Gi"), at most 64 characters: no node has 10^60 of anything, and a
 # longer number is past what planning/quantity.py reads (or Python turns into text).
@@ -880,8 +880,9 @@ class MultiNodeSpec(_Model):
 
     launcher_image: str | None = Field(
         default=None, max_length=512, pattern=IMAGE_PATTERN,
-        description=f"Image holding kubectl at {LAUNCHER_KUBECTL}, copied into TensorRT-LLM leaders to start MPI ranks "
-                    "in the workers through `kubectl exec` (defaults to the operator image).",
+        description=f"Image holding llmb-exec at {LAUNCHER_EXEC} (an exec client that needs no right to read pods), "
+                    "copied into TensorRT-LLM leaders to start MPI ranks in the workers through the pods' exec "
+                    "subresource (defaults to the operator image).",
     )
     startup_timeout_seconds: int = Field(
         default=900, ge=30, le=7200,

@@ -2,7 +2,7 @@
 
 - TensorRT-LLM (LLM API, MPI): the leader waits for its workers, then runs
   `mpirun -np TPxPP trtllm-llmapi-launch tritonserver ...` over the group's pods, one rank per GPU,
-  starting remote ranks with `kubectl exec` as MPI's rsh agent (no sshd). Rank 0 (on the leader)
+  starting remote ranks through the pods' exec subresource as MPI's rsh agent (no sshd; llmb-exec, launcher/). Rank 0 (on the leader)
   serves; the others work. The leader's ServiceAccount is bound to the fixed launcher ClusterRole (exec) in its namespace.
 - vLLM: the leader runs a Ray head, workers join it, and the leader serves once every GPU joined
   (vLLM's `distributed_executor_backend: ray` places TP x PP workers on the Ray cluster).
@@ -25,7 +25,7 @@ from typing import Any
 
 from ..api.v1alpha1 import (
     DEFAULT_LAUNCHER_IMAGE,
-    LAUNCHER_KUBECTL,
+    LAUNCHER_EXEC,
     LAUNCHER_SUFFIX,
     Backend,
     LLMBackendSpec,
@@ -48,7 +48,7 @@ IMEX_CLAIM = "imex-channel"
 
 LAUNCH_MOUNT = "/launch"  # the scripts (ConfigMap keys launch__*.sh)
 LAUNCH_KEY_PREFIX = "launch__"
-KUBECTL_DIR = "/launcher"  # kubectl copied from the launcher image
+LAUNCHER_DIR = "/launcher"  # llmb-exec, copied from the launcher image
 HOSTFILE = "/tmp/hostfile"
 # TensorRT-LLM's launcher: on rank 0 it runs the command (tritonserver serves), other ranks become the LLM's MPI workers.
 LLMAPI_LAUNCH = "trtllm-llmapi-launch"
@@ -133,11 +133,12 @@ def group_child_names(lws: str, groups: int, size: int) -> list[tuple[str, str]]
 
 # The launcher's rights, one fixed ClusterRole shipped in manifests/default/rbac.yaml. The operator binds it (RBAC
 # `bind` on this name only) to each MPI leader's ServiceAccount in that backend's namespace; it holds none of
-# these rights itself and can grant nothing else. `kubectl exec` reads the pod, then execs: a POST (SPDY) or,
-# from kubectl 1.30 on, a GET (WebSocket), so pods/exec needs both verbs.
+# these rights itself and can grant nothing else. No `pods get`: the leader runs the tenant's image, and that right
+# would read every pod of the namespace; llmb-exec (launcher/main.go) opens the exec stream without reading the pod
+# first, as kubectl does. The stream is a WebSocket upgrade of a GET; since Kubernetes 1.35 the API server also
+# checks `create` for it (feature AuthorizePodWebsocketUpgradeCreatePermission), so pods/exec needs both verbs.
 LAUNCHER_CLUSTER_ROLE = "llmbackend-launcher"
 LAUNCHER_RULES: tuple[dict[str, Any], ...] = (
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
 )
 
@@ -230,17 +231,17 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
     if leader and mpi:
         container["env"] += [
             _env("HOSTFILE", HOSTFILE),
-            _env("KUBECTL", f"{KUBECTL_DIR}/kubectl"),
+            _env("LLMB_EXEC", f"{LAUNCHER_DIR}/llmb-exec"),
             _env("KUBEXEC", f"{LAUNCH_MOUNT}/kubexec.sh"),
             _env("LAUNCH_CONTAINER", SERVING_CONTAINER),
         ]
-        container["volumeMounts"].append({"name": "launcher", "mountPath": KUBECTL_DIR, "readOnly": True})
+        container["volumeMounts"].append({"name": "launcher", "mountPath": LAUNCHER_DIR, "readOnly": True})
         pod["volumes"].append({"name": "launcher", "emptyDir": {}})
         pod["initContainers"].append({
             "name": "launcher",
             "image": options.launcher_image or DEFAULT_LAUNCHER_IMAGE,
-            "command": ["cp", LAUNCHER_KUBECTL, f"{KUBECTL_DIR}/kubectl"],
-            "volumeMounts": [{"name": "launcher", "mountPath": KUBECTL_DIR}],
+            "command": ["cp", LAUNCHER_EXEC, f"{LAUNCHER_DIR}/llmb-exec"],
+            "volumeMounts": [{"name": "launcher", "mountPath": LAUNCHER_DIR}],
             "securityContext": container["securityContext"],
         })
         # Only the leader holds a token, bound to the launcher ClusterRole; workers keep automount off.

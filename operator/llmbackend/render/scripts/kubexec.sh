@@ -1,7 +1,8 @@
 #!/bin/sh
 # MPI's rsh agent without sshd: mpirun (on the leader) calls `kubexec.sh HOST COMMAND...` to start its
 # daemon on a worker; HOST is the worker's pod name (the leader writes pod names into the hostfile),
-# and the command runs in that pod's serving container through `kubectl exec`. The leader's
+# and the command runs in that pod's serving container through the pod's exec subresource (llmb-exec:
+# `kubectl exec` without reading the pod first, so the leader's token cannot read pods). The leader's
 # ServiceAccount may exec only into its own workers (manifests/default/launcher-admission.yaml).
 set -eu
 while [ $# -gt 0 ]; do
@@ -12,4 +13,4 @@ while [ $# -gt 0 ]; do
 done
 host="$1"; shift
 pod="${host%%.*}"
-exec "${KUBECTL:-kubectl}" exec -n "$POD_NAMESPACE" -c "${LAUNCH_CONTAINER:-triton}" "$pod" -- /bin/sh -c "$*"
+exec "${LLMB_EXEC:-llmb-exec}" -n "$POD_NAMESPACE" -c "${LAUNCH_CONTAINER:-triton}" "$pod" -- /bin/sh -c "$*"

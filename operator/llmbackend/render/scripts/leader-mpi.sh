@@ -1,6 +1,7 @@
 #!/bin/sh
 # Leader of a multi-node TensorRT-LLM replica (one LeaderWorkerSet group).
-#   1. waits, bounded, until every worker pod of its group runs and accepts `kubectl exec`;
+#   1. waits, bounded, until every worker pod of its group accepts exec (llmb-exec runs `true` in it: the token
+#      may exec into its own workers and read no pod, so a worker that runs is one whose exec succeeds);
 #   2. writes the MPI hostfile (pod names, GPUS_PER_POD slots each, the leader first: rank 0 serves);
 #   3. runs mpirun with kubexec.sh as the rsh agent (no sshd anywhere): WORLD_SIZE ranks, one per GPU,
 #      each running "$@" (trtllm-llmapi-launch tritonserver ...: rank 0 serves, the others work).
@@ -15,7 +16,7 @@ fail() {
 }
 : "${LWS_LEADER_ADDRESS:?set by LeaderWorkerSet}" "${LWS_GROUP_SIZE:?set by LeaderWorkerSet}"
 : "${GPUS_PER_POD:?}" "${WORLD_SIZE:?}" "${POD_NAMESPACE:?}" "${HOSTFILE:?}"
-KUBECTL="${KUBECTL:-kubectl}"
+LLMB_EXEC="${LLMB_EXEC:-llmb-exec}"
 wait_s="${LAUNCH_WAIT_SECONDS:-600}"
 leader_pod="${LWS_LEADER_ADDRESS%%.*}"  # <lws>-<group>; workers are <lws>-<group>-<index>
 expected=$((LWS_GROUP_SIZE * GPUS_PER_POD))
@@ -31,14 +32,9 @@ next_log=0
 while :; do
   missing=""
   for pod in $workers; do
-    state=$("$KUBECTL" get pod -n "$POD_NAMESPACE" "$pod" -o 'jsonpath={.status.phase}/{.status.podIP}' 2>/dev/null) || state="absent/"
-    case "$state" in
-      Running/?*)
-        # Running with an IP: the channel mpirun will use must work too.
-        "$KUBECTL" exec -n "$POD_NAMESPACE" -c "${LAUNCH_CONTAINER:-triton}" "$pod" -- true >/dev/null 2>&1 \
-          || missing="$missing $pod(exec-failed)" ;;
-      *) missing="$missing $pod(${state%%/*})" ;;
-    esac
+    # The channel mpirun will use; its refusal says why (not found, not scheduled, container not running).
+    why=$("$LLMB_EXEC" -n "$POD_NAMESPACE" -c "${LAUNCH_CONTAINER:-triton}" "$pod" -- true 2>&1 >/dev/null) \
+      || missing="$missing $pod($(printf '%s' "$why" | head -n 1 | sed 's/^llmb-exec: [^:]*: //' | cut -c1-160))"
   done
   [ -z "$missing" ] && break
   now=$(date +%s)
