@@ -246,3 +246,50 @@ def test_two_tenant_mounts_that_alias_each_other_are_refused() -> None:
     except (ValidationError, PodTemplateConflictError):
         raised = True
     assert raised
+
+
+# ---- a gated model another backend downloaded, served without credentials ----
+
+def _decide_with_cache(spec_dict: dict[str, Any], cache: Any) -> set[str]:
+    """The kinds decide applies for a backend `chat` whose model cache step reported `cache`."""
+    from devcluster.cli import topology_nodes
+    from llmbackend.controller.decide import Observed, decide
+    from llmbackend.planning.inventory import Inventory
+
+    inventory = Inventory()
+    for node in topology_nodes("dgx-h100-x4"):
+        inventory.upsert(node)
+    obj = {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "status": {},
+           "metadata": {"name": REF.name, "namespace": REF.namespace, "uid": REF.uid, "generation": 1},
+           "spec": spec_dict}
+    asked = decide(Observed(obj, inventory.nodes(), model_cache=cache))
+    decision = decide(Observed(obj, inventory.nodes(), model_cache=cache,
+                               children={k: None for k in asked.look_up}))
+    return {o["kind"] for o in decision.apply}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (high): a tenant names another team's gated Hub repo (hf://meta-llama/...) with a preset and no "
+    "secretRef. Its own download Job has no token and fails 401 (SourceUnauthorized, permanent), but with a preset "
+    "the architecture is known, so decide renders the Deployment anyway (controller/decide._valid_spec stops only "
+    "without an architecture). Its pods wait for the marker behind <key>/refs/main, which the other team's "
+    "download (with its token) wrote: the key is the source's, not the credential's. The tenant then serves, and "
+    "its image reads, the gated weights it was never authorized to download."))
+def test_a_backend_whose_own_download_was_refused_does_not_serve_another_backend_s_copy() -> None:
+    """Tries: the gated source after the owning team's backend downloaded it with its Secret; the tenant's backend
+    names the same URI without one. The two share the cache key (precondition); the tenant's own download failed
+    401. Does the operator still run pods that load the copy?"""
+    from llmbackend.controller.modelcache import ModelCacheResult
+
+    uri = "hf://meta-llama/Llama-3.1-8B-Instruct"
+    owners = ModelSource.model_validate({"uri": uri, "secretRef": {"name": "team-a-hf"}})
+    tenants = ModelSource.model_validate({"uri": uri})
+    assert modelcache.ref_path(owners) == modelcache.ref_path(tenants), "precondition: one copy per source"
+    assert modelcache.download_job_name(owners) != modelcache.download_job_name(tenants), (
+        "precondition: the tenant's Job is its own (no token), as docs/security.md says")
+    spec_dict = {"model": {"preset": "llama-3.1-8b", "source": {"uri": uri}}}
+    spec = LLMBackendSpec.model_validate(spec_dict)
+    refused = ModelCacheResult(spec, False, "SourceUnauthorized",
+                               f"{uri}: meta-llama/Llama-3.1-8B-Instruct is gated, private or does not exist (401)",
+                               {"phase": "Failed", "source": uri}, permanent=True)
+    assert "Deployment" not in _decide_with_cache(spec_dict, refused)
