@@ -285,3 +285,41 @@ def test_a_tenant_refused_the_cache_claim_does_not_get_it_mounted_through_a_uri_
              if v["name"] == m["name"] and (v.get("persistentVolumeClaim") or {}).get("claimName") == DEFAULT_CACHE_CLAIM
              and not m.get("subPath")]
     assert whole == [], f"the whole cache claim is mounted at {whole}"
+
+
+# ---- the backend's own account, reached by editing or re-creating another's backend ----
+
+TENANT_IMAGE = "registry.example/tenant/tools:1"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (medium): the implicit account <name>-serving is judged nowhere. Naming the admin's backend's account "
+    "victim-serving in podTemplate.serviceAccountName is refused (no create serviceaccounts/token), but an edit of "
+    "the admin's backend `victim` that only swaps engine.image is admitted, and so is deleting `victim` and "
+    "creating it again with the tenant's spec: either way the tenant's image runs as victim-serving. Whatever an "
+    "admin tied to that account by name (a RoleBinding, an EKS Pod Identity association, a GKE workload identity "
+    "principal: none needs the token or an annotation; render_serving_account says an admin may name it) is lent "
+    "to every LLMBackend editor of the namespace, as the namespace's default account was before attack2-3."))
+@pytest.mark.parametrize("how", ["edit-image", "delete-and-recreate"])
+def test_a_tenant_cannot_run_its_image_as_another_backend_s_own_account(cluster, tenant_ns, how):
+    """Tries: an admin's backend runs as <its name>-serving. The tenant, refused that account by name
+    (precondition), edits the backend's image, or deletes it and creates its own under the same name."""
+    admins = unique("admins-")
+    apply_manifest(cluster, backend_manifest(admins, tenant_ns))
+    named = backend_manifest(unique("sa-"), tenant_ns, serving={"podTemplate": {"serviceAccountName": f"{admins}-serving"}})
+    assert not admitted(as_tenant(cluster, named)), "precondition: the account by name is refused"
+    if how == "delete-and-recreate":
+        deleted = cluster.kubectl("delete", "llmbackend", admins, "-n", tenant_ns, "--as", TENANT, check=False)
+        assert deleted.returncode == 0, deleted.stderr
+        wait_for(lambda: cluster.kube.get("LLMBackend", tenant_ns, admins) is None, timeout=30, what="deleted")
+    proc = as_tenant(cluster, backend_manifest(admins, tenant_ns, engine={"image": TENANT_IMAGE}))
+    ran_as = None
+    if admitted(proc):
+        stored = json.loads(proc.stdout)
+        objects = desired_objects(BackendRef(admins, tenant_ns, stored["metadata"]["uid"] or "u"),
+                                  LLMBackendSpec.model_validate(stored["spec"]), _ONE_NODE, 1, _SURGE)
+        workload = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == admins)
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["containers"][0]["image"] == TENANT_IMAGE
+        ran_as = pod["serviceAccountName"]
+    assert ran_as != f"{admins}-serving"
