@@ -323,3 +323,55 @@ def test_a_tenant_cannot_run_its_image_as_another_backend_s_own_account(cluster,
         assert pod["containers"][0]["image"] == TENANT_IMAGE
         ran_as = pod["serviceAccountName"]
     assert ran_as != f"{admins}-serving"
+
+
+_TWO_NODES = PlanStatus(tensor_parallel=8, pipeline_parallel=2, gpus_per_replica=16, nodes_per_replica=2,
+                        memory_per_gpu_bytes=1, gpu_product="NVIDIA-H100-80GB-HBM3")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (medium): a RoleBinding (or ClusterRoleBinding) that names a ServiceAccount that does not exist yet, "
+    "e.g. a CI system's `ci-launcher`, is taken over by naming a multi-node TensorRT-LLM backend `ci`: the operator "
+    "creates the account ci-launcher (never-adopt checks only the account and the RoleBinding of that name, and "
+    "neither exists) and mounts its token into the leader, which runs the tenant's image. The tenant, who may not "
+    "create ServiceAccounts, chooses the account's name and holds its token, with every right bound to that name "
+    "(here get secrets). `<name>-serving` and `<name>-epp` are made the same way (no token in the tenant's image, "
+    "but identities bound by name, such as EKS Pod Identity, need none)."))
+def test_an_account_the_operator_creates_holds_no_right_someone_bound_to_its_name_before(cluster, tenant_ns):
+    """Tries: an admin's RoleBinding grants `get secrets` to the ServiceAccount ci-launcher, which does not exist
+    (deleted with its CI system, or not created yet). The tenant creates a multi-node TensorRT-LLM backend `ci` and
+    looks at the token its leader image would hold (a 405B model in 16 bits needs two 8-GPU H100 nodes: the plan
+    rendered is that two-node one)."""
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "ci-secrets", "namespace": tenant_ns},
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "ci-secrets", "namespace": tenant_ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ci-secrets"},
+         "subjects": [{"kind": "ServiceAccount", "name": "ci-launcher", "namespace": tenant_ns}]}]))
+    assert cluster.kube.get("ServiceAccount", tenant_ns, "ci-launcher") is None, "precondition: no such account"
+    assert cluster.kubectl("auth", "can-i", "get", "secrets", "-n", tenant_ns,
+                           "--as", TENANT, check=False).stdout.strip() == "no", "precondition: the tenant may not"
+
+    manifest = backend_manifest("ci", tenant_ns, model={"preset": "llama-3.1-405b", "source": {"uri": "s3://models/405b"}},
+                                engine={"backend": "tensorrtllm", "image": TENANT_IMAGE})
+    proc = as_tenant(cluster, manifest)
+    assert admitted(proc), proc.stderr
+    stored = json.loads(proc.stdout)
+    objects = desired_objects(BackendRef("ci", tenant_ns, stored["metadata"]["uid"] or "u"),
+                              LLMBackendSpec.model_validate(stored["spec"]), _TWO_NODES, 1, _SURGE)
+    created = [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"]
+    tokens = set()
+    for obj in objects:
+        if obj["kind"] != "LeaderWorkerSet":
+            continue
+        for template in obj["spec"]["leaderWorkerTemplate"].values():
+            pod = template.get("spec") if isinstance(template, dict) else None
+            if pod and pod.get("automountServiceAccountToken") and any(
+                    c["image"] == TENANT_IMAGE for c in pod["containers"]):
+                tokens.add(pod["serviceAccountName"])
+    assert "ci-launcher" in created, f"precondition: the operator creates ci-launcher ({created})"
+    held = {account for account in tokens if cluster.kubectl(
+        "auth", "can-i", "get", "secrets", "-n", tenant_ns, "--as", f"system:serviceaccount:{tenant_ns}:{account}",
+        check=False).stdout.strip() == "yes"}
+    assert held == set(), f"the tenant's leader image holds the token of {held}, which may read Secrets"
