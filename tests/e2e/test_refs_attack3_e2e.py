@@ -257,7 +257,7 @@ _SURGE = RolloutStrategy("RollingUpdate", 1, 0)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "FINDING (medium): a tenant the policy refuses to mount llmbackend-model-cache read-only (no `use` on it) is "
+    "FINDING (medium; the sharing is under security.md's \"Not covered\", the contradiction with the policy's own cache-claim-read-only rule is not): a tenant the policy refuses to mount llmbackend-model-cache read-only (no `use` on it) is "
     "admitted with any spec.model.source.uri, and the operator mounts that same claim, whole, read-only into the "
     "pods that run the tenant's image: every other backend's copy (gated models downloaded with Secrets the tenant "
     "cannot read) is readable there. tests/unit/test_refs_attack3.py has the render side."))

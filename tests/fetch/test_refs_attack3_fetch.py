@@ -81,7 +81,7 @@ def _backend(name: str, source: dict) -> dict:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "FINDING (high): the tenant's backend `thief` names team A's gated repo with a preset and no secretRef. Its own "
+    "FINDING (medium; security.md's \"Not covered\" says any backend may load any copy of the claim, not that a backend whose own download was refused is served): the tenant's backend `thief` names team A's gated repo with a preset and no secretRef. Its own "
     "download Job has no token and fails 401 (SourceUnauthorized, permanent), yet decide renders its Deployment "
     "(a preset gives the architecture, and only a missing architecture stops the pass), and the marker its pods "
     "wait on (<key>/refs/main/.llmbackend-complete.json) is there: team A's download wrote it, and the cache key "

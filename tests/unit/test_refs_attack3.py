@@ -81,7 +81,7 @@ def _cache_mounts(spec: LLMBackendSpec) -> list[tuple[str, dict[str, Any]]]:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "FINDING (medium): any hf:// or s3:// source mounts the WHOLE namespace cache claim llmbackend-model-cache "
+    "FINDING (medium; the sharing itself is under security.md's \"Not covered\" of \"Another backend's Secret\", but it contradicts the Trust model's read-only-claim rule): any hf:// or s3:// source mounts the WHOLE namespace cache claim llmbackend-model-cache "
     "(render/modelcache.serving_volume, no subPath) into pods running the tenant's image, so a tenant without `use` "
     "on that claim reads every other backend's copy in it, gated or private models downloaded with Secrets it "
     "cannot read included; the same claim mounted read-only through a podTemplate volume needs `use` "
@@ -269,7 +269,7 @@ def _decide_with_cache(spec_dict: dict[str, Any], cache: Any) -> set[str]:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "FINDING (high): a tenant names another team's gated Hub repo (hf://meta-llama/...) with a preset and no "
+    "FINDING (medium; security.md's \"Not covered\" says any backend may load any copy of the claim, not that a backend whose own download was refused is served, Degraded=SourceUnauthorized meanwhile): a tenant names another team's gated Hub repo (hf://meta-llama/...) with a preset and no "
     "secretRef. Its own download Job has no token and fails 401 (SourceUnauthorized, permanent), but with a preset "
     "the architecture is known, so decide renders the Deployment anyway (controller/decide._valid_spec stops only "
     "without an architecture). Its pods wait for the marker behind <key>/refs/main, which the other team's "
