@@ -8,8 +8,8 @@ alone decides). Render-level probes of the same specs are in tests/unit/test_ref
 
 Convention: a probe that holds asserts the claim; a probe that breaks one asserts the safe behaviour and is a strict
 expected failure whose reason starts with FINDING and its severity. Preconditions (the policy is live, a grant is
-enough for its own kind) are in fixtures or asserted first, so a broken precondition errors or fails, never passes
-as the expected failure.
+enough for its own kind) are in fixtures or asserted first, so a broken precondition errors (PreconditionError, which the
+xfail marks do not take), never passes as the expected failure.
 """
 
 from __future__ import annotations
@@ -42,6 +42,16 @@ VICTIM = "victim"  # an admin's backend next to the tenant's
 LABELS_REFUSED = "remove podTemplate.labels and podTemplate.annotations"
 
 
+class PreconditionError(Exception):
+    """The scene of a probe could not be set: an error, never the expected failure (the xfail marks take only
+    AssertionError)."""
+
+
+def precondition(ok: object, what: str) -> None:
+    if not ok:
+        raise PreconditionError(what)
+
+
 def as_tenant(cluster: ClusterHandle, manifest: dict[str, Any], *, dry_run: bool = True,
               user: str = TENANT) -> subprocess.CompletedProcess:
     args = ["apply", "--as", user, "-o", "json", "-f", "-"] + (["--dry-run=server"] if dry_run else [])
@@ -50,8 +60,8 @@ def as_tenant(cluster: ClusterHandle, manifest: dict[str, Any], *, dry_run: bool
 
 def admitted(proc: subprocess.CompletedProcess) -> bool:
     if proc.returncode != 0:
-        assert "denied request" in proc.stderr or "Forbidden" in proc.stderr or "forbidden" in proc.stderr, (
-            f"refused for another reason than admission or RBAC: {proc.stderr}")
+        precondition("denied request" in proc.stderr or "Forbidden" in proc.stderr or "forbidden" in proc.stderr,
+                     f"refused for another reason than admission or RBAC: {proc.stderr}")
     return proc.returncode == 0
 
 
@@ -102,7 +112,7 @@ def queue_tenants(cluster: ClusterHandle, tenant_ns: str) -> dict[str, str]:
     return users
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (low): the policy accepts `use` on a Kueue LocalQueue OR a Volcano Queue of that name, whichever "
     "multiNode.gangScheduler (a field in NAMES_NO_OBJECT) then picks: `use` on the team's own namespaced LocalQueue "
     "gold admits gangScheduler: volcano, queueName: gold, i.e. the cluster-scoped Volcano Queue gold shared with "
@@ -256,7 +266,7 @@ _ONE_NODE = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=
 _SURGE = RolloutStrategy("RollingUpdate", 1, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (medium; the sharing is under security.md's \"Not covered\", the contradiction with the policy's own cache-claim-read-only rule is not): a tenant the policy refuses to mount llmbackend-model-cache read-only (no `use` on it) is "
     "admitted with any spec.model.source.uri, and the operator mounts that same claim, whole, read-only into the "
     "pods that run the tenant's image: every other backend's copy (gated models downloaded with Secrets the tenant "
@@ -268,11 +278,11 @@ def test_a_tenant_refused_the_cache_claim_does_not_get_it_mounted_through_a_uri_
         "volumes": [{"name": "c", "persistentVolumeClaim": {"claimName": DEFAULT_CACHE_CLAIM, "readOnly": True}}],
         "volumeMounts": [{"name": "c", "mountPath": "/c", "readOnly": True}]}})
     refused = as_tenant(cluster, direct)
-    assert not admitted(refused) and "PersistentVolumeClaim you may not use" in refused.stderr, refused.stderr
+    precondition(not admitted(refused) and "PersistentVolumeClaim you may not use" in refused.stderr, refused.stderr)
     via_uri = backend_manifest("cache-uri", tenant_ns, model={"preset": "llama-3.1-8b",
                                                               "source": {"uri": "hf://anyone/any-model"}})
     proc = as_tenant(cluster, via_uri)
-    assert admitted(proc), "precondition: a uri source is admitted"
+    precondition(admitted(proc), "a uri source is admitted")
     stored = json.loads(proc.stdout)
     objects = desired_objects(BackendRef("cache-uri", tenant_ns, stored["metadata"]["uid"] or "u"),
                               LLMBackendSpec.model_validate(stored["spec"]), _ONE_NODE, 1, _SURGE)
@@ -292,7 +302,7 @@ def test_a_tenant_refused_the_cache_claim_does_not_get_it_mounted_through_a_uri_
 TENANT_IMAGE = "registry.example/tenant/tools:1"
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (medium): the implicit account <name>-serving is judged nowhere. Naming the admin's backend's account "
     "victim-serving in podTemplate.serviceAccountName is refused (no create serviceaccounts/token), but an edit of "
     "the admin's backend `victim` that only swaps engine.image is admitted, and so is deleting `victim` and "
@@ -307,10 +317,10 @@ def test_a_tenant_cannot_run_its_image_as_another_backend_s_own_account(cluster,
     admins = unique("admins-")
     apply_manifest(cluster, backend_manifest(admins, tenant_ns))
     named = backend_manifest(unique("sa-"), tenant_ns, serving={"podTemplate": {"serviceAccountName": f"{admins}-serving"}})
-    assert not admitted(as_tenant(cluster, named)), "precondition: the account by name is refused"
+    precondition(not admitted(as_tenant(cluster, named)), "the account by name is refused")
     if how == "delete-and-recreate":
         deleted = cluster.kubectl("delete", "llmbackend", admins, "-n", tenant_ns, "--as", TENANT, check=False)
-        assert deleted.returncode == 0, deleted.stderr
+        precondition(deleted.returncode == 0, deleted.stderr)
         wait_for(lambda: cluster.kube.get("LLMBackend", tenant_ns, admins) is None, timeout=30, what="deleted")
     proc = as_tenant(cluster, backend_manifest(admins, tenant_ns, engine={"image": TENANT_IMAGE}))
     ran_as = None
@@ -320,7 +330,7 @@ def test_a_tenant_cannot_run_its_image_as_another_backend_s_own_account(cluster,
                                   LLMBackendSpec.model_validate(stored["spec"]), _ONE_NODE, 1, _SURGE)
         workload = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == admins)
         pod = workload["spec"]["template"]["spec"]
-        assert pod["containers"][0]["image"] == TENANT_IMAGE
+        precondition(pod["containers"][0]["image"] == TENANT_IMAGE, "the pods run the tenant's image")
         ran_as = pod["serviceAccountName"]
     assert ran_as != f"{admins}-serving"
 
@@ -329,7 +339,7 @@ _TWO_NODES = PlanStatus(tensor_parallel=8, pipeline_parallel=2, gpus_per_replica
                         memory_per_gpu_bytes=1, gpu_product="NVIDIA-H100-80GB-HBM3")
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (medium): a RoleBinding (or ClusterRoleBinding) that names a ServiceAccount that does not exist yet, "
     "e.g. a CI system's `ci-launcher`, is taken over by naming a multi-node TensorRT-LLM backend `ci`: the operator "
     "creates the account ci-launcher (never-adopt checks only the account and the RoleBinding of that name, and "
@@ -349,14 +359,14 @@ def test_an_account_the_operator_creates_holds_no_right_someone_bound_to_its_nam
          "metadata": {"name": "ci-secrets", "namespace": tenant_ns},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ci-secrets"},
          "subjects": [{"kind": "ServiceAccount", "name": "ci-launcher", "namespace": tenant_ns}]}]))
-    assert cluster.kube.get("ServiceAccount", tenant_ns, "ci-launcher") is None, "precondition: no such account"
-    assert cluster.kubectl("auth", "can-i", "get", "secrets", "-n", tenant_ns,
-                           "--as", TENANT, check=False).stdout.strip() == "no", "precondition: the tenant may not"
+    precondition(cluster.kube.get("ServiceAccount", tenant_ns, "ci-launcher") is None, "no such account")
+    precondition(cluster.kubectl("auth", "can-i", "get", "secrets", "-n", tenant_ns,
+                           "--as", TENANT, check=False).stdout.strip() == "no", "the tenant may not read Secrets")
 
     manifest = backend_manifest("ci", tenant_ns, model={"preset": "llama-3.1-405b", "source": {"uri": "s3://models/405b"}},
                                 engine={"backend": "tensorrtllm", "image": TENANT_IMAGE})
     proc = as_tenant(cluster, manifest)
-    assert admitted(proc), proc.stderr
+    precondition(admitted(proc), proc.stderr)
     stored = json.loads(proc.stdout)
     objects = desired_objects(BackendRef("ci", tenant_ns, stored["metadata"]["uid"] or "u"),
                               LLMBackendSpec.model_validate(stored["spec"]), _TWO_NODES, 1, _SURGE)
@@ -370,7 +380,7 @@ def test_an_account_the_operator_creates_holds_no_right_someone_bound_to_its_nam
             if pod and pod.get("automountServiceAccountToken") and any(
                     c["image"] == TENANT_IMAGE for c in pod["containers"]):
                 tokens.add(pod["serviceAccountName"])
-    assert "ci-launcher" in created, f"precondition: the operator creates ci-launcher ({created})"
+    precondition("ci-launcher" in created, f"the operator creates ci-launcher ({created})")
     held = {account for account in tokens if cluster.kubectl(
         "auth", "can-i", "get", "secrets", "-n", tenant_ns, "--as", f"system:serviceaccount:{tenant_ns}:{account}",
         check=False).stdout.strip() == "yes"}

@@ -8,7 +8,7 @@ directory standing for the shared cache claim; then the operator's decide step f
 path its serving pods wait on, looked up in that directory.
 
 Convention: a probe that breaks a claim asserts the safe behaviour and is a strict expected failure whose reason
-starts with FINDING and its severity; its preconditions are asserted first (a broken one fails, never passes).
+starts with FINDING and its severity; a broken precondition raises PreconditionError, which the xfail mark does not take.
 """
 
 from __future__ import annotations
@@ -30,6 +30,16 @@ from llmbackend.render import modelcache as mc
 
 GATED = "hf://meta-llama/Llama-3.1-8B-Instruct"  # gated on the Hub-shaped server: 401 without a token
 SECRETS = {"team-a-hf": {"HF_TOKEN": "hf_good"}}  # team A's; the tenant may not read it
+
+
+class PreconditionError(Exception):
+    """The scene of a probe could not be set: an error, never the expected failure (the xfail marks take only
+    AssertionError)."""
+
+
+def precondition(ok: object, what: str) -> None:
+    if not ok:
+        raise PreconditionError(what)
 
 
 @pytest.fixture
@@ -58,7 +68,7 @@ def _run(job: dict, root: Path, expect: int) -> None:
     mount = container["volumeMounts"][0]["mountPath"]
     args = [a.replace(mount, str(root)) if a.startswith(mount) else a for a in container["args"]]
     done = run_fetch(*args, "--termination-log", str(root.parent / "termination"), env=env)
-    assert done.returncode == expect, done.stderr
+    precondition(done.returncode == expect, f"the download exits {expect}: {done.stderr}")
 
 
 def _finish(kube: FakeKube, job: dict, root: Path, exit_code: int) -> None:
@@ -80,7 +90,7 @@ def _backend(name: str, source: dict) -> dict:
             "spec": {"model": {"preset": "llama-3.1-8b", "source": source}}}
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (medium; security.md's \"Not covered\" says any backend may load any copy of the claim, not that a backend whose own download was refused is served): the tenant's backend `thief` names team A's gated repo with a preset and no secretRef. Its own "
     "download Job has no token and fails 401 (SourceUnauthorized, permanent), yet decide renders its Deployment "
     "(a preset gives the architecture, and only a missing architecture stops the pass), and the marker its pods "
@@ -107,12 +117,12 @@ def test_a_tenant_whose_download_was_refused_gets_no_pods_that_load_another_team
     thief_job = jobs[mc.download_job_name(thief.model.source)]
     _run(victim_job, root, expect=0)
     _finish(kube, victim_job, root, 0)
-    assert cmc.sync_model_cache(kube, "serving", victim).ready, "precondition: team A's copy is complete"
+    precondition(cmc.sync_model_cache(kube, "serving", victim).ready, "team A's copy is complete")
     _run(thief_job, root, expect=10)  # no token: 401
     _finish(kube, thief_job, root, 10)
     refused = cmc.sync_model_cache(kube, "serving", thief)
-    assert (refused.ready, refused.reason, refused.permanent) == (False, "SourceUnauthorized", True), (
-        "precondition: the tenant's own download was refused")
+    precondition((refused.ready, refused.reason, refused.permanent) == (False, "SourceUnauthorized", True),
+                 "the tenant's own download was refused")
 
     inventory = Inventory()
     for node in topology_nodes("dgx-h100-x4"):

@@ -37,6 +37,16 @@ TENANT_IMAGE = "registry.example/zzimage:1"
 TENANT_LAUNCHER = "registry.example/zzlauncher:1"
 
 
+class PreconditionError(Exception):
+    """The scene of a probe could not be set: an error, never the expected failure (the xfail marks take only
+    AssertionError)."""
+
+
+def precondition(ok: object, what: str) -> None:
+    if not ok:
+        raise PreconditionError(what)
+
+
 def _spec(**fields: Any) -> LLMBackendSpec:
     base: dict[str, Any] = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://team-b/zzmodel"}}}
     base.update(fields)
@@ -80,7 +90,7 @@ def _cache_mounts(spec: LLMBackendSpec) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (medium; the sharing itself is under security.md's \"Not covered\" of \"Another backend's Secret\", but it contradicts the Trust model's read-only-claim rule): any hf:// or s3:// source mounts the WHOLE namespace cache claim llmbackend-model-cache "
     "(render/modelcache.serving_volume, no subPath) into pods running the tenant's image, so a tenant without `use` "
     "on that claim reads every other backend's copy in it, gated or private models downloaded with Secrets it "
@@ -92,9 +102,10 @@ def test_a_uri_source_mounts_only_its_own_copy_of_the_namespace_cache() -> None:
     `<its key>/...` of the same claim."""
     spec = _spec(engine={"image": TENANT_IMAGE})
     other = ModelSource.model_validate({"uri": "hf://team-a/zzgated", "secretRef": {"name": "team-a-hf"}})
-    assert modelcache.cache_claim(other) == modelcache.cache_claim(spec.model.source) == DEFAULT_CACHE_CLAIM
+    precondition(modelcache.cache_claim(other) == modelcache.cache_claim(spec.model.source) == DEFAULT_CACHE_CLAIM,
+                 "both sources use the default cache claim")
     mounts = _cache_mounts(spec)
-    assert mounts, "precondition: the tenant's serving containers mount the cache claim"
+    precondition(mounts, "the tenant's serving containers mount the cache claim")
     others_copy = modelcache.ref_path(other)  # path of the other team's copy, relative to the claim's root
     for where, mount in mounts:
         sub_path = mount.get("subPath", "").strip("/")
@@ -228,7 +239,7 @@ def test_a_mount_path_that_resolves_to_an_operator_mount_is_refused(path: str) -
         _objects(spec)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (low): two podTemplate volumeMounts that resolve to one directory (/data and /data/) are accepted: "
     "the CRD and the model compare mountPath as strings (list-map key and PodTemplate._mounts_name_volumes), "
     "render/podtemplate.py compares aliases only with the operator's own mounts, and the API server's pod "
@@ -268,7 +279,7 @@ def _decide_with_cache(spec_dict: dict[str, Any], cache: Any) -> set[str]:
     return {o["kind"] for o in decision.apply}
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (medium; security.md's \"Not covered\" says any backend may load any copy of the claim, not that a backend whose own download was refused is served, Degraded=SourceUnauthorized meanwhile): a tenant names another team's gated Hub repo (hf://meta-llama/...) with a preset and no "
     "secretRef. Its own download Job has no token and fails 401 (SourceUnauthorized, permanent), but with a preset "
     "the architecture is known, so decide renders the Deployment anyway (controller/decide._valid_spec stops only "
@@ -284,9 +295,9 @@ def test_a_backend_whose_own_download_was_refused_does_not_serve_another_backend
     uri = "hf://meta-llama/Llama-3.1-8B-Instruct"
     owners = ModelSource.model_validate({"uri": uri, "secretRef": {"name": "team-a-hf"}})
     tenants = ModelSource.model_validate({"uri": uri})
-    assert modelcache.ref_path(owners) == modelcache.ref_path(tenants), "precondition: one copy per source"
-    assert modelcache.download_job_name(owners) != modelcache.download_job_name(tenants), (
-        "precondition: the tenant's Job is its own (no token), as docs/security.md says")
+    precondition(modelcache.ref_path(owners) == modelcache.ref_path(tenants), "one copy per source")
+    precondition(modelcache.download_job_name(owners) != modelcache.download_job_name(tenants),
+                 "the tenant's Job is its own (no token), as docs/security.md says")
     spec_dict = {"model": {"preset": "llama-3.1-8b", "source": {"uri": uri}}}
     spec = LLMBackendSpec.model_validate(spec_dict)
     refused = ModelCacheResult(spec, False, "SourceUnauthorized",
