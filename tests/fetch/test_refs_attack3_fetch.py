@@ -1,0 +1,142 @@
+"""Issue 42, third attacker pass (independent): a gated model in the namespace's cache, served to a tenant whose own
+download was refused.
+
+Seat: a tenant who may only create and edit LLMBackends (no Secrets) names a gated Hub repository that another
+team's backend downloaded with its own token. Method: the operator's model-cache step (controller/modelcache.py) on
+the fake API server, the real download program against the Hub-shaped server (gated: 401 without a token), one
+directory standing for the shared cache claim; then the operator's decide step for the tenant's backend, and the
+path its serving pods wait on, looked up in that directory.
+
+Convention: a probe that breaks a claim asserts the safe behaviour and is a strict expected failure whose reason
+starts with FINDING and its severity; a broken precondition raises PreconditionError, which the xfail mark does not take.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_fetch
+
+from devcluster.cli import topology_nodes
+from llmbackend.api.v1alpha1 import LLMBackendSpec
+from llmbackend.controller import egress
+from llmbackend.controller import modelcache as cmc
+from llmbackend.controller.decide import Observed, decide
+from llmbackend.controller.fakekube import FakeKube
+from llmbackend.planning.inventory import Inventory
+from llmbackend.render import modelcache as mc
+
+GATED = "hf://meta-llama/Llama-3.1-8B-Instruct"  # gated on the Hub-shaped server: 401 without a token
+SECRETS = {"team-a-hf": {"HF_TOKEN": "hf_good"}}  # team A's; the tenant may not read it
+
+
+class PreconditionError(Exception):
+    """The scene of a probe could not be set: an error, never the expected failure (the xfail marks take only
+    AssertionError)."""
+
+
+def precondition(ok: object, what: str) -> None:
+    if not ok:
+        raise PreconditionError(what)
+
+
+@pytest.fixture
+def allowed(hub):
+    saved = egress.settings.model_endpoints
+    egress.settings.configure(model_endpoints=(hub.endpoint,))
+    yield hub
+    egress.settings.configure(model_endpoints=saved)
+
+
+def _jobs(kube: FakeKube) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in kube.objects.values()
+            if o.get("kind") == "Job" and o["metadata"]["labels"].get("app.kubernetes.io/component") == mc.DOWNLOAD_COMPONENT}
+
+
+def _run(job: dict, root: Path, expect: int) -> None:
+    """The Job's own command line (the real program), with the kubelet's environment from SECRETS."""
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env = {}
+    for item in container.get("env") or []:
+        ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+        if ref is None:
+            env[item["name"]] = item.get("value", "")
+        elif ref["key"] in SECRETS.get(ref["name"], {}):
+            env[item["name"]] = SECRETS[ref["name"]][ref["key"]]
+    mount = container["volumeMounts"][0]["mountPath"]
+    args = [a.replace(mount, str(root)) if a.startswith(mount) else a for a in container["args"]]
+    done = run_fetch(*args, "--termination-log", str(root.parent / "termination"), env=env)
+    precondition(done.returncode == expect, f"the download exits {expect}: {done.stderr}")
+
+
+def _finish(kube: FakeKube, job: dict, root: Path, exit_code: int) -> None:
+    name = job["metadata"]["name"]
+    live = kube.objects[("Job", "serving", name)]
+    live["status"] = {"conditions": [{"type": "Complete" if exit_code == 0 else "Failed", "status": "True"}]}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": live["metadata"]["uid"], "controller": True}
+    message = (root.parent / "termination").read_bytes()[:4096].decode(errors="replace")
+    kube.objects[("Pod", "serving", f"{name}-pod")] = {
+        "metadata": {"name": f"{name}-pod", "labels": {**live["spec"]["template"]["metadata"]["labels"], "job-name": name},
+                     "ownerReferences": [owner], "creationTimestamp": "2026-12-03T00:00:00Z"},
+        "status": {"containerStatuses": [{"name": "fetch", "state": {"terminated": {"exitCode": exit_code,
+                                                                                   "message": message}}}]}}
+
+
+def _backend(name: str, source: dict) -> dict:
+    return {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend", "status": {},
+            "metadata": {"name": name, "namespace": "serving", "uid": f"uid-{name}", "generation": 1},
+            "spec": {"model": {"preset": "llama-3.1-8b", "source": source}}}
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (medium; security.md's \"Not covered\" says any backend may load any copy of the claim, not that a backend whose own download was refused is served): the tenant's backend `thief` names team A's gated repo with a preset and no secretRef. Its own "
+    "download Job has no token and fails 401 (SourceUnauthorized, permanent), yet decide renders its Deployment "
+    "(a preset gives the architecture, and only a missing architecture stops the pass), and the marker its pods "
+    "wait on (<key>/refs/main/.llmbackend-complete.json) is there: team A's download wrote it, and the cache key "
+    "is the source's, not the credential's. thief's pods load team A's gated weights into the tenant's image."))
+def test_a_tenant_whose_download_was_refused_gets_no_pods_that_load_another_team_s_gated_copy(allowed, tmp_path):
+    """Tries: team A's `victim` (secretRef team-a-hf) downloads the gated model first; then the tenant's `thief`
+    names the same URI without a Secret. Looks at what thief's serving pods would do: are they rendered, and is the
+    copy they wait for complete?"""
+    hub = allowed
+    kube = FakeKube()
+    victim_src = {"uri": GATED, "endpoint": hub.endpoint, "secretRef": {"name": "team-a-hf"}}
+    thief_src = {"uri": GATED, "endpoint": hub.endpoint}
+    for name, source in (("victim", victim_src), ("thief", thief_src)):
+        kube.objects[("LLMBackend", "serving", name)] = _backend(name, source)
+    victim = LLMBackendSpec.model_validate(_backend("victim", victim_src)["spec"])
+    thief = LLMBackendSpec.model_validate(_backend("thief", thief_src)["spec"])
+    root = tmp_path / "claim"
+
+    cmc.sync_model_cache(kube, "serving", victim)
+    cmc.sync_model_cache(kube, "serving", thief)
+    jobs = _jobs(kube)
+    victim_job = jobs[mc.download_job_name(victim.model.source)]
+    thief_job = jobs[mc.download_job_name(thief.model.source)]
+    _run(victim_job, root, expect=0)
+    _finish(kube, victim_job, root, 0)
+    precondition(cmc.sync_model_cache(kube, "serving", victim).ready, "team A's copy is complete")
+    _run(thief_job, root, expect=10)  # no token: 401
+    _finish(kube, thief_job, root, 10)
+    refused = cmc.sync_model_cache(kube, "serving", thief)
+    precondition((refused.ready, refused.reason, refused.permanent) == (False, "SourceUnauthorized", True),
+                 "the tenant's own download was refused")
+
+    inventory = Inventory()
+    for node in topology_nodes("dgx-h100-x4"):
+        inventory.upsert(node)
+    obj = _backend("thief", thief_src)
+    asked = decide(Observed(obj, inventory.nodes(), model_cache=refused))
+    decision = decide(Observed(obj, inventory.nodes(), model_cache=refused, children={k: None for k in asked.look_up}))
+    deployments = [o for o in decision.apply if o["kind"] == "Deployment" and o["metadata"]["name"] == "thief"]
+    loads = []
+    for deployment in deployments:
+        for init in deployment["spec"]["template"]["spec"]["initContainers"]:
+            marker = {e["name"]: e.get("value") for e in init.get("env", [])}.get("MARKER")
+            if marker:  # the wait-model container: the pod starts once this file exists in the claim
+                on_claim = root / Path(marker).relative_to(mc.CACHE_MOUNT)
+                if on_claim.exists():
+                    loads.append((str(marker), json.loads(on_claim.read_text())["source"]))
+    assert loads == [], f"thief's pods would start on team A's copy: {loads}"
