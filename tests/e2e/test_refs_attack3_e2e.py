@@ -112,18 +112,24 @@ def queue_tenants(cluster: ClusterHandle, tenant_ns: str) -> dict[str, str]:
     return users
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): the policy accepts `use` on a Kueue LocalQueue OR a Volcano Queue of that name, whichever "
-    "multiNode.gangScheduler (a field in NAMES_NO_OBJECT) then picks: `use` on the team's own namespaced LocalQueue "
-    "gold admits gangScheduler: volcano, queueName: gold, i.e. the cluster-scoped Volcano Queue gold shared with "
-    "other namespaces (annotation scheduling.volcano.sh/queue-name on the LeaderWorkerSet), and a Volcano grant "
-    "admits the LocalQueue. The policy cannot know the kind; it should ask for the kind the spec picks."))
+# Fixed (was a strict xfail): FINDING (low): the policy accepted `use` on a Kueue LocalQueue OR a Volcano Queue of that
+# name, whichever multiNode.gangScheduler then picked, so a grant on the team's own LocalQueue gold admitted the
+# cluster-scoped Volcano Queue gold (and the other way round). The policy now asks for the kind gangScheduler picks.
 @pytest.mark.parametrize("granted,spent", [("kueue", "volcano"), ("volcano", "kueue")])
 def test_a_use_grant_on_one_kind_of_queue_admits_only_that_kind(cluster, tenant_ns, queue_tenants, granted, spent):
     """Tries: a tenant granted `use` on the queue gold of one kind (Kueue LocalQueue / Volcano Queue) sets
     gangScheduler to the other kind with the same queueName."""
     other = _queue_backend(tenant_ns, unique("q-"), spent)
     assert not admitted(as_tenant(cluster, other, user=queue_tenants[granted]))
+
+
+@pytest.mark.parametrize("granted", ["kueue", "volcano"])
+def test_gang_scheduler_auto_needs_use_on_both_kinds_of_queue(cluster, tenant_ns, queue_tenants, granted):
+    """auto picks Volcano when it is served, else Kueue: a grant on one kind does not cover what auto may pick."""
+    refused = as_tenant(cluster, _queue_backend(tenant_ns, unique("q-"), "auto"), user=queue_tenants[granted])
+    assert not admitted(refused) and "auto may pick either kind" in refused.stderr, refused.stderr
+    unused = _queue_backend(tenant_ns, unique("q-"), "none")  # no gang scheduler: the queue name is not used
+    assert admitted(as_tenant(cluster, unused, user=queue_tenants[granted]))
 
 
 # ---- ServiceAccounts ----

@@ -212,8 +212,8 @@ REFERENCES = {
     "storage-class-as-claim-author": (lambda m: set_path(m, "model.source.cache", {"storageClassName": "fast-ssd"}),
                                       "storageClassName fast-ssd",
                                       [[{"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["create"]}]]),
-    "queue": (lambda m: set_path(m, "scheduling.multiNode", {"queueName": "team-b-queue"}),
-              "queueName team-b-queue: you may neither",
+    "queue": (lambda m: set_path(m, "scheduling.multiNode", {"queueName": "team-b-queue", "gangScheduler": "kueue"}),
+              "queueName team-b-queue (gangScheduler kueue): you may neither",
               [get_rule("localqueues", "team-b-queue", "kueue.x-k8s.io", "use")]),
     # Labels and annotations are a pod author's choice whatever the key: a right on what one names is not enough
     # (attack2-1, attack2-5: a Service db's selector, a Kueue queue, a webhook's volume).

@@ -73,7 +73,7 @@ NAMES_NO_OBJECT = {
     "scheduling": "nodeSelector",
     "scheduling.tolerations": "key operator value effect tolerationSeconds",
     "scheduling.resources": "cpu memory",
-    "scheduling.multiNode": "startupTimeoutSeconds exclusiveTopology allowCrossNodeNvlinkWithoutComputeDomain gangScheduler",
+    "scheduling.multiNode": "startupTimeoutSeconds exclusiveTopology allowCrossNodeNvlinkWithoutComputeDomain",
     "serving": "openai drainSeconds progressDeadlineSeconds",
     "serving.podTemplate.env": "name value",
     "serving.podTemplate.envFrom": "prefix",

@@ -239,12 +239,8 @@ def test_a_mount_path_that_resolves_to_an_operator_mount_is_refused(path: str) -
         _objects(spec)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): two podTemplate volumeMounts that resolve to one directory (/data and /data/) are accepted: "
-    "the CRD and the model compare mountPath as strings (list-map key and PodTemplate._mounts_name_volumes), "
-    "render/podtemplate.py compares aliases only with the operator's own mounts, and the API server's pod "
-    "validation compares strings too; which volume the container sees there is up to the runtime. No right is "
-    "gained (both volumes are the tenant's), so low."))
+# Fixed (was a strict xfail): FINDING (low): two podTemplate volumeMounts that resolve to one directory (/data and
+# /data/) were accepted (mountPath compared as strings); PodTemplate now compares them as the kubelet resolves them.
 def test_two_tenant_mounts_that_alias_each_other_are_refused() -> None:
     """Tries: two of the tenant's own volumes mounted at /data and /data/ (and //data): refused like an alias of an
     operator mount, or left to the container runtime?"""

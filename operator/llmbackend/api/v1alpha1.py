@@ -9,6 +9,7 @@ Field names are camelCase on the wire (aliases) and snake_case in Python.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from enum import Enum
 from fractions import Fraction
@@ -1306,7 +1307,20 @@ class PodTemplate(_Model):
             seen = [getattr(i, key) for i in items or []]
             if len(seen) != len(set(seen)):
                 raise ValueError(f"{field_name} lists a {to_camel(key)} twice")
+        # Paths are compared as the kubelet resolves them (the CRD and the API server compare strings): `/data` and
+        # `/data/` are one directory, and which volume a container would see there is up to its runtime (attack3).
+        resolved: dict[str, str] = {}
+        for mount in self.volume_mounts or []:
+            first = resolved.setdefault(same_mount_path(mount.mount_path), mount.mount_path)
+            if first != mount.mount_path:
+                raise ValueError(f"volumeMounts {first} and {mount.mount_path} are one directory; mount it once")
         return self
+
+
+def same_mount_path(path: str) -> str:
+    """A mount path as the kubelet resolves it: `/models/.`, `//models` and `/./models/` are `/models`."""
+    # posixpath.normpath keeps a leading `//` (POSIX leaves it implementation-defined); Linux treats it as `/`.
+    return posixpath.normpath("/" + path.lstrip("/"))
 
 
 class ServingSpec(_Model):

@@ -10,11 +10,10 @@ to the API server.
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 from ..api import conditions as cond
-from ..api.v1alpha1 import LLMBackendSpec, PodTemplate
+from ..api.v1alpha1 import LLMBackendSpec, PodTemplate, same_mount_path
 from .modelcache import DEFAULT_CACHE_CLAIM, cache_claim
 from .vllm_backend import EngineConfigError
 
@@ -39,12 +38,6 @@ def _merge_map(meta: dict[str, Any], field: str, extra: dict[str, str] | None, w
     current = meta.get(field) or {}
     _refuse(field, [k for k in extra if k in current], where)
     meta[field] = {**current, **extra}
-
-
-def _same_path(path: str) -> str:
-    """A mount path as the kubelet resolves it: `/models/.`, `//models` and `/./models/` are `/models`."""
-    # posixpath.normpath keeps a leading `//` (POSIX leaves it implementation-defined); Linux treats it as `/`.
-    return posixpath.normpath("/" + path.lstrip("/"))
 
 
 def _refuse_writable_cache(spec: LLMBackendSpec, extra: PodTemplate) -> None:
@@ -93,8 +86,8 @@ def apply_pod_template(template: dict[str, Any], spec: LLMBackendSpec, where: st
             container.setdefault("envFrom", []).extend(e.dump() for e in extra.env_from)
         if extra.volume_mounts:
             mounts = container.setdefault("volumeMounts", [])
-            taken = {_same_path(m["mountPath"]) for m in mounts}
-            _refuse("volumeMounts", [m.mount_path for m in extra.volume_mounts if _same_path(m.mount_path) in taken],
+            taken = {same_mount_path(m["mountPath"]) for m in mounts}
+            _refuse("volumeMounts", [m.mount_path for m in extra.volume_mounts if same_mount_path(m.mount_path) in taken],
                     in_container)
             mounts += [m.dump() for m in extra.volume_mounts]
     return template
