@@ -528,3 +528,47 @@ def test_what_the_scraper_keeps_of_one_pod_is_bounded_by_its_ring_and_the_bucket
     started = time.process_time()
     R.window_ratio({"p": list(ring)}, 799.0, 3600, R.SIGNAL_ENGINE)
     assert time.process_time() - started < 0.2
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_tenant_claims_never_cut_an_unoutranked_namespace_nor_name_it(seed: int) -> None:
+    """Tries: 1,500 random scenes of up to 30 syncs each: one to four tenant backends with any spec priority
+    (+-10^9), a class no higher than the other namespace's, any replicas per GPU count, held counts that lie low
+    (a failed read: None), unplaceable or not, demand drawn anew each sync; another namespace's backend holding what
+    it has. Holds: the other backend is never cut below what it holds and wants, never told it was preempted, and
+    no Share of one namespace names the other's backend or namespace."""
+    import random
+
+    rng = random.Random(seed)
+    for _ in range(500):
+        gpus = rng.choice([8, 16])
+        other_cls = rng.choice([None, 0, 100, 1000])
+        other_per = rng.choice([1, 2])
+        other_now = rng.randint(0, gpus // other_per)
+        other_min = rng.randint(0, other_now)
+        other_priority = rng.choice([None, 5, -5])
+        tenants = [dict(priority=rng.choice([None, 10**9, -10**9, 0]), per=rng.choice([1, 2, 4]), mn=rng.randint(0, 2),
+                        cls=rng.choice([None] + [c for c in (0, 100, 1000) if c <= (other_cls or 0)]))
+                   for _ in range(rng.randint(1, 4))]
+        current = [0] * len(tenants)
+        state = None
+        for step in range(rng.randint(1, 30)):
+            claims = []
+            for i, t in enumerate(tenants):
+                claim = _claim("tenant", f"t{i}", current=current[i], wanted=rng.randint(t["mn"], 8), min_replicas=t["mn"],
+                               cls=t["cls"], priority=t["priority"], gpus=gpus, per=t["per"],
+                               held=rng.choice([current[i], max(0, current[i] - 1), 0]))
+                claims.append(Claim(**{**claim.__dict__, "held": rng.choice([claim.held, None]),
+                                       "unplaceable": rng.choice([None, None, None, "no node fits"])}))
+            wanted = rng.randint(max(other_min, other_now), gpus // other_per)
+            other = _claim("prod-ns", "v-secret", current=other_now, wanted=wanted, min_replicas=other_min, cls=other_cls,
+                           priority=other_priority, gpus=gpus, per=other_per)
+            shares, state = share([*claims, other], 1000.0 + 7 * step, state)
+            mine = shares[other.key]
+            assert mine.replicas >= min(wanted, other_now) and mine.preempted_by is None, (claims, other, mine)
+            for key, s in shares.items():
+                foreign = ("prod-ns", "v-secret") if key[0] == "tenant" else ("tenant", "/t")
+                for text in (s.preempted_by, s.waiting_for_capacity, s.took):
+                    assert not text or not any(f in text for f in foreign), (key, text)
+            current = [shares[c.key].replicas for c in claims]
+            other_now = mine.replicas
