@@ -23,6 +23,7 @@ import textwrap
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -548,9 +549,10 @@ def test_random_tenant_claims_never_cut_an_unoutranked_namespace_nor_name_it(see
         other_now = rng.randint(0, gpus // other_per)
         other_min = rng.randint(0, other_now)
         other_priority = rng.choice([None, 5, -5])
-        tenants = [dict(priority=rng.choice([None, 10**9, -10**9, 0]), per=rng.choice([1, 2, 4]), mn=rng.randint(0, 2),
-                        cls=rng.choice([None] + [c for c in (0, 100, 1000) if c <= (other_cls or 0)]))
-                   for _ in range(rng.randint(1, 4))]
+        tenants: list[dict[str, Any]] = [
+            dict(priority=rng.choice([None, 10**9, -10**9, 0]), per=rng.choice([1, 2, 4]), mn=rng.randint(0, 2),
+                 cls=rng.choice([None] + [c for c in (0, 100, 1000) if c <= (other_cls or 0)]))
+            for _ in range(rng.randint(1, 4))]
         current = [0] * len(tenants)
         state = None
         for step in range(rng.randint(1, 30)):
@@ -573,3 +575,36 @@ def test_random_tenant_claims_never_cut_an_unoutranked_namespace_nor_name_it(see
                     assert not text or not any(f in text for f in foreign), (key, text)
             current = [shares[c.key].replicas for c in claims]
             other_now = mine.replicas
+
+
+def test_the_loop_survives_the_tenants_worst_pod_and_liveness_fails_only_when_a_loop_ends() -> None:
+    """Tries: the pass-5 liveness rule from both sides. A loop task that ended with an error (here: one made to raise)
+    turns /healthz to 503 so Kubernetes restarts the operator; the loops still running (the heartbeat alone) keep it
+    200. Holds. (test_another_namespaces_backend_is_evaluated_at_its_own_pace runs the real autoscale loop against
+    the tenant's worst-case pods: it does not end, so liveness cannot help there; the pace is the finding.)"""
+    from test_backoff import _operator
+
+    operator = _operator()
+    operator.queue = None  # no work queued: the queue's own rule stays out of this
+
+    async def main() -> tuple[tuple[bool, str], tuple[bool, str]]:
+        async def ends_with_an_error() -> None:
+            raise RuntimeError("a loop that ended")
+
+        operator.started, operator.heartbeat = True, time.monotonic()
+        heartbeat = asyncio.create_task(operator._heartbeat_loop())
+        operator.tasks = [heartbeat]
+        await asyncio.sleep(0.1)
+        alive = operator.live()
+        failed = asyncio.create_task(ends_with_an_error())
+        await asyncio.gather(failed, return_exceptions=True)
+        operator.tasks.append(failed)
+        dead = operator.live()
+        heartbeat.cancel()
+        await asyncio.gather(heartbeat, return_exceptions=True)
+        return alive, dead
+
+    alive, dead = asyncio.run(main())
+    operator.executor.shutdown(wait=True)
+    assert alive == (True, "ok")
+    assert dead[0] is False and "a loop that ended" in dead[1]
