@@ -608,3 +608,61 @@ def test_the_loop_survives_the_tenants_worst_pod_and_liveness_fails_only_when_a_
     operator.executor.shutdown(wait=True)
     assert alive == (True, "ok")
     assert dead[0] is False and "a loop that ended" in dead[1]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (medium): a pod's scrape that timed out leaves its parse running, and the next round scrapes the pod "
+    "again: parses of one pod pile up in the default thread pool (its queue is unbounded; each job holds the decoded "
+    "body), as soon as a backend's parses outlast EVALUATE_TIMEOUT_S (30 s: ~14 pods of the worst-case body; scaled "
+    "down here to 0.5 s and one pod)"))
+def test_a_pods_parses_never_pile_up_across_rounds(monkeypatch) -> None:
+    """Tries: the real autoscale loop, EVALUATE_TIMEOUT_S scaled down to 0.5 s, one backend (syncPeriodSeconds 1)
+    whose one Ready pod answers the worst-case 4 MiB body, for 5 s; counts the parses of that pod running at once.
+    Safe: at most one (a pod's next scrape waits for, or drops, the one still being parsed)."""
+    import threading
+
+    from test_backoff import _operator
+
+    from llmbackend.autoscaling import sources
+    from llmbackend.controller import run
+
+    body = _fill(ESCAPED_QUOTES_LINE).encode()
+    running, most = 0, 0
+    lock = threading.Lock()
+    real_parse = sources.parse_metrics_text
+
+    def counted(*args):
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        try:
+            return real_parse(*args)
+        finally:
+            with lock:
+                running -= 1
+
+    monkeypatch.setattr(sources, "parse_metrics_text", counted)
+    monkeypatch.setattr(run, "EVALUATE_TIMEOUT_S", 0.5)
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="text/plain")
+
+    operator = _operator()
+
+    async def main() -> None:
+        async with _Pod(metrics) as pod:
+            monkeypatch.setattr(operator.kube, "list", lambda kind, ns, label_selector=None: [
+                _ready_pod("hog-0", pod.address)])
+            operator.state.autoscale_targets[("tenant", "hog")] = _loop_target("tenant", "hog")
+            loop = asyncio.create_task(operator._autoscale_loop())
+            await asyncio.sleep(5)
+            loop.cancel()
+            await asyncio.gather(loop, return_exceptions=True)
+            for scaler in operator.scalers.values():
+                await run._close_scaler(scaler)
+            await asyncio.get_running_loop().shutdown_default_executor()
+
+    asyncio.run(main())
+    operator.executor.shutdown(wait=True)
+    assert most <= 1, f"{most} parses of one pod's /metrics ran at once"
