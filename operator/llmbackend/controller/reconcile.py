@@ -376,12 +376,13 @@ class Reconciler:
         The write is conditional on the resourceVersion the store's copy has, so the API server answers 404 when no
         backend has that name and 409 when the one there is any other version (a backend replaced under its name is
         a new object: a new uid, a newer resourceVersion; one being deleted has a deletionTimestamp, which changed its
-        resourceVersion): kube-apiserver's `Store.Update` (k8s.io/apiserver/pkg/registry/generic/registry/store.go,
-        v1.36) refuses a merge patch of a missing object with NotFound, the custom resource having no create on
-        update, and compares the patched object's resourceVersion with the stored one (Conflict), before the status
-        strategy (apiextensions-apiserver customresource/status_strategy.go, PrepareForUpdate) copies everything but
-        status from the stored object, so a uid in the body would not be checked. A write that succeeds confirms the
-        backend as the GET of `_confirm_backend` would (issue 47: one request less in a new backend's first pass)."""
+        resourceVersion): kube-apiserver's `Store.Update` (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/
+        store.go, read at kubernetes/kubernetes 0021a864) refuses a merge patch of a missing object with NotFound (a
+        custom resource has no create on update) and compares the patched object's resourceVersion with the stored
+        one (Conflict) before the status strategy (apiextensions-apiserver customresource/status_strategy.go,
+        `statusStrategy.PrepareForUpdate`) copies everything but status from the stored object, so a uid in the body
+        would not be checked. A write that succeeds confirms the backend as the GET of `_confirm_backend` would
+        (issue 47: one request less in a new backend's first pass)."""
         meta = obj["metadata"]
         status = finish_status(decision)
         export_status_metrics(obj, status)
