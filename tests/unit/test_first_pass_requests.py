@@ -47,7 +47,7 @@ class RecordingKube(FakeKube):
         self.requests.append(("LIST", kind))
         return super().list(kind, namespace, label_selector, field_selector)
 
-    def apply(self, obj):
+    def apply(self, obj):  # also the create of a child (FakeKube.create_applied: an apply that must create)
         self.requests.append(("APPLY", obj["kind"]))
         return super().apply(obj)
 
@@ -69,6 +69,10 @@ class RecordingKube(FakeKube):
     def delete(self, kind, namespace, name, uid=None):
         self.requests.append(("DELETE", kind))
         return super().delete(kind, namespace, name, uid)
+
+    def request(self, method, path, query=None, body=None, **extra):
+        self.requests.append((method, path))
+        return super().request(method, path, query, body, **extra)
 
 
 def _first_pass(kube: RecordingKube, stored: dict[str, Any] | None = None) -> Reconciler:
