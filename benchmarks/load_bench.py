@@ -299,6 +299,7 @@ def main() -> int:
               f"(target <= 120s): per CR p50 {pct(latencies, 50):.1f}s p99 {pct(latencies, 99):.1f}s max {max(latencies, default=float('nan')):.1f}s")
         print(f"   operator API requests: {json.dumps(burst_api, sort_keys=True)} -> {sum(burst_api.values()) / len(names):.1f} per CR "
               f"({writes(burst_api) / len(names):.1f} writes per CR); reconciles {burst_rec:.0f} ({burst_rec / len(names):.1f} per CR)")
+        print("   per CR by verb and kind: " + ", ".join(f"{key} {n / len(names):.2f}" for key, n in sorted(burst_api.items())))
         burst_cpu = proc_stats(op.pid)["cpu_s"] - stats0["cpu_s"]
         print(f"   operator CPU during the burst {burst_cpu:.1f}s: {1000 * burst_cpu / len(names):.0f} ms per new backend "
               f"(its passes and the watch events they cause)")

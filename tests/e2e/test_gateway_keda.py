@@ -33,7 +33,8 @@ def test_without_the_crds_keda_mode_is_degraded_and_nothing_else_breaks(exclusiv
     degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "KEDANotInstalled"), degraded
     assert "keda.sh" in degraded["message"]
-    deployment = kube.get("Deployment", namespace, "nokeda")
+    # A first pass writes status before its children (that write confirms the backend): the workload comes last.
+    deployment = wait_for(lambda: kube.get("Deployment", namespace, "nokeda"), timeout=30, what="Deployment")
     assert "openai" in [p["name"] for p in kube.get("Service", namespace, "nokeda")["spec"]["ports"]]
     replica_managers = [m["manager"] for m in deployment["metadata"]["managedFields"]
                         if "f:replicas" in str(m.get("fieldsV1", {}).get("f:spec", {}))]

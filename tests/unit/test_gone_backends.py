@@ -50,14 +50,19 @@ def test_a_pass_for_a_backend_gone_from_the_api_server_creates_nothing_and_is_no
     kube = StaleStoreKube(_backend())  # deleted: the fake API server has no LLMBackend at all
     outcome = Reconciler(kube, _state()).reconcile(KEY)
     assert outcome.gone and outcome.requeue_after is None
-    assert kube.created == [] and kube.calls["POST"] == 0 and kube.calls["PATCH"] == 0
+    assert kube.created == [] and kube.objects == {} and kube.calls["POST"] == 0
+    # Its one write request was the status write conditional on the store's resourceVersion, answered 404.
+    assert kube.calls["PATCH"] == 1
 
 
 def test_a_backend_replaced_under_its_name_gets_no_children_for_the_old_uid():
     kube = StaleStoreKube(_backend())
-    kube.objects[("LLMBackend", "serving", "llama")] = {**_backend(), "metadata": {**_backend()["metadata"], "uid": "u-2"}}
+    # Created anew by the API server: another uid and a newer resourceVersion (etcd's revision only grows).
+    kube._stored({**_backend(), "metadata": {**_backend()["metadata"], "uid": "u-2"}})
     outcome = Reconciler(kube, _state()).reconcile(KEY)
     assert outcome.gone and kube.created == []
+    assert kube.objects[("LLMBackend", "serving", "llama")]["metadata"]["uid"] == "u-2"
+    assert kube.objects[("LLMBackend", "serving", "llama")]["status"] == {}, "the old one's status not written"
 
 
 def test_a_live_backend_is_confirmed_once_per_pass_that_creates():

@@ -88,6 +88,9 @@ def precondition_failed(exc: ApiError) -> bool:
     return exc.status == 409 or (exc.status == 422 and "metadata.uid" in exc.message)
 
 
+WRITTEN, UNCHANGED, CONFLICT = "written", "unchanged", "conflict"  # what a status write did
+
+
 class LostRace(Exception):
     """A child this pass was about to write is someone else's (created or replaced since it was read)."""
 
@@ -155,7 +158,8 @@ class Reconciler:
     def _reconcile(self, key: tuple[str, str], obj: dict[str, Any]) -> Outcome:
         namespace, name = key
         writes_before = self._writes()
-        self._local.confirmed = False  # whether this pass read the backend from the API server (before its first create)
+        self._local.confirmed = False  # whether this pass found the backend on the API server (before its first create)
+        self._local.written = None  # (resourceVersion, status) of this pass's status write: a second one starts there
         decision: Decision | None = None
         settled = self._settled.pop(key, None)
         try:
@@ -279,8 +283,8 @@ class Reconciler:
     # ---- act ----
 
     def act(self, obj: dict[str, Any], decision: Decision) -> bool:
-        """Apply, prune, hand the autoscaler its target, write status once, post events. Returns whether it wrote or
-        posted anything."""
+        """Apply, prune, hand the autoscaler its target, write status once (before the children when one is to be
+        created: that write confirms the backend), post events. Returns whether it wrote or posted anything."""
         meta = obj["metadata"]
         namespace = meta["namespace"]
         key = (namespace, meta["name"])
@@ -293,6 +297,15 @@ class Reconciler:
                 self.state.waiting_for_capacity.add(key)
             else:
                 self.state.waiting_for_capacity.discard(key)
+        status = None
+        if not getattr(self._local, "confirmed", False) and \
+                any(not child["metadata"].get("resourceVersion") for child in decision.apply):
+            # Status first: its write confirms the backend for the creates (`_patch_status`), a GET less.
+            try:
+                status = self._patch_status(obj, decision)
+            except ApiError as exc:  # refused (not 404: BackendGone): written again after the children, as before
+                log.info("status of %s/%s not written before its children (%s): written after them", namespace,
+                         meta["name"], exc)
         for child in decision.apply:
             try:
                 self._write_child(child, meta)
@@ -305,10 +318,12 @@ class Reconciler:
                 self.kube.delete(kind, namespace, name, uid=uid)
             except ApiError as exc:
                 raise ApiError(exc.status, exc.reason, f"deleting {kind} {name}: {exc.message}") from exc
-        wrote = self._write_status(obj, decision)
-        for type_, reason, message in decision.events:
+        if status is None:
+            status = self._patch_status(obj, decision)
+        events = condition_events(decision.conditions)
+        for type_, reason, message in [*events, *decision.events]:
             self.event(obj, type_, reason, message)
-        return bool(decision.apply or decision.prune or decision.events) or wrote
+        return bool(decision.apply or decision.prune or decision.events or events) or status != UNCHANGED
 
     def _write_child(self, child: dict[str, Any], owner: dict[str, Any]) -> None:
         """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
@@ -341,10 +356,12 @@ class Reconciler:
         raise ApiError(409, "Conflict", f"{kind} {meta['name']} kept changing while the operator wrote it; retrying")
 
     def _confirm_backend(self, owner: dict[str, Any]) -> None:
-        """Before a pass creates its first child: the owner is read from the API server. The store may still hold a
-        backend deleted while its watch was down; a child created for it would be garbage collected, recreated by the
-        next pass, and so on (a pod scheduled each time). One GET per pass that creates, none for a pass that only
-        applies (an apply of an existing child cannot outlive its owner: the garbage collector takes it)."""
+        """Before a pass creates its first child, the owner must be known to the API server: the store may still hold
+        a backend deleted while its watch was down, and a child created for it would be garbage collected, recreated
+        by the next pass, and so on (a pod scheduled each time). Usually this pass's status write has confirmed it
+        already (`_patch_status`, written before the first create); else (status unchanged, or a conflict) the owner
+        is read: one GET. A pass that only applies needs neither (an applied child cannot outlive its owner: the
+        garbage collector takes it)."""
         if getattr(self._local, "confirmed", False):
             return
         live = self.kube.get_live("LLMBackend", owner["namespace"], owner["name"])
@@ -352,26 +369,47 @@ class Reconciler:
             raise BackendGone("not found on the API server" if live is None else "deleted, or replaced under its name")
         self._local.confirmed = True
 
-    def _write_status(self, obj: dict[str, Any], decision: Decision) -> bool:
-        """Writes status when it differs, posts the events of changed conditions; whether it did either."""
+    def _patch_status(self, obj: dict[str, Any], decision: Decision) -> str:
+        """Writes status when it differs from what the backend has (or what this pass wrote already): WRITTEN,
+        UNCHANGED or CONFLICT (the backend changed meanwhile; the watch brings it back).
+
+        The write is conditional on the resourceVersion the store's copy has, so the API server answers 404 when no
+        backend has that name and 409 when the one there is any other version (a backend replaced under its name is
+        a new object: a new uid, a newer resourceVersion; one being deleted has a deletionTimestamp, which changed its
+        resourceVersion): kube-apiserver's `Store.Update` (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/
+        store.go, read at kubernetes/kubernetes 0021a864) refuses a merge patch of a missing object with NotFound (a
+        custom resource has no create on update) and compares the patched object's resourceVersion with the stored
+        one (Conflict) before the status strategy (apiextensions-apiserver customresource/status_strategy.go,
+        `statusStrategy.PrepareForUpdate`) copies everything but status from the stored object, so a uid in the body
+        would not be checked. A write that succeeds confirms the backend as the GET of `_confirm_backend` would
+        (issue 47: one request less in a new backend's first pass)."""
         meta = obj["metadata"]
         status = finish_status(decision)
         export_status_metrics(obj, status)
-        patch = merge_patch(obj.get("status") or {}, status)
-        if patch:
-            try:
-                self.kube.patch_status("LLMBackend", meta["namespace"], meta["name"], patch,
-                                       resource_version=meta["resourceVersion"])
-            except ApiError as exc:
-                if exc.status == 409:  # the CR changed meanwhile; the watch brings us back
-                    return True
-                if exc.status == 404:
-                    raise BackendGone("its status write found no such LLMBackend") from exc
-                raise
+        written = getattr(self._local, "written", None)  # (resourceVersion, status) of this pass's earlier write
+        version, old = written or (meta["resourceVersion"], obj.get("status") or {})
+        patch = merge_patch(old, status)
+        if not patch:
+            return UNCHANGED
+        try:
+            live = self.kube.patch_status("LLMBackend", meta["namespace"], meta["name"], patch, resource_version=version)
+        except ApiError as exc:
+            if exc.status == 409:  # the CR changed meanwhile; the watch brings us back
+                return CONFLICT
+            if exc.status == 404:
+                raise BackendGone("its status write found no such LLMBackend") from exc
+            raise
+        self._local.written = (live["metadata"]["resourceVersion"], live.get("status") or {})
+        self._local.confirmed = True  # the API server held the very version this pass decided on
+        return WRITTEN
+
+    def _write_status(self, obj: dict[str, Any], decision: Decision) -> bool:
+        """Writes status when it differs, posts the events of changed conditions; whether it did either."""
+        status = self._patch_status(obj, decision)
         events = condition_events(decision.conditions)
         for type_, reason, message in events:
             self.event(obj, type_, reason, message)
-        return bool(patch or events)
+        return status != UNCHANGED or bool(events)
 
     def _report_failure(self, obj: dict[str, Any], decision: Decision | None, exc: ApiError) -> None:
         """An API request failed: conditions say so (what the pass decided is kept), written if the API server lets us."""
