@@ -13,7 +13,10 @@ operator would make for a backend `<b>` (launcher.launcher_rbac's ServiceAccount
 pod `<b>-<group>` that LeaderWorkerSet names) made as the admin; the tenant's token is the kubelet's kind, a
 token bound to the leader pod (`kubectl create token --bound-object-kind Pod`), used from a kubeconfig that holds
 only it. Exec runs end to end with the real `llmb-exec` in the namespace kwok-exec, where kwok (the nodes'
-kubelet) runs an exec'd command as a local process, so an exec that passes RBAC and admission really runs.
+kubelet) runs an exec'd command as a local process, so an exec that passes RBAC and admission really runs. One probe
+(test_a_tenant_backend_named_after_another_team_s_statefulset_does_not_reach_its_pods) simulates nothing but the
+kubelet's token mount: the tenant, impersonated with LLMBackend rights only, applies the multi-node sample and the
+real operator and LeaderWorkerSet controller make the leader.
 
 Written from the docs and the code only (launcher/main.go, render/multinode.py, the two manifests), before
 reading the project's own tests of this path. Probes that hold assert the claim; probes that break it assert the
@@ -36,13 +39,12 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import ClusterHandle, wait_for
 
 from devcluster.build import ensure_llmb_exec
 from devcluster.cluster import EXEC_NAMESPACE
 from llmbackend.render.multinode import launcher_rbac
 from llmbackend.render.names import BackendRef
-
-from conftest import ClusterHandle, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NODE = "dgx-h100-0"
@@ -327,6 +329,31 @@ def test_refusals_outside_the_group_do_not_tell_which_pods_exist(tenant: Tenant,
     assert there == absent
 
 
+@pytest.fixture
+def worker_with_sidecar(tenant: Tenant) -> Iterator[str]:
+    """Precondition: a namespace-wide mutating webhook (Istio's injection label on the namespace, Linkerd) adds a
+    sidecar to every pod, so the tenant's worker `<b>-0-2` has `triton` and `istio-proxy`. The sidecar holds what
+    the serving container does not mount (Istio: the projected istio-token and the workload's certificate)."""
+    name = f"{tenant.backend}-0-2"
+    _make_pod(tenant.cluster, _pod(name, containers=("triton", "istio-proxy"),
+                                   labels={"llmbackend.dev/backend": tenant.backend}))
+    yield name
+    _delete_pod(tenant.cluster, name)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (low): the exec policy checks the pod's name only, not the container (the PodExecOptions it gets as "
+    "`object` carry it): the token execs into any container of its workers, such as a sidecar a namespace-wide "
+    "webhook injected (istio-proxy, with its projected token and workload certificate), though the launcher only "
+    "ever needs the serving container `triton` (kubexec.sh and leader-mpi.sh pass -c triton)"))
+def test_exec_reaches_only_the_serving_container_of_its_worker(tenant: Tenant, worker_with_sidecar: str):
+    """Tries: exec with `-c istio-proxy` into its own worker. Safe: refused; the launcher uses `triton` only."""
+    assert tenant.exec(worker_with_sidecar, "true").returncode == 0, "the serving container is reachable"
+    marker = f"sidecar-{uuid.uuid4().hex[:8]}"
+    result = tenant.exec(worker_with_sidecar, "echo", marker, container="istio-proxy")
+    assert marker not in result.stdout and result.returncode == 255, (result.stdout, result.stderr)
+
+
 # ---------- a pod of someone else, named like one of its workers ----------
 
 
@@ -402,3 +429,111 @@ def test_the_token_dies_with_its_leader_pod(installed: ClusterHandle, tmp_path_f
                           "--wait=false", check=False)
         for name in (tenant.leader, worker):
             _delete_pod(installed, name)
+
+
+# ---------- the same, end to end: the operator and the real LeaderWorkerSet make the leader ----------
+
+
+SAMPLE = REPO / "manifests" / "samples" / "llama-3.1-405b-multinode.yaml"
+TENANT_USER = "tenant-42b"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (medium): end to end, a tenant with LLMBackend rights alone names its backend after another team's "
+    "StatefulSet <v>-0; the operator and LeaderWorkerSet create the leader <v>-0 with the <v>-launcher token "
+    "(LWS finds a StatefulSet <v>-0 already there and leaves it: pod_controller.go only Gets it), and that token "
+    "execs into the other team's pod <v>-0-1. Even an unmodified leader would: leader-mpi.sh waits until exec "
+    "into <v>-0-1 succeeds, then mpirun starts its ranks there"))
+def test_a_tenant_backend_named_after_another_team_s_statefulset_does_not_reach_its_pods(
+        installed: ClusterHandle, operator, lws, tmp_path_factory):
+    """Tries: the finding above with nothing simulated but the kubelet's token mount. The admin runs another team's
+    StatefulSet `<v>-0` (2 pods, its own account, no llmbackend label) in the namespace; the tenant, bound only to
+    LLMBackends there, applies the multi-node sample named `<v>`; the real operator and LWS controller make the
+    leader pod `<v>-0`; the tenant's image would read the token kubelet mounts there (minted here bound to that
+    pod, as kubelet's is) and exec into `<v>-0-1`. Safe: refused."""
+    from conftest import BACKEND_EDITOR_RULES, apply_as_once_admitted, grant
+
+    cluster = installed
+    victim = f"ledger{_letters(4)}"
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+           "metadata": {"name": f"{victim}-0", "namespace": EXEC_NAMESPACE},
+           "spec": {"replicas": 2, "serviceName": f"{victim}-0", "selector": {"matchLabels": {"team": victim}},
+                    "template": {"metadata": {"labels": {"team": victim}},
+                                 "spec": {"nodeName": NODE, "automountServiceAccountToken": False,
+                                          "containers": [{"name": "triton", "image": "payroll/db:1"}]}}}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(sts))
+    manifest = yaml.safe_load(SAMPLE.read_text())
+    manifest["metadata"] = {"name": victim, "namespace": EXEC_NAMESPACE}
+    claim = manifest["spec"]["model"]["source"]["pvc"]["claimName"]
+    pv = f"atk42b-{victim}"
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+         "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"], "hostPath": {"path": "/nonexistent"},
+                  "claimRef": {"namespace": EXEC_NAMESPACE, "name": claim}, "persistentVolumeReclaimPolicy": "Retain"}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": EXEC_NAMESPACE},
+         "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Ti"}}, "storageClassName": "",
+                  "volumeName": pv}}]))
+    grant(cluster, TENANT_USER, EXEC_NAMESPACE, "atk42b-backend-editor", BACKEND_EDITOR_RULES)
+    try:
+        _running(cluster, f"{victim}-0-1")
+        assert cluster.kubectl("auth", "can-i", "create", "pods/exec", "-n", EXEC_NAMESPACE, "--as", TENANT_USER,
+                               check=False).stdout.strip() == "no"
+        apply_as_once_admitted(cluster, TENANT_USER, manifest)
+
+        def leader() -> dict[str, Any] | None:
+            pod = cluster.kube.get("Pod", EXEC_NAMESPACE, f"{victim}-0")
+            return pod if pod and pod.get("status", {}).get("phase") == "Running" else None
+        pod = wait_for(leader, timeout=180, what=f"the operator's and LWS's leader {victim}-0 running")
+        assert pod["spec"]["serviceAccountName"] == f"{victim}-launcher"
+        # LWS left the other team's StatefulSet alone: its pods are still that team's.
+        theirs = json.loads(cluster.kubectl("get", "statefulset", "-n", EXEC_NAMESPACE, f"{victim}-0", "-o", "json").stdout)
+        assert not theirs["metadata"].get("ownerReferences")
+        directory = tmp_path_factory.mktemp("e2e-victim")
+        token = _mint(cluster, f"{victim}-launcher", pod, directory)
+        tenant = Tenant(cluster, victim, pod["metadata"]["name"], token, _token_kubeconfig(cluster, token, directory),
+                        ensure_llmb_exec())
+        wait_for(lambda: POLICY_WORDS in tenant.exec(f"{victim}-0", "true").stderr, timeout=60,
+                 what="the launcher exec policy to enforce")
+        marker = f"payroll-{uuid.uuid4().hex[:8]}"
+        result = tenant.exec(f"{victim}-0-1", "echo", marker)
+        assert marker not in result.stdout and result.returncode == 255, (result.stdout, result.stderr)
+    finally:
+        cluster.kubectl("delete", "llmbackend", "-n", EXEC_NAMESPACE, victim, "--wait=false", check=False)
+        cluster.kubectl("delete", "statefulset", "-n", EXEC_NAMESPACE, f"{victim}-0", "--wait=false", check=False)
+        cluster.kubectl("delete", "pvc", "-n", EXEC_NAMESPACE, claim, "--wait=false", check=False)
+        cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
+        cluster.kubectl("delete", "rolebinding,role", "-n", EXEC_NAMESPACE, "atk42b-backend-editor", "--wait=false",
+                        check=False)
+
+
+# ---------- what the namespace gives its accounts as a group (last: it widens the token for a while) ----------
+
+
+@pytest.fixture
+def service_accounts_may_view(tenant: Tenant) -> Iterator[None]:
+    """Precondition: an admin lets every pod of the namespace read it (the ClusterRole `view` bound to the group
+    `system:serviceaccounts:<namespace>`, a common way to give in-cluster tools read access). The tenant itself is
+    bound only to LLMBackends; its serving pods mount no token, so it could never use that binding before."""
+    name = "atk42b-serviceaccounts-view"
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": EXEC_NAMESPACE},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                             "name": f"system:serviceaccounts:{EXEC_NAMESPACE}"}]}
+    tenant.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(binding))
+    yield
+    tenant.cluster.kubectl("delete", "rolebinding", "-n", EXEC_NAMESPACE, name, "--wait=false", check=False)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (low; needs an admin's group binding): the launcher token is the only token a tenant bound to "
+    "LLMBackends ever holds, and as a ServiceAccount it is in the groups system:serviceaccounts and "
+    "system:serviceaccounts:<namespace>; whatever an admin granted those groups (here `view`), the tenant now has, "
+    "through its leader. docs/security.md and security-rbac.md say the launcher holds pods/exec and nothing "
+    "else, without this caveat"))
+def test_group_bindings_of_the_namespace_s_accounts_do_not_reach_the_tenant(tenant: Tenant, service_accounts_may_view):
+    """Tries: `get pods` and `get configmaps` with the leader's token once the namespace's accounts as a group
+    may view it. Safe: still Forbidden (the tenant cannot read them itself)."""
+    for resource in ("pods", "configmaps"):
+        result = tenant.kubectl("get", resource)
+        assert result.returncode != 0 and "forbidden" in result.stderr.lower(), (resource, result.stdout)
