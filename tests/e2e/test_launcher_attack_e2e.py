@@ -386,10 +386,13 @@ def victim_statefulset(installed: ClusterHandle, tmp_path_factory) -> Iterator[t
 
 @pytest.mark.xfail(strict=True, reason=(
     "FINDING (medium): the exec policy trusts names, and only LLMBackend names are kept apart. A pod of anyone "
-    "else named <x>-<digits>-<digits> (a StatefulSet <x>-<digits>, an indexed Job pod whose random suffix is all "
-    "digits, a bare pod) is reached by the tenant who creates an LLMBackend <x> with enough replicas: its leader "
-    "<x>-<group> execs into it. docs/security-rbac.md 'What the exec policy cannot tell' says it takes the right to "
-    "create pods running as a *-launcher account; a tenant with LLMBackend rights alone gets exactly that pod"))
+    "else named <x>-<digits>-<digits from 1> is reached by the tenant who creates an LLMBackend <x> with more "
+    "replicas than the middle number (replicas go to 1000; LWS creates every leader at once, so only that group's "
+    "leader must be scheduled): its leader <x>-<group> execs into it. Such pods are every StatefulSet or "
+    "LeaderWorkerSet named with a trailing number but its ordinal 0 (postgres-16 -> postgres-16-1, a vLLM "
+    "StatefulSet or another operator's LWS llama-3 -> llama-3-1), indexed Job pods whose random suffix is all "
+    "digits, bare pods. docs/security-rbac.md 'What the exec policy cannot tell' says it takes the right to create "
+    "pods running as a *-launcher account; a tenant with LLMBackend rights alone gets exactly that pod"))
 def test_a_pod_of_another_owner_named_like_a_worker_is_not_reached(victim_statefulset: tuple[Tenant, str]):
     """Tries: with the token of its leader `<v>-2`, exec into `<v>-2-1`, a pod of another team's StatefulSet that
     merely has a worker's name. Safe: refused. A pass of the exec runs the tenant's command in that team's pod
