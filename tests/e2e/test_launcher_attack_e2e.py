@@ -540,3 +540,37 @@ def test_group_bindings_of_the_namespace_s_accounts_do_not_reach_the_tenant(tena
     for resource in ("pods", "configmaps"):
         result = tenant.kubectl("get", resource)
         assert result.returncode != 0 and "forbidden" in result.stderr.lower(), (resource, result.stdout)
+
+
+@pytest.fixture
+def dangling_binding(installed: ClusterHandle, tmp_path_factory) -> Iterator[Tenant]:
+    """Precondition: a RoleBinding of the namespace names a ServiceAccount `<x>-launcher` that does not exist (left
+    behind when a tool's account was deleted, e.g. an MPI operator's `<job>-launcher`, or made ahead of it), here
+    granting `view`. The tenant then creates a multi-node TensorRT-LLM LLMBackend `<x>`: the operator creates the
+    account `<x>-launcher` (none is there, so never-adopt does not stop it) and mounts its token in the leader."""
+    backend = f"atk{_letters()}"
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": f"atk42b-old-{backend}", "namespace": EXEC_NAMESPACE},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"kind": "ServiceAccount", "name": f"{backend}-launcher", "namespace": EXEC_NAMESPACE}]}
+    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump(binding))
+    tenant = _tenant(installed, backend, 0, tmp_path_factory.mktemp("dangling"))
+    yield tenant
+    installed.kubectl("delete", "rolebinding", "-n", EXEC_NAMESPACE, f"atk42b-old-{backend}", "--wait=false",
+                      check=False)
+    installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, f"{backend}-launcher",
+                      "--wait=false", check=False)
+    _delete_pod(installed, tenant.leader)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (low; needs a binding to a missing account): the tenant chooses the name of a ServiceAccount the "
+    "operator creates and whose token it mounts in the tenant's image (<backend>-launcher). RBAC lets a binding "
+    "name an account before it exists, so any RoleBinding or ClusterRoleBinding left naming <x>-launcher in the "
+    "namespace becomes the tenant's when it creates backend <x>. The tenant cannot create ServiceAccounts itself"))
+def test_a_binding_left_for_a_missing_launcher_account_does_not_reach_the_tenant(dangling_binding: Tenant):
+    """Tries: `get pods` and `get configmaps` with the leader's token when an old RoleBinding names the account the
+    operator just created for the tenant's backend. Safe: Forbidden."""
+    for resource in ("pods", "configmaps"):
+        result = dangling_binding.kubectl("get", resource)
+        assert result.returncode != 0 and "forbidden" in result.stderr.lower(), (resource, result.stdout)
