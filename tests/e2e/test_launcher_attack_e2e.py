@@ -1,0 +1,576 @@
+"""Independent attack on the multi-node launcher path (issue 42, attack 42b), on the real API server.
+
+Seat: a tenant who may only create/update/patch/delete LLMBackends in one namespace. For a multi-node
+TensorRT-LLM backend `<b>` the operator runs the tenant's image (spec.engine.image) in each group's leader pod
+`<b>-<group>` with the ServiceAccount `<b>-launcher` token mounted, bound by a RoleBinding `<b>-launcher` to the
+ClusterRole `llmbackend-launcher` (pods/exec get+create). So the tenant holds that token: whatever it can do, the
+tenant can do. The claim under attack (docs/security.md "Other pods: exec from a multi-node leader",
+docs/security-rbac.md "Admission policies for the launcher role"): the token reads nothing and execs only into
+`<its leader pod>-<index>`, which can only be a worker of the tenant's own group.
+
+Method: manifests/default/rbac.yaml and launcher-admission.yaml applied as an install does; the objects the
+operator would make for a backend `<b>` (launcher.launcher_rbac's ServiceAccount and RoleBinding, and the leader
+pod `<b>-<group>` that LeaderWorkerSet names) made as the admin; the tenant's token is the kubelet's kind, a
+token bound to the leader pod (`kubectl create token --bound-object-kind Pod`), used from a kubeconfig that holds
+only it. Exec runs end to end with the real `llmb-exec` in the namespace kwok-exec, where kwok (the nodes'
+kubelet) runs an exec'd command as a local process, so an exec that passes RBAC and admission really runs. One probe
+(test_a_tenant_backend_named_after_another_team_s_statefulset_does_not_reach_its_pods) simulates nothing but the
+kubelet's token mount: the tenant, impersonated with LLMBackend rights only, applies the multi-node sample and the
+real operator and LeaderWorkerSet controller make the leader.
+
+Written from the docs and the code only (launcher/main.go, render/multinode.py, the two manifests), before
+reading the project's own tests of this path. Probes that hold assert the claim; probes that break it assert the
+safe behaviour and are strict expected failures whose reason starts with FINDING.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ClusterHandle, wait_for
+
+from devcluster.build import ensure_llmb_exec
+from devcluster.cluster import EXEC_NAMESPACE
+from llmbackend.render.multinode import launcher_rbac
+from llmbackend.render.names import BackendRef
+
+REPO = Path(__file__).resolve().parents[2]
+NODE = "dgx-h100-0"
+POLICY_WORDS = "may exec only into the workers of its own leader pod"
+
+
+def _pod(name: str, account: str = "default", containers: tuple[str, ...] = ("triton",),
+         labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": EXEC_NAMESPACE, "labels": labels or {"attack": "42b"}},
+            "spec": {"nodeName": NODE, "serviceAccountName": account, "automountServiceAccountToken": False,
+                     "containers": [{"name": c, "image": "tenant/engine:1"} for c in containers]}}
+
+
+def _running(cluster: ClusterHandle, name: str) -> dict[str, Any]:
+    def phase() -> dict[str, Any] | None:
+        pod = cluster.kube.get("Pod", EXEC_NAMESPACE, name)
+        return pod if pod and pod.get("status", {}).get("phase") == "Running" else None
+    return wait_for(phase, timeout=60, what=f"pod {name} running on kwok")
+
+
+def _make_pod(cluster: ClusterHandle, manifest: dict[str, Any]) -> dict[str, Any]:
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    return _running(cluster, manifest["metadata"]["name"])
+
+
+def _delete_pod(cluster: ClusterHandle, name: str) -> None:
+    cluster.kubectl("delete", "pod", "-n", EXEC_NAMESPACE, name, "--grace-period=0", "--force", "--wait=true",
+                    "--timeout=60s", check=False)
+
+
+@dataclass
+class Tenant:
+    """What the tenant holds: the token of its leader pod `<backend>-<group>`, and tools that use it alone."""
+
+    cluster: ClusterHandle
+    backend: str
+    leader: str
+    token_file: Path
+    kubeconfig: Path
+    llmb_exec: Path
+
+    @property
+    def ca_file(self) -> str:
+        return str(self.cluster.cluster.directory / "pki" / "ca.crt")
+
+    def kubectl(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([self.cluster.kubectl_path, "--kubeconfig", str(self.kubeconfig), *args],
+                              capture_output=True, text=True, timeout=60)
+
+    def exec(self, pod: str, *command: str, namespace: str = EXEC_NAMESPACE,
+             container: str = "triton") -> subprocess.CompletedProcess:
+        argv = [str(self.llmb_exec), "--server", self.cluster.cluster.server, "--token-file", str(self.token_file),
+                "--ca-file", self.ca_file, "-n", namespace, "-c", container, pod, "--", *command]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=90)
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                content_type: str = "application/json") -> int:
+        """The HTTP status of one request with the token (no upgrade: authorization answers first)."""
+        context = ssl.create_default_context(cafile=self.ca_file)
+        req = urllib.request.Request(self.cluster.cluster.server + path, data=body, method=method, headers={
+            "Authorization": f"Bearer {self.token_file.read_text().strip()}", "Content-Type": content_type})
+        try:
+            with urllib.request.urlopen(req, context=context, timeout=30) as resp:
+                return resp.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+
+def _mint(cluster: ClusterHandle, account: str, pod: dict[str, Any], directory: Path) -> Path:
+    """A token of `account` bound to `pod`: what the kubelet mounts in the leader (its extra names the pod)."""
+    token = cluster.kubectl("create", "token", account, "-n", EXEC_NAMESPACE, "--duration", "1h",
+                            "--bound-object-kind", "Pod", "--bound-object-name", pod["metadata"]["name"],
+                            "--bound-object-uid", pod["metadata"]["uid"]).stdout.strip()
+    path = directory / f"token-{uuid.uuid4().hex[:6]}"
+    path.write_text(token)
+    return path
+
+
+def _token_kubeconfig(cluster: ClusterHandle, token_file: Path, directory: Path) -> Path:
+    """Only the token: the admin's client certificate would be authenticated first."""
+    config = {"apiVersion": "v1", "kind": "Config",
+              "clusters": [{"name": "c", "cluster": {"server": cluster.cluster.server,
+                                                     "certificate-authority": str(cluster.cluster.directory / "pki" / "ca.crt")}}],
+              "users": [{"name": "leader", "user": {"tokenFile": str(token_file)}}],
+              "contexts": [{"name": "c", "context": {"cluster": "c", "user": "leader", "namespace": EXEC_NAMESPACE}}],
+              "current-context": "c"}
+    path = directory / f"kubeconfig-{uuid.uuid4().hex[:6]}"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _letters(n: int = 6) -> str:
+    return "".join(chr(ord("a") + int(c, 16) % 26) for c in uuid.uuid4().hex[:n])
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: ClusterHandle) -> Iterator[ClusterHandle]:
+    """The exec namespace, the shipped RBAC (launcher ClusterRole) and both launcher admission policies."""
+    for name in (EXEC_NAMESPACE, "llmbackend-system"):
+        if cluster.kube.get("Namespace", None, name) is None:
+            cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_for(lambda: cluster.kube.get("ServiceAccount", EXEC_NAMESPACE, "default"), timeout=60,
+             what="the exec namespace's default ServiceAccount")
+    for manifest in ("rbac.yaml", "launcher-admission.yaml"):
+        cluster.kubectl("apply", "-f", str(REPO / "manifests" / "default" / manifest))
+    yield cluster
+
+
+def _tenant(cluster: ClusterHandle, backend: str, group: int, directory: Path) -> Tenant:
+    """As the operator would for backend `backend`: its launcher account and binding, and the leader pod of one group."""
+    for obj in launcher_rbac(BackendRef(name=backend, namespace=EXEC_NAMESPACE, uid=str(uuid.uuid4()))):
+        obj["metadata"].pop("ownerReferences", None)
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
+    leader = _make_pod(cluster, _pod(f"{backend}-{group}", account=f"{backend}-launcher",
+                                     labels={"llmbackend.dev/backend": backend}))
+    token = _mint(cluster, f"{backend}-launcher", leader, directory)
+    return Tenant(cluster, backend, leader["metadata"]["name"], token,
+                  _token_kubeconfig(cluster, token, directory), ensure_llmb_exec())
+
+
+@pytest.fixture(scope="module")
+def tenant(installed: ClusterHandle, tmp_path_factory) -> Iterator[Tenant]:
+    """Backend `<b>` group 0: leader `<b>-0` holding the token, its worker `<b>-0-1`, and the admission policy
+    already enforcing (an exec outside the group is refused by it)."""
+    backend = f"atk{_letters()}"
+    t = _tenant(installed, backend, 0, tmp_path_factory.mktemp("tenant"))
+    _make_pod(installed, _pod(f"{backend}-0-1", labels={"llmbackend.dev/backend": backend}))
+    # ValidatingAdmissionPolicies compile asynchronously: wait until the exec policy answers.
+    wait_for(lambda: POLICY_WORDS in t.exec(f"{backend}-0", "true").stderr, timeout=60,
+             what="the launcher exec policy to enforce")
+    yield t
+    installed.kubectl("delete", "pod,serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, "-l",
+                      f"llmbackend.dev/backend={backend}", "--wait=false", check=False)
+    for name in (f"{backend}-0", f"{backend}-0-1"):
+        _delete_pod(installed, name)
+
+
+# ---------- the baseline the refusals are measured against ----------
+
+
+def test_baseline_the_leader_token_execs_into_its_own_worker(tenant: Tenant):
+    """Tries: the intended path, so that every refusal below is a refusal and not a broken setup. The leader's token
+    runs `echo` in its own worker `<b>-0-1` through the real API server and kwok."""
+    marker = f"own-{uuid.uuid4().hex[:8]}"
+    result = tenant.exec(f"{tenant.backend}-0-1", "echo", marker)
+    assert result.returncode == 0, result.stderr
+    assert marker in result.stdout
+
+
+# ---------- reading ----------
+
+
+READ_ATTEMPTS = [
+    ("get", "pods"),
+    ("get", "pods", "-A"),
+    ("get", "pod", "{leader}", "-o", "yaml"),
+    ("get", "pod", "{worker}"),
+    ("get", "--raw", "/api/v1/namespaces/{ns}/pods/{leader}/status"),
+    ("get", "--raw", "/api/v1/namespaces/{ns}/pods/{worker}/log"),
+    ("get", "--raw", "/api/v1/namespaces/{ns}/pods?watch=1&timeoutSeconds=1"),
+    ("get", "events"),
+    ("get", "endpoints"),
+    ("get", "endpointslices.discovery.k8s.io"),
+    ("get", "services"),
+    ("get", "configmaps"),
+    ("get", "secrets"),
+    ("get", "serviceaccounts"),
+    ("get", "rolebindings"),
+    ("get", "leases.coordination.k8s.io"),
+    ("get", "--raw", "/api/v1/namespaces/{ns}/serviceaccounts/{backend}-launcher"),
+    ("create", "token", "default"),
+    ("create", "token", "{backend}-launcher"),
+]
+
+
+@pytest.mark.parametrize("attempt", READ_ATTEMPTS, ids=lambda a: " ".join(a))
+def test_the_leader_token_reads_nothing(tenant: Tenant, attempt: tuple[str, ...]):
+    """Tries: every read a tenant would want from the token (pods and their status and logs, a watch, events,
+    endpoints, config, secrets, its own account, minting another token); each must be Forbidden."""
+    args = [a.format(leader=tenant.leader, worker=f"{tenant.backend}-0-1", ns=EXEC_NAMESPACE,
+                     backend=tenant.backend) for a in attempt]
+    result = tenant.kubectl(*args)
+    assert result.returncode != 0 and "forbidden" in result.stderr.lower(), (args, result.stdout, result.stderr)
+
+
+def test_the_token_s_own_rules_are_exec_only(tenant: Tenant):
+    """Tries: SelfSubjectRulesReview (`auth can-i --list`, which every account may ask) for any right beyond
+    pods/exec and the self-reviews every authenticated user has; and a SubjectAccessReview/TokenReview, which would
+    let it probe others' rights or validate stolen tokens."""
+    listing = tenant.kubectl("auth", "can-i", "--list", "-n", EXEC_NAMESPACE)
+    assert listing.returncode == 0, listing.stderr
+    rows = [line.split() for line in listing.stdout.splitlines()[1:] if line.strip()]
+    granted = {row[0] for row in rows}
+    allowed = {"pods/exec", "selfsubjectreviews.authentication.k8s.io", "selfsubjectaccessreviews.authorization.k8s.io",
+               "selfsubjectrulesreviews.authorization.k8s.io"}
+    # Non-resource URLs (discovery, /version, /healthz) are listed with an empty resource column.
+    extra = {g for g in granted if not g.startswith("[") and g not in allowed}
+    assert not extra, listing.stdout
+    for path, kind in (("/apis/authorization.k8s.io/v1/subjectaccessreviews", "SubjectAccessReview"),
+                       ("/apis/authentication.k8s.io/v1/tokenreviews", "TokenReview")):
+        body = json.dumps({"apiVersion": path.split("/")[2] + "/v1", "kind": kind, "spec": {
+            "resourceAttributes": {"verb": "get", "resource": "secrets"}, "user": "x"} if kind == "SubjectAccessReview"
+            else {"token": "x"}}).encode()
+        assert tenant.request("POST", path, body) == 403, kind
+
+
+# ---------- other subresources of its own worker ----------
+
+
+@pytest.mark.parametrize("method,subresource,content_type", [
+    ("POST", "attach?stdout=true&container=triton", "application/json"),
+    ("GET", "attach?stdout=true&container=triton", "application/json"),
+    ("POST", "portforward?ports=8000", "application/json"),
+    ("GET", "portforward?ports=8000", "application/json"),
+    ("GET", "proxy/", "application/json"),
+    ("GET", "proxy/metrics", "application/json"),
+    ("PATCH", "ephemeralcontainers", "application/strategic-merge-patch+json"),
+    ("PATCH", "status", "application/strategic-merge-patch+json"),
+    ("GET", "log?container=triton", "application/json"),
+    ("POST", "eviction", "application/json"),
+    ("PATCH", "", "application/strategic-merge-patch+json"),
+    ("DELETE", "", "application/json"),
+])
+def test_no_other_subresource_of_its_own_worker(tenant: Tenant, method: str, subresource: str, content_type: str):
+    """Tries: the subresources next to exec on the one pod the token may exec into (attach, port-forward, the pod
+    proxy, ephemeral containers, status, logs, eviction, patch, delete); RBAC must refuse each (403) before any
+    handler runs."""
+    path = f"/api/v1/namespaces/{EXEC_NAMESPACE}/pods/{tenant.backend}-0-1" + (f"/{subresource}" if subresource else "")
+    body = b"{}" if method in ("POST", "PATCH") else None
+    assert tenant.request(method, path, body, content_type) == 403, (method, path)
+
+
+# ---------- exec outside its group ----------
+
+
+@pytest.fixture(scope="module")
+def bystanders(tenant: Tenant) -> Iterator[dict[str, str]]:
+    """Pods that exist, so that a refusal is the policy's and not 'not found': the namespace's own `db-0`, the
+    group's leader itself, a worker of the same backend's group 1, a pod named like its group-0 worker with index 0
+    or a zero-padded index, and a worker of a backend whose name extends the tenant's."""
+    b = tenant.backend
+    names = {"another workload": "db-0", "the leader itself": f"{b}-0", "another group": f"{b}-1-1",
+             "index 0": f"{b}-0-0", "zero-padded index": f"{b}-0-01", "index with letters": f"{b}-0-1a",
+             "a longer backend name": f"{b}x-0-1"}
+    made = [n for n in names.values() if n != f"{b}-0"]
+    for name in made:
+        _make_pod(tenant.cluster, _pod(name, labels={"attack": "42b-bystander"}))
+    yield names
+    for name in made:
+        _delete_pod(tenant.cluster, name)
+
+
+@pytest.mark.parametrize("which", ["another workload", "the leader itself", "another group", "index 0",
+                                   "zero-padded index", "index with letters", "a longer backend name"])
+def test_exec_is_refused_outside_its_group(tenant: Tenant, bystanders: dict[str, str], which: str):
+    """Tries: exec with the leader's token into each running pod that is not `<leader>-<index>` (index from 1)."""
+    marker = f"escaped-{uuid.uuid4().hex[:8]}"
+    result = tenant.exec(bystanders[which], "echo", marker)
+    assert result.returncode == 255 and marker not in result.stdout, (result.stdout, result.stderr)
+    assert POLICY_WORDS in result.stderr, result.stderr
+
+
+def test_exec_into_another_namespace_is_refused(tenant: Tenant, installed: ClusterHandle):
+    """Tries: `-n` another namespace, with a pod there named exactly like its own worker (`<b>-0-1`): the binding is
+    per namespace, so RBAC must refuse it."""
+    other = f"atk-other-{_letters(4)}"
+    installed.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    try:
+        result = tenant.exec(f"{tenant.backend}-0-1", "echo", "x", namespace=other)
+        assert result.returncode == 255 and "forbidden" in result.stderr.lower(), result.stderr
+    finally:
+        installed.kube.delete("Namespace", None, other)
+
+
+def test_refusals_outside_the_group_do_not_tell_which_pods_exist(tenant: Tenant, bystanders: dict[str, str]):
+    """Tries: exec as an existence oracle, the one read left: is the answer for an existing pod outside the group
+    (`db-0`) different from a name no pod has? The policy answers before the pod is looked up, so both must read
+    the same apart from the name."""
+    there = tenant.exec("db-0", "true").stderr.replace("db-0", "NAME")
+    absent = tenant.exec("nopod-0", "true").stderr.replace("nopod-0", "NAME")
+    assert there == absent
+
+
+@pytest.fixture
+def worker_with_sidecar(tenant: Tenant) -> Iterator[str]:
+    """Precondition: a namespace-wide mutating webhook (Istio's injection label on the namespace, Linkerd) adds a
+    sidecar to every pod, so the tenant's worker `<b>-0-2` has `triton` and `istio-proxy`. The sidecar holds what
+    the serving container does not mount (Istio: the projected istio-token and the workload's certificate)."""
+    name = f"{tenant.backend}-0-2"
+    _make_pod(tenant.cluster, _pod(name, containers=("triton", "istio-proxy"),
+                                   labels={"llmbackend.dev/backend": tenant.backend}))
+    yield name
+    _delete_pod(tenant.cluster, name)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (low): the exec policy checks the pod's name only, not the container (the PodExecOptions it gets as "
+    "`object` carry it): the token execs into any container of its workers, such as a sidecar a namespace-wide "
+    "webhook injected (istio-proxy, with its projected token and workload certificate), though the launcher only "
+    "ever needs the serving container `triton` (kubexec.sh and leader-mpi.sh pass -c triton)"))
+def test_exec_reaches_only_the_serving_container_of_its_worker(tenant: Tenant, worker_with_sidecar: str):
+    """Tries: exec with `-c istio-proxy` into its own worker. Safe: refused; the launcher uses `triton` only."""
+    assert tenant.exec(worker_with_sidecar, "true").returncode == 0, "the serving container is reachable"
+    marker = f"sidecar-{uuid.uuid4().hex[:8]}"
+    result = tenant.exec(worker_with_sidecar, "echo", marker, container="istio-proxy")
+    assert marker not in result.stdout and result.returncode == 255, (result.stdout, result.stderr)
+
+
+# ---------- a pod of someone else, named like one of its workers ----------
+
+
+@pytest.fixture
+def victim_statefulset(installed: ClusterHandle, tmp_path_factory) -> Iterator[tuple[Tenant, str]]:
+    """Precondition: the namespace's admin runs a StatefulSet `<v>-2` (another team's: its own account, no
+    llmbackend label), so its pods are `<v>-2-0` and `<v>-2-1`. The tenant, who cannot read or exec into them,
+    creates an LLMBackend named `<v>` (the CRD accepts it: it does not end in -<digits>) planned on several nodes
+    with 3 replicas; LeaderWorkerSet names its group 2's leader `<v>-2`, and the operator gives it the `<v>-launcher`
+    account. Here the admin makes that leader pod as LWS would, and the tenant's token is bound to it."""
+    victim = f"ledger{_letters(4)}"
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+           "metadata": {"name": f"{victim}-2", "namespace": EXEC_NAMESPACE},
+           "spec": {"replicas": 2, "serviceName": f"{victim}-2", "selector": {"matchLabels": {"team": victim}},
+                    "template": {"metadata": {"labels": {"team": victim}},
+                                 "spec": {"nodeName": NODE, "automountServiceAccountToken": False,
+                                          "containers": [{"name": "triton", "image": "payroll/db:1"}]}}}}
+    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump(sts))
+    _running(installed, f"{victim}-2-1")
+    tenant = _tenant(installed, victim, 2, tmp_path_factory.mktemp("victim"))
+    wait_for(lambda: POLICY_WORDS in tenant.exec(f"{victim}-2", "true").stderr, timeout=60,
+             what="the launcher exec policy to enforce")
+    yield tenant, f"{victim}-2-1"
+    installed.kubectl("delete", "statefulset", "-n", EXEC_NAMESPACE, f"{victim}-2", "--wait=false", check=False)
+    installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, f"{victim}-launcher",
+                      "--wait=false", check=False)
+    for name in (f"{victim}-2", f"{victim}-2-0", f"{victim}-2-1"):
+        _delete_pod(installed, name)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (medium): the exec policy trusts names, and only LLMBackend names are kept apart. A pod of anyone "
+    "else named <x>-<digits>-<digits from 1> is reached by the tenant who creates an LLMBackend <x> with more "
+    "replicas than the middle number (replicas go to 1000; LWS creates every leader at once, so only that group's "
+    "leader must be scheduled): its leader <x>-<group> execs into it. Such pods are every StatefulSet or "
+    "LeaderWorkerSet named with a trailing number but its ordinal 0 (postgres-16 -> postgres-16-1, a vLLM "
+    "StatefulSet or another operator's LWS llama-3 -> llama-3-1), indexed Job pods whose random suffix is all "
+    "digits, bare pods. docs/security-rbac.md 'What the exec policy cannot tell' says it takes the right to create "
+    "pods running as a *-launcher account; a tenant with LLMBackend rights alone gets exactly that pod"))
+def test_a_pod_of_another_owner_named_like_a_worker_is_not_reached(victim_statefulset: tuple[Tenant, str]):
+    """Tries: with the token of its leader `<v>-2`, exec into `<v>-2-1`, a pod of another team's StatefulSet that
+    merely has a worker's name. Safe: refused. A pass of the exec runs the tenant's command in that team's pod
+    (its container, its account, its mounted secrets)."""
+    tenant, target = victim_statefulset
+    marker = f"payroll-{uuid.uuid4().hex[:8]}"
+    result = tenant.exec(target, "echo", marker)
+    assert marker not in result.stdout and result.returncode == 255, (result.stdout, result.stderr)
+
+
+# ---------- the token's lifetime ----------
+
+
+def test_the_token_dies_with_its_leader_pod(installed: ClusterHandle, tmp_path_factory):
+    """Tries: keep the leader's token after the group is recreated (the pod deleted and made again under the same
+    name, a new uid, as LWS's RecreateGroupOnPodRestart does, or after the backend is deleted and recreated) and
+    use it against the new group's worker. The bound token names the old pod's uid, so the API server must reject it."""
+    backend = f"atk{_letters()}"
+    tenant = _tenant(installed, backend, 0, tmp_path_factory.mktemp("old"))
+    worker = f"{backend}-0-1"
+    _make_pod(installed, _pod(worker))
+    try:
+        wait_for(lambda: tenant.exec(worker, "true").returncode == 0, timeout=60, what="the token to exec at first")
+        _delete_pod(installed, tenant.leader)
+        wait_for(lambda: installed.kube.get("Pod", EXEC_NAMESPACE, tenant.leader) is None, timeout=60,
+                 what="the old leader gone")
+        _make_pod(installed, _pod(tenant.leader, account=f"{backend}-launcher"))
+        deadline = time.monotonic() + 30
+        result = tenant.exec(worker, "echo", "stale")
+        while result.returncode == 0 and time.monotonic() < deadline:  # the authenticator caches a token for 10 s
+            time.sleep(2)
+            result = tenant.exec(worker, "echo", "stale")
+        assert result.returncode == 255 and "stale" not in result.stdout, (result.stdout, result.stderr)
+        assert "unauthorized" in result.stderr.lower(), result.stderr
+    finally:
+        installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, f"{backend}-launcher",
+                          "--wait=false", check=False)
+        for name in (tenant.leader, worker):
+            _delete_pod(installed, name)
+
+
+# ---------- the same, end to end: the operator and the real LeaderWorkerSet make the leader ----------
+
+
+SAMPLE = REPO / "manifests" / "samples" / "llama-3.1-405b-multinode.yaml"
+TENANT_USER = "tenant-42b"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (medium): end to end, a tenant with LLMBackend rights alone names its backend after another team's "
+    "StatefulSet <v>-0; the operator and LeaderWorkerSet create the leader <v>-0 with the <v>-launcher token "
+    "(LWS finds a StatefulSet <v>-0 already there and leaves it: pod_controller.go only Gets it), and that token "
+    "execs into the other team's pod <v>-0-1. Even an unmodified leader would: leader-mpi.sh waits until exec "
+    "into <v>-0-1 succeeds, then mpirun starts its ranks there"))
+def test_a_tenant_backend_named_after_another_team_s_statefulset_does_not_reach_its_pods(
+        installed: ClusterHandle, operator, lws, tmp_path_factory):
+    """Tries: the finding above with nothing simulated but the kubelet's token mount. The admin runs another team's
+    StatefulSet `<v>-0` (2 pods, its own account, no llmbackend label) in the namespace; the tenant, bound only to
+    LLMBackends there, applies the multi-node sample named `<v>`; the real operator and LWS controller make the
+    leader pod `<v>-0`; the tenant's image would read the token kubelet mounts there (minted here bound to that
+    pod, as kubelet's is) and exec into `<v>-0-1`. Safe: refused."""
+    from conftest import BACKEND_EDITOR_RULES, apply_as_once_admitted, grant
+
+    cluster = installed
+    victim = f"ledger{_letters(4)}"
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+           "metadata": {"name": f"{victim}-0", "namespace": EXEC_NAMESPACE},
+           "spec": {"replicas": 2, "serviceName": f"{victim}-0", "selector": {"matchLabels": {"team": victim}},
+                    "template": {"metadata": {"labels": {"team": victim}},
+                                 "spec": {"nodeName": NODE, "automountServiceAccountToken": False,
+                                          "containers": [{"name": "triton", "image": "payroll/db:1"}]}}}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(sts))
+    manifest = yaml.safe_load(SAMPLE.read_text())
+    manifest["metadata"] = {"name": victim, "namespace": EXEC_NAMESPACE}
+    claim = manifest["spec"]["model"]["source"]["pvc"]["claimName"]
+    pv = f"atk42b-{victim}"
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+         "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"], "hostPath": {"path": "/nonexistent"},
+                  "claimRef": {"namespace": EXEC_NAMESPACE, "name": claim}, "persistentVolumeReclaimPolicy": "Retain"}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": EXEC_NAMESPACE},
+         "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Ti"}}, "storageClassName": "",
+                  "volumeName": pv}}]))
+    grant(cluster, TENANT_USER, EXEC_NAMESPACE, "atk42b-backend-editor", BACKEND_EDITOR_RULES)
+    try:
+        _running(cluster, f"{victim}-0-1")
+        assert cluster.kubectl("auth", "can-i", "create", "pods/exec", "-n", EXEC_NAMESPACE, "--as", TENANT_USER,
+                               check=False).stdout.strip() == "no"
+        apply_as_once_admitted(cluster, TENANT_USER, manifest)
+
+        def leader() -> dict[str, Any] | None:
+            pod = cluster.kube.get("Pod", EXEC_NAMESPACE, f"{victim}-0")
+            return pod if pod and pod.get("status", {}).get("phase") == "Running" else None
+        pod = wait_for(leader, timeout=180, what=f"the operator's and LWS's leader {victim}-0 running")
+        assert pod["spec"]["serviceAccountName"] == f"{victim}-launcher"
+        # LWS left the other team's StatefulSet alone: its pods are still that team's.
+        theirs = json.loads(cluster.kubectl("get", "statefulset", "-n", EXEC_NAMESPACE, f"{victim}-0", "-o", "json").stdout)
+        assert not theirs["metadata"].get("ownerReferences")
+        directory = tmp_path_factory.mktemp("e2e-victim")
+        token = _mint(cluster, f"{victim}-launcher", pod, directory)
+        tenant = Tenant(cluster, victim, pod["metadata"]["name"], token, _token_kubeconfig(cluster, token, directory),
+                        ensure_llmb_exec())
+        wait_for(lambda: POLICY_WORDS in tenant.exec(f"{victim}-0", "true").stderr, timeout=60,
+                 what="the launcher exec policy to enforce")
+        marker = f"payroll-{uuid.uuid4().hex[:8]}"
+        result = tenant.exec(f"{victim}-0-1", "echo", marker)
+        assert marker not in result.stdout and result.returncode == 255, (result.stdout, result.stderr)
+    finally:
+        cluster.kubectl("delete", "llmbackend", "-n", EXEC_NAMESPACE, victim, "--wait=false", check=False)
+        cluster.kubectl("delete", "statefulset", "-n", EXEC_NAMESPACE, f"{victim}-0", "--wait=false", check=False)
+        cluster.kubectl("delete", "pvc", "-n", EXEC_NAMESPACE, claim, "--wait=false", check=False)
+        cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
+        cluster.kubectl("delete", "rolebinding,role", "-n", EXEC_NAMESPACE, "atk42b-backend-editor", "--wait=false",
+                        check=False)
+
+
+# ---------- what the namespace gives its accounts as a group (last: it widens the token for a while) ----------
+
+
+@pytest.fixture
+def service_accounts_may_view(tenant: Tenant) -> Iterator[None]:
+    """Precondition: an admin lets every pod of the namespace read it (the ClusterRole `view` bound to the group
+    `system:serviceaccounts:<namespace>`, a common way to give in-cluster tools read access). The tenant itself is
+    bound only to LLMBackends; its serving pods mount no token, so it could never use that binding before."""
+    name = "atk42b-serviceaccounts-view"
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": EXEC_NAMESPACE},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                             "name": f"system:serviceaccounts:{EXEC_NAMESPACE}"}]}
+    tenant.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(binding))
+    yield
+    tenant.cluster.kubectl("delete", "rolebinding", "-n", EXEC_NAMESPACE, name, "--wait=false", check=False)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (low; needs an admin's group binding): the launcher token is the only token a tenant bound to "
+    "LLMBackends ever holds, and as a ServiceAccount it is in the groups system:serviceaccounts and "
+    "system:serviceaccounts:<namespace>; whatever an admin granted those groups (here `view`), the tenant now has, "
+    "through its leader. docs/security.md and security-rbac.md say the launcher holds pods/exec and nothing "
+    "else, without this caveat"))
+def test_group_bindings_of_the_namespace_s_accounts_do_not_reach_the_tenant(tenant: Tenant, service_accounts_may_view):
+    """Tries: `get pods` and `get configmaps` with the leader's token once the namespace's accounts as a group
+    may view it. Safe: still Forbidden (the tenant cannot read them itself)."""
+    for resource in ("pods", "configmaps"):
+        result = tenant.kubectl("get", resource)
+        assert result.returncode != 0 and "forbidden" in result.stderr.lower(), (resource, result.stdout)
+
+
+@pytest.fixture
+def dangling_binding(installed: ClusterHandle, tmp_path_factory) -> Iterator[Tenant]:
+    """Precondition: a RoleBinding of the namespace names a ServiceAccount `<x>-launcher` that does not exist (left
+    behind when a tool's account was deleted, e.g. an MPI operator's `<job>-launcher`, or made ahead of it), here
+    granting `view`. The tenant then creates a multi-node TensorRT-LLM LLMBackend `<x>`: the operator creates the
+    account `<x>-launcher` (none is there, so never-adopt does not stop it) and mounts its token in the leader."""
+    backend = f"atk{_letters()}"
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": f"atk42b-old-{backend}", "namespace": EXEC_NAMESPACE},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"kind": "ServiceAccount", "name": f"{backend}-launcher", "namespace": EXEC_NAMESPACE}]}
+    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump(binding))
+    tenant = _tenant(installed, backend, 0, tmp_path_factory.mktemp("dangling"))
+    yield tenant
+    installed.kubectl("delete", "rolebinding", "-n", EXEC_NAMESPACE, f"atk42b-old-{backend}", "--wait=false",
+                      check=False)
+    installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, f"{backend}-launcher",
+                      "--wait=false", check=False)
+    _delete_pod(installed, tenant.leader)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING (low; needs a binding to a missing account): the tenant chooses the name of a ServiceAccount the "
+    "operator creates and whose token it mounts in the tenant's image (<backend>-launcher). RBAC lets a binding "
+    "name an account before it exists, so any RoleBinding or ClusterRoleBinding left naming <x>-launcher in the "
+    "namespace becomes the tenant's when it creates backend <x>. The tenant cannot create ServiceAccounts itself"))
+def test_a_binding_left_for_a_missing_launcher_account_does_not_reach_the_tenant(dangling_binding: Tenant):
+    """Tries: `get pods` and `get configmaps` with the leader's token when an old RoleBinding names the account the
+    operator just created for the tenant's backend. Safe: Forbidden."""
+    for resource in ("pods", "configmaps"):
+        result = dangling_binding.kubectl("get", resource)
+        assert result.returncode != 0 and "forbidden" in result.stderr.lower(), (resource, result.stdout)
