@@ -51,8 +51,10 @@ const (
 	pingPeriod   = 5 * time.Second
 	readDeadline = 12*pingPeriod + time.Second
 	writeTimeout = 10 * time.Second
-	// A refused exec's Status is short; a body larger than this is not read further.
+	// A refused exec's Status, or the exit Status, is short; a body larger than this is not read further.
 	maxErrorBody = 64 << 10
+	// One WebSocket message: the API server sends output in chunks of at most 32 KiB (client-go's buffer size).
+	maxMessage = 1 << 20
 )
 
 // The exec subprotocols, newest first (k8s.io/apimachinery/pkg/util/remotecommand/constants.go).
@@ -252,6 +254,7 @@ func stream(conn *websocket.Conn, stdout, stderr io.Writer) (int, error) {
 		}
 	}()
 
+	conn.SetReadLimit(maxMessage)
 	var final []byte
 	for {
 		kind, data, err := conn.ReadMessage()
@@ -271,10 +274,18 @@ func stream(conn *websocket.Conn, stdout, stderr io.Writer) (int, error) {
 		case channelStderr:
 			_, err = stderr.Write(data[1:])
 		case channelStatus:
+			if len(final)+len(data)-1 > maxErrorBody {
+				return failedToRun, fmt.Errorf("exit status over %d bytes", maxErrorBody)
+			}
 			final = append(final, data[1:]...)
 		}
 		if err != nil { // our own stdout or stderr closed: the caller went away
 			return failedToRun, err
+		}
+		// The Status is the last thing the API server sends: once it is whole, the command has ended, whether or not
+		// the connection is closed after it (a server that holds it open must not hold the launch).
+		if data[0] == channelStatus && json.Valid(final) {
+			break
 		}
 	}
 	writeMu.Lock()

@@ -154,8 +154,8 @@ def exec_with(cluster, kubeconfig, namespace: str, target: str, verb: str = "exe
         token = kubeconfig.with_suffix(".token")
         token.write_text(config["users"][0]["user"]["token"])
         args = [str(ensure_llmb_exec()), "--server", cluster.cluster.server, "--token-file", str(token),
-                "--ca-file", config["clusters"][0]["cluster"]["certificate-authority"], "-n", namespace, target,
-                "--", "true"]
+                "--ca-file", config["clusters"][0]["cluster"]["certificate-authority"], "-n", namespace, "-c", "triton",
+                target, "--", "true"]
     else:
         args = [cluster.kubectl_path, "--kubeconfig", str(kubeconfig), "-n", namespace, verb, target]
     return subprocess.run(args, env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
@@ -302,11 +302,11 @@ def test_llmb_exec_is_refused_outside_its_group_with_the_policy_reason(policies,
 
 
 def test_llmb_exec_says_why_a_worker_cannot_run_the_command(policies, exec_group, tmp_path):
-    """What the leader's wait loop prints for a worker not there yet or a wrong container: the API server's reason."""
+    """What the leader's wait loop prints for a worker not there yet or another container: the API server's reason."""
     absent = llmb_exec(policies, exec_group, tmp_path, "grp-0-2", "true")
     assert absent.returncode == 255 and 'pods "grp-0-2" not found' in absent.stderr, absent.stderr
-    wrong = llmb_exec(policies, exec_group, tmp_path, "grp-0-1", "true", container="nope")
-    assert wrong.returncode == 255 and "container nope is not valid for pod grp-0-1" in wrong.stderr, wrong.stderr
+    other = llmb_exec(policies, exec_group, tmp_path, "grp-0-1", "true", container="sidecar")
+    assert other.returncode == 255 and "serving container triton of its workers, not container sidecar" in other.stderr
 
 
 def test_the_rendered_kubexec_script_starts_a_command_in_the_worker_as_mpirun_calls_it(policies, exec_group, tmp_path):

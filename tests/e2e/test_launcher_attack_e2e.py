@@ -341,11 +341,8 @@ def worker_with_sidecar(tenant: Tenant) -> Iterator[str]:
     _delete_pod(tenant.cluster, name)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (low): the exec policy checks the pod's name only, not the container (the PodExecOptions it gets as "
-    "`object` carry it): the token execs into any container of its workers, such as a sidecar a namespace-wide "
-    "webhook injected (istio-proxy, with its projected token and workload certificate), though the launcher only "
-    "ever needs the serving container `triton` (kubexec.sh and leader-mpi.sh pass -c triton)"))
+# Fixed (was a strict xfail): FINDING (low): the exec policy checked the pod's name only, not the container: the
+# token reached any container of its workers (a sidecar a webhook injected). It allows the serving container only.
 def test_exec_reaches_only_the_serving_container_of_its_worker(tenant: Tenant, worker_with_sidecar: str):
     """Tries: exec with `-c istio-proxy` into its own worker. Safe: refused; the launcher uses `triton` only."""
     assert tenant.exec(worker_with_sidecar, "true").returncode == 0, "the serving container is reachable"
@@ -532,8 +529,8 @@ def service_accounts_may_view(tenant: Tenant) -> Iterator[None]:
     "FINDING (low; needs an admin's group binding): the launcher token is the only token a tenant bound to "
     "LLMBackends ever holds, and as a ServiceAccount it is in the groups system:serviceaccounts and "
     "system:serviceaccounts:<namespace>; whatever an admin granted those groups (here `view`), the tenant now has, "
-    "through its leader. docs/security.md and security-rbac.md say the launcher holds pods/exec and nothing "
-    "else, without this caveat"))
+    "through its leader. Documented, not fixed: docs/security.md, \"Not covered\" (group bindings); no account "
+    "token can leave those groups"))
 def test_group_bindings_of_the_namespace_s_accounts_do_not_reach_the_tenant(tenant: Tenant, service_accounts_may_view):
     """Tries: `get pods` and `get configmaps` with the leader's token once the namespace's accounts as a group
     may view it. Safe: still Forbidden (the tenant cannot read them itself)."""

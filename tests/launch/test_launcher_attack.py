@@ -54,15 +54,13 @@ def _go_probe(name: str) -> subprocess.CompletedProcess:
     "TestAttackCutStreamIsNoSuccess",
     # a 307 to another host does not carry the bearer token there
     "TestAttackRedirectDoesNotCarryTheToken",
-    pytest.param("TestAttackStatusThenNoClose", marks=pytest.mark.xfail(strict=True, reason=(
-        "FINDING (low, robustness; no tenant gain): after the exit Status llmb-exec keeps reading until the server "
-        "closes, and the pings it sends keep the read deadline alive, so an endpoint that sends the Status and "
-        "then holds the connection open (answering pings) keeps the rank's rsh agent, and so mpirun and the "
-        "leader's launch, waiting forever instead of ending with the command's exit code"))),
-    pytest.param("TestAttackHugeStatusIsBounded", marks=pytest.mark.xfail(strict=True, reason=(
-        "FINDING (low, robustness; no tenant gain): no read limit: the Status channel (a short JSON object) is "
-        "appended to `final` without bound and every message is read whole (no SetReadLimit), so an endpoint "
-        "streaming 64 MiB on it is buffered in full in the leader's memory"))),
+    # Fixed (was a strict xfail): FINDING (low, robustness): after the exit Status llmb-exec kept reading until the
+    # server closed, so an endpoint holding the connection open kept the launch waiting forever. It ends at a whole
+    # Status now.
+    "TestAttackStatusThenNoClose",
+    # Fixed (was a strict xfail): FINDING (low, robustness): the Status channel was buffered without bound (64 MiB
+    # streamed on it were read whole). It is bounded at 64 KiB, and a message at 1 MiB.
+    "TestAttackHugeStatusIsBounded",
 ])
 def test_llmb_exec_against_a_hostile_server(probe: str):
     """Tries: the llmb-exec probe named `probe` (docstring in launcher/attack_test.go)."""

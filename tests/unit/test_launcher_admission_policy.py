@@ -44,7 +44,16 @@ def test_the_exec_policy_ties_the_account_to_its_backend_s_leaders():
     variables = {v["name"]: v["expression"] for v in POLICIES["llmbackend-launcher-exec"]["spec"]["variables"]}
     assert f"size('{LAUNCHER_SUFFIX}')" in variables["backend"]
     assert "variables.leaderPod.startsWith(variables.backend + '-')" in variables["ownLeader"]
-    (rule,) = POLICIES["llmbackend-launcher-exec"]["spec"]["validations"]
+    rule, _container = POLICIES["llmbackend-launcher-exec"]["spec"]["validations"]
     assert "variables.ownLeader" in rule["expression"] and "^[1-9][0-9]*$" in rule["expression"]
     account, _ = launcher_rbac(BackendRef("llama", "serving", "uid"))
     assert account["metadata"]["name"].removesuffix(LAUNCHER_SUFFIX) == "llama"
+
+
+def test_the_exec_policy_allows_the_serving_container_the_launch_scripts_name():
+    """attack 42b: the launcher reaches the serving container only, not a sidecar; the name is a CEL literal."""
+    from llmbackend.render.multinode import SERVING_CONTAINER, script_text
+
+    _rule, container = POLICIES["llmbackend-launcher-exec"]["spec"]["validations"]
+    assert container["expression"] == f"object.?container.orValue('') == '{SERVING_CONTAINER}'"
+    assert '-c "${LAUNCH_CONTAINER:-' + SERVING_CONTAINER + '}"' in script_text("kubexec.sh")
