@@ -230,3 +230,36 @@ def test_serving_pods_run_as_the_backend_s_own_account(cluster, operator, namesp
     wait_for(lambda: kube.get("ServiceAccount", namespace, first) is None, timeout=60,
              what=f"{first} collected with the backend it belonged to")
     assert operator.proc.poll() is None, operator.log_tail()
+
+
+def test_the_accounts_and_launcher_binding_an_earlier_version_named_are_pruned_on_upgrade(cluster, operator, namespace):
+    """docs/upgrade.md: the accounts were `<name>-serving` and `<name>-launcher` before they carried a tag of the
+    backend's uid. What an earlier operator left (here written as it wrote them: the backend's label, controlled by
+    it), a RoleBinding of the launcher role included, is deleted; no binding of the launcher role stays bound to an
+    account name the operator no longer creates. An object of such a name the backend does not control stays."""
+    kube = cluster.kube
+    apply_manifest(cluster, backend_manifest("old", namespace))
+    backend = wait_for(lambda: kube.get("LLMBackend", namespace, "old"), timeout=30, what="LLMBackend old")
+    ref = BackendRef("old", namespace, backend["metadata"]["uid"])
+    wait_for(lambda: kube.get("ServiceAccount", namespace, serving_account_name(ref)), timeout=60, what="its account")
+    meta = {"namespace": namespace, "labels": {"llmbackend.dev/backend": "old", "app.kubernetes.io/managed-by":
+                                               "llmbackend-operator"},
+            "ownerReferences": [ref.owner_reference()]}
+    earlier = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "name": "old-serving"}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "name": "old-launcher"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {**meta, "name": "old-launcher"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "llmbackend-launcher"},
+         "subjects": [{"kind": "ServiceAccount", "name": "old-launcher", "namespace": namespace}]},
+    ]
+    for obj in earlier:
+        kube.create(obj)
+    theirs = kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                          "metadata": {"name": "old-serving-x", "namespace": namespace,
+                                       "labels": {"llmbackend.dev/backend": "old"}}})
+    for obj in earlier:
+        wait_for(lambda obj=obj: kube.get(obj["kind"], namespace, obj["metadata"]["name"]) is None, timeout=60,
+                 what=f"{obj['kind']} {obj['metadata']['name']} pruned")
+    assert kube.get("ServiceAccount", namespace, "old-serving-x")["metadata"]["uid"] == theirs["metadata"]["uid"]
+    assert kube.get("ServiceAccount", namespace, serving_account_name(ref)) is not None
+    assert operator.proc.poll() is None, operator.log_tail()
