@@ -22,12 +22,15 @@ from conftest import REPO_ROOT, wait_for
 from devcluster.build import ensure_llmb_exec
 from devcluster.cluster import EXEC_NAMESPACE
 from llmbackend.render.multinode import LAUNCHER_CLUSTER_ROLE, launcher_rbac
-from llmbackend.render.names import BackendRef
+from llmbackend.render.names import BackendRef, launcher_account_name
 
 POLICIES = REPO_ROOT / "manifests/default/launcher-admission.yaml"
 AS_OPERATOR = ("--as", "system:serviceaccount:llmbackend-system:llmbackend-operator", "--as-group", "system:serviceaccounts")
 BINDING_POLICY = "llmbackend-launcher-binding"
 EXEC_POLICY = "llmbackend-launcher-exec"
+UID = "uid"  # the launcher objects here have no owner; the account's tag is the hash of this uid
+LLAMA = launcher_account_name(BackendRef("llama", "", UID))  # llama-launcher-<tag>, the account and its binding
+GRP = launcher_account_name(BackendRef("grp", "", UID))
 
 
 def binding(namespace: str, name: str, subjects: list[dict]) -> dict:
@@ -63,7 +66,7 @@ def policies(cluster):
 
 
 def backend_launcher(namespace: str, name: str = "llama") -> list[dict]:
-    objects = launcher_rbac(BackendRef(name, namespace, "uid"))
+    objects = launcher_rbac(BackendRef(name, namespace, UID))
     for obj in objects:
         obj["metadata"].pop("ownerReferences")  # no such owner in this test
     return objects
@@ -72,8 +75,8 @@ def backend_launcher(namespace: str, name: str = "llama") -> list[dict]:
 def test_operator_binds_the_launcher_role_for_a_backend_in_a_tenant_namespace(policies, namespace):
     applied = apply_as_operator(policies, *backend_launcher(namespace))
     assert applied.returncode == 0, applied.stderr
-    created = policies.kube.get("RoleBinding", namespace, "llama-launcher")
-    assert created["subjects"] == [{"kind": "ServiceAccount", "name": "llama-launcher", "namespace": namespace}]
+    created = policies.kube.get("RoleBinding", namespace, LLAMA)
+    assert created["subjects"] == [{"kind": "ServiceAccount", "name": LLAMA, "namespace": namespace}]
 
 
 @pytest.mark.parametrize("system_namespace", ["kube-system", "kube-public"])
@@ -82,22 +85,28 @@ def test_operator_may_not_bind_the_launcher_role_in_system_namespaces(policies, 
     refused = apply_as_operator(policies, role_binding)
     assert refused.returncode != 0
     assert BINDING_POLICY in refused.stderr and f"may not be bound in {system_namespace}" in refused.stderr
-    assert policies.kube.get("RoleBinding", system_namespace, "llama-launcher") is None
+    assert policies.kube.get("RoleBinding", system_namespace, LLAMA) is None
 
 
 @pytest.mark.parametrize("case", ["default-account", "user", "group", "other-namespace", "two-subjects",
-                                  "account-named-like-the-backend", "binding-not-named-launcher"])
+                                  "account-named-like-the-backend", "binding-not-named-launcher",
+                                  "the-form-before-the-tag", "a-tag-of-other-characters", "a-shorter-tag"])
 def test_operator_may_not_bind_the_launcher_role_to_another_subject(policies, namespace, case):
-    own = {"kind": "ServiceAccount", "name": "llama-launcher", "namespace": namespace}
+    """Issue 42 (attack3): <backend>-launcher, the form before the uid tag, is one an admin may have bound to a CI
+    account; the launcher role is bound to <backend>-launcher-<10 hex digits> only."""
+    own = {"kind": "ServiceAccount", "name": LLAMA, "namespace": namespace}
     name, subjects = {
-        "default-account": ("llama-launcher", [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]),
-        "user": ("llama-launcher", [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "mallory"}]),
-        "group": ("llama-launcher", [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                                      "name": "system:authenticated"}]),
-        "other-namespace": ("llama-launcher", [{**own, "namespace": "kube-system"}]),
-        "two-subjects": ("llama-launcher", [own, {"kind": "ServiceAccount", "name": "default", "namespace": namespace}]),
-        "account-named-like-the-backend": ("llama-launcher", [{**own, "name": "llama"}]),
+        "default-account": (LLAMA, [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]),
+        "user": (LLAMA, [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "mallory"}]),
+        "group": (LLAMA, [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                           "name": "system:authenticated"}]),
+        "other-namespace": (LLAMA, [{**own, "namespace": "kube-system"}]),
+        "two-subjects": (LLAMA, [own, {"kind": "ServiceAccount", "name": "default", "namespace": namespace}]),
+        "account-named-like-the-backend": (LLAMA, [{**own, "name": "llama"}]),
         "binding-not-named-launcher": ("db", [{**own, "name": "db"}]),
+        "the-form-before-the-tag": ("ci-launcher", [{**own, "name": "ci-launcher"}]),
+        "a-tag-of-other-characters": ("ci-launcher-runner1234", [{**own, "name": "ci-launcher-runner1234"}]),
+        "a-shorter-tag": ("ci-launcher-abc12", [{**own, "name": "ci-launcher-abc12"}]),
     }[case]
     refused = apply_as_operator(policies, binding(namespace, name, subjects))
     assert refused.returncode != 0
@@ -106,7 +115,7 @@ def test_operator_may_not_bind_the_launcher_role_to_another_subject(policies, na
 
 def test_an_existing_launcher_binding_cannot_be_widened(policies, namespace):
     assert apply_as_operator(policies, *backend_launcher(namespace)).returncode == 0
-    widened = policies.kubectl("patch", *AS_OPERATOR, "rolebinding", "llama-launcher", "-n", namespace, "--type=json",
+    widened = policies.kubectl("patch", *AS_OPERATOR, "rolebinding", LLAMA, "-n", namespace, "--type=json",
                                "-p", json.dumps([{"op": "add", "path": "/subjects/-", "value": {
                                    "kind": "ServiceAccount", "name": "default", "namespace": namespace}}]), check=False)
     assert widened.returncode != 0 and BINDING_POLICY in widened.stderr
@@ -126,11 +135,11 @@ def leader_token(policies, namespace, tmp_path):
     """A launcher account bound as the operator binds it, a leader `llama-0`, its worker `llama-0-1`, an unrelated
     `db-0`; returns a kubeconfig that carries only the token bound to the leader pod (no admin certificate)."""
     policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend_launcher(namespace)))
-    for name, account in (("llama-0", "llama-launcher"), ("llama-0-1", None), ("db-0", None), ("llama-1-1", None),
+    for name, account in (("llama-0", LLAMA), ("llama-0-1", None), ("db-0", None), ("llama-1-1", None),
                           ("llama-0-0", None)):
         policies.kube.create(pod(namespace, name, account))
     leader_uid = policies.kube.get("Pod", namespace, "llama-0")["metadata"]["uid"]
-    token = policies.kubectl("create", "token", "llama-launcher", "-n", namespace, "--bound-object-kind", "Pod",
+    token = policies.kubectl("create", "token", LLAMA, "-n", namespace, "--bound-object-kind", "Pod",
                              "--bound-object-name", "llama-0", "--bound-object-uid", leader_uid).stdout.strip()
     return token_kubeconfig(policies, tmp_path, token)
 
@@ -166,7 +175,7 @@ def test_leader_token_may_exec_into_its_own_worker(policies, namespace, leader_t
     whoami = subprocess.run([policies.kubectl_path, "--kubeconfig", str(leader_token), "auth", "whoami", "-o", "json"],
                             capture_output=True, text=True, timeout=60, check=True)
     user = json.loads(whoami.stdout)["status"]["userInfo"]
-    assert user["username"] == f"system:serviceaccount:{namespace}:llama-launcher"
+    assert user["username"] == f"system:serviceaccount:{namespace}:{LLAMA}"
     assert user["extra"]["authentication.kubernetes.io/pod-name"] == ["llama-0"]
     result = exec_with(policies, leader_token, namespace, "llama-0-1")
     # kwok runs no container: the exec fails after admission (no node or kubelet to connect to), never by the policy.
@@ -187,13 +196,13 @@ def test_leader_token_may_not_exec_into_other_pods(policies, namespace, leader_t
 @pytest.mark.parametrize("leader", ["other-0", "llama-x-0", "llama"])
 def test_a_launcher_token_of_a_pod_that_is_no_leader_of_its_backend_may_exec_nowhere(policies, namespace, tmp_path,
                                                                                     leader):
-    """Issue 42: the token's pod must be <backend>-<group> for the account <backend>-launcher. A pod of another
-    backend (or any pod) running as llama-launcher reaches not even the workers named after it."""
+    """Issue 42: the token's pod must be <backend>-<group> for the account <backend>-launcher-<tag>. A pod of another
+    backend (or any pod) running as llama's launcher account reaches not even the workers named after it."""
     policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend_launcher(namespace)))
-    policies.kube.create(pod(namespace, leader, "llama-launcher"))
+    policies.kube.create(pod(namespace, leader, LLAMA))
     policies.kube.create(pod(namespace, f"{leader}-1"))
     uid = policies.kube.get("Pod", namespace, leader)["metadata"]["uid"]
-    token = policies.kubectl("create", "token", "llama-launcher", "-n", namespace, "--bound-object-kind", "Pod",
+    token = policies.kubectl("create", "token", LLAMA, "-n", namespace, "--bound-object-kind", "Pod",
                              "--bound-object-name", leader, "--bound-object-uid", uid).stdout.strip()
     refused = exec_with(policies, token_kubeconfig(policies, tmp_path, token, "other"), namespace, f"{leader}-1")
     assert refused.returncode != 0 and EXEC_POLICY in refused.stderr, refused.stderr
@@ -205,20 +214,20 @@ def test_leader_token_may_not_attach_to_other_pods(policies, namespace, leader_t
     # kubectl attach reads the pod first: the admin grants that too
     policies.kubectl("create", "role", "attach", "--verb=get,create", "--resource=pods/attach,pods", "-n", namespace)
     policies.kubectl("create", "rolebinding", "attach", "--role=attach",
-                     f"--serviceaccount={namespace}:llama-launcher", "-n", namespace)
+                     f"--serviceaccount={namespace}:{LLAMA}", "-n", namespace)
     refused = exec_with(policies, leader_token, namespace, "db-0", verb="attach")
     assert refused.returncode != 0 and EXEC_POLICY in refused.stderr, refused.stderr
 
 
 def test_launcher_token_bound_to_no_pod_may_exec_nowhere(policies, namespace, leader_token, tmp_path):
-    token = policies.kubectl("create", "token", "llama-launcher", "-n", namespace).stdout.strip()
+    token = policies.kubectl("create", "token", LLAMA, "-n", namespace).stdout.strip()
     refused = exec_with(policies, token_kubeconfig(policies, tmp_path, token, "unbound"), namespace, "llama-0-1")
     assert refused.returncode != 0 and EXEC_POLICY in refused.stderr, refused.stderr
     assert "its token names no pod" in refused.stderr
 
 
 def test_other_accounts_are_not_limited(policies, namespace, tmp_path):
-    """Only *-launcher accounts are: an account an admin allowed to exec keeps what RBAC gives it."""
+    """Only launcher accounts are: an account an admin allowed to exec keeps what RBAC gives it."""
     policies.kubectl("create", "serviceaccount", "debugger", "-n", namespace)
     policies.kubectl("create", "rolebinding", "debug-exec", "--clusterrole", "edit",
                      f"--serviceaccount={namespace}:debugger", "-n", namespace)
@@ -229,12 +238,33 @@ def test_other_accounts_are_not_limited(policies, namespace, tmp_path):
     assert EXEC_POLICY not in result.stderr and "forbidden" not in result.stderr.lower(), result.stderr
 
 
+def test_an_account_of_the_form_before_the_tag_is_still_held_to_its_own_workers(policies, namespace, tmp_path):
+    """Launcher bindings made before the uid tag name `<backend>-launcher`; until the operator prunes them (binding
+    first, docs/upgrade.md) such an account keeps exec, so the exec policy still holds it to its own leader's
+    workers. (Such a binding can no longer be made: here an admin's Role gives the same right.)"""
+    policies.kubectl("create", "serviceaccount", "old-launcher", "-n", namespace)
+    policies.kubectl("create", "role", "old-exec", "--verb=get,create", "--resource=pods/exec", "-n", namespace)
+    policies.kubectl("create", "rolebinding", "old-exec", "--role=old-exec", f"--serviceaccount={namespace}:old-launcher",
+                     "-n", namespace)
+    for name, account in (("old-0", "old-launcher"), ("old-0-1", None), ("db-0", None)):
+        policies.kube.create(pod(namespace, name, account))
+    uid = policies.kube.get("Pod", namespace, "old-0")["metadata"]["uid"]
+    token = policies.kubectl("create", "token", "old-launcher", "-n", namespace, "--bound-object-kind", "Pod",
+                             "--bound-object-name", "old-0", "--bound-object-uid", uid).stdout.strip()
+    kubeconfig = token_kubeconfig(policies, tmp_path, token, "old")
+    refused = exec_with(policies, kubeconfig, namespace, "db-0")
+    assert refused.returncode != 0 and EXEC_POLICY in refused.stderr, refused.stderr
+    allowed = exec_with(policies, kubeconfig, namespace, "old-0-1")
+    assert allowed.returncode != 0, "kwok runs no container"
+    assert EXEC_POLICY not in allowed.stderr and "forbidden" not in allowed.stderr.lower(), allowed.stderr
+
+
 # ---- llmb-exec, the leaders' exec client, end to end (kwok runs the command on this machine) ----
 
 @pytest.fixture(scope="module")
 def exec_group(policies):
     """In EXEC_NAMESPACE: the launcher account and binding of backend `grp`, its group-0 leader `grp-0` (running as
-    grp-launcher), its worker `grp-0-1` and an unrelated pod `db`, all Running on a simulated node. Yields the
+    grp-launcher-<tag>), its worker `grp-0-1` and an unrelated pod `db`, all Running on a simulated node. Yields the
     llmb-exec binary and a token bound to the leader pod, as the leader container holds it."""
     with contextlib.ExitStack() as stack:
         # fresh_namespace makes a random name; exec runs only in EXEC_NAMESPACE: create and delete it here.
@@ -244,7 +274,7 @@ def exec_group(policies):
                  what="the exec namespace's default ServiceAccount")
         policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend_launcher(EXEC_NAMESPACE, "grp")))
         node = policies.kube.list("Node")[0]["metadata"]["name"]
-        for name, account in (("grp-0", "grp-launcher"), ("grp-0-1", None), ("db", None)):
+        for name, account in (("grp-0", GRP), ("grp-0-1", None), ("db", None)):
             manifest = pod(EXEC_NAMESPACE, name, account)
             manifest["spec"]["containers"][0]["name"] = "triton"
             manifest["spec"]["nodeName"] = node
@@ -253,7 +283,7 @@ def exec_group(policies):
         wait_for(lambda: all((policies.kube.get("Pod", EXEC_NAMESPACE, n) or {}).get("status", {}).get("phase")
                              == "Running" for n in ("grp-0", "grp-0-1", "db")), timeout=60, what="the pods to run")
         uid = policies.kube.get("Pod", EXEC_NAMESPACE, "grp-0")["metadata"]["uid"]
-        token = policies.kubectl("create", "token", "grp-launcher", "-n", EXEC_NAMESPACE, "--bound-object-kind", "Pod",
+        token = policies.kubectl("create", "token", GRP, "-n", EXEC_NAMESPACE, "--bound-object-kind", "Pod",
                                  "--bound-object-name", "grp-0", "--bound-object-uid", uid).stdout.strip()
         yield ensure_llmb_exec(), token
 

@@ -13,6 +13,7 @@ import yaml
 from conftest import REPO_ROOT, apply_manifest, available, condition, wait_for
 
 from llmbackend.render.multinode import group_child_names
+from llmbackend.render.names import BackendRef, launcher_account_name
 
 SAMPLE = REPO_ROOT / "manifests/samples/llama-3.1-405b-multinode.yaml"
 
@@ -96,10 +97,12 @@ def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group
     assert pods[leader_name]["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
     # The launcher's exec rights: a RoleBinding of the fixed launcher ClusterRole (no Role); only the leader mounts
     # its token.
-    binding = cluster.kube.get("RoleBinding", namespace, f"{name}-launcher")
+    uid = cluster.kube.get("LLMBackend", namespace, name)["metadata"]["uid"]
+    launcher = launcher_account_name(BackendRef(name, namespace, uid))  # <name>-launcher-<tag of the uid>
+    binding = cluster.kube.get("RoleBinding", namespace, launcher)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "llmbackend-launcher"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{name}-launcher", "namespace": namespace}]
-    assert pods[leader_name]["spec"]["serviceAccountName"] == f"{name}-launcher"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": launcher, "namespace": namespace}]
+    assert pods[leader_name]["spec"]["serviceAccountName"] == launcher
     assert pods[worker_name]["spec"].get("automountServiceAccountToken") is False
     service = cluster.kube.get("Service", namespace, name)
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"

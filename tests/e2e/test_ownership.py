@@ -15,6 +15,7 @@ from conftest import apply_manifest, backend_manifest, condition, wait_for
 
 from devcluster.lws import CRD_FILE as LWS_CRD_FILE
 from devcluster.lws import ensure_lws
+from llmbackend.render.names import BackendRef, serving_account_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "argocd"))
 from argocd_health import ensure_binary, health  # noqa: E402
@@ -170,40 +171,95 @@ def test_a_backend_named_like_another_backends_child_is_refused(cluster, operato
 
 def test_serving_pods_run_as_the_backend_s_own_account(cluster, operator, namespace):
     """attack2-3: without podTemplate.serviceAccountName the serving pods ran as the namespace's `default` (cloud
-    identities tied to it were lent to the tenant's image). They run as `<name>-serving`, an owned child with no
-    token; the API server's ServiceAccount admission creates their pods only once it exists. Naming an account
-    prunes it; someone else's account of that name is never adopted."""
+    identities tied to it were lent to the tenant's image). They run as `<name>-serving-<tag>` (tag: from the
+    backend's uid), an owned child with no token; the API server's ServiceAccount admission creates their pods only
+    once it exists. Naming an account prunes it. Issue 42 (attack3): someone else's `<name>-serving`, perhaps bound
+    before the backend existed, is left alone and no pod runs as it; a backend created again gets a new account."""
     kube = cluster.kube
+
+    def own_account(name: str) -> str:
+        backend = wait_for(lambda: kube.get("LLMBackend", namespace, name), timeout=30, what=f"LLMBackend {name}")
+        return serving_account_name(BackendRef(name, namespace, backend["metadata"]["uid"]))
+
     apply_manifest(cluster, backend_manifest("acct", namespace))
-    account = wait_for(lambda: kube.get("ServiceAccount", namespace, "acct-serving"), timeout=60, what="acct-serving")
+    acct = own_account("acct")
+    assert acct.startswith("acct-serving-")
+    account = wait_for(lambda: kube.get("ServiceAccount", namespace, acct), timeout=60, what=acct)
     backend = kube.get("LLMBackend", namespace, "acct")
     assert account["automountServiceAccountToken"] is False
     assert [(r["kind"], r["uid"], r["controller"]) for r in account["metadata"]["ownerReferences"]] == [
         ("LLMBackend", backend["metadata"]["uid"], True)]
     deployment = wait_for(lambda: kube.get("Deployment", namespace, "acct"), timeout=60, what="Deployment acct")
-    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "acct-serving"
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == acct
     pods = wait_for(lambda: kube.list("Pod", namespace, label_selector="llmbackend.dev/backend=acct"), timeout=60,
                     what="a serving pod created by the ReplicaSet controller")
-    assert {p["spec"]["serviceAccountName"] for p in pods} == {"acct-serving"}
+    assert {p["spec"]["serviceAccountName"] for p in pods} == {acct}
     assert all(p["spec"]["automountServiceAccountToken"] is False for p in pods)
 
     kube.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mine", "namespace": namespace}})
     cluster.kubectl("-n", namespace, "patch", "llmb", "acct", "--type=merge",
                     "-p", '{"spec": {"serving": {"podTemplate": {"serviceAccountName": "mine"}}}}')
-    wait_for(lambda: kube.get("ServiceAccount", namespace, "acct-serving") is None, timeout=60,
-             what="acct-serving pruned once an account is named")
+    wait_for(lambda: kube.get("ServiceAccount", namespace, acct) is None, timeout=60,
+             what=f"{acct} pruned once an account is named")
     assert kube.get("Deployment", namespace, "acct")["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
 
-    # Someone else's `<name>-serving` (perhaps tied to a cloud identity) is left alone, and no pod runs as it.
+    # Someone else's `<name>-serving` (perhaps bound to a cloud identity before the backend existed) is left alone,
+    # and no pod runs as it: the backend's own account has a name nobody could know before.
     theirs = kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
                           "metadata": {"name": "taken-serving", "namespace": namespace, "labels": THEIR_LABELS}})
     apply_manifest(cluster, backend_manifest("taken", namespace))
-    obj = wait_for(lambda: (o := kube.get("LLMBackend", namespace, "taken"))
-                   and (condition(o, "Degraded") or {}).get("reason") == "ResourceExists" and o,
-                   timeout=60, what="Degraded=ResourceExists")
-    assert f"ServiceAccount {namespace}/taken-serving" in condition(obj, "Degraded")["message"]
+    first = own_account("taken")
+    wait_for(lambda: kube.get("ServiceAccount", namespace, first), timeout=60, what=first)
+    deployment = wait_for(lambda: kube.get("Deployment", namespace, "taken"), timeout=60, what="Deployment taken")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == first != "taken-serving"
     after = kube.get("ServiceAccount", namespace, "taken-serving")
     assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
     assert not after["metadata"].get("ownerReferences")
-    assert kube.get("Deployment", namespace, "taken") is None
+
+    # Deleted and created again under the same name: a new account; the old one goes with the old backend.
+    kube.delete("LLMBackend", namespace, "taken")
+    wait_for(lambda: kube.get("LLMBackend", namespace, "taken") is None, timeout=30, what="taken deleted")
+    apply_manifest(cluster, backend_manifest("taken", namespace))
+    again = own_account("taken")
+    assert again != first
+    deployment = wait_for(lambda: (d := kube.get("Deployment", namespace, "taken"))
+                          and d["spec"]["template"]["spec"]["serviceAccountName"] == again and d,
+                          timeout=60, what=f"Deployment taken running as {again}")
+    assert [r["uid"] for r in kube.get("ServiceAccount", namespace, again)["metadata"]["ownerReferences"]] == \
+        [r["uid"] for r in deployment["metadata"]["ownerReferences"]]
+    wait_for(lambda: kube.get("ServiceAccount", namespace, first) is None, timeout=60,
+             what=f"{first} collected with the backend it belonged to")
+    assert operator.proc.poll() is None, operator.log_tail()
+
+
+def test_the_accounts_and_launcher_binding_an_earlier_version_named_are_pruned_on_upgrade(cluster, operator, namespace):
+    """docs/upgrade.md: the accounts were `<name>-serving` and `<name>-launcher` before they carried a tag of the
+    backend's uid. What an earlier operator left (here written as it wrote them: the backend's label, controlled by
+    it), a RoleBinding of the launcher role included, is deleted; no binding of the launcher role stays bound to an
+    account name the operator no longer creates. An object of such a name the backend does not control stays."""
+    kube = cluster.kube
+    apply_manifest(cluster, backend_manifest("old", namespace))
+    backend = wait_for(lambda: kube.get("LLMBackend", namespace, "old"), timeout=30, what="LLMBackend old")
+    ref = BackendRef("old", namespace, backend["metadata"]["uid"])
+    wait_for(lambda: kube.get("ServiceAccount", namespace, serving_account_name(ref)), timeout=60, what="its account")
+    meta = {"namespace": namespace, "labels": {"llmbackend.dev/backend": "old", "app.kubernetes.io/managed-by":
+                                               "llmbackend-operator"},
+            "ownerReferences": [ref.owner_reference()]}
+    earlier = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "name": "old-serving"}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "name": "old-launcher"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {**meta, "name": "old-launcher"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "llmbackend-launcher"},
+         "subjects": [{"kind": "ServiceAccount", "name": "old-launcher", "namespace": namespace}]},
+    ]
+    for obj in earlier:
+        kube.create(obj)
+    theirs = kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                          "metadata": {"name": "old-serving-x", "namespace": namespace,
+                                       "labels": {"llmbackend.dev/backend": "old"}}})
+    for obj in earlier:
+        wait_for(lambda obj=obj: kube.get(obj["kind"], namespace, obj["metadata"]["name"]) is None, timeout=60,
+                 what=f"{obj['kind']} {obj['metadata']['name']} pruned")
+    assert kube.get("ServiceAccount", namespace, "old-serving-x")["metadata"]["uid"] == theirs["metadata"]["uid"]
+    assert kube.get("ServiceAccount", namespace, serving_account_name(ref)) is not None
     assert operator.proc.poll() is None, operator.log_tail()

@@ -25,7 +25,7 @@ from conftest import BACKEND_EDITOR_RULES, backend_manifest, wait_for
 from conftest import grant as grant_user
 
 from llmbackend.render.multinode import launcher_cluster_role, launcher_rbac
-from llmbackend.render.names import BackendRef
+from llmbackend.render.names import BackendRef, launcher_account_name
 
 TENANT = "tenant-attack2"
 CLAIM = "team-b-data"  # another team's claim; the tenant gets `use` on it only where a test says so
@@ -285,7 +285,7 @@ def launcher_account(cluster, tenant):
                              "spec": {"containers": [{"name": "db", "image": "postgres:17",
                                                       "env": [{"name": "POSTGRES_PASSWORD", "value": "s3cret"}]}]}})
         assert as_tenant(cluster, "auth", "can-i", "get", "pod/db-0", "-n", tenant).stdout.strip() == "no"
-        account = f"system:serviceaccount:{tenant}:llama-launcher"
+        account = f"system:serviceaccount:{tenant}:{launcher_account_name(BackendRef('llama', tenant, 'uid'))}"
         wait_for(lambda: cluster.kubectl("auth", "can-i", "create", "pods", "--subresource=exec", "-n", tenant, "--as",
                                          account, check=False).stdout.strip() == "yes", timeout=20, what="the launcher binding")
     return account
@@ -299,7 +299,7 @@ def launcher_account(cluster, tenant):
 # first, so it read as the admin): it now sends the token alone.
 def test_the_launcher_token_reads_no_pod_outside_its_group(cluster, launcher_account, tmp_path):
     tenant_ns = launcher_account.split(":")[2]
-    token = cluster.kubectl("create", "token", "llama-launcher", "-n", tenant_ns).stdout.strip()
+    token = cluster.kubectl("create", "token", launcher_account.split(":")[3], "-n", tenant_ns).stdout.strip()
     kubeconfig = tmp_path / "launcher.kubeconfig"
     kubeconfig.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",

@@ -34,7 +34,7 @@ from conftest import (
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render.modelcache import DEFAULT_CACHE_CLAIM
-from llmbackend.render.names import BackendRef
+from llmbackend.render.names import BackendRef, launcher_account_name, serving_account_name
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 TENANT = "tenant-attack3"
@@ -135,11 +135,15 @@ def test_gang_scheduler_auto_needs_use_on_both_kinds_of_queue(cluster, tenant_ns
 # ---- ServiceAccounts ----
 
 @pytest.mark.parametrize("account", [f"{VICTIM}-serving", f"{VICTIM}-launcher", f"{VICTIM}-epp", "default",
-                                     "plain-serving"])
+                                     "plain-serving", "victim's own", "victim's launcher"])
 def test_a_tenant_cannot_name_another_backend_s_or_the_namespace_s_account(cluster, tenant_ns, account):
-    """Tries: podTemplate.serviceAccountName set to the admin's backend's own serving account, its MPI launcher
-    account (exec rights into its workers), its EPP account (token mounted), the namespace's default, and the
-    tenant's own backend's `plain-serving`, on create and as an update of the tenant's backend `plain`."""
+    """Tries: podTemplate.serviceAccountName set to the admin's backend's own serving account (as named before the
+    uid tag, and as named now), its MPI launcher account (exec rights into its workers; both forms), its EPP account
+    (token mounted), the namespace's default, and the tenant's own backend's `plain-serving`, on create and as an
+    update of the tenant's backend `plain`."""
+    if account.startswith("victim's"):
+        victim = BackendRef(VICTIM, tenant_ns, cluster.kube.get("LLMBackend", tenant_ns, VICTIM)["metadata"]["uid"])
+        account = (serving_account_name if account == "victim's own" else launcher_account_name)(victim)
     manifest = backend_manifest(unique("sa-"), tenant_ns, serving={"podTemplate": {"serviceAccountName": account}})
     refused = as_tenant(cluster, manifest)
     assert not admitted(refused) and "you may not act as this ServiceAccount" in refused.stderr
@@ -308,64 +312,104 @@ def test_a_tenant_refused_the_cache_claim_does_not_get_it_mounted_through_a_uri_
 TENANT_IMAGE = "registry.example/tenant/tools:1"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium): the implicit account <name>-serving is judged nowhere. Naming the admin's backend's account "
-    "victim-serving in podTemplate.serviceAccountName is refused (no create serviceaccounts/token), but an edit of "
-    "the admin's backend `victim` that only swaps engine.image is admitted, and so is deleting `victim` and "
-    "creating it again with the tenant's spec: either way the tenant's image runs as victim-serving. Whatever an "
-    "admin tied to that account by name (a RoleBinding, an EKS Pod Identity association, a GKE workload identity "
-    "principal: none needs the token or an annotation; render_serving_account says an admin may name it) is lent "
-    "to every LLMBackend editor of the namespace, as the namespace's default account was before attack2-3."))
-@pytest.mark.parametrize("how", ["edit-image", "delete-and-recreate"])
-def test_a_tenant_cannot_run_its_image_as_another_backend_s_own_account(cluster, tenant_ns, how):
-    """Tries: an admin's backend runs as <its name>-serving. The tenant, refused that account by name
-    (precondition), edits the backend's image, or deletes it and creates its own under the same name."""
+def _admins_backend(cluster: ClusterHandle, namespace: str) -> tuple[str, str]:
+    """An admin's backend and the account its pods run as, <name>-serving-<tag of its uid>, which the tenant may not
+    name in podTemplate.serviceAccountName (precondition)."""
     admins = unique("admins-")
-    apply_manifest(cluster, backend_manifest(admins, tenant_ns))
-    named = backend_manifest(unique("sa-"), tenant_ns, serving={"podTemplate": {"serviceAccountName": f"{admins}-serving"}})
+    apply_manifest(cluster, backend_manifest(admins, namespace))
+    uid = cluster.kube.get("LLMBackend", namespace, admins)["metadata"]["uid"]
+    account = serving_account_name(BackendRef(admins, namespace, uid))
+    named = backend_manifest(unique("sa-"), namespace, serving={"podTemplate": {"serviceAccountName": account}})
     precondition(not admitted(as_tenant(cluster, named)), "the account by name is refused")
-    if how == "delete-and-recreate":
-        deleted = cluster.kubectl("delete", "llmbackend", admins, "-n", tenant_ns, "--as", TENANT, check=False)
-        precondition(deleted.returncode == 0, deleted.stderr)
-        wait_for(lambda: cluster.kube.get("LLMBackend", tenant_ns, admins) is None, timeout=30, what="deleted")
+    return admins, account
+
+
+def _runs_as(cluster: ClusterHandle, proc: subprocess.CompletedProcess, name: str) -> str:
+    """The account the pods of the backend the API server answered with run as, rendered as the operator would."""
+    stored = json.loads(proc.stdout)
+    precondition(stored["metadata"].get("uid"), "the answer carries the backend's uid")
+    objects = desired_objects(BackendRef(name, stored["metadata"]["namespace"], stored["metadata"]["uid"]),
+                              LLMBackendSpec.model_validate(stored["spec"]), _ONE_NODE, 1, _SURGE)
+    workload = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name)
+    pod = workload["spec"]["template"]["spec"]
+    precondition(pod["containers"][0]["image"] == TENANT_IMAGE, "the pods run the tenant's image")
+    return str(pod["serviceAccountName"])
+
+
+# Fixed (was a strict xfail, parametrized `delete-and-recreate`): FINDING (medium): the implicit account
+# <name>-serving is judged nowhere; deleting the admin's backend `victim` and creating it again with the tenant's spec
+# ran the tenant's image as victim-serving, and whatever an admin tied to that account by name (a RoleBinding, an EKS
+# Pod Identity association, a GKE workload identity principal) with it. The accounts the operator creates now carry a
+# tag of the backend's uid (render/names.py account_tag): a backend created again gets an account nobody bound.
+def test_a_tenant_cannot_run_its_image_as_another_backend_s_own_account_by_creating_it_again(cluster, tenant_ns):
+    """Tries: an admin's backend runs as <its name>-serving-<tag>. The tenant, refused that account by name
+    (precondition), deletes the backend and creates its own under the same name."""
+    admins, account = _admins_backend(cluster, tenant_ns)
+    deleted = cluster.kubectl("delete", "llmbackend", admins, "-n", tenant_ns, "--as", TENANT, check=False)
+    precondition(deleted.returncode == 0, deleted.stderr)
+    wait_for(lambda: cluster.kube.get("LLMBackend", tenant_ns, admins) is None, timeout=30, what="deleted")
+    proc = as_tenant(cluster, backend_manifest(admins, tenant_ns, engine={"image": TENANT_IMAGE}), dry_run=False)
+    precondition(admitted(proc), proc.stderr)
+    assert _runs_as(cluster, proc, admins) != account
+
+
+# Was the strict xfail's `edit-image` case; now the documented rule (docs/security.md, "Trust model"; docs/pod-
+# template.md): an edit of a backend is judged as the backend is, and whoever may edit it chooses what runs as its
+# own account, as an editor of a Deployment does for the Deployment's. Admission cannot tell the tenant's edit of the
+# admin's backend from the tenant's edit of its own, and an account that changed with every edit would lose whatever
+# an admin bound to it. So bind to a backend's own account only what every LLMBackend editor of the namespace may
+# hold; a narrower identity goes in an account named in podTemplate.serviceAccountName, which the policy judges on
+# every edit (the next test).
+def test_an_editor_of_a_backend_runs_its_image_as_that_backend_s_own_account_as_documented(cluster, tenant_ns):
+    """Holds: the tenant edits only engine.image of the admin's backend; its pods keep the backend's own account."""
+    admins, account = _admins_backend(cluster, tenant_ns)
     proc = as_tenant(cluster, backend_manifest(admins, tenant_ns, engine={"image": TENANT_IMAGE}))
-    ran_as = None
-    if admitted(proc):
-        stored = json.loads(proc.stdout)
-        objects = desired_objects(BackendRef(admins, tenant_ns, stored["metadata"]["uid"] or "u"),
-                                  LLMBackendSpec.model_validate(stored["spec"]), _ONE_NODE, 1, _SURGE)
-        workload = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == admins)
-        pod = workload["spec"]["template"]["spec"]
-        precondition(pod["containers"][0]["image"] == TENANT_IMAGE, "the pods run the tenant's image")
-        ran_as = pod["serviceAccountName"]
-    assert ran_as != f"{admins}-serving"
+    precondition(admitted(proc), proc.stderr)
+    assert _runs_as(cluster, proc, admins) == account
+
+
+def test_an_edit_of_a_backend_that_names_an_account_is_judged_again(cluster, tenant_ns):
+    """Holds: an admin's backend runs as an account the admin named (podTemplate.serviceAccountName), which the tenant
+    may not act as; the tenant's edit of that backend, the account left as it is, is refused."""
+    cluster.kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                         "metadata": {"name": "admins-identity", "namespace": tenant_ns}})
+    admins = unique("named-")
+    serving = {"podTemplate": {"serviceAccountName": "admins-identity"}}
+    apply_manifest(cluster, backend_manifest(admins, tenant_ns, serving=serving))
+    edit = backend_manifest(admins, tenant_ns, serving=serving, engine={"image": TENANT_IMAGE})
+    refused = as_tenant(cluster, edit)
+    assert not admitted(refused) and "you may not act as this ServiceAccount" in refused.stderr, refused.stderr
 
 
 _TWO_NODES = PlanStatus(tensor_parallel=8, pipeline_parallel=2, gpus_per_replica=16, nodes_per_replica=2,
                         memory_per_gpu_bytes=1, gpu_product="NVIDIA-H100-80GB-HBM3")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium): a RoleBinding (or ClusterRoleBinding) that names a ServiceAccount that does not exist yet, "
-    "e.g. a CI system's `ci-launcher`, is taken over by naming a multi-node TensorRT-LLM backend `ci`: the operator "
-    "creates the account ci-launcher (never-adopt checks only the account and the RoleBinding of that name, and "
-    "neither exists) and mounts its token into the leader, which runs the tenant's image. The tenant, who may not "
-    "create ServiceAccounts, chooses the account's name and holds its token, with every right bound to that name "
-    "(here get secrets). `<name>-serving` and `<name>-epp` are made the same way (no token in the tenant's image, "
-    "but identities bound by name, such as EKS Pod Identity, need none)."))
+# Fixed (was a strict xfail): FINDING (medium): a RoleBinding (or ClusterRoleBinding) that names a ServiceAccount
+# that does not exist yet, e.g. a CI system's `ci-launcher`, was taken over by naming a multi-node TensorRT-LLM
+# backend `ci`: the operator created the account ci-launcher (never-adopt checks only the account and the RoleBinding
+# of that name, and neither existed) and mounted its token into the leader, which runs the tenant's image. The same
+# for `<name>-serving` (no token, but identities bound by name need none). The operator's accounts are now
+# <name>-launcher-<tag> and <name>-serving-<tag>, tag from the backend's uid (render/names.py account_tag): no name
+# anyone could bind before the backend existed.
 def test_an_account_the_operator_creates_holds_no_right_someone_bound_to_its_name_before(cluster, tenant_ns):
-    """Tries: an admin's RoleBinding grants `get secrets` to the ServiceAccount ci-launcher, which does not exist
-    (deleted with its CI system, or not created yet). The tenant creates a multi-node TensorRT-LLM backend `ci` and
-    looks at the token its leader image would hold (a 405B model in 16 bits needs two 8-GPU H100 nodes: the plan
-    rendered is that two-node one)."""
+    """Tries: an admin's RoleBinding grants `get secrets` to the ServiceAccounts ci-launcher and ci-serving, which do
+    not exist (deleted with their CI system, or not created yet). The tenant creates a multi-node TensorRT-LLM backend
+    `ci` and looks at the accounts the operator would create and the token its leader image would hold (a 405B model
+    in 16 bits needs two 8-GPU H100 nodes: the plan rendered is that two-node one)."""
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "ci-secrets", "namespace": tenant_ns},
          "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": {"name": "ci-secrets", "namespace": tenant_ns},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ci-secrets"},
-         "subjects": [{"kind": "ServiceAccount", "name": "ci-launcher", "namespace": tenant_ns}]}]))
-    precondition(cluster.kube.get("ServiceAccount", tenant_ns, "ci-launcher") is None, "no such account")
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": tenant_ns}
+                      for name in ("ci-launcher", "ci-serving")]}]))
+    for name in ("ci-launcher", "ci-serving"):
+        precondition(cluster.kube.get("ServiceAccount", tenant_ns, name) is None, f"no account {name}")
+        precondition(cluster.kubectl("auth", "can-i", "get", "secrets", "-n", tenant_ns, "--as",
+                                     f"system:serviceaccount:{tenant_ns}:{name}", check=False).stdout.strip() == "yes",
+                     f"the binding grants {name}")
     precondition(cluster.kubectl("auth", "can-i", "get", "secrets", "-n", tenant_ns,
                            "--as", TENANT, check=False).stdout.strip() == "no", "the tenant may not read Secrets")
 
@@ -386,8 +430,9 @@ def test_an_account_the_operator_creates_holds_no_right_someone_bound_to_its_nam
             if pod and pod.get("automountServiceAccountToken") and any(
                     c["image"] == TENANT_IMAGE for c in pod["containers"]):
                 tokens.add(pod["serviceAccountName"])
-    precondition("ci-launcher" in created, f"the operator creates ci-launcher ({created})")
-    held = {account for account in tokens if cluster.kubectl(
+    precondition(tokens and created, f"the operator creates accounts ({created}) and the leader holds a token")
+    assert not {"ci-launcher", "ci-serving"} & set(created), created
+    held = {account for account in [*tokens, *created] if cluster.kubectl(
         "auth", "can-i", "get", "secrets", "-n", tenant_ns, "--as", f"system:serviceaccount:{tenant_ns}:{account}",
         check=False).stdout.strip() == "yes"}
-    assert held == set(), f"the tenant's leader image holds the token of {held}, which may read Secrets"
+    assert held == set(), f"the tenant's pods run as {held}, which may read Secrets"

@@ -132,14 +132,15 @@ def test_operator_may_bind_the_launcher_role_and_nothing_more(installed_rbac, na
     """Multi-node leaders get a RoleBinding of the fixed launcher ClusterRole: accepted because the operator may `bind`
     that one role by name; a Role of its own, even one with the same rights, is refused."""
     from llmbackend.render.multinode import launcher_rbac
-    from llmbackend.render.names import BackendRef
+    from llmbackend.render.names import BackendRef, launcher_account_name
 
     objects = launcher_rbac(BackendRef("big", namespace, "uid"))
+    name = launcher_account_name(BackendRef("big", namespace, "uid"))
     for obj in objects:
         obj["metadata"].pop("ownerReferences")  # no such owner in this test
     applied = _apply_as_operator(installed_rbac, *objects)
     assert applied.returncode == 0, applied.stderr
-    assert installed_rbac.kube.get("RoleBinding", namespace, "big-launcher")["roleRef"]["name"] == LAUNCHER_CLUSTER_ROLE
+    assert installed_rbac.kube.get("RoleBinding", namespace, name)["roleRef"]["name"] == LAUNCHER_CLUSTER_ROLE
     own_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "launcher", "namespace": namespace},
                 "rules": [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}]}
     refused = _apply_as_operator(installed_rbac, own_role)
@@ -147,7 +148,7 @@ def test_operator_may_bind_the_launcher_role_and_nothing_more(installed_rbac, na
     refused = _apply_as_operator(installed_rbac, _role_binding(namespace, "edit", "ClusterRole", "edit"))
     assert refused.returncode != 0 and "not currently held" in refused.stderr, refused.stderr
     # The launcher's ServiceAccount may exec, in its namespace only.
-    launcher = f"system:serviceaccount:{namespace}:big-launcher"
+    launcher = f"system:serviceaccount:{namespace}:{name}"
     for verb in ("get", "create"):
         assert _review(installed_rbac, launcher, verb, "pods/exec", namespace)
         assert not _review(installed_rbac, launcher, verb, "pods/exec", "kube-system")

@@ -1,12 +1,14 @@
 """Child names of different backends cannot collide (issues 24 and 42).
 
-Every name a backend causes to exist is enumerated here: what the operator creates (`owned_names`: <name> and
-<name><suffix>, the inspector Job) and what its LeaderWorkerSet's controller creates from the LWS's name
+Every name a backend causes to exist is enumerated here: what the operator creates (`owned_names`: <name>,
+<name><suffix>, its accounts <name>-serving-<tag> and <name>-launcher-<tag> (tag: 10 hex digits of a hash of its
+uid), the inspector Job) and what its LeaderWorkerSet's controller creates from the LWS's name
 (`group_child_names`: StatefulSets <name> and <name>-<group>, pods <name>-<group> and <name>-<group>-<index>, the
 headless Service <name>). The CRD's CEL rules refuse names ending with a child suffix (`coll-epp` next to `coll`)
 and names ending in -<digits> (`llama-0`, the name of `llama`'s group 0). Names made with generateName (a
 Deployment's ReplicaSets and pods, a Job's pods) are not fixed: the API server adds a random suffix and the
-controller retries a taken one, so they cannot take a name from another backend.
+controller retries a taken one, so they cannot take a name from another backend. The tags are no help here: the
+tests give every backend the same uid (the worst case, equal tags), so names alone must keep them apart.
 """
 
 from __future__ import annotations
@@ -23,12 +25,20 @@ from hypothesis import strategies as st
 from devcluster.cli import topology_nodes
 from llmbackend.api import conditions as cond
 from llmbackend.api import crdgen
-from llmbackend.api.v1alpha1 import CHILD_NAME_SUFFIXES, PVCSource
+from llmbackend.api.v1alpha1 import CHILD_NAME_SUFFIXES, LAUNCHER_SUFFIX, SERVING_SUFFIX, PVCSource
 from llmbackend.controller.decide import Observed, decide
 from llmbackend.planning.inventory import Inventory
+from llmbackend.render import gateway
 from llmbackend.render.modelcache import inspect_job_name
 from llmbackend.render.multinode import group_child_names
-from llmbackend.render.names import BackendRef, owned_names
+from llmbackend.render.names import (
+    ACCOUNT_TAG_LENGTH,
+    BackendRef,
+    account_tag,
+    launcher_account_name,
+    owned_names,
+    serving_account_name,
+)
 
 GROUPS, GROUP_SIZE = 12, 12  # two-digit group and worker indexes too
 
@@ -56,9 +66,13 @@ def _cel_allows_new(name: str) -> bool:
     return True
 
 
-def child_names(backend: str) -> set[tuple[str, str]]:
+UID = "uid"
+TAG = account_tag(BackendRef("x", "ns", UID))
+
+
+def child_names(backend: str, uid: str = UID) -> set[tuple[str, str]]:
     """Every (kind, name) a backend `backend` may cause to exist with a fixed name."""
-    ref = BackendRef(backend, "ns", "uid")
+    ref = BackendRef(backend, "ns", uid)
     names = set(owned_names(ref)) | set(group_child_names(backend, GROUPS, GROUP_SIZE))
     return names | {("Job", inspect_job_name(backend, PVCSource(claim_name="models", path="llama")))}
 
@@ -67,7 +81,9 @@ def test_every_child_name_is_the_backend_name_plus_a_suffix_or_group_indexes():
     for kind, name in child_names("coll"):
         rest = name.removeprefix("coll")
         assert (kind == "Job" and name.startswith("llmb-inspect-")) or rest == "" or rest in CHILD_NAME_SUFFIXES \
-            or re.fullmatch(r"(-[0-9]+){1,2}", rest), (kind, name)
+            or re.fullmatch(r"(-[0-9]+){1,2}", rest) \
+            or (kind in ("ServiceAccount", "RoleBinding") and rest in (f"{SERVING_SUFFIX}-{TAG}", f"{LAUNCHER_SUFFIX}-{TAG}")), \
+            (kind, name)
 
 
 def test_no_suffix_ends_with_another_or_with_a_group_index():
@@ -96,7 +112,7 @@ def test_the_issue_42_pair_collided_before_and_one_of_them_is_refused_now():
 
 def test_two_allowed_backends_never_share_a_child_name_exhaustive():
     """All names of up to three segments built from the suffixes' words and digits."""
-    words = ["a", "0", "1", "10", "epp", "activator", "serving", "model", "repo", "launcher"]
+    words = ["a", "0", "1", "10", "epp", "activator", "serving", "model", "repo", "launcher", TAG]
     names = ["-".join(p) for n in (1, 2, 3) for p in itertools.product(words, repeat=n)]
     owner: dict[tuple[str, str], str] = {}
     for backend in filter(_cel_allows_new, names):
@@ -104,7 +120,7 @@ def test_two_allowed_backends_never_share_a_child_name_exhaustive():
             assert owner.setdefault(child, backend) == backend, (child, owner[child], backend)
 
 
-SEGMENT = st.one_of(st.sampled_from(["epp", "launcher", "model", "repo", "serving", "activator", "0", "1", "12"]),
+SEGMENT = st.one_of(st.sampled_from(["epp", "launcher", "model", "repo", "serving", "activator", "0", "1", "12", TAG]),
                     st.from_regex(r"[a-z0-9]{1,3}", fullmatch=True))
 NAME = st.lists(SEGMENT, min_size=1, max_size=5).map("-".join).filter(_cel_allows_new)
 
@@ -114,6 +130,30 @@ NAME = st.lists(SEGMENT, min_size=1, max_size=5).map("-".join).filter(_cel_allow
 def test_two_allowed_backends_never_share_a_child_name(a, b):
     if a != b:
         assert not child_names(a) & child_names(b), (a, b)
+
+
+@settings(max_examples=400, deadline=None)
+@given(NAME, st.text(max_size=40), NAME, st.text(max_size=40))
+def test_two_allowed_backends_never_share_a_child_name_whatever_their_uids(a, uid_a, b, uid_b):
+    if a != b:
+        assert not child_names(a, uid_a) & child_names(b, uid_b), (a, b)
+
+
+def account_names(ref: BackendRef) -> set[str]:
+    return {name for kind, name in owned_names(ref) if kind == "ServiceAccount"}
+
+
+@pytest.mark.parametrize("name", ["ci", "llama", "serving", "victim"])
+def test_the_accounts_are_fresh_for_every_incarnation_and_never_the_bare_suffix_names(name):
+    """Issue 42 (attack3): an admin may have bound <x>-serving or <x>-launcher (RoleBinding, cloud workload identity)
+    before a backend <x> exists, or bound the accounts of a backend that is then deleted and created again: the
+    operator creates neither name, and a new uid makes new names."""
+    first, again = BackendRef(name, "ns", "0b6c1a7e-1"), BackendRef(name, "ns", "0b6c1a7e-2")
+    assert not account_names(first) & account_names(again) - {gateway.epp_name(name)}
+    assert not {name + SERVING_SUFFIX, name + LAUNCHER_SUFFIX, name} & account_names(first)
+    assert serving_account_name(first) == f"{name}{SERVING_SUFFIX}-{account_tag(first)}"
+    assert launcher_account_name(first) == f"{name}{LAUNCHER_SUFFIX}-{account_tag(first)}"
+    assert re.fullmatch(f"[0-9a-f]{{{ACCOUNT_TAG_LENGTH}}}", account_tag(first))
 
 
 # ---- a backend stored before the rule ----
@@ -152,8 +192,8 @@ def test_a_stored_single_node_backend_named_like_a_group_is_served():
 
 @pytest.mark.parametrize("preset,nodes", [("llama-3.1-8b", 1), ("llama-3.1-405b", 2)])
 def test_every_rendered_child_is_one_owned_names_enumerates(preset, nodes):
-    """What pruning and the collision rules above know of: the serving pods' own ServiceAccount (`<name>-serving`)
-    and the launcher's included."""
+    """What the collision rules above know of: the serving pods' own ServiceAccount (`<name>-serving-<tag>`) and the
+    launcher's included."""
     from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
     from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
@@ -162,5 +202,5 @@ def test_every_rendered_child_is_one_owned_names_enumerates(preset, nodes):
     plan = PlanStatus(tensor_parallel=8, pipeline_parallel=nodes, gpus_per_replica=8 * nodes, nodes_per_replica=nodes,
                       memory_per_gpu_bytes=1, gpu_product="NVIDIA-H100-80GB-HBM3")
     rendered = {(o["kind"], o["metadata"]["name"]) for o in desired_objects(ref, spec, plan, 2, RolloutStrategy("Recreate"))}
-    assert ("ServiceAccount", "coll-serving") in rendered
+    assert ("ServiceAccount", serving_account_name(ref)) in rendered
     assert rendered <= set(owned_names(ref)), rendered - set(owned_names(ref))

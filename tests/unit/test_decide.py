@@ -15,7 +15,7 @@ from llmbackend.api.v1alpha1 import LLMBackendSpec, LLMBackendStatus
 from llmbackend.controller.decide import Decision, Observed, ScaleDecision, condition_events, decide, finish_status
 from llmbackend.controller.modelcache import ModelCacheResult
 from llmbackend.planning.inventory import Inventory
-from llmbackend.render.names import BACKEND_LABEL
+from llmbackend.render.names import BACKEND_LABEL, BackendRef, launcher_account_name, serving_account_name
 
 
 def _nodes() -> list:
@@ -117,18 +117,32 @@ def test_an_owned_child_no_longer_desired_is_pruned_and_a_foreign_one_is_not():
     assert scaled_in.prune == [("PodDisruptionBudget", "llama", "uid-PodDisruptionBudget")]
 
 
-def test_the_launcher_account_of_before_it_took_the_bindings_name_is_pruned():
-    """The multi-node launcher's ServiceAccount was named <backend>; it is <backend>-launcher now (the launcher
-    admission policy tells launcher accounts by that name). The old one, owned by the backend, goes on upgrade."""
+def _legacy(kind: str, name: str, owner_uid: str = "u-1") -> dict[str, Any]:
+    return {"kind": kind, "metadata": {"name": name, "uid": f"old-{kind}-{name}", "labels": {BACKEND_LABEL: "llama"},
+                                       "ownerReferences": [{"kind": "LLMBackend", "name": "llama", "uid": owner_uid,
+                                                            "controller": True}]}}
+
+
+def test_the_accounts_and_launcher_binding_named_before_the_uid_tag_are_pruned_binding_first():
+    """Issue 42: the accounts were <backend>-serving and <backend>-launcher (and the launcher's before that,
+    <backend>); they carry a tag of the backend's uid now. The old ones, owned by the backend, go on upgrade, the
+    RoleBinding of the launcher role before the accounts (the prune list is in that order): no binding is left naming
+    an account that no longer exists. Objects of those names the backend does not control are left alone."""
     multi_node = {"model": {**MODEL, "preset": "llama-3.1-405b"}}
     apis = frozenset({"LeaderWorkerSet"})
     live = served(first_pass(multi_node, apis=apis), ready=1)
-    assert ("ServiceAccount", "llama-launcher") in live and ("RoleBinding", "llama-launcher") in live
-    live[("ServiceAccount", "llama")] = {"kind": "ServiceAccount", "metadata": {
-        "name": "llama", "uid": "old-sa", "labels": {BACKEND_LABEL: "llama"},
-        "ownerReferences": [{"kind": "LLMBackend", "name": "llama", "uid": "u-1", "controller": True}]}}
+    ref = BackendRef("llama", "serving", "u-1")
+    new = {("ServiceAccount", launcher_account_name(ref)), ("RoleBinding", launcher_account_name(ref)),
+           ("ServiceAccount", serving_account_name(ref))}
+    assert new <= set(live)
+    old = [("RoleBinding", "llama-launcher"), ("ServiceAccount", "llama"), ("ServiceAccount", "llama-launcher"),
+           ("ServiceAccount", "llama-serving")]
+    for kind, name in old:
+        live[(kind, name)] = _legacy(kind, name)
+    live[("RoleBinding", "llama-serving")] = _legacy("RoleBinding", "llama-serving", owner_uid="someone-else")
     upgraded = decide(Observed(backend(multi_node), NODES, children=live, apis=apis))
-    assert upgraded.prune == [("ServiceAccount", "llama", "old-sa")]
+    assert upgraded.prune == [(kind, name, f"old-{kind}-{name}") for kind, name in old]
+    assert not any(c["metadata"]["name"] in {n for _, n in old} for c in upgraded.apply)
 
 
 @pytest.mark.parametrize("kind, name", [("Service", "llama"), ("Deployment", "llama"), ("ConfigMap", "llama-model-repo")])

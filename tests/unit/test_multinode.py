@@ -23,10 +23,11 @@ from llmbackend.render.multinode import (
     launcher_cluster_role,
     rank_layout,
 )
-from llmbackend.render.names import MANAGED_KINDS, BackendRef
+from llmbackend.render.names import MANAGED_KINDS, BackendRef, launcher_account_name, serving_account_name
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 REF = BackendRef("big", "serving", "uid-1")
+SERVING, LAUNCHER = serving_account_name(REF), launcher_account_name(REF)
 RECREATE = RolloutStrategy("Recreate")
 
 
@@ -126,9 +127,9 @@ def test_serving_pods_stay_non_root_without_capabilities_and_only_the_leader_hol
             sc = c["securityContext"]
             assert sc["runAsNonRoot"] and sc["runAsUser"] != 0 and sc["capabilities"] == {"drop": ["ALL"]}
             assert sc["allowPrivilegeEscalation"] is False
-    assert leader["serviceAccountName"] == "big-launcher" and leader["automountServiceAccountToken"] is True
+    assert leader["serviceAccountName"] == LAUNCHER and leader["automountServiceAccountToken"] is True
     # the workers run as the backend's own account (no token, no binding), not the namespace's default
-    assert worker["serviceAccountName"] == "big-serving" and worker["automountServiceAccountToken"] is False
+    assert worker["serviceAccountName"] == SERVING and worker["automountServiceAccountToken"] is False
     launcher = next(c for c in leader["initContainers"] if c["name"] == "launcher")
     assert launcher["command"][0] == "cp" and launcher["command"][-1] == "/launcher/llmb-exec"
     assert _env(leader["containers"][0])["LLMB_EXEC"] == "/launcher/llmb-exec"
@@ -138,9 +139,9 @@ def test_launcher_gets_a_binding_of_the_fixed_launcher_cluster_role_and_no_role(
     objects = _objects(replicas=2, plan=_plan(4, 4, 4))
     assert "Role" not in objects, "the operator creates no Roles (it would have to hold what they grant)"
     binding = objects["RoleBinding"]
-    assert binding["metadata"]["name"] == "big-launcher"
+    assert binding["metadata"]["name"] == LAUNCHER
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LAUNCHER_CLUSTER_ROLE}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "big-launcher", "namespace": "serving"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": LAUNCHER, "namespace": "serving"}]
     kinds = list(objects)
     assert kinds.index("RoleBinding") < kinds.index("LeaderWorkerSet"), "exec rights exist before the leader starts"
 
@@ -167,9 +168,9 @@ def test_operator_may_bind_the_launcher_role_without_holding_exec():
 def test_vllm_across_nodes_runs_on_ray_without_exec_rights():
     objects = _objects(spec=_spec("vllm"))
     assert not {"Role", "RoleBinding"} & set(objects), "Ray needs no exec"
-    assert objects["ServiceAccount"]["metadata"]["name"] == "big-serving", "only the serving pods' own account"
+    assert objects["ServiceAccount"]["metadata"]["name"] == SERVING, "only the serving pods' own account"
     leader, worker = _pods(objects)
-    assert leader["serviceAccountName"] == worker["serviceAccountName"] == "big-serving"
+    assert leader["serviceAccountName"] == worker["serviceAccountName"] == SERVING
     assert leader["automountServiceAccountToken"] is worker["automountServiceAccountToken"] is False
     lc, wc = leader["containers"][0], worker["containers"][0]
     assert lc["command"] == ["/bin/sh", "/launch/leader-ray.sh"] and lc["args"][0] == "tritonserver"

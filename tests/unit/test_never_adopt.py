@@ -11,8 +11,14 @@ from devcluster.cli import topology_nodes
 from llmbackend.api import conditions as cond
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.controller.reconcile import Reconciler, SharedState
+from llmbackend.render.names import BackendRef, launcher_account_name, serving_account_name
 
 MODEL = {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}}
+
+
+# The accounts of backend llama (uid u-1, as _backend has it).
+SERVING = serving_account_name(BackendRef("llama", "serving", "u-1"))
+LAUNCHER = launcher_account_name(BackendRef("llama", "serving", "u-1"))
 
 
 def _backend() -> dict[str, Any]:
@@ -115,13 +121,13 @@ def test_an_owned_child_changed_meanwhile_is_read_again_and_written():
 
 
 def test_an_existing_service_account_with_the_launcher_s_name_is_not_taken_over():
-    """Issue 42's held probe: a multi-node backend `llama` binds the exec role to `llama-launcher`; someone else's
+    """Issue 42's held probe: a multi-node backend `llama` binds the exec role to `llama-launcher-<tag>`; someone else's
     ServiceAccount of that name (there before, or created during the pass) gets no binding, and no group starts."""
     from test_reconcile_conditions import ALL_APIS
     multi_node = {"preset": "llama-3.1-405b", "source": {"pvc": {"claimName": "models", "path": "/llama"}}}
     theirs = {"apiVersion": "v1", "kind": "ServiceAccount",
-              "metadata": {"name": "llama-launcher", "namespace": "serving", "labels": {"team": "x"}}}
-    for kube in (FakeKube(apis=ALL_APIS), RacingKube(("ServiceAccount", "llama-launcher"))):
+              "metadata": {"name": LAUNCHER, "namespace": "serving", "labels": {"team": "x"}}}
+    for kube in (FakeKube(apis=ALL_APIS), RacingKube(("ServiceAccount", LAUNCHER))):
         kube.apis = set(ALL_APIS)
         if not isinstance(kube, RacingKube):
             kube._stored(copy.deepcopy(theirs))
@@ -135,36 +141,36 @@ def test_an_existing_service_account_with_the_launcher_s_name_is_not_taken_over(
         obj = kube.objects[("LLMBackend", "serving", "llama")]
         assert obj["status"]["plan"]["nodesPerReplica"] == 2
         assert not isinstance(kube, RacingKube) or kube.raced
-        live = kube.objects[("ServiceAccount", "serving", "llama-launcher")]
+        live = kube.objects[("ServiceAccount", "serving", LAUNCHER)]
         assert "ownerReferences" not in live["metadata"], "not adopted"
         assert _degraded(obj)["reason"] == cond.RESOURCE_EXISTS
-        assert "ServiceAccount serving/llama-launcher" in _degraded(obj)["message"]
+        assert f"ServiceAccount serving/{LAUNCHER}" in _degraded(obj)["message"]
         assert not [key for key in kube.objects if key[0] in ("RoleBinding", "LeaderWorkerSet")], "no exec binding"
 
 
 def test_an_existing_service_account_with_the_serving_account_s_name_is_not_taken_over():
-    """The serving pods run as `<name>-serving` when the podTemplate names no account (attack2-3): someone else's
+    """The serving pods run as `<name>-serving-<tag>` when the podTemplate names no account (attack2-3): someone else's
     account of that name (perhaps tied to a cloud identity), there before or created during the pass, is not
     adopted, and no pod runs as it."""
     theirs = {"apiVersion": "v1", "kind": "ServiceAccount",
-              "metadata": {"name": "llama-serving", "namespace": "serving", "labels": {"team": "x"}}}
-    for kube in (FakeKube(), RacingKube(("ServiceAccount", "llama-serving"))):
+              "metadata": {"name": SERVING, "namespace": "serving", "labels": {"team": "x"}}}
+    for kube in (FakeKube(), RacingKube(("ServiceAccount", SERVING))):
         if not isinstance(kube, RacingKube):
             kube._stored(copy.deepcopy(theirs))
         obj = _reconcile(kube)
         assert not isinstance(kube, RacingKube) or kube.raced
-        live = kube.objects[("ServiceAccount", "serving", "llama-serving")]
+        live = kube.objects[("ServiceAccount", "serving", SERVING)]
         assert "ownerReferences" not in live["metadata"], "not adopted"
         assert _degraded(obj)["reason"] == cond.RESOURCE_EXISTS
-        assert "ServiceAccount serving/llama-serving" in _degraded(obj)["message"]
+        assert f"ServiceAccount serving/{SERVING}" in _degraded(obj)["message"]
         assert ("Deployment", "serving", "llama") not in kube.objects, "no pod runs as someone else's account"
 
 
 def test_a_new_backend_s_first_pass_creates_its_serving_account_before_its_pods():
     kube = FakeKube()
     _reconcile(kube)
-    account = kube.objects[("ServiceAccount", "serving", "llama-serving")]
+    account = kube.objects[("ServiceAccount", "serving", SERVING)]
     assert account["automountServiceAccountToken"] is False
     assert account["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     pod = kube.objects[("Deployment", "serving", "llama")]["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "llama-serving" and pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == SERVING and pod["automountServiceAccountToken"] is False

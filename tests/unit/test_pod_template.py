@@ -19,12 +19,13 @@ from llmbackend.api import conditions as cond
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.controller.decide import Observed, decide
 from llmbackend.planning.inventory import Inventory
-from llmbackend.render.names import BACKEND_LABEL, BackendRef
+from llmbackend.render.names import BACKEND_LABEL, BackendRef, launcher_account_name, serving_account_name
 from llmbackend.render.podtemplate import PodTemplateConflictError
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 GOLDEN = Path(__file__).parent / "golden" / "pods"
 REF = BackendRef("llama", "serving", "uid-1")
+SERVING, LAUNCHER = serving_account_name(REF), launcher_account_name(REF)
 SURGE = RolloutStrategy("RollingUpdate", 1, 0)
 TEMPLATE: dict[str, Any] = {
     "labels": {"team": "search", "sidecar.istio.io/inject": "false"},
@@ -105,7 +106,7 @@ def test_service_account_is_the_users_except_on_mpi_leaders() -> None:
     assert deployment["serviceAccountName"] == "llm-serving"
     assert deployment["automountServiceAccountToken"] is False, "the token stays unmounted unless the operator needs it"
     mpi = _templates(_workload(_spec(preset="llama-3.1-405b"), MULTI_NODE))
-    assert mpi["leader"]["spec"]["serviceAccountName"] == "llama-launcher", "the launcher account may exec into the workers"
+    assert mpi["leader"]["spec"]["serviceAccountName"] == LAUNCHER, "the launcher account may exec into the workers"
     assert mpi["worker"]["spec"]["serviceAccountName"] == "llm-serving"
     ray = _templates(_workload(_spec(backend="vllm", preset="llama-3.1-405b"), MULTI_NODE))
     assert {t["spec"]["serviceAccountName"] for t in ray.values()} == {"llm-serving"}
@@ -116,7 +117,7 @@ def test_no_template_changes_nothing() -> None:
     assert plain == _workload(_spec(template={})), "an empty podTemplate renders the same pods"
     pod = _templates(plain)["server"]["spec"]
     assert "imagePullSecrets" not in pod and "runtimeClassName" not in pod
-    assert pod["serviceAccountName"] == "llama-serving", "the backend's own account, never the namespace's default"
+    assert pod["serviceAccountName"] == SERVING, "the backend's own account, never the namespace's default"
 
 
 @pytest.mark.parametrize("case", ["deployment", "mpi", "ray"])
@@ -129,18 +130,18 @@ def test_without_a_named_account_the_pods_run_as_the_backend_s_own(case: str) ->
     spec = _spec(template={"labels": {"team": "search"}}, backend=backend, preset=preset)
     objects = desired_objects(REF, spec, plan, 2, SURGE)
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objects]
-    account = objects[kinds.index(("ServiceAccount", "llama-serving"))]
+    account = objects[kinds.index(("ServiceAccount", SERVING))]
     assert account["automountServiceAccountToken"] is False
     assert account["metadata"]["ownerReferences"] == [REF.owner_reference()]
     workload = next(o for o in objects if o["kind"] in ("Deployment", "LeaderWorkerSet"))
-    assert kinds.index(("ServiceAccount", "llama-serving")) < objects.index(workload)
+    assert kinds.index(("ServiceAccount", SERVING)) < objects.index(workload)
     accounts = {role: t["spec"]["serviceAccountName"] for role, t in _templates(workload).items()}
     if case == "mpi":
-        assert accounts == {"leader": "llama-launcher", "worker": "llama-serving"}
+        assert accounts == {"leader": LAUNCHER, "worker": SERVING}
     else:
-        assert set(accounts.values()) == {"llama-serving"}
+        assert set(accounts.values()) == {SERVING}
     named = desired_objects(REF, _spec(backend=backend, preset=preset), plan, 2, SURGE)
-    assert ("ServiceAccount", "llama-serving") not in [(o["kind"], o["metadata"]["name"]) for o in named]
+    assert ("ServiceAccount", SERVING) not in [(o["kind"], o["metadata"]["name"]) for o in named]
 
 
 def test_changing_the_template_rolls_the_pods() -> None:

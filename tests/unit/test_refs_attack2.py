@@ -20,8 +20,8 @@ import yaml
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render import modelcache as mc
-from llmbackend.render.multinode import LAUNCHER_RULES, launcher_binding_name
-from llmbackend.render.names import BackendRef
+from llmbackend.render.multinode import LAUNCHER_RULES
+from llmbackend.render.names import BackendRef, launcher_account_name
 from llmbackend.render.podtemplate import PodTemplateConflictError
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
@@ -251,7 +251,7 @@ def test_the_token_in_the_tenants_leader_image_reads_no_pod_but_its_own_workers(
     spec = LLMBackendSpec.model_validate(_spec(URI, preset="llama-3.1-405b"))
     lws = next(o for o in desired_objects(REF, spec, TWO_NODES, 1, SURGE) if o["kind"] == "LeaderWorkerSet")
     leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
-    assert leader["serviceAccountName"] == launcher_binding_name(REF.name)
+    assert leader["serviceAccountName"] == launcher_account_name(REF)
     assert leader["automountServiceAccountToken"] is True
     assert {c["image"] for c in leader["containers"]} == {TENANT_IMAGE}, "the token sits in the tenant's image"
     namespace_wide_reads = [r for r in LAUNCHER_RULES if "pods" in r["resources"] and "get" in r["verbs"]

@@ -22,11 +22,12 @@ from pydantic import ValidationError
 from llmbackend.api.v1alpha1 import LLMBackendSpec, ModelSource, PlanStatus
 from llmbackend.render import modelcache
 from llmbackend.render.modelcache import DEFAULT_CACHE_CLAIM
-from llmbackend.render.names import BackendRef
+from llmbackend.render.names import BackendRef, launcher_account_name, serving_account_name
 from llmbackend.render.podtemplate import PodTemplateConflictError
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
 REF = BackendRef("chat", "team-b", "uid-chat")
+SERVING, LAUNCHER = serving_account_name(REF), launcher_account_name(REF)
 SURGE = RolloutStrategy("RollingUpdate", 1, 0)
 ONE_NODE = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1,
                       memory_per_gpu_bytes=1, gpu_product="NVIDIA-H100-80GB-HBM3")
@@ -191,10 +192,10 @@ def test_every_pod_running_a_tenant_image_runs_as_the_backend_s_own_account_with
                 continue
             account = pod.get("serviceAccountName")
             seen[where] = account
-            if account == "chat-launcher":  # an MPI leader: the one token, whose exec is bound to its own group
+            if account == LAUNCHER:  # an MPI leader: the one token, whose exec is bound to its own group
                 assert case == "mpi" and "leaderTemplate" in where and pod["automountServiceAccountToken"] is True
             else:
-                assert account == "chat-serving", where
+                assert account == SERVING, where
                 assert pod["automountServiceAccountToken"] is False, where
     assert seen, "precondition: some pod runs the tenant's image"
     accounts = [o for o in _objects(spec, plan) if o["kind"] == "ServiceAccount"]
@@ -213,10 +214,10 @@ def test_a_named_account_never_displaces_the_launcher_nor_gets_a_token() -> None
     lws = next(o for o in _objects(spec, TWO_NODES) if o["kind"] == "LeaderWorkerSet")
     leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
     worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
-    assert leader["serviceAccountName"] == "chat-launcher"
+    assert leader["serviceAccountName"] == LAUNCHER
     assert worker["serviceAccountName"] == "team-b-runner" and worker["automountServiceAccountToken"] is False
     bindings = [o for o in _objects(spec, TWO_NODES) if o["kind"] == "RoleBinding"]
-    assert [s["name"] for b in bindings for s in b["subjects"]] == ["chat-launcher"]
+    assert [s["name"] for b in bindings for s in b["subjects"]] == [LAUNCHER]
 
 
 # ---- mount paths: an alias of the operator's own mounts ----

@@ -1260,8 +1260,9 @@ class PodTemplate(_Model):
     service_account_name: str | None = Field(
         default=None, max_length=253, pattern=DNS_NAME_PATTERN,
         description="ServiceAccount of the serving pods (its token is not mounted); without it they run as the "
-                    "backend's own <name>-serving, never the namespace's default. Multi-node TensorRT-LLM leaders "
-                    "keep the operator's launcher account, which may exec into their workers.")
+                    "backend's own <name>-serving-<tag> (tag: from the backend's uid, new for every backend created), "
+                    "never the namespace's default. Multi-node TensorRT-LLM leaders keep the operator's launcher "
+                    "account, which may exec into their workers.")
     runtime_class_name: str | None = Field(
         default=None, max_length=253, pattern=DNS_NAME_PATTERN,
         description="RuntimeClass of the serving pods (e.g. nvidia, where the GPU runtime is not the default).")

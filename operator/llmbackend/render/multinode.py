@@ -26,14 +26,21 @@ from typing import Any
 from ..api.v1alpha1 import (
     DEFAULT_LAUNCHER_IMAGE,
     LAUNCHER_EXEC,
-    LAUNCHER_SUFFIX,
     Backend,
     LLMBackendSpec,
     MultiNodeSpec,
     PlanStatus,
 )
 from . import drain, triton
-from .names import CONFIG_HASH_ANNOTATION, MANAGED_KINDS, BackendRef, labels_for, object_meta, pod_ready
+from .names import (
+    CONFIG_HASH_ANNOTATION,
+    MANAGED_KINDS,
+    BackendRef,
+    labels_for,
+    launcher_account_name,
+    object_meta,
+    pod_ready,
+)
 from .podtemplate import apply_pod_template
 from .servingpod import config_hash, serving_pod_spec, with_exit_timeout, with_serving_account
 
@@ -149,13 +156,6 @@ def launcher_cluster_role() -> dict[str, Any]:
             "rules": [dict(rule) for rule in LAUNCHER_RULES]}
 
 
-def launcher_binding_name(backend_name: str) -> str:
-    """The leader's ServiceAccount and its RoleBinding share this name. manifests/default/launcher-admission.yaml
-    relies on it: a launcher binding's only subject is the ServiceAccount of its own name and namespace, and a
-    `*-launcher` ServiceAccount may exec only into its own leader's workers."""
-    return f"{backend_name}{LAUNCHER_SUFFIX}"
-
-
 def launcher_rbac(ref: BackendRef) -> list[dict[str, Any]]:
     """ServiceAccount of the MPI leaders + a RoleBinding of the launcher ClusterRole to it, in the backend's namespace.
 
@@ -164,7 +164,7 @@ def launcher_rbac(ref: BackendRef) -> list[dict[str, Any]]:
     docs/security-rbac.md says what that leaves and how manifests/default's admission policy narrows it.
     """
     labels = labels_for(ref, "launcher")
-    name = launcher_binding_name(ref.name)
+    name = launcher_account_name(ref)
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": object_meta(ref, name, labels),
                "automountServiceAccountToken": False}
     binding = {
@@ -245,7 +245,7 @@ def _group_pod(ref: BackendRef, spec: LLMBackendSpec, plan: PlanStatus, config_m
             "securityContext": container["securityContext"],
         })
         # Only the leader holds a token, bound to the launcher ClusterRole; workers keep automount off.
-        pod["serviceAccountName"] = launcher_binding_name(ref.name)
+        pod["serviceAccountName"] = launcher_account_name(ref)
         pod["automountServiceAccountToken"] = True
     if compute_domain:
         pod["resourceClaims"] = [{"name": IMEX_CLAIM, "resourceClaimTemplateName": f"{ref.name}-{IMEX_CLAIM}"}]

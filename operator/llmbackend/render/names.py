@@ -3,6 +3,7 @@ operator sets and selects by, child names, and the kinds it owns. Used by every 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,13 +61,13 @@ OPTIONAL_KINDS = ("LeaderWorkerSet", "PrometheusRule", "ScaledObject", "Inferenc
 
 
 def owned_names(ref: BackendRef) -> list[tuple[str, str]]:
-    """Every (kind, name) a backend's children may have: what pruning looks up."""
+    """Every (kind, name) the operator may create for a backend (tests/unit/test_child_names.py proves two backends'
+    never meet). Children an older version named otherwise are found by the backend's label and pruned, not here."""
     epp = gateway.epp_name(ref.name)
     names = [(kind, config_map_name(ref) if kind == "ConfigMap" else ref.name) for kind in MANAGED_KINDS
              if kind not in ("ServiceAccount", "RoleBinding")] + [
-        ("ServiceAccount", ref.name + LAUNCHER_SUFFIX), ("RoleBinding", ref.name + LAUNCHER_SUFFIX),
-        ("ServiceAccount", serving_account_name(ref)),
-        ("ServiceAccount", ref.name)]  # the launcher's account before it took the binding's name: pruned on upgrade
+        ("ServiceAccount", launcher_account_name(ref)), ("RoleBinding", launcher_account_name(ref)),
+        ("ServiceAccount", serving_account_name(ref))]
     return names + [(kind, epp) for kind in ("ServiceAccount", "ConfigMap", "Deployment", "Service")] + [
         ("Deployment", activator.deployment_name(ref.name)), ("Service", activator.serving_service_name(ref.name))]
 
@@ -138,9 +139,31 @@ def object_meta(ref: BackendRef, name: str, labels: dict[str, str] | None = None
     }
 
 
+# Kubernetes and cloud workload identities (a RoleBinding subject, GKE Workload Identity, EKS Pod Identity) name a
+# ServiceAccount by namespace and name alone. So the accounts the operator creates carry a tag of the backend's uid:
+# a name nobody could bind before the backend existed, and a new one for a backend deleted and created again
+# (docs/security.md, "Trust model"). 10 hex digits (40 bits): guessing a name an admin already bound by creating
+# backends until one's uid fits would take some 10^12 creates. No '-' in it, so the names stay unambiguous
+# (tests/unit/test_child_names.py) and manifests/default/launcher-admission.yaml can strip it by its length.
+ACCOUNT_TAG_LENGTH = 10
+
+
+def account_tag(ref: BackendRef) -> str:
+    return hashlib.sha256(ref.uid.encode()).hexdigest()[:ACCOUNT_TAG_LENGTH]
+
+
 def serving_account_name(ref: BackendRef) -> str:
-    """The serving pods' own ServiceAccount when spec.serving.podTemplate names none (render/workloads.py)."""
-    return ref.name + SERVING_SUFFIX
+    """The serving pods' own ServiceAccount when spec.serving.podTemplate names none (render/workloads.py):
+    <backend>-serving-<tag>."""
+    return f"{ref.name}{SERVING_SUFFIX}-{account_tag(ref)}"
+
+
+def launcher_account_name(ref: BackendRef) -> str:
+    """A multi-node MPI leader's ServiceAccount and the RoleBinding of the launcher ClusterRole to it share this name,
+    <backend>-launcher-<tag>. manifests/default/launcher-admission.yaml relies on it: a launcher binding's only
+    subject is the ServiceAccount of its own name and namespace, and such an account execs only into the workers of
+    its own backend's leader, the backend its name names."""
+    return f"{ref.name}{LAUNCHER_SUFFIX}-{account_tag(ref)}"
 
 
 def config_map_name(ref: BackendRef) -> str:

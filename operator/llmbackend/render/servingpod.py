@@ -315,6 +315,7 @@ def with_serving_account(ref: BackendRef, template: dict[str, Any]) -> dict[str,
 
 
 def render_serving_account(ref: BackendRef) -> dict[str, Any]:
-    """The serving pods' ServiceAccount: no token, no binding, nothing tied to it but by an admin who names it."""
+    """The serving pods' ServiceAccount: no token, no binding, nothing tied to it but by an admin who names it; what
+    is tied to it acts for whoever may edit the backend (docs/security.md, "Trust model")."""
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": object_meta(ref, serving_account_name(ref)),
             "automountServiceAccountToken": False}
