@@ -26,7 +26,7 @@ from devcluster.build import GO_BUILD_ENV, LAUNCHER_DIR
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
 from llmbackend.render.multinode import LAUNCHER_DIR as LAUNCHER_MOUNT_DIR
 from llmbackend.render.multinode import script_text
-from llmbackend.render.names import BackendRef
+from llmbackend.render.names import BackendRef, launcher_account_name
 from llmbackend.render.podtemplate import PodTemplateConflictError
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
 
@@ -152,13 +152,13 @@ def test_workers_never_hold_a_token_even_as_the_launcher_account():
     `<leader>-<index>`) would carry an exec token too. The workers may run as that account, but must mount no
     token; and the leader keeps the launcher account whatever the template names."""
     spec = _spec()
-    spec["serving"] = {"podTemplate": {"serviceAccountName": "big-launcher"}}
+    spec["serving"] = {"podTemplate": {"serviceAccountName": launcher_account_name(REF)}}
     leader, worker = _group(spec)
     assert worker.get("automountServiceAccountToken") is False
     assert not any("projected" in v or "secret" in v for v in worker["volumes"])
     spec["serving"] = {"podTemplate": {"serviceAccountName": "namespace-admin"}}
     leader, _ = _group(spec)
-    assert leader["serviceAccountName"] == "big-launcher"
+    assert leader["serviceAccountName"] == launcher_account_name(REF)
 
 
 def test_the_tenant_s_launcher_image_runs_with_the_serving_container_s_limits():
