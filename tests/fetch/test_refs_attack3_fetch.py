@@ -90,12 +90,9 @@ def _backend(name: str, source: dict) -> dict:
             "spec": {"model": {"preset": "llama-3.1-8b", "source": source}}}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium; security.md's \"Not covered\" says any backend may load any copy of the claim, not that a backend whose own download was refused is served): the tenant's backend `thief` names team A's gated repo with a preset and no secretRef. Its own "
-    "download Job has no token and fails 401 (SourceUnauthorized, permanent), yet decide renders its Deployment "
-    "(a preset gives the architecture, and only a missing architecture stops the pass), and the marker its pods "
-    "wait on (<key>/refs/main/.llmbackend-complete.json) is there: team A's download wrote it, and the cache key "
-    "is the source's, not the credential's. thief's pods load team A's gated weights into the tenant's image."))
+# Fixed (was a strict xfail): FINDING (medium): a backend whose own download of a gated source was refused (401,
+# no secretRef) still got its Deployment (a preset gives the architecture), whose pods loaded the copy another
+# team's token had downloaded. The workload now waits for the backend's own download Job to finish.
 def test_a_tenant_whose_download_was_refused_gets_no_pods_that_load_another_team_s_gated_copy(allowed, tmp_path):
     """Tries: team A's `victim` (secretRef team-a-hf) downloads the gated model first; then the tenant's `thief`
     names the same URI without a Secret. Looks at what thief's serving pods would do: are they rendered, and is the
