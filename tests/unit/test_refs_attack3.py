@@ -90,12 +90,9 @@ def _cache_mounts(spec: LLMBackendSpec) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium; the sharing itself is under security.md's \"Not covered\" of \"Another backend's Secret\", but it contradicts the Trust model's read-only-claim rule): any hf:// or s3:// source mounts the WHOLE namespace cache claim llmbackend-model-cache "
-    "(render/modelcache.serving_volume, no subPath) into pods running the tenant's image, so a tenant without `use` "
-    "on that claim reads every other backend's copy in it, gated or private models downloaded with Secrets it "
-    "cannot read included; the same claim mounted read-only through a podTemplate volume needs `use` "
-    "(policy readOnlyClaimNames). spec.model.source.uri is listed in NAMES_NO_OBJECT yet reaches the claim."))
+# Fixed (was a strict xfail): FINDING (medium): any hf:// or s3:// source mounted the WHOLE namespace cache claim
+# read-only into pods running the tenant's image, so every other backend's copy (gated models downloaded with
+# Secrets the tenant cannot read) was readable there. Serving pods now mount only their own copy (subPath).
 def test_a_uri_source_mounts_only_its_own_copy_of_the_namespace_cache() -> None:
     """Tries: a backend whose source is any Hub repo (a tenant may name any) and looks at how much of the shared
     cache claim its pods see. Another team's gated model, downloaded there with that team's HF token, lives at

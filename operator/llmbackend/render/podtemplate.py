@@ -15,7 +15,7 @@ from typing import Any
 
 from ..api import conditions as cond
 from ..api.v1alpha1 import LLMBackendSpec, PodTemplate
-from .modelcache import DEFAULT_CACHE_CLAIM, cache_claim
+from .modelcache import CACHE_MOUNT, DEFAULT_CACHE_CLAIM, cache_claim
 from .vllm_backend import EngineConfigError
 
 
@@ -45,6 +45,10 @@ def _same_path(path: str) -> str:
     """A mount path as the kubelet resolves it: `/models/.`, `//models` and `/./models/` are `/models`."""
     # posixpath.normpath keeps a leading `//` (POSIX leaves it implementation-defined); Linux treats it as `/`.
     return posixpath.normpath("/" + path.lstrip("/"))
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
 
 
 def _refuse_writable_cache(spec: LLMBackendSpec, extra: PodTemplate) -> None:
@@ -94,7 +98,10 @@ def apply_pod_template(template: dict[str, Any], spec: LLMBackendSpec, where: st
         if extra.volume_mounts:
             mounts = container.setdefault("volumeMounts", [])
             taken = {_same_path(m["mountPath"]) for m in mounts}
-            _refuse("volumeMounts", [m.mount_path for m in extra.volume_mounts if _same_path(m.mount_path) in taken],
-                    in_container)
+            # The cache copies are mounted one by one under CACHE_MOUNT (render/modelcache.copy_mount): that folder and
+            # everything under it stay the operator's, as CACHE_MOUNT itself was when the claim was mounted whole.
+            cache_root = any(_within(path, CACHE_MOUNT) for path in taken)
+            _refuse("volumeMounts", [m.mount_path for m in extra.volume_mounts if _same_path(m.mount_path) in taken
+                                     or (cache_root and _within(_same_path(m.mount_path), CACHE_MOUNT))], in_container)
             mounts += [m.dump() for m in extra.volume_mounts]
     return template
