@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_fetch
+from test_model_fetch import downloaded
 
 from devcluster.cli import topology_nodes
 from llmbackend import model_fetch as mf
@@ -175,9 +176,9 @@ def test_a_public_source_another_backend_downloaded_is_served_after_a_check_of_t
     assert not pending.ready and not any(o["kind"] == "Deployment" for o in _decide_kinds("tenant", tenant_src, pending))
     tenant_job = _jobs(kube)[mc.download_job_name(tenant.model.source)]
     assert mc.job_secrets(tenant_job) == []  # its own check: no token
-    files_before = len(hub.requests_for("/resolve/"))
+    files_before = downloaded(hub)
     _run(tenant_job, root, expect=0)
-    assert len(hub.requests_for("/resolve/")) == files_before  # the copy was reused: nothing downloaded again
+    assert downloaded(hub) == files_before  # the copy was reused: nothing downloaded again, only its access checked
     _finish(kube, tenant_job, root, 0)
     ready = cmc.sync_model_cache(kube, "serving", tenant)
     assert ready.ready
@@ -190,6 +191,38 @@ def test_a_public_source_another_backend_downloaded_is_served_after_a_check_of_t
     # what the kubelet would bind: the ref resolved inside the claim, the copy's own folder, with the marker in it
     copy = (root / ref).resolve()
     assert copy.parent == (root / ref).parent.parent.resolve() and (copy / mf.MARKER).is_file()
+
+
+def test_a_gated_repo_whose_listing_is_open_is_not_served_to_a_backend_without_a_token(allowed, tmp_path):
+    """The Hub lists a gated repository's files to anyone (hubserver.Repo.open_listing): a listing proves nothing.
+    The tenant's own Job, finding team A's copy, asks for each file's first byte with its own (no) token before it
+    reuses the copy, gets 401 and fails (SourceUnauthorized): no pods. Without that check the Job re-hashed team A's
+    copy, reported Ready, and the tenant's pods were rendered on it."""
+    hub = allowed
+    hub.repos["meta-llama/Llama-3.1-8B-Instruct"].open_listing = True
+    kube = FakeKube()
+    victim_src = {"uri": GATED, "endpoint": hub.endpoint, "secretRef": {"name": "team-a-hf"}}
+    thief_src = {"uri": GATED, "endpoint": hub.endpoint}
+    for name, source in (("victim", victim_src), ("thief", thief_src)):
+        kube.objects[("LLMBackend", "serving", name)] = _backend(name, source)
+    victim = LLMBackendSpec.model_validate(_backend("victim", victim_src)["spec"])
+    thief = LLMBackendSpec.model_validate(_backend("thief", thief_src)["spec"])
+    root = tmp_path / "claim"
+    cmc.sync_model_cache(kube, "serving", victim)
+    victim_job = _jobs(kube)[mc.download_job_name(victim.model.source)]
+    _run(victim_job, root, expect=0)
+    _finish(kube, victim_job, root, 0)
+    precondition(cmc.sync_model_cache(kube, "serving", victim).ready, "team A's copy is complete")
+    cmc.sync_model_cache(kube, "serving", thief)
+    thief_job = _jobs(kube)[mc.download_job_name(thief.model.source)]
+    (container,) = thief_job["spec"]["template"]["spec"]["containers"]
+    args = [a.replace(mc.CACHE_MOUNT, str(root)) if a.startswith(mc.CACHE_MOUNT) else a for a in container["args"]]
+    done = run_fetch(*args, "--termination-log", str(root.parent / "termination"))
+    assert done.returncode == 10, done.stdout + done.stderr
+    _finish(kube, thief_job, root, done.returncode)
+    refused = cmc.sync_model_cache(kube, "serving", thief)
+    assert (refused.ready, refused.reason, refused.permanent) == (False, "SourceUnauthorized", True)
+    assert not any(o["kind"] == "Deployment" for o in _decide_kinds("thief", thief_src, refused))
 
 
 def test_an_s3_source_another_backend_downloaded_is_not_served_to_a_backend_without_keys(s3_endpoint, tmp_path):
