@@ -8,7 +8,9 @@ them goes out in the progress line, before the weights.
 Everything a listing or a URI names is input from whoever runs the endpoint or wrote the spec: each name
 that becomes a path is checked first (parse_uri, _safe_relative, the listing's commit), the endpoint is
 part of the cache key, and a copy is reused only when its marker lists exactly the listed files and every file,
-hashed again, matches what the source lists (a tampered copy is named CacheTampered, moved aside, fetched again).
+hashed again, matches what the source lists (a tampered copy is named CacheTampered, moved aside, fetched again), and
+after this run's own credentials read each listed file's first byte (check_read_access: the copy is the source's,
+whoever's credentials fetched it, and a listing may be open where the files are not).
 
 Layout of the cache volume (<key>: hf/org/name or s3/bucket/prefix; hf-<digest>/... and s3-<digest>/... through
 a source.endpoint other than the default, see endpoint_id):
