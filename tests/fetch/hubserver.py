@@ -5,7 +5,8 @@ Serves what the download program and the operator's pre-download read use, as th
   GET /{org}/{name}/resolve/{rev}/{path}                   -> the file; LFS files answer 302 to a CDN host
                                                               (here "localhost" instead of "127.0.0.1"), which
                                                               takes no token and serves Range requests
-Gated repositories answer 401 without a token and 403 for a token that was not granted access; unknown
+Gated repositories answer 401 without a token and 403 for a token that was not granted access (their listing too,
+unless Repo.open_listing: the Hub itself now lists them to anyone); unknown
 repositories answer 401 without a token (the Hub does not reveal what exists) and 404 with one; errors carry
 the Hub's X-Error-Code header. Faults to inject: cut a file's first response after N bytes, hold a response
 after N bytes until released (then close it, or with pause_after send the rest), serve corrupted bytes.
