@@ -92,6 +92,8 @@ ADVICE: dict[str, str] = {
     "SecretNotFound": "Create the Secret `source.secretRef` names, in the backend's namespace, or fix "
                       "`source.secretRef.name`.",
     "WaitingForCheckpoint": "Wait for the download (`status.model.bytesDone`/`bytesTotal`).",
+    "WaitingForOwnDownload": "Wait for the backend's own download Job (ModelReady, `status.model`); if it fails, "
+                             "ModelReady and Degraded say why (e.g. a gated source needs `source.secretRef`).",
     "CheckpointArchitectureUnknown": "Give `spec.model.architecture` or a preset; the downloaded checkpoint did not "
                                      "report one.",
     "ClaimNotFound": "Create the PersistentVolumeClaim the message names in the backend's namespace, or fix the field "

@@ -8,7 +8,9 @@ them goes out in the progress line, before the weights.
 Everything a listing or a URI names is input from whoever runs the endpoint or wrote the spec: each name
 that becomes a path is checked first (parse_uri, _safe_relative, the listing's commit), the endpoint is
 part of the cache key, and a copy is reused only when its marker lists exactly the listed files and every file,
-hashed again, matches what the source lists (a tampered copy is named CacheTampered, moved aside, fetched again).
+hashed again, matches what the source lists (a tampered copy is named CacheTampered, moved aside, fetched again), and
+after this run's own credentials read each listed file's first byte (check_read_access: the copy is the source's,
+whoever's credentials fetched it, and a listing may be open where the files are not).
 
 Layout of the cache volume (<key>: hf/org/name or s3/bucket/prefix; hf-<digest>/... and s3-<digest>/... through
 a source.endpoint other than the default, see endpoint_id):
@@ -232,6 +234,35 @@ class _NoAuthAcrossHosts(urllib.request.HTTPRedirectHandler):
 
 
 _OPENER = urllib.request.build_opener(_NoAuthAcrossHosts)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # the redirect itself is the answer (urllib raises it as an HTTPError)
+
+
+_NO_REDIRECT_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def check_read_access(client: Hub | S3, files: list[RemoteFile]) -> None:
+    """Raise the source's FetchError unless these credentials may read every listed file. A copy already in the cache
+    is reused only after this: the copy is one per source, whoever's credentials fetched it, and a listing may be
+    open where the files are not (the Hub lists a gated repository's files to anyone: huggingface.js issue 945, a
+    Hub maintainer, 2024-10; an S3 policy may allow s3:ListBucket and deny s3:GetObject). One request per file for
+    its first byte (Range: bytes=0-0), never following a redirect: the Hub answers a readable LFS file with a signed
+    redirect to its CDN, which is the answer."""
+    for f in files:
+        headers = dict(client.headers(f.url) if isinstance(client, S3) else client.headers())
+        headers["Range"] = "bytes=0-0"
+        try:
+            with _NO_REDIRECT_OPENER.open(urllib.request.Request(f.url, headers=headers), timeout=60.0) as resp:
+                resp.read(1)
+        except urllib.error.HTTPError as err:
+            if 300 <= err.code < 400 or err.code == 416:  # a redirect to the file; an empty file's range
+                continue
+            raise client.error(err, f"checking read access to {f.path}") from None
+        except (urllib.error.URLError, OSError) as err:
+            raise FetchError(EXIT_UNREACHABLE, f"checking read access to {f.path}: {err}") from None
 
 
 def _open(url: str, headers: dict[str, str], timeout: float = 60.0) -> http.client.HTTPResponse:
@@ -928,6 +959,7 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     _mark_cache_root(cache)
     if final.exists() or final.is_symlink():  # a copy to reuse: every file is hashed again first
         progress.update(force=True, phase="Verifying", bytesDone=0, **state)
+        check_read_access(client, files)  # and first, that this Job's credentials may read it, not only another's
     copy_state, detail = _copy_problem(final, revision, files, progress)
     if copy_state == "ok":  # verified: its config.json says what the source's does (another ref's Job needs it too)
         _write_ref(cache, source, revision)

@@ -276,11 +276,9 @@ _ONE_NODE = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=
 _SURGE = RolloutStrategy("RollingUpdate", 1, 0)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium; the sharing is under security.md's \"Not covered\", the contradiction with the policy's own cache-claim-read-only rule is not): a tenant the policy refuses to mount llmbackend-model-cache read-only (no `use` on it) is "
-    "admitted with any spec.model.source.uri, and the operator mounts that same claim, whole, read-only into the "
-    "pods that run the tenant's image: every other backend's copy (gated models downloaded with Secrets the tenant "
-    "cannot read) is readable there. tests/unit/test_refs_attack3.py has the render side."))
+# Fixed (was a strict xfail): FINDING (medium): any hf:// or s3:// source mounted the WHOLE namespace cache claim
+# read-only into pods running the tenant's image, so every other backend's copy (gated models downloaded with
+# Secrets the tenant cannot read) was readable there. Serving pods now mount only their own copy (subPath).
 def test_a_tenant_refused_the_cache_claim_does_not_get_it_mounted_through_a_uri_source(cluster, tenant_ns):
     """Tries: first the claim through a podTemplate volume (refused: precondition), then the same tenant names a uri
     source (any Hub repo) and the spec the API server admitted is rendered as the operator would."""

@@ -5,7 +5,8 @@ Serves what the download program and the operator's pre-download read use, as th
   GET /{org}/{name}/resolve/{rev}/{path}                   -> the file; LFS files answer 302 to a CDN host
                                                               (here "localhost" instead of "127.0.0.1"), which
                                                               takes no token and serves Range requests
-Gated repositories answer 401 without a token and 403 for a token that was not granted access; unknown
+Gated repositories answer 401 without a token and 403 for a token that was not granted access (their listing too,
+unless Repo.open_listing: the Hub itself now lists them to anyone); unknown
 repositories answer 401 without a token (the Hub does not reveal what exists) and 404 with one; errors carry
 the Hub's X-Error-Code header. Faults to inject: cut a file's first response after N bytes, hold a response
 after N bytes until released (then close it, or with pause_after send the rest), serve corrupted bytes.
@@ -30,6 +31,9 @@ class Repo:
     revisions: tuple[str, ...] = ("main",)
     gated: bool = False
     hostile: bool = False  # lists `sha` for any revision and serves its files under any revision path (a lying endpoint)
+    # A gated repository whose file listing anyone may read, as the Hub answers since 2024 (huggingface.js issue 945,
+    # a Hub maintainer: "it's now possible to list gated files with the API"); its files still need a granted token.
+    open_listing: bool = False
 
     def is_lfs(self, path: str) -> bool:
         return path.endswith(LFS_SUFFIXES)
@@ -94,7 +98,7 @@ class HubServer:
         h.end_headers()
         h.wfile.write(body)
 
-    def _access(self, h, repo_id: str) -> Repo | None:
+    def _access(self, h, repo_id: str, listing: bool = False) -> Repo | None:
         auth = h.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
         repo = self.repos.get(repo_id)
@@ -104,7 +108,7 @@ class HubServer:
             else:
                 self._error(h, 404, "RepoNotFound", "Repository not found")
             return None
-        if repo.gated:
+        if repo.gated and not (listing and repo.open_listing):
             if token is None:
                 self._error(h, 401, "GatedRepo", f"Access to model {repo_id} is restricted. You must be authenticated.")
                 return None
@@ -118,7 +122,7 @@ class HubServer:
         parts = [urllib.parse.unquote(p) for p in url.path.split("/")[1:]]
         if parts[:2] == ["api", "models"] and len(parts) == 6 and parts[4] == "revision":
             repo_id = f"{parts[2]}/{parts[3]}"
-            repo = self._access(h, repo_id)
+            repo = self._access(h, repo_id, listing=True)
             if repo is None:
                 return
             if parts[5] not in repo.revisions and parts[5] != repo.sha and not repo.hostile:

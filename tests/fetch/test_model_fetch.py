@@ -48,6 +48,13 @@ def assert_copy_complete(cache: Path, key: str, revision: str) -> Path:
     return final
 
 
+def downloaded(hub) -> int:
+    """Files fetched from the Hub: a reuse's read-access check (check_read_access: the first byte, no redirect
+    followed) is not a download."""
+    return (len([r for r in hub.requests_for("/resolve/") if r[2].get("Range") != "bytes=0-0"])
+            + len(hub.requests_for("/cdn/")))
+
+
 def test_download_once_verified_with_progress_and_architecture(hub, tmp_path) -> None:
     cache = tmp_path / "cache"
     done = fetch(hub, cache)
@@ -64,11 +71,15 @@ def test_download_once_verified_with_progress_and_architecture(hub, tmp_path) ->
     assert message["architecture"]["numLayers"] == 32 and message["architecture"]["weightBytes"] == 1_800_000
     assert not hub.requests_for("consolidated")
 
-    # A second run (another backend, same model and revision) finds the copy and downloads nothing.
-    before = len(hub.requests_for("/resolve/"))
+    # A second run (another backend, same model and revision) finds the copy and downloads nothing: it only asks for
+    # each file's first byte with its own credentials (check_read_access), and follows no redirect to the CDN.
+    before, cdn = len(hub.requests_for("/resolve/")), len(hub.requests_for("/cdn/"))
     again = fetch(hub, cache)
     assert again.returncode == 0, again.stderr
-    assert len(hub.requests_for("/resolve/")) == before
+    checks = hub.requests_for("/resolve/")[before:]
+    assert len(checks) == len(progress_files := [k for k in checkpoint_files() if not k.startswith("original/")])
+    assert all(headers.get("Range") == "bytes=0-0" for _, _, headers in checks), checks
+    assert len(hub.requests_for("/cdn/")) == cdn and progress_files
     assert termination(cache)["phase"] == "Ready"
 
 
@@ -453,9 +464,9 @@ def test_an_intact_copy_is_rehashed_and_reused(hub, tmp_path) -> None:
     # Reuse reads every byte again (the check above); an intact copy passes and nothing is fetched.
     cache = tmp_path / "cache"
     assert fetch(hub, cache).returncode == 0
-    before = len(hub.requests_for("/resolve/"))
+    before = downloaded(hub)
     again = fetch(hub, cache)
-    assert again.returncode == 0 and len(hub.requests_for("/resolve/")) == before
+    assert again.returncode == 0 and downloaded(hub) == before
     assert "reason" not in termination(cache)
     lines = [json.loads(line) for line in again.stdout.splitlines() if line.startswith("{")]
     phases = [line["phase"] for line in lines]
@@ -463,7 +474,7 @@ def test_an_intact_copy_is_rehashed_and_reused(hub, tmp_path) -> None:
     # Another ref of the same commit (its own Job) reuses the copy and still reports the architecture, read from
     # the copy once it passed (a backend without a preset is planned from it).
     tagged = fetch(hub, cache, f"{REPO}@v1")
-    assert tagged.returncode == 0 and len(hub.requests_for("/resolve/")) == before
+    assert tagged.returncode == 0 and downloaded(hub) == before
     assert termination(cache)["architecture"]["numLayers"] == 32
 
 
@@ -561,9 +572,9 @@ def test_an_adapter_is_downloaded_once_and_its_config_reported(hub, tmp_path) ->
                                         "r": 16, "target_modules": ["q_proj", "v_proj"], "bias": "none"}
     final = cache / key(hub, "acme/sql-lora") / "0123456789abcdef0123456789abcdef01234567"
     assert (final / "adapter_model.safetensors").is_file() and (final / mf.MARKER).is_file()
-    before = len(hub.requests_for("/resolve/"))
+    before = downloaded(hub)
     assert fetch(hub, cache, "acme/sql-lora", "--adapter").returncode == 0  # reused, reported again
-    assert len(hub.requests_for("/resolve/")) == before and termination(cache)["adapterConfig"]["r"] == 16
+    assert downloaded(hub) == before and termination(cache)["adapterConfig"]["r"] == 16
 
 
 def test_an_adapter_source_without_adapter_config_is_refused(hub, tmp_path) -> None:

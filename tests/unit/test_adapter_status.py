@@ -86,16 +86,25 @@ def test_the_pods_are_told_of_ready_adapters_only_and_a_wrong_base_is_degraded()
     assert "Qwen/Qwen3-32B" in degraded["message"] and "the other adapters are served" in degraded["message"]
 
 
-def test_an_adapter_that_turns_ready_changes_the_list_and_not_the_pods():
+def test_an_adapter_that_turns_ready_changes_the_list_and_mounts_its_own_copy():
+    """A downloaded adapter's copy is mounted on its own (never the whole cache claim: issue 42, attack 3), once its
+    own download finished: turning Ready changes the list and the pod template (a rollout)."""
     doc = {"model": MODEL, "adapters": [SQL, QWEN]}
     s = spec(SQL, QWEN)
     downloading = first_pass(doc, adapters=_statuses(s, {"sql": report(), "qwen-sql": None}))
     assert _listed(downloading) == ["sql"] and conditions(downloading)["Degraded"][0] == "False"
+    qwen_copy = ra.adapter_path(s, s.adapters[1])  # type: ignore[index]
+
+    def mounted(decision) -> set[str]:
+        deployment = next(c for c in decision.apply if c["kind"] == "Deployment")
+        return {m["mountPath"] for c in deployment["spec"]["template"]["spec"]["containers"] for m in c["volumeMounts"]}
+
+    assert qwen_copy not in mounted(downloading)
     live = served(downloading, ready=1)
     both = decide(Observed(backend(doc), NODES, children=live,
                            adapters=_statuses(s, {"sql": report(), "qwen-sql": report()})))
-    assert [c["kind"] for c in both.apply] == ["ConfigMap"]  # the list changed; the Deployment did not
-    assert _listed(both) == ["sql", "qwen-sql"]
+    assert [c["kind"] for c in both.apply] == ["ConfigMap", "Deployment"]
+    assert _listed(both) == ["sql", "qwen-sql"] and qwen_copy in mounted(both)
 
 
 def test_a_finished_download_whose_report_is_gone_is_served_unchecked():

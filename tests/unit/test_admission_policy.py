@@ -42,9 +42,11 @@ OBJECT_FREE_VOLUME_SOURCES = {"emptyDir"}
 
 # Every other field of the spec, reviewed one by one: it names no object (a number, a mode, the backend's or a
 # container's own names, a path inside the pod or the claim, an external model's URI whose credentials and endpoint
-# have rows). Fields under a field with a row are covered by that row; objects and lists of objects are judged by
-# their fields. A field the CRD gains is in neither place until someone decides which it is, whatever its name:
-# a name cue (REFERENCE_KEY) alone misses `tokenSecret: {name}` or PodSpec's own `serviceAccount`.
+# have rows: its pods see only that source's copy of the cache claim, once the backend's own download Job, with its
+# own credentials, finished; docs/security.md, "A copy another backend downloaded"). Fields under a field with a row
+# are covered by that row; objects and lists of objects are judged by their fields. A field the CRD gains is in
+# neither place until someone decides which it is, whatever its name: a name cue (REFERENCE_KEY) alone misses
+# `tokenSecret: {name}` or PodSpec's own `serviceAccount`.
 NAMES_NO_OBJECT = {
     "": "replicas",
     "model": "preset name",

@@ -326,6 +326,42 @@ def test_a_checkpoint_on_its_way_is_progressing_not_degraded():
     assert decision.status.model.bytes_done == 700
 
 
+GATED = {"preset": "llama-3.1-8b", "source": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"}}
+
+
+def _own_download(phase: str, reason: str, permanent: bool = False) -> ModelCacheResult:
+    return ModelCacheResult(LLMBackendSpec.model_validate({"model": GATED}), phase == "Ready", reason, f"{reason}: ...",
+                            {"phase": phase, "source": GATED["source"]["uri"]}, permanent=permanent)
+
+
+@pytest.mark.parametrize("phase,reason", [("Resolving", "DownloadPending"), ("Downloading", "Downloading"),
+                                          ("Downloading", "Verifying")])
+def test_a_uri_source_is_served_only_once_the_backend_s_own_download_finished(phase, reason):
+    """Issue 42 (attack 3): the copy in the cache is the source's, not the credential's: another backend's download
+    (its own Secret) may have put it there before this backend's own Job ran. With a preset the plan is known, but
+    nothing that would mount the copy is applied until this backend's own download Job is Complete."""
+    waiting = first_pass({"model": GATED}, model_cache=_own_download(phase, reason))
+    got = conditions(waiting)
+    assert waiting.apply == [] and waiting.look_up == []
+    assert got["Available"] == ("False", cond.WAITING_FOR_OWN_DOWNLOAD) and got["Progressing"] == ("True", reason)
+    assert got["Degraded"][0] == "False" and got["Planned"][0] == "True" and waiting.status.plan is not None
+    assert waiting.requeue_after == 15
+    ready = first_pass({"model": GATED}, model_cache=_own_download("Ready", "ModelCached"))
+    assert "Deployment" in {o["kind"] for o in ready.apply}
+
+
+def test_a_refused_own_download_keeps_an_earlier_spec_s_replicas_and_applies_nothing():
+    """The backend served another source before (an earlier spec); its new source's own download was refused (401):
+    Degraded with the download's reason, nothing of the new spec applied, nothing pruned (as not_served says)."""
+    before = served(first_pass({"model": MODEL}), ready=1)
+    refused = _own_download("Failed", "SourceUnauthorized", permanent=True)
+    decision = settle({"model": GATED}, before, model_cache=refused)
+    got = conditions(decision)
+    assert decision.apply == [] and decision.prune == []
+    assert got["Degraded"] == ("True", "SourceUnauthorized") and got["Available"][0] == "False"
+    assert "earlier spec" in decision.conditions.get("Available")["message"]
+
+
 def test_a_source_the_downloader_refuses_stops_the_pass_with_its_reason():
     """A URI the API admits but the download program refuses (here a prefix named like its completion marker; or an
     object stored before the API checked a rule): with a preset the plan is known, and the pass used to raise while
@@ -334,7 +370,9 @@ def test_a_source_the_downloader_refuses_stops_the_pass_with_its_reason():
     spec = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "s3://bucket/.llmbackend-complete.json"}}}
     with pytest.raises(FetchError) as refused:
         parse_uri(spec["model"]["source"]["uri"])
-    failed = ModelCacheResult(LLMBackendSpec.model_validate(spec), False, refused.value.reason, str(refused.value),
+    # what controller/modelcache.sync_model_cache reports for it
+    failed = ModelCacheResult(LLMBackendSpec.model_validate(spec), False, refused.value.reason,
+                              f"spec.model.source.uri: {refused.value}; fix the source",
                               {"phase": "Failed", "source": spec["model"]["source"]["uri"]}, permanent=True)
     decision = decide(Observed(backend(spec), NODES, model_cache=failed))
     got = conditions(decision)

@@ -9,12 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from devcluster.cli import topology_nodes
 from llmbackend.api import conditions as cond
+from llmbackend.api.v1alpha1 import LLMBackendSpec
 from llmbackend.controller.fakekube import FakeKube
 from llmbackend.controller.kube import ApiError
+from llmbackend.controller.modelcache import downloader_image
 from llmbackend.controller.reconcile import Reconciler, SharedState
+from llmbackend.render import modelcache as mc
+from llmbackend.render.servingpod import SERVING_UID
 
 lupa = pytest.importorskip("lupa", reason="pip install lupa (in the test extra)")
 
@@ -32,8 +37,23 @@ def backend(spec: dict[str, Any], generation: int = 2, status: dict | None = Non
             "spec": spec, "status": status or {}}
 
 
+def finished_download(kube: FakeKube, spec: dict[str, Any]) -> None:
+    """The backend's own download Job, Complete (as kwok leaves it): its pods are rendered only after it (issue 42,
+    attack 3). Specs the model rejects, or without a URI source, get none."""
+    try:
+        source = LLMBackendSpec.model_validate(spec).model.source
+    except ValidationError:
+        return
+    if source is None or source.uri is None:
+        return
+    job = mc.render_download_job("serving", source, downloader_image(), SERVING_UID)
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    kube.objects[("Job", "serving", job["metadata"]["name"])] = job
+
+
 def reconcile(spec: dict[str, Any], kube: FakeKube | None = None, status: dict | None = None) -> tuple[dict, FakeKube]:
     kube = kube or FakeKube()
+    finished_download(kube, spec)
     state = SharedState()
     for node in topology_nodes("dgx-h100-x4"):
         state.inventory.upsert(node)

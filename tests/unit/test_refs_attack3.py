@@ -91,12 +91,9 @@ def _cache_mounts(spec: LLMBackendSpec) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium; the sharing itself is under security.md's \"Not covered\" of \"Another backend's Secret\", but it contradicts the Trust model's read-only-claim rule): any hf:// or s3:// source mounts the WHOLE namespace cache claim llmbackend-model-cache "
-    "(render/modelcache.serving_volume, no subPath) into pods running the tenant's image, so a tenant without `use` "
-    "on that claim reads every other backend's copy in it, gated or private models downloaded with Secrets it "
-    "cannot read included; the same claim mounted read-only through a podTemplate volume needs `use` "
-    "(policy readOnlyClaimNames). spec.model.source.uri is listed in NAMES_NO_OBJECT yet reaches the claim."))
+# Fixed (was a strict xfail): FINDING (medium): any hf:// or s3:// source mounted the WHOLE namespace cache claim
+# read-only into pods running the tenant's image, so every other backend's copy (gated models downloaded with
+# Secrets the tenant cannot read) was readable there. Serving pods now mount only their own copy (subPath).
 def test_a_uri_source_mounts_only_its_own_copy_of_the_namespace_cache() -> None:
     """Tries: a backend whose source is any Hub repo (a tenant may name any) and looks at how much of the shared
     cache claim its pods see. Another team's gated model, downloaded there with that team's HF token, lives at
@@ -276,13 +273,9 @@ def _decide_with_cache(spec_dict: dict[str, Any], cache: Any) -> set[str]:
     return {o["kind"] for o in decision.apply}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium; security.md's \"Not covered\" says any backend may load any copy of the claim, not that a backend whose own download was refused is served, Degraded=SourceUnauthorized meanwhile): a tenant names another team's gated Hub repo (hf://meta-llama/...) with a preset and no "
-    "secretRef. Its own download Job has no token and fails 401 (SourceUnauthorized, permanent), but with a preset "
-    "the architecture is known, so decide renders the Deployment anyway (controller/decide._valid_spec stops only "
-    "without an architecture). Its pods wait for the marker behind <key>/refs/main, which the other team's "
-    "download (with its token) wrote: the key is the source's, not the credential's. The tenant then serves, and "
-    "its image reads, the gated weights it was never authorized to download."))
+# Fixed (was a strict xfail): FINDING (medium): a backend whose own download of a gated source was refused (401,
+# no secretRef) still got its Deployment (a preset gives the architecture), whose pods loaded the copy another
+# team's token had downloaded. The workload now waits for the backend's own download Job to finish.
 def test_a_backend_whose_own_download_was_refused_does_not_serve_another_backend_s_copy() -> None:
     """Tries: the gated source after the owning team's backend downloaded it with its Secret; the tenant's backend
     names the same URI without one. The two share the cache key (precondition); the tenant's own download failed

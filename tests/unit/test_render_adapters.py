@@ -1,5 +1,5 @@
 """LoRA adapters in the rendered objects (render/adapters.py): the list the pods re-read, its paths and ids, the
-volumes, and that adding or removing an adapter changes no pod template."""
+volumes, and that adding or removing an adapter on a mounted claim changes no pod template."""
 
 from __future__ import annotations
 
@@ -48,14 +48,18 @@ def test_adapters_in_the_base_models_cache_are_read_there():
 
 def test_adapters_on_other_claims_get_a_read_only_mount_each():
     s = spec(SQL, ON_PVC, model=PVC_BASE)  # the base is on a pvc: the cache claim is not mounted for it
-    vols, mounts = ad.volumes(s, "llama-model-repo")
+    vols, mounts = ad.volumes(s, objects(s)["ConfigMap"])
     claims = sorted(v["persistentVolumeClaim"]["claimName"] for v in vols if "persistentVolumeClaim" in v)
     assert claims == ["llmbackend-model-cache", "loras"]
     assert all(m["readOnly"] for m in mounts)
     paths = {a.name: ad.adapter_path(s, a) for a in s.adapters or []}
     mounted = {m["mountPath"] for m in mounts}
-    assert all(any(p.startswith(m + "/") for m in mounted) for p in paths.values())
+    assert all(any(p == m or p.startswith(m + "/") for m in mounted) for p in paths.values())
     assert paths["legal"].endswith("/legal") and paths["sql"].endswith("/hf/acme/sql-lora/refs/v1")
+    # of the cache claim only the adapter's own copy: its ref, which the kubelet resolves to the copy's folder
+    cache = next(v["name"] for v in vols if v.get("persistentVolumeClaim", {}).get("claimName") == "llmbackend-model-cache")
+    assert [(m["mountPath"], m.get("subPath")) for m in mounts if m["name"] == cache] == [
+        (paths["sql"], "hf/acme/sql-lora/refs/v1")]
 
 
 def test_ids_are_positive_stable_and_follow_the_path():
@@ -97,12 +101,37 @@ def test_the_engine_gets_its_lora_options_and_both_containers_the_list():
     assert ad.ADAPTERS_KEY not in {i["key"] for i in repo["configMap"]["items"]}
 
 
-def test_adding_or_removing_an_adapter_changes_no_pod_template():
-    one, two = spec(SQL, CHAT), spec(SQL)
+ON_PVC_TOO = {"name": "tax", "source": {"pvc": {"claimName": "loras", "path": "/tax"}}}
+
+
+def test_adding_or_removing_an_adapter_on_a_mounted_claim_changes_no_pod_template():
+    one, two = spec(ON_PVC, ON_PVC_TOO), spec(ON_PVC)
     first, second = objects(one), objects(two)
     assert first["ConfigMap"]["data"][ad.ADAPTERS_KEY] != second["ConfigMap"]["data"][ad.ADAPTERS_KEY]
     assert first["Deployment"]["spec"]["template"] == second["Deployment"]["spec"]["template"]
-    assert objects(one, {"sql"})["Deployment"]["spec"]["template"] == first["Deployment"]["spec"]["template"]
+    assert objects(one, {"legal"})["Deployment"]["spec"]["template"] == first["Deployment"]["spec"]["template"]
+
+
+def _cache_mounts(objs: dict[str, dict[str, Any]]) -> list[tuple[str, str | None]]:
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    cache = {v["name"] for v in pod["volumes"] if "persistentVolumeClaim" in v
+             and v["persistentVolumeClaim"]["claimName"] == modelcache.DEFAULT_CACHE_CLAIM}
+    return sorted({(m["mountPath"], m.get("subPath")) for c in pod["initContainers"] + pod["containers"]
+                   for m in c.get("volumeMounts", []) if m["name"] in cache})
+
+
+def test_a_downloaded_adapter_mounts_only_its_own_copy_once_it_is_ready():
+    """Issue 42 (attack 3): the pods see of the namespace's cache claim only the base model's copy and each Ready
+    adapter's, never the claim's root (other backends' copies are there); an adapter not Ready yet (its own download
+    has not finished) is neither listed nor mounted, so its mount comes with it (a restart)."""
+    s = spec(SQL, CHAT)
+    base = modelcache.ref_path(s.model.source)  # type: ignore[arg-type]
+    only_sql = _cache_mounts(objects(s, {"sql"}))
+    assert only_sql == sorted([(f"/model-cache/{base}", base),
+                               ("/model-cache/hf/acme/sql-lora/refs/v1", "hf/acme/sql-lora/refs/v1")])
+    both = _cache_mounts(objects(s, {"sql", "chat"}))
+    assert ("/model-cache/s3/loras/chat/refs/latest", "s3/loras/chat/refs/latest") in both and len(both) == 3
+    assert _cache_mounts(objects(s, set())) == [(f"/model-cache/{base}", base)]
 
 
 def test_turning_lora_on_or_a_new_claim_restarts_the_pods():

@@ -90,7 +90,7 @@ def test_download_job() -> None:
     json.dumps(job)
 
 
-def test_serving_pods_mount_the_cache_read_only_and_wait_for_the_marker() -> None:
+def test_serving_pods_mount_only_their_own_copy_read_only_and_wait_for_the_marker() -> None:
     spec = LLMBackendSpec.model_validate({"model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"}},
                                           "engine": {"backend": "vllm"}})
     plan = PlanStatus(tensor_parallel=1, pipeline_parallel=1, gpus_per_replica=1, nodes_per_replica=1, memory_per_gpu_bytes=1)
@@ -98,10 +98,12 @@ def test_serving_pods_mount_the_cache_read_only_and_wait_for_the_marker() -> Non
     pod = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     assert {"name": "model-cache", "persistentVolumeClaim": {"claimName": "llmbackend-model-cache", "readOnly": True}} in pod["volumes"]
     triton = next(c for c in pod["containers"] if c["name"] == "triton")
-    assert {"name": "model-cache", "mountPath": "/model-cache", "readOnly": True} in triton["volumeMounts"]
-    assert not any(m.get("subPath") for m in triton["volumeMounts"] if m["name"] == "model-cache")
+    # only the backend's own copy: the ref, which the kubelet resolves to the copy's folder, at the path the ref has
+    own = {"name": "model-cache", "mountPath": "/model-cache/hf/meta-llama/Llama-3.1-8B-Instruct/refs/main",
+           "subPath": "hf/meta-llama/Llama-3.1-8B-Instruct/refs/main", "readOnly": True}
+    assert [m for m in triton["volumeMounts"] if m["name"] == "model-cache"] == [own]
     wait = pod["initContainers"][-1]
-    assert wait["name"] == "wait-model"
+    assert wait["name"] == "wait-model" and wait["volumeMounts"] == [own]
     assert wait["env"] == [{"name": "MARKER", "value": f"/model-cache/hf/meta-llama/Llama-3.1-8B-Instruct/refs/main/{mf.MARKER}"}]
     config = next(o for o in objects if o["kind"] == "ConfigMap")
     model_json = json.loads(next(v for k, v in config["data"].items() if k.endswith("model.json")))

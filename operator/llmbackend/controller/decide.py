@@ -270,6 +270,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     plan_status = _placement(observed, spec, plan_status, decision)
     _require_apis(observed, spec, plan_status, decision)
     _require_unambiguous_name(observed, plan_status, decision)
+    _require_own_download(observed, spec, decision)
 
     # The plan the pods run (a runner-up taken by preferRunnable stays in status while the best plan differs) on
     # all the nodes: its capacity, and the GPU pool its pods take GPUs from, are those of the deployed shape.
@@ -643,6 +644,31 @@ def _require_apis(observed: Observed, spec: LLMBackendSpec, plan_status: PlanSta
         not_served(decision.conditions, cond.COMPUTE_DOMAIN_NOT_INSTALLED, message)
         decision.requeue_after = OPTIONAL_API_REQUEUE_S
         raise _Stop
+
+
+def _require_own_download(observed: Observed, spec: LLMBackendSpec, decision: Decision) -> None:
+    """A hf:// or s3:// source is served only once this backend's own download Job finished. The copy belongs to the
+    source, not to a credential: another backend's download (with a Secret of its own) may have put it in the claim
+    first, and pods rendered now would mount it at once, whatever this backend's credentials are worth. Its own Job
+    runs with its own secretRef, or none (render/modelcache.download_job_name, credentials_match), and lists the
+    source before it reuses a copy, so Complete means those credentials read the source. Until then nothing of
+    this spec is applied; a permanent failure is Degraded, and replicas of an earlier spec keep running (not_served)."""
+    cache, source = observed.model_cache, spec.model.source
+    if cache is None or cache.ready or source is None or source.uri is None:
+        return
+    conditions = decision.conditions
+    if decision.model_failure is not None:  # permanent, or stuck past the progress deadline
+        not_served(conditions, *decision.model_failure)
+        if not cache.permanent:  # a claim bound or a pod placed later sends us no event
+            _requeue_within(decision, OPTIONAL_API_REQUEUE_S)
+        raise _Stop
+    conditions.set(AVAILABLE, False, cond.WAITING_FOR_OWN_DOWNLOAD,
+                   "the serving pods are created once this backend's own download of the source has finished "
+                   "(see ModelReady); a copy already in the cache is not served before that")
+    conditions.set(PROGRESSING, True, cache.reason, _model_message(decision))
+    conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change yet: the checkpoint is on its way")
+    _requeue_within(decision, DOWNLOAD_REQUEUE_S)
+    raise _Stop
 
 
 def _require_unambiguous_name(observed: Observed, plan_status: PlanStatus, decision: Decision) -> None:

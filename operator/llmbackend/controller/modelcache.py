@@ -413,7 +413,8 @@ def sync_model_cache(kube: Any, namespace: str, spec: LLMBackendSpec, owner: Bac
     try:
         mc.ref_path(source)
     except FetchError as err:  # stored before the API server checked what the program checks
-        return ModelCacheResult(spec, False, err.reason, str(err), {"phase": "Failed", "source": source.uri}, permanent=True)
+        return ModelCacheResult(spec, False, err.reason, f"spec.model.source.uri: {err}; fix the source",
+                                {"phase": "Failed", "source": source.uri}, permanent=True)
     if source.secret_ref is not None and not settings.credentials_may_go_to(source.endpoint):
         message = (f"source.endpoint {source.endpoint} is not an endpoint this operator sends credentials to, so Secret "
                    f"{source.secret_ref.name} is not used and nothing is downloaded; ask the cluster admin to allow it "

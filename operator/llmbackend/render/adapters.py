@@ -10,9 +10,11 @@ vllm/lora/request.py `LoRARequest`, passed to `AsyncLLM.generate(lora_request=..
 by the pods already running.
 
 What does restart the pods (the pod template changes): turning LoRA on or off (spec.engine.lora, set by default while
-spec.adapters lists one: an engine option), changing spec.engine.lora, and the first adapter stored on a claim the
-pods do not mount yet (a volume is added). Adapters downloaded into the base model's cache claim, or kept on a claim
-already mounted, come and go without one.
+spec.adapters lists one: an engine option), changing spec.engine.lora, the first adapter stored on a claim the
+pods do not mount yet (a volume is added), and a downloaded (hf://, s3://) adapter turning Ready or leaving the list:
+the pods mount each such adapter's own copy of the cache claim, never the whole claim (other backends' copies are
+there; render/modelcache.copy_mount), so its mount comes and goes with it. Adapters kept on a claim already mounted
+(pvc sources) come and go without one.
 """
 
 from __future__ import annotations
@@ -92,21 +94,44 @@ def config_map_data(spec: LLMBackendSpec, ready: Collection[str] | None = None) 
     return {ADAPTERS_KEY: json.dumps(adapters_document(spec, ready), indent=1, sort_keys=True) + "\n"}
 
 
-def volumes(spec: LLMBackendSpec, config_map_name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volumes, mounts) the serving containers need for the adapters: the list, and each claim that holds one and
-    is not mounted already (the base model's cache claim is)."""
+def listed(config_map: dict[str, Any]) -> set[str]:
+    """The adapters the ConfigMap's list names (the Ready ones): what the pods may read."""
+    text = (config_map.get("data") or {}).get(ADAPTERS_KEY)
+    return {a["name"] for a in json.loads(text)["adapters"]} if text else set()
+
+
+def volumes(spec: LLMBackendSpec, config_map: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts) the serving containers need for the adapters: the list; each pvc adapter's claim, whole
+    (naming it needs `use` on it); and of a downloaded adapter only its own copy in the cache claim, once it is
+    listed (Ready: its own download Job, with its own Secret or none, finished, so the copy is there and the
+    kubelet has a link to resolve), never the rest of that claim."""
     if not lora_enabled(spec):
         return [], []
     vols: list[dict[str, Any]] = [{"name": ADAPTERS_VOLUME, "configMap": {
-        "name": config_map_name, "items": [{"key": ADAPTERS_KEY, "path": "adapters.json"}]}}]
+        "name": config_map["metadata"]["name"], "items": [{"key": ADAPTERS_KEY, "path": "adapters.json"}]}}]
     mounts: list[dict[str, Any]] = [{"name": ADAPTERS_VOLUME, "mountPath": ADAPTERS_DIR, "readOnly": True}]
-    base_claim = _base_cache_claim(spec)
-    claims = sorted({_claim_of(a) for a in spec.adapters or []
-                     if a.source.pvc is not None or modelcache.cache_claim(a.source) != base_claim})
+    base_claim, ready = _base_cache_claim(spec), listed(config_map)
+    whole = {a.source.pvc.claim_name for a in spec.adapters or [] if a.source.pvc is not None}
+    # A copy on a claim mounted whole for a pvc adapter is read there (adapter_path), except in the base model's
+    # cache claim, whose copies are read at CACHE_MOUNT.
+    copies = [a for a in spec.adapters or [] if a.source.uri is not None and a.name in ready
+              and (modelcache.cache_claim(a.source) not in whole or modelcache.cache_claim(a.source) == base_claim)]
+    claims = sorted(whole | ({modelcache.cache_claim(a.source) for a in copies} - {base_claim}))
     for claim in claims:
         name = _claim_volume_name(claim)
         vols.append({"name": name, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
-        mounts.append({"name": name, "mountPath": f"{CLAIMS_DIR}/{name}", "readOnly": True})
+        if claim in whole:
+            mounts.append({"name": name, "mountPath": f"{CLAIMS_DIR}/{name}", "readOnly": True})
+    base = spec.model.source
+    seen = {modelcache.model_path(base)} if base is not None and base.uri is not None else set()
+    for adapter in copies:
+        claim = modelcache.cache_claim(adapter.source)
+        volume, root = ((modelcache.SERVING_VOLUME, modelcache.CACHE_MOUNT) if claim == base_claim
+                        else (_claim_volume_name(claim), f"{CLAIMS_DIR}/{_claim_volume_name(claim)}"))
+        mount = modelcache.copy_mount(adapter.source, volume, root)
+        if mount["mountPath"] not in seen:  # one source named twice (or the base model's own) is mounted once
+            seen.add(mount["mountPath"])
+            mounts.append(mount)
     return vols, mounts
 
 

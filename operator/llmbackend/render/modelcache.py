@@ -12,10 +12,13 @@ and a cleanup Job (`model_fetch prune`) deletes every copy that no backend's spe
 serving pod names (only what the download program made, recognised by its markers). The claim itself is never
 deleted. A download that found its cached copy tampered with reports CacheTampered: job_outcome names it.
 
-Serving pods mount the whole claim read-only at CACHE_MOUNT (no subPath: the kubelet would create
-a missing subPath directory, which would hide the copy renamed there later), wait in an init
-container for the completion marker, and load `model_path(source)`: the `refs/<revision>` link to
-the complete copy.
+Serving pods mount only their own copy, never the whole claim (other backends' copies, gated models downloaded
+with Secrets of their own among them, live there too): the claim read-only with subPath `ref_path(source)`, which the
+kubelet resolves (the `refs/<revision>` link, relative and inside the claim) to the copy's directory, mounted at
+`model_path(source)`, where the pods wait in an init container for the completion marker and load it. A copy holds
+plain files only (model_fetch refuses one with a link), so nothing in it points outside the mount. The workload is
+rendered only once the backend's own download Job has finished (controller/decide.py): the link exists when the
+kubelet resolves it (a missing subPath is created as a directory, which would block the download's link there).
 """
 
 from __future__ import annotations
@@ -225,10 +228,21 @@ def _job(metadata: dict[str, Any], spec: dict[str, Any], pod_labels: dict[str, s
     }
 
 
+SERVING_VOLUME = "model-cache"
+
+
 def serving_volume(source: ModelSource) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(volume, mount) of the cache claim in serving pods: the whole claim, read-only."""
-    volume = {"name": "model-cache", "persistentVolumeClaim": {"claimName": cache_claim(source), "readOnly": True}}
-    return volume, {"name": "model-cache", "mountPath": CACHE_MOUNT, "readOnly": True}
+    """(volume, mount) of the cache claim in serving pods: the claim read-only, of which the pods see only this
+    source's copy (copy_mount)."""
+    volume = {"name": SERVING_VOLUME, "persistentVolumeClaim": {"claimName": cache_claim(source), "readOnly": True}}
+    return volume, copy_mount(source, SERVING_VOLUME, CACHE_MOUNT)
+
+
+def copy_mount(source: ModelSource, volume: str, root: str) -> dict[str, Any]:
+    """The mount of one source's copy from the cache claim volume `volume`, read-only at `<root>/<ref_path>`: the
+    subPath is the `refs/<revision>` link, which the kubelet resolves to the copy's directory (the link stays inside
+    the claim, or the kubelet refuses it), so the pods see that copy and nothing else of the claim."""
+    return {"name": volume, "mountPath": f"{root}/{ref_path(source)}", "subPath": ref_path(source), "readOnly": True}
 
 
 def wait_init_container(source: ModelSource, image: str, security_context: dict[str, Any]) -> dict[str, Any]:

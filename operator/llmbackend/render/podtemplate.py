@@ -14,7 +14,7 @@ from typing import Any
 
 from ..api import conditions as cond
 from ..api.v1alpha1 import LLMBackendSpec, PodTemplate, same_mount_path
-from .modelcache import DEFAULT_CACHE_CLAIM, cache_claim
+from .modelcache import CACHE_MOUNT, DEFAULT_CACHE_CLAIM, cache_claim
 from .vllm_backend import EngineConfigError
 
 
@@ -38,6 +38,10 @@ def _merge_map(meta: dict[str, Any], field: str, extra: dict[str, str] | None, w
     current = meta.get(field) or {}
     _refuse(field, [k for k in extra if k in current], where)
     meta[field] = {**current, **extra}
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
 
 
 def _refuse_writable_cache(spec: LLMBackendSpec, extra: PodTemplate) -> None:
@@ -87,7 +91,11 @@ def apply_pod_template(template: dict[str, Any], spec: LLMBackendSpec, where: st
         if extra.volume_mounts:
             mounts = container.setdefault("volumeMounts", [])
             taken = {same_mount_path(m["mountPath"]) for m in mounts}
-            _refuse("volumeMounts", [m.mount_path for m in extra.volume_mounts if same_mount_path(m.mount_path) in taken],
+            # The cache copies are mounted one by one under CACHE_MOUNT (render/modelcache.copy_mount): that folder and
+            # everything under it stay the operator's, as CACHE_MOUNT itself was when the claim was mounted whole.
+            cache_root = any(_within(path, CACHE_MOUNT) for path in taken)
+            _refuse("volumeMounts", [m.mount_path for m in extra.volume_mounts if same_mount_path(m.mount_path) in taken
+                                     or (cache_root and _within(same_mount_path(m.mount_path), CACHE_MOUNT))],
                     in_container)
             mounts += [m.dump() for m in extra.volume_mounts]
     return template

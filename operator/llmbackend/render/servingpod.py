@@ -186,7 +186,7 @@ def serving_pod_spec(
         cache_volume, cache_mount = modelcache.serving_volume(source)
         volumes.append(cache_volume)
         volume_mounts.append(cache_mount)
-    adapter_volumes, adapter_mounts = adapters.volumes(spec, config_map["metadata"]["name"])
+    adapter_volumes, adapter_mounts = adapters.volumes(spec, config_map)
     volumes += adapter_volumes
     volume_mounts += adapter_mounts
 
