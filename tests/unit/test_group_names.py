@@ -14,8 +14,12 @@ from typing import Any
 import pytest
 from test_decide import NODES, backend, conditions
 
+from devcluster.cli import topology_nodes
 from llmbackend.api import conditions as cond
 from llmbackend.controller.decide import Decision, Observed, ScaleDecision, decide
+from llmbackend.controller.fakekube import FakeKube
+from llmbackend.controller.reconcile import Reconciler, SharedState
+from llmbackend.render.multinode import group_child_names
 
 MODEL = {"preset": "llama-3.1-405b", "source": {"pvc": {"claimName": "models", "path": "llama"}}}
 ENGINE = {"backend": "tensorrtllm", "quantization": "bf16"}
@@ -196,3 +200,51 @@ def test_an_hpa_or_scaled_object_never_scales_past_the_taken_group(mode, bounds)
 def test_a_single_node_backend_reads_no_group_name():
     wanted = {"model": {"preset": "llama-3.1-8b", "source": MODEL["source"]}, "replicas": 3}
     assert group_names_asked(wanted) == []
+
+
+# ---- the reconciler: what it reads, on the in-memory API server ----
+
+
+class CountingKube(FakeKube):
+    """Counts the GETs of StatefulSets and Pods by name (the group names; nothing else reads them by name)."""
+
+    def __init__(self) -> None:
+        super().__init__(apis={"leaderworkerset.x-k8s.io/v1/leaderworkersets"})
+        self.name_reads: list[tuple[str, str]] = []
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        if kind in GROUP_KINDS:
+            self.name_reads.append((kind, name))
+        return super().get(kind, namespace, name)
+
+
+def reconcile(kube: CountingKube, replicas: int) -> dict[str, Any]:
+    state = SharedState()
+    for node in topology_nodes("dgx-h100-x4"):
+        state.inventory.upsert(node)
+    obj = kube.objects.get(("LLMBackend", "serving", "llama")) or backend(spec())
+    obj["spec"] = spec(replicas=replicas)
+    kube.objects[("LLMBackend", "serving", "llama")] = obj
+    kube.name_reads.clear()
+    Reconciler(kube, state).reconcile(("serving", "llama"))
+    return kube.objects[("LLMBackend", "serving", "llama")]
+
+
+def test_the_reconciler_reads_each_added_group_s_names_once_and_keeps_a_taken_one_out():
+    """A new backend with 2 groups: 3 GETs per group (leader pod, workers' StatefulSet, one worker), none in a steady
+    pass; another team's StatefulSet llama-2 keeps a scale to 3 at 2 groups (4 GETs: StatefulSet llama too), and
+    the status says so; the status is written, nothing raised."""
+    kube = CountingKube()
+    reconcile(kube, 2)
+    assert sorted(kube.name_reads) == sorted(group_child_names("llama", 2, 2)[2:])
+    assert kube.objects[("LeaderWorkerSet", "serving", "llama")]["spec"]["replicas"] == 2
+    reconcile(kube, 2)
+    assert kube.name_reads == []
+    kube._stored(theirs("StatefulSet", "llama-2"))
+    obj = reconcile(kube, 3)
+    assert sorted(kube.name_reads) == [("Pod", "llama-2"), ("Pod", "llama-2-1"), ("StatefulSet", "llama"),
+                                       ("StatefulSet", "llama-2")]
+    assert kube.objects[("LeaderWorkerSet", "serving", "llama")]["spec"]["replicas"] == 2
+    degraded = next(c for c in obj["status"]["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", cond.GROUP_NAME_TAKEN)
+    assert kube.objects[("StatefulSet", "serving", "llama-2")]["metadata"]["uid"] == "theirs-llama-2"
