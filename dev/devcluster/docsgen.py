@@ -38,6 +38,9 @@ ADVICE: dict[str, str] = {
     "NotPlanned": "Read the Planned condition: it says why there is no plan.",
     "LeaderWorkerSetNotInstalled": "Install LeaderWorkerSet (docs/install.md), or ask for a plan that fits one "
                                    "node (fewer GPUs per replica, a quantization, a smaller model).",
+    "GroupNameTaken": "Give the backend another name (delete and recreate it), or lower `spec.replicas`/"
+                      "`autoscaling.maxReplicas` below the group the message names; the object named is not the "
+                      "operator's to change.",
     "ResourceExists": "Rename or delete the object the message names; the operator never adopts what it did not "
                       "create.",
     "ApiRequestFailed": "Read the quoted API error: a quota, an admission webhook or RBAC (the operator's ClusterRole, "

@@ -351,52 +351,128 @@ def test_exec_reaches_only_the_serving_container_of_its_worker(tenant: Tenant, w
     assert marker not in result.stdout and result.returncode == 255, (result.stdout, result.stderr)
 
 
-# ---------- a pod of someone else, named like one of its workers ----------
+# ---------- a pod of someone else, named like one of its workers (end to end: the operator and the real LWS) ----------
+
+
+SAMPLE = REPO / "manifests" / "samples" / "llama-3.1-405b-multinode.yaml"
+TENANT_USER = "tenant-42b"
+
+
+@dataclass
+class Victim:
+    """Another team's StatefulSet `<v>-<group>` (2 pods, its own account, no llmbackend label) and the tenant's
+    LLMBackend `<v>` (the multi-node sample), applied by the tenant bound only to LLMBackends."""
+
+    name: str
+    group: int
+
+    @property
+    def statefulset(self) -> str:
+        return f"{self.name}-{self.group}"
 
 
 @pytest.fixture
-def victim_statefulset(installed: ClusterHandle, tmp_path_factory) -> Iterator[tuple[Tenant, str]]:
-    """Precondition: the namespace's admin runs a StatefulSet `<v>-2` (another team's: its own account, no
-    llmbackend label), so its pods are `<v>-2-0` and `<v>-2-1`. The tenant, who cannot read or exec into them,
-    creates an LLMBackend named `<v>` (the CRD accepts it: it does not end in -<digits>) planned on several nodes
-    with 3 replicas; LeaderWorkerSet names its group 2's leader `<v>-2`, and the operator gives it the `<v>-launcher`
-    account. Here the admin makes that leader pod as LWS would, and the tenant's token is bound to it."""
-    victim = f"ledger{_letters(4)}"
+def backend_named_after_a_statefulset(installed: ClusterHandle, operator, lws, request) -> Iterator[Victim]:
+    """Precondition: the admin runs another team's StatefulSet `<v>-<group>` in the namespace (pods
+    `<v>-<group>-0`, `<v>-<group>-1`). The tenant, who cannot read or exec into them, applies the multi-node sample
+    named `<v>` (the CRD accepts it: it does not end in -<digits>) with `group + 1` replicas, so that
+    LeaderWorkerSet would name its last group's leader `<v>-<group>` and give it the `<v>-launcher` token.
+    `request.param`: the group (0: LWS would take the StatefulSet as that group's workers; 2: its pods are named
+    like group 2's workers)."""
+    from conftest import BACKEND_EDITOR_RULES, apply_as_once_admitted, grant
+
+    cluster = installed
+    victim = Victim(f"ledger{_letters(4)}", request.param)
     sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
-           "metadata": {"name": f"{victim}-2", "namespace": EXEC_NAMESPACE},
-           "spec": {"replicas": 2, "serviceName": f"{victim}-2", "selector": {"matchLabels": {"team": victim}},
-                    "template": {"metadata": {"labels": {"team": victim}},
+           "metadata": {"name": victim.statefulset, "namespace": EXEC_NAMESPACE},
+           "spec": {"replicas": 2, "serviceName": victim.statefulset,
+                    "selector": {"matchLabels": {"team": victim.name}},
+                    "template": {"metadata": {"labels": {"team": victim.name}},
                                  "spec": {"nodeName": NODE, "automountServiceAccountToken": False,
                                           "containers": [{"name": "triton", "image": "payroll/db:1"}]}}}}
-    installed.kubectl("apply", "-f", "-", input=yaml.safe_dump(sts))
-    _running(installed, f"{victim}-2-1")
-    tenant = _tenant(installed, victim, 2, tmp_path_factory.mktemp("victim"))
-    wait_for(lambda: POLICY_WORDS in tenant.exec(f"{victim}-2", "true").stderr, timeout=60,
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(sts))
+    manifest = yaml.safe_load(SAMPLE.read_text())
+    manifest["metadata"] = {"name": victim.name, "namespace": EXEC_NAMESPACE}
+    manifest["spec"]["replicas"] = victim.group + 1
+    claim = manifest["spec"]["model"]["source"]["pvc"]["claimName"]
+    pv = f"atk42b-{victim.name}"
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+         "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"], "hostPath": {"path": "/nonexistent"},
+                  "claimRef": {"namespace": EXEC_NAMESPACE, "name": claim}, "persistentVolumeReclaimPolicy": "Retain"}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": EXEC_NAMESPACE},
+         "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Ti"}}, "storageClassName": "",
+                  "volumeName": pv}}]))
+    grant(cluster, TENANT_USER, EXEC_NAMESPACE, "atk42b-backend-editor", BACKEND_EDITOR_RULES)
+    try:
+        _running(cluster, f"{victim.statefulset}-1")
+        assert cluster.kubectl("auth", "can-i", "create", "pods/exec", "-n", EXEC_NAMESPACE, "--as", TENANT_USER,
+                               check=False).stdout.strip() == "no"
+        apply_as_once_admitted(cluster, TENANT_USER, manifest)
+        yield victim
+    finally:
+        cluster.kubectl("delete", "llmbackend", "-n", EXEC_NAMESPACE, victim.name, "--wait=false", check=False)
+        cluster.kubectl("delete", "statefulset", "-n", EXEC_NAMESPACE, victim.statefulset, "--wait=false", check=False)
+        cluster.kubectl("delete", "pvc", "-n", EXEC_NAMESPACE, claim, "--wait=false", check=False)
+        cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
+        cluster.kubectl("delete", "rolebinding,role", "-n", EXEC_NAMESPACE, "atk42b-backend-editor", "--wait=false",
+                        check=False)
+
+
+def _group_name_taken(cluster: ClusterHandle, victim: Victim) -> dict[str, Any]:
+    """The backend once it says Degraded=GroupNameTaken, naming the other team's StatefulSet."""
+    from conftest import condition
+
+    def said() -> dict[str, Any] | None:
+        obj = cluster.kube.get("LLMBackend", EXEC_NAMESPACE, victim.name)
+        degraded = condition(obj, "Degraded") or {}
+        return obj if degraded.get("reason") == "GroupNameTaken" else None
+    obj = wait_for(said, timeout=120, what=f"{victim.name} Degraded=GroupNameTaken")
+    message = (condition(obj, "Degraded") or {}).get("message", "")
+    assert f"StatefulSet {victim.statefulset}" in message and "another name" in message, message
+    assert EXEC_NAMESPACE not in message, "no namespace named (it is the backend's own)"
+    return obj
+
+
+def _theirs_untouched(cluster: ClusterHandle, victim: Victim) -> None:
+    theirs = json.loads(cluster.kubectl("get", "statefulset", "-n", EXEC_NAMESPACE, victim.statefulset,
+                                        "-o", "json").stdout)
+    assert not theirs["metadata"].get("ownerReferences") and theirs["spec"]["replicas"] == 2
+
+
+# Fixed (was a strict xfail): FINDING (medium): the exec policy trusts names, and only LLMBackend names are kept
+# apart. A pod of anyone else named <x>-<digits>-<digits from 1> was reached by the tenant who creates an LLMBackend
+# <x> with more replicas than the middle number: its leader <x>-<group> execs into it. The operator now reads the
+# names of every group it adds (decide._taken_group) and keeps the LeaderWorkerSet below the first taken one.
+@pytest.mark.parametrize("backend_named_after_a_statefulset", [2], indirect=True)
+def test_a_pod_of_another_owner_named_like_a_worker_is_not_reached(installed: ClusterHandle,
+                                                                   backend_named_after_a_statefulset: Victim,
+                                                                   tmp_path_factory):
+    """Tries: another team's StatefulSet `<v>-2` runs pods `<v>-2-0` and `<v>-2-1`; the tenant's backend `<v>` asks
+    for 3 groups, so LWS would name group 2's leader `<v>-2`, whose token the exec policy lets into `<v>-2-1`.
+    Safe: the LeaderWorkerSet keeps 2 groups, the backend says Degraded=GroupNameTaken naming that StatefulSet,
+    no leader `<v>-2` is ever made, and the token of a leader that is made (`<v>-1`) is refused into `<v>-2-1`."""
+    cluster, victim = installed, backend_named_after_a_statefulset
+    _group_name_taken(cluster, victim)
+    # the status is written before the children it creates
+    lws = wait_for(lambda: cluster.kube.get("LeaderWorkerSet", EXEC_NAMESPACE, victim.name), timeout=60,
+                   what=f"LeaderWorkerSet {victim.name}")
+    assert lws["spec"]["replicas"] == 2, lws["spec"]
+
+    # made, scheduled or not (the token is bound to the pod object)
+    pod = wait_for(lambda: cluster.kube.get("Pod", EXEC_NAMESPACE, f"{victim.name}-1"), timeout=180,
+                   what=f"the operator's and LWS's leader {victim.name}-1")
+    assert pod["spec"]["serviceAccountName"] == f"{victim.name}-launcher"
+    assert cluster.kube.get("Pod", EXEC_NAMESPACE, f"{victim.name}-2") is None, "no leader of group 2"
+    _theirs_untouched(cluster, victim)
+    directory = tmp_path_factory.mktemp("victim")
+    token = _mint(cluster, f"{victim.name}-launcher", pod, directory)
+    tenant = Tenant(cluster, victim.name, pod["metadata"]["name"], token, _token_kubeconfig(cluster, token, directory),
+                    ensure_llmb_exec())
+    wait_for(lambda: POLICY_WORDS in tenant.exec(f"{victim.name}-2-1", "true").stderr, timeout=60,
              what="the launcher exec policy to enforce")
-    yield tenant, f"{victim}-2-1"
-    installed.kubectl("delete", "statefulset", "-n", EXEC_NAMESPACE, f"{victim}-2", "--wait=false", check=False)
-    installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, f"{victim}-launcher",
-                      "--wait=false", check=False)
-    for name in (f"{victim}-2", f"{victim}-2-0", f"{victim}-2-1"):
-        _delete_pod(installed, name)
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (medium): the exec policy trusts names, and only LLMBackend names are kept apart. A pod of anyone "
-    "else named <x>-<digits>-<digits from 1> is reached by the tenant who creates an LLMBackend <x> with more "
-    "replicas than the middle number (replicas go to 1000; LWS creates every leader at once, so only that group's "
-    "leader must be scheduled): its leader <x>-<group> execs into it. Such pods are every StatefulSet or "
-    "LeaderWorkerSet named with a trailing number but its ordinal 0 (postgres-16 -> postgres-16-1, a vLLM "
-    "StatefulSet or another operator's LWS llama-3 -> llama-3-1), indexed Job pods whose random suffix is all "
-    "digits, bare pods. docs/security-rbac.md 'What the exec policy cannot tell' says it takes the right to create "
-    "pods running as a *-launcher account; a tenant with LLMBackend rights alone gets exactly that pod"))
-def test_a_pod_of_another_owner_named_like_a_worker_is_not_reached(victim_statefulset: tuple[Tenant, str]):
-    """Tries: with the token of its leader `<v>-2`, exec into `<v>-2-1`, a pod of another team's StatefulSet that
-    merely has a worker's name. Safe: refused. A pass of the exec runs the tenant's command in that team's pod
-    (its container, its account, its mounted secrets)."""
-    tenant, target = victim_statefulset
     marker = f"payroll-{uuid.uuid4().hex[:8]}"
-    result = tenant.exec(target, "echo", marker)
+    result = tenant.exec(f"{victim.statefulset}-1", "echo", marker)
     assert marker not in result.stdout and result.returncode == 255, (result.stdout, result.stderr)
 
 
@@ -431,79 +507,26 @@ def test_the_token_dies_with_its_leader_pod(installed: ClusterHandle, tmp_path_f
             _delete_pod(installed, name)
 
 
-# ---------- the same, end to end: the operator and the real LeaderWorkerSet make the leader ----------
-
-
-SAMPLE = REPO / "manifests" / "samples" / "llama-3.1-405b-multinode.yaml"
-TENANT_USER = "tenant-42b"
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (medium): end to end, a tenant with LLMBackend rights alone names its backend after another team's "
-    "StatefulSet <v>-0; the operator and LeaderWorkerSet create the leader <v>-0 with the <v>-launcher token "
-    "(LWS finds a StatefulSet <v>-0 already there and leaves it: pod_controller.go only Gets it), and that token "
-    "execs into the other team's pod <v>-0-1. Even an unmodified leader would: leader-mpi.sh waits until exec "
-    "into <v>-0-1 succeeds, then mpirun starts its ranks there"))
+# Fixed (was a strict xfail): FINDING (medium): end to end, a tenant with LLMBackend rights alone named its backend
+# after another team's StatefulSet <v>-0; the operator and LeaderWorkerSet created the leader <v>-0 with the
+# <v>-launcher token (LWS found the StatefulSet <v>-0 and left it), and that token exec'd into the other team's pod
+# <v>-0-1. The operator now finds group 0's name taken and creates no LeaderWorkerSet at all.
+@pytest.mark.parametrize("backend_named_after_a_statefulset", [0], indirect=True)
 def test_a_tenant_backend_named_after_another_team_s_statefulset_does_not_reach_its_pods(
-        installed: ClusterHandle, operator, lws, tmp_path_factory):
-    """Tries: the finding above with nothing simulated but the kubelet's token mount. The admin runs another team's
-    StatefulSet `<v>-0` (2 pods, its own account, no llmbackend label) in the namespace; the tenant, bound only to
-    LLMBackends there, applies the multi-node sample named `<v>`; the real operator and LWS controller make the
-    leader pod `<v>-0`; the tenant's image would read the token kubelet mounts there (minted here bound to that
-    pod, as kubelet's is) and exec into `<v>-0-1`. Safe: refused."""
-    from conftest import BACKEND_EDITOR_RULES, apply_as_once_admitted, grant
-
-    cluster = installed
-    victim = f"ledger{_letters(4)}"
-    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
-           "metadata": {"name": f"{victim}-0", "namespace": EXEC_NAMESPACE},
-           "spec": {"replicas": 2, "serviceName": f"{victim}-0", "selector": {"matchLabels": {"team": victim}},
-                    "template": {"metadata": {"labels": {"team": victim}},
-                                 "spec": {"nodeName": NODE, "automountServiceAccountToken": False,
-                                          "containers": [{"name": "triton", "image": "payroll/db:1"}]}}}}
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(sts))
-    manifest = yaml.safe_load(SAMPLE.read_text())
-    manifest["metadata"] = {"name": victim, "namespace": EXEC_NAMESPACE}
-    claim = manifest["spec"]["model"]["source"]["pvc"]["claimName"]
-    pv = f"atk42b-{victim}"
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
-        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
-         "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"], "hostPath": {"path": "/nonexistent"},
-                  "claimRef": {"namespace": EXEC_NAMESPACE, "name": claim}, "persistentVolumeReclaimPolicy": "Retain"}},
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": EXEC_NAMESPACE},
-         "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Ti"}}, "storageClassName": "",
-                  "volumeName": pv}}]))
-    grant(cluster, TENANT_USER, EXEC_NAMESPACE, "atk42b-backend-editor", BACKEND_EDITOR_RULES)
-    try:
-        _running(cluster, f"{victim}-0-1")
-        assert cluster.kubectl("auth", "can-i", "create", "pods/exec", "-n", EXEC_NAMESPACE, "--as", TENANT_USER,
-                               check=False).stdout.strip() == "no"
-        apply_as_once_admitted(cluster, TENANT_USER, manifest)
-
-        def leader() -> dict[str, Any] | None:
-            pod = cluster.kube.get("Pod", EXEC_NAMESPACE, f"{victim}-0")
-            return pod if pod and pod.get("status", {}).get("phase") == "Running" else None
-        pod = wait_for(leader, timeout=180, what=f"the operator's and LWS's leader {victim}-0 running")
-        assert pod["spec"]["serviceAccountName"] == f"{victim}-launcher"
-        # LWS left the other team's StatefulSet alone: its pods are still that team's.
-        theirs = json.loads(cluster.kubectl("get", "statefulset", "-n", EXEC_NAMESPACE, f"{victim}-0", "-o", "json").stdout)
-        assert not theirs["metadata"].get("ownerReferences")
-        directory = tmp_path_factory.mktemp("e2e-victim")
-        token = _mint(cluster, f"{victim}-launcher", pod, directory)
-        tenant = Tenant(cluster, victim, pod["metadata"]["name"], token, _token_kubeconfig(cluster, token, directory),
-                        ensure_llmb_exec())
-        wait_for(lambda: POLICY_WORDS in tenant.exec(f"{victim}-0", "true").stderr, timeout=60,
-                 what="the launcher exec policy to enforce")
-        marker = f"payroll-{uuid.uuid4().hex[:8]}"
-        result = tenant.exec(f"{victim}-0-1", "echo", marker)
-        assert marker not in result.stdout and result.returncode == 255, (result.stdout, result.stderr)
-    finally:
-        cluster.kubectl("delete", "llmbackend", "-n", EXEC_NAMESPACE, victim, "--wait=false", check=False)
-        cluster.kubectl("delete", "statefulset", "-n", EXEC_NAMESPACE, f"{victim}-0", "--wait=false", check=False)
-        cluster.kubectl("delete", "pvc", "-n", EXEC_NAMESPACE, claim, "--wait=false", check=False)
-        cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
-        cluster.kubectl("delete", "rolebinding,role", "-n", EXEC_NAMESPACE, "atk42b-backend-editor", "--wait=false",
-                        check=False)
+        installed: ClusterHandle, backend_named_after_a_statefulset: Victim):
+    """Tries: the finding with nothing simulated: the admin runs another team's StatefulSet `<v>-0` (2 pods, its own
+    account, no llmbackend label); the tenant, bound only to LLMBackends, applies the multi-node sample named `<v>`;
+    the real LWS controller would make the leader pod `<v>-0`, with the `<v>-launcher` token, next to workers that
+    are the other team's pods. Safe: Degraded=GroupNameTaken naming that StatefulSet, no LeaderWorkerSet and no pod
+    `<v>-0` for as long as it is there, and the other team's StatefulSet unchanged."""
+    cluster, victim = installed, backend_named_after_a_statefulset
+    obj = _group_name_taken(cluster, victim)
+    from conftest import condition
+    assert (condition(obj, "Available") or {}).get("status") == "False"
+    time.sleep(5)  # LWS and the StatefulSet controller would have made the leader by now
+    assert cluster.kube.get("LeaderWorkerSet", EXEC_NAMESPACE, victim.name) is None
+    assert cluster.kube.get("Pod", EXEC_NAMESPACE, f"{victim.name}-0") is None
+    _theirs_untouched(cluster, victim)
 
 
 # ---------- what the namespace gives its accounts as a group (last: it widens the token for a while) ----------

@@ -12,7 +12,8 @@ import json
 import yaml
 from conftest import REPO_ROOT, apply_manifest, available, condition, wait_for
 
-from llmbackend.render.multinode import group_child_names
+from llmbackend.controller.decide import _foreign_holder
+from llmbackend.render.multinode import group_child_names, group_names
 from llmbackend.render.names import BackendRef, launcher_account_name
 
 SAMPLE = REPO_ROOT / "manifests/samples/llama-3.1-405b-multinode.yaml"
@@ -112,6 +113,12 @@ def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group
                                       "-l", f"leaderworkerset.sigs.k8s.io/name={name}").stdout)["items"]
     assert {(o["kind"], o["metadata"]["name"]) for o in made} == {
         kind_name for kind_name in group_child_names(name, 1, 2) if kind_name[0] != "Service"}
+    # ... and they are ours by the uid chain of controller references the operator checks before it adds a group
+    # (issue 42: LWS -> StatefulSet <name> -> leader pod -> workers' StatefulSet -> worker pod); not so for
+    # another LeaderWorkerSet's uid.
+    found = {(o["kind"], o["metadata"]["name"]): o for o in made}
+    assert _foreign_holder(found, name, group_names(name, 0, 2), lws_obj["metadata"]["uid"]) is None
+    assert _foreign_holder(found, name, group_names(name, 0, 2), "another-lws") == f"Pod {leader_name}"
 
     old_uids = {n: p["metadata"]["uid"] for n, p in pods.items()}
     cluster.kube.delete("Pod", namespace, worker_name)
@@ -124,3 +131,12 @@ def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group
     _wait(cluster, namespace, name, operator, lws, lambda: available(cluster, namespace, name),
           "Available again after the group restart")
     assert condition(cluster.kube.get("LLMBackend", namespace, name), "Degraded")["status"] == "False"
+
+    # A second group: its names are read first (free), and the LeaderWorkerSet gets it.
+    cluster.kube.patch("LLMBackend", namespace, name, {"spec": {"replicas": 2}})
+    _wait(cluster, namespace, name, operator, lws,
+          lambda: (cluster.kube.get("LeaderWorkerSet", namespace, name) or {}).get("status", {}).get("readyReplicas") == 2,
+          "both groups ready")
+    obj = _wait(cluster, namespace, name, operator, lws, lambda: available(cluster, namespace, name),
+                "Available with two groups")
+    assert condition(obj, "Degraded")["reason"] != "GroupNameTaken"

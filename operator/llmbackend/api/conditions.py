@@ -38,6 +38,10 @@ LEADER_WORKER_SET_NOT_INSTALLED = "LeaderWorkerSetNotInstalled"
 BACKEND_NAME_AMBIGUOUS = "BackendNameAmbiguous"
 """The plan spans several nodes, and the backend's name (stored before the CRD refused such names) ends with
 '-' and digits: its LeaderWorkerSet's pods could be another backend's group. Recreate it under another name."""
+GROUP_NAME_TAKEN = "GroupNameTaken"
+"""A multi-node group this backend would add has a name (its leader pod, its workers' StatefulSet or a worker pod)
+that an object of someone else holds in the namespace; that group and the ones after it are not created. Rename
+the backend or lower replicas."""
 RESOURCE_EXISTS = "ResourceExists"
 """An object with a child's name exists and this backend does not control it; it is left unchanged (never adopted)."""
 API_REQUEST_FAILED = "ApiRequestFailed"

@@ -38,6 +38,7 @@ KINDS: dict[str, tuple[str, str]] = {
     **MANAGED_KINDS,
     "LLMBackend": ("llmbackend.dev/v1alpha1", "llmbackends"),
     "Pod": ("v1", "pods"),
+    "StatefulSet": ("apps/v1", "statefulsets"),  # only read: a LeaderWorkerSet's group names (decide.py)
     "Job": ("batch/v1", "jobs"),
     "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
     "Node": ("v1", "nodes"),

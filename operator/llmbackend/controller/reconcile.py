@@ -51,6 +51,10 @@ MAX_WRITE_ATTEMPTS = 3  # a child changed by others between read and write: read
 
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
+# The names a LeaderWorkerSet's new groups would take, anyone's, read by name before it gets them
+# (decide._taken_group); pods have `get` already (permissions.py).
+permissions.require("apps", "statefulsets", "get")
+READ_BY_NAME = ("StatefulSet", "Pod")  # kinds decide asks for that are not children: read, never assumed absent
 # The multi-node leaders' exec rights are a RoleBinding of one fixed ClusterRole (render/multinode.py). The API
 # server lets the operator create it because it may `bind` that ClusterRole by name (RBAC escalation prevention);
 # the operator holds no exec right itself and may bind no other role.
@@ -262,11 +266,13 @@ class Reconciler:
         changed behind our back. A child the caches do not hold is taken as absent without a read: it is not created
         yet, or someone else's (not labelled as ours), and the create (an apply that the API server refuses with 409
         when the name is taken: kube.create_applied) tells which; on a refusal the pass decides again with that
-        object (LostRace), as it would have with a read first."""
+        object (LostRace), as it would have with a read first. The names a LeaderWorkerSet's new groups would take
+        (READ_BY_NAME, asked only while the pass adds groups) are read: a pod of ours from the cache, the rest with
+        one GET each, as no create of ours would find them taken (LWS creates those)."""
         namespace = observed.ref.namespace
         children = dict(observed.children)
-        for key in decision.look_up:
-            children[key] = None
+        for kind, name in decision.look_up:
+            children[(kind, name)] = self.kube.get(kind, namespace, name) if kind in READ_BY_NAME else None
         hpas = observed.hpas
         if decision.look_up_hpas:
             hpas = self.kube.list("HorizontalPodAutoscaler", namespace)

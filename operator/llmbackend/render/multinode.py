@@ -133,9 +133,16 @@ def group_child_names(lws: str, groups: int, size: int) -> list[tuple[str, str]]
     worker pods <lws>-<group>-<index>, index from 1 (the leader is index 0)."""
     names = [("StatefulSet", lws), ("Service", lws)]
     for g in range(groups):
-        names += [("Pod", f"{lws}-{g}"), ("StatefulSet", f"{lws}-{g}")]
-        names += [("Pod", f"{lws}-{g}-{i}") for i in range(1, size)]
+        names += group_names(lws, g, size)
     return names
+
+
+def group_names(lws: str, group: int, size: int) -> list[tuple[str, str]]:
+    """(kind, name) of what LeaderWorkerSet `lws` creates for one group, in the order of their controllers' chain:
+    the leader pod (controlled by the StatefulSet <lws>), the workers' StatefulSet (by the leader pod), the workers
+    (by that StatefulSet)."""
+    return [("Pod", f"{lws}-{group}"), ("StatefulSet", f"{lws}-{group}"),
+            *[("Pod", f"{lws}-{group}-{i}") for i in range(1, size)]]
 
 
 # The launcher's rights, one fixed ClusterRole shipped in manifests/default/rbac.yaml. The operator binds it (RBAC
