@@ -2,7 +2,7 @@
 
 Seat: a tenant who may only create/update/patch/delete LLMBackends in one namespace. For a multi-node
 TensorRT-LLM backend `<b>` the operator runs the tenant's image (spec.engine.image) in each group's leader pod
-`<b>-<group>` with the ServiceAccount `<b>-launcher` token mounted, bound by a RoleBinding `<b>-launcher` to the
+`<b>-<group>` with the ServiceAccount `<b>-launcher-<tag>` token mounted, bound by a RoleBinding of that name to the
 ClusterRole `llmbackend-launcher` (pods/exec get+create). So the tenant holds that token: whatever it can do, the
 tenant can do. The claim under attack (docs/security.md "Other pods: exec from a multi-node leader",
 docs/security-rbac.md "Admission policies for the launcher role"): the token reads nothing and execs only into
@@ -44,7 +44,7 @@ from conftest import ClusterHandle, wait_for
 from devcluster.build import ensure_llmb_exec
 from devcluster.cluster import EXEC_NAMESPACE
 from llmbackend.render.multinode import launcher_rbac
-from llmbackend.render.names import BackendRef
+from llmbackend.render.names import BackendRef, launcher_account_name
 
 REPO = Path(__file__).resolve().parents[2]
 NODE = "dgx-h100-0"
@@ -86,6 +86,7 @@ class Tenant:
     token_file: Path
     kubeconfig: Path
     llmb_exec: Path
+    account: str  # the launcher account the token is of: <backend>-launcher-<tag> (render/names.py)
 
     @property
     def ca_file(self) -> str:
@@ -156,14 +157,16 @@ def installed(cluster: ClusterHandle) -> Iterator[ClusterHandle]:
 
 def _tenant(cluster: ClusterHandle, backend: str, group: int, directory: Path) -> Tenant:
     """As the operator would for backend `backend`: its launcher account and binding, and the leader pod of one group."""
-    for obj in launcher_rbac(BackendRef(name=backend, namespace=EXEC_NAMESPACE, uid=str(uuid.uuid4()))):
+    ref = BackendRef(name=backend, namespace=EXEC_NAMESPACE, uid=str(uuid.uuid4()))
+    account = launcher_account_name(ref)
+    for obj in launcher_rbac(ref):
         obj["metadata"].pop("ownerReferences", None)
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(obj))
-    leader = _make_pod(cluster, _pod(f"{backend}-{group}", account=f"{backend}-launcher",
+    leader = _make_pod(cluster, _pod(f"{backend}-{group}", account=account,
                                      labels={"llmbackend.dev/backend": backend}))
-    token = _mint(cluster, f"{backend}-launcher", leader, directory)
+    token = _mint(cluster, account, leader, directory)
     return Tenant(cluster, backend, leader["metadata"]["name"], token,
-                  _token_kubeconfig(cluster, token, directory), ensure_llmb_exec())
+                  _token_kubeconfig(cluster, token, directory), ensure_llmb_exec(), account)
 
 
 @pytest.fixture(scope="module")
@@ -215,9 +218,9 @@ READ_ATTEMPTS = [
     ("get", "serviceaccounts"),
     ("get", "rolebindings"),
     ("get", "leases.coordination.k8s.io"),
-    ("get", "--raw", "/api/v1/namespaces/{ns}/serviceaccounts/{backend}-launcher"),
+    ("get", "--raw", "/api/v1/namespaces/{ns}/serviceaccounts/{account}"),
     ("create", "token", "default"),
-    ("create", "token", "{backend}-launcher"),
+    ("create", "token", "{account}"),
 ]
 
 
@@ -226,7 +229,7 @@ def test_the_leader_token_reads_nothing(tenant: Tenant, attempt: tuple[str, ...]
     """Tries: every read a tenant would want from the token (pods and their status and logs, a watch, events,
     endpoints, config, secrets, its own account, minting another token); each must be Forbidden."""
     args = [a.format(leader=tenant.leader, worker=f"{tenant.backend}-0-1", ns=EXEC_NAMESPACE,
-                     backend=tenant.backend) for a in attempt]
+                     backend=tenant.backend, account=tenant.account) for a in attempt]
     result = tenant.kubectl(*args)
     assert result.returncode != 0 and "forbidden" in result.stderr.lower(), (args, result.stdout, result.stderr)
 
@@ -462,13 +465,15 @@ def test_a_pod_of_another_owner_named_like_a_worker_is_not_reached(installed: Cl
     # made, scheduled or not (the token is bound to the pod object)
     pod = wait_for(lambda: cluster.kube.get("Pod", EXEC_NAMESPACE, f"{victim.name}-1"), timeout=180,
                    what=f"the operator's and LWS's leader {victim.name}-1")
-    assert pod["spec"]["serviceAccountName"] == f"{victim.name}-launcher"
+    uid = cluster.kube.get("LLMBackend", EXEC_NAMESPACE, victim.name)["metadata"]["uid"]
+    account = launcher_account_name(BackendRef(victim.name, EXEC_NAMESPACE, uid))
+    assert pod["spec"]["serviceAccountName"] == account
     assert cluster.kube.get("Pod", EXEC_NAMESPACE, f"{victim.name}-2") is None, "no leader of group 2"
     _theirs_untouched(cluster, victim)
     directory = tmp_path_factory.mktemp("victim")
-    token = _mint(cluster, f"{victim.name}-launcher", pod, directory)
+    token = _mint(cluster, account, pod, directory)
     tenant = Tenant(cluster, victim.name, pod["metadata"]["name"], token, _token_kubeconfig(cluster, token, directory),
-                    ensure_llmb_exec())
+                    ensure_llmb_exec(), account)
     wait_for(lambda: POLICY_WORDS in tenant.exec(f"{victim.name}-2-1", "true").stderr, timeout=60,
              what="the launcher exec policy to enforce")
     marker = f"payroll-{uuid.uuid4().hex[:8]}"
@@ -492,7 +497,7 @@ def test_the_token_dies_with_its_leader_pod(installed: ClusterHandle, tmp_path_f
         _delete_pod(installed, tenant.leader)
         wait_for(lambda: installed.kube.get("Pod", EXEC_NAMESPACE, tenant.leader) is None, timeout=60,
                  what="the old leader gone")
-        _make_pod(installed, _pod(tenant.leader, account=f"{backend}-launcher"))
+        _make_pod(installed, _pod(tenant.leader, account=tenant.account))
         deadline = time.monotonic() + 30
         result = tenant.exec(worker, "echo", "stale")
         while result.returncode == 0 and time.monotonic() < deadline:  # the authenticator caches a token for 10 s
@@ -501,7 +506,7 @@ def test_the_token_dies_with_its_leader_pod(installed: ClusterHandle, tmp_path_f
         assert result.returncode == 255 and "stale" not in result.stdout, (result.stdout, result.stderr)
         assert "unauthorized" in result.stderr.lower(), result.stderr
     finally:
-        installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, f"{backend}-launcher",
+        installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, tenant.account,
                           "--wait=false", check=False)
         for name in (tenant.leader, worker):
             _delete_pod(installed, name)
@@ -578,16 +583,14 @@ def dangling_binding(installed: ClusterHandle, tmp_path_factory) -> Iterator[Ten
     yield tenant
     installed.kubectl("delete", "rolebinding", "-n", EXEC_NAMESPACE, f"atk42b-old-{backend}", "--wait=false",
                       check=False)
-    installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, f"{backend}-launcher",
+    installed.kubectl("delete", "serviceaccount,rolebinding", "-n", EXEC_NAMESPACE, tenant.account,
                       "--wait=false", check=False)
     _delete_pod(installed, tenant.leader)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (low; needs a binding to a missing account): the tenant chooses the name of a ServiceAccount the "
-    "operator creates and whose token it mounts in the tenant's image (<backend>-launcher). RBAC lets a binding "
-    "name an account before it exists, so any RoleBinding or ClusterRoleBinding left naming <x>-launcher in the "
-    "namespace becomes the tenant's when it creates backend <x>. The tenant cannot create ServiceAccounts itself"))
+# Fixed (was a strict xfail): FINDING (low): the tenant chose the name of the ServiceAccount whose token the operator
+# mounts in its image (<backend>-launcher), so a binding left naming <x>-launcher became the tenant's when it created
+# backend <x>. The account is <x>-launcher-<tag of the backend's uid> now (render/names.py, issue 42 attack3).
 def test_a_binding_left_for_a_missing_launcher_account_does_not_reach_the_tenant(dangling_binding: Tenant):
     """Tries: `get pods` and `get configmaps` with the leader's token when an old RoleBinding names the account the
     operator just created for the tenant's backend. Safe: Forbidden."""
