@@ -79,7 +79,7 @@ def test_the_filter_keeps_tab_separated_and_crlf_lines_and_reads_them_right():
 
 
 def test_the_line_cap_bounds_the_lines_kept_whatever_their_name():
-    """Held: the cap counts kept lines, so 10,000 junk lines of a read name end the read there (the tenant hides only
+    """Held: the cap counts kept lines, so MAX_METRIC_LINES junk lines of a read name end the read there (the tenant hides only
     its own later lines: a wrong reading of its own backend, which its image could write anyway)."""
     junk = f'{Q}{{model="other"}} 1\n' * R.MAX_METRIC_LINES
     reader = R.MetricsReader("m", R.SIGNAL_ENGINE)
