@@ -112,7 +112,7 @@ def test_a_scrape_holds_a_chunk_of_the_body_not_the_body() -> None:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        address = "127.0.0.1:%d" % site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        address = f"127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
         try:
             async with TritonScraper("m", timeout_s=30) as scraper:
                 await scraper.scrape({"warm": address})
