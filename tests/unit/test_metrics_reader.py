@@ -127,3 +127,39 @@ def test_a_scrape_holds_a_chunk_of_the_body_not_the_body() -> None:
     failed, peak = asyncio.run(main())
     assert failed == 6  # no engine counters: a failure, after the whole body was read
     assert peak < 8 * 2**20, f"traced peak {peak / 2**20:.1f} MiB for 6 scrapes of {len(body) / 2**20:.1f} MiB"
+
+
+G = EM.REQUEST_GAUGE
+MIB = 2**20
+
+
+@pytest.mark.parametrize("line", [
+    f'{G}{{request_type="active"}} 1\n',                                       # ordinary
+    "\n",                                                                      # a line start per byte
+    f'{G}{{a="' + '\\"' * 1000 + '"} 1\n',                                     # escaped quotes
+    G + "{" + ",".join(f'l{i}="{i}"' for i in range(200)) + "} 1\n",           # too many labels
+    G + "{" + ",".join(f'l{i}="{i}"' for i in range(R.MAX_LABELS)) + "} 1\n",  # as many as allowed
+    " " * 1990 + f"{G} 1\n",                                                   # leading blanks
+    G + "{" + "," * 1990 + "} 1\n",                                            # separators only
+    G + " " * 1990 + "{} 1\n",                                                 # blanks before the labels
+    G + "{} " + " " * 1990 + "1\n",                                            # blanks before the value
+    G + "{" + ",".join(f'l{i}  =  "{"v" * 240}"  ' for i in range(R.MAX_LABELS)) + "} 1\n",  # long values
+], ids=["ordinary", "newlines", "escaped-quotes", "many-labels", "max-labels", "leading-blanks", "commas",
+        "blanks-before-labels", "blanks-before-value", "long-values"])
+def test_no_line_shape_makes_a_body_at_the_cap_cost_more_than_a_tenth_of_a_second(line: str) -> None:
+    """Each step of the reader is a C-level pass over a line, and it looks at most MAX_METRIC_LINES lines: a body of
+    1 MiB (the scraper's cap) of any of these shapes costs 5-24 ms of CPU (Python loops over a line's blanks and
+    separators cost up to 63 ms; prometheus_client's parser 0.4-0.55 s)."""
+    import time
+
+    body = (line * (MIB // len(line))).encode()
+    best = 1.0
+    for _ in range(3):
+        started = time.process_time()
+        reader = R.MetricsReader("m", R.SIGNAL_ENGINE)
+        for at in range(0, len(body), 64 * 1024):
+            if not reader.feed(body[at:at + 64 * 1024]):
+                break
+        reader.finish()
+        best = min(best, time.process_time() - started)
+    assert best < 0.1, f"{best:.2f} s of CPU for 1 MiB of {line[:40]!r}"

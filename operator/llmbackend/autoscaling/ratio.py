@@ -193,20 +193,42 @@ MAX_LABEL_VALUE = 256
 # A request-time histogram has a few dozen bounds; 10,000 distinct ones made each kept sample about 1 MiB
 MAX_BUCKETS = 64
 _BLANKS = b" \t"
+_WANTED_LABELS = frozenset({b"model", b"le", b"request_type", b"kv_cache_block_type"})  # those a reading needs
+
+
+def _labels(block: bytes, out: dict[bytes, bytes]) -> bool:
+    """The labels between ``{`` and ``}`` into ``out`` (those a reading needs); False: a line to drop. With no escape
+    allowed, the quotes split the block into names and values: ``a="x", b="y"`` is ``a=``, ``x``, ``, b=``, ``y``, ``""``."""
+    if b"\\" in block or block.count(b'"') > 2 * MAX_LABELS:
+        return False
+    parts = block.split(b'"')
+    if len(parts) % 2 == 0:
+        return False  # a quote left open
+    for i in range(0, len(parts) - 1, 2):
+        head = parts[i].strip(_BLANKS)
+        if i:
+            if not head.startswith(b","):
+                return False  # labels are separated by commas
+            head = head[1:].lstrip(_BLANKS)
+        if not head.endswith(b"=") or len(parts[i + 1]) > MAX_LABEL_VALUE:
+            return False
+        name = head[:-1].rstrip(_BLANKS)
+        if name in _WANTED_LABELS:
+            out[name] = parts[i + 1]
+    return parts[-1].strip(_BLANKS) in (b"", b",")
 
 
 class MetricsReader:
     """Reads the few series this module needs from a Prometheus text exposition, fed in chunks as it arrives.
 
-    The text is the tenant's image's, so the reader is linear and bounded: a line that does not start with one of
-    the names it reads is skipped on that test alone (no slicing); a kept line is at most MAX_METRIC_LINE bytes, of
-    at most MAX_LABELS labels of at most MAX_LABEL_VALUE bytes, found with ``bytes.find`` (no regular expression, no
-    backtracking), and only the labels the reading needs are decoded. A line with a backslash in its labels is
-    dropped: the series read here carry model names, versions, bucket bounds and types, never an escape. What it
-    holds between chunks is one partial line and the sums: memory does not grow with the body.
+    The text is the tenant's image's, so the reader is linear and bounded. The lines that start with one of the names
+    it reads are found by one search of anchored literals (a regular expression with no nested repetition: linear,
+    no backtracking); every other line is passed over inside that search. A found line (at most MAX_METRIC_LINE
+    bytes; at most MAX_METRIC_LINES of them a body) is read with a few C-level passes (find, split, strip): at most
+    MAX_LABELS labels of at most MAX_LABEL_VALUE bytes, and only the labels the reading needs are kept. A line with
+    a backslash in its labels is dropped: the series read here carry model names, versions, bucket bounds and types,
+    never an escape. Between chunks it holds one partial line and the sums: memory does not grow with the body.
     """
-
-    _WANTED_LABELS = frozenset({b"model", b"le", b"request_type", b"kv_cache_block_type"})
 
     def __init__(self, model: str | None, signal: str = SIGNAL_TRITON) -> None:
         q_name, c_name, s_name = _COUNTERS.get(signal, _COUNTERS[SIGNAL_TRITON])
@@ -272,9 +294,8 @@ class MetricsReader:
         self._partial = b""
 
     def _line(self, data: bytes, start: int, end: int) -> None:
-        while start < end and data[start] in _BLANKS:  # the format allows leading blanks
-            start += 1
-        line = data[start:end]
+        # every step below is one C-level pass over the line (find, split, strip): no Python loop over its bytes
+        line = data[start:end].lstrip(_BLANKS)  # the format allows leading blanks
         if line.endswith(b"\r"):
             line = line[:-1]
         name_end = len(line)
@@ -286,16 +307,14 @@ class MetricsReader:
         kind = self._kind.get(line[:name_end])
         if kind is None:
             return  # a longer name that starts with one of ours
-        pos = name_end
-        while pos < len(line) and line[pos] in _BLANKS:
-            pos += 1
+        rest = line[name_end:].lstrip(_BLANKS)
         labels: dict[bytes, bytes] = {}
-        if line.startswith(b"{", pos):
-            pos = self._labels(line, pos + 1, labels)
-            if pos < 0:
+        if rest.startswith(b"{"):
+            close = rest.rfind(b"}")
+            if close < 0 or not _labels(rest[1:close], labels):
                 return
-        tokens = line[pos:].replace(b"\t", b" ").split(b" ")
-        tokens = [t for t in tokens if t]
+            rest = rest[close + 1:]
+        tokens = rest.replace(b"\t", b" ").split()
         if not 1 <= len(tokens) <= 2:  # the value, and a timestamp
             return
         try:
@@ -309,40 +328,6 @@ class MetricsReader:
         if not math.isfinite(value) or abs(value) > MAX_SAMPLE:
             return
         self._add(kind, labels, value)
-
-    @staticmethod
-    def _labels(line: bytes, pos: int, out: dict[bytes, bytes]) -> int:
-        """The labels from ``pos`` (after ``{``) into ``out`` (those the reading needs); the position after ``}``, or
-        -1 for a line to drop."""
-        close = line.rfind(b"}")
-        if close < pos or line.find(b"\\", pos, close) >= 0:
-            return -1
-        count = 0
-        while True:
-            while pos < close and line[pos] in b" \t,":
-                pos += 1
-            if pos >= close:
-                return close + 1 if line.find(b"\"", close) < 0 else -1
-            count += 1
-            eq = line.find(b"=", pos, close)
-            if eq < 0 or count > MAX_LABELS:
-                return -1
-            quote = eq + 1
-            while quote < close and line[quote] in _BLANKS:
-                quote += 1
-            if not line.startswith(b"\"", quote):
-                return -1
-            end = line.find(b"\"", quote + 1, close)
-            if end < 0 or end - quote - 1 > MAX_LABEL_VALUE:
-                return -1
-            key = line[pos:eq].strip(_BLANKS)
-            if key in MetricsReader._WANTED_LABELS:
-                out[key] = line[quote + 1:end]
-            pos = end + 1
-            while pos < close and line[pos] in _BLANKS:
-                pos += 1
-            if pos < close and line[pos] != ord(","):
-                return -1
 
     def _model_matches(self, labels: Mapping[bytes, bytes]) -> bool:
         return self._model is None or labels.get(b"model") == self._model
