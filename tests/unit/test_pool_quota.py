@@ -60,3 +60,40 @@ def test_a_quota_below_what_a_backend_runs_never_scales_it_down() -> None:
 def test_free_gpus_within_the_quota_are_still_granted() -> None:
     shares, _ = share([_claim("tenant", "a", current=2, wanted=8, quota=5)], 1000.0)
     assert shares[("tenant", "a")].replicas == 5
+
+
+def test_the_loop_reads_the_namespaces_quotas_and_caps_the_claim_and_says_why(monkeypatch, caplog) -> None:
+    """run.py _share_pools: the tenant's backend of class gold (1000) wants 8 on a pool where another namespace's
+    class-less backend holds 4; the tenant's quota of 4 GPUs is used by its 4 pods. Its claim stops at 4 and status
+    says why; with the quotas unreadable, nothing caps it (the log says so)."""
+    import asyncio
+
+    from test_autoscale_loop import _pool_target, _wanting
+    from test_backoff import _operator
+
+    operator = _operator()
+    targets = {("tenant", "a"): _pool_target("tenant", "a", 4, priority_class="gold"),
+               ("other", "v"): _pool_target("other", "v", 4)}
+    operator.scalers = {key: {"pods": _pods(4)} for key in targets}  # the pods of each one's last evaluation
+    quotas = {"tenant": [_quota(4, 4)], "other": []}
+    monkeypatch.setattr(operator.kube, "get_live", lambda kind, ns, name: {"value": 1000})
+    monkeypatch.setattr(operator, "_held", lambda key, target, pods: asyncio.sleep(0, result=target.current_replicas))
+
+    def listed(kind, namespace=None, label_selector=None, field_selector=None):
+        assert kind == "ResourceQuota"
+        if quotas is None:
+            raise OSError("forbidden")
+        return quotas[namespace]
+
+    monkeypatch.setattr(operator.kube, "list", listed)
+    operator.uncapped = {("tenant", "a"): _wanting(8), ("other", "v"): _wanting(4)}
+    asyncio.run(operator._share_pools(targets))
+    mine, other = operator.state.decisions[("tenant", "a")], operator.state.decisions[("other", "v")]
+    assert (mine.desired_replicas, other.desired_replicas) == (4, 4)
+    assert "ResourceQuota on GPUs admits 4 replica(s)" in mine.message and not other.extra.get("preemptedBy")
+
+    quotas = None  # the quotas cannot be read: the claim is not capped (the class takes from the other, as before)
+    operator.uncapped = {("tenant", "a"): _wanting(8), ("other", "v"): _wanting(4)}
+    asyncio.run(operator._share_pools(targets))
+    assert operator.state.decisions[("tenant", "a")].desired_replicas == 8
+    assert "not readable for the GPU pool share" in caplog.text

@@ -582,6 +582,8 @@ class Operator:
                                 unplaceable=target.unplaceable, quota=quota))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
+            if key not in targets:
+                continue  # its evaluation ended during this pass, after its backend went: dropped next round
             new, target = capped(uncapped, self.shares.get(key)), targets[key]
             scaler = self.scalers.get(key) or {}
             if (new.desired_replicas < min(uncapped.desired_replicas, target.current_replicas)
