@@ -70,11 +70,8 @@ def gold(cluster, tenant):
     cluster.kubectl("delete", "priorityclass", name, "--wait=false", check=False)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (medium): the pool does not know the tenant's quota: a backend of a class it may use that wants more "
-    "replicas than its namespace's GPU quota admits takes them from another namespace's backend (drained to its "
-    "minReplicas or below), for pods the API server then refuses; the GPUs go back only after the ReplicaFailure "
-    "shows (each new rise of the tenant's demand drains it again: tests/unit/test_pool_attack6.py)"))
+# Fixed (was a strict xfail): FINDING (medium) the pool drained another namespace for pods the tenant's GPU quota
+# refused: run.py _share_pools reads the namespace's ResourceQuotas and caps the claim (pool.quota_replicas)
 def test_a_tenant_over_its_gpu_quota_never_drains_another_namespace(cluster, operator, tenant, victim, gold):
     """Tries: another namespace's class-less backend runs 4 replicas on NODE (4 GPUs free). The tenant, whose quota
     admits 4 GPUs, applies a backend of the gold class (1000) whose schedule floor asks for 8 replicas: 4 fit its

@@ -148,4 +148,5 @@ minReplicas (spec.autoscaling.priority); they drained first. status.autoscaling.
 WAITING_FOR_CAPACITY = "WaitingForCapacity"
 """Normal event and status.autoscaling.reason: the backend wants GPUs of its pool that no backend of lower priority
 can give up; status.autoscaling.waitingForCapacity names who holds them. A Warning event when no node of the pool
-could hold its pods (their demand is not claimed: waitingForCapacity says why and what to change)."""
+could hold its pods, or its namespace's ResourceQuota on GPUs admits fewer replicas (their demand is not claimed:
+waitingForCapacity says why and what to change)."""

@@ -1626,7 +1626,8 @@ class AutoscalingStatus(_Model):
         description="Set while this backend wants GPUs of its pool that no backend of lower priority can give up: "
                     "how many, and who holds them (namespace/name and priority for backends of this namespace, a count for "
                     "others); or, when no node of the pool could hold one of its pods even with the GPUs free, how many "
-                    "replicas are not claimed and why (the scheduler's reasons and each request no node meets).")
+                    "replicas are not claimed and why (the scheduler's reasons and each request no node meets); or, "
+                    "when the namespace's ResourceQuota on GPUs admits fewer replicas, how many are not claimed.")
     desired_replicas: int | None = None
     last_scale_time: str | None = None
     reason: str | None = Field(default=None, description="Why the last decision chose desiredReplicas.")

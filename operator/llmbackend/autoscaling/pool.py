@@ -83,6 +83,10 @@ class Claim:
     # they fit. Its demand then counts against nobody: it keeps what its pods hold (``held``: those bound to a
     # node) and takes nothing, free GPUs included
     unplaceable: str | None = None
+    # the replicas its namespace's ResourceQuota on GPUs admits in all (``quota_replicas``: those its pods hold and
+    # those the quota's free GPUs make room for); None: no quota limits them. It claims no more: the API server would
+    # refuse those pods, so GPUs drained for them would serve nobody
+    quota: int | None = None
 
     @property
     def key(self) -> Key:
@@ -106,7 +110,7 @@ class Share:
     preempted_by: str | None = None          # status.autoscaling.preemptedBy
     waiting_for_capacity: str | None = None  # status.autoscaling.waitingForCapacity
     took: str | None = None                  # the replicas this sync took from others (for its message)
-    unplaceable: bool = False                # waiting_for_capacity says why its demand is not claimed at all
+    unplaceable: bool = False                # waiting_for_capacity says why (some of) its demand is not claimed
 
 
 @dataclass
@@ -167,9 +171,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     held = {c.key: (0 if c.unplaceable else c.current) if c.held is None else max(0, min(c.current, c.held))
             for c in members}
     idle = {c.key: c.current - held[c.key] for c in members}
+    # what a quota admits bounds growth only: replicas that exist were admitted (or refused: held says so)
+    admitted = {c.key: c.wanted if c.quota is None else min(c.wanted, max(c.quota, held[c.key])) for c in members}
     grant = {c.key: max(0, min(held[c.key], c.wanted)) for c in members}
     # a backend whose pods no node of the pool could hold claims nothing more: more GPUs would not run them
-    wants = {c.key: grant[c.key] if idle[c.key] or c.unplaceable else c.wanted for c in members}
+    wants = {c.key: grant[c.key] if idle[c.key] or c.unplaceable else admitted[c.key] for c in members}
     free = pool_gpus - sum(grant[k] * by_key[k].gpus_per_replica for k in grant)
     given: dict[Key, dict[Key, int]] = {k: {} for k in by_key}                   # victim -> preemptor -> replicas
     took: dict[Key, dict[Key, int]] = {k: {} for k in by_key}
@@ -302,12 +308,16 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 waiting += "; kept for " + _seen_by(c, kept_for[k], by_key, f" GPU(s) it held within the last {HOLD_S:.0f}s")
         elif c.unplaceable and c.wanted > grant[k]:
             waiting = f"{c.wanted - grant[k]} replica(s) {NOT_CLAIMED}: {c.unplaceable}"
+        elif admitted[k] < c.wanted and grant[k] >= admitted[k]:
+            waiting = (f"{c.wanted - admitted[k]} replica(s) {NOT_CLAIMED}: the namespace's ResourceQuota on GPUs "
+                       f"admits {admitted[k]} replica(s) of this backend (ask its admin to raise it)")
         took_text = _seen_by(c, {v: n for v, n in took[k].items() if n > 0}, by_key, "")
         # its idle replicas stay (their pods' own problem is in the backend's conditions), unless it gave some up
-        replicas = grant[k] if given[k] else min(c.wanted, grant[k] + idle[k])
+        replicas = grant[k] if given[k] else min(admitted[k], grant[k] + idle[k])
         out[k] = Share(replicas, preempted_by, waiting,
                        f"took replica(s) from {took_text}, drained first" if took_text else None,
-                       unplaceable=bool(c.unplaceable) and waiting is not None)
+                       unplaceable=(bool(c.unplaceable) or admitted[k] < c.wanted) and waiting is not None
+                       and NOT_CLAIMED in waiting)
 
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
@@ -455,3 +465,74 @@ def replicas_of(share_: Share | None, wanted: int) -> int:
 __all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "is_group_pod",
            "outranks",
            "share", "replicas_of"]
+
+
+def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per_replica: int,
+                   priority_class: str | None, resource: str = "nvidia.com/gpu") -> int | None:
+    """The replicas of a backend that its namespace's ResourceQuotas on GPUs admit in all: the GPUs its live pods
+    request and the GPUs each quota has free (hard - used; the API server counts at admission), in whole replicas,
+    the least over the quotas that apply to its pods (their scopes: a quota of a PriorityClass applies to the pods of
+    that class). None: no quota on GPUs applies. ``pods``: the backend's pods (None: not known, none counted)."""
+    own = sum(_gpus_requested(p, resource) for p in pods or [] if _live(p))
+    least: int | None = None
+    for quota in quotas:
+        if not _quota_applies(quota, priority_class or ""):
+            continue
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        used = (quota.get("status") or {}).get("used") or {}
+        for key in (f"requests.{resource}", f"limits.{resource}", resource):
+            if key not in hard:
+                continue
+            free = max(0, _quantity(hard[key]) - _quantity(used.get(key, 0)))
+            replicas = (own + free) // max(1, gpus_per_replica)
+            least = replicas if least is None else min(least, replicas)
+    return least
+
+
+def _live(pod: dict) -> bool:
+    return (not (pod.get("metadata") or {}).get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+
+
+def _gpus_requested(pod: dict, resource: str) -> int:
+    """GPUs a pod's containers request (an extended resource's request defaults to its limit)."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource, 0))
+        total += _quantity(value)
+    return total
+
+
+def _quantity(value: object) -> int:
+    """A whole-number quantity (GPUs, pods); anything else reads as 0."""
+    try:
+        return max(0, int(str(value)))
+    except ValueError:
+        return 0
+
+
+# how a quota scope applies to a serving pod: it runs with no deadline and requests GPUs (not BestEffort)
+_SCOPE_MATCHES = {"Terminating": False, "NotTerminating": True, "BestEffort": False, "NotBestEffort": True,
+                  "CrossNamespacePodAffinity": False}
+
+
+def _quota_applies(quota: dict, priority_class: str) -> bool:
+    """Whether a ResourceQuota's scopes select a backend's serving pods (all of them must, as the API server reads
+    them); a scope it does not know is taken to apply (the cap is then the stricter)."""
+    spec = quota.get("spec") or {}
+    for scope in spec.get("scopes") or []:
+        if not _SCOPE_MATCHES.get(scope, True):
+            return False
+    for expr in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        name, op, values = expr.get("scopeName"), expr.get("operator"), expr.get("values") or []
+        if name != "PriorityClass":
+            if op in ("Exists", "In") and not _SCOPE_MATCHES.get(name, True):
+                return False
+            if op == "DoesNotExist" and _SCOPE_MATCHES.get(name, True):
+                return False
+            continue
+        if (op == "In" and priority_class not in values) or (op == "NotIn" and priority_class in values) \
+                or (op == "Exists" and not priority_class) or (op == "DoesNotExist" and priority_class):
+            return False
+    return True

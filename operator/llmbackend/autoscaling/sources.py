@@ -10,6 +10,7 @@ import asyncio
 import math
 import re
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,9 +26,9 @@ from .ratio import (
     REASON_STALE,
     SIGNAL_ENGINE,
     SIGNAL_PROMETHEUS,
+    MetricsReader,
     RatioReading,
     TritonCounters,
-    parse_metrics_text,
     window_ratio,
 )
 
@@ -44,8 +45,23 @@ class PodScrapeState:
 
 
 # The most of one pod's /metrics the operator reads. A Triton pod serving one LLM exports some tens of KiB (its
-# histograms included); the cap bounds what a hostile image can make the operator hold (it runs within 512Mi).
-MAX_METRICS_BYTES = 4 * 2**20
+# histograms included; docs/autoscaling.md has the figures): the cap bounds the CPU a hostile image can make the
+# operator spend on one scrape. Memory does not grow with it: the body is read as it arrives (MetricsReader).
+MAX_METRICS_BYTES = 1 * 2**20
+_CHUNK_BYTES = 64 * 1024
+# Scrapes in flight in the whole operator (every backend's), each holding at most a chunk and a line of its body:
+# beyond it a scrape waits its turn (within its own timeout).
+MAX_SCRAPES_IN_FLIGHT = 64
+_scrape_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _slots() -> asyncio.Semaphore:
+    """The process-wide bound on scrapes in flight (one semaphore per event loop: tests run several)."""
+    loop = asyncio.get_running_loop()
+    slots = _scrape_slots.get(loop)
+    if slots is None:
+        slots = _scrape_slots[loop] = asyncio.Semaphore(MAX_SCRAPES_IN_FLIGHT)
+    return slots
 
 
 async def read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes | None:
@@ -101,6 +117,7 @@ class TritonScraper:
         self.clock = clock
         self.pods: dict[str, PodScrapeState] = {}
         self._sem = asyncio.Semaphore(concurrency)
+        self._in_flight: set[str] = set()  # pods whose scrape has not ended
         self._session = session
         self._own_session = session is None
 
@@ -126,25 +143,47 @@ class TritonScraper:
 
     async def _fetch(self, session: aiohttp.ClientSession, pod: str, address: str) -> tuple[str, TritonCounters | None, str | None, float]:
         url = self.url_for(address)
-        async with self._sem:
-            try:
-                # The pod runs the tenant's image: a redirect must not send the operator elsewhere (it would GET any
-                # URL from the operator's network position), and the answer is read up to a cap, never whole.
-                async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                                       allow_redirects=False) as resp:
-                    if resp.status != 200:
-                        return pod, None, f"HTTP {resp.status} from {url}", self.clock()
-                    body = await read_capped(resp, MAX_METRICS_BYTES)
-                    if body is None:
-                        return pod, None, (f"metrics of {url} exceed {MAX_METRICS_BYTES // 2**20} MiB: not read "
-                                           "(a Triton pod's are well under it)"), self.clock()
-            except TimeoutError:
-                return pod, None, f"timeout after {self.timeout_s:g}s: {url}", self.clock()
-            except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
-                return pod, None, f"{type(e).__name__}: {e} ({url})", self.clock()
+        if pod in self._in_flight:
+            # its last scrape has not ended (a round cut short by the evaluation's timeout is cancelled, so this is
+            # rare): never two of one pod at once; this round counts it as failed, its samples stay
+            return pod, None, f"the previous scrape of {url} has not finished", self.clock()
+        self._in_flight.add(pod)
+        try:
+            async with self._sem, _slots():
+                return await self._read(session, pod, url)
+        except TimeoutError:
+            return pod, None, f"timeout after {self.timeout_s:g}s: {url}", self.clock()
+        except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
+            return pod, None, f"{type(e).__name__}: {e} ({url})", self.clock()
+        finally:
+            self._in_flight.discard(pod)
+
+    async def _read(self, session: aiohttp.ClientSession, pod: str, url: str) -> tuple[str, TritonCounters | None, str | None, float]:
+        """One pod's /metrics, read as it arrives: each chunk is parsed on the event loop (bounded work, no thread:
+        a timeout or a cancellation stops the read and the parse at once) and only the sums are kept."""
+        # The pod runs the tenant's image: a redirect must not send the operator elsewhere (it would GET any URL from
+        # the operator's network position), and the answer is read up to a cap, never whole.
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                               allow_redirects=False) as resp:
+            if resp.status != 200:
+                return pod, None, f"HTTP {resp.status} from {url}", self.clock()
+            too_large = (f"metrics of {url} exceed {MAX_METRICS_BYTES // 2**20} MiB: not read (a Triton pod's are "
+                         "well under it)")
+            if resp.content_length is not None and resp.content_length > MAX_METRICS_BYTES:
+                resp.close()
+                return pod, None, too_large, self.clock()
+            reader, size = MetricsReader(self.model, self.signal), 0
+            async for chunk in resp.content.iter_chunked(_CHUNK_BYTES):
+                size += len(chunk)
+                if size > MAX_METRICS_BYTES:
+                    resp.close()
+                    return pod, None, too_large, self.clock()
+                if not reader.feed(chunk):
+                    resp.close()  # as many lines of ours as a body may have: the rest is not read
+                    break
+            reader.finish()
         t = self.clock()
-        # Parsed off the event loop: a few MiB of text must not stall every other backend's scrape.
-        c = await asyncio.to_thread(parse_metrics_text, body.decode(errors="replace"), self.model, self.signal)
+        c = reader.result()
         if c is None:
             if self.signal == SIGNAL_ENGINE:
                 return pod, None, (f"no engine counters ({EM.ENGINE_QUEUE_METRIC}) for model {self.model!r} at {url}: "

@@ -47,6 +47,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "Lease": ("coordination.k8s.io/v1", "leases"),
     "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions"),
     "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses"),
+    "ResourceQuota": ("v1", "resourcequotas"),
 }
 CLUSTER_SCOPED = {"Node", "Namespace", "CustomResourceDefinition", "PriorityClass"}
 

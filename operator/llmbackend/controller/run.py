@@ -30,7 +30,16 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
-from ..autoscaling.pool import Claim, PoolState, Share, bound_replicas, held_replicas, is_group_pod, share
+from ..autoscaling.pool import (
+    Claim,
+    PoolState,
+    Share,
+    bound_replicas,
+    held_replicas,
+    is_group_pod,
+    quota_replicas,
+    share,
+)
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
@@ -135,6 +144,7 @@ class Operator:
         self.absent_deployments: dict[tuple[str, str], Any] = {}
         self.priority_classes: dict[str, tuple[int | None, float]] = {}
         self.priority_across_namespaces = False
+        self.pool_stale = False  # an evaluation ended since the pools were last shared
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -332,37 +342,76 @@ class Operator:
                 self.enqueue(key)
 
     async def _autoscale_loop(self) -> None:
-        """Every second, evaluate the backends whose sync period is due."""
-        while True:
-            await asyncio.sleep(1)
-            with self.state.lock:
-                targets = dict(self.state.autoscale_targets)
-            for key in list(self.scalers):
-                if key not in targets:
-                    await _close_scaler(self.scalers.pop(key))
-            due = []
-            now = time.time()
-            for key, target in targets.items():
-                scaler = self.scalers.get(key)
-                if scaler is None or scaler["kind"] != target.spec.source or scaler.get("model") != target.scrape_model:
-                    if scaler is not None:
-                        await _close_scaler(self.scalers.pop(key))
+        """Every second: start the evaluation of each backend whose sync period is due, each on its own task, then
+        share the GPU pools from every backend's latest decision (this round's, for those that end within it). A
+        backend's slow evaluation (its pods' /metrics are its image's) delays its own next one only: one still running
+        is not started again (its last decision stands), and EVALUATE_TIMEOUT_S cancels it (read and parse stop with
+        it, and the log says so)."""
+        loop = asyncio.get_running_loop()
+        tick = loop.time()
+        try:
+            while True:
+                tick = max(tick + 1, loop.time())  # a round a second (a long pool pass delays the next, no burst)
+                await asyncio.sleep(tick - loop.time())
+                with self.state.lock:
+                    targets = dict(self.state.autoscale_targets)
+                for key in list(self.scalers):
+                    if key not in targets:
+                        await self._drop_scaler(key)
+                now = time.time()
+                started = []
+                for key, target in targets.items():
+                    scaler = self.scalers.get(key)
+                    if scaler is None or scaler["kind"] != target.spec.source or scaler.get("model") != target.scrape_model:
+                        if scaler is not None:
+                            await self._drop_scaler(key)
+                        try:
+                            scaler = self.scalers[key] = self._new_scaler(target)
+                        except Exception as exc:  # noqa: BLE001 - one backend's scaler never stops this loop for all
+                            log.warning("autoscaling %s/%s: the scaler did not start (%s); trying again", *key, exc)
+                            continue
+                    running = scaler.get("task")
+                    if running is not None and not running.done():
+                        continue  # still evaluating: its last decision stands (a timeout ends it, and says so)
+                    if now >= scaler["next"] - 0.5:  # due at the round nearest its time (rounds are 1 s apart)
+                        scaler["next"] = now + target.spec.sync_period_seconds
+                        scaler["task"] = asyncio.create_task(self._evaluate_in_time(key, target, scaler))
+                        started.append(scaler["task"])
+                if started:  # those that end before the next round are shared in this one
+                    await asyncio.wait(started, timeout=max(0.0, tick + 1 - loop.time()))
+                if self.pool_stale:
+                    self.pool_stale = False
                     try:
-                        scaler = self.scalers[key] = self._new_scaler(target)
-                    except Exception as exc:  # noqa: BLE001 - one backend's scaler never stops this loop for all
-                        log.warning("autoscaling %s/%s: the scaler did not start (%s); trying again", *key, exc)
-                        continue
-                if now >= scaler["next"]:
-                    scaler["next"] = now + target.spec.sync_period_seconds
-                    due.append((key, target, scaler))
-            if due:
-                # each backend's evaluation bounded: what one pod serves never holds up every other backend's round
-                await asyncio.gather(*(asyncio.wait_for(self._evaluate(*item), EVALUATE_TIMEOUT_S) for item in due),
-                                     return_exceptions=True)
-                try:
-                    await self._share_pools(targets)
-                except Exception:  # noqa: BLE001 - one backend's data never stops scaling for every namespace
-                    log.exception("autoscaling: the GPU pool share failed this round; the last shares stay")
+                        await self._share_pools(targets)
+                    except Exception:  # noqa: BLE001 - one backend's data never stops scaling for every namespace
+                        log.exception("autoscaling: the GPU pool share failed this round; the last shares stay")
+        finally:
+            running = [t for s in self.scalers.values() if (t := s.get("task")) is not None and not t.done()]
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+    async def _evaluate_in_time(self, key: tuple[str, str], target, scaler: dict[str, Any]) -> None:
+        """One backend's evaluation, bounded by EVALUATE_TIMEOUT_S; its end marks the pools to share again."""
+        try:
+            await asyncio.wait_for(self._evaluate(key, target, scaler), EVALUATE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("autoscaling %s/%s: the evaluation took more than %.0fs and was stopped; its last decision "
+                        "stands (a pod's /metrics slow to answer? see status.autoscaling and the scrape errors)",
+                        *key, EVALUATE_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - one backend's failure never stops another's scaling
+            log.warning("autoscaling %s/%s: no decision this round (%s); its last one stands", *key, exc)
+        finally:
+            self.pool_stale = True
+
+    async def _drop_scaler(self, key: tuple[str, str]) -> None:
+        """Stop a backend's scaler: its evaluation in flight, then its clients."""
+        scaler = self.scalers.pop(key)
+        task = scaler.get("task")
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await _close_scaler(scaler)
 
     def _new_scaler(self, target) -> dict[str, Any]:
         source: PrometheusRatioSource | TritonScraper | None
@@ -499,6 +548,10 @@ class Operator:
             del self.absent_deployments[key]
         loop = asyncio.get_running_loop()
         claims = []
+        in_use = {t.priority_class for t in targets.values() if t.pool and t.priority_class}
+        for name in [n for n in self.priority_classes if n not in in_use]:
+            del self.priority_classes[name]  # a class no backend runs with any more (names are the tenants')
+        quotas: dict[str, list[dict[str, Any]] | None] = {}  # namespace -> its ResourceQuotas, read once a pass
         for key, target in targets.items():
             if not target.pool or key not in self.uncapped:
                 continue
@@ -515,14 +568,22 @@ class Operator:
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
                 # Deployment's conditions
                 held = await self._held(key, target, pods)
+            if key[0] not in quotas:
+                quotas[key[0]] = await self._quotas(key[0])
+            # what the namespace's quota on GPUs admits caps its claim (not known: its pods or the quotas unread)
+            namespace_quotas = quotas[key[0]]
+            quota = (quota_replicas(namespace_quotas, pods, target.gpus_per_replica, target.priority_class)
+                     if namespace_quotas and pods is not None else None)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
                                 current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,
                                 min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
-                                unplaceable=target.unplaceable))
+                                unplaceable=target.unplaceable, quota=quota))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
+            if key not in targets:
+                continue  # its evaluation ended during this pass, after its backend went: dropped next round
             new, target = capped(uncapped, self.shares.get(key)), targets[key]
             scaler = self.scalers.get(key) or {}
             if (new.desired_replicas < min(uncapped.desired_replicas, target.current_replicas)
@@ -571,6 +632,17 @@ class Operator:
             if deployment is None:
                 self.absent_deployments[key] = target
         return held_replicas(target.current_replicas, pods, deployment, target.pool_nodes)
+
+    async def _quotas(self, namespace: str) -> list[dict[str, Any]] | None:
+        """The ResourceQuotas of a namespace, read live (their status.used moves with every pod the API server
+        admits); None: not readable (no cap: the pool shares as before, and says so in the log)."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self.executor, self.kube.list, "ResourceQuota", namespace)
+        except Exception as exc:  # noqa: BLE001 - the quota only narrows a claim: without it the pool shares as before
+            log.warning("ResourceQuotas of %s not readable for the GPU pool share (%s): its backends' claims are not "
+                        "capped by them", namespace, exc)
+            return None
 
     async def _priority_class_value(self, name: str) -> int | None:
         """The value of a PriorityClass (read again after PRIORITY_CLASS_TTL_S); None: there is none or not readable."""
@@ -623,6 +695,7 @@ class Operator:
 
 permissions.require("", "pods", "patch")  # pod-deletion-cost before a scale-down
 permissions.require("scheduling.k8s.io", "priorityclasses", "get", scope=permissions.CLUSTER)  # a backend's priority (autoscaling/pool.py)
+permissions.require("", "resourcequotas", "list")  # what a namespace's GPU quota admits (autoscaling/pool.py quota_replicas)
 
 
 def capped(decision: ScaleDecision, share_: Share | None) -> ScaleDecision:
