@@ -21,9 +21,7 @@ import urllib.request
 import pytest
 import yaml
 from conftest import wait_for
-from test_launcher_admission import EXEC_POLICY, LLAMA, backend_launcher, pod, policies  # noqa: F401 - fixture
-
-from llmbackend.render.multinode import LAUNCHER_CLUSTER_ROLE  # noqa: F401 - the role the accounts are bound to
+from test_launcher_admission import BINDING_POLICY, EXEC_POLICY, LLAMA, POLICIES, backend_launcher, binding, pod
 
 
 class PreconditionError(Exception):
@@ -52,8 +50,27 @@ def _raw(cluster, token: str, method: str, path: str, query: list[tuple[str, str
         return err.code, err.read().decode(errors="replace")
 
 
+@pytest.fixture(scope="module")
+def policies(cluster):
+    """The shipped launcher policies and RBAC, once the admission plugin enforces them (as test_launcher_admission)."""
+    for path in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
+        cluster.kubectl("apply", "-f", str(POLICIES.parent / path))
+    cluster.kubectl("apply", "-f", str(POLICIES))
+    probe = binding("kube-system", "probe-launcher", [{"kind": "ServiceAccount", "name": "probe-launcher",
+                                                       "namespace": "kube-system"}])
+
+    def enforced() -> bool:
+        proc = cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(probe), check=False)
+        cluster.kubectl("delete", "rolebinding", "probe-launcher", "-n", "kube-system", "--wait=false", check=False)
+        return proc.returncode != 0 and BINDING_POLICY in proc.stderr
+
+    wait_for(enforced, timeout=30, what="the launcher admission policies to take effect")
+    yield cluster
+    cluster.kubectl("delete", "-f", str(POLICIES), "--wait=false", check=False)
+
+
 @pytest.fixture
-def leader(policies, namespace):  # noqa: F811 - the imported fixture
+def leader(policies, namespace):
     """llama's launcher account bound as the operator binds it, leader llama-0 and worker llama-0-1; the leader's token."""
     policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend_launcher(namespace)))
     for name, account in (("llama-0", LLAMA), ("llama-0-1", None)):
@@ -121,7 +138,7 @@ def test_a_binding_of_the_form_before_the_tag_cannot_be_made_even_by_an_admin(po
     binding = next(o for o in old if o["kind"] == "RoleBinding")
     binding["subjects"][0]["name"] = "llama-launcher"
     refused = policies.kubectl("create", "-f", "-", input=yaml.safe_dump(binding), check=False)
-    assert refused.returncode != 0 and "llmbackend-launcher-binding" in refused.stderr, refused.stderr
+    assert refused.returncode != 0 and BINDING_POLICY in refused.stderr, refused.stderr
 
 
 def test_a_forged_controller_reference_to_the_leaders_statefulset_does_not_last(policies, namespace):
