@@ -21,7 +21,7 @@ from devcluster import cluster as devcluster
 from devcluster.build import bin_dir
 from devcluster.cli import install_crd, load_nodes, start_operator, topology_nodes
 from devcluster.crds import crd_file
-from llmbackend.controller.kube import KINDS, Kube, load_configuration
+from llmbackend.controller.kube import KINDS, ApiError, Kube, load_configuration
 
 pytestmark = pytest.mark.e2e
 KINDS.setdefault("ReplicaSet", ("apps/v1", "replicasets"))
@@ -150,6 +150,22 @@ def fresh_namespace(cluster: ClusterHandle, prefix: str = "t") -> Iterator[str]:
     finally:
         cluster.kube.delete("Namespace", None, name)
         cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
+
+
+def exec_namespace(cluster: ClusterHandle) -> str:
+    """devcluster's EXEC_NAMESPACE (exec there runs the command on this machine), made once per cluster and never
+    deleted: several modules use it, and one made again while the last is still terminating would be refused."""
+    from devcluster.cluster import EXEC_NAMESPACE
+
+    if cluster.kube.get("Namespace", None, EXEC_NAMESPACE) is None:
+        try:
+            cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": EXEC_NAMESPACE}})
+        except ApiError as exc:
+            if exc.status != 409:  # made meanwhile by another module of this worker: fine
+                raise
+    wait_for(lambda: cluster.kube.get("ServiceAccount", EXEC_NAMESPACE, "default"), timeout=60, interval=0.2,
+             what=f"namespace {EXEC_NAMESPACE}'s default ServiceAccount")
+    return EXEC_NAMESPACE
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import time
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, wait_for
+from conftest import REPO_ROOT, exec_namespace, wait_for
 
 from devcluster.build import ensure_llmb_exec
 from devcluster.cluster import EXEC_NAMESPACE
@@ -267,12 +267,11 @@ def exec_group(policies):
     grp-launcher-<tag>), its worker `grp-0-1` and an unrelated pod `db`, all Running on a simulated node. Yields the
     llmb-exec binary and a token bound to the leader pod, as the leader container holds it."""
     with contextlib.ExitStack() as stack:
-        # fresh_namespace makes a random name; exec runs only in EXEC_NAMESPACE: create and delete it here.
-        policies.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": EXEC_NAMESPACE}})
-        stack.callback(policies.kube.delete, "Namespace", None, EXEC_NAMESPACE)
-        wait_for(lambda: policies.kube.get("ServiceAccount", EXEC_NAMESPACE, "default"), timeout=60,
-                 what="the exec namespace's default ServiceAccount")
-        policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend_launcher(EXEC_NAMESPACE, "grp")))
+        exec_namespace(policies)  # shared with other modules: this one removes only what it made
+        launcher = backend_launcher(EXEC_NAMESPACE, "grp")
+        policies.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(launcher))
+        for obj in launcher:
+            stack.callback(policies.kube.delete, obj["kind"], EXEC_NAMESPACE, obj["metadata"]["name"])
         node = policies.kube.list("Node")[0]["metadata"]["name"]
         for name, account in (("grp-0", GRP), ("grp-0-1", None), ("db", None)):
             manifest = pod(EXEC_NAMESPACE, name, account)
@@ -280,6 +279,8 @@ def exec_group(policies):
             manifest["spec"]["nodeName"] = node
             manifest["spec"]["tolerations"] = [{"operator": "Exists"}]
             policies.kube.create(manifest)
+            stack.callback(policies.kubectl, "delete", "pod", "-n", EXEC_NAMESPACE, name, "--grace-period=0",
+                           "--force", "--wait=false", check=False)
         wait_for(lambda: all((policies.kube.get("Pod", EXEC_NAMESPACE, n) or {}).get("status", {}).get("phase")
                              == "Running" for n in ("grp-0", "grp-0-1", "db")), timeout=60, what="the pods to run")
         uid = policies.kube.get("Pod", EXEC_NAMESPACE, "grp-0")["metadata"]["uid"]

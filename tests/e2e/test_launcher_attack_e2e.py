@@ -39,7 +39,15 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ClusterHandle, wait_for
+from conftest import (
+    BACKEND_EDITOR_RULES,
+    ClusterHandle,
+    apply_as_once_admitted,
+    condition,
+    exec_namespace,
+    grant,
+    wait_for,
+)
 
 from devcluster.build import ensure_llmb_exec
 from devcluster.cluster import EXEC_NAMESPACE
@@ -145,11 +153,9 @@ def _letters(n: int = 6) -> str:
 @pytest.fixture(scope="module")
 def installed(cluster: ClusterHandle) -> Iterator[ClusterHandle]:
     """The exec namespace, the shipped RBAC (launcher ClusterRole) and both launcher admission policies."""
-    for name in (EXEC_NAMESPACE, "llmbackend-system"):
-        if cluster.kube.get("Namespace", None, name) is None:
-            cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    wait_for(lambda: cluster.kube.get("ServiceAccount", EXEC_NAMESPACE, "default"), timeout=60,
-             what="the exec namespace's default ServiceAccount")
+    if cluster.kube.get("Namespace", None, "llmbackend-system") is None:
+        cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llmbackend-system"}})
+    exec_namespace(cluster)
     for manifest in ("rbac.yaml", "launcher-admission.yaml"):
         cluster.kubectl("apply", "-f", str(REPO / "manifests" / "default" / manifest))
     yield cluster
@@ -382,7 +388,6 @@ def backend_named_after_a_statefulset(installed: ClusterHandle, operator, lws, r
     LeaderWorkerSet would name its last group's leader `<v>-<group>` and give it the `<v>-launcher` token.
     `request.param`: the group (0: LWS would take the StatefulSet as that group's workers; 2: its pods are named
     like group 2's workers)."""
-    from conftest import BACKEND_EDITOR_RULES, apply_as_once_admitted, grant
 
     cluster = installed
     victim = Victim(f"ledger{_letters(4)}", request.param)
@@ -424,7 +429,6 @@ def backend_named_after_a_statefulset(installed: ClusterHandle, operator, lws, r
 
 def _group_name_taken(cluster: ClusterHandle, victim: Victim) -> dict[str, Any]:
     """The backend once it says Degraded=GroupNameTaken, naming the other team's StatefulSet."""
-    from conftest import condition
 
     def said() -> dict[str, Any] | None:
         obj = cluster.kube.get("LLMBackend", EXEC_NAMESPACE, victim.name)
@@ -526,7 +530,6 @@ def test_a_tenant_backend_named_after_another_team_s_statefulset_does_not_reach_
     `<v>-0` for as long as it is there, and the other team's StatefulSet unchanged."""
     cluster, victim = installed, backend_named_after_a_statefulset
     obj = _group_name_taken(cluster, victim)
-    from conftest import condition
     assert (condition(obj, "Available") or {}).get("status") == "False"
     time.sleep(5)  # LWS and the StatefulSet controller would have made the leader by now
     assert cluster.kube.get("LeaderWorkerSet", EXEC_NAMESPACE, victim.name) is None

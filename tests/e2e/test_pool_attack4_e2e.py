@@ -25,6 +25,7 @@ from conftest import (
     autoscaling_status,
     backend_manifest,
     deployment_replicas,
+    fresh_namespace,
     grant,
     wait_for,
 )
@@ -54,7 +55,6 @@ def tenant(policy, namespace):
 
 @pytest.fixture
 def victim(cluster):
-    from conftest import fresh_namespace
     with fresh_namespace(cluster, "prod") as name:
         yield name
 

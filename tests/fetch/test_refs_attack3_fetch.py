@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_fetch
+from conftest import checkpoint_files, run_fetch
 from test_model_fetch import downloaded
 
 from devcluster.cli import topology_nodes
@@ -228,7 +228,6 @@ def test_a_gated_repo_whose_listing_is_open_is_not_served_to_a_backend_without_a
 def test_an_s3_source_another_backend_downloaded_is_not_served_to_a_backend_without_keys(s3_endpoint, tmp_path):
     """S3 likewise: team A's backend downloads s3://<bucket>/llama with its keys; the tenant names the same source
     without a secretRef. Its own Job has no keys and fails at once (NoCredentials, permanent): no pods."""
-    from conftest import checkpoint_files
     from test_model_fetch import S3_ENV, _s3_put
     bucket = "models-attack3"
     _s3_put(s3_endpoint, bucket)

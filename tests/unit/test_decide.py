@@ -350,6 +350,18 @@ def test_a_uri_source_is_served_only_once_the_backend_s_own_download_finished(ph
     assert "Deployment" in {o["kind"] for o in ready.apply}
 
 
+def test_a_misconfiguration_is_degraded_while_the_own_download_runs():
+    """What a person must fix (mode keda without KEDA's CRD) is said at once, not after the download it waits on."""
+    spec = {"model": GATED, "autoscaling": {"enabled": True, "mode": "keda",
+                                            "prometheus": {"url": "http://prometheus.monitoring:9090"}}}
+    downloading = ModelCacheResult(LLMBackendSpec.model_validate(spec), False, "Downloading", "Downloading: ...",
+                                   {"phase": "Downloading", "source": GATED["source"]["uri"]})
+    waiting = first_pass(spec, model_cache=downloading)
+    got = conditions(waiting)
+    assert got["Available"] == ("False", cond.WAITING_FOR_OWN_DOWNLOAD) and waiting.apply == []
+    assert got["Degraded"] == ("True", cond.KEDA_NOT_INSTALLED)
+
+
 def test_a_refused_own_download_keeps_an_earlier_spec_s_replicas_and_applies_nothing():
     """The backend served another source before (an earlier spec); its new source's own download was refused (401):
     Degraded with the download's reason, nothing of the new spec applied, nothing pruned (as not_served says)."""

@@ -293,8 +293,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
 
     apis = observed.apis
     scaler_mode = spec.autoscaling.enabled and spec.autoscaling.mode in (AutoscalingMode.HPA, AutoscalingMode.KEDA)
-    keda_missing = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA
-                    and "ScaledObject" not in apis)
+    keda_missing = _keda_missing(observed, spec)
     prom = spec.autoscaling.prometheus
     # KEDA polls the ScaledObject's Prometheus: only one the admin allowed (the operator's own polling: run.py).
     keda_refused = (spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA and prom is not None
@@ -379,9 +378,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     if openai.enabled(spec) and status.endpoint is not None:
         status.endpoint.openai_port = openai.OPENAI_PORT
     if keda_missing:
-        conditions.set(DEGRADED, True, cond.KEDA_NOT_INSTALLED,
-                       "autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
-                       "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
+        conditions.set(DEGRADED, True, cond.KEDA_NOT_INSTALLED, KEDA_NOT_INSTALLED_MESSAGE)
     if keda_refused and prom is not None:
         conditions.set(DEGRADED, True, cond.PROMETHEUS_NOT_ALLOWED,
                        f"autoscaling.prometheus.url {prom.url} is not a Prometheus this operator lets KEDA poll, so no "
@@ -675,9 +672,20 @@ def _require_own_download(observed: Observed, spec: LLMBackendSpec, decision: De
                    "the serving pods are created once this backend's own download of the source has finished "
                    "(see ModelReady); a copy already in the cache is not served before that")
     conditions.set(PROGRESSING, True, cache.reason, _model_message(decision))
-    conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change yet: the checkpoint is on its way")
+    if _keda_missing(observed, spec):  # a person can fix it while the download runs: said now, not after it
+        conditions.set(DEGRADED, True, cond.KEDA_NOT_INSTALLED, KEDA_NOT_INSTALLED_MESSAGE)
+    else:
+        conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change yet: the checkpoint is on its way")
     _requeue_within(decision, DOWNLOAD_REQUEUE_S)
     raise _Stop
+
+
+KEDA_NOT_INSTALLED_MESSAGE = ("autoscaling.mode keda needs KEDA's ScaledObject CRD (keda.sh/v1alpha1); install KEDA "
+                              "(https://keda.sh) and the operator renders the ScaledObject, or use mode operator or hpa")
+
+
+def _keda_missing(observed: Observed, spec: LLMBackendSpec) -> bool:
+    return spec.autoscaling.enabled and spec.autoscaling.mode == AutoscalingMode.KEDA and "ScaledObject" not in observed.apis
 
 
 def _require_unambiguous_name(observed: Observed, plan_status: PlanStatus, decision: Decision) -> None:
