@@ -957,11 +957,14 @@ def download(uri: str, cache: Path, *, endpoint: str | None = None, region: str 
     total = sum(f.size for f in files)
     state = {"resolvedRevision": revision, "path": f"{source.key}/{revision}", "bytesTotal": total, "filesTotal": len(files)}
     _mark_cache_root(cache)
-    if final.exists() or final.is_symlink():  # a copy to reuse: every file is hashed again first
+    checked = final.exists() or final.is_symlink()
+    if checked:  # a copy to reuse: every file is hashed again first
         progress.update(force=True, phase="Verifying", bytesDone=0, **state)
         check_read_access(client, files)  # and first, that this Job's credentials may read it, not only another's
     copy_state, detail = _copy_problem(final, revision, files, progress)
     if copy_state == "ok":  # verified: its config.json says what the source's does (another ref's Job needs it too)
+        if not checked:  # another Job's copy landed between the test above and the hashing: reused all the same
+            check_read_access(client, files)
         _write_ref(cache, source, revision)
         progress.update(force=True, phase="Ready", bytesDone=total, filesDone=len(files), **state, **inspect(final))
         return progress.state

@@ -92,14 +92,9 @@ def test_a_tenant_without_a_copy_to_reuse_must_read_every_file_itself(gated_hub,
     assert not (tmp_path / key / "refs" / "main").exists()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): model_fetch.download decides whether to check read access with `final.exists()` and then, in a "
-    "separate step, _copy_problem finds the copy 'ok'. If another Job's rename lands between the two (team A's "
-    "download finishing while the tenant's Job has listed the open gated listing), the tenant's Job writes refs/main "
-    "and reports Ready without one request with its own token: WaitingForOwnDownload then lets its pods serve the "
-    "gated copy. The window is two statements wide (microseconds) and tries are few (a refused Job fails for good; "
-    "another Job name takes another spelling of the URI, e.g. @main or none), though team A's status.model.bytesDone "
-    "says when to try. Fix: check access whenever a copy is reused (after _copy_problem says ok), not on a prior test"))
+# Fixed (was a strict xfail): FINDING (low): download() decided whether to check read access with `final.exists()`,
+# then _copy_problem found the copy 'ok' in a separate step; a copy that landed between the two was reused unchecked.
+# A copy found 'ok' is now always checked with this Job's credentials.
 def test_a_copy_that_lands_between_the_existence_test_and_the_reuse_is_still_checked(gated_hub, tmp_path, monkeypatch):
     """BREAKS: force the interleaving: team A's finished copy is renamed into place just after the tenant's Job looked
     for it (simulated by landing it when _copy_problem is entered), as two Jobs of one source do (model_fetch stages
