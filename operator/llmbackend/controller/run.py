@@ -37,6 +37,8 @@ from ..autoscaling.pool import (
     bound_replicas,
     held_replicas,
     is_group_pod,
+    pod_gpus,
+    quota_free,
     quota_replicas,
     share,
 )
@@ -572,14 +574,17 @@ class Operator:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: its pods or the quotas unread)
             namespace_quotas = quotas[key[0]]
-            quota = (quota_replicas(namespace_quotas, pods, target.gpus_per_replica, target.priority_class)
-                     if namespace_quotas and pods is not None else None)
+            known = bool(namespace_quotas) and pods is not None
+            quota = (quota_replicas(namespace_quotas or [], pods, target.gpus_per_replica, target.priority_class)
+                     if known else None)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
                                 current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,
                                 min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
-                                unplaceable=target.unplaceable, quota=quota))
+                                unplaceable=target.unplaceable, quota=quota,
+                                quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
+                                quota_own_gpus=pod_gpus(pods) if known else 0))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
