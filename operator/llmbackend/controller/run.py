@@ -422,7 +422,7 @@ class Operator:
         elif target.spec.source == "prometheus":
             source = PrometheusRatioSource(target.spec.prometheus.url)
         else:
-            source = TritonScraper(target.scrape_model)
+            source = TritonScraper(target.scrape_model, namespace=target.namespace)
         try:
             state = ScalerState.resumed(target.memory, time.time())
         except Exception as exc:  # noqa: BLE001 - status is not only ours to write: a memory that breaks is no memory
