@@ -7,7 +7,7 @@ import asyncio
 import time
 
 import pytest
-from test_backoff import _operator
+from test_backoff import _operator, _priority_classes
 
 from llmbackend.api.v1alpha1 import AutoscalingSpec
 from llmbackend.autoscaling.decision import ScalerState
@@ -187,10 +187,7 @@ def test_a_tenant_priority_never_reaches_into_another_namespace_but_a_priority_c
     operator = _operator()
     reads: list[str] = []
 
-    def get_live(kind, namespace, name):
-        reads.append(f"{kind}/{name}")
-        return {"value": {"critical": 1000, "batch": 0}[name]}
-    monkeypatch.setattr(operator.kube, "get_live", get_live)
+    _priority_classes(monkeypatch, operator, {"critical": 1000, "batch": 0}, reads)
     targets = {("a", "high"): _pool_target("a", "high", 2, priority=1_000_000),
                ("b", "low"): _pool_target("b", "low", 6, priority_class="batch")}
     operator.uncapped = {("a", "high"): _wanting(8), ("b", "low"): _wanting(6)}
@@ -204,14 +201,14 @@ def test_a_tenant_priority_never_reaches_into_another_namespace_but_a_priority_c
     # class; status counts the other namespace's backend and does not name it
     assert operator.state.decisions[("b", "low")].extra["preemptedBy"] == "1 backend(s) of other namespaces: 6 replica(s)"
     asyncio.run(operator._share_pools(targets))
-    assert reads == ["PriorityClass/batch", "PriorityClass/critical"]  # read once each (PRIORITY_CLASS_TTL_S)
+    assert reads == ["PriorityClass", "PriorityClass"]  # one list a pass with a name not read (PRIORITY_CLASS_TTL_S)
 
 
 def test_a_class_whose_pods_no_node_of_the_pool_can_hold_takes_nothing_and_says_why(monkeypatch):
     # the attacker pass: a tenant with a class it may use and memory no node has drained another namespace once,
     # before any of its pods existed to be seen unplaceable
     operator = _operator()
-    monkeypatch.setattr(operator.kube, "get_live", lambda kind, namespace, name: {"value": {"gold": 1000, "bronze": 0}[name]})
+    _priority_classes(monkeypatch, operator, {"gold": 1000, "bronze": 0})
     why = "no node of the pool can hold a serving pod: 0/1 nodes are available: 1 Insufficient memory"
     hog = _pool_target("tenant", "hog", 1, priority_class="gold")
     hog.unplaceable = why

@@ -29,6 +29,20 @@ def _operator() -> Operator:
     return operator
 
 
+def _priority_classes(monkeypatch, operator: Operator, classes: dict[str, int], reads: list[str] | None = None) -> None:
+    """The operator's LIST of PriorityClasses answers ``classes`` (name -> value; each list counted in ``reads``);
+    its other lists are answered as before."""
+    other = operator.kube.list
+
+    def listed(kind, namespace=None, **kw):
+        if kind != "PriorityClass":
+            return other(kind, namespace, **kw)
+        if reads is not None:
+            reads.append(kind)
+        return [{"metadata": {"name": name}, "value": value} for name, value in classes.items()]
+    monkeypatch.setattr(operator.kube, "list", listed)
+
+
 def _backend(generation: int) -> dict:
     return {"apiVersion": "llmbackend.dev/v1alpha1", "kind": "LLMBackend",
             "metadata": {"name": "b", "namespace": "ns", "generation": generation, "resourceVersion": str(generation)}}

@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_backoff import _operator
+from test_backoff import _operator, _priority_classes
 
 from llmbackend.api import engine_metrics as EM
 from llmbackend.api.v1alpha1 import AutoscalingSpec
@@ -122,12 +122,11 @@ def _hog_drains_the_model(monkeypatch, reading: RatioReading) -> int:
     holds 12 of the pool's 16 GPUs. One round of the loop: the tenant's evaluation with ``reading``, then the pool's
     share. Returns the replicas the bronze backend may keep."""
     operator = _operator()
-    monkeypatch.setattr(operator.kube, "get_live",
-                        lambda kind, namespace, name: {"value": {"gold": 1000, "bronze": 0}[name]})
     monkeypatch.setattr(operator.kube, "get", lambda kind, namespace, name: {"status": {}})  # its Deployment
     pods = [_pod("hog-0", node="gpu-1"), _pod("hog-1", node="gpu-1"),
             _pod("hog-2", unschedulable=NOT_GPUS), _pod("hog-3", unschedulable=NOT_GPUS)]
     monkeypatch.setattr(operator.kube, "list", lambda *a, **kw: pods)
+    _priority_classes(monkeypatch, operator, {"gold": 1000, "bronze": 0})
     monkeypatch.setattr(operator, "_set_deletion_costs", lambda *a: None)
 
     async def scrape(self, ready):
@@ -185,8 +184,7 @@ def test_a_decision_that_raises_does_not_freeze_the_pods_the_pool_judges_a_class
 # them: nodes gpu-b-*)
 def test_pods_bound_to_nodes_outside_the_pool_hold_nothing_in_it(monkeypatch):
     operator = _operator()
-    monkeypatch.setattr(operator.kube, "get_live",
-                        lambda kind, namespace, name: {"value": {"gold": 1000, "bronze": 0}[name]})
+    _priority_classes(monkeypatch, operator, {"gold": 1000, "bronze": 0})
     monkeypatch.setattr(operator.kube, "get", lambda kind, namespace, name: {"status": {}})
     monkeypatch.setattr(operator, "_set_deletion_costs", lambda *a: None)
     old_on_pool_a = [_pod(f"hog-old-{i}", node=f"gpu-a-{i}") for i in range(7)]

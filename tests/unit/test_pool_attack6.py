@@ -490,7 +490,7 @@ def test_the_priority_classes_the_loop_remembers_are_bounded_by_the_backends(mon
     """Tries: one backend of the tenant on a pool whose spec.scheduling.priorityClassName changes before each of
     2,000 pool passes (names that exist or not: the loop reads each). Safe: the operator remembers the classes of
     the backends it has now (a few), not every name it ever read."""
-    from test_backoff import _operator
+    from test_backoff import _operator, _priority_classes
 
     from llmbackend.api.v1alpha1 import AutoscalingSpec
     from llmbackend.controller import run
@@ -499,11 +499,7 @@ def test_the_priority_classes_the_loop_remembers_are_bounded_by_the_backends(mon
     operator = _operator()
     reads: list[str] = []
 
-    def get_live(kind, namespace, name):
-        reads.append(name)
-        return None  # no such class: the backend counts as priority 0
-
-    monkeypatch.setattr(operator.kube, "get_live", get_live)
+    _priority_classes(monkeypatch, operator, {}, reads)  # no such class: the backend counts as priority 0
 
     async def passes() -> None:
         for i in range(2000):
@@ -515,7 +511,7 @@ def test_the_priority_classes_the_loop_remembers_are_bounded_by_the_backends(mon
 
     asyncio.run(passes())
     operator.executor.shutdown(wait=True)
-    assert len(reads) == 2000  # a live read per new name
+    assert len(reads) == 2000  # a list a pass: each pass names a new class
     assert len(operator.priority_classes) <= 10, f"{len(operator.priority_classes)} class names remembered"
 
 

@@ -69,14 +69,13 @@ def test_the_loop_reads_the_namespaces_quotas_and_caps_the_claim_and_says_why(mo
     import asyncio
 
     from test_autoscale_loop import _pool_target, _wanting
-    from test_backoff import _operator
+    from test_backoff import _operator, _priority_classes
 
     operator = _operator()
     targets = {("tenant", "a"): _pool_target("tenant", "a", 4, priority_class="gold"),
                ("other", "v"): _pool_target("other", "v", 4)}
     operator.scalers = {key: {"pods": _pods(4)} for key in targets}  # the pods of each one's last evaluation
     quotas = {"tenant": [_quota(4, 4)], "other": []}
-    monkeypatch.setattr(operator.kube, "get_live", lambda kind, ns, name: {"value": 1000})
     monkeypatch.setattr(operator, "_held", lambda key, target, pods: asyncio.sleep(0, result=target.current_replicas))
 
     def listed(kind, namespace=None, label_selector=None, field_selector=None):
@@ -86,6 +85,7 @@ def test_the_loop_reads_the_namespaces_quotas_and_caps_the_claim_and_says_why(mo
         return quotas[namespace]
 
     monkeypatch.setattr(operator.kube, "list", listed)
+    _priority_classes(monkeypatch, operator, {"gold": 1000})
     operator.uncapped = {("tenant", "a"): _wanting(8), ("other", "v"): _wanting(4)}
     asyncio.run(operator._share_pools(targets))
     mine, other = operator.state.decisions[("tenant", "a")], operator.state.decisions[("other", "v")]

@@ -49,9 +49,11 @@ log names them for the admin.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..planning import quantity
 from ..render.multinode import GROUP_INDEX_LABEL
 
 HOLD_S = 300.0  # how long GPUs a backend held stay reserved against those it outranks (step 4)
@@ -87,6 +89,12 @@ class Claim:
     # those the quota's free GPUs make room for); None: no quota limits them. It claims no more: the API server would
     # refuse those pods, so GPUs drained for them would serve nobody
     quota: int | None = None
+    # the namespace's quotas on GPUs that apply to its pods, each (its name, the GPUs it has free: ``quota_free``),
+    # and the GPUs its live pods request (counted in the quotas' used already). The free GPUs are the namespace's,
+    # not this backend's: ``share`` spends them on the replicas it grants past those pods, over every backend of the
+    # namespace and every pool, so together they never claim more than the quota admits
+    quota_free: tuple[tuple[str, int], ...] = ()
+    quota_own_gpus: int = 0
 
     @property
     def key(self) -> Key:
@@ -155,13 +163,24 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
         pools.setdefault(c.pool, []).append(c)
     out: dict[Key, Share] = {}
     new = PoolState()
+    # (namespace, quota) -> its free GPUs not yet spent on replicas granted in pools shared before
+    budget: dict[tuple[str, str], int] = {}
     for members in pools.values():
-        _share_pool(members, now, state, new, out, across_namespaces)
+        for c in members:
+            for name, free in c.quota_free:
+                budget[(c.namespace, name)] = min(free, budget.get((c.namespace, name), free))
+    for members in pools.values():
+        _share_pool(members, now, state, new, out, across_namespaces, budget)
     return out, new
 
 
+def _quota_spend(c: Claim, replicas: int) -> int:
+    """GPUs of its namespace's quotas that ``replicas`` of ``c`` take beyond those its live pods hold already."""
+    return max(0, replicas * c.gpus_per_replica - c.quota_own_gpus) if c.quota_free else 0
+
+
 def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolState, out: dict[Key, Share],
-                across: bool) -> None:
+                across: bool, budget: dict[tuple[str, str], int]) -> None:
     pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
@@ -199,6 +218,17 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             kept_for[c.key] = kept
         return sum(kept.values())
 
+    def quota_room(c: Claim) -> int:
+        """How many more replicas of ``c`` its namespace's quotas admit: their free GPUs less what earlier pools and
+        this pool's backends of the namespace were granted past their own pods so far."""
+        room = wants[c.key] - grant[c.key]
+        for name, _ in c.quota_free:
+            left = budget[(c.namespace, name)] - sum(_quota_spend(m, grant[m.key]) for m in members
+                                                     if m.namespace == c.namespace and name in dict(m.quota_free))
+            whole = (left + _quota_spend(c, grant[c.key]) + c.quota_own_gpus) // c.gpus_per_replica
+            room = min(room, whole - grant[c.key] if left >= 0 else 0)
+        return max(0, room)
+
     def give(victim: Key, taker: Key, n: int = 1) -> None:
         given[victim][taker] = given[victim].get(taker, 0) + n
         took[taker][victim] = took[taker].get(victim, 0) + n
@@ -225,12 +255,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         while growing:  # free GPUs, one replica each in turn
             growing = False
             for c in tier:
-                if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica:
+                if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
                     grant[c.key] += 1
                     free -= c.gpus_per_replica
                     growing = True
         for c in tier:  # then replicas above minReplicas of backends it outranks, lowest first
-            short = wants[c.key] - grant[c.key]
+            short = quota_room(c)  # only c grows below: what its namespace's quotas admit stays as it is now
             if short <= 0:
                 continue
             usable = max(0, free - blocked(c))
@@ -277,6 +307,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         pending.clear()
             pending.clear()  # a part of a replica: nothing taken
         remaining = [c for c in remaining if c not in tier]
+    for c in members:
+        if c.quota_free and grant[c.key] < wants[c.key] and not quota_room(c):
+            # its namespace's other backends were granted the quota's free GPUs: the rest is not claimed, as a
+            # quota's (the status says so); more GPUs from this pool would make pods the API server refuses
+            admitted[c.key] = wants[c.key] = grant[c.key]
+    for c in members:
+        for name, _ in c.quota_free:
+            budget[(c.namespace, name)] -= _quota_spend(c, grant[c.key])
 
     for c in members:
         k = c.key
@@ -463,8 +501,7 @@ def replicas_of(share_: Share | None, wanted: int) -> int:
 
 
 __all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "is_group_pod",
-           "outranks",
-           "share", "replicas_of"]
+           "outranks", "pod_gpus", "quota_free", "quota_replicas", "share", "replicas_of"]
 
 
 def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per_replica: int,
@@ -472,21 +509,35 @@ def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per
     """The replicas of a backend that its namespace's ResourceQuotas on GPUs admit in all: the GPUs its live pods
     request and the GPUs each quota has free (hard - used; the API server counts at admission), in whole replicas,
     the least over the quotas that apply to its pods (their scopes: a quota of a PriorityClass applies to the pods of
-    that class). None: no quota on GPUs applies. ``pods``: the backend's pods (None: not known, none counted)."""
-    own = sum(_gpus_requested(p, resource) for p in pods or [] if _live(p))
-    least: int | None = None
+    that class). None: no quota on GPUs applies. ``pods``: the backend's pods (None: not known, none counted).
+    The free GPUs are the namespace's: ``quota_free`` names them, so that ``share`` spends them once."""
+    own = pod_gpus(pods, resource)
+    free = quota_free(quotas, priority_class, resource)
+    if not free:
+        return None
+    return min((own + f) // max(1, gpus_per_replica) for _, f in free)
+
+
+def quota_free(quotas: Iterable[dict], priority_class: str | None,
+               resource: str = "nvidia.com/gpu") -> tuple[tuple[str, int], ...]:
+    """Each of the namespace's ResourceQuotas on GPUs that applies to a backend's pods: (its name and key, the GPUs
+    it has free), as ``Claim.quota_free``."""
+    out = []
     for quota in quotas:
         if not _quota_applies(quota, priority_class or ""):
             continue
         hard = (quota.get("spec") or {}).get("hard") or {}
         used = (quota.get("status") or {}).get("used") or {}
+        name = str((quota.get("metadata") or {}).get("name") or "")
         for key in (f"requests.{resource}", f"limits.{resource}", resource):
-            if key not in hard:
-                continue
-            free = max(0, _quantity(hard[key]) - _quantity(used.get(key, 0)))
-            replicas = (own + free) // max(1, gpus_per_replica)
-            least = replicas if least is None else min(least, replicas)
-    return least
+            if key in hard:
+                out.append((f"{name}/{key}", _free(hard[key], used.get(key, 0))))
+    return tuple(out)
+
+
+def pod_gpus(pods: Iterable[dict] | None, resource: str = "nvidia.com/gpu") -> int:
+    """The GPUs a backend's live pods request: what its namespace's quotas count as used by it."""
+    return sum(_gpus_requested(p, resource) for p in pods or [] if _live(p))
 
 
 def _live(pod: dict) -> bool:
@@ -505,11 +556,17 @@ def _gpus_requested(pod: dict, resource: str) -> int:
 
 
 def _quantity(value: object) -> int:
-    """A whole-number quantity (GPUs, pods); anything else reads as 0."""
-    try:
-        return max(0, int(str(value)))
-    except ValueError:
-        return 0
+    """A quantity of GPUs as the API server writes it (canonical form: 1000 is "1k"), rounded up; anything that is
+    not a quantity reads as 0."""
+    parsed = quantity.parse(value)
+    return max(0, math.ceil(parsed)) if parsed is not None else 0
+
+
+def _free(hard: object, used: object) -> int:
+    """The whole GPUs a quota has free: hard - used, rounded down (a pod requests whole GPUs); a hard that is not a
+    quantity admits nothing."""
+    parsed = quantity.parse(hard)
+    return max(0, math.floor(parsed) - _quantity(used)) if parsed is not None else 0
 
 
 # how a quota scope applies to a serving pod: it runs with no deadline and requests GPUs (not BestEffort)

@@ -7,12 +7,13 @@ Both sources return a :class:`RatioReading`; errors become readings with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,18 +50,48 @@ class PodScrapeState:
 # operator spend on one scrape. Memory does not grow with it: the body is read as it arrives (MetricsReader).
 MAX_METRICS_BYTES = 1 * 2**20
 _CHUNK_BYTES = 64 * 1024
-# Scrapes in flight in the whole operator (every backend's), each holding at most a chunk and a line of its body:
-# beyond it a scrape waits its turn (within its own timeout).
+# The most reads of one pod's body per scrape. The event loop's work per read (aiohttp's and asyncio's: a recv, the
+# HTTP parser, a wake-up) is what a body cap does not bound: a pod that sends one byte per TCP segment costs ~50 us
+# a read until the timeout cuts it (~0.5 s of CPU in 2 s). An honest body arrives in few large reads (a Triton pod's
+# tens of KiB in a handful; even 1 MiB at a 1448-byte MSS in ~725), so past this the scrape is abandoned as failed.
+MAX_READS_PER_SCRAPE = 1024
+# Scrapes in flight in the whole operator (every backend's), each holding at most a chunk and a line of its body,
+# and of one namespace's backends together: a tenant's slow pods hold at most a quarter of the slots, so another
+# namespace's scrapes do not queue behind them. Waiting for a slot counts in the scrape's own timeout.
 MAX_SCRAPES_IN_FLIGHT = 64
-_scrape_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
-def _slots() -> asyncio.Semaphore:
-    """The process-wide bound on scrapes in flight (one semaphore per event loop: tests run several)."""
+class _Slots:
+    """The process-wide bound on scrapes in flight, and each namespace's part of it."""
+
+    def __init__(self) -> None:
+        self.all = asyncio.Semaphore(MAX_SCRAPES_IN_FLIGHT)
+        self.namespaces: dict[str, tuple[asyncio.Semaphore, int]] = {}  # namespace -> (its slots, scrapes using them)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, namespace: str) -> AsyncIterator[None]:
+        own, users = self.namespaces.get(namespace) or (asyncio.Semaphore(max(1, MAX_SCRAPES_IN_FLIGHT // 4)), 0)
+        self.namespaces[namespace] = (own, users + 1)
+        try:
+            async with own, self.all:  # its namespace's slot first: one waiting for it holds none of the others'
+                yield
+        finally:
+            own, users = self.namespaces[namespace]
+            if users > 1:
+                self.namespaces[namespace] = (own, users - 1)
+            else:
+                del self.namespaces[namespace]  # names are the admin's, but none is kept longer than its scrapes
+
+
+_scrape_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Slots] = weakref.WeakKeyDictionary()
+
+
+def _slots() -> _Slots:
+    """The scrape slots of this event loop (tests run several)."""
     loop = asyncio.get_running_loop()
     slots = _scrape_slots.get(loop)
     if slots is None:
-        slots = _scrape_slots[loop] = asyncio.Semaphore(MAX_SCRAPES_IN_FLIGHT)
+        slots = _scrape_slots[loop] = _Slots()
     return slots
 
 
@@ -107,8 +138,10 @@ class TritonScraper:
         max_samples_per_pod: int = 720,
         clock: Callable[[], float] = time.time,
         session: aiohttp.ClientSession | None = None,
+        namespace: str = "",
     ) -> None:
         self.model = model
+        self.namespace = namespace  # whose part of the operator's scrape slots this backend's scrapes take
         self.signal = signal
         self.port = port
         self.timeout_s = timeout_s
@@ -149,8 +182,8 @@ class TritonScraper:
             return pod, None, f"the previous scrape of {url} has not finished", self.clock()
         self._in_flight.add(pod)
         try:
-            async with self._sem, _slots():
-                return await self._read(session, pod, url)
+            async with asyncio.timeout(self.timeout_s), self._sem, _slots().hold(self.namespace):
+                return await self._read(session, pod, url)  # a scrape that cannot start in time fails as a slow one
         except TimeoutError:
             return pod, None, f"timeout after {self.timeout_s:g}s: {url}", self.clock()
         except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
@@ -172,12 +205,17 @@ class TritonScraper:
             if resp.content_length is not None and resp.content_length > MAX_METRICS_BYTES:
                 resp.close()
                 return pod, None, too_large, self.clock()
-            reader, size = MetricsReader(self.model, self.signal), 0
+            reader, size, reads = MetricsReader(self.model, self.signal), 0, 0
             async for chunk in resp.content.iter_chunked(_CHUNK_BYTES):
                 size += len(chunk)
+                reads += 1
                 if size > MAX_METRICS_BYTES:
                     resp.close()
                     return pod, None, too_large, self.clock()
+                if reads > MAX_READS_PER_SCRAPE:
+                    resp.close()
+                    return pod, None, (f"metrics of {url} arrived in more than {MAX_READS_PER_SCRAPE} reads "
+                                       f"({size} bytes so far): not read (a Triton pod's come in a few)"), self.clock()
                 if not reader.feed(chunk):
                     resp.close()  # as many lines of ours as a body may have: the rest is not read
                     break

@@ -37,6 +37,8 @@ from ..autoscaling.pool import (
     bound_replicas,
     held_replicas,
     is_group_pod,
+    pod_gpus,
+    quota_free,
     quota_replicas,
     share,
 )
@@ -420,7 +422,7 @@ class Operator:
         elif target.spec.source == "prometheus":
             source = PrometheusRatioSource(target.spec.prometheus.url)
         else:
-            source = TritonScraper(target.scrape_model)
+            source = TritonScraper(target.scrape_model, namespace=target.namespace)
         try:
             state = ScalerState.resumed(target.memory, time.time())
         except Exception as exc:  # noqa: BLE001 - status is not only ours to write: a memory that breaks is no memory
@@ -551,12 +553,13 @@ class Operator:
         in_use = {t.priority_class for t in targets.values() if t.pool and t.priority_class}
         for name in [n for n in self.priority_classes if n not in in_use]:
             del self.priority_classes[name]  # a class no backend runs with any more (names are the tenants')
+        await self._read_priority_classes(in_use)
         quotas: dict[str, list[dict[str, Any]] | None] = {}  # namespace -> its ResourceQuotas, read once a pass
         for key, target in targets.items():
             if not target.pool or key not in self.uncapped:
                 continue
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
-            class_value = await self._priority_class_value(target.priority_class) if target.priority_class else None
+            class_value = self.priority_classes[target.priority_class][0] if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
             pods = await self._pool_pods(key, (self.scalers.get(key) or {}).get("pods"))
             if target.unplaceable:
@@ -572,14 +575,17 @@ class Operator:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: its pods or the quotas unread)
             namespace_quotas = quotas[key[0]]
-            quota = (quota_replicas(namespace_quotas, pods, target.gpus_per_replica, target.priority_class)
-                     if namespace_quotas and pods is not None else None)
+            known = bool(namespace_quotas) and pods is not None
+            quota = (quota_replicas(namespace_quotas or [], pods, target.gpus_per_replica, target.priority_class)
+                     if known else None)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
                                 current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,
                                 min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
-                                unplaceable=target.unplaceable, quota=quota))
+                                unplaceable=target.unplaceable, quota=quota,
+                                quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
+                                quota_own_gpus=pod_gpus(pods) if known else 0))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
@@ -644,21 +650,26 @@ class Operator:
                         "capped by them", namespace, exc)
             return None
 
-    async def _priority_class_value(self, name: str) -> int | None:
-        """The value of a PriorityClass (read again after PRIORITY_CLASS_TTL_S); None: there is none or not readable."""
-        value, read_at = self.priority_classes.get(name, (None, -math.inf))
-        if time.monotonic() - read_at < PRIORITY_CLASS_TTL_S:
-            return value
+    async def _read_priority_classes(self, names: set[str]) -> None:
+        """The values of the PriorityClasses ``names`` (``self.priority_classes``) not read within
+        PRIORITY_CLASS_TTL_S, with one LIST: the classes are the admin's (few), the names the tenants' (any number),
+        so a pool pass makes one request however many names its backends give. A class that is not there, or a list
+        that fails, counts as none (priority 0), read again after the TTL as one that is."""
+        now = time.monotonic()
+        stale = {n for n in names if now - self.priority_classes.get(n, (None, -math.inf))[1] >= PRIORITY_CLASS_TTL_S}
+        if not stale:
+            return
         loop = asyncio.get_running_loop()
+        values: dict[str, int | None] = {}
         try:
-            obj = await loop.run_in_executor(self.executor, lambda: self.kube.get_live("PriorityClass", None, name))
-            raw = (obj or {}).get("value")
-            value = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+            for obj in await loop.run_in_executor(self.executor, self.kube.list, "PriorityClass", None):
+                raw = obj.get("value")
+                values[str((obj.get("metadata") or {}).get("name"))] = (
+                    raw if isinstance(raw, int) and not isinstance(raw, bool) else None)
         except Exception as exc:  # noqa: BLE001 - no class value: the backend's priority is 0 (said in the log)
-            log.warning("PriorityClass %s not readable (%s): its backends count as priority 0", name, exc)
-            value = None
-        self.priority_classes[name] = (value, time.monotonic())
-        return value
+            log.warning("PriorityClasses not readable (%s): backends that run with one count as priority 0", exc)
+        for name in stale:
+            self.priority_classes[name] = (values.get(name), now)
 
     def _hold(self, key: tuple[str, str], target, reason: str, message: str) -> None:
         """A decision that keeps the replicas where they are, with why in status.autoscaling."""
@@ -694,7 +705,7 @@ class Operator:
 
 
 permissions.require("", "pods", "patch")  # pod-deletion-cost before a scale-down
-permissions.require("scheduling.k8s.io", "priorityclasses", "get", scope=permissions.CLUSTER)  # a backend's priority (autoscaling/pool.py)
+permissions.require("scheduling.k8s.io", "priorityclasses", "list", scope=permissions.CLUSTER)  # a backend's priority (autoscaling/pool.py)
 permissions.require("", "resourcequotas", "list")  # what a namespace's GPU quota admits (autoscaling/pool.py quota_replicas)
 
 
