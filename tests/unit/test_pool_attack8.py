@@ -1,0 +1,380 @@
+"""Eighth attacker pass on the GPU pool shared by priority: the seventh pass's fixes (one ResourceQuota budget a
+namespace's backends share across pools, quota quantities, the cap of 1,024 reads of a pod's /metrics a scrape, the
+wait for a scrape slot inside the scrape's timeout with a quarter of the slots a namespace, PriorityClasses read
+with one LIST a pass).
+
+Seat: a tenant who may create/update LLMBackends in its own namespace only and picks spec.engine.image, so what its
+serving pods answer on /metrics (here: a raw asyncio server in this process that plays the pod, byte by byte) is its
+own; it may live under a ResourceQuota on GPUs it cannot change.
+
+Method: written from docs/autoscaling.md, docs/security.md ("Other tenants' GPUs: priority on a shared pool") and
+the code under operator/llmbackend/autoscaling/ (pool.py, sources.py, ratio.py) and controller/run.py, which calls
+it. A probe that HOLDS asserts the claim plainly; a probe that BREAKS asserts the safe behaviour and is marked
+``xfail(strict=True, raises=AssertionError)`` with the finding. Reads of a pod's answer are counted where aiohttp
+receives them (``ResponseHandler.data_received``: one recv and one run of the HTTP parser each), which is the work
+per read MAX_READS_PER_SCRAPE bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+
+import pytest
+from aiohttp import client_proto
+
+from llmbackend.autoscaling import sources
+from llmbackend.autoscaling.pool import Claim, PoolState, quota_free, quota_replicas, share
+from llmbackend.autoscaling.sources import MAX_READS_PER_SCRAPE, TritonScraper
+
+MODEL = "m"
+# aiohttp receives a dribbled body about twice per chunk iter_chunked hands on (two segments land between the
+# scraper's wake-ups): what the cap of MAX_READS_PER_SCRAPE chunks bounds, measured by the control probe below
+READ_BOUND = 2 * MAX_READS_PER_SCRAPE + 64
+GOOD_BODY = (
+    f'nv_inference_queue_duration_us{{model="{MODEL}",version="1"}} 10\n'
+    f'nv_inference_compute_infer_duration_us{{model="{MODEL}",version="1"}} 100\n'
+    f'nv_inference_request_success{{model="{MODEL}",version="1"}} 1\n'
+).encode()
+
+
+# --- a pod played by a raw server: what it sends, one write at a time --------------------------------------------
+
+
+async def _serve(pieces, pause: float = 0.0):
+    """A server that answers every connection with ``pieces`` (an iterable of bytes), one write each, yielding to the
+    event loop between writes so that the client reads each alone. Returns (server, port, writes made)."""
+    writes = [0]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        try:
+            for piece in pieces():
+                if writer.is_closing() or reader.at_eof():
+                    break
+                writer.write(piece)
+                writes[0] += 1
+                await asyncio.sleep(pause)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], writes
+
+
+def _count_reads(monkeypatch) -> list[int]:
+    """Count aiohttp's reads of a response (each: a recv from the socket and a run of the HTTP parser)."""
+    reads = [0]
+    original = client_proto.ResponseHandler.data_received
+
+    def counted(self, data: bytes) -> None:
+        reads[0] += 1
+        original(self, data)
+
+    monkeypatch.setattr(client_proto.ResponseHandler, "data_received", counted)
+    return reads
+
+
+async def _scrape(port: int, namespace: str = "tenant", timeout_s: float = 1.0) -> tuple[int, dict[str, str]]:
+    async with TritonScraper(MODEL, signal="triton", timeout_s=timeout_s, namespace=namespace) as scraper:
+        failed = await scraper.scrape({"pod-0": f"127.0.0.1:{port}"})
+        return failed, scraper.errors()
+
+
+def test_a_body_sent_one_byte_a_write_is_abandoned_after_the_read_cap(monkeypatch):
+    """HOLDS (the control for the two probes below): a body dribbled one byte a write stops being read at
+    MAX_READS_PER_SCRAPE, well before the timeout."""
+    reads = _count_reads(monkeypatch)
+
+    def pieces():
+        yield b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n"
+        while True:
+            yield b"#"
+
+    async def main():
+        server, port, _ = await _serve(pieces)
+        async with server:
+            return await _scrape(port, timeout_s=3.0)
+
+    failed, errors = asyncio.run(main())
+    assert failed == 1 and "reads" in errors["pod-0"], errors
+    assert reads[0] <= READ_BOUND, reads[0]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (medium): MAX_READS_PER_SCRAPE counts reads of the body only (7,235 reads in a 1 s timeout here, "
+    "3.5 times the dribbled body's 2,050). A tenant's pod that dribbles its response "
+    "headers one byte a TCP segment (aiohttp reads any number of header lines within the timeout) costs the "
+    "operator one recv and one HTTP-parser run per byte until the scrape's timeout: several times the reads the cap "
+    "allows, per pod per sync. Count every read of the response (a read cap on the connection's protocol, or a "
+    "header deadline), not the body's chunks"))
+def test_headers_sent_one_byte_a_write_are_bounded_by_the_read_cap_too(monkeypatch):
+    reads = _count_reads(monkeypatch)
+
+    def pieces():
+        yield b"HTTP/1.1 200 OK\r\n"
+        for i in itertools.count():
+            for byte in f"X-Pad-{i}: {'a' * 100}\r\n".encode():
+                yield bytes([byte])
+
+    async def main():
+        server, port, _ = await _serve(pieces)
+        async with server:
+            return await _scrape(port, timeout_s=1.0)
+
+    failed, _ = asyncio.run(main())
+    assert failed == 1
+    assert reads[0] <= READ_BOUND, f"{reads[0]} reads of one pod's answer in one scrape"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (medium): a chunked body's framing is read uncounted (31,000-43,000 reads in a 1 s timeout here, 15-20 "
+    "times the dribbled body's 2,050; the fix meant to bound exactly this event-loop work, shared by every "
+    "namespace's evaluations). A pod that answers Transfer-Encoding: chunked and "
+    "dribbles each chunk's size line (and its chunk extension, any length) one byte a segment makes many reads "
+    "that hand no body bytes to iter_chunked, so they never reach the cap: reads until the timeout"))
+def test_chunked_framing_sent_one_byte_a_write_is_bounded_by_the_read_cap_too(monkeypatch):
+    reads = _count_reads(monkeypatch)
+
+    def pieces():
+        yield b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+        while True:
+            for byte in b"1;" + b"x" * 200 + b"\r\n":
+                yield bytes([byte])
+            yield b"#\r\n"
+
+    async def main():
+        server, port, _ = await _serve(pieces)
+        async with server:
+            return await _scrape(port, timeout_s=1.0)
+
+    failed, _ = asyncio.run(main())
+    assert failed == 1
+    assert reads[0] <= READ_BOUND, f"{reads[0]} reads of one pod's answer in one scrape"
+
+
+def test_an_honest_pod_of_another_namespace_is_scraped_while_a_tenant_holds_every_slot_it_may(monkeypatch):
+    """HOLDS: a tenant's 80 pods that never answer (4 backends of 20 pods) wait for their namespace's quarter of the
+    slots; another namespace's pod, scraped at the same time, still answers within its timeout."""
+    monkeypatch.setattr(sources, "MAX_SCRAPES_IN_FLIGHT", 8)  # a quarter: 2; the honest pod needs one of the rest
+
+    def hang():
+        yield b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
+        while True:
+            yield b""
+
+    def honest():
+        yield b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(GOOD_BODY)
+        yield GOOD_BODY
+
+    async def main():
+        bad, bad_port, _ = await _serve(hang, pause=0.05)
+        good, good_port, _ = await _serve(honest)
+        async with bad, good:
+            scrapers = [TritonScraper(MODEL, signal="triton", timeout_s=1.5, namespace="tenant") for _ in range(4)]
+            victim = TritonScraper(MODEL, signal="triton", timeout_s=1.5, namespace="victim")
+            try:
+                results = await asyncio.gather(
+                    *(s.scrape({f"p{i}": f"127.0.0.1:{bad_port}" for i in range(20)}) for s in scrapers),
+                    victim.scrape({"honest": f"127.0.0.1:{good_port}"}))
+            finally:
+                for s in [*scrapers, victim]:
+                    await s.close()
+            return results, victim.errors()
+
+    results, errors = asyncio.run(main())
+    assert results[:4] == [20, 20, 20, 20]
+    assert results[4] == 0, errors
+
+
+def test_a_tenant_waiting_for_its_own_slots_does_not_block_another_namespaces_slot(monkeypatch):
+    """HOLDS: the namespace's own slot is taken before the process-wide one, so the tenant's scrapes queued on their
+    quarter hold none of the others'. With a process of 4 slots (a quarter: 1) and the tenant's 50 pods queued, the
+    victim's 3 pods are scraped at once."""
+    monkeypatch.setattr(sources, "MAX_SCRAPES_IN_FLIGHT", 4)
+
+    async def main():
+        slots = sources._slots()
+        held = asyncio.Event()
+        release = asyncio.Event()
+
+        async def tenant():
+            async with slots.hold("tenant"):
+                held.set()
+                await release.wait()
+
+        tasks = [asyncio.create_task(tenant()) for _ in range(50)]
+        await held.wait()
+        got = 0
+
+        async def victim():
+            nonlocal got
+            async with asyncio.timeout(0.5), slots.hold("victim"):
+                got += 1
+                await asyncio.sleep(0.05)
+
+        await asyncio.gather(victim(), victim(), victim())
+        release.set()
+        await asyncio.gather(*tasks)
+        return got, slots.all._value, dict(slots.namespaces)
+
+    got, free_all, left = asyncio.run(main())
+    assert got == 3
+    assert free_all == 4 and left == {}  # every slot back, no namespace entry kept
+
+
+# --- one quota budget across pools ----------------------------------------------------------------------------------
+
+
+def _claim(ns: str, name: str, pool: str = "p1", pool_gpus: int = 8, **kw) -> Claim:
+    base = dict(namespace=ns, name=name, pool=(pool,), pool_gpus=pool_gpus, priority=0, current=0, wanted=0,
+                min_replicas=0, gpus_per_replica=1)
+    base.update(kw)
+    return Claim(**base)
+
+
+def _quota(name: str, hard: str, used: str, **spec) -> dict:
+    return {"metadata": {"name": name}, "spec": {"hard": {"requests.nvidia.com/gpu": hard}, **spec},
+            "status": {"used": {"requests.nvidia.com/gpu": used}}}
+
+
+def test_backends_of_one_namespace_in_two_pools_together_take_no_more_than_the_quota_has_free():
+    """HOLDS: a quota with 4 GPUs free; the tenant's 2 backends in 2 empty pools each want 4 GPUs more (one replica
+    of 4): one is granted, the other waits and says it is the quota."""
+    free = quota_free([_quota("gpu", "8", "4")], None)
+    claims = [_claim("t", "a", "p1", current=1, held=1, wanted=2, gpus_per_replica=4, quota=2, quota_free=free,
+                     quota_own_gpus=4),
+              _claim("t", "b", "p2", pool_gpus=16, current=0, held=0, wanted=1, gpus_per_replica=4, quota=1,
+                     quota_free=free, quota_own_gpus=0)]
+    shares, _ = share(claims, 1000.0)
+    assert shares[("t", "a")].replicas + shares[("t", "b")].replicas == 2  # 4 held + 4 new
+    assert sum(1 for s in shares.values() if s.waiting_for_capacity and "ResourceQuota" in s.waiting_for_capacity) == 1
+
+
+def test_quota_budget_fuzz_one_namespace_never_grants_past_its_free_gpus():
+    """HOLDS: random namespaces of 1-4 backends over 1-3 pools, with one quota: the GPUs granted beyond each backend's
+    own live pods never exceed what the quota has free, whatever the order of pools and claims."""
+    rng = random.Random(48)
+    for _ in range(400):
+        free_gpus = rng.randint(0, 12)
+        free = (("gpu/requests.nvidia.com/gpu", free_gpus),)
+        claims = []
+        for i in range(rng.randint(1, 4)):
+            gpr = rng.choice([1, 2, 4])
+            current = rng.randint(0, 3)
+            held = rng.randint(0, current)
+            own = current * gpr  # every replica has its pod (those not held: unschedulable for another reason)
+            claims.append(_claim("t", f"b{i}", rng.choice(["p1", "p2", "p3"]), pool_gpus=rng.choice([8, 16]),
+                                 priority=rng.randint(0, 3), current=current, held=held,
+                                 wanted=rng.randint(0, 5), min_replicas=rng.randint(0, 1), gpus_per_replica=gpr,
+                                 quota=(own + free_gpus) // gpr, quota_free=free, quota_own_gpus=own))
+        # other namespaces' backends share the pools (no quota; some of a higher class): never the tenant's budget
+        claims += [_claim(f"o{i}", "x", rng.choice(["p1", "p2", "p3"]), pool_gpus=8, current=(n := rng.randint(0, 3)),
+                          held=n, wanted=rng.randint(0, 6), class_priority=rng.choice([None, 5]))
+                   for i in range(rng.randint(0, 2))]
+        rng.shuffle(claims)
+        shares, _ = share(claims, 1000.0 + rng.random(), across_namespaces=rng.random() < 0.5)
+        claims = [c for c in claims if c.namespace == "t"]
+        spent = sum(max(0, shares[c.key].replicas * c.gpus_per_replica - c.quota_own_gpus) for c in claims)
+        assert spent <= free_gpus, (claims, shares)
+
+
+def test_a_tenant_pods_in_the_old_pool_make_no_quota_room_for_a_class_drain_in_the_new_pool():
+    """HOLDS: a tenant's backend of a higher class moved its nodeSelector to a pool another namespace's class-less
+    backend fills; its 2 old pods (8 GPUs, its whole quota) run in the old pool. Its own GPUs would make quota room
+    for 2 replicas here, but replicas whose pods hold no GPU of this pool claim nothing: the other keeps its GPUs."""
+    quotas = [_quota("gpu", "8", "8")]
+    tenant = _claim("t", "mover", "new", current=2, held=0, wanted=2, gpus_per_replica=4, class_priority=100,
+                    quota=quota_replicas(quotas, [_pod(4), _pod(4)], 4, "high"),
+                    quota_free=quota_free(quotas, "high"), quota_own_gpus=8)
+    other = _claim("o", "victim", "new", current=2, held=2, wanted=2, gpus_per_replica=4)
+    shares, _ = share([tenant, other], 1000.0)
+    assert shares[("o", "victim")].replicas == 2 and shares[("o", "victim")].preempted_by is None
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (low): the quota budget is spent only on growth, in pool order; replicas a backend holds (its "
+    "Deployment's, pods on their way included) are granted without it. Sync 1 grants backend a the quota's 4 free "
+    "GPUs; at sync 2 a's Deployment has the replica but its pod is not created yet (the quota's used and a's own "
+    "GPUs unchanged). When b's pool is shared first, b (same namespace, a PriorityClass) is granted the same 4 GPUs "
+    "and drains another namespace's backend for them; one of the two pods is then refused by the quota. Spend held "
+    "replicas beyond the backend's own pods first, over every pool, before any growth"))
+def test_a_replica_granted_last_sync_whose_pod_is_not_created_yet_is_not_spent_twice():
+    free = quota_free([_quota("gpu", "8", "4")], None)
+    a1 = _claim("t", "a", "p1", current=1, held=1, wanted=2, gpus_per_replica=4, quota=2, quota_free=free,
+                quota_own_gpus=4)
+    shares, state = share([a1], 1000.0)
+    assert shares[a1.key].replicas == 2
+    a2 = _claim("t", "a", "p1", current=2, held=2, wanted=2, gpus_per_replica=4, quota=2, quota_free=free,
+                quota_own_gpus=4)
+    b = _claim("t", "b", "p2", current=0, held=0, wanted=1, gpus_per_replica=4, class_priority=100, quota=1,
+               quota_free=free, quota_own_gpus=0)
+    victim = _claim("o", "victim", "p2", current=2, held=2, wanted=2, gpus_per_replica=4)
+    for order in ([a2, b, victim], [b, victim, a2]):
+        shares, _ = share(order, 1015.0, state)
+        assert shares[a2.key].replicas == 2 and shares[b.key].replicas == 0, [c.name for c in order]
+        assert shares[victim.key].replicas == 2 and shares[victim.key].preempted_by is None
+
+
+def _pod(gpus: int, **meta) -> dict:
+    return {"metadata": {"name": "p", **meta}, "status": {"phase": "Running"},
+            "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+def test_quota_quantities_in_canonical_and_odd_forms():
+    """HOLDS: the API server's canonical forms (1k, 2500m) read as GPUs; a used above hard frees nothing; a hard that
+    is not a quantity admits nothing; a pod's request in millis rounds up."""
+    assert quota_free([_quota("q", "1k", "999")], None) == (("q/requests.nvidia.com/gpu", 1),)
+    assert quota_free([_quota("q", "2500m", "1")], None) == (("q/requests.nvidia.com/gpu", 1),)
+    assert quota_free([_quota("q", "4", "5")], None) == (("q/requests.nvidia.com/gpu", 0),)
+    assert quota_free([_quota("q", "lots", "0")], None) == (("q/requests.nvidia.com/gpu", 0),)
+    assert quota_free([_quota("q", "1e3", "0")], None) == (("q/requests.nvidia.com/gpu", 1000),)
+    assert quota_replicas([_quota("q", "4", "1")], [_pod(0)], 1, None) == 3
+    from llmbackend.autoscaling.pool import pod_gpus
+    assert pod_gpus([{"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "1500m"}}}]}}]) == 2
+    # a terminating pod no longer counts as the backend's own (its quota use is going): never more room from it
+    assert pod_gpus([_pod(4, deletionTimestamp="2026-01-01T00:00:00Z")]) == 0
+
+
+def test_a_quota_scoped_to_another_class_does_not_cap_and_one_scoped_to_its_class_does():
+    """HOLDS: scopeSelector PriorityClass In [high] applies to the pods of class high only; NotIn and
+    DoesNotExist as the API server reads them; two quotas that apply: the least free."""
+    scoped = _quota("hi", "2", "0", scopeSelector={"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]})
+    plain = _quota("all", "8", "0")
+    assert quota_replicas([scoped, plain], [], 1, "low") == 8
+    assert quota_replicas([scoped, plain], [], 1, "high") == 2
+    assert quota_replicas([scoped], [], 1, None) is None
+    none = _quota("none", "1", "0", scopeSelector={"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "DoesNotExist"}]})
+    assert quota_replicas([none], [], 1, None) == 1 and quota_replicas([none], [], 1, "x") is None
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (low, by design?): free GPUs among equals go one replica each BACKEND in turn, not each namespace: a "
+    "tenant that adds 7 backends wanting GPUs takes 7 of every 8 free GPUs from another namespace's one backend "
+    "that waits just as long (the docs promise a backend a tenant adds never moves another namespace's turn; it "
+    "does for growth). Turns by namespace first, then by backend inside it, would give each namespace its share"))
+def test_adding_backends_does_not_win_a_tenant_more_of_the_free_gpus_than_another_namespace():
+    now = 1000.0
+    victim = _claim("v", "one", pool_gpus=8, current=0, held=0, wanted=8)
+    tenant = [_claim("t", f"b{i}", pool_gpus=8, current=0, held=0, wanted=8) for i in range(7)]
+    state = PoolState(waiting_since={(("p1",), victim.key): now - 60,
+                                     **{(("p1",), c.key): now - 60 for c in tenant}})
+    shares, _ = share([victim, *tenant], now, state)
+    assert shares[victim.key].replicas >= 4, {k: s.replicas for k, s in shares.items()}
+
+
+def test_status_of_a_tenant_names_no_backend_of_another_namespace_with_quota_waiting():
+    """HOLDS: a tenant's backend that waits (for GPUs and for its quota) reads counts of other namespaces only."""
+    free = quota_free([_quota("gpu", "2", "0")], None)
+    tenant = _claim("t", "x", pool_gpus=4, current=0, held=0, wanted=4, quota=2, quota_free=free)
+    others = [_claim("secret-ns", "secret-model", pool_gpus=4, current=3, held=3, wanted=3, priority=7)]
+    shares, _ = share([tenant, *others], 1000.0)
+    text = " ".join(filter(None, [shares[tenant.key].waiting_for_capacity, shares[tenant.key].preempted_by,
+                                  shares[tenant.key].took]))
+    assert "secret" not in text and "priority 7" not in text
+    assert "1 backend(s) of other namespaces: 3 GPU(s)" in text, text
