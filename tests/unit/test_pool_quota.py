@@ -97,3 +97,28 @@ def test_the_loop_reads_the_namespaces_quotas_and_caps_the_claim_and_says_why(mo
     asyncio.run(operator._share_pools(targets))
     assert operator.state.decisions[("tenant", "a")].desired_replicas == 8
     assert "not readable for the GPU pool share" in caplog.text
+
+
+def test_a_backend_whose_pods_are_not_read_yet_is_still_capped_by_its_namespace_s_quota(monkeypatch) -> None:
+    """Seen in a side-by-side run: the tenant's backend had no evaluation with pods yet (new, or its evaluation still
+    running), and its claim went uncapped for a pass: it took a replica from another namespace for pods the quota then
+    refused. Its pods unread count as none (the quota's used GPUs still count them): growth waits, nobody is drained."""
+    import asyncio
+
+    from test_autoscale_loop import _pool_target, _wanting
+    from test_backoff import _operator, _priority_classes
+
+    operator = _operator()
+    targets = {("tenant", "a"): _pool_target("tenant", "a", 4, priority_class="gold"),
+               ("other", "v"): _pool_target("other", "v", 4)}
+    operator.scalers = {("other", "v"): {"pods": _pods(4)}}  # the tenant's backend: no evaluation with pods yet
+    monkeypatch.setattr(operator, "_held", lambda key, target, pods: asyncio.sleep(0, result=target.current_replicas))
+    monkeypatch.setattr(operator, "_pool_pods", lambda key, pods: asyncio.sleep(0, result=pods))
+    quotas = {"tenant": [_quota(4, 4)], "other": []}
+    monkeypatch.setattr(operator.kube, "list", lambda kind, namespace=None, **_: quotas[namespace])
+    _priority_classes(monkeypatch, operator, {"gold": 1000})
+    operator.uncapped = {("tenant", "a"): _wanting(8), ("other", "v"): _wanting(4)}
+    asyncio.run(operator._share_pools(targets))
+    mine, other = operator.state.decisions[("tenant", "a")], operator.state.decisions[("other", "v")]
+    assert other.desired_replicas == 4 and not other.extra.get("preemptedBy"), other
+    assert mine.desired_replicas == 4, mine

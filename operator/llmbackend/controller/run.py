@@ -573,10 +573,14 @@ class Operator:
                 held = await self._held(key, target, pods)
             if key[0] not in quotas:
                 quotas[key[0]] = await self._quotas(key[0])
-            # what the namespace's quota on GPUs admits caps its claim (not known: its pods or the quotas unread)
+            # what the namespace's quota on GPUs admits caps its claim (not known: the quotas unread). Its pods not
+            # read yet (a new backend, an evaluation still running) count as none: the cap is then too low, which
+            # only delays growth (a quota cap never cuts replicas), where no cap let it drain another namespace
+            # for pods the quota would refuse (seen in a side-by-side test run)
             namespace_quotas = quotas[key[0]]
-            known = bool(namespace_quotas) and pods is not None
-            quota = (quota_replicas(namespace_quotas or [], pods, target.gpus_per_replica, target.priority_class)
+            known = bool(namespace_quotas)
+            pods_known = pods if pods is not None else []
+            quota = (quota_replicas(namespace_quotas or [], pods_known, target.gpus_per_replica, target.priority_class)
                      if known else None)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
@@ -585,7 +589,7 @@ class Operator:
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
-                                quota_own_gpus=pod_gpus(pods) if known else 0))
+                                quota_own_gpus=pod_gpus(pods_known) if known else 0))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
