@@ -54,6 +54,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..planning import quantity
+from ..planning.inventory import GPU_RESOURCE
 from ..render.multinode import GROUP_INDEX_LABEL
 
 HOLD_S = 300.0  # how long GPUs a backend held stay reserved against those it outranks (step 4)
@@ -489,9 +490,9 @@ def _short_of_gpus(message: str) -> bool:
     preemption ran, it must name GPUs or have found no lower pod; where it did not (no part, or "not eligible"), the
     filters' word stands."""
     filters, ran, preemption = message.partition("preemption: ")
-    if "nvidia.com/gpu" not in filters:
+    if GPU_RESOURCE not in filters:
         return False
-    return (not ran or "nvidia.com/gpu" in preemption or "No preemption victims found" in preemption
+    return (not ran or GPU_RESOURCE in preemption or "No preemption victims found" in preemption
             or preemption.startswith("not eligible"))
 
 
@@ -505,7 +506,7 @@ __all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replic
 
 
 def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per_replica: int,
-                   priority_class: str | None, resource: str = "nvidia.com/gpu") -> int | None:
+                   priority_class: str | None, resource: str = GPU_RESOURCE) -> int | None:
     """The replicas of a backend that its namespace's ResourceQuotas on GPUs admit in all: the GPUs its live pods
     request and the GPUs each quota has free (hard - used; the API server counts at admission), in whole replicas,
     the least over the quotas that apply to its pods (their scopes: a quota of a PriorityClass applies to the pods of
@@ -519,7 +520,7 @@ def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per
 
 
 def quota_free(quotas: Iterable[dict], priority_class: str | None,
-               resource: str = "nvidia.com/gpu") -> tuple[tuple[str, int], ...]:
+               resource: str = GPU_RESOURCE) -> tuple[tuple[str, int], ...]:
     """Each of the namespace's ResourceQuotas on GPUs that applies to a backend's pods: (its name and key, the GPUs
     it has free), as ``Claim.quota_free``."""
     out = []
@@ -535,7 +536,7 @@ def quota_free(quotas: Iterable[dict], priority_class: str | None,
     return tuple(out)
 
 
-def pod_gpus(pods: Iterable[dict] | None, resource: str = "nvidia.com/gpu") -> int:
+def pod_gpus(pods: Iterable[dict] | None, resource: str = GPU_RESOURCE) -> int:
     """The GPUs a backend's live pods request: what its namespace's quotas count as used by it."""
     return sum(_gpus_requested(p, resource) for p in pods or [] if _live(p))
 
