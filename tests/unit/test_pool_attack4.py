@@ -77,7 +77,7 @@ def test_ordinary_slot_counts_negative_counters_and_resets_keep_decide_going():
              _engine_text(3) + f'{EM.ENGINE_REQUESTS_METRIC}_total{{model="m"}} 7 # {{trace_id="x"}} 1.0\n']
     samples = {"p": [(10.0 * (i + 1), c) for i, text in enumerate(texts)
                      if (c := parse_metrics_text(text, "m", SIGNAL_ENGINE)) is not None]}
-    assert len(samples["p"]) >= 4
+    assert len(samples["p"]) >= 3  # the text with a negative counter is no reading (a counter is never negative)
     reading = window_ratio(samples, 50.0, 60, SIGNAL_ENGINE)
     for name in ("ratio", "queue_us", "compute_us", "requests", "active", "slots", "arrival_rate"):
         value = getattr(reading, name)

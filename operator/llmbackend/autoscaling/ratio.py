@@ -204,6 +204,7 @@ def _labels(block: bytes, out: dict[bytes, bytes]) -> bool:
     parts = block.split(b'"')
     if len(parts) % 2 == 0:
         return False  # a quote left open
+    names: set[bytes] = set()
     for i in range(0, len(parts) - 1, 2):
         head = parts[i].strip(_BLANKS)
         if i:
@@ -213,6 +214,9 @@ def _labels(block: bytes, out: dict[bytes, bytes]) -> bool:
         if not head.endswith(b"=") or len(parts[i + 1]) > MAX_LABEL_VALUE:
             return False
         name = head[:-1].rstrip(_BLANKS)
+        if name in names:
+            return False  # a label name twice: Prometheus refuses the line (and its whole scrape)
+        names.add(name)
         if name in _WANTED_LABELS:
             out[name] = parts[i + 1]
     return parts[-1].strip(_BLANKS) in (b"", b",")
@@ -324,8 +328,9 @@ class MetricsReader:
         except ValueError:
             return
         # NaN, +-Inf and values no counter reaches are not readings (their sums would be infinite and reach int() in
-        # the decision and the drain order)
-        if not math.isfinite(value) or abs(value) > MAX_SAMPLE:
+        # the decision and the drain order). Nor is a negative value: every series read here is a counter, a count or
+        # a fraction (a negative counter would read as a restart to a negative value, and a negative window)
+        if not math.isfinite(value) or not 0.0 <= value <= MAX_SAMPLE:
             return
         self._add(kind, labels, value)
 
