@@ -11,10 +11,9 @@ import asyncio
 import math
 from collections.abc import Mapping
 
-import aiohttp
-
 from ..api.engine_metrics import ACTIVATOR_HELD_METRIC
-from .sources import MAX_METRICS_BYTES, metrics_url, read_capped
+from . import http_get
+from .sources import MAX_METRICS_BYTES, MAX_READS_PER_SCRAPE, metrics_address
 
 
 def parse_held(text: str, name: str = ACTIVATOR_HELD_METRIC) -> float | None:
@@ -41,18 +40,23 @@ def parse_held(text: str, name: str = ACTIVATOR_HELD_METRIC) -> float | None:
     return total if seen else None
 
 
-async def held_requests(session: aiohttp.ClientSession, addresses: Mapping[str, str], port: int,
-                        timeout_s: float = 2.0) -> float | None:
+async def held_requests(addresses: Mapping[str, str], port: int, timeout_s: float = 2.0) -> float | None:
     """Sum of the held requests over the activator pods (`{pod: ip}`); None when no pod answered."""
 
     async def one(ip: str) -> float | None:
+        body: list[bytes] = []
+
+        def keep(chunk: bytes) -> bool:
+            body.append(chunk)
+            return True
+
         try:
-            async with session.get(metrics_url(ip, port), timeout=aiohttp.ClientTimeout(total=timeout_s),
-                                   allow_redirects=False) as resp:  # as the engine scrape: that pod, capped
-                body = await read_capped(resp, MAX_METRICS_BYTES) if resp.status == 200 else None
-                return None if body is None else parse_held(body.decode(errors="replace"))
+            async with asyncio.timeout(timeout_s):  # as the engine scrape: that pod, every read counted, capped
+                await http_get.get(*metrics_address(ip, port), "/metrics", keep,
+                                   max_body=MAX_METRICS_BYTES, max_reads=MAX_READS_PER_SCRAPE)
         except Exception:  # noqa: BLE001 - an unreachable activator is "no signal", never a crash
             return None
+        return parse_held(b"".join(body).decode(errors="replace"))
 
     values = [v for v in await asyncio.gather(*(one(ip) for ip in addresses.values())) if v is not None]
     return sum(values) if values else None

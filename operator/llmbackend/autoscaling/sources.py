@@ -21,6 +21,7 @@ import aiohttp
 
 from ..api import engine_metrics as EM
 from ..render.hpa import default_query
+from . import http_get
 from .ratio import (
     REASON_NO_DATA,
     REASON_PROMETHEUS_ERROR,
@@ -49,11 +50,11 @@ class PodScrapeState:
 # histograms included; docs/autoscaling.md has the figures): the cap bounds the CPU a hostile image can make the
 # operator spend on one scrape. Memory does not grow with it: the body is read as it arrives (MetricsReader).
 MAX_METRICS_BYTES = 1 * 2**20
-_CHUNK_BYTES = 64 * 1024
-# The most reads of one pod's body per scrape. The event loop's work per read (aiohttp's and asyncio's: a recv, the
-# HTTP parser, a wake-up) is what a body cap does not bound: a pod that sends one byte per TCP segment costs ~50 us
-# a read until the timeout cuts it (~0.5 s of CPU in 2 s). An honest body arrives in few large reads (a Triton pod's
-# tens of KiB in a handful; even 1 MiB at a 1448-byte MSS in ~725), so past this the scrape is abandoned as failed.
+# The most reads of the socket per scrape of one pod: its whole answer (status line, headers, chunk framing and body;
+# http_get counts each). The event loop's work per read (a recv, a wake-up, our parsing) is what a byte cap does not
+# bound: a pod that sends one byte per TCP segment would cost a read per byte until the timeout cuts it. An honest
+# answer arrives in few large reads (a Triton pod's tens of KiB in a handful; even 1 MiB at a 1448-byte MSS in ~725),
+# so past this the scrape is abandoned as failed.
 MAX_READS_PER_SCRAPE = 1024
 # Scrapes in flight in the whole operator (every backend's), each holding at most a chunk and a line of its body,
 # and of one namespace's backends together: a tenant's slow pods hold at most a quarter of the slots, so another
@@ -95,21 +96,6 @@ def _slots() -> _Slots:
     return slots
 
 
-async def read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes | None:
-    """The body, or None once it passes ``cap`` bytes (the rest is not read; the connection is closed)."""
-    if resp.content_length is not None and resp.content_length > cap:
-        resp.close()
-        return None
-    chunks, size = [], 0
-    async for chunk in resp.content.iter_chunked(64 * 1024):
-        size += len(chunk)
-        if size > cap:
-            resp.close()
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 class TritonScraper:
     """Scrapes ``http://{ip}:{port}/metrics`` of each ready pod and keeps a ring of samples per pod.
 
@@ -137,7 +123,6 @@ class TritonScraper:
         retention_s: float = 3600.0,
         max_samples_per_pod: int = 720,
         clock: Callable[[], float] = time.time,
-        session: aiohttp.ClientSession | None = None,
         namespace: str = "",
     ) -> None:
         self.model = model
@@ -151,19 +136,10 @@ class TritonScraper:
         self.pods: dict[str, PodScrapeState] = {}
         self._sem = asyncio.Semaphore(concurrency)
         self._in_flight: set[str] = set()  # pods whose scrape has not ended
-        self._session = session
-        self._own_session = session is None
-
-    async def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
-            self._own_session = True
-        return self._session
 
     async def close(self) -> None:
-        if self._own_session and self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        """Nothing to release: each scrape opens and closes its own connection (kept for the callers' ``async with``
+        and the autoscaler's close of a backend's sources)."""
 
     async def __aenter__(self) -> TritonScraper:
         return self
@@ -174,7 +150,7 @@ class TritonScraper:
     def url_for(self, address: str) -> str:
         return metrics_url(address, self.port)
 
-    async def _fetch(self, session: aiohttp.ClientSession, pod: str, address: str) -> tuple[str, TritonCounters | None, str | None, float]:
+    async def _fetch(self, pod: str, address: str) -> tuple[str, TritonCounters | None, str | None, float]:
         url = self.url_for(address)
         if pod in self._in_flight:
             # its last scrape has not ended (a round cut short by the evaluation's timeout is cancelled, so this is
@@ -183,43 +159,25 @@ class TritonScraper:
         self._in_flight.add(pod)
         try:
             async with asyncio.timeout(self.timeout_s), self._sem, _slots().hold(self.namespace):
-                return await self._read(session, pod, url)  # a scrape that cannot start in time fails as a slow one
+                return await self._read(pod, address, url)  # a scrape that cannot start in time fails as a slow one
         except TimeoutError:
             return pod, None, f"timeout after {self.timeout_s:g}s: {url}", self.clock()
+        except http_get.HttpGetError as e:
+            return pod, None, f"{e} from {url}", self.clock()
         except Exception as e:  # noqa: BLE001 - a pod's failure must not fail the scrape
             return pod, None, f"{type(e).__name__}: {e} ({url})", self.clock()
         finally:
             self._in_flight.discard(pod)
 
-    async def _read(self, session: aiohttp.ClientSession, pod: str, url: str) -> tuple[str, TritonCounters | None, str | None, float]:
+    async def _read(self, pod: str, address: str, url: str) -> tuple[str, TritonCounters | None, str | None, float]:
         """One pod's /metrics, read as it arrives: each chunk is parsed on the event loop (bounded work, no thread:
         a timeout or a cancellation stops the read and the parse at once) and only the sums are kept."""
-        # The pod runs the tenant's image: a redirect must not send the operator elsewhere (it would GET any URL from
-        # the operator's network position), and the answer is read up to a cap, never whole.
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                               allow_redirects=False) as resp:
-            if resp.status != 200:
-                return pod, None, f"HTTP {resp.status} from {url}", self.clock()
-            too_large = (f"metrics of {url} exceed {MAX_METRICS_BYTES // 2**20} MiB: not read (a Triton pod's are "
-                         "well under it)")
-            if resp.content_length is not None and resp.content_length > MAX_METRICS_BYTES:
-                resp.close()
-                return pod, None, too_large, self.clock()
-            reader, size, reads = MetricsReader(self.model, self.signal), 0, 0
-            async for chunk in resp.content.iter_chunked(_CHUNK_BYTES):
-                size += len(chunk)
-                reads += 1
-                if size > MAX_METRICS_BYTES:
-                    resp.close()
-                    return pod, None, too_large, self.clock()
-                if reads > MAX_READS_PER_SCRAPE:
-                    resp.close()
-                    return pod, None, (f"metrics of {url} arrived in more than {MAX_READS_PER_SCRAPE} reads "
-                                       f"({size} bytes so far): not read (a Triton pod's come in a few)"), self.clock()
-                if not reader.feed(chunk):
-                    resp.close()  # as many lines of ours as a body may have: the rest is not read
-                    break
-            reader.finish()
+        # The pod runs the tenant's image: its answer is read with bounded work (http_get: every read of the socket
+        # counted, every byte capped, a redirect never followed), never whole.
+        reader = MetricsReader(self.model, self.signal)
+        await http_get.get(*metrics_address(address, self.port), "/metrics", reader.feed,
+                           max_body=MAX_METRICS_BYTES, max_reads=MAX_READS_PER_SCRAPE)
+        reader.finish()
         t = self.clock()
         c = reader.result()
         if c is None:
@@ -235,8 +193,7 @@ class TritonScraper:
             del self.pods[gone]
         if not pods:
             return 0
-        session = await self._get_session()
-        results = await asyncio.gather(*(self._fetch(session, p, a) for p, a in pods.items()))
+        results = await asyncio.gather(*(self._fetch(p, a) for p, a in pods.items()))
         failed = 0
         for pod, counters, err, t in results:
             st = self.pods.setdefault(pod, PodScrapeState(samples=deque(maxlen=self.max_samples)))
@@ -280,14 +237,21 @@ class TritonScraper:
         return self.reading(window_s)
 
 
-def metrics_url(address: str, port: int) -> str:
-    """The /metrics URL of a pod: ``ip:port`` as given, else ``port`` on the IP (IPv4 or bare IPv6)."""
-    host = address
+def metrics_address(address: str, port: int) -> tuple[str, int]:
+    """The host and port of a pod's metrics: ``ip:port`` as given, else ``port`` on the IP (IPv4 or bare IPv6)."""
     if address.count(":") == 1:  # ip:port
-        return f"http://{address}/metrics"
-    if ":" in address and not address.startswith("["):  # bare IPv6
-        host = f"[{address}]"
-    return f"http://{host}:{port}/metrics"
+        host, _, given = address.partition(":")
+        return host, int(given)
+    if address.startswith("[") and "]:" in address:  # [ipv6]:port
+        host, _, given = address[1:].partition("]:")
+        return host, int(given)
+    return address.strip("[]"), port
+
+
+def metrics_url(address: str, port: int) -> str:
+    """The /metrics URL of a pod (for messages: the scrape connects to :func:`metrics_address`)."""
+    host, port = metrics_address(address, port)
+    return f"http://[{host}]:{port}/metrics" if ":" in host else f"http://{host}:{port}/metrics"
 
 
 def parse_scalar(data: Mapping[str, Any]) -> float | None:

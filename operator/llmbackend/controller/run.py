@@ -22,7 +22,6 @@ import time
 from collections import Counter
 from typing import Any
 
-import aiohttp
 import kopf
 
 from ..api import conditions as cond
@@ -692,10 +691,7 @@ class Operator:
         ready = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if _pod_ready(p)}
         if not ready:
             return None
-        session = scaler.get("activator")
-        if session is None or session.closed:
-            session = scaler["activator"] = aiohttp.ClientSession()
-        return await activation.held_requests(session, ready, METRICS_PORT)
+        return await activation.held_requests(ready, METRICS_PORT)
 
     def _set_deletion_costs(self, namespace: str, pods: list[dict[str, Any]], in_flight: dict[str, float]) -> None:
         """Before a scale-down: the pods with the least in-flight work get the lowest deletion cost (go first)."""
@@ -738,8 +734,8 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
 
 
 async def _close_scaler(scaler: dict[str, Any]) -> None:
-    """Close the metrics source of a scaler and the clients it opened for 0 -> 1 (Prometheus, activator)."""
-    for source in (scaler["source"], scaler.get("activation"), scaler.get("activator")):
+    """Close the metrics source of a scaler and the client it opened for 0 -> 1 (Prometheus)."""
+    for source in (scaler["source"], scaler.get("activation")):
         if source is not None:
             await source.close()
 
