@@ -21,7 +21,6 @@ MAX_HEADER_BYTES = 16 * 1024  # status line and header section together (a Trito
 MAX_CHUNK_LINE = 1024  # a chunk-size line with its extensions (a chunked body's framing; ours are a few bytes)
 _DIGITS = frozenset(b"0123456789")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
-_DIGITS_1 = frozenset(bytes([d]) for d in b"0123456789")
 
 
 class HttpGetError(Exception):
@@ -58,17 +57,16 @@ class _Answer:
     async def line(self, limit: int, what: str, cap: int | None = None) -> bytes:
         """The next line without its end; at most ``limit`` bytes (of ``cap`` for the section it is in, said in the
         error). RFC 9112 §2.2: a line ends with CRLF, a bare LF is recognized too."""
-        too_long = f"{what} longer than {limit if cap is None else cap} bytes"
         start = 0
         while (end := self.buffer.find(b"\n", start)) < 0:
             if len(self.buffer) > limit:
-                raise HttpGetError(too_long)
+                raise HttpGetError(f"{what} longer than {limit if cap is None else cap} bytes")
             if self.eof:
                 raise HttpGetError(f"the answer ended inside {what}")
             start = len(self.buffer)
             await self.fill()
         if end > limit:
-            raise HttpGetError(too_long)
+            raise HttpGetError(f"{what} longer than {limit if cap is None else cap} bytes")
         line = bytes(self.buffer[:end])
         del self.buffer[:end + 1]
         return line[:-1] if line.endswith(b"\r") else line
@@ -122,7 +120,7 @@ async def _head(answer: _Answer, max_header: int) -> dict[bytes, list[bytes]]:
     # RFC 9112 §4: status-line = HTTP-version SP status-code SP [ reason-phrase ]
     version, _, rest = status.partition(b" ")
     code = rest[:3]
-    if not (len(version) == 8 and version.startswith(b"HTTP/1.") and version[7:] in _DIGITS_1) or len(code) != 3 or not set(code) <= _DIGITS or rest[3:4] not in (b"", b" "):
+    if not (len(version) == 8 and version.startswith(b"HTTP/1.") and version[7] in _DIGITS) or len(code) != 3 or not set(code) <= _DIGITS or rest[3:4] not in (b"", b" "):
         raise HttpGetError(f"not an HTTP/1.x status line: {status[:80]!r}")
     if code != b"200":
         raise HttpGetError(f"HTTP {code.decode()}")
