@@ -49,7 +49,6 @@ from ..render.multinode import (
     KUEUE_API,
     VOLCANO_API,
     choose_gang_scheduler,
-    group_names,
     group_problem,
     multi_node_spec,
     needs_compute_domain,
@@ -68,6 +67,7 @@ from ..render.names import (
 )
 from ..render.vllm_backend import EngineConfigError
 from ..render.workloads import choose_rollout_strategy, desired_objects
+from . import groupnames
 from .adapters import adapters_problem, ready_adapters
 from .conditions import (
     AVAILABLE,
@@ -322,8 +322,10 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         decision.autoscale_target.unplaceable = unplaceable(serving_pod_specs(desired, workload_kind, ref.name), pool_nodes)
         decision.autoscale_target.pool_nodes = frozenset(node.name for node in pool_nodes)
     wanted = [(c["kind"], c["metadata"]["name"]) for c in desired]
-    new_groups = _new_groups(spec, ref, plan_status, live_workload, replicas) if multi_node else []
-    decision.look_up = [k for k in [*wanted, *_group_look_ups(new_groups, ref, live_workload)]
+    # groups the LeaderWorkerSet would add (none to a LeaderWorkerSet that is someone else's: ResourceExists below)
+    new_groups = groupnames.new_groups(spec, ref.name, plan_status, live_workload, replicas) \
+        if multi_node and (live_workload is None or controlled_by(live_workload, ref)) else []
+    decision.look_up = [k for k in [*wanted, *groupnames.look_ups(new_groups, ref.name, live_workload)]
                         if k not in observed.children]
     if decision.look_up:  # not in the caches: not created yet, or someone else's; reconcile asks the API server
         raise _Stop
@@ -336,9 +338,16 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                     "changes nothing of it. Delete or rename it, or give this LLMBackend another name")
         decision.requeue_after = OPTIONAL_API_REQUEUE_S  # nothing of ours is watched on it: look again
         raise _Stop
-    taken = _taken_group(observed, ref, new_groups, live_workload, decision)
+    taken = groupnames.taken_group(observed.children, ref.name, new_groups, live_workload)
+    if taken is not None and taken.group == 0:
+        not_served(conditions, cond.GROUP_NAME_TAKEN, taken.message)
+        decision.requeue_after = OPTIONAL_API_REQUEUE_S  # nothing wakes us when that object goes: look again
+        raise _Stop
     if taken is not None:  # the LeaderWorkerSet keeps the groups before it: replicas, the autoscaler's wish too
-        replicas = _cap_groups(desired, ref.name, taken.group, replicas, decision.autoscale_target, capacity)
+        replicas = groupnames.cap_groups(desired, ref.name, taken.group, replicas)
+        if (target := decision.autoscale_target) is not None:
+            target.current_replicas = min(target.current_replicas, taken.group)
+            target.capacity_replicas = min(capacity if capacity is not None else taken.group, taken.group)
     live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
     drifted = live_workload is not None and replicas is not None and live_replicas != replicas
     if drifted and observed.hpas is None:
@@ -701,108 +710,6 @@ def _require_unambiguous_name(observed: Observed, plan_status: PlanStatus, decis
                    "the spec so one node holds a replica")
         not_served(decision.conditions, cond.BACKEND_NAME_AMBIGUOUS, message)
         raise _Stop
-
-
-@dataclass(frozen=True)
-class TakenGroup:
-    """The first group a LeaderWorkerSet would add whose name an object of someone else holds (issue 42)."""
-
-    group: int  # the LeaderWorkerSet keeps this many groups
-    message: str
-
-
-def _new_groups(spec: LLMBackendSpec, ref: BackendRef, plan_status: PlanStatus, live_workload: dict[str, Any] | None,
-                replicas: int | None) -> list[tuple[int, list[tuple[str, str]]]]:
-    """(index, names) of the groups this pass would let the LeaderWorkerSet add: from the live one's count up to the
-    replicas written (spec or the operator's autoscaler), or in modes hpa/keda up to maxReplicas (the HPA adds them;
-    its bounds are capped alike: _cap_groups). Empty when none is added, or when the live LeaderWorkerSet is someone
-    else's (ResourceExists says so; nothing of it is written)."""
-    if live_workload is not None and not controlled_by(live_workload, ref):
-        return []
-    live_groups = (live_workload or {}).get("spec", {}).get("replicas") or 0
-    hpa_scaled = spec.autoscaling.enabled and spec.autoscaling.mode in (AutoscalingMode.HPA, AutoscalingMode.KEDA)
-    target = spec.autoscaling.max_replicas if hpa_scaled else (replicas if replicas is not None else live_groups)
-    return [(g, group_names(ref.name, g, plan_status.nodes_per_replica)) for g in range(live_groups, target)]
-
-
-def _group_look_ups(new_groups: list[tuple[int, list[tuple[str, str]]]], ref: BackendRef,
-                    live_workload: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """The names to read before groups are added (anyone's: reconcile GETs them), with the leader StatefulSet <x>
-    when a LeaderWorkerSet is there: the root of the controllers' chain that makes a group's objects ours."""
-    if not new_groups:
-        return []
-    root = [("StatefulSet", ref.name)] if live_workload is not None else []
-    return root + [name for _, names in new_groups for name in names]
-
-
-def _taken_group(observed: Observed, ref: BackendRef, new_groups: list[tuple[int, list[tuple[str, str]]]],
-                 live_workload: dict[str, Any] | None, decision: Decision) -> TakenGroup | None:
-    """Before the LeaderWorkerSet gets a group it does not have, the names LWS gives that group must be free or ours:
-    its leader pod <x>-<g> holds the launcher token, which the exec admission policy lets into any pod named
-    <x>-<g>-<i>, and LWS takes a StatefulSet <x>-<g> it finds as the group's workers. The first taken group (the
-    LeaderWorkerSet keeps the ones before it), None when all are free; stops the pass when group 0 is taken."""
-    lws_uid = (live_workload or {}).get("metadata", {}).get("uid")
-    for group, names in new_groups:
-        holder = _foreign_holder(observed.children, ref.name, names, lws_uid)
-        if holder is None:
-            continue
-        message = (f"{holder} holds a name LeaderWorkerSet {ref.name} would give its group {group} (leader pod "
-                   f"{ref.name}-{group}, workers' StatefulSet {ref.name}-{group}, worker pods {ref.name}-{group}-<i>) "
-                   f"and is not this LLMBackend's; that group's leader would hold the launcher's exec right into it, "
-                   f"so the LeaderWorkerSet keeps {group} of the {new_groups[-1][0] + 1} groups asked for. Give this "
-                   f"LLMBackend another name (delete and recreate it), or lower replicas (autoscaling.maxReplicas) to "
-                   f"{group}; the operator changes nothing of that object and looks again within a minute")
-        if group == 0:
-            not_served(decision.conditions, cond.GROUP_NAME_TAKEN, message)
-            decision.requeue_after = OPTIONAL_API_REQUEUE_S  # nothing wakes us when that object goes: look again
-            raise _Stop
-        return TakenGroup(group, message)
-    return None
-
-
-def _foreign_holder(found: Mapping[tuple[str, str], dict[str, Any] | None], lws: str, names: list[tuple[str, str]],
-                    lws_uid: str | None) -> str | None:
-    """"<kind> <name>" of the first object of one group's names that is not our LeaderWorkerSet's, by the uid chain of
-    controller references LWS and StatefulSets make: LWS -> StatefulSet <lws> -> leader pod -> workers' StatefulSet
-    -> worker pods (`names` in that order, render/multinode.group_names). Labels prove nothing: anyone sets them."""
-    def uid(obj: dict[str, Any]) -> str | None:
-        return obj["metadata"].get("uid")
-
-    def controller(obj: dict[str, Any]) -> str | None:
-        return next((o.get("uid") for o in obj["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
-
-    leaders = found.get(("StatefulSet", lws))
-    ours = {uid(leaders)} if lws_uid and leaders is not None and controller(leaders) == lws_uid else set()
-    ours.discard(None)
-    for kind, name in names:
-        obj = found.get((kind, name))
-        if obj is None:
-            continue
-        if controller(obj) not in ours:
-            return f"{kind} {name}"
-        ours.add(uid(obj))
-    return None
-
-
-def _cap_groups(desired: list[dict[str, Any]], lws: str, groups: int, replicas: int | None,
-                target: AutoscaleTarget | None, capacity: int | None) -> int | None:
-    """The rendered LeaderWorkerSet `lws` gets at most `groups` groups, from whoever scales it: its replicas, the bounds
-    of its HPA or ScaledObject, the operator's autoscaler (its target's replicas and capacity). Returns the replicas."""
-    bounds = {"LeaderWorkerSet": ("replicas",), "HorizontalPodAutoscaler": ("minReplicas", "maxReplicas"),
-              "ScaledObject": ("minReplicaCount", "maxReplicaCount")}
-    for obj in desired:
-        spec = obj.get("spec") or {}
-        scaled = obj["metadata"]["name"] if obj["kind"] == "LeaderWorkerSet" else (
-            (spec.get("scaleTargetRef") or {}).get("name") if
-            (spec.get("scaleTargetRef") or {}).get("kind") == "LeaderWorkerSet" else None)
-        if obj["kind"] in bounds and scaled == lws:
-            for key in bounds[obj["kind"]]:
-                if key in spec:
-                    spec[key] = min(spec[key], groups)
-    if target is not None:
-        target.current_replicas = min(target.current_replicas, groups)
-        target.capacity_replicas = min(capacity if capacity is not None else groups, groups)
-    return min(replicas, groups) if replicas is not None else None
 
 
 def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str, Any] | None, capacity: int | None,

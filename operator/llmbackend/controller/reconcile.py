@@ -52,7 +52,7 @@ MAX_WRITE_ATTEMPTS = 3  # a child changed by others between read and write: read
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
 # The names a LeaderWorkerSet's new groups would take, anyone's, read by name before it gets them
-# (decide._taken_group); pods have `get` already (permissions.py).
+# (groupnames.taken_group); pods have `get` already (permissions.py).
 permissions.require("apps", "statefulsets", "get")
 READ_BY_NAME = ("StatefulSet", "Pod")  # kinds decide asks for that are not children: read, never assumed absent
 # The multi-node leaders' exec rights are a RoleBinding of one fixed ClusterRole (render/multinode.py). The API
