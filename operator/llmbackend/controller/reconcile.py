@@ -26,22 +26,11 @@ from ..render.names import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, Backend
 from . import egress, permissions
 from .adapters import sync_adapters
 from .conditions import Conditions, now_rfc3339
-from .decide import (
-    OPTIONAL_APIS,
-    AutoscaleTarget,
-    Decision,
-    Observed,
-    ScaleDecision,
-    api_failure,
-    condition_events,
-    decide,
-    finish_status,
-    gpus_free,
-    merge_patch,
-)
+from .decide import OPTIONAL_APIS, api_failure, condition_events, decide, finish_status, gpus_free, merge_patch
 from .events import EventCorrelator
 from .kube import ApiError
 from .modelcache import cleanup_model_caches_safely, sync_model_cache
+from .passdata import AutoscaleTarget, Decision, Observed, ScaleDecision
 
 log = logging.getLogger("llmbackend.reconcile")
 
