@@ -37,8 +37,9 @@ from ..api.v1alpha1 import (
 from ..autoscaling.drain import drain_warning
 from ..autoscaling.pool import NOT_CLAIMED
 from ..model_fetch import FetchError
+from ..planning.capacity import free_view, gpu_pool, gpu_pool_nodes, replicas_capacity
 from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
-from ..planning.planner import Plan, free_view, gpu_pool, gpu_pool_nodes, plan_for_spec, replicas_capacity
+from ..planning.planner import Plan, plan_for_spec
 from ..planning.podfit import unplaceable
 from ..render import activator, openai
 from ..render.drain import drain_seconds

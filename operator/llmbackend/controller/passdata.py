@@ -47,7 +47,7 @@ class AutoscaleTarget:
     activator_selector: str | None = None
     # status.autoscaling.memory as the CR holds it: what a new scaler resumes (ScalerState.resumed checks it)
     memory: dict[str, Any] | None = None
-    # The GPU pool it shares with backends on the same nodes (planner.gpu_pool; "" none) and its claim on it
+    # The GPU pool it shares with backends on the same nodes (planning/capacity.gpu_pool; "" none) and its claim on it
     # (autoscaling/pool.py): spec.autoscaling.priority, else the PriorityClass's value (the loop reads it).
     pool: str = ""
     pool_gpus: int = 0
