@@ -383,12 +383,10 @@ def test_status_of_a_tenant_names_no_backend_of_another_namespace_with_quota_wai
 # --- PriorityClasses read with one LIST a pass, cached ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): a LIST of PriorityClasses that fails overwrites the values read before with none: for the next "
-    "60 s every class counts as priority 0, so a backend of the admin's highest class no longer outranks a "
-    "class-less backend of another namespace (it waits instead of taking what the scheduler would give it), and "
-    "takes again after the TTL. A value is immutable: keep the last one read until a LIST that succeeds says the "
-    "class is gone"))
+# Fixed (was a strict xfail): a LIST of PriorityClasses that failed overwrote the values read before with none, so
+# for 60 s every class counted as priority 0 (a backend of the admin's highest class no longer outranked a class-less
+# backend of another namespace). A value is immutable: the last one read stands until a LIST that succeeds says the
+# class is gone (controller/run.py _read_priority_classes; the log says the read failed).
 def test_a_failed_list_of_priority_classes_keeps_the_values_read_before(monkeypatch):
     import time as time_module
 
@@ -410,3 +408,8 @@ def test_a_failed_list_of_priority_classes_keeps_the_values_read_before(monkeypa
     monkeypatch.setattr(time_module, "monotonic", lambda: later)
     asyncio.run(operator._read_priority_classes({"gold"}))
     assert operator.priority_classes["gold"][0] == 1000
+    # a LIST that succeeds and no longer has the class: gone
+    answers.append([])
+    later += 61
+    asyncio.run(operator._read_priority_classes({"gold"}))
+    assert operator.priority_classes["gold"][0] is None
