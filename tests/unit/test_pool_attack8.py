@@ -365,7 +365,7 @@ def test_quota_quantities_in_canonical_and_odd_forms():
     assert quota_free([_quota("q", "lots", "0")], None) == (("q/requests.nvidia.com/gpu", 0),)
     assert quota_free([_quota("q", "1e3", "0")], None) == (("q/requests.nvidia.com/gpu", 1000),)
     assert quota_replicas([_quota("q", "4", "1")], [_pod(0)], 1, None) == 3
-    from llmbackend.autoscaling.pool import pod_gpus
+    from llmbackend.autoscaling.pool import live_pod_gpus as pod_gpus
     assert pod_gpus([{"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "1500m"}}}]}}]) == 2
     # a terminating pod no longer counts as the backend's own (its quota use is going): never more room from it
     assert pod_gpus([_pod(4, deletionTimestamp="2026-01-01T00:00:00Z")]) == 0

@@ -62,7 +62,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..planning import quantity
-from ..planning.inventory import GPU_RESOURCE
+from ..planning.inventory import GPU_RESOURCE, gpu_quantity
+from ..planning.podfit import pod_gpus
 from ..render.multinode import GROUP_INDEX_LABEL
 
 HOLD_S = 300.0  # how long GPUs a backend held stay reserved against those it outranks (step 4)
@@ -551,7 +552,7 @@ def replicas_of(share_: Share | None, wanted: int) -> int:
 
 
 __all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "is_group_pod",
-           "outranks", "pod_gpus", "quota_free", "quota_replicas", "share", "replicas_of"]
+           "live_pod_gpus", "outranks", "quota_free", "quota_replicas", "share", "replicas_of"]
 
 
 def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per_replica: int,
@@ -561,7 +562,7 @@ def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per
     the least over the quotas that apply to its pods (their scopes: a quota of a PriorityClass applies to the pods of
     that class). None: no quota on GPUs applies. ``pods``: the backend's pods (None: not known, none counted).
     The free GPUs are the namespace's: ``quota_free`` names them, so that ``share`` spends them once."""
-    own = pod_gpus(pods, resource)
+    own = live_pod_gpus(pods, resource)
     free = quota_free(quotas, priority_class, resource)
     if not free:
         return None
@@ -585,9 +586,10 @@ def quota_free(quotas: Iterable[dict], priority_class: str | None,
     return tuple(out)
 
 
-def pod_gpus(pods: Iterable[dict] | None, resource: str = GPU_RESOURCE) -> int:
-    """The GPUs a backend's live pods request: what its namespace's quotas count as used by it."""
-    return sum(_gpus_requested(p, resource) for p in pods or [] if _live(p))
+def live_pod_gpus(pods: Iterable[dict] | None, resource: str = GPU_RESOURCE) -> int:
+    """The GPUs a backend's live pods request (planning/podfit.py pod_gpus): what its namespace's quotas count as
+    used by it."""
+    return sum(pod_gpus(p, resource) for p in pods or [] if _live(p))
 
 
 def _live(pod: dict) -> bool:
@@ -595,28 +597,11 @@ def _live(pod: dict) -> bool:
             and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
 
 
-def _gpus_requested(pod: dict, resource: str) -> int:
-    """GPUs a pod's containers request (an extended resource's request defaults to its limit)."""
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource, 0))
-        total += _quantity(value)
-    return total
-
-
-def _quantity(value: object) -> int:
-    """A quantity of GPUs as the API server writes it (canonical form: 1000 is "1k"), rounded up; anything that is
-    not a quantity reads as 0."""
-    parsed = quantity.parse(value)
-    return max(0, math.ceil(parsed)) if parsed is not None else 0
-
-
 def _free(hard: object, used: object) -> int:
     """The whole GPUs a quota has free: hard - used, rounded down (a pod requests whole GPUs); a hard that is not a
     quantity admits nothing."""
     parsed = quantity.parse(hard)
-    return max(0, math.floor(parsed) - _quantity(used)) if parsed is not None else 0
+    return max(0, math.floor(parsed) - gpu_quantity(used)) if parsed is not None else 0
 
 
 # how a quota scope applies to a serving pod: it runs with no deadline and requests GPUs (not BestEffort)

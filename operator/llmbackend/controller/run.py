@@ -37,7 +37,7 @@ from ..autoscaling.pool import (
     bound_replicas,
     held_replicas,
     is_group_pod,
-    pod_gpus,
+    live_pod_gpus,
     quota_free,
     quota_replicas,
     share,
@@ -589,7 +589,7 @@ class Operator:
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
-                                quota_own_gpus=pod_gpus(pods_known) if known else 0))
+                                quota_own_gpus=live_pod_gpus(pods_known) if known else 0))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
