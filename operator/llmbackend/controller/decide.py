@@ -38,9 +38,9 @@ from ..autoscaling.drain import drain_warning
 from ..autoscaling.pool import NOT_CLAIMED
 from ..model_fetch import FetchError
 from ..planning.capacity import free_view, gpu_pool, gpu_pool_nodes, replicas_capacity
-from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
+from ..planning.inventory import GPUNode
 from ..planning.planner import Plan, plan_for_spec
-from ..planning.podfit import unplaceable
+from ..planning.podfit import pod_gpus, unplaceable
 from ..render import activator, openai
 from ..render.drain import drain_seconds
 from ..render.multinode import (
@@ -454,21 +454,14 @@ def _gone_domain(plan: PlanStatus, observed: Observed) -> str | None:
 
 
 def gpus_free(pods: list[dict[str, Any]], nodes: list[GPUNode]) -> dict[str, int]:
-    """GPUs of each node that no running or scheduled pod holds (a pod holds the larger of its containers' sum
-    and its largest init container, as the scheduler counts)."""
+    """GPUs of each node that no running or scheduled pod holds (each pod's GPUs as the scheduler reserves them:
+    planning/podfit.py pod_gpus)."""
     used: dict[str, int] = {}
     for pod in pods:
         spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
         if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
             continue
-
-        def gpus(container: dict[str, Any]) -> int:
-            resources = container.get("resources") or {}
-            return gpu_quantity((resources.get("requests") or {}).get(GPU_RESOURCE)
-                                or (resources.get("limits") or {}).get(GPU_RESOURCE))
-        held = max(sum(gpus(c) for c in spec.get("containers") or []),
-                   max((gpus(c) for c in spec.get("initContainers") or []), default=0))
-        used[spec["nodeName"]] = used.get(spec["nodeName"], 0) + held
+        used[spec["nodeName"]] = used.get(spec["nodeName"], 0) + pod_gpus(pod)
     return {node.name: max(node.gpu_count - used.get(node.name, 0), 0) for node in nodes}
 
 
