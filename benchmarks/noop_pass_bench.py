@@ -25,9 +25,9 @@ sys.path[0:0] = [str(REPO / "operator"), str(REPO / "dev")]
 
 from devcluster.cli import topology_nodes  # noqa: E402
 from llmbackend.controller.cache import WATCHED_KINDS, CachedKube, WatchCaches  # noqa: E402
-from llmbackend.controller.decide import TEMPLATE_HASH_ANNOTATION  # noqa: E402
 from llmbackend.controller.fakekube import FakeKube  # noqa: E402
 from llmbackend.controller.reconcile import Reconciler, SharedState  # noqa: E402
+from llmbackend.controller.workloadstatus import TEMPLATE_HASH_ANNOTATION  # noqa: E402
 from llmbackend.planning.inventory import Inventory  # noqa: E402
 
 NAMESPACE = "bench"

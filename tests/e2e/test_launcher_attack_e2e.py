@@ -450,7 +450,7 @@ def _theirs_untouched(cluster: ClusterHandle, victim: Victim) -> None:
 # Fixed (was a strict xfail): FINDING (medium): the exec policy trusts names, and only LLMBackend names are kept
 # apart. A pod of anyone else named <x>-<digits>-<digits from 1> was reached by the tenant who creates an LLMBackend
 # <x> with more replicas than the middle number: its leader <x>-<group> execs into it. The operator now reads the
-# names of every group it adds (decide._taken_group) and keeps the LeaderWorkerSet below the first taken one.
+# names of every group it adds (groupnames.taken_group) and keeps the LeaderWorkerSet below the first taken one.
 @pytest.mark.parametrize("backend_named_after_a_statefulset", [2], indirect=True)
 def test_a_pod_of_another_owner_named_like_a_worker_is_not_reached(installed: ClusterHandle,
                                                                    backend_named_after_a_statefulset: Victim,

@@ -12,7 +12,7 @@ import json
 import yaml
 from conftest import REPO_ROOT, apply_manifest, available, condition, wait_for
 
-from llmbackend.controller.decide import _foreign_holder
+from llmbackend.controller.groupnames import foreign_holder
 from llmbackend.render.multinode import group_child_names, group_names
 from llmbackend.render.names import BackendRef, launcher_account_name
 
@@ -117,8 +117,8 @@ def test_multinode_sample_reaches_available_and_a_lost_worker_restarts_the_group
     # (issue 42: LWS -> StatefulSet <name> -> leader pod -> workers' StatefulSet -> worker pod); not so for
     # another LeaderWorkerSet's uid.
     found = {(o["kind"], o["metadata"]["name"]): o for o in made}
-    assert _foreign_holder(found, name, group_names(name, 0, 2), lws_obj["metadata"]["uid"]) is None
-    assert _foreign_holder(found, name, group_names(name, 0, 2), "another-lws") == f"Pod {leader_name}"
+    assert foreign_holder(found, name, group_names(name, 0, 2), lws_obj["metadata"]["uid"]) is None
+    assert foreign_holder(found, name, group_names(name, 0, 2), "another-lws") == f"Pod {leader_name}"
 
     old_uids = {n: p["metadata"]["uid"] for n, p in pods.items()}
     cluster.kube.delete("Pod", namespace, worker_name)

@@ -3,7 +3,7 @@
 LWS names group g's leader pod <x>-<g>, its workers' StatefulSet <x>-<g> and worker pods <x>-<g>-<i>; the leader
 holds the launcher token that the exec admission policy lets into any pod named <leader>-<i>. decide reads those
 names (any owner's: Decision.look_up) before the LeaderWorkerSet gets a group it does not have, and keeps the groups
-before the first taken one (decide._taken_group). Pure decisions, table-driven.
+before the first taken one (groupnames.taken_group). Pure decisions, table-driven.
 """
 
 from __future__ import annotations

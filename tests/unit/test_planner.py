@@ -10,8 +10,9 @@ import yaml
 from llmbackend.api.catalog import PRESETS
 from llmbackend.api.v1alpha1 import EngineSpec, LLMBackendSpec, ModelArchitecture, ParallelismSpec
 from llmbackend.planning import planner
+from llmbackend.planning.capacity import replicas_capacity
 from llmbackend.planning.inventory import parse_node
-from llmbackend.planning.planner import plan, plan_for_spec, replicas_capacity
+from llmbackend.planning.planner import plan, plan_for_spec
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "e2e" / "topologies"
 L8, L70, L405 = PRESETS["llama-3.1-8b"], PRESETS["llama-3.1-70b"], PRESETS["llama-3.1-405b"]

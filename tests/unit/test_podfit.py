@@ -220,3 +220,68 @@ def test_the_check_is_cheap_at_five_thousand_nodes():
 ])
 def test_quantities_are_said_as_a_person_writes_them(resource, units, said):
     assert quantity.text(resource, units) == said
+
+
+# --- one count of a pod's GPUs (podfit.pod_gpus, inventory.gpu_quantity): node allocatable, free GPUs, quota use -----
+
+
+def _gpu_pod(containers=(), init=(), overhead=None, **spec) -> dict:
+    """A Pod object whose containers request the GPUs given (a number: requests; ("limits", n): limits only;
+    ("sidecar", n): a restartable init container)."""
+    def container(value) -> dict:
+        part, n = value if isinstance(value, tuple) and value[0] == "limits" else ("requests", value)
+        return {"resources": {part: {"nvidia.com/gpu": n}}}
+    inits = [{**container(v[1]), "restartPolicy": "Always"} if isinstance(v, tuple) and v[0] == "sidecar"
+             else container(v) for v in init]
+    body = {"containers": [container(v) for v in containers], "initContainers": inits, **spec}
+    if overhead is not None:
+        body["overhead"] = {"nvidia.com/gpu": overhead}
+    return {"metadata": {"name": "p"}, "spec": body, "status": {"phase": "Running"}}
+
+
+@pytest.mark.parametrize("value, gpus", [
+    ("8", 8), (8, 8), ("1k", 1000), ("8.0", 8), ("2500m", 3), ("1500m", 2), ("1e3", 1000), ("0", 0),
+    ("-2", 0), ("lots", 0), ("", 0), (None, 0), (True, 0)])
+def test_gpu_quantity_reads_every_canonical_form_and_rounds_up(value, gpus):
+    """The API server writes 1000 as "1k" (k8s.io/apimachinery resource.Quantity's canonical form); the scheduler
+    rounds a fraction up (Quantity.Value). The old int(float()) read "1k" as 0 and "2500m" as 2."""
+    from llmbackend.planning.inventory import gpu_quantity
+    assert gpu_quantity(value) == gpus
+
+
+@pytest.mark.parametrize("pod, gpus", [
+    (_gpu_pod(["2", "1"]), 3),                                     # containers summed
+    (_gpu_pod(["1k"]), 1000),                                      # canonical form
+    (_gpu_pod(["1500m"]), 2),                                      # millis round up
+    (_gpu_pod([("limits", "4")]), 4),                              # limits only: the API server defaults requests
+    (_gpu_pod(["1"], init=["3"]), 3),                              # a plain init container's peak
+    (_gpu_pod(["2"], init=["1", "1"]), 2),                         # init containers run one at a time: max, not sum
+    (_gpu_pod(["1"], init=[("sidecar", "1")]), 2),                 # a sidecar runs beside the containers
+    (_gpu_pod(["1"], init=[("sidecar", "1"), "2"]), 3),            # an init container after a sidecar: both at once
+    (_gpu_pod(["1"], init=["2", ("sidecar", "1")]), 2),            # a sidecar started after it: not at once
+    (_gpu_pod(["2"], overhead="1"), 3),                            # overhead added
+    (_gpu_pod(["lots", "2"]), 2),                                  # not a quantity: counts as none
+    (_gpu_pod([], resources={"requests": {"nvidia.com/gpu": "9"}}), 0),  # pod-level: cpu, memory, hugepages only
+    ({"metadata": {"name": "p"}}, 0),
+])
+def test_pod_gpus_is_what_the_scheduler_reserves(pod, gpus):
+    """component-helpers resource/helpers.go PodRequests, for nvidia.com/gpu: the larger of the containers' sum (plus
+    sidecars) and the largest init container with the sidecars started before it, plus overhead."""
+    from llmbackend.planning.podfit import pod_gpus
+    assert pod_gpus(pod) == gpus
+
+
+def test_free_gpus_and_a_quota_s_own_use_count_a_pod_the_same_way():
+    """One count for both: decide.gpus_free (the GPUs free on a node) and the pool's quota use of a backend
+    (autoscaling/pool.py live_pod_gpus) read a sidecar, a limits-only container and "1k" alike; a node's allocatable
+    of "1k" reads as 1000 (it read as 0)."""
+    from llmbackend.autoscaling.pool import live_pod_gpus
+    from llmbackend.controller.decide import gpus_free
+    big = node("big", gpus="1k")
+    assert big.gpu_count == 1000
+    pods = [_gpu_pod(["1"], init=[("sidecar", "1"), "3"]), _gpu_pod([("limits", "500m")]), _gpu_pod(["1k"])]
+    for p in pods:
+        p["spec"]["nodeName"] = "big"
+    assert gpus_free(pods, [big]) == {"big": 0}
+    assert live_pod_gpus(pods[:2]) == 5
+    assert gpus_free(pods[:2], [big]) == {"big": 995}

@@ -504,8 +504,8 @@ def test_an_unplaceable_demand_takes_no_free_gpu_and_reserves_nothing_after():
 
 
 def test_a_namespace_with_many_backends_does_not_outvote_another():
-    """Many equal backends of one namespace against one of another: free GPUs one replica each in turn, and no one
-    takes from an equal."""
+    """Many equal backends of one namespace against one of another: free GPUs one replica a namespace in turn, and no
+    one takes from an equal."""
     attackers = [claim("team-a", f"b{i}", current=0, wanted=16, held=0) for i in range(8)]
     victim = claim("team-b", "chat", current=8, wanted=16, min_replicas=1, held=8)
     shares, _ = share([*attackers, victim], now=1000.0)

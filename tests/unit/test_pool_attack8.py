@@ -23,8 +23,6 @@ import asyncio
 import itertools
 import random
 
-import pytest
-
 from llmbackend.autoscaling import http_get, sources
 from llmbackend.autoscaling.pool import Claim, PoolState, quota_free, quota_replicas, share
 from llmbackend.autoscaling.sources import MAX_READS_PER_SCRAPE, TritonScraper
@@ -310,13 +308,10 @@ def test_a_tenant_pods_in_the_old_pool_make_no_quota_room_for_a_class_drain_in_t
     assert shares[("o", "victim")].replicas == 2 and shares[("o", "victim")].preempted_by is None
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): the quota budget is spent only on growth, in pool order; replicas a backend holds (its "
-    "Deployment's, pods on their way included) are granted without it. Sync 1 grants backend a the quota's 4 free "
-    "GPUs; at sync 2 a's Deployment has the replica but its pod is not created yet (the quota's used and a's own "
-    "GPUs unchanged). When b's pool is shared first, b (same namespace, a PriorityClass) is granted the same 4 GPUs "
-    "and drains another namespace's backend for them; one of the two pods is then refused by the quota. Spend held "
-    "replicas beyond the backend's own pods first, over every pool, before any growth"))
+# Fixed (was a strict xfail): the quota budget was spent only on growth, in pool order; replicas a backend holds whose
+# pods do not exist yet (granted last sync, its Deployment's pod on its way) were granted without it, so another
+# backend of the namespace in a pool shared first got the same GPUs and drained another namespace's backend for them.
+# share() now spends every backend's kept replicas beyond its own pods first, over every pool, before any growth.
 def test_a_replica_granted_last_sync_whose_pod_is_not_created_yet_is_not_spent_twice():
     free = quota_free([_quota("gpu", "8", "4")], None)
     a1 = _claim("t", "a", "p1", current=1, held=1, wanted=2, gpus_per_replica=4, quota=2, quota_free=free,
@@ -334,6 +329,41 @@ def test_a_replica_granted_last_sync_whose_pod_is_not_created_yet_is_not_spent_t
         assert shares[victim.key].replicas == 2 and shares[victim.key].preempted_by is None
 
 
+def test_any_order_of_the_claims_gives_the_same_shares():
+    """HOLDS (with the fix above): random namespaces under one quota each, backends whose kept replicas have no pod
+    yet, over 1-3 pools with other namespaces' classes: every order of the claims gives the same shares, and a
+    namespace is never granted more quota GPUs past its live pods than its quota has free."""
+    rng = random.Random(4848)
+    for _ in range(200):
+        claims, free_of = [], {}
+        for ns in ("t", "u"):
+            free_gpus = rng.randint(0, 8)
+            free_of[ns] = free_gpus
+            free = (("gpu/requests.nvidia.com/gpu", free_gpus),)
+            for i in range(rng.randint(1, 3)):
+                gpr = rng.choice([1, 2, 4])
+                current = rng.randint(0, 3)
+                pods = rng.randint(0, current)  # replicas whose pod exists; the rest on their way
+                own = pods * gpr
+                claims.append(_claim(ns, f"b{i}", rng.choice(["p1", "p2", "p3"]), pool_gpus=rng.choice([8, 16]),
+                                     priority=rng.randint(0, 3), current=current, held=current,
+                                     wanted=rng.randint(0, 5), gpus_per_replica=gpr, class_priority=rng.choice([None, 9]),
+                                     quota=(own + free_gpus) // gpr, quota_free=free, quota_own_gpus=own))
+        claims += [_claim(f"o{i}", "x", rng.choice(["p1", "p2", "p3"]), current=(n := rng.randint(0, 3)), held=n,
+                          wanted=rng.randint(0, 6), min_replicas=rng.randint(0, 1)) for i in range(rng.randint(0, 2))]
+        now = 1000.0 + rng.random()
+        first, _ = share(claims, now)
+        for _ in range(3):
+            rng.shuffle(claims)
+            again, _ = share(claims, now)
+            assert again == first, claims
+        for ns, free_gpus in free_of.items():
+            mine = [c for c in claims if c.namespace == ns]
+            spent = sum(max(0, first[c.key].replicas * c.gpus_per_replica - c.quota_own_gpus) for c in mine)
+            kept = sum(max(0, min(c.current, c.wanted) * c.gpus_per_replica - c.quota_own_gpus) for c in mine)
+            assert spent <= max(free_gpus, kept), (claims, first)
+
+
 def _pod(gpus: int, **meta) -> dict:
     return {"metadata": {"name": "p", **meta}, "status": {"phase": "Running"},
             "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
@@ -348,7 +378,7 @@ def test_quota_quantities_in_canonical_and_odd_forms():
     assert quota_free([_quota("q", "lots", "0")], None) == (("q/requests.nvidia.com/gpu", 0),)
     assert quota_free([_quota("q", "1e3", "0")], None) == (("q/requests.nvidia.com/gpu", 1000),)
     assert quota_replicas([_quota("q", "4", "1")], [_pod(0)], 1, None) == 3
-    from llmbackend.autoscaling.pool import pod_gpus
+    from llmbackend.autoscaling.pool import live_pod_gpus as pod_gpus
     assert pod_gpus([{"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "1500m"}}}]}}]) == 2
     # a terminating pod no longer counts as the backend's own (its quota use is going): never more room from it
     assert pod_gpus([_pod(4, deletionTimestamp="2026-01-01T00:00:00Z")]) == 0
@@ -368,11 +398,9 @@ def test_a_quota_scoped_to_another_class_does_not_cap_and_one_scoped_to_its_clas
     assert quota_replicas([none], [], 1, None) == 1 and quota_replicas([none], [], 1, "x") is None
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low, by design?): free GPUs among equals go one replica each BACKEND in turn, not each namespace: a "
-    "tenant that adds 7 backends wanting GPUs takes 7 of every 8 free GPUs from another namespace's one backend "
-    "that waits just as long (the docs promise a backend a tenant adds never moves another namespace's turn; it "
-    "does for growth). Turns by namespace first, then by backend inside it, would give each namespace its share"))
+# Fixed (was a strict xfail): free GPUs among equals went one replica per backend in turn, so a tenant that added 7
+# backends took 7 of every 8 free GPUs from another namespace's one backend that waited just as long. Growth now
+# turns by namespace first (the longest-waiting namespace first), then by backend inside it.
 def test_adding_backends_does_not_win_a_tenant_more_of_the_free_gpus_than_another_namespace():
     now = 1000.0
     victim = _claim("v", "one", pool_gpus=8, current=0, held=0, wanted=8)
@@ -398,12 +426,10 @@ def test_status_of_a_tenant_names_no_backend_of_another_namespace_with_quota_wai
 # --- PriorityClasses read with one LIST a pass, cached ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): a LIST of PriorityClasses that fails overwrites the values read before with none: for the next "
-    "60 s every class counts as priority 0, so a backend of the admin's highest class no longer outranks a "
-    "class-less backend of another namespace (it waits instead of taking what the scheduler would give it), and "
-    "takes again after the TTL. A value is immutable: keep the last one read until a LIST that succeeds says the "
-    "class is gone"))
+# Fixed (was a strict xfail): a LIST of PriorityClasses that failed overwrote the values read before with none, so
+# for 60 s every class counted as priority 0 (a backend of the admin's highest class no longer outranked a class-less
+# backend of another namespace). A value is immutable: the last one read stands until a LIST that succeeds says the
+# class is gone (controller/run.py _read_priority_classes; the log says the read failed).
 def test_a_failed_list_of_priority_classes_keeps_the_values_read_before(monkeypatch):
     import time as time_module
 
@@ -425,3 +451,8 @@ def test_a_failed_list_of_priority_classes_keeps_the_values_read_before(monkeypa
     monkeypatch.setattr(time_module, "monotonic", lambda: later)
     asyncio.run(operator._read_priority_classes({"gold"}))
     assert operator.priority_classes["gold"][0] == 1000
+    # a LIST that succeeds and no longer has the class: gone
+    answers.append([])
+    later += 61
+    asyncio.run(operator._read_priority_classes({"gold"}))
+    assert operator.priority_classes["gold"][0] is None

@@ -3,7 +3,7 @@
 Seat: a tenant who may only create, update, patch and delete LLMBackends in its namespace (and, where a probe says so,
 someone else in that namespace who may create pods but not exec into them). Targets: the uid-tagged accounts
 (render/names.py) and the names the launcher admission policies strip; the group-name guard (controller/decide.py
-_new_groups, _foreign_holder); podTemplate mounts under /model-cache; the download Job's identity
+groupnames.new_groups, groupnames.foreign_holder); podTemplate mounts under /model-cache; the download Job's identity
 (render/modelcache.download_job_name) and the cache paths a URI becomes (model_fetch.parse_uri).
 
 Convention: a probe that breaks a claim asserts the safe behaviour and is a strict expected failure whose reason starts
@@ -20,7 +20,7 @@ import pytest
 
 from llmbackend import model_fetch as mf
 from llmbackend.api.v1alpha1 import LLMBackendSpec, ModelSource, PlanStatus
-from llmbackend.controller.decide import _foreign_holder, _new_groups
+from llmbackend.controller.groupnames import foreign_holder, new_groups
 from llmbackend.render import modelcache as mc
 from llmbackend.render.multinode import group_names
 from llmbackend.render.names import BackendRef, launcher_account_name, owned_names, serving_account_name
@@ -111,18 +111,18 @@ def test_an_orphan_pod_with_the_group_s_name_and_labels_is_foreign() -> None:
     """HOLDS: someone who may create pods makes pod llama-1 (group 1's leader name) with the LWS labels and the
     launcher account, before the backend scales to 2 groups: it is named as the holder."""
     found = _found(_obj("Pod", "llama-1", "evil", None, LWS_LABELS))
-    assert _foreign_holder(found, "llama", group_names("llama", 1, 2), LWS_UID) == "Pod llama-1"
+    assert foreign_holder(found, "llama", group_names("llama", 1, 2), LWS_UID) == "Pod llama-1"
 
 
 def test_a_leader_statefulset_that_is_not_the_leaderworkerset_s_makes_nothing_ours() -> None:
     """HOLDS: the chain's root is checked: a StatefulSet llama of another controller does not vouch for pods."""
     found = _found(_obj("Pod", "llama-1", "p", LEADER_STS_UID))
     found[("StatefulSet", "llama")]["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
-    assert _foreign_holder(found, "llama", group_names("llama", 1, 2), LWS_UID) == "Pod llama-1"
+    assert foreign_holder(found, "llama", group_names("llama", 1, 2), LWS_UID) == "Pod llama-1"
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): _foreign_holder trusts a controller ownerReference as proof that the LeaderWorkerSet's StatefulSet "
+    "FINDING (low): groupnames.foreign_holder trusts a controller ownerReference as proof that the LeaderWorkerSet's StatefulSet "
     "made the pod, but any pod creator may write one (the API server checks only blockOwnerDeletion, under "
     "OwnerReferencesPermissionEnforcement; without blockOwnerDeletion nothing). The StatefulSet llama's uid is on every "
     "leader pod (ownerReferences of llama-0). A pod creator who may not exec makes pod llama-1 with "
@@ -138,7 +138,7 @@ def test_a_pod_with_a_forged_controller_reference_is_not_taken_for_the_group_s_l
     """BREAKS (pure): the forged pod carries the controller reference a pod creator can write."""
     forged = _obj("Pod", "llama-1", "evil", LEADER_STS_UID, LWS_LABELS)
     found = _found(forged)
-    assert _foreign_holder(found, "llama", group_names("llama", 1, 2), LWS_UID) == "Pod llama-1"
+    assert foreign_holder(found, "llama", group_names("llama", 1, 2), LWS_UID) == "Pod llama-1"
 
 
 def _multinode_spec(**autoscaling: Any) -> LLMBackendSpec:
@@ -157,7 +157,7 @@ def test_in_hpa_mode_every_group_up_to_max_replicas_is_looked_at_before_the_hpa_
     them up to maxReplicas now. (Between passes a pod creator may still make llama-3 after the look: see the report.)"""
     spec = _multinode_spec(enabled=True, mode="hpa", minReplicas=1, maxReplicas=4)
     live = {"metadata": {"uid": LWS_UID, "ownerReferences": [REF.owner_reference()]}, "spec": {"replicas": 1}}
-    groups = _new_groups(spec, REF, PLAN, live, 1)
+    groups = new_groups(spec, REF.name, PLAN, live, 1)
     assert [g for g, _ in groups] == [1, 2, 3]
     assert ("Pod", "llama-3-1") in groups[-1][1] and ("StatefulSet", "llama-3") in groups[-1][1]
 

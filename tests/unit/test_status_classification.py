@@ -15,9 +15,10 @@ from test_progress_rule import T0, pending_pod
 
 from llmbackend.api import conditions as cond
 from llmbackend.api.v1alpha1 import LLMBackendSpec
-from llmbackend.controller.decide import TEMPLATE_HASH_ANNOTATION, Observed, current_pods, decide
+from llmbackend.controller.decide import Observed, decide
 from llmbackend.controller.modelcache import ModelCacheResult
 from llmbackend.controller.pods import ModelClaim, unschedulable_problem
+from llmbackend.controller.workloadstatus import TEMPLATE_HASH_ANNOTATION, current_pods
 
 HF_SPEC = {"model": {"preset": "llama-3.1-8b", "source": {"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"}}}
 PVC_SPEC = {"model": {"preset": "llama-3.1-8b", "source": {"pvc": {"claimName": "llm-models", "path": "llama"}}}}

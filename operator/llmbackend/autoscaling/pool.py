@@ -12,7 +12,7 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    ``Share.waiting_for_capacity`` says why ("not claimed from the GPU pool: no node of the pool can hold ...").
 2. Overcommitted (the backends hold more replicas than the pool's GPUs: some pods are Pending): the lowest-priority
    backend that a backend holding GPUs outranks gives up a replica above its minReplicas, until the pool fits.
-3. Growth, those no backend still short outranks first: they take free GPUs one replica each in turn, then
+3. Growth, those no backend still short outranks first: they take free GPUs one replica a namespace in turn, then
    replicas above minReplicas of backends they outrank (lowest first) - only as many as make whole replicas of
    their own; then the next tier. What is still short waits, and ``Share.waiting_for_capacity`` says who holds the
    GPUs.
@@ -32,10 +32,17 @@ would preempt those pods (step 3 lets it). Equal priorities never take each othe
 keeps them.
 
 Fair to those that do not outrank each other: free GPUs go first to backends nobody still short outranks, one
-replica each in turn, starting with the one that has waited longest (then an order drawn anew each sync, never the
-name, which a tenant picks). Which backend gives a replica up first is its pod priority; among equal pod priorities a
-namespace drawn anew each sync, then that namespace's own order (its lowest priority, the largest): never a number a
-tenant sets, nor a backend it adds (one that holds nothing included), against another namespace.
+replica a namespace in turn, starting with the namespace whose backend has waited longest (then an order of the
+namespaces drawn anew each sync, never a name a tenant picks), and inside a namespace its backends in turn (the
+longest-waiting first): a namespace's turn comes once a round however many backends it has. Which backend gives a
+replica up first is its pod priority; among equal pod priorities a namespace drawn anew each sync, then that
+namespace's own order (its lowest priority, the largest): never a number a tenant sets, nor a backend it adds (one
+that holds nothing included), against another namespace.
+
+A namespace's ResourceQuota on GPUs (``Claim.quota_free``) is one budget for all of its backends, spent first on the
+replicas each keeps beyond its live pods (a replica granted last sync whose pod is not created yet takes quota GPUs
+once it is), over every pool, then on growth, pool by pool in an order drawn anew each sync: the shares do not hang
+on the order of the claims.
 
 What a backend holds (``held_replicas``) is read from its pods: a replica the API server never let exist (its
 Deployment refused, a quota) holds nothing, and a multi-node group holds only when all its pods exist and each is bound
@@ -49,12 +56,14 @@ log names them for the admin.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..planning import quantity
-from ..planning.inventory import GPU_RESOURCE
+from ..planning.inventory import GPU_RESOURCE, gpu_quantity
+from ..planning.podfit import pod_gpus
 from ..render.multinode import GROUP_INDEX_LABEL
 
 HOLD_S = 300.0  # how long GPUs a backend held stay reserved against those it outranks (step 4)
@@ -160,19 +169,53 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
     """Every backend's share of its pool. Pure: returns a new state."""
     state = state or PoolState()
     pools: dict[tuple[str, ...], list[Claim]] = {}
-    for c in claims:
+    for c in sorted(claims, key=lambda c: c.key):
         pools.setdefault(c.pool, []).append(c)
+    # the pools in an order drawn anew each sync: which pool's growth spends a namespace's quota budget first does not
+    # hang on the order of the claims, nor on a pool's name
+    pools = dict(sorted(pools.items(), key=lambda item: _draw(now, *item[0])))
     out: dict[Key, Share] = {}
     new = PoolState()
-    # (namespace, quota) -> its free GPUs not yet spent on replicas granted in pools shared before
+    # (namespace, quota) -> its free GPUs not yet spent. Spent first, over every pool, on the replicas each backend
+    # keeps (``_kept``) beyond its live pods: a replica granted last sync whose pod is not created yet takes quota
+    # GPUs once it is, whichever pool is shared first. Then on growth, pool by pool.
     budget: dict[tuple[str, str], int] = {}
     for members in pools.values():
         for c in members:
             for name, free in c.quota_free:
                 budget[(c.namespace, name)] = min(free, budget.get((c.namespace, name), free))
     for members in pools.values():
+        for c in members:
+            for name, _ in c.quota_free:
+                budget[(c.namespace, name)] -= _quota_spend(c, _kept(c))
+    for members in pools.values():
         _share_pool(members, now, state, new, out, across_namespaces, budget)
     return out, new
+
+
+def _held(c: Claim) -> int:
+    """Step 1: of its replicas, those that hold GPUs. Those whose pods cannot hold a GPU (refused by a quota, or
+    unschedulable for another reason than GPUs) count for nobody: the backend keeps them, but holds and wants no GPUs
+    for them until they run. Not known (a read failed, or no pods listed yet) counts as held, unless the pods could
+    not be placed anyway."""
+    return (0 if c.unplaceable else c.current) if c.held is None else max(0, min(c.current, c.held))
+
+
+def _kept(c: Claim) -> int:
+    """Step 1: the replicas it holds and still wants."""
+    return max(0, min(_held(c), c.wanted))
+
+
+def _turns(tier: list[Claim], waiting_since, now: float) -> list[list[Claim]]:
+    """The order of growth among backends that do not outrank each other: one list a namespace, its backends the
+    longest-waiting first (then the draw); the namespaces by their longest-waiting backend (then a draw of the
+    namespace alone). Each takes one replica a round: how many backends a namespace has never gives it more turns,
+    and a backend it adds (waiting since now) never moves another namespace ahead or behind."""
+    by_namespace: dict[str, list[Claim]] = {}
+    for c in sorted(tier, key=lambda c: (waiting_since(c), _draw(now, c.namespace, c.name))):
+        by_namespace.setdefault(c.namespace, []).append(c)
+    return sorted(by_namespace.values(), key=lambda backends: (waiting_since(backends[0]),
+                                                               _draw(now, backends[0].namespace)))
 
 
 def _quota_spend(c: Claim, replicas: int) -> int:
@@ -185,15 +228,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
-    # step 1. Replicas whose pods cannot hold a GPU (refused by a quota, or unschedulable for another reason than
-    # GPUs) count for nobody: the backend keeps them, but holds and wants no GPUs for them until they run.
-    # Not known (a read failed, or no pods listed yet) counts as held, unless the pods could not be placed anyway.
-    held = {c.key: (0 if c.unplaceable else c.current) if c.held is None else max(0, min(c.current, c.held))
-            for c in members}
+    held = {c.key: _held(c) for c in members}  # step 1
     idle = {c.key: c.current - held[c.key] for c in members}
     # what a quota admits bounds growth only: replicas that exist were admitted (or refused: held says so)
     admitted = {c.key: c.wanted if c.quota is None else min(c.wanted, max(c.quota, held[c.key])) for c in members}
-    grant = {c.key: max(0, min(held[c.key], c.wanted)) for c in members}
+    grant = {c.key: _kept(c) for c in members}
+    kept = dict(grant)  # their quota GPUs are spent already (``share``)
     # a backend whose pods no node of the pool could hold claims nothing more: more GPUs would not run them
     wants = {c.key: grant[c.key] if idle[c.key] or c.unplaceable else admitted[c.key] for c in members}
     free = pool_gpus - sum(grant[k] * by_key[k].gpus_per_replica for k in grant)
@@ -219,14 +259,20 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             kept_for[c.key] = kept
         return sum(kept.values())
 
+    def spent(m: Claim) -> int:
+        """Quota GPUs ``m`` was granted past its own pods, kept replicas included (those spent already)."""
+        return max(_quota_spend(m, grant[m.key]), _quota_spend(m, kept[m.key]))
+
     def quota_room(c: Claim) -> int:
-        """How many more replicas of ``c`` its namespace's quotas admit: their free GPUs less what earlier pools and
-        this pool's backends of the namespace were granted past their own pods so far."""
+        """How many more replicas of ``c`` its namespace's quotas admit: their free GPUs less what every backend of
+        the namespace keeps, what earlier pools granted, and what this pool's backends of the namespace grew by so
+        far. A kept replica given up frees no quota GPUs for others this sync (the result stays the same whatever
+        the order of pools)."""
         room = wants[c.key] - grant[c.key]
         for name, _ in c.quota_free:
-            left = budget[(c.namespace, name)] - sum(_quota_spend(m, grant[m.key]) for m in members
+            left = budget[(c.namespace, name)] - sum(spent(m) - _quota_spend(m, kept[m.key]) for m in members
                                                      if m.namespace == c.namespace and name in dict(m.quota_free))
-            whole = (left + _quota_spend(c, grant[c.key]) + c.quota_own_gpus) // c.gpus_per_replica
+            whole = (left + spent(c) + c.quota_own_gpus) // c.gpus_per_replica
             room = min(room, whole - grant[c.key] if left >= 0 else 0)
         return max(0, room)
 
@@ -251,15 +297,19 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     while remaining:
         tier = [c for c in remaining if not any(outranks(o, c, across) for o in remaining if o is not c)]
         tier = tier or remaining  # priorities of several namespaces can outrank in a circle: then all at once
-        tier.sort(key=lambda c: (state.waiting_since.get((pool, c.key), now), _draw(now, c.namespace, c.name)))
+        turns = _turns(tier, lambda c: state.waiting_since.get((pool, c.key), now), now)
         growing = True
-        while growing:  # free GPUs, one replica each in turn
+        while growing:  # free GPUs, one replica a namespace in turn, its backends in turn
             growing = False
-            for c in tier:
-                if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
-                    grant[c.key] += 1
-                    free -= c.gpus_per_replica
-                    growing = True
+            for backends in turns:
+                for i, c in enumerate(backends):
+                    if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
+                        grant[c.key] += 1
+                        free -= c.gpus_per_replica
+                        growing = True
+                        backends.append(backends.pop(i))  # its namespace's next turn is its next backend's
+                        break
+        tier = [c for column in itertools.zip_longest(*turns) for c in column if c is not None]
         for c in tier:  # then replicas above minReplicas of backends it outranks, lowest first
             short = quota_room(c)  # only c grows below: what its namespace's quotas admit stays as it is now
             if short <= 0:
@@ -315,7 +365,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             admitted[c.key] = wants[c.key] = grant[c.key]
     for c in members:
         for name, _ in c.quota_free:
-            budget[(c.namespace, name)] -= _quota_spend(c, grant[c.key])
+            budget[(c.namespace, name)] -= spent(c) - _quota_spend(c, kept[c.key])
 
     for c in members:
         k = c.key
@@ -502,7 +552,7 @@ def replicas_of(share_: Share | None, wanted: int) -> int:
 
 
 __all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "is_group_pod",
-           "outranks", "pod_gpus", "quota_free", "quota_replicas", "share", "replicas_of"]
+           "live_pod_gpus", "outranks", "quota_free", "quota_replicas", "share", "replicas_of"]
 
 
 def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per_replica: int,
@@ -512,7 +562,7 @@ def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per
     the least over the quotas that apply to its pods (their scopes: a quota of a PriorityClass applies to the pods of
     that class). None: no quota on GPUs applies. ``pods``: the backend's pods (None: not known, none counted).
     The free GPUs are the namespace's: ``quota_free`` names them, so that ``share`` spends them once."""
-    own = pod_gpus(pods, resource)
+    own = live_pod_gpus(pods, resource)
     free = quota_free(quotas, priority_class, resource)
     if not free:
         return None
@@ -536,9 +586,10 @@ def quota_free(quotas: Iterable[dict], priority_class: str | None,
     return tuple(out)
 
 
-def pod_gpus(pods: Iterable[dict] | None, resource: str = GPU_RESOURCE) -> int:
-    """The GPUs a backend's live pods request: what its namespace's quotas count as used by it."""
-    return sum(_gpus_requested(p, resource) for p in pods or [] if _live(p))
+def live_pod_gpus(pods: Iterable[dict] | None, resource: str = GPU_RESOURCE) -> int:
+    """The GPUs a backend's live pods request (planning/podfit.py pod_gpus): what its namespace's quotas count as
+    used by it."""
+    return sum(pod_gpus(p, resource) for p in pods or [] if _live(p))
 
 
 def _live(pod: dict) -> bool:
@@ -546,28 +597,11 @@ def _live(pod: dict) -> bool:
             and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
 
 
-def _gpus_requested(pod: dict, resource: str) -> int:
-    """GPUs a pod's containers request (an extended resource's request defaults to its limit)."""
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource, 0))
-        total += _quantity(value)
-    return total
-
-
-def _quantity(value: object) -> int:
-    """A quantity of GPUs as the API server writes it (canonical form: 1000 is "1k"), rounded up; anything that is
-    not a quantity reads as 0."""
-    parsed = quantity.parse(value)
-    return max(0, math.ceil(parsed)) if parsed is not None else 0
-
-
 def _free(hard: object, used: object) -> int:
     """The whole GPUs a quota has free: hard - used, rounded down (a pod requests whole GPUs); a hard that is not a
     quantity admits nothing."""
     parsed = quantity.parse(hard)
-    return max(0, math.floor(parsed) - _quantity(used)) if parsed is not None else 0
+    return max(0, math.floor(parsed) - gpu_quantity(used)) if parsed is not None else 0
 
 
 # how a quota scope applies to a serving pod: it runs with no deadline and requests GPUs (not BestEffort)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ..api import conditions as cond
@@ -52,6 +52,12 @@ def seconds_left(since: str | None, now: datetime, deadline_s: int) -> float:
     an unknown start counts from now)."""
     start = parse_time(since) or now
     return deadline_s - (now - start).total_seconds()
+
+
+def deadline_at(since: str | None, deadline_s: int) -> str:
+    """When a wait that began at `since` (unknown: now) passes its deadline, as an RFC 3339 timestamp."""
+    start = parse_time(since) or datetime.now(UTC)
+    return now_rfc3339(start + timedelta(seconds=deadline_s))
 
 
 @dataclass(frozen=True)

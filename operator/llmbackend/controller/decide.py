@@ -3,17 +3,16 @@
 `decide(Observed) -> Decision`: the children to apply and prune, the status (typed: api/v1alpha1.py's
 models), the conditions, the events, the autoscaler's target and when to look again. reconcile.py
 observes (reads, answered by the watch caches) and acts (writes); this module only decides, so every
-path of a pass is unit-tested on plain data (tests/unit/test_decide.py).
+path of a pass is unit-tested on plain data (tests/unit/test_decide.py). Its parts: passdata.py (what a pass reads
+and decides), workloadstatus.py (status from the serving workload and pods), groupnames.py (the names a multi-node
+backend's new groups take).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,10 +24,8 @@ from ..api.v1alpha1 import (
     SOURCE_REQUIRED_MESSAGE,
     AdapterStatus,
     AutoscalingMode,
-    AutoscalingSpec,
     AutoscalingStatus,
     Condition,
-    EndpointStatus,
     LLMBackendSpec,
     LLMBackendStatus,
     ModelStatus,
@@ -40,17 +37,16 @@ from ..api.v1alpha1 import (
 from ..autoscaling.drain import drain_warning
 from ..autoscaling.pool import NOT_CLAIMED
 from ..model_fetch import FetchError
-from ..planning.inventory import GPU_RESOURCE, GPUNode, gpu_quantity
-from ..planning.planner import Plan, free_view, gpu_pool, gpu_pool_nodes, plan_for_spec, replicas_capacity
-from ..planning.podfit import unplaceable
-from ..render import activator, openai, triton
+from ..planning.capacity import free_view, gpu_pool, gpu_pool_nodes, replicas_capacity
+from ..planning.inventory import GPUNode
+from ..planning.planner import Plan, plan_for_spec
+from ..planning.podfit import pod_gpus, unplaceable
+from ..render import activator, openai
 from ..render.drain import drain_seconds
 from ..render.multinode import (
     KUEUE_API,
     VOLCANO_API,
     choose_gang_scheduler,
-    group_names,
-    group_problem,
     multi_node_spec,
     needs_compute_domain,
 )
@@ -62,12 +58,11 @@ from ..render.names import (
     label_selector,
     metrics_model,
     model_name,
-    selector_for,
     selector_string,
-    serving_pod_ready,
 )
 from ..render.vllm_backend import EngineConfigError
 from ..render.workloads import choose_rollout_strategy, desired_objects
+from . import groupnames
 from .adapters import adapters_problem, ready_adapters
 from .conditions import (
     AVAILABLE,
@@ -75,19 +70,24 @@ from .conditions import (
     PLANNED,
     PROGRESSING,
     Conditions,
+    deadline_at,
     event_type,
     now_rfc3339,
-    parse_time,
     seconds_left,
     summarize,
 )
-from .digest import is_summarized, summarize_data
+from .digest import is_summarized, object_hash, summarize_data
 from .egress import PROMETHEUS_URLS_ENV, allowed, query_refusal
 from .modelcache import MODEL_READY, WAITING_FOR_CHECKPOINT, ModelCacheResult, downloader_image
-from .pods import FATAL_WAITING_REASONS, PodProblem, claim_problem, model_claim, pod_problem
+from .passdata import AutoscaleTarget, Decision, Observed, ScaleDecision
+from .pods import pod_problem
+from .workloadstatus import (
+    serving_ready,
+    stamp_template_hashes,
+    status_from_workload,
+)
 
 APPLIED_HASH_ANNOTATION = "llmbackend.dev/applied-hash"
-TEMPLATE_HASH_ANNOTATION = "llmbackend.dev/template-hash"  # on each serving pod template: see stamp_template_hashes
 # Optional APIs a pass asks about, by name: (apiVersion, plural). Observe reports which are served.
 OPTIONAL_APIS: dict[str, tuple[str, str]] = {
     **{kind: MANAGED_KINDS[kind] for kind in OPTIONAL_KINDS},
@@ -99,97 +99,6 @@ OPTIONAL_API_REQUEUE_S = 60.0  # a missing CRD: installing it sends no event to 
 DOWNLOAD_REQUEUE_S = 15.0
 
 
-@dataclass
-class ScaleDecision:
-    """What the autoscaler last decided for a backend (written by the autoscaler loop)."""
-
-    desired_replicas: int
-    reason: str
-    message: str
-    current_ratio: str | None
-    last_scale_time: str | None
-    extra: dict[str, Any] = field(default_factory=dict)  # more status.autoscaling fields (signal, in flight, cold start)
-    request_p99_s: float | None = None  # observed p99 request time in the engines, seconds (None: not measured)
-    # more of status.autoscaling.memory (ScalerState.recent): written with the rest, never a reason to write
-    recent: dict[str, Any] = field(default_factory=dict, compare=False)
-
-
-@dataclass
-class AutoscaleTarget:
-    """What the autoscaler loop needs to know about a backend (decided here, kept in the shared state)."""
-
-    namespace: str
-    name: str
-    spec: AutoscalingSpec
-    scrape_model: str
-    selector: str
-    current_replicas: int
-    capacity_replicas: int | None
-    gpus_per_replica: int
-    max_batch_size: int
-    # Scale to zero with the activator: its pods' selector; at 0 replicas the requests it holds decide 0 -> 1.
-    activator_selector: str | None = None
-    # status.autoscaling.memory as the CR holds it: what a new scaler resumes (ScalerState.resumed checks it)
-    memory: dict[str, Any] | None = None
-    # The GPU pool it shares with backends on the same nodes (planner.gpu_pool; "" none) and its claim on it
-    # (autoscaling/pool.py): spec.autoscaling.priority, else the PriorityClass's value (the loop reads it).
-    pool: str = ""
-    pool_gpus: int = 0
-    priority: int | None = None
-    priority_class: str | None = None
-    # why no node of that pool could hold one of its rendered pods, even with the pool's GPUs free
-    # (planning/podfit.py); None: they fit. Then its demand counts against no other backend (autoscaling/pool.py).
-    unplaceable: str | None = None
-    # the names of that pool's nodes (None: not known; empty: a pool of no nodes): a pod bound elsewhere holds none
-    # of its GPUs
-    pool_nodes: frozenset[str] | None = None
-
-
-@dataclass(frozen=True)
-class Observed:
-    """Everything one pass reads. `children` maps (kind, name) to the live object, or None when the API server
-    said there is none; a name missing from it was not looked at (decide asks for it: Decision.look_up)."""
-
-    obj: dict[str, Any]
-    nodes: list[GPUNode] = field(default_factory=list)
-    apis: frozenset[str] = frozenset()  # names of OPTIONAL_APIS served here
-    children: Mapping[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
-    pods: list[dict[str, Any]] = field(default_factory=list)  # every pod with the backend's label
-    scale_decision: ScaleDecision | None = None
-    model_cache: ModelCacheResult | None = None
-    adapters: list[dict[str, Any]] | None = None  # status.adapters of this pass (controller/adapters.py)
-    hpas: list[dict[str, Any]] | None = None  # the namespace's HPAs; None: not looked at
-    prometheus_urls: tuple[str, ...] | None = None  # the admin's allow-list (egress.py); None: not restricted
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))  # for deadlines of waits in flight
-    free_gpus: Mapping[str, int] | None = None  # node -> GPUs no pod holds; None: not looked at
-    node_names: frozenset[str] | None = None  # every Node of the cluster (GPUs or not); None: not known
-
-    @property
-    def ref(self) -> BackendRef:
-        meta = self.obj["metadata"]
-        return BackendRef(meta["name"], meta["namespace"], meta["uid"])
-
-
-@dataclass
-class Decision:
-    status: LLMBackendStatus
-    conditions: Conditions
-    # Children to write: without metadata.resourceVersion created (an existing one is someone else's), with it (and
-    # the uid) applied to that object and version only (the one decide saw controlled by this backend): never adopted.
-    apply: list[dict[str, Any]] = field(default_factory=list)
-    prune: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, name, uid) of owned children not desired
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) besides condition changes
-    requeue_after: float | None = None
-    autoscale_target: AutoscaleTarget | None = None  # None: the operator's autoscaler does not scale this backend
-    waiting_for_capacity: bool = False  # re-run this backend when nodes change
-    model_failure: tuple[str, str] | None = None  # (reason, message): the model's download or inspection needs a person
-    # Reads the caches cannot answer that this decision needs: children by (kind, name) and the HPAs.
-    look_up: list[tuple[str, str]] = field(default_factory=list)
-    look_up_hpas: bool = False
-    look_up_free_gpus: bool = False  # serving pods wait for GPUs: would a runner-up fit the free ones?
-    placement_note: str = ""  # the plan cannot be placed now but a runner-up could (said with the pending pods)
-
-
 class _Stop(Exception):
     """A step ended the pass early; the decision so far is complete."""
 
@@ -199,10 +108,6 @@ def spec_hash(spec: LLMBackendSpec) -> str:
     wire = spec.dump()
     planning_input = {k: wire.get(k) for k in ("model", "engine", "parallelism", "scheduling")}
     return hashlib.sha256(json.dumps(planning_input, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def object_hash(obj: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def is_subset(desired: Any, live: Any) -> bool:
@@ -308,7 +213,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                                   scaler_mode and "PrometheusRule" in apis, compute_domains, gang,
                                   scaled_objects=not (keda_missing or keda_refused or keda_query_refused),
                                   inference_pool=openai.enabled(spec) and "InferencePool" in apis,
-                                  serving_ready=_serving_ready(observed, ref), operator_image=downloader_image(),
+                                  serving_ready=serving_ready(observed, ref), operator_image=downloader_image(),
                                   pod_monitor="PodMonitor" in apis, ready_adapters=ready_adapters(observed.adapters))
     except EngineConfigError as exc:  # e.g. a quantization the checkpoint contradicts: nothing to apply until the spec changes
         not_served(conditions, exc.reason, str(exc))
@@ -322,8 +227,10 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
         decision.autoscale_target.unplaceable = unplaceable(serving_pod_specs(desired, workload_kind, ref.name), pool_nodes)
         decision.autoscale_target.pool_nodes = frozenset(node.name for node in pool_nodes)
     wanted = [(c["kind"], c["metadata"]["name"]) for c in desired]
-    new_groups = _new_groups(spec, ref, plan_status, live_workload, replicas) if multi_node else []
-    decision.look_up = [k for k in [*wanted, *_group_look_ups(new_groups, ref, live_workload)]
+    # groups the LeaderWorkerSet would add (none to a LeaderWorkerSet that is someone else's: ResourceExists below)
+    new_groups = groupnames.new_groups(spec, ref.name, plan_status, live_workload, replicas) \
+        if multi_node and (live_workload is None or controlled_by(live_workload, ref)) else []
+    decision.look_up = [k for k in [*wanted, *groupnames.look_ups(new_groups, ref.name, live_workload)]
                         if k not in observed.children]
     if decision.look_up:  # not in the caches: not created yet, or someone else's; reconcile asks the API server
         raise _Stop
@@ -336,9 +243,16 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                     "changes nothing of it. Delete or rename it, or give this LLMBackend another name")
         decision.requeue_after = OPTIONAL_API_REQUEUE_S  # nothing of ours is watched on it: look again
         raise _Stop
-    taken = _taken_group(observed, ref, new_groups, live_workload, decision)
+    taken = groupnames.taken_group(observed.children, ref.name, new_groups, live_workload)
+    if taken is not None and taken.group == 0:
+        not_served(conditions, cond.GROUP_NAME_TAKEN, taken.message)
+        decision.requeue_after = OPTIONAL_API_REQUEUE_S  # nothing wakes us when that object goes: look again
+        raise _Stop
     if taken is not None:  # the LeaderWorkerSet keeps the groups before it: replicas, the autoscaler's wish too
-        replicas = _cap_groups(desired, ref.name, taken.group, replicas, decision.autoscale_target, capacity)
+        replicas = groupnames.cap_groups(desired, ref.name, taken.group, replicas)
+        if (target := decision.autoscale_target) is not None:
+            target.current_replicas = min(target.current_replicas, taken.group)
+            target.capacity_replicas = min(capacity if capacity is not None else taken.group, taken.group)
     live_replicas = (live_workload or {}).get("spec", {}).get("replicas")
     drifted = live_workload is not None and replicas is not None and live_replicas != replicas
     if drifted and observed.hpas is None:
@@ -373,7 +287,7 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                                 f"{workload_kind} {ref.name}: {live_replicas} -> {replicas} replicas "
                                 f"(ratio {auto.current_ratio or '?'}, {auto.reason or ''}: {auto.message or ''})"))
 
-    _status_from_workload(observed, ref, spec, live_workload, workload_changes, replicas, capacity, plan_status,
+    status_from_workload(observed, ref, spec, live_workload, workload_changes, replicas, capacity, plan_status,
                           strategy_why, decision, current_templates)
     if openai.enabled(spec) and status.endpoint is not None:
         status.endpoint.openai_port = openai.OPENAI_PORT
@@ -395,10 +309,10 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
                        "writing its replicas. Delete that HPA, or use spec.autoscaling (mode operator or hpa) instead.")
     if taken is not None:
         conditions.set(DEGRADED, True, cond.GROUP_NAME_TAKEN, taken.message)
-        _requeue_within(decision, OPTIONAL_API_REQUEUE_S)  # nothing wakes us when that object goes: look again
+        decision.requeue_within(OPTIONAL_API_REQUEUE_S)  # nothing wakes us when that object goes: look again
     rolled_out = conditions.is_true(AVAILABLE) and not conditions.is_true(PROGRESSING)
     if not rolled_out:
-        _requeue_within(decision, ROLLOUT_REQUEUE_S)
+        decision.requeue_within(ROLLOUT_REQUEUE_S)
 
 
 def _adapters_status(observed: Observed, decision: Decision) -> None:
@@ -424,14 +338,14 @@ def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
                     conditions.set(PLANNED, False, *failure)
                     not_served(conditions, *failure)
                     if not cache.permanent:  # a claim bound or a pod placed later sends us no event
-                        _requeue_within(decision, OPTIONAL_API_REQUEUE_S)
+                        decision.requeue_within(OPTIONAL_API_REQUEUE_S)
                 else:  # waiting on work in flight: nothing is wrong yet, the checkpoint is on its way
                     conditions.set(PLANNED, False, WAITING_FOR_CHECKPOINT,
                                    "the plan waits for the checkpoint's config.json (see ModelReady)")
                     conditions.set(AVAILABLE, False, cond.NOT_PLANNED, "waiting for the checkpoint (see ModelReady)")
                     conditions.set(PROGRESSING, True, cache.reason, _model_message(decision))
                     conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change yet: the checkpoint is on its way")
-                    _requeue_within(decision, DOWNLOAD_REQUEUE_S)
+                    decision.requeue_within(DOWNLOAD_REQUEUE_S)
                 raise _Stop
         if spec.model.source is None:  # stored before the CRD required it: the pods would load nothing
             message = SOURCE_REQUIRED_MESSAGE
@@ -449,17 +363,6 @@ def _valid_spec(observed: Observed, decision: Decision) -> LLMBackendSpec:
         conditions.set(PLANNED, False, reason, message)
         not_served(conditions, reason, message)
         raise _Stop from None  # nothing to retry until the spec changes
-
-
-def _requeue_within(decision: Decision, seconds: float) -> None:
-    """Look again within `seconds` (the earliest of what the steps ask for)."""
-    seconds = max(1.0, seconds)
-    decision.requeue_after = seconds if decision.requeue_after is None else min(decision.requeue_after, seconds)
-
-
-def _deadline_at(since: str | None, deadline_s: int) -> str:
-    start = parse_time(since) or datetime.now(UTC)
-    return now_rfc3339(start + timedelta(seconds=deadline_s))
 
 
 def _model_message(decision: Decision) -> str:
@@ -481,8 +384,8 @@ def _model_progress(observed: Observed, spec: LLMBackendSpec, cache: ModelCacheR
             failure = (reason, message if cache.stuck_since is None else
                        f"{message} (stuck for more than spec.serving.progressDeadlineSeconds, {deadline}s)")
         else:
-            message = f"{message} (Degraded at {_deadline_at(cache.stuck_since, deadline)} unless it starts)"
-            _requeue_within(decision, left + 1)
+            message = f"{message} (Degraded at {deadline_at(cache.stuck_since, deadline)} unless it starts)"
+            decision.requeue_within(left + 1)
     elif model.get("phase") == "Downloading" and failure is None:
         before = (observed.obj.get("status") or {}).get("model") or {}
         same = all(before.get(k) == model.get(k) for k in ("phase", "source", "bytesDone"))
@@ -496,7 +399,7 @@ def _model_progress(observed: Observed, spec: LLMBackendSpec, cache: ModelCacheR
                        "see the download pod's log (kubectl logs -l llmbackend.dev/model-cache) for the store's "
                        "errors, check the network path to the source and the cache claim's free space")
         else:
-            _requeue_within(decision, left + 1)
+            decision.requeue_within(left + 1)
     decision.status.model = ModelStatus.model_validate(model)
     decision.conditions.set(MODEL_READY, cache.ready, *(failure or (reason, message)))
     decision.model_failure = failure
@@ -551,21 +454,14 @@ def _gone_domain(plan: PlanStatus, observed: Observed) -> str | None:
 
 
 def gpus_free(pods: list[dict[str, Any]], nodes: list[GPUNode]) -> dict[str, int]:
-    """GPUs of each node that no running or scheduled pod holds (a pod holds the larger of its containers' sum
-    and its largest init container, as the scheduler counts)."""
+    """GPUs of each node that no running or scheduled pod holds (each pod's GPUs as the scheduler reserves them:
+    planning/podfit.py pod_gpus)."""
     used: dict[str, int] = {}
     for pod in pods:
         spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
         if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
             continue
-
-        def gpus(container: dict[str, Any]) -> int:
-            resources = container.get("resources") or {}
-            return gpu_quantity((resources.get("requests") or {}).get(GPU_RESOURCE)
-                                or (resources.get("limits") or {}).get(GPU_RESOURCE))
-        held = max(sum(gpus(c) for c in spec.get("containers") or []),
-                   max((gpus(c) for c in spec.get("initContainers") or []), default=0))
-        used[spec["nodeName"]] = used.get(spec["nodeName"], 0) + held
+        used[spec["nodeName"]] = used.get(spec["nodeName"], 0) + pod_gpus(pod)
     return {node.name: max(node.gpu_count - used.get(node.name, 0), 0) for node in nodes}
 
 
@@ -666,7 +562,7 @@ def _require_own_download(observed: Observed, spec: LLMBackendSpec, decision: De
     if decision.model_failure is not None:  # permanent, or stuck past the progress deadline
         not_served(conditions, *decision.model_failure)
         if not cache.permanent:  # a claim bound or a pod placed later sends us no event
-            _requeue_within(decision, OPTIONAL_API_REQUEUE_S)
+            decision.requeue_within(OPTIONAL_API_REQUEUE_S)
         raise _Stop
     conditions.set(AVAILABLE, False, cond.WAITING_FOR_OWN_DOWNLOAD,
                    "the serving pods are created once this backend's own download of the source has finished "
@@ -676,7 +572,7 @@ def _require_own_download(observed: Observed, spec: LLMBackendSpec, decision: De
         conditions.set(DEGRADED, True, cond.KEDA_NOT_INSTALLED, KEDA_NOT_INSTALLED_MESSAGE)
     else:
         conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change yet: the checkpoint is on its way")
-    _requeue_within(decision, DOWNLOAD_REQUEUE_S)
+    decision.requeue_within(DOWNLOAD_REQUEUE_S)
     raise _Stop
 
 
@@ -701,108 +597,6 @@ def _require_unambiguous_name(observed: Observed, plan_status: PlanStatus, decis
                    "the spec so one node holds a replica")
         not_served(decision.conditions, cond.BACKEND_NAME_AMBIGUOUS, message)
         raise _Stop
-
-
-@dataclass(frozen=True)
-class TakenGroup:
-    """The first group a LeaderWorkerSet would add whose name an object of someone else holds (issue 42)."""
-
-    group: int  # the LeaderWorkerSet keeps this many groups
-    message: str
-
-
-def _new_groups(spec: LLMBackendSpec, ref: BackendRef, plan_status: PlanStatus, live_workload: dict[str, Any] | None,
-                replicas: int | None) -> list[tuple[int, list[tuple[str, str]]]]:
-    """(index, names) of the groups this pass would let the LeaderWorkerSet add: from the live one's count up to the
-    replicas written (spec or the operator's autoscaler), or in modes hpa/keda up to maxReplicas (the HPA adds them;
-    its bounds are capped alike: _cap_groups). Empty when none is added, or when the live LeaderWorkerSet is someone
-    else's (ResourceExists says so; nothing of it is written)."""
-    if live_workload is not None and not controlled_by(live_workload, ref):
-        return []
-    live_groups = (live_workload or {}).get("spec", {}).get("replicas") or 0
-    hpa_scaled = spec.autoscaling.enabled and spec.autoscaling.mode in (AutoscalingMode.HPA, AutoscalingMode.KEDA)
-    target = spec.autoscaling.max_replicas if hpa_scaled else (replicas if replicas is not None else live_groups)
-    return [(g, group_names(ref.name, g, plan_status.nodes_per_replica)) for g in range(live_groups, target)]
-
-
-def _group_look_ups(new_groups: list[tuple[int, list[tuple[str, str]]]], ref: BackendRef,
-                    live_workload: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """The names to read before groups are added (anyone's: reconcile GETs them), with the leader StatefulSet <x>
-    when a LeaderWorkerSet is there: the root of the controllers' chain that makes a group's objects ours."""
-    if not new_groups:
-        return []
-    root = [("StatefulSet", ref.name)] if live_workload is not None else []
-    return root + [name for _, names in new_groups for name in names]
-
-
-def _taken_group(observed: Observed, ref: BackendRef, new_groups: list[tuple[int, list[tuple[str, str]]]],
-                 live_workload: dict[str, Any] | None, decision: Decision) -> TakenGroup | None:
-    """Before the LeaderWorkerSet gets a group it does not have, the names LWS gives that group must be free or ours:
-    its leader pod <x>-<g> holds the launcher token, which the exec admission policy lets into any pod named
-    <x>-<g>-<i>, and LWS takes a StatefulSet <x>-<g> it finds as the group's workers. The first taken group (the
-    LeaderWorkerSet keeps the ones before it), None when all are free; stops the pass when group 0 is taken."""
-    lws_uid = (live_workload or {}).get("metadata", {}).get("uid")
-    for group, names in new_groups:
-        holder = _foreign_holder(observed.children, ref.name, names, lws_uid)
-        if holder is None:
-            continue
-        message = (f"{holder} holds a name LeaderWorkerSet {ref.name} would give its group {group} (leader pod "
-                   f"{ref.name}-{group}, workers' StatefulSet {ref.name}-{group}, worker pods {ref.name}-{group}-<i>) "
-                   f"and is not this LLMBackend's; that group's leader would hold the launcher's exec right into it, "
-                   f"so the LeaderWorkerSet keeps {group} of the {new_groups[-1][0] + 1} groups asked for. Give this "
-                   f"LLMBackend another name (delete and recreate it), or lower replicas (autoscaling.maxReplicas) to "
-                   f"{group}; the operator changes nothing of that object and looks again within a minute")
-        if group == 0:
-            not_served(decision.conditions, cond.GROUP_NAME_TAKEN, message)
-            decision.requeue_after = OPTIONAL_API_REQUEUE_S  # nothing wakes us when that object goes: look again
-            raise _Stop
-        return TakenGroup(group, message)
-    return None
-
-
-def _foreign_holder(found: Mapping[tuple[str, str], dict[str, Any] | None], lws: str, names: list[tuple[str, str]],
-                    lws_uid: str | None) -> str | None:
-    """"<kind> <name>" of the first object of one group's names that is not our LeaderWorkerSet's, by the uid chain of
-    controller references LWS and StatefulSets make: LWS -> StatefulSet <lws> -> leader pod -> workers' StatefulSet
-    -> worker pods (`names` in that order, render/multinode.group_names). Labels prove nothing: anyone sets them."""
-    def uid(obj: dict[str, Any]) -> str | None:
-        return obj["metadata"].get("uid")
-
-    def controller(obj: dict[str, Any]) -> str | None:
-        return next((o.get("uid") for o in obj["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
-
-    leaders = found.get(("StatefulSet", lws))
-    ours = {uid(leaders)} if lws_uid and leaders is not None and controller(leaders) == lws_uid else set()
-    ours.discard(None)
-    for kind, name in names:
-        obj = found.get((kind, name))
-        if obj is None:
-            continue
-        if controller(obj) not in ours:
-            return f"{kind} {name}"
-        ours.add(uid(obj))
-    return None
-
-
-def _cap_groups(desired: list[dict[str, Any]], lws: str, groups: int, replicas: int | None,
-                target: AutoscaleTarget | None, capacity: int | None) -> int | None:
-    """The rendered LeaderWorkerSet `lws` gets at most `groups` groups, from whoever scales it: its replicas, the bounds
-    of its HPA or ScaledObject, the operator's autoscaler (its target's replicas and capacity). Returns the replicas."""
-    bounds = {"LeaderWorkerSet": ("replicas",), "HorizontalPodAutoscaler": ("minReplicas", "maxReplicas"),
-              "ScaledObject": ("minReplicaCount", "maxReplicaCount")}
-    for obj in desired:
-        spec = obj.get("spec") or {}
-        scaled = obj["metadata"]["name"] if obj["kind"] == "LeaderWorkerSet" else (
-            (spec.get("scaleTargetRef") or {}).get("name") if
-            (spec.get("scaleTargetRef") or {}).get("kind") == "LeaderWorkerSet" else None)
-        if obj["kind"] in bounds and scaled == lws:
-            for key in bounds[obj["kind"]]:
-                if key in spec:
-                    spec[key] = min(spec[key], groups)
-    if target is not None:
-        target.current_replicas = min(target.current_replicas, groups)
-        target.capacity_replicas = min(capacity if capacity is not None else groups, groups)
-    return min(replicas, groups) if replicas is not None else None
 
 
 def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str, Any] | None, capacity: int | None,
@@ -930,129 +724,6 @@ def _to_prune(observed: Observed, ref: BackendRef, wanted: set[tuple[str, str]])
     return [(kind, name, live["metadata"]["uid"]) for (kind, name), live in sorted(observed.children.items())
             if (kind, name) not in wanted and live is not None and kind in MANAGED_KINDS
             and any(o.get("uid") == ref.uid for o in live["metadata"].get("ownerReferences", []))]
-
-
-def _status_from_workload(observed: Observed, ref: BackendRef, spec: LLMBackendSpec, workload: dict[str, Any] | None,
-                          workload_changes: bool, replicas: int | None, capacity: int | None,
-                          plan_status: PlanStatus, strategy_why: str, decision: Decision,
-                          current_templates: set[str] | None = None) -> None:
-    conditions, status = decision.conditions, decision.status
-    ws = (workload or {}).get("status", {})
-    want = replicas if replicas is not None else (workload or {}).get("spec", {}).get("replicas", 0)
-    ready = ws.get("readyReplicas", 0) or 0
-    updated = ws.get("updatedReplicas", 0) or 0
-    current = ws.get("replicas", 0) or 0
-    generation = (workload or {}).get("metadata", {}).get("generation", 1)
-    # LeaderWorkerSet reports no observedGeneration; its updated/ready group counts are the signal.
-    lws = (workload or {}).get("kind") == "LeaderWorkerSet"
-    observed_generation = ws.get("observedGeneration", generation if lws else 0) >= generation
-    status.replicas = want
-    status.ready_replicas = ready
-    status.endpoint = EndpointStatus(service=f"{ref.name}.{ref.namespace}.svc", http_port=triton.HTTP_PORT,
-                                     grpc_port=triton.GRPC_PORT, metrics_port=triton.METRICS_PORT)
-    # A workload this pass changes is rolling out whatever its status said before the change.
-    rolled_out = (not workload_changes and observed_generation and updated >= want and ready >= want
-                  and current <= want)
-    strategy = f"rollout strategy {status.rollout_strategy}: {strategy_why}"
-    if want == 0 and activator.enabled(spec):
-        conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
-                       f"idle: autoscaling scaled to 0 replicas (minReplicas 0); requests sent to Service {ref.name} "
-                       f"wait at {activator.deployment_name(ref.name)}, and the first one scales to 1 (raise "
-                       "spec.autoscaling.minReplicas to keep a replica)")
-    elif want == 0 and spec.autoscaling.enabled:
-        # As a Deployment at 0 replicas is Available: the desired state is reached, on purpose.
-        conditions.set(AVAILABLE, True, cond.SCALED_TO_ZERO,
-                       f"idle: autoscaling scaled to 0 replicas (minReplicas {spec.autoscaling.min_replicas}); nothing "
-                       "is served and a backend at 0 has no metrics to scale up on: raise "
-                       "spec.autoscaling.minReplicas to serve")
-    elif want == 0:
-        conditions.set(AVAILABLE, True, cond.ZERO_REPLICAS,
-                       "spec.replicas is 0: nothing is served, on purpose; set spec.replicas (or enable autoscaling) to serve")
-    elif rolled_out:
-        conditions.set(AVAILABLE, True, cond.REPLICAS_READY, f"{ready}/{want} replicas ready on the current spec")
-    else:
-        conditions.set(AVAILABLE, False, cond.REPLICAS_NOT_READY,
-                       f"{ready}/{want} replicas ready, {updated} on the current spec; see Degraded if this persists")
-    if rolled_out or want == 0:
-        conditions.set(PROGRESSING, False, cond.ROLLOUT_COMPLETE, strategy)
-    else:
-        conditions.set(PROGRESSING, True, cond.ROLLING_OUT, f"{updated}/{want} updated, {ready} ready; {strategy}")
-
-    degraded = None
-    if capacity is not None and want > capacity:
-        degraded = (cond.INSUFFICIENT_GPUS,
-                    f"{want} replicas need {want * plan_status.gpus_per_replica} x {plan_status.gpu_product} "
-                    f"GPUs ({plan_status.gpus_per_replica} per replica); the matching nodes hold {capacity} replicas: "
-                    "lower the replicas (or maxReplicas) or add GPU nodes")
-    if not rolled_out and want > 0:
-        # Only pods of the current spec say why it does not run: a pod of an earlier spec goes with the rollout.
-        pods = current_pods(observed.pods, current_templates or set())
-        claim = model_claim(spec, observed.model_cache)
-        problem = pod_problem(pods, ref, claim)
-        if plan_status.nodes_per_replica > 1:  # workers are not "server" pods: look at whole groups
-            group = group_problem(pods, plan_status.nodes_per_replica, set(FATAL_WAITING_REASONS))
-            problem = claim_problem(pods, claim) or (PodProblem(*group) if group is not None else problem)
-        if problem is not None and decision.placement_note:
-            problem = dataclasses.replace(problem, message=f"{problem.message}; {decision.placement_note}")
-        if problem is not None and problem.since is not None:  # waiting on the scheduler: progress until the deadline
-            deadline = spec.serving.progress_deadline_seconds
-            left = seconds_left(problem.since, observed.now, deadline)
-            if left > 0:
-                conditions.set(PROGRESSING, True, problem.waiting_reason,
-                               f"{problem.message}; waiting until {_deadline_at(problem.since, deadline)} "
-                               f"(spec.serving.progressDeadlineSeconds {deadline}s), then Degraded")
-                _requeue_within(decision, left + 1)
-                problem = None
-            else:
-                problem = dataclasses.replace(problem, message=f"{problem.message} (pending for more than "
-                                              f"spec.serving.progressDeadlineSeconds, {deadline}s)")
-        degraded = (problem.reason, problem.message) if problem is not None else degraded
-    for condition in ws.get("conditions", []):
-        if condition.get("type") == "Progressing" and condition.get("reason") == cond.PROGRESS_DEADLINE_EXCEEDED:
-            degraded = (cond.PROGRESS_DEADLINE_EXCEEDED,
-                        f"{condition.get('message', '')}; see the serving pods' events (kubectl describe pods)")
-    if degraded:
-        conditions.set(DEGRADED, True, *degraded)
-    else:
-        conditions.set(DEGRADED, False, cond.AS_EXPECTED, "nothing needs a change")
-
-
-def _serving_ready(observed: Observed, ref: BackendRef) -> bool:
-    """A serving pod (a leader, for multi-node) is Ready and not terminating: the Service may select them."""
-    selector = selector_for(ref)
-    return any(selector.items() <= (p["metadata"].get("labels") or {}).items() and serving_pod_ready(p)
-               for p in observed.pods)
-
-
-def pod_templates(workload: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pod templates of a serving workload (a Deployment's; a LeaderWorkerSet's leader and worker)."""
-    spec = workload.get("spec") or {}
-    if workload.get("kind") == "LeaderWorkerSet":
-        group = spec.get("leaderWorkerTemplate") or {}
-        return [t for t in (group.get("leaderTemplate"), group.get("workerTemplate")) if t]
-    return [spec["template"]] if spec.get("template") else []
-
-
-def stamp_template_hashes(workload: dict[str, Any]) -> set[str]:
-    """Annotate each pod template with a hash of itself; its pods carry it, so a pass tells the pods of the current
-    spec from those of an earlier one (a rollout in flight, a pod that never started). The hash changes only when
-    the template does, so it rolls nothing by itself. Returns the hashes."""
-    hashes = set()
-    for template in pod_templates(workload):
-        annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
-        annotations.pop(TEMPLATE_HASH_ANNOTATION, None)
-        annotations[TEMPLATE_HASH_ANNOTATION] = object_hash(template)
-        hashes.add(annotations[TEMPLATE_HASH_ANNOTATION])
-    return hashes
-
-
-def current_pods(pods: list[dict[str, Any]], template_hashes: set[str]) -> list[dict[str, Any]]:
-    """The pods of the current pod templates. A pod without the annotation (made by an operator before it
-    existed) counts as current: its workload rolls to the annotated template, which replaces it."""
-    def current(pod: dict[str, Any]) -> bool:
-        stamped = ((pod.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION)
-        return stamped is None or stamped in template_hashes
-    return [p for p in pods if current(p)]
 
 
 def condition_events(conditions: Conditions) -> list[tuple[str, str, str]]:

@@ -1,13 +1,19 @@
-"""ConfigMap data as digests, the form the watch caches keep (pure; imported by the caches and by decide)."""
+"""Digests: of whole objects (the applied and template hashes) and of ConfigMap data, the form the watch caches keep
+(pure; imported by the caches and by decide)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 # Marks summarized data (a "/" cannot occur in a real ConfigMap data key); its value names the form.
 DATA_DIGEST_KEY = "llmbackend.dev/sha256"
 _FORM = "per-key"
+
+
+def object_hash(obj: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _digest(value: Any) -> str:

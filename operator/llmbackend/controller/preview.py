@@ -45,7 +45,8 @@ from ..planning.cli import run as run_plan
 from ..planning.inventory import GPUNode, parse_node
 from ..render.servingpod import config_map_files
 from .conditions import AVAILABLE, DEGRADED, PLANNED
-from .decide import OPTIONAL_APIS, Observed, decide
+from .decide import OPTIONAL_APIS, decide
+from .passdata import Observed
 
 PREVIEW_UID = "00000000-0000-0000-0000-000000000000"  # the API server assigns the real one
 DEFAULT_APIS = frozenset({"LeaderWorkerSet", "ScaledObject"})

@@ -26,22 +26,11 @@ from ..render.names import BACKEND_LABEL, MANAGED_KINDS, OPTIONAL_KINDS, Backend
 from . import egress, permissions
 from .adapters import sync_adapters
 from .conditions import Conditions, now_rfc3339
-from .decide import (
-    OPTIONAL_APIS,
-    AutoscaleTarget,
-    Decision,
-    Observed,
-    ScaleDecision,
-    api_failure,
-    condition_events,
-    decide,
-    finish_status,
-    gpus_free,
-    merge_patch,
-)
+from .decide import OPTIONAL_APIS, api_failure, condition_events, decide, finish_status, gpus_free, merge_patch
 from .events import EventCorrelator
 from .kube import ApiError
 from .modelcache import cleanup_model_caches_safely, sync_model_cache
+from .passdata import AutoscaleTarget, Decision, Observed, ScaleDecision
 
 log = logging.getLogger("llmbackend.reconcile")
 
@@ -52,7 +41,7 @@ MAX_WRITE_ATTEMPTS = 3  # a child changed by others between read and write: read
 permissions.require("", "events", "create")
 permissions.require("autoscaling", "horizontalpodautoscalers", "list")  # conflict detection
 # The names a LeaderWorkerSet's new groups would take, anyone's, read by name before it gets them
-# (decide._taken_group); pods have `get` already (permissions.py).
+# (groupnames.taken_group); pods have `get` already (permissions.py).
 permissions.require("apps", "statefulsets", "get")
 READ_BY_NAME = ("StatefulSet", "Pod")  # kinds decide asks for that are not children: read, never assumed absent
 # The multi-node leaders' exec rights are a RoleBinding of one fixed ClusterRole (render/multinode.py). The API
@@ -326,10 +315,8 @@ class Reconciler:
                 raise ApiError(exc.status, exc.reason, f"deleting {kind} {name}: {exc.message}") from exc
         if status is None:
             status = self._patch_status(obj, decision)
-        events = condition_events(decision.conditions)
-        for type_, reason, message in [*events, *decision.events]:
-            self.event(obj, type_, reason, message)
-        return bool(decision.apply or decision.prune or decision.events or events) or status != UNCHANGED
+        posted = self._post_events(obj, decision, with_decided=True)
+        return bool(decision.apply or decision.prune or posted) or status != UNCHANGED
 
     def _write_child(self, child: dict[str, Any], owner: dict[str, Any]) -> None:
         """Never adopt, also when someone creates or replaces the object while this pass runs: a child decide saw
@@ -412,10 +399,14 @@ class Reconciler:
     def _write_status(self, obj: dict[str, Any], decision: Decision) -> bool:
         """Writes status when it differs, posts the events of changed conditions; whether it did either."""
         status = self._patch_status(obj, decision)
-        events = condition_events(decision.conditions)
+        return self._post_events(obj, decision, with_decided=False) or status != UNCHANGED
+
+    def _post_events(self, obj: dict[str, Any], decision: Decision, with_decided: bool) -> bool:
+        """Posts an event for each condition that changed (and, `with_decided`, the pass's own events): whether any."""
+        events = [*condition_events(decision.conditions), *(decision.events if with_decided else ())]
         for type_, reason, message in events:
             self.event(obj, type_, reason, message)
-        return status != UNCHANGED or bool(events)
+        return bool(events)
 
     def _report_failure(self, obj: dict[str, Any], decision: Decision | None, exc: ApiError) -> None:
         """An API request failed: conditions say so (what the pass decided is kept), written if the API server lets us."""

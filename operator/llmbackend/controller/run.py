@@ -36,7 +36,7 @@ from ..autoscaling.pool import (
     bound_replicas,
     held_replicas,
     is_group_pod,
-    pod_gpus,
+    live_pod_gpus,
     quota_free,
     quota_replicas,
     share,
@@ -588,7 +588,7 @@ class Operator:
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
-                                quota_own_gpus=pod_gpus(pods_known) if known else 0))
+                                quota_own_gpus=live_pod_gpus(pods_known) if known else 0))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
@@ -656,8 +656,10 @@ class Operator:
     async def _read_priority_classes(self, names: set[str]) -> None:
         """The values of the PriorityClasses ``names`` (``self.priority_classes``) not read within
         PRIORITY_CLASS_TTL_S, with one LIST: the classes are the admin's (few), the names the tenants' (any number),
-        so a pool pass makes one request however many names its backends give. A class that is not there, or a list
-        that fails, counts as none (priority 0), read again after the TTL as one that is."""
+        so a pool pass makes one request however many names its backends give. A class the LIST does not have counts
+        as none (priority 0), read again after the TTL as one that is. A LIST that fails changes no value read
+        before (a PriorityClass's value is immutable: only a LIST that succeeds can say the class is gone); a name
+        never read counts as none until a LIST succeeds; the log says so."""
         now = time.monotonic()
         stale = {n for n in names if now - self.priority_classes.get(n, (None, -math.inf))[1] >= PRIORITY_CLASS_TTL_S}
         if not stale:
@@ -669,8 +671,14 @@ class Operator:
                 raw = obj.get("value")
                 values[str((obj.get("metadata") or {}).get("name"))] = (
                     raw if isinstance(raw, int) and not isinstance(raw, bool) else None)
-        except Exception as exc:  # noqa: BLE001 - no class value: the backend's priority is 0 (said in the log)
-            log.warning("PriorityClasses not readable (%s): backends that run with one count as priority 0", exc)
+        except Exception as exc:  # noqa: BLE001 - the values read before stand; the rest count as 0 (said in the log)
+            kept = sum(1 for n in stale if self.priority_classes.get(n, (None, 0.0))[0] is not None)
+            log.warning("PriorityClasses not readable (%s): the values of %d class(es) read before stand; backends "
+                        "that run with a class never read count as priority 0 until a list succeeds (tried again in "
+                        "%.0fs)", exc, kept, PRIORITY_CLASS_TTL_S)
+            for name in stale:
+                self.priority_classes[name] = (self.priority_classes.get(name, (None, now))[0], now)
+            return
         for name in stale:
             self.priority_classes[name] = (values.get(name), now)
 

@@ -327,13 +327,9 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def gpu_quantity(value: Any) -> int:
-    """A count of an extended resource (nvidia.com/gpu): whole numbers, but tolerate '8' / 8 / '8.0'."""
-    if value is None:
-        return 0
-    try:
-        return int(float(str(value)))
-    except ValueError:
-        return 0
+    """A count of GPUs (nvidia.com/gpu) as the kube-scheduler reads the quantity (planning/quantity.py): any canonical
+    form ("8", "1k", "8.0", "2500m" rounded up); missing, negative or not a quantity: 0."""
+    return max(0, scheduler_units(GPU_RESOURCE, value) or 0) if value is not None else 0
 
 
 def _parse_domains(raw: str, gpu_count: int) -> tuple[tuple[tuple[int, ...], ...] | None, str]:

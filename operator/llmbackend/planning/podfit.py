@@ -45,11 +45,14 @@ def _compared(resource: str) -> bool:
             or resource.startswith("attachable-volumes-"))
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
+def _container_requests(container: Mapping[str, Any], only: str | None = None) -> dict[str, int]:
     """A container's requests as the pod will have them: a limit without a request becomes the request (the API
-    server defaults pods so: pkg/apis/core/v1/defaults.go SetDefaults_Pod), in scheduler units."""
+    server defaults pods so: pkg/apis/core/v1/defaults.go SetDefaults_Pod), in scheduler units; ``only``: of that
+    resource alone."""
     resources = container.get("resources") or {}
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    if only is not None:
+        merged = {only: merged[only]} if only in merged else {}
     out = {}
     for name, value in merged.items():
         units = quantity.scheduler_units(str(name), value)
@@ -79,18 +82,18 @@ def _max(total: dict[str, int], other: Mapping[str, int]) -> None:
         total[name] = max(total.get(name, 0), units)
 
 
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """What the scheduler reserves for the pod (component-helpers resource/helpers.go PodRequests and
-    aggregateContainerResourcesByFn): the containers' sum plus sidecars (restartable init containers), or more
-    when an init container with the sidecars started before it needs more; pod-level requests replace cpu, memory
-    and hugepages; overhead is added."""
+def pod_requests(pod: Mapping[str, Any], only: str | None = None) -> dict[str, int]:
+    """What the scheduler reserves for the pod (a pod spec; k8s.io/component-helpers v0.36 resource/helpers.go
+    PodRequests and aggregateContainerResourcesByFn): the containers' sum plus sidecars (restartable init
+    containers), or more when an init container with the sidecars started before it needs more; pod-level requests
+    replace cpu, memory and hugepages; overhead is added. ``only``: of that resource alone (cheaper)."""
     total: dict[str, int] = {}
     for container in pod.get("containers") or []:
-        _add(total, _container_requests(container))
+        _add(total, _container_requests(container, only))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in pod.get("initContainers") or []:
-        requests = _container_requests(container)
+        requests = _container_requests(container, only)
         if container.get("restartPolicy") == "Always":  # a sidecar: runs beside the containers
             _add(total, requests)
             _add(sidecars, requests)
@@ -102,11 +105,21 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     _max(total, init_peak)
     pod_level = (pod.get("resources") or {}).get("requests") or {}
     for name, value in pod_level.items():
-        if name in ("cpu", "memory") or str(name).startswith("hugepages-"):
+        if (name in ("cpu", "memory") or str(name).startswith("hugepages-")) and only in (None, name):
             total[str(name)] = max(quantity.scheduler_units(str(name), value) or 0, 0)
     for name, value in (pod.get("overhead") or {}).items():
-        _add(total, {str(name): max(quantity.scheduler_units(str(name), value) or 0, 0)})
+        if only in (None, name):
+            _add(total, {str(name): max(quantity.scheduler_units(str(name), value) or 0, 0)})
     return {name: units for name, units in total.items() if units > 0 and _compared(name)}
+
+
+def pod_gpus(pod: Mapping[str, Any], resource: str = GPU_RESOURCE) -> int:
+    """The GPUs a pod (a Pod object) requests, as the kube-scheduler reserves them on its node and a ResourceQuota
+    counts them (k8s.io/kubernetes v1.36 pkg/quota/v1/evaluator/core/pods.go PodUsageFunc charges
+    requests.<resource> from the same PodRequests): ``pod_requests`` of its spec (init containers and sidecars
+    included, a limit standing in for a missing request, quantities in any canonical form, millis rounded up). The one count of a pod's GPUs: the GPUs
+    free on a node (controller/decide.py gpus_free) and a backend's own quota use (autoscaling/pool.py)."""
+    return pod_requests(pod.get("spec") or {}, only=resource).get(resource, 0)
 
 
 def _requirement(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool | None:
