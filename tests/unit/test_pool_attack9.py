@@ -335,3 +335,41 @@ def test_a_pods_gpus_are_what_the_scheduler_reserves(spec: dict, expected: int) 
     """HOLDS: init containers (the largest, alone), restartable sidecars (beside everything after them), limits
     standing in, overhead: the count a node's free GPUs and a quota's use are read from."""
     assert pod_gpus({"spec": spec}) == expected
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# pool.share: the operator's CPU, shared by every namespace
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _pass_cpu(backends: int) -> float:
+    """Process CPU of one share() over a full pool held by another namespace, and ``backends`` of one tenant's
+    namespace that hold nothing and each want one replica its GPU quota (1 GPU free) admits alone: a steady state
+    (each is capped at 0, so it has no pod, holds nothing, and is short again next sync)."""
+    quota = (("q/requests.nvidia.com/gpu", 1),)
+    claims = [_claim("tenant", f"b{i}", 0, 1, pool_gpus=8, quota=1, quota_free=quota) for i in range(backends)]
+    claims.append(_claim("other", "holder", 8, 8, pool_gpus=8))
+    cpu = time.process_time()
+    out, _ = share(claims, 5.0)
+    cpu = time.process_time() - cpu
+    assert out[("other", "holder")].replicas == 8  # the tenant takes nothing: only the CPU is at stake
+    return cpu
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (medium): share() is quadratic in the backends of a pool, and runs synchronously on the operator's event "
+    "loop (controller/run.py _share_pools, up to once a second while any backend's evaluation ends). A tenant that "
+    "creates LLMBackends that hold nothing (capped at 0 replicas in a full pool: no pods, no GPUs) makes every pool "
+    "pass cost ~0.5 s of CPU at 400 backends, ~2 s at 800, ~7.8 s at 1,600 with a GPU ResourceQuota that has a GPU "
+    "free (quota_room sums every member of the namespace, and is called per backend per round; ~0.75 s at 1,000 and "
+    "~2.8 s at 2,000 without a quota: blocked() and the victims' sort per backend), during which no namespace's "
+    "reconcile, scrape or evaluation runs (their scrapes time out, their readings go stale). With a namespace growing "
+    "many replicas in the same pass it multiplies by the rounds (250 backends, 100 rounds: ~7 s). Fix: keep the "
+    "per-(namespace, quota) spend as running totals updated on each grant (quota_room O(1)), compute each claim's "
+    "blocked GPUs and the tier's victim order once per tier, not per backend per round; and/or run share() off the "
+    "loop with a bound on backends per namespace in a pool (say so in status)."))
+def test_a_pool_pass_with_many_backends_of_one_tenant_stays_cheap() -> None:
+    small, large = _pass_cpu(400), _pass_cpu(800)
+    print(f"share(): 400 backends {small * 1000:.0f} ms CPU, 800 backends {large * 1000:.0f} ms CPU")
+    assert large <= 0.5, large  # generous: linear work over 800 claims is milliseconds
+    assert large <= 2.5 * small + 0.05, (small, large)  # doubling the backends at most about doubles the work
