@@ -192,6 +192,58 @@ def test_one_byte_chunks_sent_at_once_cost_no_more_than_an_honest_body() -> None
     assert hostile["cpu"] <= 10 * honest["cpu"] + 0.05, (hostile["cpu"], honest["cpu"])
 
 
+@pytest.mark.parametrize("answer", [
+    pytest.param(b"HTTP/1.1 200 OK\r\n" + b"a:\n" * 5400 + b"\n" + BODY, id="5,400 empty header fields"),
+    pytest.param(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\n#\n0\n" + b"a:\n" * 5400 + b"\n",
+                 id="5,400 trailer fields"),
+    pytest.param(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 + (b"3ff;" + b"x" * 1010 + b"\n" + b"#" * 1023 + b"\n") * 530 + b"0\n\n", id="chunk extensions at the cap"),
+])
+def test_header_trailer_and_extension_floods_cost_milliseconds(answer: bytes) -> None:
+    """HOLDS: the header and trailer caps (16 KiB) and the chunk-line cap (1 KiB) bound the lines a flood makes the
+    client parse: a few ms of CPU (measured 3-6 ms; asserted under 100 ms)."""
+    seen = _scrape(_all_at_once(answer))
+    assert seen["cpu"] < 0.1, seen["cpu"]
+    assert seen["reads"] <= 32
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (medium, the one-byte chunks finding above through TritonScraper.scrape): four of a tenant's Ready pods "
+    "answering /metrics with one-byte chunks cost one scrape() ~1.7 s of the operator's CPU (0.4-0.6 s a pod, none cut "
+    "by the 2 s timeout: the work runs between reads, without yielding), every sync period of the backend; the "
+    "namespace's 16 scrape slots bound how many run at once, not their total. Fix: as above."))
+def test_four_pods_of_one_byte_chunks_cost_one_scrape_little_cpu() -> None:
+    answer = _tiny_chunks(sources.MAX_METRICS_BYTES + 100_000)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        try:
+            writer.write(answer)
+            await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> tuple[float, int]:
+        servers = [await asyncio.start_server(handle, "127.0.0.1", 0) for _ in range(4)]
+        try:
+            pods = {f"p{i}": f"127.0.0.1:{s.sockets[0].getsockname()[1]}" for i, s in enumerate(servers)}
+            scraper = sources.TritonScraper("m", signal=SIGNAL_ENGINE, timeout_s=2.0, namespace="tenant")
+            cpu = time.process_time()
+            failed = await scraper.scrape(pods)
+            return time.process_time() - cpu, failed
+        finally:
+            for s in servers:
+                s.close()
+                await s.wait_closed()
+
+    cpu, failed = asyncio.run(main())
+    print(f"scrape() of 4 one-byte-chunk pods: {cpu * 1000:.0f} ms CPU, {failed} failed")
+    assert failed == 4
+    assert cpu < 0.2, cpu
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # pool.share: turns across syncs
 # ---------------------------------------------------------------------------------------------------------------
