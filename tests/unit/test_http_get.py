@@ -127,6 +127,13 @@ def test_an_answer_in_too_many_reads_is_abandoned():
     assert "more than 5 reads" in refused(pieces, max_reads=5, pause=0.02)
 
 
+def test_each_chunk_counts_against_the_read_budget_too():
+    """One-byte chunks sent at once arrive in one read: each chunk is a read's worth of work (attack pass 9)."""
+    head = OK + b"Transfer-Encoding: chunked\r\n\r\n"
+    assert get([head + b"1\na\n" * 8 + b"0\r\n\r\n"], max_reads=10)[0] == b"a" * 8  # 1 read + 8 chunks: read
+    assert "more than 10 reads and chunks" in refused([head + b"1\na\n" * 10 + b"0\r\n\r\n"], max_reads=10)
+
+
 def test_the_consumer_may_stop_the_read():
     body, _ = get([OK + b"\r\n", b"a" * 10, b"b" * 10, b"c" * 10], pause=0.02, stop_after=1)
     assert body == b"a" * 10

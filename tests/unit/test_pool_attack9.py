@@ -164,17 +164,7 @@ def _tiny_chunks(total: int) -> bytes:
     return head + b"1\na\n" * ((total - len(head)) // 4)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium-high): a tenant's pod that answers /metrics with a chunked body of one-byte chunks ('1\\na\\n', 4 "
-    "bytes a chunk) sent at once costs the operator ~0.4-0.85 s of event-loop CPU per scrape (~280,000 chunks, each "
-    "a Python-level chunk-size line, take() and on_body call; http_get's own loop: ~600 ms with an on_body that does "
-    "nothing) against ~6 ms for an honest 1 MiB body: ~100-150x the worst the docs state (8-11 ms at the 1 MiB cap; "
-    "19-31 ms for a byte-a-write drip). The reads cap does not see it: the whole answer comes in ~18 reads of 64 KiB, "
-    "and a read of a buffered StreamReader does not yield (event-loop stalls of 0.3-0.9 s: the stall probe below). "
-    "Every sync period, per Ready pod of the tenant, on the loop every namespace's reconciles and scrapes share. "
-    "Fix: count chunks (and header/trailer lines) against the same work budget as reads (e.g. each chunk-size line "
-    "counts as a read, or at most max_reads chunks a body), or refuse chunks below a floor size (say 256 bytes) but "
-    "the last; and feed MetricsReader coalesced pieces."))
+# Fixed (was a strict xfail): FINDING (medium) one-byte chunks sent at once (~280,000 in ~18 reads) cost ~0.4-0.85 s of event-loop CPU a scrape against ~6 ms for an honest 1 MiB body: the read cap did not see them. Each chunk now counts against the same budget as a read (http_get._Answer.spend).
 def test_one_byte_chunks_sent_at_once_cost_no_more_than_an_honest_body() -> None:
     honest_body = (b"# " + b"a" * 1000 + b"\n") * 1100
     honest_body = honest_body[:sources.MAX_METRICS_BYTES]
@@ -208,11 +198,7 @@ def test_header_trailer_and_extension_floods_cost_milliseconds(answer: bytes) ->
     assert seen["reads"] <= 32
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium, the one-byte chunks finding above through TritonScraper.scrape): four of a tenant's Ready pods "
-    "answering /metrics with one-byte chunks cost one scrape() ~1.7 s of the operator's CPU (0.4-0.6 s a pod, none cut "
-    "by the 2 s timeout: the work runs between reads, without yielding), every sync period of the backend; the "
-    "namespace's 16 scrape slots bound how many run at once, not their total. Fix: as above."))
+# Fixed (was a strict xfail): FINDING (medium) four pods of one-byte chunks cost one scrape() ~1.7 s of CPU (the finding above through TritonScraper).
 def test_four_pods_of_one_byte_chunks_cost_one_scrape_little_cpu() -> None:
     answer = _tiny_chunks(sources.MAX_METRICS_BYTES + 100_000)
 
@@ -289,15 +275,7 @@ def _longest_stall(answer: bytes) -> tuple[float, str | None]:
     return asyncio.run(main())
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium, the one-byte chunks finding above, as another namespace sees it): while the operator reads one "
-    "such answer the event loop runs nothing else for 0.3-0.9 s at a time (measured here; a read of a buffered "
-    "StreamReader returns without yielding, and the transport hands over up to 256 KiB a loop turn: ~64,000 chunks "
-    "parsed in one go), against ~4-7 ms for an honest 1 MiB body. Measured outside this test: 8 such pods of "
-    "one tenant scraped beside one honest pod of another namespace (its own TritonScraper and slots) made that "
-    "namespace's scrape fail 'timeout after 2s' (2.2 s of CPU for the round): the per-namespace slots bound "
-    "concurrency, not the loop time a tenant's answers take. Fix: as above (a work budget per chunk, or yield every "
-    "N chunks)."))
+# Fixed (was a strict xfail): FINDING (medium) one such answer stalled the event loop 0.3-0.9 s at a time; 8 such pods made another namespace's scrape time out.
 def test_one_scrape_of_one_byte_chunks_never_stalls_the_loop_long() -> None:
     honest_body = ((b"# " + b"a" * 1000 + b"\n") * 1100)[:sources.MAX_METRICS_BYTES]
     honest, _ = _longest_stall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(honest_body) + honest_body)

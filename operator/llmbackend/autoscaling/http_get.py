@@ -3,8 +3,8 @@
 The pod runs a tenant's image, so its answer is hostile input. A general client (aiohttp) bounds what it hands on
 (the body), not the work of reading what it does not: header lines or chunk framing dribbled one byte a TCP
 segment each cost a recv and a parser run on the operator's shared event loop until the timeout. Here every read
-(status line, headers, chunk framing, body) counts against ``max_reads`` and every byte against a cap, so a hostile
-answer is abandoned after bounded work. Plain http, one request a connection (``Connection: close``), no redirect,
+(status line, headers, chunk framing, body) and every chunk of a chunked body count against ``max_reads``, and every
+byte against a cap, so a hostile answer is abandoned after bounded work. Plain http, one request a connection (``Connection: close``), no redirect,
 no content coding: what the operator's scrape needs, nothing more. The caller bounds the whole exchange in time
 (``asyncio.timeout``).
 
@@ -39,13 +39,18 @@ class _Answer:
         self.max_reads = max_reads
         self.max_bytes = max_bytes
 
+    def spend(self) -> None:
+        """One unit of the work budget: a read of the socket, or a chunk of a chunked body (a chunk is as much work
+        as a read, whatever its size: one-byte chunks sent at once arrive in few reads)."""
+        if self.reads >= self.max_reads:
+            raise HttpGetError(f"the answer arrived in more than {self.max_reads} reads and chunks ({self.received} "
+                               "bytes so far): not read (a Triton pod's comes in a few)")
+        self.reads += 1
+
     async def fill(self) -> None:
         """One read of the socket: the one place this client reads it."""
-        if self.reads >= self.max_reads:
-            raise HttpGetError(f"the answer arrived in more than {self.max_reads} reads ({self.received} bytes so far): "
-                               "not read (a Triton pod's comes in a few)")
+        self.spend()
         data = await read_socket(self.reader)
-        self.reads += 1
         self.received += len(data)
         if self.received > self.max_bytes:
             raise HttpGetError(f"the answer would exceed {_size(self.max_bytes)}: not read")
@@ -96,7 +101,8 @@ async def get(host: str, port: int, path: str, on_body: Callable[[bytes], bool],
               max_reads: int, max_header: int = MAX_HEADER_BYTES) -> None:
     """GET ``http://host:port{path}`` and hand the body to ``on_body`` as it arrives (it returns False to stop
     reading). Raises HttpGetError when the answer is not a 200 with a plain body of at most ``max_body`` bytes in at
-    most ``max_reads`` reads of the socket (all of it: status line, headers, framing and body), and OSError when the
+    most ``max_reads`` reads of the socket (all of it: status line, headers, framing and body) and chunks of a chunked
+    body together, and OSError when the
     pod cannot be reached. A 3xx is an error: a redirect is never followed."""
     reader, writer = await asyncio.open_connection(host, port, limit=READ_BYTES)
     try:
@@ -203,6 +209,7 @@ async def _chunked(answer: _Answer, on_body: Callable[[bytes], bool], max_body: 
         chunk = int(digits, 16)
         if chunk == 0:
             break
+        answer.spend()
         size += chunk
         if size > max_body:
             raise _too_large(max_body)
