@@ -316,6 +316,20 @@ def policy(cluster: ClusterHandle) -> Iterator[ClusterHandle]:
     cluster.kubectl("delete", "-f", str(TENANT_POLICY), "--wait=false", check=False)
 
 
+@pytest.fixture
+def tenant(request, policy, namespace) -> str:
+    """`namespace`, where the test module's TENANT may create, edit, read and delete LLMBackends and nothing else."""
+    grant(policy, request.module.TENANT, namespace, "llmbackend-editor", BACKEND_EDITOR_RULES)
+    return namespace
+
+
+@pytest.fixture
+def victim(cluster) -> Iterator[str]:
+    """Another team's namespace: the tenant may do nothing there."""
+    with fresh_namespace(cluster, "prod") as name:
+        yield name
+
+
 def user_rbac(user: str, namespace: str, name: str, rules: list[dict[str, Any]] | None = None,
               cluster_role: str | None = None) -> list[dict[str, Any]]:
     """A Role of ``rules`` (or the ClusterRole ``cluster_role``) bound to ``user`` in ``namespace``, both ``name``."""
