@@ -30,19 +30,23 @@ KINDS.setdefault("PersistentVolume", ("v1", "persistentvolumes"))
 SESSION_TOPOLOGY = "dgx-h100-x4"
 
 
-# Wall seconds of the files that run longest (make test, 6 workers on the 2-core machine, 2026-12-06), to start them
-# first: pytest-xdist's loadfile hands out files in collection order (pyproject.toml turns its own order, most tests
-# first, off), and a long file handed out last is the run's tail. A file not named here counts SECONDS_PER_TEST a test.
+# Wall seconds of the files that run longest (make test, 6 workers on the 2-core machine, 2026-12-06; a few from a
+# side-by-side run of tests/e2e), to start them first: pytest-xdist's loadfile hands out files in collection order
+# (pyproject.toml turns its own order, most tests first, off), and a long file handed out last is the run's tail.
+# A file not named here counts SECONDS_PER_TEST a test: after all of these, in xdist's own order (most tests first).
 FILE_SECONDS = {
     "tests/e2e/test_chaos.py": 230, "tests/e2e/test_pool_attack_e2e.py": 220, "tests/e2e/test_status_truth.py": 200,
     "tests/e2e/test_autoscaling.py": 180, "tests/e2e/test_ownership.py": 160, "tests/e2e/test_faults.py": 150,
     "tests/e2e/test_backend_lifecycle.py": 140, "tests/e2e/test_pool_attack2_e2e.py": 140,
-    "tests/e2e/test_tenant_admission.py": 130, "tests/activator/test_activator_process.py": 125,
+    "tests/e2e/test_tenant_admission.py": 130, "tests/activator/test_activator_headers.py": 125,
     "tests/e2e/test_argocd_health_e2e.py": 100, "tests/e2e/test_model_cache.py": 90,
     "tests/e2e/test_launcher_attack_e2e.py": 80, "tests/e2e/test_gateway_keda.py": 70,
-    "tests/e2e/test_refs_attack2_e2e.py": 60, "tests/e2e/test_scale_to_zero.py": 55, "tests/e2e/test_recovery.py": 50,
-    "tests/e2e/test_pool_attack4_e2e.py": 45, "tests/e2e/test_ha.py": 45, "tests/e2e/test_helm_chart.py": 40,
-    "tests/e2e/test_gpu_pool_e2e.py": 40, "tests/e2e/test_refs_attack3_e2e.py": 35,
+    "tests/openai/test_openai_engine_failure.py": 70, "tests/e2e/test_refs_attack2_e2e.py": 60,
+    "tests/e2e/test_scale_to_zero.py": 55, "tests/e2e/test_recovery.py": 55, "tests/e2e/test_pool_attack4_e2e.py": 50,
+    "tests/e2e/test_ha.py": 50, "tests/e2e/test_helm_chart.py": 40, "tests/e2e/test_gpu_pool_e2e.py": 40,
+    "tests/e2e/test_refs_attack3_e2e.py": 35, "tests/e2e/test_pod_template_e2e.py": 34,
+    "tests/e2e/test_launcher_admission.py": 30, "tests/e2e/test_pod_field_parity_e2e.py": 27,
+    "tests/e2e/test_refs_attack4_e2e.py": 18, "tests/e2e/test_names_e2e.py": 10, "tests/e2e/test_security.py": 5,
 }
 SECONDS_PER_TEST = 0.05
 
@@ -57,7 +61,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         path = item.nodeid.split("::")[0]
         files[path] = files.get(path, 0) + 1
-    items.sort(key=lambda item: -FILE_SECONDS.get(path := item.nodeid.split("::")[0], files[path] * SECONDS_PER_TEST))
+    items.sort(key=lambda item: -FILE_SECONDS.get(path := item.nodeid.split("::")[0],
+                                                  files[path] * SECONDS_PER_TEST))
 
 
 class ClusterHandle:
