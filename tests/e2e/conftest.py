@@ -32,7 +32,7 @@ SESSION_TOPOLOGY = "dgx-h100-x4"
 
 # Wall seconds of the files that run longest (make test, 6 workers on the 2-core machine, 2026-12-06; a few from a
 # side-by-side run of tests/e2e), to start them first: pytest-xdist's loadfile hands out files in collection order
-# (pyproject.toml turns its own order, most tests first, off), and a long file handed out last is the run's tail.
+# (the Makefile turns its own order, most tests first, off), and a long file handed out last is the run's tail.
 # A file not named here counts SECONDS_PER_TEST a test: after all of these, in xdist's own order (most tests first).
 FILE_SECONDS = {
     "tests/e2e/test_chaos.py": 230, "tests/e2e/test_pool_attack_e2e.py": 220, "tests/e2e/test_status_truth.py": 200,
