@@ -48,10 +48,12 @@ lint: setup
 
 # Test files run side by side in TEST_WORKERS processes (pytest-xdist): most of the time is end-to-end waiting on
 # real servers, so more workers than cores pays. A file stays in one worker, with that worker's own control plane,
-# Triton and Prometheus on free ports. TEST_WORKERS=0 runs everything in one process.
+# Triton and Prometheus on free ports. TEST_WORKERS=0 runs everything in one process. Files are handed out in
+# collection order (--no-loadscope-reorder), which tests/e2e/conftest.py sorts longest first: xdist's own order (most
+# tests first) handed the longest end-to-end files out last, the run's tail.
 TEST_WORKERS ?= 6
 test: lint tools prometheus openmpi moto
-	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # moto's S3 server for tests/fetch, in its own venv: botocore pins python-dateutil below 3, the kubernetes client needs 3+.
 MOTO_VENV := $(HOME)/.cache/llmbackend/moto-venv

@@ -25,14 +25,44 @@ from llmbackend.controller.kube import KINDS, ApiError, Kube, load_configuration
 
 pytestmark = pytest.mark.e2e
 KINDS.setdefault("ReplicaSet", ("apps/v1", "replicasets"))
+KINDS.setdefault("PersistentVolume", ("v1", "persistentvolumes"))
 # The nodes every e2e test sees: four DGX H100 (32 GPUs).
 SESSION_TOPOLOGY = "dgx-h100-x4"
+
+
+# Wall seconds of the files that run longest (make test, 6 workers on the 2-core machine, 2026-12-06; a few from a
+# side-by-side run of tests/e2e), to start them first: pytest-xdist's loadfile hands out files in collection order
+# (the Makefile turns its own order, most tests first, off), and a long file handed out last is the run's tail.
+# A file not named here counts SECONDS_PER_TEST a test: after all of these, in xdist's own order (most tests first).
+FILE_SECONDS = {
+    "tests/e2e/test_chaos.py": 230, "tests/e2e/test_pool_attack_e2e.py": 220, "tests/e2e/test_status_truth.py": 200,
+    "tests/e2e/test_autoscaling.py": 180, "tests/e2e/test_ownership.py": 160, "tests/e2e/test_faults.py": 150,
+    "tests/e2e/test_backend_lifecycle.py": 140, "tests/e2e/test_pool_attack2_e2e.py": 140,
+    "tests/e2e/test_tenant_admission.py": 130, "tests/activator/test_activator_headers.py": 125,
+    "tests/e2e/test_argocd_health_e2e.py": 100, "tests/e2e/test_model_cache.py": 90,
+    "tests/e2e/test_launcher_attack_e2e.py": 80, "tests/e2e/test_gateway_keda.py": 70,
+    "tests/openai/test_openai_engine_failure.py": 70, "tests/e2e/test_refs_attack2_e2e.py": 60,
+    "tests/e2e/test_scale_to_zero.py": 55, "tests/e2e/test_recovery.py": 55, "tests/e2e/test_pool_attack4_e2e.py": 50,
+    "tests/e2e/test_ha.py": 50, "tests/e2e/test_helm_chart.py": 40, "tests/e2e/test_gpu_pool_e2e.py": 40,
+    "tests/e2e/test_refs_attack3_e2e.py": 35, "tests/e2e/test_pod_template_e2e.py": 34,
+    "tests/e2e/test_launcher_admission.py": 30, "tests/e2e/test_pod_field_parity_e2e.py": 27,
+    "tests/e2e/test_refs_attack4_e2e.py": 18, "tests/e2e/test_names_e2e.py": 10, "tests/e2e/test_security.py": 5,
+}
+SECONDS_PER_TEST = 0.05
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/e2e" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+    # Longest files first (a stable sort: a file's tests keep their order); every worker sorts its identical
+    # collection the same way, as xdist requires.
+    files: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        files[path] = files.get(path, 0) + 1
+    items.sort(key=lambda item: -FILE_SECONDS.get(path := item.nodeid.split("::")[0],
+                                                  files[path] * SECONDS_PER_TEST))
 
 
 class ClusterHandle:
@@ -79,6 +109,10 @@ class OperatorProcess:
     def log_path(self) -> Path:
         return self.handle.cluster.log_file(self.name)
 
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def start(self) -> None:
         self.proc = start_operator(self.handle.cluster, self.extra_args, name=self.name, env=self.env)
 
@@ -101,20 +135,43 @@ class OperatorProcess:
         return devcluster.log_tail(self.log_path, lines)
 
 
+SESSION_OPERATOR = pytest.StashKey[OperatorProcess]()
+
+
 @pytest.fixture(scope="session")
-def operator(cluster) -> OperatorProcess:
+def operator(request, cluster) -> OperatorProcess:
+    """The session's operator. It runs only in the modules that use it (_session_operator_where_used): elsewhere it
+    would reconcile every backend an admission test creates, CPU that no test asks for."""
     op = OperatorProcess(cluster)
     op.start()
+    request.session.stash[SESSION_OPERATOR] = op
     yield op
     op.stop()
 
 
+def _uses_session_operator(item: pytest.Item) -> bool:
+    return "operator" in item.fixturenames and "exclusive_cluster" not in item.fixturenames
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _session_operator_where_used(request):
+    """Start the session operator again for a module that uses it; stop it for one that does not (a module of
+    exclusive_cluster stops it itself)."""
+    op = request.session.stash.get(SESSION_OPERATOR, None)
+    if op is not None:
+        if any(_uses_session_operator(item) for item in request.session.items if item.path == request.path):
+            if not op.running:
+                op.start()
+        else:
+            op.stop()
+    yield
+
+
 @pytest.fixture(scope="module")
 def exclusive_cluster(cluster, operator):
-    """The cluster with the session operator stopped for this module (restarted afterwards)."""
+    """The cluster with the session operator stopped for this module (the next module that uses it starts it)."""
     operator.stop()
     yield cluster
-    operator.start()
 
 
 @pytest.fixture
@@ -139,8 +196,9 @@ def fresh_namespace(cluster: ClusterHandle, prefix: str = "t") -> Iterator[str]:
     """A new namespace, ready for pods, deleted (with its model cache volume) on exit."""
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     cluster.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    # The model cache claim of uri sources needs a volume (no storage provisioner here): one pre-bound PV.
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(model_cache_volume(name)))
+    # The model cache claim of uri sources needs a volume (no storage provisioner here): one pre-bound PV. (Through
+    # the client, as the namespace: a kubectl process costs about 0.1 s of CPU, twice for each test that has one.)
+    cluster.kube.create(model_cache_volume(name))
     # Pods are refused until the controller-manager has made the namespace's default ServiceAccount (slow right after
     # test_chaos restarts the API server: a CI run saw 403 "serviceaccount default not found").
     wait_for(lambda: cluster.kube.get("ServiceAccount", name, "default"), timeout=60, interval=0.2,
@@ -149,7 +207,7 @@ def fresh_namespace(cluster: ClusterHandle, prefix: str = "t") -> Iterator[str]:
         yield name
     finally:
         cluster.kube.delete("Namespace", None, name)
-        cluster.kubectl("delete", "pv", f"{name}-model-cache", "--wait=false", check=False)
+        cluster.kube.delete("PersistentVolume", None, f"{name}-model-cache")
 
 
 def exec_namespace(cluster: ClusterHandle) -> str:
@@ -261,6 +319,20 @@ def policy(cluster: ClusterHandle) -> Iterator[ClusterHandle]:
     cluster.kubectl("apply", "-f", str(TENANT_POLICY))
     yield cluster
     cluster.kubectl("delete", "-f", str(TENANT_POLICY), "--wait=false", check=False)
+
+
+@pytest.fixture
+def tenant(request, policy, namespace) -> str:
+    """`namespace`, where the test module's TENANT may create, edit, read and delete LLMBackends and nothing else."""
+    grant(policy, request.module.TENANT, namespace, "llmbackend-editor", BACKEND_EDITOR_RULES)
+    return namespace
+
+
+@pytest.fixture
+def victim(cluster) -> Iterator[str]:
+    """Another team's namespace: the tenant may do nothing there."""
+    with fresh_namespace(cluster, "prod") as name:
+        yield name
 
 
 def user_rbac(user: str, namespace: str, name: str, rules: list[dict[str, Any]] | None = None,

@@ -106,4 +106,7 @@ def test_a_backend_at_zero_replicas_on_purpose_is_not_degraded(
     assert message.startswith(f"{reason}: "), message
     assert_four_current(obj)
     assert condition(obj, "Degraded")["status"] == "False"
-    assert cluster.kube.get("Deployment", namespace, "idle")["spec"]["replicas"] == 0
+    # The status is written before the children (reconcile.py, "Status first"): on a loaded machine the Deployment
+    # can come a moment after the status that settled() read.
+    deployment = wait_for(lambda: cluster.kube.get("Deployment", namespace, "idle"), timeout=30, what="the Deployment")
+    assert deployment["spec"]["replicas"] == 0

@@ -17,38 +17,22 @@ held_replicas, controller/run.py _held).
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 import yaml
 from conftest import (
-    BACKEND_EDITOR_RULES,
     apply_as_once_admitted,
     apply_manifest,
     autoscaling_status,
     backend_manifest,
     deployment_replicas,
-    fresh_namespace,
-    grant,
     wait_for,
 )
+from pool_support import floor_backend, grant_use, priority_classes
 
 TENANT = "tenant-eve"
 NODES = {"class": "dgx-h100-0", "no-class": "dgx-h100-1", "lever": "dgx-h100-2"}  # 8 GPUs each, one GPU per replica of the e2e model
 REFUSED_TOLERATION = {"key": "example.com/anything", "operator": "Exists", "value": "x"}
-
-
-def _backend(name, namespace, floor, node, min_replicas=1, priority_class=None, tolerations=None):
-    scheduling: dict = {"nodeSelector": {"kubernetes.io/hostname": node}}
-    if priority_class:
-        scheduling["priorityClassName"] = priority_class
-    if tolerations:
-        scheduling["tolerations"] = tolerations
-    auto = {"enabled": True, "minReplicas": min_replicas, "maxReplicas": floor, "syncPeriodSeconds": 1,
-            "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": floor}]}
-    return backend_manifest(name, namespace, scheduling=scheduling, autoscaling=auto)
-
-
 
 
 def as_tenant(cluster, *args, **kwargs):
@@ -56,30 +40,11 @@ def as_tenant(cluster, *args, **kwargs):
 
 
 @pytest.fixture
-def tenant(policy, namespace):
-    """`namespace`, where TENANT may create, edit, read and delete LLMBackends and nothing else."""
-    grant(policy, TENANT, namespace, "llmbackend-editor", BACKEND_EDITOR_RULES)
-    return namespace
-
-
-@pytest.fixture
-def victim(cluster):
-    with fresh_namespace(cluster, "prod") as name:
-        yield name
-
-
-@pytest.fixture
 def classes(cluster, tenant):
     """gold (1000), which the admin lets the tenant `use`, and bronze (0), the victim's."""
-    gold = f"llmb-gold-{uuid.uuid4().hex[:6]}"
-    bronze = f"{gold}-bronze"
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": gold}, "value": 1000},
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": bronze}, "value": 0}]))
-    grant(cluster, TENANT, tenant, "use-gold", [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
-                                                 "resourceNames": [gold], "verbs": ["use"]}])
-    yield gold, bronze
-    cluster.kubectl("delete", "priorityclass", gold, bronze, "--wait=false", check=False)
+    with priority_classes(cluster, {"gold": 1000, "bronze": 0}) as names:
+        grant_use(cluster, TENANT, tenant, names["gold"])
+        yield names["gold"], names["bronze"]
 
 
 def _tenant_apply_ok(cluster, manifest):
@@ -111,7 +76,7 @@ def test_the_crd_refuses_a_toleration_the_api_server_refuses_in_a_pod(cluster, o
     said = "value must be empty when operator is Exists"
     for _ in range(20):  # the admission policy's plugin may not have caught up yet: it refuses with its own words
         proc = as_tenant(cluster, "apply", "-f", "-", input=yaml.safe_dump(
-            _backend("lever", tenant, 2, node, tolerations=[REFUSED_TOLERATION])))
+            floor_backend("lever", tenant, 2, node, tolerations=[REFUSED_TOLERATION])))
         if proc.returncode == 0 or said in proc.stderr:
             break
         time.sleep(0.5)
@@ -125,12 +90,12 @@ def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(clu
                                                                              classes):
     gold, bronze = classes
     node = NODES["class"]
-    apply_manifest(cluster, _backend("model", victim, 8, node, priority_class=bronze))
+    apply_manifest(cluster, floor_backend("model", victim, 8, node, priority_class=bronze))
     wait_for(lambda: deployment_replicas(cluster, victim, "model") == 8
              and autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
              timeout=120, what="the victim on all 8 GPUs")
     _refuse_deployments(cluster, tenant)
-    _tenant_apply_ok(cluster, _backend("phantom", tenant, 8, node, min_replicas=8, priority_class=gold))
+    _tenant_apply_ok(cluster, floor_backend("phantom", tenant, 8, node, min_replicas=8, priority_class=gold))
     time.sleep(8)  # the tenant's backend registered and a few syncs of the pool
     _no_pod_and_no_deployment(cluster, tenant, "phantom")
     # the SAFE behaviour: nothing of the tenant holds a GPU, so the victim keeps its 8 replicas
@@ -144,11 +109,11 @@ def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(clu
 def test_a_tenant_whose_deployment_is_refused_holds_back_no_gpus(cluster, operator, tenant, victim):
     node = NODES["no-class"]
     _refuse_deployments(cluster, tenant)
-    _tenant_apply_ok(cluster, _backend("phantom", tenant, 8, node, min_replicas=8))
+    _tenant_apply_ok(cluster, floor_backend("phantom", tenant, 8, node, min_replicas=8))
     wait_for(lambda: autoscaling_status(cluster, tenant, "phantom").get("reason") not in (None, "AwaitingMetrics"),
              timeout=60, what="the tenant's backend decided")
     _no_pod_and_no_deployment(cluster, tenant, "phantom")
-    apply_manifest(cluster, _backend("model", victim, 8, node))
+    apply_manifest(cluster, floor_backend("model", victim, 8, node))
     wait_for(lambda: autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
              timeout=60, what="the victim decided")
 

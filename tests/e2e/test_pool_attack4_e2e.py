@@ -14,60 +14,41 @@ with the finding and its severity.
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 import yaml
 from conftest import (
-    BACKEND_EDITOR_RULES,
     apply_as_once_admitted,
     apply_manifest,
     autoscaling_status,
-    backend_manifest,
     deployment_replicas,
-    fresh_namespace,
-    grant,
     wait_for,
 )
+from pool_support import floor_backend, grant_use, priority_classes
 
 TENANT = "tenant-trudy"
 NODE = "dgx-h100-0"  # 8 GPUs, one GPU per replica of the e2e model
 
 
 def _backend(name: str, namespace: str, floor: int, priority_class: str | None = None) -> dict:
-    scheduling: dict = {"nodeSelector": {"kubernetes.io/hostname": NODE}}
-    if priority_class:
-        scheduling["priorityClassName"] = priority_class
-    auto = {"enabled": True, "minReplicas": 1, "maxReplicas": 8, "syncPeriodSeconds": 1,
-            "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": floor}]}
-    return backend_manifest(name, namespace, scheduling=scheduling, autoscaling=auto)
+    return floor_backend(name, namespace, floor, NODE, max_replicas=8, priority_class=priority_class)
 
 
 @pytest.fixture
-def tenant(policy, namespace):
-    """`namespace`, where TENANT may edit LLMBackends and `use` the gold class, with a quota of 4 GPUs."""
-    grant(policy, TENANT, namespace, "llmbackend-editor", BACKEND_EDITOR_RULES)
+def tenant(tenant, policy):
+    """conftest's tenant namespace, with a quota of 4 GPUs."""
     policy.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "four-gpus", "namespace": namespace},
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "four-gpus", "namespace": tenant},
         "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}))
-    return namespace
-
-
-@pytest.fixture
-def victim(cluster):
-    with fresh_namespace(cluster, "prod") as name:
-        yield name
+    return tenant
 
 
 @pytest.fixture
 def gold(cluster, tenant):
-    name = f"llmb-gold-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": 1000}))
-    grant(cluster, TENANT, tenant, "use-gold", [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
-                                                 "resourceNames": [name], "verbs": ["use"]}])
-    yield name
-    cluster.kubectl("delete", "priorityclass", name, "--wait=false", check=False)
+    """A PriorityClass of 1000 that the tenant may `use`."""
+    with priority_classes(cluster, {"gold": 1000}) as names:
+        grant_use(cluster, TENANT, tenant, names["gold"])
+        yield names["gold"]
 
 
 # Fixed (was a strict xfail): FINDING (medium) the pool drained another namespace for pods the tenant's GPU quota

@@ -12,40 +12,23 @@ one's autoscaler wants), as in test_gpu_pool_e2e.py.
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 import yaml
 from conftest import (
-    BACKEND_EDITOR_RULES,
     apply_as,
     apply_as_once_admitted,
     apply_manifest,
     autoscaling_status,
-    backend_manifest,
     deployment_replicas,
-    fresh_namespace,
-    grant,
     wait_for,
 )
+from pool_support import floor_backend, grant_use, priority_classes
 
 TENANT = "tenant-mallory"
 # 8 GPUs each, one GPU per replica of the e2e model: one node per test, so that a test's backends, still counted
 # while their namespace is deleted, are in no other test's pool
 NODES = {"numbers": "dgx-h100-0", "quota": "dgx-h100-1", "leak": "dgx-h100-2", "join": "dgx-h100-3"}
-
-
-def _backend(name, namespace, floor, node, min_replicas=1, priority=None, priority_class=None):
-    scheduling = {"nodeSelector": {"kubernetes.io/hostname": node}}
-    if priority_class:
-        scheduling["priorityClassName"] = priority_class
-    auto = {"enabled": True, "minReplicas": min_replicas, "maxReplicas": floor, "syncPeriodSeconds": 1,
-            "schedule": [{"start": "* * * * *", "end": "0 0 1 1 *", "desiredReplicas": floor}]}
-    if priority is not None:
-        auto["priority"] = priority
-    return backend_manifest(name, namespace, scheduling=scheduling, autoscaling=auto)
-
-
 
 
 def as_tenant(cluster, *args, **kwargs):
@@ -57,26 +40,9 @@ def apply_as_tenant(cluster, manifest):
 
 
 @pytest.fixture
-def tenant(policy, namespace):
-    """`namespace`, where TENANT may create, edit, read and delete LLMBackends and nothing else."""
-    grant(policy, TENANT, namespace, "llmbackend-editor", BACKEND_EDITOR_RULES)
-    return namespace
-
-
-@pytest.fixture
-def victim(cluster):
-    """Another team's namespace: the tenant may do nothing there."""
-    with fresh_namespace(cluster, "prod") as name:
-        yield name
-
-
-@pytest.fixture
 def gold_class(cluster):
-    name = f"llmb-gold-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": 1000}))
-    yield name
-    cluster.kubectl("delete", "priorityclass", name, "--wait=false", check=False)
+    with priority_classes(cluster, {"gold": 1000}) as names:
+        yield names["gold"]
 
 
 def _clear(cluster, node):
@@ -93,26 +59,26 @@ def _tenant_apply_ok(cluster, manifest):
 
 def test_a_tenant_cannot_name_a_priority_class_it_may_not_use_nor_take_gpus_with_a_priority_number(
         cluster, operator, tenant, victim, gold_class):
-    apply_manifest(cluster, _backend("model", victim, 8, NODES["numbers"]))
+    apply_manifest(cluster, floor_backend("model", victim, 8, NODES["numbers"]))
     wait_for(lambda: deployment_replicas(cluster, victim, "model") == 8, timeout=90, what="the victim on all 8 GPUs")
 
     # the admin's class: refused at admission (no `use` on priorityclasses, no `create pods`)
     deadline = time.monotonic() + 30
     while True:
-        refused = apply_as_tenant(cluster, _backend("grab", tenant, 8, NODES["numbers"], priority_class=gold_class))
+        refused = apply_as_tenant(cluster, floor_backend("grab", tenant, 8, NODES["numbers"], priority_class=gold_class))
         if refused.returncode != 0 or time.monotonic() > deadline:
             break
         as_tenant(cluster, "delete", "llmb", "grab", "-n", tenant, "--wait=false")
         time.sleep(0.5)
     assert refused.returncode != 0 and "priorityClassName" in refused.stderr, refused.stderr
     # a class that does not exist: refused the same way (a name the tenant was not granted)
-    missing = apply_as_tenant(cluster, _backend("grab", tenant, 8, NODES["numbers"], priority_class="no-such-class"))
+    missing = apply_as_tenant(cluster, floor_backend("grab", tenant, 8, NODES["numbers"], priority_class="no-such-class"))
     assert missing.returncode != 0, missing.stderr
 
     # the highest priority number the API takes, and many backends: compared only within the tenant's namespace
     grabbers = ("graba", "grabb", "grabc")
     for name in grabbers:
-        _tenant_apply_ok(cluster, _backend(name, tenant, 8, NODES["numbers"], min_replicas=8, priority=1_000_000))
+        _tenant_apply_ok(cluster, floor_backend(name, tenant, 8, NODES["numbers"], min_replicas=8, priority=1_000_000))
     wait_for(lambda: all(autoscaling_status(cluster, tenant, name).get("reason") for name in grabbers), timeout=60,
              what="the tenant's backends decided")
     time.sleep(5)  # a few more syncs
@@ -127,7 +93,7 @@ def test_a_tenant_cannot_name_a_priority_class_it_may_not_use_nor_take_gpus_with
 def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_namespace(cluster, operator, tenant,
                                                                                         victim, how):
     node = _clear(cluster, NODES["quota"])
-    hog = _backend("hog", tenant, 8, node, min_replicas=8)
+    hog = floor_backend("hog", tenant, 8, node, min_replicas=8)
     if how == "quota":  # the admin gave the tenant no GPUs: its ReplicaSet's pods are refused (exceeded quota)
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
             "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-gpus", "namespace": tenant},
@@ -142,7 +108,7 @@ def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_na
                                                  for c in p["spec"]["containers"])]
     assert bound == [], "no serving pod of the tenant may hold a GPU"
 
-    apply_manifest(cluster, _backend("model", victim, 8, node))
+    apply_manifest(cluster, floor_backend("model", victim, 8, node))
     # (today it is capped at its minReplicas: waitingForCapacity "held by <tenant>/hog (priority 0): 8 GPU(s)")
     wait_for(lambda: autoscaling_status(cluster, victim, "model").get("reason"), timeout=60, what="the victim decided")
     # the SAFE behaviour: nothing holds the node's 8 GPUs, so the victim gets them and keeps them (a new backend's
@@ -165,11 +131,11 @@ def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_na
 
 # Found by the attacker pass (was a break (low-medium, information leak across the trust boundary): a tenant that puts a backend on another...); fixed.
 def test_a_tenant_learns_nothing_of_another_namespace_from_its_own_status(cluster, operator, tenant, victim):
-    apply_manifest(cluster, _backend("secret-model", victim, 8, NODES["leak"]))
+    apply_manifest(cluster, floor_backend("secret-model", victim, 8, NODES["leak"]))
     wait_for(lambda: deployment_replicas(cluster, victim, "secret-model") == 8, timeout=90, what="the victim on all 8 GPUs")
     assert as_tenant(cluster, "get", "llmb", "-n", victim).returncode != 0  # the tenant may not look there
 
-    _tenant_apply_ok(cluster, _backend("probe", tenant, 2, NODES["leak"]))
+    _tenant_apply_ok(cluster, floor_backend("probe", tenant, 2, NODES["leak"]))
 
     def seen():
         proc = as_tenant(cluster, "get", "llmb", "probe", "-n", tenant, "-o", "yaml")
@@ -185,14 +151,14 @@ def test_a_tenant_learns_nothing_of_another_namespace_from_its_own_status(cluste
 # Found by the attacker pass (was a break (low): a backend's first decision goes out before the pool caps it. run.py _evaluate publishes...); fixed.
 def test_a_backend_joining_a_full_pool_writes_no_more_than_its_share(cluster, operator, tenant, victim):
     node = NODES["join"]
-    apply_manifest(cluster, _backend("model", victim, 8, node))
+    apply_manifest(cluster, floor_backend("model", victim, 8, node))
     wait_for(lambda: deployment_replicas(cluster, victim, "model") == 8
              and autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
              timeout=90, what="the victim on all 8 GPUs")
     # a race (the reconciler against _share_pools): five newcomers, one after another, so that one shows it
     seen: dict[str, set] = {}
     for name in ("newcomera", "newcomerb", "newcomerc", "newcomerd", "newcomere"):
-        _tenant_apply_ok(cluster, _backend(name, tenant, 8, node))
+        _tenant_apply_ok(cluster, floor_backend(name, tenant, 8, node))
         seen[name] = set()
         # its serving workload waits for its own download first (issue 42): watch until the pool has capped it
         deadline, capped = time.monotonic() + 60, False
@@ -220,14 +186,13 @@ def test_a_tenant_with_a_class_cannot_drain_another_namespace_for_pods_that_neve
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": bronze}, "value": 0}]))
     # the admin lets the tenant use gold (verb use on that PriorityClass), as docs/security.md describes
-    grant(cluster, TENANT, tenant, "use-gold", [{"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
-                                                 "resourceNames": [gold_class], "verbs": ["use"]}])
+    grant_use(cluster, TENANT, tenant, gold_class)
     try:
-        apply_manifest(cluster, _backend("model", victim, 8, node, priority_class=bronze))
+        apply_manifest(cluster, floor_backend("model", victim, 8, node, priority_class=bronze))
         wait_for(lambda: deployment_replicas(cluster, victim, "model") == 8
                  and autoscaling_status(cluster, victim, "model").get("reason") not in (None, "AwaitingMetrics"),
                  timeout=90, what="the victim on all 8 GPUs")
-        hog = _backend("hog", tenant, 8, node, priority_class=gold_class)
+        hog = floor_backend("hog", tenant, 8, node, priority_class=gold_class)
         hog["spec"]["scheduling"]["resources"] = {"memory": "100Ti"}
         _tenant_apply_ok(cluster, hog)
         wait_for(lambda: autoscaling_status(cluster, tenant, "hog").get("reason") not in (None, "AwaitingMetrics"),

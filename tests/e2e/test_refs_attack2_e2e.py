@@ -173,9 +173,12 @@ def test_an_update_cannot_make_an_admitted_read_only_claim_writable(cluster, ten
         proc = as_tenant(cluster, "apply", "--server-side", "--force-conflicts", "--field-manager=mallory", "-f", "-",
                          input=json.dumps(template(tenant, claim_volume(CLAIM, readOnly=False))))
     elif how == "replace-whole":
-        obj = cluster.kube.get("LLMBackend", tenant, "probe")
-        obj["spec"]["serving"]["podTemplate"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] = False
-        proc = as_tenant(cluster, "replace", "-f", "-", input=json.dumps(obj))
+        for _ in range(10):  # a status write between the read and the replace is a Conflict: read again
+            obj = cluster.kube.get("LLMBackend", tenant, "probe")
+            obj["spec"]["serving"]["podTemplate"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] = False
+            proc = as_tenant(cluster, "replace", "-f", "-", input=json.dumps(obj))
+            if "Conflict" not in proc.stderr:
+                break
     else:  # the same claim as the backend's cache: the download Job would write it
         proc = as_tenant(cluster, "patch", "llmbackend", "probe", "-n", tenant, "--type=merge", "-p", json.dumps(
             {"spec": {"model": {"source": {"cache": {"claimName": CLAIM}}}}}))
