@@ -32,9 +32,15 @@ would preempt those pods (step 3 lets it). Equal priorities never take each othe
 keeps them.
 
 Fair to those that do not outrank each other: free GPUs go first to backends nobody still short outranks, one
-replica a namespace in turn, starting with the namespace whose backend has waited longest (then an order of the
-namespaces drawn anew each sync, never a name a tenant picks), and inside a namespace its backends in turn (the
-longest-waiting first): a namespace's turn comes once a round however many backends it has. Which backend gives a
+replica a namespace in turn, starting with the namespace growth served least recently in this pool (one never served
+since it began to wait: by when it began, ahead of one served at that same time; then an order of the namespaces
+drawn anew each sync, never a name a tenant picks), and inside a namespace its backends in turn, by the same rule.
+The turn passes on from sync to sync: a namespace served this sync goes behind those still waiting, so GPUs freed one
+at a time go to each waiting namespace in turn, not all to the one that waited first. A namespace's date comes only
+from growth it got: a backend that never grows (it holds nothing) dates it only until its first growth, and a backend
+it adds (waiting since now) never moves it ahead. ``PoolState.served`` keeps the dates of the namespaces and backends
+still short or served this sync: no more entries than claims. A namespace's turn comes once a round however many
+backends it has. Which backend gives a
 replica up first is its pod priority; among equal pod priorities a namespace drawn anew each sync, then that
 namespace's own order (its lowest priority, the largest): never a number a tenant sets, nor a backend it adds (one
 that holds nothing included), against another namespace.
