@@ -498,3 +498,30 @@ def test_a_pool_pass_with_many_backends_of_one_tenant_stays_cheap() -> None:
     print(f"share(): 300 backends {small * 1000:.0f} ms CPU, 600 backends {large * 1000:.0f} ms CPU")
     assert large <= 0.4, large  # generous: linear work over 600 claims is milliseconds
     assert large <= 2.5 * small + 0.05, (small, large)  # doubling the backends at most about doubles the work
+
+
+def test_the_tier_read_in_one_pass_is_those_nobody_else_outranks() -> None:
+    """The one-pass tier (``_unoutranked``) is exactly the claims no other claim outranks (``outranks``), over
+    random priorities, pod priorities and namespaces, both ways of comparing across namespaces."""
+    import random
+
+    from llmbackend.autoscaling.pool import _unoutranked, outranks
+
+    rng = random.Random(48)
+    for _ in range(2000):
+        claims = [Claim(namespace=f"ns{rng.randint(0, 3)}", name=f"b{i}", pool=("p",), pool_gpus=8,
+                        priority=rng.randint(-2, 2), current=0, wanted=1, min_replicas=0, gpus_per_replica=1,
+                        cluster_wide=rng.random() < 0.3, class_priority=rng.choice([None, 0, 5, 10]))
+                  for i in range(rng.randint(1, 7))]
+        across = rng.random() < 0.5
+        brute = [c for c in claims if not any(outranks(o, c, across) for o in claims if o is not c)]
+        assert _unoutranked(claims, across) == brute, (claims, across)
+
+
+def test_turn_dates_are_forgotten_once_a_namespace_is_no_longer_short() -> None:
+    """The turn dates (PoolState.served) stay bounded: a namespace served and then no longer short leaves them."""
+    state = PoolState()
+    out, state = share([_claim("a", "x", 0, 2, pool_gpus=1), _claim("b", "y", 0, 2, pool_gpus=1)], 1.0, state)
+    assert set(ns for _, ns in state.served) == {next(k[0] for k, s in out.items() if s.replicas == 1)}
+    out, state = share([_claim("a", "x", 0, 0, pool_gpus=1), _claim("b", "y", 0, 0, pool_gpus=1)], 2.0, state)
+    assert not state.served and not state.backend_served and not state.waiting_since
