@@ -62,10 +62,11 @@ log names them for the admin.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..planning import quantity
@@ -243,25 +244,31 @@ def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: floa
     return sorted(by_namespace.values(), key=namespace_date)
 
 
-def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
-    """Those of ``claims`` no other one outranks (``outranks``), in one pass: the highest priority of its own
-    namespace (of all, ``across``), and otherwise no pod priority of another namespace above its own."""
+def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bool]:
+    """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest priority
+    of its namespace (of all, ``across``) above its own, or a pod priority of another namespace above its own."""
     if across:
-        top = max(c.priority for c in claims)
-        return [c for c in claims if c.priority >= top]
+        top = max((c.priority for c in claims), default=None)
+        return lambda c: top is not None and top > c.priority
     top_priority: dict[str, int] = {}
     top_scheduling: dict[str, int] = {}
     for c in claims:
         top_priority[c.namespace] = max(c.priority, top_priority.get(c.namespace, c.priority))
         top_scheduling[c.namespace] = max(c.scheduling_priority, top_scheduling.get(c.namespace, c.scheduling_priority))
-    # the two namespaces of the highest pod priorities: the highest of the others is one of them
+    # the two namespaces of the highest pod priorities: the highest of the others' is one of them
     first, second = (sorted(top_scheduling.items(), key=lambda item: -item[1]) + [("", None), ("", None)])[:2]
 
-    def others_top(namespace: str) -> int | None:
-        return second[1] if namespace == first[0] else first[1]
+    def outranked(c: Claim) -> bool:
+        above = second[1] if c.namespace == first[0] else first[1]
+        return (c.namespace in top_priority and top_priority[c.namespace] > c.priority) \
+            or (above is not None and above > c.scheduling_priority)
+    return outranked
 
-    return [c for c in claims if c.priority >= top_priority[c.namespace]
-            and ((above := others_top(c.namespace)) is None or c.scheduling_priority >= above)]
+
+def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
+    """Those of ``claims`` no other one outranks (none outranks itself)."""
+    outranked = _outranked_by_any(claims, across)
+    return [c for c in claims if not outranked(c)]
 
 
 def _quota_spend(c: Claim, replicas: int) -> int:
@@ -343,17 +350,26 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         given[victim][taker] = given[victim].get(taker, 0) + n
         took[taker][victim] = took[taker].get(victim, 0) + n
 
-    # step 2: overcommitted
-    while free < 0:
-        holders = [h for h in members if grant[h.key] > 0]
-        cut = min((v for v in members if grant[v.key] > v.min_replicas
-                   and any(outranks(h, v, across) for h in holders)), key=yields_first, default=None)
-        if cut is None:
-            break  # only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
-        set_grant(cut, grant[cut.key] - 1)
-        free += cut.gpus_per_replica
-        taker = max((h for h in holders if outranks(h, cut, across)), key=lambda h: (h.scheduling_priority, h.priority))
-        given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
+    # step 2: overcommitted. The lowest (``yields_first``) that a holder outranks gives a replica up, to the highest
+    # holder that outranks it. Grants only go down here, so holders only leave and one no holder outranks never will
+    # be: the candidates in a heap, each looked at once a cut, not every backend every cut
+    if free < 0:
+        holders = sorted((h for h in members if grant[h.key] > 0), key=lambda h: (-h.scheduling_priority, -h.priority))
+        outranked = _outranked_by_any(holders, across)
+        candidates = [(yields_first(v), i, v) for i, v in enumerate(members)
+                      if grant[v.key] > v.min_replicas and outranked(v)]
+        heapq.heapify(candidates)
+        while free < 0 and candidates:
+            _, i, cut = heapq.heappop(candidates)
+            taker = next((h for h in holders if grant[h.key] > 0 and outranks(h, cut, across)), None)
+            if taker is None:
+                continue  # its outrankers gave their replicas up: none will outrank it again this sync
+            set_grant(cut, grant[cut.key] - 1)
+            free += cut.gpus_per_replica
+            given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
+            if grant[cut.key] > cut.min_replicas:
+                heapq.heappush(candidates, (yields_first(cut), i, cut))
+        # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
 
     # step 3: growth, tier by tier: first those nobody still short outranks
     remaining = [c for c in members if wants[c.key] > grant[c.key]]
