@@ -32,9 +32,15 @@ would preempt those pods (step 3 lets it). Equal priorities never take each othe
 keeps them.
 
 Fair to those that do not outrank each other: free GPUs go first to backends nobody still short outranks, one
-replica a namespace in turn, starting with the namespace whose backend has waited longest (then an order of the
-namespaces drawn anew each sync, never a name a tenant picks), and inside a namespace its backends in turn (the
-longest-waiting first): a namespace's turn comes once a round however many backends it has. Which backend gives a
+replica a namespace in turn, starting with the namespace growth served least recently in this pool (one never served
+since it began to wait: by when it began, ahead of one served at that same time; then an order of the namespaces
+drawn anew each sync, never a name a tenant picks), and inside a namespace its backends in turn, by the same rule.
+The turn passes on from sync to sync: a namespace served this sync goes behind those still waiting, so GPUs freed one
+at a time go to each waiting namespace in turn, not all to the one that waited first. A namespace's date comes only
+from growth it got: a backend that never grows (it holds nothing) dates it only until its first growth, and a backend
+it adds (waiting since now) never moves it ahead. ``PoolState.served`` keeps the dates of the namespaces and backends
+still short or served this sync: no more entries than claims. A namespace's turn comes once a round however many
+backends it has. Which backend gives a
 replica up first is its pod priority; among equal pod priorities a namespace drawn anew each sync, then that
 namespace's own order (its lowest priority, the largest): never a number a tenant sets, nor a backend it adds (one
 that holds nothing included), against another namespace.
@@ -56,9 +62,11 @@ log names them for the admin.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
 import math
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..planning import quantity
@@ -139,6 +147,10 @@ class PoolState:
     granted: dict[tuple[tuple[str, ...], Key], list[tuple[float, int]]] = field(default_factory=dict)
     preempted: dict[Key, dict[Key, int]] = field(default_factory=dict)  # victim -> preemptor -> replicas given up
     waiting_since: dict[tuple[tuple[str, ...], Key], float] = field(default_factory=dict)  # short of what it wants
+    # when growth last served a namespace ((pool, namespace)) and a backend ((pool, key)) in the pool: the turn
+    # order among equals (``_turns``). Kept while it is short or was served this sync, so bounded by the claims
+    served: dict[tuple[tuple[str, ...], str], float] = field(default_factory=dict)
+    backend_served: dict[tuple[tuple[str, ...], Key], float] = field(default_factory=dict)
 
 
 def outranks(a: Claim, b: Claim, across_namespaces: bool) -> bool:
@@ -206,16 +218,57 @@ def _kept(c: Claim) -> int:
     return max(0, min(_held(c), c.wanted))
 
 
-def _turns(tier: list[Claim], waiting_since, now: float) -> list[list[Claim]]:
-    """The order of growth among backends that do not outrank each other: one list a namespace, its backends the
-    longest-waiting first (then the draw); the namespaces by their longest-waiting backend (then a draw of the
-    namespace alone). Each takes one replica a round: how many backends a namespace has never gives it more turns,
-    and a backend it adds (waiting since now) never moves another namespace ahead or behind."""
+def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: float) -> list[list[Claim]]:
+    """The order of growth among backends that do not outrank each other: one list a namespace, the namespaces
+    (and inside each its backends) by when growth last served them, the least recently first; one never served yet
+    by when it began to wait (before one served at that same time), then the draw. Each takes one replica a round,
+    and the turn passes on from sync to sync: the namespace served first this sync goes behind those that waited
+    since. How many backends a namespace has never gives it more turns, a backend it adds (waiting since now) never
+    moves it ahead, and a backend that never grows dates nothing: only growth a namespace got moves it back."""
+    def backend_date(c: Claim) -> tuple:
+        served = state.backend_served.get((pool, c.key))
+        return ((served, 1) if served is not None else (state.waiting_since.get((pool, c.key), now), 0),
+                _draw(now, c.namespace, c.name))
+
     by_namespace: dict[str, list[Claim]] = {}
-    for c in sorted(tier, key=lambda c: (waiting_since(c), _draw(now, c.namespace, c.name))):
+    for c in sorted(tier, key=backend_date):
         by_namespace.setdefault(c.namespace, []).append(c)
-    return sorted(by_namespace.values(), key=lambda backends: (waiting_since(backends[0]),
-                                                               _draw(now, backends[0].namespace)))
+
+    def namespace_date(backends: list[Claim]) -> tuple:
+        ns = backends[0].namespace
+        served = state.served.get((pool, ns))
+        if served is not None:
+            return (served, 1, _draw(now, ns))
+        return (min(state.waiting_since.get((pool, c.key), now) for c in backends), 0, _draw(now, ns))
+
+    return sorted(by_namespace.values(), key=namespace_date)
+
+
+def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bool]:
+    """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest priority
+    of its namespace (of all, ``across``) above its own, or a pod priority of another namespace above its own."""
+    if across:
+        top = max((c.priority for c in claims), default=None)
+        return lambda c: top is not None and top > c.priority
+    top_priority: dict[str, int] = {}
+    top_scheduling: dict[str, int] = {}
+    for c in claims:
+        top_priority[c.namespace] = max(c.priority, top_priority.get(c.namespace, c.priority))
+        top_scheduling[c.namespace] = max(c.scheduling_priority, top_scheduling.get(c.namespace, c.scheduling_priority))
+    # the two namespaces of the highest pod priorities: the highest of the others' is one of them
+    first, second = (sorted(top_scheduling.items(), key=lambda item: -item[1]) + [("", None), ("", None)])[:2]
+
+    def outranked(c: Claim) -> bool:
+        above = second[1] if c.namespace == first[0] else first[1]
+        return (c.namespace in top_priority and top_priority[c.namespace] > c.priority) \
+            or (above is not None and above > c.scheduling_priority)
+    return outranked
+
+
+def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
+    """Those of ``claims`` no other one outranks (none outranks itself)."""
+    outranked = _outranked_by_any(claims, across)
+    return [c for c in claims if not outranked(c)]
 
 
 def _quota_spend(c: Claim, replicas: int) -> int:
@@ -240,6 +293,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     given: dict[Key, dict[Key, int]] = {k: {} for k in by_key}                   # victim -> preemptor -> replicas
     took: dict[Key, dict[Key, int]] = {k: {} for k in by_key}
     kept_for: dict[Key, dict[Key, int]] = {}  # claimant -> backend that outranks it -> GPUs reserved for that one
+    served: set[Key] = set()  # those growth gave a replica this sync (the turn order of the next, ``_turns``)
 
     def yields_first(v: Claim) -> tuple:
         """Who gives a replica up first: the lowest pod priority; among equals, a namespace drawn anew each sync, and
@@ -248,20 +302,36 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         return (v.scheduling_priority, _draw(now, v.namespace), v.priority, -grant[v.key],
                 _draw(now, v.namespace, v.name))
 
+    # step 4: the most GPUs each backend held in this pool within HOLD_S (read once: the state does not change)
+    recent = {k: max((g for t, g in state.granted.get((pool, k), []) if now - t < HOLD_S), default=0)
+              for k in by_key}
+    reservers = [h for h in members if recent[h.key] > 0]
+
     def reserved(k: Key) -> int:
         """GPUs ``k`` held in this pool within HOLD_S and does not hold now."""
-        recent = [g for t, g in state.granted.get((pool, k), []) if now - t < HOLD_S]
-        return max(0, max(recent, default=0) - grant[k] * by_key[k].gpus_per_replica)
+        return max(0, recent[k] - grant[k] * by_key[k].gpus_per_replica)
 
     def blocked(c: Claim) -> int:
-        kept = {h.key: r for h in members if outranks(h, c, across) and (r := reserved(h.key)) > 0}  # step 4
+        kept = {h.key: r for h in reservers if outranks(h, c, across) and (r := reserved(h.key)) > 0}  # step 4
         if kept:
             kept_for[c.key] = kept
         return sum(kept.values())
 
-    def spent(m: Claim) -> int:
-        """Quota GPUs ``m`` was granted past its own pods, kept replicas included (those spent already)."""
-        return max(_quota_spend(m, grant[m.key]), _quota_spend(m, kept[m.key]))
+    def beyond_kept(m: Claim, replicas: int) -> int:
+        """Quota GPUs ``replicas`` of ``m`` take past those its kept replicas took already (``share``)."""
+        own = _quota_spend(m, kept[m.key])
+        return max(_quota_spend(m, replicas), own) - own
+
+    # (namespace, quota) -> what this pool's backends of the namespace grew by so far (``beyond_kept``): kept up to
+    # date on each change of a grant, so that a namespace's quota room costs one look-up a quota
+    grown: dict[tuple[str, str], int] = {}
+
+    def set_grant(m: Claim, replicas: int) -> None:
+        before, grant[m.key] = grant[m.key], replicas
+        if m.quota_free:
+            delta = beyond_kept(m, replicas) - beyond_kept(m, before)
+            for name in dict(m.quota_free):
+                grown[(m.namespace, name)] = grown.get((m.namespace, name), 0) + delta
 
     def quota_room(c: Claim) -> int:
         """How many more replicas of ``c`` its namespace's quotas admit: their free GPUs less what every backend of
@@ -270,9 +340,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         the order of pools)."""
         room = wants[c.key] - grant[c.key]
         for name, _ in c.quota_free:
-            left = budget[(c.namespace, name)] - sum(spent(m) - _quota_spend(m, kept[m.key]) for m in members
-                                                     if m.namespace == c.namespace and name in dict(m.quota_free))
-            whole = (left + spent(c) + c.quota_own_gpus) // c.gpus_per_replica
+            left = budget[(c.namespace, name)] - grown.get((c.namespace, name), 0)
+            spent = max(_quota_spend(c, grant[c.key]), _quota_spend(c, kept[c.key]))
+            whole = (left + spent + c.quota_own_gpus) // c.gpus_per_replica
             room = min(room, whole - grant[c.key] if left >= 0 else 0)
         return max(0, room)
 
@@ -280,52 +350,77 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         given[victim][taker] = given[victim].get(taker, 0) + n
         took[taker][victim] = took[taker].get(victim, 0) + n
 
-    # step 2: overcommitted
-    while free < 0:
-        holders = [h for h in members if grant[h.key] > 0]
-        cut = min((v for v in members if grant[v.key] > v.min_replicas
-                   and any(outranks(h, v, across) for h in holders)), key=yields_first, default=None)
-        if cut is None:
-            break  # only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
-        grant[cut.key] -= 1
-        free += cut.gpus_per_replica
-        taker = max((h for h in holders if outranks(h, cut, across)), key=lambda h: (h.scheduling_priority, h.priority))
-        given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
+    # step 2: overcommitted. The lowest (``yields_first``) that a holder outranks gives a replica up, to the highest
+    # holder that outranks it. Grants only go down here, so holders only leave and one no holder outranks never will
+    # be: the candidates in a heap, each looked at once a cut, not every backend every cut
+    if free < 0:
+        holders = sorted((h for h in members if grant[h.key] > 0), key=lambda h: (-h.scheduling_priority, -h.priority))
+        outranked = _outranked_by_any(holders, across)
+        candidates = [(yields_first(v), i, v) for i, v in enumerate(members)
+                      if grant[v.key] > v.min_replicas and outranked(v)]
+        heapq.heapify(candidates)
+        while free < 0 and candidates:
+            _, i, cut = heapq.heappop(candidates)
+            taker = next((h for h in holders if grant[h.key] > 0 and outranks(h, cut, across)), None)
+            if taker is None:
+                continue  # its outrankers gave their replicas up: none will outrank it again this sync
+            set_grant(cut, grant[cut.key] - 1)
+            free += cut.gpus_per_replica
+            given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
+            if grant[cut.key] > cut.min_replicas:
+                heapq.heappush(candidates, (yields_first(cut), i, cut))
+        # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
 
     # step 3: growth, tier by tier: first those nobody still short outranks
     remaining = [c for c in members if wants[c.key] > grant[c.key]]
     while remaining:
-        tier = [c for c in remaining if not any(outranks(o, c, across) for o in remaining if o is not c)]
+        tier = _unoutranked(remaining, across)
         tier = tier or remaining  # priorities of several namespaces can outrank in a circle: then all at once
-        turns = _turns(tier, lambda c: state.waiting_since.get((pool, c.key), now), now)
-        growing = True
-        while growing:  # free GPUs, one replica a namespace in turn, its backends in turn
-            growing = False
-            for backends in turns:
-                for i, c in enumerate(backends):
+        turns = _turns(tier, state, pool, now)
+        # free GPUs, one replica a namespace in turn, its backends in turn. Whether a backend can grow only turns
+        # from yes to no in this loop (its want is met, free GPUs only go, those kept for others shrink by no more
+        # than the GPUs taken, its namespace's quota room only goes), so one that cannot leaves the turns for good:
+        # the loop costs the grants and the backends once, not the backends each grant
+        moved: dict[Key, None] = {}  # those that grew, the last to grow last: the order of the step below
+        queues = [deque(backends) for backends in turns]
+        while queues:
+            for queue in queues:
+                while queue:
+                    c = queue.popleft()
                     if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
-                        grant[c.key] += 1
+                        set_grant(c, grant[c.key] + 1)
                         free -= c.gpus_per_replica
-                        growing = True
-                        backends.append(backends.pop(i))  # its namespace's next turn is its next backend's
+                        served.add(c.key)
+                        moved.pop(c.key, None)
+                        moved[c.key] = None
+                        queue.append(c)  # its namespace's next turn is its next backend's
                         break
+            queues = [queue for queue in queues if queue]
+        # each namespace's backends in the order the turns left them: those that grew last go last
+        last_grew = {k: i for i, k in enumerate(moved)}
+        turns = [sorted(backends, key=lambda b: last_grew.get(b.key, -1)) for backends in turns]
         tier = [c for column in itertools.zip_longest(*turns) for c in column if c is not None]
+        # who could give a replica up below: those holding some (a grant only grows for the backend taking, which
+        # joins them). Read once a tier, not once a backend
+        can_yield = {v.key: v for v in members if grant[v.key] > 0}
         for c in tier:  # then replicas above minReplicas of backends it outranks, lowest first
             short = quota_room(c)  # only c grows below: what its namespace's quotas admit stays as it is now
             if short <= 0:
                 continue
             usable = max(0, free - blocked(c))
             pending: list[Claim] = []  # replicas taken since c's last whole replica: given back if none completes
-            victims = sorted((v for v in members if outranks(c, v, across) and grant[v.key] > v.min_replicas),
-                             key=yields_first)
+            victims = sorted((v for v in can_yield.values() if outranks(c, v, across)
+                              and grant[v.key] > v.min_replicas), key=yields_first)
             for v in victims:
                 while short > 0 and grant[v.key] > v.min_replicas:
-                    grant[v.key] -= 1
+                    set_grant(v, grant[v.key] - 1)
                     free += v.gpus_per_replica
                     usable += v.gpus_per_replica
                     pending.append(v)
                     while short > 0 and usable >= c.gpus_per_replica:
-                        grant[c.key] += 1
+                        set_grant(c, grant[c.key] + 1)
+                        can_yield[c.key] = c
+                        served.add(c.key)
                         free -= c.gpus_per_replica
                         usable -= c.gpus_per_replica
                         short -= 1
@@ -333,14 +428,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             give(taken.key, c.key)
                         pending.clear()
             for v in pending:
-                grant[v.key] += 1
+                set_grant(v, grant[v.key] + 1)
                 free -= v.gpus_per_replica
             pending.clear()  # given back: not taken by the step below either
             # a lower pod priority's minReplicas does not hold GPUs against a higher one: the kube-scheduler would
             # preempt those pods for these (they stay Pending; their Deployment keeps its replicas, so their grant
             # stays and the GPUs count here only)
             extra = 0
-            for v in sorted((v for v in members if c.scheduling_priority > v.scheduling_priority
+            for v in sorted((v for v in can_yield.values() if c.scheduling_priority > v.scheduling_priority
                              and grant[v.key] > 0), key=yields_first):
                 for _ in range(grant[v.key]):
                     if short <= 0:
@@ -351,13 +446,16 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         from_extra = min(extra, c.gpus_per_replica)
                         extra -= from_extra
                         free -= c.gpus_per_replica - from_extra
-                        grant[c.key] += 1
+                        set_grant(c, grant[c.key] + 1)
+                        can_yield[c.key] = c
+                        served.add(c.key)
                         short -= 1
                         for taken in pending:
                             give(taken.key, c.key)
                         pending.clear()
             pending.clear()  # a part of a replica: nothing taken
-        remaining = [c for c in remaining if c not in tier]
+        in_tier = {c.key for c in tier}
+        remaining = [c for c in remaining if c.key not in in_tier]
     for c in members:
         if c.quota_free and grant[c.key] < wants[c.key] and not quota_room(c):
             # its namespace's other backends were granted the quota's free GPUs: the rest is not claimed, as a
@@ -365,8 +463,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             admitted[c.key] = wants[c.key] = grant[c.key]
     for c in members:
         for name, _ in c.quota_free:
-            budget[(c.namespace, name)] -= spent(c) - _quota_spend(c, kept[c.key])
+            budget[(c.namespace, name)] -= beyond_kept(c, grant[c.key])
 
+    holders_now = [h for h in members if grant[h.key] > 0]  # read once: what status says holds the pool
     for c in members:
         k = c.key
         # who preempted it: this sync's preemptors, and earlier ones while it is still short of what it wants
@@ -386,9 +485,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                                   else history + [(now, gpus)])
         preempted_by = _seen_by(c, by, by_key, " replica(s)") or None
         waiting = None
+        if k in served:
+            new.backend_served[(pool, k)] = new.served[(pool, c.namespace)] = now
+        elif grant[k] < wants[k] and (pool, k) in state.backend_served:
+            new.backend_served[(pool, k)] = state.backend_served[(pool, k)]
+        if grant[k] < wants[k] and (pool, c.namespace) not in new.served and (pool, c.namespace) in state.served:
+            new.served[(pool, c.namespace)] = state.served[(pool, c.namespace)]
         if grant[k] < wants[k]:
             new.waiting_since[(pool, k)] = state.waiting_since.get((pool, k), now)
-            holding = {h.key: grant[h.key] * h.gpus_per_replica for h in members if h.key != k and grant[h.key] > 0}
+            holding = {h.key: grant[h.key] * h.gpus_per_replica for h in holders_now if h.key != k}
             need = (wants[k] - grant[k]) * c.gpus_per_replica
             waiting = (f"{wants[k] - grant[k]} replica(s), {need} GPU(s), of a pool of {pool_gpus}; held by "
                        + (_seen_by(c, holding, by_key, " GPU(s)")
