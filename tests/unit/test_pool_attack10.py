@@ -202,6 +202,27 @@ def test_the_rewritten_share_keeps_every_documented_rule_over_seeded_random_pool
     assert known < 60, f"{known} starved/ladder cases (33 and 15 when written)"
 
 
+def test_a_namespaces_quota_is_one_budget_over_pools_in_the_rewrite():
+    """Fuzz (1,000 cases): a namespace's backends spread over two pools (each its own size), one quota on GPUs: what
+    they take past their live pods stays within the quota's free GPUs (or what the replicas they keep took), whatever
+    the pools' draw."""
+    rng = random.Random(4848)
+    failures = []
+    for case in range(1000):
+        claims = _random_pool(rng, classes=rng.random() < 0.5, quotas=True)
+        sizes = {"p1": rng.randint(2, 24), "p2": rng.randint(2, 24)}
+        claims = [Claim(**{**c.__dict__, "pool": (p := rng.choice(["p1", "p2"]),), "pool_gpus": sizes[p]})
+                  for c in claims]
+        out, _ = share(claims, 7_000.0 + case, None, rng.random() < 0.5)
+        for ns in {c.namespace for c in claims if c.quota_free}:
+            mine = [c for c in claims if c.namespace == ns and c.quota_free]
+            free = min(dict(c.quota_free)[QUOTA] for c in mine)
+            spent = sum(max(_spend(c, out[c.key].replicas), _spend(c, _kept(c))) for c in mine)
+            if spent > max(free, sum(_spend(c, _kept(c)) for c in mine)):
+                failures.append((case, ns, spent, free))
+    assert not failures, failures[:5]
+
+
 def _starved(claims: list[Claim], out: dict, now: float, state, across: bool) -> bool:
     return any("starved" in v for v in _violations(claims, out, now, state, across))
 
@@ -286,7 +307,9 @@ def test_a_tenants_priority_class_is_no_ladder_for_its_classless_backends():
 def _rounds(strategy: Callable[[int, dict], list[Claim]], syncs: int = 24) -> dict[str, int]:
     """A pool of 8 GPUs held by a third namespace ("donor", minReplicas 0) that gives one replica up each sync (its
     want drops by 1): the GPU freed goes to a waiting namespace, one a sync. ``strategy(sync, granted)`` gives the
-    tenant's claims; the honest namespace has one backend that always wants 8 more. Returns the GPUs each holds at
+    tenant's claims; the honest namespace has one backend that wants 8 more from the second sync on (it begins to
+    wait after the tenant, so a turn order by when one began to wait alone would serve the tenant first every sync:
+    24 to 0). Returns the GPUs each holds at
     the end (a renamed backend's GPUs go back to the pool with it)."""
     state: PoolState | None = None
     held = {"honest": 0, "evil": 0}
@@ -296,7 +319,8 @@ def _rounds(strategy: Callable[[int, dict], list[Claim]], syncs: int = 24) -> di
         now = 10_000.0 + 15.0 * sync
         donor = 8 + syncs - sync  # the pool is bigger than 8: the donor gives one GPU up a sync
         claims = [_claim("donor", "d", current=donor, wanted=donor - 1, pool_gpus=8 + syncs),
-                  _claim("honest", "h", current=honest_current, wanted=honest_current + 8, pool_gpus=8 + syncs)]
+                  _claim("honest", "h", current=honest_current, wanted=honest_current + (8 if sync else 0),
+                         pool_gpus=8 + syncs)]
         claims += strategy(sync, evil_now)
         claims = [Claim(**{**c.__dict__, "pool_gpus": 8 + syncs}) for c in claims]
         out, state = share(claims, now, state)
@@ -344,11 +368,12 @@ def _churn_and_short(sync: int, now: dict) -> list[Claim]:
 def test_no_tenant_strategy_takes_more_than_its_turn_of_gpus_freed_one_a_sync(strategy):
     """24 GPUs freed one a sync between the tenant and an honest namespace that always waits: whatever the tenant
     does with its backends (renaming, alternating wants, a backend short forever, 40 backends), the honest namespace
-    gets about half (at most one turn behind: the documented early turn of a never-served namespace). Measured:
-    12/12 steady, 24/0 renaming, 24/0 alternating, 12/12 short-forever, 12/12 with 40 backends, 17/7 all at once."""
+    gets about half: at most two turns behind (the tenant waited first, and was served before the honest one began
+    to wait). Measured: 11/13 steady, with a backend short forever and with 40 backends; 23/1 renaming and
+    alternating; 17/7 all at once. Without the served dates (mutation-checked) the tenant got all 24."""
     got = _rounds(strategy)
     assert got["honest"] + got["evil"] <= 24
-    assert got["honest"] >= got["evil"] - 1, got
+    assert got["honest"] >= got["evil"] - 2, got
 
 
 def test_turn_dates_are_bounded_by_the_claims_under_name_churn():
@@ -501,8 +526,12 @@ def test_a_short_backends_status_stays_short_however_many_backends_its_namespace
     assert longest <= 4096, f"{longest} characters"
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (low): the cost of the long histories above. 1,600 backends with 299 entries each (what a want flipping "
+    "every second builds within HOLD_S) cost a pass ~145 ms of CPU against ~14 ms with one entry each (10x; ~480,000 "
+    "tuples scanned twice a pass, ~40 MB held). Fix: the sliding-window maximum of the probe above."))
 def test_a_flipping_history_costs_a_pass_little():
-    """Cost of the long histories above: 1,600 backends with 300 entries each (what flipping every second builds)
+    """Cost of the long histories above: 1,600 backends with 299 entries each (what flipping every second builds)
     against one entry each."""
     claims = [_claim("evil", f"f{i:04}", current=1, wanted=1, pool_gpus=1600) for i in range(1600)]
     now = 2_000.0
@@ -510,7 +539,7 @@ def test_a_flipping_history_costs_a_pass_little():
     short = PoolState(granted={(POOL, c.key): [(now - 1, 1)] for c in claims})
     cost_long = min(_cpu(lambda: share(claims, now, long)) for _ in range(2))
     cost_short = min(_cpu(lambda: share(claims, now, short)) for _ in range(2))
-    assert cost_long < 0.5, f"{cost_long * 1000:.0f} ms against {cost_short * 1000:.0f} ms"
+    assert cost_long < 3 * cost_short + 0.02, f"{cost_long * 1000:.0f} ms against {cost_short * 1000:.0f} ms"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -563,11 +592,13 @@ def _head(extra: bytes = b"") -> bytes:
 
 SHAPES = {
     "honest 1 MiB": _head(b"Content-Length: %d\r\n\r\n" % (1 << 20)) + b"x" * (1 << 20),
-    "header flood of empty-valued names": _head(b"a:\n" * 5400 + b"\n") + b"",
+    "header flood of empty-valued names, just within 16 KiB": _head(b"a:\n" * 4000 + b"\n"),
     "1,023 chunks of 1 KiB with 1 KiB extensions": _head(b"Transfer-Encoding: chunked\r\n\r\n")
     + (b"400;" + b"e" * 1000 + b"\n" + b"y" * 1024 + b"\n") * 60 + b"0\n\n",
     "chunked 1 MiB then a trailer flood": _head(b"Transfer-Encoding: chunked\r\n\r\n")
     + (b"10000\n" + b"z" * 0x10000 + b"\n") * 16 + b"0\n" + b"t:\n" * 5400 + b"\n",
+    "chunked 1 MiB then a trailer flood just within 16 KiB": _head(b"Transfer-Encoding: chunked\r\n\r\n")
+    + (b"10000\n" + b"z" * 0x10000 + b"\n") * 16 + b"0\n" + b"t:\n" * 4000 + b"\n",
     "one-byte chunks then a header-sized trailer flood": _head(b"Transfer-Encoding: chunked\r\n\r\n")
     + b"1\na\n" * 1000 + b"0\n" + b"\n" * 1,
     "bare LFs in a 1 MiB close-delimited body": _head(b"\r\n") + b"\n" * (1 << 20),
@@ -575,10 +606,12 @@ SHAPES = {
 
 
 def test_no_answer_shape_costs_much_more_than_an_honest_mebibyte():
-    """Each shape sent at once: CPU and the longest loop stall, against the honest 1 MiB body read the same way."""
+    """Each shape sent at once: CPU and the longest loop stall, against the honest 1 MiB body read the same way
+    (a no-op body reader: the client's own work). Measured: honest 0.9 ms; header and trailer floods 3-4 ms CPU and
+    stalls of 2-4 ms (refused or read); 1 KiB chunk extensions 0.5 ms; one-byte chunks 2 ms."""
     figures = {name: min(_serve_and_read(answer) for _ in range(3)) for name, answer in SHAPES.items()}
     honest_cpu = figures["honest 1 MiB"][0]
     text = "; ".join(f"{n}: {c * 1000:.1f} ms CPU, stall {s * 1000:.1f} ms {e!r}" for n, (c, s, e) in figures.items())
     for cpu, stall, _ in figures.values():
         assert cpu < max(0.05, 5 * honest_cpu), text
-        assert stall < 0.05, text
+        assert stall < 0.02, text
