@@ -199,7 +199,7 @@ def test_the_rewritten_share_keeps_every_documented_rule_over_seeded_random_pool
         known += len(found) - len(hard)
         failures += hard
     assert not failures, f"{len(failures)} rule(s) broken, e.g. {failures[:5]}"
-    assert known < 60, f"{known} starved/ladder cases (33 and 15 when written)"
+    assert known < 60, f"{known} starved/ladder cases (when written: 27 starved and 6 lost across namespaces off, 15 starved on)"
 
 
 def test_a_namespaces_quota_is_one_budget_over_pools_in_the_rewrite():
