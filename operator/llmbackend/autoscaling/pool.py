@@ -21,8 +21,10 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    the sync after (two backends trading GPUs every sync, each trade a drain and a cold start).
 
 Who outranks whom (``outranks``). The namespace is the trust boundary: a tenant who may edit LLMBackends sets
-spec.autoscaling.priority to any number, so that number orders backends of its own namespace only, or of every
-namespace when the cluster admin says so (``across_namespaces``, operator flag --priority-across-namespaces).
+spec.autoscaling.priority to any number, so that number orders backends of its own namespace only, and there only
+pods of one pod priority (a class that took GPUs from another namespace is no ladder to hand them on to the tenant's
+backends of a lower class), or of every namespace when the cluster admin says so (``across_namespaces``, operator
+flag --priority-across-namespaces).
 Across namespaces a backend's pod priority counts (``scheduling_priority``): the value of the PriorityClass its pods
 run with (spec.scheduling.priorityClassName), else 0, as the kube-scheduler sees the pods. Admins create
 PriorityClasses and restrict who may use them, and the kube-scheduler already lets a pod of a higher class preempt
@@ -155,8 +157,12 @@ class PoolState:
 
 def outranks(a: Claim, b: Claim, across_namespaces: bool) -> bool:
     """May ``a`` take ``b``'s GPUs? See the module docstring for why the namespace bounds it."""
-    if a.namespace == b.namespace or across_namespaces:
+    if across_namespaces:
         return a.priority > b.priority
+    if a.namespace == b.namespace:
+        # its own number orders a tenant's backends among pods of one priority only: a class it may use is no ladder
+        # to hand GPUs that class took from another namespace to its backends of a lower one
+        return (a.scheduling_priority, a.priority) > (b.scheduling_priority, b.priority)
     return a.scheduling_priority > b.scheduling_priority
 
 
@@ -245,22 +251,23 @@ def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: floa
 
 
 def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bool]:
-    """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest priority
-    of its namespace (of all, ``across``) above its own, or a pod priority of another namespace above its own."""
+    """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest (pod priority,
+    priority) of its namespace (the highest priority of all, ``across``) above its own, or a pod priority of another namespace above its own."""
     if across:
         top = max((c.priority for c in claims), default=None)
         return lambda c: top is not None and top > c.priority
-    top_priority: dict[str, int] = {}
+    top_own: dict[str, tuple[int, int]] = {}  # the highest (pod priority, priority) of each namespace
     top_scheduling: dict[str, int] = {}
     for c in claims:
-        top_priority[c.namespace] = max(c.priority, top_priority.get(c.namespace, c.priority))
+        rank = (c.scheduling_priority, c.priority)
+        top_own[c.namespace] = max(rank, top_own.get(c.namespace, rank))
         top_scheduling[c.namespace] = max(c.scheduling_priority, top_scheduling.get(c.namespace, c.scheduling_priority))
     # the two namespaces of the highest pod priorities: the highest of the others' is one of them
     first, second = (sorted(top_scheduling.items(), key=lambda item: -item[1]) + [("", None), ("", None)])[:2]
 
     def outranked(c: Claim) -> bool:
         above = second[1] if c.namespace == first[0] else first[1]
-        return (c.namespace in top_priority and top_priority[c.namespace] > c.priority) \
+        return (c.namespace in top_own and top_own[c.namespace] > (c.scheduling_priority, c.priority)) \
             or (above is not None and above > c.scheduling_priority)
     return outranked
 
