@@ -278,10 +278,13 @@ def _longest_stall(answer: bytes) -> tuple[float, str | None]:
 # Fixed (was a strict xfail): FINDING (medium) one such answer stalled the event loop 0.3-0.9 s at a time; 8 such pods made another namespace's scrape time out.
 def test_one_scrape_of_one_byte_chunks_never_stalls_the_loop_long() -> None:
     honest_body = ((b"# " + b"a" * 1000 + b"\n") * 1100)[:sources.MAX_METRICS_BYTES]
-    honest, _ = _longest_stall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(honest_body) + honest_body)
-    hostile, error = _longest_stall(_tiny_chunks(sources.MAX_METRICS_BYTES + 100_000))
+    # wall time: the least of three runs each, against the honest body's, so that a loaded machine (test processes
+    # side by side) that preempts this process does not read as a stall of the client's (measured: both ~4-5 ms)
+    honest = min(_longest_stall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(honest_body)
+                                + honest_body)[0] for _ in range(3))
+    hostile, error = min(_longest_stall(_tiny_chunks(sources.MAX_METRICS_BYTES + 100_000)) for _ in range(3))
     print(f"longest loop stall: honest 1 MiB {honest * 1000:.1f} ms, one-byte chunks {hostile * 1000:.1f} ms ({error})")
-    assert hostile < 0.010, hostile
+    assert hostile < max(0.020, 4 * honest), (hostile, honest)  # 0.3-0.9 s before the fix
 
 
 # ---------------------------------------------------------------------------------------------------------------
