@@ -14,7 +14,7 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    backend that a backend holding GPUs outranks gives up a replica above its minReplicas, until the pool fits.
 3. Growth, those no backend still short outranks first: they take free GPUs one replica a namespace in turn, then
    replicas above minReplicas of backends they outrank (lowest first) - only as many as make whole replicas of
-   their own; then the next tier. What is still short waits, and ``Share.waiting_for_capacity`` says who holds the
+   their own, what that leaves over going to the tier's backends still short, in turn; then the next tier. What is still short waits, and ``Share.waiting_for_capacity`` says who holds the
    GPUs.
 4. Hysteresis: GPUs a backend held within the last ``HOLD_S`` stay reserved against backends it outranks, so a
    backend that gave them up does not take them back the sync after the other's load dips, and lose them again
@@ -446,6 +446,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         queue.append(c)  # its namespace's next turn is its next backend's
                         break
             queues = [queue for queue in queues if queue]
+        free_after_turns = free
         # each namespace's backends in the order the turns left them: those that grew last go last
         last_grew = {k: i for i, k in enumerate(moved)}
         turns = [sorted(backends, key=lambda b: last_grew.get(b.key, -1)) for backends in turns]
@@ -504,6 +505,21 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             give(taken.key, c.key)
                         pending.clear()
             pending.clear()  # a part of a replica: nothing taken
+        if free > free_after_turns:
+            # GPUs a preemption above left over beyond whole replicas (a 3-GPU replica from two 2-GPU ones): the
+            # tier's backends still short take them in the same turns now, not a sync later
+            queues = [deque(c for c in backends if grant[c.key] < wants[c.key]) for backends in turns]
+            while queues:
+                for queue in queues:
+                    while queue:
+                        c = queue.popleft()
+                        if free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
+                            set_grant(c, grant[c.key] + 1)
+                            free -= c.gpus_per_replica
+                            served.add(c.key)
+                            queue.append(c)
+                            break
+                queues = [queue for queue in queues if queue]
         in_tier = {c.key for c in tier}
         remaining = [c for c in remaining if c.key not in in_tier]
     for c in members:
