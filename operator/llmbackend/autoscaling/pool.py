@@ -213,7 +213,7 @@ class _Figures:
 
 def _seen_by(viewer: Claim, others: dict[Key, int], by_key: dict[Key, Claim], unit: str) -> str:
     """``others`` (backend -> count) as ``viewer``'s status may say them (``_Figures.seen_by``)."""
-    return _Figures(others).seen_by(viewer, by_key, unit)
+    return _Figures(others).seen_by(viewer, by_key, unit) if others else ""
 
 
 def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
@@ -312,13 +312,13 @@ def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
     return [c for c in claims if not outranked(c)]
 
 
-def _within_hold(history: list[tuple[float, int]], now: float) -> list[tuple[float, int]]:
-    """The entries of a grant history still within HOLD_S. Entries are added in time order, so those that expired
-    are at its front: a look at the first few, not a scan of them all."""
+def _hold_start(history: list[tuple[float, int]], now: float) -> int:
+    """Where the entries of a grant history still within HOLD_S begin. Entries are added in time order, so those
+    that expired are at its front: a look at the first few, not a scan of them all."""
     start = 0
     while start < len(history) and now - history[start][0] >= HOLD_S:
         start += 1
-    return history[start:] if start else history
+    return start
 
 
 def _quota_spend(c: Claim, replicas: int) -> int:
@@ -353,8 +353,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 _draw(now, v.namespace, v.name))
 
     # step 4: the most GPUs each backend held in this pool within HOLD_S (read once: the state does not change)
-    history = {k: _within_hold(state.granted.get((pool, k), []), now) for k in by_key}
-    recent = {k: history[k][0][1] if history[k] else 0 for k in by_key}  # its GPUs fall entry to entry
+    history = {k: state.granted.get((pool, k), []) for k in by_key}
+    hold_start = {k: _hold_start(history[k], now) for k in by_key}
+    # its GPUs fall entry to entry: the first within HOLD_S is the most
+    recent = {k: history[k][hold_start[k]][1] if hold_start[k] < len(history[k]) else 0 for k in by_key}
     reservers = [h for h in members if recent[h.key] > 0]
 
     def reserved(k: Key) -> int:
@@ -547,11 +549,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # many (a sliding-window maximum): the GPUs fall entry to entry, a few entries however often a grant flips.
         # A backend with replicas whose pods cannot run forgets what it was granted: pods that never run reserve
         # nothing
-        kept_history = [] if idle[k] or c.unplaceable else list(history[k])
+        start, end = (hold_start[k], len(history[k])) if not idle[k] and not c.unplaceable else (0, 0)
         gpus = grant[k] * c.gpus_per_replica
-        while kept_history and kept_history[-1][1] <= gpus:
-            kept_history.pop()
-        new.granted[(pool, k)] = kept_history + [(now, gpus)]
+        while end > start and history[k][end - 1][1] <= gpus:
+            end -= 1
+        new.granted[(pool, k)] = history[k][start:end] + [(now, gpus)]
         preempted_by = _seen_by(c, by, by_key, " replica(s)") or None
         waiting = None
         if k in served:
