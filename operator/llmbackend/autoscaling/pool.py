@@ -14,7 +14,7 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    backend that a backend holding GPUs outranks gives up a replica above its minReplicas, until the pool fits.
 3. Growth, those no backend still short outranks first: they take free GPUs one replica a namespace in turn, then
    replicas above minReplicas of backends they outrank (lowest first) - only as many as make whole replicas of
-   their own; then the next tier. What is still short waits, and ``Share.waiting_for_capacity`` says who holds the
+   their own, what that leaves over going to the tier's backends still short, in turn; then the next tier. What is still short waits, and ``Share.waiting_for_capacity`` says who holds the
    GPUs.
 4. Hysteresis: GPUs a backend held within the last ``HOLD_S`` stay reserved against backends it outranks, so a
    backend that gave them up does not take them back the sync after the other's load dips, and lose them again
@@ -56,8 +56,8 @@ What a backend holds (``held_replicas``) is read from its pods: a replica the AP
 Deployment refused, a quota) holds nothing, and a multi-node group holds only when all its pods exist and each is bound
 or waits only for GPUs. Only a read that failed counts as "not known" (every replica held).
 
-What status says (``Share``) names backends of the reader's own namespace only: others are counted ("2 backend(s)
-of other namespaces: 8 GPU(s)"). Their names, models and GPU counts are not the tenant's to read; the operator's
+What status says (``Share``) names backends of the reader's own namespace only, at most a few (the largest; "and 40
+more backend(s) of this namespace: 40 GPU(s)"): others are counted ("2 backend(s) of other namespaces: 8 GPU(s)"). Their names, models and GPU counts are not the tenant's to read; the operator's
 log names them for the admin.
 """
 
@@ -145,7 +145,9 @@ class Share:
 class PoolState:
     """Memory between syncs: the GPUs each backend was granted lately (hysteresis) and who preempted whom."""
 
-    # (pool, backend) -> (last time held, GPUs) within HOLD_S: a backend that moves to other nodes holds nothing there
+    # (pool, backend) -> (last time held, GPUs) within HOLD_S: a backend that moves to other nodes holds nothing there.
+    # A sliding-window maximum: in time order, each entry fewer GPUs than the one before (one that a later entry
+    # matched is gone), so the first within HOLD_S is the most held
     granted: dict[tuple[tuple[str, ...], Key], list[tuple[float, int]]] = field(default_factory=dict)
     preempted: dict[Key, dict[Key, int]] = field(default_factory=dict)  # victim -> preemptor -> replicas given up
     waiting_since: dict[tuple[tuple[str, ...], Key], float] = field(default_factory=dict)  # short of what it wants
@@ -172,14 +174,46 @@ def _draw(now: float, *names: str) -> bytes:
     return hashlib.sha256("/".join((repr(now), *names)).encode()).digest()[:8]
 
 
+NAMED = 3  # how many backends of its own namespace a status names (the largest); the rest are counted
+
+
+class _Figures:
+    """Backends' counts (backend -> count) sorted once, so that each backend's status says them in a few look-ups:
+    its own namespace's largest by name, the rest of its namespace and other namespaces' counted."""
+
+    def __init__(self, counts: dict[Key, int]) -> None:
+        self.counts = counts
+        self.by_namespace: dict[str, list[Key]] = {}
+        self.totals: dict[str, tuple[int, int]] = {}  # namespace -> (backends, count)
+        for k in sorted(counts, key=lambda k: (-counts[k], k)):
+            self.by_namespace.setdefault(k[0], []).append(k)
+            n, total = self.totals.get(k[0], (0, 0))
+            self.totals[k[0]] = (n + 1, total + counts[k])
+        self.all = (len(counts), sum(counts.values()))
+
+    def seen_by(self, viewer: Claim, by_key: dict[Key, Claim], unit: str) -> str:
+        """What ``viewer``'s status may say of them, itself left out: its own namespace's by name (at most ``NAMED``,
+        the largest), the rest counted. Other namespaces' names are not the tenant's to read."""
+        mine = self.by_namespace.get(viewer.namespace, [])[:NAMED + 1]
+        named = [k for k in mine if k != viewer.key][:NAMED]
+        own_n, own_total = self.totals.get(viewer.namespace, (0, 0))
+        if viewer.key in self.counts:
+            own_n, own_total = own_n - 1, own_total - self.counts[viewer.key]
+        said = [f"{by_key[k].label}: {self.counts[k]}{unit}" for k in named]
+        more = own_n - len(named)
+        if more:
+            said.append(f"and {more} more backend(s) of this namespace: "
+                        f"{own_total - sum(self.counts[k] for k in named)}{unit}")
+        foreign_n = self.all[0] - self.totals.get(viewer.namespace, (0, 0))[0]
+        if foreign_n:
+            foreign = self.all[1] - self.totals.get(viewer.namespace, (0, 0))[1]
+            said.append(f"{foreign_n} backend(s) of other namespaces: {foreign}{unit}")
+        return ", ".join(said)
+
+
 def _seen_by(viewer: Claim, others: dict[Key, int], by_key: dict[Key, Claim], unit: str) -> str:
-    """``others`` (backend -> count) as ``viewer``'s status may say them: its own namespace's by name, the rest
-    counted."""
-    own = [f"{by_key[k].label}: {n}{unit}" for k, n in sorted(others.items()) if k[0] == viewer.namespace]
-    foreign = [n for k, n in others.items() if k[0] != viewer.namespace]
-    if foreign:
-        own.append(f"{len(foreign)} backend(s) of other namespaces: {sum(foreign)}{unit}")
-    return ", ".join(own)
+    """``others`` (backend -> count) as ``viewer``'s status may say them (``_Figures.seen_by``)."""
+    return _Figures(others).seen_by(viewer, by_key, unit) if others else ""
 
 
 def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
@@ -278,6 +312,15 @@ def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
     return [c for c in claims if not outranked(c)]
 
 
+def _hold_start(history: list[tuple[float, int]], now: float) -> int:
+    """Where the entries of a grant history still within HOLD_S begin. Entries are added in time order, so those
+    that expired are at its front: a look at the first few, not a scan of them all."""
+    start = 0
+    while start < len(history) and now - history[start][0] >= HOLD_S:
+        start += 1
+    return start
+
+
 def _quota_spend(c: Claim, replicas: int) -> int:
     """GPUs of its namespace's quotas that ``replicas`` of ``c`` take beyond those its live pods hold already."""
     return max(0, replicas * c.gpus_per_replica - c.quota_own_gpus) if c.quota_free else 0
@@ -310,8 +353,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 _draw(now, v.namespace, v.name))
 
     # step 4: the most GPUs each backend held in this pool within HOLD_S (read once: the state does not change)
-    recent = {k: max((g for t, g in state.granted.get((pool, k), []) if now - t < HOLD_S), default=0)
-              for k in by_key}
+    history = {k: state.granted.get((pool, k), []) for k in by_key}
+    hold_start = {k: _hold_start(history[k], now) for k in by_key}
+    # its GPUs fall entry to entry: the first within HOLD_S is the most
+    recent = {k: history[k][hold_start[k]][1] if hold_start[k] < len(history[k]) else 0 for k in by_key}
     reservers = [h for h in members if recent[h.key] > 0]
 
     def reserved(k: Key) -> int:
@@ -403,6 +448,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         queue.append(c)  # its namespace's next turn is its next backend's
                         break
             queues = [queue for queue in queues if queue]
+        free_after_turns = free
         # each namespace's backends in the order the turns left them: those that grew last go last
         last_grew = {k: i for i, k in enumerate(moved)}
         turns = [sorted(backends, key=lambda b: last_grew.get(b.key, -1)) for backends in turns]
@@ -461,6 +507,21 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             give(taken.key, c.key)
                         pending.clear()
             pending.clear()  # a part of a replica: nothing taken
+        if free > free_after_turns:
+            # GPUs a preemption above left over beyond whole replicas (a 3-GPU replica from two 2-GPU ones): the
+            # tier's backends still short take them in the same turns now, not a sync later
+            queues = [deque(c for c in backends if grant[c.key] < wants[c.key]) for backends in turns]
+            while queues:
+                for queue in queues:
+                    while queue:
+                        c = queue.popleft()
+                        if free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
+                            set_grant(c, grant[c.key] + 1)
+                            free -= c.gpus_per_replica
+                            served.add(c.key)
+                            queue.append(c)
+                            break
+                queues = [queue for queue in queues if queue]
         in_tier = {c.key for c in tier}
         remaining = [c for c in remaining if c.key not in in_tier]
     for c in members:
@@ -472,7 +533,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         for name, _ in c.quota_free:
             budget[(c.namespace, name)] -= beyond_kept(c, grant[c.key])
 
-    holders_now = [h for h in members if grant[h.key] > 0]  # read once: what status says holds the pool
+    # what status says holds the pool: read once a pool, not once a backend short
+    holding = _Figures({h.key: grant[h.key] * h.gpus_per_replica for h in members if grant[h.key] > 0})
     for c in members:
         k = c.key
         # who preempted it: this sync's preemptors, and earlier ones while it is still short of what it wants
@@ -483,13 +545,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 by[who] = by.get(who, 0) + n
         if by:
             new.preempted[k] = by
-        # (last time held, GPUs): a run of syncs at one count is one entry, dated by its last sync. A backend with
-        # replicas whose pods cannot run forgets what it was granted: pods that never run reserve nothing
-        history = [(t, g) for t, g in state.granted.get((pool, k), [])
-                   if now - t < HOLD_S and not idle[k] and not c.unplaceable]
+        # (last time held, GPUs): only the most within HOLD_S is read, so an entry goes once a later one holds as
+        # many (a sliding-window maximum): the GPUs fall entry to entry, a few entries however often a grant flips.
+        # A backend with replicas whose pods cannot run forgets what it was granted: pods that never run reserve
+        # nothing
+        start, end = (hold_start[k], len(history[k])) if not idle[k] and not c.unplaceable else (0, 0)
         gpus = grant[k] * c.gpus_per_replica
-        new.granted[(pool, k)] = (history[:-1] + [(now, gpus)] if history and history[-1][1] == gpus
-                                  else history + [(now, gpus)])
+        while end > start and history[k][end - 1][1] <= gpus:
+            end -= 1
+        new.granted[(pool, k)] = history[k][start:end] + [(now, gpus)]
         preempted_by = _seen_by(c, by, by_key, " replica(s)") or None
         waiting = None
         if k in served:
@@ -500,10 +564,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             new.served[(pool, c.namespace)] = state.served[(pool, c.namespace)]
         if grant[k] < wants[k]:
             new.waiting_since[(pool, k)] = state.waiting_since.get((pool, k), now)
-            holding = {h.key: grant[h.key] * h.gpus_per_replica for h in holders_now if h.key != k}
             need = (wants[k] - grant[k]) * c.gpus_per_replica
             waiting = (f"{wants[k] - grant[k]} replica(s), {need} GPU(s), of a pool of {pool_gpus}; held by "
-                       + (_seen_by(c, holding, by_key, " GPU(s)")
+                       + (holding.seen_by(c, by_key, " GPU(s)")
                           or "no backend (GPUs held by replicas still draining)"))
             if k in kept_for:
                 waiting += "; kept for " + _seen_by(c, kept_for[k], by_key, f" GPU(s) it held within the last {HOLD_S:.0f}s")
