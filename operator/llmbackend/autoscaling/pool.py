@@ -63,6 +63,7 @@ log names them for the admin.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import itertools
@@ -278,6 +279,50 @@ def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
     return [c for c in claims if not outranked(c)]
 
 
+class _SumAbove:
+    """Amounts under sortable ranks, and the sum of those under ranks above a given one, each in O(log n) (a Fenwick
+    tree over the ranks known up front)."""
+
+    def __init__(self, ranks: Iterable[object]) -> None:
+        self.ranks: list = sorted(set(ranks))
+        self.tree = [0] * (len(self.ranks) + 1)
+        self.total = 0
+
+    def add(self, rank: object, amount: int) -> None:
+        self.total += amount
+        i = bisect.bisect_left(self.ranks, rank) + 1
+        while i < len(self.tree):
+            self.tree[i] += amount
+            i += i & -i
+
+    def above(self, rank: object) -> int:
+        i, at_most = bisect.bisect_right(self.ranks, rank), 0
+        while i > 0:
+            at_most += self.tree[i]
+            i -= i & -i
+        return self.total - at_most
+
+
+def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
+    """``claims`` in the tiers of step 3, each in the order of ``claims``: first those no other one outranks, then
+    those only the first tier outranks, and so on (``_unoutranked`` peeled again and again), built in one sort. Across
+    namespaces only a higher pod priority outranks, so a tier is the highest pod priority left and, of each namespace,
+    its highest priority there (``across``: the highest priority left)."""
+    index = {c.key: i for i, c in enumerate(claims)}
+    levels: dict[int, dict[str, dict[int, list[Claim]]]] = {}
+    for c in claims:
+        level = c.priority if across else c.scheduling_priority
+        namespace = "" if across else c.namespace
+        levels.setdefault(level, {}).setdefault(namespace, {}).setdefault(c.priority, []).append(c)
+    tiers = []
+    for level in sorted(levels, reverse=True):
+        columns = [[groups[p] for p in sorted(groups, reverse=True)] for groups in levels[level].values()]
+        for j in range(max(len(column) for column in columns)):
+            tiers.append(sorted((c for column in columns if j < len(column) for c in column[j]),
+                                key=lambda c: index[c.key]))
+    return tiers
+
+
 def _quota_spend(c: Claim, replicas: int) -> int:
     """GPUs of its namespace's quotas that ``replicas`` of ``c`` take beyond those its live pods hold already."""
     return max(0, replicas * c.gpus_per_replica - c.quota_own_gpus) if c.quota_free else 0
@@ -318,11 +363,42 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         """GPUs ``k`` held in this pool within HOLD_S and does not hold now."""
         return max(0, recent[k] - grant[k] * by_key[k].gpus_per_replica)
 
+    # the GPUs reserved, summed by the rank they outrank with (``outranks``): across namespaces by pod priority (by
+    # priority ``across``), inside one by (pod priority, priority) less what the namespace's own count above by pod
+    # priority alone. Kept up to date on each change of a grant (``set_grant``): a look-up costs O(log n), not a scan
+    # of every reserver for every backend the turns look at
+    reserver_keys = {h.key for h in reservers}
+    by_pod = _SumAbove(h.priority if across else h.scheduling_priority for h in reservers)
+    own_rank: dict[str, _SumAbove] = {}
+    own_pod: dict[str, _SumAbove] = {}
+    if not across:
+        for ns in {h.namespace for h in reservers}:
+            own = [h for h in reservers if h.namespace == ns]
+            own_rank[ns] = _SumAbove((h.scheduling_priority, h.priority) for h in own)
+            own_pod[ns] = _SumAbove(h.scheduling_priority for h in own)
+
+    def reserve(h: Claim, gpus: int) -> None:
+        if gpus:
+            by_pod.add(h.priority if across else h.scheduling_priority, gpus)
+            if not across:
+                own_rank[h.namespace].add((h.scheduling_priority, h.priority), gpus)
+                own_pod[h.namespace].add(h.scheduling_priority, gpus)
+
+    for h in reservers:
+        reserve(h, reserved(h.key))
+
     def blocked(c: Claim) -> int:
-        kept = {h.key: r for h in reservers if outranks(h, c, across) and (r := reserved(h.key)) > 0}  # step 4
-        if kept:
-            kept_for[c.key] = kept
-        return sum(kept.values())
+        """GPUs reserved against ``c`` (step 4) by backends that outrank it."""
+        if across:
+            total = by_pod.above(c.priority)
+        else:
+            total = by_pod.above(c.scheduling_priority)
+            if c.namespace in own_rank:
+                total += (own_rank[c.namespace].above((c.scheduling_priority, c.priority))
+                          - own_pod[c.namespace].above(c.scheduling_priority))
+        if total > 0:  # who they are, for its status: only where some are
+            kept_for[c.key] = {h.key: r for h in reservers if outranks(h, c, across) and (r := reserved(h.key)) > 0}
+        return total
 
     def beyond_kept(m: Claim, replicas: int) -> int:
         """Quota GPUs ``replicas`` of ``m`` take past those its kept replicas took already (``share``)."""
@@ -334,7 +410,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     grown: dict[tuple[str, str], int] = {}
 
     def set_grant(m: Claim, replicas: int) -> None:
+        was = reserved(m.key)
         before, grant[m.key] = grant[m.key], replicas
+        if m.key in reserver_keys:
+            reserve(m, reserved(m.key) - was)
         if m.quota_free:
             delta = beyond_kept(m, replicas) - beyond_kept(m, before)
             for name in dict(m.quota_free):
