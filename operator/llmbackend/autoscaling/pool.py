@@ -323,6 +323,58 @@ def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
     return tiers
 
 
+def _first_outranking(holders: list[Claim], grant: dict[Key, int], across: bool) -> Callable[[Claim], Claim | None]:
+    """The first of ``holders`` (in their order: by pod priority, then priority) still granted a replica that
+    outranks a backend, for step 2, where grants only go down. In a namespace its first holder left has its highest
+    rank, and of the other namespaces the first holder left has their highest pod priority: either outranks the
+    backend or none of its kind does, so a look-up costs O(log n) (the namespaces' first holders in a heap), not a walk
+    from the top of every holder."""
+    if across:
+        return lambda cut: next((h for h in holders if grant[h.key] > 0 and outranks(h, cut, across)), None)
+    own: dict[str, deque[int]] = {}  # each namespace's holders (their places in ``holders``) still granted some
+    for i, h in enumerate(holders):
+        own.setdefault(h.namespace, deque()).append(i)
+    firsts = [(places[0], ns) for ns, places in own.items()]
+    heapq.heapify(firsts)
+
+    def first_of(ns: str) -> int | None:
+        places = own[ns]
+        while places and grant[holders[places[0]].key] <= 0:
+            places.popleft()
+        return places[0] if places else None
+
+    def first_of_others(ns: str) -> int | None:
+        skipped = []
+        found = None
+        while firsts:
+            place, other = firsts[0]
+            now_first = first_of(other)
+            if now_first != place:  # its first holder gave its replicas up: the next one stands for it
+                if now_first is None:
+                    heapq.heappop(firsts)
+                else:
+                    heapq.heapreplace(firsts, (now_first, other))
+                continue
+            if other != ns:
+                found = place
+                break
+            skipped.append(heapq.heappop(firsts))
+        for entry in skipped:
+            heapq.heappush(firsts, entry)
+        return found
+
+    def taker(cut: Claim) -> Claim | None:
+        mine = first_of(cut.namespace) if cut.namespace in own else None
+        if mine is not None and not outranks(holders[mine], cut, across):
+            mine = None
+        theirs = first_of_others(cut.namespace)
+        if theirs is not None and not outranks(holders[theirs], cut, across):
+            theirs = None
+        places = [p for p in (mine, theirs) if p is not None]
+        return holders[min(places)] if places else None
+    return taker
+
+
 def _quota_spend(c: Claim, replicas: int) -> int:
     """GPUs of its namespace's quotas that ``replicas`` of ``c`` take beyond those its live pods hold already."""
     return max(0, replicas * c.gpus_per_replica - c.quota_own_gpus) if c.quota_free else 0
@@ -445,9 +497,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         candidates = [(yields_first(v), i, v) for i, v in enumerate(members)
                       if grant[v.key] > v.min_replicas and outranked(v)]
         heapq.heapify(candidates)
+        taker_of = _first_outranking(holders, grant, across)
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
-            taker = next((h for h in holders if grant[h.key] > 0 and outranks(h, cut, across)), None)
+            taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
             set_grant(cut, grant[cut.key] - 1)
