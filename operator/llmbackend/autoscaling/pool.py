@@ -375,6 +375,41 @@ def _first_outranking(holders: list[Claim], grant: dict[Key, int], across: bool)
     return taker
 
 
+class _Yielders:
+    """The backends that held a replica in step 3 (by key, in the order they joined), and the lowest ranks among
+    them: whether a backend outranks one of them, or has a higher pod priority than one (``below``), in O(1)."""
+
+    def __init__(self, across: bool) -> None:
+        self.across = across
+        self.members: dict[Key, Claim] = {}
+        self.lowest_own: dict[str, tuple[int, int]] = {}  # each namespace's lowest (pod priority, priority)
+        self.lowest_pod: dict[str, int] = {}              # each namespace's lowest pod priority
+        self.lowest_two: list[tuple[int, str]] = []       # the two namespaces of the lowest pod priorities
+        self.lowest_priority: int | None = None           # the lowest priority of all (``across``)
+
+    def add(self, v: Claim) -> None:
+        if v.key in self.members:
+            return
+        self.members[v.key] = v
+        rank = (v.scheduling_priority, v.priority)
+        self.lowest_own[v.namespace] = min(rank, self.lowest_own.get(v.namespace, rank))
+        pod = self.lowest_pod[v.namespace] = min(v.scheduling_priority,
+                                                 self.lowest_pod.get(v.namespace, v.scheduling_priority))
+        self.lowest_two = sorted([e for e in self.lowest_two if e[1] != v.namespace] + [(pod, v.namespace)])[:2]
+        if self.lowest_priority is None or v.priority < self.lowest_priority:
+            self.lowest_priority = v.priority
+
+    def below(self, c: Claim) -> bool:
+        """Whether ``c`` outranks one of them or has a higher pod priority than one: else it takes from none."""
+        lowest_pod = min((pod for pod, ns in self.lowest_two if self.across or ns != c.namespace), default=None)
+        if lowest_pod is not None and lowest_pod < c.scheduling_priority:
+            return True
+        if self.across:
+            return self.lowest_priority is not None and self.lowest_priority < c.priority
+        own = self.lowest_own.get(c.namespace)
+        return own is not None and own < (c.scheduling_priority, c.priority)
+
+
 def _quota_spend(c: Claim, replicas: int) -> int:
     """GPUs of its namespace's quotas that ``replicas`` of ``c`` take beyond those its live pods hold already."""
     return max(0, replicas * c.gpus_per_replica - c.quota_own_gpus) if c.quota_free else 0
@@ -511,10 +546,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
 
     # step 3: growth, tier by tier: first those nobody still short outranks
-    remaining = [c for c in members if wants[c.key] > grant[c.key]]
-    while remaining:
-        tier = _unoutranked(remaining, across)
-        tier = tier or remaining  # priorities of several namespaces can outrank in a circle: then all at once
+    # who could give a replica up below: those holding some (a grant only grows for a backend taking, which joins
+    # them; one that gave all up stays, its grant says so). Kept across tiers, with the lowest ranks it holds: a
+    # backend that outranks none of them skips the scans for victims
+    can_yield = _Yielders(across)
+    for v in members:
+        if grant[v.key] > 0:
+            can_yield.add(v)
+    for tier in _tiers([c for c in members if wants[c.key] > grant[c.key]], across):
         turns = _turns(tier, state, pool, now)
         # free GPUs, one replica a namespace in turn, its backends in turn. Whether a backend can grow only turns
         # from yes to no in this loop (its want is met, free GPUs only go, those kept for others shrink by no more
@@ -528,6 +567,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     c = queue.popleft()
                     if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
                         set_grant(c, grant[c.key] + 1)
+                        can_yield.add(c)
                         free -= c.gpus_per_replica
                         served.add(c.key)
                         moved.pop(c.key, None)
@@ -539,16 +579,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         last_grew = {k: i for i, k in enumerate(moved)}
         turns = [sorted(backends, key=lambda b: last_grew.get(b.key, -1)) for backends in turns]
         tier = [c for column in itertools.zip_longest(*turns) for c in column if c is not None]
-        # who could give a replica up below: those holding some (a grant only grows for the backend taking, which
-        # joins them). Read once a tier, not once a backend
-        can_yield = {v.key: v for v in members if grant[v.key] > 0}
         for c in tier:  # then replicas above minReplicas of backends it outranks, lowest first
             short = quota_room(c)  # only c grows below: what its namespace's quotas admit stays as it is now
-            if short <= 0:
+            if short <= 0 or not can_yield.below(c):
                 continue
             usable = max(0, free - blocked(c))
             pending: list[Claim] = []  # replicas taken since c's last whole replica: given back if none completes
-            victims = sorted((v for v in can_yield.values() if outranks(c, v, across)
+            victims = sorted((v for v in can_yield.members.values() if outranks(c, v, across)
                               and grant[v.key] > v.min_replicas), key=yields_first)
             for v in victims:
                 while short > 0 and grant[v.key] > v.min_replicas:
@@ -558,7 +595,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     pending.append(v)
                     while short > 0 and usable >= c.gpus_per_replica:
                         set_grant(c, grant[c.key] + 1)
-                        can_yield[c.key] = c
+                        can_yield.add(c)
                         served.add(c.key)
                         free -= c.gpus_per_replica
                         usable -= c.gpus_per_replica
@@ -574,7 +611,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # preempt those pods for these (they stay Pending; their Deployment keeps its replicas, so their grant
             # stays and the GPUs count here only)
             extra = 0
-            for v in sorted((v for v in can_yield.values() if c.scheduling_priority > v.scheduling_priority
+            for v in sorted((v for v in can_yield.members.values() if c.scheduling_priority > v.scheduling_priority
                              and grant[v.key] > 0), key=yields_first):
                 for _ in range(grant[v.key]):
                     if short <= 0:
@@ -586,15 +623,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         extra -= from_extra
                         free -= c.gpus_per_replica - from_extra
                         set_grant(c, grant[c.key] + 1)
-                        can_yield[c.key] = c
+                        can_yield.add(c)
                         served.add(c.key)
                         short -= 1
                         for taken in pending:
                             give(taken.key, c.key)
                         pending.clear()
             pending.clear()  # a part of a replica: nothing taken
-        in_tier = {c.key for c in tier}
-        remaining = [c for c in remaining if c.key not in in_tier]
     for c in members:
         if c.quota_free and grant[c.key] < wants[c.key] and not quota_room(c):
             # its namespace's other backends were granted the quota's free GPUs: the rest is not claimed, as a
