@@ -274,7 +274,7 @@ def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bo
 
 
 def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
-    """Those of ``claims`` no other one outranks (none outranks itself)."""
+    """Those of ``claims`` no other one outranks (none outranks itself): the first of ``_tiers``."""
     outranked = _outranked_by_any(claims, across)
     return [c for c in claims if not outranked(c)]
 
