@@ -312,6 +312,52 @@ def test_a_small_priority_class_does_not_walk_a_whole_pool_to_classless_backends
     assert current["H"] >= 6 and current["T"] == 0, current
 
 
+def test_the_tiers_in_one_sort_are_those_nobody_left_outranks_peeled_again_and_again() -> None:
+    """``_tiers`` (one sort) gives the tiers step 3 read by peeling ``_unoutranked`` off the claims still left."""
+    rng = random.Random(4810)
+    for _ in range(2000):
+        claims = [Claim(namespace=f"ns{rng.randint(0, 3)}", name=f"b{i}", pool=("p",), pool_gpus=8,
+                        priority=rng.randint(-2, 2), current=0, wanted=1, min_replicas=0, gpus_per_replica=1,
+                        cluster_wide=rng.random() < 0.3, class_priority=rng.choice([None, 0, 5, 10]))
+                  for i in range(rng.randint(1, 9))]
+        across = rng.random() < 0.5
+        peeled, left = [], list(claims)
+        while left:
+            tier = pool_now._unoutranked(left, across)
+            peeled.append(tier)
+            left = [c for c in left if c not in tier]
+        assert pool_now._tiers(claims, across) == peeled, (claims, across)
+
+
+AT_QUADRATIC = "dee1b68"  # pool.py before the near-linear reservations, taker search and tiers of attack pass 10
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(seed: int) -> None:
+    """Differential: 300 random pools (quotas, pod priorities, backends whose pods run elsewhere or are not known,
+    both ways of comparing across namespaces), each over three syncs with their state, give every share, status
+    text and state the same as pool.py before the rewrite."""
+    before = _before(AT_QUADRATIC)
+    if before is None:
+        pytest.skip("no git history at hand")
+    rng = random.Random(seed)
+    for _ in range(300):
+        across = rng.random() < 0.25
+        claims = _random_pool(rng, classes=rng.random() < 0.6, quotas=rng.random() < 0.4)
+        claims = [Claim(**{**c.__dict__, "cluster_wide": rng.random() < 0.15,
+                           "held": rng.choice([None, None, c.current, max(0, c.current - 1)])}) for c in claims]
+        old_state: PoolState | None = None
+        new_state: PoolState | None = None
+        now = 1_000.0
+        for _sync in range(3):
+            old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
+            new_out, new_state = share(claims, now, new_state, across)
+            assert {k: v.__dict__ for k, v in new_out.items()} == {k: v.__dict__ for k, v in old_out.items()}
+            assert new_state.__dict__ == old_state.__dict__
+            claims = _next_sync(rng, claims, new_out)
+            now += rng.choice([15.0, 15.0, 400.0])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 2. Turn dates across syncs
 
@@ -506,52 +552,6 @@ def test_a_tenants_distinct_priorities_do_not_make_a_pass_quadratic():
     text = ", ".join(f"{n}: {t * 1000:.0f} ms" for n, t in figures.items())
     assert figures[1600] < 0.4, text
     assert figures[1600] < 8 * figures[300] + 0.05, text
-
-
-def test_the_tiers_in_one_sort_are_those_nobody_left_outranks_peeled_again_and_again() -> None:
-    """``_tiers`` (one sort) gives the tiers step 3 read by peeling ``_unoutranked`` off the claims still left."""
-    rng = random.Random(4810)
-    for _ in range(2000):
-        claims = [Claim(namespace=f"ns{rng.randint(0, 3)}", name=f"b{i}", pool=("p",), pool_gpus=8,
-                        priority=rng.randint(-2, 2), current=0, wanted=1, min_replicas=0, gpus_per_replica=1,
-                        cluster_wide=rng.random() < 0.3, class_priority=rng.choice([None, 0, 5, 10]))
-                  for i in range(rng.randint(1, 9))]
-        across = rng.random() < 0.5
-        peeled, left = [], list(claims)
-        while left:
-            tier = pool_now._unoutranked(left, across)
-            peeled.append(tier)
-            left = [c for c in left if c not in tier]
-        assert pool_now._tiers(claims, across) == peeled, (claims, across)
-
-
-AT_QUADRATIC = "dee1b68"  # pool.py before the near-linear reservations, taker search and tiers of attack pass 10
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(seed: int) -> None:
-    """Differential: 300 random pools (quotas, pod priorities, backends whose pods run elsewhere or are not known,
-    both ways of comparing across namespaces), each over three syncs with their state, give every share, status
-    text and state the same as pool.py before the rewrite."""
-    before = _before(AT_QUADRATIC)
-    if before is None:
-        pytest.skip("no git history at hand")
-    rng = random.Random(seed)
-    for _ in range(300):
-        across = rng.random() < 0.25
-        claims = _random_pool(rng, classes=rng.random() < 0.6, quotas=rng.random() < 0.4)
-        claims = [Claim(**{**c.__dict__, "cluster_wide": rng.random() < 0.15,
-                           "held": rng.choice([None, None, c.current, max(0, c.current - 1)])}) for c in claims]
-        old_state: PoolState | None = None
-        new_state: PoolState | None = None
-        now = 1_000.0
-        for _sync in range(3):
-            old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
-            new_out, new_state = share(claims, now, new_state, across)
-            assert {k: v.__dict__ for k, v in new_out.items()} == {k: v.__dict__ for k, v in old_out.items()}
-            assert new_state.__dict__ == old_state.__dict__
-            claims = _next_sync(rng, claims, new_out)
-            now += rng.choice([15.0, 15.0, 400.0])
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(

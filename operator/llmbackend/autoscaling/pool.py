@@ -251,34 +251,6 @@ def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: floa
     return sorted(by_namespace.values(), key=namespace_date)
 
 
-def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bool]:
-    """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest (pod priority,
-    priority) of its namespace (the highest priority of all, ``across``) above its own, or a pod priority of another namespace above its own."""
-    if across:
-        top = max((c.priority for c in claims), default=None)
-        return lambda c: top is not None and top > c.priority
-    top_own: dict[str, tuple[int, int]] = {}  # the highest (pod priority, priority) of each namespace
-    top_scheduling: dict[str, int] = {}
-    for c in claims:
-        rank = (c.scheduling_priority, c.priority)
-        top_own[c.namespace] = max(rank, top_own.get(c.namespace, rank))
-        top_scheduling[c.namespace] = max(c.scheduling_priority, top_scheduling.get(c.namespace, c.scheduling_priority))
-    # the two namespaces of the highest pod priorities: the highest of the others' is one of them
-    first, second = (sorted(top_scheduling.items(), key=lambda item: -item[1]) + [("", None), ("", None)])[:2]
-
-    def outranked(c: Claim) -> bool:
-        above = second[1] if c.namespace == first[0] else first[1]
-        return (c.namespace in top_own and top_own[c.namespace] > (c.scheduling_priority, c.priority)) \
-            or (above is not None and above > c.scheduling_priority)
-    return outranked
-
-
-def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
-    """Those of ``claims`` no other one outranks (none outranks itself): the first of ``_tiers``."""
-    outranked = _outranked_by_any(claims, across)
-    return [c for c in claims if not outranked(c)]
-
-
 class _SumAbove:
     """Amounts under sortable ranks, and the sum of those under ranks above a given one, each in O(log n) (a Fenwick
     tree over the ranks known up front)."""
@@ -408,6 +380,34 @@ class _Yielders:
             return self.lowest_priority is not None and self.lowest_priority < c.priority
         own = self.lowest_own.get(c.namespace)
         return own is not None and own < (c.scheduling_priority, c.priority)
+
+
+def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bool]:
+    """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest (pod priority,
+    priority) of its namespace (the highest priority of all, ``across``) above its own, or a pod priority of another namespace above its own."""
+    if across:
+        top = max((c.priority for c in claims), default=None)
+        return lambda c: top is not None and top > c.priority
+    top_own: dict[str, tuple[int, int]] = {}  # the highest (pod priority, priority) of each namespace
+    top_scheduling: dict[str, int] = {}
+    for c in claims:
+        rank = (c.scheduling_priority, c.priority)
+        top_own[c.namespace] = max(rank, top_own.get(c.namespace, rank))
+        top_scheduling[c.namespace] = max(c.scheduling_priority, top_scheduling.get(c.namespace, c.scheduling_priority))
+    # the two namespaces of the highest pod priorities: the highest of the others' is one of them
+    first, second = (sorted(top_scheduling.items(), key=lambda item: -item[1]) + [("", None), ("", None)])[:2]
+
+    def outranked(c: Claim) -> bool:
+        above = second[1] if c.namespace == first[0] else first[1]
+        return (c.namespace in top_own and top_own[c.namespace] > (c.scheduling_priority, c.priority)) \
+            or (above is not None and above > c.scheduling_priority)
+    return outranked
+
+
+def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
+    """Those of ``claims`` no other one outranks (none outranks itself): the first of ``_tiers``."""
+    outranked = _outranked_by_any(claims, across)
+    return [c for c in claims if not outranked(c)]
 
 
 def _quota_spend(c: Claim, replicas: int) -> int:
