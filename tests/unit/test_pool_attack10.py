@@ -341,10 +341,11 @@ def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(se
     if before is None:
         pytest.skip("no git history at hand")
     rng = random.Random(seed)
+    mostly_across = seed >= 3  # where step 2's taker has its own look-up (priorities compared across namespaces)
     for _ in range(300):
-        across = rng.random() < 0.25
+        across = mostly_across or rng.random() < 0.25
         claims = _random_pool(rng, classes=rng.random() < 0.6, quotas=rng.random() < 0.4)
-        claims = [Claim(**{**c.__dict__, "cluster_wide": rng.random() < 0.15,
+        claims = [Claim(**{**c.__dict__, "cluster_wide": rng.random() < (0.4 if mostly_across else 0.15),
                            "held": rng.choice([None, None, c.current, max(0, c.current - 1)])}) for c in claims]
         old_state: PoolState | None = None
         new_state: PoolState | None = None

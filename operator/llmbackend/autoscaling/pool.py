@@ -295,6 +295,51 @@ def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
     return tiers
 
 
+def _first_of_higher_priority(holders: list[Claim], grant: dict[Key, int]) -> Callable[[Claim], Claim | None]:
+    """``_first_outranking`` where priorities compare across namespaces: the first of ``holders`` still granted a
+    replica whose priority is above a backend's. The holders by priority, highest first, under a tree of the least
+    place in ``holders`` of each range of them (a holder left with no replica counts as none): O(log n) a look-up."""
+    by_priority = sorted(range(len(holders)), key=lambda i: -holders[i].priority)
+    priorities = [-holders[i].priority for i in by_priority]  # ascending, for bisect
+    rank_of = {i: j for j, i in enumerate(by_priority)}
+    size = 1
+    while size < max(1, len(holders)):
+        size *= 2
+    none = len(holders)
+    least = [none] * (2 * size)
+    for j, i in enumerate(by_priority):
+        least[size + j] = i
+    for j in range(size - 1, 0, -1):
+        least[j] = min(least[2 * j], least[2 * j + 1])
+
+    def drop(j: int) -> None:
+        j += size
+        least[j] = none
+        while j > 1:
+            j //= 2
+            least[j] = min(least[2 * j], least[2 * j + 1])
+
+    def taker(cut: Claim) -> Claim | None:
+        while True:
+            # the least place among the first `count` by priority (those above the cut's), in the tree's ranges
+            lo, hi, found = size, size + bisect.bisect_left(priorities, -cut.priority), none
+            while lo < hi:
+                if lo & 1:
+                    found = min(found, least[lo])
+                    lo += 1
+                if hi & 1:
+                    hi -= 1
+                    found = min(found, least[hi])
+                lo //= 2
+                hi //= 2
+            if found == none:
+                return None
+            if grant[holders[found].key] > 0:
+                return holders[found]
+            drop(rank_of[found])  # gave its replicas up (grants only go down in step 2)
+    return taker
+
+
 def _first_outranking(holders: list[Claim], grant: dict[Key, int], across: bool) -> Callable[[Claim], Claim | None]:
     """The first of ``holders`` (in their order: by pod priority, then priority) still granted a replica that
     outranks a backend, for step 2, where grants only go down. In a namespace its first holder left has its highest
@@ -302,7 +347,7 @@ def _first_outranking(holders: list[Claim], grant: dict[Key, int], across: bool)
     backend or none of its kind does, so a look-up costs O(log n) (the namespaces' first holders in a heap), not a walk
     from the top of every holder."""
     if across:
-        return lambda cut: next((h for h in holders if grant[h.key] > 0 and outranks(h, cut, across)), None)
+        return _first_of_higher_priority(holders, grant)
     own: dict[str, deque[int]] = {}  # each namespace's holders (their places in ``holders``) still granted some
     for i, h in enumerate(holders):
         own.setdefault(h.namespace, deque()).append(i)
