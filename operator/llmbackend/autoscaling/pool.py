@@ -541,7 +541,17 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # date on each change of a grant, so that a namespace's quota room costs one look-up a quota
     grown: dict[tuple[str, str], int] = {}
 
+    # who could give a replica up in step 3: those granted some (``set_grant`` adds a backend as its grant grows; one
+    # that gave all up stays, its grant says so), with the lowest ranks among them: a backend that outranks none of
+    # them skips the scans for victims
+    can_yield = _Yielders(across)
+    for v in members:
+        if grant[v.key] > 0:
+            can_yield.add(v)
+
     def set_grant(m: Claim, replicas: int) -> None:
+        if replicas > 0:
+            can_yield.add(m)
         was = reserved(m.key)
         before, grant[m.key] = grant[m.key], replicas
         if m.key in reserver_keys:
@@ -591,13 +601,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
 
     # step 3: growth, tier by tier: first those nobody still short outranks
-    # who could give a replica up below: those holding some (a grant only grows for a backend taking, which joins
-    # them; one that gave all up stays, its grant says so). Kept across tiers, with the lowest ranks it holds: a
-    # backend that outranks none of them skips the scans for victims
-    can_yield = _Yielders(across)
-    for v in members:
-        if grant[v.key] > 0:
-            can_yield.add(v)
     for tier in _tiers([c for c in members if wants[c.key] > grant[c.key]], across):
         turns = _turns(tier, state, pool, now)
         # free GPUs, one replica a namespace in turn, its backends in turn. Whether a backend can grow only turns
@@ -612,7 +615,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     c = queue.popleft()
                     if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
                         set_grant(c, grant[c.key] + 1)
-                        can_yield.add(c)
                         free -= c.gpus_per_replica
                         served.add(c.key)
                         moved.pop(c.key, None)
@@ -640,7 +642,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     pending.append(v)
                     while short > 0 and usable >= c.gpus_per_replica:
                         set_grant(c, grant[c.key] + 1)
-                        can_yield.add(c)
                         served.add(c.key)
                         free -= c.gpus_per_replica
                         usable -= c.gpus_per_replica
@@ -668,7 +669,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         extra -= from_extra
                         free -= c.gpus_per_replica - from_extra
                         set_grant(c, grant[c.key] + 1)
-                        can_yield.add(c)
                         served.add(c.key)
                         short -= 1
                         for taken in pending:
