@@ -63,6 +63,7 @@ log names them for the admin.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import itertools
@@ -284,6 +285,182 @@ def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: floa
     return sorted(by_namespace.values(), key=namespace_date)
 
 
+class _SumAbove:
+    """Amounts under sortable ranks, and the sum of those under ranks above a given one, each in O(log n) (a Fenwick
+    tree over the ranks known up front)."""
+
+    def __init__(self, ranks: Iterable[object]) -> None:
+        self.ranks: list = sorted(set(ranks))
+        self.tree = [0] * (len(self.ranks) + 1)
+        self.total = 0
+
+    def add(self, rank: object, amount: int) -> None:
+        self.total += amount
+        i = bisect.bisect_left(self.ranks, rank) + 1
+        while i < len(self.tree):
+            self.tree[i] += amount
+            i += i & -i
+
+    def above(self, rank: object) -> int:
+        i, at_most = bisect.bisect_right(self.ranks, rank), 0
+        while i > 0:
+            at_most += self.tree[i]
+            i -= i & -i
+        return self.total - at_most
+
+
+def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
+    """``claims`` in the tiers of step 3, each in the order of ``claims``: first those no other one outranks, then
+    those only the first tier outranks, and so on (``_unoutranked`` peeled again and again), built in one sort. Across
+    namespaces only a higher pod priority outranks, so a tier is the highest pod priority left and, of each namespace,
+    its highest priority there (``across``: the highest priority left)."""
+    index = {c.key: i for i, c in enumerate(claims)}
+    levels: dict[int, dict[str, dict[int, list[Claim]]]] = {}
+    for c in claims:
+        level = c.priority if across else c.scheduling_priority
+        namespace = "" if across else c.namespace
+        levels.setdefault(level, {}).setdefault(namespace, {}).setdefault(c.priority, []).append(c)
+    tiers = []
+    for level in sorted(levels, reverse=True):
+        columns = [[groups[p] for p in sorted(groups, reverse=True)] for groups in levels[level].values()]
+        for j in range(max(len(column) for column in columns)):
+            tiers.append(sorted((c for column in columns if j < len(column) for c in column[j]),
+                                key=lambda c: index[c.key]))
+    return tiers
+
+
+def _first_of_higher_priority(holders: list[Claim], grant: dict[Key, int]) -> Callable[[Claim], Claim | None]:
+    """``_first_outranking`` where priorities compare across namespaces: the first of ``holders`` still granted a
+    replica whose priority is above a backend's. The holders by priority, highest first, under a tree of the least
+    place in ``holders`` of each range of them (a holder left with no replica counts as none): O(log n) a look-up."""
+    by_priority = sorted(range(len(holders)), key=lambda i: -holders[i].priority)
+    priorities = [-holders[i].priority for i in by_priority]  # ascending, for bisect
+    rank_of = {i: j for j, i in enumerate(by_priority)}
+    size = 1
+    while size < max(1, len(holders)):
+        size *= 2
+    none = len(holders)
+    least = [none] * (2 * size)
+    for j, i in enumerate(by_priority):
+        least[size + j] = i
+    for j in range(size - 1, 0, -1):
+        least[j] = min(least[2 * j], least[2 * j + 1])
+
+    def drop(j: int) -> None:
+        j += size
+        least[j] = none
+        while j > 1:
+            j //= 2
+            least[j] = min(least[2 * j], least[2 * j + 1])
+
+    def taker(cut: Claim) -> Claim | None:
+        while True:
+            # the least place among the first `count` by priority (those above the cut's), in the tree's ranges
+            lo, hi, found = size, size + bisect.bisect_left(priorities, -cut.priority), none
+            while lo < hi:
+                if lo & 1:
+                    found = min(found, least[lo])
+                    lo += 1
+                if hi & 1:
+                    hi -= 1
+                    found = min(found, least[hi])
+                lo //= 2
+                hi //= 2
+            if found == none:
+                return None
+            if grant[holders[found].key] > 0:
+                return holders[found]
+            drop(rank_of[found])  # gave its replicas up (grants only go down in step 2)
+    return taker
+
+
+def _first_outranking(holders: list[Claim], grant: dict[Key, int], across: bool) -> Callable[[Claim], Claim | None]:
+    """The first of ``holders`` (in their order: by pod priority, then priority) still granted a replica that
+    outranks a backend, for step 2, where grants only go down. In a namespace its first holder left has its highest
+    rank, and of the other namespaces the first holder left has their highest pod priority: either outranks the
+    backend or none of its kind does, so a look-up costs O(log n) (the namespaces' first holders in a heap), not a walk
+    from the top of every holder."""
+    if across:
+        return _first_of_higher_priority(holders, grant)
+    own: dict[str, deque[int]] = {}  # each namespace's holders (their places in ``holders``) still granted some
+    for i, h in enumerate(holders):
+        own.setdefault(h.namespace, deque()).append(i)
+    firsts = [(places[0], ns) for ns, places in own.items()]
+    heapq.heapify(firsts)
+
+    def first_of(ns: str) -> int | None:
+        places = own[ns]
+        while places and grant[holders[places[0]].key] <= 0:
+            places.popleft()
+        return places[0] if places else None
+
+    def first_of_others(ns: str) -> int | None:
+        skipped = []
+        found = None
+        while firsts:
+            place, other = firsts[0]
+            now_first = first_of(other)
+            if now_first != place:  # its first holder gave its replicas up: the next one stands for it
+                if now_first is None:
+                    heapq.heappop(firsts)
+                else:
+                    heapq.heapreplace(firsts, (now_first, other))
+                continue
+            if other != ns:
+                found = place
+                break
+            skipped.append(heapq.heappop(firsts))
+        for entry in skipped:
+            heapq.heappush(firsts, entry)
+        return found
+
+    def taker(cut: Claim) -> Claim | None:
+        mine = first_of(cut.namespace) if cut.namespace in own else None
+        if mine is not None and not outranks(holders[mine], cut, across):
+            mine = None
+        theirs = first_of_others(cut.namespace)
+        if theirs is not None and not outranks(holders[theirs], cut, across):
+            theirs = None
+        places = [p for p in (mine, theirs) if p is not None]
+        return holders[min(places)] if places else None
+    return taker
+
+
+class _Yielders:
+    """The backends that held a replica in step 3 (by key, in the order they joined), and the lowest ranks among
+    them: whether a backend outranks one of them, or has a higher pod priority than one (``below``), in O(1)."""
+
+    def __init__(self, across: bool) -> None:
+        self.across = across
+        self.members: dict[Key, Claim] = {}
+        self.lowest_own: dict[str, tuple[int, int]] = {}  # each namespace's lowest (pod priority, priority)
+        self.lowest_pod: dict[str, int] = {}              # each namespace's lowest pod priority
+        self.lowest_two: list[tuple[int, str]] = []       # the two namespaces of the lowest pod priorities
+        self.lowest_priority: int | None = None           # the lowest priority of all (``across``)
+
+    def add(self, v: Claim) -> None:
+        if v.key in self.members:
+            return
+        self.members[v.key] = v
+        rank = (v.scheduling_priority, v.priority)
+        self.lowest_own[v.namespace] = min(rank, self.lowest_own.get(v.namespace, rank))
+        pod = self.lowest_pod[v.namespace] = min(v.scheduling_priority,
+                                                 self.lowest_pod.get(v.namespace, v.scheduling_priority))
+        self.lowest_two = sorted([e for e in self.lowest_two if e[1] != v.namespace] + [(pod, v.namespace)])[:2]
+        if self.lowest_priority is None or v.priority < self.lowest_priority:
+            self.lowest_priority = v.priority
+
+    def below(self, c: Claim) -> bool:
+        """Whether ``c`` outranks one of them or has a higher pod priority than one: else it takes from none."""
+        lowest_pod = min((pod for pod, ns in self.lowest_two if self.across or ns != c.namespace), default=None)
+        if lowest_pod is not None and lowest_pod < c.scheduling_priority:
+            return True
+        if self.across:
+            return self.lowest_priority is not None and self.lowest_priority < c.priority
+        own = self.lowest_own.get(c.namespace)
+        return own is not None and own < (c.scheduling_priority, c.priority)
+
+
 def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bool]:
     """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest (pod priority,
     priority) of its namespace (the highest priority of all, ``across``) above its own, or a pod priority of another namespace above its own."""
@@ -307,7 +484,7 @@ def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bo
 
 
 def _unoutranked(claims: list[Claim], across: bool) -> list[Claim]:
-    """Those of ``claims`` no other one outranks (none outranks itself)."""
+    """Those of ``claims`` no other one outranks (none outranks itself): the first of ``_tiers``."""
     outranked = _outranked_by_any(claims, across)
     return [c for c in claims if not outranked(c)]
 
@@ -363,11 +540,42 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         """GPUs ``k`` held in this pool within HOLD_S and does not hold now."""
         return max(0, recent[k] - grant[k] * by_key[k].gpus_per_replica)
 
+    # the GPUs reserved, summed by the rank they outrank with (``outranks``): across namespaces by pod priority (by
+    # priority ``across``), inside one by (pod priority, priority) less what the namespace's own count above by pod
+    # priority alone. Kept up to date on each change of a grant (``set_grant``): a look-up costs O(log n), not a scan
+    # of every reserver for every backend the turns look at
+    reserver_keys = {h.key for h in reservers}
+    by_pod = _SumAbove(h.priority if across else h.scheduling_priority for h in reservers)
+    own_rank: dict[str, _SumAbove] = {}
+    own_pod: dict[str, _SumAbove] = {}
+    if not across:
+        for ns in {h.namespace for h in reservers}:
+            own = [h for h in reservers if h.namespace == ns]
+            own_rank[ns] = _SumAbove((h.scheduling_priority, h.priority) for h in own)
+            own_pod[ns] = _SumAbove(h.scheduling_priority for h in own)
+
+    def reserve(h: Claim, gpus: int) -> None:
+        if gpus:
+            by_pod.add(h.priority if across else h.scheduling_priority, gpus)
+            if not across:
+                own_rank[h.namespace].add((h.scheduling_priority, h.priority), gpus)
+                own_pod[h.namespace].add(h.scheduling_priority, gpus)
+
+    for h in reservers:
+        reserve(h, reserved(h.key))
+
     def blocked(c: Claim) -> int:
-        kept = {h.key: r for h in reservers if outranks(h, c, across) and (r := reserved(h.key)) > 0}  # step 4
-        if kept:
-            kept_for[c.key] = kept
-        return sum(kept.values())
+        """GPUs reserved against ``c`` (step 4) by backends that outrank it."""
+        if across:
+            total = by_pod.above(c.priority)
+        else:
+            total = by_pod.above(c.scheduling_priority)
+            if c.namespace in own_rank:
+                total += (own_rank[c.namespace].above((c.scheduling_priority, c.priority))
+                          - own_pod[c.namespace].above(c.scheduling_priority))
+        if total > 0:  # who they are, for its status: only where some are
+            kept_for[c.key] = {h.key: r for h in reservers if outranks(h, c, across) and (r := reserved(h.key)) > 0}
+        return total
 
     def beyond_kept(m: Claim, replicas: int) -> int:
         """Quota GPUs ``replicas`` of ``m`` take past those its kept replicas took already (``share``)."""
@@ -378,8 +586,21 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # date on each change of a grant, so that a namespace's quota room costs one look-up a quota
     grown: dict[tuple[str, str], int] = {}
 
+    # who could give a replica up in step 3: those granted some (``set_grant`` adds a backend as its grant grows; one
+    # that gave all up stays, its grant says so), with the lowest ranks among them: a backend that outranks none of
+    # them skips the scans for victims
+    can_yield = _Yielders(across)
+    for v in members:
+        if grant[v.key] > 0:
+            can_yield.add(v)
+
     def set_grant(m: Claim, replicas: int) -> None:
+        if replicas > 0:
+            can_yield.add(m)
+        was = reserved(m.key)
         before, grant[m.key] = grant[m.key], replicas
+        if m.key in reserver_keys:
+            reserve(m, reserved(m.key) - was)
         if m.quota_free:
             delta = beyond_kept(m, replicas) - beyond_kept(m, before)
             for name in dict(m.quota_free):
@@ -411,9 +632,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         candidates = [(yields_first(v), i, v) for i, v in enumerate(members)
                       if grant[v.key] > v.min_replicas and outranked(v)]
         heapq.heapify(candidates)
+        taker_of = _first_outranking(holders, grant, across)
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
-            taker = next((h for h in holders if grant[h.key] > 0 and outranks(h, cut, across)), None)
+            taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
             set_grant(cut, grant[cut.key] - 1)
@@ -424,10 +646,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
 
     # step 3: growth, tier by tier: first those nobody still short outranks
-    remaining = [c for c in members if wants[c.key] > grant[c.key]]
-    while remaining:
-        tier = _unoutranked(remaining, across)
-        tier = tier or remaining  # priorities of several namespaces can outrank in a circle: then all at once
+    for tier in _tiers([c for c in members if wants[c.key] > grant[c.key]], across):
         turns = _turns(tier, state, pool, now)
         # free GPUs, one replica a namespace in turn, its backends in turn. Whether a backend can grow only turns
         # from yes to no in this loop (its want is met, free GPUs only go, those kept for others shrink by no more
@@ -453,16 +672,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         last_grew = {k: i for i, k in enumerate(moved)}
         turns = [sorted(backends, key=lambda b: last_grew.get(b.key, -1)) for backends in turns]
         tier = [c for column in itertools.zip_longest(*turns) for c in column if c is not None]
-        # who could give a replica up below: those holding some (a grant only grows for the backend taking, which
-        # joins them). Read once a tier, not once a backend
-        can_yield = {v.key: v for v in members if grant[v.key] > 0}
         for c in tier:  # then replicas above minReplicas of backends it outranks, lowest first
             short = quota_room(c)  # only c grows below: what its namespace's quotas admit stays as it is now
-            if short <= 0:
+            if short <= 0 or not can_yield.below(c):
                 continue
             usable = max(0, free - blocked(c))
             pending: list[Claim] = []  # replicas taken since c's last whole replica: given back if none completes
-            victims = sorted((v for v in can_yield.values() if outranks(c, v, across)
+            victims = sorted((v for v in can_yield.members.values() if outranks(c, v, across)
                               and grant[v.key] > v.min_replicas), key=yields_first)
             for v in victims:
                 while short > 0 and grant[v.key] > v.min_replicas:
@@ -472,7 +688,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     pending.append(v)
                     while short > 0 and usable >= c.gpus_per_replica:
                         set_grant(c, grant[c.key] + 1)
-                        can_yield[c.key] = c
                         served.add(c.key)
                         free -= c.gpus_per_replica
                         usable -= c.gpus_per_replica
@@ -488,7 +703,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # preempt those pods for these (they stay Pending; their Deployment keeps its replicas, so their grant
             # stays and the GPUs count here only)
             extra = 0
-            for v in sorted((v for v in can_yield.values() if c.scheduling_priority > v.scheduling_priority
+            for v in sorted((v for v in can_yield.members.values() if c.scheduling_priority > v.scheduling_priority
                              and grant[v.key] > 0), key=yields_first):
                 for _ in range(grant[v.key]):
                     if short <= 0:
@@ -500,7 +715,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         extra -= from_extra
                         free -= c.gpus_per_replica - from_extra
                         set_grant(c, grant[c.key] + 1)
-                        can_yield[c.key] = c
                         served.add(c.key)
                         short -= 1
                         for taken in pending:
@@ -522,8 +736,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             queue.append(c)
                             break
                 queues = [queue for queue in queues if queue]
-        in_tier = {c.key for c in tier}
-        remaining = [c for c in remaining if c.key not in in_tier]
     for c in members:
         if c.quota_free and grant[c.key] < wants[c.key] and not quota_room(c):
             # its namespace's other backends were granted the quota's free GPUs: the rest is not claimed, as a
