@@ -276,6 +276,11 @@ def test_short_backends_beside_siblings_at_min_replicas_cost_near_linear_cpu():
     n = 1600
     claims = [claim("t", f"b{i:05d}", priority=i, current=1, wanted=2, min_replicas=1, pool_gpus=n) for i in range(n)]
     assert _cpu(claims) < 0.4
+    # the same through a class above another namespace's backend at minReplicas (~1.1 s here)
+    claims = [claim("t", f"b{i:05d}", priority=i, class_priority=10, current=1, wanted=2, min_replicas=1,
+                    pool_gpus=n + 8) for i in range(n)]
+    claims.append(claim("victim", "v", current=8, wanted=8, min_replicas=8, pool_gpus=n + 8))
+    assert _cpu(claims) < 0.4
 
 
 def test_the_probe_shape_is_cheap_when_nobody_outranks_a_yielder():
@@ -284,3 +289,35 @@ def test_the_probe_shape_is_cheap_when_nobody_outranks_a_yielder():
     n = 1600
     claims = [claim("t", f"b{i:05d}", priority=1, current=1, wanted=2, min_replicas=1, pool_gpus=n) for i in range(n)]
     assert _cpu(claims) < 0.4
+
+
+def test_the_status_figures_equal_a_plain_count():
+    """``_Figures.seen_by`` against a plain build of the documented text: the three largest of its own namespace by
+    name (ties by key), the rest of it and other namespaces counted, the sums exact."""
+    rng = random.Random(1108)
+    for _ in range(300):
+        keys = {(rng.choice("ab"), f"n{i}") for i in range(rng.randint(1, 9))}
+        counts = {k: rng.choice([1, 1, 2, 8, 2**31]) for k in keys}
+        by_key = {k: claim(*k, priority=rng.choice(HUGE)) for k in keys | {("a", "viewer")}}
+        viewer = by_key[rng.choice(sorted(keys | {("a", "viewer")}))]
+        mine = sorted((k for k in counts if k[0] == viewer.namespace and k != viewer.key),
+                      key=lambda k: (-counts[k], k))
+        parts = [f"{by_key[k].label}: {counts[k]} u" for k in mine[:3]]
+        if mine[3:]:
+            parts.append(f"and {len(mine) - 3} more backend(s) of this namespace: {sum(counts[k] for k in mine[3:])} u")
+        foreign = [k for k in counts if k[0] != viewer.namespace]
+        if foreign:
+            parts.append(f"{len(foreign)} backend(s) of other namespaces: {sum(counts[k] for k in foreign)} u")
+        assert pool_module._Figures(counts).seen_by(viewer, by_key, " u") == ", ".join(parts)
+
+
+def test_a_tenants_pending_backends_of_distinct_priorities_cost_near_linear_cpu():
+    """The tenth pass's fixed path, as this seat drives it: 1,600 Pending backends of distinct priorities (and
+    classes below the victim's) beside another namespace's full pool, first and later passes."""
+    n = 1600
+    claims = [claim("t", f"b{i:05d}", priority=i - n // 2, wanted=2, min_replicas=1, pool_gpus=64) for i in range(n)]
+    claims.append(claim("victim", "v", current=64, wanted=64, min_replicas=64, pool_gpus=64, class_priority=10))
+    start = time.process_time()
+    _, state = share(claims, 1000.0)
+    share(claims, 1030.0, state)
+    assert time.process_time() - start < 0.8
