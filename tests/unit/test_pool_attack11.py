@@ -321,3 +321,23 @@ def test_a_tenants_pending_backends_of_distinct_priorities_cost_near_linear_cpu(
     _, state = share(claims, 1000.0)
     share(claims, 1030.0, state)
     assert time.process_time() - start < 0.8
+
+
+def test_the_yielders_lowest_ranks_and_the_outranked_test_equal_a_scan():
+    """``_Yielders.below`` (whether a backend takes from one of them by rank or by pod priority) and
+    ``_outranked_by_any`` against a scan, over huge, negative and equal ranks, both ways of across_namespaces."""
+    rng = random.Random(1109)
+    for _ in range(300):
+        members = [claim(rng.choice("abcd"), f"b{i}", priority=rng.choice(HUGE[:6] + [2, 2]),
+                         class_priority=rng.choice([None, 0, 3, -4, 2**31])) for i in range(rng.randint(1, 10))]
+        probes = [claim(rng.choice("abcd"), f"p{i}", priority=rng.choice(HUGE[:6] + [2]),
+                        class_priority=rng.choice([None, 0, 3, -4, 2**31])) for i in range(6)]
+        for across in (False, True):
+            yielders = pool_module._Yielders(across)
+            for v in members:
+                yielders.add(v)
+            outranked = pool_module._outranked_by_any(members, across)
+            for c in probes + members:
+                scan = any(outranks(c, v, across) or c.scheduling_priority > v.scheduling_priority for v in members)
+                assert yielders.below(c) == scan, (c, members, across)
+                assert outranked(c) == any(outranks(v, c, across) for v in members), (c, members, across)
