@@ -84,7 +84,7 @@ def test_the_crd_refuses_a_toleration_the_api_server_refuses_in_a_pod(cluster, o
     _no_pod_and_no_deployment(cluster, tenant, "lever")
 
 
-# Found by the second attacker pass (was a break (high)); fixed: autoscaling/pool.py held_replicas (a Deployment
+# Found by the second attacker pass (was a break (high)); fixed: autoscaling/holding.py held_replicas (a Deployment
 # known absent holds nothing).
 def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(cluster, operator, tenant, victim,
                                                                              classes):
@@ -105,7 +105,7 @@ def test_a_tenant_whose_deployment_is_refused_cannot_drain_another_namespace(clu
     assert autoscaling_status(cluster, victim, "model").get("preemptedBy") is None
 
 
-# Found by the second attacker pass (was a break (medium)); fixed: autoscaling/pool.py held_replicas.
+# Found by the second attacker pass (was a break (medium)); fixed: autoscaling/holding.py held_replicas.
 def test_a_tenant_whose_deployment_is_refused_holds_back_no_gpus(cluster, operator, tenant, victim):
     node = NODES["no-class"]
     _refuse_deployments(cluster, tenant)
@@ -128,7 +128,7 @@ def test_a_tenant_whose_deployment_is_refused_holds_back_no_gpus(cluster, operat
                              f"{autoscaling_status(cluster, victim, 'model').get('waitingForCapacity')!r}") from None
 
 
-# Found by the second attacker pass (was a break (high)); fixed: autoscaling/pool.py held_replicas (groups from their
+# Found by the second attacker pass (was a break (high)); fixed: autoscaling/holding.py held_replicas (groups from their
 # pods) and controller/run.py _held.
 def test_a_multi_node_tenant_with_no_gpu_quota_cannot_drain_another_namespace(cluster, operator, tenant, victim,
                                                                              classes, lws):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from conftest import condition, wait_for
 
-from llmbackend.autoscaling.pool import held_replicas
+from llmbackend.autoscaling.holding import held_replicas
 from llmbackend.controller.kube import KINDS
 from llmbackend.render.names import BACKEND_LABEL
 

@@ -52,7 +52,7 @@ def gold(cluster, tenant):
 
 
 # Fixed (was a strict xfail): FINDING (medium) the pool drained another namespace for pods the tenant's GPU quota
-# refused: run.py _share_pools reads the namespace's ResourceQuotas and caps the claim (pool.quota_replicas)
+# refused: run.py _share_pools reads the namespace's ResourceQuotas and caps the claim (quota.quota_replicas)
 def test_a_tenant_over_its_gpu_quota_never_drains_another_namespace(cluster, operator, tenant, victim, gold):
     """Tries: another namespace's class-less backend runs 4 replicas on NODE (4 GPUs free). The tenant, whose quota
     admits 4 GPUs, applies a backend of the gold class (1000) whose schedule floor asks for 8 replicas: 4 fit its

@@ -88,7 +88,7 @@ def test_a_tenant_cannot_name_a_priority_class_it_may_not_use_nor_take_gpus_with
 
 
 # Found by the attacker pass (was a break (high): GPUs no pod of the tenant holds counted as held in the pool);
-# fixed: autoscaling/pool.py held_replicas.
+# fixed: autoscaling/holding.py held_replicas.
 @pytest.mark.parametrize("how", ["quota", "unschedulable"])
 def test_gpus_no_pod_of_the_tenant_holds_do_not_count_as_held_against_another_namespace(cluster, operator, tenant,
                                                                                         victim, how):

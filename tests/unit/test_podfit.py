@@ -275,7 +275,7 @@ def test_free_gpus_and_a_quota_s_own_use_count_a_pod_the_same_way():
     """One count for both: decide.gpus_free (the GPUs free on a node) and the pool's quota use of a backend
     (autoscaling/pool.py live_pod_gpus) read a sidecar, a limits-only container and "1k" alike; a node's allocatable
     of "1k" reads as 1000 (it read as 0)."""
-    from llmbackend.autoscaling.pool import live_pod_gpus
+    from llmbackend.autoscaling.quota import live_pod_gpus
     from llmbackend.controller.decide import gpus_free
     big = node("big", gpus="1k")
     assert big.gpu_count == 1000

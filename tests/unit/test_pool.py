@@ -150,7 +150,7 @@ def _pod(name, node=None, unschedulable=None):
 
 
 def test_held_replicas_leaves_out_pods_a_quota_refused_and_pods_only_more_than_gpus_would_not_place():
-    from llmbackend.autoscaling.pool import held_replicas
+    from llmbackend.autoscaling.holding import held_replicas
 
     deployment = {"status": {"conditions": [{"type": "Available", "status": "True"}]}}
     refused = {"status": {"conditions": [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate"}]}}
@@ -222,7 +222,7 @@ def test_an_unplaceable_backends_bound_pods_still_hold_their_gpus():
 
 
 def test_bound_replicas_counts_pods_on_a_node_and_not_those_leaving():
-    from llmbackend.autoscaling.pool import bound_replicas
+    from llmbackend.autoscaling.holding import bound_replicas
 
     leaving = _pod("c", node="n1")
     leaving["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
@@ -239,7 +239,7 @@ def _group_pod(name, group, size, node=None, unschedulable=None):
 
 
 def test_a_multi_node_group_holds_only_when_whole_and_each_pod_is_bound_or_waits_only_for_gpus():
-    from llmbackend.autoscaling.pool import bound_replicas, held_replicas
+    from llmbackend.autoscaling.holding import bound_replicas, held_replicas
 
     for_gpus = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
     for_affinity = "0/4 nodes are available: 4 node(s) didn't match pod affinity rules."
@@ -331,7 +331,7 @@ def test_before_the_caches_sync_an_absent_deployment_is_read_once_per_target_and
     ("0/4 nodes are available: 4 Insufficient memory.", 0),
 ])
 def test_a_pending_pod_holds_when_the_scheduler_and_its_preemption_dry_run_both_say_gpus(message, held):
-    from llmbackend.autoscaling.pool import held_replicas
+    from llmbackend.autoscaling.holding import held_replicas
 
     deployment = {"status": {"conditions": [{"type": "Available", "status": "True"}]}}
     assert held_replicas(1, [_pod("a", unschedulable=message)], deployment) == held

@@ -14,7 +14,8 @@ import pytest
 from test_decide import MODEL, NODES, first_pass
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
-from llmbackend.autoscaling.pool import Claim, PoolState, bound_replicas, held_replicas, outranks, share
+from llmbackend.autoscaling.holding import bound_replicas, held_replicas
+from llmbackend.autoscaling.pool import Claim, PoolState, outranks, share
 from llmbackend.planning import podfit, quantity
 from llmbackend.planning.inventory import parse_node
 
@@ -83,7 +84,7 @@ def test_the_crd_refuses_a_toleration_the_api_server_refuses(toleration):
 
 # Found by the second attacker pass (was a break (high): a backend whose Deployment the API server refuses has no pod, yet
 # its claim counted minReplicas as held, so with a PriorityClass it drained another namespace); fixed in
-# autoscaling/pool.py held_replicas (a Deployment known absent holds only what pods hold: nothing).
+# autoscaling/holding.py held_replicas (a Deployment known absent holds only what pods hold: nothing).
 @pytest.mark.parametrize("toleration", REFUSED_TOLERATIONS[:2])
 def test_a_backend_whose_deployment_is_refused_drains_nobody(toleration):
     # The CRD now refuses `toleration` (test_the_crd_refuses_a_toleration_the_api_server_refuses); a Deployment is still
@@ -103,7 +104,7 @@ def test_a_backend_whose_deployment_is_refused_drains_nobody(toleration):
 
 
 # Found by the second attacker pass (was a break (medium): without a class, the same phantom held minReplicas x GPUs
-# against another namespace's growth); fixed in autoscaling/pool.py held_replicas.
+# against another namespace's growth); fixed in autoscaling/holding.py held_replicas.
 def test_a_backend_whose_deployment_is_refused_holds_back_nobodys_growth():
     # refused for another reason than a toleration (the CRD refuses those now): see the test above
     attacker = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 8, "maxReplicas": 8}})
@@ -137,7 +138,7 @@ def test_a_multi_node_backend_with_an_exclusive_topology_no_node_has_passes_podf
 
 
 # Found by the second attacker pass (was a break (high with a class): a multi-node backend's replicas always counted as
-# held, run.py reading a Deployment it does not have); fixed in autoscaling/pool.py held_replicas (groups from the
+# held, run.py reading a Deployment it does not have); fixed in autoscaling/holding.py held_replicas (groups from the
 # pods: whole, each pod bound or waiting only for GPUs) and controller/run.py _held.
 @pytest.mark.parametrize("pods", [pytest.param([], id="quota-refused"),
                                   pytest.param([_pending_for_pod_affinity(f"big-{i}") for i in range(4)],
@@ -554,7 +555,7 @@ def _pending(name: str, message: str) -> dict:
 # filter (NodeResourcesFit runs before VolumeBinding/VolumeZone, PodTopologySpread, InterPodAffinity), so a pod that
 # can never run for one of those read 'Insufficient nvidia.com/gpu' while the pool was full and counted as held, then
 # read the real reason once GPUs freed up: with a class, another namespace's backend drained, regrown, drained again);
-# fixed in autoscaling/pool.py _short_of_gpus, which also reads the preemption dry run of the same message.
+# fixed in autoscaling/holding.py _short_of_gpus, which also reads the preemption dry run of the same message.
 # The probe first had the pool-full message end "preemption: 0/4 nodes are available: 4 No preemption victims found
 # for incoming pod.": the kube-scheduler writes that only for a node with no pod of lower priority (k8s.io/kubernetes
 # v1.36 defaultpreemption/default_preemption.go SelectVictimsOnNode), not while a lower class (the victim here) holds

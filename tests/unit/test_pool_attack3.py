@@ -17,9 +17,10 @@ import pytest
 from pydantic import ValidationError
 
 from llmbackend.api.v1alpha1 import PodTemplate, ResourceRequests
-from llmbackend.autoscaling import pool
+from llmbackend.autoscaling import holding
 from llmbackend.autoscaling.drain import deletion_costs
-from llmbackend.autoscaling.pool import Claim, held_replicas, share
+from llmbackend.autoscaling.holding import held_replicas
+from llmbackend.autoscaling.pool import Claim, share
 from llmbackend.autoscaling.ratio import (
     COMPUTE_METRIC,
     PENDING_METRIC,
@@ -175,7 +176,7 @@ def test_an_infinite_pending_gauge_from_a_pod_never_raises_in_the_drain_order():
 def test_a_size_annotation_int_cannot_read_never_raises():
     for size in ("²", "9" * 5000):
         pod = {"metadata": {"name": "g-0", "labels": {GROUP_INDEX_LABEL: "0"},
-                            "annotations": {pool.LWS_SIZE_ANNOTATION: size}},
+                            "annotations": {holding.LWS_SIZE_ANNOTATION: size}},
                "spec": {"nodeName": "node-a"}, "status": {"phase": "Running"}}
         try:
             held_replicas(1, [pod], None)
@@ -188,7 +189,7 @@ def test_a_size_annotation_int_cannot_read_never_raises():
 
 @pytest.mark.parametrize("where,key", [
     ("labels", GROUP_INDEX_LABEL),
-    ("annotations", pool.LWS_SIZE_ANNOTATION),
+    ("annotations", holding.LWS_SIZE_ANNOTATION),
     ("labels", "leaderworkerset.sigs.k8s.io/worker-index"),
     ("labels", "llmbackend.dev/backend"),
 ])
@@ -208,18 +209,18 @@ def test_the_tenant_names_no_resource_the_gpu_substring_test_could_mistake():
     """_short_of_gpus looks for the substring nvidia.com/gpu: a lookalike extended resource (nvidia.com/gpu-x) in the
     message would read as GPUs. The CRD's requests are cpu and memory only, so the tenant cannot name one."""
     assert set(ResourceRequests.model_fields) == {"cpu", "memory"}
-    assert pool._short_of_gpus("0/1 nodes are available: 1 Insufficient memory.") is False
+    assert holding._short_of_gpus("0/1 nodes are available: 1 Insufficient memory.") is False
 
 
 def test_a_multi_node_group_missing_one_worker_holds_nothing():
     def pod(name, index, node="node-a"):
         return {"metadata": {"name": name, "labels": {GROUP_INDEX_LABEL: index},
-                             "annotations": {pool.LWS_SIZE_ANNOTATION: "3"}},
+                             "annotations": {holding.LWS_SIZE_ANNOTATION: "3"}},
                 "spec": {"nodeName": node}, "status": {"phase": "Running"}}
     # group 0 whole; group 1 leader and one worker, the other refused
     pods = [pod("g-0", "0"), pod("g-0-1", "0"), pod("g-0-2", "0"), pod("g-1", "1"), pod("g-1-1", "1")]
     assert held_replicas(2, pods, None) == 1
-    assert pool.bound_replicas(2, pods) == 1
+    assert holding.bound_replicas(2, pods) == 1
 
 
 def test_a_pending_group_pod_that_waits_behind_a_volume_holds_nothing():
@@ -236,7 +237,7 @@ def test_the_gpu_parser_is_linear_on_a_huge_message():
     message = "0/5000 nodes are available: " + "1 Insufficient nvidia.com/gpu, " * 200_000 + "preemption: " * 50_000
     started = time.process_time()
     for _ in range(10):
-        pool._short_of_gpus(message)
+        holding._short_of_gpus(message)
     assert time.process_time() - started < 2.0
 
 

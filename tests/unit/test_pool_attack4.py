@@ -21,7 +21,7 @@ from llmbackend.api import engine_metrics as EM
 from llmbackend.api.v1alpha1 import AutoscalingSpec
 from llmbackend.autoscaling import coldstart
 from llmbackend.autoscaling.decision import ScalerState, decide
-from llmbackend.autoscaling.pool import bound_replicas, held_replicas
+from llmbackend.autoscaling.holding import bound_replicas, held_replicas
 from llmbackend.autoscaling.ratio import SIGNAL_ENGINE, RatioReading, parse_metrics_text, window_ratio
 from llmbackend.autoscaling.sources import TritonScraper
 from llmbackend.controller import run

@@ -204,7 +204,8 @@ def _bound_pod(name: str, node: str) -> dict:
 # tenant with a PriorityClass that points its nodeSelector at nothing while its old pods run in another pool drains
 # another namespace's backend whose nodes left its pool, for pods of neither pool
 def test_pods_bound_elsewhere_hold_nothing_in_a_pool_of_no_nodes():
-    from llmbackend.autoscaling.pool import Claim, bound_replicas, share
+    from llmbackend.autoscaling.holding import bound_replicas
+    from llmbackend.autoscaling.pool import Claim, share
 
     empty = frozenset()  # decide.py: AutoscaleTarget.pool_nodes of a pool with no node
     attacker_pods = [_bound_pod(f"a-{i}", "gpu-node-in-pool-p1") for i in range(2)]

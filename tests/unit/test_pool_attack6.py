@@ -32,7 +32,9 @@ from llmbackend.api import engine_metrics as EM
 from llmbackend.autoscaling import ratio as R
 from llmbackend.autoscaling.decision import ScalerState, decide
 from llmbackend.autoscaling.drain import deletion_costs
-from llmbackend.autoscaling.pool import HOLD_S, Claim, PoolState, held_replicas, quota_replicas, share
+from llmbackend.autoscaling.holding import held_replicas
+from llmbackend.autoscaling.pool import HOLD_S, Claim, PoolState, share
+from llmbackend.autoscaling.quota import quota_replicas
 from llmbackend.autoscaling.sources import MAX_METRICS_BYTES, TritonScraper
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -286,7 +288,7 @@ QUOTA_REFUSED = {"status": {"conditions": [{"type": "ReplicaFailure", "status": 
 
 
 # Fixed (was a strict xfail): FINDING (medium) the pool drained another namespace for pods a ResourceQuota refused:
-# run.py reads the namespace's quotas and Claim.quota (pool.quota_replicas) caps what the backend claims
+# run.py reads the namespace's quotas and Claim.quota (quota.quota_replicas) caps what the backend claims
 def test_a_quota_the_tenant_is_over_never_drains_another_namespace() -> None:
     """Tries: the tenant's backend runs with a PriorityClass (1000) it may use, and its namespace's GPU quota admits 4
     GPUs, which it holds. Its load asks for 8. Another namespace's class-less backend holds the other 4 GPUs of the

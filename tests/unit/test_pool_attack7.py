@@ -31,7 +31,8 @@ from llmbackend.api.v1alpha1 import AutoscalingSpec
 from llmbackend.autoscaling import ratio as R
 from llmbackend.autoscaling import sources as S
 from llmbackend.autoscaling.decision import ScalerState, decide
-from llmbackend.autoscaling.pool import Claim, quota_free, quota_replicas, share
+from llmbackend.autoscaling.pool import Claim, share
+from llmbackend.autoscaling.quota import quota_free, quota_replicas
 from llmbackend.autoscaling.sources import TritonScraper
 from llmbackend.controller import run
 from llmbackend.controller.decide import AutoscaleTarget

@@ -24,7 +24,8 @@ import itertools
 import random
 
 from llmbackend.autoscaling import http_get, sources
-from llmbackend.autoscaling.pool import Claim, PoolState, quota_free, quota_replicas, share
+from llmbackend.autoscaling.pool import Claim, PoolState, share
+from llmbackend.autoscaling.quota import quota_free, quota_replicas
 from llmbackend.autoscaling.sources import MAX_READS_PER_SCRAPE, TritonScraper
 
 MODEL = "m"
@@ -378,7 +379,7 @@ def test_quota_quantities_in_canonical_and_odd_forms():
     assert quota_free([_quota("q", "lots", "0")], None) == (("q/requests.nvidia.com/gpu", 0),)
     assert quota_free([_quota("q", "1e3", "0")], None) == (("q/requests.nvidia.com/gpu", 1000),)
     assert quota_replicas([_quota("q", "4", "1")], [_pod(0)], 1, None) == 3
-    from llmbackend.autoscaling.pool import live_pod_gpus as pod_gpus
+    from llmbackend.autoscaling.quota import live_pod_gpus as pod_gpus
     assert pod_gpus([{"spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "1500m"}}}]}}]) == 2
     # a terminating pod no longer counts as the backend's own (its quota use is going): never more room from it
     assert pod_gpus([_pod(4, deletionTimestamp="2026-01-01T00:00:00Z")]) == 0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from llmbackend.autoscaling.pool import Claim, quota_replicas, share
+from llmbackend.autoscaling.pool import Claim, share
+from llmbackend.autoscaling.quota import quota_replicas
 
 POOL = ("H100", "gpu-a")
 

@@ -52,7 +52,7 @@ replicas each keeps beyond its live pods (a replica granted last sync whose pod 
 once it is), over every pool, then on growth, pool by pool in an order drawn anew each sync: the shares do not hang
 on the order of the claims.
 
-What a backend holds (``held_replicas``) is read from its pods: a replica the API server never let exist (its
+What a backend holds (``holding.held_replicas``) is read from its pods: a replica the API server never let exist (its
 Deployment refused, a quota) holds nothing, and a multi-node group holds only when all its pods exist and each is bound
 or waits only for GPUs. Only a read that failed counts as "not known" (every replica held).
 
@@ -67,15 +67,9 @@ import bisect
 import hashlib
 import heapq
 import itertools
-import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-
-from ..planning import quantity
-from ..planning.inventory import GPU_RESOURCE, gpu_quantity
-from ..planning.podfit import pod_gpus
-from ..render.multinode import GROUP_INDEX_LABEL
 
 HOLD_S = 300.0  # how long GPUs a backend held stay reserved against those it outranks (step 4)
 # what status.autoscaling.waitingForCapacity says of a demand no node of the pool could hold (Claim.unplaceable)
@@ -106,11 +100,11 @@ class Claim:
     # they fit. Its demand then counts against nobody: it keeps what its pods hold (``held``: those bound to a
     # node) and takes nothing, free GPUs included
     unplaceable: str | None = None
-    # the replicas its namespace's ResourceQuota on GPUs admits in all (``quota_replicas``: those its pods hold and
+    # the replicas its namespace's ResourceQuota on GPUs admits in all (``quota.quota_replicas``: those its pods hold and
     # those the quota's free GPUs make room for); None: no quota limits them. It claims no more: the API server would
     # refuse those pods, so GPUs drained for them would serve nobody
     quota: int | None = None
-    # the namespace's quotas on GPUs that apply to its pods, each (its name, the GPUs it has free: ``quota_free``),
+    # the namespace's quotas on GPUs that apply to its pods, each (its name, the GPUs it has free: ``quota.quota_free``),
     # and the GPUs its live pods request (counted in the quotas' used already). The free GPUs are the namespace's,
     # not this backend's: ``share`` spends them on the replicas it grants past those pods, over every backend of the
     # namespace and every pool, so together they never claim more than the quota admits
@@ -796,222 +790,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                        and NOT_CLAIMED in waiting)
 
 
-def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
-                  pool_nodes: frozenset[str] | None = None) -> int | None:
-    """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
-
-    With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
-    Progressing False with ReplicaSetCreateError: its ReplicaSet refused, so no pod at all), pods the scheduler
-    cannot place for another reason than GPUs (memory, affinity, taints: more GPUs would not help them) and pods
-    held back from the scheduler (scheduling gates: a queue that has not admitted them); pods it has not created
-    yet are on their way. Pods that ended (Failed: evicted; Succeeded) hold nothing and stand in for no replica, and
-    a pod bound to a node outside ``pool_nodes`` (when known, None when not; empty: a pool of no nodes) holds GPUs of
-    another pool, none of this one's. Without one (``deployment`` None: the API server refused it or it
-    was deleted, or the backend is multi-node, whose LeaderWorkerSet makes groups of pods): only what its pods hold,
-    a group counted once and only when all its pods exist and each is bound or waits only for GPUs; a replica with
-    no pod holds nothing. A failed read is the caller's None, not this one's."""
-    if pods is None:
-        return None
-    live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")
-            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-    if deployment is None:
-        return min(current, sum(1 for group in _groups(live)
-                                if all(_holds(p) and not _elsewhere(p, pool_nodes) for p in group)))
-    unplaceable = sum(1 for p in live if _unplaceable(p) or _elsewhere(p, pool_nodes))
-    refused = 0
-    # the Deployment controller's words for replicas it could not create (k8s.io/kubernetes v1.36
-    # pkg/controller/deployment: sync.go getNewReplicaSet sets ReplicaSetCreateError, the ReplicaSet controller's
-    # FailedCreate surfaces as ReplicaFailure)
-    failure = any((c.get("type") == "ReplicaFailure" and c.get("status") == "True")
-                  or (c.get("type") == "Progressing" and c.get("status") == "False"
-                      and c.get("reason") == "ReplicaSetCreateError")
-                  for c in (deployment.get("status") or {}).get("conditions") or [])
-    if failure:
-        refused = max(0, current - len(live))
-    return max(0, current - unplaceable - refused)
-
-
-def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None) -> int:
-    """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
-    group once and only when all its pods are bound: what a backend whose pods the pool's nodes could not hold
-    (Claim.unplaceable) still holds."""
-    live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    return min(current, sum(1 for group in _groups(live)
-                            if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
-
-
-def _elsewhere(pod: dict, pool_nodes: frozenset[str] | None) -> bool:
-    """Bound to a node that is not one of the pool's (a nodeSelector changed mid-rollout: the old pods hold GPUs of
-    the pool they run in)."""
-    node = (pod.get("spec") or {}).get("nodeName")
-    return pool_nodes is not None and bool(node) and node not in pool_nodes
-
-
-# The pods of a group in all: the LeaderWorkerSet controller annotates every pod of a group with it, next to the
-# group-index label (sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1/leaderworkerset_types.go SizeAnnotationKey; set in
-# pkg/controllers/leaderworkerset_controller.go constructLeaderStatefulSetApplyConfiguration and pod_controller.go
-# constructWorkerStatefulSetApplyConfiguration)
-LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
-
-
-def is_group_pod(pod: dict) -> bool:
-    """A pod of a LeaderWorkerSet group (a multi-node replica), leader or worker."""
-    meta = pod.get("metadata") or {}
-    return GROUP_INDEX_LABEL in (meta.get("labels") or {}) or LWS_SIZE_ANNOTATION in (meta.get("annotations") or {})
-
-
-def _groups(pods: list[dict]) -> list[list[dict]]:
-    """The pods of one replica each, only whole ones: a LeaderWorkerSet group by its group-index label, with fewer
-    pods than its size annotation left out (the rest were not created: a quota); any other pod alone. A pod without
-    the labels named ``<other pod>-<n>`` is that pod's worker (LWS names a group's worker StatefulSet after its
-    leader pod, and StatefulSet pods ``<set>-<ordinal>``)."""
-    names = {(p.get("metadata") or {}).get("name") or "" for p in pods}
-    groups: dict[tuple[str, ...], list[dict]] = {}
-    sizes: dict[tuple[str, ...], int] = {}
-    for p in pods:
-        meta = p.get("metadata") or {}
-        labels, name = meta.get("labels") or {}, meta.get("name") or ""
-        if GROUP_INDEX_LABEL in labels:
-            key: tuple[str, ...] = ("group", str(labels[GROUP_INDEX_LABEL]))
-            size = str((meta.get("annotations") or {}).get(LWS_SIZE_ANNOTATION, ""))
-            if size.isascii() and size.isdigit() and len(size) <= 6:  # whoever may patch pods writes it
-                sizes[key] = max(sizes.get(key, 0), int(size))
-        else:
-            leader, _, ordinal = name.rpartition("-")
-            key = ("pod", leader if ordinal.isdigit() and leader in names else name)
-        groups.setdefault(key, []).append(p)
-    return [members for key, members in groups.items() if len(members) >= sizes.get(key, 0)]
-
-
-def _bound(pod: dict) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName")) \
-        and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
-def _holds(pod: dict) -> bool:
-    """Bound to a node, or Pending and the scheduler said it is short of GPUs. Not yet judged by the scheduler (or
-    never: a scheduler that is not there) is not holding: a group of such pods holds its GPUs once it is placed."""
-    if (pod.get("spec") or {}).get("nodeName"):
-        return _bound(pod)
-    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-               and _short_of_gpus(c.get("message") or "")
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-def _unplaceable(pod: dict) -> bool:
-    """Pending, and the scheduler said why: not (only) GPUs; or held back from the scheduler by a scheduling gate
-    (the scheduler never judges it, so no message will say GPUs; k8s.io/kubernetes v1.36 pkg/scheduler
-    SchedulingGates plugin: reason SchedulingGated)."""
-    spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        return False
-    if spec.get("schedulingGates"):
-        return True
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == "Unschedulable":
-            return not _short_of_gpus(condition.get("message") or "")
-    return False
-
-
-def _short_of_gpus(message: str) -> bool:
-    """The kube-scheduler's message says more GPUs would place the pod.
-
-    Its filters stop at each node's first failure, and NodeResourcesFit runs before VolumeBinding, InterPodAffinity
-    and PodTopologySpread: "Insufficient nvidia.com/gpu" alone may hide a reason more GPUs would never fix, while the
-    pool is full. The part after "preemption: " is DefaultPreemption's dry run (k8s.io/kubernetes v1.36
-    pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go PostFilter, SelectVictimsOnNode): per
-    node the filters run again with every lower-priority pod removed, and say what still fails, or "No preemption
-    victims found for incoming pod" where no pod there is of lower priority (then no lower backend's GPUs could
-    place it either), or "Preemption is not helpful for scheduling" where a filter failed for good. So where
-    preemption ran, it must name GPUs or have found no lower pod; where it did not (no part, or "not eligible"), the
-    filters' word stands."""
-    filters, ran, preemption = message.partition("preemption: ")
-    if GPU_RESOURCE not in filters:
-        return False
-    return (not ran or GPU_RESOURCE in preemption or "No preemption victims found" in preemption
-            or preemption.startswith("not eligible"))
-
-
 def replicas_of(share_: Share | None, wanted: int) -> int:
     """The replicas a backend may have: its share, or what it wanted where no pool applies."""
     return wanted if share_ is None else min(wanted, share_.replicas)
 
 
-__all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "bound_replicas", "held_replicas", "is_group_pod",
-           "live_pod_gpus", "outranks", "quota_free", "quota_replicas", "share", "replicas_of"]
-
-
-def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per_replica: int,
-                   priority_class: str | None, resource: str = GPU_RESOURCE) -> int | None:
-    """The replicas of a backend that its namespace's ResourceQuotas on GPUs admit in all: the GPUs its live pods
-    request and the GPUs each quota has free (hard - used; the API server counts at admission), in whole replicas,
-    the least over the quotas that apply to its pods (their scopes: a quota of a PriorityClass applies to the pods of
-    that class). None: no quota on GPUs applies. ``pods``: the backend's pods (None: not known, none counted).
-    The free GPUs are the namespace's: ``quota_free`` names them, so that ``share`` spends them once."""
-    own = live_pod_gpus(pods, resource)
-    free = quota_free(quotas, priority_class, resource)
-    if not free:
-        return None
-    return min((own + f) // max(1, gpus_per_replica) for _, f in free)
-
-
-def quota_free(quotas: Iterable[dict], priority_class: str | None,
-               resource: str = GPU_RESOURCE) -> tuple[tuple[str, int], ...]:
-    """Each of the namespace's ResourceQuotas on GPUs that applies to a backend's pods: (its name and key, the GPUs
-    it has free), as ``Claim.quota_free``."""
-    out = []
-    for quota in quotas:
-        if not _quota_applies(quota, priority_class or ""):
-            continue
-        hard = (quota.get("spec") or {}).get("hard") or {}
-        used = (quota.get("status") or {}).get("used") or {}
-        name = str((quota.get("metadata") or {}).get("name") or "")
-        for key in (f"requests.{resource}", f"limits.{resource}", resource):
-            if key in hard:
-                out.append((f"{name}/{key}", _free(hard[key], used.get(key, 0))))
-    return tuple(out)
-
-
-def live_pod_gpus(pods: Iterable[dict] | None, resource: str = GPU_RESOURCE) -> int:
-    """The GPUs a backend's live pods request (planning/podfit.py pod_gpus): what its namespace's quotas count as
-    used by it."""
-    return sum(pod_gpus(p, resource) for p in pods or [] if _live(p))
-
-
-def _live(pod: dict) -> bool:
-    return (not (pod.get("metadata") or {}).get("deletionTimestamp")
-            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
-
-
-def _free(hard: object, used: object) -> int:
-    """The whole GPUs a quota has free: hard - used, rounded down (a pod requests whole GPUs); a hard that is not a
-    quantity admits nothing."""
-    parsed = quantity.parse(hard)
-    return max(0, math.floor(parsed) - gpu_quantity(used)) if parsed is not None else 0
-
-
-# how a quota scope applies to a serving pod: it runs with no deadline and requests GPUs (not BestEffort)
-_SCOPE_MATCHES = {"Terminating": False, "NotTerminating": True, "BestEffort": False, "NotBestEffort": True,
-                  "CrossNamespacePodAffinity": False}
-
-
-def _quota_applies(quota: dict, priority_class: str) -> bool:
-    """Whether a ResourceQuota's scopes select a backend's serving pods (all of them must, as the API server reads
-    them); a scope it does not know is taken to apply (the cap is then the stricter)."""
-    spec = quota.get("spec") or {}
-    for scope in spec.get("scopes") or []:
-        if not _SCOPE_MATCHES.get(scope, True):
-            return False
-    for expr in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
-        name, op, values = expr.get("scopeName"), expr.get("operator"), expr.get("values") or []
-        if name != "PriorityClass":
-            if op in ("Exists", "In") and not _SCOPE_MATCHES.get(name, True):
-                return False
-            if op == "DoesNotExist" and _SCOPE_MATCHES.get(name, True):
-                return False
-            continue
-        if (op == "In" and priority_class not in values) or (op == "NotIn" and priority_class in values) \
-                or (op == "Exists" and not priority_class) or (op == "DoesNotExist" and priority_class):
-            return False
-    return True
+__all__ = ["HOLD_S", "NOT_CLAIMED", "Claim", "PoolState", "Share", "outranks", "replicas_of", "share"]

@@ -29,18 +29,9 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
-from ..autoscaling.pool import (
-    Claim,
-    PoolState,
-    Share,
-    bound_replicas,
-    held_replicas,
-    is_group_pod,
-    live_pod_gpus,
-    quota_free,
-    quota_replicas,
-    share,
-)
+from ..autoscaling.holding import bound_replicas, held_replicas, is_group_pod
+from ..autoscaling.pool import Claim, PoolState, Share, share
+from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
@@ -619,7 +610,7 @@ class Operator:
         return [p for p in listed if is_group_pod(p)]
 
     async def _held(self, key: tuple[str, str], target, pods: list[dict[str, Any]] | None) -> int | None:
-        """Of a backend's replicas, those that hold GPUs of its pool (autoscaling/pool.py held_replicas); None: not
+        """Of a backend's replicas, those that hold GPUs of its pool (autoscaling/holding.py held_replicas); None: not
         known (its Deployment could not be read). A multi-node backend's groups are its pods (it has no Deployment).
         No live read per sync: a Deployment the synced watch cache does not have is absent (the API server refused
         it, or it was deleted: the reconciler's next pass says why); before the caches sync, one the API server said
@@ -714,7 +705,7 @@ class Operator:
 
 permissions.require("", "pods", "patch")  # pod-deletion-cost before a scale-down
 permissions.require("scheduling.k8s.io", "priorityclasses", "list", scope=permissions.CLUSTER)  # a backend's priority (autoscaling/pool.py)
-permissions.require("", "resourcequotas", "list")  # what a namespace's GPU quota admits (autoscaling/pool.py quota_replicas)
+permissions.require("", "resourcequotas", "list")  # what a namespace's GPU quota admits (autoscaling/quota.py quota_replicas)
 
 
 def capped(decision: ScaleDecision, share_: Share | None) -> ScaleDecision:

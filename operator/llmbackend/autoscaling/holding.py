@@ -1,0 +1,145 @@
+"""What a backend holds of its GPU pool, read from its pods (autoscaling/pool.py shares the pool from it): a replica
+the API server never let exist holds nothing; a multi-node group holds only when all its pods exist and each is bound
+to a node or waits only for GPUs; a pod bound outside the pool holds none of its GPUs."""
+
+from __future__ import annotations
+
+from ..planning.inventory import GPU_RESOURCE
+from ..render.multinode import GROUP_INDEX_LABEL
+
+
+def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
+                  pool_nodes: frozenset[str] | None = None) -> int | None:
+    """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
+
+    With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
+    Progressing False with ReplicaSetCreateError: its ReplicaSet refused, so no pod at all), pods the scheduler
+    cannot place for another reason than GPUs (memory, affinity, taints: more GPUs would not help them) and pods
+    held back from the scheduler (scheduling gates: a queue that has not admitted them); pods it has not created
+    yet are on their way. Pods that ended (Failed: evicted; Succeeded) hold nothing and stand in for no replica, and
+    a pod bound to a node outside ``pool_nodes`` (when known, None when not; empty: a pool of no nodes) holds GPUs of
+    another pool, none of this one's. Without one (``deployment`` None: the API server refused it or it
+    was deleted, or the backend is multi-node, whose LeaderWorkerSet makes groups of pods): only what its pods hold,
+    a group counted once and only when all its pods exist and each is bound or waits only for GPUs; a replica with
+    no pod holds nothing. A failed read is the caller's None, not this one's."""
+    if pods is None:
+        return None
+    live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    if deployment is None:
+        return min(current, sum(1 for group in _groups(live)
+                                if all(_holds(p) and not _elsewhere(p, pool_nodes) for p in group)))
+    unplaceable = sum(1 for p in live if _unplaceable(p) or _elsewhere(p, pool_nodes))
+    refused = 0
+    # the Deployment controller's words for replicas it could not create (k8s.io/kubernetes v1.36
+    # pkg/controller/deployment: sync.go getNewReplicaSet sets ReplicaSetCreateError, the ReplicaSet controller's
+    # FailedCreate surfaces as ReplicaFailure)
+    failure = any((c.get("type") == "ReplicaFailure" and c.get("status") == "True")
+                  or (c.get("type") == "Progressing" and c.get("status") == "False"
+                      and c.get("reason") == "ReplicaSetCreateError")
+                  for c in (deployment.get("status") or {}).get("conditions") or [])
+    if failure:
+        refused = max(0, current - len(live))
+    return max(0, current - unplaceable - refused)
+
+
+def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None) -> int:
+    """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
+    group once and only when all its pods are bound: what a backend whose pods the pool's nodes could not hold
+    (Claim.unplaceable) still holds."""
+    live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    return min(current, sum(1 for group in _groups(live)
+                            if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
+
+
+def _elsewhere(pod: dict, pool_nodes: frozenset[str] | None) -> bool:
+    """Bound to a node that is not one of the pool's (a nodeSelector changed mid-rollout: the old pods hold GPUs of
+    the pool they run in)."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return pool_nodes is not None and bool(node) and node not in pool_nodes
+
+
+# The pods of a group in all: the LeaderWorkerSet controller annotates every pod of a group with it, next to the
+# group-index label (sigs.k8s.io/lws v0.8.0 api/leaderworkerset/v1/leaderworkerset_types.go SizeAnnotationKey; set in
+# pkg/controllers/leaderworkerset_controller.go constructLeaderStatefulSetApplyConfiguration and pod_controller.go
+# constructWorkerStatefulSetApplyConfiguration)
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+
+
+def is_group_pod(pod: dict) -> bool:
+    """A pod of a LeaderWorkerSet group (a multi-node replica), leader or worker."""
+    meta = pod.get("metadata") or {}
+    return GROUP_INDEX_LABEL in (meta.get("labels") or {}) or LWS_SIZE_ANNOTATION in (meta.get("annotations") or {})
+
+
+def _groups(pods: list[dict]) -> list[list[dict]]:
+    """The pods of one replica each, only whole ones: a LeaderWorkerSet group by its group-index label, with fewer
+    pods than its size annotation left out (the rest were not created: a quota); any other pod alone. A pod without
+    the labels named ``<other pod>-<n>`` is that pod's worker (LWS names a group's worker StatefulSet after its
+    leader pod, and StatefulSet pods ``<set>-<ordinal>``)."""
+    names = {(p.get("metadata") or {}).get("name") or "" for p in pods}
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    sizes: dict[tuple[str, ...], int] = {}
+    for p in pods:
+        meta = p.get("metadata") or {}
+        labels, name = meta.get("labels") or {}, meta.get("name") or ""
+        if GROUP_INDEX_LABEL in labels:
+            key: tuple[str, ...] = ("group", str(labels[GROUP_INDEX_LABEL]))
+            size = str((meta.get("annotations") or {}).get(LWS_SIZE_ANNOTATION, ""))
+            if size.isascii() and size.isdigit() and len(size) <= 6:  # whoever may patch pods writes it
+                sizes[key] = max(sizes.get(key, 0), int(size))
+        else:
+            leader, _, ordinal = name.rpartition("-")
+            key = ("pod", leader if ordinal.isdigit() and leader in names else name)
+        groups.setdefault(key, []).append(p)
+    return [members for key, members in groups.items() if len(members) >= sizes.get(key, 0)]
+
+
+def _bound(pod: dict) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName")) \
+        and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _holds(pod: dict) -> bool:
+    """Bound to a node, or Pending and the scheduler said it is short of GPUs. Not yet judged by the scheduler (or
+    never: a scheduler that is not there) is not holding: a group of such pods holds its GPUs once it is placed."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return _bound(pod)
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               and _short_of_gpus(c.get("message") or "")
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _unplaceable(pod: dict) -> bool:
+    """Pending, and the scheduler said why: not (only) GPUs; or held back from the scheduler by a scheduling gate
+    (the scheduler never judges it, so no message will say GPUs; k8s.io/kubernetes v1.36 pkg/scheduler
+    SchedulingGates plugin: reason SchedulingGated)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return False
+    if spec.get("schedulingGates"):
+        return True
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            return not _short_of_gpus(condition.get("message") or "")
+    return False
+
+
+def _short_of_gpus(message: str) -> bool:
+    """The kube-scheduler's message says more GPUs would place the pod.
+
+    Its filters stop at each node's first failure, and NodeResourcesFit runs before VolumeBinding, InterPodAffinity
+    and PodTopologySpread: "Insufficient nvidia.com/gpu" alone may hide a reason more GPUs would never fix, while the
+    pool is full. The part after "preemption: " is DefaultPreemption's dry run (k8s.io/kubernetes v1.36
+    pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go PostFilter, SelectVictimsOnNode): per
+    node the filters run again with every lower-priority pod removed, and say what still fails, or "No preemption
+    victims found for incoming pod" where no pod there is of lower priority (then no lower backend's GPUs could
+    place it either), or "Preemption is not helpful for scheduling" where a filter failed for good. So where
+    preemption ran, it must name GPUs or have found no lower pod; where it did not (no part, or "not eligible"), the
+    filters' word stands."""
+    filters, ran, preemption = message.partition("preemption: ")
+    if GPU_RESOURCE not in filters:
+        return False
+    return (not ran or GPU_RESOURCE in preemption or "No preemption victims found" in preemption
+            or preemption.startswith("not eligible"))
