@@ -186,12 +186,7 @@ def test_a_higher_pod_priority_is_granted_no_more_than_the_pool_holds_across_nam
         assert out[c.key].replicas <= max(c.current, c.pool_gpus // c.gpus_per_replica), out[c.key]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low, reachability not shown): quota_room divides by gpus_per_replica: a pooled backend with 0 GPUs a "
-    "replica in a namespace with a GPU quota raises ZeroDivisionError, and the pool's pass keeps every namespace's "
-    "last shares (docs/security.md, third pass) until it goes. Whether a pooled plan can say 0 GPUs a replica was not "
-    "traced in the time (gpu_pool needs a GPU product). Fix: max(1, gpus_per_replica) as quota_replicas does, or "
-    "leave such a backend out of the pool"))
+# Fixed (was a strict xfail): FINDING (low) quota_room divided by gpus_per_replica: a pooled backend with 0 GPUs a replica under a GPU quota raised ZeroDivisionError and froze every namespace's shares; it counts as one now, as quota_replicas does.
 def test_a_zero_gpu_replica_under_a_quota_does_not_stop_the_pass():
     """gpus_per_replica 0 with a GPU quota: share() must not raise (an error in the pool's pass freezes every
     namespace's shares at the last ones)."""

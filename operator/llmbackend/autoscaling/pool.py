@@ -609,7 +609,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         for name, _ in c.quota_free:
             left = budget[(c.namespace, name)] - grown.get((c.namespace, name), 0)
             spent = max(_quota_spend(c, grant[c.key]), _quota_spend(c, kept[c.key]))
-            whole = (left + spent + c.quota_own_gpus) // c.gpus_per_replica
+            whole = (left + spent + c.quota_own_gpus) // max(1, c.gpus_per_replica)  # a 0-GPU replica: as one
             room = min(room, whole - grant[c.key] if left >= 0 else 0)
         return max(0, room)
 
