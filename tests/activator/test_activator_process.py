@@ -103,9 +103,16 @@ class Upstream(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+class _Replica(ThreadingHTTPServer):
+    # A serving replica's listener has a real accept backlog (Triton's HTTP server, uvicorn: hundreds or more);
+    # Python's default of 5 drops connections when a thousand held requests are forwarded at once, and on a loaded
+    # machine their connects back off for seconds each (the caps test's forwarding then ran past its 120 s)
+    request_queue_size = 1024
+
+
 @contextlib.contextmanager
 def upstream(port: int) -> Iterator[None]:
-    server = ThreadingHTTPServer((UPSTREAM, port), Upstream)
+    server = _Replica((UPSTREAM, port), Upstream)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
