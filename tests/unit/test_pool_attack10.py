@@ -106,7 +106,15 @@ def _violations(claims: list[Claim], out: dict, now: float, state: PoolState | N
         if spent > max(free, sum(_spend(c, _kept(c)) for c in mine)):
             bad.append(f"namespace {ns} spent {spent} quota GPU(s) of {free} free")
     if not equal_pods:
-        return bad  # a higher pod priority may count a lower one's GPUs (the scheduler would preempt): no sum to check
+        # a higher pod priority may count a lower one's GPUs (the scheduler would preempt those pods; their grant
+        # stays), but those of the highest pod priority never get more than the pool together: each lower replica is
+        # taken once a pass (attack pass 11)
+        level = max(c.scheduling_priority for c in claims)
+        top = [c for c in claims if c.scheduling_priority == level]
+        used = sum(rep[c.key] * c.gpus_per_replica for c in top)
+        if used > max(pool_gpus, sum(_kept(c) * c.gpus_per_replica for c in top)):
+            bad.append(f"{used} GPU(s) granted to the highest pod priority ({level}), of a pool of {pool_gpus}")
+        return bad
     used = sum(rep[k] * by_key[k].gpus_per_replica for k in by_key)
     before = sum(_kept(c) * c.gpus_per_replica for c in claims)
     if used > max(pool_gpus, before):
@@ -226,6 +234,19 @@ def test_a_namespaces_quota_is_one_budget_over_pools_in_the_rewrite():
     assert not failures, failures[:5]
 
 
+def _preempts_by_pod_priority(claims: list[Claim]) -> bool:
+    """Whether step 3 may count a lower pod priority's replicas for a higher one (the kube-scheduler would preempt
+    them), or take replicas in an overcommitted pool: since attack pass 11 each such replica is taken once a pass and
+    an overcommitted pool's deficit comes first, where the code before counted them again for each taker and took
+    GPUs the pool did not have. The shares there are meant to differ from the older references;
+    ``test_the_heap_pass_gives_the_shares_and_texts_of_the_scanning_one`` compares them with the code of that fix."""
+    if sum(_kept(c) * c.gpus_per_replica for c in claims) > max(c.pool_gpus for c in claims):
+        return True
+    # a backend cut in step 2 is short in step 3 too, and a lower one may grow first where priorities compare across
+    # namespaces: any two pod priorities of backends that hold or want replicas
+    return len({c.scheduling_priority for c in claims if c.current > 0 or c.wanted > 0}) > 1
+
+
 def _starved(claims: list[Claim], out: dict, now: float, state, across: bool) -> bool:
     return any("starved" in v for v in _violations(claims, out, now, state, across))
 
@@ -259,7 +280,7 @@ def test_the_rewrite_leaves_no_gpu_idle_that_the_code_before_it_granted():
             continue
         if _starved(claims, new_out, now, None, across) and not _starved(claims, old_out, now, None, across):
             worse.append(case)
-        if all(c.gpus_per_replica == 1 for c in claims):
+        if all(c.gpus_per_replica == 1 for c in claims) and not _preempts_by_pod_priority(claims):
             totals = [sum(o[c.key].replicas for c in claims) for o in (new_out, old_out)]
             if totals[0] != totals[1]:
                 differ.append((case, totals))
@@ -338,6 +359,7 @@ def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(se
         pytest.skip("no git history at hand")
     rng = random.Random(seed)
     mostly_across = seed >= 3  # where step 2's taker has its own look-up (priorities compared across namespaces)
+    compared = 0
     for _ in range(300):
         across = mostly_across or rng.random() < 0.25
         claims = _random_pool(rng, classes=rng.random() < 0.6, quotas=rng.random() < 0.4)
@@ -349,10 +371,16 @@ def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(se
         for _sync in range(3):
             old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
             new_out, new_state = share(claims, now, new_state, across)
+            same = ({k: v.__dict__ for k, v in new_out.items()} == {k: v.__dict__ for k, v in old_out.items()}
+                    and new_state.__dict__ == old_state.__dict__)
+            if not same and _preempts_by_pod_priority(claims):
+                break  # meant to differ since attack pass 11 (see there)
             assert {k: v.__dict__ for k, v in new_out.items()} == {k: v.__dict__ for k, v in old_out.items()}
             assert new_state.__dict__ == old_state.__dict__
+            compared += 1
             claims = _next_sync(rng, claims, new_out)
             now += rng.choice([15.0, 15.0, 400.0])
+    assert compared >= 450, compared  # of 900 syncs: where the rules of attack pass 11 change nothing
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -170,14 +170,7 @@ def test_a_pool_of_no_gpus_grows_nobody_and_does_not_crash():
         assert out[c.key].replicas <= c.current
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): across namespaces (--priority-across-namespaces), step 3's 'a lower pod priority's minReplicas "
-    "does not hold GPUs' path counts every replica granted to a backend of a lower pod priority as GPUs to take, "
-    "even in an overcommitted pool where those replicas hold none (max(0, free - blocked) drops the deficit): in a "
-    "pool of 0 GPUs, a class-5 backend holding 1 replica is granted 2, 'took replica(s) from 1 backend(s) of other "
-    "namespaces: 1' whose 2 replicas were Pending; the pod it adds stays Pending and its status claims a take that "
-    "never happened. No GPU moves (the pool has none to move), so low. Fix: take from ``extra`` only what exceeds "
-    "the pool's deficit (free < 0), as step 2 would"))
+# Fixed (was a strict xfail): FINDING (low) across namespaces, step 3's preemption path counted every replica of a lower pod priority as GPUs to take even in an overcommitted pool (a 0-GPU pool: a class-5 backend granted 2 'taking' from Pending pods); the pool's deficit now comes first.
 def test_a_higher_pod_priority_is_granted_no_more_than_the_pool_holds_across_namespaces():
     claims = [claim("t", "a", pool_gpus=0, current=2, wanted=3, priority=2**63),
               claim("victim", "v", pool_gpus=0, current=1, wanted=2, class_priority=5, min_replicas=1)]
@@ -338,15 +331,7 @@ def test_the_yielders_lowest_ranks_and_the_outranked_test_equal_a_scan():
                 assert outranked(c) == any(outranks(v, c, across) for v in members), (c, members, across)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low, found by the lead reading this pass's cost probe): step 3's 'a lower pod priority's minReplicas "
-    "does not hold GPUs' path counts a lower backend's replicas afresh for EACH backend of a higher pod priority: 20 "
-    "backends of a class above another namespace's backend held at minReplicas 8 are each granted a replica more "
-    "(20), though preempting those 8 pods frees GPUs for 8. No GPU moves beyond what the kube-scheduler would "
-    "preempt for the class anyway (the victim loses its 8 pods either way), but 12 of the tenant's pods stay Pending "
-    "and their status says they took replicas. Fix: count each lower replica once per pass (what earlier takers "
-    "counted of it is spent), as step 2 does; the differential probes against the code before then need their "
-    "reference moved"))
+# Fixed (was a strict xfail): FINDING (low) step 3's preemption path counted a lower pod priority's replicas afresh for each taker (20 takers granted 20 for 8 pods); each replica is taken once a pass now, and a backend cut in step 3 keeps those counted as preempted.
 def test_a_lower_pod_priority_s_replicas_are_taken_once_not_once_per_taker():
     n = 20
     claims = [claim("t", f"b{i:05d}", priority=i, class_priority=10, current=1, wanted=2, min_replicas=1,

@@ -14,8 +14,10 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    backend that a backend holding GPUs outranks gives up a replica above its minReplicas, until the pool fits.
 3. Growth, those no backend still short outranks first: they take free GPUs one replica a namespace in turn, then
    replicas above minReplicas of backends they outrank (lowest first) - only as many as make whole replicas of
-   their own, what that leaves over going to the tier's backends still short, in turn; then the next tier. What is still short waits, and ``Share.waiting_for_capacity`` says who holds the
-   GPUs.
+   their own, what that leaves over going to the tier's backends still short, in turn; then the next tier. In a
+   pool still overcommitted after step 2 the GPUs given up cover the deficit first (the pods that wait may be those
+   very replicas): nobody is granted GPUs the pool does not have. What is still short waits, and
+   ``Share.waiting_for_capacity`` says who holds the GPUs.
 4. Hysteresis: GPUs a backend held within the last ``HOLD_S`` stay reserved against backends it outranks, so a
    backend that gave them up does not take them back the sync after the other's load dips, and lose them again
    the sync after (two backends trading GPUs every sync, each trade a drain and a cold start).
@@ -30,7 +32,7 @@ run with (spec.scheduling.priorityClassName), else 0, as the kube-scheduler sees
 PriorityClasses and restrict who may use them, and the kube-scheduler already lets a pod of a higher class preempt
 lower pods of any namespace: the operator grants nothing the tenant could not do, and withholds nothing the scheduler
 would give. For the same reason a higher pod priority is not stopped by a lower one's minReplicas: the scheduler
-would preempt those pods (step 3 lets it). Equal priorities never take each other's GPUs: the first to hold them
+would preempt those pods (step 3 lets it; each such replica once a pass, the deficit first, as above). Equal priorities never take each other's GPUs: the first to hold them
 keeps them.
 
 Fair to those that do not outrank each other: free GPUs go first to backends nobody still short outranks, one
@@ -613,6 +615,20 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             room = min(room, whole - grant[c.key] if left >= 0 else 0)
         return max(0, room)
 
+    # replicas of a lower pod priority this pass counted as the kube-scheduler's to preempt for a higher one (step 3):
+    # they hold no GPUs for anyone else, so a backend giving replicas up gives those last
+    preempted: dict[Key, int] = {}
+
+    def floor(v: Claim) -> int:
+        """How few replicas ``v`` may be cut to in step 3: its minReplicas, and those preempted already."""
+        return max(v.min_replicas, preempted.get(v.key, 0))
+
+    def room(c: Claim) -> int:
+        """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
+        an overcommitted pool's deficit (negative), which GPUs given up in step 3 cover first: pods that wait for
+        GPUs already may be those very replicas."""
+        return free if free < 0 else max(0, free - blocked(c))
+
     def give(victim: Key, taker: Key, n: int = 1) -> None:
         given[victim][taker] = given[victim].get(taker, 0) + n
         took[taker][victim] = took[taker].get(victim, 0) + n
@@ -670,12 +686,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             short = quota_room(c)  # only c grows below: what its namespace's quotas admit stays as it is now
             if short <= 0 or not can_yield.below(c):
                 continue
-            usable = max(0, free - blocked(c))
+            usable = room(c)
             pending: list[Claim] = []  # replicas taken since c's last whole replica: given back if none completes
             victims = sorted((v for v in can_yield.members.values() if outranks(c, v, across)
-                              and grant[v.key] > v.min_replicas), key=yields_first)
+                              and grant[v.key] > floor(v)), key=yields_first)
             for v in victims:
-                while short > 0 and grant[v.key] > v.min_replicas:
+                while short > 0 and grant[v.key] > floor(v):
                     set_grant(v, grant[v.key] - 1)
                     free += v.gpus_per_replica
                     usable += v.gpus_per_replica
@@ -696,16 +712,17 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # a lower pod priority's minReplicas does not hold GPUs against a higher one: the kube-scheduler would
             # preempt those pods for these (they stay Pending; their Deployment keeps its replicas, so their grant
             # stays and the GPUs count here only)
+            # Each such replica is taken once a pass (``preempted``), and an overcommitted pool's deficit comes first
             extra = 0
             for v in sorted((v for v in can_yield.members.values() if c.scheduling_priority > v.scheduling_priority
-                             and grant[v.key] > 0), key=yields_first):
-                for _ in range(grant[v.key]):
+                             and grant[v.key] > preempted.get(v.key, 0)), key=yields_first):
+                for _ in range(grant[v.key] - preempted.get(v.key, 0)):
                     if short <= 0:
                         break
                     extra += v.gpus_per_replica
                     pending.append(v)
-                    while short > 0 and max(0, free - blocked(c)) + extra >= c.gpus_per_replica:
-                        from_extra = min(extra, c.gpus_per_replica)
+                    while short > 0 and room(c) + extra >= c.gpus_per_replica:
+                        from_extra = min(extra, c.gpus_per_replica - min(0, free))
                         extra -= from_extra
                         free -= c.gpus_per_replica - from_extra
                         set_grant(c, grant[c.key] + 1)
@@ -713,6 +730,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         short -= 1
                         for taken in pending:
                             give(taken.key, c.key)
+                            preempted[taken.key] = preempted.get(taken.key, 0) + 1
                         pending.clear()
             pending.clear()  # a part of a replica: nothing taken
         if free > free_after_turns:
