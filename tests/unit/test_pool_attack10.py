@@ -383,6 +383,35 @@ def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(se
     assert compared >= 450, compared  # of 900 syncs: where the rules of attack pass 11 change nothing
 
 
+AT_SCANNING = "f6c4c47"  # pool.py with attack pass 11's rules, before step 3 looked its victims up in heaps
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_heap_pass_gives_the_shares_and_texts_of_the_scanning_one(seed: int) -> None:
+    """Differential, nothing excused: 300 random pools over three syncs (as above, with 0-GPU replicas too) give
+    every share, status text and state the same as step 3 scanning every holder for each taker."""
+    before = _before(AT_SCANNING)
+    if before is None:
+        pytest.skip("no git history at hand")
+    rng = random.Random(100 + seed)
+    mostly_across = seed >= 3
+    for _ in range(300):
+        across = mostly_across or rng.random() < 0.25
+        claims = _random_pool(rng, classes=rng.random() < 0.6, quotas=rng.random() < 0.4)
+        claims = [Claim(**{**c.__dict__, "cluster_wide": rng.random() < (0.4 if mostly_across else 0.15),
+                           "held": rng.choice([None, None, c.current, max(0, c.current - 1)])}) for c in claims]
+        old_state: PoolState | None = None
+        new_state: PoolState | None = None
+        now = 1_000.0
+        for _sync in range(3):
+            old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
+            new_out, new_state = share(claims, now, new_state, across)
+            assert {k: v.__dict__ for k, v in new_out.items()} == {k: v.__dict__ for k, v in old_out.items()}
+            assert new_state.__dict__ == old_state.__dict__
+            claims = _next_sync(rng, claims, new_out)
+            now += rng.choice([15.0, 15.0, 400.0])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 2. Turn dates across syncs
 

@@ -457,6 +457,73 @@ class _Yielders:
         return own is not None and own < (c.scheduling_priority, c.priority)
 
 
+class _Givers:
+    """Who gives replicas up to a backend in step 3, in the order they give them (``yields_first``): those it
+    outranks with a replica above their floor (minReplicas, and replicas counted as preempted already), and those of
+    a lower pod priority with replicas not preempted yet. Heaps with an entry pushed each time a grant changes (one
+    whose grant changed since is skipped when it comes up), so that a taker's look costs the victims it takes from,
+    not a scan of every holder. Takers come tier by tier, the highest first, so an entry passed over for good (at
+    its floor; across namespaces, a priority not below the taker's) is no later taker's either."""
+
+    def __init__(self, across: bool, order: Callable[[Claim], tuple], grant: dict[Key, int],
+                 floor: Callable[[Claim], int], preempted: dict[Key, int]) -> None:
+        self.across, self.order, self.grant, self.floor, self.preempted = across, order, grant, floor, preempted
+        self.version: dict[Key, int] = {}
+        self.ranked: list = []  # by ``order``: victims by rank (across namespaces: by priority, checked on the way)
+        self.own: dict[tuple[str, int], list] = {}  # (namespace, pod priority) -> by ``order``: its own equals' part
+        self.lower: list = []   # by ``order``: the replicas a higher pod priority may count as preempted
+        self.looked: list[tuple[list, tuple]] = []  # entries the last taker popped: put back by ``done``
+        self.seq = itertools.count()
+
+    def changed(self, v: Claim) -> None:
+        version = self.version[v.key] = self.version.get(v.key, 0) + 1
+        if self.grant[v.key] <= 0 or v.gpus_per_replica <= 0:
+            return  # nothing to give: a replica of no GPUs frees none
+        entry = (self.order(v), next(self.seq), version, v)
+        heapq.heappush(self.ranked, entry)
+        heapq.heappush(self.lower, entry)
+        if not self.across:
+            heapq.heappush(self.own.setdefault((v.namespace, v.scheduling_priority), []), entry)
+
+    def _pop(self, heap: list, usable: Callable[[Claim], bool], stop: Callable[[Claim], bool]) -> Claim | None:
+        while heap:
+            entry = heap[0]
+            v = entry[3]
+            if stop(v):
+                return None
+            heapq.heappop(heap)
+            if entry[2] == self.version[v.key] and usable(v):
+                self.looked.append((heap, entry))
+                return v
+        return None
+
+    def victim(self, c: Claim) -> Claim | None:
+        """The next backend ``c`` outranks (``outranks``) with a replica above its floor."""
+        def above_floor(v: Claim) -> bool:
+            return self.grant[v.key] > self.floor(v)
+        if self.across:
+            return self._pop(self.ranked, lambda v: above_floor(v) and v.priority < c.priority, lambda v: False)
+        # a lower pod priority of any namespace first (``order`` begins with it), then its own namespace's lower
+        # priorities at its pod priority
+        found = self._pop(self.ranked, above_floor, lambda v: v.scheduling_priority >= c.scheduling_priority)
+        own = self.own.get((c.namespace, c.scheduling_priority))
+        if found is None and own:
+            found = self._pop(own, above_floor, lambda v: v.priority >= c.priority)
+        return found
+
+    def preemptible(self, c: Claim) -> Claim | None:
+        """The next backend of a lower pod priority than ``c``'s with replicas not counted as preempted yet."""
+        return self._pop(self.lower, lambda v: self.grant[v.key] > self.preempted.get(v.key, 0),
+                         lambda v: v.scheduling_priority >= c.scheduling_priority)
+
+    def done(self) -> None:
+        """Puts back the entries the last taker looked at whose grants did not change since."""
+        for heap, entry in self.looked:
+            if entry[2] == self.version[entry[3].key]:
+                heapq.heappush(heap, entry)
+        self.looked.clear()
+
+
 def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bool]:
     """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest (pod priority,
     priority) of its namespace (the highest priority of all, ``across``) above its own, or a pod priority of another namespace above its own."""
@@ -595,6 +662,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             can_yield.add(m)
         was = reserved(m.key)
         before, grant[m.key] = grant[m.key], replicas
+        givers.changed(m)
         if m.key in reserver_keys:
             reserve(m, reserved(m.key) - was)
         if m.quota_free:
@@ -622,6 +690,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     def floor(v: Claim) -> int:
         """How few replicas ``v`` may be cut to in step 3: its minReplicas, and those preempted already."""
         return max(v.min_replicas, preempted.get(v.key, 0))
+
+    givers = _Givers(across, yields_first, grant, floor, preempted)
+    for v in members:
+        givers.changed(v)
 
     def room(c: Claim) -> int:
         """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
@@ -688,9 +760,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 continue
             usable = room(c)
             pending: list[Claim] = []  # replicas taken since c's last whole replica: given back if none completes
-            victims = sorted((v for v in can_yield.members.values() if outranks(c, v, across)
-                              and grant[v.key] > floor(v)), key=yields_first)
-            for v in victims:
+            while short > 0 and (found := givers.victim(c)) is not None:
+                v = found
                 while short > 0 and grant[v.key] > floor(v):
                     set_grant(v, grant[v.key] - 1)
                     free += v.gpus_per_replica
@@ -709,13 +780,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 set_grant(v, grant[v.key] + 1)
                 free -= v.gpus_per_replica
             pending.clear()  # given back: not taken by the step below either
+            givers.done()
             # a lower pod priority's minReplicas does not hold GPUs against a higher one: the kube-scheduler would
             # preempt those pods for these (they stay Pending; their Deployment keeps its replicas, so their grant
             # stays and the GPUs count here only)
             # Each such replica is taken once a pass (``preempted``), and an overcommitted pool's deficit comes first
             extra = 0
-            for v in sorted((v for v in can_yield.members.values() if c.scheduling_priority > v.scheduling_priority
-                             and grant[v.key] > preempted.get(v.key, 0)), key=yields_first):
+            while short > 0 and (found := givers.preemptible(c)) is not None:
+                v = found
                 for _ in range(grant[v.key] - preempted.get(v.key, 0)):
                     if short <= 0:
                         break
@@ -733,6 +805,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             preempted[taken.key] = preempted.get(taken.key, 0) + 1
                         pending.clear()
             pending.clear()  # a part of a replica: nothing taken
+            givers.done()
         if free > free_after_turns:
             # GPUs a preemption above left over beyond whole replicas (a 3-GPU replica from two 2-GPU ones): the
             # tier's backends still short take them in the same turns now, not a sync later
