@@ -213,6 +213,61 @@ def _seen_by(viewer: Claim, others: dict[Key, int], by_key: dict[Key, Claim], un
     return _Figures(others).seen_by(viewer, by_key, unit) if others else ""
 
 
+def _kept_for(waiting: list[Claim], reserved: dict[Key, int], by_key: dict[Key, Claim], across: bool,
+              unit: str) -> dict[Key, str]:
+    """What each of ``waiting`` may read of the backends that outrank it and keep GPUs against it (``reserved``:
+    backend -> GPUs, all above 0), in ``_Figures.seen_by``'s words: its own namespace's largest by name, the rest
+    counted. Built in one sort, the waiting ones from the highest rank down, each reserver added once as the ranks
+    fall, not a scan of every reserver for each backend that waits."""
+    def own_rank(c: Claim) -> tuple[int, int]:  # what orders backends of one namespace (``outranks``)
+        return (c.priority, 0) if across else (c.scheduling_priority, c.priority)
+
+    def other_rank(c: Claim) -> int:  # and of another one
+        return c.priority if across else c.scheduling_priority
+
+    holders = [by_key[k] for k in reserved]
+    # other namespaces: the reservers of a rank above each waiting one's, counted in all and by namespace
+    counted: dict[Key, tuple[int, int]] = {}
+    total = [0, 0]
+    by_namespace: dict[str, tuple[int, int]] = {}
+    queue = sorted(holders, key=other_rank, reverse=True)
+    i = 0
+    for c in sorted(waiting, key=other_rank, reverse=True):
+        while i < len(queue) and other_rank(queue[i]) > other_rank(c):
+            h = queue[i]
+            n, gpus = by_namespace.get(h.namespace, (0, 0))
+            by_namespace[h.namespace] = (n + 1, gpus + reserved[h.key])
+            total[0] += 1
+            total[1] += reserved[h.key]
+            i += 1
+        n, gpus = by_namespace.get(c.namespace, (0, 0))
+        counted[c.key] = (total[0] - n, total[1] - gpus)
+    # its own namespace: the same, with the largest few by name
+    texts: dict[Key, str] = {}
+    for ns in {c.namespace for c in waiting}:
+        mine = sorted((h for h in holders if h.namespace == ns), key=own_rank, reverse=True)
+        i, n, gpus = 0, 0, 0
+        largest: list[tuple[int, Key]] = []  # (-GPUs, backend) of the largest NAMED + 1 added so far
+        for c in sorted((c for c in waiting if c.namespace == ns), key=own_rank, reverse=True):
+            while i < len(mine) and own_rank(mine[i]) > own_rank(c):
+                h = mine[i]
+                n, gpus = n + 1, gpus + reserved[h.key]
+                bisect.insort(largest, (-reserved[h.key], h.key))
+                del largest[NAMED + 1:]
+                i += 1
+            named = [k for _, k in largest if k != c.key][:NAMED]
+            said = [f"{by_key[k].label}: {reserved[k]}{unit}" for k in named]
+            if n > len(named):
+                said.append(f"and {n - len(named)} more backend(s) of this namespace: "
+                            f"{gpus - sum(reserved[k] for k in named)}{unit}")
+            foreign_n, foreign = counted[c.key]
+            if foreign_n:
+                said.append(f"{foreign_n} backend(s) of other namespaces: {foreign}{unit}")
+            if said:
+                texts[c.key] = ", ".join(said)
+    return texts
+
+
 def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
           across_namespaces: bool = False) -> tuple[dict[Key, Share], PoolState]:
     """Every backend's share of its pool. Pure: returns a new state."""
@@ -582,7 +637,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     free = pool_gpus - sum(grant[k] * by_key[k].gpus_per_replica for k in grant)
     given: dict[Key, dict[Key, int]] = {k: {} for k in by_key}                   # victim -> preemptor -> replicas
     took: dict[Key, dict[Key, int]] = {k: {} for k in by_key}
-    kept_for: dict[Key, dict[Key, int]] = {}  # claimant -> backend that outranks it -> GPUs reserved for that one
     served: set[Key] = set()  # those growth gave a replica this sync (the turn order of the next, ``_turns``)
 
     def yields_first(v: Claim) -> tuple:
@@ -636,8 +690,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             if c.namespace in own_rank:
                 total += (own_rank[c.namespace].above((c.scheduling_priority, c.priority))
                           - own_pod[c.namespace].above(c.scheduling_priority))
-        if total > 0:  # who they are, for its status: only where some are
-            kept_for[c.key] = {h.key: r for h in reservers if outranks(h, c, across) and (r := reserved(h.key)) > 0}
         return total
 
     def beyond_kept(m: Claim, replicas: int) -> int:
@@ -830,8 +882,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         for name, _ in c.quota_free:
             budget[(c.namespace, name)] -= beyond_kept(c, grant[c.key])
 
-    # what status says holds the pool: read once a pool, not once a backend short
+    # what status says holds the pool, and keeps GPUs against those still short: read once a pool, not once a
+    # backend short
     holding = _Figures({h.key: grant[h.key] * h.gpus_per_replica for h in members if grant[h.key] > 0})
+    kept_for = _kept_for([c for c in members if grant[c.key] < wants[c.key] and blocked(c) > 0],
+                         {h.key: r for h in reservers if (r := reserved(h.key)) > 0}, by_key, across,
+                         f" GPU(s) it held within the last {HOLD_S:.0f}s")
     for c in members:
         k = c.key
         # who preempted it: this sync's preemptors, and earlier ones while it is still short of what it wants
@@ -866,7 +922,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                        + (holding.seen_by(c, by_key, " GPU(s)")
                           or "no backend (GPUs held by replicas still draining)"))
             if k in kept_for:
-                waiting += "; kept for " + _seen_by(c, kept_for[k], by_key, f" GPU(s) it held within the last {HOLD_S:.0f}s")
+                waiting += "; kept for " + kept_for[k]
         elif c.unplaceable and c.wanted > grant[k]:
             waiting = f"{c.wanted - grant[k]} replica(s) {NOT_CLAIMED}: {c.unplaceable}"
         elif admitted[k] < c.wanted and grant[k] >= admitted[k]:
