@@ -372,6 +372,22 @@ def test_a_class_backend_takes_one_replica_not_the_tenants_pending_deficit_from_
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (high, regression of f6c4c47) the same with a taker of NO GPUs a replica: usable starts at the "
+    "(negative) deficit, so a class backend of 0 GPUs a replica wanting one replica cuts another namespace's "
+    "class-less backend from 8 to 4 ('took replica(s) from 1 backend(s) of other namespaces: 4') and the tenant's 4 "
+    "Pending class-less pods get those GPUs. The class pod needs no GPU: the scheduler would preempt nothing "
+    "(before f6c4c47: 8 to 7, one replica taken for nothing already). Fix: "
+    "a 0-GPU replica takes from nobody (grant it in the turns whatever the pool's deficit, or skip it in step 3's "
+    "taking), besides the deficit fix above"))
+def test_a_class_backend_of_no_gpus_takes_nothing_from_another_namespace():
+    victim = claim("victim", "v", current=8, held=8, wanted=8)
+    pending = claim("t", "pending", current=4, held=4, wanted=4, min_replicas=4)
+    zero = claim("t", "zero", class_priority=100, wanted=1, gpus_per_replica=0)
+    out, _ = share([victim, pending, zero], 1000.0)
+    assert out[victim.key].replicas == 8 and out[zero.key].took is None, out
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "FINDING (high, step 2, older than this pass's changes) an overcommitted pool is fitted by cutting the lowest "
     "backend any holder outranks, whoever's Pending pods overcommit it: a tenant's class-less backend with 8 "
     "Pending replicas at minReplicas and ANY backend of a higher PriorityClass holding a replica in the pool (here "
