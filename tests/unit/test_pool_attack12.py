@@ -172,7 +172,7 @@ def _fuzz_pools(seed: int, n: int):
 
 
 def test_the_highest_pod_priority_is_never_granted_more_than_the_pool_once_it_grows():
-    for claims, out, across in _fuzz_pools(1201, 1500):
+    for claims, out, across in _fuzz_pools(1201, 1000):
         pool_gpus = claims[0].pool_gpus
         top = max(c.scheduling_priority for c in claims)
         tops = [c for c in claims if c.scheduling_priority == top]
@@ -181,7 +181,7 @@ def test_the_highest_pod_priority_is_never_granted_more_than_the_pool_once_it_gr
 
 
 def test_no_backend_is_cut_below_min_replicas_nor_by_an_equal():
-    for claims, out, across in _fuzz_pools(1202, 1500):
+    for claims, out, across in _fuzz_pools(1202, 1000):
         for v in claims:
             r = out[v.key].replicas
             assert r >= min(_kept(v), v.min_replicas), (v, out[v.key])
@@ -193,7 +193,7 @@ def test_no_backend_is_cut_below_min_replicas_nor_by_an_equal():
 def test_no_gpu_stays_free_while_a_backend_nothing_holds_back_waits():
     """A backend short of what it wants, with no quota, nothing kept for others against it, and at least a replica's
     GPUs that no grant covers: it should have been granted them."""
-    for claims, out, across in _fuzz_pools(1203, 1500):
+    for claims, out, across in _fuzz_pools(1203, 1000):
         pool_gpus = claims[0].pool_gpus
         free = pool_gpus - sum(out[c.key].replicas * c.gpus_per_replica for c in claims)
         for c in claims:
@@ -204,7 +204,7 @@ def test_no_gpu_stays_free_while_a_backend_nothing_holds_back_waits():
 
 
 def test_status_texts_never_name_another_namespaces_backend():
-    for claims, out, _ in _fuzz_pools(1204, 800):
+    for claims, out, _ in _fuzz_pools(1204, 500):
         for c in claims:
             s = out[c.key]
             for text in (s.waiting_for_capacity, s.preempted_by, s.took):
@@ -445,7 +445,7 @@ def test_whoever_took_a_replica_outranks_its_giver_or_has_a_higher_pod_priority(
     """One namespace, at most 4 backends, so every status names every taker: each one named in a giver's
     preemptedBy outranks it (``outranks``) or has a higher pod priority (the scheduler's preemption)."""
     rng = random.Random(1206)
-    for _ in range(1500):
+    for _ in range(800):
         across = rng.random() < 0.4
         claims = [dataclasses.replace(c, namespace="a") for c in _random_pool(rng, across, 4)]
         by_name = {c.name: c for c in claims}
@@ -465,7 +465,7 @@ def test_the_one_highest_pod_priority_reaches_what_the_pool_holds_within_a_few_s
     still gets min(what it wants, the pool's whole replicas) within a few syncs, whatever the lower ones' minReplicas,
     GPUs a replica, priorities and Pending pods, and never more than the pool."""
     rng = random.Random(1207)
-    for _ in range(400):
+    for _ in range(250):
         across = rng.random() < 0.3
         others = [dataclasses.replace(c, class_priority=rng.choice([None, 0, 5]), cluster_wide=False, quota_free=(),
                                       quota_own_gpus=0, quota=None, unplaceable=None)
