@@ -414,7 +414,7 @@ def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(se
             compared += 1
             claims = _next_sync(rng, claims, new_out)
             now += rng.choice([15.0, 15.0, 400.0])
-    assert compared >= 450, compared  # of 900 syncs: where the rules of attack pass 11 change nothing
+    assert compared >= 300, compared  # of 900 syncs: where the rules of attack passes 11 and 12 change nothing
 
 
 AT_SCANNING = "f6c4c47"  # pool.py with attack pass 11's rules, before step 3 looked its victims up in heaps
@@ -422,13 +422,15 @@ AT_SCANNING = "f6c4c47"  # pool.py with attack pass 11's rules, before step 3 lo
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_heap_pass_gives_the_shares_and_texts_of_the_scanning_one(seed: int) -> None:
-    """Differential, nothing excused: 300 random pools over three syncs (as above, with 0-GPU replicas too) give
-    every share, status text and state the same as step 3 scanning every holder for each taker."""
+    """Differential: 300 random pools over three syncs give every share, status text and state the same as step 3
+    scanning every holder for each taker, nothing excused where no pool is overcommitted and no pod priority can
+    preempt another (attack pass 12 changed those on purpose; its own scan reference covers them)."""
     before = _before(AT_SCANNING)
     if before is None:
         pytest.skip("no git history at hand")
     rng = random.Random(100 + seed)
     mostly_across = seed >= 3
+    compared = 0
     for _ in range(300):
         across = mostly_across or rng.random() < 0.25
         claims = _random_pool(rng, classes=rng.random() < 0.6, quotas=rng.random() < 0.4)
@@ -440,10 +442,15 @@ def test_the_heap_pass_gives_the_shares_and_texts_of_the_scanning_one(seed: int)
         for _sync in range(3):
             old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
             new_out, new_state = share(claims, now, new_state, across)
+            same = _texts(new_out) == _texts(old_out) and new_state.__dict__ == old_state.__dict__
+            if not same and _preempts_by_pod_priority(claims):
+                break  # meant to differ since attack pass 12: an overcommitted pool, a preemption's leftover GPUs
             assert _texts(new_out) == _texts(old_out)
             assert new_state.__dict__ == old_state.__dict__
+            compared += 1
             claims = _next_sync(rng, claims, new_out)
             now += rng.choice([15.0, 15.0, 400.0])
+    assert compared >= 300, compared  # of 900 syncs: where the rules of attack pass 12 change nothing
 
 
 # ---------------------------------------------------------------------------------------------------------------

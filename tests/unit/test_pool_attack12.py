@@ -14,8 +14,6 @@ import random
 import re
 import time
 
-import pytest
-
 from llmbackend.autoscaling import pool as pool_module
 from llmbackend.autoscaling.pool import HOLD_S, NOT_CLAIMED, Claim, PoolState, outranks, share
 
@@ -59,8 +57,10 @@ class _ScanGivers:
         self.looked[v.key] = self.grant[v.key]
         return v
 
-    def victim(self, c: Claim) -> Claim | None:
-        return self._least(lambda v: outranks(c, v, self.across) and self.grant[v.key] > self.floor(v))
+    def victim(self, c: Claim, beside: bool = False) -> Claim | None:
+        # beside: only one of a pod priority not below the taker's (added by the lead with the fixes of this pass)
+        return self._least(lambda v: outranks(c, v, self.across) and self.grant[v.key] > self.floor(v)
+                           and (not beside or v.scheduling_priority >= c.scheduling_priority))
 
     def preemptible(self, c: Claim) -> Claim | None:
         return self._least(lambda v: v.scheduling_priority < c.scheduling_priority
@@ -283,16 +283,7 @@ def _partial_givers(n: int) -> list[Claim]:
     return claims
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high) step 3: a taker that cuts givers and makes no whole replica gives them back, and the next "
-    "taker of the tier cuts and gives back the same givers again: takers x givers set_grants (each with 3 heap "
-    "pushes). A tenant alone, in its own namespace, no class, no GPU of its own needed (givers' Pending pods hold): "
-    "400 takers of priority 1, 400 givers of one 1-GPU replica, one backend at minReplicas whose Pending 8-GPU "
-    "replicas overcommit the pool: 2.3 s of CPU a pass (100+100: 0.13 s; 800+800: ~9 s) on the event loop for "
-    "every namespace. Fix: before cutting, check the taker can complete a replica: "
-    "room(c) plus the GPUs above floor of those it outranks (a running sum by rank, as _SumAbove) must reach "
-    "c.gpus_per_replica; or remember per tier the least GPUs a failed taker lacked and skip later takers that "
-    "outrank no more and need as much"))
+# Fixed (was a strict xfail): FINDING (high) a taker that cut givers and made no whole replica gave them back, and the next taker did the same (400+400: 2.3 s a pass); a taker now takes only the whole replicas the free GPUs, what those it outranks hold above their floors and the pool beside all it could not take make (sums by rank, O(log n)).
 def test_takers_that_give_every_giver_back_cost_near_linear_cpu():
     small, big = _partial_givers(50), _partial_givers(200)
     t_small = _cpu(lambda: share(small, 1000.0))
@@ -312,12 +303,7 @@ def _big_replica_takers(n: int) -> list[Claim]:
     return claims
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high) the same give-back loop, plus the preemption loop walking every replica of a lower pod "
-    "priority again for each taker: 400 class backends each wanting one multi-node replica bigger than the pool "
-    "beside 400 backends of another namespace holding a 1-GPU replica: 3.0 s of CPU a pass (100+100: 0.18 s; "
-    "800+800: 13.3 s). Fix: skip a taker whose replica exceeds pool_gpus (it can never run), and "
-    "check reachability before cutting as above"))
+# Fixed (was a strict xfail): FINDING (high) takers of replicas bigger than the pool cut and gave back every giver, and walked every lower replica (400+400: 3.0 s); the same bound stops them before any cut.
 def test_takers_bigger_than_the_pool_cost_near_linear_cpu():
     small, big = _big_replica_takers(50), _big_replica_takers(200)
     t_small = _cpu(lambda: share(small, 1000.0))
@@ -327,13 +313,7 @@ def test_takers_bigger_than_the_pool_cost_near_linear_cpu():
     assert t_big < 0.2 and t_big < 8 * t_small + 0.05, (t_small, t_big)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low) _kept_for sorts each waiting namespace's reservers out of all of them (and filters the waiting "
-    "ones likewise), and _share_pool builds each namespace's sums of reservations from a scan of every reserver: "
-    "namespaces x reservers. 1,600 namespaces, each with one reserver and one backend waiting (3,200 backends): "
-    "0.33 s of CPU a pass, 0.15 s of it _kept_for (200 namespaces: 0.016 s; 3,200: 1.1 s). Only a tenant who may "
-    "create namespaces gets there. Fix: group holders, waiting ones and reservers by namespace once (a dict of "
-    "lists) before the loops"))
+# Fixed (was a strict xfail): FINDING (low) _kept_for and the reservation sums scanned every reserver for each namespace; both group by namespace once now.
 def test_many_namespaces_waiting_behind_many_reservations_cost_near_linear_cpu():
     """``_kept_for`` over n namespaces, each with one reserver of a higher priority and one backend waiting."""
     def shape(n: int):
@@ -353,15 +333,7 @@ def test_many_namespaces_waiting_behind_many_reservations_cost_near_linear_cpu()
 # --- the deficit: whose Pending pods it is -----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, regression of f6c4c47) step 3's deficit-first room() covers an overcommitted pool's whole "
-    "deficit by cutting whoever the taker outranks, whoever's Pending pods make the deficit: a tenant's class "
-    "backend short of ONE replica beside its own class-less backend with 4 Pending replicas at minReplicas (they "
-    "wait only for GPUs: they hold) cuts another namespace's class-less backend from 8 replicas to 3 (5 taken: 1 "
-    "for the class replica, 4 freed for the tenant's Pending pods of the victim's own pod priority, which the "
-    "kube-scheduler then binds there). Before f6c4c47: 8 to 7, as the scheduler would preempt. Fix: cover only the "
-    "deficit of Pending replicas that outrank the victim (or are its own): GPUs held by backends that outrank the "
-    "victim plus the victim's, less the pool; the rest of the deficit is no victim's to pay"))
+# Fixed (was a strict xfail): FINDING (high, regression of f6c4c47) a victim was cut to cover the tenant's own Pending pods (8 to 3); a cut now frees only what runs of the victim beneath those that outrank it, and the taker takes what it needs (8 to 7).
 def test_a_class_backend_takes_one_replica_not_the_tenants_pending_deficit_from_another_namespace():
     victim = claim("victim", "v", current=8, held=8, wanted=8)
     pending = claim("t", "pending", current=4, held=4, wanted=4, min_replicas=4)
@@ -371,14 +343,7 @@ def test_a_class_backend_takes_one_replica_not_the_tenants_pending_deficit_from_
     assert out[victim.key].replicas >= 7, out
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, regression of f6c4c47) the same with a taker of NO GPUs a replica: usable starts at the "
-    "(negative) deficit, so a class backend of 0 GPUs a replica wanting one replica cuts another namespace's "
-    "class-less backend from 8 to 4 ('took replica(s) from 1 backend(s) of other namespaces: 4') and the tenant's 4 "
-    "Pending class-less pods get those GPUs. The class pod needs no GPU: the scheduler would preempt nothing "
-    "(before f6c4c47: 8 to 7, one replica taken for nothing already). Fix: "
-    "a 0-GPU replica takes from nobody (grant it in the turns whatever the pool's deficit, or skip it in step 3's "
-    "taking), besides the deficit fix above"))
+# Fixed (was a strict xfail): FINDING (high, regression of f6c4c47) a 0-GPU class replica cut a victim from 8 to 4; a replica of no GPUs now takes its turn whatever the deficit and takes from nobody.
 def test_a_class_backend_of_no_gpus_takes_nothing_from_another_namespace():
     victim = claim("victim", "v", current=8, held=8, wanted=8)
     pending = claim("t", "pending", current=4, held=4, wanted=4, min_replicas=4)
@@ -387,15 +352,7 @@ def test_a_class_backend_of_no_gpus_takes_nothing_from_another_namespace():
     assert out[victim.key].replicas == 8 and out[zero.key].took is None, out
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, step 2, older than this pass's changes) an overcommitted pool is fitted by cutting the lowest "
-    "backend any holder outranks, whoever's Pending pods overcommit it: a tenant's class-less backend with 8 "
-    "Pending replicas at minReplicas and ANY backend of a higher PriorityClass holding a replica in the pool (here "
-    "another namespace's) make step 2 cut the victim namespace's class-less backend from 7 replicas to 0; the "
-    "kube-scheduler then binds the tenant's Pending pods on the freed GPUs. The scheduler alone would preempt "
-    "nothing (the Pending pods are of the victim's priority). Without minReplicas on the tenant's backend the "
-    "draw decides who is cut each sync (the victim in 5 of 10 syncs). Fix: in step 2 cut a backend only while the "
-    "GPUs held by those that outrank it, plus its own, exceed the pool"))
+# Fixed (was a strict xfail): FINDING (high, step 2) an overcommitted pool was fitted by cutting the lowest backend any holder outranks, whoever's Pending pods overcommitted it (7 to 0); step 2 now cuts a backend only while it does not fit beneath those that outrank it.
 def test_a_tenants_pending_pods_do_not_get_an_equal_namespaces_gpus_through_step_2():
     victim = claim("victim", "v", current=7, held=7, wanted=7)
     pending = claim("t", "pending", current=8, held=8, wanted=8, min_replicas=8)
@@ -428,11 +385,7 @@ def test_a_higher_class_gets_the_pool_over_syncs_from_a_lower_class_at_min_repli
     assert out[t.key].replicas == 4 and out[low.key].replicas == 4
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low) GPUs a preemption of minReplicas left over beyond a whole replica are dropped (pending.clear() "
-    "after the preemption loop, not added to free as the victim loop's are): a 3-GPU class replica preempting two "
-    "2-GPU replicas leaves 1 GPU idle while an equal class backend of 1-GPU replicas waits, for a sync. Fix: add the "
-    "leftover 'extra' of replicas already counted as preempted to free before the tier's re-run of turns"))
+# Fixed (was a strict xfail): FINDING (low) GPUs a preemption of lower pod priorities left over beyond a whole replica were dropped; they go to the tier's turns in the same sync.
 def test_a_preemptions_leftover_gpu_goes_to_the_tier_in_the_same_sync():
     low = claim("low", "l", current=2, held=2, wanted=2, min_replicas=2, gpus_per_replica=2, pool_gpus=4)
     big = claim("t", "big", class_priority=10, wanted=1, gpus_per_replica=3, pool_gpus=4)

@@ -171,6 +171,7 @@ def _draw(now: float, *names: str) -> bytes:
     return hashlib.sha256("/".join((repr(now), *names)).encode()).digest()[:8]
 
 
+PASS_OVER = 64  # backends a taker passes over in step 3 (they would free no GPU) before it waits a sync
 NAMED = 3  # how many backends of its own namespace a status names (the largest); the rest are counted
 
 
@@ -244,11 +245,17 @@ def _kept_for(waiting: list[Claim], reserved: dict[Key, int], by_key: dict[Key, 
         counted[c.key] = (total[0] - n, total[1] - gpus)
     # its own namespace: the same, with the largest few by name
     texts: dict[Key, str] = {}
-    for ns in {c.namespace for c in waiting}:
-        mine = sorted((h for h in holders if h.namespace == ns), key=own_rank, reverse=True)
+    holders_of: dict[str, list[Claim]] = {}
+    waiting_of: dict[str, list[Claim]] = {}
+    for h in holders:
+        holders_of.setdefault(h.namespace, []).append(h)
+    for c in waiting:
+        waiting_of.setdefault(c.namespace, []).append(c)
+    for ns, waiting_here in waiting_of.items():
+        mine = sorted(holders_of.get(ns, []), key=own_rank, reverse=True)
         i, n, gpus = 0, 0, 0
         largest: list[tuple[int, Key]] = []  # (-GPUs, backend) of the largest NAMED + 1 added so far
-        for c in sorted((c for c in waiting if c.namespace == ns), key=own_rank, reverse=True):
+        for c in sorted(waiting_here, key=own_rank, reverse=True):
             while i < len(mine) and own_rank(mine[i]) > own_rank(c):
                 h = mine[i]
                 n, gpus = n + 1, gpus + reserved[h.key]
@@ -352,12 +359,79 @@ class _SumAbove:
             self.tree[i] += amount
             i += i & -i
 
-    def above(self, rank: object) -> int:
-        i, at_most = bisect.bisect_right(self.ranks, rank), 0
+    def _prefix(self, i: int) -> int:
+        total = 0
         while i > 0:
-            at_most += self.tree[i]
+            total += self.tree[i]
             i -= i & -i
-        return self.total - at_most
+        return total
+
+    def above(self, rank: object) -> int:
+        return self.total - self._prefix(bisect.bisect_right(self.ranks, rank))
+
+    def below(self, rank: object) -> int:
+        return self._prefix(bisect.bisect_left(self.ranks, rank))
+
+
+class _GpusByRank:
+    """GPUs of backends (each backend's figure set, not added) summed by the rank they outrank with (``outranks``),
+    each look-up in O(log n): what those that outrank a backend have (``above``), what those it outranks have
+    (``below``), and by pod priority alone (``pod_priority_below``, ``pod_priority_from``: what the kube-scheduler
+    would preempt for a pod, and what it would not)."""
+
+    def __init__(self, claims: list[Claim], across: bool) -> None:
+        self.across = across
+        self.figure: dict[Key, int] = {}
+        self.by_other = _SumAbove(c.priority if across else c.scheduling_priority for c in claims)
+        self.by_pod = _SumAbove(c.scheduling_priority for c in claims)
+        self.own_rank: dict[str, _SumAbove] = {}
+        self.own_pod: dict[str, _SumAbove] = {}
+        if not across:
+            by_namespace: dict[str, list[Claim]] = {}
+            for c in claims:
+                by_namespace.setdefault(c.namespace, []).append(c)
+            for ns, own in by_namespace.items():
+                self.own_rank[ns] = _SumAbove((c.scheduling_priority, c.priority) for c in own)
+                self.own_pod[ns] = _SumAbove(c.scheduling_priority for c in own)
+
+    def set(self, c: Claim, gpus: int) -> None:
+        delta = gpus - self.figure.get(c.key, 0)
+        if not delta:
+            return
+        self.figure[c.key] = gpus
+        self.by_other.add(c.priority if self.across else c.scheduling_priority, delta)
+        self.by_pod.add(c.scheduling_priority, delta)
+        if not self.across:
+            self.own_rank[c.namespace].add((c.scheduling_priority, c.priority), delta)
+            self.own_pod[c.namespace].add(c.scheduling_priority, delta)
+
+    def above(self, c: Claim) -> int:
+        if self.across:
+            return self.by_other.above(c.priority)
+        total = self.by_other.above(c.scheduling_priority)
+        if c.namespace in self.own_rank:  # inside its namespace by (pod priority, priority), not pod priority alone
+            total += (self.own_rank[c.namespace].above((c.scheduling_priority, c.priority))
+                      - self.own_pod[c.namespace].above(c.scheduling_priority))
+        return total
+
+    def below(self, c: Claim) -> int:
+        if self.across:
+            return self.by_other.below(c.priority)
+        total = self.by_other.below(c.scheduling_priority)
+        if c.namespace in self.own_rank:
+            total += (self.own_rank[c.namespace].below((c.scheduling_priority, c.priority))
+                      - self.own_pod[c.namespace].below(c.scheduling_priority))
+        return total
+
+    @property
+    def total(self) -> int:
+        return self.by_pod.total
+
+    def pod_priority_below(self, level: int) -> int:
+        return self.by_pod.below(level)
+
+    def pod_priority_from(self, level: int) -> int:
+        return self.by_pod.total - self.by_pod.below(level)
 
 
 def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
@@ -552,15 +626,36 @@ class _Givers:
                 return v
         return None
 
-    def victim(self, c: Claim) -> Claim | None:
-        """The next backend ``c`` outranks (``outranks``) with a replica above its floor."""
+    def victim(self, c: Claim, beside: bool = False) -> Claim | None:
+        """The next backend ``c`` outranks (``outranks``) with a replica above its floor; ``beside``: only one of a pod
+        priority not below its own (those whose pods the scheduler places before or beside its own)."""
         def above_floor(v: Claim) -> bool:
             return self.grant[v.key] > self.floor(v)
         if self.across:
-            return self._pop(self.ranked, lambda v: above_floor(v) and v.priority < c.priority, lambda v: False)
+            if not beside:
+                return self._pop(self.ranked, lambda v: above_floor(v) and v.priority < c.priority, lambda v: False)
+            # those of a lower pod priority come first in ``order``: passed over (a few at most), put back after
+            passed: list[tuple] = []
+            found = None
+            while self.ranked and len(passed) <= PASS_OVER:
+                entry = heapq.heappop(self.ranked)
+                v = entry[3]
+                if entry[2] != self.version[v.key] or not above_floor(v) or v.priority >= c.priority:
+                    continue  # for good, as above
+                if v.scheduling_priority < c.scheduling_priority:
+                    passed.append(entry)
+                    continue
+                self.looked.append((self.ranked, entry))
+                found = v
+                break
+            for entry in passed:
+                heapq.heappush(self.ranked, entry)
+            return found
         # a lower pod priority of any namespace first (``order`` begins with it), then its own namespace's lower
         # priorities at its pod priority
-        found = self._pop(self.ranked, above_floor, lambda v: v.scheduling_priority >= c.scheduling_priority)
+        found = None
+        if not beside:
+            found = self._pop(self.ranked, above_floor, lambda v: v.scheduling_priority >= c.scheduling_priority)
         own = self.own.get((c.namespace, c.scheduling_priority))
         if found is None and own:
             found = self._pop(own, above_floor, lambda v: v.priority >= c.priority)
@@ -662,35 +757,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # priority alone. Kept up to date on each change of a grant (``set_grant``): a look-up costs O(log n), not a scan
     # of every reserver for every backend the turns look at
     reserver_keys = {h.key for h in reservers}
-    by_pod = _SumAbove(h.priority if across else h.scheduling_priority for h in reservers)
-    own_rank: dict[str, _SumAbove] = {}
-    own_pod: dict[str, _SumAbove] = {}
-    if not across:
-        for ns in {h.namespace for h in reservers}:
-            own = [h for h in reservers if h.namespace == ns]
-            own_rank[ns] = _SumAbove((h.scheduling_priority, h.priority) for h in own)
-            own_pod[ns] = _SumAbove(h.scheduling_priority for h in own)
-
-    def reserve(h: Claim, gpus: int) -> None:
-        if gpus:
-            by_pod.add(h.priority if across else h.scheduling_priority, gpus)
-            if not across:
-                own_rank[h.namespace].add((h.scheduling_priority, h.priority), gpus)
-                own_pod[h.namespace].add(h.scheduling_priority, gpus)
-
+    reservations = _GpusByRank(reservers, across)
     for h in reservers:
-        reserve(h, reserved(h.key))
+        reservations.set(h, reserved(h.key))
 
     def blocked(c: Claim) -> int:
         """GPUs reserved against ``c`` (step 4) by backends that outrank it."""
-        if across:
-            total = by_pod.above(c.priority)
-        else:
-            total = by_pod.above(c.scheduling_priority)
-            if c.namespace in own_rank:
-                total += (own_rank[c.namespace].above((c.scheduling_priority, c.priority))
-                          - own_pod[c.namespace].above(c.scheduling_priority))
-        return total
+        return reservations.above(c)
 
     def beyond_kept(m: Claim, replicas: int) -> int:
         """Quota GPUs ``replicas`` of ``m`` take past those its kept replicas took already (``share``)."""
@@ -712,11 +785,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     def set_grant(m: Claim, replicas: int) -> None:
         if replicas > 0:
             can_yield.add(m)
-        was = reserved(m.key)
         before, grant[m.key] = grant[m.key], replicas
         givers.changed(m)
+        track(m)
         if m.key in reserver_keys:
-            reserve(m, reserved(m.key) - was)
+            reservations.set(m, reserved(m.key))
         if m.quota_free:
             delta = beyond_kept(m, replicas) - beyond_kept(m, before)
             for name in dict(m.quota_free):
@@ -744,14 +817,35 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         return max(v.min_replicas, preempted.get(v.key, 0))
 
     givers = _Givers(across, yields_first, grant, floor, preempted)
+    # GPUs by the rank they outrank with: granted, above each backend's floor (what it may give up in
+    # step 3), and not counted as preempted yet (what a higher pod priority may count): whether a backend's turn
+    # can make a whole replica, and whether what it would hold fits the pool, each in O(log n)
+    granted_gpus, givable, preemptible = (_GpusByRank(members, across) for _ in range(3))
+
+    def track(v: Claim) -> None:
+        g = max(0, v.gpus_per_replica)
+        granted_gpus.set(v, grant[v.key] * g)
+        givable.set(v, max(0, grant[v.key] - floor(v)) * g)
+        preemptible.set(v, max(0, grant[v.key] - preempted.get(v.key, 0)) * g)
+
     for v in members:
         givers.changed(v)
+        track(v)
 
     def room(c: Claim) -> int:
         """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
         an overcommitted pool's deficit (negative), which GPUs given up in step 3 cover first: pods that wait for
         GPUs already may be those very replicas."""
         return free if free < 0 else max(0, free - blocked(c))
+
+    def kept_free(c: Claim) -> int:
+        """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free."""
+        return min(blocked(c), max(0, free))
+
+    def fits_free(c: Claim) -> bool:
+        """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
+        always does: it takes from nobody, whatever the pool's deficit)."""
+        return c.gpus_per_replica <= 0 or free - blocked(c) >= c.gpus_per_replica
 
     def give(victim: Key, taker: Key, n: int = 1) -> None:
         given[victim][taker] = given[victim].get(taker, 0) + n
@@ -769,6 +863,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         taker_of = _first_outranking(holders, grant, across)
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
+            if granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus:
+                # it fits beneath those that outrank it: the pods that wait are of its rank or below (another
+                # namespace's equals, its own lower siblings), and its GPUs are not theirs to get. Grants only go
+                # down here, so it fits for the rest of the step
+                continue
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
@@ -792,7 +891,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             for queue in queues:
                 while queue:
                     c = queue.popleft()
-                    if grant[c.key] < wants[c.key] and free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
+                    if grant[c.key] < wants[c.key] and fits_free(c) and quota_room(c) > 0:
                         set_grant(c, grant[c.key] + 1)
                         free -= c.gpus_per_replica
                         served.add(c.key)
@@ -808,43 +907,86 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         tier = [c for column in itertools.zip_longest(*turns) for c in column if c is not None]
         for c in tier:  # then replicas above minReplicas of backends it outranks, lowest first
             short = quota_room(c)  # only c grows below: what its namespace's quotas admit stays as it is now
-            if short <= 0 or not can_yield.below(c):
-                continue
-            usable = room(c)
-            pending: list[Claim] = []  # replicas taken since c's last whole replica: given back if none completes
-            while short > 0 and (found := givers.victim(c)) is not None:
+            g = c.gpus_per_replica
+            if short <= 0 or g <= 0 or not can_yield.below(c):
+                continue  # (a replica of no GPUs took its turn above: it takes from nobody)
+            usable = max(0, free - blocked(c))
+            # as many whole replicas as the free GPUs and what those it outranks hold above their floors make, and
+            # no more than the pool holds beside all it could not take (those it does not outrank, and the floors of
+            # those it does): in an overcommitted pool the Pending pods are nobody's GPUs to take, and a taker never
+            # cuts a giver for a replica it cannot complete
+            # The scheduler places its pods after those of a pod priority not below its own (older ones of its own
+            # first): what it may hold beside them grows only as those it outranks among them give replicas up
+            equal_or_above = granted_gpus.pod_priority_from(c.scheduling_priority)
+            givable_beside = givable.below(c) - (0 if across else givable.pod_priority_below(c.scheduling_priority))
+            can_take = min(short, (usable + givable.below(c)) // g,
+                           max(0, pool_gpus - (granted_gpus.total - givable.below(c))) // g,
+                           max(0, pool_gpus - kept_free(c) - equal_or_above + givable_beside + grant[c.key] * g) // g
+                           - grant[c.key])
+            pending: list[tuple[Claim, int]] = []  # replicas cut since c's last whole one: given back if none completes
+            passed_over = 0
+
+            def beside_equals() -> int:
+                """What c's next pods may get beside pods of a pod priority not below its own and GPUs kept for those
+                that outrank it (the scheduler places those first; lower pods it would preempt, or they drain)."""
+                return pool_gpus - kept_free(c) - granted_gpus.pod_priority_from(c.scheduling_priority)  # noqa: B023
+
+            while can_take > 0 and (found := givers.victim(c, beside=beside_equals() < g)) is not None:
                 v = found
-                while short > 0 and grant[v.key] > floor(v):
-                    set_grant(v, grant[v.key] - 1)
-                    free += v.gpus_per_replica
-                    usable += v.gpus_per_replica
-                    pending.append(v)
-                    while short > 0 and usable >= c.gpus_per_replica:
+                gv = v.gpus_per_replica
+                # In an overcommitted pool, what runs of v is at most what fits beneath those that outrank it (c
+                # included); its replicas beyond that are Pending pods, whose cut frees no GPU (a ReplicaSet scaled
+                # down deletes its unscheduled pods first). Cut only a backend that frees GPUs, a replica a GPU
+                # frees at a time, whole Pending replicas together
+                def fit() -> int:
+                    return max(0, pool_gpus - granted_gpus.above(v))  # noqa: B023 - read now, for this v
+                if min(grant[v.key] * gv, fit()) <= min(floor(v) * gv, fit()):
+                    passed_over += 1
+                    if passed_over > PASS_OVER:
+                        break  # it waits a sync: a taker's look stays short whatever the tenant made of the pool
+                    continue
+                while can_take > 0 and grant[v.key] > floor(v):
+                    if beside_equals() < g and v.scheduling_priority < c.scheduling_priority:
+                        break  # what it lacks is room beside its equals: only one of them giving up makes it
+                    own, room_v = grant[v.key] * gv, fit()
+                    n = min(grant[v.key] - floor(v), (own - room_v) // gv if own - gv >= room_v else 1)
+                    set_grant(v, grant[v.key] - n)
+                    free += n * gv
+                    usable += min(own, room_v) - min(own - n * gv, room_v)
+                    pending.append((v, n))
+                    while can_take > 0 and usable >= g and beside_equals() >= g:
                         set_grant(c, grant[c.key] + 1)
                         served.add(c.key)
-                        free -= c.gpus_per_replica
-                        usable -= c.gpus_per_replica
+                        free -= g
+                        usable -= g
                         short -= 1
-                        for taken in pending:
-                            give(taken.key, c.key)
+                        can_take -= 1
+                        for taken, count in pending:
+                            give(taken.key, c.key, count)
                         pending.clear()
-            for v in pending:
-                set_grant(v, grant[v.key] + 1)
-                free -= v.gpus_per_replica
+            for v, n in pending:
+                set_grant(v, grant[v.key] + n)
+                free -= n * v.gpus_per_replica
             pending.clear()  # given back: not taken by the step below either
             givers.done()
             # a lower pod priority's minReplicas does not hold GPUs against a higher one: the kube-scheduler would
             # preempt those pods for these (they stay Pending; their Deployment keeps its replicas, so their grant
             # stays and the GPUs count here only)
-            # Each such replica is taken once a pass (``preempted``), and an overcommitted pool's deficit comes first
+            # Each such replica is taken once a pass (``preempted``), an overcommitted pool's deficit comes first, and
+            # it holds no more than the pool beside what the scheduler would not preempt for it (pod priorities not
+            # below its own): only whole replicas it can complete
+            if short > 0:
+                short = min(short, max(0, room(c) + preemptible.pod_priority_below(c.scheduling_priority)) // g,
+                            max(0, pool_gpus - granted_gpus.pod_priority_from(c.scheduling_priority)) // g)
             extra = 0
+            counting: list[Claim] = []  # replicas counted since c's last whole one
             while short > 0 and (found := givers.preemptible(c)) is not None:
                 v = found
                 for _ in range(grant[v.key] - preempted.get(v.key, 0)):
                     if short <= 0:
                         break
                     extra += v.gpus_per_replica
-                    pending.append(v)
+                    counting.append(v)
                     while short > 0 and room(c) + extra >= c.gpus_per_replica:
                         from_extra = min(extra, c.gpus_per_replica - min(0, free))
                         extra -= from_extra
@@ -852,11 +994,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         set_grant(c, grant[c.key] + 1)
                         served.add(c.key)
                         short -= 1
-                        for taken in pending:
+                        for taken in counting:
                             give(taken.key, c.key)
                             preempted[taken.key] = preempted.get(taken.key, 0) + 1
-                        pending.clear()
-            pending.clear()  # a part of a replica: nothing taken
+                            track(taken)
+                        counting.clear()
+            # GPUs of replicas counted beyond its last whole one are free for the tier's turns below; a part of a
+            # replica (``counting``) is not taken
+            free += extra - sum(v.gpus_per_replica for v in counting)
+            counting.clear()
             givers.done()
         if free > free_after_turns:
             # GPUs a preemption above left over beyond whole replicas (a 3-GPU replica from two 2-GPU ones): the
@@ -866,7 +1012,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 for queue in queues:
                     while queue:
                         c = queue.popleft()
-                        if free - blocked(c) >= c.gpus_per_replica and quota_room(c) > 0:
+                        if fits_free(c) and quota_room(c) > 0:
                             set_grant(c, grant[c.key] + 1)
                             free -= c.gpus_per_replica
                             served.add(c.key)
