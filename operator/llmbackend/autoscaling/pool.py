@@ -11,13 +11,18 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    its demand counts against nobody, so a tenant cannot drain another backend for pods that would never run, and
    ``Share.waiting_for_capacity`` says why ("not claimed from the GPU pool: no node of the pool can hold ...").
 2. Overcommitted (the backends hold more replicas than the pool's GPUs: some pods are Pending): the lowest-priority
-   backend that a backend holding GPUs outranks gives up a replica above its minReplicas, until the pool fits.
+   backend that a backend holding GPUs outranks gives up a replica above its minReplicas, until the pool fits or
+   it fits beneath those that outrank it (then the pods that wait are of its rank or below - another namespace's
+   equals, a tenant's own Pending pods - and its GPUs are not theirs to get).
 3. Growth, those no backend still short outranks first: they take free GPUs one replica a namespace in turn, then
    replicas above minReplicas of backends they outrank (lowest first) - only as many as make whole replicas of
    their own, what that leaves over going to the tier's backends still short, in turn; then the next tier. In a
-   pool still overcommitted after step 2 the GPUs given up cover the deficit first (the pods that wait may be those
-   very replicas): nobody is granted GPUs the pool does not have. What is still short waits, and
-   ``Share.waiting_for_capacity`` says who holds the GPUs.
+   pool still overcommitted, a victim's cut counts only for the GPUs that run of it beneath those that outrank it
+   (its replicas beyond are Pending pods, cut together: a ReplicaSet scaled down deletes its unscheduled pods
+   first), and a taker holds no more than the pool beside the pods the scheduler places before or beside its own
+   (a pod priority not below its own): more of those comes only from those of them it outranks giving replicas up.
+   A replica of no GPUs takes from nobody. What is still short waits, and ``Share.waiting_for_capacity`` says who
+   holds the GPUs.
 4. Hysteresis: GPUs a backend held within the last ``HOLD_S`` stay reserved against backends it outranks, so a
    backend that gave them up does not take them back the sync after the other's load dips, and lose them again
    the sync after (two backends trading GPUs every sync, each trade a drain and a cold start).
@@ -32,7 +37,8 @@ run with (spec.scheduling.priorityClassName), else 0, as the kube-scheduler sees
 PriorityClasses and restrict who may use them, and the kube-scheduler already lets a pod of a higher class preempt
 lower pods of any namespace: the operator grants nothing the tenant could not do, and withholds nothing the scheduler
 would give. For the same reason a higher pod priority is not stopped by a lower one's minReplicas: the scheduler
-would preempt those pods (step 3 lets it; each such replica once a pass, the deficit first, as above). Equal priorities never take each other's GPUs: the first to hold them
+would preempt those pods (step 3 lets it; each such replica once a pass, an overcommitted pool's deficit first).
+Equal priorities never take each other's GPUs: the first to hold them
 keeps them.
 
 Fair to those that do not outrank each other: free GPUs go first to backends nobody still short outranks, one
