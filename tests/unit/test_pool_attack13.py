@@ -238,6 +238,20 @@ def test_a_tenants_lower_class_keeps_no_gpu_while_another_namespace_cuts_its_own
 
 
 
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (medium), across namespaces, the same inner loop: b/o2 (priority 5) cuts x/o0 (priority 1, a third "
+    "namespace) 2 to 0 while the tenant's t0 (priority 0, class -7: below o0 both ways) keeps its 2 GPUs (it takes "
+    "the leftover GPU back in its turn). x loses 4 GPUs where 2 and t0's pods make room. Fix: as above"))
+def test_across_namespaces_a_third_namespace_is_not_cut_twice_while_the_tenants_lowest_keeps_gpus():
+    o0 = claim("x", "o0", priority=1, current=4, held=2, wanted=5, gpus_per_replica=2)
+    o1 = claim("b", "o1", priority=5, current=1, held=1, wanted=1, gpus_per_replica=3)
+    o2 = claim("b", "o2", priority=5, wanted=1, min_replicas=1, gpus_per_replica=3)
+    t0 = claim("t", "t0", priority=0, class_priority=-7, current=2, held=2, wanted=2)
+    out, _ = share([o0, o1, o2, t0], 1000.0, None, True)
+    assert out[o2.key].replicas == 1
+    assert out[o0.key].replicas >= 1 and out[t0.key].replicas <= 1, out
+
 # --- findings: a preemption's leftover leaks to lower tiers -----------------------------------------------------
 
 
@@ -359,3 +373,15 @@ def test_backends_of_no_gpus_wanting_many_replicas_cost_little_cpu():
     out, _ = share(_zero_gpu_backends(3), 1000.0)
     assert all(s.replicas == 1000 for s in out.values())
     assert t < 0.1, t
+
+
+def test_the_highest_pod_priority_is_never_granted_more_than_the_pool():
+    """Both ways of across_namespaces, Pending pods held: once one of the highest pod priority grows, all of that pod
+    priority (its kept replicas included) hold no more than the pool, unless their kept replicas alone did."""
+    for claims, out, _ in _fuzz_syncs(1307, 600):
+        pool_gpus = claims[0].pool_gpus
+        top = max(c.scheduling_priority for c in claims)
+        tops = [c for c in claims if c.scheduling_priority == top and c.gpus_per_replica > 0]
+        if any(_granted(c, out) > _kept(c) for c in tops):
+            kept = sum(_kept(c) * c.gpus_per_replica for c in tops)
+            assert _gpus(tops, out, lambda c: True) <= max(pool_gpus, kept), (claims, out)
