@@ -107,13 +107,16 @@ def _violations(claims: list[Claim], out: dict, now: float, state: PoolState | N
             bad.append(f"namespace {ns} spent {spent} quota GPU(s) of {free} free")
     if not equal_pods:
         # a higher pod priority may count a lower one's GPUs (the scheduler would preempt those pods; their grant
-        # stays), but those of the highest pod priority never get more than the pool together: each lower replica is
-        # taken once a pass (attack pass 11)
+        # stays), but a namespace's backends of the highest pod priority never get more than the pool together: each
+        # lower replica is taken once a pass (attack pass 11)
         level = max(c.scheduling_priority for c in claims)
-        top = [c for c in claims if c.scheduling_priority == level]
-        used = sum(rep[c.key] * c.gpus_per_replica for c in top)
-        if used > max(pool_gpus, sum(_kept(c) * c.gpus_per_replica for c in top)):
-            bad.append(f"{used} GPU(s) granted to the highest pod priority ({level}), of a pool of {pool_gpus}")
+        for ns in {c.namespace for c in claims if c.scheduling_priority == level}:
+            # a namespace's own: which of other namespaces' pods of one pod priority runs is first come first
+            # served, and a backend cuts its own namespace's for none of theirs (attack pass 13)
+            top = [c for c in claims if c.scheduling_priority == level and c.namespace == ns]
+            used = sum(rep[c.key] * c.gpus_per_replica for c in top)
+            if used > max(pool_gpus, sum(_kept(c) * c.gpus_per_replica for c in top)):
+                bad.append(f"{used} GPU(s) granted to {ns}'s highest pod priority ({level}), of a pool of {pool_gpus}")
         return bad
     used = sum(rep[k] * by_key[k].gpus_per_replica for k in by_key)
     before = sum(_kept(c) * c.gpus_per_replica for c in claims)
@@ -345,6 +348,11 @@ def test_the_tiers_in_one_sort_are_those_nobody_left_outranks_peeled_again_and_a
         assert pool_now._tiers(claims, across) == peeled, (claims, across)
 
 
+def _cut(claims: list[Claim], out: dict) -> int:
+    """Replicas the backends gave up, of those they keep."""
+    return sum(max(0, _kept(c) - out[c.key].replicas) for c in claims)
+
+
 def _texts(out: dict) -> dict:
     """Every share's fields, less who keeps GPUs against a backend short: since attack pass 11 that text is read at
     the end of the pass (what is kept then), not where the pass last looked (``test_kept_for_names_...`` below)."""
@@ -445,6 +453,8 @@ def test_the_heap_pass_gives_the_shares_and_texts_of_the_scanning_one(seed: int)
             same = _texts(new_out) == _texts(old_out) and new_state.__dict__ == old_state.__dict__
             if not same and _preempts_by_pod_priority(claims):
                 break  # meant to differ since attack pass 12: an overcommitted pool, a preemption's leftover GPUs
+            if not same and _cut(claims, new_out) < _cut(claims, old_out):
+                break  # since attack pass 13 a victim cut before the last one keeps what the replica did not need
             assert _texts(new_out) == _texts(old_out)
             assert new_state.__dict__ == old_state.__dict__
             compared += 1

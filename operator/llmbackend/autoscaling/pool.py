@@ -20,8 +20,11 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    pool still overcommitted, a victim's cut counts only for the GPUs that run of it beneath those that outrank it
    (its replicas beyond are Pending pods, cut together: a ReplicaSet scaled down deletes its unscheduled pods
    first), and a taker holds no more than the pool beside the pods the scheduler places before or beside its own
-   (a pod priority not below its own): more of those comes only from those of them it outranks giving replicas up.
-   A replica of no GPUs takes from nobody. What is still short waits, and ``Share.waiting_for_capacity`` says who
+   (a higher pod priority, and its own namespace's of its pod priority; another namespace's pods of its pod
+   priority are first come first served, and counting their Pending pods would make a namespace cut its own
+   backends for them): more room comes only from those it outranks there giving replicas up. A victim cut before
+   the one that completed a replica keeps what the replica did not need. A replica of no GPUs takes from nobody
+   and is granted all at once. What is still short waits, and ``Share.waiting_for_capacity`` says who
    holds the GPUs.
 4. Hysteresis: GPUs a backend held within the last ``HOLD_S`` stay reserved against backends it outranks, so a
    backend that gave them up does not take them back the sync after the other's load dips, and lose them again
@@ -392,13 +395,12 @@ class _GpusByRank:
         self.by_pod = _SumAbove(c.scheduling_priority for c in claims)
         self.own_rank: dict[str, _SumAbove] = {}
         self.own_pod: dict[str, _SumAbove] = {}
-        if not across:
-            by_namespace: dict[str, list[Claim]] = {}
-            for c in claims:
-                by_namespace.setdefault(c.namespace, []).append(c)
-            for ns, own in by_namespace.items():
-                self.own_rank[ns] = _SumAbove((c.scheduling_priority, c.priority) for c in own)
-                self.own_pod[ns] = _SumAbove(c.scheduling_priority for c in own)
+        by_namespace: dict[str, list[Claim]] = {}
+        for c in claims:
+            by_namespace.setdefault(c.namespace, []).append(c)
+        for ns, own in by_namespace.items():
+            self.own_rank[ns] = _SumAbove((c.scheduling_priority, c.priority) for c in own)
+            self.own_pod[ns] = _SumAbove(c.scheduling_priority for c in own)
 
     def set(self, c: Claim, gpus: int) -> None:
         delta = gpus - self.figure.get(c.key, 0)
@@ -407,9 +409,8 @@ class _GpusByRank:
         self.figure[c.key] = gpus
         self.by_other.add(c.priority if self.across else c.scheduling_priority, delta)
         self.by_pod.add(c.scheduling_priority, delta)
-        if not self.across:
-            self.own_rank[c.namespace].add((c.scheduling_priority, c.priority), delta)
-            self.own_pod[c.namespace].add(c.scheduling_priority, delta)
+        self.own_rank[c.namespace].add((c.scheduling_priority, c.priority), delta)
+        self.own_pod[c.namespace].add(c.scheduling_priority, delta)
 
     def above(self, c: Claim) -> int:
         if self.across:
@@ -438,6 +439,15 @@ class _GpusByRank:
 
     def pod_priority_from(self, level: int) -> int:
         return self.by_pod.total - self.by_pod.below(level)
+
+    def placed_before_or_beside(self, c: Claim) -> int:
+        """What the kube-scheduler places before ``c``'s next pod or beside it: pods of a higher pod priority, and
+        its own namespace's of its pod priority. Another namespace's pods of its pod priority are not counted: which
+        of them runs is first come first served, and counting their Pending pods would make ``c`` cut its own
+        namespace's backends for GPUs those pods then get."""
+        own = self.own_pod.get(c.namespace)
+        mine = own.above(c.scheduling_priority - 1) - own.above(c.scheduling_priority) if own else 0
+        return self.by_pod.above(c.scheduling_priority) + mine
 
 
 def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
@@ -897,7 +907,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             for queue in queues:
                 while queue:
                     c = queue.popleft()
-                    if grant[c.key] < wants[c.key] and fits_free(c) and quota_room(c) > 0:
+                    if grant[c.key] < wants[c.key] and fits_free(c) and (admit := quota_room(c)) > 0:
+                        if c.gpus_per_replica <= 0:  # takes from nobody: all it may have at once
+                            set_grant(c, grant[c.key] + admit)
+                            served.add(c.key)
+                            moved.pop(c.key, None)
+                            moved[c.key] = None
+                            break
                         set_grant(c, grant[c.key] + 1)
                         free -= c.gpus_per_replica
                         served.add(c.key)
@@ -907,6 +923,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         break
             queues = [queue for queue in queues if queue]
         free_after_turns = free
+        from_preemption = 0  # GPUs of replicas counted as preempted beyond the tier's whole replicas
         # each namespace's backends in the order the turns left them: those that grew last go last
         last_grew = {k: i for i, k in enumerate(moved)}
         turns = [sorted(backends, key=lambda b: last_grew.get(b.key, -1)) for backends in turns]
@@ -923,21 +940,22 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # cuts a giver for a replica it cannot complete
             # The scheduler places its pods after those of a pod priority not below its own (older ones of its own
             # first): what it may hold beside them grows only as those it outranks among them give replicas up
-            equal_or_above = granted_gpus.pod_priority_from(c.scheduling_priority)
+            equal_or_above = granted_gpus.placed_before_or_beside(c)
             givable_beside = givable.below(c) - (0 if across else givable.pod_priority_below(c.scheduling_priority))
             can_take = min(short, (usable + givable.below(c)) // g,
                            max(0, pool_gpus - (granted_gpus.total - givable.below(c))) // g,
                            max(0, pool_gpus - kept_free(c) - equal_or_above + givable_beside + grant[c.key] * g) // g
                            - grant[c.key])
-            pending: list[tuple[Claim, int]] = []  # replicas cut since c's last whole one: given back if none completes
+            # replicas cut since c's last whole one (victim, replicas, GPUs that freed): given back if none completes
+            pending: list[tuple[Claim, int, int]] = []
             passed_over = 0
 
             def beside_equals() -> int:
-                """What c's next pods may get beside pods of a pod priority not below its own and GPUs kept for those
-                that outrank it (the scheduler places those first; lower pods it would preempt, or they drain)."""
-                return pool_gpus - kept_free(c) - granted_gpus.pod_priority_from(c.scheduling_priority)  # noqa: B023
+                """What c's next pods may get beside the pods placed before or beside them and GPUs kept for those
+                that outrank it (lower pods the scheduler would preempt, or they drain)."""
+                return pool_gpus - kept_free(c) - granted_gpus.placed_before_or_beside(c)  # noqa: B023
 
-            while can_take > 0 and (found := givers.victim(c, beside=beside_equals() < g)) is not None:
+            while can_take > 0 and (found := givers.victim(c, beside=(beside := beside_equals() < g))) is not None:
                 v = found
                 gv = v.gpus_per_replica
                 # In an overcommitted pool, what runs of v is at most what fits beneath those that outrank it (c
@@ -954,12 +972,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 while can_take > 0 and grant[v.key] > floor(v):
                     if beside_equals() < g and v.scheduling_priority < c.scheduling_priority:
                         break  # what it lacks is room beside its equals: only one of them giving up makes it
+                    if beside and beside_equals() >= g:
+                        break  # it made the room: the lowest victim gives the GPUs, as for any taker
                     own, room_v = grant[v.key] * gv, fit()
                     n = min(grant[v.key] - floor(v), (own - room_v) // gv if own - gv >= room_v else 1)
                     set_grant(v, grant[v.key] - n)
                     free += n * gv
-                    usable += min(own, room_v) - min(own - n * gv, room_v)
-                    pending.append((v, n))
+                    freed = min(own, room_v) - min(own - n * gv, room_v)
+                    usable += freed
+                    pending.append((v, n, freed))
                     while can_take > 0 and usable >= g and beside_equals() >= g:
                         set_grant(c, grant[c.key] + 1)
                         served.add(c.key)
@@ -967,10 +988,22 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         usable -= g
                         short -= 1
                         can_take -= 1
-                        for taken, count in pending:
+                        # a victim cut before the last one whose GPUs the replica did not need keeps its
+                        # replicas (a 1-GPU one cut before a 2-GPU one for a 2-GPU replica)
+                        last = pending[-1][0].key if pending else None
+                        for earlier in reversed(list(dict.fromkeys(t.key for t, _, _ in pending if t.key != last))):
+                            cuts = [(t, n, f) for t, n, f in pending if t.key == earlier]
+                            if sum(f for _, _, f in cuts) <= usable:
+                                taken = cuts[0][0]
+                                count = sum(n for _, n, _ in cuts)
+                                set_grant(taken, grant[taken.key] + count)
+                                free -= count * taken.gpus_per_replica
+                                usable -= sum(f for _, _, f in cuts)
+                                pending = [entry for entry in pending if entry[0].key != earlier]
+                        for taken, count, _ in pending:
                             give(taken.key, c.key, count)
                         pending.clear()
-            for v, n in pending:
+            for v, n, _ in pending:
                 set_grant(v, grant[v.key] + n)
                 free -= n * v.gpus_per_replica
             pending.clear()  # given back: not taken by the step below either
@@ -1007,12 +1040,17 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         counting.clear()
             # GPUs of replicas counted beyond its last whole one are free for the tier's turns below; a part of a
             # replica (``counting``) is not taken
-            free += extra - sum(v.gpus_per_replica for v in counting)
+            leftover = extra - sum(v.gpus_per_replica for v in counting)
+            free += leftover
+            from_preemption += leftover
             counting.clear()
             givers.done()
+        free_not_preempted = free - from_preemption
         if free > free_after_turns:
             # GPUs a preemption above left over beyond whole replicas (a 3-GPU replica from two 2-GPU ones): the
-            # tier's backends still short take them in the same turns now, not a sync later
+            # tier's backends still short take them in the same turns now, not a sync later. Those of replicas
+            # counted as preempted are the tier's only (a lower tier's pods would not preempt them): what is left of
+            # them after these turns is dropped
             queues = [deque(c for c in backends if grant[c.key] < wants[c.key]) for backends in turns]
             while queues:
                 for queue in queues:
@@ -1025,6 +1063,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             queue.append(c)
                             break
                 queues = [queue for queue in queues if queue]
+        free = min(free, free_not_preempted)
     for c in members:
         if c.quota_free and grant[c.key] < wants[c.key] and not quota_room(c):
             # its namespace's other backends were granted the quota's free GPUs: the rest is not claimed, as a
