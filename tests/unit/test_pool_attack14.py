@@ -183,12 +183,12 @@ def test_no_gpu_left_idle_for_good_over_syncs():
 def _scheduled(claims, out, pending_first):
     """What the kube-scheduler then runs, per namespace (GPUs): pods that ran keep running unless their backend was
     scaled down (its running pods deleted last: a ReplicaSet deletes unscheduled pods first); the freed GPUs go to
-    Pending pods of equal pod priority first come first served: ``pending_first`` (the older ones), then the new
-    replicas, in the order of ``claims``."""
+    Pending pods by pod priority, the highest first, and among equals first come first served: ``pending_first``
+    (the older ones), then the new replicas, in the order of ``claims``."""
     pool_gpus = claims[0].pool_gpus
     running = {c.key: min(out[c.key].replicas, c.current if c.key not in pending_first else 0) for c in claims}
     free = pool_gpus - sum(running[c.key] * c.gpus_per_replica for c in claims)
-    order = [c for c in claims if c.key in pending_first] + [c for c in claims if c.key not in pending_first]
+    order = sorted(claims, key=lambda c: (-c.scheduling_priority, c.key not in pending_first))
     for c in order:
         while running[c.key] < out[c.key].replicas and free >= c.gpus_per_replica:
             running[c.key] += 1
@@ -237,3 +237,41 @@ def test_without_the_tenants_pending_pods_the_sibling_swap_moves_no_gpu_out_of_t
     o1 = claim("a", "o1", priority=1, wanted=2, pool_gpus=4)
     out, _ = share([o0, o1], 1000.0)
     assert _scheduled([o0, o1], out, pending_first=set()) == {"a": 4}, out
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "FINDING (high): the fuzzed form of the two above: other namespaces (one pod priority, all replicas running, "
+    "no scale-down of their own) alone, then with a tenant's Pending pods of no higher class; what each other "
+    "namespace then runs (scheduler: by pod priority, first come first served among equals) drops below both what "
+    "it ran and what it runs alone in 25 cases of 800 trials (seed 1405; e.g. a runs 9 of 16 GPUs, alone it "
+    "gets 12, with t's Pending class-0 3-GPU pods it cuts o0 (2 GPUs) for its priority-5 sibling and runs 7)."))
+def test_a_tenants_pending_pods_never_take_gpus_another_namespace_frees_for_itself():
+    rng = random.Random(1405)
+    failures = []
+    for _ in range(800):
+        pool_gpus = rng.choice([4, 8, 8, 16])
+        others, used = [], 0
+        for i in range(rng.randint(1, 4)):
+            g = rng.choice([1, 1, 2, 3])
+            current = rng.randint(0, 4)
+            if used + current * g > pool_gpus:
+                current = (pool_gpus - used) // g
+            used += current * g
+            others.append(claim(rng.choice("ab"), f"o{i}", pool_gpus=pool_gpus, priority=rng.choice([0, 1, 5]),
+                                current=current, held=current, wanted=current + rng.randint(0, 4),
+                                min_replicas=rng.choice([0, 0, 1]), gpus_per_replica=g))
+        tenant = []
+        for i in range(rng.randint(1, 3)):
+            current = rng.randint(1, 4)
+            tenant.append(claim("t", f"t{i}", pool_gpus=pool_gpus, priority=rng.choice([0, 9]),
+                                class_priority=rng.choice([None, 0, -1]), current=current, held=current,
+                                wanted=current, gpus_per_replica=rng.choice([1, 2, 3])))
+        alone, _ = share(others, 1000.0)
+        both, _ = share(others + tenant, 1000.0)
+        ran_alone = _scheduled(others, alone, set())
+        ran_both = _scheduled(others + tenant, both, {c.key for c in tenant})
+        for ns in {c.namespace for c in others}:
+            before = sum(c.current * c.gpus_per_replica for c in others if c.namespace == ns)
+            if ran_both.get(ns, 0) < min(ran_alone.get(ns, 0), before):
+                failures.append((ns, ran_alone, ran_both, others, tenant))
+    assert not failures, (len(failures), failures[:1])
