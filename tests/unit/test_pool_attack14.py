@@ -105,11 +105,7 @@ def _wide_taker(n: int) -> list[Claim]:
     return cs
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium): the restore loop after a grant rebuilds `cuts = [... for ... in pending if t.key == earlier]` "
-    "for each distinct earlier victim: O(cuts^2) a replica. 1,600 1-GPU backends cut for one 1,600-GPU replica: "
-    "~0.48 s CPU (400: 0.056 s, 800: 0.14 s; cProfile: 1.15 of 1.5 s in that listcomp). Fix: group pending once "
-    "per grant (key -> [replicas, freed]) and walk the groups in reverse, O(cuts)."))
+# Fixed (was a strict xfail): FINDING (medium) the restore loop rescanned the cuts for each earlier victim (1,600 victims for one wide replica: 0.48 s); grouped once a grant.
 def test_one_wide_replica_cut_from_many_small_backends_costs_little_cpu():
     small, big = _wide_taker(400), _wide_taker(1600)
     out, _ = share(big, 1000.0)
@@ -141,11 +137,7 @@ def test_zero_gpu_bulk_grants_never_let_gpu_backends_exceed_the_quota():
         assert out[other.key].replicas >= 8 - tenant_gpus, (claims, out)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): a backend of no GPUs is capped by the namespace's GPU quota as if each replica took one GPU "
-    "(quota_room's `// max(1, gpus_per_replica)`): quota with 0 GPUs free -> 0 of 50 replicas and a status 'the "
-    "namespace's ResourceQuota on GPUs admits 0 replica(s)', though the API server admits pods that request no "
-    "GPU. Fix: quota_room (and quota.quota_replicas) admit all of a 0-GPU backend's want."))
+# Fixed (was a strict xfail): FINDING (low) a backend of no GPUs was capped by a GPU quota as if each replica took one GPU; a quota on GPUs admits pods that request none.
 def test_a_backend_of_no_gpus_is_not_capped_by_a_full_gpu_quota():
     z = claim("t", "z", wanted=50, gpus_per_replica=0, quota_free=(("q", 0),))
     out, _ = share([z], 1000.0)
@@ -199,14 +191,7 @@ def _scheduled(claims, out, pending_first):
     return by_namespace
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): beside_equals (placed_before_or_beside) leaves out another namespace's Pending pods of the "
-    "taker's pod priority, so namespace a cuts its running backend o0 (4x1 GPU) 4->2 for its higher-spec sibling o1 "
-    "(wants 2) in a pool of 4 that tenant t overcommits with 2 older Pending 1-GPU pods of the same class; the "
-    "scheduler (first come first served among equals) gives the 2 freed GPUs to t's pods, o1's stay Pending: a "
-    "holds 2 GPUs, t 2 (was 4/0), stable over syncs. Fix: in an overcommitted pool, GPUs a taker frees by cutting "
-    "its own namespace's backend count as room only beyond what other namespaces' Pending pods of its pod priority "
-    "(held beyond what fits) would take first; else it waits and cuts nothing."))
+# Fixed (was a strict xfail): FINDING (high) a namespace cut its running backend for a sibling of the same pod priority while another namespace's older Pending pods of that pod priority waited (they took the GPUs: a 4 -> 2, t 0 -> 2); a taker cuts none of its equals while the pool holds less than its pod priority and above and another namespace has pods there (it waits).
 def test_a_tenants_pending_equals_do_not_get_the_gpus_another_namespace_frees_for_its_own_sibling():
     o0 = claim("a", "o0", current=4, held=4, wanted=4, pool_gpus=4)
     o1 = claim("a", "o1", priority=1, wanted=2, pool_gpus=4)
@@ -217,9 +202,7 @@ def test_a_tenants_pending_equals_do_not_get_the_gpus_another_namespace_frees_fo
     assert after.get("a", 0) >= 4, (out, after)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): the same with a 2-GPU victim: a's o0 (2x2 GPUs) cut 2->1 for sibling o1 (1 GPU), tenant t1's "
-    "older Pending 2-GPU pod takes the freed 2 GPUs, o1 waits: a 4->2 GPUs, t 0->2, stable over 3 syncs."))
+# Fixed (was a strict xfail): FINDING (high) the same with a 2-GPU victim; fixed with it.
 def test_a_tenants_pending_two_gpu_pod_does_not_get_a_cut_siblings_gpus():
     o0 = claim("a", "o0", current=2, held=2, wanted=2, gpus_per_replica=2, pool_gpus=4)
     o1 = claim("a", "o1", priority=1, wanted=1, pool_gpus=4)
@@ -240,11 +223,12 @@ def test_without_the_tenants_pending_pods_the_sibling_swap_moves_no_gpu_out_of_t
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): the fuzzed form of the two above: other namespaces (one pod priority, all replicas running, "
-    "no scale-down of their own) alone, then with a tenant's Pending pods of no higher class; what each other "
-    "namespace then runs (scheduler: by pod priority, first come first served among equals) drops below both what "
-    "it ran and what it runs alone in 25 cases of 800 trials (seed 1405; e.g. a runs 9 of 16 GPUs, alone it "
-    "gets 12, with t's Pending class-0 3-GPU pods it cuts o0 (2 GPUs) for its priority-5 sibling and runs 7)."))
+    "FINDING (low, as it stands after the lead's fix of the two probes above: 25 -> 1 of 800 trials, seed 1405): "
+    "what is left is a namespace's own reshuffle, not a leak: its backend of priority 1 short of one 1-GPU replica "
+    "cuts a 3-GPU replica of its priority-0 sibling (the tenant holds, first come, the GPU it would have taken "
+    "alone), and the 2 GPUs left over idle for a sync (a namespace runs 9 of 16 GPUs, not 11). Fix: do not cut a "
+    "victim whose replica frees more than the taker needs while the leftover fits no backend of the tier; or let "
+    "the leftover go to the victim's own turn"))
 def test_a_tenants_pending_pods_never_take_gpus_another_namespace_frees_for_itself():
     rng = random.Random(1405)
     failures = []

@@ -475,7 +475,8 @@ def _pass_cpu(backends: int) -> float:
 # operator's event loop. Now quota spend is a running total, the tier and who could yield are read once a tier, and a
 # backend that cannot grow leaves the turns: 600 backends ~14 ms (was ~1 s), 1,600 ~40 ms (was ~7.6 s).
 def test_a_pool_pass_with_many_backends_of_one_tenant_stays_cheap() -> None:
-    small, large = _pass_cpu(300), _pass_cpu(600)
+    # the least of 3 runs each: a loaded machine (a CI run beside it) once made one 600-backend run 14x a 300 one
+    small, large = min(_pass_cpu(300) for _ in range(3)), min(_pass_cpu(600) for _ in range(3))
     print(f"share(): 300 backends {small * 1000:.0f} ms CPU, 600 backends {large * 1000:.0f} ms CPU")
     assert large <= 0.4, large  # generous: linear work over 600 claims is milliseconds
     assert large <= 2.5 * small + 0.05, (small, large)  # doubling the backends at most about doubles the work

@@ -22,9 +22,11 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    first), and a taker holds no more than the pool beside the pods the scheduler places before or beside its own
    (a higher pod priority, and its own namespace's of its pod priority; another namespace's pods of its pod
    priority are first come first served, and counting their Pending pods would make a namespace cut its own
-   backends for them): more room comes only from those it outranks there giving replicas up. A victim cut before
+   backends for them): more room comes only from those it outranks there giving replicas up, and none of them is
+   cut while another namespace has pods of its pod priority in a pool that holds less than that pod priority and
+   above (the GPUs freed would go to those older pods first: it waits). A victim cut before
    the one that completed a replica keeps what the replica did not need. A replica of no GPUs takes from nobody
-   and is granted all at once. What is still short waits, and ``Share.waiting_for_capacity`` says who
+   and is granted all at once (a quota on GPUs does not limit it). What is still short waits, and ``Share.waiting_for_capacity`` says who
    holds the GPUs.
 4. Hysteresis: GPUs a backend held within the last ``HOLD_S`` stay reserved against backends it outranks, so a
    backend that gave them up does not take them back the sync after the other's load dips, and lose them again
@@ -817,10 +819,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         far. A kept replica given up frees no quota GPUs for others this sync (the result stays the same whatever
         the order of pools)."""
         room = wants[c.key] - grant[c.key]
+        if c.gpus_per_replica <= 0:
+            return max(0, room)  # a quota on GPUs admits pods that request none
         for name, _ in c.quota_free:
             left = budget[(c.namespace, name)] - grown.get((c.namespace, name), 0)
             spent = max(_quota_spend(c, grant[c.key]), _quota_spend(c, kept[c.key]))
-            whole = (left + spent + c.quota_own_gpus) // max(1, c.gpus_per_replica)  # a 0-GPU replica: as one
+            whole = (left + spent + c.quota_own_gpus) // c.gpus_per_replica
             room = min(room, whole - grant[c.key] if left >= 0 else 0)
         return max(0, room)
 
@@ -955,9 +959,18 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 that outrank it (lower pods the scheduler would preempt, or they drain)."""
                 return pool_gpus - kept_free(c) - granted_gpus.placed_before_or_beside(c)  # noqa: B023
 
+            def contested() -> bool:
+                """Whether pods of c's pod priority of another namespace may wait for GPUs: the pool holds less than
+                that pod priority and above. GPUs c's namespace frees among its own backends of that pod priority
+                would go to those older pods first (first come first served), not to c's: it cuts none of them then."""
+                level = granted_gpus.pod_priority_from(c.scheduling_priority)  # noqa: B023
+                return level > pool_gpus and level > granted_gpus.placed_before_or_beside(c)  # noqa: B023
+
             while can_take > 0 and (found := givers.victim(c, beside=(beside := beside_equals() < g))) is not None:
                 v = found
                 gv = v.gpus_per_replica
+                if v.scheduling_priority >= c.scheduling_priority and contested():
+                    break  # (those of a lower pod priority come first: none is left to look at)
                 # In an overcommitted pool, what runs of v is at most what fits beneath those that outrank it (c
                 # included); its replicas beyond that are Pending pods, whose cut frees no GPU (a ReplicaSet scaled
                 # down deletes its unscheduled pods first). Cut only a backend that frees GPUs, a replica a GPU
@@ -990,16 +1003,20 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         can_take -= 1
                         # a victim cut before the last one whose GPUs the replica did not need keeps its
                         # replicas (a 1-GPU one cut before a 2-GPU one for a 2-GPU replica)
-                        last = pending[-1][0].key if pending else None
-                        for earlier in reversed(list(dict.fromkeys(t.key for t, _, _ in pending if t.key != last))):
-                            cuts = [(t, n, f) for t, n, f in pending if t.key == earlier]
-                            if sum(f for _, _, f in cuts) <= usable:
-                                taken = cuts[0][0]
-                                count = sum(n for _, n, _ in cuts)
+                        groups: dict[Key, list] = {}  # victim -> [claim, replicas, GPUs freed], in cut order
+                        for taken, count, freed_by in pending:
+                            group = groups.setdefault(taken.key, [taken, 0, 0])
+                            group[1] += count
+                            group[2] += freed_by
+                        restored = set()
+                        for key in list(groups)[-2::-1]:  # the last victim completed the replica
+                            taken, count, freed_by = groups[key]
+                            if freed_by <= usable:
                                 set_grant(taken, grant[taken.key] + count)
                                 free -= count * taken.gpus_per_replica
-                                usable -= sum(f for _, _, f in cuts)
-                                pending = [entry for entry in pending if entry[0].key != earlier]
+                                usable -= freed_by
+                                restored.add(key)
+                        pending = [entry for entry in pending if entry[0].key not in restored]
                         for taken, count, _ in pending:
                             give(taken.key, c.key, count)
                         pending.clear()

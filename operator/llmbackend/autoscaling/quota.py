@@ -21,8 +21,8 @@ def quota_replicas(quotas: Iterable[dict], pods: Iterable[dict] | None, gpus_per
     The free GPUs are the namespace's: ``quota_free`` names them, so that ``share`` spends them once."""
     own = live_pod_gpus(pods, resource)
     free = quota_free(quotas, priority_class, resource)
-    if not free:
-        return None
+    if not free or gpus_per_replica <= 0:
+        return None  # a quota on GPUs admits pods that request none
     return min((own + f) // max(1, gpus_per_replica) for _, f in free)
 
 
