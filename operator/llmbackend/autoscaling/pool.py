@@ -852,20 +852,20 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         givers.changed(v)
         track(v)
 
-    def room(c: Claim) -> int:
-        """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
-        an overcommitted pool's deficit (negative), which GPUs given up in step 3 cover first: pods that wait for
-        GPUs already may be those very replicas."""
-        return free if free < 0 else max(0, free - blocked(c))
-
     def kept_free(c: Claim) -> int:
         """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free."""
         return min(blocked(c), max(0, free))
 
+    def room(c: Claim) -> int:
+        """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
+        an overcommitted pool's deficit (negative), which GPUs counted as preempted in step 3 cover first: pods that
+        wait for GPUs already may be those very replicas."""
+        return free - kept_free(c)
+
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
         always does: it takes from nobody, whatever the pool's deficit)."""
-        return c.gpus_per_replica <= 0 or free - blocked(c) >= c.gpus_per_replica
+        return c.gpus_per_replica <= 0 or room(c) >= c.gpus_per_replica
 
     def give(victim: Key, taker: Key, n: int = 1) -> None:
         given[victim][taker] = given[victim].get(taker, 0) + n
@@ -937,27 +937,25 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             g = c.gpus_per_replica
             if short <= 0 or g <= 0 or not can_yield.below(c):
                 continue  # (a replica of no GPUs took its turn above: it takes from nobody)
-            usable = max(0, free - blocked(c))
-            # as many whole replicas as the free GPUs and what those it outranks hold above their floors make, and
-            # no more than the pool holds beside all it could not take (those it does not outrank, and the floors of
-            # those it does): in an overcommitted pool the Pending pods are nobody's GPUs to take, and a taker never
-            # cuts a giver for a replica it cannot complete
-            # The scheduler places its pods after those of a pod priority not below its own (older ones of its own
-            # first): what it may hold beside them grows only as those it outranks among them give replicas up
-            equal_or_above = granted_gpus.placed_before_or_beside(c)
-            givable_beside = givable.below(c) - (0 if across else givable.pod_priority_below(c.scheduling_priority))
-            can_take = min(short, (usable + givable.below(c)) // g,
-                           max(0, pool_gpus - (granted_gpus.total - givable.below(c))) // g,
-                           max(0, pool_gpus - kept_free(c) - equal_or_above + givable_beside + grant[c.key] * g) // g
-                           - grant[c.key])
-            # replicas cut since c's last whole one (victim, replicas, GPUs that freed): given back if none completes
-            pending: list[tuple[Claim, int, int]] = []
-            passed_over = 0
+            usable = max(0, room(c))
 
             def beside_equals() -> int:
                 """What c's next pods may get beside the pods placed before or beside them and GPUs kept for those
                 that outrank it (lower pods the scheduler would preempt, or they drain)."""
                 return pool_gpus - kept_free(c) - granted_gpus.placed_before_or_beside(c)  # noqa: B023
+
+            # as many whole replicas as the free GPUs and what those it outranks hold above their floors make, and
+            # no more than the pool holds beside all it could not take (those it does not outrank, and the floors of
+            # those it does): in an overcommitted pool the Pending pods are nobody's GPUs to take, and a taker never
+            # cuts a giver for a replica it cannot complete. Nor more than the room beside its equals grows to as
+            # those it outranks among them give replicas up (``beside_equals``)
+            givable_beside = givable.below(c) - (0 if across else givable.pod_priority_below(c.scheduling_priority))
+            can_take = min(short, (usable + givable.below(c)) // g,
+                           max(0, pool_gpus - (granted_gpus.total - givable.below(c))) // g,
+                           max(0, beside_equals() + givable_beside + grant[c.key] * g) // g - grant[c.key])
+            # replicas cut since c's last whole one (victim, replicas, GPUs that freed): given back if none completes
+            pending: list[tuple[Claim, int, int]] = []
+            passed_over = 0
 
             def contested() -> bool:
                 """Whether pods of c's pod priority of another namespace may wait for GPUs: the pool holds less than
