@@ -388,56 +388,12 @@ def test_kept_for_names_those_that_outrank_a_waiting_backend_and_keep_gpus_at_th
     assert seen > 100, seen
 
 
-AT_QUADRATIC = "9a9c419"  # pool.py before the near-linear reservations, taker search and tiers of attack pass 10 (with
-# the status-text, history and leftover-GPU fixes of the same pass, which change shares on purpose)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(seed: int) -> None:
-    """Differential: 300 random pools (quotas, pod priorities, backends whose pods run elsewhere or are not known,
-    both ways of comparing across namespaces), each over three syncs with their state, give every share, status
-    text and state the same as pool.py before the rewrite."""
-    before = _before(AT_QUADRATIC)
-    if before is None:
-        pytest.skip("no git history at hand")
-    rng = random.Random(seed)
-    mostly_across = seed >= 3  # where step 2's taker has its own look-up (priorities compared across namespaces)
-    compared = 0
-    for _ in range(300):
-        across = mostly_across or rng.random() < 0.25
-        claims = _random_pool(rng, classes=rng.random() < 0.6, quotas=rng.random() < 0.4)
-        claims = [Claim(**{**c.__dict__, "cluster_wide": rng.random() < (0.4 if mostly_across else 0.15),
-                           "held": rng.choice([None, None, c.current, max(0, c.current - 1)])}) for c in claims]
-        old_state: PoolState | None = None
-        new_state: PoolState | None = None
-        now = 1_000.0
-        for _sync in range(3):
-            old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
-            new_out, new_state = share(claims, now, new_state, across)
-            same = (_texts(new_out) == _texts(old_out) and new_state.__dict__ == old_state.__dict__)
-            if not same and _preempts_by_pod_priority(claims):
-                break  # meant to differ since attack pass 11 (see there)
-            assert _texts(new_out) == _texts(old_out)
-            assert new_state.__dict__ == old_state.__dict__
-            compared += 1
-            claims = _next_sync(rng, claims, new_out)
-            now += rng.choice([15.0, 15.0, 400.0])
-    assert compared >= 300, compared  # of 900 syncs: where the rules of attack passes 11 and 12 change nothing
-
-
-AT_SCANNING = "f6c4c47"  # pool.py with attack pass 11's rules, before step 3 looked its victims up in heaps
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_the_heap_pass_gives_the_shares_and_texts_of_the_scanning_one(seed: int) -> None:
-    """Differential: 300 random pools over three syncs give every share, status text and state the same as step 3
-    scanning every holder for each taker, nothing excused where no pool is overcommitted and no pod priority can
-    preempt another (attack pass 12 changed those on purpose; its own scan reference covers them)."""
-    before = _before(AT_SCANNING)
-    if before is None:
-        pytest.skip("no git history at hand")
-    rng = random.Random(100 + seed)
-    mostly_across = seed >= 3
+def _compared_syncs(before: ModuleType, rng: random.Random, mostly_across: bool,
+                    excused: Callable[[list[Claim], dict, dict], bool]) -> int:
+    """300 random pools (quotas, pod priorities, backends whose pods run elsewhere or are not known, both ways of
+    comparing across namespaces), each over three syncs with their state, shared by ``before`` and by the code now:
+    every share, status text and state must be the same, except a sync ``excused`` (the claims, the new shares, the
+    old ones), which ends that pool's run. Returns how many syncs were compared."""
     compared = 0
     for _ in range(300):
         across = mostly_across or rng.random() < 0.25
@@ -451,16 +407,49 @@ def test_the_heap_pass_gives_the_shares_and_texts_of_the_scanning_one(seed: int)
             old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
             new_out, new_state = share(claims, now, new_state, across)
             same = _texts(new_out) == _texts(old_out) and new_state.__dict__ == old_state.__dict__
-            if not same and _preempts_by_pod_priority(claims):
-                break  # meant to differ since attack pass 12: an overcommitted pool, a preemption's leftover GPUs
-            if not same and _cut(claims, new_out) < _cut(claims, old_out):
-                break  # since attack pass 13 a victim cut before the last one keeps what the replica did not need
+            if not same and excused(claims, new_out, old_out):
+                break
             assert _texts(new_out) == _texts(old_out)
             assert new_state.__dict__ == old_state.__dict__
             compared += 1
             claims = _next_sync(rng, claims, new_out)
             now += rng.choice([15.0, 15.0, 400.0])
-    assert compared >= 300, compared  # of 900 syncs: where the rules of attack pass 12 change nothing
+    return compared
+
+
+AT_QUADRATIC = "9a9c419"  # pool.py before the near-linear reservations, taker search and tiers of attack pass 10 (with
+# the status-text, history and leftover-GPU fixes of the same pass, which change shares on purpose)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(seed: int) -> None:
+    """Differential (``_compared_syncs``) with pool.py before the rewrite; excused: the syncs attack passes 11 and 12
+    meant to change (``_preempts_by_pod_priority``)."""
+    before = _before(AT_QUADRATIC)
+    if before is None:
+        pytest.skip("no git history at hand")
+    # mostly across: where step 2's taker has its own look-up (priorities compared across namespaces)
+    compared = _compared_syncs(before, random.Random(seed), seed >= 3,
+                               lambda claims, new, old: _preempts_by_pod_priority(claims))
+    assert compared >= 300, compared  # of 900 syncs: where the rules of attack passes 11 and 12 change nothing
+
+
+AT_SCANNING = "f6c4c47"  # pool.py with attack pass 11's rules, before step 3 looked its victims up in heaps
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_heap_pass_gives_the_shares_and_texts_of_the_scanning_one(seed: int) -> None:
+    """Differential (``_compared_syncs``) with step 3 scanning every holder for each taker, nothing excused where no
+    pool is overcommitted and no pod priority can preempt another (attack pass 12 changed those on purpose; its own
+    scan reference covers them), nor where the code now cuts fewer replicas (attack pass 13: a victim cut before the
+    last one keeps what the replica did not need)."""
+    before = _before(AT_SCANNING)
+    if before is None:
+        pytest.skip("no git history at hand")
+    compared = _compared_syncs(before, random.Random(100 + seed), seed >= 3,
+                               lambda claims, new, old: _preempts_by_pod_priority(claims)
+                               or _cut(claims, new) < _cut(claims, old))
+    assert compared >= 300, compared  # of 900 syncs: where the rules of attack passes 12 and 13 change nothing
 
 
 # ---------------------------------------------------------------------------------------------------------------
