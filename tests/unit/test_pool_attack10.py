@@ -662,7 +662,9 @@ def test_a_flipping_history_costs_a_pass_little():
 
 def _serve_and_read(answer: bytes) -> tuple[float, float, str]:
     """CPU time of one ``get`` of ``answer`` sent at once by a local server, the longest event-loop stall seen by a
-    ticker, and the error (if any)."""
+    ticker, and the error (if any). The stall is read in this thread's CPU time between ticks: the work that held
+    the loop, not the time the OS gave another process (a loaded CI machine stretched a wall-clock stall of 8 ms to
+    21 ms)."""
     async def main() -> tuple[float, float, str]:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.readuntil(b"\r\n\r\n")
@@ -677,11 +679,10 @@ def _serve_and_read(answer: bytes) -> tuple[float, float, str]:
 
         async def ticker() -> None:
             nonlocal stall
-            loop = asyncio.get_running_loop()
-            last = loop.time()
+            last = time.thread_time()
             while not stop:
                 await asyncio.sleep(0)
-                now = loop.time()
+                now = time.thread_time()
                 stall, last = max(stall, now - last), now
 
         tick = asyncio.create_task(ticker())
@@ -698,6 +699,13 @@ def _serve_and_read(answer: bytes) -> tuple[float, float, str]:
         await server.wait_closed()
         return cpu, stall, error
     return asyncio.run(main())
+
+
+def _least_of_3(answer: bytes) -> tuple[float, float, str]:
+    """The least CPU and the least stall of 3 reads, each on its own (a run slowed by load in one says nothing of the
+    other), and the first read's error."""
+    runs = [_serve_and_read(answer) for _ in range(3)]
+    return min(r[0] for r in runs), min(r[1] for r in runs), runs[0][2]
 
 
 def _head(extra: bytes = b"") -> bytes:
@@ -721,11 +729,13 @@ SHAPES = {
 
 def test_no_answer_shape_costs_much_more_than_an_honest_mebibyte():
     """Each shape sent at once: CPU and the longest loop stall, against the honest 1 MiB body read the same way
-    (a no-op body reader: the client's own work). Measured: honest 0.9 ms; header and trailer floods 3-4 ms CPU and
-    stalls of 2-4 ms (refused or read); 1 KiB chunk extensions 0.5 ms; one-byte chunks 2 ms."""
-    figures = {name: min(_serve_and_read(answer) for _ in range(3)) for name, answer in SHAPES.items()}
+    (a no-op body reader: the client's own work). Measured (least of 3, quiet and beside 3 busy loops): honest
+    1.4-2 ms CPU, stall 0.3 ms; the header flood 5.6-12.8 ms CPU, stalls up to 11.7 ms (one read parsed); trailer
+    floods 3-8 ms, stalls 3-6 ms (refused or read); 1 KiB chunk extensions 1 ms; one-byte chunks 3-6 ms. The stall
+    bound leaves twice the worst seen: it catches a reader that holds the loop for a whole body, not a slow machine."""
+    figures = {name: _least_of_3(answer) for name, answer in SHAPES.items()}
     honest_cpu = figures["honest 1 MiB"][0]
     text = "; ".join(f"{n}: {c * 1000:.1f} ms CPU, stall {s * 1000:.1f} ms {e!r}" for n, (c, s, e) in figures.items())
     for cpu, stall, _ in figures.values():
         assert cpu < max(0.05, 5 * honest_cpu), text
-        assert stall < 0.02, text
+        assert stall < 0.03, text
