@@ -348,6 +348,11 @@ def test_the_tiers_in_one_sort_are_those_nobody_left_outranks_peeled_again_and_a
         assert pool_now._tiers(claims, across) == peeled, (claims, across)
 
 
+def _taken(*outs: dict) -> bool:
+    """Whether a backend took replicas from another in any of ``outs``."""
+    return any(s.took for out in outs for s in out.values())
+
+
 def _cut(claims: list[Claim], out: dict) -> int:
     """Replicas the backends gave up, of those they keep."""
     return sum(max(0, _kept(c) - out[c.key].replicas) for c in claims)
@@ -393,7 +398,9 @@ def _compared_syncs(before: ModuleType, rng: random.Random, mostly_across: bool,
     """300 random pools (quotas, pod priorities, backends whose pods run elsewhere or are not known, both ways of
     comparing across namespaces), each over three syncs with their state, shared by ``before`` and by the code now:
     every share, status text and state must be the same, except a sync ``excused`` (the claims, the new shares, the
-    old ones), which ends that pool's run. Returns how many syncs were compared."""
+    old ones), which ends that pool's run, and one where priorities compare across namespaces and a backend took
+    replicas: since attack pass 15 the lowest priority of all gives them up first there, where a namespace drawn came
+    before it. Returns how many syncs were compared."""
     compared = 0
     for _ in range(300):
         across = mostly_across or rng.random() < 0.25
@@ -407,7 +414,7 @@ def _compared_syncs(before: ModuleType, rng: random.Random, mostly_across: bool,
             old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
             new_out, new_state = share(claims, now, new_state, across)
             same = _texts(new_out) == _texts(old_out) and new_state.__dict__ == old_state.__dict__
-            if not same and excused(claims, new_out, old_out):
+            if not same and (excused(claims, new_out, old_out) or (across and _taken(new_out, old_out))):
                 break
             assert _texts(new_out) == _texts(old_out)
             assert new_state.__dict__ == old_state.__dict__
@@ -431,7 +438,8 @@ def test_the_near_linear_pass_gives_the_shares_and_texts_of_the_quadratic_one(se
     # mostly across: where step 2's taker has its own look-up (priorities compared across namespaces)
     compared = _compared_syncs(before, random.Random(seed), seed >= 3,
                                lambda claims, new, old: _preempts_by_pod_priority(claims))
-    assert compared >= 300, compared  # of 900 syncs: where the rules of attack passes 11 and 12 change nothing
+    # of 900 syncs: where the rules of attack passes 11, 12 and 15 change nothing (292-440 since pass 15)
+    assert compared >= 250, compared
 
 
 AT_SCANNING = "f6c4c47"  # pool.py with attack pass 11's rules, before step 3 looked its victims up in heaps

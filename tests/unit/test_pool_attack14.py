@@ -264,13 +264,7 @@ def test_a_tenants_pending_pods_never_take_gpus_another_namespace_frees_for_itse
 # --- across namespaces: a higher spec priority of a lower class ----------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low): across namespaces, n0 (priority 5, class 0, 2-GPU replicas) is granted 0->6 replicas in a pool "
-    "of 12 while n1 (priority 1, class 5) counts 3 of them as preempted the same sync: 18 GPUs granted, 3 new pods "
-    "created only to wait. From the next sync on, step 2 cuts n1 for n0 and step 3 takes it back each sync: n1, "
-    "whose 6 pods all run (the scheduler places its class first), reads 'preempted by ... 6 replica(s)' and 'took "
-    "... 3' every sync. Fix: in step 3's turns, a taker holds no more than the pool beside higher pod priorities "
-    "still short (the later tier's preemption); step 2 counts a higher pod priority as never cut for a lower one."))
+# Fixed (was a strict xfail): FINDING (low) across namespaces a backend of a higher priority and a lower PriorityClass was granted replicas that one of a higher class counted as preempted the same sync (18 GPUs granted in a pool of 12, 'preempted by' every sync); across namespaces a backend now ranks by (pod priority, priority) as inside one, so a priority never ranks it above pods the scheduler places first.
 def test_across_namespaces_a_lower_class_is_not_granted_replicas_preempted_in_the_same_sync():
     n0 = claim("t", "n0", pool_gpus=12, priority=5, class_priority=0, wanted=6, gpus_per_replica=2)
     n1 = claim("b", "n1", pool_gpus=12, priority=1, class_priority=5, wanted=6)

@@ -510,17 +510,19 @@ def test_turn_dates_are_forgotten_once_a_namespace_is_no_longer_short() -> None:
 
 
 def _overcommitted_pass_cpu(backends: int) -> float:
-    """Process CPU of one share() over a pool of 8 GPUs held by a backend of a higher PriorityClass, and
+    """Process CPU of one share() (the least of 3) over a pool of 8 GPUs held by a backend of a higher PriorityClass, and
     ``backends`` of one tenant's namespace each with one pod Pending for GPUs (held: the pool is overcommitted),
     every one of which gives its replica up (step 2)."""
     claims = [_claim("tenant", f"b{i}", 1, 1, pool_gpus=8, held=1) for i in range(backends)]
     claims.append(Claim(namespace="other", name="holder", pool=("H100",), pool_gpus=8, priority=10, current=8,
                         wanted=8, min_replicas=0, gpus_per_replica=1, cluster_wide=True))
-    cpu = time.process_time()
-    out, _ = share(claims, 5.0)
-    cpu = time.process_time() - cpu
+    least = float("inf")
+    for _ in range(3):  # the least of 3 runs: a loaded machine (CI, pytest -n 2) slows one now and then
+        cpu = time.process_time()
+        out, _ = share(claims, 5.0)
+        least = min(least, time.process_time() - cpu)
     assert out[("other", "holder")].replicas == 8 and out[("tenant", "b0")].replicas == 0
-    return cpu
+    return least
 
 
 def test_an_overcommitted_pool_pass_with_many_backends_stays_cheap() -> None:

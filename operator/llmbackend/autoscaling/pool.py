@@ -5,7 +5,8 @@ The autoscaler decides each backend's replicas alone (decision.py); ``share`` ru
 a pool and caps them. A pool is the GPUs of the nodes a backend's replicas may land on (its GPU product, node
 selector and tolerations): backends with the same set share it. Steps, per pool:
 
-1. What each backend keeps: the replicas it holds and still wants (its own scale-down frees GPUs at once). A
+1. What each backend keeps: the replicas it holds and still wants (its own scale-down frees GPUs at once; a backend
+   of no GPUs a replica holds none, so step 2 neither cuts it nor cuts for it). A
    backend whose pods no node of the pool could hold, even with every GPU there free (``Claim.unplaceable``: the
    kube-scheduler's own filters, planning/podfit.py), keeps the replicas whose pods are bound and claims no more:
    its demand counts against nobody, so a tenant cannot drain another backend for pods that would never run, and
@@ -23,8 +24,9 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    (a higher pod priority, and its own namespace's of its pod priority; another namespace's pods of its pod
    priority are first come first served, and counting their Pending pods would make a namespace cut its own
    backends for them): more room comes only from those it outranks there giving replicas up, and none of them is
-   cut while another namespace has pods of its pod priority in a pool that holds less than that pod priority and
-   above (the GPUs freed would go to those older pods first: it waits). A victim cut before
+   cut while another namespace has pods of its pod priority it may not cut (``across``: those it outranks above
+   their floors are its victims) in a pool that holds less than that pod priority and above (the GPUs freed would
+   go to those older pods first: it waits). A victim cut before
    the one that completed a replica keeps what the replica did not need. A replica of no GPUs takes from nobody
    and is granted all at once (a quota on GPUs does not limit it). What is still short waits, and ``Share.waiting_for_capacity`` says who
    holds the GPUs.
@@ -36,7 +38,10 @@ Who outranks whom (``outranks``). The namespace is the trust boundary: a tenant 
 spec.autoscaling.priority to any number, so that number orders backends of its own namespace only, and there only
 pods of one pod priority (a class that took GPUs from another namespace is no ladder to hand them on to the tenant's
 backends of a lower class), or of every namespace when the cluster admin says so (``across_namespaces``, operator
-flag --priority-across-namespaces).
+flag --priority-across-namespaces), there too only among pods of one pod priority: a number never ranks a backend
+above pods the kube-scheduler places before its own (it would preempt them back: GPUs granted twice, and a backend
+"preempted" every sync while its pods run). Which backend gives a replica up first is then the lowest priority of
+all, among those of the lowest pod priority.
 Across namespaces a backend's pod priority counts (``scheduling_priority``): the value of the PriorityClass its pods
 run with (spec.scheduling.priorityClassName), else 0, as the kube-scheduler sees the pods. Admins create
 PriorityClasses and restrict who may use them, and the kube-scheduler already lets a pod of a higher class preempt
@@ -165,14 +170,19 @@ class PoolState:
     backend_served: dict[tuple[tuple[str, ...], Key], float] = field(default_factory=dict)
 
 
+def _rank(c: Claim) -> tuple[int, int]:
+    """What orders backends that share a namespace (or all, ``across_namespaces``): their pods' priority first, as
+    the kube-scheduler places them, then their own priority among pods of one priority."""
+    return (c.scheduling_priority, c.priority)
+
+
 def outranks(a: Claim, b: Claim, across_namespaces: bool) -> bool:
     """May ``a`` take ``b``'s GPUs? See the module docstring for why the namespace bounds it."""
-    if across_namespaces:
-        return a.priority > b.priority
-    if a.namespace == b.namespace:
-        # its own number orders a tenant's backends among pods of one priority only: a class it may use is no ladder
-        # to hand GPUs that class took from another namespace to its backends of a lower one
-        return (a.scheduling_priority, a.priority) > (b.scheduling_priority, b.priority)
+    if across_namespaces or a.namespace == b.namespace:
+        # a number orders backends among pods of one priority only: a class a tenant may use is no ladder to hand
+        # GPUs that class took from another namespace to its backends of a lower one, and a priority never ranks a
+        # backend above pods the kube-scheduler would place before its own (it would preempt them back)
+        return _rank(a) > _rank(b)
     return a.scheduling_priority > b.scheduling_priority
 
 
@@ -231,11 +241,10 @@ def _kept_for(waiting: list[Claim], reserved: dict[Key, int], by_key: dict[Key, 
     backend -> GPUs, all above 0), in ``_Figures.seen_by``'s words: its own namespace's largest by name, the rest
     counted. Built in one sort, the waiting ones from the highest rank down, each reserver added once as the ranks
     fall, not a scan of every reserver for each backend that waits."""
-    def own_rank(c: Claim) -> tuple[int, int]:  # what orders backends of one namespace (``outranks``)
-        return (c.priority, 0) if across else (c.scheduling_priority, c.priority)
+    own_rank = _rank  # what orders backends of one namespace (``outranks``)
 
-    def other_rank(c: Claim) -> int:  # and of another one
-        return c.priority if across else c.scheduling_priority
+    def other_rank(c: Claim) -> tuple[int, int]:  # and of another one
+        return _rank(c) if across else (c.scheduling_priority, 0)
 
     holders = [by_key[k] for k in reserved]
     # other namespaces: the reservers of a rank above each waiting one's, counted in all and by namespace
@@ -393,7 +402,7 @@ class _GpusByRank:
     def __init__(self, claims: list[Claim], across: bool) -> None:
         self.across = across
         self.figure: dict[Key, int] = {}
-        self.by_other = _SumAbove(c.priority if across else c.scheduling_priority for c in claims)
+        self.by_other = _SumAbove(self._other_rank(c) for c in claims)
         self.by_pod = _SumAbove(c.scheduling_priority for c in claims)
         self.own_rank: dict[str, _SumAbove] = {}
         self.own_pod: dict[str, _SumAbove] = {}
@@ -401,7 +410,7 @@ class _GpusByRank:
         for c in claims:
             by_namespace.setdefault(c.namespace, []).append(c)
         for ns, own in by_namespace.items():
-            self.own_rank[ns] = _SumAbove((c.scheduling_priority, c.priority) for c in own)
+            self.own_rank[ns] = _SumAbove(_rank(c) for c in own)
             self.own_pod[ns] = _SumAbove(c.scheduling_priority for c in own)
 
     def set(self, c: Claim, gpus: int) -> None:
@@ -409,26 +418,26 @@ class _GpusByRank:
         if not delta:
             return
         self.figure[c.key] = gpus
-        self.by_other.add(c.priority if self.across else c.scheduling_priority, delta)
+        self.by_other.add(self._other_rank(c), delta)
         self.by_pod.add(c.scheduling_priority, delta)
-        self.own_rank[c.namespace].add((c.scheduling_priority, c.priority), delta)
+        self.own_rank[c.namespace].add(_rank(c), delta)
         self.own_pod[c.namespace].add(c.scheduling_priority, delta)
 
+    def _other_rank(self, c: Claim) -> tuple[int, int]:
+        """The rank another namespace's backends outrank ``c`` by (``outranks``)."""
+        return _rank(c) if self.across else (c.scheduling_priority, 0)
+
     def above(self, c: Claim) -> int:
-        if self.across:
-            return self.by_other.above(c.priority)
-        total = self.by_other.above(c.scheduling_priority)
-        if c.namespace in self.own_rank:  # inside its namespace by (pod priority, priority), not pod priority alone
-            total += (self.own_rank[c.namespace].above((c.scheduling_priority, c.priority))
+        total = self.by_other.above(self._other_rank(c))
+        if not self.across and c.namespace in self.own_rank:  # its namespace's by (pod priority, priority)
+            total += (self.own_rank[c.namespace].above(_rank(c))
                       - self.own_pod[c.namespace].above(c.scheduling_priority))
         return total
 
     def below(self, c: Claim) -> int:
-        if self.across:
-            return self.by_other.below(c.priority)
-        total = self.by_other.below(c.scheduling_priority)
-        if c.namespace in self.own_rank:
-            total += (self.own_rank[c.namespace].below((c.scheduling_priority, c.priority))
+        total = self.by_other.below(self._other_rank(c))
+        if not self.across and c.namespace in self.own_rank:
+            total += (self.own_rank[c.namespace].below(_rank(c))
                       - self.own_pod[c.namespace].below(c.scheduling_priority))
         return total
 
@@ -441,6 +450,16 @@ class _GpusByRank:
 
     def pod_priority_from(self, level: int) -> int:
         return self.by_pod.total - self.by_pod.below(level)
+
+    def equals_below(self, c: Claim) -> int:
+        """What those of ``c``'s pod priority that it outranks have (its namespace's lower priorities; ``across``:
+        every namespace's)."""
+        return self.below(c) - self.by_pod.below(c.scheduling_priority)
+
+    def own_equals_below(self, c: Claim) -> int:
+        """``equals_below`` of its own namespace only."""
+        own = self.own_rank.get(c.namespace)
+        return own.below(_rank(c)) - self.own_pod[c.namespace].below(c.scheduling_priority) if own else 0
 
     def placed_before_or_beside(self, c: Claim) -> int:
         """What the kube-scheduler places before ``c``'s next pod or beside it: pods of a higher pod priority, and
@@ -456,13 +475,12 @@ def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
     """``claims`` in the tiers of step 3, each in the order of ``claims``: first those no other one outranks, then
     those only the first tier outranks, and so on (``_unoutranked`` peeled again and again), built in one sort. Across
     namespaces only a higher pod priority outranks, so a tier is the highest pod priority left and, of each namespace,
-    its highest priority there (``across``: the highest priority left)."""
+    its highest priority there (``across``: of all namespaces as one)."""
     index = {c.key: i for i, c in enumerate(claims)}
     levels: dict[int, dict[str, dict[int, list[Claim]]]] = {}
     for c in claims:
-        level = c.priority if across else c.scheduling_priority
         namespace = "" if across else c.namespace
-        levels.setdefault(level, {}).setdefault(namespace, {}).setdefault(c.priority, []).append(c)
+        levels.setdefault(c.scheduling_priority, {}).setdefault(namespace, {}).setdefault(c.priority, []).append(c)
     tiers = []
     for level in sorted(levels, reverse=True):
         columns = [[groups[p] for p in sorted(groups, reverse=True)] for groups in levels[level].values()]
@@ -472,59 +490,13 @@ def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
     return tiers
 
 
-def _first_of_higher_priority(holders: list[Claim], grant: dict[Key, int]) -> Callable[[Claim], Claim | None]:
-    """``_first_outranking`` where priorities compare across namespaces: the first of ``holders`` still granted a
-    replica whose priority is above a backend's. The holders by priority, highest first, under a tree of the least
-    place in ``holders`` of each range of them (a holder left with no replica counts as none): O(log n) a look-up."""
-    by_priority = sorted(range(len(holders)), key=lambda i: -holders[i].priority)
-    priorities = [-holders[i].priority for i in by_priority]  # ascending, for bisect
-    rank_of = {i: j for j, i in enumerate(by_priority)}
-    size = 1
-    while size < max(1, len(holders)):
-        size *= 2
-    none = len(holders)
-    least = [none] * (2 * size)
-    for j, i in enumerate(by_priority):
-        least[size + j] = i
-    for j in range(size - 1, 0, -1):
-        least[j] = min(least[2 * j], least[2 * j + 1])
-
-    def drop(j: int) -> None:
-        j += size
-        least[j] = none
-        while j > 1:
-            j //= 2
-            least[j] = min(least[2 * j], least[2 * j + 1])
-
-    def taker(cut: Claim) -> Claim | None:
-        while True:
-            # the least place among the first `count` by priority (those above the cut's), in the tree's ranges
-            lo, hi, found = size, size + bisect.bisect_left(priorities, -cut.priority), none
-            while lo < hi:
-                if lo & 1:
-                    found = min(found, least[lo])
-                    lo += 1
-                if hi & 1:
-                    hi -= 1
-                    found = min(found, least[hi])
-                lo //= 2
-                hi //= 2
-            if found == none:
-                return None
-            if grant[holders[found].key] > 0:
-                return holders[found]
-            drop(rank_of[found])  # gave its replicas up (grants only go down in step 2)
-    return taker
-
-
 def _first_outranking(holders: list[Claim], grant: dict[Key, int], across: bool) -> Callable[[Claim], Claim | None]:
     """The first of ``holders`` (in their order: by pod priority, then priority) still granted a replica that
     outranks a backend, for step 2, where grants only go down. In a namespace its first holder left has its highest
-    rank, and of the other namespaces the first holder left has their highest pod priority: either outranks the
+    rank, and of the other namespaces the first holder left has their highest pod priority (``across``: rank): either
+    outranks the
     backend or none of its kind does, so a look-up costs O(log n) (the namespaces' first holders in a heap), not a walk
     from the top of every holder."""
-    if across:
-        return _first_of_higher_priority(holders, grant)
     own: dict[str, deque[int]] = {}  # each namespace's holders (their places in ``holders``) still granted some
     for i, h in enumerate(holders):
         own.setdefault(h.namespace, deque()).append(i)
@@ -579,19 +551,18 @@ class _Yielders:
         self.lowest_own: dict[str, tuple[int, int]] = {}  # each namespace's lowest (pod priority, priority)
         self.lowest_pod: dict[str, int] = {}              # each namespace's lowest pod priority
         self.lowest_two: list[tuple[int, str]] = []       # the two namespaces of the lowest pod priorities
-        self.lowest_priority: int | None = None           # the lowest priority of all (``across``)
+        self.lowest_rank: tuple[int, int] | None = None  # the lowest (pod priority, priority) of all (``across``)
 
     def add(self, v: Claim) -> None:
         if v.key in self.members:
             return
         self.members[v.key] = v
-        rank = (v.scheduling_priority, v.priority)
+        rank = _rank(v)
         self.lowest_own[v.namespace] = min(rank, self.lowest_own.get(v.namespace, rank))
         pod = self.lowest_pod[v.namespace] = min(v.scheduling_priority,
                                                  self.lowest_pod.get(v.namespace, v.scheduling_priority))
         self.lowest_two = sorted([e for e in self.lowest_two if e[1] != v.namespace] + [(pod, v.namespace)])[:2]
-        if self.lowest_priority is None or v.priority < self.lowest_priority:
-            self.lowest_priority = v.priority
+        self.lowest_rank = min(rank, self.lowest_rank or rank)
 
     def below(self, c: Claim) -> bool:
         """Whether ``c`` outranks one of them or has a higher pod priority than one: else it takes from none."""
@@ -599,9 +570,9 @@ class _Yielders:
         if lowest_pod is not None and lowest_pod < c.scheduling_priority:
             return True
         if self.across:
-            return self.lowest_priority is not None and self.lowest_priority < c.priority
+            return self.lowest_rank is not None and self.lowest_rank < _rank(c)
         own = self.lowest_own.get(c.namespace)
-        return own is not None and own < (c.scheduling_priority, c.priority)
+        return own is not None and own < _rank(c)
 
 
 class _Givers:
@@ -610,14 +581,14 @@ class _Givers:
     a lower pod priority with replicas not preempted yet. Heaps with an entry pushed each time a grant changes (one
     whose grant changed since is skipped when it comes up), so that a taker's look costs the victims it takes from,
     not a scan of every holder. Takers come tier by tier, the highest first, so an entry passed over for good (at
-    its floor; across namespaces, a priority not below the taker's) is no later taker's either."""
+    its floor; across namespaces, a rank not below the taker's) is no later taker's either."""
 
     def __init__(self, across: bool, order: Callable[[Claim], tuple], grant: dict[Key, int],
                  floor: Callable[[Claim], int], preempted: dict[Key, int]) -> None:
         self.across, self.order, self.grant, self.floor, self.preempted = across, order, grant, floor, preempted
         self.version: dict[Key, int] = {}
-        self.ranked: list = []  # by ``order``: victims by rank (across namespaces: by priority, checked on the way)
-        self.own: dict[tuple[str, int], list] = {}  # (namespace, pod priority) -> by ``order``: its own equals' part
+        self.ranked: list = []  # by ``order``: victims by rank
+        self.own: dict[tuple[str, int], list] = {}  # ``_equals`` -> by ``order``: those a priority orders
         self.lower: list = []   # by ``order``: the replicas a higher pod priority may count as preempted
         self.looked: list[tuple[list, tuple]] = []  # entries the last taker popped: put back by ``done``
         self.seq = itertools.count()
@@ -629,8 +600,12 @@ class _Givers:
         entry = (self.order(v), next(self.seq), version, v)
         heapq.heappush(self.ranked, entry)
         heapq.heappush(self.lower, entry)
-        if not self.across:
-            heapq.heappush(self.own.setdefault((v.namespace, v.scheduling_priority), []), entry)
+        heapq.heappush(self.own.setdefault(self._equals(v), []), entry)
+
+    def _equals(self, c: Claim) -> tuple[str, int]:
+        """Those whose pods the scheduler places beside ``c``'s and whom a priority orders against it (``outranks``):
+        its namespace's (every namespace's, ``across``) of its pod priority."""
+        return ("" if self.across else c.namespace, c.scheduling_priority)
 
     def _pop(self, heap: list, usable: Callable[[Claim], bool], stop: Callable[[Claim], bool]) -> Claim | None:
         while heap:
@@ -649,32 +624,12 @@ class _Givers:
         priority not below its own (those whose pods the scheduler places before or beside its own)."""
         def above_floor(v: Claim) -> bool:
             return self.grant[v.key] > self.floor(v)
-        if self.across:
-            if not beside:
-                return self._pop(self.ranked, lambda v: above_floor(v) and v.priority < c.priority, lambda v: False)
-            # those of a lower pod priority come first in ``order``: passed over (a few at most), put back after
-            passed: list[tuple] = []
-            found = None
-            while self.ranked and len(passed) <= PASS_OVER:
-                entry = heapq.heappop(self.ranked)
-                v = entry[3]
-                if entry[2] != self.version[v.key] or not above_floor(v) or v.priority >= c.priority:
-                    continue  # for good, as above
-                if v.scheduling_priority < c.scheduling_priority:
-                    passed.append(entry)
-                    continue
-                self.looked.append((self.ranked, entry))
-                found = v
-                break
-            for entry in passed:
-                heapq.heappush(self.ranked, entry)
-            return found
         # a lower pod priority of any namespace first (``order`` begins with it), then its own namespace's lower
-        # priorities at its pod priority
+        # priorities at its pod priority (``across``: every namespace's)
         found = None
         if not beside:
             found = self._pop(self.ranked, above_floor, lambda v: v.scheduling_priority >= c.scheduling_priority)
-        own = self.own.get((c.namespace, c.scheduling_priority))
+        own = self.own.get(self._equals(c))
         if found is None and own:
             found = self._pop(own, above_floor, lambda v: v.priority >= c.priority)
         return found
@@ -693,15 +648,16 @@ class _Givers:
 
 
 def _outranked_by_any(claims: list[Claim], across: bool) -> Callable[[Claim], bool]:
-    """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest (pod priority,
-    priority) of its namespace (the highest priority of all, ``across``) above its own, or a pod priority of another namespace above its own."""
+    """Whether one of ``claims`` outranks a backend (``outranks``), read in one pass over them: the highest (pod
+    priority, priority) of its namespace (of all, ``across``) above its own, or a pod priority of another namespace
+    above its own."""
     if across:
-        top = max((c.priority for c in claims), default=None)
-        return lambda c: top is not None and top > c.priority
+        top = max((_rank(c) for c in claims), default=None)
+        return lambda c: top is not None and top > _rank(c)
     top_own: dict[str, tuple[int, int]] = {}  # the highest (pod priority, priority) of each namespace
     top_scheduling: dict[str, int] = {}
     for c in claims:
-        rank = (c.scheduling_priority, c.priority)
+        rank = _rank(c)
         top_own[c.namespace] = max(rank, top_own.get(c.namespace, rank))
         top_scheduling[c.namespace] = max(c.scheduling_priority, top_scheduling.get(c.namespace, c.scheduling_priority))
     # the two namespaces of the highest pod priorities: the highest of the others' is one of them
@@ -755,7 +711,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     def yields_first(v: Claim) -> tuple:
         """Who gives a replica up first: the lowest pod priority; among equals, a namespace drawn anew each sync, and
         in it its own order (its lowest priority, the largest, the draw). Nothing a tenant sets in its namespace
-        (another backend, a priority) moves the turn of another namespace's backend."""
+        (another backend, a priority) moves the turn of another namespace's backend. ``across``: the lowest priority
+        of all first, then the namespace drawn."""
+        if across:
+            return (v.scheduling_priority, v.priority, _draw(now, v.namespace), -grant[v.key],
+                    _draw(now, v.namespace, v.name))
         return (v.scheduling_priority, _draw(now, v.namespace), v.priority, -grant[v.key],
                 _draw(now, v.namespace, v.name))
 
@@ -875,10 +835,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # holder that outranks it. Grants only go down here, so holders only leave and one no holder outranks never will
     # be: the candidates in a heap, each looked at once a cut, not every backend every cut
     if free < 0:
-        holders = sorted((h for h in members if grant[h.key] > 0), key=lambda h: (-h.scheduling_priority, -h.priority))
+        # (a replica of no GPUs takes from nobody: no holder, nor a candidate to cut)
+        holders = sorted((h for h in members if grant[h.key] > 0 and h.gpus_per_replica > 0),
+                         key=lambda h: (-h.scheduling_priority, -h.priority))
         outranked = _outranked_by_any(holders, across)
         candidates = [(yields_first(v), i, v) for i, v in enumerate(members)
-                      if grant[v.key] > v.min_replicas and outranked(v)]
+                      if grant[v.key] > v.min_replicas and v.gpus_per_replica > 0 and outranked(v)]
         heapq.heapify(candidates)
         taker_of = _first_outranking(holders, grant, across)
         while free < 0 and candidates:
@@ -949,7 +911,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # those it does): in an overcommitted pool the Pending pods are nobody's GPUs to take, and a taker never
             # cuts a giver for a replica it cannot complete. Nor more than the room beside its equals grows to as
             # those it outranks among them give replicas up (``beside_equals``)
-            givable_beside = givable.below(c) - (0 if across else givable.pod_priority_below(c.scheduling_priority))
+            givable_beside = givable.equals_below(c)
             can_take = min(short, (usable + givable.below(c)) // g,
                            max(0, pool_gpus - (granted_gpus.total - givable.below(c))) // g,
                            max(0, beside_equals() + givable_beside + grant[c.key] * g) // g - grant[c.key])
@@ -960,9 +922,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             def contested() -> bool:
                 """Whether pods of c's pod priority of another namespace may wait for GPUs: the pool holds less than
                 that pod priority and above. GPUs c's namespace frees among its own backends of that pod priority
-                would go to those older pods first (first come first served), not to c's: it cuts none of them then."""
+                would go to those older pods first (first come first served), not to c's: it cuts none of them then.
+                Another namespace's backends it may cut above their floors (``across``: lower priorities) hold no
+                such pods: their Pending replicas are its victims, cut first."""
                 level = granted_gpus.pod_priority_from(c.scheduling_priority)  # noqa: B023
-                return level > pool_gpus and level > granted_gpus.placed_before_or_beside(c)  # noqa: B023
+                others = level - granted_gpus.placed_before_or_beside(c)  # noqa: B023
+                cuttable = givable.equals_below(c) - givable.own_equals_below(c)  # noqa: B023
+                return level > pool_gpus and others - cuttable > 0
 
             while can_take > 0 and (found := givers.victim(c, beside=(beside := beside_equals() < g))) is not None:
                 v = found
