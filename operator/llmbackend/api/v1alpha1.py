@@ -801,7 +801,8 @@ class AutoscalingSpec(_Model):
                     "When a backend needs GPUs that are not free, backends of lower priority above their minReplicas "
                     "give theirs up (drained first); equal priorities never take each other's. Compared only with "
                     "backends of this namespace unless the cluster admin allows it across namespaces (operator flag "
-                    "--priority-across-namespaces). Unset: the value of spec.scheduling.priorityClassName's "
+                    "--priority-across-namespaces), and only among pods of one PriorityClass value: a higher class "
+                    "always comes first, as the kube-scheduler places it. Unset: the value of spec.scheduling.priorityClassName's "
                     "PriorityClass (compared across namespaces, as the scheduler does), else 0. "
                     "status.autoscaling.preemptedBy and waitingForCapacity say who holds the GPUs.")
     panic: PanicSpec | None = Field(
