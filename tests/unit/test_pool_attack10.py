@@ -237,6 +237,11 @@ def test_a_namespaces_quota_is_one_budget_over_pools_in_the_rewrite():
     assert not failures, failures[:5]
 
 
+def _old_claim(before: ModuleType, c: Claim):
+    """``c`` as the code before took it: the fields it had (``bound`` came later; these pools never set it)."""
+    return before.Claim(**{f: v for f, v in c.__dict__.items() if f in before.Claim.__dataclass_fields__})
+
+
 def _preempts_by_pod_priority(claims: list[Claim]) -> bool:
     """Whether step 3 may count a lower pod priority's replicas for a higher one (the kube-scheduler would preempt
     them), or take replicas in an overcommitted pool: since attack pass 11 each such replica is taken once a pass and
@@ -272,7 +277,7 @@ def test_the_rewrite_leaves_no_gpu_idle_that_the_code_before_it_granted():
         across = rng.random() < 0.5
         now = 5_000.0 + case
         new_out, _ = share(claims, now, None, across)
-        old_claims = [before.Claim(**c.__dict__) for c in claims]
+        old_claims = [_old_claim(before, c) for c in claims]
         old_out, _ = before.share(old_claims, now, None, across)
         # Since this pass's ladder fix, a backend of a higher pod priority outranks its namespace's backends of a
         # lower one whatever their tenant numbers (``outranks``): where a namespace mixes pod priorities the shares
@@ -411,7 +416,7 @@ def _compared_syncs(before: ModuleType, rng: random.Random, mostly_across: bool,
         new_state: PoolState | None = None
         now = 1_000.0
         for _sync in range(3):
-            old_out, old_state = before.share([before.Claim(**c.__dict__) for c in claims], now, old_state, across)
+            old_out, old_state = before.share([_old_claim(before, c) for c in claims], now, old_state, across)
             new_out, new_state = share(claims, now, new_state, across)
             same = _texts(new_out) == _texts(old_out) and new_state.__dict__ == old_state.__dict__
             if not same and (excused(claims, new_out, old_out) or (across and _taken(new_out, old_out))):

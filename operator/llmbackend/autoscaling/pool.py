@@ -17,16 +17,18 @@ selector and tolerations): backends with the same set share it. Steps, per pool:
    equals, a tenant's own Pending pods - and its GPUs are not theirs to get).
 3. Growth, those no backend still short outranks first: they take free GPUs one replica a namespace in turn, then
    replicas above minReplicas of backends they outrank (lowest first) - only as many as make whole replicas of
-   their own, what that leaves over going to the tier's backends still short, in turn; then the next tier. In a
-   pool still overcommitted, a victim's cut counts only for the GPUs that run of it beneath those that outrank it
-   (its replicas beyond are Pending pods, cut together: a ReplicaSet scaled down deletes its unscheduled pods
-   first), and a taker holds no more than the pool beside the pods the scheduler places before or beside its own
-   (a higher pod priority, and its own namespace's of its pod priority; another namespace's pods of its pod
-   priority are first come first served, and counting their Pending pods would make a namespace cut its own
-   backends for them): more room comes only from those it outranks there giving replicas up, and none of them is
-   cut while another namespace has pods of its pod priority it may not cut (``across``: those it outranks above
-   their floors are its victims) in a pool that holds less than that pod priority and above (the GPUs freed would
-   go to those older pods first: it waits). A victim cut before
+   their own, what that leaves over going to the tier's backends still short, in turn; then the next tier. A
+   victim's cut counts only for the GPUs that run of it (its Pending replicas are cut together, first: a ReplicaSet
+   scaled down deletes its unscheduled pods first), and a taker holds no more than the pool beside the pods the
+   scheduler places before or beside its own (a higher pod priority, and its own namespace's of its pod priority;
+   another namespace's pods of its pod priority are first come first served, and counting their Pending pods would
+   make a namespace cut its own backends for them). Which pods run is read from the pods (``Claim.bound``): a
+   victim runs its bound replicas; the Pending replicas of a backend of the taker's pod priority that it outranks
+   are cut first (they would take the GPUs before its new pods); and while Pending pods of that pod priority of a
+   third namespace (neither the taker's nor the victim's) wait, it cuts no victim for GPUs that would go to those
+   older pods. Where the pods are not known for every backend of the pool (a read failed), it judges them: a
+   victim runs what fits beneath those that outrank it, and it waits while the pool holds less than its pod
+   priority and above and another namespace has GPUs there it may not cut. A victim cut before
    the one that completed a replica keeps what the replica did not need. A replica of no GPUs takes from nobody
    and is granted all at once (a quota on GPUs does not limit it). What is still short waits, and ``Share.waiting_for_capacity`` says who
    holds the GPUs.
@@ -72,7 +74,8 @@ on the order of the claims.
 
 What a backend holds (``holding.held_replicas``) is read from its pods: a replica the API server never let exist (its
 Deployment refused, a quota) holds nothing, and a multi-node group holds only when all its pods exist and each is bound
-or waits only for GPUs. Only a read that failed counts as "not known" (every replica held).
+or waits only for GPUs. Only a read that failed counts as "not known" (every replica held). Of those, the replicas
+whose pods run (``holding.bound_replicas``: bound to nodes of the pool) tell the pool which wait.
 
 What status says (``Share``) names backends of the reader's own namespace only, at most a few (the largest; "and 40
 more backend(s) of this namespace: 40 GPU(s)"): others are counted ("2 backend(s) of other namespaces: 8 GPU(s)"). Their names, models and GPU counts are not the tenant's to read; the operator's
@@ -128,6 +131,11 @@ class Claim:
     # namespace and every pool, so together they never claim more than the quota admits
     quota_free: tuple[tuple[str, int], ...] = ()
     quota_own_gpus: int = 0
+    # of ``held``, the replicas whose pods all run (bound to nodes of the pool: ``holding.bound_replicas``); the rest
+    # wait for GPUs. None: not known (tests of the rules alone; a read failed): the pool then judges what runs of a
+    # backend from the ranks (those beneath its outrankers), and another namespace's pods that may wait from the
+    # pool's deficit
+    bound: int | None = None
 
     @property
     def key(self) -> Key:
@@ -460,6 +468,11 @@ class _GpusByRank:
         """``equals_below`` of its own namespace only."""
         own = self.own_rank.get(c.namespace)
         return own.below(_rank(c)) - self.own_pod[c.namespace].below(c.scheduling_priority) if own else 0
+
+    def equals(self, level: int, namespace: str | None = None) -> int:
+        """What backends of pod priority ``level`` have (of one namespace, or all)."""
+        tree = self.by_pod if namespace is None else self.own_pod.get(namespace)
+        return tree.above(level - 1) - tree.above(level) if tree else 0
 
     def placed_before_or_beside(self, c: Claim) -> int:
         """What the kube-scheduler places before ``c``'s next pod or beside it: pods of a higher pod priority, and
@@ -801,16 +814,40 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # step 3), and not counted as preempted yet (what a higher pod priority may count): whether a backend's turn
     # can make a whole replica, and whether what it would hold fits the pool, each in O(log n)
     granted_gpus, givable, preemptible = (_GpusByRank(members, across) for _ in range(3))
+    # what runs and what waits is known from the pods (``Claim.bound``) only when it is for every backend of the pool;
+    # then the GPUs of replicas that wait (a ReplicaSet scaled down deletes those first)
+    exact = all(c.bound is not None for c in members)
+    waiting_gpus = _GpusByRank(members, across)
 
     def track(v: Claim) -> None:
         g = max(0, v.gpus_per_replica)
         granted_gpus.set(v, grant[v.key] * g)
         givable.set(v, max(0, grant[v.key] - floor(v)) * g)
         preemptible.set(v, max(0, grant[v.key] - preempted.get(v.key, 0)) * g)
+        if exact:
+            waits = max(0, min(grant[v.key], _held(v)) - max(0, v.bound or 0))
+            waiting_gpus.set(v, waits * g)
 
     for v in members:
         givers.changed(v)
         track(v)
+
+    def contested(c: Claim, v: Claim) -> bool:
+        """Whether pods of c's pod priority of a third namespace (neither c's nor v's) wait for GPUs: GPUs
+        a cut of v frees would go to those older pods first (first come first served), not to c's, so it
+        does not cut v then (``v``'s own namespace's Pending pods may take them: that namespace's own
+        reshuffle, and c takes the rest next sync; those of a backend c outranks, above its floor, step 3
+        cuts first). Known from the pods (``Claim.bound``); not known, judged from the pool's deficit: pods
+        of that pod priority and above beyond the pool, and GPUs of another namespace there c may not cut."""
+        level = c.scheduling_priority
+        if exact:
+            def waits(ns: str | None) -> int:
+                return waiting_gpus.equals(level, ns)
+            return waits(None) - waits(c.namespace) - (waits(v.namespace) if v.namespace != c.namespace else 0) > 0
+        held_there = granted_gpus.pod_priority_from(level)
+        others = held_there - granted_gpus.placed_before_or_beside(c)
+        cuttable_gpus = givable.equals_below(c) - givable.own_equals_below(c)
+        return held_there > pool_gpus and others - cuttable_gpus > 0
 
     def kept_free(c: Claim) -> int:
         """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free."""
@@ -919,27 +956,31 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             pending: list[tuple[Claim, int, int]] = []
             passed_over = 0
 
-            def contested() -> bool:
-                """Whether pods of c's pod priority of another namespace may wait for GPUs: the pool holds less than
-                that pod priority and above. GPUs c's namespace frees among its own backends of that pod priority
-                would go to those older pods first (first come first served), not to c's: it cuts none of them then.
-                Another namespace's backends it may cut above their floors (``across``: lower priorities) hold no
-                such pods: their Pending replicas are its victims, cut first."""
-                level = granted_gpus.pod_priority_from(c.scheduling_priority)  # noqa: B023
-                others = level - granted_gpus.placed_before_or_beside(c)  # noqa: B023
-                cuttable = givable.equals_below(c) - givable.own_equals_below(c)  # noqa: B023
-                return level > pool_gpus and others - cuttable > 0
-
             while can_take > 0 and (found := givers.victim(c, beside=(beside := beside_equals() < g))) is not None:
                 v = found
                 gv = v.gpus_per_replica
-                if v.scheduling_priority >= c.scheduling_priority and contested():
-                    break  # (those of a lower pod priority come first: none is left to look at)
+                if exact and v.scheduling_priority >= c.scheduling_priority:
+                    # its Pending pods (known from the pods) would take GPUs before c's new ones (older, of c's pod
+                    # priority): they go first, whether or not c completes a replica this sync. They free no GPU
+                    waits = max(0, min(grant[v.key], _held(v)) - max(0, v.bound or 0))
+                    if (clear := min(waits, grant[v.key] - floor(v))) > 0:
+                        set_grant(v, grant[v.key] - clear)
+                        free += clear * gv
+                        give(v.key, c.key, clear)
+                if v.scheduling_priority >= c.scheduling_priority and contested(c, v):
+                    if not exact:
+                        break  # (those of a lower pod priority come first: none is left to look at)
+                    passed_over += 1  # a third namespace's Pending pods would take what v frees: the next victim
+                    if passed_over > PASS_OVER:
+                        break
+                    continue
                 # In an overcommitted pool, what runs of v is at most what fits beneath those that outrank it (c
                 # included); its replicas beyond that are Pending pods, whose cut frees no GPU (a ReplicaSet scaled
                 # down deletes its unscheduled pods first). Cut only a backend that frees GPUs, a replica a GPU
                 # frees at a time, whole Pending replicas together
                 def fit() -> int:
+                    if exact:  # known: its pods bound to nodes
+                        return max(0, min(v.bound or 0, _held(v))) * gv  # noqa: B023
                     return max(0, pool_gpus - granted_gpus.above(v))  # noqa: B023 - read now, for this v
                 if min(grant[v.key] * gv, fit()) <= min(floor(v) * gv, fit()):
                     passed_over += 1
@@ -1056,7 +1097,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
 
     # what status says holds the pool, and keeps GPUs against those still short: read once a pool, not once a
     # backend short
-    holding = _Figures({h.key: grant[h.key] * h.gpus_per_replica for h in members if grant[h.key] > 0})
+    holding = _Figures({h.key: gpus for h in members if (gpus := grant[h.key] * h.gpus_per_replica) > 0})
     kept_for = _kept_for([c for c in members if grant[c.key] < wants[c.key] and blocked(c) > 0],
                          {h.key: r for h in reservers if (r := reserved(h.key)) > 0}, by_key, across,
                          f" GPU(s) it held within the last {HOLD_S:.0f}s")

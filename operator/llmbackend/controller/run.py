@@ -561,6 +561,9 @@ class Operator:
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
                 # Deployment's conditions
                 held = await self._held(key, target, pods)
+            # of those, the replicas whose pods run (bound to nodes of the pool): the pool reads from them which pods
+            # wait for GPUs, not from the ranks. Not known while its pods are not read
+            bound = bound_replicas(target.current_replicas, pods, target.pool_nodes) if pods is not None else None
             if key[0] not in quotas:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: the quotas unread). Its pods not
@@ -579,7 +582,7 @@ class Operator:
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
-                                quota_own_gpus=live_pod_gpus(pods_known) if known else 0))
+                                quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound))
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
