@@ -230,6 +230,19 @@ def test_bound_replicas_counts_pods_on_a_node_and_not_those_leaving():
     assert bound_replicas(3, None) == 0 and bound_replicas(1, [_pod("a", node="n1"), _pod("b", node="n2")]) == 1
 
 
+def test_bound_replicas_of_a_gpu_backend_count_only_pods_that_request_gpus():
+    """A pod with the backend's labels that a tenant bound to a node itself, asking for no GPU, runs nothing of a
+    GPU backend: it does not stand in for a replica whose pod waits (it would hide that pod from the pool)."""
+    from llmbackend.autoscaling.holding import bound_replicas
+
+    real = _pod("a", node="n1")
+    real["spec"]["containers"] = [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    forged = _pod("b", node="n1")
+    forged["spec"]["containers"] = [{"name": "sleep"}]
+    assert bound_replicas(2, [real, forged], needs_gpus=True) == 1
+    assert bound_replicas(2, [real, forged]) == 2  # a backend of no GPUs: any bound pod of its labels runs it
+
+
 def _group_pod(name, group, size, node=None, unschedulable=None):
     """A pod of a LeaderWorkerSet group, labelled and annotated as the LWS controller does."""
     pod = _pod(name, node=node, unschedulable=unschedulable)

@@ -5,6 +5,7 @@ to a node or waits only for GPUs; a pod bound outside the pool holds none of its
 from __future__ import annotations
 
 from ..planning.inventory import GPU_RESOURCE
+from ..planning.podfit import pod_gpus
 from ..render.multinode import GROUP_INDEX_LABEL
 
 
@@ -43,11 +44,15 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     return max(0, current - unplaceable - refused)
 
 
-def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None) -> int:
+def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None,
+                   needs_gpus: bool = False) -> int:
     """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
-    group once and only when all its pods are bound: what a backend whose pods the pool's nodes could not hold
-    (Claim.unplaceable) still holds."""
-    live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    group once and only when all its pods are bound: what runs (the pool reads which replicas wait from it, and what a
+    backend whose pods the pool's nodes could not hold still holds). ``needs_gpus``: only pods that request GPUs
+    count (the backend's replicas do): a pod with the backend's labels that a tenant bound to a node itself, asking
+    for none, runs nothing of the backend and would hide its Pending replicas from the pool."""
+    live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")
+            and (not needs_gpus or pod_gpus(p) > 0)]
     return min(current, sum(1 for group in _groups(live)
                             if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
 

@@ -555,7 +555,8 @@ class Operator:
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
                 # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
-                held: int | None = bound_replicas(target.current_replicas, pods, target.pool_nodes)
+                held: int | None = bound_replicas(target.current_replicas, pods, target.pool_nodes,
+                                                  target.gpus_per_replica > 0)
             else:
                 # replicas whose pods can never hold a GPU (a quota or the API server refused them, or they cannot be
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
@@ -563,7 +564,8 @@ class Operator:
                 held = await self._held(key, target, pods)
             # of those, the replicas whose pods run (bound to nodes of the pool): the pool reads from them which pods
             # wait for GPUs, not from the ranks. Not known while its pods are not read
-            bound = bound_replicas(target.current_replicas, pods, target.pool_nodes) if pods is not None else None
+            bound = (bound_replicas(target.current_replicas, pods, target.pool_nodes, target.gpus_per_replica > 0)
+                     if pods is not None else None)
             if key[0] not in quotas:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: the quotas unread). Its pods not
