@@ -142,7 +142,10 @@ def test_the_memory_stays_small_a_run_of_syncs_at_one_count_is_one_entry():
 
 
 def _pod(name, node=None, unschedulable=None):
-    pod = {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}, "status": {}}
+    """A serving pod of a 1-GPU backend (it requests its GPU)."""
+    gpu = [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    pod = {"metadata": {"name": name}, "spec": {**({"nodeName": node} if node else {}), "containers": gpu},
+           "status": {}}
     if unschedulable is not None:
         pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                         "message": unschedulable}]
@@ -238,7 +241,7 @@ def test_bound_replicas_of_a_gpu_backend_count_only_pods_that_request_gpus():
     real = _pod("a", node="n1")
     real["spec"]["containers"] = [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
     forged = _pod("b", node="n1")
-    forged["spec"]["containers"] = [{"name": "sleep"}]
+    forged["spec"]["containers"] = [{"name": "sleep"}]  # asks for no GPU
     assert bound_replicas(2, [real, forged], needs_gpus=True) == 1
     assert bound_replicas(2, [real, forged]) == 2  # a backend of no GPUs: any bound pod of its labels runs it
 
@@ -265,12 +268,13 @@ def test_a_multi_node_group_holds_only_when_whole_and_each_pod_is_bound_or_waits
     assert held_replicas(5, [], None) == 0 and bound_replicas(5, []) == 0
 
 
-def _share_target(name, pool="H100/abc"):
+def _share_target(name, pool="H100/abc", multi_node=False):
     from llmbackend.api.v1alpha1 import AutoscalingSpec
     from llmbackend.controller.decide import AutoscaleTarget
 
     return AutoscaleTarget("tenant", name, AutoscalingSpec(enabled=True, max_replicas=8), "llm",
-                           f"llmbackend.dev/backend={name}", 4, 8, 1, 8, pool=pool, pool_gpus=8)
+                           f"llmbackend.dev/backend={name}", 4, 8, 1, 8, pool=pool, pool_gpus=8,
+                           multi_node=multi_node)
 
 
 class _Reads:
@@ -322,7 +326,11 @@ def test_before_the_caches_sync_an_absent_deployment_is_read_once_per_target_and
     assert [_held(operator, target, []) for _ in range(3)] == [0, 0, 0] and reads.reads == 1
     assert _held(operator, _share_target("refused"), []) == 0 and reads.reads == 2, "a new pass: read again"
     group = [_group_pod("refused-0", 0, 2, node="n1"), _group_pod("refused-0-1", 0, 2, node="n2")]
-    assert _held(operator, target, group) == 1 and reads.reads == 2, "a multi-node backend has no Deployment"
+    multi_node = _share_target("refused", multi_node=True)
+    assert _held(operator, multi_node, group) == 1 and reads.reads == 2, "a multi-node backend has no Deployment"
+    # a Deployment backend's pods labelled as a group's (anyone who may create pods there can) do not make it one:
+    # each GPU pod bound alone holds its replica
+    assert _held(operator, target, group) == 2
     operator.kube.kube = _Reads(fail=True)  # type: ignore[assignment]
     assert _held(operator, _share_target("unread"), []) is None, "a read that failed: not known (all held)"
 
@@ -366,11 +374,11 @@ def test_a_running_multi_node_backend_holds_its_groups_with_the_workers_from_the
     activator = {"metadata": {"namespace": "tenant", "name": "big-activator-x", "labels": {
         "llmbackend.dev/backend": "big"}}, "spec": {"nodeName": "cpu"}, "status": {}}
     operator.caches.stores["Pod"].replace("", [*leaders, *workers, activator])
-    target = _share_target("big")
-    pods = asyncio.run(operator._pool_pods(("tenant", "big"), leaders))
+    target = _share_target("big", multi_node=True)
+    pods = asyncio.run(operator._pool_pods(("tenant", "big"), target, leaders))
     assert sorted(p["metadata"]["name"] for p in pods) == ["big-0", "big-0-1", "big-1", "big-1-1"]
     assert _held(operator, target, pods) == 2 and reads.reads == 0
-    assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), leaders[:1]))) == 2
+    assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), target, leaders[:1]))) == 2
     workers[1]["spec"] = {}  # a worker not placed yet (its scheduler has not judged it): that group holds nothing
     operator.caches.stores["Pod"].replace("", [*leaders, *workers])
-    assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), leaders))) == 1
+    assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), target, leaders))) == 1

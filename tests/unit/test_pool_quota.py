@@ -114,7 +114,7 @@ def test_a_backend_whose_pods_are_not_read_yet_is_still_capped_by_its_namespace_
                ("other", "v"): _pool_target("other", "v", 4)}
     operator.scalers = {("other", "v"): {"pods": _pods(4)}}  # the tenant's backend: no evaluation with pods yet
     monkeypatch.setattr(operator, "_held", lambda key, target, pods: asyncio.sleep(0, result=target.current_replicas))
-    monkeypatch.setattr(operator, "_pool_pods", lambda key, pods: asyncio.sleep(0, result=pods))
+    monkeypatch.setattr(operator, "_pool_pods", lambda key, target, pods: asyncio.sleep(0, result=pods))
     quotas = {"tenant": [_quota(4, 4)], "other": []}
     monkeypatch.setattr(operator.kube, "list", lambda kind, namespace=None, **_: quotas[namespace])
     _priority_classes(monkeypatch, operator, {"gold": 1000})

@@ -10,7 +10,8 @@ from ..render.multinode import GROUP_INDEX_LABEL
 
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
-                  pool_nodes: frozenset[str] | None = None) -> int | None:
+                  pool_nodes: frozenset[str] | None = None, needs_gpus: bool = False,
+                  grouped: bool = True) -> int | None:
     """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
 
     With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
@@ -21,14 +22,18 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     a pod bound to a node outside ``pool_nodes`` (when known, None when not; empty: a pool of no nodes) holds GPUs of
     another pool, none of this one's. Without one (``deployment`` None: the API server refused it or it
     was deleted, or the backend is multi-node, whose LeaderWorkerSet makes groups of pods): only what its pods hold,
-    a group counted once and only when all its pods exist and each is bound or waits only for GPUs; a replica with
+    a group counted once and only when all its pods exist and each is bound or waits only for GPUs (``grouped``: the
+    backend is multi-node; else each pod alone), only pods that request GPUs where ``needs_gpus``; a replica with
     no pod holds nothing. A failed read is the caller's None, not this one's."""
     if pods is None:
         return None
     live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
     if deployment is None:
-        return min(current, sum(1 for group in _groups(live)
+        # its pods alone: ``needs_gpus`` and ``grouped`` as for ``bound_replicas`` (a pod a tenant made with the
+        # backend's labels, asking for no GPU or named as a group's, holds nothing of it)
+        mine = [p for p in live if not needs_gpus or pod_gpus(p) > 0]
+        return min(current, sum(1 for group in (_groups(mine) if grouped else [[p] for p in mine])
                                 if all(_holds(p) and not _elsewhere(p, pool_nodes) for p in group)))
     unplaceable = sum(1 for p in live if _unplaceable(p) or _elsewhere(p, pool_nodes))
     refused = 0
@@ -45,15 +50,16 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
 
 
 def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None,
-                   needs_gpus: bool = False) -> int:
+                   needs_gpus: bool = False, grouped: bool = True) -> int:
     """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
     group once and only when all its pods are bound: what runs (the pool reads which replicas wait from it, and what a
     backend whose pods the pool's nodes could not hold still holds). ``needs_gpus``: only pods that request GPUs
     count (the backend's replicas do): a pod with the backend's labels that a tenant bound to a node itself, asking
-    for none, runs nothing of the backend and would hide its Pending replicas from the pool."""
+    for none, runs nothing of the backend and would hide its Pending replicas from the pool. ``grouped``: its replicas
+    are multi-node groups; else each pod is a replica (a pod named like another's worker is no part of it)."""
     live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")
             and (not needs_gpus or pod_gpus(p) > 0)]
-    return min(current, sum(1 for group in _groups(live)
+    return min(current, sum(1 for group in (_groups(live) if grouped else [[p] for p in live])
                             if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
 
 

@@ -816,7 +816,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     granted_gpus, givable, preemptible = (_GpusByRank(members, across) for _ in range(3))
     # what runs and what waits is known from the pods (``Claim.bound``) only when it is for every backend of the pool;
     # then the GPUs of replicas that wait (a ReplicaSet scaled down deletes those first)
-    exact = all(c.bound is not None for c in members)
+    # (a pool whose bound replicas hold more GPUs than it has is not read right: judged, as when not known)
+    exact = all(c.bound is not None for c in members) and sum(
+        max(0, min(c.bound or 0, _held(c))) * max(0, c.gpus_per_replica) for c in members) <= pool_gpus
     waiting_gpus = _GpusByRank(members, across)
 
     def track(v: Claim) -> None:
@@ -848,6 +850,16 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         others = held_there - granted_gpus.placed_before_or_beside(c)
         cuttable_gpus = givable.equals_below(c) - givable.own_equals_below(c)
         return held_there > pool_gpus and others - cuttable_gpus > 0
+
+    # GPUs a namespace's waiting pods got from cuts of its own running replicas this pass (``older_waiting``)
+    absorbed_by: dict[str, int] = {}
+
+    def older_waiting(c: Claim, v: Claim) -> int:
+        """GPUs of v's namespace's waiting pods of c's pod priority and above not yet given GPUs a cut freed: older
+        than c's new pods, they are placed first."""
+        tree = waiting_gpus.own_pod.get(v.namespace)
+        waits = tree.above(c.scheduling_priority - 1) if tree else 0
+        return max(0, waits - absorbed_by.get(v.namespace, 0))
 
     def kept_free(c: Claim) -> int:
         """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free."""
@@ -952,8 +964,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             can_take = min(short, (usable + givable.below(c)) // g,
                            max(0, pool_gpus - (granted_gpus.total - givable.below(c))) // g,
                            max(0, beside_equals() + givable_beside + grant[c.key] * g) // g - grant[c.key])
-            # replicas cut since c's last whole one (victim, replicas, GPUs that freed): given back if none completes
-            pending: list[tuple[Claim, int, int]] = []
+            # replicas cut since c's last whole one (victim, replicas, GPUs that freed for c, GPUs its namespace's older
+            # waiting pods took): given back if none completes
+            pending: list[tuple[Claim, int, int, int]] = []
             passed_over = 0
 
             while can_take > 0 and (found := givers.victim(c, beside=(beside := beside_equals() < g))) is not None:
@@ -997,8 +1010,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     set_grant(v, grant[v.key] - n)
                     free += n * gv
                     freed = min(own, room_v) - min(own - n * gv, room_v)
-                    usable += freed
-                    pending.append((v, n, freed))
+                    # known from the pods: what v's namespace has waiting of c's pod priority and above (those c
+                    # could not cut: its floors, its equals) is older than c's new pods and takes freed GPUs first
+                    absorbed = min(freed, older_waiting(c, v)) if exact and v.namespace != c.namespace else 0
+                    absorbed_by[v.namespace] = absorbed_by.get(v.namespace, 0) + absorbed
+                    usable += freed - absorbed
+                    pending.append((v, n, freed - absorbed, absorbed))
                     while can_take > 0 and usable >= g and beside_equals() >= g:
                         set_grant(c, grant[c.key] + 1)
                         served.add(c.key)
@@ -1008,26 +1025,28 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         can_take -= 1
                         # a victim cut before the last one whose GPUs the replica did not need keeps its
                         # replicas (a 1-GPU one cut before a 2-GPU one for a 2-GPU replica)
-                        groups: dict[Key, list] = {}  # victim -> [claim, replicas, GPUs freed], in cut order
-                        for taken, count, freed_by in pending:
-                            group = groups.setdefault(taken.key, [taken, 0, 0])
+                        groups: dict[Key, list] = {}  # victim -> [claim, replicas, GPUs freed, absorbed], in cut order
+                        for taken, count, freed_by, absorbed_there in pending:
+                            group = groups.setdefault(taken.key, [taken, 0, 0, 0])
                             group[1] += count
                             group[2] += freed_by
+                            group[3] += absorbed_there
                         restored = set()
                         for key in list(groups)[-2::-1]:  # the last victim completed the replica
-                            taken, count, freed_by = groups[key]
-                            if freed_by <= usable:
+                            taken, count, freed_by, absorbed_there = groups[key]
+                            if freed_by <= usable and not absorbed_there:
                                 set_grant(taken, grant[taken.key] + count)
                                 free -= count * taken.gpus_per_replica
                                 usable -= freed_by
                                 restored.add(key)
                         pending = [entry for entry in pending if entry[0].key not in restored]
-                        for taken, count, _ in pending:
+                        for taken, count, _, _ in pending:
                             give(taken.key, c.key, count)
                         pending.clear()
-            for v, n, _ in pending:
+            for v, n, _, absorbed_there in pending:
                 set_grant(v, grant[v.key] + n)
                 free -= n * v.gpus_per_replica
+                absorbed_by[v.namespace] -= absorbed_there
             pending.clear()  # given back: not taken by the step below either
             givers.done()
             # a lower pod priority's minReplicas does not hold GPUs against a higher one: the kube-scheduler would

@@ -637,7 +637,7 @@ def _replicas(observed: Observed, spec: LLMBackendSpec, live_workload: dict[str,
         activator_selector=label_selector(activator_selector(ref)) if activator.enabled(spec) else None,
         memory=memory if isinstance(memory, dict) else None,
         pool=pool[0], pool_gpus=pool[1], priority=autoscaling.priority,
-        priority_class=spec.scheduling.priority_class_name,
+        priority_class=spec.scheduling.priority_class_name, multi_node=plan_status.nodes_per_replica > 1,
     )
     if scale is not None:
         extra = dict(scale.extra)

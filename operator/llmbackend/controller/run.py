@@ -551,12 +551,12 @@ class Operator:
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
             class_value = self.priority_classes[target.priority_class][0] if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
-            pods = await self._pool_pods(key, (self.scalers.get(key) or {}).get("pods"))
+            pods = await self._pool_pods(key, target, (self.scalers.get(key) or {}).get("pods"))
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
                 # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
                 held: int | None = bound_replicas(target.current_replicas, pods, target.pool_nodes,
-                                                  target.gpus_per_replica > 0)
+                                                  target.gpus_per_replica > 0, target.multi_node)
             else:
                 # replicas whose pods can never hold a GPU (a quota or the API server refused them, or they cannot be
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
@@ -564,8 +564,8 @@ class Operator:
                 held = await self._held(key, target, pods)
             # of those, the replicas whose pods run (bound to nodes of the pool): the pool reads from them which pods
             # wait for GPUs, not from the ranks. Not known while its pods are not read
-            bound = (bound_replicas(target.current_replicas, pods, target.pool_nodes, target.gpus_per_replica > 0)
-                     if pods is not None else None)
+            bound = (bound_replicas(target.current_replicas, pods, target.pool_nodes, target.gpus_per_replica > 0,
+                                    target.multi_node) if pods is not None else None)
             if key[0] not in quotas:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: the quotas unread). Its pods not
@@ -599,11 +599,12 @@ class Operator:
                                            scaler["source"].in_flight_by_pod())
             self._publish(key, target, new)
 
-    async def _pool_pods(self, key: tuple[str, str], pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    async def _pool_pods(self, key: tuple[str, str], target,
+                         pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
         """The pods whose GPUs count for a backend: those of its last evaluation (the serving pods), and for a
-        multi-node backend every pod of its groups (the evaluation lists the leaders only; the watch cache answers).
-        None: not known."""
-        if not any(is_group_pod(p) for p in pods or []):
+        multi-node backend (its plan's, not a label a pod carries) every pod of its groups (the evaluation lists the
+        leaders only; the watch cache answers). None: not known."""
+        if not target.multi_node or pods is None:
             return pods
         loop = asyncio.get_running_loop()
         try:
@@ -620,8 +621,9 @@ class Operator:
         No live read per sync: a Deployment the synced watch cache does not have is absent (the API server refused
         it, or it was deleted: the reconciler's next pass says why); before the caches sync, one the API server said
         was absent stays absent for this target, until the reconciler's next pass hands the loop a new one."""
-        if any(is_group_pod(p) for p in pods or []):
-            return held_replicas(target.current_replicas, pods, None, target.pool_nodes)
+        needs_gpus = target.gpus_per_replica > 0
+        if target.multi_node:
+            return held_replicas(target.current_replicas, pods, None, target.pool_nodes, needs_gpus)
         store = self.caches.stores.get("Deployment")
         if store is not None and store.synced:
             deployment = store.get(*key)
@@ -636,7 +638,7 @@ class Operator:
                 return None
             if deployment is None:
                 self.absent_deployments[key] = target
-        return held_replicas(target.current_replicas, pods, deployment, target.pool_nodes)
+        return held_replicas(target.current_replicas, pods, deployment, target.pool_nodes, needs_gpus, grouped=False)
 
     async def _quotas(self, namespace: str) -> list[dict[str, Any]] | None:
         """The ResourceQuotas of a namespace, read live (their status.used moves with every pod the API server
