@@ -1460,8 +1460,10 @@ def run_shared_pool(args) -> tuple[str, int, dict]:
             wanted = {n: ops[n].desired(sims[n], t) for n in names}
             allowed = dict(wanted)
             if feature:
+                # every replica here runs (one is started only on a free GPU): bound, as the operator reads pods
                 shares, state = share([Claim("bench", n, ("pool",), POOL_GPUS, POOL_PRIORITY[n], sims[n].replicas(),
-                                             wanted[n], POOL_MIN_REPLICAS, 1) for n in names], t, state)
+                                             wanted[n], POOL_MIN_REPLICAS, 1, bound=sims[n].replicas())
+                                       for n in names], t, state)
                 allowed = {n: shares[("bench", n)].replicas for n in names}
             for n in names:  # scale-downs first: their GPUs come free as their drains end
                 if allowed[n] < sims[n].replicas():
