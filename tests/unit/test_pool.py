@@ -142,10 +142,11 @@ def test_the_memory_stays_small_a_run_of_syncs_at_one_count_is_one_entry():
 
 
 def _pod(name, node=None, unschedulable=None):
-    """A serving pod of a 1-GPU backend (it requests its GPU)."""
+    """A serving pod of a 1-GPU backend: made by its ReplicaSet, requesting its GPU."""
     gpu = [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
-    pod = {"metadata": {"name": name}, "spec": {**({"nodeName": node} if node else {}), "containers": gpu},
-           "status": {}}
+    owner = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs", "controller": True}]
+    pod = {"metadata": {"name": name, "ownerReferences": owner},
+           "spec": {**({"nodeName": node} if node else {}), "containers": gpu}, "status": {}}
     if unschedulable is not None:
         pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                         "message": unschedulable}]
@@ -251,6 +252,7 @@ def _group_pod(name, group, size, node=None, unschedulable=None):
     pod = _pod(name, node=node, unschedulable=unschedulable)
     pod["metadata"]["labels"] = {"leaderworkerset.sigs.k8s.io/group-index": str(group)}
     pod["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/size": str(size)}
+    pod["metadata"]["ownerReferences"] = [{"kind": "StatefulSet", "name": "sts", "uid": "sts", "controller": True}]
     return pod
 
 

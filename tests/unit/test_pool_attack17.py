@@ -101,15 +101,18 @@ def _gpus(claims: list[Claim], running: dict, namespace: str) -> int:
     return sum(running[c.key] * c.gpus_per_replica for c in claims if c.namespace == namespace)
 
 
-def _pod(name: str, node: str | None = None, gpus: int = 1, waits_for_gpus: bool = False, **spec) -> dict:
-    """A pod as the evaluation lists it (by the backend's labels)."""
+def _pod(name: str, node: str | None = None, gpus: int = 1, waits_for_gpus: bool = False, owned: bool = True,
+         **spec) -> dict:
+    """A pod as the evaluation lists it (by the backend's labels); ``owned``: its ReplicaSet made it (a tenant's own
+    pod is bare: it cannot name the backend's ReplicaSet as controller without that ReplicaSet counting it)."""
     status: dict = {"phase": "Running" if node else "Pending"}
     if waits_for_gpus:
         status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                  "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 "
                                             "nodes are available: 2 No preemption victims found for incoming pod."}]
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
-    return {"metadata": {"name": name, "labels": dict(LABELS)},
+    owner = [{"kind": "ReplicaSet", "name": "t-5d8c7f", "uid": "rs", "controller": True}] if owned else []
+    return {"metadata": {"name": name, "labels": dict(LABELS), "ownerReferences": owner},
             "spec": {**({"nodeName": node} if node else {}), "containers": [{"name": "c", "resources": resources}],
                      **spec},
             "status": status}
@@ -121,14 +124,14 @@ def _pod(name: str, node: str | None = None, gpus: int = 1, waits_for_gpus: bool
 def _forged_pending_tenant() -> tuple[int | None, int]:
     """The tenant's backend t: 1 replica, its pod Pending for GPUs; beside it the tenant's own pod with t's labels,
     no GPU, ``nodeName`` a node of the pool (no scheduler involved: the kubelet runs it). What the operator reads."""
-    pods = [_pod("t-5d8c7f-x2kq9", waits_for_gpus=True), _pod("decoy", node="gpu-node-1", gpus=0)]
+    pods = [_pod("t-5d8c7f-x2kq9", waits_for_gpus=True), _pod("decoy", node="gpu-node-1", gpus=0, owned=False)]
     return held_replicas(1, pods, {"status": {}}, POOL_NODES), _bound(pods)
 
 
 def _bound(pods: list[dict]) -> int:
     """bound_replicas as the controller calls it for a 1-GPU Deployment backend (controller/run.py): only pods that
     request GPUs count, and each pod is a replica of its own."""
-    return bound_replicas(1, pods, POOL_NODES, needs_gpus=True, grouped=False)
+    return bound_replicas(1, pods, POOL_NODES, needs_gpus=True, grouped=False, workload_made=True)
 
 
 # Fixed (was what the findings below read): a 0-GPU decoy with nodeName a pool node made a Pending replica read bound
@@ -192,7 +195,7 @@ def _hidden_running_tenant() -> tuple[int | None, int]:
     """The tenant's t runs 1 replica (pod t-5d8c7f-x2kq9 on a pool node); beside it the tenant's own pod with t's
     labels named t-5d8c7f-x2kq9-0, no GPU, spec.schedulerName of no scheduler (Pending for good, never judged, so not
     "unplaceable"). ``_groups`` makes it the running pod's worker: the replica reads as not bound, still held."""
-    pods = [_pod("t-5d8c7f-x2kq9", node="gpu-node-1"), _pod("t-5d8c7f-x2kq9-0", gpus=0, schedulerName="none")]
+    pods = [_pod("t-5d8c7f-x2kq9", node="gpu-node-1"), _pod("t-5d8c7f-x2kq9-0", gpus=0, schedulerName="none", owned=False)]
     return held_replicas(1, pods, {"status": {}}, POOL_NODES), _bound(pods)
 
 

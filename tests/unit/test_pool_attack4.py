@@ -98,9 +98,13 @@ def _pod(name: str, node: str | None = None, unschedulable: str | None = None) -
     elif unschedulable is not None:
         status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                  "message": unschedulable}]
+    # a serving pod: made by the backend's ReplicaSet, requesting its GPU (what the pool counts as a replica's)
     return {"metadata": {"name": name, "uid": f"uid-{name}", "namespace": "tenant",
-                         "creationTimestamp": "2026-12-06T06:00:00Z"},
-            "spec": {"nodeName": node} if node else {}, "status": status}
+                         "creationTimestamp": "2026-12-06T06:00:00Z",
+                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "rs", "controller": True}]},
+            "spec": {**({"nodeName": node} if node else {}),
+                     "containers": [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": status}
 
 
 # the kube-scheduler's words for a pod more GPUs would never place: the cpu the node's other pods leave is too little

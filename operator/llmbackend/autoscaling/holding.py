@@ -11,7 +11,7 @@ from ..render.multinode import GROUP_INDEX_LABEL
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
                   pool_nodes: frozenset[str] | None = None, needs_gpus: bool = False,
-                  grouped: bool = True) -> int | None:
+                  grouped: bool = True, workload_made: bool = False) -> int | None:
     """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
 
     With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
@@ -27,13 +27,10 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     no pod holds nothing. A failed read is the caller's None, not this one's."""
     if pods is None:
         return None
-    live = [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")
-            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    live = [p for p in _replica_pods(pods, needs_gpus, workload_made)
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
     if deployment is None:
-        # its pods alone: ``needs_gpus`` and ``grouped`` as for ``bound_replicas`` (a pod a tenant made with the
-        # backend's labels, asking for no GPU or named as a group's, holds nothing of it)
-        mine = [p for p in live if not needs_gpus or pod_gpus(p) > 0]
-        return min(current, sum(1 for group in (_groups(mine) if grouped else [[p] for p in mine])
+        return min(current, sum(1 for group in (_groups(live) if grouped else [[p] for p in live])
                                 if all(_holds(p) and not _elsewhere(p, pool_nodes) for p in group)))
     unplaceable = sum(1 for p in live if _unplaceable(p) or _elsewhere(p, pool_nodes))
     refused = 0
@@ -50,17 +47,39 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
 
 
 def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None,
-                   needs_gpus: bool = False, grouped: bool = True) -> int:
+                   needs_gpus: bool = False, grouped: bool = True, workload_made: bool = False) -> int:
     """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
     group once and only when all its pods are bound: what runs (the pool reads which replicas wait from it, and what a
-    backend whose pods the pool's nodes could not hold still holds). ``needs_gpus``: only pods that request GPUs
-    count (the backend's replicas do): a pod with the backend's labels that a tenant bound to a node itself, asking
-    for none, runs nothing of the backend and would hide its Pending replicas from the pool. ``grouped``: its replicas
-    are multi-node groups; else each pod is a replica (a pod named like another's worker is no part of it)."""
-    live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")
-            and (not needs_gpus or pod_gpus(p) > 0)]
+    backend whose pods the pool's nodes could not hold still holds). ``grouped``: its replicas are multi-node groups;
+    else each pod is a replica (a pod named like another's worker is no part of it). ``needs_gpus`` and
+    ``workload_made``: see ``_replica_pods``."""
+    live = _replica_pods(pods or [], needs_gpus, workload_made)
     return min(current, sum(1 for group in (_groups(live) if grouped else [[p] for p in live])
                             if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
+
+
+# the controllers that make a backend's pods: a Deployment's ReplicaSet; a LeaderWorkerSet's StatefulSets
+WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet")
+
+
+def _replica_pods(pods: list[dict], needs_gpus: bool, workload_made: bool) -> list[dict]:
+    """Of the pods a backend's labels select, those that may be its replicas' (not leaving). A tenant who may create
+    pods in its namespace can give one the labels, a node name, a scheduling gate: such a pod would make a Pending
+    replica read as running, or a running one as unplaceable, and move GPUs between namespaces. ``needs_gpus``: only
+    pods that request GPUs (the backend's replicas do). ``workload_made``: only pods a workload controller owns (a
+    controller ownerReference to a ReplicaSet or StatefulSet): a bare pod with the labels is nobody's replica, and one
+    that names the backend's own ReplicaSet as controller is counted by that ReplicaSet, which then deletes a pod of
+    its own (unscheduled ones first), so it hides none."""
+    mine = []
+    for p in pods:
+        meta = p.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (needs_gpus and pod_gpus(p) <= 0):
+            continue
+        if workload_made and not any(isinstance(ref, dict) and ref.get("controller") is True
+                                     and ref.get("kind") in WORKLOAD_KINDS for ref in meta.get("ownerReferences") or []):
+            continue
+        mine.append(p)
+    return mine
 
 
 def _elsewhere(pod: dict, pool_nodes: frozenset[str] | None) -> bool:

@@ -337,7 +337,10 @@ def _held(c: Claim) -> int:
     unschedulable for another reason than GPUs) count for nobody: the backend keeps them, but holds and wants no GPUs
     for them until they run. Not known (a read failed, or no pods listed yet) counts as held, unless the pods could
     not be placed anyway."""
-    return (0 if c.unplaceable else c.current) if c.held is None else max(0, min(c.current, c.held))
+    if c.held is None:
+        return 0 if c.unplaceable else c.current
+    # a replica whose pods run holds (``bound``), whatever else its pods read
+    return max(0, min(c.current, max(c.held, c.bound or 0)))
 
 
 def _kept(c: Claim) -> int:
@@ -861,6 +864,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         waits = tree.above(c.scheduling_priority - 1) if tree else 0
         return max(0, waits - absorbed_by.get(v.namespace, 0))
 
+    def cuttable_in(c: Claim, namespace: str) -> int:
+        """GPUs of ``namespace``'s backends that ``c`` outranks, above their floors (what cuts there could free)."""
+        if across:
+            tree = givable.own_rank.get(namespace)
+            return tree.below(_rank(c)) if tree else 0
+        tree = givable.own_pod.get(namespace)
+        return tree.below(c.scheduling_priority) if tree and namespace != c.namespace else 0
+
     def kept_free(c: Claim) -> int:
         """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free."""
         return min(blocked(c), max(0, free))
@@ -894,14 +905,20 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         taker_of = _first_outranking(holders, grant, across)
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
-            if granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus:
+            if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
+                    and not (exact and waiting_gpus.above(cut) > 0)):
                 # it fits beneath those that outrank it: the pods that wait are of its rank or below (another
                 # namespace's equals, its own lower siblings), and its GPUs are not theirs to get. Grants only go
-                # down here, so it fits for the rest of the step
+                # down here, so it fits for the rest of the step. Known from the pods, one that outranks it may
+                # still wait (an older pod of its took the GPU while that one's pod was recreated): it does not fit
                 continue
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
+            if exact and grant[cut.key] <= max(0, min(cut.bound or 0, _held(cut))):
+                # a running pod goes (its Pending ones went first): the GPU it frees goes to the pods that wait,
+                # the taker's namespace's (those step 3 then finds waiting are fewer)
+                absorbed_by[taker.namespace] = absorbed_by.get(taker.namespace, 0) + cut.gpus_per_replica
             set_grant(cut, grant[cut.key] - 1)
             free += cut.gpus_per_replica
             given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
@@ -980,6 +997,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         set_grant(v, grant[v.key] - clear)
                         free += clear * gv
                         give(v.key, c.key, clear)
+                if exact and v.namespace != c.namespace and older_waiting(c, v) + g > cuttable_in(c, v.namespace):
+                    passed_over += 1  # its namespace's older waiting pods would take all it could cut there
+                    if passed_over > PASS_OVER:
+                        break
+                    continue
                 if v.scheduling_priority >= c.scheduling_priority and contested(c, v):
                     if not exact:
                         break  # (those of a lower pod priority come first: none is left to look at)
