@@ -224,8 +224,8 @@ def test_a_class_whose_pods_no_node_of_the_pool_can_hold_takes_nothing_and_says_
     assert hog_decision.message.endswith(f"capped at 1 by the GPU pool shared by priority: 8 replica(s) not claimed "
                                          f"from the GPU pool: {why}")
     operator.scalers[("tenant", "hog")] = {"pods": [{
-        "metadata": {"name": "hog-0", "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "rs",
-                                                           "controller": True}]},
+        "metadata": {"name": "hog-0", "labels": {"pod-template-hash": "h"}, "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "hog-h", "uid": "rs", "controller": True}]},
         "spec": {"nodeName": "n1", "containers": [{"name": "server",
                                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}]}
     asyncio.run(operator._share_pools(targets))

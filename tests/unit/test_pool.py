@@ -144,8 +144,9 @@ def test_the_memory_stays_small_a_run_of_syncs_at_one_count_is_one_entry():
 def _pod(name, node=None, unschedulable=None):
     """A serving pod of a 1-GPU backend: made by its ReplicaSet, requesting its GPU."""
     gpu = [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
-    owner = [{"kind": "ReplicaSet", "name": "rs", "uid": "rs", "controller": True}]
-    pod = {"metadata": {"name": name, "ownerReferences": owner},
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{name.split('-')[0]}-h", "uid": "rs",
+              "controller": True}]  # its backend's Deployment is named as the pod's name begins
+    pod = {"metadata": {"name": name, "labels": {"pod-template-hash": "h"}, "ownerReferences": owner},
            "spec": {**({"nodeName": node} if node else {}), "containers": gpu}, "status": {}}
     if unschedulable is not None:
         pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
@@ -252,7 +253,8 @@ def _group_pod(name, group, size, node=None, unschedulable=None):
     pod = _pod(name, node=node, unschedulable=unschedulable)
     pod["metadata"]["labels"] = {"leaderworkerset.sigs.k8s.io/group-index": str(group)}
     pod["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/size": str(size)}
-    pod["metadata"]["ownerReferences"] = [{"kind": "StatefulSet", "name": "sts", "uid": "sts", "controller": True}]
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "uid": "sts",
+                                           "name": name.split("-")[0], "controller": True}]
     return pod
 
 

@@ -34,7 +34,7 @@ from llmbackend.autoscaling.holding import bound_replicas, held_replicas
 from llmbackend.autoscaling.pool import Claim, outranks, share
 
 POOL_NODES = frozenset({"gpu-node-1", "gpu-node-2"})
-LABELS = {"llmbackend.dev/backend": "t", "app.kubernetes.io/component": "server"}
+LABELS = {"llmbackend.dev/backend": "t", "app.kubernetes.io/component": "server", "pod-template-hash": "5d8c7f"}
 
 
 def claim(namespace: str, name: str, **kw) -> Claim:
@@ -111,7 +111,8 @@ def _pod(name: str, node: str | None = None, gpus: int = 1, waits_for_gpus: bool
                                  "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 "
                                             "nodes are available: 2 No preemption victims found for incoming pod."}]
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
-    owner = [{"kind": "ReplicaSet", "name": "t-5d8c7f", "uid": "rs", "controller": True}] if owned else []
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "t-5d8c7f", "uid": "rs", "controller": True}
+             ] if owned else []
     return {"metadata": {"name": name, "labels": dict(LABELS), "ownerReferences": owner},
             "spec": {**({"nodeName": node} if node else {}), "containers": [{"name": "c", "resources": resources}],
                      **spec},
@@ -131,7 +132,7 @@ def _forged_pending_tenant() -> tuple[int | None, int]:
 def _bound(pods: list[dict]) -> int:
     """bound_replicas as the controller calls it for a 1-GPU Deployment backend (controller/run.py): only pods that
     request GPUs count, and each pod is a replica of its own."""
-    return bound_replicas(1, pods, POOL_NODES, needs_gpus=True, grouped=False, workload_made=True)
+    return bound_replicas(1, pods, POOL_NODES, needs_gpus=True, grouped=False, workload_made="t")
 
 
 # Fixed (was what the findings below read): a 0-GPU decoy with nodeName a pool node made a Pending replica read bound

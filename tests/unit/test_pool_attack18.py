@@ -31,7 +31,7 @@ from llmbackend.autoscaling.holding import bound_replicas, held_replicas
 from llmbackend.autoscaling.pool import HOLD_S, Claim, Share, outranks, share
 
 POOL_NODES = frozenset({"gpu-node-1", "gpu-node-2"})
-LABELS = {"llmbackend.dev/backend": "t", "app.kubernetes.io/component": "server"}
+LABELS = {"llmbackend.dev/backend": "t", "app.kubernetes.io/component": "server", "pod-template-hash": "5d8c7f"}
 
 
 def claim(namespace: str, name: str, **kw) -> Claim:
@@ -109,7 +109,8 @@ def _pod(name: str, node: str | None = None, gpus: int = 1, waits_for_gpus: bool
                                  "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 "
                                             "nodes are available: 2 No preemption victims found for incoming pod."}]
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
-    owner = [{"kind": "ReplicaSet", "name": "t-5d8c7f", "uid": "rs", "controller": True}] if owned else []
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "t-5d8c7f", "uid": "rs", "controller": True}
+             ] if owned else []
     return {"metadata": {"name": name, "labels": dict(LABELS), "ownerReferences": owner},
             "spec": {**({"nodeName": node} if node else {}), "containers": [{"name": "c", "resources": resources}],
                      **spec},
@@ -119,8 +120,8 @@ def _pod(name: str, node: str | None = None, gpus: int = 1, waits_for_gpus: bool
 def _read(current: int, pods: list[dict]) -> tuple[int | None, int]:
     """held and bound of a 1-GPU Deployment backend as controller/run.py reads them (``_held``: held_replicas with
     its Deployment, needs_gpus, grouped=False; bound_replicas with the pool's nodes, needs_gpus, grouped=False)."""
-    return (held_replicas(current, pods, {"status": {}}, POOL_NODES, True, grouped=False, workload_made=True),
-            bound_replicas(current, pods, POOL_NODES, True, False, workload_made=True))
+    return (held_replicas(current, pods, {"status": {}}, POOL_NODES, True, grouped=False, workload_made="t"),
+            bound_replicas(current, pods, POOL_NODES, True, False, workload_made="t"))
 
 
 # --- (1) held lowered by the tenant's own gated pods -------------------------------------------------------------

@@ -100,8 +100,9 @@ def _pod(name: str, node: str | None = None, unschedulable: str | None = None) -
                                  "message": unschedulable}]
     # a serving pod: made by the backend's ReplicaSet, requesting its GPU (what the pool counts as a replica's)
     return {"metadata": {"name": name, "uid": f"uid-{name}", "namespace": "tenant",
-                         "creationTimestamp": "2026-12-06T06:00:00Z",
-                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "rs", "controller": True}]},
+                         "creationTimestamp": "2026-12-06T06:00:00Z", "labels": {"pod-template-hash": "h"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "hog-h",
+                                              "uid": "rs", "controller": True}]},
             "spec": {**({"nodeName": node} if node else {}),
                      "containers": [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
             "status": status}

@@ -11,7 +11,7 @@ from ..render.multinode import GROUP_INDEX_LABEL
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
                   pool_nodes: frozenset[str] | None = None, needs_gpus: bool = False,
-                  grouped: bool = True, workload_made: bool = False) -> int | None:
+                  grouped: bool = True, workload_made: bool | str = False) -> int | None:
     """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
 
     With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
@@ -47,7 +47,7 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
 
 
 def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None,
-                   needs_gpus: bool = False, grouped: bool = True, workload_made: bool = False) -> int:
+                   needs_gpus: bool = False, grouped: bool = True, workload_made: bool | str = False) -> int:
     """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
     group once and only when all its pods are bound: what runs (the pool reads which replicas wait from it, and what a
     backend whose pods the pool's nodes could not hold still holds). ``grouped``: its replicas are multi-node groups;
@@ -62,21 +62,42 @@ def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[
 WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet")
 
 
-def _replica_pods(pods: list[dict], needs_gpus: bool, workload_made: bool) -> list[dict]:
+def made_by(pod: dict, workload: str) -> bool:
+    """Whether ``pod``'s controller is one of the apps/v1 workloads that make the replicas of the backend whose
+    Deployment or LeaderWorkerSet is named ``workload``: the ReplicaSet ``<workload>-<its pod-template-hash>``, or the
+    StatefulSet ``<workload>`` (a group's leaders) or ``<workload>-<group>`` (its workers). Anyone who may create pods
+    can write such a reference; the API server then holds it to account: the garbage collector deletes a pod whose
+    apps/v1 owner of that name has another uid, and the owner with that uid counts the pod as its own (a
+    ReplicaSet then deletes one over its count, unscheduled pods first) or releases it if its labels do not match."""
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if not (isinstance(ref, dict) and ref.get("controller") is True and ref.get("apiVersion") == "apps/v1"):
+            continue
+        name = str(ref.get("name") or "")
+        if ref.get("kind") == "ReplicaSet":
+            return name == f"{workload}-{(meta.get('labels') or {}).get('pod-template-hash', '')}"
+        if ref.get("kind") == "StatefulSet":
+            return name == workload or (name.startswith(f"{workload}-") and name[len(workload) + 1:].isdigit())
+    return False
+
+
+def _replica_pods(pods: list[dict], needs_gpus: bool, workload_made: bool | str) -> list[dict]:
     """Of the pods a backend's labels select, those that may be its replicas' (not leaving). A tenant who may create
     pods in its namespace can give one the labels, a node name, a scheduling gate: such a pod would make a Pending
     replica read as running, or a running one as unplaceable, and move GPUs between namespaces. ``needs_gpus``: only
-    pods that request GPUs (the backend's replicas do). ``workload_made``: only pods a workload controller owns (a
-    controller ownerReference to a ReplicaSet or StatefulSet): a bare pod with the labels is nobody's replica, and one
-    that names the backend's own ReplicaSet as controller is counted by that ReplicaSet, which then deletes a pod of
-    its own (unscheduled ones first), so it hides none."""
+    pods that request GPUs (the backend's replicas do). ``workload_made``: only pods the backend's workload made
+    (``made_by``: its name; True: any apps/v1 ReplicaSet or StatefulSet): a bare pod with the labels, or one whose
+    controller is of a kind nothing resolves (the garbage collector never deletes it), is nobody's replica."""
     mine = []
     for p in pods:
         meta = p.get("metadata") or {}
         if meta.get("deletionTimestamp") or (needs_gpus and pod_gpus(p) <= 0):
             continue
-        if workload_made and not any(isinstance(ref, dict) and ref.get("controller") is True
-                                     and ref.get("kind") in WORKLOAD_KINDS for ref in meta.get("ownerReferences") or []):
+        if isinstance(workload_made, str) and not made_by(p, workload_made):
+            continue
+        if workload_made is True and not any(
+                isinstance(ref, dict) and ref.get("controller") is True and ref.get("apiVersion") == "apps/v1"
+                and ref.get("kind") in WORKLOAD_KINDS for ref in meta.get("ownerReferences") or []):
             continue
         mine.append(p)
     return mine

@@ -915,6 +915,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
+            if exact and contested(taker, cut):
+                # a third namespace's older pods of the taker's pod priority wait: what the cut frees would be
+                # theirs (first come first served), not the taker's. Nothing step 2 does changes that this sync
+                continue
             if exact and grant[cut.key] <= max(0, min(cut.bound or 0, _held(cut))):
                 # a running pod goes (its Pending ones went first): the GPU it frees goes to the pods that wait,
                 # the taker's namespace's (those step 3 then finds waiting are fewer)

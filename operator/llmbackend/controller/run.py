@@ -556,7 +556,7 @@ class Operator:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
                 # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
                 held: int | None = bound_replicas(target.current_replicas, pods, target.pool_nodes,
-                                                  target.gpus_per_replica > 0, target.multi_node, workload_made=True)
+                                                  target.gpus_per_replica > 0, target.multi_node, workload_made=target.name)
             else:
                 # replicas whose pods can never hold a GPU (a quota or the API server refused them, or they cannot be
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
@@ -565,7 +565,7 @@ class Operator:
             # of those, the replicas whose pods run (bound to nodes of the pool): the pool reads from them which pods
             # wait for GPUs, not from the ranks. Not known while its pods are not read
             bound = (bound_replicas(target.current_replicas, pods, target.pool_nodes, target.gpus_per_replica > 0,
-                                    target.multi_node, workload_made=True) if pods is not None else None)
+                                    target.multi_node, workload_made=target.name) if pods is not None else None)
             if key[0] not in quotas:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: the quotas unread). Its pods not
@@ -623,7 +623,7 @@ class Operator:
         was absent stays absent for this target, until the reconciler's next pass hands the loop a new one."""
         needs_gpus = target.gpus_per_replica > 0
         if target.multi_node:
-            return held_replicas(target.current_replicas, pods, None, target.pool_nodes, needs_gpus, workload_made=True)
+            return held_replicas(target.current_replicas, pods, None, target.pool_nodes, needs_gpus, workload_made=target.name)
         store = self.caches.stores.get("Deployment")
         if store is not None and store.synced:
             deployment = store.get(*key)
@@ -639,7 +639,7 @@ class Operator:
             if deployment is None:
                 self.absent_deployments[key] = target
         return held_replicas(target.current_replicas, pods, deployment, target.pool_nodes, needs_gpus, grouped=False,
-                             workload_made=True)
+                             workload_made=target.name)
 
     async def _quotas(self, namespace: str) -> list[dict[str, Any]] | None:
         """The ResourceQuotas of a namespace, read live (their status.used moves with every pod the API server
