@@ -251,10 +251,14 @@ def test_bound_replicas_of_a_gpu_backend_count_only_pods_that_request_gpus():
 def _group_pod(name, group, size, node=None, unschedulable=None):
     """A pod of a LeaderWorkerSet group, labelled and annotated as the LWS controller does."""
     pod = _pod(name, node=node, unschedulable=unschedulable)
-    pod["metadata"]["labels"] = {"leaderworkerset.sigs.k8s.io/group-index": str(group)}
+    backend = name.split("-")[0]
+    pod["metadata"]["labels"] = {"leaderworkerset.sigs.k8s.io/group-index": str(group),
+                                 "leaderworkerset.sigs.k8s.io/name": backend}
     pod["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/size": str(size)}
+    # the leader's StatefulSet is the LeaderWorkerSet's name, a worker's <name>-<group> (named <leader pod>-<n>)
+    owner = backend if name.count("-") == 1 else f"{backend}-{group}"
     pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "uid": "sts",
-                                           "name": name.split("-")[0], "controller": True}]
+                                           "name": owner, "controller": True}]
     return pod
 
 

@@ -150,8 +150,9 @@ def _read_groups(current: int, pods: list[dict]) -> tuple[int | None, int]:
 def _group(g: int, node: str) -> list[dict]:
     """Group g of a 2-node multi-node backend (1 GPU a pod: 2 GPUs a replica), both pods running, as LWS makes them:
     the leader (StatefulSet t) and its worker (StatefulSet t-g)."""
-    meta = dict(labels={GROUP_INDEX_LABEL: str(g)}, annotations={LWS_SIZE_ANNOTATION: "2"})
-    return [_pod(f"t-{g}", node=node, owner=OWNED_STS, **meta),
+    meta = dict(labels={GROUP_INDEX_LABEL: str(g), "leaderworkerset.sigs.k8s.io/name": "t"},
+                annotations={LWS_SIZE_ANNOTATION: "2"})
+    return [_pod(f"t-{g}", node=node, owner={**OWNED_STS, "name": "t"}, **meta),
             _pod(f"t-{g}-1", node=node, owner={**OWNED_STS, "name": f"t-{g}", "uid": f"sts-{g}"}, **meta)]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..planning.inventory import GPU_RESOURCE
 from ..planning.podfit import pod_gpus
-from ..render.multinode import GROUP_INDEX_LABEL
+from ..render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
 
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
@@ -64,8 +64,9 @@ WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet")
 
 def made_by(pod: dict, workload: str) -> bool:
     """Whether ``pod``'s controller is one of the apps/v1 workloads that make the replicas of the backend whose
-    Deployment or LeaderWorkerSet is named ``workload``: the ReplicaSet ``<workload>-<its pod-template-hash>``, or the
-    StatefulSet ``<workload>`` (a group's leaders) or ``<workload>-<group>`` (its workers). Anyone who may create pods
+    Deployment or LeaderWorkerSet is named ``workload``: the ReplicaSet ``<workload>-<its pod-template-hash>``, or,
+    for a pod labelled as that LeaderWorkerSet's, the StatefulSet ``<workload>`` (the leaders) or ``<workload>-<its
+    group>`` (its group's workers). Anyone who may create pods
     can write such a reference; the API server then holds it to account: the garbage collector deletes a pod whose
     apps/v1 owner of that name has another uid, and the owner with that uid counts the pod as its own (a
     ReplicaSet then deletes one over its count, unscheduled pods first) or releases it if its labels do not match."""
@@ -77,7 +78,11 @@ def made_by(pod: dict, workload: str) -> bool:
         if ref.get("kind") == "ReplicaSet":
             return name == f"{workload}-{(meta.get('labels') or {}).get('pod-template-hash', '')}"
         if ref.get("kind") == "StatefulSet":
-            return name == workload or (name.startswith(f"{workload}-") and name[len(workload) + 1:].isdigit())
+            # its LeaderWorkerSet's (the name label is in the StatefulSets' selectors: a pod patched to another
+            # backend's is released), the leaders' set or its own group's workers' set
+            labels = meta.get("labels") or {}
+            return labels.get(LWS_NAME_LABEL) == workload and name in (
+                workload, f"{workload}-{labels.get(GROUP_INDEX_LABEL, '')}")
     return False
 
 

@@ -903,10 +903,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                       if grant[v.key] > v.min_replicas and v.gpus_per_replica > 0 and outranked(v)]
         heapq.heapify(candidates)
         taker_of = _first_outranking(holders, grant, across)
+        freed_for_waiting = 0  # GPUs of running replicas cut so far: the waiting pods that outrank the cuts get them
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
             if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
-                    and not (exact and waiting_gpus.above(cut) > 0)):
+                    and not (exact and waiting_gpus.above(cut) > freed_for_waiting)):
                 # it fits beneath those that outrank it: the pods that wait are of its rank or below (another
                 # namespace's equals, its own lower siblings), and its GPUs are not theirs to get. Grants only go
                 # down here, so it fits for the rest of the step. Known from the pods, one that outranks it may
@@ -921,8 +922,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 continue
             if exact and grant[cut.key] <= max(0, min(cut.bound or 0, _held(cut))):
                 # a running pod goes (its Pending ones went first): the GPU it frees goes to the pods that wait,
-                # the taker's namespace's (those step 3 then finds waiting are fewer)
+                # the highest first: those that outrank it are served by that much, and the taker's namespace's
+                # (those step 3 then finds waiting are fewer)
                 absorbed_by[taker.namespace] = absorbed_by.get(taker.namespace, 0) + cut.gpus_per_replica
+                freed_for_waiting += cut.gpus_per_replica
             set_grant(cut, grant[cut.key] - 1)
             free += cut.gpus_per_replica
             given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1

@@ -431,6 +431,15 @@ class Operator:
     async def _evaluate(self, key: tuple[str, str], target, scaler: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
         prom = target.spec.prometheus
+        # the pods the pool judges this backend by, read before anything can hold or fail the decision: a backend
+        # whose decision is held still holds GPUs of its pool, and the pool must see which of them run
+        listing: Exception | None = None
+        try:
+            pods = await loop.run_in_executor(
+                self.executor, lambda: self.kube.list("Pod", target.namespace, label_selector=target.selector))
+        except Exception as exc:  # noqa: BLE001 - raised below, unless the decision is held anyway
+            pods, listing = [], exc
+        scaler["pods"] = None if listing else pods  # not known: the pool judges its pool as before pods were read
         if prom is not None and not egress.settings.prometheus_allowed(prom.url):
             self._hold(key, target, cond.PROMETHEUS_NOT_ALLOWED, (
                 f"autoscaling.prometheus.url {prom.url} is not a Prometheus this operator may call, so replicas stay "
@@ -441,8 +450,8 @@ class Operator:
         if refusal is not None:
             self._hold(key, target, cond.PROMETHEUS_QUERY_NOT_ALLOWED, refusal)
             return
-        pods = await loop.run_in_executor(
-            self.executor, lambda: self.kube.list("Pod", target.namespace, label_selector=target.selector))
+        if listing is not None:
+            raise listing
         ready = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods if _pod_ready(p)}
         scaler["cold_starts"] = coldstart.observe(scaler["cold_starts"], pods)
         scaler["starting"], scaler["churn"] = coldstart.track_churn(
@@ -471,9 +480,6 @@ class Operator:
             held = await self._held_at_activator(target, scaler)
             if held is not None:
                 waiting = max(waiting or 0.0, held)
-        # the pods the pool judges this backend by, before anything of the reading can fail the decision (a failed
-        # decision keeps its last one; the pool must not go on judging pods that are gone)
-        scaler["pods"] = pods
         try:
             decision = decide(
                 scaler["state"], reading, target.spec, target.current_replicas, time.time(),
@@ -546,8 +552,11 @@ class Operator:
         await self._read_priority_classes(in_use)
         quotas: dict[str, list[dict[str, Any]] | None] = {}  # namespace -> its ResourceQuotas, read once a pass
         for key, target in targets.items():
-            if not target.pool or key not in self.uncapped:
+            if not target.pool:
                 continue
+            # every backend of a pool claims: one whose decision is held (or not made yet) keeps its replicas, which
+            # hold GPUs and may wait for them as any other's
+            wanted = self.uncapped[key].desired_replicas if key in self.uncapped else target.current_replicas
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
             class_value = self.priority_classes[target.priority_class][0] if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
@@ -579,7 +588,7 @@ class Operator:
                      if known else None)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
-                                current=target.current_replicas, wanted=self.uncapped[key].desired_replicas,
+                                current=target.current_replicas, wanted=wanted,
                                 min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
                                 unplaceable=target.unplaceable, quota=quota,

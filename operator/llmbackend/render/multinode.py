@@ -340,6 +340,8 @@ def multi_node_objects(
 # ---- status: groups are all-or-nothing ----
 
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+# the LeaderWorkerSet controller labels every pod of a LeaderWorkerSet with its name (in its StatefulSets' selectors)
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 PARTIAL_GROUP = "PartialGroup"  # reason: some pods of a group run, others cannot start; the group serves nothing
 
 
