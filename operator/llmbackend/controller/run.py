@@ -555,8 +555,11 @@ class Operator:
             if not target.pool:
                 continue
             # every backend of a pool claims: one whose decision is held (or not made yet) keeps its replicas, which
-            # hold GPUs and may wait for them as any other's
-            wanted = self.uncapped[key].desired_replicas if key in self.uncapped else target.current_replicas
+            # hold GPUs and may wait for them as any other's. Its decision is not the pool's to cap, so none of them
+            # is the pool's to give away either: they are its floor
+            capped_here = key in self.uncapped
+            wanted = self.uncapped[key].desired_replicas if capped_here else target.current_replicas
+            floor = target.spec.min_replicas if capped_here else max(target.spec.min_replicas, target.current_replicas)
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
             class_value = self.priority_classes[target.priority_class][0] if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
@@ -589,7 +592,7 @@ class Operator:
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
                                 current=target.current_replicas, wanted=wanted,
-                                min_replicas=target.spec.min_replicas, gpus_per_replica=target.gpus_per_replica,
+                                min_replicas=floor, gpus_per_replica=target.gpus_per_replica,
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
