@@ -245,9 +245,14 @@ def test_the_sliding_window_keeps_a_few_entries_and_the_most_held_within_hold_s(
 
 
 def _cpu(claims: list[Claim], across: bool = False) -> float:
-    start = time.process_time()
-    share(claims, 1000.0, None, across)
-    return time.process_time() - start
+    """Process CPU of one share() over ``claims``, the least of 3 runs (a loaded CI machine slows one now and then:
+    0.59 s against 0.11 s quiet)."""
+    least = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        share(claims, 1000.0, None, across)
+        least = min(least, time.process_time() - start)
+    return least
 
 
 # Fixed (was a strict xfail): FINDING (medium) step 3 scanned every backend that held a replica for each short backend that outranked one (~1.0 s of CPU at 1,600 backends at minReplicas; 2.1 s on a loaded machine); the victims now come from heaps by rank (``_Givers``), 0.07 s there.

@@ -290,7 +290,7 @@ def _partial_givers(n: int) -> list[Claim]:
 def test_takers_that_give_every_giver_back_cost_near_linear_cpu():
     small, big = _partial_givers(50), _partial_givers(200)
     t_small = _cpu(lambda: share(small, 1000.0))
-    t_big = _cpu(lambda: share(big, 1000.0), runs=1)
+    t_big = _cpu(lambda: share(big, 1000.0), runs=3)
     out, _ = share(_partial_givers(20), 1000.0)
     assert all(out[c.key].replicas == _kept(c) for c in _partial_givers(20))  # nobody moves: only the cost
     assert t_big < 0.2 and t_big < 8 * t_small + 0.05, (t_small, t_big)
@@ -310,7 +310,7 @@ def _big_replica_takers(n: int) -> list[Claim]:
 def test_takers_bigger_than_the_pool_cost_near_linear_cpu():
     small, big = _big_replica_takers(50), _big_replica_takers(200)
     t_small = _cpu(lambda: share(small, 1000.0))
-    t_big = _cpu(lambda: share(big, 1000.0), runs=1)
+    t_big = _cpu(lambda: share(big, 1000.0), runs=3)
     out, _ = share(_big_replica_takers(20), 1000.0)
     assert all(out[c.key].replicas == _kept(c) for c in _big_replica_takers(20))
     assert t_big < 0.2 and t_big < 8 * t_small + 0.05, (t_small, t_big)
