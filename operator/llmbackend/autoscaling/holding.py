@@ -11,7 +11,7 @@ from ..render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
                   pool_nodes: frozenset[str] | None = None, needs_gpus: bool = False,
-                  grouped: bool = True, workload_made: bool | str = False) -> int | None:
+                  grouped: bool = True, workload_made: str | None = None) -> int | None:
     """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
 
     With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
@@ -30,7 +30,7 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     live = [p for p in _replica_pods(pods, needs_gpus, workload_made)
             if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
     if deployment is None:
-        return min(current, sum(1 for group in (_groups(live) if grouped else [[p] for p in live])
+        return min(current, sum(1 for group in _replicas(live, grouped)
                                 if all(_holds(p) and not _elsewhere(p, pool_nodes) for p in group)))
     unplaceable = sum(1 for p in live if _unplaceable(p) or _elsewhere(p, pool_nodes))
     refused = 0
@@ -47,19 +47,20 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
 
 
 def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[str] | None = None,
-                   needs_gpus: bool = False, grouped: bool = True, workload_made: bool | str = False) -> int:
+                   needs_gpus: bool = False, grouped: bool = True, workload_made: str | None = None) -> int:
     """Of ``current`` replicas, how many have their pods bound to nodes (0 when no pods are known), a multi-node
     group once and only when all its pods are bound: what runs (the pool reads which replicas wait from it, and what a
     backend whose pods the pool's nodes could not hold still holds). ``grouped``: its replicas are multi-node groups;
     else each pod is a replica (a pod named like another's worker is no part of it). ``needs_gpus`` and
     ``workload_made``: see ``_replica_pods``."""
     live = _replica_pods(pods or [], needs_gpus, workload_made)
-    return min(current, sum(1 for group in (_groups(live) if grouped else [[p] for p in live])
+    return min(current, sum(1 for group in _replicas(live, grouped)
                             if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
 
 
-# the controllers that make a backend's pods: a Deployment's ReplicaSet; a LeaderWorkerSet's StatefulSets
-WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet")
+def _replicas(pods: list[dict], grouped: bool) -> list[list[dict]]:
+    """The pods of each replica: multi-node groups (``_groups``), or each pod alone."""
+    return _groups(pods) if grouped else [[p] for p in pods]
 
 
 def made_by(pod: dict, workload: str) -> bool:
@@ -86,23 +87,19 @@ def made_by(pod: dict, workload: str) -> bool:
     return False
 
 
-def _replica_pods(pods: list[dict], needs_gpus: bool, workload_made: bool | str) -> list[dict]:
+def _replica_pods(pods: list[dict], needs_gpus: bool, workload_made: str | None) -> list[dict]:
     """Of the pods a backend's labels select, those that may be its replicas' (not leaving). A tenant who may create
     pods in its namespace can give one the labels, a node name, a scheduling gate: such a pod would make a Pending
     replica read as running, or a running one as unplaceable, and move GPUs between namespaces. ``needs_gpus``: only
-    pods that request GPUs (the backend's replicas do). ``workload_made``: only pods the backend's workload made
-    (``made_by``: its name; True: any apps/v1 ReplicaSet or StatefulSet): a bare pod with the labels, or one whose
-    controller is of a kind nothing resolves (the garbage collector never deletes it), is nobody's replica."""
+    pods that request GPUs (the backend's replicas do). ``workload_made``: only pods the workload of that name made
+    (``made_by``): a bare pod with the labels, or one whose controller is of a kind nothing resolves (the garbage
+    collector never deletes it), is nobody's replica."""
     mine = []
     for p in pods:
         meta = p.get("metadata") or {}
         if meta.get("deletionTimestamp") or (needs_gpus and pod_gpus(p) <= 0):
             continue
-        if isinstance(workload_made, str) and not made_by(p, workload_made):
-            continue
-        if workload_made is True and not any(
-                isinstance(ref, dict) and ref.get("controller") is True and ref.get("apiVersion") == "apps/v1"
-                and ref.get("kind") in WORKLOAD_KINDS for ref in meta.get("ownerReferences") or []):
+        if workload_made is not None and not made_by(p, workload_made):
             continue
         mine.append(p)
     return mine

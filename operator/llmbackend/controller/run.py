@@ -564,20 +564,20 @@ class Operator:
             class_value = self.priority_classes[target.priority_class][0] if target.priority_class else None
             cluster_wide = target.priority is None and class_value is not None
             pods = await self._pool_pods(key, target, (self.scalers.get(key) or {}).get("pods"))
+            # of its replicas, those whose pods run (bound to nodes of the pool): the pool reads from them which pods
+            # wait for GPUs, not from the ranks. Not known while its pods are not read
+            running = bound_replicas(target.current_replicas, pods, target.pool_nodes, target.gpus_per_replica > 0,
+                                     target.multi_node, workload_made=target.name)
+            bound = running if pods is not None else None
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
                 # claim nothing: the backend keeps those of its replicas whose pods are bound, and takes no GPUs
-                held: int | None = bound_replicas(target.current_replicas, pods, target.pool_nodes,
-                                                  target.gpus_per_replica > 0, target.multi_node, workload_made=target.name)
+                held: int | None = running
             else:
                 # replicas whose pods can never hold a GPU (a quota or the API server refused them, or they cannot be
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
                 # Deployment's conditions
                 held = await self._held(key, target, pods)
-            # of those, the replicas whose pods run (bound to nodes of the pool): the pool reads from them which pods
-            # wait for GPUs, not from the ranks. Not known while its pods are not read
-            bound = (bound_replicas(target.current_replicas, pods, target.pool_nodes, target.gpus_per_replica > 0,
-                                    target.multi_node, workload_made=target.name) if pods is not None else None)
             if key[0] not in quotas:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: the quotas unread). Its pods not
