@@ -32,6 +32,7 @@ import dataclasses
 import random
 
 import pytest
+from pool_scheduler import scheduled as _scheduled
 
 from llmbackend.autoscaling.holding import LWS_SIZE_ANNOTATION, made_by
 from llmbackend.autoscaling.pool import Claim, outranks, share
@@ -46,39 +47,6 @@ def claim(namespace: str, name: str, **kw) -> Claim:
                   min_replicas=0, gpus_per_replica=1, bound=0)
     fields.update(kw)
     return Claim(**fields)
-
-
-def _scheduled(claims: list[Claim], out: dict, unseen=()) -> dict:
-    """Pass 20's model: replicas that run after the shares. A backend scaled below its running pods loses running ones
-    last; waiting pods, the highest pod priority first and among equals the older first (``unseen`` ones - pods the
-    pool has no claim for, each (name, GPUs, running, waiting) at pod priority 0 - oldest, then those that waited
-    before the shares, then new ones), take free GPUs, preempting lower pod priorities when that frees enough."""
-    pool = claims[0].pool_gpus
-    running = {c.key: min(out[c.key].replicas, c.bound or 0) for c in claims}
-    for name, _g, run_, _ in unseen:
-        running[("unseen", name)] = run_
-    queue = []
-    for name, g, _, wait in unseen:
-        queue += [(0, 0, -1, ("unseen", name), g)] * wait
-    for i, c in enumerate(claims):
-        older = max(0, min(out[c.key].replicas, c.current if c.held is None else c.held) - running[c.key])
-        queue += [(-c.scheduling_priority, 0, i, c.key, c.gpus_per_replica)] * older
-        queue += [(-c.scheduling_priority, 1, i, c.key, c.gpus_per_replica)] * (
-            out[c.key].replicas - running[c.key] - older)
-    free = pool - sum(running[c.key] * c.gpus_per_replica for c in claims) - sum(r * g for _, g, r, _ in unseen)
-    for prio, _, _, key, g in sorted(queue, key=lambda e: e[:3]):
-        if free < g:
-            lower = sorted((v for v in claims if v.scheduling_priority < -prio and running[v.key]
-                            and v.gpus_per_replica > 0), key=lambda v: v.scheduling_priority)
-            if free + sum(running[v.key] * v.gpus_per_replica for v in lower) >= g:
-                for v in lower:
-                    while running[v.key] and free < g:
-                        running[v.key] -= 1
-                        free += v.gpus_per_replica
-        if free >= g:
-            running[key] += 1
-            free -= g
-    return running
 
 
 def _runs(claims: list[Claim], across: bool = False, syncs: int = 5, seen=None, step: float = 30.0, unseen=()):

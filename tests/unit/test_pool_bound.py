@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from pool_scheduler import scheduled as _scheduled
+
 from llmbackend.autoscaling.pool import HOLD_S, Claim, share
 
 
@@ -16,35 +18,6 @@ def claim(namespace: str, name: str, **kw) -> Claim:
                   min_replicas=0, gpus_per_replica=1, bound=0)
     fields.update(kw)
     return Claim(**fields)
-
-
-def _scheduled(claims: list[Claim], out: dict) -> dict:
-    """Replicas that run after the shares: a backend scaled below its running pods loses running ones last (a
-    ReplicaSet deletes unscheduled pods first); waiting pods, the highest pod priority first and among equals the
-    older first (those that waited before the shares, then new ones, in the order of ``claims``), take free GPUs, and
-    one that finds none preempts running pods of lower pod priorities (the lowest first) when they free enough."""
-    pool = claims[0].pool_gpus
-    running = {c.key: min(out[c.key].replicas, c.bound or 0) for c in claims}
-    queue = []
-    for i, c in enumerate(claims):
-        older = max(0, min(out[c.key].replicas, c.current if c.held is None else c.held) - running[c.key])
-        queue += [(-c.scheduling_priority, 0, i, c)] * older
-        queue += [(-c.scheduling_priority, 1, i, c)] * (out[c.key].replicas - running[c.key] - older)
-    free = pool - sum(running[c.key] * c.gpus_per_replica for c in claims)
-    for _, _, _, c in sorted(queue, key=lambda e: e[:3]):
-        g = c.gpus_per_replica
-        if free < g:
-            lower = sorted((v for v in claims if v.scheduling_priority < c.scheduling_priority and running[v.key]
-                            and v.gpus_per_replica > 0), key=lambda v: v.scheduling_priority)
-            if free + sum(running[v.key] * v.gpus_per_replica for v in lower) >= g:
-                for v in lower:
-                    while running[v.key] and free < g:
-                        running[v.key] -= 1
-                        free += v.gpus_per_replica
-        if free >= g:
-            running[c.key] += 1
-            free -= g
-    return running
 
 
 def _runs(claims: list[Claim], across: bool, syncs: int, step: float = 30.0):
