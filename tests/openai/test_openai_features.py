@@ -307,11 +307,11 @@ def test_two_calls_and_parallel_tool_calls_false(family, stream):
     _, api, call = family
     two = call + " " + call.replace("Paris", "Rome")
     kwargs = {"messages": [{"role": "user", "content": two}], "tools": [WEATHER], "max_tokens": len(two.split())}
-    _, calls, _ = _ask(api, stream, **kwargs)
-    assert [a["city"] for _, a, _, _ in calls] == ["Paris", "Rome"]
+    content, calls, finish = _ask(api, stream, **kwargs)
+    assert [a["city"] for _, a, _, _ in calls] == ["Paris", "Rome"], (content, calls, finish)
     assert len({i for _, _, i, _ in calls}) == 2  # each call its own id
-    _, calls, finish = _ask(api, stream, parallel_tool_calls=False, **kwargs)
-    assert [a["city"] for _, a, _, _ in calls] == ["Paris"] and finish == "tool_calls"
+    content, calls, finish = _ask(api, stream, parallel_tool_calls=False, **kwargs)
+    assert [a["city"] for _, a, _, _ in calls] == ["Paris"] and finish == "tool_calls", (content, calls, finish)
 
 
 # ---- the Responses API (/v1/responses) with tools, streamed and not (issue 46, item 6) ----

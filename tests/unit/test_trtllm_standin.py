@@ -92,6 +92,26 @@ def test_stats_before_the_first_request_print_a_warning_and_yield_nothing(llm, c
     assert "Iteration statistics are not available yet" in capsys.readouterr().out
 
 
+def test_a_streamed_item_stays_as_it_was_handed_out_while_the_engine_goes_on(llm) -> None:
+    """Upstream the consumer's own loop applies each response (executor/result.py GenerationResult.aresult_step), so
+    an item never changes under the reader. Before: the stand-in's engine thread wrote the item the consumer held, and
+    a serving model that read output.text twice lost the token written between the reads (CI, under load: a streamed
+    answer's two tool calls read as none)."""
+    async def main():
+        result = llm.generate_async("a b c d e f g h", SamplingParams(max_tokens=60), streaming=True)
+        seen = []
+        async for item in result:
+            out = item.outputs[0]
+            text, tokens = out.text, len(out.token_ids)
+            await asyncio.sleep(0.02)  # ~10 engine iterations while the consumer holds the item
+            seen.append((text == out.text and tokens == len(out.token_ids), out.text_diff))
+        return seen, item.outputs[0].text
+
+    seen, text = asyncio.run(main())
+    assert len(seen) > 1 and all(same for same, _ in seen)
+    assert "".join(diff for _, diff in seen) == text  # text_diff: what each item added, nothing lost or doubled
+
+
 def test_abort_of_an_active_request_finishes_it_as_cancelled(llm) -> None:
     async def main():
         result = llm.generate_async("x y z", SamplingParams(max_tokens=100), streaming=True)

@@ -226,8 +226,12 @@ class RequestOutput:
         # Under a guide the "model" emits a text its grammar accepts, one piece per token, then stops.
         self._guided = _guided_pieces(params.guided_decoding, self._words) if guided else None
         # SamplingParams.n sequences (n > 1: one CompletionOutput each, `index` 0..n-1)
-        self.outputs = [CompletionOutput(index=i, request_perf_metrics=RequestPerfMetrics() if perf and i == 0 else None)
-                        for i in range(params.n)]
+        # The engine thread writes `_live`; a consumer sees `outputs`, copied from it when the iterator hands out the
+        # next item. Upstream the consumer's own loop applies each response (executor/result.py
+        # GenerationResult.aresult_step -> _handle_response), so an item never changes while the consumer reads it.
+        self._live = [CompletionOutput(index=i, request_perf_metrics=RequestPerfMetrics() if perf and i == 0 else None)
+                      for i in range(params.n)]
+        self.outputs = [dataclasses.replace(out, token_ids=[]) for out in self._live]
         self._lora_name: str | None = None  # the stand-in's adapter "weights": its name leads the answer
         self.finished = False
         # tensorrt_llm/llmapi/llm.py LLM.generate_async (1.2.1): arrival_time is stamped at the call only when the LLM
@@ -242,13 +246,14 @@ class RequestOutput:
 
     def _step(self) -> None:
         now = _now()
-        if not self.outputs[0].token_ids:
-            self._timing.first_token_time = now
-        for out in self.outputs:
-            if out.finish_reason is None:
-                self._step_one(out, now)
-        if all(out.finish_reason is not None for out in self.outputs):
-            self._finish(None, now)
+        with self._cond:  # a snapshot (_snapshot) never sees half a token
+            if not self._live[0].token_ids:
+                self._timing.first_token_time = now
+            for out in self._live:
+                if out.finish_reason is None:
+                    self._step_one(out, now)
+            if all(out.finish_reason is not None for out in self._live):
+                self._finish(None, now)
         self._publish()
 
     def _step_one(self, out: CompletionOutput, now: datetime.timedelta) -> None:
@@ -292,13 +297,14 @@ class RequestOutput:
 
     def _finish(self, reason: str | None, now: datetime.timedelta) -> None:
         """The request ends: every sequence still running ends with `reason` (cancelled, shut down)."""
-        for out in self.outputs:
-            if out.finish_reason is None:
-                out.finish_reason = reason
-        self._timing.last_token_time = now
-        if self.outputs[0].request_perf_metrics is not None:
-            self.outputs[0].request_perf_metrics.timing_metrics = dataclasses.replace(self._timing)
-        self.finished = True
+        with self._cond:  # re-entrant: _step holds it too
+            for out in self._live:
+                if out.finish_reason is None:
+                    out.finish_reason = reason
+            self._timing.last_token_time = now
+            if self._live[0].request_perf_metrics is not None:
+                self._live[0].request_perf_metrics.timing_metrics = dataclasses.replace(self._timing)
+            self.finished = True
 
     def _publish(self) -> None:
         with self._cond:
@@ -317,7 +323,17 @@ class RequestOutput:
         with self._cond:
             if not self._cond.wait_for(lambda: self.finished, timeout):
                 raise TimeoutError(f"request {self.request_id} not finished after {timeout}s")
+            self._snapshot()
         return self
+
+    def _snapshot(self) -> bool:
+        """Under _cond: `outputs` becomes a copy of what the engine has written; whether the request is finished.
+        text_diff / token_ids_diff read from where the previous item ended."""
+        self.outputs = [dataclasses.replace(live, token_ids=list(live.token_ids),
+                                            logprobs=None if live.logprobs is None else list(live.logprobs),
+                                            _last_text_len=len(seen.text), _last_token_len=len(seen.token_ids))
+                        for live, seen in zip(self._live, self.outputs, strict=True)]
+        return self.finished
 
     def __aiter__(self) -> AsyncIterator[RequestOutput]:
         return self._iterate()
@@ -333,10 +349,10 @@ class RequestOutput:
                     ready, done = self._pending > 0, self.finished
                     self._pending = 0
                     event.clear()
+                    if done or (ready and self.streaming):
+                        self._snapshot()
                 if done or (ready and self.streaming):
                     yield self
-                    for out in self.outputs:
-                        out._last_text_len, out._last_token_len = len(out.text), len(out.token_ids)
                     if done:
                         return
                     continue
@@ -500,7 +516,7 @@ class _Engine:
         self.wake.set()
 
     def _blocks(self, req: RequestOutput) -> int:
-        return math.ceil((len(req.prompt_token_ids) + len(req.outputs[0].token_ids)) / _TOKENS_PER_BLOCK)
+        return math.ceil((len(req.prompt_token_ids) + len(req._live[0].token_ids)) / _TOKENS_PER_BLOCK)
 
     def _killed(self) -> bool:
         if self.kill_file is None or not os.path.exists(self.kill_file):
@@ -578,8 +594,8 @@ class _Engine:
                 "maxNumActiveRequests": self.slots,
                 "inflightBatchingStats": {
                     "numScheduledRequests": len(scheduled),
-                    "numContextRequests": sum(1 for r in scheduled if len(r.outputs[0].token_ids) == 1),
-                    "numGenRequests": sum(1 for r in scheduled if len(r.outputs[0].token_ids) > 1),
+                    "numContextRequests": sum(1 for r in scheduled if len(r._live[0].token_ids) == 1),
+                    "numGenRequests": sum(1 for r in scheduled if len(r._live[0].token_ids) > 1),
                     "numPausedRequests": 0,
                 },
                 "kvCacheStats": {

@@ -757,15 +757,15 @@ class TritonPythonModel:
             if not req["stream"] or done or entry.closed:
                 continue
             for i, output in enumerate(outputs):
-                if len(output.text) <= sent_text[i]:
+                text, tokens = output.text, len(output.token_ids)  # each read once: what is sent is what is counted
+                if len(text) <= sent_text[i]:
                     continue
                 if count_input:  # rides on the first partial response
                     entry.num_input_tokens = len(getattr(result, "prompt_token_ids", None) or [])
                     count_input = False
                 logprobs = self._logprobs(output, sent_tokens[i], req["logprobs"]) if want_logprobs else None
-                self._stream(key, entry, i, prefix[i] + output.text[sent_text[i]:],
-                             len(output.token_ids) - sent_tokens[i], logprobs)
-                sent_text[i], sent_tokens[i], prefix[i] = len(output.text), len(output.token_ids), ""
+                self._stream(key, entry, i, prefix[i] + text[sent_text[i]:], tokens - sent_tokens[i], logprobs)
+                sent_text[i], sent_tokens[i], prefix[i] = len(text), tokens, ""
         if not outputs:
             raise RuntimeError("the engine returned no output")
         times = engine_times_us(outputs[0])
