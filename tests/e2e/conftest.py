@@ -371,6 +371,15 @@ def apply_as_once_admitted(cluster: ClusterHandle, user: str, manifest: dict[str
     raise AssertionError(f"{user} could not apply {manifest['metadata']['name']}: {proc.stderr if proc else ''}")
 
 
+def wait_crd_established(cluster: ClusterHandle, name: str, timeout: float = 30) -> None:
+    """A CRD Established, then a second for discovery to catch up. Polled, not `kubectl wait`: that fails at once
+    ("conditions accessor error") on a CRD the API server has not yet given any status condition."""
+    wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
+                         ((cluster.kube.get("CustomResourceDefinition", None, name) or {}).get("status") or {})
+                         .get("conditions") or []), timeout=timeout, what=f"CRD {name} Established")
+    time.sleep(1)
+
+
 def installed_crds(cluster: ClusterHandle, kinds: Iterable[str]) -> Iterator[ClusterHandle]:
     """Body of a module fixture: third-party CRDs (devcluster.crds, from their Go modules) installed and Established
     for the module, deleted after it."""
@@ -380,10 +389,7 @@ def installed_crds(cluster: ClusterHandle, kinds: Iterable[str]) -> Iterator[Clu
         cluster.kube.apply(crd)  # server-side: these CRDs exceed client-side apply's annotation limit
         names.append(crd["metadata"]["name"])
     for name in names:
-        wait_for(lambda name=name: any(c["type"] == "Established" and c["status"] == "True" for c in
-                                       ((cluster.kube.get("CustomResourceDefinition", None, name) or {}).get("status")
-                                        or {}).get("conditions") or []), timeout=30, what=f"CRD {name} Established")
-    time.sleep(1)  # discovery catches up with a freshly established CRD
+        wait_crd_established(cluster, name)
     yield cluster
     for name in names:
         cluster.kubectl("delete", "crd", name, "--wait=true", check=False)

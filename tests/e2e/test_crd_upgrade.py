@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import yaml
-from conftest import backend_manifest, wait_for
+from conftest import backend_manifest, wait_crd_established, wait_for
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "llmbackend.yaml"
 GROUP = "upgrade.llmbackend.dev"
@@ -30,19 +30,17 @@ def _crd(with_burst_floor: bool) -> dict:
     return crd
 
 
-def _established(cluster, name: str) -> None:
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=30s")
-
-
 def test_a_backend_stored_before_burst_floor_reads_with_its_default(cluster, namespace):
     old, new = _crd(False), _crd(True)
     name = old["metadata"]["name"]
     cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(old))
     try:
-        _established(cluster, name)
+        wait_crd_established(cluster, name)
         backend = backend_manifest("stored", namespace, autoscaling={"enabled": True, "maxReplicas": 4})
         backend["apiVersion"] = f"{GROUP}/v1alpha1"
-        cluster.kubectl("apply", "-f", "-", input=json.dumps(backend))
+        # kubectl's discovery may lag a freshly established CRD ("no matches for kind"): try again
+        wait_for(lambda: cluster.kubectl("apply", "-f", "-", input=json.dumps(backend), check=False).returncode == 0,
+                 timeout=30, what="the backend applied under the old CRD")
 
         def stored() -> dict:
             out = cluster.kubectl("get", f"llmbackends.{GROUP}", "stored", "-n", namespace, "-o", "json").stdout
@@ -50,7 +48,7 @@ def test_a_backend_stored_before_burst_floor_reads_with_its_default(cluster, nam
 
         assert "burstFloor" not in stored()  # stored (and read) under the old schema: no such field
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(new))
-        _established(cluster, name)
+        wait_crd_established(cluster, name)
         # not written since: the default comes from the new schema as the API server reads the stored object
         assert wait_for(lambda: stored().get("burstFloor"), timeout=30, what="burstFloor read with its default") == "auto"
         assert stored()["burstMemorySeconds"] == 0  # the old default, stored on create, stays

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import yaml
-from conftest import apply_manifest, available, backend_manifest, condition, wait_for
+from conftest import apply_manifest, available, backend_manifest, condition, wait_crd_established, wait_for
 from test_watch_cache_e2e import _http, _reconciles, _requests
 
 from devcluster.crds import crd_file
@@ -18,9 +18,7 @@ OPENAI = {"openai": True}
 
 def _install_inference_pool_crd(cluster) -> None:
     cluster.kube.apply(yaml.safe_load(crd_file("InferencePool").read_text()))
-    wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
-                         ((cluster.kube.get("CustomResourceDefinition", None, INFERENCE_POOL_CRD) or {}).get("status") or {})
-                         .get("conditions") or []), timeout=30, what="InferencePool CRD Established")
+    wait_crd_established(cluster, INFERENCE_POOL_CRD)
 
 
 def _stuck(cluster, namespace: str, names: list[str]) -> dict[str, list]:

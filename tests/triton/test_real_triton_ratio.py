@@ -150,8 +150,12 @@ def test_scale_up_under_load_then_down_after_stabilization(triton):
     assert loaded.ratio is not None and loaded.ratio > SPEC.target_ratio * (1 + SPEC.tolerance), loaded
     assert loaded.pods_used == 2
     # The engines' request-time histogram, read the same way: every finished request of the window is in it, and
-    # its p99 lies within the bucket bounds, above the mean engine time; far below the rendered drain bound.
-    assert loaded.request_hist_count == loaded.requests >= P99_MIN_REQUESTS
+    # its p99 lies within the bucket bounds, above the mean engine time; far below the rendered drain bound. The
+    # histogram and the finished counter are two calls to Triton (the histogram before the final response, the
+    # counter after it), so a scrape between them sees a request in one only: at most the requests in flight apart
+    # (CI under load: 194 against 192).
+    assert loaded.requests >= P99_MIN_REQUESTS
+    assert abs(loaded.request_hist_count - loaded.requests) <= SLOTS * loaded.pods_used, loaded
     p99, mean_s = loaded.request_p99_s, (loaded.queue_us + loaded.compute_us) / loaded.requests / 1e6
     print(f"window p99 {p99:.3f}s, mean {mean_s:.3f}s over {loaded.requests:.0f} requests")
     assert p99 is not None and mean_s <= p99 <= em.ENGINE_REQUEST_SECONDS_BUCKETS[-1]
