@@ -5,6 +5,7 @@ above its minReplicas, and status.autoscaling on both says who holds what."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -108,4 +109,37 @@ def test_a_tenant_priority_stays_in_its_namespace_and_a_priority_class_crosses(c
                      what="status.autoscaling.preemptedBy on batch")
     assert batch["preemptedBy"].startswith("1 backend(s) of other namespaces: "), batch["preemptedBy"]
     assert other_namespace not in batch["preemptedBy"]
+    assert operator.proc.poll() is None, operator.log_tail()
+
+
+def test_a_pending_pod_no_backend_claims_stops_a_reshuffle_whose_gpu_it_would_take(cluster, operator, namespace,
+                                                                                    other_namespace):
+    """Attack pass 21's high finding on the real control plane: another namespace's bare Pending pod asks for a GPU
+    of the node. A reshuffle in this namespace (chat, priority 10, over batch) would free a GPU that the older bare
+    pod takes (the kube-scheduler places the older of two pods of one priority first): the operator lists the
+    Pending pods no backend claims and makes no such cut. Once the pod is gone, the reshuffle goes ahead."""
+    node = "dgx-h100-1"
+    apply_manifest(cluster, _backend("batch", namespace, 0, 8, node))
+    wait_for(lambda: deployment_replicas(cluster, namespace, "batch") == 8, timeout=90, what="the batch backend on all 8 GPUs")
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "namespace": other_namespace},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                 "tolerations": [{"operator": "Exists"}],
+                 "containers": [{"name": "c", "image": "busybox",
+                                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}))
+    wait_for(lambda: ((cluster.kube.get("Pod", other_namespace, "bare") or {}).get("status") or {}).get("conditions"),
+             timeout=30, what="the bare pod judged by the scheduler (Pending: the node is full)")
+
+    apply_manifest(cluster, _backend("chat", namespace, 10, 8, node))
+    chat = wait_for(lambda: (a := autoscaling_status(cluster, namespace, "chat")).get("waitingForCapacity") and a,
+                    timeout=60, what="chat waiting for capacity")
+    for _ in range(10):  # ten pool passes at least (a sync a second): batch keeps its GPUs, the bare pod waits
+        assert deployment_replicas(cluster, namespace, "batch") == 8, autoscaling_status(cluster, namespace, "chat")
+        assert not (cluster.kube.get("Pod", other_namespace, "bare") or {}).get("spec", {}).get("nodeName")
+        time.sleep(1)
+    assert chat["reason"] == "WaitingForCapacity"
+
+    cluster.kubectl("delete", "pod", "bare", "-n", other_namespace, "--wait=true")
+    wait_for(lambda: (deployment_replicas(cluster, namespace, "batch"), deployment_replicas(cluster, namespace, "chat")) == (1, 7),
+             timeout=90, what="the reshuffle once no pod would take its GPUs: batch at its minReplicas, chat at 7")
     assert operator.proc.poll() is None, operator.log_tail()

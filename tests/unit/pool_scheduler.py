@@ -3,7 +3,7 @@ syncs it places the pods the shares leave, so each sync sees the pods (``Claim.b
 
 from __future__ import annotations
 
-from llmbackend.autoscaling.pool import Claim
+from llmbackend.autoscaling.pool import Claim, Unclaimed
 
 
 def scheduled(claims: list[Claim], out: dict, unseen: list[tuple[str, int, int, int]] = ()) -> dict:
@@ -41,3 +41,9 @@ def scheduled(claims: list[Claim], out: dict, unseen: list[tuple[str, int, int, 
             free -= g
     return running
 
+
+
+def unclaimed(claims: list[Claim], unseen: list[tuple[str, int, int, int]]) -> dict:
+    """The waiting pods of ``unseen`` as the operator hands them to ``share`` (its cluster-wide list of Pending GPU
+    pods no claim covers): each a pod of the namespace ``name``, at pod priority 0."""
+    return {claims[0].pool: [Unclaimed(name, 0, g) for name, g, _, wait in unseen for _ in range(wait)]}

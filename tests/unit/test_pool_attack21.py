@@ -33,6 +33,7 @@ import random
 
 import pytest
 from pool_scheduler import scheduled as _scheduled
+from pool_scheduler import unclaimed as _unclaimed
 
 from llmbackend.autoscaling.holding import LWS_SIZE_ANNOTATION, made_by
 from llmbackend.autoscaling.pool import Claim, outranks, share
@@ -55,7 +56,7 @@ def _runs(claims: list[Claim], across: bool = False, syncs: int = 5, seen=None, 
     state, now = None, 1000.0
     unseen = list(unseen)
     for _ in range(syncs):
-        out, state = share([seen(c) if seen else c for c in claims], now, state, across)
+        out, state = share([seen(c) if seen else c for c in claims], now, state, across, _unclaimed(claims, unseen))
         running = _scheduled(claims, out, unseen)
         yield claims, out, running
         claims = [dataclasses.replace(c, current=out[c.key].replicas, held=out[c.key].replicas,
@@ -94,19 +95,7 @@ def test_control_a_tenants_pending_replica_the_pool_sees_stops_another_namespace
         assert _gpus(claims, running, "a") == 3 and running[t.key] == 0, (out, running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): the pool reads only the pods of the LLMBackends it has a claim for. A tenant's plain Pending pod "
-    "that requests 1 GPU with the pool's nodeSelector (a bare pod, or the pod of an LLMBackend with "
-    "spec.autoscaling.enabled false or mode hpa/keda, which gets no AutoscaleTarget) is invisible to contested(): A's "
-    "own reshuffle (a1, priority 5, takes a0's replica) goes ahead and the tenant's older pod takes the GPU a0 frees "
-    "(first come first served): pool 3, A 3 -> 2 GPUs, the tenant 0 -> 1, a1 Pending for good. Without the pool A "
-    "keeps 3. Passes 19/20's high findings (fixed for held backends and forged pods) come back through the most "
-    "ordinary pod a tenant may create; docs/autoscaling.md's limit speaks of GPUs such pods hold, not of Pending ones "
-    "that take what a reshuffle frees. Relies on the scheduler placing the older of two Pending pods of one priority "
-    "first. Fix: before a cut that frees GPUs for a taker of pod priority p, read the unscheduled pods (fieldSelector "
-    "spec.nodeName=, every namespace) that request the pool's GPUs and could land on its nodes, and count those of "
-    "priority >= p outside the taker's and victim's namespaces as a third namespace's waiting pods (contested, step "
-    "2's skip)"))
+# Fixed (was a strict xfail): FINDING (high) a tenant's plain Pending GPU pod (a bare pod, or a backend the operator does not autoscale) was invisible to contested(), so another namespace's own reshuffle freed a GPU the tenant's older pod took; the controller now lists the unscheduled GPU pods no claim covers (holding.unclaimed_waiting) and share() counts them (pool.Unclaimed, third_waits).
 def test_a_tenants_plain_pending_gpu_pod_takes_the_gpu_of_another_namespaces_reshuffle():
     for claims, out, running in _runs(_reshuffle(), unseen=[("bare", 1, 0, 1)]):
         assert _gpus(claims, running, "a") == 3 and running[("unseen", "bare")] == 0, (out, running)
@@ -122,11 +111,7 @@ def test_across_control_step_2_cuts_a_third_namespace_only_while_no_tenants_pod_
         assert running[t.key] == 0, (out, running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, across namespaces; the same root): the tenant's Pending GPU pod is a bare pod (or an LLMBackend "
-    "with autoscaling disabled) instead of a claimed backend at its floor: step 2 sees the pool overcommitted by b's "
-    "waiting replica only, cuts a (priority 0) for b, and the tenant's older pod takes the GPU: a 2 -> 1, the "
-    "tenant 0 -> 1, b still 2 of 3 for good. Fix as above"))
+# Fixed (was a strict xfail): FINDING (high, across namespaces) step 2 cut a third namespace for a higher priority while a tenant's plain Pending GPU pod waited to take the GPU; step 2 now skips a cut while such pods of the taker's pod priority or above wait (third_waits), known from the pods or not.
 def test_across_a_tenants_plain_pending_gpu_pod_takes_the_gpu_step_2_cuts_from_a_third_namespace():
     a = claim("a", "a", current=2, held=2, bound=2, wanted=2)
     b = claim("b", "b", priority=5, current=3, held=3, bound=2, wanted=3)

@@ -4,9 +4,13 @@ to a node or waits only for GPUs; a pod bound outside the pool holds none of its
 
 from __future__ import annotations
 
-from ..planning.inventory import GPU_RESOURCE
-from ..planning.podfit import pod_gpus
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from ..planning.inventory import GPU_RESOURCE, GPUNode
+from ..planning.podfit import failures, pod_gpus, pod_requests
 from ..render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
+from .pool import Unclaimed
 
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
@@ -196,3 +200,38 @@ def _short_of_gpus(message: str) -> bool:
         return False
     return (not ran or GPU_RESOURCE in preemption or "No preemption victims found" in preemption
             or preemption.startswith("not eligible"))
+
+
+def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
+                      claimed: Callable[[dict], bool]) -> dict[tuple[str, ...], list[Unclaimed]]:
+    """Each pool's Pending pods that ask for its GPUs and that no claim covers (``claimed``: the pod is a claimed
+    backend's replica, ``made_by`` its workload): a bare pod, a backend the operator does not autoscale, a pod that
+    forges a backend's labels. The kube-scheduler places them on the GPUs a cut frees as it places a claim's
+    (autoscaling/pool.py ``Unclaimed``). A pod counts for a pool when it could run on one of its nodes with nothing
+    else there (planning/podfit.py: taints, node affinity, allocatable; ``None`` nodes: not known, every pod counts).
+    Not counted: pods bound to a node, ended or leaving, held back by scheduling gates (nothing places them until
+    their owner lifts the gate), and pods that ask for no GPU."""
+    out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
+    fits: dict[tuple[tuple[str, ...], str], bool] = {}  # (pool, what decides placement) -> whether a node holds it
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if (spec.get("nodeName") or meta.get("deletionTimestamp") or spec.get("schedulingGates")
+                or (pod.get("status") or {}).get("phase", "Pending") != "Pending"):
+            continue
+        gpus = pod_gpus(pod)
+        if gpus <= 0 or claimed(pod):
+            continue
+        requests = pod_requests(spec)
+        # pods of one workload share a spec: each pool judged once per shape, not once per pod
+        shape = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
+                            sorted(requests.items())], sort_keys=True, default=str)
+        priority = spec.get("priority")
+        waiting = Unclaimed(str(meta.get("namespace") or ""),
+                            priority if isinstance(priority, int) and not isinstance(priority, bool) else 0, gpus)
+        for pool, nodes in pools.items():
+            key = (pool, shape)
+            if key not in fits:
+                fits[key] = nodes is None or any(not failures(spec, requests, node) for node in nodes)
+            if fits[key]:
+                out[pool].append(waiting)
+    return out

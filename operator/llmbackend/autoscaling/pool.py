@@ -89,7 +89,7 @@ import hashlib
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 HOLD_S = 300.0  # how long GPUs a backend held stay reserved against those it outranks (step 4)
@@ -149,6 +149,18 @@ class Claim:
     @property
     def label(self) -> str:
         return f"{self.namespace}/{self.name} (priority {self.priority})"
+
+
+@dataclass(frozen=True)
+class Unclaimed:
+    """A Pending pod that asks for GPUs of a pool, could run on its nodes, and is no claimed backend's replica: a bare
+    pod, or a backend the operator does not autoscale (``holding.unclaimed_waiting``). The kube-scheduler places it
+    on GPUs a cut frees, the higher pod priority and then the older first, so a cut for a backend of this pod
+    priority or below would serve it instead."""
+
+    namespace: str
+    pod_priority: int  # spec.priority, from its PriorityClass at admission (0 without)
+    gpus: int
 
 
 @dataclass(frozen=True)
@@ -303,9 +315,10 @@ def _kept_for(waiting: list[Claim], reserved: dict[Key, int], by_key: dict[Key, 
     return texts
 
 
-def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
-          across_namespaces: bool = False) -> tuple[dict[Key, Share], PoolState]:
-    """Every backend's share of its pool. Pure: returns a new state."""
+def share(claims: Iterable[Claim], now: float, state: PoolState | None = None, across_namespaces: bool = False,
+          unclaimed: Mapping[tuple[str, ...], Iterable[Unclaimed]] | None = None) -> tuple[dict[Key, Share], PoolState]:
+    """Every backend's share of its pool. Pure: returns a new state. ``unclaimed``: each pool's Pending GPU pods that
+    no claim covers (not known: none)."""
     state = state or PoolState()
     pools: dict[tuple[str, ...], list[Claim]] = {}
     for c in sorted(claims, key=lambda c: c.key):
@@ -327,8 +340,8 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None,
         for c in members:
             for name, _ in c.quota_free:
                 budget[(c.namespace, name)] -= _quota_spend(c, _kept(c))
-    for members in pools.values():
-        _share_pool(members, now, state, new, out, across_namespaces, budget)
+    for key, members in pools.items():
+        _share_pool(members, now, state, new, out, across_namespaces, budget, (unclaimed or {}).get(key, ()))
     return out, new
 
 
@@ -707,7 +720,7 @@ def _quota_spend(c: Claim, replicas: int) -> int:
 
 
 def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolState, out: dict[Key, Share],
-                across: bool, budget: dict[tuple[str, str], int]) -> None:
+                across: bool, budget: dict[tuple[str, str], int], unclaimed: Iterable[Unclaimed] = ()) -> None:
     pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
@@ -837,6 +850,31 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         givers.changed(v)
         track(v)
 
+    # Pending GPU pods no claim covers, by pod priority, in all and by namespace: those of a taker's pod priority or
+    # above get what a cut frees before the taker's new pods do
+    others = list(unclaimed)
+    others_by_namespace: dict[str, list[Unclaimed]] = {}
+    for w in others:
+        others_by_namespace.setdefault(w.namespace, []).append(w)
+    others_all = _SumAbove(w.pod_priority for w in others)
+    others_own = {ns: _SumAbove(w.pod_priority for w in own) for ns, own in others_by_namespace.items()}
+    for w in others:
+        others_all.add(w.pod_priority, w.gpus)
+        others_own[w.namespace].add(w.pod_priority, w.gpus)
+
+    def unclaimed_waits(level: int, namespace: str | None = None) -> int:
+        """GPUs of those Pending pods of pod priority ``level`` and above (of one namespace, or all)."""
+        tree = others_all if namespace is None else others_own.get(namespace)
+        return tree.above(level - 1) if tree else 0
+
+    def third_waits(c: Claim, v: Claim) -> bool:
+        """Whether Pending pods no claim covers, of c's pod priority or above, wait in a third namespace (neither
+        c's nor v's): what a cut of v frees is theirs, not c's. Known or not what runs of the claims: a bare pod is
+        as old as its creation."""
+        level = c.scheduling_priority
+        return unclaimed_waits(level) - unclaimed_waits(level, c.namespace) - (
+            unclaimed_waits(level, v.namespace) if v.namespace != c.namespace else 0) > 0
+
     def contested(c: Claim, v: Claim) -> bool:
         """Whether pods of c's pod priority of a third namespace (neither c's nor v's) wait for GPUs: GPUs
         a cut of v frees would go to those older pods first (first come first served), not to c's, so it
@@ -844,6 +882,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         reshuffle, and c takes the rest next sync; those of a backend c outranks, above its floor, step 3
         cuts first). Known from the pods (``Claim.bound``); not known, judged from the pool's deficit: pods
         of that pod priority and above beyond the pool, and GPUs of another namespace there c may not cut."""
+        if third_waits(c, v):
+            return True
         level = c.scheduling_priority
         if exact:
             def waits(ns: str | None) -> int:
@@ -861,7 +901,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         """GPUs of v's namespace's waiting pods of c's pod priority and above not yet given GPUs a cut freed: older
         than c's new pods, they are placed first."""
         tree = waiting_gpus.own_pod.get(v.namespace)
-        waits = tree.above(c.scheduling_priority - 1) if tree else 0
+        waits = (tree.above(c.scheduling_priority - 1) if tree else 0) + unclaimed_waits(c.scheduling_priority,
+                                                                                         v.namespace)
         return max(0, waits - absorbed_by.get(v.namespace, 0))
 
     def cuttable_in(c: Claim, namespace: str) -> int:
@@ -916,7 +957,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
-            if exact and contested(taker, cut):
+            if third_waits(taker, cut) or (exact and contested(taker, cut)):
                 # a third namespace's older pods of the taker's pod priority wait: what the cut frees would be
                 # theirs (first come first served), not the taker's. Nothing step 2 does changes that this sync
                 continue

@@ -29,8 +29,8 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
-from ..autoscaling.holding import bound_replicas, held_replicas, is_group_pod
-from ..autoscaling.pool import Claim, PoolState, Share, share
+from ..autoscaling.holding import bound_replicas, held_replicas, is_group_pod, made_by, unclaimed_waiting
+from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, share
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
@@ -597,7 +597,9 @@ class Operator:
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
                                 quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound))
-        self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces)
+        unclaimed = await self._unclaimed_waiting(targets, claims)
+        self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces,
+                                             unclaimed)
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
                 continue  # its evaluation ended during this pass, after its backend went: dropped next round
@@ -610,6 +612,41 @@ class Operator:
                 await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, scaler["pods"],
                                            scaler["source"].in_flight_by_pod())
             self._publish(key, target, new)
+
+    async def _unclaimed_waiting(self, targets: dict[tuple[str, str], Any],
+                                 claims: list[Claim]) -> dict[tuple[str, ...], list[Unclaimed]] | None:
+        """Each shared pool's Pending GPU pods that no claim covers (autoscaling/holding.py unclaimed_waiting): a
+        bare pod, or a backend the operator does not autoscale, takes the GPUs a cut frees as a claim's pods would.
+        One cluster-wide list a pass, only while a pool is shared (a cut needs two backends). Not readable (an
+        operator confined to some namespaces, an API server that fails): None, the pool shares without them, and the
+        log says so."""
+        sizes = Counter(c.pool for c in claims)
+        shared = {c.pool for c in claims if sizes[c.pool] > 1}
+        if not shared:
+            return None
+        inventory = self.state.inventory.nodes()
+        pools: dict[tuple[str, ...], list[Any] | None] = {}
+        for target in targets.values():
+            pool = (target.pool,)
+            if pool in shared and pool not in pools:
+                pools[pool] = (None if target.pool_nodes is None
+                               else [n for n in inventory if n.name in target.pool_nodes])
+        claimed = {key: target.name for key, target in targets.items() if (target.pool,) in shared}
+
+        def is_claimed(pod: dict[str, Any]) -> bool:
+            meta = pod.get("metadata") or {}
+            workload = claimed.get((str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(BACKEND_LABEL))))
+            return workload is not None and made_by(pod, workload)
+
+        loop = asyncio.get_running_loop()
+        try:
+            pending = await loop.run_in_executor(self.executor, functools.partial(
+                self.kube.list, "Pod", None, field_selector="spec.nodeName=,status.phase=Pending"))
+        except Exception as exc:  # noqa: BLE001 - not known: the pool shares from the claims alone, as before
+            log.warning("Pending pods not listed across namespaces for the GPU pool share (%s): a cut may free GPUs "
+                        "that a pod no backend claims then takes", exc)
+            return None
+        return unclaimed_waiting(pending, pools, is_claimed)
 
     async def _pool_pods(self, key: tuple[str, str], target,
                          pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:

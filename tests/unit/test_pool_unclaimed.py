@@ -1,0 +1,198 @@
+"""Pending GPU pods no claim covers (a bare pod, a backend the operator does not autoscale): which pods count for a
+pool (holding.unclaimed_waiting), what the pool does with them (pool.share: a cut whose GPUs they would take is not
+made), and the controller's one cluster-wide read a pass (run.Operator._share_pools). Attack pass 21's high finding."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from test_autoscale_loop import _pool_target, _wanting
+from test_backoff import _operator
+
+from llmbackend.autoscaling.holding import unclaimed_waiting
+from llmbackend.autoscaling.pool import Claim, Unclaimed, share
+from llmbackend.planning.inventory import GPUNode
+
+POOL = ("gpu",)
+
+
+def _node(name: str, gpus: int = 4, labels: dict | None = None, taints=()) -> GPUNode:
+    return GPUNode(name=name, gpu_count=gpus, product="NVIDIA-H100-80GB-HBM3", memory_bytes=80 << 30, family="hopper",
+                   compute_capability=(9, 0), clique=None, nvlink_domains=(tuple(range(gpus)),),
+                   topology_source="inferred", schedulable=not taints, taints=tuple(taints),
+                   labels=tuple(sorted((labels or {"gpu": "h100"}).items())),
+                   allocatable=(("nvidia.com/gpu", gpus), ("pods", 110)))
+
+
+def _pod(namespace: str = "t", name: str = "p", gpus: int = 1, node: str | None = None, phase: str = "Pending",
+         priority=None, labels: dict | None = None, owner: dict | None = None, **spec) -> dict:
+    pod_spec = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}], **spec}
+    if node:
+        pod_spec["nodeName"] = node
+    if priority is not None:
+        pod_spec["priority"] = priority
+    meta = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return {"metadata": meta, "spec": pod_spec, "status": {"phase": phase}}
+
+
+NODES = {POOL: [_node("n1"), _node("n2")]}
+
+
+def _waiting(pods, pools=None, claimed=lambda pod: False):
+    return unclaimed_waiting(pods, NODES if pools is None else pools, claimed)[POOL]
+
+
+def test_a_bare_pending_gpu_pod_counts_with_its_namespace_priority_and_gpus():
+    assert _waiting([_pod(priority=100, gpus=2)]) == [Unclaimed("t", 100, 2)]
+    assert _waiting([_pod(priority=True)]) == [Unclaimed("t", 0, 1)]  # not an integer: no PriorityClass value
+    assert _waiting([_pod()], pools={POOL: None}) == [Unclaimed("t", 0, 1)]  # nodes not known: every pod counts
+
+
+@pytest.mark.parametrize("pod", [
+    _pod(node="n1", phase="Running"),                 # runs
+    _pod(node="n1"),                                  # bound, not started yet: it holds its GPU already
+    _pod(phase="Failed"),                             # ended
+    _pod(gpus=0),                                     # asks for no GPU
+    _pod(schedulingGates=[{"name": "queue"}]),        # nothing places it until its gate is lifted
+    _pod(gpus=8),                                     # no node of the pool has 8 GPUs
+    _pod(nodeSelector={"gpu": "a100"}),               # another pool's nodes
+    _pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["b200"]}]}]}}}),
+], ids=["running", "bound", "ended", "no-gpu", "gated", "too-large", "selector", "affinity"])
+def test_pods_that_take_no_freed_gpu_of_the_pool_do_not_count(pod):
+    assert _waiting([pod]) == []
+
+
+def test_a_deleted_pod_and_a_claimed_replica_do_not_count_and_a_forged_one_does():
+    leaving = _pod()
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    assert _waiting([leaving]) == []
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "llm-abc", "controller": True, "uid": "u"}
+    replica = _pod(labels={"pod-template-hash": "abc"}, owner=rs)
+    forged = _pod(name="forged", labels={"pod-template-hash": "abc"})
+    from llmbackend.autoscaling.holding import made_by
+    assert _waiting([replica, forged], claimed=lambda pod: made_by(pod, "llm")) == [Unclaimed("t", 0, 1)]
+
+
+def test_a_pod_counts_only_where_it_tolerates_the_taints_of_some_node():
+    tainted = {POOL: [_node("n1", taints=[("dedicated", "llm", "NoSchedule")])]}
+    assert _waiting([_pod()], pools=tainted) == []
+    tolerant = _pod(tolerations=[{"key": "dedicated", "operator": "Equal", "value": "llm", "effect": "NoSchedule"}])
+    assert _waiting([tolerant], pools=tainted) == [Unclaimed("t", 0, 1)]
+
+
+def test_pods_of_one_shape_are_judged_once_a_pool():
+    calls = []
+
+    class Counting(list):
+        def __iter__(self):
+            calls.append(1)
+            return super().__iter__()
+
+    pods = [_pod(name=f"p{i}") for i in range(500)]
+    assert len(unclaimed_waiting(pods, {POOL: Counting(NODES[POOL])}, lambda pod: False)[POOL]) == 500
+    assert len(calls) == 1
+
+
+# --- the pool ------------------------------------------------------------------------------------------------------
+
+
+def _claim(namespace: str, name: str, **kw) -> Claim:
+    fields = dict(namespace=namespace, name=name, pool=POOL, pool_gpus=3, priority=0, current=0, wanted=0,
+                  min_replicas=0, gpus_per_replica=1)
+    fields.update(kw)
+    return Claim(**fields)
+
+
+def _reshuffle(bound: bool) -> list[Claim]:
+    """Namespace a: a0 runs 3 GPUs of 3, a1 (priority 5) wants 1: a's own reshuffle."""
+    known = {"bound": 3} if bound else {}
+    return [_claim("a", "a0", current=3, held=3, wanted=3, **known),
+            _claim("a", "a1", priority=5, wanted=1, **({"bound": 0} if bound else {}))]
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["pods-read", "judged"])
+def test_a_reshuffle_waits_while_another_namespaces_pod_would_take_what_it_frees(bound):
+    out, _ = share(_reshuffle(bound), 1000.0)
+    assert out[("a", "a1")].replicas == 1 and out[("a", "a0")].replicas == 2  # control: nothing else waits
+    out, _ = share(_reshuffle(bound), 1000.0, unclaimed={POOL: [Unclaimed("t", 0, 1)]})
+    assert out[("a", "a1")].replicas == 0 and out[("a", "a0")].replicas == 3
+
+
+@pytest.mark.parametrize("waiting", [Unclaimed("a", 0, 1), Unclaimed("t", -10, 1)], ids=["own-namespace", "lower"])
+def test_a_pod_of_the_namespace_itself_or_of_a_lower_pod_priority_does_not_stop_it(waiting):
+    out, _ = share(_reshuffle(True), 1000.0, unclaimed={POOL: [waiting]})
+    assert out[("a", "a1")].replicas == 1 and out[("a", "a0")].replicas == 2
+
+
+def test_a_pod_of_a_higher_pod_priority_stops_it_too():
+    out, _ = share(_reshuffle(True), 1000.0, unclaimed={POOL: [Unclaimed("t", 1000, 1)]})
+    assert out[("a", "a1")].replicas == 0
+
+
+def test_across_step_2_does_not_cut_a_third_namespace_for_a_pod_another_takes():
+    """Across namespaces, pool 4: a runs 2, b (priority 5) runs 2 of 3; a bare pod of t waits."""
+    a = _claim("a", "a", pool_gpus=4, current=2, held=2, bound=2, wanted=2)
+    b = _claim("b", "b", pool_gpus=4, priority=5, current=3, held=3, bound=2, wanted=3)
+    out, _ = share([a, b], 1000.0, across_namespaces=True)
+    assert out[a.key].replicas == 1  # control: the cut serves b
+    out, _ = share([a, b], 1000.0, across_namespaces=True, unclaimed={POOL: [Unclaimed("t", 0, 1)]})
+    assert out[a.key].replicas == 2
+
+
+def test_another_pools_pods_do_not_count():
+    out, _ = share(_reshuffle(True), 1000.0, unclaimed={("other",): [Unclaimed("t", 0, 1)]})
+    assert out[("a", "a1")].replicas == 1
+
+
+# --- the controller --------------------------------------------------------------------------------------------------
+
+
+def _operator_with_pending(monkeypatch, pending: list[dict], listed: list | None = None):
+    operator = _operator()
+    other = operator.kube.list
+
+    def kube_list(kind, namespace=None, label_selector=None, field_selector=None):
+        if kind == "Pod" and namespace is None:
+            if listed is not None:
+                listed.append(field_selector)
+            return pending
+        return other(kind, namespace, label_selector=label_selector, field_selector=field_selector)
+
+    monkeypatch.setattr(operator.kube, "list", kube_list)
+    return operator
+
+
+def _same_namespace_reshuffle(operator):
+    targets = {("ns", "high"): _pool_target("ns", "high", 2, priority=10),
+               ("ns", "low"): _pool_target("ns", "low", 6, priority=0)}
+    operator.uncapped = {("ns", "high"): _wanting(8), ("ns", "low"): _wanting(6)}
+    asyncio.run(operator._share_pools(targets))
+    return operator.state.decisions[("ns", "high")].desired_replicas, operator.state.decisions[("ns", "low")].desired_replicas
+
+
+def test_the_loop_reads_pending_pods_once_and_a_third_namespaces_bare_pod_stops_the_reshuffle(monkeypatch):
+    listed: list = []
+    operator = _operator_with_pending(monkeypatch, [_pod(namespace="t")], listed)
+    assert _same_namespace_reshuffle(operator) == (2, 6)
+    assert listed == ["spec.nodeName=,status.phase=Pending"]
+
+
+def test_the_loop_reshuffles_when_the_pending_pod_is_gated_or_the_list_fails(monkeypatch, caplog):
+    operator = _operator_with_pending(monkeypatch, [_pod(namespace="t", schedulingGates=[{"name": "q"}])])
+    assert _same_namespace_reshuffle(operator) == (7, 1)
+    operator = _operator()  # its API server is never reached: the list fails
+    assert _same_namespace_reshuffle(operator) == (7, 1)
+    assert "Pending pods not listed across namespaces" in caplog.text
+
+
+def test_the_loop_lists_nothing_for_a_pool_of_one_backend(monkeypatch):
+    listed: list = []
+    operator = _operator_with_pending(monkeypatch, [], listed)
+    targets = {("ns", "only"): _pool_target("ns", "only", 2)}
+    operator.uncapped = {("ns", "only"): _wanting(4)}
+    asyncio.run(operator._share_pools(targets))
+    assert listed == [] and operator.state.decisions[("ns", "only")].desired_replicas == 4
