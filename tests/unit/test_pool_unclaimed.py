@@ -66,6 +66,22 @@ def test_pods_that_take_no_freed_gpu_of_the_pool_do_not_count(pod):
     assert _waiting([pod]) == []
 
 
+def _judged(message: str) -> dict:
+    pod = _pod()
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                    "message": message}]
+    return pod
+
+
+def test_a_pod_the_scheduler_finds_short_of_something_else_than_gpus_does_not_count():
+    short = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No " \
+            "preemption victims found for incoming pod."
+    assert _waiting([_judged(short)]) == [Unclaimed("t", 0, 1)]
+    volume = "0/2 nodes are available: persistentvolumeclaim \"data\" not found. preemption: 0/2 nodes are " \
+             "available: 2 Preemption is not helpful for scheduling."
+    assert _waiting([_judged(volume)]) == []  # a cut would free a GPU it still could not run on
+
+
 def test_a_deleted_pod_and_a_claimed_replica_do_not_count_and_a_forged_one_does():
     leaving = _pod()
     leaving["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"

@@ -209,13 +209,14 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     forges a backend's labels. The kube-scheduler places them on the GPUs a cut frees as it places a claim's
     (autoscaling/pool.py ``Unclaimed``). A pod counts for a pool when it could run on one of its nodes with nothing
     else there (planning/podfit.py: taints, node affinity, allocatable; ``None`` nodes: not known, every pod counts).
-    Not counted: pods bound to a node, ended or leaving, held back by scheduling gates (nothing places them until
-    their owner lifts the gate), and pods that ask for no GPU."""
+    Not counted: pods bound to a node, ended or leaving, that ask for no GPU, and those ``_unplaceable`` says more
+    GPUs would not place: held back by scheduling gates (nothing places them until their owner lifts the gate), or
+    judged by the scheduler short of something else (a volume, a pod affinity). One not judged yet counts."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple[tuple[str, ...], str], bool] = {}  # (pool, what decides placement) -> whether a node holds it
     for pod in pods:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        if (spec.get("nodeName") or meta.get("deletionTimestamp") or spec.get("schedulingGates")
+        if (spec.get("nodeName") or meta.get("deletionTimestamp") or _unplaceable(pod)
                 or (pod.get("status") or {}).get("phase", "Pending") != "Pending"):
             continue
         gpus = pod_gpus(pod)
