@@ -224,8 +224,8 @@ def test_across_a_tenants_pending_pod_takes_the_gpu_a_higher_priority_cut_and_th
 
 def test_a_claim_unread_every_other_sync_leaves_no_lasting_loss_nor_churn():
     """The operator reads no pods for a backend whose scaler is new (a spec.source or served-model change keeps its
-    last decision while the new evaluation runs): its bound is None and the whole pool judges as before for that
-    sync. Pass 16's shield (the tenant's bx priority 9 running, t1 3 running, b2 Pending; c priority 5 wants 2)
+    last decision while the new evaluation runs): its bound is None and that claim is judged for that sync (since
+    the nineteenth session; before, the whole pool). Pass 16's shield (the tenant's bx priority 9 running, t1 3 running, b2 Pending; c priority 5 wants 2)
     with b2 unread on every other sync: c is granted 2 by the second sync and nothing moves after; and over 300
     fuzzed pools of 14 syncs with a random claim unread on half the syncs, no share moves after the 8th."""
     c = claim("a", "c", priority=5, wanted=2)

@@ -31,7 +31,6 @@ import asyncio
 import dataclasses
 import random
 
-import pytest
 from pool_scheduler import scheduled as _scheduled
 from pool_scheduler import unclaimed as _unclaimed
 
@@ -190,14 +189,7 @@ def test_across_control_with_the_pods_read_the_higher_priority_runs():
     assert running[("a", "c")] == 1 and _gpus(claims, running, "t") <= 3, (out, running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low, across namespaces): one claim whose pods are unread (bound None) turns exact off for the whole "
-    "pool, and the judged rules have no older_waiting: with the tenant's b2 unread every sync, c is granted t1's "
-    "replica, the tenant's older tied Pending pod takes the GPU, and c runs 0 of 1 while the tenant keeps 4 of 4 - "
-    "pass 17's fixed finding back. Reachable only while the tenant's pods cannot be listed every sync (a pod list "
-    "that fails, or runs past EVALUATE_TIMEOUT_S for a scaler that a spec.autoscaling.source edit renewed: thousands "
-    "of large pods with the backend's labels), hence low. Fix: judge only the unread claim (its replicas all held, "
-    "none bound, as waiting of its rank), not the whole pool"))
+# Fixed (was a strict xfail): FINDING (low, across namespaces) one claim whose pods were unread turned the whole pool to the judged rules, where pass 17's finding came back; now only that claim is judged, each way as is safe for the others (its replicas run where that would justify a cut, wait where that stops one: pool.py blocking_gpus).
 def test_across_an_unread_tenant_claim_brings_pass_17_back():
     def seen(x: Claim) -> Claim:
         return dataclasses.replace(x, bound=None) if x.name == "b2" else x

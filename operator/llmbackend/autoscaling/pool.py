@@ -356,6 +356,11 @@ def _held(c: Claim) -> int:
     return max(0, min(c.current, max(c.held, c.bound or 0)))
 
 
+def runs(c: Claim) -> int:
+    """Of a backend's replicas that hold GPUs, those whose pods run (``Claim.bound``; not read: all of them)."""
+    return max(0, min(c.bound if c.bound is not None else _held(c), _held(c)))
+
+
 def _kept(c: Claim) -> int:
     """Step 1: the replicas it holds and still wants."""
     return max(0, min(_held(c), c.wanted))
@@ -830,12 +835,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # step 3), and not counted as preempted yet (what a higher pod priority may count): whether a backend's turn
     # can make a whole replica, and whether what it would hold fits the pool, each in O(log n)
     granted_gpus, givable, preemptible = (_GpusByRank(members, across) for _ in range(3))
-    # what runs and what waits is known from the pods (``Claim.bound``) only when it is for every backend of the pool;
-    # then the GPUs of replicas that wait (a ReplicaSet scaled down deletes those first)
-    # (a pool whose bound replicas hold more GPUs than it has is not read right: judged, as when not known)
-    exact = all(c.bound is not None for c in members) and sum(
-        max(0, min(c.bound or 0, _held(c))) * max(0, c.gpus_per_replica) for c in members) <= pool_gpus
-    waiting_gpus = _GpusByRank(members, across)
+    # what runs and what waits is known from the pods (``Claim.bound``): then the GPUs of replicas that wait (a
+    # ReplicaSet scaled down deletes those first). A backend whose pods were not read this pass (a list that failed)
+    # counts each way as is safe for the others: its replicas run where that would justify a cut (it is cut as
+    # running, never cleared as Pending, and no one is cut for it as waiting: ``waiting_gpus``), and wait where that
+    # stops one (its pods may be older than a taker's: ``blocking_gpus``). When no backend's pods are read, or those
+    # read run on more GPUs than the pool has (not read right), the pool is judged from the ranks
+    exact = any(c.bound is not None for c in members) and sum(
+        runs(c) * max(0, c.gpus_per_replica) for c in members if c.bound is not None) <= pool_gpus
+    waiting_gpus, blocking_gpus = _GpusByRank(members, across), _GpusByRank(members, across)
 
     def track(v: Claim) -> None:
         g = max(0, v.gpus_per_replica)
@@ -843,8 +851,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         givable.set(v, max(0, grant[v.key] - floor(v)) * g)
         preemptible.set(v, max(0, grant[v.key] - preempted.get(v.key, 0)) * g)
         if exact:
-            waits = max(0, min(grant[v.key], _held(v)) - max(0, v.bound or 0))
-            waiting_gpus.set(v, waits * g)
+            kept_v = min(grant[v.key], _held(v))
+            waits = kept_v if v.bound is None else max(0, kept_v - max(0, v.bound))
+            waiting_gpus.set(v, (0 if v.bound is None else waits) * g)
+            blocking_gpus.set(v, waits * g)
 
     for v in members:
         givers.changed(v)
@@ -887,7 +897,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         level = c.scheduling_priority
         if exact:
             def waits(ns: str | None) -> int:
-                return waiting_gpus.equals(level, ns)
+                return blocking_gpus.equals(level, ns)
             return waits(None) - waits(c.namespace) - (waits(v.namespace) if v.namespace != c.namespace else 0) > 0
         held_there = granted_gpus.pod_priority_from(level)
         others = held_there - granted_gpus.placed_before_or_beside(c)
@@ -900,7 +910,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     def older_waiting(c: Claim, v: Claim) -> int:
         """GPUs of v's namespace's waiting pods of c's pod priority and above not yet given GPUs a cut freed: older
         than c's new pods, they are placed first."""
-        tree = waiting_gpus.own_pod.get(v.namespace)
+        tree = blocking_gpus.own_pod.get(v.namespace)
         waits = (tree.above(c.scheduling_priority - 1) if tree else 0) + unclaimed_waits(c.scheduling_priority,
                                                                                          v.namespace)
         return max(0, waits - absorbed_by.get(v.namespace, 0))
@@ -961,7 +971,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # a third namespace's older pods of the taker's pod priority wait: what the cut frees would be
                 # theirs (first come first served), not the taker's. Nothing step 2 does changes that this sync
                 continue
-            if exact and grant[cut.key] <= max(0, min(cut.bound or 0, _held(cut))):
+            if exact and grant[cut.key] <= runs(cut):
                 # a running pod goes (its Pending ones went first): the GPU it frees goes to the pods that wait,
                 # the highest first: those that outrank it are served by that much, and the taker's namespace's
                 # (those step 3 then finds waiting are fewer)
@@ -1040,7 +1050,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 if exact and v.scheduling_priority >= c.scheduling_priority:
                     # its Pending pods (known from the pods) would take GPUs before c's new ones (older, of c's pod
                     # priority): they go first, whether or not c completes a replica this sync. They free no GPU
-                    waits = max(0, min(grant[v.key], _held(v)) - max(0, v.bound or 0))
+                    # (one whose pods were not read: none, its replicas may run)
+                    waits = 0 if v.bound is None else max(0, min(grant[v.key], _held(v)) - max(0, v.bound))
                     if (clear := min(waits, grant[v.key] - floor(v))) > 0:
                         set_grant(v, grant[v.key] - clear)
                         free += clear * gv
@@ -1063,7 +1074,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # frees at a time, whole Pending replicas together
                 def fit() -> int:
                     if exact:  # known: its pods bound to nodes
-                        return max(0, min(v.bound or 0, _held(v))) * gv  # noqa: B023
+                        return runs(v) * gv  # noqa: B023
                     return max(0, pool_gpus - granted_gpus.above(v))  # noqa: B023 - read now, for this v
                 if min(grant[v.key] * gv, fit()) <= min(floor(v) * gv, fit()):
                     passed_over += 1
