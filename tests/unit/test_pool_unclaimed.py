@@ -5,6 +5,7 @@ made), and the controller's one cluster-wide read a pass (run.Operator._share_po
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from test_autoscale_loop import _pool_target, _wanting
@@ -41,7 +42,7 @@ def _pod(namespace: str = "t", name: str = "p", gpus: int = 1, node: str | None 
 NODES = {POOL: [_node("n1"), _node("n2")]}
 
 
-def _waiting(pods, pools=None, claimed=lambda pod: False):
+def _waiting(pods, pools=None, claimed=lambda pod: None):
     return unclaimed_waiting(pods, NODES if pools is None else pools, claimed)[POOL]
 
 
@@ -90,7 +91,7 @@ def test_a_deleted_pod_and_a_claimed_replica_do_not_count_and_a_forged_one_does(
     replica = _pod(labels={"pod-template-hash": "abc"}, owner=rs)
     forged = _pod(name="forged", labels={"pod-template-hash": "abc"})
     from llmbackend.autoscaling.holding import made_by
-    assert _waiting([replica, forged], claimed=lambda pod: made_by(pod, "llm")) == [Unclaimed("t", 0, 1)]
+    assert _waiting([replica, forged], claimed=lambda pod: POOL if made_by(pod, "llm") else None) == [Unclaimed("t", 0, 1)]
 
 
 def test_a_pod_counts_only_where_it_tolerates_the_taints_of_some_node():
@@ -109,7 +110,7 @@ def test_pods_of_one_shape_are_judged_once_a_pool():
             return super().__iter__()
 
     pods = [_pod(name=f"p{i}") for i in range(500)]
-    assert len(unclaimed_waiting(pods, {POOL: Counting(NODES[POOL])}, lambda pod: False)[POOL]) == 500
+    assert len(unclaimed_waiting(pods, {POOL: Counting(NODES[POOL])}, lambda pod: None)[POOL]) == 500
     assert len(calls) == 1
 
 
@@ -212,3 +213,28 @@ def test_the_loop_lists_nothing_for_a_pool_of_one_backend(monkeypatch):
     operator.uncapped = {("ns", "only"): _wanting(4)}
     asyncio.run(operator._share_pools(targets))
     assert listed == [] and operator.state.decisions[("ns", "only")].desired_replicas == 4
+
+
+def test_a_pod_of_another_scheduler_counts_once_that_scheduler_finds_it_short_of_gpus():
+    assert _waiting([_pod(schedulerName="volcano")]) == []  # not judged: a scheduler that may not exist
+    judged = _judged("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    judged["spec"]["schedulerName"] = "volcano"
+    assert _waiting([judged]) == [Unclaimed("t", 0, 1)]
+
+
+def test_a_claimed_backends_pod_counts_in_every_pool_but_its_own():
+    other = ("other",)
+    pools = {POOL: NODES[POOL], other: NODES[POOL]}
+    listed = unclaimed_waiting([_pod()], pools, lambda pod: other)
+    assert listed == {POOL: [Unclaimed("t", 0, 1)], other: []}
+
+
+def test_a_pod_pinned_to_a_node_counts_only_for_the_pool_of_that_node():
+    pools = {POOL: NODES[POOL], ("other",): [_node("m1")]}
+    pinned = _pod(nodeSelector={"kubernetes.io/hostname": "m1"})
+    by_name = _pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}})
+    nodes = {pool: [dataclasses.replace(n, labels=(*n.labels, ("kubernetes.io/hostname", n.name))) for n in ns]
+             for pool, ns in pools.items()}
+    listed = unclaimed_waiting([pinned, by_name], nodes, lambda pod: None)
+    assert listed == {POOL: [Unclaimed("t", 0, 1)], ("other",): [Unclaimed("t", 0, 1)]}

@@ -202,37 +202,94 @@ def _short_of_gpus(message: str) -> bool:
             or preemption.startswith("not eligible"))
 
 
+# The scheduler of pods that name none (k8s.io/api core/v1 DefaultSchedulerName)
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
 def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
-                      claimed: Callable[[dict], bool]) -> dict[tuple[str, ...], list[Unclaimed]]:
-    """Each pool's Pending pods that ask for its GPUs and that no claim covers (``claimed``: the pod is a claimed
-    backend's replica, ``made_by`` its workload): a bare pod, a backend the operator does not autoscale, a pod that
-    forges a backend's labels. The kube-scheduler places them on the GPUs a cut frees as it places a claim's
-    (autoscaling/pool.py ``Unclaimed``). A pod counts for a pool when it could run on one of its nodes with nothing
-    else there (planning/podfit.py: taints, node affinity, allocatable; ``None`` nodes: not known, every pod counts).
-    Not counted: pods bound to a node, ended or leaving, that ask for no GPU, and those ``_unplaceable`` says more
-    GPUs would not place: held back by scheduling gates (nothing places them until their owner lifts the gate), or
-    judged by the scheduler short of something else (a volume, a pod affinity). One not judged yet counts."""
+                      claimed_in: Callable[[dict], tuple[str, ...] | None]) -> dict[tuple[str, ...], list[Unclaimed]]:
+    """Each pool's Pending pods that ask for its GPUs and that no claim of that pool covers (``claimed_in``: the pool
+    of the claimed backend whose replica the pod is, ``made_by`` its workload, else None): a bare pod, a backend the
+    operator does not autoscale, a pod that forges a backend's labels, or a claimed backend's pod that asks for
+    another pool's GPUs (its claim counts it in its own pool only). The kube-scheduler places them on the GPUs a cut
+    frees as it places a claim's (autoscaling/pool.py ``Unclaimed``). A pod counts for a pool when it could run on one
+    of its nodes with nothing else there (planning/podfit.py: taints, node affinity, allocatable; ``None`` nodes: not
+    known, every pod counts).
+
+    Counted: pods a scheduler judged short of GPUs, and pods of the default scheduler not judged yet (it judges a new
+    pod within moments). Not counted: pods bound to a node, ended or leaving, that ask for no GPU, that
+    ``_unplaceable`` says more GPUs would not place (scheduling gates; short of a volume, a pod affinity), and pods
+    of another scheduler not judged yet (one that does not exist never judges them, and they never run)."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
-    fits: dict[tuple[tuple[str, ...], str], bool] = {}  # (pool, what decides placement) -> whether a node holds it
+    fits: dict[tuple[str, tuple], bool] = {}       # (pod shape, node kind) -> whether such a node holds it
+    kinds: dict[tuple, list[tuple[tuple, GPUNode]]] = {}  # (pool, what the shape reads of a node) -> its node kinds
     for pod in pods:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         if (spec.get("nodeName") or meta.get("deletionTimestamp") or _unplaceable(pod)
                 or (pod.get("status") or {}).get("phase", "Pending") != "Pending"):
             continue
-        gpus = pod_gpus(pod)
-        if gpus <= 0 or claimed(pod):
+        if not _judged_short_of_gpus(pod) and (spec.get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
             continue
+        gpus = pod_gpus(pod)
+        if gpus <= 0:
+            continue
+        own_pool = claimed_in(pod)
         requests = pod_requests(spec)
-        # pods of one workload share a spec: each pool judged once per shape, not once per pod
+        # pods of one workload share a spec, and a pool's nodes a few kinds: a shape is judged once a node kind
         shape = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
                             sorted(requests.items())], sort_keys=True, default=str)
+        reads = _node_reads(spec)
+        # its nodeSelector, as positions in a node kind's label values: most kinds fail it without a look at the rest
+        selector = [(reads[0].index(str(k)), v) for k, v in (spec.get("nodeSelector") or {}).items()]
         priority = spec.get("priority")
         waiting = Unclaimed(str(meta.get("namespace") or ""),
                             priority if isinstance(priority, int) and not isinstance(priority, bool) else 0, gpus)
         for pool, nodes in pools.items():
-            key = (pool, shape)
-            if key not in fits:
-                fits[key] = nodes is None or any(not failures(spec, requests, node) for node in nodes)
-            if fits[key]:
+            if pool == own_pool:
+                continue  # its claim counts it
+            if nodes is None:
                 out[pool].append(waiting)
+                continue
+            if (pool, reads) not in kinds:
+                distinct: dict[tuple, GPUNode] = {}
+                for node in nodes:
+                    distinct.setdefault(_node_kind(node, reads), node)
+                kinds[(pool, reads)] = list(distinct.items())
+            for kind, node in kinds[(pool, reads)]:
+                if any(kind[0][i] != v for i, v in selector):
+                    continue
+                if (shape, kind) not in fits:
+                    fits[(shape, kind)] = not failures(spec, requests, node)
+                if fits[(shape, kind)]:
+                    out[pool].append(waiting)
+                    break
     return out
+
+
+def _judged_short_of_gpus(pod: dict) -> bool:
+    """A scheduler judged the Pending pod and said more GPUs would place it."""
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               and _short_of_gpus(c.get("message") or "")
+               for c in (pod.get("status") or {}).get("conditions") or [] if isinstance(c, dict))
+
+
+def _node_reads(spec: dict) -> tuple[tuple[str, ...], bool]:
+    """What podfit reads of a node for this pod beside its taints and allocatable: the label keys its nodeSelector
+    and required node affinity name, and whether a term matches the node's name (matchFields)."""
+    keys = {str(k) for k in (spec.get("nodeSelector") or {})}
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    by_name = False
+    for term in required.get("nodeSelectorTerms") or []:
+        if isinstance(term, dict):
+            keys.update(str(e.get("key") or "") for e in term.get("matchExpressions") or [] if isinstance(e, dict))
+            by_name = by_name or bool(term.get("matchFields"))
+    return tuple(sorted(keys)), by_name
+
+
+def _node_kind(node: GPUNode, reads: tuple[tuple[str, ...], bool]) -> tuple:
+    """A node as a pod that reads ``reads`` of it sees it: nodes of one kind place it alike."""
+    keys, by_name = reads
+    labels = node.label_map
+    return (tuple(labels.get(k) for k in keys), node.taints, node.cordoned, node.allocatable, node.gpu_count,
+            node.name if by_name else "")

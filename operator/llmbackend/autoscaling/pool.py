@@ -877,6 +877,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         tree = others_all if namespace is None else others_own.get(namespace)
         return tree.above(level - 1) if tree else 0
 
+    # each namespace's highest pod priority among them, the highest first
+    others_top = sorted(((max(w.pod_priority for w in own), ns) for ns, own in others_by_namespace.items()),
+                        reverse=True)
+
+    def unclaimed_top(excluding: tuple[str, str]) -> int | None:
+        """The highest pod priority of those Pending pods outside the namespaces ``excluding`` (None: none)."""
+        return next((top for top, ns in others_top if ns not in excluding), None)
+
     def third_waits(c: Claim, v: Claim) -> bool:
         """Whether Pending pods no claim covers, of c's pod priority or above, wait in a third namespace (neither
         c's nor v's): what a cut of v frees is theirs, not c's. Known or not what runs of the claims: a bare pod is
@@ -955,6 +963,21 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         heapq.heapify(candidates)
         taker_of = _first_outranking(holders, grant, across)
         freed_for_waiting = 0  # GPUs of running replicas cut so far: the waiting pods that outrank the cuts get them
+
+        def served_first(cut: Claim, taker: Claim) -> bool:
+            """Whether Pending pods no claim covers, of a third namespace (neither the cut's nor the taker's), get
+            what a cut of ``cut`` frees before the pods it is for. The taker is only the highest holder that
+            outranks the cut: the GPU goes to the highest pod priority that waits, the older first among equals.
+            Known from the pods: unless backends' replicas of a higher pod priority than those pods wait beyond
+            what earlier cuts freed (a backend whose pods were not read counts as running here). Not known: those
+            pods are of the cut's pod priority or above (whoever the cut is for may be of that pod priority)."""
+            top = unclaimed_top((cut.namespace, taker.namespace))
+            if top is None:
+                return False
+            if not exact:
+                return top >= cut.scheduling_priority
+            own = waiting_gpus.figure.get(cut.key, 0) if cut.scheduling_priority > top else 0
+            return waiting_gpus.pod_priority_from(top + 1) - own - freed_for_waiting <= 0
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
             if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
@@ -967,9 +990,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
-            if third_waits(taker, cut) or (exact and contested(taker, cut)):
-                # a third namespace's older pods of the taker's pod priority wait: what the cut frees would be
-                # theirs (first come first served), not the taker's. Nothing step 2 does changes that this sync
+            if served_first(cut, taker) or (exact and contested(taker, cut)):
+                # a third namespace's older pods would get what the cut frees (first come first served), not the
+                # pods the cut is for. Nothing step 2 does changes that this sync
                 continue
             if exact and grant[cut.key] <= runs(cut):
                 # a running pod goes (its Pending ones went first): the GPU it frees goes to the pods that wait,

@@ -631,12 +631,13 @@ class Operator:
             if pool in shared and pool not in pools:
                 pools[pool] = (None if target.pool_nodes is None
                                else [n for n in inventory if n.name in target.pool_nodes])
-        claimed = {key: target.name for key, target in targets.items() if (target.pool,) in shared}
+        claimed = {key: target for key, target in targets.items() if (target.pool,) in shared}
 
-        def is_claimed(pod: dict[str, Any]) -> bool:
+        def claimed_in(pod: dict[str, Any]) -> tuple[str, ...] | None:
+            """The pool whose claim counts the pod: its backend's, when the pod is that backend's replica."""
             meta = pod.get("metadata") or {}
-            workload = claimed.get((str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(BACKEND_LABEL))))
-            return workload is not None and made_by(pod, workload)
+            target = claimed.get((str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(BACKEND_LABEL))))
+            return (target.pool,) if target is not None and made_by(pod, target.name) else None
 
         loop = asyncio.get_running_loop()
         try:
@@ -646,7 +647,7 @@ class Operator:
             log.warning("Pending pods not listed across namespaces for the GPU pool share (%s): a cut may free GPUs "
                         "that a pod no backend claims then takes", exc)
             return None
-        return unclaimed_waiting(pending, pools, is_claimed)
+        return unclaimed_waiting(pending, pools, claimed_in)
 
     async def _pool_pods(self, key: tuple[str, str], target,
                          pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
