@@ -111,14 +111,7 @@ def test_control_a_bare_pod_requiring_a_label_the_node_keeps_stops_the_reshuffle
     assert out[("a", "a0")].replicas == 3 and out[("a", "a1")].replicas == 0, out
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, theft, both modes, no forgery): unclaimed_waiting judges a pod against GPUNode.labels, which drop "
-    "nvidia.com/gfd.timestamp (inventory.VOLATILE_LABELS), a label GFD writes on every GPU node. A tenant's bare "
-    "Pending pod whose required node affinity says Exists on that key fits no node as the operator sees it and is not "
-    "listed, so namespace a's own reshuffle cuts a0 (3 -> 2) and the kube-scheduler, which reads the real labels, "
-    "places the tenant's older pod on the freed GPU. Fix: judge pods against the nodes' full labels (keep the volatile "
-    "ones out of the fingerprint only), or count as fitting any pod whose affinity or nodeSelector names a dropped "
-    "key"))
+# Fixed (was a strict xfail): FINDING (high) a pod that required a label the inventory drops (nvidia.com/gfd.timestamp) was judged to fit no node and was not listed; unclaimed_waiting now takes what a pod asks of such labels as met (holding._volatile_met).
 def test_a_bare_pod_requiring_a_label_the_inventory_drops_takes_the_gpu_of_the_reshuffle():
     node = parse_node(GFD_NODE)
     pod = _requiring("nvidia.com/gfd.timestamp")
@@ -148,9 +141,7 @@ def test_control_the_loop_waits_for_a_pod_requiring_a_label_the_node_keeps(monke
     assert _controller_reshuffle(monkeypatch, _requiring("nvidia.com/gpu.product")) == (0, 3)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): the same through Operator._share_pools: the inventory's node lacks nvidia.com/gfd.timestamp, so "
-    "the tenant's pod is not listed and ns/low gives a replica up (1/2) whose GPU the pod takes"))
+# Fixed (was a strict xfail): FINDING (high) the same through Operator._share_pools; fixed with it.
 def test_the_loop_cuts_for_a_pod_requiring_a_label_the_inventory_drops(monkeypatch):
     assert _controller_reshuffle(monkeypatch, _requiring("nvidia.com/gfd.timestamp")) == (0, 3)
 
@@ -192,13 +183,7 @@ def test_control_the_same_pod_bare_stops_nothing():
     assert out[("a", "a1")].replicas == 1 and out[("a", "a0")].replicas == 2, (listed, out)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium, denial): a pod the tenant's claimed backend's ReplicaSet adopted (its labels, an orphan; a "
-    "pod-deletion-cost annotation makes the ReplicaSet delete the backend's own Pending pod instead) that names a "
-    "scheduler that does not exist is never judged, so held_replicas counts it as a held replica waiting for GPUs for "
-    "good: contested() then stops namespace a's own reshuffle (a1 0 of 1) in the pool forever, though the pod never "
-    "runs. Pass 22's fix (a pod not judged yet counts only for the default scheduler) covers unclaimed pods only. "
-    "Fix: in held_replicas/_unplaceable, a Pending pod of another scheduler not judged short of GPUs holds nothing"))
+# Fixed (was a strict xfail): FINDING (medium) a claimed backend's adopted pod of a scheduler that does not exist counted as a held replica waiting for GPUs for good; a Pending pod not judged yet and of another scheduler than the default is unplaceable (holding._unplaceable), so it holds nothing.
 def test_a_claimed_backends_adopted_pod_of_no_scheduler_freezes_another_namespaces_reshuffle():
     cs = [_tenant_claim(_adopted(schedulerName="no-such-scheduler")), *_reshuffle(pool_gpus=4)]
     out, _ = share(cs, 1000.0, unclaimed=unclaimed_waiting([], {POOL: None}, lambda pod: None))
@@ -337,15 +322,7 @@ def test_across_control_with_the_tenants_pods_read_the_higher_priority_runs():
     assert running[("b", "b")] == 1 and running[("t", "t")] == 3, (out, running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low, across namespaces only, while the tenant's pod list fails): an unread claim counts all its "
-    "replicas as waiting where that stops a cut (blocking_gpus), and older_waiting(c, v) then counts the victim's "
-    "own replicas as its namespace's older Pending pods that would absorb what cutting it frees: a tenant whose "
-    "running backend's pods are not read (thousands of pods with its labels push the list past the evaluation "
-    "timeout) is never cut by a higher priority of its pod priority (t keeps 4 of 4, b 0 of 1 for good; read: 3 and "
-    "1). Pass 21's low finding in another shape. Fix: in older_waiting, leave the victim's own unread replicas out of "
-    "its namespace's waiting (they are what the cut removes), or count an unread victim's namespace as waiting only "
-    "with its other claims"))
+# Fixed (was a strict xfail): FINDING (low) older_waiting counted an unread victim's own replicas as its namespace's older waiting pods, so it was never cut; they are left out of that count.
 def test_across_a_tenant_whose_running_claim_is_unread_is_never_cut_by_a_higher_priority():
     def seen(c: Claim) -> Claim:
         return dataclasses.replace(c, bound=None) if c.namespace == "t" else c

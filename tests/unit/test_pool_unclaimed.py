@@ -238,3 +238,22 @@ def test_a_pod_pinned_to_a_node_counts_only_for_the_pool_of_that_node():
              for pool, ns in pools.items()}
     listed = unclaimed_waiting([pinned, by_name], nodes, lambda pod: None)
     assert listed == {POOL: [Unclaimed("t", 0, 1)], ("other",): [Unclaimed("t", 0, 1)]}
+
+
+def test_what_a_pod_asks_of_a_label_the_inventory_drops_is_taken_as_met_and_the_rest_still_judged():
+    stamp = "nvidia.com/gfd.timestamp"
+    by_selector = _pod(name="s", nodeSelector={stamp: "1700000000"})
+    alone = _pod(name="a", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": stamp, "operator": "Gt", "values": ["5"]}]}]}}})
+    with_another = _pod(name="w", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": stamp, "operator": "Exists"},
+                                                    {"key": "gpu", "operator": "In", "values": ["b200"]}]}]}}})
+    assert _waiting([by_selector, alone, with_another]) == [Unclaimed("t", 0, 1)] * 2  # not the one for b200
+
+
+def test_a_replica_of_another_scheduler_not_judged_yet_holds_nothing():
+    from llmbackend.autoscaling.holding import held_replicas
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "llm-abc", "controller": True, "uid": "u"}
+    pods = [_pod(name=f"p{i}", labels={"pod-template-hash": "abc"}, owner=rs, **extra)
+            for i, extra in enumerate([{}, {"schedulerName": "no-such-scheduler"}])]
+    assert held_replicas(2, pods, {"status": {}}, needs_gpus=True, grouped=False, workload_made="llm") == 1

@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from ..planning.inventory import GPU_RESOURCE, GPUNode
+from ..planning.inventory import GPU_RESOURCE, VOLATILE_LABELS, GPUNode
 from ..planning.podfit import failures, pod_gpus, pod_requests
 from ..render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
 from .pool import Unclaimed
+
+# The scheduler of pods that name none (k8s.io/api core/v1 DefaultSchedulerName)
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
@@ -170,7 +173,9 @@ def _holds(pod: dict) -> bool:
 def _unplaceable(pod: dict) -> bool:
     """Pending, and the scheduler said why: not (only) GPUs; or held back from the scheduler by a scheduling gate
     (the scheduler never judges it, so no message will say GPUs; k8s.io/kubernetes v1.36 pkg/scheduler
-    SchedulingGates plugin: reason SchedulingGated)."""
+    SchedulingGates plugin: reason SchedulingGated); or not judged yet and of another scheduler than the default
+    (one that does not exist never judges it: a pod anyone may give a backend's labels, that its ReplicaSet may
+    adopt, would wait for good)."""
     spec = pod.get("spec") or {}
     if spec.get("nodeName"):
         return False
@@ -180,7 +185,7 @@ def _unplaceable(pod: dict) -> bool:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":
             return not _short_of_gpus(condition.get("message") or "")
-    return False
+    return (spec.get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER
 
 
 def _short_of_gpus(message: str) -> bool:
@@ -200,10 +205,6 @@ def _short_of_gpus(message: str) -> bool:
         return False
     return (not ran or GPU_RESOURCE in preemption or "No preemption victims found" in preemption
             or preemption.startswith("not eligible"))
-
-
-# The scheduler of pods that name none (k8s.io/api core/v1 DefaultSchedulerName)
-DEFAULT_SCHEDULER = "default-scheduler"
 
 
 def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
@@ -228,12 +229,11 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
         if (spec.get("nodeName") or meta.get("deletionTimestamp") or _unplaceable(pod)
                 or (pod.get("status") or {}).get("phase", "Pending") != "Pending"):
             continue
-        if not _judged_short_of_gpus(pod) and (spec.get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER:
-            continue
         gpus = pod_gpus(pod)
         if gpus <= 0:
             continue
         own_pool = claimed_in(pod)
+        spec = _volatile_met(spec)
         requests = pod_requests(spec)
         # pods of one workload share a spec, and a pool's nodes a few kinds: a shape is judged once a node kind
         shape = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
@@ -266,11 +266,35 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     return out
 
 
-def _judged_short_of_gpus(pod: dict) -> bool:
-    """A scheduler judged the Pending pod and said more GPUs would place it."""
-    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-               and _short_of_gpus(c.get("message") or "")
-               for c in (pod.get("status") or {}).get("conditions") or [] if isinstance(c, dict))
+def _volatile_met(spec: dict) -> dict:
+    """The pod spec with what it asks of the node labels the inventory drops (``VOLATILE_LABELS``: a node keeps
+    them, but a GPUNode does not carry them) taken as met: the kube-scheduler reads them on the node, so a pod that
+    names one may well run there. Where it cannot, the scheduler says so, and ``_unplaceable`` reads that."""
+    selector = spec.get("nodeSelector") or {}
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = [t for t in required.get("nodeSelectorTerms") or [] if isinstance(t, dict)]
+    volatile = any(k in VOLATILE_LABELS for k in selector) or any(
+        isinstance(e, dict) and e.get("key") in VOLATILE_LABELS for t in terms for e in t.get("matchExpressions") or [])
+    if not volatile:
+        return spec
+    out = dict(spec, nodeSelector={k: v for k, v in selector.items() if k not in VOLATILE_LABELS})
+    kept = []
+    for term in terms:
+        expressions = [e for e in term.get("matchExpressions") or []
+                       if not (isinstance(e, dict) and e.get("key") in VOLATILE_LABELS)]
+        kept.append(dict(term, matchExpressions=expressions))
+    # a term of volatile labels alone is taken as met, and with it the required affinity
+    met = any(not t["matchExpressions"] and not t.get("matchFields") for t in kept)
+    affinity = dict(spec.get("affinity") or {})
+    node_affinity = dict(affinity.get("nodeAffinity") or {})
+    if met:
+        node_affinity.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
+    elif terms:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = dict(required, nodeSelectorTerms=kept)
+    affinity["nodeAffinity"] = node_affinity
+    out["affinity"] = affinity
+    return out
 
 
 def _node_reads(spec: dict) -> tuple[tuple[str, ...], bool]:

@@ -921,6 +921,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         tree = blocking_gpus.own_pod.get(v.namespace)
         waits = (tree.above(c.scheduling_priority - 1) if tree else 0) + unclaimed_waits(c.scheduling_priority,
                                                                                          v.namespace)
+        if v.bound is None and v.scheduling_priority >= c.scheduling_priority:
+            # v's own replicas, not read, count as waiting there: a cut of v takes them first, so they absorb nothing
+            waits -= blocking_gpus.figure.get(v.key, 0)
         return max(0, waits - absorbed_by.get(v.namespace, 0))
 
     def cuttable_in(c: Claim, namespace: str) -> int:
