@@ -98,7 +98,12 @@ def _forged_pending_tenant() -> tuple[int | None, int]:
     """The tenant's backend t: 1 replica, its pod Pending for GPUs; beside it the tenant's own pod with t's labels,
     no GPU, ``nodeName`` a node of the pool (no scheduler involved: the kubelet runs it). What the operator reads."""
     pods = [_pod("t-5d8c7f-x2kq9", waits_for_gpus=True), _pod("decoy", node="gpu-node-1", gpus=0, owned=False)]
-    return held_replicas(1, pods, {"status": {}}, POOL_NODES), _bound(pods)
+    return _held(pods), _bound(pods)
+
+
+def _held(pods: list[dict]) -> int | None:
+    """held_replicas as the controller calls it for a 1-GPU Deployment backend (controller/run.py ``_held``)."""
+    return held_replicas(1, pods, {"status": {}}, POOL_NODES, needs_gpus=True, grouped=False, workload_made="t")
 
 
 def _bound(pods: list[dict]) -> int:
@@ -115,8 +120,8 @@ def test_what_the_operator_reads_of_the_forged_pods():
     assert _forged_pending_tenant() == (1, 0)
     assert _hidden_running_tenant() == (1, 1)
     pending, running = [_pod("t-5d8c7f-x2kq9", waits_for_gpus=True)], [_pod("t-5d8c7f-x2kq9", node="gpu-node-1")]
-    assert (held_replicas(1, pending, {"status": {}}, POOL_NODES), _bound(pending)) == (1, 0)
-    assert (held_replicas(1, running, {"status": {}}, POOL_NODES), _bound(running)) == (1, 1)
+    assert (_held(pending), _bound(pending)) == (1, 0)
+    assert (_held(running), _bound(running)) == (1, 1)
 
 
 def test_control_the_tenants_honest_pending_pod_stops_another_namespaces_reshuffle():
@@ -169,7 +174,7 @@ def _hidden_running_tenant() -> tuple[int | None, int]:
     labels named t-5d8c7f-x2kq9-0, no GPU, spec.schedulerName of no scheduler (Pending for good, never judged, so not
     "unplaceable"). ``_groups`` makes it the running pod's worker: the replica reads as not bound, still held."""
     pods = [_pod("t-5d8c7f-x2kq9", node="gpu-node-1"), _pod("t-5d8c7f-x2kq9-0", gpus=0, schedulerName="none", owned=False)]
-    return held_replicas(1, pods, {"status": {}}, POOL_NODES), _bound(pods)
+    return _held(pods), _bound(pods)
 
 
 def test_control_a_namespace_reshuffles_beside_a_tenant_that_runs():
