@@ -138,12 +138,7 @@ def test_control_without_a_bare_pod_the_higher_class_still_cannot_run_its_replic
     assert running[("c", "c")] == 2, (out, running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): step 2 counts a higher class's waiting replicas in GPUs (served_first: waiting_gpus - "
-    "freed_for_waiting), not whole replicas, so it cuts b's running 1-GPU replica for c's waiting 2-GPU one that the "
-    "freed GPU can never complete (the kube-scheduler alone would not preempt b); a third namespace's older bare pod "
-    "of priority 0 takes it for good. Fix: count a cut for such waiting replicas only while the cuts still possible "
-    "complete one, else skip it (served_first true)"))
+# Fixed (was a strict xfail): FINDING (high) step 2 counted a higher class's waiting replicas in GPUs, not whole replicas, and cut for a 2-GPU replica the cuts could not complete; served_first now also asks that what the cuts can free completes the smallest such replica.
 @pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 def test_step_2_cuts_for_a_multi_gpu_replica_it_cannot_complete_and_a_bare_pod_takes_the_gpu(across):
     for _, out, running, before in _runs(_multi_gpu_taker(), across=across, syncs=3, unseen=[("t", 1, 0, 1)]):
@@ -165,11 +160,7 @@ def test_control_a_reshuffle_waits_for_a_third_namespaces_older_bare_pod():
     assert running[("unseen", "t")] == 0 and running[("a", "a0")] == 3, (out, running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium): served_first leaves out the nominal taker's namespace, and the nominal taker is any highest "
-    "holder that outranks the cut, waiting or not: a tenant's class-5 backend holding 1 GPU at its minReplicas makes "
-    "step 2 cut namespace a's a0 for a1, its own older bare priority-0 pod is not counted as a third namespace's and "
-    "takes the GPU. Fix: exclude the taker's namespace only where the taker itself waits above those pods' priority"))
+# Fixed (was a strict xfail): FINDING (medium) served_first left out the nominal taker's namespace; only the cut's namespace is left out now (in step 3 too: third_waits counts the taker's namespace's pods, which are not the taker).
 def test_a_tenants_class_backend_at_its_floor_makes_its_bare_pod_no_third_namespaces():
     tc = claim("t", "tc", pool_gpus=4, class_priority=5, current=1, held=1, bound=1, wanted=1, min_replicas=1)
     for _, out, running, before in _runs([tc, *_a_reshuffle(4)], syncs=3, unseen=[("t", 1, 0, 1)]):
@@ -233,11 +224,7 @@ def test_control_a_pod_is_counted_in_a_pool_as_the_real_node_would_place_it(firs
     assert (out[("a", "a1")].replicas == 0) == fits_n1, out
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium): _volatile_met takes every condition on nvidia.com/gfd.timestamp as met (In with a value no "
-    "node has, DoesNotExist), and a term of such conditions alone as the whole affinity met: a tenant's pod that can "
-    "only ever run on a full node of another pool is counted in every GFD-labelled pool and freezes other namespaces' "
-    "reshuffles there for good. Fix: take only Exists as met; for values read the label's value per node"))
+# Fixed (was a strict xfail): FINDING (medium) every condition on nvidia.com/gfd.timestamp was taken as met; the inventory now keeps the node's volatile labels aside (GPUNode.volatile_labels, not compared) and unclaimed_waiting reads them as the scheduler does.
 @pytest.mark.parametrize("first", [
     {"key": STAMP, "operator": "In", "values": ["0"]},
     {"key": STAMP, "operator": "DoesNotExist"},
@@ -270,9 +257,7 @@ def test_control_the_loop_reshuffles_past_a_pod_only_another_pool_may_hold(monke
                                                         "values": ["r9"]})) == (1, 2)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium): the same through Operator._share_pools: the pod that only q1 may hold stops ns's reshuffle "
-    "in the n1 pool (0/3 instead of 1/2)"))
+# Fixed (was a strict xfail): FINDING (medium) the same through Operator._share_pools; fixed with it.
 def test_the_loop_is_frozen_by_a_pod_only_another_pool_may_hold_through_the_dropped_label(monkeypatch):
     assert _controller_reshuffle(monkeypatch, _only_q1({"key": STAMP, "operator": "In", "values": ["0"]})) == (1, 2)
 
@@ -385,10 +370,7 @@ def test_fuzz_one_gpu_replicas_unread_claims_classes_and_bare_pods_feed_no_bare_
     _fuzz(2401, [1])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, the first finding found by the fuzz): with replicas of 1, 2 and 4 GPUs, step 2 cuts for a higher "
-    "class's waiting multi-GPU replica that the freed GPUs cannot complete, and a third namespace's bare pod takes "
-    "them (trial 108 of seed 2402, across namespaces)"))
+# Fixed (was a strict xfail): FINDING (high) the fuzz's find of the multi-GPU case above; fixed with it.
 def test_fuzz_mixed_replica_sizes_feed_no_bare_pod():
     _fuzz(2402, [1, 1, 2, 4])
 
@@ -420,11 +402,7 @@ def test_control_pods_of_distinct_requests_cost_little_more_with_many_pools():
     assert many <= 4 * one + 0.02, (one, many)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium, cost; a regression of pass 22's fix): node kinds are cached per (pool, label keys the pod "
-    "reads), so pods that each name another made-up label key rebuild the kinds of every node of every pool: 400 such "
-    "pods cost ~10x more CPU with 32 pools of 8 nodes than with one. Fix: leave out of the kind the keys no node of "
-    "the pool carries, or project the pool's few full kinds instead of its nodes"))
+# Fixed (was a strict xfail): FINDING (medium, cost) node kinds were rebuilt for each made-up label key; a key no node of the pool has is not part of a kind (and a nodeSelector naming one fails the pool at once).
 def test_pods_that_each_name_another_label_key_cost_as_many_times_the_nodes():
     pods = [_pod(namespace="t", name=f"p{i}", nodeSelector={f"k{i}": "v"}) for i in range(400)]
     one, many = _cpu(pods, _pools(1)), _cpu(pods, _pools(32))

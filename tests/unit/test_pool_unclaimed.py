@@ -111,7 +111,7 @@ def test_pods_of_one_shape_are_judged_once_a_pool():
 
     pods = [_pod(name=f"p{i}") for i in range(500)]
     assert len(unclaimed_waiting(pods, {POOL: Counting(NODES[POOL])}, lambda pod: None)[POOL]) == 500
-    assert len(calls) == 1
+    assert len(calls) == 2  # the pool's label keys, then its node kinds: once each, not once a pod
 
 
 # --- the pool ------------------------------------------------------------------------------------------------------
@@ -240,15 +240,24 @@ def test_a_pod_pinned_to_a_node_counts_only_for_the_pool_of_that_node():
     assert listed == {POOL: [Unclaimed("t", 0, 1)], ("other",): [Unclaimed("t", 0, 1)]}
 
 
-def test_what_a_pod_asks_of_a_label_the_inventory_drops_is_taken_as_met_and_the_rest_still_judged():
+def test_a_label_the_inventory_drops_is_read_on_the_node_as_the_scheduler_reads_it():
+    """nvidia.com/gfd.timestamp is not part of a GPUNode's labels (it changes each time GFD labels the node) but of
+    its volatile_labels: a pod that asks for it is judged against the node's value."""
     stamp = "nvidia.com/gfd.timestamp"
-    by_selector = _pod(name="s", nodeSelector={stamp: "1700000000"})
-    alone = _pod(name="a", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": stamp, "operator": "Gt", "values": ["5"]}]}]}}})
-    with_another = _pod(name="w", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": stamp, "operator": "Exists"},
-                                                    {"key": "gpu", "operator": "In", "values": ["b200"]}]}]}}})
-    assert _waiting([by_selector, alone, with_another]) == [Unclaimed("t", 0, 1)] * 2  # not the one for b200
+    pools = {POOL: [dataclasses.replace(n, volatile_labels=((stamp, "1700000000"),)) for n in NODES[POOL]]}
+
+    def term(*expressions):
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": list(expressions)}]}}}
+
+    runs_there = [_pod(name="sel", nodeSelector={stamp: "1700000000"}),
+                  _pod(name="gt", affinity=term({"key": stamp, "operator": "Gt", "values": ["5"]})),
+                  _pod(name="exists", affinity=term({"key": stamp, "operator": "Exists"}))]
+    never = [_pod(name="other-value", nodeSelector={stamp: "0"}),
+             _pod(name="absent", affinity=term({"key": stamp, "operator": "DoesNotExist"})),
+             _pod(name="and-b200", affinity=term({"key": stamp, "operator": "Exists"},
+                                                 {"key": "gpu", "operator": "In", "values": ["b200"]}))]
+    assert unclaimed_waiting(runs_there + never, pools, lambda pod: None)[POOL] == [Unclaimed("t", 0, 1)] * 3
 
 
 def test_a_replica_of_another_scheduler_not_judged_yet_holds_nothing():

@@ -4,10 +4,11 @@ to a node or waits only for GPUs; a pod bound outside the pool holds none of its
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from ..planning.inventory import GPU_RESOURCE, VOLATILE_LABELS, GPUNode
+from ..planning.inventory import GPU_RESOURCE, GPUNode
 from ..planning.podfit import failures, pod_gpus, pod_requests
 from ..render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
 from .pool import Unclaimed
@@ -223,7 +224,10 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     of another scheduler not judged yet (one that does not exist never judges them, and they never run)."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple[str, tuple], bool] = {}       # (pod shape, node kind) -> whether such a node holds it
-    kinds: dict[tuple, list[tuple[tuple, GPUNode]]] = {}  # (pool, what the shape reads of a node) -> its node kinds
+    # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
+    kinds: dict[tuple, list[tuple[tuple, GPUNode]]] = {}
+    pool_keys = {pool: frozenset(k for node in nodes for k, _ in (*node.labels, *node.volatile_labels))
+                 for pool, nodes in pools.items() if nodes is not None}
     for pod in pods:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         if (spec.get("nodeName") or meta.get("deletionTimestamp") or _unplaceable(pod)
@@ -233,14 +237,12 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
         if gpus <= 0:
             continue
         own_pool = claimed_in(pod)
-        spec = _volatile_met(spec)
         requests = pod_requests(spec)
         # pods of one workload share a spec, and a pool's nodes a few kinds: a shape is judged once a node kind
         shape = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
                             sorted(requests.items())], sort_keys=True, default=str)
-        reads = _node_reads(spec)
-        # its nodeSelector, as positions in a node kind's label values: most kinds fail it without a look at the rest
-        selector = [(reads[0].index(str(k)), v) for k, v in (spec.get("nodeSelector") or {}).items()]
+        keys, by_name = _node_reads(spec)
+        selector = {str(k): v for k, v in (spec.get("nodeSelector") or {}).items()}
         priority = spec.get("priority")
         waiting = Unclaimed(str(meta.get("namespace") or ""),
                             priority if isinstance(priority, int) and not isinstance(priority, bool) else 0, gpus)
@@ -250,51 +252,33 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
             if nodes is None:
                 out[pool].append(waiting)
                 continue
-            if (pool, reads) not in kinds:
+            if any(k not in pool_keys[pool] for k in selector):
+                continue  # its nodeSelector names a label no node of the pool has
+            # a key no node of the pool has reads alike on all of them: not part of a kind
+            here = tuple(k for k in keys if k in pool_keys[pool])
+            if (pool, here, by_name) not in kinds:
                 distinct: dict[tuple, GPUNode] = {}
                 for node in nodes:
-                    distinct.setdefault(_node_kind(node, reads), node)
-                kinds[(pool, reads)] = list(distinct.items())
-            for kind, node in kinds[(pool, reads)]:
-                if any(kind[0][i] != v for i, v in selector):
+                    distinct.setdefault(_node_kind(node, here, by_name), node)
+                kinds[(pool, here, by_name)] = list(distinct.items())
+            # its nodeSelector against a kind's label values first: most kinds fail it without a look at the rest
+            wanted = [(i, selector[k]) for i, k in enumerate(here) if k in selector]
+            for kind, node in kinds[(pool, here, by_name)]:
+                if any(kind[0][i] != v for i, v in wanted):
                     continue
                 if (shape, kind) not in fits:
-                    fits[(shape, kind)] = not failures(spec, requests, node)
+                    fits[(shape, kind)] = not failures(spec, requests, _with_volatile(node, keys))
                 if fits[(shape, kind)]:
                     out[pool].append(waiting)
                     break
     return out
 
 
-def _volatile_met(spec: dict) -> dict:
-    """The pod spec with what it asks of the node labels the inventory drops (``VOLATILE_LABELS``: a node keeps
-    them, but a GPUNode does not carry them) taken as met: the kube-scheduler reads them on the node, so a pod that
-    names one may well run there. Where it cannot, the scheduler says so, and ``_unplaceable`` reads that."""
-    selector = spec.get("nodeSelector") or {}
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = [t for t in required.get("nodeSelectorTerms") or [] if isinstance(t, dict)]
-    volatile = any(k in VOLATILE_LABELS for k in selector) or any(
-        isinstance(e, dict) and e.get("key") in VOLATILE_LABELS for t in terms for e in t.get("matchExpressions") or [])
-    if not volatile:
-        return spec
-    out = dict(spec, nodeSelector={k: v for k, v in selector.items() if k not in VOLATILE_LABELS})
-    kept = []
-    for term in terms:
-        expressions = [e for e in term.get("matchExpressions") or []
-                       if not (isinstance(e, dict) and e.get("key") in VOLATILE_LABELS)]
-        kept.append(dict(term, matchExpressions=expressions))
-    # a term of volatile labels alone is taken as met, and with it the required affinity
-    met = any(not t["matchExpressions"] and not t.get("matchFields") for t in kept)
-    affinity = dict(spec.get("affinity") or {})
-    node_affinity = dict(affinity.get("nodeAffinity") or {})
-    if met:
-        node_affinity.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
-    elif terms:
-        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = dict(required, nodeSelectorTerms=kept)
-    affinity["nodeAffinity"] = node_affinity
-    out["affinity"] = affinity
-    return out
+def _with_volatile(node: GPUNode, keys: tuple[str, ...]) -> GPUNode:
+    """The node with the volatile labels a pod reads (the inventory keeps them aside: ``GPUNode.volatile_labels``),
+    as the kube-scheduler sees it."""
+    read = tuple(pair for pair in node.volatile_labels if pair[0] in keys)
+    return dataclasses.replace(node, labels=tuple(sorted((*node.labels, *read)))) if read else node
 
 
 def _node_reads(spec: dict) -> tuple[tuple[str, ...], bool]:
@@ -311,9 +295,9 @@ def _node_reads(spec: dict) -> tuple[tuple[str, ...], bool]:
     return tuple(sorted(keys)), by_name
 
 
-def _node_kind(node: GPUNode, reads: tuple[tuple[str, ...], bool]) -> tuple:
-    """A node as a pod that reads ``reads`` of it sees it: nodes of one kind place it alike."""
-    keys, by_name = reads
-    labels = node.label_map
+def _node_kind(node: GPUNode, keys: tuple[str, ...], by_name: bool) -> tuple:
+    """A node as a pod that reads these label keys of it (and its name, ``by_name``) sees it: nodes of one kind place
+    it alike."""
+    labels = dict((*node.labels, *node.volatile_labels))
     return (tuple(labels.get(k) for k in keys), node.taints, node.cordoned, node.allocatable, node.gpu_count,
             node.name if by_name else "")

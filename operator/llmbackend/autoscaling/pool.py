@@ -88,6 +88,7 @@ import bisect
 import hashlib
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -881,17 +882,17 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     others_top = sorted(((max(w.pod_priority for w in own), ns) for ns, own in others_by_namespace.items()),
                         reverse=True)
 
-    def unclaimed_top(excluding: tuple[str, str]) -> int | None:
-        """The highest pod priority of those Pending pods outside the namespaces ``excluding`` (None: none)."""
-        return next((top for top, ns in others_top if ns not in excluding), None)
+    def unclaimed_top(excluding: str) -> int | None:
+        """The highest pod priority of those Pending pods outside the namespace ``excluding`` (None: none)."""
+        return next((top for top, ns in others_top if ns != excluding), None)
 
     def third_waits(c: Claim, v: Claim) -> bool:
-        """Whether Pending pods no claim covers, of c's pod priority or above, wait in a third namespace (neither
-        c's nor v's): what a cut of v frees is theirs, not c's. Known or not what runs of the claims: a bare pod is
-        as old as its creation."""
+        """Whether Pending pods no claim covers, of c's pod priority or above, wait outside v's namespace: what a
+        cut of v frees is theirs, not c's (v's own namespace's may take it: its own reshuffle). c's namespace's
+        count too: such a pod is not c, which would wait on and cut again. Known or not what runs of the claims: a
+        bare pod is as old as its creation."""
         level = c.scheduling_priority
-        return unclaimed_waits(level) - unclaimed_waits(level, c.namespace) - (
-            unclaimed_waits(level, v.namespace) if v.namespace != c.namespace else 0) > 0
+        return unclaimed_waits(level) - unclaimed_waits(level, v.namespace) > 0
 
     def contested(c: Claim, v: Claim) -> bool:
         """Whether pods of c's pod priority of a third namespace (neither c's nor v's) wait for GPUs: GPUs
@@ -967,20 +968,36 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         taker_of = _first_outranking(holders, grant, across)
         freed_for_waiting = 0  # GPUs of running replicas cut so far: the waiting pods that outrank the cuts get them
 
-        def served_first(cut: Claim, taker: Claim) -> bool:
-            """Whether Pending pods no claim covers, of a third namespace (neither the cut's nor the taker's), get
-            what a cut of ``cut`` frees before the pods it is for. The taker is only the highest holder that
-            outranks the cut: the GPU goes to the highest pod priority that waits, the older first among equals.
-            Known from the pods: unless backends' replicas of a higher pod priority than those pods wait beyond
-            what earlier cuts freed (a backend whose pods were not read counts as running here). Not known: those
-            pods are of the cut's pod priority or above (whoever the cut is for may be of that pod priority)."""
-            top = unclaimed_top((cut.namespace, taker.namespace))
+        def served_first(cut: Claim) -> bool:
+            """Whether Pending pods no claim covers, outside the cut's namespace, get what a cut of ``cut`` frees
+            before the pods it is for. The taker is only the highest holder that outranks the cut (it may wait for
+            nothing): the GPU goes to the highest pod priority that waits, the older first among equals. Known from
+            the pods: unless backends' replicas of a higher pod priority than those pods wait beyond what earlier
+            cuts freed (a backend whose pods were not read counts as running here), and what the cuts can free
+            completes one of them (a 2-GPU replica is not placed on the 1 GPU a cut frees: the scheduler would
+            preempt nothing for it). Not known: those pods are of the cut's pod priority or above (whoever the cut
+            is for may be of that pod priority)."""
+            top = unclaimed_top(cut.namespace)
             if top is None:
                 return False
             if not exact:
                 return top >= cut.scheduling_priority
             own = waiting_gpus.figure.get(cut.key, 0) if cut.scheduling_priority > top else 0
-            return waiting_gpus.pod_priority_from(top + 1) - own - freed_for_waiting <= 0
+            if waiting_gpus.pod_priority_from(top + 1) - own - freed_for_waiting <= 0:
+                return True
+            need = smallest_waiting_above(top)
+            return need > 0 and freed_for_waiting % need + givable.pod_priority_below(highest_waiting) < need
+
+        # the replicas that wait at step 2's start (their waiting only falls in it), by pod priority: the smallest
+        # replica of those above a pod priority (``smallest_waiting_above``), in O(log n)
+        waiting_sizes = sorted((c.scheduling_priority, c.gpus_per_replica) for c in members
+                               if waiting_gpus.figure.get(c.key, 0) > 0 and c.gpus_per_replica > 0)
+        highest_waiting = waiting_sizes[-1][0] if waiting_sizes else 0
+        smallest_from = list(itertools.accumulate(reversed([g for _, g in waiting_sizes]), min))[::-1]
+
+        def smallest_waiting_above(level: int) -> int:
+            i = bisect.bisect_right(waiting_sizes, (level, math.inf))
+            return smallest_from[i] if i < len(smallest_from) else 0
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
             if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
@@ -993,7 +1010,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
-            if served_first(cut, taker) or (exact and contested(taker, cut)):
+            if served_first(cut) or (exact and contested(taker, cut)):
                 # a third namespace's older pods would get what the cut frees (first come first served), not the
                 # pods the cut is for. Nothing step 2 does changes that this sync
                 continue

@@ -32,7 +32,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .quantity import scheduler_units
@@ -309,6 +309,9 @@ class GPUNode:
     # status.allocatable in the kube-scheduler's units (cpu in millicores, the rest whole numbers; quantity.py),
     # sorted pairs; () when the node reported none (then the pool's fit check does not judge its resources)
     allocatable: tuple[tuple[str, int], ...] = ()
+    # the volatile labels ``labels`` drops, as the node has them now: not compared (a new timestamp is no new node),
+    # read only where a pod's node affinity names one (autoscaling/holding.py unclaimed_waiting)
+    volatile_labels: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def largest_domain(self) -> int:
@@ -408,6 +411,7 @@ def parse_node(node: Mapping[str, Any]) -> GPUNode | None:
         topology_note=note,
         product_label=_share((sys.intern(label_key), sys.intern(label_value))),
         allocatable=_share(_allocatable(allocatable)),
+        volatile_labels=tuple(sorted((str(k), str(v)) for k, v in labels.items() if k in VOLATILE_LABELS)),
     )
 
 
