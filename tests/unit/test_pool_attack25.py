@@ -96,11 +96,7 @@ def test_control_each_pool_alone_judges_the_pod_as_its_node_would():
     assert unclaimed_waiting([pod], {PB: nodes[PB]}, lambda p: None)[PB] == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): unclaimed_waiting caches fits by (shape, kind) and a kind keeps only the values of the label keys "
-    "some node of that pool has, not which keys: pool A's kind ('true',) and pool B's ('true',) collide. Judged on "
-    "A first the pod counts in B (denial there), judged on B first it counts in neither. Fix: key fits by the pruned "
-    "key names too"))
+# Fixed (was a strict xfail): FINDING (high) a fit judged for one pool's node kind was reused for another pool whose kinds read other label keys; the fit cache is keyed by the keys a kind reads too.
 @pytest.mark.parametrize("order", ["a-first", "b-first"])
 def test_a_pod_counts_in_each_pool_as_its_nodes_would_place_it_whatever_the_pool_order(order):
     nodes = _split_nodes()
@@ -109,9 +105,7 @@ def test_a_pod_counts_in_each_pool_as_its_nodes_would_place_it_whatever_the_pool
     assert listed[PA] == [Unclaimed("t", 0, 1)] and listed[PB] == [], listed
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): the same collision, judged on pool B first: the tenant's bare pod is not listed for pool A, so "
-    "namespace a's reshuffle there cuts a0 and the older bare pod takes the GPU"))
+# Fixed (was a strict xfail): FINDING (high) the same cache collision, judged on the other pool first; fixed with it.
 def test_a_reshuffle_waits_for_a_bare_pod_the_other_pool_was_judged_first_for():
     nodes = _split_nodes()
     listed = unclaimed_waiting([_pool_a_only_pod()], {PB: nodes[PB], PA: nodes[PA]}, lambda p: None)
@@ -182,9 +176,7 @@ def test_unclaimed_waiting_agrees_with_a_per_node_check_one_pool_a_call():
     _differential(2501, several=False)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): the differential over several pools of distinct label keys finds the (shape, kind) collision "
-    "on its own"))
+# Fixed (was a strict xfail): FINDING (high) the differential's find of that collision; fixed with it.
 def test_unclaimed_waiting_agrees_with_a_per_node_check_over_several_pools():
     _differential(2502, several=True)
 
@@ -217,10 +209,7 @@ def test_control_with_a_bare_pod_listed_b_keeps_its_gpu(across):
         assert running[("b", "b")] == 1 and running[("unseen", "t")] == 0, (_shares(out), running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): with no unclaimed pod listed served_first returns False before the pass-24 whole-replica check, "
-    "so step 2 cuts b for c's 2-GPU replica the freed GPU cannot complete and the tenant's own backend d (one Pending "
-    "replica at its minReplicas) takes it. Fix: apply the whole-replica condition to every step-2 cut"))
+# Fixed (was a strict xfail): FINDING (high) the whole-replica check ran only with unclaimed pods listed; step 2 (feeds_others) now asks of every cut of a running replica that the cuts can complete the replica next in line.
 @pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 def test_a_tenants_pending_replica_takes_a_gpu_step_2_freed_for_a_replica_it_cannot_complete(across):
     d = claim("t", "d", pool_gpus=5, current=1, held=1, bound=0, wanted=1, min_replicas=1)
@@ -228,9 +217,7 @@ def test_a_tenants_pending_replica_takes_a_gpu_step_2_freed_for_a_replica_it_can
         assert running[("b", "b")] == 1 and running[("t", "d")] == 0, (_shares(out), running, before)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, same cause): without any other pod, b is drained for a replica the cut cannot complete and stays "
-    "at 0 (the kube-scheduler alone never preempts b: it frees too little)"))
+# Fixed (was a strict xfail): FINDING (high) same cause; fixed with it.
 def test_b_is_not_drained_for_a_replica_its_gpu_cannot_complete():
     for _, out, running, _before in _runs(_class_waits_two(), syncs=3):
         assert _shares(out)[("b", "b")] == 1 and running[("b", "b")] == 1, (_shares(out), running)
@@ -238,10 +225,7 @@ def test_b_is_not_drained_for_a_replica_its_gpu_cannot_complete():
 
 # --- (3) step 2: givable counts Pending replicas; need read at step 2's start ---------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): givable.pod_priority_below(highest_waiting) counts e's Pending replica above its floor, whose cut "
-    "frees nothing, so 0 % 2 + 2 >= 2 passes and b's GPU is cut for c's 2-GPU replica; the tenant's bare pod takes "
-    "it. Fix: count only running GPUs of those below"))
+# Fixed (was a strict xfail): FINDING (high) the check counted Pending replicas as what cuts free; it counts running replicas above their floors (running_givable) only.
 @pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 def test_a_pending_replica_above_its_floor_does_not_make_a_cut_complete_a_replica(across):
     # b's namespace's own higher-priority backend e holds one Pending replica above its floor (b goes first there)
@@ -266,11 +250,7 @@ def test_control_one_class_waiting_b_gives_only_what_completes_its_replica(acros
     assert running[("c", "c10")] == 1 and running[("b", "b")] == 2, (_shares(out), running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): need (the smallest replica waiting above the bare pods) is read at step 2's start: after two "
-    "cuts complete c10's 2-GPU replica, the next cuts are judged with need 2 though only c5's 3-GPU replica waits, "
-    "which the 2 GPUs left of b cannot complete; b goes to 0 and the tenant's two bare pods take 2 GPUs (the "
-    "scheduler alone: b keeps 2). Fix: recompute need from the replicas still waiting beyond freed_for_waiting"))
+# Fixed (was a strict xfail): FINDING (high) the need was read at step 2's start; the replica next in line is followed as cuts free GPUs (next_waiting).
 @pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 def test_a_completed_class_replica_does_not_stay_the_need_of_later_cuts(across):
     for _, out, running, before in _runs(_two_classes_wait(True), across=across, syncs=3, unseen=[("t", 1, 0, 2)]):
@@ -292,11 +272,7 @@ def test_control_a_one_gpu_bare_pod_stops_a_reshuffle_whose_gpu_it_would_take(st
     assert running[("a", "a0")] == 4, running
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (medium, denial): third_waits/served_first compare pod priorities only; a tenant's 2-GPU bare pod (it "
-    "fits a node of the pool) freezes namespace a's 1-GPU reshuffle for good though the one GPU a cut frees could "
-    "never place it (model: nothing else free). Fix: count an unclaimed pod only while its GPUs fit what the cuts "
-    "and the free GPUs free"))
+# Fixed (was a strict xfail): FINDING (medium, denial) pods no claim covers were compared by priority only; one counts against a cut only when it fits in what the cut frees with the idle GPUs (_UnclaimedPods by size).
 @pytest.mark.parametrize("step2", [True, False], ids=["step-2", "step-3"])
 def test_a_bare_pod_larger_than_what_the_cut_frees_does_not_freeze_a_reshuffle(step2):
     for _, out, running, _ in _runs(_a_reshuffle(step2), syncs=3, unseen=[("t", 2, 0, 1)]):
@@ -317,10 +293,7 @@ def test_a_lower_bare_pod_of_the_tenant_does_not_stop_a_class_taker(across):
 
 # --- (5) judged mode (no pod read) --------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low, needs every claim's read to fail): judged served_first skips only for bare pods of the cut's pod "
-    "priority or above, so class-1 b's GPU is cut for c's 2-GPU replica it cannot complete and a priority-0 bare pod "
-    "takes it. Fix: in judged mode skip while unclaimed pods wait and the taker's replica exceeds what the cuts free"))
+# Fixed (was a strict xfail): FINDING (low) judged mode compared priorities; with no pods read, step 2 makes no cut of a running replica while such pods wait outside the cut's namespace.
 @pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 def test_judged_mode_does_not_feed_a_lower_bare_pod(across):
     cs = [claim("c", "c", pool_gpus=5, class_priority=5, gpus_per_replica=2, current=3, held=3, bound=2, wanted=3),
@@ -384,10 +357,7 @@ def test_fuzz_one_gpu_replicas_bare_pods_in_every_namespace_feed_no_bare_pod():
     _fuzz(2511, [1])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high): with replicas of 1, 2 and 4 GPUs the fuzz finds step 2 cutting for a class's multi-GPU replica "
-    "the cuts cannot complete (trial 197: another namespace's Pending replicas above their floor counted as givable) "
-    "and a bare pod of a third namespace taking the GPU"))
+# Fixed (was a strict xfail): FINDING (high) the fuzz's find of the Pending-replica case above; fixed with it.
 def test_fuzz_mixed_sizes_bare_pods_in_every_namespace_feed_no_bare_pod():
     _fuzz(2502, [1, 1, 2, 4])
 

@@ -223,7 +223,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     ``_unplaceable`` says more GPUs would not place (scheduling gates; short of a volume, a pod affinity), and pods
     of another scheduler not judged yet (one that does not exist never judges them, and they never run)."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
-    fits: dict[tuple[str, tuple], bool] = {}       # (pod shape, node kind) -> whether such a node holds it
+    fits: dict[tuple, bool] = {}  # (pod shape, the keys a kind reads, by name, node kind) -> whether it holds it
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
     kinds: dict[tuple, list[tuple[tuple, GPUNode]]] = {}
     pool_keys = {pool: frozenset(k for node in nodes for k, _ in (*node.labels, *node.volatile_labels))
@@ -266,9 +266,10 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
             for kind, node in kinds[(pool, here, by_name)]:
                 if any(kind[0][i] != v for i, v in wanted):
                     continue
-                if (shape, kind) not in fits:
-                    fits[(shape, kind)] = not failures(spec, requests, _with_volatile(node, keys))
-                if fits[(shape, kind)]:
+                judged = (shape, here, by_name, kind)  # a kind is the values of these keys: the keys name them
+                if judged not in fits:
+                    fits[judged] = not failures(spec, requests, _with_volatile(node, keys))
+                if fits[judged]:
                     out[pool].append(waiting)
                     break
     return out

@@ -88,7 +88,6 @@ import bisect
 import hashlib
 import heapq
 import itertools
-import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -506,6 +505,56 @@ class _GpusByRank:
         return self.by_pod.above(c.scheduling_priority) + mine
 
 
+class _UnclaimedPods:
+    """A pool's Pending pods no claim covers (``Unclaimed``): the GPUs of those of a pod priority or above that a
+    given number of free GPUs would hold (a pod larger than what a cut frees does not take it), in all, of one
+    namespace or outside one, each look-up in O(log n) (a tree a pod size, built when first asked)."""
+
+    def __init__(self, pods: Iterable[Unclaimed]) -> None:
+        self.pods = list(pods)
+        self.sizes = sorted({w.gpus for w in self.pods})
+        self.trees: dict[int, tuple[_SumAbove, dict[str, _SumAbove]]] = {}
+        self.tops: dict[int, list[tuple[int, str]]] = {}  # size -> each namespace's highest pod priority, highest first
+
+    def _trees(self, size: int) -> tuple[_SumAbove, dict[str, _SumAbove]]:
+        if size not in self.trees:
+            held = [w for w in self.pods if w.gpus <= size]
+            by_namespace: dict[str, list[Unclaimed]] = {}
+            for w in held:
+                by_namespace.setdefault(w.namespace, []).append(w)
+            every = _SumAbove(w.pod_priority for w in held)
+            own = {ns: _SumAbove(w.pod_priority for w in pods) for ns, pods in by_namespace.items()}
+            for w in held:
+                every.add(w.pod_priority, w.gpus)
+                own[w.namespace].add(w.pod_priority, w.gpus)
+            self.trees[size] = (every, own)
+            self.tops[size] = sorted(((max(w.pod_priority for w in pods), ns) for ns, pods in by_namespace.items()),
+                                     reverse=True)
+        return self.trees[size]
+
+    def gpus_from(self, level: int, fits_in: int, excluding: str | None = None, only: str | None = None) -> int:
+        """GPUs of those of pod priority ``level`` and above and at most ``fits_in`` GPUs each: in all, outside the
+        namespace ``excluding``, or of the namespace ``only``."""
+        i = bisect.bisect_right(self.sizes, fits_in)
+        if i == 0:
+            return 0
+        every, own = self._trees(self.sizes[i - 1])
+        if only is not None:
+            return own[only].above(level - 1) if only in own else 0
+        total = every.above(level - 1)
+        if excluding is not None and excluding in own:
+            total -= own[excluding].above(level - 1)
+        return total
+
+    def top(self, fits_in: int, excluding: str) -> int | None:
+        """The highest pod priority of those of at most ``fits_in`` GPUs outside the namespace ``excluding``."""
+        i = bisect.bisect_right(self.sizes, fits_in)
+        if i == 0:
+            return None
+        self._trees(self.sizes[i - 1])
+        return next((top for top, ns in self.tops[self.sizes[i - 1]] if ns != excluding), None)
+
+
 def _tiers(claims: list[Claim], across: bool) -> list[list[Claim]]:
     """``claims`` in the tiers of step 3, each in the order of ``claims``: first those no other one outranks, then
     those only the first tier outranks, and so on (``_unoutranked`` peeled again and again), built in one sort. Across
@@ -845,6 +894,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     exact = any(c.bound is not None for c in members) and sum(
         runs(c) * max(0, c.gpus_per_replica) for c in members if c.bound is not None) <= pool_gpus
     waiting_gpus, blocking_gpus = _GpusByRank(members, across), _GpusByRank(members, across)
+    # GPUs of running replicas above each backend's floor, known from the pods (what a cut frees)
+    running_givable = _GpusByRank(members, across)
 
     def track(v: Claim) -> None:
         g = max(0, v.gpus_per_replica)
@@ -856,43 +907,31 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             waits = kept_v if v.bound is None else max(0, kept_v - max(0, v.bound))
             waiting_gpus.set(v, (0 if v.bound is None else waits) * g)
             blocking_gpus.set(v, waits * g)
+            running_givable.set(v, max(0, min(grant[v.key], runs(v) if v.bound is not None else 0) - floor(v)) * g)
 
     for v in members:
         givers.changed(v)
         track(v)
 
-    # Pending GPU pods no claim covers, by pod priority, in all and by namespace: those of a taker's pod priority or
-    # above get what a cut frees before the taker's new pods do
-    others = list(unclaimed)
-    others_by_namespace: dict[str, list[Unclaimed]] = {}
-    for w in others:
-        others_by_namespace.setdefault(w.namespace, []).append(w)
-    others_all = _SumAbove(w.pod_priority for w in others)
-    others_own = {ns: _SumAbove(w.pod_priority for w in own) for ns, own in others_by_namespace.items()}
-    for w in others:
-        others_all.add(w.pod_priority, w.gpus)
-        others_own[w.namespace].add(w.pod_priority, w.gpus)
-
-    def unclaimed_waits(level: int, namespace: str | None = None) -> int:
-        """GPUs of those Pending pods of pod priority ``level`` and above (of one namespace, or all)."""
-        tree = others_all if namespace is None else others_own.get(namespace)
-        return tree.above(level - 1) if tree else 0
-
-    # each namespace's highest pod priority among them, the highest first
-    others_top = sorted(((max(w.pod_priority for w in own), ns) for ns, own in others_by_namespace.items()),
-                        reverse=True)
-
-    def unclaimed_top(excluding: str) -> int | None:
-        """The highest pod priority of those Pending pods outside the namespace ``excluding`` (None: none)."""
-        return next((top for top, ns in others_top if ns != excluding), None)
+    # Pending GPU pods no claim covers: those of a taker's pod priority or above get what a cut frees before the
+    # taker's new pods do, if what it frees holds them (with the GPUs no pod holds: growth granted this pass has no
+    # pod on them yet)
+    others = _UnclaimedPods(unclaimed)
+    idle_gpus = max(0, pool_gpus - sum(runs(c) * max(0, c.gpus_per_replica) for c in members)) if exact \
+        else max(0, free)
 
     def third_waits(c: Claim, v: Claim) -> bool:
         """Whether Pending pods no claim covers, of c's pod priority or above, wait outside v's namespace: what a
         cut of v frees is theirs, not c's (v's own namespace's may take it: its own reshuffle). c's namespace's
         count too: such a pod is not c, which would wait on and cut again. Known or not what runs of the claims: a
         bare pod is as old as its creation."""
-        level = c.scheduling_priority
-        return unclaimed_waits(level) - unclaimed_waits(level, v.namespace) > 0
+        return others.gpus_from(c.scheduling_priority, room_for(c, v), excluding=v.namespace) > 0
+
+    def room_for(c: Claim, v: Claim) -> int:
+        """The most GPUs cuts of ``v`` for ``c`` free beside the free ones (what c still wants, or one whole replica
+        of v): a pod larger never takes what they free."""
+        wanted_gpus = max(0, wants[c.key] - grant[c.key]) * max(0, c.gpus_per_replica)
+        return max(wanted_gpus, max(0, v.gpus_per_replica)) + idle_gpus
 
     def contested(c: Claim, v: Claim) -> bool:
         """Whether pods of c's pod priority of a third namespace (neither c's nor v's) wait for GPUs: GPUs
@@ -920,8 +959,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         """GPUs of v's namespace's waiting pods of c's pod priority and above not yet given GPUs a cut freed: older
         than c's new pods, they are placed first."""
         tree = blocking_gpus.own_pod.get(v.namespace)
-        waits = (tree.above(c.scheduling_priority - 1) if tree else 0) + unclaimed_waits(c.scheduling_priority,
-                                                                                         v.namespace)
+        waits = (tree.above(c.scheduling_priority - 1) if tree else 0) + others.gpus_from(
+            c.scheduling_priority, room_for(c, v), only=v.namespace)
         if v.bound is None and v.scheduling_priority >= c.scheduling_priority:
             # v's own replicas, not read, count as waiting there: a cut of v takes them first, so they absorb nothing
             waits -= blocking_gpus.figure.get(v.key, 0)
@@ -968,36 +1007,60 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         taker_of = _first_outranking(holders, grant, across)
         freed_for_waiting = 0  # GPUs of running replicas cut so far: the waiting pods that outrank the cuts get them
 
-        def served_first(cut: Claim) -> bool:
-            """Whether Pending pods no claim covers, outside the cut's namespace, get what a cut of ``cut`` frees
-            before the pods it is for. The taker is only the highest holder that outranks the cut (it may wait for
-            nothing): the GPU goes to the highest pod priority that waits, the older first among equals. Known from
-            the pods: unless backends' replicas of a higher pod priority than those pods wait beyond what earlier
-            cuts freed (a backend whose pods were not read counts as running here), and what the cuts can free
-            completes one of them (a 2-GPU replica is not placed on the 1 GPU a cut frees: the scheduler would
-            preempt nothing for it). Not known: those pods are of the cut's pod priority or above (whoever the cut
-            is for may be of that pod priority)."""
-            top = unclaimed_top(cut.namespace)
-            if top is None:
-                return False
+        # the replicas that wait, the highest pod priority first (the larger first among equals: the harder to
+        # complete): the GPUs cuts free go to them in that order (``next_waiting``)
+        waiting_order = sorted((c for c in members if waiting_gpus.figure.get(c.key, 0) > 0 and c.gpus_per_replica > 0),
+                       key=lambda c: (-c.scheduling_priority, -c.gpus_per_replica))
+        handed = {"at": 0, "into": 0, "assigned": 0}  # the place in the queue, the GPUs it has there, those given out
+
+        def next_waiting() -> tuple[Claim, int] | None:
+            """The backend whose waiting replica the next freed GPU goes to, and the GPUs that replica has already
+            (None: no replica the pool knows of waits). Amortized O(1): the freed GPUs only grow, the waits only
+            fall (a cut of a Pending replica)."""
+            spare = freed_for_waiting - handed["assigned"]
+            while handed["at"] < len(waiting_order):
+                w = waiting_order[handed["at"]]
+                left = waiting_gpus.figure.get(w.key, 0) - handed["into"]
+                if left <= 0:
+                    handed["at"], handed["into"] = handed["at"] + 1, 0
+                    continue
+                take = min(spare, left)
+                handed["into"] += take
+                handed["assigned"] += take
+                spare -= take
+                if take < left:
+                    return w, handed["into"] % w.gpus_per_replica
+            return None
+
+        def feeds_others(cut: Claim) -> bool:
+            """Whether what a cut of ``cut`` frees goes to other pods than the waiting replicas it is for. The taker
+            is only the highest holder that outranks the cut (it may wait for nothing): a freed GPU goes to the
+            highest pod priority that waits and fits. Known from the pods: a cut of a Pending replica frees none;
+            one of a running replica feeds others when Pending pods no
+            claim covers (outside the cut's namespace, small enough for what the cuts free) are of its pod
+            priority or above (the older first; with no such replica, whenever they wait), or when the cuts cannot
+            complete it (a 2-GPU replica is not placed
+            on the 1 GPU a cut frees: the scheduler would preempt nothing for it, and the GPU goes to a smaller pod).
+            Not known: whenever such pods wait."""
             if not exact:
-                return top >= cut.scheduling_priority
-            own = waiting_gpus.figure.get(cut.key, 0) if cut.scheduling_priority > top else 0
-            if waiting_gpus.pod_priority_from(top + 1) - own - freed_for_waiting <= 0:
+                return others.top(pool_gpus, cut.namespace) is not None
+            if grant[cut.key] > runs(cut):
+                return False
+            nxt = next_waiting()
+            if nxt is None:  # (the cut trims an overcommitted pool: its GPU is free for any pod that fits)
+                return others.top(cut.gpus_per_replica + idle_gpus, cut.namespace) is not None
+            w, has = nxt
+            level, g = w.scheduling_priority, w.gpus_per_replica
+            # what this pass's cuts may still free for it: running replicas of lower pod priorities above their
+            # floors (those the scheduler could preempt for it), and this one (running, whether read or not)
+            own = running_givable.figure.get(cut.key, 0) if cut.scheduling_priority < level else 0
+            freeable = running_givable.pod_priority_below(level) - own + max(own, cut.gpus_per_replica)
+            if has + freeable < g:
                 return True
-            need = smallest_waiting_above(top)
-            return need > 0 and freed_for_waiting % need + givable.pod_priority_below(highest_waiting) < need
+            # what is free once it is cut: a pod no larger may take it
+            top = others.top(has + cut.gpus_per_replica + idle_gpus, cut.namespace)
+            return top is not None and top >= level
 
-        # the replicas that wait at step 2's start (their waiting only falls in it), by pod priority: the smallest
-        # replica of those above a pod priority (``smallest_waiting_above``), in O(log n)
-        waiting_sizes = sorted((c.scheduling_priority, c.gpus_per_replica) for c in members
-                               if waiting_gpus.figure.get(c.key, 0) > 0 and c.gpus_per_replica > 0)
-        highest_waiting = waiting_sizes[-1][0] if waiting_sizes else 0
-        smallest_from = list(itertools.accumulate(reversed([g for _, g in waiting_sizes]), min))[::-1]
-
-        def smallest_waiting_above(level: int) -> int:
-            i = bisect.bisect_right(waiting_sizes, (level, math.inf))
-            return smallest_from[i] if i < len(smallest_from) else 0
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
             if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
@@ -1010,7 +1073,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
-            if served_first(cut) or (exact and contested(taker, cut)):
+            if feeds_others(cut) or (exact and contested(taker, cut)):
                 # a third namespace's older pods would get what the cut frees (first come first served), not the
                 # pods the cut is for. Nothing step 2 does changes that this sync
                 continue
