@@ -136,11 +136,7 @@ def test_control_without_a_lower_pending_backend_a_keeps_its_replicas(across):
 
 # FINDING (high): step 3 cuts a's running replicas for c although the GPUs step 2 freed (granted to a lower Pending
 # replica in the accounting) would place c's pods first; the tenant's Pending replica runs on a's GPUs.
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, theft): step 3 counts GPUs granted to Pending replicas of a lower pod priority as held and cuts "
-    "another namespace's running replica for a higher class instead; the lower Pending pods take what that cut "
-    "frees. Fix: in step 3 clear (count as usable) grants of Pending replicas below the taker's pod priority before "
-    "cutting running ones"))
+# Fixed (was a strict xfail): FINDING (high, theft) step 3 counted GPUs granted to Pending replicas of a lower pod priority as held and cut another namespace's running replica for a higher class; known from the pods, those GPUs are the taker's room (pool.py room(): the scheduler places its pods first).
 @pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 def test_a_tenants_lower_pending_replica_does_not_run_on_gpus_a_class_took_from_another_namespace(across):
     _, out, running, _, alone, _ = _first(_class_grows(True), across=across)
@@ -148,8 +144,7 @@ def test_a_tenants_lower_pending_replica_does_not_run_on_gpus_a_class_took_from_
     assert running[("d", "d")] == 0 and running[("a", "a")] == 2, (_shares(out), running)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, theft): same cause; a third namespace's bare 1-GPU pods get a's 2 GPUs beside the 1 left over"))
+# Fixed (was a strict xfail): FINDING (high, theft) same cause, through a third namespace's bare pods; fixed with it.
 @pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 def test_third_namespace_bare_pods_get_no_more_than_the_scheduler_alone_gives(across):
     bare = [("x", 1, 0, 3, 0)]
@@ -269,9 +264,7 @@ def test_fuzz_one_and_two_gpu_replicas_feed_no_bare_pod():
     _fuzz(13, [1, 2])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (high, theft): the fuzz's find of the step-3 shape above (4-GPU replica cut in step 2, a running "
-    "replica cut in step 3 while lower Pending replicas hold the leftover in the accounting)"))
+# Fixed (was a strict xfail): FINDING (high, theft) the fuzz's find of the same shape; fixed with it.
 def test_fuzz_one_two_and_four_gpu_replicas_feed_no_bare_pod():
     _fuzz(1, [1, 2, 4])
 

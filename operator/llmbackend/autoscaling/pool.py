@@ -981,8 +981,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     def room(c: Claim) -> int:
         """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
         an overcommitted pool's deficit (negative), which GPUs counted as preempted in step 3 cover first: pods that
-        wait for GPUs already may be those very replicas."""
-        return free - kept_free(c)
+        wait for GPUs already may be those very replicas. Known from the pods, GPUs granted to Pending replicas of
+        a lower pod priority are c's too: no pod holds them, and the scheduler places c's pods before those."""
+        below = waiting_gpus.pod_priority_below(c.scheduling_priority) if exact else 0
+        return free + below - kept_free(c)
 
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
