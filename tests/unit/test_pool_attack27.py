@@ -77,11 +77,7 @@ def test_control_the_reservation_keeps_a_class_off_gpus_a_higher_class_held(acro
     assert _after_dip(False, across)[("T", "c")] == 0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING (low, churn across namespaces): a lower Pending replica is counted as preempted in step 3 (and, since "
-    "d4bc6c8, as room too) while kept_free() caps the reservation at max(0, free), so a class grows into GPUs a "
-    "higher class of another namespace held within HOLD_S; fix: known from the pods, take waiting_gpus."
-    "pod_priority_below(c) out of the preemption loop's cap and keep min(blocked, max(0, free + it)) free"))
+# Fixed (was a strict xfail): FINDING (low, churn across namespaces) a lower Pending replica was counted as preempted in step 3 and as room while kept_free capped step 4's reservation at the free GPUs, so a class grew into GPUs a higher class of another namespace held within HOLD_S; the reservation now counts the GPUs of lower Pending replicas as free for it (idle_below in kept_free), and step 3's preemption cap does not count them twice.
 @pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 def test_lower_pending_replicas_do_not_open_a_reservation_to_a_class_it_outranks(across):
     shares = _after_dip(True, across)

@@ -975,16 +975,20 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         return tree.below(c.scheduling_priority) if tree and namespace != c.namespace else 0
 
     def kept_free(c: Claim) -> int:
-        """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free."""
-        return min(blocked(c), max(0, free))
+        """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free, for c (``idle_below``)."""
+        return min(blocked(c), max(0, free + idle_below(c)))
+
+    def idle_below(c: Claim) -> int:
+        """Known from the pods, GPUs granted to Pending replicas of a lower pod priority than ``c``'s: no pod holds
+        them, and the scheduler places c's pods before those."""
+        return waiting_gpus.pod_priority_below(c.scheduling_priority) if exact else 0
 
     def room(c: Claim) -> int:
         """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
         an overcommitted pool's deficit (negative), which GPUs counted as preempted in step 3 cover first: pods that
-        wait for GPUs already may be those very replicas. Known from the pods, GPUs granted to Pending replicas of
-        a lower pod priority are c's too: no pod holds them, and the scheduler places c's pods before those."""
-        below = waiting_gpus.pod_priority_below(c.scheduling_priority) if exact else 0
-        return free + below - kept_free(c)
+        wait for GPUs already may be those very replicas. GPUs granted to lower Pending replicas (``idle_below``)
+        are c's too."""
+        return free + idle_below(c) - kept_free(c)
 
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
@@ -1245,7 +1249,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # it holds no more than the pool beside what the scheduler would not preempt for it (pod priorities not
             # below its own): only whole replicas it can complete
             if short > 0:
-                short = min(short, max(0, room(c) + preemptible.pod_priority_below(c.scheduling_priority)) // g,
+                # (lower Pending replicas' GPUs are in room(c) already: not counted twice)
+                short = min(short, max(0, room(c) + preemptible.pod_priority_below(c.scheduling_priority)
+                                       - idle_below(c)) // g,
                             max(0, pool_gpus - granted_gpus.pod_priority_from(c.scheduling_priority)) // g)
             extra = 0
             counting: list[Claim] = []  # replicas counted since c's last whole one
