@@ -107,7 +107,10 @@ def test_completion_streaming_matches_non_streaming(client):
     chunks = list(client.completions.create(model=MODEL, prompt=prompt, max_tokens=4, stream=True,
                                             stream_options={"include_usage": True}))
     texts = [c.choices[0].text for c in chunks if c.choices]
-    assert len(texts) >= 4  # one chunk per generated token
+    # the first token alone, then a chunk per token while the server keeps up; under load the serving models coalesce
+    # what a stream gained while its response waited (vllm_engine.py / trtllm_llmapi.py, "Streaming cost"): CI saw
+    # [' the', ' quick brown fox']
+    assert len(texts) >= 2 and texts[0] == whole[:len(texts[0])]
     assert "".join(texts) == whole
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
     usage = chunks[-1].usage
