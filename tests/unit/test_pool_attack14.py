@@ -111,8 +111,10 @@ def test_one_wide_replica_cut_from_many_small_backends_costs_little_cpu():
     out, _ = share(big, 1000.0)
     assert out[("t", "wide")].replicas == 1
     t_small = _cpu(lambda: share(small, 1000.0), runs=3)
-    t_big = _cpu(lambda: share(big, 1000.0))
-    assert t_big < 0.25 and t_big < 6 * t_small + 0.05, (t_small, t_big)
+    t_big = _cpu(lambda: share(big, 1000.0), runs=3)
+    # 4x the victims: ~4x linear (0.03 and 0.14 s quiet), 16x quadratic as before the fix (0.48 s). Relative only: CI
+    # beside 5 other workers on 2 cores read 0.05 and 0.35 s, past the absolute 0.25 s this once had
+    assert t_big < 6 * t_small + 0.05, (t_small, t_big)
 
 
 # --- (3) the 0-GPU bulk grant with quotas ------------------------------------------------------------------------
