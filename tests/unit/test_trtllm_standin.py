@@ -93,7 +93,7 @@ def test_stats_before_the_first_request_print_a_warning_and_yield_nothing(llm, c
 
 
 def test_a_streamed_item_stays_as_it_was_handed_out_while_the_engine_goes_on(llm) -> None:
-    """Upstream the consumer's own loop applies each response (executor/result.py GenerationResult.aresult_step), so
+    """Upstream the consumer's own loop applies each response (executor/result.py GenerationResult._aresult_step), so
     an item never changes under the reader. Before: the stand-in's engine thread wrote the item the consumer held, and
     a serving model that read output.text twice lost the token written between the reads (CI, under load: a streamed
     answer's two tool calls read as none)."""

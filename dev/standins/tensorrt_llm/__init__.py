@@ -228,7 +228,7 @@ class RequestOutput:
         # SamplingParams.n sequences (n > 1: one CompletionOutput each, `index` 0..n-1)
         # The engine thread writes `_live`; a consumer sees `outputs`, copied from it when the iterator hands out the
         # next item. Upstream the consumer's own loop applies each response (executor/result.py
-        # GenerationResult.aresult_step -> _handle_response), so an item never changes while the consumer reads it.
+        # GenerationResult._aresult_step -> _handle_response), so an item never changes while the consumer reads it.
         self._live = [CompletionOutput(index=i, request_perf_metrics=RequestPerfMetrics() if perf and i == 0 else None)
                       for i in range(params.n)]
         self.outputs = [dataclasses.replace(out, token_ids=[]) for out in self._live]
