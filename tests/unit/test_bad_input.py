@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cpu_probe import quiet_cpu_s
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -390,10 +390,11 @@ def test_a_spec_at_the_crd_s_limits_is_decided_in_well_under_a_second(spec, plan
         for node in topology_nodes(str(topology)):
             inventory.upsert(node)
     LLMBackendSpec.model_validate(spec)
-    started = time.process_time()
-    for objective in ("latency", "throughput"):
-        spec = {**spec, "parallelism": {"objective": objective}}
-        asked = decide(Observed(backend(spec), inventory.nodes()))
-        decision = decide(Observed(backend(spec), inventory.nodes(), children=dict.fromkeys(asked.look_up)))
-        assert conditions(decision)["Planned"][1] == planned
-    assert time.process_time() - started < 1.0
+
+    def both_objectives() -> None:
+        for objective in ("latency", "throughput"):
+            asked_for = {**spec, "parallelism": {"objective": objective}}
+            asked = decide(Observed(backend(asked_for), inventory.nodes()))
+            decision = decide(Observed(backend(asked_for), inventory.nodes(), children=dict.fromkeys(asked.look_up)))
+            assert conditions(decision)["Planned"][1] == planned
+    assert quiet_cpu_s(both_objectives, runs=1) < 1.0

@@ -7,6 +7,7 @@ import dataclasses
 from fractions import Fraction
 
 import pytest
+from cpu_probe import quiet_cpu_s
 
 from llmbackend.planning import quantity
 from llmbackend.planning.inventory import parse_node
@@ -204,13 +205,11 @@ def test_unplaceable_says_why_as_the_scheduler_does_with_what_to_change():
 
 
 def test_the_check_is_cheap_at_five_thousand_nodes():
-    import time
 
     base = node()
     pool = [dataclasses.replace(base, name=f"dgx-{i}") for i in range(5000)]
-    started = time.process_time()
     assert unplaceable([("serving", with_resources(memory="100Ti"))], pool) is not None
-    assert time.process_time() - started < 2.0  # the worst case: every node refuses (measured 0.04 s)
+    assert quiet_cpu_s(lambda: unplaceable([("serving", with_resources(memory="100Ti"))], pool), runs=1) < 2.0  # the worst case: every node refuses (measured 0.04 s)
 
 
 @pytest.mark.parametrize("resource, units, said", [

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from cpu_probe import quiet_cpu_s
 
 from llmbackend.autoscaling import pool as pool_now
 from llmbackend.autoscaling.http_get import get
@@ -569,12 +570,6 @@ def test_a_backends_grant_history_stays_short_when_its_want_flips_every_sync():
 # 3. Cost of a pool pass a tenant can drive
 
 
-def _cpu(fn: Callable[[], object]) -> float:
-    start = time.process_time()
-    fn()
-    return time.process_time() - start
-
-
 def _pending_tenant(n: int) -> list[Claim]:
     """A tenant's ``n`` backends, one Pending replica each (held: the scheduler says it waits only for GPUs), each
     wanting one more, in a pool of 8 GPUs: overcommitted by equals, nobody outranks anybody."""
@@ -585,7 +580,7 @@ def _pending_tenant(n: int) -> list[Claim]:
 def test_a_tenants_pending_backends_cost_a_first_pool_pass_little():
     """Fresh state (no reservations yet): 1,600 such backends should cost a pass tens of milliseconds."""
     claims = _pending_tenant(1600)
-    cost = _cpu(lambda: share(claims, 1_000.0))
+    cost = quiet_cpu_s(lambda: share(claims, 1_000.0))
     assert cost < 0.4, f"{cost:.3f}s of CPU"
 
 
@@ -595,7 +590,7 @@ def test_a_tenants_pending_backends_cost_a_later_pool_pass_little():
     for n in (300, 600, 1600):
         claims = _pending_tenant(n)
         _, state = share(claims, 1_000.0)
-        figures[n] = min(_cpu(lambda c=claims, s=state: share(c, 1_015.0, s)) for _ in range(3))  # the least of 3: a loaded machine
+        figures[n] = quiet_cpu_s(lambda c=claims, s=state: share(c, 1_015.0, s))
     text = ", ".join(f"{n}: {t * 1000:.0f} ms" for n, t in figures.items())
     assert figures[1600] < 0.4, text
     assert figures[1600] < 8 * figures[300] + 0.05, text  # 5.3x the backends: no more than ~linear
@@ -622,7 +617,7 @@ def test_the_overcommitted_step_with_reservations_is_not_quadratic_for_a_tenant_
     for n in (300, 600, 1600):
         cs = claims(n)
         _, state = share(cs, 1_000.0)
-        figures[n] = min(_cpu(lambda c=cs, s=state: share(c, 1_015.0, s)) for _ in range(3))  # the least of 3: a loaded machine
+        figures[n] = quiet_cpu_s(lambda c=cs, s=state: share(c, 1_015.0, s))
     text = ", ".join(f"{n}: {t * 1000:.0f} ms" for n, t in figures.items())
     assert figures[1600] < 0.4, text
 
@@ -639,7 +634,7 @@ def test_a_tenants_distinct_priorities_do_not_make_a_pass_quadratic():
     for n in (300, 600, 1600):
         cs = claims(n)
         _, state = share(cs, 1_000.0)
-        figures[n] = min(_cpu(lambda c=cs, s=state: share(c, 1_015.0, s)) for _ in range(3))  # the least of 3: a loaded machine
+        figures[n] = quiet_cpu_s(lambda c=cs, s=state: share(c, 1_015.0, s))
     text = ", ".join(f"{n}: {t * 1000:.0f} ms" for n, t in figures.items())
     assert figures[1600] < 0.4, text
     assert figures[1600] < 8 * figures[300] + 0.05, text
@@ -663,8 +658,8 @@ def test_a_flipping_history_costs_a_pass_little():
     now = 2_000.0
     long = PoolState(granted={(POOL, c.key): [(now - 300 + j, 1 + j % 2) for j in range(299)] for c in claims})
     short = PoolState(granted={(POOL, c.key): [(now - 1, 1)] for c in claims})
-    cost_long = min(_cpu(lambda: share(claims, now, long)) for _ in range(2))
-    cost_short = min(_cpu(lambda: share(claims, now, short)) for _ in range(2))
+    cost_long = quiet_cpu_s(lambda: share(claims, now, long), runs=2)
+    cost_short = quiet_cpu_s(lambda: share(claims, now, short), runs=2)
     # generous for a loaded machine (measured ~4x now, ~10x before: 145 ms against 14)
     assert cost_long < 5 * cost_short + 0.05, f"{cost_long * 1000:.0f} ms against {cost_short * 1000:.0f} ms"
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-import time
+
+from cpu_probe import quiet_cpu_s
 
 from llmbackend.autoscaling import pool as pool_module
 from llmbackend.autoscaling.pool import HOLD_S, NOT_CLAIMED, Claim, PoolState, outranks, share
@@ -265,12 +266,7 @@ def test_kept_for_in_a_whole_pass_names_only_reservers_that_outrank_and_of_its_o
 
 
 def _cpu(fn, runs: int = 2) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(fn, runs)
 
 
 def _partial_givers(n: int) -> list[Claim]:

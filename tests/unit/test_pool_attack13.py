@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
+
+from cpu_probe import quiet_cpu_s
 
 from llmbackend.autoscaling import pool as pool_module
 from llmbackend.autoscaling.pool import HOLD_S, PASS_OVER, Claim, PoolState, outranks, share
@@ -40,12 +41,7 @@ def _granted(c: Claim, out) -> int:
 
 
 def _cpu(fn, runs: int = 2) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(fn, runs)
 
 
 # --- fuzzing: the tenant's namespace "t" against the others ----------------------------------------------------

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 
 import pytest
+from cpu_probe import quiet_cpu_s
 from pool_scheduler import scheduled as _scheduled
 
 from llmbackend.autoscaling.pool import Claim, share
@@ -38,12 +38,7 @@ def claim(namespace: str, name: str, **kw) -> Claim:
 
 
 def _cpu(fn, runs: int = 3) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(fn, runs)
 
 
 def _syncs(claims, across=False, syncs=4, step=30.0):

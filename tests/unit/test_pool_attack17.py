@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 
 import pytest
+from cpu_probe import quiet_cpu_s
 from pool_scheduler import scheduled as _scheduled
 
 from llmbackend.autoscaling.holding import bound_replicas, held_replicas
@@ -46,12 +46,7 @@ def claim(namespace: str, name: str, **kw) -> Claim:
 
 
 def _cpu(fn, runs: int = 3) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(fn, runs)
 
 
 def _runs(claims: list[Claim], across: bool = False, syncs: int = 4, seen_bound=None, step: float = 30.0):

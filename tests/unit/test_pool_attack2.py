@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from cpu_probe import quiet_cpu_s
 from test_decide import MODEL, NODES, first_pass
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec
@@ -307,14 +308,13 @@ def test_cpu_rounds_up_to_a_millicore_and_memory_to_a_byte():
 
 def test_parsing_a_long_tenant_string_is_cheap():
     """A 1 MB value of the pattern's shape: linear regex, no backtracking (CPU bounded per pass)."""
-    import time
-    start = time.process_time()
-    for text in ("1" * 4000 + ".5Gi", "1." + "0" * 1_000_000 + "x", "9" * 1_000_000 + "e"):
-        try:
-            quantity.parse(text)
-        except ValueError:
-            pass
-    assert time.process_time() - start < 2.0
+    def parse_all() -> None:
+        for text in ("1" * 4000 + ".5Gi", "1." + "0" * 1_000_000 + "x", "9" * 1_000_000 + "e"):
+            try:
+                quantity.parse(text)
+            except ValueError:
+                pass
+    assert quiet_cpu_s(parse_all, runs=1) < 2.0
 
 
 # ---- 4. podfit against the scheduler's rules (held) ----
@@ -468,13 +468,11 @@ def test_the_unplaceable_message_names_no_node_and_no_other_namespace():
 
 
 def test_podfit_cost_per_pass_is_bounded_at_five_thousand_nodes():
-    import time
     nodes = [gpu_node(f"n{i}", labels={"rack": str(i % 50)}) for i in range(5000)]
     spec = pod(containers=[{"name": "s", "resources": {"requests": {"nvidia.com/gpu": "8", "memory": "100Ti"}}}] * 8,
                initContainers=[{"name": f"i{i}", "resources": {"requests": {"memory": "1Gi"}}} for i in range(8)])
-    start = time.process_time()
     assert podfit.unplaceable([("leader", spec), ("worker", spec)], nodes) is not None
-    assert time.process_time() - start < 5.0
+    assert quiet_cpu_s(lambda: podfit.unplaceable([("leader", spec), ("worker", spec)], nodes), runs=1) < 5.0
 
 
 # ---- 5. share(): the tenant-set number stays in its namespace (held) ----

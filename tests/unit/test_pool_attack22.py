@@ -41,9 +41,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import time
 
 import pytest
+from cpu_probe import quiet_cpu_s
 from pool_scheduler import scheduled as _scheduled
 from pool_scheduler import unclaimed as _unclaimed
 from test_autoscale_loop import _pool_target, _wanting
@@ -275,12 +275,7 @@ def _rack_node(name: str, rack: int) -> GPUNode:
 
 
 def _cpu(pods: list[dict], pools: dict) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.process_time()
-        unclaimed_waiting(pods, pools, lambda pod: None)
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(lambda: unclaimed_waiting(pods, pools, lambda pod: None))
 
 
 # Fixed (was a strict xfail): FINDING (medium, cost) each pod shape was judged against every node of every pool; it is now judged once a node kind (what it reads of a node: the label keys it names, taints, allocatable), its nodeSelector checked first. The probe now uses pods of the default scheduler (pods of a scheduler that does not exist no longer count at all).

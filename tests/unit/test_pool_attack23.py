@@ -44,9 +44,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import time
 
 import pytest
+from cpu_probe import quiet_cpu_s
 from pool_scheduler import scheduled as _scheduled
 from pool_scheduler import unclaimed as _unclaimed
 from test_autoscale_loop import _pool_target, _wanting
@@ -377,12 +377,7 @@ def test_step_2_cuts_for_a_higher_class_waiting_replica_and_the_bare_pod_gets_no
 
 
 def _cpu(claims: list[Claim], unclaimed=None) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.process_time()
-        share(claims, 1000.0, unclaimed=unclaimed)
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(lambda: share(claims, 1000.0, unclaimed=unclaimed))
 
 
 def _big_pool(n: int) -> list[Claim]:

@@ -62,9 +62,9 @@ import asyncio
 import copy
 import dataclasses
 import random
-import time
 
 import pytest
+from cpu_probe import quiet_cpu_s
 from pool_scheduler import scheduled as _scheduled
 from pool_scheduler import unclaimed as _unclaimed
 from test_autoscale_loop import _pool_target, _wanting
@@ -379,12 +379,7 @@ def test_fuzz_mixed_replica_sizes_feed_no_bare_pod():
 
 
 def _cpu(pods: list[dict], pools: dict) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.process_time()
-        unclaimed_waiting(pods, pools, lambda pod: None)
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(lambda: unclaimed_waiting(pods, pools, lambda pod: None))
 
 
 def _pools(n: int, per: int = 8) -> dict:

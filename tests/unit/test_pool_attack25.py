@@ -55,9 +55,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 
 import pytest
+from cpu_probe import quiet_cpu_s
 from test_pool_attack24 import _runs, claim
 from test_pool_unclaimed import _node, _pod
 
@@ -365,12 +365,7 @@ def test_fuzz_mixed_sizes_bare_pods_in_every_namespace_feed_no_bare_pod():
 # --- (7) cost ------------------------------------------------------------------------------------------------------
 
 def _cpu(pods, pools) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.process_time()
-        unclaimed_waiting(pods, pools, lambda pod: None)
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(lambda: unclaimed_waiting(pods, pools, lambda pod: None))
 
 
 def test_pods_that_read_the_timestamp_cost_no_more_than_pods_that_read_the_hostname():

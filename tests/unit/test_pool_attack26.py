@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 
 import pytest
+from cpu_probe import quiet_cpu_s
 
 from llmbackend.autoscaling.pool import Claim, Unclaimed, share
 
@@ -272,12 +272,7 @@ def test_fuzz_one_two_and_four_gpu_replicas_feed_no_bare_pod():
 # --- (4) cost -----------------------------------------------------------------------------------------------------
 
 def _cpu(claims, listed) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.process_time()
-        share(claims, 1000.0, None, False, listed)
-        best = min(best, time.process_time() - start)
-    return best
+    return quiet_cpu_s(lambda: share(claims, 1000.0, None, False, listed))
 
 
 def _waiting_line(n: int, sizes: list[int], pods: int = 2000):

@@ -9,9 +9,9 @@ the operator scrapes from its pods is its own.
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
+from cpu_probe import quiet_cpu_s
 
 from llmbackend.api import engine_metrics as EM
 from llmbackend.autoscaling import ratio as R
@@ -22,9 +22,7 @@ Q, C, N = EM.ENGINE_QUEUE_METRIC, EM.ENGINE_COMPUTE_METRIC, EM.ENGINE_REQUESTS_M
 
 
 def _cpu_s(text: str) -> float:
-    start = time.process_time()
-    R.parse_metrics_text(text, "m", R.SIGNAL_ENGINE)
-    return time.process_time() - start
+    return quiet_cpu_s(lambda: R.parse_metrics_text(text, "m", R.SIGNAL_ENGINE), runs=1)
 
 
 def _ordinary(size: int) -> str:
@@ -188,9 +186,7 @@ def test_a_window_of_one_pods_samples_is_read_in_milliseconds_whatever_its_histo
 
     counters = [R.parse_metrics_text(body(k), "m", R.SIGNAL_ENGINE) for k in (1, 2)]
     samples = {"p": [(float(t), counters[t % 2]) for t in range(72)]}  # a tenth of the ring a pod may fill
-    start = time.process_time()
-    R.window_ratio(samples, 72.0, 3600.0, R.SIGNAL_ENGINE)
-    cost = time.process_time() - start
+    cost = quiet_cpu_s(lambda: R.window_ratio(samples, 72.0, 3600.0, R.SIGNAL_ENGINE))
     assert cost <= 0.05, f"{cost:.2f}s of CPU on the event loop for 72 samples of one pod"
 
 
