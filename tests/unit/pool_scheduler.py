@@ -1,9 +1,18 @@
-"""A model of the kube-scheduler for the GPU pool's probes (test_pool_bound.py and attack passes 16-21): between two
-syncs it places the pods the shares leave, so each sync sees the pods (``Claim.bound``) the last one left."""
+"""A model of the kube-scheduler for the GPU pool's probes (test_pool_bound.py and attack passes 16-27): between two
+syncs it places the pods the shares leave, so each sync sees the pods (``Claim.bound``) the last one left. Also the
+claim the attack passes start from."""
 
 from __future__ import annotations
 
 from llmbackend.autoscaling.pool import Claim, Unclaimed
+
+
+def claim(namespace: str, name: str, **kw) -> Claim:
+    """A backend of one pool of 4 GPUs, 1 GPU a replica, priority 0, nothing wanted, held or bound; ``kw`` overrides."""
+    fields = dict(namespace=namespace, name=name, pool=("gpu",), pool_gpus=4, priority=0, current=0, wanted=0,
+                  min_replicas=0, gpus_per_replica=1, bound=0)
+    fields.update(kw)
+    return Claim(**fields)
 
 
 def scheduled(claims: list[Claim], out: dict, unseen: list[tuple[str, int, int, int]] = ()) -> dict:

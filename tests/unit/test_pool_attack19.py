@@ -36,6 +36,7 @@ import random
 
 import pytest
 from cpu_probe import quiet_cpu_s
+from pool_scheduler import claim
 from pool_scheduler import scheduled as _scheduled
 
 from llmbackend.autoscaling.holding import LWS_SIZE_ANNOTATION, bound_replicas, held_replicas
@@ -52,13 +53,6 @@ OWNED_STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "t-0", "uid
 FORGED_RS = {"apiVersion": "example.invalid/v1", "kind": "ReplicaSet", "name": "x", "uid": "x", "controller": True}
 FORGED_STS = {**FORGED_RS, "kind": "StatefulSet"}
 GATE = [{"name": "example.com/never"}]
-
-
-def claim(namespace: str, name: str, **kw) -> Claim:
-    fields = dict(namespace=namespace, name=name, pool=("gpu",), pool_gpus=4, priority=0, current=0, wanted=0,
-                  min_replicas=0, gpus_per_replica=1, bound=0)
-    fields.update(kw)
-    return Claim(**fields)
 
 
 def _cpu(fn, runs: int = 3) -> float:

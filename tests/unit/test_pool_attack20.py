@@ -37,6 +37,7 @@ import random
 
 import pytest
 from cpu_probe import quiet_cpu_s
+from pool_scheduler import claim
 from pool_scheduler import scheduled as _scheduled
 
 from llmbackend.autoscaling.holding import LWS_SIZE_ANNOTATION, bound_replicas, held_replicas, made_by
@@ -46,13 +47,6 @@ from llmbackend.render.multinode import GROUP_INDEX_LABEL
 POOL_NODES = frozenset({"gpu-node-1", "gpu-node-2"})
 LABELS = {"llmbackend.dev/backend": "t", "app.kubernetes.io/component": "server", "pod-template-hash": "5d8c7f"}
 OWNED_RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "t-5d8c7f", "uid": "rs-uid", "controller": True}
-
-
-def claim(namespace: str, name: str, **kw) -> Claim:
-    fields = dict(namespace=namespace, name=name, pool=("gpu",), pool_gpus=4, priority=0, current=0, wanted=0,
-                  min_replicas=0, gpus_per_replica=1, bound=0)
-    fields.update(kw)
-    return Claim(**fields)
 
 
 def _cpu(fn, runs: int = 3) -> float:

@@ -31,6 +31,7 @@ import asyncio
 import dataclasses
 import random
 
+from pool_scheduler import claim
 from pool_scheduler import scheduled as _scheduled
 from pool_scheduler import unclaimed as _unclaimed
 
@@ -40,13 +41,6 @@ from llmbackend.render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
 
 LABELS = {"llmbackend.dev/backend": "t", "app.kubernetes.io/component": "server", "pod-template-hash": "5d8c7f"}
 OWNED_RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "t-5d8c7f", "uid": "rs-uid", "controller": True}
-
-
-def claim(namespace: str, name: str, **kw) -> Claim:
-    fields = dict(namespace=namespace, name=name, pool=("gpu",), pool_gpus=4, priority=0, current=0, wanted=0,
-                  min_replicas=0, gpus_per_replica=1, bound=0)
-    fields.update(kw)
-    return Claim(**fields)
 
 
 def _runs(claims: list[Claim], across: bool = False, syncs: int = 5, seen=None, step: float = 30.0, unseen=()):

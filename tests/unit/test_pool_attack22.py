@@ -44,6 +44,7 @@ import random
 
 import pytest
 from cpu_probe import quiet_cpu_s
+from pool_scheduler import claim
 from pool_scheduler import scheduled as _scheduled
 from pool_scheduler import unclaimed as _unclaimed
 from test_autoscale_loop import _pool_target, _wanting
@@ -55,13 +56,6 @@ from llmbackend.planning.inventory import GPUNode
 
 RS_T0 = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "t0-5d8c7f", "uid": "uid-of-t0-rs", "controller": True}
 T0_LABELS = {"llmbackend.dev/backend": "t0", "app.kubernetes.io/component": "server", "pod-template-hash": "5d8c7f"}
-
-
-def claim(namespace: str, name: str, **kw) -> Claim:
-    fields = dict(namespace=namespace, name=name, pool=("gpu",), pool_gpus=4, priority=0, current=0, wanted=0,
-                  min_replicas=0, gpus_per_replica=1, bound=0)
-    fields.update(kw)
-    return Claim(**fields)
 
 
 def _runs(claims: list[Claim], across: bool = False, syncs: int = 5, step: float = 30.0, unseen=()):

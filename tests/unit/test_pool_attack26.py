@@ -41,17 +41,11 @@ import random
 
 import pytest
 from cpu_probe import quiet_cpu_s
+from pool_scheduler import claim
 
 from llmbackend.autoscaling.pool import Claim, Unclaimed, share
 
 POOL = ("gpu",)
-
-
-def claim(namespace: str, name: str, **kw) -> Claim:
-    fields = dict(namespace=namespace, name=name, pool=POOL, pool_gpus=4, priority=0, current=0, wanted=0,
-                  min_replicas=0, gpus_per_replica=1, bound=0)
-    fields.update(kw)
-    return Claim(**fields)
 
 
 def _scheduled(claims: list[Claim], out: dict, bare) -> dict:

@@ -44,18 +44,12 @@ import dataclasses
 import random
 
 import pytest
+from pool_scheduler import claim
 from test_pool_attack26 import _fuzz_pool, _runs, _shares
 
-from llmbackend.autoscaling.pool import Claim, PoolState, share
+from llmbackend.autoscaling.pool import PoolState, share
 
 POOL = ("gpu",)
-
-
-def claim(namespace: str, name: str, **kw) -> Claim:
-    fields = dict(namespace=namespace, name=name, pool=POOL, pool_gpus=4, priority=0, current=0, wanted=0,
-                  min_replicas=0, gpus_per_replica=1, bound=0)
-    fields.update(kw)
-    return Claim(**fields)
 
 
 # --- (1) step 4: the reservation against GPUs room() now adds ------------------------------------------------------
