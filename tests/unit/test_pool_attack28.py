@@ -150,14 +150,7 @@ def test_control_without_tenant_pending_replicas_v_keeps_its_small_replicas(acro
     assert running[("H", "H")] == 1, running
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (high): step 2 cuts V's low backend (1-GPU replicas, priority 0) before its high one (one 8-GPU "
-    "replica, priority 5) for a class-10 8-GPU replica of a third namespace, and never gives the first cuts back "
-    "once the second made them needless; the tenant's Pending class-0 replicas (no class, at their floor) were "
-    "counted first, so step 3 does not regrow V's and the tenant's pods run on V's GPUs (pool 11: lo 3 -> 0, d 0 -> "
-    "3; the kube-scheduler alone evicts only the 8-GPU pod and reprieves the rest). Breaks 'another backend's Pending "
-    "pods of its rank never take its GPUs'. Fix: after step 2's loop, give back earlier cuts (the last first) while "
-    "the victim fits again beneath those that outrank it, before step 3."))
+# Fixed (was a strict xfail): FINDING (high): step 2 cuts V's low backend (1-GPU replicas, priority 0) before its high one (one 8-GPU replica, priority 5) for a class-10 8-GPU replica of a third namespace, and never gives the first cuts back once the second made them needless; the tenant's Pending class-0 replicas (no class, at their floor) were counted first, so step 3 does not regrow V's and the tenant's pods run on V's GPUs (pool 11: lo 3 -> 0, d 0 -> 3; the kube-scheduler alone evicts only the 8-GPU pod and reprieves the rest). Breaks 'another backend's Pending pods of its rank never take its GPUs'. Fix: after step 2's loop, give back earlier cuts (the last first) while the victim fits again beneath those that outrank it, before step 3.
 @MODES
 @pytest.mark.parametrize("sizes", [(6, 2, 4), (11, 3, 8)], ids=["4-gpu", "8-gpu"])
 @pytest.mark.parametrize("h_namespace", ["H", "T"], ids=["third-namespace-class", "tenant-class"])

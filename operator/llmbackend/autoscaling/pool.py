@@ -1067,10 +1067,16 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             top = others.top(has + cut.gpus_per_replica + idle_gpus, cut.namespace)
             return top is not None and top >= level
 
+        def fits_beneath(v: Claim, more: int = 0, unfreed: int = 0) -> bool:
+            """Whether ``v``, holding ``more`` GPUs more, fits beneath those that outrank it, and (known from the pods)
+            none of those waits beyond what the cuts freed for them, ``unfreed`` GPUs fewer."""
+            return (granted_gpus.above(v) + granted_gpus.figure.get(v.key, 0) + more <= pool_gpus
+                    and not (exact and waiting_gpus.above(v) > freed_for_waiting - unfreed))
+
+        cuts: list[tuple[Claim, Claim, bool]] = []  # (victim, taker, whether a running replica went), in cut order
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
-            if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
-                    and not (exact and waiting_gpus.above(cut) > freed_for_waiting)):
+            if fits_beneath(cut):
                 # it fits beneath those that outrank it: the pods that wait are of its rank or below (another
                 # namespace's equals, its own lower siblings), and its GPUs are not theirs to get. Grants only go
                 # down here, so it fits for the rest of the step. Known from the pods, one that outranks it may
@@ -1083,7 +1089,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # a third namespace's older pods would get what the cut frees (first come first served), not the
                 # pods the cut is for. Nothing step 2 does changes that this sync
                 continue
-            if exact and grant[cut.key] <= runs(cut):
+            running = exact and grant[cut.key] <= runs(cut)
+            if running:
                 # a running pod goes (its Pending ones went first): the GPU it frees goes to the pods that wait,
                 # the highest first: those that outrank it are served by that much, and the taker's namespace's
                 # (those step 3 then finds waiting are fewer)
@@ -1092,8 +1099,25 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             set_grant(cut, grant[cut.key] - 1)
             free += cut.gpus_per_replica
             given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
+            cuts.append((cut, taker, running))
             if grant[cut.key] > cut.min_replicas:
                 heapq.heappush(candidates, (yields_first(cut), i, cut))
+        # a replica cut before a later, larger cut made it needless (a 1-GPU one cut, then an 8-GPU one for an 8-GPU
+        # replica that waits) is given back, the last cut first, while it fits beneath those that outrank it again:
+        # the scheduler, too, evicts the fewest pods that make room, and another backend's Pending pods of its rank
+        # would take the GPUs it freed
+        for cut, taker, running in reversed(cuts):
+            g = cut.gpus_per_replica
+            if not fits_beneath(cut, g, g if running else 0):
+                continue
+            if running:
+                absorbed_by[taker.namespace] -= g
+                freed_for_waiting -= g
+            set_grant(cut, grant[cut.key] + 1)
+            free -= g
+            given[cut.key][taker.key] -= 1
+            if not given[cut.key][taker.key]:
+                del given[cut.key][taker.key]
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
 
     # step 3: growth, tier by tier: first those nobody still short outranks
