@@ -425,15 +425,7 @@ def _split_by_a_bare_class_pod(tenant_low_pod: bool, where: str) -> tuple[list[C
     return cs, bare
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (high; medium without the tenant's class-0 pod: lasting denial): step 3 checks Pending pods no claim "
-    "covers (third_waits) only for victims of the taker's pod priority or above. For a lower victim it cuts V's two "
-    "4-GPU replicas for the tenant's class-10 8-GPU replica although a class-10 4-GPU bare pod (the tenant's own, or a "
-    "third namespace's) is placed first on what the cut frees: the tenant's replica never completes and its class-0 "
-    "4-GPU bare pod runs on V's other 4 GPUs (pool 8: V 2 -> 0 and stays 0; the kube-scheduler alone preempts one of "
-    "V's replicas for the bare class pod and none for the 8-GPU pod it cannot complete). Fix: for every victim, "
-    "count such pods of the taker's pod priority or above (outside the victim's namespace, fitting what is freed) "
-    "against what the cuts free, as older_waiting does, and cut only when the taker's whole replica is left."))
+# Fixed (was a strict xfail): FINDING (high; medium without the tenant's class-0 pod: lasting denial): step 3 checks Pending pods no claim covers (third_waits) only for victims of the taker's pod priority or above. For a lower victim it cuts V's two 4-GPU replicas for the tenant's class-10 8-GPU replica although a class-10 4-GPU bare pod (the tenant's own, or a third namespace's) is placed first on what the cut frees: the tenant's replica never completes and its class-0 4-GPU bare pod runs on V's other 4 GPUs (pool 8: V 2 -> 0 and stays 0; the kube-scheduler alone preempts one of V's replicas for the bare class pod and none for the 8-GPU pod it cannot complete). Fix: for every victim, count such pods of the taker's pod priority or above (outside the victim's namespace, fitting what is freed) against what the cuts free, as older_waiting does, and cut only when the taker's whole replica is left.
 @MODES
 @pytest.mark.parametrize("tenant_low_pod", [True, False], ids=["tenant-class-0-pod", "no-low-pod"])
 @pytest.mark.parametrize("where", ["T", "X"])
@@ -561,12 +553,7 @@ def test_fuzz_unread_claims_and_bare_pods_seed_284():
     _fuzz(284, 150, unread_p=0.25, bare_pods=True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (high, = finding 5, found by this fuzz: seed 283, trial 159, pool 8, default mode, all pods read): the "
-    "tenant's class-10 t0 wants one 8-GPU replica; a1 (class 5, another namespace) runs two 4-GPU replicas; a "
-    "class-10 4-GPU bare pod of a third namespace and the tenant's class-5 4-GPU bare pods wait. t0 cuts a1 to 0, "
-    "the class-10 bare pod takes 4, t0 cannot complete, and the tenant's class-5 bare pod takes a1's other 4 "
-    "(scheduler alone: a1 keeps one; check (e)). Seed 287 trial 55 finds the same with 1/2/4-GPU replicas."))
+# Fixed (was a strict xfail): FINDING (high, = finding 5, found by this fuzz: seed 283, trial 159, pool 8, default mode, all pods read): the tenant's class-10 t0 wants one 8-GPU replica; a1 (class 5, another namespace) runs two 4-GPU replicas; a class-10 4-GPU bare pod of a third namespace and the tenant's class-5 4-GPU bare pods wait. t0 cuts a1 to 0, the class-10 bare pod takes 4, t0 cannot complete, and the tenant's class-5 bare pod takes a1's other 4 (scheduler alone: a1 keeps one; check (e)). Seed 287 trial 55 finds the same with 1/2/4-GPU replicas.
 def test_fuzz_unread_claims_and_bare_pods_seed_283():
     _fuzz(283, 200, unread_p=0.25, bare_pods=True)
 

@@ -1197,6 +1197,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     if passed_over > PASS_OVER:
                         break
                     continue
+                if v.scheduling_priority < c.scheduling_priority and third_waits(c, v):
+                    # Pending pods no claim covers, of c's pod priority or above, are placed first on what a cut of
+                    # v frees (the scheduler preempts v for them by itself): c may not complete its replica, and
+                    # what is left of the cut goes to whatever waits below. They are served first; c looks again
+                    passed_over += 1
+                    if passed_over > PASS_OVER:
+                        break
+                    continue
                 if v.scheduling_priority >= c.scheduling_priority and contested(c, v):
                     if not exact:
                         break  # (those of a lower pod priority come first: none is left to look at)
