@@ -383,15 +383,7 @@ def test_control_read_pods_the_free_gpu_serves_the_class_and_no_one_is_cut(acros
     assert running[("T", "t3")] == 1 and running[("bare", 0)] == 0, running
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (medium: the effect is high, theft across namespaces, but it needs a failed pod read of a backend in "
-    "the pool): an unread claim's held replicas count as holding GPUs in room() although the read pods leave only "
-    "what they do not run, so a class-5 taker that 1 free GPU serves sees a deficit and cuts another namespace's "
-    "8-GPU replica for its 1 GPU; the tenant's 8-GPU class-0 bare pod takes the 7+1 GPUs left (pool 9: V's b1 1 -> "
-    "0, bare pod 0 -> 1; the scheduler alone places the class pod on the free GPU). Breaks 'counts each way as is "
-    "safe for the others'. Fix: for a taker of a higher pod priority, count an unread lower claim's GPUs as its room "
-    "(the scheduler places it before them, running or not), or cap what unread claims hold at the pool less what the "
-    "read pods run."))
+# Fixed (was a strict xfail): FINDING (medium: the effect is high, theft across namespaces, but it needs a failed pod read of a backend in the pool): an unread claim's held replicas count as holding GPUs in room() although the read pods leave only what they do not run, so a class-5 taker that 1 free GPU serves sees a deficit and cuts another namespace's 8-GPU replica for its 1 GPU; the tenant's 8-GPU class-0 bare pod takes the 7+1 GPUs left (pool 9: V's b1 1 -> 0, bare pod 0 -> 1; the scheduler alone places the class pod on the free GPU). Breaks 'counts each way as is safe for the others'. Fix: for a taker of a higher pod priority, count an unread lower claim's GPUs as its room (the scheduler places it before them, running or not), or cap what unread claims hold at the pool less what the read pods run.
 @pytest.mark.parametrize(("b2_namespace", "across"), [("V", False), ("V", True), ("W", True)],
                          ids=["victims-namespace-default", "victims-namespace-across", "third-namespace-across"])
 def test_an_unread_claims_replicas_do_not_make_a_class_cut_another_namespace(across, b2_namespace):
@@ -545,10 +537,7 @@ def test_fuzz_unread_claims_and_bare_pods_of_every_size_hold(seed):
     _fuzz(seed, 200, unread_p=0.25, bare_pods=True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (medium, = finding 4, found by this fuzz: seed 284, trial 146, pool 12, across): an unread 2-GPU claim "
-    "counted as holding GPUs made a class-5 taker cut another backend's running 8-GPU replica for 1 GPU, and a "
-    "third namespace's 8-GPU bare pod took the GPUs (check (e))."))
+# Fixed (was a strict xfail): FINDING (medium, = finding 4, found by this fuzz: seed 284, trial 146, pool 12, across): an unread 2-GPU claim counted as holding GPUs made a class-5 taker cut another backend's running 8-GPU replica for 1 GPU, and a third namespace's 8-GPU bare pod took the GPUs (check (e)).
 def test_fuzz_unread_claims_and_bare_pods_seed_284():
     _fuzz(284, 150, unread_p=0.25, bare_pods=True)
 

@@ -891,9 +891,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # running, never cleared as Pending, and no one is cut for it as waiting: ``waiting_gpus``), and wait where that
     # stops one (its pods may be older than a taker's: ``blocking_gpus``). When no backend's pods are read, or those
     # read run on more GPUs than the pool has (not read right), the pool is judged from the ranks
-    exact = any(c.bound is not None for c in members) and sum(
-        runs(c) * max(0, c.gpus_per_replica) for c in members if c.bound is not None) <= pool_gpus
+    read_running = sum(runs(c) * max(0, c.gpus_per_replica) for c in members if c.bound is not None)
+    exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     waiting_gpus, blocking_gpus = _GpusByRank(members, across), _GpusByRank(members, across)
+    # GPUs of replicas that wait for sure: those read Pending, and of a backend not read, the replicas that could not
+    # run beside those read running (``idle_below``)
+    surely_waiting = _GpusByRank(members, across)
     # GPUs of running replicas above each backend's floor, known from the pods (what a cut frees)
     running_givable = _GpusByRank(members, across)
 
@@ -907,6 +910,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             waits = kept_v if v.bound is None else max(0, kept_v - max(0, v.bound))
             waiting_gpus.set(v, (0 if v.bound is None else waits) * g)
             blocking_gpus.set(v, waits * g)
+            can_run = (pool_gpus - read_running) // g if v.bound is None and g else kept_v
+            surely_waiting.set(v, (waits if v.bound is not None else max(0, kept_v - can_run)) * g)
             running_givable.set(v, max(0, min(grant[v.key], runs(v) if v.bound is not None else 0) - floor(v)) * g)
 
     for v in members:
@@ -980,8 +985,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
 
     def idle_below(c: Claim) -> int:
         """Known from the pods, GPUs granted to Pending replicas of a lower pod priority than ``c``'s: no pod holds
-        them, and the scheduler places c's pods before those."""
-        return waiting_gpus.pod_priority_below(c.scheduling_priority) if exact else 0
+        them, and the scheduler places c's pods before those. Of a backend whose pods were not read, those of its
+        replicas that could not run beside the replicas read running (``surely_waiting``)."""
+        return surely_waiting.pod_priority_below(c.scheduling_priority) if exact else 0
 
     def room(c: Claim) -> int:
         """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
