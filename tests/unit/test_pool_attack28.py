@@ -180,12 +180,7 @@ def test_control_a_class_preempting_a_lower_class_is_granted_what_it_preempts(ac
     assert _shares(out) == {("h", "H"): 2, ("t", "t0"): 2, ("a", "a"): 1}, _shares(out)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (low): step 3's preemption loop counts a lower Pending replica (a's 4-GPU, it holds nothing) as "
-    "preempted for H and from_extra covers the pool's deficit with it although room() counts those Pending GPUs "
-    "already (idle_below): free rises by 2 GPUs nobody has and the tenant's class-5 t0 is granted a third replica "
-    "(pool 4: H 4 GPUs + t0 3 = 7 at class 5 and above), cut back next sync. Breaks 'nobody is granted GPUs the pool "
-    "does not have'. Fix: known from the pods, count only running replicas (grant - waiting) in that loop."))
+# Fixed (was a strict xfail): FINDING (low): step 3's preemption loop counts a lower Pending replica (a's 4-GPU, it holds nothing) as preempted for H and from_extra covers the pool's deficit with it although room() counts those Pending GPUs already (idle_below): free rises by 2 GPUs nobody has and the tenant's class-5 t0 is granted a third replica (pool 4: H 4 GPUs + t0 3 = 7 at class 5 and above), cut back next sync. Breaks 'nobody is granted GPUs the pool does not have'. Fix: known from the pods, count only running replicas (grant - waiting) in that loop.
 @MODES
 def test_a_lower_pending_replica_counted_as_preempted_grants_no_gpu_beyond_the_pool(across):
     out, _ = share(_phantom(3), 1000.0, None, across, {})
@@ -216,11 +211,7 @@ def test_control_the_reservation_holds_against_lower_pending_replicas_alone(acro
     assert _shares(out)[("T", "c")] == 0, _shares(out)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (low, churn): the preemption loop counts one of the tenant's Pending 4-GPU class-0 replicas as "
-    "preempted for its class-5 c and the 3 GPUs left over raise free for the tier's turns, where kept_free no longer "
-    "covers them: c is granted 4 (its own e's GPU, fair, and 3 of the 8 step 4 keeps for H of namespace A within "
-    "HOLD_S; 0 without e). Fix: count only running replicas in that loop (finding 2's fix)."))
+# Fixed (was a strict xfail): FINDING (low, churn): the preemption loop counts one of the tenant's Pending 4-GPU class-0 replicas as preempted for its class-5 c and the 3 GPUs left over raise free for the tier's turns, where kept_free no longer covers them: c is granted 4 (its own e's GPU, fair, and 3 of the 8 step 4 keeps for H of namespace A within HOLD_S; 0 without e). Fix: count only running replicas in that loop (finding 2's fix).
 @MODES
 def test_a_running_lower_replica_does_not_open_the_reservation_through_pending_ones(across):
     cs, state = _reserved(True)
@@ -547,10 +538,7 @@ def test_fuzz_unread_claims_and_bare_pods_seed_283():
     _fuzz(283, 200, unread_p=0.25, bare_pods=True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING (low, = finding 2): a grower is granted more than the pool beside the pods of a higher pod priority "
-    "and its own namespace's of its pod priority (step 3's preemption loop counts lower Pending replicas as "
-    "preempted while room() counts them already)."))
+# Fixed (was a strict xfail): FINDING (low, = finding 2): a grower is granted more than the pool beside the pods of a higher pod priority and its own namespace's of its pod priority (step 3's preemption loop counts lower Pending replicas as preempted while room() counts them already).
 def test_fuzz_no_gpu_is_granted_beyond_the_pool():
     # (e) off: with --priority-across-namespaces the left over of a whole replica a number cut (a 6-GPU replica cut
     # for a 2-GPU one) goes to the oldest Pending pods, a third namespace's bare pod among them: first come first

@@ -1295,7 +1295,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             counting: list[Claim] = []  # replicas counted since c's last whole one
             while short > 0 and (found := givers.preemptible(c)) is not None:
                 v = found
-                for _ in range(grant[v.key] - preempted.get(v.key, 0)):
+                # its replicas that wait for sure hold no GPU to preempt: room(c) counts their GPUs already
+                waits = surely_waiting.figure.get(v.key, 0) // v.gpus_per_replica
+                for _ in range(grant[v.key] - waits - preempted.get(v.key, 0)):
                     if short <= 0:
                         break
                     extra += v.gpus_per_replica
