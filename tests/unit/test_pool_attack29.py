@@ -233,12 +233,7 @@ def test_control_a_tenants_bare_pod_stops_step_2_cutting_for_the_victims_sibling
         assert running[("W", "w2")] == 2 and running[("bare", 0)] == 0, (_shares(out), running)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 2 (high): step 2 asks contested() about the nominal taker's pod priority (class-5 h, which waits for "
-    "nothing), not the waiting replica's: it cuts W's running 4-GPU replica for W's own Pending 1-GPU sibling while "
-    "the tenant's older Pending class-0 replica waits, and the tenant runs on W's GPUs (pool 9: W 8 -> 5 GPUs, "
-    "tenant 0 -> 3; the scheduler alone changes nothing; step 3 refuses the same cut). Fix: ask contested() at the "
-    "pod priority of the replica next_waiting returns, as feeds_others does for bare pods."))
+# Fixed (was a strict xfail): FINDING 2 (high): step 2 asks contested() about the nominal taker's pod priority (class-5 h, which waits for nothing), not the waiting replica's: it cuts W's running 4-GPU replica for W's own Pending 1-GPU sibling while the tenant's older Pending class-0 replica waits, and the tenant runs on W's GPUs (pool 9: W 8 -> 5 GPUs, tenant 0 -> 3; the scheduler alone changes nothing; step 3 refuses the same cut). Fix: ask contested() at the pod priority of the replica next_waiting returns, as feeds_others does for bare pods.
 @MODES
 @pytest.mark.parametrize("holder_ns", ["H", "T"])
 def test_step_2_does_not_cut_for_a_sibling_while_another_namespaces_pending_pod_of_its_rank_waits(across, holder_ns):

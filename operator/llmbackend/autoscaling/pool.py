@@ -1017,7 +1017,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                       if grant[v.key] > v.min_replicas and v.gpus_per_replica > 0 and outranked(v)]
         heapq.heapify(candidates)
         taker_of = _first_outranking(holders, grant, across)
-        freed_for_waiting = 0  # GPUs of running replicas cut so far: the waiting pods that outrank the cuts get them
+        # GPUs of running replicas cut so far: the waiting pods that outrank the cuts get them. (Not the GPUs no claim's
+        # pod holds: a running pod no claim covers, which the pool does not see, may hold them)
+        freed_for_waiting = 0
 
         # the replicas that wait, the highest pod priority first (the larger first among equals: the harder to
         # complete): the GPUs cuts free go to them in that order (``next_waiting``)
@@ -1091,7 +1093,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
-            if feeds_others(cut) or (exact and contested(taker, cut)):
+            # contested for the nominal taker, and for the replica the freed GPUs go to first (the taker may wait for
+            # none); one that does not outrank the cut (another namespace's equal) is asked about as the cut's own
+            # namespace would be. (A Pending replica's cut frees no GPU)
+            fed = next_waiting() if exact and grant[cut.key] <= runs(cut) else None
+            fed_for = None if fed is None else fed[0] if outranks(fed[0], cut, across) else cut
+            if feeds_others(cut) or (exact and (contested(taker, cut) or (fed_for and contested(fed_for, cut)))):
                 # a third namespace's older pods would get what the cut frees (first come first served), not the
                 # pods the cut is for. Nothing step 2 does changes that this sync
                 continue
