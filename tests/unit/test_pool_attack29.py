@@ -164,12 +164,7 @@ def test_control_a_class_replica_that_yields_or_completes_leaves_v_what_the_sche
     assert running[("T", "d")] == alone[("T", "d")] == 0, (running, alone)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 1 (high): step 2's give-back counts every GPU that waits above the victim, whole replica or not, so the "
-    "tenant's class-5 4-GPU Pending replica at its floor (never completable: only lo's 3 GPUs are below it) keeps "
-    "V's needless lo cuts; H runs on hi's GPUs and the tenant's class-0 Pending pods run on lo's (pool 11: lo 3 -> 0, "
-    "tenant 0 -> 3; the kube-scheduler alone evicts hi only). Fix: count only waiting replicas the cuts can complete "
-    "(next_waiting's whole-replica rule) in fits_beneath's give-back."))
+# Fixed (was a strict xfail): FINDING 1 (high): step 2's give-back counts every GPU that waits above the victim, whole replica or not, so the tenant's class-5 4-GPU Pending replica at its floor (never completable: only lo's 3 GPUs are below it) keeps V's needless lo cuts; H runs on hi's GPUs and the tenant's class-0 Pending pods run on lo's (pool 11: lo 3 -> 0, tenant 0 -> 3; the kube-scheduler alone evicts hi only). Fix: count only waiting replicas the cuts can complete (next_waiting's whole-replica rule) in fits_beneath's give-back.
 @MODES
 @pytest.mark.parametrize("low", ["pending", "bare"])
 @pytest.mark.parametrize("e_ns", ["T", "X"], ids=["tenant-class", "third-class"])

@@ -1115,14 +1115,50 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             cuts.append((cut, taker, running))
             if grant[cut.key] > cut.min_replicas:
                 heapq.heappush(candidates, (yields_first(cut), i, cut))
-        # a replica cut before a later, larger cut made it needless (a 1-GPU one cut, then an 8-GPU one for an 8-GPU
-        # replica that waits) is given back, the last cut first, while it fits beneath those that outrank it again:
-        # the scheduler, too, evicts the fewest pods that make room, and another backend's Pending pods of its rank
-        # would take the GPUs it freed
+        # A replica cut before a later, larger cut made it needless (a 1-GPU one cut, then an 8-GPU one for an 8-GPU
+        # replica that waits) is given back, the last cut first, while those that outrank it do without it: the
+        # scheduler, too, evicts the fewest pods that make room, and another backend's Pending pods of its rank would
+        # take the GPUs it freed.
+        # What the freed GPUs leave over once the waiting replicas of a pod priority above each level took theirs,
+        # the highest first, whole replicas only (a 4-GPU replica is not placed on 3 GPUs: they would go to smaller,
+        # lower pods). Read once, and kept as give-backs spend the freed GPUs: one of g GPUs at a level leaves the
+        # levels at or above it g fewer (what they took stays) and the levels below it to be read again
+        left_above: dict[int, int] = {}
+
+        def leftover_above(level: int) -> int:
+            if level not in left_above:
+                left_above.clear()
+                budget, at = freed_for_waiting, 0
+                for lv in sorted({v.scheduling_priority for v, _, _ in cuts}, reverse=True):
+                    while at < len(waiting_order) and waiting_order[at].scheduling_priority > lv:
+                        w = waiting_order[at]
+                        g = w.gpus_per_replica
+                        budget -= min(waiting_gpus.figure.get(w.key, 0), budget) // g * g
+                        at += 1
+                    left_above[lv] = budget
+            return left_above[level]
+
         for cut, taker, running in reversed(cuts):
             g = cut.gpus_per_replica
-            if not fits_beneath(cut, g, g if running else 0):
-                continue
+            if running:
+                # known from the pods to run: it stays cut unless what the cuts freed covers, beyond it, the
+                # replicas of a higher pod priority that they complete and its own rank's outrankers that wait, and
+                # it fits the pool beside what those that outrank it run and will run (a Pending replica the freed
+                # GPUs cannot complete holds none)
+                level = cut.scheduling_priority
+                siblings = waiting_gpus.above(cut) - waiting_gpus.by_pod.above(level)
+                left = leftover_above(level) - siblings
+                run_above = granted_gpus.above(cut) - waiting_gpus.above(cut)
+                if left < g or (run_above + freed_for_waiting - left + granted_gpus.figure.get(cut.key, 0) + g
+                                > pool_gpus):
+                    continue
+                for lv in list(left_above):
+                    if lv >= level:
+                        left_above[lv] -= g
+                    else:
+                        del left_above[lv]
+            elif granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) + g > pool_gpus:
+                continue  # (a Pending replica, or not known: judged from the ranks)
             if running:
                 absorbed_by[taker.namespace] -= g
                 freed_for_waiting -= g
