@@ -360,12 +360,7 @@ def test_control_one_unread_claim_beside_read_ones_makes_no_cut_of_another_names
     assert _cuts_of_b1(_two_unread("T"), unread, across) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 5 (medium; high effect, needs two unread claims): surely_waiting judges each unread claim alone against "
-    "the GPUs the read pods leave, so two unread 2-GPU claims beside 3 such GPUs count nothing as waiting; the pool "
-    "reads a deficit of 1 although a GPU is free, and the tenant's class-5 t3 cuts V's 8-GPU replica for its 1 GPU "
-    "(18 of 40 draws); its 6-GPU bare pod takes the rest (the scheduler alone places t3 on the free GPU). Fix: judge "
-    "the unread claims together (at most pool - read_running of their GPUs may run, the highest pod priority first)."))
+# Fixed (was a strict xfail): FINDING 5 (medium; high effect, needs two unread claims): surely_waiting judges each unread claim alone against the GPUs the read pods leave, so two unread 2-GPU claims beside 3 such GPUs count nothing as waiting; the pool reads a deficit of 1 although a GPU is free, and the tenant's class-5 t3 cuts V's 8-GPU replica for its 1 GPU (18 of 40 draws); its 6-GPU bare pod takes the rest (the scheduler alone places t3 on the free GPU). Fix: judge the unread claims together (at most pool - read_running of their GPUs may run, the highest pod priority first).
 @MODES
 @pytest.mark.parametrize("namespace", ["T", "V", "W"])
 def test_two_unread_claims_do_not_make_a_class_cut_another_namespace_for_a_free_gpu(across, namespace):
@@ -417,11 +412,7 @@ def test_the_reservation_holds_against_read_lower_pending_replicas_of_every_size
     assert _shares(share(cs, 1000.0 + HOLD_S + 1, state, across, {})[0])[("T", "c")] == 8
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 6 (low, churn): an unread lower claim's replicas count as running in step 3's preemption loop, so the "
-    "tenant's unread class-0 Pending floor opens the 8 GPUs step 4 keeps for A's class-10 H within HOLD_S: the "
-    "tenant's class-5 c is granted 8 (read: 0). Breaks 'counts each way as is safe for the others'. Fix: count an "
-    "unread lower claim's replicas as waiting for kept_free and the preemption loop."))
+# Fixed (was a strict xfail): FINDING 6 (low, churn): an unread lower claim's replicas count as running in step 3's preemption loop, so the tenant's unread class-0 Pending floor opens the 8 GPUs step 4 keeps for A's class-10 H within HOLD_S: the tenant's class-5 c is granted 8 (read: 0). Breaks 'counts each way as is safe for the others'. Fix: count an unread lower claim's replicas as waiting for kept_free and the preemption loop.
 @MODES
 @pytest.mark.parametrize("g", [1, 4, 8])
 def test_an_unread_lower_claim_does_not_open_the_reservation(across, g):

@@ -897,6 +897,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # GPUs of replicas that wait for sure: those read Pending, and of a backend not read, the replicas that could not
     # run beside those read running (``idle_below``)
     surely_waiting = _GpusByRank(members, across)
+    # of the backends not read, the replicas that may run: together no more than fit beside those read running, the
+    # highest pod priority first (the scheduler places those first); the rest wait for sure
+    unread_room, may_run = max(0, pool_gpus - read_running), {}
+    for v in sorted((c for c in members if c.bound is None and c.gpus_per_replica > 0),
+                    key=lambda c: -c.scheduling_priority):
+        may_run[v.key] = min(_held(v), unread_room // v.gpus_per_replica)
+        unread_room -= may_run[v.key] * v.gpus_per_replica
     # GPUs of running replicas above each backend's floor, known from the pods (what a cut frees)
     running_givable = _GpusByRank(members, across)
 
@@ -910,8 +917,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             waits = kept_v if v.bound is None else max(0, kept_v - max(0, v.bound))
             waiting_gpus.set(v, (0 if v.bound is None else waits) * g)
             blocking_gpus.set(v, waits * g)
-            can_run = (pool_gpus - read_running) // g if v.bound is None and g else kept_v
-            surely_waiting.set(v, (waits if v.bound is not None else max(0, kept_v - can_run)) * g)
+            surely_waiting.set(v, (waits if v.bound is not None else max(0, kept_v - may_run.get(v.key, kept_v))) * g)
             running_givable.set(v, max(0, min(grant[v.key], runs(v) if v.bound is not None else 0) - floor(v)) * g)
 
     for v in members:
@@ -980,8 +986,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         return tree.below(c.scheduling_priority) if tree and namespace != c.namespace else 0
 
     def kept_free(c: Claim) -> int:
-        """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free, for c (``idle_below``)."""
-        return min(blocked(c), max(0, free + idle_below(c)))
+        """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free, for c (``idle_below``,
+        and the GPUs of lower backends not read: their pods may wait, as is safe for the backend the GPUs are kept for)."""
+        return min(blocked(c), max(0, free + (blocking_gpus.pod_priority_below(c.scheduling_priority) if exact else 0)))
 
     def idle_below(c: Claim) -> int:
         """Known from the pods, GPUs granted to Pending replicas of a lower pod priority than ``c``'s: no pod holds
