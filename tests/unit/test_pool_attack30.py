@@ -106,16 +106,22 @@ def test_control_default_mode_a_tenants_number_is_no_sibling_of_lo(low, judged):
         assert running[("V", "lo")] == 3 and _tenant(running, low) == 0, (_shares(out), running)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+_SIBLING_FINDING = pytest.mark.xfail(strict=True, reason=(
     "FINDING 1 (high): step 2's give-back counts the cut's own-rank outrankers that wait (siblings) as whole waiting "
     "GPUs, not replicas the freed GPUs complete. Pool 11: H class-10 Pending 8-GPU; V runs hi (8-GPU, priority 5) and "
     "lo (3x1-GPU, priority 0); e (class 0, priority 10**6) one uncompletable Pending 4-GPU replica at its floor, in T "
     "(across mode) or in V (default); the tenant's 3 Pending class-0 1-GPU pods. lo is cut and never given back, the "
     "tenant runs on lo's 3 GPUs (scheduler alone: lo keeps 3). Fix: count siblings as whole replicas the leftover "
-    "completes, as leftover_above does for higher pod priorities."))
+    "completes, as leftover_above does for higher pod priorities. Fixed with the pods read; open with none read "
+    "(judged mode: granted_gpus.above counts the grants the freed GPUs cannot complete)."))
+
+
+# Fixed with the pods read (was a strict xfail for every case): the give-back counts the siblings as whole replicas
+# the leftover completes (``after_siblings``); with no pod read it is still open
 @pytest.mark.parametrize(("across", "e_ns", "low", "judged"), [
     (True, "T", "bare", False), (True, "T", "pending", False), (False, "V", "bare", False),
-    (False, "V", "pending", False), (True, "T", "pending", True), (False, "V", "pending", True)])
+    (False, "V", "pending", False), pytest.param(True, "T", "pending", True, marks=_SIBLING_FINDING),
+    pytest.param(False, "V", "pending", True, marks=_SIBLING_FINDING)])
 def test_give_back_is_not_blocked_by_a_sibling_the_freed_gpus_cannot_complete(across, e_ns, low, judged):
     cs, bare = _sibling_give_back(e_ns, low)
     _, out, running, _, alone, _ = next(_runs(cs, across, 1, bare, _seen(judged)))

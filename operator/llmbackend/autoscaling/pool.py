@@ -1145,6 +1145,23 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     left_above[lv] = budget
             return left_above[level]
 
+        first_at: dict[int, int] = {}  # each pod priority's first place in ``waiting_order``
+        for at, w in enumerate(waiting_order):
+            first_at.setdefault(w.scheduling_priority, at)
+
+        def after_siblings(v: Claim, budget: int, siblings: int) -> int:
+            """What ``budget`` leaves once the waiting replicas of v's pod priority that outrank it took whole replicas
+            of it, the larger first; past PASS_OVER of them, the rest count whole (the look stays short)."""
+            at = first_at.get(v.scheduling_priority, len(waiting_order))
+            for w in itertools.islice(waiting_order, at, at + PASS_OVER):
+                if w.scheduling_priority != v.scheduling_priority:
+                    break
+                if outranks(w, v, across):
+                    waits = waiting_gpus.figure.get(w.key, 0)
+                    siblings -= waits
+                    budget -= min(waits, budget) // w.gpus_per_replica * w.gpus_per_replica
+            return budget - siblings
+
         for cut, taker, running in reversed(cuts):
             g = cut.gpus_per_replica
             if running:
@@ -1154,7 +1171,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # GPUs cannot complete holds none)
                 level = cut.scheduling_priority
                 siblings = waiting_gpus.above(cut) - waiting_gpus.by_pod.above(level)
-                left = leftover_above(level) - siblings
+                left = leftover_above(level)
+                left = after_siblings(cut, left, siblings) if siblings > 0 and left >= g else left - siblings
                 run_above = granted_gpus.above(cut) - waiting_gpus.above(cut)
                 if left < g or (run_above + freed_for_waiting - left + granted_gpus.figure.get(cut.key, 0) + g
                                 > pool_gpus):
