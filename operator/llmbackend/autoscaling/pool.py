@@ -1082,16 +1082,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             top = others.top(has + cut.gpus_per_replica + idle_gpus, cut.namespace)
             return top is not None and top >= level
 
-        def fits_beneath(v: Claim, more: int = 0, unfreed: int = 0) -> bool:
-            """Whether ``v``, holding ``more`` GPUs more, fits beneath those that outrank it, and (known from the pods)
-            none of those waits beyond what the cuts freed for them, ``unfreed`` GPUs fewer."""
-            return (granted_gpus.above(v) + granted_gpus.figure.get(v.key, 0) + more <= pool_gpus
-                    and not (exact and waiting_gpus.above(v) > freed_for_waiting - unfreed))
-
         cuts: list[tuple[Claim, Claim, bool]] = []  # (victim, taker, whether a running replica went), in cut order
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
-            if fits_beneath(cut):
+            if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
+                    and not (exact and waiting_gpus.above(cut) > freed_for_waiting)):
                 # it fits beneath those that outrank it: the pods that wait are of its rank or below (another
                 # namespace's equals, its own lower siblings), and its GPUs are not theirs to get. Grants only go
                 # down here, so it fits for the rest of the step. Known from the pods, one that outranks it may
@@ -1100,16 +1095,16 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
+            running = exact and grant[cut.key] <= runs(cut)  # (a Pending replica's cut frees no GPU)
             # contested for the nominal taker, and for the replica the freed GPUs go to first (the taker may wait for
             # none); one that does not outrank the cut (another namespace's equal) is asked about as the cut's own
-            # namespace would be. (A Pending replica's cut frees no GPU)
-            fed = next_waiting() if exact and grant[cut.key] <= runs(cut) else None
+            # namespace would be
+            fed = next_waiting() if running else None
             fed_for = None if fed is None else fed[0] if outranks(fed[0], cut, across) else cut
             if feeds_others(cut) or (exact and (contested(taker, cut) or (fed_for and contested(fed_for, cut)))):
                 # a third namespace's older pods would get what the cut frees (first come first served), not the
                 # pods the cut is for. Nothing step 2 does changes that this sync
                 continue
-            running = exact and grant[cut.key] <= runs(cut)
             if running:
                 # a running pod goes (its Pending ones went first): the GPU it frees goes to the pods that wait,
                 # the highest first: those that outrank it are served by that much, and the taker's namespace's
@@ -1131,12 +1126,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # lower pods). Read once, and kept as give-backs spend the freed GPUs: one of g GPUs at a level leaves the
         # levels at or above it g fewer (what they took stays) and the levels below it to be read again
         left_above: dict[int, int] = {}
+        cut_levels = sorted({v.scheduling_priority for v, _, _ in cuts}, reverse=True)
 
         def leftover_above(level: int) -> int:
             if level not in left_above:
                 left_above.clear()
                 budget, at = freed_for_waiting, 0
-                for lv in sorted({v.scheduling_priority for v, _, _ in cuts}, reverse=True):
+                for lv in cut_levels:
                     while at < len(waiting_order) and waiting_order[at].scheduling_priority > lv:
                         w = waiting_order[at]
                         g = w.gpus_per_replica
