@@ -1,10 +1,12 @@
-"""A model of the kube-scheduler for the GPU pool's probes (test_pool_bound.py and attack passes 16-27): between two
+"""A model of the kube-scheduler for the GPU pool's probes (test_pool_bound.py and attack passes 16-30): between two
 syncs it places the pods the shares leave, so each sync sees the pods (``Claim.bound``) the last one left. Also the
-claim the attack passes start from."""
+claim the attack passes start from, and the checks their fuzzes share."""
 
 from __future__ import annotations
 
-from llmbackend.autoscaling.pool import Claim, Unclaimed
+from collections.abc import Callable
+
+from llmbackend.autoscaling.pool import Claim, Key, Unclaimed
 
 
 def claim(namespace: str, name: str, **kw) -> Claim:
@@ -56,3 +58,43 @@ def unclaimed(claims: list[Claim], unseen: list[tuple[str, int, int, int]]) -> d
     """The waiting pods of ``unseen`` as the operator hands them to ``share`` (its cluster-wide list of Pending GPU
     pods no claim covers): each a pod of the namespace ``name``, at pod priority 0."""
     return {claims[0].pool: [Unclaimed(name, 0, g) for name, g, _, wait in unseen for _ in range(wait)]}
+
+
+def bare_gain_within_scheduler_alone(pool: int, claims: list[Claim], out: dict, running: dict, before: dict,
+                                     alone: dict, bare: list) -> bool:
+    """The attack passes' fuzz check: bare pods of namespaces that lost no running replica gain no more GPUs than
+    the scheduler alone gives them, or than were free plus what the model preempted, unless the sync was one
+    namespace's own reshuffle. ``running``/``before``/``alone`` as the passes' ``_runs`` yields them, ``bare`` its
+    bare pods (namespace, GPUs, ...)."""
+    fell = {c.namespace for c in claims if running[c.key] < before[c.key]}
+    free_before = pool - sum(before[c.key] * c.gpus_per_replica for c in claims) - sum(
+        before[("bare", i)] * b[1] for i, b in enumerate(bare))
+    gained = sum((running[("bare", i)] - before[("bare", i)]) * b[1] for i, b in enumerate(bare) if b[0] not in fell)
+    gained_alone = sum((alone[("bare", i)] - before[("bare", i)]) * b[1] for i, b in enumerate(bare)
+                       if b[0] not in fell)
+    preempted = sum(max(0, min(before[c.key], out[c.key].replicas) - running[c.key]) * c.gpus_per_replica
+                    for c in claims)
+    cut = {c.namespace for c in claims if out[c.key].replicas < c.current and running[c.key] < before[c.key]}
+    grew = {c.namespace for c in claims if out[c.key].replicas > c.current}
+    own_reshuffle = len(cut) == 1 and grew <= cut
+    return own_reshuffle or gained <= max(gained_alone, max(0, free_before) + preempted)
+
+
+def grower_beyond_pool(pool: int, claims: list[Claim], out: dict, kept: Callable[[Claim], int],
+                       excused: Callable[[object], int] = lambda share: 0) -> Key | None:
+    """The attack passes' fuzz check: a backend that grew and holds, beside the pods of a higher pod priority and its
+    own namespace's of its pod priority, more GPUs than the pool (None: none does). A backend that did not grow
+    counts what it keeps (``kept``); ``excused``: replicas of a share not counted (those its status says were
+    preempted)."""
+    for c in claims:
+        if out[c.key].replicas <= c.current or c.gpus_per_replica <= 0:
+            continue
+        total = out[c.key].replicas * c.gpus_per_replica
+        for d in claims:
+            if d.key != c.key and (d.scheduling_priority > c.scheduling_priority or (
+                    d.scheduling_priority == c.scheduling_priority and d.namespace == c.namespace)):
+                has = out[d.key].replicas if out[d.key].replicas > d.current else min(out[d.key].replicas, kept(d))
+                total += max(0, has - excused(out[d.key])) * d.gpus_per_replica
+        if total > pool:
+            return c.key
+    return None

@@ -44,7 +44,7 @@ import dataclasses
 import random
 
 import pytest
-from pool_scheduler import claim
+from pool_scheduler import bare_gain_within_scheduler_alone, claim
 from test_pool_attack26 import _fuzz_pool, _runs, _shares
 
 from llmbackend.autoscaling.pool import PoolState, share
@@ -137,19 +137,7 @@ def _fuzz(seed: int, trials: int = 200, stale_p: float = 0.3) -> None:
         shares = []
         for claims, out, running, before, alone, us in _runs(cs, across, 6, bare, seen):
             shares.append(_shares(out))
-            fell = {c.namespace for c in claims if running[c.key] < before[c.key]}
-            free_before = pool - sum(before[c.key] * c.gpus_per_replica for c in claims) - sum(
-                before[("bare", i)] * b[1] for i, b in enumerate(us))
-            gained = sum((running[("bare", i)] - before[("bare", i)]) * b[1] for i, b in enumerate(us)
-                         if b[0] not in fell)
-            gained_alone = sum((alone[("bare", i)] - before[("bare", i)]) * b[1] for i, b in enumerate(us)
-                               if b[0] not in fell)
-            preempted = sum(max(0, min(before[c.key], out[c.key].replicas) - running[c.key]) * c.gpus_per_replica
-                            for c in claims)
-            cut = {c.namespace for c in claims if out[c.key].replicas < c.current and running[c.key] < before[c.key]}
-            grew = {c.namespace for c in claims if out[c.key].replicas > c.current}
-            own_reshuffle = len(cut) == 1 and grew <= cut
-            assert own_reshuffle or gained <= max(gained_alone, max(0, free_before) + preempted), (
+            assert bare_gain_within_scheduler_alone(pool, claims, out, running, before, alone, us), (
                 trial, across, unread, stale, claims, _shares(out), running, before, alone, us)
             for v in claims:
                 assert out[v.key].replicas >= min(v.current, v.min_replicas) or out[v.key].preempted_by, (trial, v)

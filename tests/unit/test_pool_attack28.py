@@ -96,6 +96,7 @@ import dataclasses
 import random
 
 import pytest
+from pool_scheduler import bare_gain_within_scheduler_alone, grower_beyond_pool
 from test_pool_attack26 import _runs, _shares
 
 from llmbackend.autoscaling.pool import Claim, PoolState, Unclaimed, share
@@ -486,33 +487,12 @@ def _fuzz(seed: int, trials: int, unread_p: float, bare_pods: bool, check_pool: 
                     assert any(_outranks(t, v, across) for t in claims if t.key != v.key), (
                         seed, trial, across, v, claims, _shares(out))
             # (e) bare pods of namespaces that lost no running replica gain no more than the scheduler alone gives
-            fell = {c.namespace for c in claims if running[c.key] < before[c.key]}
-            free_before = pool - sum(before[c.key] * c.gpus_per_replica for c in claims) - sum(
-                before[("bare", i)] * b[1] for i, b in enumerate(us))
-            gained = sum((running[("bare", i)] - before[("bare", i)]) * b[1] for i, b in enumerate(us)
-                         if b[0] not in fell)
-            gained_alone = sum((alone[("bare", i)] - before[("bare", i)]) * b[1] for i, b in enumerate(us)
-                               if b[0] not in fell)
-            preempted = sum(max(0, min(before[c.key], out[c.key].replicas) - running[c.key]) * c.gpus_per_replica
-                            for c in claims)
-            cut = {c.namespace for c in claims if out[c.key].replicas < c.current and running[c.key] < before[c.key]}
-            grew = {c.namespace for c in claims if out[c.key].replicas > c.current}
-            own_reshuffle = len(cut) == 1 and grew <= cut
-            assert not check_bare or own_reshuffle or gained <= max(gained_alone, max(0, free_before) + preempted), (
+            assert not check_bare or bare_gain_within_scheduler_alone(pool, claims, out, running, before, alone, us), (
                 seed, trial, across, unread, claims, _shares(out), running, before, alone, us)
             # (c) a grower holds no more than the pool beside a higher pod priority and its namespace's equals
             if check_pool and not any(before[("bare", i)] for i in range(len(us))):
-                for c in claims:
-                    if out[c.key].replicas <= c.current or c.gpus_per_replica <= 0:
-                        continue
-                    total = out[c.key].replicas * c.gpus_per_replica
-                    for d in claims:
-                        if d.key != c.key and (d.scheduling_priority > c.scheduling_priority or (
-                                d.scheduling_priority == c.scheduling_priority and d.namespace == c.namespace)):
-                            has = out[d.key].replicas if out[d.key].replicas > d.current else min(
-                                out[d.key].replicas, _kept(seen(d)))
-                            total += has * d.gpus_per_replica
-                    assert total <= pool, (seed, trial, across, c.key, claims, _shares(out))
+                beyond = grower_beyond_pool(pool, claims, out, lambda d: _kept(seen(d)))  # noqa: B023
+                assert beyond is None, (seed, trial, across, beyond, claims, _shares(out))
         # (d) the shares settle where the reads are right (a bare pod that runs holds GPUs the pool does not count:
         # docs/autoscaling.md's "Limits"; an unread claim's pods are judged)
         assert unread or bare_ran or shares[-1] == shares[-2], (seed, trial, across, cs, bare, shares[-3:])
