@@ -402,7 +402,10 @@ def backend_named_after_a_statefulset(installed: ClusterHandle, operator, lws, r
     manifest = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"] = {"name": victim.name, "namespace": EXEC_NAMESPACE}
     manifest["spec"]["replicas"] = victim.group + 1
-    claim = manifest["spec"]["model"]["source"]["pvc"]["claimName"]
+    # A claim of its own: the other case's claim may still be terminating (a pod held it), and a claim of the same
+    # name cannot be bound to another volume.
+    claim = f"models-{victim.name}"
+    manifest["spec"]["model"]["source"]["pvc"]["claimName"] = claim
     pv = f"atk42b-{victim.name}"
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
         {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
