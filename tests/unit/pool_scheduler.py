@@ -85,7 +85,16 @@ def grower_beyond_pool(pool: int, claims: list[Claim], out: dict, kept: Callable
     """The attack passes' fuzz check: a backend that grew and holds, beside the pods of a higher pod priority and its
     own namespace's of its pod priority, more GPUs than the pool (None: none does). A backend that did not grow
     counts what it keeps (``kept``); ``excused``: replicas of a share not counted (those its status says were
-    preempted)."""
+    preempted). Of what a backend keeps, a Pending replica that no preemption could place (its GPUs do not fit beside
+    the pods running at its pod priority and above) is placed before or beside nothing."""
+    def placeable(d: Claim, n: int) -> int:
+        if d.bound is None or d.gpus_per_replica <= 0:
+            return n
+        running = min(n, d.bound)
+        room = pool - sum(min(e.bound, e.current) * e.gpus_per_replica for e in claims
+                          if e.bound is not None and e.scheduling_priority >= d.scheduling_priority)
+        return running + min(n - running, max(0, room) // d.gpus_per_replica)
+
     for c in claims:
         if out[c.key].replicas <= c.current or c.gpus_per_replica <= 0:
             continue
@@ -93,7 +102,8 @@ def grower_beyond_pool(pool: int, claims: list[Claim], out: dict, kept: Callable
         for d in claims:
             if d.key != c.key and (d.scheduling_priority > c.scheduling_priority or (
                     d.scheduling_priority == c.scheduling_priority and d.namespace == c.namespace)):
-                has = out[d.key].replicas if out[d.key].replicas > d.current else min(out[d.key].replicas, kept(d))
+                has = out[d.key].replicas if out[d.key].replicas > d.current else placeable(
+                    d, min(out[d.key].replicas, kept(d)))
                 total += max(0, has - excused(out[d.key])) * d.gpus_per_replica
         if total > pool:
             return c.key

@@ -366,6 +366,39 @@ def _kept(c: Claim) -> int:
     return max(0, min(_held(c), c.wanted))
 
 
+def _never_placed(members: list[Claim], pool_gpus: int, outranked: Callable[[Claim], bool]) -> dict[Key, int]:
+    """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place. The
+    kube-scheduler preempts only pods of a lower pod priority, and the pool cuts those of their pod priority only if
+    a backend outranks them (``outranked``), so a replica of ``g`` GPUs runs only while ``g`` fit beside the pods
+    running at a higher pod priority and those of its own that no backend outranks (of those outranked, their
+    floors). Such
+    replicas hold no GPUs: they make no deficit another backend's growth waits on, and no cut is made for them. They
+    stay while no backend outranks theirs, and go (down to its floor) once one does; while they exist, a cut of a pod
+    of their pod priority may complete them (``contested``). Counted as is safe for the others: a pod the pool does not see (a bare pod),
+    one of a backend not read, another Pending replica placed before them would only make them wait more."""
+    running_at: dict[int, int] = {}  # GPUs running at each pod priority
+    fixed_at: dict[int, int] = {}    # of those, the GPUs no cut of the pool frees
+    for c in members:
+        if c.bound is not None:
+            level, g = c.scheduling_priority, max(0, c.gpus_per_replica)
+            running_at[level] = running_at.get(level, 0) + runs(c) * g
+            fixed = min(runs(c), c.min_replicas) if outranked(c) else runs(c)
+            fixed_at[level] = fixed_at.get(level, 0) + fixed * g
+    descending = sorted(running_at, reverse=True)
+    negated = [-level for level in descending]
+    from_level = list(itertools.accumulate(running_at[level] for level in descending))  # at that level and above
+    out = {}
+    for c in members:
+        g = c.gpus_per_replica
+        if c.bound is None or g <= 0 or (pending := _held(c) - runs(c)) <= 0:
+            continue
+        above = bisect.bisect_left(negated, -c.scheduling_priority)  # the levels above its own
+        taken = (from_level[above - 1] if above else 0) + fixed_at.get(c.scheduling_priority, 0)
+        if (never := pending - max(0, pool_gpus - taken) // g) > 0:
+            out[c.key] = never
+    return out
+
+
 def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: float) -> list[list[Claim]]:
     """The order of growth among backends that do not outrank each other: one list a namespace, the namespaces
     (and inside each its backends) by when growth last served them, the least recently first; one never served yet
@@ -779,11 +812,23 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
-    held = {c.key: _held(c) for c in members}  # step 1
-    idle = {c.key: c.current - held[c.key] for c in members}
+    # what runs and what waits is known from the pods (``Claim.bound``): then the GPUs of replicas that wait (a
+    # ReplicaSet scaled down deletes those first). A backend whose pods were not read this pass (a list that failed)
+    # counts each way as is safe for the others: its replicas run where that would justify a cut (it is cut as
+    # running, never cleared as Pending, and no one is cut for it as waiting: ``waiting_gpus``), and wait where that
+    # stops one (its pods may be older than a taker's: ``blocking_gpus``). When no backend's pods are read, or those
+    # read run on more GPUs than the pool has (not read right), the pool is judged from the ranks
+    read_running = sum(runs(c) * max(0, c.gpus_per_replica) for c in members if c.bound is not None)
+    exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
+    # step 1: what each holds; Pending replicas nothing could place hold nothing
+    # (a backend that wants no replica never takes one: it outranks nobody here)
+    outranked_by_a_taker = _outranked_by_any([c for c in members if c.wanted > 0], across)
+    never = _never_placed(members, pool_gpus, outranked_by_a_taker) if exact else {}
+    held = {c.key: _held(c) - never.get(c.key, 0) for c in members}
+    idle = {c.key: c.current - _held(c) for c in members}
     # what a quota admits bounds growth only: replicas that exist were admitted (or refused: held says so)
     admitted = {c.key: c.wanted if c.quota is None else min(c.wanted, max(c.quota, held[c.key])) for c in members}
-    grant = {c.key: _kept(c) for c in members}
+    grant = {c.key: max(0, min(held[c.key], c.wanted)) for c in members}
     kept = dict(grant)  # their quota GPUs are spent already (``share``)
     # a backend whose pods no node of the pool could hold claims nothing more: more GPUs would not run them
     wants = {c.key: grant[c.key] if idle[c.key] or c.unplaceable else admitted[c.key] for c in members}
@@ -885,14 +930,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # step 3), and not counted as preempted yet (what a higher pod priority may count): whether a backend's turn
     # can make a whole replica, and whether what it would hold fits the pool, each in O(log n)
     granted_gpus, givable, preemptible = (_GpusByRank(members, across) for _ in range(3))
-    # what runs and what waits is known from the pods (``Claim.bound``): then the GPUs of replicas that wait (a
-    # ReplicaSet scaled down deletes those first). A backend whose pods were not read this pass (a list that failed)
-    # counts each way as is safe for the others: its replicas run where that would justify a cut (it is cut as
-    # running, never cleared as Pending, and no one is cut for it as waiting: ``waiting_gpus``), and wait where that
-    # stops one (its pods may be older than a taker's: ``blocking_gpus``). When no backend's pods are read, or those
-    # read run on more GPUs than the pool has (not read right), the pool is judged from the ranks
-    read_running = sum(runs(c) * max(0, c.gpus_per_replica) for c in members if c.bound is not None)
-    exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     waiting_gpus, blocking_gpus = _GpusByRank(members, across), _GpusByRank(members, across)
     # GPUs of replicas that wait for sure: those read Pending, and of a backend not read, the replicas that could not
     # run beside those read running (``idle_below``)
@@ -902,10 +939,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     unread_room, may_run = max(0, pool_gpus - read_running), {}
     for v in sorted((c for c in members if c.bound is None and c.gpus_per_replica > 0),
                     key=lambda c: -c.scheduling_priority):
-        may_run[v.key] = min(_held(v), unread_room // v.gpus_per_replica)
+        may_run[v.key] = min(held[v.key], unread_room // v.gpus_per_replica)
         unread_room -= may_run[v.key] * v.gpus_per_replica
     # GPUs of running replicas above each backend's floor, known from the pods (what a cut frees)
     running_givable = _GpusByRank(members, across)
+    # GPUs of the Pending replicas never placed (step 1): only a cut of a pod of their pod priority or above frees
+    # GPUs they may take (a lower one's were counted as theirs already)
+    never_gpus = _GpusByRank(members, across)
+    for k, n in never.items():
+        never_gpus.set(by_key[k], n * by_key[k].gpus_per_replica)
 
     def track(v: Claim) -> None:
         g = max(0, v.gpus_per_replica)
@@ -913,7 +955,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         givable.set(v, max(0, grant[v.key] - floor(v)) * g)
         preemptible.set(v, max(0, grant[v.key] - preempted.get(v.key, 0)) * g)
         if exact:
-            kept_v = min(grant[v.key], _held(v))
+            kept_v = min(grant[v.key], held[v.key])
             waits = kept_v if v.bound is None else max(0, kept_v - max(0, v.bound))
             waiting_gpus.set(v, (0 if v.bound is None else waits) * g)
             blocking_gpus.set(v, waits * g)
@@ -956,7 +998,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         level = c.scheduling_priority
         if exact:
             def waits(ns: str | None) -> int:
-                return blocking_gpus.equals(level, ns)
+                never_there = never_gpus.equals(level, ns) if v.scheduling_priority >= level else 0
+                return blocking_gpus.equals(level, ns) + never_there
             return waits(None) - waits(c.namespace) - (waits(v.namespace) if v.namespace != c.namespace else 0) > 0
         held_there = granted_gpus.pod_priority_from(level)
         others = held_there - granted_gpus.placed_before_or_beside(c)
@@ -972,6 +1015,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         tree = blocking_gpus.own_pod.get(v.namespace)
         waits = (tree.above(c.scheduling_priority - 1) if tree else 0) + others.gpus_from(
             c.scheduling_priority, room_for(c, v), only=v.namespace)
+        if v.scheduling_priority >= c.scheduling_priority:  # (a cut of a lower v completes none never placed)
+            waits += never_gpus.equals(c.scheduling_priority, v.namespace)
         if v.bound is None and v.scheduling_priority >= c.scheduling_priority:
             # v's own replicas, not read, count as waiting there: a cut of v takes them first, so they absorb nothing
             waits -= blocking_gpus.figure.get(v.key, 0)
@@ -1257,7 +1302,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     # its Pending pods (known from the pods) would take GPUs before c's new ones (older, of c's pod
                     # priority): they go first, whether or not c completes a replica this sync. They free no GPU
                     # (one whose pods were not read: none, its replicas may run)
-                    waits = 0 if v.bound is None else max(0, min(grant[v.key], _held(v)) - max(0, v.bound))
+                    waits = 0 if v.bound is None else max(0, min(grant[v.key], held[v.key]) - max(0, v.bound))
                     if (clear := min(waits, grant[v.key] - floor(v))) > 0:
                         set_grant(v, grant[v.key] - clear)
                         free += clear * gv
@@ -1462,6 +1507,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         took_text = _seen_by(c, {v: n for v, n in took[k].items() if n > 0}, by_key, "")
         # its idle replicas stay (their pods' own problem is in the backend's conditions), unless it gave some up
         replicas = grant[k] if given[k] else min(admitted[k], grant[k] + idle[k])
+        if k in never:
+            # its replicas never placed stay while nothing outranks it (equals are first come first served: not
+            # the pool's to cut); else they go, as any the pool grants no GPUs, but not below its floor
+            replicas = max(replicas, min(c.current, c.min_replicas) if outranked_by_a_taker(c) else replicas + never[k])
         out[k] = Share(replicas, preempted_by, waiting,
                        f"took replica(s) from {took_text}, drained first" if took_text else None,
                        unplaceable=(bool(c.unplaceable) or admitted[k] < c.wanted) and waiting is not None
