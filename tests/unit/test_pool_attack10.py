@@ -419,11 +419,13 @@ def _compared_syncs(before: ModuleType, rng: random.Random, mostly_across: bool,
         for _sync in range(3):
             old_out, old_state = before.share([_old_claim(before, c) for c in claims], now, old_state, across)
             new_out, new_state = share(claims, now, new_state, across)
-            same = _texts(new_out) == _texts(old_out) and new_state.__dict__ == old_state.__dict__
+            # (what the state came to hold since, empty here: these claims' pods are not read)
+            kept = {k: v for k, v in new_state.__dict__.items() if k in old_state.__dict__ or v}
+            same = _texts(new_out) == _texts(old_out) and kept == old_state.__dict__
             if not same and (excused(claims, new_out, old_out) or (across and _taken(new_out, old_out))):
                 break
             assert _texts(new_out) == _texts(old_out)
-            assert new_state.__dict__ == old_state.__dict__
+            assert kept == old_state.__dict__
             compared += 1
             claims = _next_sync(rng, claims, new_out)
             now += rng.choice([15.0, 15.0, 400.0])

@@ -5,7 +5,7 @@ could place hold nothing) and what reads it (``contested`` through ``never_gpus`
 "they stay while nothing outranks them, else go to the floor"). Shares are fed back sync after sync through pass 26's
 kube-scheduler model (``_runs``); "the scheduler alone" is the same model with every backend at its wanted replicas.
 
-PROBES: 7 test functions, 21 cases (13 pass, 8 strict xfail): 5 functions hold (3 of them controls for the
+PROBES: 7 test functions, 21 cases (13 pass, 8 strict xfail; all pass since both findings were fixed): 5 functions hold (3 of them controls for the
 findings), 2 are the findings (6 cases of finding 1, 2 of finding 2).
 
 FINDING 1 (high; growth frozen for good, and with a second class the tenant's bare pods take what the frozen backend
@@ -52,13 +52,10 @@ read but not probed in the time given. Nothing checked on a real cluster (one bi
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
 finding.
 
-OPEN (2026-12-07, reviewer): a fix along both suggestions (an equal freeable only where the Pending replica's own
-backend outranks it; never-placed replicas in ``contested`` only where the cut frees what the next of them lacks;
-those a backend short of running what it wants outranks dropped to their floor up front) passed both findings, but
-changed 5 other probes (pass 17's unread-every-other-sync churn, pass 29's across-namespaces sibling cuts, the fuzzes
-of pass 22 and test_pool_bound): across namespaces, a tenant's older Pending replica set apart no longer stopped a
-4-GPU cut for a 1-GPU need, and its growth took the leftover. Not kept; both findings stay strict xfails. Neither is
-worse than before c787fdb: the same pools froze then (the replicas counted as waiting)."""
+FIXED (2026-12-07, reviewer): only a backend short of running what it wants, with GPUs a replica, outranks in
+``_never_placed``; ``contested`` no longer counts replicas set apart (every GPU a cut could free them is counted in
+their room already); GPUs a backend grows by go to its replicas set apart first; a sync with a backend's pods not read
+keeps the last read's judgement where it set more apart (pass 17's unread fuzz)."""
 
 from __future__ import annotations
 
@@ -114,19 +111,10 @@ def test_control_with_no_outranking_sibling_the_pending_replica_is_set_apart(acr
         assert running[("C", "c")] == alone[("C", "c")] == 8, (_shares(out), running, alone)
 
 
-_FINDING_1 = pytest.mark.xfail(strict=True, reason=(
-    "FINDING 1 (high): _never_placed counts a running equal as freeable (floor only) whenever any backend wanting "
-    "replicas outranks it, even a satisfied or 0-GPU one, so a Pending replica nothing will ever cut for counts as "
-    "placeable and its GPUs make the deficit again (pass 29 finding 4 back). Pool 17: C's c (class 10) runs 4, wants 8; "
-    "the tenant's big (class 10, 8-GPU) runs 1 + 1 Pending at its floor; X (class 0) runs 4; C's satisfied c2 (priority "
-    "5), or the tenant's own satisfied top + filler (pool 21), or across namespaces its top of priority 10**6: c stays 4 "
-    "for good (scheduler alone: 8) and the tenant's class-5 bare pods take X's 4 GPUs (alone: 0 or 1). Fix: count an "
-    "equal as freeable only for a Pending replica whose own backend outranks it, and only short GPU backends as "
-    "outrankers."))
+# Fixed (was a strict xfail for every case): FINDING 1 (high): _never_placed counts a running equal as freeable (floor only) whenever any backend wanting replicas outranks it, even a satisfied or 0-GPU one, so a Pending replica nothing will ever cut for counts as placeable and its GPUs make the deficit again (pass 29 finding 4 back). Pool 17: C's c (class 10) runs 4, wants 8; the tenant's big (class 10, 8-GPU) runs 1 + 1 Pending at its floor; X (class 0) runs 4; C's satisfied c2 (priority 5), or the tenant's own satisfied top + filler (pool 21), or across namespaces its top of priority 10**6: c stays 4 for good (scheduler alone: 8) and the tenant's class-5 bare pods take X's 4 GPUs (alone: 0 or 1). Fix: count an equal as freeable only for a Pending replica whose own backend outranks it, and only short GPU backends as outrankers.
 
 
-@pytest.mark.parametrize(("sibling", "across", "top_gpus"), [pytest.param(*v, marks=_FINDING_1) for v in VARIANTS],
-                         ids=IDS)
+@pytest.mark.parametrize(("sibling", "across", "top_gpus"), VARIANTS, ids=IDS)
 def test_a_pending_replica_nothing_will_cut_for_does_not_freeze_an_equals_growth(sibling, across, top_gpus):
     for _, out, running, _, alone, _ in _runs(_frozen(sibling, 1, top_gpus), across, 3, BARE):
         assert running[("T", "big")] == alone[("T", "big")] == 1, (running, alone)
@@ -152,12 +140,7 @@ def test_control_without_the_tenants_pending_replica_hi_takes_los_replicas(acros
 
 
 @MODES
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 2 (high: growth frozen for good, no tenant gain): contested counts a third namespace's never-placed "
-    "Pending replicas (never_gpus) as taking what a cut frees, though no cut the pool makes can complete them. Pool 8: "
-    "A's hi (priority 5) runs 2, wants 6; A's lo runs 4; the tenant's t has one Pending 8-GPU replica at its floor. hi "
-    "takes the 2 free GPUs and never cuts lo (hi 4 for good; without t: 6). Fix: count never_gpus in contested only "
-    "where what the cut frees (beside the GPUs nothing holds) could complete such a replica, or not at all."))
+# Fixed (was a strict xfail): FINDING 2 (high: growth frozen for good, no tenant gain): contested counts a third namespace's never-placed Pending replicas (never_gpus) as taking what a cut frees, though no cut the pool makes can complete them. Pool 8: A's hi (priority 5) runs 2, wants 6; A's lo runs 4; the tenant's t has one Pending 8-GPU replica at its floor. hi takes the 2 free GPUs and never cuts lo (hi 4 for good; without t: 6). Fix: count never_gpus in contested only where what the cut frees (beside the GPUs nothing holds) could complete such a replica, or not at all.
 def test_a_replica_that_can_never_be_placed_does_not_stop_a_namespaces_own_reshuffle(across):
     for _, out, running, _, _, _ in _runs(_reshuffle(True), across, 3):
         assert running[("T", "t")] == 0, running

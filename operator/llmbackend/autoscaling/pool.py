@@ -188,6 +188,9 @@ class PoolState:
     # order among equals (``_turns``). Kept while it is short or was served this sync, so bounded by the claims
     served: dict[tuple[tuple[str, ...], str], float] = field(default_factory=dict)
     backend_served: dict[tuple[tuple[str, ...], Key], float] = field(default_factory=dict)
+    # (pool, backend) -> its Pending replicas never placed, as its pods last read said (``_never_placed``): a sync
+    # that cannot read them keeps that judgement, not one the shares would flip back from once they are read again
+    never_placed: dict[tuple[tuple[str, ...], Key], int] = field(default_factory=dict)
 
 
 def _rank(c: Claim) -> tuple[int, int]:
@@ -368,14 +371,15 @@ def _kept(c: Claim) -> int:
 
 def _never_placed(members: list[Claim], pool_gpus: int, outranked: Callable[[Claim], bool]) -> dict[Key, int]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place. The
-    kube-scheduler preempts only pods of a lower pod priority, and the pool cuts those of their pod priority only if
-    a backend outranks them (``outranked``), so a replica of ``g`` GPUs runs only while ``g`` fit beside the pods
-    running at a higher pod priority and those of its own that no backend outranks (of those outranked, their
-    floors). Such
-    replicas hold no GPUs: they make no deficit another backend's growth waits on, and no cut is made for them. They
-    stay while no backend outranks theirs, and go (down to its floor) once one does; while they exist, a cut of a pod
-    of their pod priority may complete them (``contested``). Counted as is safe for the others: a pod the pool does not see (a bare pod),
-    one of a backend not read, another Pending replica placed before them would only make them wait more."""
+    kube-scheduler preempts only pods of a lower pod priority, and the pool cuts those of their pod priority only
+    where a backend short of what it wants outranks them (``outranked``), so a replica of ``g`` GPUs runs only while
+    ``g`` fit beside the pods running at a higher pod priority and those of its own that no such backend outranks (of
+    those outranked, their floors). Such replicas hold no GPUs: they make no deficit another backend's growth waits
+    on, no cut is made for them, and none is stopped for them (``contested``): every GPU a cut of the pool could free
+    them was counted already. They stay while no such backend outranks theirs, and go (down to its floor) once one
+    does. Counted as is safe for the others: a pod the pool does not see (a bare pod), one of a backend not read,
+    another Pending replica placed before them would only make them wait more (a sync with a backend not read keeps
+    the last read's judgement where it set more apart: ``PoolState.never_placed``)."""
     running_at: dict[int, int] = {}  # GPUs running at each pod priority
     fixed_at: dict[int, int] = {}    # of those, the GPUs no cut of the pool frees
     for c in members:
@@ -393,8 +397,8 @@ def _never_placed(members: list[Claim], pool_gpus: int, outranked: Callable[[Cla
         if c.bound is None or g <= 0 or (pending := _held(c) - runs(c)) <= 0:
             continue
         above = bisect.bisect_left(negated, -c.scheduling_priority)  # the levels above its own
-        taken = (from_level[above - 1] if above else 0) + fixed_at.get(c.scheduling_priority, 0)
-        if (never := pending - max(0, pool_gpus - taken) // g) > 0:
+        room = pool_gpus - (from_level[above - 1] if above else 0) - fixed_at.get(c.scheduling_priority, 0)
+        if (never := pending - max(0, room) // g) > 0:
             out[c.key] = never
     return out
 
@@ -821,9 +825,19 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     read_running = sum(runs(c) * max(0, c.gpus_per_replica) for c in members if c.bound is not None)
     exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     # step 1: what each holds; Pending replicas nothing could place hold nothing
-    # (a backend that wants no replica never takes one: it outranks nobody here)
-    outranked_by_a_taker = _outranked_by_any([c for c in members if c.wanted > 0], across)
+    # (a backend with the replicas it wants running takes nothing: it outranks nobody here)
+    outranked_by_a_taker = _outranked_by_any(
+        [c for c in members if c.gpus_per_replica > 0 and c.wanted > runs(c)], across)
     never = _never_placed(members, pool_gpus, outranked_by_a_taker) if exact else {}
+    if exact and any(c.bound is None for c in members):
+        # a backend's pods not read this sync: each judgement keeps what the last read said where that sets more
+        # replicas apart (a tenant whose pod lists fail moves nobody's judgement that way)
+        for c in members:
+            waits = _held(c) if c.bound is None else _held(c) - runs(c)
+            if (n := min(state.never_placed.get((pool, c.key), 0), waits)) > never.get(c.key, 0):
+                never[c.key] = n
+    for k, n in never.items():
+        new.never_placed[(pool, k)] = n
     held = {c.key: _held(c) - never.get(c.key, 0) for c in members}
     idle = {c.key: c.current - _held(c) for c in members}
     # what a quota admits bounds growth only: replicas that exist were admitted (or refused: held says so)
@@ -943,11 +957,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         unread_room -= may_run[v.key] * v.gpus_per_replica
     # GPUs of running replicas above each backend's floor, known from the pods (what a cut frees)
     running_givable = _GpusByRank(members, across)
-    # GPUs of the Pending replicas never placed (step 1): only a cut of a pod of their pod priority or above frees
-    # GPUs they may take (a lower one's were counted as theirs already)
-    never_gpus = _GpusByRank(members, across)
-    for k, n in never.items():
-        never_gpus.set(by_key[k], n * by_key[k].gpus_per_replica)
 
     def track(v: Claim) -> None:
         g = max(0, v.gpus_per_replica)
@@ -998,8 +1007,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         level = c.scheduling_priority
         if exact:
             def waits(ns: str | None) -> int:
-                never_there = never_gpus.equals(level, ns) if v.scheduling_priority >= level else 0
-                return blocking_gpus.equals(level, ns) + never_there
+                return blocking_gpus.equals(level, ns)
             return waits(None) - waits(c.namespace) - (waits(v.namespace) if v.namespace != c.namespace else 0) > 0
         held_there = granted_gpus.pod_priority_from(level)
         others = held_there - granted_gpus.placed_before_or_beside(c)
@@ -1015,8 +1023,6 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         tree = blocking_gpus.own_pod.get(v.namespace)
         waits = (tree.above(c.scheduling_priority - 1) if tree else 0) + others.gpus_from(
             c.scheduling_priority, room_for(c, v), only=v.namespace)
-        if v.scheduling_priority >= c.scheduling_priority:  # (a cut of a lower v completes none never placed)
-            waits += never_gpus.equals(c.scheduling_priority, v.namespace)
         if v.bound is None and v.scheduling_priority >= c.scheduling_priority:
             # v's own replicas, not read, count as waiting there: a cut of v takes them first, so they absorb nothing
             waits -= blocking_gpus.figure.get(v.key, 0)
@@ -1508,9 +1514,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # its idle replicas stay (their pods' own problem is in the backend's conditions), unless it gave some up
         replicas = grant[k] if given[k] else min(admitted[k], grant[k] + idle[k])
         if k in never:
-            # its replicas never placed stay while nothing outranks it (equals are first come first served: not
-            # the pool's to cut); else they go, as any the pool grants no GPUs, but not below its floor
-            replicas = max(replicas, min(c.current, c.min_replicas) if outranked_by_a_taker(c) else replicas + never[k])
+            # its replicas never placed stay while nothing short outranks it and it gave none up (equals are first
+            # come first served: not the pool's to cut; GPUs it grew by go to those Pending pods first); else they
+            # go, as any the pool grants no GPUs, but not below its floor
+            replicas = max(replicas, min(c.current, c.min_replicas) if outranked_by_a_taker(c) or given[k]
+                           else min(c.wanted, _held(c)))
         out[k] = Share(replicas, preempted_by, waiting,
                        f"took replica(s) from {took_text}, drained first" if took_text else None,
                        unplaceable=(bool(c.unplaceable) or admitted[k] < c.wanted) and waiting is not None
