@@ -55,7 +55,9 @@ finding.
 FIXED (2026-12-07, reviewer): only a backend short of running what it wants, with GPUs a replica, outranks in
 ``_never_placed``; ``contested`` no longer counts replicas set apart (every GPU a cut could free them is counted in
 their room already); GPUs a backend grows by go to its replicas set apart first; a sync with a backend's pods not read
-keeps the last read's judgement where it set more apart (pass 17's unread fuzz)."""
+keeps the last read's judgement where it set more apart (pass 17's unread fuzz). The reviewer's probe (4) found a
+third: a sibling short only by a replica nothing could place outranked; outrankers are now only backends a replica
+could be placed for."""
 
 from __future__ import annotations
 
@@ -191,3 +193,15 @@ def test_fuzz_pass_29s_invariants_hold_with_never_placed_replicas_and_satisfied_
                                                                                        monkeypatch):
     monkeypatch.setattr(pass29, "_fuzz_pool", _fuzz_pool)
     pass29._fuzz(seed, 150, unread_p, bare_p)
+
+
+# --- (4) the reviewer's probe after the fix: a sibling short only by a replica nothing could place ------------------
+
+@MODES
+# Fixed (was a strict xfail): FINDING 3 (high; found by the reviewer after fixing findings 1-2): a backend short only by a replica nothing could place still counts as an outranker in _never_placed. Pool 21, finding 1's tenant variant with the tenant's top (class 10, priority 5) holding one Pending 16-GPU replica it can never run: filler's 4 GPUs count as room for big's Pending 8-GPU replica, which then holds GPUs and makes the deficit; no holder outranks filler, so nothing is cut and c stays 4 for good (scheduler alone: 8), the tenant's class-5 bare pods taking X's GPUs (4; alone 1). Fix: count as outrankers only backends whose shortness some replica could fill (a Pending replica placeable, or growth of a size that fits), recomputing once the replicas set apart are known.
+def test_a_sibling_short_only_by_a_replica_nothing_could_place_outranks_nobody(across):
+    cs = [c for c in _frozen("tenant", 1) if c.name != "top"]
+    cs.append(claim("T", "top", 21, class_priority=10, priority=5, gpus_per_replica=16, current=1, held=1, bound=0,
+                    wanted=1, min_replicas=1))
+    for _, out, running, _, alone, _ in _runs(cs, across, 3, BARE):
+        assert running[("C", "c")] == alone[("C", "c")] == 8, (_shares(out), running, alone)

@@ -369,7 +369,8 @@ def _kept(c: Claim) -> int:
     return max(0, min(_held(c), c.wanted))
 
 
-def _never_placed(members: list[Claim], pool_gpus: int, outranked: Callable[[Claim], bool]) -> dict[Key, int]:
+def _never_placed(members: list[Claim], pool_gpus: int,
+                  outranked: Callable[[Claim], bool]) -> tuple[dict[Key, int], set[Key]]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place. The
     kube-scheduler preempts only pods of a lower pod priority, and the pool cuts those of their pod priority only
     where a backend short of what it wants outranks them (``outranked``), so a replica of ``g`` GPUs runs only while
@@ -391,16 +392,23 @@ def _never_placed(members: list[Claim], pool_gpus: int, outranked: Callable[[Cla
     descending = sorted(running_at, reverse=True)
     negated = [-level for level in descending]
     from_level = list(itertools.accumulate(running_at[level] for level in descending))  # at that level and above
-    out = {}
+    out, fillable = {}, set()  # (and the backends a replica more could be placed for: room for one beyond its own)
     for c in members:
         g = c.gpus_per_replica
-        if c.bound is None or g <= 0 or (pending := _held(c) - runs(c)) <= 0:
+        if g <= 0:
             continue
         above = bisect.bisect_left(negated, -c.scheduling_priority)  # the levels above its own
         room = pool_gpus - (from_level[above - 1] if above else 0) - fixed_at.get(c.scheduling_priority, 0)
+        if c.bound is None:  # (its pods not read: whether a replica of it could be placed at all)
+            if room >= g:
+                fillable.add(c.key)
+            continue
+        pending = _held(c) - runs(c)
         if (never := pending - max(0, room) // g) > 0:
             out[c.key] = never
-    return out
+        if pending - max(0, never) > 0 or max(0, room) - max(0, pending) * g >= g:
+            fillable.add(c.key)
+    return out, fillable
 
 
 def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: float) -> list[list[Claim]]:
@@ -826,10 +834,19 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     # step 1: what each holds; Pending replicas nothing could place hold nothing
     # (a backend with the replicas it wants running takes nothing: it outranks nobody here)
-    outranked_by_a_taker = _outranked_by_any(
-        [c for c in members if c.gpus_per_replica > 0 and c.wanted > runs(c)], across)
-    never = _never_placed(members, pool_gpus, outranked_by_a_taker) if exact else {}
-    if exact and any(c.bound is None for c in members):
+    # (only where a replica could fill that: one short only by replicas nothing could place takes nothing either, so
+    # the set is read again without them, a few rounds; it only shrinks)
+    takers = [c for c in members if c.gpus_per_replica > 0 and c.wanted > runs(c)]
+    outranked_by_a_taker = _outranked_by_any(takers, across)
+    never: dict[Key, int] = {}
+    for _ in range(4 if exact else 0):
+        never, fillable = _never_placed(members, pool_gpus, outranked_by_a_taker)
+        if len(fill := [c for c in takers if c.key in fillable]) == len(takers):
+            break
+        takers = fill
+        outranked_by_a_taker = _outranked_by_any(takers, across)
+    some_unread = exact and any(c.bound is None for c in members)
+    if some_unread:
         # a backend's pods not read this sync: each judgement keeps what the last read said where that sets more
         # replicas apart (a tenant whose pod lists fail moves nobody's judgement that way)
         for c in members:
@@ -1516,9 +1533,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         if k in never:
             # its replicas never placed stay while nothing short outranks it and it gave none up (equals are first
             # come first served: not the pool's to cut; GPUs it grew by go to those Pending pods first); else they
-            # go, as any the pool grants no GPUs, but not below its floor
-            replicas = max(replicas, min(c.current, c.min_replicas) if outranked_by_a_taker(c) or given[k]
-                           else min(c.wanted, _held(c)))
+            # go, as any the pool grants no GPUs, but not below its floor. Not on a sync with a backend not read: who
+            # is short is judged without its pods (they hold nothing either way)
+            gone = (outranked_by_a_taker(c) and not some_unread) or given[k]
+            replicas = max(replicas, min(c.current, c.min_replicas) if gone else min(c.wanted, _held(c)))
         out[k] = Share(replicas, preempted_by, waiting,
                        f"took replica(s) from {took_text}, drained first" if took_text else None,
                        unplaceable=(bool(c.unplaceable) or admitted[k] < c.wanted) and waiting is not None
