@@ -462,10 +462,15 @@ def test_vs_own_class_clearing_its_siblings_pending_replica_gives_the_tenant_no_
 
 # --- (8) fuzz -----------------------------------------------------------------------------------------------------
 
-def _fuzz_pool(rng: random.Random):
-    pool = rng.choice([4, 6, 8, 11, 12, 16])
+def _fuzz_pool(rng: random.Random, pools: tuple[int, ...] = (4, 6, 8, 11, 12, 16), most: int = 6,
+               namespaces: str = "tabc", classes: tuple = (None, None, 5, 10), bare_classes: tuple = (0, 0, 5, 10),
+               bare_namespaces: str = "tabcx"):
+    """2 to ``most`` backends (the first the tenant's) of ``namespaces``, 1/2/4/8 GPUs a replica, a fifth with fewer
+    running than fit, pod priorities of ``classes``; bare pods of ``bare_classes`` in up to three of
+    ``bare_namespaces``. Pass 30 reuses it with more levels."""
+    pool = rng.choice(pools)
     cs, used = [], 0
-    for i in range(rng.randint(2, 6)):
+    for i in range(rng.randint(2, most)):
         g = min(pool, rng.choice([1, 2, 4, 8]))
         cur = rng.randint(0, 3)
         bound = min(cur, max(0, (pool - used) // g))
@@ -473,12 +478,12 @@ def _fuzz_pool(rng: random.Random):
             bound = rng.randint(0, bound)
         used += bound * g
         minimum = rng.choice([0, 0, 1, cur])
-        ns = rng.choice("tabc") if i else "t"
+        ns = rng.choice(namespaces) if i else "t"
         cs.append(claim(ns, f"{ns}{i}", pool, priority=rng.choice([0, 1, 5, 10**6]), current=cur, held=cur,
                         bound=bound, wanted=max(cur, minimum) + rng.randint(0, 2), min_replicas=minimum,
-                        gpus_per_replica=g, class_priority=rng.choice([None, None, 5, 10])))
-    bare = [(ns, rng.choice([1, 2, 4, 8]), 0, rng.randint(1, 2), rng.choice([0, 0, 5, 10]))
-            for ns in rng.sample("tabcx", rng.randint(0, 3))]
+                        gpus_per_replica=g, class_priority=rng.choice(classes)))
+    bare = [(ns, rng.choice([1, 2, 4, 8]), 0, rng.randint(1, 2), rng.choice(bare_classes))
+            for ns in rng.sample(bare_namespaces, rng.randint(0, 3))]
     return cs, pool, bare
 
 
@@ -486,11 +491,11 @@ def _preempted(share_) -> int:
     return sum(int(n) for n in re.findall(r"(\d+) replica", share_.preempted_by or ""))
 
 
-def _fuzz(seed: int, trials: int, unread_p: float, bare_p: float) -> None:
+def _fuzz(seed: int, trials: int, unread_p: float, bare_p: float, pool_of=_fuzz_pool) -> None:
     rng = random.Random(seed)
     for trial in range(trials):
         across = trial % 2 == 0
-        cs, pool, bare = _fuzz_pool(rng)
+        cs, pool, bare = pool_of(rng)
         if rng.random() > bare_p:
             bare = []
         unread = {c.key for c in cs if rng.random() < unread_p}

@@ -58,7 +58,7 @@ import random
 import pytest
 import test_pool_attack29 as pass29
 from test_pool_attack26 import _runs, _shares
-from test_pool_attack28 import claim, pending_claim, running_claim
+from test_pool_attack28 import pending_claim, running_claim
 
 MODES = pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
 JUDGED = pytest.mark.parametrize("judged", [False, True], ids=["read", "judged"])
@@ -153,26 +153,10 @@ def test_an_uncompletable_class_bare_pod_does_not_stop_an_equal_class_from_preem
 def _fuzz_pool(rng: random.Random):
     """Pass 29's generator with more levels: classes 1/5/10, the tenant in half the backends, bare pods of pod
     priorities 0/1/5/10 in up to three namespaces, pools of 9 and 11 GPUs too."""
-    pool = rng.choice([4, 6, 8, 9, 11, 12, 16])
-    cs, used = [], 0
-    for i in range(rng.randint(2, 7)):
-        g = min(pool, rng.choice([1, 2, 4, 8]))
-        cur = rng.randint(0, 3)
-        bound = min(cur, max(0, (pool - used) // g))
-        if rng.random() < 0.2:
-            bound = rng.randint(0, bound)
-        used += bound * g
-        minimum = rng.choice([0, 0, 1, cur])
-        ns = rng.choice("ttab") if i else "t"
-        cs.append(claim(ns, f"{ns}{i}", pool, priority=rng.choice([0, 1, 5, 10**6]), current=cur, held=cur,
-                        bound=bound, wanted=max(cur, minimum) + rng.randint(0, 2), min_replicas=minimum,
-                        gpus_per_replica=g, class_priority=rng.choice([None, None, 1, 5, 10])))
-    bare = [(ns, rng.choice([1, 2, 4, 8]), 0, rng.randint(1, 2), rng.choice([0, 0, 1, 5, 10]))
-            for ns in rng.sample("tabx", rng.randint(0, 3))]
-    return cs, pool, bare
+    return pass29._fuzz_pool(rng, pools=(4, 6, 8, 9, 11, 12, 16), most=7, namespaces="ttab",
+                             classes=(None, None, 1, 5, 10), bare_classes=(0, 0, 1, 5, 10), bare_namespaces="tabx")
 
 
 @pytest.mark.parametrize(("seed", "unread_p", "bare_p"), [(301, 0.3, 1.0), (305, 0.0, 0.0), (307, 0.5, 1.0)])
-def test_fuzz_pass_29s_invariants_hold_with_more_pod_priority_levels(seed, unread_p, bare_p, monkeypatch):
-    monkeypatch.setattr(pass29, "_fuzz_pool", _fuzz_pool)
-    pass29._fuzz(seed, 150, unread_p, bare_p)
+def test_fuzz_pass_29s_invariants_hold_with_more_pod_priority_levels(seed, unread_p, bare_p):
+    pass29._fuzz(seed, 150, unread_p, bare_p, _fuzz_pool)

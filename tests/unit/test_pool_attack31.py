@@ -189,10 +189,8 @@ def _fuzz_pool(rng: random.Random):
 
 
 @pytest.mark.parametrize(("seed", "unread_p", "bare_p"), [(311, 0.0, 1.0), (314, 0.2, 0.0)])
-def test_fuzz_pass_29s_invariants_hold_with_never_placed_replicas_and_satisfied_siblings(seed, unread_p, bare_p,
-                                                                                       monkeypatch):
-    monkeypatch.setattr(pass29, "_fuzz_pool", _fuzz_pool)
-    pass29._fuzz(seed, 150, unread_p, bare_p)
+def test_fuzz_pass_29s_invariants_hold_with_never_placed_replicas_and_satisfied_siblings(seed, unread_p, bare_p):
+    pass29._fuzz(seed, 150, unread_p, bare_p, _fuzz_pool)
 
 
 # --- (4) the reviewer's probe after the fix: a sibling short only by a replica nothing could place ------------------
