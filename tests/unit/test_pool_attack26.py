@@ -81,14 +81,17 @@ def _scheduled(claims: list[Claim], out: dict, bare) -> dict:
     return running
 
 
-def _runs(claims: list[Claim], across: bool = False, syncs: int = 3, bare=(), seen=None):
+def _runs(claims: list[Claim], across: bool = False, syncs: int = 3, bare=(), seen=None, bound_read: bool = True):
     """Each sync: the shares (``seen``: the claims as the pool reads them), what the model runs after them, what ran
-    before, and what it runs with every backend at its wanted replicas (the scheduler alone)."""
+    before, and what it runs with every backend at its wanted replicas (the scheduler alone). ``bound_read``: the
+    pool is told the GPUs the pods bound to its nodes hold (``share``'s ``in_use``: the claims' and the bare pods')."""
     state, now, bare = None, 1000.0, list(bare)
     before = {c.key: c.bound or 0 for c in claims} | {("bare", i): b[2] for i, b in enumerate(bare)}
     for _ in range(syncs):
         listed = {POOL: [Unclaimed(ns, p, g) for ns, g, _, w, p in bare for _ in range(w)]}
-        out, state = share([seen(c) if seen else c for c in claims], now, state, across, listed)
+        bound = {POOL: sum((c.bound or 0) * c.gpus_per_replica for c in claims)
+                 + sum(g * r for _, g, r, _, _ in bare)} if bound_read else None
+        out, state = share([seen(c) if seen else c for c in claims], now, state, across, listed, bound)
         running = _scheduled(claims, out, bare)
         alone = _scheduled(claims, {c.key: dataclasses.replace(out[c.key], replicas=max(c.wanted, c.min_replicas))
                                     for c in claims}, bare)

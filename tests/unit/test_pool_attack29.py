@@ -260,16 +260,24 @@ def test_control_without_a_pending_floor_step_2_cuts_one_replica_and_w_keeps_two
 # Open (2026-12-06): starting step 2's freed GPUs at the idle ones, as suggested, let step 2 cut for a replica that a
 # running bare pod's GPU (which the pool does not see) kept from completing
 # (test_a_class_bare_pod_splits_no_cut_for_the_tenants_class_0_bare_pod failed); not kept.
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 3 (medium): step 2 does not count the GPUs no pod holds (freed_for_waiting starts at 0), so it cuts W's "
-    "1-GPU replicas twice for t0's 2-GPU Pending replica beside an idle GPU, and while the tenant's Pending 4-GPU "
-    "floor overcommits the pool W never regrows into it (pool 6: W 3 -> 1 for good, 1 GPU idle; the scheduler alone "
-    "leaves W 2). Fix: start step 2's freed GPUs at the idle ones (idle_gpus) in next_waiting and fits_beneath."))
+# Fixed (was a strict xfail): FINDING 3 (medium): step 2 does not count the GPUs no pod holds (freed_for_waiting starts at 0), so it cuts W's 1-GPU replicas twice for t0's 2-GPU Pending replica beside an idle GPU, and while the tenant's Pending 4-GPU floor overcommits the pool W never regrows into it (pool 6: W 3 -> 1 for good, 1 GPU idle; the scheduler alone leaves W 2). Fix: start step 2's freed GPUs at the idle ones (idle_gpus) in next_waiting and fits_beneath. Fixed (2026-12-07): step 2 starts at the GPUs no pod holds where the operator read what the pods bound to the pool's nodes hold (share's in_use, controller/run.py _unclaimed); not known, it starts at 0 as before.
 @MODES
 def test_step_2_counts_idle_gpus_and_a_pending_floor_keeps_no_gpu_idle_for_good(across):
     for _, out, running, _, alone, _ in _runs(_idle(True), across, 4):
         assert running[("H", "t0")] == 2, running
         assert running[("W", "w2")] == 2, (_shares(out), running, alone)
+
+
+@MODES
+@pytest.mark.parametrize("read", [True, False], ids=["in-use-read", "in-use-not-known"])
+@pytest.mark.parametrize("bare_priority", [0, 10])
+def test_step_2_hands_waiting_replicas_no_gpu_a_running_pod_no_claim_covers_holds(across, read, bare_priority):
+    """Pool 6 of finding 3, with X's bare 1-GPU pod running on the GPU no claim holds: t0's Pending replica needs a
+    cut of W (the scheduler alone evicts one of W's pods too), and it runs from the first sync, whether or not the
+    pool knows what the pods bound to its nodes hold."""
+    for _, out, running, _, alone, _ in _runs(_idle(True), across, 4, [("X", 1, 1, 0, bare_priority)], bound_read=read):
+        assert running[("H", "t0")] == 2 and running[("bare", 0)] == 1, (_shares(out), running)
+        assert running[("W", "w2")] >= alone[("W", "w2")] == 1, (_shares(out), running, alone)
 
 
 # --- (3b) a Pending replica that can never be completed counts in the deficit ------------------------------------
@@ -555,16 +563,15 @@ def _tenant_pool(rng: random.Random):
 
 
 # Fixed (was a strict xfail): FINDING 4's effect, found by this fuzz (seed 1, trial 63, pool 16, default mode): v's class-10 8-GPU backend at a floor of 3 runs 1 and has 2 Pending that can never be completed (7 GPUs of lower pods); the deficit they make stops w2's and v3's class-10 growth, which the scheduler would place by preempting class-0 pods, and the tenant's class-5 bare pods run on those GPUs instead (tenant 3 -> 6 GPUs; scheduler alone: 0).
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 3's effect, found by this fuzz once finding 4 was fixed (seed 1, trial 178, pool 9, default mode): x's "
-    "class-10 backend at its floor of 3 has 3 Pending 1-GPU replicas beside 3 idle GPUs; step 2 does not count idle "
-    "GPUs and cuts v2's running class-5 4-GPU replica for them, and the tenant's class-0 4-GPU bare pod runs on it "
-    "(tenant 2 -> 6 GPUs; scheduler alone: 2, free before: 3)."))
+# Fixed (was a strict xfail): FINDING 3's effect, found by this fuzz once finding 4 was fixed (seed 1, trial 178, pool 9, default mode): x's class-10 backend at its floor of 3 has 3 Pending 1-GPU replicas beside 3 idle GPUs; step 2 does not count idle GPUs and cuts v2's running class-5 4-GPU replica for them, and the tenant's class-0 4-GPU bare pod runs on it (tenant 2 -> 6 GPUs; scheduler alone: 2, free before: 3). Fixed with finding 3 (2026-12-07); trial 233 (a tie between equals the scheduler breaks by creation time) is read with both orders.
 def test_fuzz_the_tenant_runs_no_more_than_the_scheduler_alone_or_the_free_gpus_give_it():
     """Default mode, 3 syncs, 300 pools: the tenant's GPUs (its backends' and its bare pods') after a sync are at most
     what the scheduler alone gives it, or what it ran plus the GPUs free before, unless no other namespace's backend
     runs less than with the scheduler alone (trial 170: the scheduler alone evicts the tenant's 1-GPU floor replica,
-    the pool keeps it on what a 4-GPU cut leaves over, and the backend cut loses the same replica either way)."""
+    the pool keeps it on what a 4-GPU cut leaves over, and the backend cut loses the same replica either way). The
+    scheduler alone places pods of one pod priority in the order they were made, which the pool cannot know: it is
+    read with the backends' new pods made in both orders (trial 233: x3's two class-10 pods before w2's 8-GPU one
+    leave 2 GPUs of a 4-GPU cut over, and the tenant's class-5 pods take them, with the pool as with the scheduler)."""
     rng = random.Random(1)
     for trial in range(300):
         cs, pool, bare = _tenant_pool(rng)
@@ -572,8 +579,10 @@ def test_fuzz_the_tenant_runs_no_more_than_the_scheduler_alone_or_the_free_gpus_
             def of_tenant(ran, claims=claims, us=us):
                 return sum(ran[c.key] * c.gpus_per_replica for c in claims if c.namespace == "t") + sum(
                     ran[("bare", i)] * b[1] for i, b in enumerate(us))
+            at_wanted = {c.key: dataclasses.replace(out[c.key], replicas=max(c.wanted, c.min_replicas)) for c in claims}
+            orders = [alone, _scheduled(claims[::-1], at_wanted, us)]
             free_before = pool - sum(before[c.key] * c.gpus_per_replica for c in claims) - sum(
                 before[("bare", i)] * b[1] for i, b in enumerate(us))
-            others_lose = any(running[c.key] < alone[c.key] for c in claims if c.namespace != "t")
-            assert of_tenant(running) <= max(of_tenant(alone), of_tenant(before) + max(0, free_before)) or (
-                not others_lose), (trial, claims, us, _shares(out), running, before, alone)
+            assert any(of_tenant(running) <= max(of_tenant(ran), of_tenant(before) + max(0, free_before))
+                       or not any(running[c.key] < ran[c.key] for c in claims if c.namespace != "t")
+                       for ran in orders), (trial, claims, us, _shares(out), running, before, orders)

@@ -266,3 +266,66 @@ def test_a_replica_of_another_scheduler_not_judged_yet_holds_nothing():
     pods = [_pod(name=f"p{i}", labels={"pod-template-hash": "abc"}, owner=rs, **extra)
             for i, extra in enumerate([{}, {"schedulerName": "no-such-scheduler"}])]
     assert held_replicas(2, pods, {"status": {}}, needs_gpus=True, grouped=False, workload_made="llm") == 1
+
+
+# --- the GPUs pods bound to a pool's nodes hold (step 2 hands waiting replicas the rest: pass 29's finding 3) ----------
+
+
+def test_gpus_in_use_counts_every_pod_bound_to_the_pools_nodes_and_nothing_else():
+    from llmbackend.autoscaling.holding import gpus_in_use
+    leaving = _pod(name="leaving", node="n1", phase="Running")
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"  # its containers still hold the GPU
+    pods = [_pod(name="runs", node="n1", phase="Running"), _pod(name="starts", gpus=2, node="n2"), leaving,
+            _pod(name="elsewhere", gpus=4, node="m1", phase="Running"), _pod(name="ended", gpus=8, node="n1",
+                                                                              phase="Succeeded"),
+            _pod(name="failed", gpus=8, node="n2", phase="Failed"), _pod(name="waits", gpus=8),
+            _pod(name="cpu", gpus=0, node="n1", phase="Running")]
+    assert gpus_in_use(pods, ["n1", "n2"]) == 4
+    assert gpus_in_use(pods, []) == 0
+
+
+def _claims_of(targets, waiting: bool) -> list[Claim]:
+    return [Claim(namespace=ns, name=name, pool=(t.pool,), pool_gpus=8, priority=0, current=2, wanted=2,
+                  min_replicas=0, gpus_per_replica=1, held=2, bound=1 if waiting and name == "a" else 2)
+            for (ns, name), t in targets.items()]
+
+
+@pytest.mark.parametrize("nodes_known", [True, False])
+@pytest.mark.parametrize("waiting", [True, False])
+def test_the_loop_lists_bound_pods_only_while_a_claim_of_a_pool_of_known_nodes_has_replicas_that_wait(
+        monkeypatch, nodes_known, waiting):
+    listed: list = []
+    bound = [_pod(name="bare", gpus=3, node="n1", phase="Running"), _pod(name="off", gpus=5, node="m1")]
+    operator = _operator_with_pending(monkeypatch, bound, listed)
+    operator.state.inventory = type("Nodes", (), {"nodes": staticmethod(lambda: [_node("n1"), _node("m1")])})()
+    targets = {(ns, name): dataclasses.replace(_pool_target(ns, name, 2),
+                                               pool_nodes=frozenset({"n1"}) if nodes_known else None)
+               for ns, name in [("ns", "a"), ("other", "b")]}
+    pending, in_use = asyncio.run(operator._unclaimed(targets, _claims_of(targets, waiting)))
+    if waiting and nodes_known:
+        # the list answers every field selector with the same pods here: those on n1 count, and only bound ones
+        assert listed == ["spec.nodeName=,status.phase=Pending",
+                          "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"]
+        assert in_use == {("H100/abc",): 3}
+    else:
+        assert listed == ["spec.nodeName=,status.phase=Pending"] and in_use is None
+
+
+def test_a_failed_list_of_bound_pods_leaves_what_they_hold_not_known_and_says_so(monkeypatch, caplog):
+    operator = _operator()
+    other = operator.kube.list
+
+    def kube_list(kind, namespace=None, label_selector=None, field_selector=None):
+        if kind == "Pod" and namespace is None:
+            if field_selector.startswith("spec.nodeName!="):
+                raise RuntimeError("forbidden")
+            return []
+        return other(kind, namespace, label_selector=label_selector, field_selector=field_selector)
+
+    monkeypatch.setattr(operator.kube, "list", kube_list)
+    operator.state.inventory = type("Nodes", (), {"nodes": staticmethod(lambda: [_node("n1")])})()
+    targets = {(ns, name): dataclasses.replace(_pool_target(ns, name, 2), pool_nodes=frozenset({"n1"}))
+               for ns, name in [("ns", "a"), ("other", "b")]}
+    pending, in_use = asyncio.run(operator._unclaimed(targets, _claims_of(targets, True)))
+    assert pending == {("H100/abc",): []} and in_use is None
+    assert "pods bound to the GPU pools' nodes not listed" in caplog.text

@@ -275,6 +275,14 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     return out
 
 
+def gpus_in_use(pods: Iterable[dict], nodes: Iterable[str]) -> int:
+    """The GPUs that pods bound to these nodes hold, every pod's (a claim's, a bare pod's, another pool's backend's):
+    the pool's GPUs no pod holds are the rest (autoscaling/pool.py ``share``, step 2). A pod leaving (deleted, not
+    ended) still holds its GPUs: the kubelet frees them once its containers stop."""
+    names = set(nodes)
+    return sum(pod_gpus(pod) for pod in pods if _bound(pod) and (pod.get("spec") or {}).get("nodeName") in names)
+
+
 def _with_volatile(node: GPUNode, keys: tuple[str, ...]) -> GPUNode:
     """The node with the volatile labels a pod reads (the inventory keeps them aside: ``GPUNode.volatile_labels``),
     as the kube-scheduler sees it."""

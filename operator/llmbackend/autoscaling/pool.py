@@ -319,9 +319,11 @@ def _kept_for(waiting: list[Claim], reserved: dict[Key, int], by_key: dict[Key, 
 
 
 def share(claims: Iterable[Claim], now: float, state: PoolState | None = None, across_namespaces: bool = False,
-          unclaimed: Mapping[tuple[str, ...], Iterable[Unclaimed]] | None = None) -> tuple[dict[Key, Share], PoolState]:
+          unclaimed: Mapping[tuple[str, ...], Iterable[Unclaimed]] | None = None,
+          in_use: Mapping[tuple[str, ...], int] | None = None) -> tuple[dict[Key, Share], PoolState]:
     """Every backend's share of its pool. Pure: returns a new state. ``unclaimed``: each pool's Pending GPU pods that
-    no claim covers (not known: none)."""
+    no claim covers (not known: none). ``in_use``: each pool's GPUs that pods bound to its nodes hold, every pod's (a
+    pool missing: not known, and step 2 hands waiting replicas no GPU that no claim's pod holds)."""
     state = state or PoolState()
     pools: dict[tuple[str, ...], list[Claim]] = {}
     for c in sorted(claims, key=lambda c: c.key):
@@ -344,7 +346,8 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None, a
             for name, _ in c.quota_free:
                 budget[(c.namespace, name)] -= _quota_spend(c, _kept(c))
     for key, members in pools.items():
-        _share_pool(members, now, state, new, out, across_namespaces, budget, (unclaimed or {}).get(key, ()))
+        _share_pool(members, now, state, new, out, across_namespaces, budget, (unclaimed or {}).get(key, ()),
+                    (in_use or {}).get(key))
     return out, new
 
 
@@ -820,7 +823,8 @@ def _quota_spend(c: Claim, replicas: int) -> int:
 
 
 def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolState, out: dict[Key, Share],
-                across: bool, budget: dict[tuple[str, str], int], unclaimed: Iterable[Unclaimed] = ()) -> None:
+                across: bool, budget: dict[tuple[str, str], int], unclaimed: Iterable[Unclaimed] = (),
+                in_use: int | None = None) -> None:
     pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
@@ -996,8 +1000,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # taker's new pods do, if what it frees holds them (with the GPUs no pod holds: growth granted this pass has no
     # pod on them yet)
     others = _UnclaimedPods(unclaimed)
-    idle_gpus = max(0, pool_gpus - sum(runs(c) * max(0, c.gpus_per_replica) for c in members)) if exact \
-        else max(0, free)
+    # (what runs is read at two moments, the claims' pods and the pool's nodes: the larger count is the safe one)
+    idle_gpus = max(0, pool_gpus - max(in_use or 0, sum(runs(c) * max(0, c.gpus_per_replica) for c in members))) \
+        if exact else max(0, free)
 
     def third_waits(c: Claim, v: Claim) -> bool:
         """Whether Pending pods no claim covers, of c's pod priority or above, wait outside v's namespace: what a
@@ -1092,9 +1097,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                       if grant[v.key] > v.min_replicas and v.gpus_per_replica > 0 and outranked(v)]
         heapq.heapify(candidates)
         taker_of = _first_outranking(holders, grant, across)
-        # GPUs of running replicas cut so far: the waiting pods that outrank the cuts get them. (Not the GPUs no claim's
-        # pod holds: a running pod no claim covers, which the pool does not see, may hold them)
-        freed_for_waiting = 0
+        # GPUs of running replicas cut so far, and those no pod holds: the waiting pods that outrank the cuts get
+        # them. Those no pod holds only where the pods bound to the pool's nodes were read (``in_use``): a running
+        # pod no claim covers may hold them otherwise
+        freed_for_waiting = idle_gpus if exact and in_use is not None else 0
 
         # the replicas that wait, the highest pod priority first (the larger first among equals: the harder to
         # complete): the GPUs cuts free go to them in that order (``next_waiting``)
