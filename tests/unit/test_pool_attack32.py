@@ -84,7 +84,14 @@ whose pods are unschedulable for another reason than GPUs) are finding 2's third
 model would run their pods). Nothing checked on a real cluster (one bin of GPUs, not nodes).
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): the outrankers in ``_never_placed`` are read to the end (a round a taker at most:
+finding 1); a taker is a backend that could still claim (``pool._short``: not unplaceable, no idle replicas, quota
+room: finding 2); an equal's GPUs count as freeable only for takers of its own pod priority that outrank it, and no
+more than those takers are short of (finding 4, and with it 1 and 2). Finding 3 is fixed by pass 29's finding 3 fix
+(step 2 hands the waiting replica the GPUs no pod holds, so it completes hi by cutting lo) and by the cap (hi's
+shortage frees lo's GPUs for it only)."""
 
 from __future__ import annotations
 
@@ -131,11 +138,7 @@ def test_control_a_chain_of_three_hopeless_takers_is_read_to_the_end_and_w_grows
 
 @MODES
 @pytest.mark.parametrize("links", [4, 5])
-@pytest.mark.xfail(strict=True, reason=(
-    "pass 32 finding 1 (high): the fillable rounds stop at 4 while the taker set still shrinks; a chain of 4 hopeless "
-    "takers in T (each gone un-outranks the next's victim) leaves never as computed while t4 still outranked v4, so "
-    "T's hopeless 3-GPU Pending replica counts v4's GPU as room, holds 3 GPUs of a full pool of 7 and W's growth into "
-    "L's class-0 GPUs waits for good (W 0; scheduler alone 2)"))
+# Fixed (was a strict xfail): pass 32 finding 1 (high): the fillable rounds stop at 4 while the taker set still shrinks; a chain of 4 hopeless takers in T (each gone un-outranks the next's victim) leaves never as computed while t4 still outranked v4, so T's hopeless 3-GPU Pending replica counts v4's GPU as room, holds 3 GPUs of a full pool of 7 and W's growth into L's class-0 GPUs waits for good (W 0; scheduler alone 2)
 def test_a_chain_of_hopeless_takers_longer_than_the_rounds_does_not_freeze_an_equals_growth(across, links):
     for _, out, running, _, alone, _ in _runs(_chain(links), across, 3):
         assert running[("T", "x")] == 0 and alone[("W", "w")] == 2, (running, alone)
@@ -172,11 +175,7 @@ def test_control_without_the_pending_replica_a_never_taking_top_changes_nothing(
 
 @MODES
 @pytest.mark.parametrize("kind", ["unplaceable", "quota"])
-@pytest.mark.xfail(strict=True, reason=(
-    "pass 32 finding 2 (high): an unplaceable or quota-capped backend (wanted > runs, never granted) is a taker in "
-    "_never_placed for good; T's such top outranks T's filler, filler's GPUs count as room for big's hopeless 8-GPU "
-    "Pending replica, which holds GPUs: c stays 4 (scheduler alone 8) and T's class-5 bare pods take X's 4 GPUs "
-    "(alone 1)"))
+# Fixed (was a strict xfail): pass 32 finding 2 (high): an unplaceable or quota-capped backend (wanted > runs, never granted) is a taker in _never_placed for good; T's such top outranks T's filler, filler's GPUs count as room for big's hopeless 8-GPU Pending replica, which holds GPUs: c stays 4 (scheduler alone 8) and T's class-5 bare pods take X's 4 GPUs (alone 1)
 def test_a_taker_that_can_never_take_does_not_make_a_hopeless_replica_hold_gpus(across, kind):
     cs = _never_taking(kind)
     bare = BARE if kind == "unplaceable" else []
@@ -210,11 +209,7 @@ def test_control_an_equal_of_a_third_namespace_is_not_counted_for_hi_and_w_grows
 
 @pytest.mark.parametrize(("across", "lo_namespace"), [(False, "T"), (True, "T"), (True, "X")],
                          ids=["default-sibling", "across-sibling", "across-third-namespace"])
-@pytest.mark.xfail(strict=True, reason=(
-    "pass 32 finding 3 (high): _never_placed counts an equal that hi outranks (T's own lo; across namespaces any "
-    "lower number) as freeable for hi's Pending 4-GPU replica, so it holds 4 GPUs, but step 2's feeds_others counts "
-    "as freeable only lower pod priorities (1 GPU) and never cuts lo: hi waits for good, its deficit stops W (0; "
-    "scheduler alone 2) and T's class-0 bare pods take the 2 free GPUs"))
+# Fixed (was a strict xfail): pass 32 finding 3 (high): _never_placed counts an equal that hi outranks (T's own lo; across namespaces any lower number) as freeable for hi's Pending 4-GPU replica, so it holds 4 GPUs, but step 2's feeds_others counts as freeable only lower pod priorities (1 GPU) and never cuts lo: hi waits for good, its deficit stops W (0; scheduler alone 2) and T's class-0 bare pods take the 2 free GPUs
 def test_a_pending_replica_step_2_never_completes_does_not_freeze_an_equals_growth(across, lo_namespace):
     for i, (_, out, running, _, alone, _) in enumerate(_runs(_outranked_equal(lo_namespace), across, 3,
                                                              [("T", 1, 0, 2, 0)])):
@@ -250,11 +245,7 @@ def test_across_namespaces_the_short_top_grows_and_c_settles_where_the_scheduler
     assert running[("bare", 0)] <= alone[("bare", 0)], (running, alone)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pass 32 finding 4 (high): T's top short of a replica that could be placed (it runs 1, wants 2) is a taker; "
-    "its outranking counts filler's 4 GPUs as room for big's hopeless 8-GPU Pending replica, which holds GPUs, and "
-    "the deficit stops top's own growth, so it stays short for good: c 4 (scheduler alone 8) and T's class-5 bare "
-    "pods take X's 4 GPUs (alone 0)"))
+# Fixed (was a strict xfail): pass 32 finding 4 (high): T's top short of a replica that could be placed (it runs 1, wants 2) is a taker; its outranking counts filler's 4 GPUs as room for big's hopeless 8-GPU Pending replica, which holds GPUs, and the deficit stops top's own growth, so it stays short for good: c 4 (scheduler alone 8) and T's class-5 bare pods take X's 4 GPUs (alone 0)
 def test_a_short_sibling_whose_growth_waits_on_the_deficit_does_not_freeze_c():
     syncs = list(_runs(_short_top(2, 1), False, 4, BARE))
     _, out, running, _, alone, _ = syncs[-1]  # (one sync to settle: the top may grow first)

@@ -372,26 +372,54 @@ def _kept(c: Claim) -> int:
     return max(0, min(_held(c), c.wanted))
 
 
-def _never_placed(members: list[Claim], pool_gpus: int,
-                  outranked: Callable[[Claim], bool]) -> tuple[dict[Key, int], set[Key]]:
+def _short(c: Claim) -> int:
+    """The replicas a backend could still claim beyond those it runs: what it wants, as far as its quota admits;
+    none while its pods could not be placed anyway (``unplaceable``), or some of its replicas hold nothing (their
+    pods wait for something else than GPUs: it claims no more until they run)."""
+    if c.gpus_per_replica <= 0 or c.unplaceable or c.current > _held(c):
+        return 0
+    admitted = c.wanted if c.quota is None else min(c.wanted, max(c.quota, _held(c)))
+    return max(0, admitted - runs(c))
+
+
+def _never_placed(members: list[Claim], pool_gpus: int, takers: list[Claim],
+                  across: bool) -> tuple[dict[Key, int], set[Key]]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place. The
-    kube-scheduler preempts only pods of a lower pod priority, and the pool cuts those of their pod priority only
-    where a backend short of what it wants outranks them (``outranked``), so a replica of ``g`` GPUs runs only while
-    ``g`` fit beside the pods running at a higher pod priority and those of its own that no such backend outranks (of
-    those outranked, their floors). Such replicas hold no GPUs: they make no deficit another backend's growth waits
-    on, no cut is made for them, and none is stopped for them (``contested``): every GPU a cut of the pool could free
-    them was counted already. They stay while no such backend outranks theirs, and go (down to its floor) once one
-    does. Counted as is safe for the others: a pod the pool does not see (a bare pod), one of a backend not read,
-    another Pending replica placed before them would only make them wait more (a sync with a backend not read keeps
-    the last read's judgement where it set more apart: ``PoolState.never_placed``)."""
+    kube-scheduler preempts only pods of a lower pod priority, and the pool cuts those of their pod priority only for
+    a backend of that pod priority short of what it wants that outranks them (``takers``), no more than it is short
+    of (a cut for a higher one goes to its pods). So a replica of ``g`` GPUs runs only while ``g`` fit beside the pods
+    running at a higher pod priority and those of its own less what such cuts could free (the GPUs those takers are
+    short of, at most what those they outrank run above their floors; the older Pending pods get them first). Such
+    replicas hold no GPUs: they make no deficit another backend's growth waits on, no cut is made for them, and
+    none is stopped for them (``contested``): every GPU a cut of the pool could free them was counted already. They
+    stay while no taker outranks theirs, and go (down to its floor) once one does. Counted as is safe for the others:
+    a pod the pool does not see (a bare pod), one of a backend not read, another Pending replica placed before them
+    would only make them wait more (a sync with a backend not read keeps the last read's judgement where it set more
+    apart: ``PoolState.never_placed``)."""
     running_at: dict[int, int] = {}  # GPUs running at each pod priority
-    fixed_at: dict[int, int] = {}    # of those, the GPUs no cut of the pool frees
     for c in members:
         if c.bound is not None:
-            level, g = c.scheduling_priority, max(0, c.gpus_per_replica)
-            running_at[level] = running_at.get(level, 0) + runs(c) * g
-            fixed = min(runs(c), c.min_replicas) if outranked(c) else runs(c)
-            fixed_at[level] = fixed_at.get(level, 0) + fixed * g
+            running_at[c.scheduling_priority] = (running_at.get(c.scheduling_priority, 0)
+                                                 + runs(c) * max(0, c.gpus_per_replica))
+    # GPUs running at each pod priority that cuts for a taker of that pod priority could free
+    freeable_at: dict[int, int] = {}
+    takers_at: dict[int, list[Claim]] = {}
+    for t in takers:
+        takers_at.setdefault(t.scheduling_priority, []).append(t)
+    for level, level_takers in takers_at.items():
+        outranked = _outranked_by_any(level_takers, across)
+        equals = [e for e in members if e.bound is not None and e.scheduling_priority == level
+                  and e.gpus_per_replica > 0 and runs(e) > e.min_replicas and outranked(e)]
+        if not equals:
+            continue
+        lowest: dict[str, int] = {}  # the lowest priority of those equals, in each namespace (in all: ``across``)
+        for e in equals:
+            scope = "" if across else e.namespace
+            lowest[scope] = min(e.priority, lowest.get(scope, e.priority))
+        short = sum(_short(t) * t.gpus_per_replica for t in level_takers
+                    if t.priority > lowest.get("" if across else t.namespace, t.priority))
+        freeable_at[level] = min(short, sum((runs(e) - e.min_replicas) * e.gpus_per_replica for e in equals))
+    fixed_at = {level: gpus - freeable_at.get(level, 0) for level, gpus in running_at.items()}
     descending = sorted(running_at, reverse=True)
     negated = [-level for level in descending]
     from_level = list(itertools.accumulate(running_at[level] for level in descending))  # at that level and above
@@ -840,15 +868,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # (a backend with the replicas it wants running takes nothing: it outranks nobody here)
     # (only where a replica could fill that: one short only by replicas nothing could place takes nothing either, so
     # the set is read again without them, a few rounds; it only shrinks)
-    takers = [c for c in members if c.gpus_per_replica > 0 and c.wanted > runs(c)]
-    outranked_by_a_taker = _outranked_by_any(takers, across)
+    takers = [c for c in members if _short(c) > 0]
     never: dict[Key, int] = {}
-    for _ in range(4 if exact else 0):
-        never, fillable = _never_placed(members, pool_gpus, outranked_by_a_taker)
+    for _ in range(len(takers) + 1 if exact else 0):  # (each round but the last drops a taker)
+        never, fillable = _never_placed(members, pool_gpus, takers, across)
         if len(fill := [c for c in takers if c.key in fillable]) == len(takers):
             break
         takers = fill
-        outranked_by_a_taker = _outranked_by_any(takers, across)
+    outranked_by_a_taker = _outranked_by_any(takers, across)
     some_unread = exact and any(c.bound is None for c in members)
     if some_unread:
         # a backend's pods not read this sync: each judgement keeps what the last read said where that sets more
