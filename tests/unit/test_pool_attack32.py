@@ -91,7 +91,9 @@ finding 1); a taker is a backend that could still claim (``pool._short``: not un
 room: finding 2); an equal's GPUs count as freeable only for takers of its own pod priority that outrank it, and no
 more than those takers are short of (finding 4, and with it 1 and 2). Finding 3 is fixed by pass 29's finding 3 fix
 (step 2 hands the waiting replica the GPUs no pod holds, so it completes hi by cutting lo) and by the cap (hi's
-shortage frees lo's GPUs for it only)."""
+shortage frees lo's GPUs for it only). Pass 33 then found the cap per pod priority too loose (a taker's shortage
+lifted equals it does not outrank): an equal's GPUs now count only where the Pending replica's own backend outranks it;
+``_short`` still decides which backends make set-apart replicas go."""
 
 from __future__ import annotations
 

@@ -102,7 +102,15 @@ what a cut frees first"), not asserted, though the scheduler alone would give th
 Nothing checked on a real cluster (one bin of GPUs, not nodes).
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): an equal's GPUs count as room for a Pending replica only where the replica's own
+backend outranks it (findings 1, 3, 4: no other taker's shortage lifts it); the replicas set apart count with the
+Pending pods no claim covers in ``third_waits``/``older_waiting``/``feeds_others``, and what a cut frees counts with
+what earlier cuts of the pass free (``cut_so_far``: finding 2, and the two-takers leak pass 23's unread fuzz then
+showed); the memory of a backend not read holds only its replicas that could not run beside what the read pods run now
+(finding 5); a deficit made only by the GPUs of an unread backend's replicas that wait for sure cuts no other backend
+(pass 17's unread fuzz once the rule changed)."""
 
 from __future__ import annotations
 
@@ -161,10 +169,7 @@ def test_control_one_taker_alone_lets_c_grow_as_the_scheduler_alone(across, top,
 
 
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 33 finding 1 (high): _never_placed's cap is pooled over a pod priority: "
-                   "T's hopeless 8-GPU top (outranks 1 GPU) lifts the freeable GPUs of e1, which only T's 1-GPU hi2 "
-                   "outranks, so big's hopeless Pending 8-GPU replica holds GPUs: c frozen at 4 (alone 7), T's "
-                   "bare pods take the 3 free GPUs")
+# Fixed (was a strict xfail): pass 33 finding 1 (high): _never_placed's cap is pooled over a pod priority: T's hopeless 8-GPU top (outranks 1 GPU) lifts the freeable GPUs of e1, which only T's 1-GPU hi2 outranks, so big's hopeless Pending 8-GPU replica holds GPUs: c frozen at 4 (alone 7), T's bare pods take the 3 free GPUs
 def test_a_taker_counts_only_the_equals_it_outranks(across):
     for out, running, alone in _settled(_pooled_cap(True, True), across, BARE5):
         assert running[("T", "big")] == alone[("T", "big")] == 1, (running, alone)
@@ -201,9 +206,7 @@ def test_control_the_tenant_gets_nothing_of_es_reshuffle_without_a_set_apart_rep
 @pytest.mark.parametrize(("across", "pg", "f_class"), [(False, 3, None), (False, 4, None), (True, 3, 10),
                                                        (True, 4, 10)],
                          ids=["default-3gpu", "default-4gpu", "across-3gpu", "across-4gpu"])
-@pytest.mark.xfail(strict=True, reason="pass 33 finding 2 (high): the cap counts the 1 GPU E's t is short of, not the "
-                   "4-GPU replica of e it cuts; T's Pending 3/4-GPU replica is set apart, contested does not see it, "
-                   "t cuts e and T's older pod runs on e's GPUs (T 0 -> 3/4 GPUs; scheduler alone 0)")
+# Fixed (was a strict xfail): pass 33 finding 2 (high): the cap counts the 1 GPU E's t is short of, not the 4-GPU replica of e it cuts; T's Pending 3/4-GPU replica is set apart, contested does not see it, t cuts e and T's older pod runs on e's GPUs (T 0 -> 3/4 GPUs; scheduler alone 0)
 def test_a_set_apart_replica_gets_nothing_of_a_cut_larger_than_the_takers_need(across, pg, f_class):
     cs, bare = _rounding("pending", pg, f_class)
     for _, out, running, _, alone, _ in _runs(cs, across, 3, bare):
@@ -237,9 +240,7 @@ def test_control_without_vs_short_hi_or_with_lo_at_its_floor_c_grows(across, hi_
 
 @MODES
 @pytest.mark.parametrize("hi_gpus", [8, 1], ids=["8gpu-hi", "1gpu-hi"])
-@pytest.mark.xfail(strict=True, reason="pass 33 finding 3 (high): V's lo counts as freeable for T's Pending 8-GPU "
-                   "replica, but V's cut of lo for V's hi is contested while T's replica waits: big holds 8, c stays "
-                   "4 (alone 8), 7 GPUs stay free and T's class-0 bare pods take them (alone 3 or 2)")
+# Fixed (was a strict xfail): pass 33 finding 3 (high): V's lo counts as freeable for T's Pending 8-GPU replica, but V's cut of lo for V's hi is contested while T's replica waits: big holds 8, c stays 4 (alone 8), 7 GPUs stay free and T's class-0 bare pods take them (alone 3 or 2)
 def test_an_equal_whose_cut_the_pending_replica_itself_contests_is_not_room_for_it(across, hi_gpus):
     for out, running, alone in _settled(_contested_room(hi_gpus), across, BARE0):
         assert running[("W", "c")] >= 7, (_shares(out), running, alone)
@@ -261,9 +262,7 @@ def test_control_a_taker_that_outranks_no_equal_grows_into_the_free_gpus(across,
         assert running[("W", "c")] == alone[("W", "c")] == 8, (_shares(out), running, alone)
 
 
-@pytest.mark.xfail(strict=True, reason="pass 33 finding 4 (high, across): c's 4 short GPUs, which the 4 free GPUs "
-                   "meet, count T's e1 as freeable; T's Pending 8-GPU replica holds 8 and c never grows into the free "
-                   "GPUs (4; alone 8); T's class-5 bare pods take them")
+# Fixed (was a strict xfail): pass 33 finding 4 (high, across): c's 4 short GPUs, which the 4 free GPUs meet, count T's e1 as freeable; T's Pending 8-GPU replica holds 8 and c never grows into the free GPUs (4; alone 8); T's class-5 bare pods take them
 def test_a_takers_shortage_met_by_free_gpus_frees_no_equal():
     for out, running, alone in _settled(_free_met(), True, BARE5):
         assert running[("W", "c")] == alone[("W", "c")] == 8, (_shares(out), running, alone)
@@ -304,9 +303,7 @@ def test_control_read_the_placed_replica_holds_and_w_is_granted_nothing(across):
 
 
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 33 finding 5 (medium): never_placed is kept for a backend not read; its "
-                   "replica placed meanwhile counts as holding nothing and w is granted the 4 GPUs it runs on (12 GPUs "
-                   "granted in a pool of 8) for as long as u's pods stay unread")
+# Fixed (was a strict xfail): pass 33 finding 5 (medium): never_placed is kept for a backend not read; its replica placed meanwhile counts as holding nothing and w is granted the 4 GPUs it runs on (12 GPUs granted in a pool of 8) for as long as u's pods stay unread
 def test_an_unread_backends_memory_grants_nothing_beyond_the_pool(across):
     for shares, running in _unread_memory(across, False):
         assert running[("T", "u")] == 2, running

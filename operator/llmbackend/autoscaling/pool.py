@@ -382,54 +382,46 @@ def _short(c: Claim) -> int:
     return max(0, admitted - runs(c))
 
 
-def _never_placed(members: list[Claim], pool_gpus: int, takers: list[Claim],
-                  across: bool) -> tuple[dict[Key, int], set[Key]]:
-    """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place. The
-    kube-scheduler preempts only pods of a lower pod priority, and the pool cuts those of their pod priority only for
-    a backend of that pod priority short of what it wants that outranks them (``takers``), no more than it is short
-    of (a cut for a higher one goes to its pods). So a replica of ``g`` GPUs runs only while ``g`` fit beside the pods
-    running at a higher pod priority and those of its own less what such cuts could free (the GPUs those takers are
-    short of, at most what those they outrank run above their floors; the older Pending pods get them first). Such
-    replicas hold no GPUs: they make no deficit another backend's growth waits on, no cut is made for them, and
-    none is stopped for them (``contested``): every GPU a cut of the pool could free them was counted already. They
-    stay while no taker outranks theirs, and go (down to its floor) once one does. Counted as is safe for the others:
-    a pod the pool does not see (a bare pod), one of a backend not read, another Pending replica placed before them
-    would only make them wait more (a sync with a backend not read keeps the last read's judgement where it set more
-    apart: ``PoolState.never_placed``)."""
+def _never_placed(members: list[Claim], pool_gpus: int, across: bool) -> tuple[dict[Key, int], set[Key]]:
+    """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place, and the
+    backends a replica more could be placed for. The kube-scheduler preempts only pods of a lower pod priority, and
+    the pool cuts a pod of the replica's own pod priority for it only where its own backend outranks that pod's (a
+    cut made for another backend goes to that backend's pods, or is not made while older pods would take what it
+    frees: ``contested``). So a replica of ``g`` GPUs runs only while ``g`` fit beside the pods running at a higher
+    pod priority and those of its own that its backend does not outrank (of those it does, their floors). Such
+    replicas hold no GPUs: they make no deficit another backend's growth waits on and no cut is made for them; as
+    Pending pods, they may take what a cut of the pool frees first (``_share_pool`` counts them with the pods no
+    claim covers). They stay while no backend short of what it wants outranks theirs, and go (down to its floor) once
+    one does. Counted as is safe for the others: a pod the pool does not see (a bare pod), one of a backend not read,
+    another Pending replica placed before them would only make them wait more (a sync with a backend not read keeps
+    the last read's judgement where it set more apart: ``PoolState.never_placed``)."""
     running_at: dict[int, int] = {}  # GPUs running at each pod priority
+    # GPUs running above their floors at each pod priority, in each namespace (in all: ``across``), by priority:
+    # what cuts for a backend of that pod priority and a higher priority could free
+    above_floor: dict[tuple, list[tuple[int, int]]] = {}
     for c in members:
         if c.bound is not None:
-            running_at[c.scheduling_priority] = (running_at.get(c.scheduling_priority, 0)
-                                                 + runs(c) * max(0, c.gpus_per_replica))
-    # GPUs running at each pod priority that cuts for a taker of that pod priority could free
-    freeable_at: dict[int, int] = {}
-    takers_at: dict[int, list[Claim]] = {}
-    for t in takers:
-        takers_at.setdefault(t.scheduling_priority, []).append(t)
-    for level, level_takers in takers_at.items():
-        outranked = _outranked_by_any(level_takers, across)
-        equals = [e for e in members if e.bound is not None and e.scheduling_priority == level
-                  and e.gpus_per_replica > 0 and runs(e) > e.min_replicas and outranked(e)]
-        if not equals:
-            continue
-        lowest: dict[str, int] = {}  # the lowest priority of those equals, in each namespace (in all: ``across``)
-        for e in equals:
-            scope = "" if across else e.namespace
-            lowest[scope] = min(e.priority, lowest.get(scope, e.priority))
-        short = sum(_short(t) * t.gpus_per_replica for t in level_takers
-                    if t.priority > lowest.get("" if across else t.namespace, t.priority))
-        freeable_at[level] = min(short, sum((runs(e) - e.min_replicas) * e.gpus_per_replica for e in equals))
-    fixed_at = {level: gpus - freeable_at.get(level, 0) for level, gpus in running_at.items()}
+            level, g = c.scheduling_priority, max(0, c.gpus_per_replica)
+            running_at[level] = running_at.get(level, 0) + runs(c) * g
+            group = (level,) if across else (level, c.namespace)
+            above_floor.setdefault(group, []).append((c.priority, max(0, runs(c) - c.min_replicas) * g))
+    below: dict[tuple, tuple[list[int], list[int]]] = {}  # group -> (priorities ascending, GPUs summed up to each)
+    for group, entries in above_floor.items():
+        entries.sort()
+        below[group] = ([p for p, _ in entries], list(itertools.accumulate(gpus for _, gpus in entries)))
     descending = sorted(running_at, reverse=True)
     negated = [-level for level in descending]
     from_level = list(itertools.accumulate(running_at[level] for level in descending))  # at that level and above
-    out, fillable = {}, set()  # (and the backends a replica more could be placed for: room for one beyond its own)
+    out, fillable = {}, set()
     for c in members:
         g = c.gpus_per_replica
         if g <= 0:
             continue
-        above = bisect.bisect_left(negated, -c.scheduling_priority)  # the levels above its own
-        room = pool_gpus - (from_level[above - 1] if above else 0) - fixed_at.get(c.scheduling_priority, 0)
+        level = c.scheduling_priority
+        at = bisect.bisect_right(negated, -level)  # the levels at or above its own
+        priorities, sums = below.get((level,) if across else (level, c.namespace), ([], []))
+        lower = bisect.bisect_left(priorities, c.priority)  # those of its pod priority it outranks
+        room = pool_gpus - (from_level[at - 1] if at else 0) + (sums[lower - 1] if lower else 0)
         if c.bound is None:  # (its pods not read: whether a replica of it could be placed at all)
             if room >= g:
                 fillable.add(c.key)
@@ -864,24 +856,20 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # read run on more GPUs than the pool has (not read right), the pool is judged from the ranks
     read_running = sum(runs(c) * max(0, c.gpus_per_replica) for c in members if c.bound is not None)
     exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
-    # step 1: what each holds; Pending replicas nothing could place hold nothing
-    # (a backend with the replicas it wants running takes nothing: it outranks nobody here)
-    # (only where a replica could fill that: one short only by replicas nothing could place takes nothing either, so
-    # the set is read again without them, a few rounds; it only shrinks)
-    takers = [c for c in members if _short(c) > 0]
-    never: dict[Key, int] = {}
-    for _ in range(len(takers) + 1 if exact else 0):  # (each round but the last drops a taker)
-        never, fillable = _never_placed(members, pool_gpus, takers, across)
-        if len(fill := [c for c in takers if c.key in fillable]) == len(takers):
-            break
-        takers = fill
-    outranked_by_a_taker = _outranked_by_any(takers, across)
+    # step 1: what each holds; Pending replicas nothing could place hold nothing. They go once a backend that could
+    # still claim a replica (``_short``; one a replica could be placed for) outranks theirs
+    never, fillable = _never_placed(members, pool_gpus, across) if exact else ({}, set())
+    outranked_by_a_taker = _outranked_by_any([c for c in members if _short(c) > 0 and c.key in fillable], across)
     some_unread = exact and any(c.bound is None for c in members)
     if some_unread:
         # a backend's pods not read this sync: each judgement keeps what the last read said where that sets more
         # replicas apart (a tenant whose pod lists fail moves nobody's judgement that way)
+        read_room = max(0, pool_gpus - read_running)
         for c in members:
-            waits = _held(c) if c.bound is None else _held(c) - runs(c)
+            # (not read: those of its replicas that could not run beside what the read pods run now; the scheduler
+            # may have placed the rest since, whatever the last read said)
+            waits = (_held(c) - min(_held(c), read_room // max(1, c.gpus_per_replica)) if c.bound is None
+                     else _held(c) - runs(c))
             if (n := min(state.never_placed.get((pool, c.key), 0), waits)) > never.get(c.key, 0):
                 never[c.key] = n
     for k, n in never.items():
@@ -996,6 +984,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # GPUs of replicas that wait for sure: those read Pending, and of a backend not read, the replicas that could not
     # run beside those read running (``idle_below``)
     surely_waiting = _GpusByRank(members, across)
+    unread_waiting = _GpusByRank(members, across)  # (of those, the backends' not read)
     # of the backends not read, the replicas that may run: together no more than fit beside those read running, the
     # highest pod priority first (the scheduler places those first); the rest wait for sure
     unread_room, may_run = max(0, pool_gpus - read_running), {}
@@ -1017,6 +1006,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             waiting_gpus.set(v, (0 if v.bound is None else waits) * g)
             blocking_gpus.set(v, waits * g)
             surely_waiting.set(v, (waits if v.bound is not None else max(0, kept_v - may_run.get(v.key, kept_v))) * g)
+            if v.bound is None:
+                unread_waiting.set(v, surely_waiting.figure.get(v.key, 0))
             running_givable.set(v, max(0, min(grant[v.key], runs(v) if v.bound is not None else 0) - floor(v)) * g)
 
     for v in members:
@@ -1026,7 +1017,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # Pending GPU pods no claim covers: those of a taker's pod priority or above get what a cut frees before the
     # taker's new pods do, if what it frees holds them (with the GPUs no pod holds: growth granted this pass has no
     # pod on them yet)
-    others = _UnclaimedPods(unclaimed)
+    # (and the replicas set apart in step 1: Pending pods too, which take what a cut frees if it holds them)
+    others = _UnclaimedPods([*unclaimed, *(Unclaimed(c.namespace, c.scheduling_priority, c.gpus_per_replica)
+                                           for c in members for _ in range(never.get(c.key, 0)))])
     # (what runs is read at two moments, the claims' pods and the pool's nodes: the larger count is the safe one)
     idle_gpus = max(0, pool_gpus - max(in_use or 0, sum(runs(c) * max(0, c.gpus_per_replica) for c in members))) \
         if exact else max(0, free)
@@ -1038,11 +1031,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         bare pod is as old as its creation."""
         return others.gpus_from(c.scheduling_priority, room_for(c, v), excluding=v.namespace) > 0
 
+    # GPUs of running replicas cut so far this pass, for any taker: their pods go at once, so the GPUs they free are
+    # free together, and a Pending pod as large as all of them takes them first
+    cut_so_far = {"gpus": 0}
+
     def room_for(c: Claim, v: Claim) -> int:
-        """The most GPUs cuts of ``v`` for ``c`` free beside the free ones (what c still wants, or one whole replica
-        of v): a pod larger never takes what they free."""
+        """The most GPUs cuts of ``v`` for ``c`` free beside the free ones and those earlier cuts free (what c still
+        wants, or one whole replica of v): a pod larger never takes what they free."""
         wanted_gpus = max(0, wants[c.key] - grant[c.key]) * max(0, c.gpus_per_replica)
-        return max(wanted_gpus, max(0, v.gpus_per_replica)) + idle_gpus
+        return max(wanted_gpus, max(0, v.gpus_per_replica)) + idle_gpus + cut_so_far["gpus"]
 
     def contested(c: Claim, v: Claim) -> bool:
         """Whether pods of c's pod priority of a third namespace (neither c's nor v's) wait for GPUs: GPUs
@@ -1186,6 +1183,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         cuts: list[tuple[Claim, Claim, bool]] = []  # (victim, taker, whether a running replica went), in cut order
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
+            if exact and free + unread_waiting.total - (unread_waiting.figure.get(cut.key, 0)) >= 0:
+                # what is short is the GPUs granted to replicas of backends not read that could not run beside those
+                # read running: they wait for sure, and no one is cut for them as waiting (a cut of such a backend
+                # itself trims them)
+                continue
             if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
                     and not (exact and waiting_gpus.above(cut) > freed_for_waiting)):
                 # it fits beneath those that outrank it: the pods that wait are of its rank or below (another
@@ -1212,6 +1214,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # (those step 3 then finds waiting are fewer)
                 absorbed_by[taker.namespace] = absorbed_by.get(taker.namespace, 0) + cut.gpus_per_replica
                 freed_for_waiting += cut.gpus_per_replica
+                cut_so_far["gpus"] += cut.gpus_per_replica
             set_grant(cut, grant[cut.key] - 1)
             free += cut.gpus_per_replica
             given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
@@ -1284,6 +1287,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             if running:
                 absorbed_by[taker.namespace] -= g
                 freed_for_waiting -= g
+                cut_so_far["gpus"] -= g
             set_grant(cut, grant[cut.key] + 1)
             free -= g
             given[cut.key][taker.key] -= 1
@@ -1406,6 +1410,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     set_grant(v, grant[v.key] - n)
                     free += n * gv
                     freed = min(own, room_v) - min(own - n * gv, room_v)
+                    cut_so_far["gpus"] += freed
                     # known from the pods: what v's namespace has waiting of c's pod priority and above (those c
                     # could not cut: its floors, its equals) is older than c's new pods and takes freed GPUs first
                     absorbed = min(freed, older_waiting(c, v)) if exact and v.namespace != c.namespace else 0
@@ -1432,6 +1437,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             taken, count, freed_by, absorbed_there = groups[key]
                             if freed_by <= usable and not absorbed_there:
                                 set_grant(taken, grant[taken.key] + count)
+                                cut_so_far["gpus"] -= freed_by
                                 free -= count * taken.gpus_per_replica
                                 usable -= freed_by
                                 restored.add(key)
@@ -1439,8 +1445,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         for taken, count, _, _ in pending:
                             give(taken.key, c.key, count)
                         pending.clear()
-            for v, n, _, absorbed_there in pending:
+            for v, n, freed_by, absorbed_there in pending:
                 set_grant(v, grant[v.key] + n)
+                cut_so_far["gpus"] -= freed_by + absorbed_there
                 free -= n * v.gpus_per_replica
                 absorbed_by[v.namespace] -= absorbed_there
             pending.clear()  # given back: not taken by the step below either
