@@ -864,12 +864,16 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     if some_unread:
         # a backend's pods not read this sync: each judgement keeps what the last read said where that sets more
         # replicas apart (a tenant whose pod lists fail moves nobody's judgement that way)
-        read_room = max(0, pool_gpus - read_running)
+        # (not read: those of its replicas that could not run beside what the read pods run now, the backends not
+        # read together, the highest pod priority first and those the last read set apart last; the scheduler may
+        # have placed the rest since, whatever the last read said)
+        read_room, could_run = max(0, pool_gpus - read_running), {}
+        for v in sorted((c for c in members if c.bound is None and c.gpus_per_replica > 0),
+                        key=lambda c: (-c.scheduling_priority, (pool, c.key) in state.never_placed)):
+            could_run[v.key] = min(_held(v), read_room // v.gpus_per_replica)
+            read_room -= could_run[v.key] * v.gpus_per_replica
         for c in members:
-            # (not read: those of its replicas that could not run beside what the read pods run now; the scheduler
-            # may have placed the rest since, whatever the last read said)
-            waits = (_held(c) - min(_held(c), read_room // max(1, c.gpus_per_replica)) if c.bound is None
-                     else _held(c) - runs(c))
+            waits = _held(c) - could_run.get(c.key, _held(c)) if c.bound is None else _held(c) - runs(c)
             if (n := min(state.never_placed.get((pool, c.key), 0), waits)) > never.get(c.key, 0):
                 never[c.key] = n
     for k, n in never.items():
@@ -1031,15 +1035,22 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         bare pod is as old as its creation."""
         return others.gpus_from(c.scheduling_priority, room_for(c, v), excluding=v.namespace) > 0
 
-    # GPUs of running replicas cut so far this pass, for any taker: their pods go at once, so the GPUs they free are
-    # free together, and a Pending pod as large as all of them takes them first
-    cut_so_far = {"gpus": 0}
+    # GPUs of running replicas cut so far this pass, by the pod priority of the taker they were cut for: their pods
+    # go at once, so the GPUs they free are free together, and a Pending pod as large as all of them takes them first
+    # (those cut for a higher pod priority go to its pods first)
+    cut_so_far: dict[int, int] = {}
+
+    def cut_before(level: int, gpus: int) -> None:
+        cut_so_far[level] = cut_so_far.get(level, 0) + gpus
 
     def room_for(c: Claim, v: Claim) -> int:
-        """The most GPUs cuts of ``v`` for ``c`` free beside the free ones and those earlier cuts free (what c still
-        wants, or one whole replica of v): a pod larger never takes what they free."""
+        """The most GPUs cuts of ``v`` for ``c`` free beside the free ones and those earlier cuts for c's pod priority
+        or below free (what c still wants, or one whole replica of v, and no more than the backends c may cut hold
+        above their floors): a pod larger never takes what they free."""
+        g = max(0, v.gpus_per_replica)
         wanted_gpus = max(0, wants[c.key] - grant[c.key]) * max(0, c.gpus_per_replica)
-        return max(wanted_gpus, max(0, v.gpus_per_replica)) + idle_gpus + cut_so_far["gpus"]
+        return (min(max(wanted_gpus, g), max(g, givable.below(c))) + idle_gpus
+                + sum(gpus for level, gpus in cut_so_far.items() if level <= c.scheduling_priority))
 
     def contested(c: Claim, v: Claim) -> bool:
         """Whether pods of c's pod priority of a third namespace (neither c's nor v's) wait for GPUs: GPUs
@@ -1172,8 +1183,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             level, g = w.scheduling_priority, w.gpus_per_replica
             # what this pass's cuts may still free for it: running replicas of lower pod priorities above their
             # floors (those the scheduler could preempt for it), and this one (running, whether read or not)
-            own = running_givable.figure.get(cut.key, 0) if cut.scheduling_priority < level else 0
-            freeable = running_givable.pod_priority_below(level) - own + max(own, cut.gpus_per_replica)
+            # (and of its own pod priority, those its backend outranks: the pool cuts them for it)
+            for_it = cut.scheduling_priority < level or outranks(w, cut, across)
+            own = running_givable.figure.get(cut.key, 0) if for_it else 0
+            freeable = (running_givable.pod_priority_below(level) + running_givable.equals_below(w) - own
+                        + max(own, cut.gpus_per_replica))
             if has + freeable < g:
                 return True
             # what is free once it is cut: a pod no larger may take it
@@ -1214,7 +1228,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # (those step 3 then finds waiting are fewer)
                 absorbed_by[taker.namespace] = absorbed_by.get(taker.namespace, 0) + cut.gpus_per_replica
                 freed_for_waiting += cut.gpus_per_replica
-                cut_so_far["gpus"] += cut.gpus_per_replica
+                cut_before(taker.scheduling_priority, cut.gpus_per_replica)
             set_grant(cut, grant[cut.key] - 1)
             free += cut.gpus_per_replica
             given[cut.key][taker.key] = given[cut.key].get(taker.key, 0) + 1
@@ -1287,7 +1301,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             if running:
                 absorbed_by[taker.namespace] -= g
                 freed_for_waiting -= g
-                cut_so_far["gpus"] -= g
+                cut_before(taker.scheduling_priority, -g)
             set_grant(cut, grant[cut.key] + 1)
             free -= g
             given[cut.key][taker.key] -= 1
@@ -1410,7 +1424,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     set_grant(v, grant[v.key] - n)
                     free += n * gv
                     freed = min(own, room_v) - min(own - n * gv, room_v)
-                    cut_so_far["gpus"] += freed
+                    cut_before(c.scheduling_priority, freed)
                     # known from the pods: what v's namespace has waiting of c's pod priority and above (those c
                     # could not cut: its floors, its equals) is older than c's new pods and takes freed GPUs first
                     absorbed = min(freed, older_waiting(c, v)) if exact and v.namespace != c.namespace else 0
@@ -1437,7 +1451,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             taken, count, freed_by, absorbed_there = groups[key]
                             if freed_by <= usable and not absorbed_there:
                                 set_grant(taken, grant[taken.key] + count)
-                                cut_so_far["gpus"] -= freed_by
+                                cut_before(c.scheduling_priority, -freed_by)
                                 free -= count * taken.gpus_per_replica
                                 usable -= freed_by
                                 restored.add(key)
@@ -1447,7 +1461,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         pending.clear()
             for v, n, freed_by, absorbed_there in pending:
                 set_grant(v, grant[v.key] + n)
-                cut_so_far["gpus"] -= freed_by + absorbed_there
+                cut_before(c.scheduling_priority, -(freed_by + absorbed_there))
                 free -= n * v.gpus_per_replica
                 absorbed_by[v.namespace] -= absorbed_there
             pending.clear()  # given back: not taken by the step below either
