@@ -863,10 +863,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     some_unread = exact and any(c.bound is None for c in members)
     if some_unread:
         # a backend's pods not read this sync: each judgement keeps what the last read said where that sets more
-        # replicas apart (a tenant whose pod lists fail moves nobody's judgement that way)
-        # (not read: those of its replicas that could not run beside what the read pods run now, the backends not
-        # read together, the highest pod priority first and those the last read set apart last; the scheduler may
-        # have placed the rest since, whatever the last read said)
+        # replicas apart (a tenant whose pod lists fail moves nobody's judgement that way). Of a backend not read,
+        # only its replicas that could not run beside what the read pods run now (the backends not read together,
+        # the highest pod priority first, those the last read set apart last): the scheduler may have placed the
+        # rest since
         read_room, could_run = max(0, pool_gpus - read_running), {}
         for v in sorted((c for c in members if c.bound is None and c.gpus_per_replica > 0),
                         key=lambda c: (-c.scheduling_priority, (pool, c.key) in state.never_placed)):
@@ -1197,7 +1197,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         cuts: list[tuple[Claim, Claim, bool]] = []  # (victim, taker, whether a running replica went), in cut order
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
-            if exact and free + unread_waiting.total - (unread_waiting.figure.get(cut.key, 0)) >= 0:
+            if exact and free + unread_waiting.total - unread_waiting.figure.get(cut.key, 0) >= 0:
                 # what is short is the GPUs granted to replicas of backends not read that could not run beside those
                 # read running: they wait for sure, and no one is cut for them as waiting (a cut of such a backend
                 # itself trims them)
