@@ -86,13 +86,27 @@ def grower_beyond_pool(pool: int, claims: list[Claim], out: dict, kept: Callable
     own namespace's of its pod priority, more GPUs than the pool (None: none does). A backend that did not grow
     counts what it keeps (``kept``); ``excused``: replicas of a share not counted (those its status says were
     preempted). Of what a backend keeps, a Pending replica that no preemption could place (its GPUs do not fit beside
-    the pods running at its pod priority and above) is placed before or beside nothing."""
+    the pods running at its pod priority and above, and the Pending replicas of a higher pod priority that could be
+    placed: the scheduler places those first) is placed before or beside nothing."""
+    def kept_of(d: Claim) -> int:
+        return out[d.key].replicas if out[d.key].replicas > d.current else min(out[d.key].replicas, kept(d))
+
+    pending_above: dict[int, int] = {}  # pod priority -> GPUs of Pending replicas above it that could be placed
+
+    def placed_pending_above(level: int) -> int:
+        if level not in pending_above:
+            pending_above[level] = sum(
+                (placeable(e, kept_of(e)) - min(kept_of(e), e.bound)) * e.gpus_per_replica for e in claims
+                if e.bound is not None and e.gpus_per_replica > 0 and e.scheduling_priority > level)
+        return pending_above[level]
+
     def placeable(d: Claim, n: int) -> int:
         if d.bound is None or d.gpus_per_replica <= 0:
             return n
         running = min(n, d.bound)
         room = pool - sum(min(e.bound, e.current) * e.gpus_per_replica for e in claims
-                          if e.bound is not None and e.scheduling_priority >= d.scheduling_priority)
+                          if e.bound is not None and e.scheduling_priority >= d.scheduling_priority) \
+            - placed_pending_above(d.scheduling_priority)
         return running + min(n - running, max(0, room) // d.gpus_per_replica)
 
     for c in claims:

@@ -384,53 +384,60 @@ def _short(c: Claim) -> int:
 
 def _never_placed(members: list[Claim], pool_gpus: int, across: bool) -> tuple[dict[Key, int], set[Key]]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place, and the
-    backends a replica more could be placed for. The kube-scheduler preempts only pods of a lower pod priority, and
-    the pool cuts a pod of the replica's own pod priority for it only where its own backend outranks that pod's (a
-    cut made for another backend goes to that backend's pods, or is not made while older pods would take what it
-    frees: ``contested``). So a replica of ``g`` GPUs runs only while ``g`` fit beside the pods running at a higher
-    pod priority and those of its own that its backend does not outrank (of those it does, their floors). Such
-    replicas hold no GPUs: they make no deficit another backend's growth waits on and no cut is made for them; as
-    Pending pods, they may take what a cut of the pool frees first (``_share_pool`` counts them with the pods no
-    claim covers). They stay while no backend short of what it wants outranks theirs, and go (down to its floor) once
-    one does. Counted as is safe for the others: a pod the pool does not see (a bare pod), one of a backend not read,
-    another Pending replica placed before them would only make them wait more (a sync with a backend not read keeps
-    the last read's judgement where it set more apart: ``PoolState.never_placed``)."""
-    running_at: dict[int, int] = {}  # GPUs running at each pod priority
-    # GPUs running above their floors at each pod priority, in each namespace (in all: ``across``), by priority:
-    # what cuts for a backend of that pod priority and a higher priority could free
-    above_floor: dict[tuple, list[tuple[int, int]]] = {}
+    backends a replica more could be placed for. The kube-scheduler preempts only pods of a lower pod priority and
+    places a higher one's Pending pods first, and the pool cuts a pod of the replica's own pod priority for it only
+    where its own backend outranks that pod's (a cut made for another backend goes to that backend's pods, or is not
+    made while older pods would take what it frees: ``contested``). So a replica of ``g`` GPUs runs only while ``g``
+    fit beside what the higher pod priorities take (their pods running, and their Pending replicas that could be
+    placed) and the pods of its own that its backend does not outrank (of those it does, their floors). A backend
+    that wants fewer replicas than it runs counts at what it keeps: the rest of its pods go. Such replicas hold no
+    GPUs: they make no deficit another backend's growth waits on and no cut is made for them; as Pending pods, they
+    may take what a cut of the pool frees first (``_share_pool`` counts them with the pods no claim covers). They stay
+    while no backend short of what it wants outranks theirs, and go (down to its floor) once one does. Counted as is
+    safe for the others: a pod the pool does not see (a bare pod), one of a backend not read, another Pending replica
+    placed before them would only make them wait more (a sync with a backend not read keeps the last read's
+    judgement where it set more apart: ``PoolState.never_placed``)."""
+    def keeps(c: Claim) -> int:  # of its running replicas, those it keeps
+        return min(runs(c), max(c.wanted, c.min_replicas))
+
+    by_level: dict[int, list[Claim]] = {}
     for c in members:
-        if c.bound is not None:
-            level, g = c.scheduling_priority, max(0, c.gpus_per_replica)
-            running_at[level] = running_at.get(level, 0) + runs(c) * g
-            group = (level,) if across else (level, c.namespace)
-            above_floor.setdefault(group, []).append((c.priority, max(0, runs(c) - c.min_replicas) * g))
-    below: dict[tuple, tuple[list[int], list[int]]] = {}  # group -> (priorities ascending, GPUs summed up to each)
-    for group, entries in above_floor.items():
-        entries.sort()
-        below[group] = ([p for p, _ in entries], list(itertools.accumulate(gpus for _, gpus in entries)))
-    descending = sorted(running_at, reverse=True)
-    negated = [-level for level in descending]
-    from_level = list(itertools.accumulate(running_at[level] for level in descending))  # at that level and above
+        by_level.setdefault(c.scheduling_priority, []).append(c)
     out, fillable = {}, set()
-    for c in members:
-        g = c.gpus_per_replica
-        if g <= 0:
-            continue
-        level = c.scheduling_priority
-        at = bisect.bisect_right(negated, -level)  # the levels at or above its own
-        priorities, sums = below.get((level,) if across else (level, c.namespace), ([], []))
-        lower = bisect.bisect_left(priorities, c.priority)  # those of its pod priority it outranks
-        room = pool_gpus - (from_level[at - 1] if at else 0) + (sums[lower - 1] if lower else 0)
-        if c.bound is None:  # (its pods not read: whether a replica of it could be placed at all)
-            if room >= g:
+    taken_above = 0  # GPUs the higher pod priorities take
+    for level in sorted(by_level, reverse=True):
+        here = by_level[level]
+        running = sum(keeps(c) * max(0, c.gpus_per_replica) for c in here if c.bound is not None)
+        # GPUs running above their floors in each namespace (in all: ``across``), by priority: what cuts for a
+        # backend of this pod priority and a higher priority could free
+        above_floor: dict[str, list[tuple[int, int]]] = {}
+        for c in here:
+            if c.bound is not None:
+                above_floor.setdefault("" if across else c.namespace, []).append(
+                    (c.priority, max(0, keeps(c) - c.min_replicas) * max(0, c.gpus_per_replica)))
+        below: dict[str, tuple[list[int], list[int]]] = {}  # (priorities ascending, GPUs summed up to each)
+        for scope, entries in above_floor.items():
+            entries.sort()
+            below[scope] = ([p for p, _ in entries], list(itertools.accumulate(gpus for _, gpus in entries)))
+        placed = 0  # GPUs of this pod priority's Pending replicas that could be placed: the lower ones come after
+        for c in here:
+            g = c.gpus_per_replica
+            if g <= 0:
+                continue
+            priorities, sums = below.get("" if across else c.namespace, ([], []))
+            lower = bisect.bisect_left(priorities, c.priority)  # those of its pod priority it outranks
+            room = pool_gpus - taken_above - running + (sums[lower - 1] if lower else 0)
+            if c.bound is None:  # (its pods not read: whether a replica of it could be placed at all)
+                if room >= g:
+                    fillable.add(c.key)
+                continue
+            pending = _held(c) - runs(c)
+            if (never := pending - max(0, room) // g) > 0:
+                out[c.key] = never
+            placed += min(max(0, pending - max(0, never)), max(0, c.wanted - runs(c))) * g
+            if pending - max(0, never) > 0 or max(0, room) - max(0, pending) * g >= g:
                 fillable.add(c.key)
-            continue
-        pending = _held(c) - runs(c)
-        if (never := pending - max(0, room) // g) > 0:
-            out[c.key] = never
-        if pending - max(0, never) > 0 or max(0, room) - max(0, pending) * g >= g:
-            fillable.add(c.key)
+        taken_above += running + placed
     return out, fillable
 
 
@@ -1024,6 +1031,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # (and the replicas set apart in step 1: Pending pods too, which take what a cut frees if it holds them)
     others = _UnclaimedPods([*unclaimed, *(Unclaimed(c.namespace, c.scheduling_priority, c.gpus_per_replica)
                                            for c in members for _ in range(never.get(c.key, 0)))])
+    # GPUs of running replicas their backends no longer want (their pods go this sync, whatever the cuts)
+    scaled_down = sum(max(0, runs(c) - grant[c.key]) * max(0, c.gpus_per_replica)
+                      for c in members if c.bound is not None) if exact else 0
     # (what runs is read at two moments, the claims' pods and the pool's nodes: the larger count is the safe one)
     idle_gpus = max(0, pool_gpus - max(in_use or 0, sum(runs(c) * max(0, c.gpus_per_replica) for c in members))) \
         if exact else max(0, free)
@@ -1049,7 +1059,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         above their floors): a pod larger never takes what they free."""
         g = max(0, v.gpus_per_replica)
         wanted_gpus = max(0, wants[c.key] - grant[c.key]) * max(0, c.gpus_per_replica)
-        return (min(max(wanted_gpus, g), max(g, givable.below(c))) + idle_gpus
+        whole = -(-wanted_gpus // g) * g if g else wanted_gpus  # (cuts free whole replicas of v)
+        return (min(max(whole, g), max(g, givable.below(c))) + idle_gpus + scaled_down
                 + sum(gpus for level, gpus in cut_so_far.items() if level <= c.scheduling_priority))
 
     def contested(c: Claim, v: Claim) -> bool:
@@ -1178,7 +1189,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 return False
             nxt = next_waiting()
             if nxt is None:  # (the cut trims an overcommitted pool: its GPU is free for any pod that fits)
-                return others.top(cut.gpus_per_replica + idle_gpus, cut.namespace) is not None
+                return others.top(cut.gpus_per_replica + idle_gpus + scaled_down, cut.namespace) is not None
             w, has = nxt
             level, g = w.scheduling_priority, w.gpus_per_replica
             # what this pass's cuts may still free for it: running replicas of lower pod priorities above their
@@ -1191,7 +1202,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             if has + freeable < g:
                 return True
             # what is free once it is cut: a pod no larger may take it
-            top = others.top(has + cut.gpus_per_replica + idle_gpus, cut.namespace)
+            top = others.top(has + cut.gpus_per_replica + idle_gpus + scaled_down, cut.namespace)
             return top is not None and top >= level
 
         cuts: list[tuple[Claim, Claim, bool]] = []  # (victim, taker, whether a running replica went), in cut order
