@@ -117,8 +117,8 @@ def test_control_one_pending_equal_or_room_for_both_v_runs_and_the_bare_pod_wait
                          ids=["third-ns-a-bare-pod", "both-tenants-bare-pod", "no-bare-pod-denial",
                               "tenants-class-0-backend"])
 @pytest.mark.xfail(strict=True, reason="pass 36 finding 1 (high): step 1 counts a's and t's Pending class-5 4-GPU "
-                   "replicas (each fits the 5 GPUs alone, not together) both in taken_above: v's class-1 replica is set "
-                   "apart and dropped, the idle GPU goes to T's class-0 pod or stays idle, for good (the scheduler "
+                   "replicas (each fits the 5 GPUs alone, not together) both in taken_above: v's class-1 replica is "
+                   "set apart and dropped, the idle GPU goes to T's class-0 pod or stays idle, for good (the scheduler "
                    "alone: v 1, T 0)")
 def test_two_equals_pending_replicas_only_one_of_which_fits_set_apart_no_lower_replica(across, shape):
     cs, bare = _equals(**shape)
@@ -184,7 +184,8 @@ def test_a_scale_down_in_room_for_lets_no_never_fitting_bare_pod_stop_a_growth(a
 def test_a_scale_down_whose_pods_linger_cuts_nobody_and_grants_nothing_beyond_the_pool(across, x_class):
     """Pool 8: X's x runs four 1-GPU replicas and wants 0, its pods bound for two syncs after; H's h (class 5) wants
     4, its pods Pending while x's linger; V's v runs 4."""
-    cs = [running_claim("X", "x", 8, 4, class_priority=x_class, wanted=0), claim("H", "h", 8, class_priority=5, wanted=4),
+    cs = [running_claim("X", "x", 8, 4, class_priority=x_class, wanted=0),
+          claim("H", "h", 8, class_priority=5, wanted=4),
           running_claim("V", "v", 8, 4)]
     state, now = None, 1000.0
     for i in range(4):
@@ -234,7 +235,7 @@ def test_pass_35s_unread_hit_is_the_unread_backends_own_withheld_growth(unread):
 
 
 def _tenant_gain_unread(seed: int, trials: int, unread_p: float) -> None:
-    """Pass 35's tenant-gain check (``_tenant_gain``) with ``unread_p`` of the claims not read (the same on every sync)."""
+    """Pass 35's tenant-gain check (``_tenant_gain``) with ``unread_p`` of the claims not read (the same each sync)."""
     rng = random.Random(seed)
     for trial in range(trials):
         cs, pool, bare = pass35._pool35(rng)
