@@ -419,7 +419,7 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool) -> tuple[d
         for scope, entries in above_floor.items():
             entries.sort()
             below[scope] = ([p for p, _ in entries], list(itertools.accumulate(gpus for _, gpus in entries)))
-        placed = 0  # GPUs of this pod priority's Pending replicas that could be placed: the lower ones come after
+        placeable: list[tuple[int, int, int]] = []  # (GPUs, replicas, its room): this pod priority's Pending that fit
         for c in here:
             g = c.gpus_per_replica
             if g <= 0:
@@ -434,10 +434,17 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool) -> tuple[d
             pending = _held(c) - runs(c)
             if (never := pending - max(0, room) // g) > 0:
                 out[c.key] = never
-            placed += min(max(0, pending - max(0, never)), max(0, c.wanted - runs(c))) * g
+            placeable.append((g, min(max(0, pending - max(0, never)), max(0, c.wanted - runs(c))), room))
             if pending - max(0, never) > 0 or max(0, room) - max(0, pending) * g >= g:
                 fillable.add(c.key)
-        taken_above += running + placed
+        # what they take before the lower ones: each fits alone, but together only as many whole replicas as the room
+        # holds (the larger first, as step 2 hands freed GPUs; each one's room counts the equals its own backend
+        # outranks, those it would cut). Which of equals runs is the scheduler's first come first served: they all
+        # hold here
+        placed = 0
+        for g, n, room in sorted(placeable, key=lambda entry: -entry[0]):
+            placed += min(n, max(0, room - placed) // g) * g
+        taken_above += min(max(0, pool_gpus - taken_above), running + placed)
     return out, fillable
 
 
@@ -1383,6 +1390,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             while can_take > 0 and (found := givers.victim(c, beside=(beside := beside_equals() < g))) is not None:
                 v = found
                 gv = v.gpus_per_replica
+                if (exact and v.scheduling_priority < c.scheduling_priority
+                        and preemptible.pod_priority_below(v.scheduling_priority)
+                        - surely_waiting.pod_priority_below(v.scheduling_priority) >= can_take * g - max(0, usable)):
+                    # running pods of a lower pod priority than v's, at their floors, make what c lacks: the
+                    # kube-scheduler preempts those for c's pods (the loop below counts them), and a cut of v would
+                    # serve nobody
+                    break
                 if exact and v.scheduling_priority >= c.scheduling_priority:
                     # its Pending pods (known from the pods) would take GPUs before c's new ones (older, of c's pod
                     # priority): they go first, whether or not c completes a replica this sync. They free no GPU
