@@ -73,8 +73,7 @@ def _reserved_by_pending(x3_ns: str | None = "T", v0: bool = True, across: bool 
 @MODES
 @pytest.mark.parametrize("shape", [dict(x3_ns=None), dict(v0=False)], ids=["no-x3", "no-v0"])
 def test_control_without_the_never_fitting_class_5_replica_or_v0_v1_takes_the_idle_gpu(across, shape):
-    for claims, out, running, _, _, _ in _runs(_reserved_by_pending(across=across, **shape), across, 4):
-        pass
+    claims, out, running, *_ = list(_runs(_reserved_by_pending(across=across, **shape), across, 4))[-1]
     assert running[("V", "v1")] == 2 and all(r[("V", "v1")] == 2 for r in _both_orders(claims, out)), (
         _shares(out), running)
 
@@ -85,8 +84,7 @@ def test_control_without_the_never_fitting_class_5_replica_or_v0_v1_takes_the_id
     "pass 37 finding 1: x3's Pending class-5 4-GPU replica never fits beside c's class-10 one, yet its grant is kept "
     "as held GPUs (step 4) and reserved against v1: v1's growth of one GPU is frozen for good beside an idle GPU"))
 def test_a_pending_replica_that_never_runs_reserves_no_gpu_against_a_lower_growth(across, x3_ns):
-    for claims, out, running, _, _, _ in _runs(_reserved_by_pending(x3_ns, across=across), across, 4):
-        pass
+    claims, out, running, *_ = list(_runs(_reserved_by_pending(x3_ns, across=across), across, 4))[-1]
     assert all(r[("V", "v1")] == 2 for r in _both_orders(claims, out)), (_shares(out), running)
     assert running[("V", "v1")] == 2, (_shares(out), running, out[("V", "v1")].waiting_for_capacity)
 
@@ -112,7 +110,7 @@ def test_the_break_counts_no_pending_lower_floor_as_preemptible(across):
           claim("X", "x", 6, class_priority=5, gpus_per_replica=2, current=2, held=2, bound=2, wanted=1),
           claim("V", "v", 6, gpus_per_replica=2, current=1, held=1, bound=0, wanted=1, min_replicas=1),
           claim("T", "t", 6, gpus_per_replica=2, current=1, held=1, bound=1, wanted=1, min_replicas=1)]
-    for claims, out, running, _, _, _ in _runs(cs, across, 3):
-        alone = _both_orders(claims, out)
+    claims, out, running, *_ = list(_runs(cs, across, 3))[-1]
+    alone = _both_orders(claims, out)
     assert running[("W", "w")] == 2 and running[("X", "x")] >= min(r[("X", "x")] for r in alone), (
         _shares(out), running, alone)
