@@ -38,7 +38,10 @@ Not shown: a break whose preemption loop then fails its caps (``short`` capped b
 under a reservation; the break reads ``max(0, usable)``) - no shape found in the time.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): finding 1: where a backend's pods are read, the memory of what it held (``HOLD_S``,
+``PoolState.granted``) records only the GPUs its running pods held, not a grant to a Pending replica that never ran."""
 
 from __future__ import annotations
 
@@ -80,9 +83,7 @@ def test_control_without_the_never_fitting_class_5_replica_or_v0_v1_takes_the_id
 
 @MODES
 @pytest.mark.parametrize("x3_ns", ["T", "X"], ids=["tenants-x3", "third-x3"])
-@pytest.mark.xfail(strict=True, reason=(
-    "pass 37 finding 1: x3's Pending class-5 4-GPU replica never fits beside c's class-10 one, yet its grant is kept "
-    "as held GPUs (step 4) and reserved against v1: v1's growth of one GPU is frozen for good beside an idle GPU"))
+# Fixed (was a strict xfail): pass 37 finding 1: x3's Pending class-5 4-GPU replica never fits beside c's class-10 one, yet its grant is kept as held GPUs (step 4) and reserved against v1: v1's growth of one GPU is frozen for good beside an idle GPU
 def test_a_pending_replica_that_never_runs_reserves_no_gpu_against_a_lower_growth(across, x3_ns):
     claims, out, running, *_ = list(_runs(_reserved_by_pending(x3_ns, across=across), across, 4))[-1]
     assert all(r[("V", "v1")] == 2 for r in _both_orders(claims, out)), (_shares(out), running)

@@ -1579,9 +1579,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # (last time held, GPUs): only the most within HOLD_S is read, so an entry goes once a later one holds as
         # many (a sliding-window maximum): the GPUs fall entry to entry, a few entries however often a grant flips.
         # A backend with replicas whose pods cannot run forgets what it was granted: pods that never run reserve
-        # nothing
+        # nothing. Known from the pods, only what its pods hold counts (a grant to a Pending replica a higher pod
+        # priority's growth then kept out reserves nothing either)
         start, end = (hold_start[k], len(history[k])) if not idle[k] and not c.unplaceable else (0, 0)
-        gpus = grant[k] * c.gpus_per_replica
+        gpus = (grant[k] if c.bound is None or not exact else min(grant[k], runs(c))) * c.gpus_per_replica
         while end > start and history[k][end - 1][1] <= gpus:
             end -= 1
         new.granted[(pool, k)] = history[k][start:end] + [(now, gpus)]
