@@ -363,18 +363,23 @@ def test_fuzz_pass_29s_invariants_hold_with_scale_downs_set_apart_replicas_and_b
     pass29._fuzz(seed, 300, unread_p, 1.0, _pool35)
 
 
-def _tenant_gain(seed: int, trials: int) -> None:
+def _tenant_gain(seed: int, trials: int, unread_p: float | None = None) -> None:
     """The tenant's GPUs (t's backends and bare pods) after each of 3 syncs are at most what the scheduler alone gives
     it (new pods of equals in both orders, and with t's own backends at their shares: its own reshuffle is its own
     doing), or what it ran plus the GPUs free before, unless no other namespace runs less than with the scheduler
-    alone. Across mode with every priority 0 (numbers ordering namespaces are the admin's flag)."""
+    alone. Across mode with every priority 0 (numbers ordering namespaces are the admin's flag). ``unread_p``: that
+    share of the claims not read (the same each sync; pass 36)."""
     rng = random.Random(seed)
     for trial in range(trials):
         cs, pool, bare = _pool35(rng)
         across = trial % 2 == 1
         if across:
             cs = [dataclasses.replace(c, priority=0) for c in cs]
-        for claims, out, running, before, alone, us in _runs(cs, across, 3, bare):
+        unread = set() if unread_p is None else {c.key for c in cs if rng.random() < unread_p}
+
+        def seen(c, unread=unread):
+            return pass29._unread(c) if c.key in unread else c
+        for claims, out, running, before, alone, us in _runs(cs, across, 3, bare, seen):
             def of_t(ran, claims=claims, us=us):
                 return sum(ran[c.key] * c.gpus_per_replica for c in claims if c.namespace == "t") + sum(
                     ran[("bare", i)] * b[1] for i, b in enumerate(us))
@@ -386,7 +391,8 @@ def _tenant_gain(seed: int, trials: int) -> None:
                 before[("bare", i)] * b[1] for i, b in enumerate(us))
             assert any(of_t(running) <= max(of_t(ran), of_t(before) + max(0, free_before))
                        or not any(running[c.key] < ran[c.key] for c in claims if c.namespace != "t")
-                       for ran in orders), (seed, trial, across, claims, us, _shares(out), running, before, orders)
+                       for ran in orders), (seed, trial, across, unread, claims, us, _shares(out), running, before,
+                                             orders)
 
 
 @pytest.mark.parametrize("seed", [2, 3])

@@ -75,11 +75,10 @@ preemption count below takes them."""
 from __future__ import annotations
 
 import dataclasses
-import random
 
 import pytest
 import test_pool_attack35 as pass35
-from test_pool_attack26 import _runs, _scheduled, _shares
+from test_pool_attack26 import _runs, _shares
 from test_pool_attack28 import claim, pending_claim, running_claim
 from test_pool_attack29 import _unread
 from test_pool_attack34 import _both_orders
@@ -243,32 +242,5 @@ def test_pass_35s_unread_hit_is_the_unread_backends_own_withheld_growth(unread):
         assert 0 < withheld and lost <= withheld, (_shares(out), running, alone)
 
 
-def _tenant_gain_unread(seed: int, trials: int, unread_p: float) -> None:
-    """Pass 35's tenant-gain check (``_tenant_gain``) with ``unread_p`` of the claims not read (the same each sync)."""
-    rng = random.Random(seed)
-    for trial in range(trials):
-        cs, pool, bare = pass35._pool35(rng)
-        across = trial % 2 == 1
-        if across:
-            cs = [dataclasses.replace(c, priority=0) for c in cs]
-        unread = {c.key for c in cs if rng.random() < unread_p}
-
-        def seen(c, unread=unread):
-            return _unread(c) if c.key in unread else c
-        for claims, out, running, before, alone, us in _runs(cs, across, 3, bare, seen):
-            def of_t(ran, claims=claims, us=us):
-                return sum(ran[c.key] * c.gpus_per_replica for c in claims if c.namespace == "t") + sum(
-                    ran[("bare", i)] * b[1] for i, b in enumerate(us))
-            at_wanted = {c.key: dataclasses.replace(out[c.key], replicas=max(c.wanted, c.min_replicas)) for c in claims}
-            own = {k: out[k] if k[0] == "t" else s for k, s in at_wanted.items()}
-            orders = [alone, _scheduled(claims[::-1], at_wanted, us), _scheduled(claims, own, us),
-                      _scheduled(claims[::-1], own, us)]
-            free_before = pool - sum(before[c.key] * c.gpus_per_replica for c in claims) - sum(
-                before[("bare", i)] * b[1] for i, b in enumerate(us))
-            assert any(of_t(running) <= max(of_t(ran), of_t(before) + max(0, free_before))
-                       or not any(running[c.key] < ran[c.key] for c in claims if c.namespace != "t")
-                       for ran in orders), (seed, trial, across, unread, claims, us, _shares(out), running, orders)
-
-
 def test_fuzz_the_tenant_gains_nothing_beyond_the_scheduler_alone_with_unread_claims():
-    _tenant_gain_unread(3, 1000, 0.15)
+    pass35._tenant_gain(3, 1000, 0.15)
