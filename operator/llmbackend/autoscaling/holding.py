@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..planning.inventory import GPU_RESOURCE, GPUNode
-from ..planning.podfit import failures, pod_gpus, pod_requests
+from ..planning.podfit import failures, gpus_held_by_node, pod_gpus, pod_requests
 from ..render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
 from .pool import Unclaimed
 
@@ -279,8 +279,8 @@ def gpus_in_use(pods: Iterable[dict], nodes: Iterable[str]) -> int:
     """The GPUs that pods bound to these nodes hold, every pod's (a claim's, a bare pod's, another pool's backend's):
     the pool's GPUs no pod holds are the rest (autoscaling/pool.py ``share``, step 2). A pod leaving (deleted, not
     ended) still holds its GPUs: the kubelet frees them once its containers stop."""
-    names = set(nodes)
-    return sum(pod_gpus(pod) for pod in pods if _bound(pod) and (pod.get("spec") or {}).get("nodeName") in names)
+    held = gpus_held_by_node(pods)
+    return sum(held.get(node, 0) for node in set(nodes))
 
 
 def _with_volatile(node: GPUNode, keys: tuple[str, ...]) -> GPUNode:

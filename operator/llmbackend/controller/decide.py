@@ -40,7 +40,7 @@ from ..model_fetch import FetchError
 from ..planning.capacity import free_view, gpu_pool, gpu_pool_nodes, replicas_capacity
 from ..planning.inventory import GPUNode
 from ..planning.planner import Plan, plan_for_spec
-from ..planning.podfit import pod_gpus, unplaceable
+from ..planning.podfit import gpus_held_by_node, unplaceable
 from ..render import activator, openai
 from ..render.drain import drain_seconds
 from ..render.multinode import (
@@ -455,13 +455,8 @@ def _gone_domain(plan: PlanStatus, observed: Observed) -> str | None:
 
 def gpus_free(pods: list[dict[str, Any]], nodes: list[GPUNode]) -> dict[str, int]:
     """GPUs of each node that no running or scheduled pod holds (each pod's GPUs as the scheduler reserves them:
-    planning/podfit.py pod_gpus)."""
-    used: dict[str, int] = {}
-    for pod in pods:
-        spec, phase = pod.get("spec") or {}, (pod.get("status") or {}).get("phase")
-        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
-            continue
-        used[spec["nodeName"]] = used.get(spec["nodeName"], 0) + pod_gpus(pod)
+    planning/podfit.py gpus_held_by_node)."""
+    used = gpus_held_by_node(pods)
     return {node.name: max(node.gpu_count - used.get(node.name, 0), 0) for node in nodes}
 
 

@@ -118,8 +118,20 @@ def pod_gpus(pod: Mapping[str, Any], resource: str = GPU_RESOURCE) -> int:
     counts them (k8s.io/kubernetes v1.36 pkg/quota/v1/evaluator/core/pods.go PodUsageFunc charges
     requests.<resource> from the same PodRequests): ``pod_requests`` of its spec (init containers and sidecars
     included, a limit standing in for a missing request, quantities in any canonical form, millis rounded up). The one count of a pod's GPUs: the GPUs
-    free on a node (controller/decide.py gpus_free) and a backend's own quota use (autoscaling/pool.py)."""
+    pods hold on a node (``gpus_held_by_node``) and a backend's own quota use (autoscaling/pool.py)."""
     return pod_requests(pod.get("spec") or {}, only=resource).get(resource, 0)
+
+
+def gpus_held_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The GPUs the pods bound to each node hold (``pod_gpus``), every pod's until it ends: one deleted and still
+    stopping holds its GPUs until the kubelet frees them. The GPUs free on a node (controller/decide.py gpus_free)
+    and those no pod holds in a GPU pool (autoscaling/holding.py gpus_in_use) are the rest."""
+    held: dict[str, int] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            held[node] = held.get(node, 0) + pod_gpus(pod)
+    return held
 
 
 def _requirement(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool | None:
