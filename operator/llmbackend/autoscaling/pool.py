@@ -367,6 +367,11 @@ def runs(c: Claim) -> int:
     return max(0, min(c.bound if c.bound is not None else _held(c), _held(c)))
 
 
+def waiting_replicas(c: Claim) -> int:
+    """Of a backend's replicas that hold GPUs, those whose pods wait (not read: none known to)."""
+    return _held(c) - runs(c)
+
+
 def _kept(c: Claim) -> int:
     """Step 1: the replicas it holds and still wants."""
     return max(0, min(_held(c), c.wanted))
@@ -431,7 +436,7 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool) -> tuple[d
                 if room >= g:
                     fillable.add(c.key)
                 continue
-            pending = _held(c) - runs(c)
+            pending = waiting_replicas(c)
             if (never := pending - max(0, room) // g) > 0:
                 out[c.key] = never
             placeable.append((g, min(max(0, pending - max(0, never)), max(0, c.wanted - runs(c))), room))
@@ -887,7 +892,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             could_run[v.key] = min(_held(v), read_room // v.gpus_per_replica)
             read_room -= could_run[v.key] * v.gpus_per_replica
         for c in members:
-            waits = _held(c) - could_run.get(c.key, _held(c)) if c.bound is None else _held(c) - runs(c)
+            waits = _held(c) - could_run.get(c.key, _held(c)) if c.bound is None else waiting_replicas(c)
             if (n := min(state.never_placed.get((pool, c.key), 0), waits)) > never.get(c.key, 0):
                 never[c.key] = n
     for k, n in never.items():

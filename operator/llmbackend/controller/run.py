@@ -30,7 +30,7 @@ from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.holding import bound_replicas, gpus_in_use, held_replicas, is_group_pod, made_by, unclaimed_waiting
-from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, share
+from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, share, waiting_replicas
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
@@ -651,8 +651,7 @@ class Operator:
         waiting = unclaimed_waiting(pending, pools, claimed_in)
         # a claim's replicas wait: its share may hand them idle GPUs, once what runs beside the claims is known
         nodes_of = {pool: {n.name for n in nodes} for pool, nodes in pools.items() if nodes is not None
-                    and any(c.pool == pool and c.bound is not None and (c.current if c.held is None else c.held)
-                            > c.bound for c in claims)}
+                    and any(c.pool == pool and c.bound is not None and waiting_replicas(c) > 0 for c in claims)}
         if not nodes_of:
             return waiting, None
         try:
