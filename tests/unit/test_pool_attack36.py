@@ -67,8 +67,8 @@ finding.
 
 FIXED (2026-12-07, reviewer): finding 1: step 1 counts, for the pod priorities below, a level's Pending replicas that
 fit alone only as far as they fit together (whole replicas, the larger first, each within its own room); its variant
-with both equals the tenant's stays open (a strict xfail: the two still hold at their level, and step 2 cuts v's
-Pending replica for the deficit). Finding 2: step 3 cuts no running replica of a pod priority between the taker's and
+with both equals the tenant's (the two still hold at their level, and step 2 cut v's Pending replica for the deficit)
+was fixed later the same day: step 2 cuts no one for the GPUs a pod priority's held Pending replicas lack together. Finding 2: step 3 cuts no running replica of a pod priority between the taker's and
 a lower one whose running pods at their floors make what the taker lacks: the kube-scheduler preempts those, and the
 preemption count below takes them."""
 
@@ -120,15 +120,11 @@ def test_control_one_pending_equal_or_room_for_both_v_runs_and_the_bare_pod_wait
 
 @MODES
 @pytest.mark.parametrize("shape", [
-    dict(), pytest.param(dict(a_ns="T"), marks=pytest.mark.xfail(strict=True, reason=(
-        "pass 36 finding 1, open variant (reviewer, 2026-12-07): with a and t both the tenant's, step 1 no longer sets "
-        "v apart, but the two equal Pending replicas that do not fit together both hold, the pool reads a deficit of 4 "
-        "and step 2 cuts v's Pending replica for it (a cut for nobody; the scheduler alone places v). Setting apart "
-        "the equals that do not fit together was tried and not kept: which of them runs is first come first served, "
-        "and the fuzzes then let a sibling grow beside the replica set apart"))),
+    dict(), dict(a_ns="T"),
     dict(low=None), dict(low="backend")],
                          ids=["third-ns-a-bare-pod", "both-tenants-bare-pod", "no-bare-pod-denial",
                               "tenants-class-0-backend"])
+# Fixed (was a strict xfail, both-tenants-bare-pod): pass 36 finding 1's open variant: with a and t both the tenant's, the two equal Pending replicas that do not fit together both held, the pool read a deficit of 4 and step 2 cut v's Pending replica for it (a cut for nobody; the scheduler alone places v); step 2 now cuts no one for a deficit such replicas make
 # Fixed (was a strict xfail): pass 36 finding 1 (high): step 1 counts a's and t's Pending class-5 4-GPU replicas (each fits the 5 GPUs alone, not together) both in taken_above: v's class-1 replica is set apart and dropped, the idle GPU goes to T's class-0 pod or stays idle, for good (the scheduler alone: v 1, T 0)
 def test_two_equals_pending_replicas_only_one_of_which_fits_set_apart_no_lower_replica(across, shape):
     cs, bare = _equals(**shape)

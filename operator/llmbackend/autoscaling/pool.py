@@ -387,7 +387,8 @@ def _short(c: Claim) -> int:
     return max(0, admitted - runs(c))
 
 
-def _never_placed(members: list[Claim], pool_gpus: int, across: bool) -> tuple[dict[Key, int], set[Key]]:
+def _never_placed(members: list[Claim], pool_gpus: int,
+                  across: bool) -> tuple[dict[Key, int], set[Key], dict[int, int]]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place, and the
     backends a replica more could be placed for. The kube-scheduler preempts only pods of a lower pod priority and
     places a higher one's Pending pods first, and the pool cuts a pod of the replica's own pod priority for it only
@@ -401,14 +402,16 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool) -> tuple[d
     while no backend short of what it wants outranks theirs, and go (down to its floor) once one does. Counted as is
     safe for the others: a pod the pool does not see (a bare pod), one of a backend not read, another Pending replica
     placed before them would only make them wait more (a sync with a backend not read keeps the last read's
-    judgement where it set more apart: ``PoolState.never_placed``)."""
+    judgement where it set more apart: ``PoolState.never_placed``). Also, by pod priority, the GPUs of its Pending
+    replicas that hold but do not fit together (each fits alone; which of them runs is first come first served): a
+    deficit they make is no one's to cut for."""
     def keeps(c: Claim) -> int:  # of its running replicas, those it keeps
         return min(runs(c), max(c.wanted, c.min_replicas))
 
     by_level: dict[int, list[Claim]] = {}
     for c in members:
         by_level.setdefault(c.scheduling_priority, []).append(c)
-    out, fillable = {}, set()
+    out, fillable, apart = {}, set(), {}
     taken_above = 0  # GPUs the higher pod priorities take
     for level in sorted(by_level, reverse=True):
         here = by_level[level]
@@ -449,8 +452,10 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool) -> tuple[d
         placed = 0
         for g, n, room in sorted(placeable, key=lambda entry: -entry[0]):
             placed += min(n, max(0, room - placed) // g) * g
+        if (beyond := sum(g * n for g, n, _ in placeable) - placed) > 0:
+            apart[level] = beyond
         taken_above += min(max(0, pool_gpus - taken_above), running + placed)
-    return out, fillable
+    return out, fillable, apart
 
 
 def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: float) -> list[list[Claim]]:
@@ -877,7 +882,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     # step 1: what each holds; Pending replicas nothing could place hold nothing. They go once a backend that could
     # still claim a replica (``_short``; one a replica could be placed for) outranks theirs
-    never, fillable = _never_placed(members, pool_gpus, across) if exact else ({}, set())
+    never, fillable, not_together = _never_placed(members, pool_gpus, across) if exact else ({}, set(), {})
     outranked_by_a_taker = _outranked_by_any([c for c in members if _short(c) > 0 and c.key in fillable], across)
     some_unread = exact and any(c.bound is None for c in members)
     if some_unread:
@@ -1220,10 +1225,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         cuts: list[tuple[Claim, Claim, bool]] = []  # (victim, taker, whether a running replica went), in cut order
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
-            if exact and free + unread_waiting.total - unread_waiting.figure.get(cut.key, 0) >= 0:
+            if exact and (free + unread_waiting.total - unread_waiting.figure.get(cut.key, 0)
+                          + sum(gpus for level, gpus in not_together.items() if level >= cut.scheduling_priority)
+                          >= 0):
                 # what is short is the GPUs granted to replicas of backends not read that could not run beside those
                 # read running: they wait for sure, and no one is cut for them as waiting (a cut of such a backend
-                # itself trims them)
+                # itself trims them); or those of Pending replicas of its pod priority or above that hold but do not
+                # fit together: a cut frees nothing that places them all
                 continue
             if (granted_gpus.above(cut) + granted_gpus.figure.get(cut.key, 0) <= pool_gpus
                     and not (exact and waiting_gpus.above(cut) > freed_for_waiting)):
