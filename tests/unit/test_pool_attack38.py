@@ -120,15 +120,7 @@ def test_control_with_ws_pods_read_or_one_of_them_unread_the_tenant_gets_nothing
 
 
 @MODES
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "pass 38 finding 1 (high, on one failed read): with w's pods not read, older_waiting counts w3's running replicas "
-        "as w's older Pending pods, 3 of the 4 GPUs x1's cuts of w4 free are 'absorbed' and left in free; x1 cuts v2's "
-        "running replica too, and the class-0 turns give the leftover 3 GPUs to T's new t0, for good (v2 2 -> 1, T 0 -> 3; "
-        "the scheduler alone: T 0)"
-    ),
-)
+# Fixed (was a strict xfail): pass 38 finding 1 (high, on one failed read): with w's pods not read, older_waiting counts w3's running replicas as w's older Pending pods, 3 of the 4 GPUs x1's cuts of w4 free are 'absorbed' and left in free; x1 cuts v2's running replica too, and the class-0 turns give the leftover 3 GPUs to T's new t0, for good (v2 2 -> 1, T 0 -> 3; the scheduler alone: T 0)
 def test_an_unread_namespaces_running_replicas_absorb_no_freed_gpu_for_the_tenant(across):
     cs = _absorbed()
     for i, (claims, out, running, _, _, _) in enumerate(_runs(cs, across, 3, (), _unread_on(("w3", "w4"), len(cs)))):
@@ -185,14 +177,7 @@ def test_control_with_an_equal_a_may_not_cut_v_keeps_its_pending_replica(across)
 
 
 @MODES
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "pass 38 finding 2 (medium, heals the next sync): step 1 counts a's Pending replica within a room that includes "
-        "lo's running GPUs, which are in running already: taken_above 10 -> 9 at class 5 (truly 8), v's class-1 1-GPU "
-        "replica is set apart and dropped for a sync although the scheduler alone places it at once"
-    ),
-)
+# Fixed (was a strict xfail): pass 38 finding 2 (medium, heals the next sync): step 1 counts a's Pending replica within a room that includes lo's running GPUs, which are in running already: taken_above 10 -> 9 at class 5 (truly 8), v's class-1 1-GPU replica is set apart and dropped for a sync although the scheduler alone places it at once
 def test_a_pending_replica_placed_on_its_lower_siblings_gpus_is_not_counted_twice(across):
     _v_kept_at_once(_sibling_room(), across)
 

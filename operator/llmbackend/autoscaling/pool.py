@@ -449,12 +449,16 @@ def _never_placed(members: list[Claim], pool_gpus: int,
         # holds (the larger first, as step 2 hands freed GPUs; each one's room counts the equals its own backend
         # outranks, those it would cut). Which of equals runs is the scheduler's first come first served: they all
         # hold here
-        placed = 0
+        # A replica the free GPUs do not hold is placed on the GPUs of equals its backend cuts: those are in
+        # ``running`` already, it takes nothing more from the pool
+        placed, from_free, free_here = 0, 0, pool_gpus - taken_above - running
         for g, n, room in sorted(placeable, key=lambda entry: -entry[0]):
-            placed += min(n, max(0, room - placed) // g) * g
+            fit = min(n, max(0, room - placed) // g)
+            placed += fit * g
+            from_free += min(fit, max(0, free_here - from_free) // g) * g
         if (beyond := sum(g * n for g, n, _ in placeable) - placed) > 0:
             apart[level] = beyond
-        taken_above += min(max(0, pool_gpus - taken_above), running + placed)
+        taken_above += min(max(0, pool_gpus - taken_above), running + from_free)
     return out, fillable, apart
 
 
@@ -1104,13 +1108,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
 
     def older_waiting(c: Claim, v: Claim) -> int:
         """GPUs of v's namespace's waiting pods of c's pod priority and above not yet given GPUs a cut freed: older
-        than c's new pods, they are placed first."""
-        tree = blocking_gpus.own_pod.get(v.namespace)
+        than c's new pods, they are placed first. Of a backend not read, only its replicas that wait for sure: counted
+        waiting, a running one would make c cut a third backend for GPUs nobody takes (and they stay free for
+        lower ones)."""
+        tree = surely_waiting.own_pod.get(v.namespace)
         waits = (tree.above(c.scheduling_priority - 1) if tree else 0) + others.gpus_from(
             c.scheduling_priority, room_for(c, v), only=v.namespace)
         if v.bound is None and v.scheduling_priority >= c.scheduling_priority:
-            # v's own replicas, not read, count as waiting there: a cut of v takes them first, so they absorb nothing
-            waits -= blocking_gpus.figure.get(v.key, 0)
+            # v's own replicas, not read, that count as waiting there: a cut of v takes them first: they absorb nothing
+            waits -= surely_waiting.figure.get(v.key, 0)
         return max(0, waits - absorbed_by.get(v.namespace, 0))
 
     def cuttable_in(c: Claim, namespace: str) -> int:
