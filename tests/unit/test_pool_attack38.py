@@ -63,7 +63,11 @@ replicas in a room of 4: greedy counts 3, the scheduler may place 2 + 2) under-c
 a lower replica placeable that waits; not probed for harm. ``scaled_down`` with lingering pods: not reached.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): finding 1: ``older_waiting`` counts of a backend not read only its replicas that wait
+for sure (``surely_waiting``), as ``idle_below`` does. Finding 2: step 1 counts a Pending replica the free GPUs do not
+hold, placed on the GPUs of equals its backend cuts, as taking nothing more from the pool (``from_free``)."""
 
 from __future__ import annotations
 
