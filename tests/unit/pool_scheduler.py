@@ -87,38 +87,59 @@ def grower_beyond_pool(pool: int, claims: list[Claim], out: dict, kept: Callable
     counts what it keeps (``kept``); ``excused``: replicas of a share not counted (those its status says were
     preempted). Of what a backend keeps, a Pending replica that no preemption could place (its GPUs do not fit beside
     the pods running at its pod priority and above, and the Pending replicas of a higher pod priority that could be
-    placed: the scheduler places those first) is placed before or beside nothing."""
+    placed: the scheduler places those first) is placed before or beside nothing; and of one pod priority's Pending
+    replicas that each could be placed, only as many as fit together (the larger first) are placed: the kube-
+    scheduler places no more of them, whichever come first."""
     def kept_of(d: Claim) -> int:
         return out[d.key].replicas if out[d.key].replicas > d.current else min(out[d.key].replicas, kept(d))
+
+    def together(room: int, items: list[tuple[int, int]]) -> int:
+        """GPUs of (GPUs, replicas) Pending replicas that fit ``room`` together, the larger first."""
+        placed = 0
+        for g, n in sorted(items, reverse=True):
+            placed += min(n, max(0, room - placed) // g) * g
+        return placed
 
     pending_above: dict[int, int] = {}  # pod priority -> GPUs of Pending replicas above it that could be placed
 
     def placed_pending_above(level: int) -> int:
         if level not in pending_above:
-            pending_above[level] = sum(
-                (placeable(e, kept_of(e)) - min(kept_of(e), e.bound)) * e.gpus_per_replica for e in claims
-                if e.bound is not None and e.gpus_per_replica > 0 and e.scheduling_priority > level)
+            total = 0
+            for lv in sorted({e.scheduling_priority for e in claims if e.scheduling_priority > level}, reverse=True):
+                total += together(room_at(lv, total), [
+                    (e.gpus_per_replica, placeable(e, kept_of(e)) - min(kept_of(e), e.bound)) for e in claims
+                    if e.bound is not None and e.gpus_per_replica > 0 and e.scheduling_priority == lv])
+            pending_above[level] = total
         return pending_above[level]
+
+    def room_at(level: int, above: int) -> int:
+        return pool - sum(min(e.bound, e.current) * e.gpus_per_replica for e in claims
+                          if e.bound is not None and e.scheduling_priority >= level) - above
 
     def placeable(d: Claim, n: int) -> int:
         if d.bound is None or d.gpus_per_replica <= 0:
             return n
         running = min(n, d.bound)
-        room = pool - sum(min(e.bound, e.current) * e.gpus_per_replica for e in claims
-                          if e.bound is not None and e.scheduling_priority >= d.scheduling_priority) \
-            - placed_pending_above(d.scheduling_priority)
+        room = room_at(d.scheduling_priority, placed_pending_above(d.scheduling_priority))
         return running + min(n - running, max(0, room) // d.gpus_per_replica)
 
     for c in claims:
         if out[c.key].replicas <= c.current or c.gpus_per_replica <= 0:
             continue
         total = out[c.key].replicas * c.gpus_per_replica
+        waiting: dict[int, list[tuple[int, int]]] = {}  # pod priority -> the (GPUs, replicas) that wait, kept
         for d in claims:
             if d.key != c.key and (d.scheduling_priority > c.scheduling_priority or (
                     d.scheduling_priority == c.scheduling_priority and d.namespace == c.namespace)):
-                has = out[d.key].replicas if out[d.key].replicas > d.current else placeable(
-                    d, min(out[d.key].replicas, kept(d)))
-                total += max(0, has - excused(out[d.key])) * d.gpus_per_replica
+                grew = out[d.key].replicas > d.current
+                has = max(0, (out[d.key].replicas if grew else placeable(d, min(out[d.key].replicas, kept(d))))
+                          - excused(out[d.key]))
+                if grew or d.bound is None or d.gpus_per_replica <= 0:
+                    total += has * d.gpus_per_replica
+                    continue
+                total += min(has, d.bound) * d.gpus_per_replica
+                waiting.setdefault(d.scheduling_priority, []).append((d.gpus_per_replica, has - min(has, d.bound)))
+        total += sum(together(max(0, room_at(lv, placed_pending_above(lv))), items) for lv, items in waiting.items())
         if total > pool:
             return c.key
     return None

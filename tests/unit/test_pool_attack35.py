@@ -112,7 +112,8 @@ judges the pod priorities from the highest down: a replica fits beside what the 
 and their Pending replicas that could be placed, and a backend that wants fewer replicas than it runs counts at what
 it keeps (finding 5, and finding 4's lasting shape; its one-sync shape stays open, medium); finding 3 went with the
 level-by-level judgement. The shared fuzz check ``grower_beyond_pool`` reads a Pending replica as placeable beside the
-higher pod priorities' placeable Pending replicas too (the kube-scheduler places those first)."""
+higher pod priorities' placeable Pending replicas too (the kube-scheduler places those first). Finding 4's one-sync
+shape was fixed after pass 39 (2026-12-07): step 1 counts a higher pod priority's growth for the lower ones."""
 
 from __future__ import annotations
 
@@ -284,9 +285,7 @@ def test_control_without_the_higher_growth_or_the_equal_the_tenant_gets_what_the
 # Open (2026-12-07, reviewer): the lasting shape of finding 4 (the fuzz's trial 314: a higher pod priority's Pending
 # replicas) is fixed; this shape needs step 1 to see the growth step 3 grants a higher pod priority in the same pass,
 # and heals a sync later, when that growth is Pending replicas step 1 counts. Medium as it stands.
-@pytest.mark.xfail(strict=True, reason="pass 35 finding 4 (high; this shape heals): _never_placed counts both of t0's Pending 6-GPU "
-                   "replicas beside the pods, not beside v2's class-10 grant: they hold 12 GPUs, w4 is denied, one of "
-                   "them runs and T's class-0 bare pod takes the 5 GPUs left for a sync (T 9, alone 6; w4 0, alone 1)")
+# Fixed (was a strict xfail): pass 35 finding 4 (high; this shape heals): _never_placed counts both of t0's Pending 6-GPU replicas beside the pods, not beside v2's class-10 grant: they hold 12 GPUs, w4 is denied, one of them runs and T's class-0 bare pod takes the 5 GPUs left for a sync (T 9, alone 6; w4 0, alone 1)
 def test_a_higher_pod_prioritys_growth_leaves_no_equal_denied_for_the_tenants_lower_pod(across):
     cs, bare = _higher_growth()
     claims, out, running, _, _, us = next(_runs(cs, across, 1, bare))

@@ -402,20 +402,22 @@ def _never_placed(members: list[Claim], pool_gpus: int,
     while no backend short of what it wants outranks theirs, and go (down to its floor) once one does. Counted as is
     safe for the others: a pod the pool does not see (a bare pod), one of a backend not read, another Pending replica
     placed before them would only make them wait more (a sync with a backend not read keeps the last read's
-    judgement where it set more apart: ``PoolState.never_placed``). Also, by pod priority, the GPUs of its Pending
-    replicas that hold but do not fit together (each fits alone; which of them runs is first come first served): a
-    deficit they make is no one's to cut for."""
+    judgement where it set more apart: ``PoolState.never_placed``). Also, of each pod priority whose Pending replicas
+    that hold do not fit together (each fits alone; which of them runs is first come first served), the GPUs of
+    those that do: a deficit the rest make is no one's to cut for."""
     def keeps(c: Claim) -> int:  # of its running replicas, those it keeps
         return min(runs(c), max(c.wanted, c.min_replicas))
 
     by_level: dict[int, list[Claim]] = {}
     for c in members:
         by_level.setdefault(c.scheduling_priority, []).append(c)
-    out, fillable, apart = {}, set(), {}
+    out, fillable, fit_together = {}, set(), {}
     taken_above = 0  # GPUs the higher pod priorities take
+    unread_held = 0  # GPUs backends not read hold at this pod priority and above (step 3 counts them all held)
     for level in sorted(by_level, reverse=True):
         here = by_level[level]
         running = sum(keeps(c) * max(0, c.gpus_per_replica) for c in here if c.bound is not None)
+        unread_held += sum(_held(c) * max(0, c.gpus_per_replica) for c in here if c.bound is None)
         # GPUs running above their floors in each namespace (in all: ``across``), by priority: what cuts for a
         # backend of this pod priority and a higher priority could free
         above_floor: dict[str, list[tuple[int, int]]] = {}
@@ -428,6 +430,7 @@ def _never_placed(members: list[Claim], pool_gpus: int,
             entries.sort()
             below[scope] = ([p for p, _ in entries], list(itertools.accumulate(gpus for _, gpus in entries)))
         placeable: list[tuple[int, int, int]] = []  # (GPUs, replicas, its room): this pod priority's Pending that fit
+        growth: list[tuple[int, int, int]] = []  # (GPUs, replicas, its room): new replicas it could still claim
         for c in here:
             g = c.gpus_per_replica
             if g <= 0:
@@ -443,6 +446,7 @@ def _never_placed(members: list[Claim], pool_gpus: int,
             if (never := pending - max(0, room) // g) > 0:
                 out[c.key] = never
             placeable.append((g, min(max(0, pending - max(0, never)), max(0, c.wanted - runs(c))), room))
+            growth.append((g, max(0, _short(c) - pending), room - unread_held))
             if pending - max(0, never) > 0 or max(0, room) - max(0, pending) * g >= g:
                 fillable.add(c.key)
         # what they take before the lower ones: each fits alone, but together only as many whole replicas as the room
@@ -456,10 +460,17 @@ def _never_placed(members: list[Claim], pool_gpus: int,
             fit = min(n, max(0, room - placed) // g)
             placed += fit * g
             from_free += min(fit, max(0, free_here - from_free) // g) * g
-        if (beyond := sum(g * n for g, n, _ in placeable) - placed) > 0:
-            apart[level] = beyond
+        if sum(g * n for g, n, _ in placeable) > placed:
+            fit_together[level] = placed
+        # and, for the lower ones, its growth this pass (step 3 grants it first; the scheduler places its new pods
+        # before theirs): what fits of it beside its Pending replicas, and beside all that backends not read hold
+        # (step 3 grows nothing into their GPUs)
+        for g, n, room in sorted(growth, key=lambda entry: -entry[0]):
+            fit = min(n, max(0, room - placed) // g)
+            placed += fit * g
+            from_free += min(fit, max(0, free_here - from_free) // g) * g
         taken_above += min(max(0, pool_gpus - taken_above), running + from_free)
-    return out, fillable, apart
+    return out, fillable, fit_together
 
 
 def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: float) -> list[list[Claim]]:
@@ -886,7 +897,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     # step 1: what each holds; Pending replicas nothing could place hold nothing. They go once a backend that could
     # still claim a replica (``_short``; one a replica could be placed for) outranks theirs
-    never, fillable, not_together = _never_placed(members, pool_gpus, across) if exact else ({}, set(), {})
+    never, fillable, fit_together = _never_placed(members, pool_gpus, across) if exact else ({}, set(), {})
     outranked_by_a_taker = _outranked_by_any([c for c in members if _short(c) > 0 and c.key in fillable], across)
     some_unread = exact and any(c.bound is None for c in members)
     if some_unread:
@@ -1127,10 +1138,23 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         tree = givable.own_pod.get(namespace)
         return tree.below(c.scheduling_priority) if tree and namespace != c.namespace else 0
 
+    def lacked_together(c: Claim) -> int:
+        """GPUs granted to Pending replicas of c's pod priority or above that each fit alone but not all together
+        (step 1): those beyond what fits go to no pod, and c's pods are placed beside the rest. Read from what each
+        such pod priority still has waiting: a cut of one of those replicas leaves fewer beyond what fits. Before
+        c's pods, those of its pod priority that outrank it (its namespace's, or any ``across``) are placed, all of
+        them, and Pending pods no claim covers of its pod priority or above take what is left first."""
+        lacked = sum(max(0, waiting_gpus.by_pod.above(level - 1) - waiting_gpus.by_pod.above(level) - placed)
+                     for level, placed in fit_together.items() if level >= c.scheduling_priority)
+        if lacked:
+            lacked -= waiting_gpus.above(c) - waiting_gpus.by_pod.above(c.scheduling_priority)
+        return max(0, lacked - others.gpus_from(c.scheduling_priority, lacked)) if lacked > 0 else 0
+
     def kept_free(c: Claim) -> int:
         """The free GPUs kept for those that outrank ``c`` (``blocked``): no more than are free, for c (``idle_below``,
         and the GPUs of lower backends not read: their pods may wait, as is safe for the backend the GPUs are kept for)."""
-        return min(blocked(c), max(0, free + (blocking_gpus.pod_priority_below(c.scheduling_priority) if exact else 0)))
+        return min(blocked(c), max(0, free + lacked_together(c)
+                                   + (blocking_gpus.pod_priority_below(c.scheduling_priority) if exact else 0)))
 
     def idle_below(c: Claim) -> int:
         """Known from the pods, GPUs granted to Pending replicas of a lower pod priority than ``c``'s: no pod holds
@@ -1143,7 +1167,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         an overcommitted pool's deficit (negative), which GPUs counted as preempted in step 3 cover first: pods that
         wait for GPUs already may be those very replicas. GPUs granted to lower Pending replicas (``idle_below``)
         are c's too."""
-        return free + idle_below(c) - kept_free(c)
+        return free + lacked_together(c) + idle_below(c) - kept_free(c)
 
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
@@ -1231,9 +1255,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         cuts: list[tuple[Claim, Claim, bool]] = []  # (victim, taker, whether a running replica went), in cut order
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
-            if exact and (free + unread_waiting.total - unread_waiting.figure.get(cut.key, 0)
-                          + sum(gpus for level, gpus in not_together.items() if level >= cut.scheduling_priority)
-                          >= 0):
+            if exact and free + unread_waiting.total - unread_waiting.figure.get(cut.key, 0) + lacked_together(cut) >= 0:
                 # what is short is the GPUs granted to replicas of backends not read that could not run beside those
                 # read running: they wait for sure, and no one is cut for them as waiting (a cut of such a backend
                 # itself trims them); or those of Pending replicas of its pod priority or above that hold but do not
@@ -1438,6 +1460,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     if passed_over > PASS_OVER:
                         break
                     continue
+                if (v.scheduling_priority >= c.scheduling_priority and (left := gv - (can_take * g - usable)) > 0
+                        and others.top(left + idle_gpus, v.namespace) is not None):
+                    # the pool's own reshuffle (the scheduler preempts no equal): what a cut of v frees beyond all
+                    # c lacks goes to Pending pods of another namespace that fit it, older than any pod of the pool's
+                    # (a 2-GPU replica cut for a 1-GPU need feeds a 1-GPU bare pod). A smaller victim may fit
+                    passed_over += 1
+                    if passed_over > PASS_OVER:
+                        break
+                    continue
                 if v.scheduling_priority >= c.scheduling_priority and contested(c, v):
                     if not exact:
                         break  # (those of a lower pod priority come first: none is left to look at)
@@ -1520,7 +1551,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # (lower Pending replicas' GPUs are in room(c) already: not counted twice)
                 short = min(short, max(0, room(c) + preemptible.pod_priority_below(c.scheduling_priority)
                                        - idle_below(c)) // g,
-                            max(0, pool_gpus - granted_gpus.pod_priority_from(c.scheduling_priority)) // g)
+                            max(0, pool_gpus - granted_gpus.pod_priority_from(c.scheduling_priority)
+                                + lacked_together(c)) // g)
             extra = 0
             counting: list[Claim] = []  # replicas counted since c's last whole one
             while short > 0 and (found := givers.preemptible(c)) is not None:
