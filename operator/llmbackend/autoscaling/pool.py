@@ -346,8 +346,15 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None, a
             for name, _ in c.quota_free:
                 budget[(c.namespace, name)] -= _quota_spend(c, _kept(c))
     for key, members in pools.items():
-        _share_pool(members, now, state, new, out, across_namespaces, budget, (unclaimed or {}).get(key, ()),
-                    (in_use or {}).get(key))
+        # twice: the growth step 3 grants the higher pod priorities takes GPUs before the lower ones' Pending
+        # replicas, so step 1 judges them beside it, as a first judgement without it granted (same turns, quotas,
+        # reservations); a second look at growth judged beside it grants no more
+        first: dict[Key, Share] = {}
+        pods = tuple((unclaimed or {}).get(key, ()))
+        _share_pool(members, now, state, PoolState(), first, across_namespaces, dict(budget), pods,
+                    (in_use or {}).get(key), {})
+        growth = {c.key: max(0, first[c.key].replicas - c.current) for c in members}
+        _share_pool(members, now, state, new, out, across_namespaces, budget, pods, (in_use or {}).get(key), growth)
     return out, new
 
 
@@ -387,8 +394,8 @@ def _short(c: Claim) -> int:
     return max(0, admitted - runs(c))
 
 
-def _never_placed(members: list[Claim], pool_gpus: int,
-                  across: bool) -> tuple[dict[Key, int], set[Key], dict[int, int]]:
+def _never_placed(members: list[Claim], pool_gpus: int, across: bool,
+                  growth: Mapping[Key, int]) -> tuple[dict[Key, int], set[Key], dict[int, int]]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place, and the
     backends a replica more could be placed for. The kube-scheduler preempts only pods of a lower pod priority and
     places a higher one's Pending pods first, and the pool cuts a pod of the replica's own pod priority for it only
@@ -413,11 +420,9 @@ def _never_placed(members: list[Claim], pool_gpus: int,
         by_level.setdefault(c.scheduling_priority, []).append(c)
     out, fillable, fit_together = {}, set(), {}
     taken_above = 0  # GPUs the higher pod priorities take
-    unread_held = 0  # GPUs backends not read hold at this pod priority and above (step 3 counts them all held)
     for level in sorted(by_level, reverse=True):
         here = by_level[level]
         running = sum(keeps(c) * max(0, c.gpus_per_replica) for c in here if c.bound is not None)
-        unread_held += sum(_held(c) * max(0, c.gpus_per_replica) for c in here if c.bound is None)
         # GPUs running above their floors in each namespace (in all: ``across``), by priority: what cuts for a
         # backend of this pod priority and a higher priority could free
         above_floor: dict[str, list[tuple[int, int]]] = {}
@@ -430,7 +435,7 @@ def _never_placed(members: list[Claim], pool_gpus: int,
             entries.sort()
             below[scope] = ([p for p, _ in entries], list(itertools.accumulate(gpus for _, gpus in entries)))
         placeable: list[tuple[int, int, int]] = []  # (GPUs, replicas, its room): this pod priority's Pending that fit
-        growth: list[tuple[int, int, int]] = []  # (GPUs, replicas, its room): new replicas it could still claim
+        grows: list[tuple[int, int, int]] = []  # (GPUs, replicas, its room): new replicas step 3 grants it
         for c in here:
             g = c.gpus_per_replica
             if g <= 0:
@@ -446,7 +451,7 @@ def _never_placed(members: list[Claim], pool_gpus: int,
             if (never := pending - max(0, room) // g) > 0:
                 out[c.key] = never
             placeable.append((g, min(max(0, pending - max(0, never)), max(0, c.wanted - runs(c))), room))
-            growth.append((g, max(0, _short(c) - pending), room - unread_held))
+            grows.append((g, growth.get(c.key, 0), room))
             if pending - max(0, never) > 0 or max(0, room) - max(0, pending) * g >= g:
                 fillable.add(c.key)
         # what they take before the lower ones: each fits alone, but together only as many whole replicas as the room
@@ -462,10 +467,10 @@ def _never_placed(members: list[Claim], pool_gpus: int,
             from_free += min(fit, max(0, free_here - from_free) // g) * g
         if sum(g * n for g, n, _ in placeable) > placed:
             fit_together[level] = placed
-        # and, for the lower ones, its growth this pass (step 3 grants it first; the scheduler places its new pods
-        # before theirs): what fits of it beside its Pending replicas, and beside all that backends not read hold
-        # (step 3 grows nothing into their GPUs)
-        for g, n, room in sorted(growth, key=lambda entry: -entry[0]):
+        # and, for the lower ones, its growth this pass (``growth``: what step 3 grants it, read from a first
+        # judgement without it; the scheduler places its new pods before theirs), as far as it fits beside its
+        # Pending replicas
+        for g, n, room in sorted(grows, key=lambda entry: -entry[0]):
             fit = min(n, max(0, room - placed) // g)
             placed += fit * g
             from_free += min(fit, max(0, free_here - from_free) // g) * g
@@ -883,7 +888,7 @@ def _quota_spend(c: Claim, replicas: int) -> int:
 
 def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolState, out: dict[Key, Share],
                 across: bool, budget: dict[tuple[str, str], int], unclaimed: Iterable[Unclaimed] = (),
-                in_use: int | None = None) -> None:
+                in_use: int | None = None, growth: Mapping[Key, int] | None = None) -> None:
     pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
@@ -897,7 +902,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     # step 1: what each holds; Pending replicas nothing could place hold nothing. They go once a backend that could
     # still claim a replica (``_short``; one a replica could be placed for) outranks theirs
-    never, fillable, fit_together = _never_placed(members, pool_gpus, across) if exact else ({}, set(), {})
+    never, fillable, fit_together = _never_placed(members, pool_gpus, across, growth or {}) if exact \
+        else ({}, set(), {})
     outranked_by_a_taker = _outranked_by_any([c for c in members if _short(c) > 0 and c.key in fillable], across)
     some_unread = exact and any(c.bound is None for c in members)
     if some_unread:
@@ -1248,6 +1254,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         + max(own, cut.gpus_per_replica))
             if has + freeable < g:
                 return True
+            left = has + cut.gpus_per_replica - g  # (``has`` counts the GPUs no pod holds, where read)
+            if cut.scheduling_priority >= level and left > 0 and others.top(left, cut.namespace) is not None:
+                return True  # the pool's own reshuffle: what it frees beyond the replica feeds another's older pod
             # what is free once it is cut: a pod no larger may take it
             top = others.top(has + cut.gpus_per_replica + idle_gpus + scaled_down, cut.namespace)
             return top is not None and top >= level
@@ -1460,11 +1469,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     if passed_over > PASS_OVER:
                         break
                     continue
-                if (v.scheduling_priority >= c.scheduling_priority and (left := gv - (can_take * g - usable)) > 0
-                        and others.top(left + idle_gpus, v.namespace) is not None):
-                    # the pool's own reshuffle (the scheduler preempts no equal): what a cut of v frees beyond all
-                    # c lacks goes to Pending pods of another namespace that fit it, older than any pod of the pool's
-                    # (a 2-GPU replica cut for a 1-GPU need feeds a 1-GPU bare pod). A smaller victim may fit
+                def feeds_leftover(gpus: int) -> bool:
+                    """The pool's own reshuffle (the scheduler preempts no equal): whether what a cut of v freeing
+                    ``gpus`` frees beyond all c lacks goes to Pending pods of another namespace that fit it, older
+                    than any pod of the pool's (a 2-GPU replica cut for a 1-GPU need feeds a 1-GPU bare pod)."""
+                    left = gpus - (can_take * g - usable)  # noqa: B023 - read now, for this taker
+                    return (v.scheduling_priority >= c.scheduling_priority  # noqa: B023
+                            and left > 0 and others.top(left, v.namespace) is not None)  # noqa: B023
+
+                if feeds_leftover(gv):  # (a smaller victim may fit)
                     passed_over += 1
                     if passed_over > PASS_OVER:
                         break
@@ -1496,6 +1509,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         break  # it made the room: the lowest victim gives the GPUs, as for any taker
                     own, room_v = grant[v.key] * gv, fit()
                     n = min(grant[v.key] - floor(v), (own - room_v) // gv if own - gv >= room_v else 1)
+                    if feeds_leftover(min(own, room_v) - min(own - n * gv, room_v)):
+                        break  # (each cut of v asked again: what c lacks shrinks as it takes replicas)
                     set_grant(v, grant[v.key] - n)
                     free += n * gv
                     freed = min(own, room_v) - min(own - n * gv, room_v)
