@@ -362,36 +362,49 @@ def test_fuzz_pass_29s_invariants_hold_with_scale_downs_set_apart_replicas_and_b
     pass29._fuzz(seed, 300, unread_p, 1.0, _pool35)
 
 
+def _trial_pool(rng: random.Random, trial: int, unread_p: float | None = None):
+    """One pool of the tenant-gain fuzz (``_pool35``): across mode on odd trials with every priority 0 (numbers
+    ordering namespaces are the admin's flag), and ``unread_p``: that share of the claims not read (the same each
+    sync; pass 36)."""
+    cs, pool, bare = _pool35(rng)
+    across = trial % 2 == 1
+    if across:
+        cs = [dataclasses.replace(c, priority=0) for c in cs]
+    unread = set() if unread_p is None else {c.key for c in cs if rng.random() < unread_p}
+    return cs, pool, bare, across, unread
+
+
+def tenant_gain_hits(cs, pool, bare, across, unread, syncs: int = 3) -> list[tuple[int, tuple]]:
+    """The syncs (with what each read and ran) after which the tenant's GPUs (t's backends and bare pods) are more
+    than the scheduler alone gives it (new pods of equals in both orders, and with t's own backends at their shares:
+    its own reshuffle is its own doing) and than what it ran plus the GPUs free before, while another namespace runs
+    less than with the scheduler alone."""
+    def seen(c):
+        return pass29._unread(c) if c.key in unread else c
+    hits = []
+    for i, (claims, out, running, before, alone, us) in enumerate(_runs(cs, across, syncs, bare, seen)):
+        def of_t(ran, claims=claims, us=us):
+            return sum(ran[c.key] * c.gpus_per_replica for c in claims if c.namespace == "t") + sum(
+                ran[("bare", j)] * b[1] for j, b in enumerate(us))
+        at_wanted = {c.key: dataclasses.replace(out[c.key], replicas=max(c.wanted, c.min_replicas)) for c in claims}
+        own = {k: out[k] if k[0] == "t" else s for k, s in at_wanted.items()}
+        orders = [alone, _scheduled(claims[::-1], at_wanted, us), _scheduled(claims, own, us),
+                  _scheduled(claims[::-1], own, us)]
+        free_before = pool - sum(before[c.key] * c.gpus_per_replica for c in claims) - sum(
+            before[("bare", j)] * b[1] for j, b in enumerate(us))
+        if not any(of_t(running) <= max(of_t(ran), of_t(before) + max(0, free_before))
+                   or not any(running[c.key] < ran[c.key] for c in claims if c.namespace != "t") for ran in orders):
+            hits.append((i, (claims, us, _shares(out), running, before, orders)))
+    return hits
+
+
 def _tenant_gain(seed: int, trials: int, unread_p: float | None = None) -> None:
-    """The tenant's GPUs (t's backends and bare pods) after each of 3 syncs are at most what the scheduler alone gives
-    it (new pods of equals in both orders, and with t's own backends at their shares: its own reshuffle is its own
-    doing), or what it ran plus the GPUs free before, unless no other namespace runs less than with the scheduler
-    alone. Across mode with every priority 0 (numbers ordering namespaces are the admin's flag). ``unread_p``: that
-    share of the claims not read (the same each sync; pass 36)."""
+    """No trial of ``seed`` has a sync at which the tenant gains (``tenant_gain_hits``)."""
     rng = random.Random(seed)
     for trial in range(trials):
-        cs, pool, bare = _pool35(rng)
-        across = trial % 2 == 1
-        if across:
-            cs = [dataclasses.replace(c, priority=0) for c in cs]
-        unread = set() if unread_p is None else {c.key for c in cs if rng.random() < unread_p}
-
-        def seen(c, unread=unread):
-            return pass29._unread(c) if c.key in unread else c
-        for claims, out, running, before, alone, us in _runs(cs, across, 3, bare, seen):
-            def of_t(ran, claims=claims, us=us):
-                return sum(ran[c.key] * c.gpus_per_replica for c in claims if c.namespace == "t") + sum(
-                    ran[("bare", i)] * b[1] for i, b in enumerate(us))
-            at_wanted = {c.key: dataclasses.replace(out[c.key], replicas=max(c.wanted, c.min_replicas)) for c in claims}
-            own = {k: out[k] if k[0] == "t" else s for k, s in at_wanted.items()}
-            orders = [alone, _scheduled(claims[::-1], at_wanted, us), _scheduled(claims, own, us),
-                      _scheduled(claims[::-1], own, us)]
-            free_before = pool - sum(before[c.key] * c.gpus_per_replica for c in claims) - sum(
-                before[("bare", i)] * b[1] for i, b in enumerate(us))
-            assert any(of_t(running) <= max(of_t(ran), of_t(before) + max(0, free_before))
-                       or not any(running[c.key] < ran[c.key] for c in claims if c.namespace != "t")
-                       for ran in orders), (seed, trial, across, unread, claims, us, _shares(out), running, before,
-                                             orders)
+        cs, pool, bare, across, unread = _trial_pool(rng, trial, unread_p)
+        hits = tenant_gain_hits(cs, pool, bare, across, unread)
+        assert not hits, (seed, trial, across, unread, hits[0])
 
 
 @pytest.mark.parametrize("seed", [2, 3])

@@ -108,7 +108,6 @@ import dataclasses
 import random
 
 import pytest
-import test_pool_attack29 as pass29
 import test_pool_attack35 as pass35
 from test_pool_attack26 import _runs, _scheduled, _shares
 from test_pool_attack28 import claim, pending_claim, running_claim
@@ -129,33 +128,13 @@ def _trial(seed: int, trial: int, unread_p: float | None = None):
     """Pass 35's fuzz pool at ``trial`` of ``seed`` (the rng replayed as ``_tenant_gain`` draws it)."""
     rng = random.Random(seed)
     for i in range(trial + 1):
-        cs, pool, bare = pass35._pool35(rng)
-        across = i % 2 == 1
-        if across:
-            cs = [dataclasses.replace(c, priority=0) for c in cs]
-        unread = set() if unread_p is None else {c.key for c in cs if rng.random() < unread_p}
+        cs, pool, bare, across, unread = pass35._trial_pool(rng, i, unread_p)
     return cs, pool, bare, across, unread
 
 
 def _hits(cs, pool, bare, across, unread, syncs: int = 3) -> list[int]:
-    """The syncs at which ``_tenant_gain``'s assertion fails (its check, copied)."""
-    def seen(c):
-        return pass29._unread(c) if c.key in unread else c
-    out_of = []
-    for i, (claims, out, running, before, alone, us) in enumerate(_runs(cs, across, syncs, bare, seen)):
-        def of_t(ran, claims=claims, us=us):
-            return sum(ran[c.key] * c.gpus_per_replica for c in claims if c.namespace == "t") + sum(
-                ran[("bare", j)] * b[1] for j, b in enumerate(us))
-        at_wanted = {c.key: dataclasses.replace(out[c.key], replicas=max(c.wanted, c.min_replicas)) for c in claims}
-        own = {k: out[k] if k[0] == "t" else s for k, s in at_wanted.items()}
-        orders = [alone, _scheduled(claims[::-1], at_wanted, us), _scheduled(claims, own, us),
-                  _scheduled(claims[::-1], own, us)]
-        free_before = pool - sum(before[c.key] * c.gpus_per_replica for c in claims) - sum(
-            before[("bare", j)] * b[1] for j, b in enumerate(us))
-        if not any(of_t(running) <= max(of_t(ran), of_t(before) + max(0, free_before))
-                   or not any(running[c.key] < ran[c.key] for c in claims if c.namespace != "t") for ran in orders):
-            out_of.append(i)
-    return out_of
+    """The syncs at which ``_tenant_gain``'s assertion fails."""
+    return [i for i, _ in pass35.tenant_gain_hits(cs, pool, bare, across, unread, syncs)]
 
 
 # --- (1) a higher growth unseen by step 1, lasting through the tenant's bare pods of the victim's pod priority ------
