@@ -351,11 +351,22 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None, a
         # reservations); a second look at growth judged beside it grants no more
         first: dict[Key, Share] = {}
         pods = tuple((unclaimed or {}).get(key, ()))
-        _share_pool(members, now, state, PoolState(), first, across_namespaces, dict(budget), pods,
-                    (in_use or {}).get(key), {})
-        growth = {c.key: max(0, first[c.key].replicas - c.current) for c in members}
+        growth: dict[Key, int] = {}
+        if _growth_above_waiting(members):
+            _share_pool(members, now, state, PoolState(), first, across_namespaces, dict(budget), pods,
+                        (in_use or {}).get(key), {})
+            growth = {c.key: max(0, first[c.key].replicas - c.current) for c in members}
         _share_pool(members, now, state, new, out, across_namespaces, budget, pods, (in_use or {}).get(key), growth)
     return out, new
+
+
+def _growth_above_waiting(members: list[Claim]) -> bool:
+    """Whether a backend that wants more replicas than it has is of a higher pod priority than a replica read
+    Pending: only then does step 1 need the growth step 3 grants (``share`` judges the pool twice)."""
+    waiting = [c.scheduling_priority for c in members
+               if c.bound is not None and c.gpus_per_replica > 0 and waiting_replicas(c) > 0]
+    return bool(waiting) and any(c.wanted > c.current and c.gpus_per_replica > 0
+                                 and c.scheduling_priority > min(waiting) for c in members)
 
 
 def _held(c: Claim) -> int:
@@ -1063,6 +1074,37 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         givers.changed(v)
         track(v)
 
+    # GPUs an own reshuffle leaves over (a cut of the taker's pod priority beyond all it lacks) go to another
+    # namespace's growth if it fits them (step 3's turns, or the scheduler, place its new pod there): not the
+    # reshuffle's to hand to a backend that does not outrank the victim. The backends short of what they want, by the
+    # rank that outranks a victim of another namespace (pod priority; ``across``: (pod priority, priority)), each
+    # prefix's two smallest replicas of two namespaces
+    def other_rank(c: Claim) -> tuple[int, int]:
+        return _rank(c) if across else (c.scheduling_priority, 0)
+
+    short_by_rank = sorted((other_rank(c), c.gpus_per_replica, c.namespace) for c in members
+                           if wants[c.key] > grant[c.key] and c.gpus_per_replica > 0)
+    short_ranks = [rank for rank, _, _ in short_by_rank]
+    smallest_up_to: list[list[tuple[int, str]]] = []
+    for _, g, ns in short_by_rank:
+        best = list(smallest_up_to[-1]) if smallest_up_to else []
+        if all(ns != other for _, other in best) or any(ns == other and g < size for size, other in best):
+            best = sorted([e for e in best if e[1] != ns] + [(g, ns)])[:2]
+        smallest_up_to.append(best)
+
+    def feeds_others_left(v: Claim, left: int) -> bool:
+        """Whether ``left`` GPUs a cut of ``v`` frees beyond the replica it is for go to a backend or a Pending pod
+        no claim covers of another namespace that does not outrank v (one that does could take them from v
+        anyway): a growth of one replica of ``left`` GPUs or fewer, or such a pod."""
+        if left <= 0:
+            return False
+        at = bisect.bisect_right(short_ranks, other_rank(v))
+        if at and any(g <= left and ns != v.namespace for g, ns in smallest_up_to[at - 1]):
+            return True
+        lowest = -(2 ** 63)
+        return (others.gpus_from(lowest, left, excluding=v.namespace)
+                - others.gpus_from(v.scheduling_priority + 1, left, excluding=v.namespace)) > 0
+
     # Pending GPU pods no claim covers: those of a taker's pod priority or above get what a cut frees before the
     # taker's new pods do, if what it frees holds them (with the GPUs no pod holds: growth granted this pass has no
     # pod on them yet)
@@ -1254,9 +1296,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                         + max(own, cut.gpus_per_replica))
             if has + freeable < g:
                 return True
-            left = has + cut.gpus_per_replica - g  # (``has`` counts the GPUs no pod holds, where read)
-            if cut.scheduling_priority >= level and left > 0 and others.top(left, cut.namespace) is not None:
-                return True  # the pool's own reshuffle: what it frees beyond the replica feeds another's older pod
+            # (``has`` counts the GPUs no pod holds, where read)
+            if (cut.scheduling_priority == level and outranks(w, cut, across)
+                    and feeds_others_left(cut, has + cut.gpus_per_replica - g)):
+                return True  # the pool's own reshuffle: what it frees beyond the replica feeds another's pod
             # what is free once it is cut: a pod no larger may take it
             top = others.top(has + cut.gpus_per_replica + idle_gpus + scaled_down, cut.namespace)
             return top is not None and top >= level
@@ -1472,10 +1515,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 def feeds_leftover(gpus: int) -> bool:
                     """The pool's own reshuffle (the scheduler preempts no equal): whether what a cut of v freeing
                     ``gpus`` frees beyond all c lacks goes to Pending pods of another namespace that fit it, older
-                    than any pod of the pool's (a 2-GPU replica cut for a 1-GPU need feeds a 1-GPU bare pod)."""
-                    left = gpus - (can_take * g - usable)  # noqa: B023 - read now, for this taker
-                    return (v.scheduling_priority >= c.scheduling_priority  # noqa: B023
-                            and left > 0 and others.top(left, v.namespace) is not None)  # noqa: B023
+                    than any pod of the pool's (a 2-GPU replica cut for a 1-GPU need feeds a 1-GPU bare pod), or to
+                    another namespace's growth (``feeds_others_left``)."""
+                    return (v.scheduling_priority >= c.scheduling_priority  # noqa: B023 - read now, for this taker
+                            and feeds_others_left(v, gpus - (can_take * g - usable)))  # noqa: B023
 
                 if feeds_leftover(gv):  # (a smaller victim may fit)
                     passed_over += 1
