@@ -199,6 +199,12 @@ def _rank(c: Claim) -> tuple[int, int]:
     return (c.scheduling_priority, c.priority)
 
 
+def _other_rank(c: Claim, across: bool) -> tuple[int, int]:
+    """The rank another namespace's backends outrank ``c`` by (``outranks``): its pod priority (``across``: its
+    ``_rank``)."""
+    return _rank(c) if across else (c.scheduling_priority, 0)
+
+
 def outranks(a: Claim, b: Claim, across_namespaces: bool) -> bool:
     """May ``a`` take ``b``'s GPUs? See the module docstring for why the namespace bounds it."""
     if across_namespaces or a.namespace == b.namespace:
@@ -267,7 +273,7 @@ def _kept_for(waiting: list[Claim], reserved: dict[Key, int], by_key: dict[Key, 
     own_rank = _rank  # what orders backends of one namespace (``outranks``)
 
     def other_rank(c: Claim) -> tuple[int, int]:  # and of another one
-        return _rank(c) if across else (c.scheduling_priority, 0)
+        return _other_rank(c, across)
 
     holders = [by_key[k] for k in reserved]
     # other namespaces: the reservers of a rank above each waiting one's, counted in all and by namespace
@@ -576,8 +582,7 @@ class _GpusByRank:
         self.own_pod[c.namespace].add(c.scheduling_priority, delta)
 
     def _other_rank(self, c: Claim) -> tuple[int, int]:
-        """The rank another namespace's backends outrank ``c`` by (``outranks``)."""
-        return _rank(c) if self.across else (c.scheduling_priority, 0)
+        return _other_rank(c, self.across)
 
     def above(self, c: Claim) -> int:
         total = self.by_other.above(self._other_rank(c))
@@ -1079,10 +1084,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # reshuffle's to hand to a backend that does not outrank the victim. The backends short of what they want, by the
     # rank that outranks a victim of another namespace (pod priority; ``across``: (pod priority, priority)), each
     # prefix's two smallest replicas of two namespaces
-    def other_rank(c: Claim) -> tuple[int, int]:
-        return _rank(c) if across else (c.scheduling_priority, 0)
-
-    short_by_rank = sorted((other_rank(c), c.gpus_per_replica, c.namespace) for c in members
+    short_by_rank = sorted((_other_rank(c, across), c.gpus_per_replica, c.namespace) for c in members
                            if wants[c.key] > grant[c.key] and c.gpus_per_replica > 0)
     short_ranks = [rank for rank, _, _ in short_by_rank]
     smallest_up_to: list[list[tuple[int, str]]] = []
@@ -1098,7 +1100,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         anyway): a growth of one replica of ``left`` GPUs or fewer, or such a pod."""
         if left <= 0:
             return False
-        at = bisect.bisect_right(short_ranks, other_rank(v))
+        at = bisect.bisect_right(short_ranks, _other_rank(v, across))
         if at and any(g <= left and ns != v.namespace for g, ns in smallest_up_to[at - 1]):
             return True
         lowest = -(2 ** 63)
@@ -1192,7 +1194,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         such pod priority still has waiting: a cut of one of those replicas leaves fewer beyond what fits. Before
         c's pods, those of its pod priority that outrank it (its namespace's, or any ``across``) are placed, all of
         them, and Pending pods no claim covers of its pod priority or above take what is left first."""
-        lacked = sum(max(0, waiting_gpus.by_pod.above(level - 1) - waiting_gpus.by_pod.above(level) - placed)
+        lacked = sum(max(0, waiting_gpus.equals(level) - placed)
                      for level, placed in fit_together.items() if level >= c.scheduling_priority)
         if lacked:
             lacked -= waiting_gpus.above(c) - waiting_gpus.by_pod.above(c.scheduling_priority)
