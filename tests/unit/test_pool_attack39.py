@@ -169,11 +169,16 @@ def test_control_without_the_bare_pods_w5_is_not_cut_even_for_a_sync(across):
 @MODES
 # Fixed (was a strict xfail): pass 39 finding 1 (high): _never_placed does not see x's class-10 growth: t1's Pending 8-GPU replica holds, w5 is cut to 0 for it, x takes the 2 idle GPUs, t1 never fits and T's class-0 bare pods take w5's 6 GPUs for good (T 8 -> 14, w5 3 -> 0; alone: nothing moves)
 def test_a_higher_growth_unseen_by_step_1_feeds_no_bare_pod_of_the_victims_pod_priority(across):
-    cs, bare = _unseen_growth()
+    _keeps_and_the_tenant_gains_nothing(*_unseen_growth(), across, ("W", "w5"), 3, 8)
+
+
+def _keeps_and_the_tenant_gains_nothing(cs, bare, across, key, replicas: int, tenant: int) -> None:
+    """Every sync ``key`` runs ``replicas`` and the tenant at most ``tenant`` GPUs, as the scheduler alone runs them
+    (in both orders) on the first sync."""
     for i, (claims, out, running, _, _, us) in enumerate(_runs(cs, across, 3, bare)):
         alone = _both_orders(claims, out, us)
-        assert i or all(ran[("W", "w5")] == 3 and _tenant_gpus(claims, ran, us) == 8 for ran in alone), alone
-        assert running[("W", "w5")] == 3 and _tenant_gpus(claims, running, us) <= 8, (i, _shares(out), running)
+        assert i or all(ran[key] == replicas and _tenant_gpus(claims, ran, us) == tenant for ran in alone), alone
+        assert running[key] == replicas and _tenant_gpus(claims, running, us) <= tenant, (i, _shares(out), running)
 
 
 def test_fuzz_seed_4_trial_1995_finding_1_is_gone():
@@ -214,11 +219,7 @@ def test_control_lower_or_younger_bare_pods_the_pool_agrees_with_the_scheduler_a
                    "w4 is granted 2 not 3, and T's class-0 t1 keeps a GPU w4's third replica would preempt, for good "
                    "(T 7, alone 6; w4 2, alone 3)")
 def test_older_bare_pods_of_its_pod_priority_leave_a_pending_replica_nothing_to_hold(across):
-    cs, bare = _older_bare()
-    for i, (claims, out, running, _, _, us) in enumerate(_runs(cs, across, 3, bare)):
-        alone = _both_orders(claims, out, us)
-        assert i or all(ran[("W", "w4")] == 3 and _tenant_gpus(claims, ran, us) == 6 for ran in alone), alone
-        assert running[("W", "w4")] == 3 and _tenant_gpus(claims, running, us) <= 6, (i, _shares(out), running)
+    _keeps_and_the_tenant_gains_nothing(*_older_bare(), across, ("W", "w4"), 3, 6)
 
 
 # --- (3) a pool's first pass: the draw brings a cut replica back before an older Pending one ------------------------
