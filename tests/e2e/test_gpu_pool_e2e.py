@@ -19,6 +19,8 @@ from conftest import (
     wait_for,
 )
 
+from llmbackend.render.names import BACKEND_LABEL
+
 NODE = "dgx-h100-3"  # 8 GPUs; one GPU per replica of the e2e model
 
 
@@ -120,15 +122,20 @@ def test_a_pending_pod_no_backend_claims_stops_a_reshuffle_whose_gpu_it_would_ta
     Pending pods no backend claims and makes no such cut. Once the pod is gone, the reshuffle goes ahead."""
     node = "dgx-h100-1"
     apply_manifest(cluster, _backend("batch", namespace, 0, 8, node))
-    wait_for(lambda: deployment_replicas(cluster, namespace, "batch") == 8, timeout=90, what="the batch backend on all 8 GPUs")
+    # its 8 pods bound, not only its Deployment at 8: a bare pod made while one of them still waits could take that
+    # GPU (CI on a loaded machine did: the bare pod ran, a batch pod waited, and the reshuffle was right to go ahead)
+    wait_for(lambda: len([p for p in cluster.kube.list("Pod", namespace, label_selector=f"{BACKEND_LABEL}=batch")
+                          if (p.get("spec") or {}).get("nodeName") == node]) == 8,
+             timeout=90, what="the batch backend's 8 pods bound to the node's 8 GPUs")
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "namespace": other_namespace},
         "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
                  "tolerations": [{"operator": "Exists"}],
                  "containers": [{"name": "c", "image": "busybox",
                                  "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}))
-    wait_for(lambda: ((cluster.kube.get("Pod", other_namespace, "bare") or {}).get("status") or {}).get("conditions"),
-             timeout=30, what="the bare pod judged by the scheduler (Pending: the node is full)")
+    wait_for(lambda: any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in
+                         ((cluster.kube.get("Pod", other_namespace, "bare") or {}).get("status") or {}).get("conditions") or []),
+             timeout=30, what="the bare pod judged by the scheduler (Unschedulable: the node is full)")
 
     apply_manifest(cluster, _backend("chat", namespace, 10, 8, node))
     chat = wait_for(lambda: (a := autoscaling_status(cluster, namespace, "chat")).get("waitingForCapacity") and a,
