@@ -100,7 +100,19 @@ Pending replicas lack together as free (less what its own outranking equals wait
 covers placed first). Findings 2, 3 and 4's reduced shape stay open. Pass 25's fuzz then found pass 14's low finding
 (a namespace's own reshuffle whose whole-replica leftover goes to another namespace's older Pending pod); step 3 now
 makes no cut of the taker's pod priority whose leftover beyond all the taker lacks such a pod would take. The fuzz
-checks' ``grower_beyond_pool`` counts a pod priority's Pending replicas only as far as they fit together."""
+checks' ``grower_beyond_pool`` counts a pod priority's Pending replicas only as far as they fit together.
+
+TRIED, NOT LANDED (2026-12-07, reviewer): finding 2 with pod ages. ``Unclaimed.created`` (creationTimestamp) and
+``Claim.pending_since`` (its oldest Pending pod), and step 1 placing the listed Pending pods of a pod priority
+created before a claim's Pending pod ahead of it, as far as they fit its room: the probe below passes, and every fuzz
+passes while no age is given. With ages as the model has them (``_runs`` telling the pool bare pods are the oldest)
+two things break: (1) pass 27's settle check: siblings' Pending replicas set apart for an older bare pod go, and the
+other sibling's growth is granted the same room (step 3 counts ``free`` from the grants, blind to that pod and to
+the pods no claim covers bound to the pool's nodes), so the two flap a Pending replica each sync; (2) passes 29, 31
+and 34's ``grower_beyond_pool`` oracle, which places no bare pod before a claim's Pending replicas. Netting step 3's
+room of those pods too stops the flap but makes a class-10 grower cut (a third namespace's class-5 bare pod then
+takes the leftover: pass 28 seed 283 trial 169) where the pool now leaves the preemption to the scheduler. A fix
+wants step 1 and step 3 to count the pods no claim covers, bound and Pending, at their pod priority alike."""
 
 from __future__ import annotations
 
