@@ -86,7 +86,12 @@ SUSPECTED, NOT SHOWN: the quota freeze of (a) also stops the reshuffle where the
 build ``short_by_rank`` from ``quota_room`` > 0. Nothing checked on a real cluster.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): findings 1 and 2. Step 2 makes no cut while the running GPUs of pod priorities below
+the cut's (at their floors: those above were cut first) cover the deficit: the kube-scheduler preempts those for the
+pods that wait, the lowest first (step 3's preemption loop reads them the same way). Their probes pass now. Seed 1
+trial 3 at 30 % then needs x2 unread too (first pass: finding 3's kind). Findings 3 and 4 stay open."""
 
 from __future__ import annotations
 
@@ -175,11 +180,9 @@ def test_control_dated_sequence_the_scheduler_alone_keeps_v3_and_gives_t1_four(a
         assert all(ran[("V", "v3")] == 2 and ran[("T", "t1")] == 4 for ran in alone), alone
 
 
+# Fixed (was a strict xfail): pass 43 finding 1 (high): step 2 cuts v3's running class-5 replica above its floor for w5's class-10 Pending ones the scheduler places on x2's class-0 floor; the cut stays and T's equal t1 (its namespace dated ahead, or by the draw) takes its GPU for good
 @MODES
 @pytest.mark.parametrize("shape", ["dated", "first-pass"])
-@pytest.mark.xfail(strict=True, reason="pass 43 finding 1 (high): step 2 cuts v3's running class-5 replica above its "
-                   "floor for w5's class-10 Pending ones the scheduler places on x2's class-0 floor; the cut stays and "
-                   "T's equal t1 (its namespace dated ahead, or by the draw) takes its GPU for good")
 def test_a_middle_replica_is_not_cut_for_a_higher_one_a_lower_floor_serves(across, shape):
     for now in DRAWS:
         if shape == "dated":
@@ -203,10 +206,8 @@ def test_control_read_v3s_pending_replica_runs_on_x2s_gpus_as_with_the_scheduler
         assert any(running == ran for ran in _both_orders(_middle(v3_pending=True), out))
 
 
+# Fixed (was a strict xfail): pass 43 finding 2 (high on a precondition): v3's pods not read one sync, step 2's cut of its Pending replica counts as of a running one and stays; T's t1 takes the GPU for good (v3 1, t1 4; alone v3 2, t1 3)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 43 finding 2 (high on a precondition): v3's pods not read one sync, "
-                   "step 2's cut of its Pending replica counts as of a running one and stays; T's t1 takes the GPU "
-                   "for good (v3 1, t1 4; alone v3 2, t1 3)")
 def test_one_unread_sync_of_the_victim_gives_the_tenant_nothing_for_good(across):
     for now in DRAWS:
         cs = _middle(v3_pending=True)

@@ -1322,6 +1322,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # down here, so it fits for the rest of the step. Known from the pods, one that outranks it may
                 # still wait (an older pod of its took the GPU while that one's pod was recreated): it does not fit
                 continue
+            if (exact and preemptible.pod_priority_below(cut.scheduling_priority)
+                    - surely_waiting.pod_priority_below(cut.scheduling_priority) >= -free):
+                # running pods of a lower pod priority than its own, at their floors (those above them were cut
+                # first), make the deficit: the kube-scheduler preempts those for the pods that wait, the lowest
+                # first, and a cut of this one would serve nobody (step 3's preemption loop reads them the same way)
+                continue
             taker = taker_of(cut)
             if taker is None:
                 continue  # its outrankers gave their replicas up: none will outrank it again this sync
