@@ -929,13 +929,31 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # the highest pod priority first, those the last read set apart last): the scheduler may have placed the
         # rest since
         read_room, could_run = max(0, pool_gpus - read_running), {}
+
+        read_by_level: dict[int, int] = {}  # GPUs the read pods of each pod priority run
+        for e in members:
+            if e.bound is not None:
+                read_by_level[e.scheduling_priority] = (read_by_level.get(e.scheduling_priority, 0)
+                                                        + runs(e) * max(0, e.gpus_per_replica))
+
+        def read_from(level: int) -> int:
+            """GPUs the read pods of pod priority ``level`` and above run (a few pod priorities)."""
+            return sum(gpus for lv, gpus in read_by_level.items() if lv >= level)
+
         for v in sorted((c for c in members if c.bound is None and c.gpus_per_replica > 0),
                         key=lambda c: (-c.scheduling_priority, (pool, c.key) in state.never_placed)):
             could_run[v.key] = min(_held(v), read_room // v.gpus_per_replica)
             read_room -= could_run[v.key] * v.gpus_per_replica
         for c in members:
             waits = _held(c) - could_run.get(c.key, _held(c)) if c.bound is None else waiting_replicas(c)
-            if (n := min(state.never_placed.get((pool, c.key), 0), waits)) > never.get(c.key, 0):
+            # (one the pool did not judge last pass has no last read: those that could not run beside the read pods
+            # of its pod priority and above even were it placed before every other backend not read; counted held,
+            # they made an equal's growth wait while the tenant's lower pods took the free GPUs, on a pool's first
+            # pass: attack pass 43 finding 3)
+            last = state.never_placed.get((pool, c.key), 0) if (pool, c.key) in state.granted or c.bound is not None \
+                else _held(c) - min(_held(c), max(0, pool_gpus - read_from(c.scheduling_priority))
+                                    // max(1, c.gpus_per_replica))
+            if (n := min(last, waits)) > never.get(c.key, 0):
                 never[c.key] = n
     for k, n in never.items():
         new.never_placed[(pool, k)] = n
