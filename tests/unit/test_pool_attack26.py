@@ -91,7 +91,11 @@ def _runs(claims: list[Claim], across: bool = False, syncs: int = 3, bare=(), se
         listed = {POOL: [Unclaimed(ns, p, g) for ns, g, _, w, p in bare for _ in range(w)]}
         bound = {POOL: sum((c.bound or 0) * c.gpus_per_replica for c in claims)
                  + sum(g * r for _, g, r, _, _ in bare)} if bound_read else None
-        out, state = share([seen(c) if seen else c for c in claims], now, state, across, listed, bound)
+        by_priority: dict[int, int] = {}  # the bare pods that run, by pod priority (``bound_unclaimed``)
+        for _, g, r, _, p in bare:
+            by_priority[p] = by_priority.get(p, 0) + g * r
+        out, state = share([seen(c) if seen else c for c in claims], now, state, across, listed, bound,
+                           {POOL: by_priority} if bound_read else None)
         running = _scheduled(claims, out, bare)
         alone = _scheduled(claims, {c.key: dataclasses.replace(out[c.key], replicas=max(c.wanted, c.min_replicas))
                                     for c in claims}, bare)

@@ -339,13 +339,13 @@ def test_fuzz_pass_29s_invariants_hold_with_in_use_off_by_a_few_gpus(monkeypatch
     beyond the pool, the same offset for a pool's every sync."""
     real = pass26.share
 
-    def skewed(claims, now, state, across, unclaimed, in_use):
+    def skewed(claims, now, state, across, unclaimed, in_use, bound_unclaimed=None):
         claims = list(claims)
         if in_use:
             pool = claims[0].pool_gpus
             offset = (sum(ord(ch) for c in claims for ch in c.name) + pool) % 6 - 2
             in_use = {k: (pool + 3 if offset == 3 else max(0, v + offset)) for k, v in in_use.items()}
-        return real(claims, now, state, across, unclaimed, in_use)
+        return real(claims, now, state, across, unclaimed, in_use, bound_unclaimed)
 
     monkeypatch.setattr(pass26, "share", skewed)
     pass29._fuzz(331, 150, 0.2, 1.0, pass31._fuzz_pool)

@@ -284,6 +284,24 @@ def test_gpus_in_use_counts_every_pod_bound_to_the_pools_nodes_and_nothing_else(
     assert gpus_in_use(pods, []) == 0
 
 
+def test_unclaimed_bound_counts_the_pods_no_claim_of_the_pool_covers_by_pod_priority():
+    """Step 1 places a Pending replica beside the pods no claim covers that run at its pod priority and above
+    (attack pass 44 finding 1: the tenant's running bare pods were not seen)."""
+    from llmbackend.autoscaling.holding import unclaimed_bound
+    mine = _pod(name="replica", gpus=2, node="n1", phase="Running", priority=5)
+    other_pool = _pod(name="theirs", gpus=4, node="n2", phase="Running", priority=5)
+    pods = [mine, other_pool, _pod(name="bare", gpus=1, node="n1", phase="Running", priority=10),
+            _pod(name="bare0", gpus=3, node="n2"), _pod(name="elsewhere", gpus=8, node="m1", phase="Running"),
+            _pod(name="ended", gpus=8, node="n1", phase="Failed"), _pod(name="waits", gpus=8),
+            _pod(name="cpu", gpus=0, node="n1", phase="Running", priority=7)]
+
+    def claimed_in(pod):
+        name = pod["metadata"]["name"]
+        return POOL if name == "replica" else ("other",) if name == "theirs" else None
+    assert unclaimed_bound(pods, ["n1", "n2"], POOL, claimed_in) == {5: 4, 10: 1, 0: 3}
+    assert unclaimed_bound(pods, [], POOL, claimed_in) == {}
+
+
 def _claims_of(targets, waiting: bool) -> list[Claim]:
     return [Claim(namespace=ns, name=name, pool=(t.pool,), pool_gpus=8, priority=0, current=2, wanted=2,
                   min_replicas=0, gpus_per_replica=1, held=2, bound=1 if waiting and name == "a" else 2)
@@ -301,14 +319,15 @@ def test_the_loop_lists_bound_pods_only_while_a_claim_of_a_pool_of_known_nodes_h
     targets = {(ns, name): dataclasses.replace(_pool_target(ns, name, 2),
                                                pool_nodes=frozenset({"n1"}) if nodes_known else None)
                for ns, name in [("ns", "a"), ("other", "b")]}
-    pending, in_use = asyncio.run(operator._unclaimed(targets, _claims_of(targets, waiting)))
+    pending, in_use, others = asyncio.run(operator._unclaimed(targets, _claims_of(targets, waiting)))
     if waiting and nodes_known:
         # the list answers every field selector with the same pods here: those on n1 count, and only bound ones
         assert listed == ["spec.nodeName=,status.phase=Pending",
                           "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"]
         assert in_use == {("H100/abc",): 3}
+        assert others == {("H100/abc",): {0: 3}}  # the bare pod: no claim covers it
     else:
-        assert listed == ["spec.nodeName=,status.phase=Pending"] and in_use is None
+        assert listed == ["spec.nodeName=,status.phase=Pending"] and in_use is None and others is None
 
 
 def test_a_failed_list_of_bound_pods_leaves_what_they_hold_not_known_and_says_so(monkeypatch, caplog):
@@ -326,6 +345,6 @@ def test_a_failed_list_of_bound_pods_leaves_what_they_hold_not_known_and_says_so
     operator.state.inventory = type("Nodes", (), {"nodes": staticmethod(lambda: [_node("n1")])})()
     targets = {(ns, name): dataclasses.replace(_pool_target(ns, name, 2), pool_nodes=frozenset({"n1"}))
                for ns, name in [("ns", "a"), ("other", "b")]}
-    pending, in_use = asyncio.run(operator._unclaimed(targets, _claims_of(targets, True)))
-    assert pending == {("H100/abc",): []} and in_use is None
+    pending, in_use, others = asyncio.run(operator._unclaimed(targets, _claims_of(targets, True)))
+    assert pending == {("H100/abc",): []} and in_use is None and others is None
     assert "pods bound to the GPU pools' nodes not listed" in caplog.text

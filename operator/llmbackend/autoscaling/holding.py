@@ -283,6 +283,26 @@ def gpus_in_use(pods: Iterable[dict], nodes: Iterable[str]) -> int:
     return sum(held.get(node, 0) for node in set(nodes))
 
 
+def unclaimed_bound(pods: Iterable[dict], nodes: Iterable[str], pool: tuple[str, ...],
+                    claimed_in: Callable[[dict], tuple[str, ...] | None]) -> dict[int, int]:
+    """Of the GPUs pods bound to these nodes hold (``gpus_in_use``), those of pods no claim of ``pool`` covers
+    (``claimed_in``: a claimed backend's replica names its pool; a bare pod, a backend not autoscaled, another pool's
+    replica name none of this one), by pod priority (spec.priority, 0 without): step 1 of the share places a Pending
+    replica beside those of its pod priority and above (autoscaling/pool.py ``_never_placed``)."""
+    names = set(nodes)
+    out: dict[int, int] = {}
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        if (spec.get("nodeName") not in names or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                or claimed_in(pod) == pool):
+            continue
+        if (gpus := pod_gpus(pod)) > 0:
+            priority = spec.get("priority")
+            level = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+            out[level] = out.get(level, 0) + gpus
+    return out
+
+
 def _with_volatile(node: GPUNode, keys: tuple[str, ...]) -> GPUNode:
     """The node with the volatile labels a pod reads (the inventory keeps them aside: ``GPUNode.volatile_labels``),
     as the kube-scheduler sees it."""

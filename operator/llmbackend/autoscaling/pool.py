@@ -326,10 +326,14 @@ def _kept_for(waiting: list[Claim], reserved: dict[Key, int], by_key: dict[Key, 
 
 def share(claims: Iterable[Claim], now: float, state: PoolState | None = None, across_namespaces: bool = False,
           unclaimed: Mapping[tuple[str, ...], Iterable[Unclaimed]] | None = None,
-          in_use: Mapping[tuple[str, ...], int] | None = None) -> tuple[dict[Key, Share], PoolState]:
+          in_use: Mapping[tuple[str, ...], int] | None = None,
+          bound_unclaimed: Mapping[tuple[str, ...], Mapping[int, int]] | None = None,
+          ) -> tuple[dict[Key, Share], PoolState]:
     """Every backend's share of its pool. Pure: returns a new state. ``unclaimed``: each pool's Pending GPU pods that
     no claim covers (not known: none). ``in_use``: each pool's GPUs that pods bound to its nodes hold, every pod's (a
-    pool missing: not known, and step 2 hands waiting replicas no GPU that no claim's pod holds)."""
+    pool missing: not known, and step 2 hands waiting replicas no GPU that no claim's pod holds).
+    ``bound_unclaimed``: of those, the GPUs of pods no claim of the pool covers, by pod priority (not known: none;
+    step 1 places a Pending replica beside them)."""
     state = state or PoolState()
     pools: dict[tuple[str, ...], list[Claim]] = {}
     for c in sorted(claims, key=lambda c: c.key):
@@ -360,9 +364,10 @@ def share(claims: Iterable[Claim], now: float, state: PoolState | None = None, a
         growth: dict[Key, int] = {}
         if _growth_above_waiting(members):
             _share_pool(members, now, state, PoolState(), first, across_namespaces, dict(budget), pods,
-                        (in_use or {}).get(key), {})
+                        (in_use or {}).get(key), {}, (bound_unclaimed or {}).get(key))
             growth = {c.key: max(0, first[c.key].replicas - c.current) for c in members}
-        _share_pool(members, now, state, new, out, across_namespaces, budget, pods, (in_use or {}).get(key), growth)
+        _share_pool(members, now, state, new, out, across_namespaces, budget, pods, (in_use or {}).get(key), growth,
+                    (bound_unclaimed or {}).get(key))
     return out, new
 
 
@@ -411,8 +416,8 @@ def _short(c: Claim) -> int:
     return max(0, admitted - runs(c))
 
 
-def _never_placed(members: list[Claim], pool_gpus: int, across: bool,
-                  growth: Mapping[Key, int]) -> tuple[dict[Key, int], set[Key], dict[int, int]]:
+def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Mapping[Key, int],
+                  bound_others: Mapping[int, int] | None = None) -> tuple[dict[Key, int], set[Key], dict[int, int]]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place, and the
     backends a replica more could be placed for. The kube-scheduler preempts only pods of a lower pod priority and
     places a higher one's Pending pods first, and the pool cuts a pod of the replica's own pod priority for it only
@@ -424,22 +429,29 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool,
     GPUs: they make no deficit another backend's growth waits on and no cut is made for them; as Pending pods, they
     may take what a cut of the pool frees first (``_share_pool`` counts them with the pods no claim covers). They stay
     while no backend short of what it wants outranks theirs, and go (down to its floor) once one does. Counted as is
-    safe for the others: a pod the pool does not see (a bare pod), one of a backend not read, another Pending replica
+    safe for the others: a pod the pool does not see (a Pending bare pod; a running one where the pool's
+    nodes are not known), one of a backend not read, another Pending replica
     placed before them would only make them wait more (a sync with a backend not read keeps the last read's
     judgement where it set more apart: ``PoolState.never_placed``). Also, of each pod priority whose Pending replicas
     that hold do not fit together (each fits alone; which of them runs is first come first served), the GPUs of
-    those that do: a deficit the rest make is no one's to cut for."""
+    those that do: a deficit the rest make is no one's to cut for. Pods no claim covers bound to the pool's nodes
+    (``bound_others``, by pod priority: bare pods, another pool's backends) run at their pod priority: a Pending
+    replica fits beside those of its own and above, and preempts those below."""
     def keeps(c: Claim) -> int:  # of its running replicas, those it keeps
         return min(runs(c), max(c.wanted, c.min_replicas))
 
     by_level: dict[int, list[Claim]] = {}
     for c in members:
         by_level.setdefault(c.scheduling_priority, []).append(c)
+    for level, gpus in (bound_others or {}).items():
+        if gpus > 0:
+            by_level.setdefault(level, [])
     out, fillable, fit_together = {}, set(), {}
     taken_above = 0  # GPUs the higher pod priorities take
     for level in sorted(by_level, reverse=True):
         here = by_level[level]
-        running = sum(keeps(c) * max(0, c.gpus_per_replica) for c in here if c.bound is not None)
+        running = sum(keeps(c) * max(0, c.gpus_per_replica) for c in here if c.bound is not None) \
+            + max(0, (bound_others or {}).get(level, 0))
         # GPUs running above their floors in each namespace (in all: ``across``), by priority: what cuts for a
         # backend of this pod priority and a higher priority could free
         above_floor: dict[str, list[tuple[int, int]]] = {}
@@ -904,7 +916,8 @@ def _quota_spend(c: Claim, replicas: int) -> int:
 
 def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolState, out: dict[Key, Share],
                 across: bool, budget: dict[tuple[str, str], int], unclaimed: Iterable[Unclaimed] = (),
-                in_use: int | None = None, growth: Mapping[Key, int] | None = None) -> None:
+                in_use: int | None = None, growth: Mapping[Key, int] | None = None,
+                bound_others: Mapping[int, int] | None = None) -> None:
     pool = members[0].pool
     by_key = {c.key: c for c in members}
     pool_gpus = max(c.pool_gpus for c in members)
@@ -918,7 +931,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     # step 1: what each holds; Pending replicas nothing could place hold nothing. They go once a backend that could
     # still claim a replica (``_short``; one a replica could be placed for) outranks theirs
-    never, fillable, fit_together = _never_placed(members, pool_gpus, across, growth or {}) if exact \
+    never, fillable, fit_together = _never_placed(members, pool_gpus, across, growth or {}, bound_others) if exact \
         else ({}, set(), {})
     outranked_by_a_taker = _outranked_by_any([c for c in members if _short(c) > 0 and c.key in fillable], across)
     some_unread = exact and any(c.bound is None for c in members)

@@ -29,7 +29,15 @@ from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
-from ..autoscaling.holding import bound_replicas, gpus_in_use, held_replicas, is_group_pod, made_by, unclaimed_waiting
+from ..autoscaling.holding import (
+    bound_replicas,
+    gpus_in_use,
+    held_replicas,
+    is_group_pod,
+    made_by,
+    unclaimed_bound,
+    unclaimed_waiting,
+)
 from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, share, waiting_replicas
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
@@ -597,9 +605,9 @@ class Operator:
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
                                 quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound))
-        unclaimed, gpus_held = await self._unclaimed(targets, claims)
+        unclaimed, gpus_held, others_bound = await self._unclaimed(targets, claims)
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces,
-                                             unclaimed, gpus_held)
+                                             unclaimed, gpus_held, others_bound)
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
                 continue  # its evaluation ended during this pass, after its backend went: dropped next round
@@ -614,17 +622,19 @@ class Operator:
             self._publish(key, target, new)
 
     async def _unclaimed(self, targets: dict[tuple[str, str], Any], claims: list[Claim]) -> tuple[
-            dict[tuple[str, ...], list[Unclaimed]] | None, dict[tuple[str, ...], int] | None]:
+            dict[tuple[str, ...], list[Unclaimed]] | None, dict[tuple[str, ...], int] | None,
+            dict[tuple[str, ...], dict[int, int]] | None]:
         """Of each shared pool (a cut needs two backends), the Pending GPU pods no claim covers
         (autoscaling/holding.py unclaimed_waiting), which take the GPUs a cut frees as a claim's pods would, one
         cluster-wide list a pass; and the GPUs pods bound to its nodes hold (gpus_in_use), every pod's, listed only
         while a claim of a pool whose nodes are known has replicas that wait (step 2 of the share hands them the
-        GPUs no pod holds). Not readable (an operator confined to some namespaces, an API server that fails): None,
-        the pool shares without them, and the log says so."""
+        GPUs no pod holds), and of those the GPUs of pods no claim of the pool covers by pod priority (step 1 places
+        a Pending replica beside them: holding.unclaimed_bound). Not readable (an operator confined to some
+        namespaces, an API server that fails): None, the pool shares without them, and the log says so."""
         sizes = Counter(c.pool for c in claims)
         shared = {c.pool for c in claims if sizes[c.pool] > 1}
         if not shared:
-            return None, None
+            return None, None, None
         inventory = self.state.inventory.nodes()
         pools: dict[tuple[str, ...], list[Any] | None] = {}
         for target in targets.values():
@@ -647,20 +657,21 @@ class Operator:
         except Exception as exc:  # noqa: BLE001 - not known: the pool shares from the claims alone, as before
             log.warning("Pending pods not listed across namespaces for the GPU pool share (%s): a cut may free GPUs "
                         "that a pod no backend claims then takes", exc)
-            return None, None
+            return None, None, None
         waiting = unclaimed_waiting(pending, pools, claimed_in)
         # a claim's replicas wait: its share may hand them idle GPUs, once what runs beside the claims is known
         nodes_of = {pool: {n.name for n in nodes} for pool, nodes in pools.items() if nodes is not None
                     and any(c.pool == pool and c.bound is not None and waiting_replicas(c) > 0 for c in claims)}
         if not nodes_of:
-            return waiting, None
+            return waiting, None, None
         try:
             bound = await loop.run_in_executor(self.executor, functools.partial(
                 self.kube.list, "Pod", None, field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"))
         except Exception as exc:  # noqa: BLE001 - not known: step 2 counts no GPU as idle, as before
             log.warning("pods bound to the GPU pools' nodes not listed (%s): the share counts no GPU as idle", exc)
-            return waiting, None
-        return waiting, {pool: gpus_in_use(bound, names) for pool, names in nodes_of.items()}
+            return waiting, None, None
+        return (waiting, {pool: gpus_in_use(bound, names) for pool, names in nodes_of.items()},
+                {pool: unclaimed_bound(bound, names, pool, claimed_in) for pool, names in nodes_of.items()})
 
     async def _pool_pods(self, key: tuple[str, str], target,
                          pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
