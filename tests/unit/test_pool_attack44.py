@@ -105,7 +105,12 @@ nodes that no claim of it covers, by pod priority: controller/run.py reads them 
 ``in_use``, autoscaling/holding.py ``unclaimed_bound``), and step 1 counts them as running at their pod priority: a
 Pending replica fits beside those of its pod priority and above and preempts those below. The harness tells the pool
 the bare pods that run (``_runs``, ``_step_bare``). Its probes pass; seed 1 trial 745 keeps its first sync's hit,
-where T's bare pods still wait (pass 39 finding 2, open). Finding 2 stays open."""
+where T's bare pods still wait (pass 39 finding 2, open). Finding 2 stays open: its suspected fix (a higher
+grower counts all of a lower backend not read as room, as step 4's reservation does) was tried and closes it, but
+opens the same hole one namespace over (pass 23's probe ``test_a_tenant_gains_nothing_from_other_namespaces_by_making
+_its_claims_unread``, trial 303: T's own class-5 grower no longer cuts T's unread class-0 backend, the scheduler
+preempts another namespace's class-0 pod instead and T keeps one more GPU); counting it as room only for growers of
+another namespace leaves the scheduler's choice of victim among the lower pods the same. Not landed."""
 
 from __future__ import annotations
 
