@@ -427,7 +427,8 @@ def test_class_names_no_backend_uses_are_forgotten(monkeypatch: pytest.MonkeyPat
         targets = {("tenant", f"b{i}"): _pool_target("tenant", f"b{i}", 0, f"gen{generation}-{i}") for i in range(20)}
         operator.uncapped = {k: run.ScaleDecision(1, "ForecastLoad", "wants 1", None, None) for k in targets}
         asyncio.run(operator._share_pools(targets))
-        assert set(operator.priority_classes) == {f"gen{generation}-{i}" for i in range(20)}
+        # (and the global default's value, read with them: run.GLOBAL_DEFAULT)
+        assert set(operator.priority_classes) == {f"gen{generation}-{i}" for i in range(20)} | {run.GLOBAL_DEFAULT}
     assert len(reads) == 3  # one list a pass: each pass names 20 new classes
 
 

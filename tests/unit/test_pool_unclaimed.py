@@ -284,22 +284,30 @@ def test_gpus_in_use_counts_every_pod_bound_to_the_pools_nodes_and_nothing_else(
     assert gpus_in_use(pods, []) == 0
 
 
-def test_unclaimed_bound_counts_the_pods_no_claim_of_the_pool_covers_by_pod_priority():
-    """Step 1 places a Pending replica beside the pods no claim covers that run at its pod priority and above
-    (attack pass 44 finding 1: the tenant's running bare pods were not seen)."""
+def test_unclaimed_bound_counts_the_pods_no_claim_of_the_pool_counts_by_pod_priority():
+    """Step 1 places a Pending replica beside the pods no claim counts that run at its pod priority and above
+    (attack pass 44 finding 1: the tenant's running bare pods were not seen; pass 45 finding 1: a claim's pods beyond
+    what it counts, a fat adopted one or one leaving, were not either)."""
     from llmbackend.autoscaling.holding import unclaimed_bound
-    mine = _pod(name="replica", gpus=2, node="n1", phase="Running", priority=5)
-    other_pool = _pod(name="theirs", gpus=4, node="n2", phase="Running", priority=5)
-    pods = [mine, other_pool, _pod(name="bare", gpus=1, node="n1", phase="Running", priority=10),
+    leaving = _pod(name="leaving", gpus=2, node="n2", phase="Running", priority=5)
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    pods = [_pod(name="replica", gpus=2, node="n1", phase="Running", priority=5), leaving,
+            _pod(name="fat", gpus=5, node="n1", phase="Running", priority=5),
+            _pod(name="theirs", gpus=4, node="n2", phase="Running", priority=5),
+            _pod(name="bare", gpus=1, node="n1", phase="Running", priority=10),
             _pod(name="bare0", gpus=3, node="n2"), _pod(name="elsewhere", gpus=8, node="m1", phase="Running"),
             _pod(name="ended", gpus=8, node="n1", phase="Failed"), _pod(name="waits", gpus=8),
-            _pod(name="cpu", gpus=0, node="n1", phase="Running", priority=7)]
+            _pod(name="cpu", gpus=0, node="n1", phase="Running", priority=7),
+            _pod(namespace="u", name="unread", gpus=6, node="n2", phase="Running", priority=5)]
 
-    def claimed_in(pod):
+    def claim_of(pod):  # t/model's replicas (2 GPUs each, 2 running counted: 4 GPUs) and u/unread's (not read)
         name = pod["metadata"]["name"]
-        return POOL if name == "replica" else ("other",) if name == "theirs" else None
-    assert unclaimed_bound(pods, ["n1", "n2"], POOL, claimed_in) == {5: 4, 10: 1, 0: 3}
-    assert unclaimed_bound(pods, [], POOL, claimed_in) == {}
+        return ("t", "model") if name in ("replica", "leaving", "fat") else ("u", "x") if name == "unread" else None
+    # t/model's pods hold 2 + 2 + 5 = 9 GPUs, it counts 4: 5 more at priority 5, beside "theirs" (another pool's)
+    assert unclaimed_bound(pods, ["n1", "n2"], claim_of, {("t", "model"): 4}) == {5: 9, 10: 1, 0: 3}
+    # counting all its pods, only the pods no claim covers
+    assert unclaimed_bound(pods, ["n1", "n2"], claim_of, {("t", "model"): 9}) == {5: 4, 10: 1, 0: 3}
+    assert unclaimed_bound(pods, [], claim_of, {}) == {}
 
 
 def _claims_of(targets, waiting: bool) -> list[Claim]:

@@ -803,7 +803,8 @@ class AutoscalingSpec(_Model):
                     "backends of this namespace unless the cluster admin allows it across namespaces (operator flag "
                     "--priority-across-namespaces), and only among pods of one PriorityClass value: a higher class "
                     "always comes first, as the kube-scheduler places it. Unset: the value of spec.scheduling.priorityClassName's "
-                    "PriorityClass (compared across namespaces, as the scheduler does), else 0. "
+                    "PriorityClass (compared across namespaces, as the scheduler does), else the cluster's global "
+                    "default PriorityClass's, else 0. "
                     "status.autoscaling.preemptedBy and waitingForCapacity say who holds the GPUs.")
     panic: PanicSpec | None = Field(
         default=None,

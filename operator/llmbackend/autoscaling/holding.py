@@ -283,23 +283,33 @@ def gpus_in_use(pods: Iterable[dict], nodes: Iterable[str]) -> int:
     return sum(held.get(node, 0) for node in set(nodes))
 
 
-def unclaimed_bound(pods: Iterable[dict], nodes: Iterable[str], pool: tuple[str, ...],
-                    claimed_in: Callable[[dict], tuple[str, ...] | None]) -> dict[int, int]:
-    """Of the GPUs pods bound to these nodes hold (``gpus_in_use``), those of pods no claim of ``pool`` covers
-    (``claimed_in``: a claimed backend's replica names its pool; a bare pod, a backend not autoscaled, another pool's
-    replica name none of this one), by pod priority (spec.priority, 0 without): step 1 of the share places a Pending
-    replica beside those of its pod priority and above (autoscaling/pool.py ``_never_placed``)."""
+def unclaimed_bound(pods: Iterable[dict], nodes: Iterable[str], claim_of: Callable[[dict], tuple[str, str] | None],
+                    counted: Mapping[tuple[str, str], int]) -> dict[int, int]:
+    """Of the GPUs pods bound to these nodes hold (``gpus_in_use``), those no claim of the pool counts, by pod
+    priority (spec.priority, 0 without): step 1 of the share places a Pending replica beside those of its pod
+    priority and above (autoscaling/pool.py ``_never_placed``). ``claim_of``: the claim of the pool whose replica a pod
+    is (``made_by`` its workload), else None (a bare pod, a backend not autoscaled, another pool's replica);
+    ``counted``: the GPUs each claim counts running (its running replicas, whole; a claim missing: all its pods'). A
+    claim's pods beyond that count too: one leaving, one of a rollout's surge, one adopted that asks more GPUs than a
+    replica (attack pass 45 finding 1: such a pod's GPUs counted nowhere)."""
     names = set(nodes)
     out: dict[int, int] = {}
+    claims: dict[tuple[str, str], tuple[int, int]] = {}  # claim -> (GPUs its pods here hold, their pod priority)
     for pod in pods:
         spec = pod.get("spec") or {}
-        if (spec.get("nodeName") not in names or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-                or claimed_in(pod) == pool):
+        if spec.get("nodeName") not in names or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        if (gpus := pod_gpus(pod)) > 0:
-            priority = spec.get("priority")
-            level = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+        if (gpus := pod_gpus(pod)) <= 0:
+            continue
+        priority = spec.get("priority")
+        level = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+        if (key := claim_of(pod)) is None:
             out[level] = out.get(level, 0) + gpus
+        else:
+            claims[key] = (claims.get(key, (0, level))[0] + gpus, level)
+    for key, (gpus, level) in claims.items():
+        if (beyond := gpus - counted.get(key, gpus)) > 0:
+            out[level] = out.get(level, 0) + beyond
     return out
 
 

@@ -45,7 +45,8 @@ above pods the kube-scheduler places before its own (it would preempt them back:
 "preempted" every sync while its pods run). Which backend gives a replica up first is then the lowest priority of
 all, among those of the lowest pod priority.
 Across namespaces a backend's pod priority counts (``scheduling_priority``): the value of the PriorityClass its pods
-run with (spec.scheduling.priorityClassName), else 0, as the kube-scheduler sees the pods. Admins create
+run with (spec.scheduling.priorityClassName), else the global default class's, else 0, as the kube-scheduler sees
+the pods. Admins create
 PriorityClasses and restrict who may use them, and the kube-scheduler already lets a pod of a higher class preempt
 lower pods of any namespace: the operator grants nothing the tenant could not do, and withholds nothing the scheduler
 would give. For the same reason a higher pod priority is not stopped by a lower one's minReplicas: the scheduler
@@ -143,7 +144,8 @@ class Claim:
 
     @property
     def scheduling_priority(self) -> int:
-        """The priority its pods have for the kube-scheduler: its PriorityClass's value, else 0."""
+        """The priority its pods have for the kube-scheduler: its PriorityClass's value (a backend that names none:
+        the global default class's, as the loop reads it), else 0."""
         return self.priority if self.cluster_wide else (self.class_priority or 0)
 
     @property

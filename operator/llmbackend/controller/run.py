@@ -20,6 +20,7 @@ import math
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -38,7 +39,7 @@ from ..autoscaling.holding import (
     unclaimed_bound,
     unclaimed_waiting,
 )
-from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, share, waiting_replicas
+from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, runs, share, waiting_replicas
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
 from ..render.names import BACKEND_LABEL, serving_pod_ready
@@ -62,6 +63,9 @@ STOP_WAIT_S = 10.0  # on shutdown, how long passes in flight may take to finish
 # spec or of one of its children starts the count again.
 BACKOFF_MAX_S = 60.0
 PRIORITY_CLASS_TTL_S = 60.0  # a PriorityClass's value is read again after this long (its value is immutable)
+# (``priority_classes``' key for the value the Priority admission plugin gives a pod that names no class: no
+# PriorityClass is named "")
+GLOBAL_DEFAULT = ""
 
 
 # Concurrent reconciles. A first pass is about 6 requests in a row and 25-30 ms of CPU (GIL-bound, one core): 8 keep
@@ -554,7 +558,7 @@ class Operator:
             del self.absent_deployments[key]
         loop = asyncio.get_running_loop()
         claims = []
-        in_use = {t.priority_class for t in targets.values() if t.pool and t.priority_class}
+        in_use = {t.priority_class for t in targets.values() if t.pool and t.priority_class} | {GLOBAL_DEFAULT}
         for name in [n for n in self.priority_classes if n not in in_use]:
             del self.priority_classes[name]  # a class no backend runs with any more (names are the tenants')
         await self._read_priority_classes(in_use)
@@ -569,7 +573,8 @@ class Operator:
             wanted = self.uncapped[key].desired_replicas if capped_here else target.current_replicas
             floor = target.spec.min_replicas if capped_here else max(target.spec.min_replicas, target.current_replicas)
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
-            class_value = self.priority_classes[target.priority_class][0] if target.priority_class else None
+            # (no class: the global default's, as the Priority admission plugin gives its pods; none: 0)
+            class_value = self.priority_classes[target.priority_class or GLOBAL_DEFAULT][0]
             cluster_wide = target.priority is None and class_value is not None
             pods = await self._pool_pods(key, target, (self.scalers.get(key) or {}).get("pods"))
             # of its replicas, those whose pods run (bound to nodes of the pool): the pool reads from them which pods
@@ -670,8 +675,17 @@ class Operator:
         except Exception as exc:  # noqa: BLE001 - not known: step 2 counts no GPU as idle, as before
             log.warning("pods bound to the GPU pools' nodes not listed (%s): the share counts no GPU as idle", exc)
             return waiting, None, None
+        # what each claim counts running (whole replicas; not read: all its pods')
+        counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
+
+        def claim_of(pool: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[str, str] | None]:
+            def key(pod: dict[str, Any]) -> tuple[str, str] | None:
+                meta = pod.get("metadata") or {}
+                return ((str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(BACKEND_LABEL)))
+                        if claimed_in(pod) == pool else None)
+            return key
         return (waiting, {pool: gpus_in_use(bound, names) for pool, names in nodes_of.items()},
-                {pool: unclaimed_bound(bound, names, pool, claimed_in) for pool, names in nodes_of.items()})
+                {pool: unclaimed_bound(bound, names, claim_of(pool), counted) for pool, names in nodes_of.items()})
 
     async def _pool_pods(self, key: tuple[str, str], target,
                          pods: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
@@ -732,7 +746,9 @@ class Operator:
         so a pool pass makes one request however many names its backends give. A class the LIST does not have counts
         as none (priority 0), read again after the TTL as one that is. A LIST that fails changes no value read
         before (a PriorityClass's value is immutable: only a LIST that succeeds can say the class is gone); a name
-        never read counts as none until a LIST succeeds; the log says so."""
+        never read counts as none until a LIST succeeds; the log says so. ``GLOBAL_DEFAULT`` reads the value of the
+        class with ``globalDefault: true`` (several: the smallest), which pods that name no class get at admission
+        (attack pass 45 finding 2: such a backend counted at 0, and a tenant's class below the default outranked it)."""
         now = time.monotonic()
         stale = {n for n in names if now - self.priority_classes.get(n, (None, -math.inf))[1] >= PRIORITY_CLASS_TTL_S}
         if not stale:
@@ -742,8 +758,12 @@ class Operator:
         try:
             for obj in await loop.run_in_executor(self.executor, self.kube.list, "PriorityClass", None):
                 raw = obj.get("value")
-                values[str((obj.get("metadata") or {}).get("name"))] = (
-                    raw if isinstance(raw, int) and not isinstance(raw, bool) else None)
+                value = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+                values[str((obj.get("metadata") or {}).get("name"))] = value
+                if obj.get("globalDefault") is True and value is not None:
+                    # several: the smallest value is the default (scheduling.k8s.io/v1 PriorityClass.globalDefault)
+                    default = values.get(GLOBAL_DEFAULT)
+                    values[GLOBAL_DEFAULT] = value if default is None else min(default, value)
         except Exception as exc:  # noqa: BLE001 - the values read before stand; the rest count as 0 (said in the log)
             kept = sum(1 for n in stale if self.priority_classes.get(n, (None, 0.0))[0] is not None)
             log.warning("PriorityClasses not readable (%s): the values of %d class(es) read before stand; backends "
