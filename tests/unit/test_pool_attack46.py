@@ -70,7 +70,12 @@ the bound list read a moment later: a replica bound between the two reads counts
 35's fuzz on seeds 17-20: not run in the time box.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): finding 1: the loop counts no more running replicas of a backend than the GPUs its
+bound replica pods hold make in whole replicas (``holding.bound_gpus``), and ``unclaimed_bound`` then has the thin
+pod's GPUs beyond them; ``_step`` feeds the pool as the loop now does, and the probes pass. Finding 2: the loop reads
+the global default class's name with its value and reads a classless backend's quotas as of that class."""
 
 from __future__ import annotations
 
@@ -86,7 +91,7 @@ from test_pool_attack28 import claim, running_claim
 from test_pool_attack45 import _replica
 from test_pool_unclaimed import _node, _operator_with_pending
 
-from llmbackend.autoscaling.holding import bound_replicas
+from llmbackend.autoscaling.holding import bound_gpus, bound_replicas
 from llmbackend.autoscaling.pool import Claim, Unclaimed, share
 
 MODES = pytest.mark.parametrize("across", [False, True], ids=["default", "across"])
@@ -95,15 +100,17 @@ READ = pytest.mark.parametrize("read", [True, False], ids=["bound-read", "bound-
 
 # --- the production feed: a thin adopted pod counts as a whole replica, and nothing takes the difference off -------
 
-def test_production_feed_a_thin_adopted_pod_counts_as_a_whole_replica_and_nothing_corrects_it(monkeypatch):
+def test_production_feed_a_thin_adopted_pod_counts_no_more_than_the_gpus_it_holds(monkeypatch):
     """t1's replicas ask 3 GPUs; the tenant's adopted pod asks 1. ``bound_replicas`` counts 2 running replicas
-    (6 GPUs) where the pods hold 4; ``unclaimed_bound`` adds only GPUs beyond a claim's count, so nothing says so."""
+    (6 GPUs) where the pods hold 4; fixed: the loop caps them at the whole replicas the GPUs its bound pods hold make
+    (``bound_gpus``: 4 // 3 = 1), and ``unclaimed_bound`` has the GPU beyond that one replica."""
     real, thin = _replica("T", "t1", "t1-abc-0", 3), _replica("T", "t1", "t1-abc-thin", 1)
     w = _replica("W", "w", "w-abc-0", 2, priority=0)
     w_waiting = _replica("W", "w", "w-abc-1", 2, node=None, phase="Pending", priority=0)
     pods = [real, thin, w, w_waiting]
-    running = bound_replicas(2, [real, thin], frozenset({"n1"}), True, False, workload_made="t1")
-    assert running == 2
+    assert bound_replicas(2, [real, thin], frozenset({"n1"}), True, False, workload_made="t1") == 2
+    assert bound_gpus([real, thin], frozenset({"n1"}), True, workload_made="t1") == 4
+    running = min(2, 4 // 3)  # what controller/run.py now counts
     operator = _operator_with_pending(monkeypatch, pods)
     operator.state.inventory = type("Nodes", (), {"nodes": staticmethod(lambda: [_node("n1", 6)])})()
     targets = {(ns, name): dataclasses.replace(_pool_target(ns, name, 2), pool_nodes=frozenset({"n1"}))
@@ -114,9 +121,9 @@ def test_production_feed_a_thin_adopted_pod_counts_as_a_whole_replica_and_nothin
     _, in_use, others = asyncio.run(operator._unclaimed(targets, claims))
     pool = ("H100/abc",)
     assert in_use == {pool: 3 + 1 + 2}
-    assert others == {pool: {}}
-    # what the claims count running: 6 + 2 = 8 GPUs of a 6-GPU pool, 2 more than any pod holds
-    assert sum(c.bound * c.gpus_per_replica for c in claims) - in_use[pool] == 2
+    assert others == {pool: {5: 1}}  # the thin pod's GPU, beyond t1's one replica
+    # what the claims count running and what runs beside them: the 6 GPUs the pods hold
+    assert sum(c.bound * c.gpus_per_replica for c in claims) + sum(others[pool].values()) == in_use[pool]
 
 
 # --- (F1) the model: W's running replica cut for the phantom GPUs --------------------------------------------------
@@ -130,14 +137,16 @@ def _truth():
 
 
 def _step(truth, bare, now, state, across, thin: bool, read: bool):
-    """One sync. ``thin``: the pool sees the 1-GPU pod as t1's second replica (adopted: the production count), else as
-    a bare pod at its pod priority; ``read``: the pods bound to the pool's nodes are read (``in_use``,
-    ``bound_unclaimed``: the thin pod adds nothing there, its claim counts more than its pods hold)."""
+    """One sync. ``thin``: the pool sees the 1-GPU pod as t1's second replica (adopted), as the loop now counts it: a
+    replica that holds, not running (its bound pods' 4 GPUs make one 3-GPU replica: ``holding.bound_gpus``), and its
+    GPU beyond the claim's count in ``bound_unclaimed`` (before the fix: a second running replica, and nothing
+    there); else as a bare pod at its pod priority; ``read``: the pods bound to the pool's nodes are read
+    (``in_use``, ``bound_unclaimed``)."""
     t1 = truth[0]
-    seen = [dataclasses.replace(t1, current=t1.current + 1, held=t1.held + 1, bound=t1.bound + 1,
+    seen = [dataclasses.replace(t1, current=t1.current + 1, held=t1.held + 1,
                                 wanted=t1.wanted + 1) if thin else t1, *truth[1:]]
     others: dict[int, int] = {}
-    for _, g, r, _, p in bare[1 if thin else 0:]:
+    for _, g, r, _, p in bare:
         others[p] = others.get(p, 0) + g * r
     in_use = sum(c.bound * c.gpus_per_replica for c in truth) + sum(g * r for _, g, r, _, _ in bare)
     out, state = share(seen, now, state, across,
@@ -187,10 +196,7 @@ def test_held_a_tenants_pending_pod_of_ws_pod_priority_waiting_first_stops_the_c
     assert running[("W", "w")] == 1 and running[("bare", 1)] == 0, (_shares(out), running)
 
 
-@pytest.mark.xfail(strict=True, reason="pass 46 finding 1 (high): a claimed backend's adopted pod asking fewer GPUs "
-                   "than a replica counts as a whole replica (bound_replicas; unclaimed_bound only adds beyond a "
-                   "claim's count): the pool sees phantom GPUs, calls the pool overcommitted and cuts W's running "
-                   "replica of a lower pod priority for nobody, every sync")
+# Fixed (was a strict xfail): pass 46 finding 1 (high): a claimed backend's adopted pod asking fewer GPUs than a replica counts as a whole replica (bound_replicas; unclaimed_bound only adds beyond a claim's count): the pool sees phantom GPUs, calls the pool overcommitted and cuts W's running replica of a lower pod priority for nobody, every sync
 @MODES
 @READ
 def test_a_thin_adopted_pod_cuts_no_running_replica_of_another_namespace(across, read):
@@ -198,8 +204,7 @@ def test_a_thin_adopted_pod_cuts_no_running_replica_of_another_namespace(across,
     assert running[("W", "w")] == 1, (_shares(out), running)
 
 
-@pytest.mark.xfail(strict=True, reason="pass 46 finding 1 (high), gain: after the cut the tenant's bare pod of W's "
-                   "own pod priority runs on W's freed GPUs, which the kube-scheduler alone never gives it (T 6, W 0)")
+# Fixed (was a strict xfail): pass 46 finding 1 (high), gain: after the cut the tenant's bare pod of W's own pod priority runs on W's freed GPUs, which the kube-scheduler alone never gives it (T 6, W 0)
 @MODES
 def test_the_tenant_gains_no_gpus_of_ws_from_a_thin_adopted_pod(across):
     out, running, bare = _runs(across, thin=True, read=True, syncs=4, late_bare=("T", 2, 0, 1, 0))
@@ -247,10 +252,7 @@ def test_control_a_backend_naming_the_default_class_is_capped_by_its_quota(monke
     assert (prod.desired_replicas, tenant.desired_replicas) == (6, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="pass 46 finding 2 (medium): a backend that names no PriorityClass counts at "
-                   "the global default's value but its quota scope is read as no class (quota_free(..., None)), so "
-                   "a quota scoped to the default class does not cap it: the pool cuts another namespace's lower "
-                   "class for replicas the API server refuses (prod 6 -> 1)")
+# Fixed (was a strict xfail): pass 46 finding 2 (medium): a backend that names no PriorityClass counts at the global default's value but its quota scope is read as no class (quota_free(..., None)), so a quota scoped to the default class does not cap it: the pool cuts another namespace's lower class for replicas the API server refuses (prod 6 -> 1)
 def test_a_classless_backend_is_capped_by_a_quota_scoped_to_the_default_class(monkeypatch):
     prod, tenant = _quota_scoped_loop(monkeypatch, None)
     assert prod.desired_replicas == 6 and tenant.desired_replicas == 2, (prod, tenant)

@@ -66,6 +66,16 @@ def bound_replicas(current: int, pods: list[dict] | None, pool_nodes: frozenset[
                             if all(_bound(p) and not _elsewhere(p, pool_nodes) for p in group)))
 
 
+def bound_gpus(pods: list[dict] | None, pool_nodes: frozenset[str] | None = None, needs_gpus: bool = False,
+               workload_made: str | None = None) -> int:
+    """The GPUs a backend's replica pods bound to the pool's nodes hold (``_replica_pods``; 0 when no pods are
+    known): its running replicas count no more whole replicas than these make (a pod anyone adopts into its
+    ReplicaSet may ask fewer GPUs than a replica: counted whole, its phantom GPUs cut another backend; attack pass 46
+    finding 1)."""
+    return sum(pod_gpus(p) for p in _replica_pods(pods or [], needs_gpus, workload_made)
+               if _bound(p) and not _elsewhere(p, pool_nodes))
+
+
 def _replicas(pods: list[dict], grouped: bool) -> list[list[dict]]:
     """The pods of each replica: multi-node groups (``_groups``), or each pod alone."""
     return _groups(pods) if grouped else [[p] for p in pods]

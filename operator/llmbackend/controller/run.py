@@ -31,6 +31,7 @@ from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.holding import (
+    bound_gpus,
     bound_replicas,
     gpus_in_use,
     held_replicas,
@@ -147,6 +148,7 @@ class Operator:
         # backend -> the AutoscaleTarget for which the API server said its Deployment does not exist (_held)
         self.absent_deployments: dict[tuple[str, str], Any] = {}
         self.priority_classes: dict[str, tuple[int | None, float]] = {}
+        self.global_default_class: str | None = None  # the name of the class with globalDefault: true, as last read
         self.priority_across_namespaces = False
         self.pool_stale = False  # an evaluation ended since the pools were last shared
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
@@ -575,12 +577,18 @@ class Operator:
             # the class's value is the pods' priority for the kube-scheduler, which counts across namespaces
             # (no class: the global default's, as the Priority admission plugin gives its pods; none: 0)
             class_value = self.priority_classes[target.priority_class or GLOBAL_DEFAULT][0]
+            # (and the class its pods get at admission, which a ResourceQuota's PriorityClass scope selects: attack
+            # pass 46 finding 2)
+            pod_class = target.priority_class or self.global_default_class
             cluster_wide = target.priority is None and class_value is not None
             pods = await self._pool_pods(key, target, (self.scalers.get(key) or {}).get("pods"))
             # of its replicas, those whose pods run (bound to nodes of the pool): the pool reads from them which pods
             # wait for GPUs, not from the ranks. Not known while its pods are not read
             running = bound_replicas(target.current_replicas, pods, target.pool_nodes, target.gpus_per_replica > 0,
                                      target.multi_node, workload_made=target.name)
+            if target.gpus_per_replica > 0:  # no more whole replicas than the GPUs its bound pods hold make
+                running = min(running, bound_gpus(pods, target.pool_nodes, True, target.name)
+                              // target.gpus_per_replica)
             bound = running if pods is not None else None
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
@@ -600,7 +608,7 @@ class Operator:
             namespace_quotas = quotas[key[0]]
             known = bool(namespace_quotas)
             pods_known = pods if pods is not None else []
-            quota = (quota_replicas(namespace_quotas or [], pods_known, target.gpus_per_replica, target.priority_class)
+            quota = (quota_replicas(namespace_quotas or [], pods_known, target.gpus_per_replica, pod_class)
                      if known else None)
             claims.append(Claim(namespace=key[0], name=key[1], pool=(target.pool,), pool_gpus=target.pool_gpus,
                                 priority=(class_value or 0) if cluster_wide else (target.priority or 0),
@@ -608,7 +616,7 @@ class Operator:
                                 min_replicas=floor, gpus_per_replica=target.gpus_per_replica,
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
                                 unplaceable=target.unplaceable, quota=quota,
-                                quota_free=quota_free(namespace_quotas or [], target.priority_class) if known else (),
+                                quota_free=quota_free(namespace_quotas or [], pod_class) if known else (),
                                 quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound))
         unclaimed, gpus_held, others_bound = await self._unclaimed(targets, claims)
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces,
@@ -755,6 +763,7 @@ class Operator:
             return
         loop = asyncio.get_running_loop()
         values: dict[str, int | None] = {}
+        default_class: str | None = None
         try:
             for obj in await loop.run_in_executor(self.executor, self.kube.list, "PriorityClass", None):
                 raw = obj.get("value")
@@ -763,7 +772,9 @@ class Operator:
                 if obj.get("globalDefault") is True and value is not None:
                     # several: the smallest value is the default (scheduling.k8s.io/v1 PriorityClass.globalDefault)
                     default = values.get(GLOBAL_DEFAULT)
-                    values[GLOBAL_DEFAULT] = value if default is None else min(default, value)
+                    if default is None or value < default:
+                        values[GLOBAL_DEFAULT] = value
+                        default_class = str((obj.get("metadata") or {}).get("name"))
         except Exception as exc:  # noqa: BLE001 - the values read before stand; the rest count as 0 (said in the log)
             kept = sum(1 for n in stale if self.priority_classes.get(n, (None, 0.0))[0] is not None)
             log.warning("PriorityClasses not readable (%s): the values of %d class(es) read before stand; backends "
@@ -774,6 +785,7 @@ class Operator:
             return
         for name in stale:
             self.priority_classes[name] = (values.get(name), now)
+        self.global_default_class = default_class
 
     def _hold(self, key: tuple[str, str], target, reason: str, message: str) -> None:
         """A decision that keeps the replicas where they are, with why in status.autoscaling."""
