@@ -138,13 +138,12 @@ def _truth():
 
 def _step(truth, bare, now, state, across, thin: bool, read: bool):
     """One sync. ``thin``: the pool sees the 1-GPU pod as t1's second replica (adopted), as the loop now counts it: a
-    replica that holds, not running (its bound pods' 4 GPUs make one 3-GPU replica: ``holding.bound_gpus``), and its
-    GPU beyond the claim's count in ``bound_unclaimed`` (before the fix: a second running replica, and nothing
-    there); else as a bare pod at its pod priority; ``read``: the pods bound to the pool's nodes are read
-    (``in_use``, ``bound_unclaimed``)."""
+    replica that neither runs nor holds (its bound pods' 4 GPUs make one 3-GPU replica: ``holding.bound_gpus``; the
+    one the cap takes off is bound, not waiting: pass 47 finding 1), and its GPU beyond the claim's count in
+    ``bound_unclaimed`` (before the fix: a second running replica, and nothing there); else as a bare pod at its pod
+    priority; ``read``: the pods bound to the pool's nodes are read (``in_use``, ``bound_unclaimed``)."""
     t1 = truth[0]
-    seen = [dataclasses.replace(t1, current=t1.current + 1, held=t1.held + 1,
-                                wanted=t1.wanted + 1) if thin else t1, *truth[1:]]
+    seen = [dataclasses.replace(t1, current=t1.current + 1, wanted=t1.wanted + 1) if thin else t1, *truth[1:]]
     others: dict[int, int] = {}
     for _, g, r, _, p in bare:
         others[p] = others.get(p, 0) + g * r

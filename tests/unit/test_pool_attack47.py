@@ -50,7 +50,13 @@ also list-order); a quota scoped to the other one is then read wrong - admin-mad
 class changed by the admin between admission and a read: the backend's pods keep the admitted class while the
 quota read uses the new one (admin-triggered, same shape as pass 46 suspected (a)).
 
-A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the\nfinding."""
+A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the\nfinding.
+
+FIXED (2026-12-07, reviewer): finding 1: the replicas the ``bound_gpus`` cap takes off are taken off ``held`` too
+(controller/run.py: bound, not waiting; they hold no replica's GPUs, their pods' GPUs count in ``unclaimed_bound``),
+so a backend with such a replica claims no more (``_short``: a replica that holds nothing) and step 1 places
+nothing for it. Pass 46's ``_step`` feeds the pool as the loop now does; the probes pass. Checked through that model,
+not through ``_share_pools`` with live pod lists."""
 
 from __future__ import annotations
 
@@ -208,17 +214,14 @@ def test_control_the_scheduler_alone_keeps_ws_replica_with_room_left(across):
     assert running[("W", "w")] == 1 and running[("bare", 1)] == 0, (out, running)
 
 
-@pytest.mark.xfail(strict=True, reason="pass 47 finding 1 (high): the bound_gpus cap reads t1's thin adopted pod as a "
-                   "waiting 3-GPU replica; with room at class 5 the pool places it by cutting W's running replica, "
-                   "every sync, where no pod of t1 is Pending")
+# Fixed (was a strict xfail): pass 47 finding 1 (high): the bound_gpus cap reads t1's thin adopted pod as a waiting 3-GPU replica; with room at class 5 the pool places it by cutting W's running replica, every sync, where no pod of t1 is Pending
 @MODES
 def test_a_thin_adopted_pod_makes_no_waiting_replica_that_cuts_w(across):
     out, running = _slack_runs(across, thin=True, late_bare=False)
     assert running[("W", "w")] == 1, (out, running)
 
 
-@pytest.mark.xfail(strict=True, reason="pass 47 finding 1 (high), gain: after the cut the tenant's late class-0 bare "
-                   "pod runs on W's freed GPUs (T 6, W 0), which the kube-scheduler alone never gives it")
+# Fixed (was a strict xfail): pass 47 finding 1 (high), gain: after the cut the tenant's late class-0 bare pod runs on W's freed GPUs (T 6, W 0), which the kube-scheduler alone never gives it
 @MODES
 def test_the_tenant_gains_no_gpus_of_ws_from_a_phantom_waiting_replica(across):
     out, running = _slack_runs(across, thin=True)

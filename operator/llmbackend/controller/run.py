@@ -586,9 +586,13 @@ class Operator:
             # wait for GPUs, not from the ranks. Not known while its pods are not read
             running = bound_replicas(target.current_replicas, pods, target.pool_nodes, target.gpus_per_replica > 0,
                                      target.multi_node, workload_made=target.name)
-            if target.gpus_per_replica > 0:  # no more whole replicas than the GPUs its bound pods hold make
-                running = min(running, bound_gpus(pods, target.pool_nodes, True, target.name)
-                              // target.gpus_per_replica)
+            # no more whole replicas than the GPUs its bound pods hold make; those the cap takes off are bound, not
+            # waiting: they hold no replica's GPUs (their pods' count beside the claims: holding.unclaimed_bound)
+            thin = 0
+            if target.gpus_per_replica > 0:
+                thin = max(0, running - bound_gpus(pods, target.pool_nodes, True, target.name)
+                           // target.gpus_per_replica)
+                running -= thin
             bound = running if pods is not None else None
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
@@ -599,6 +603,10 @@ class Operator:
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
                 # Deployment's conditions
                 held = await self._held(key, target, pods)
+            if held is not None and thin:
+                # (read as waiting they would hold GPUs step 1 finds room for, and cut another backend: attack pass
+                # 47 finding 1)
+                held = max(0, held - thin)
             if key[0] not in quotas:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: the quotas unread). Its pods not
