@@ -220,15 +220,18 @@ def test_control_the_scheduler_alone_keeps_ws_replica_and_the_tenants_late_bare_
 
 # --- (F2) the global default PriorityClass and the namespace's quotas scoped by PriorityClass ----------------------
 
-def _quota_scoped_loop(monkeypatch, tenant_class):
+def _quota_scoped_loop(monkeypatch, tenant_class, fail_classes: bool = False):
     """The loop over pool 8: prod's model (class "low", value 5) runs 6 1-GPU replicas; the tenant's t runs 2 and wants
     8, under a ResourceQuota scoped to the PriorityClass "default" (the global default, value 1000) with no GPU free.
-    ``tenant_class``: the class t names (None: none, its pods get "default" at admission)."""
+    ``tenant_class``: the class t names (None: none, its pods get "default" at admission); ``fail_classes``: the
+    PriorityClass LIST fails."""
     operator = _operator()
     other = operator.kube.list
 
     def listed(kind, namespace=None, **kw):
         if kind == "PriorityClass":
+            if fail_classes:
+                raise RuntimeError("forbidden")
             return [{"metadata": {"name": "default"}, "value": 1000, "globalDefault": True},
                     {"metadata": {"name": "low"}, "value": 5}]
         if kind == "ResourceQuota":

@@ -64,11 +64,10 @@ import asyncio
 import time
 
 import pytest
-from test_autoscale_loop import _pool_target, _wanting
 from test_backoff import _operator
 from test_pool_attack28 import claim, running_claim
 from test_pool_attack45 import _replica
-from test_pool_attack46 import _step
+from test_pool_attack46 import _quota_scoped_loop, _step
 
 from llmbackend.autoscaling.holding import bound_gpus, bound_replicas, unclaimed_bound
 from llmbackend.controller import run
@@ -155,40 +154,15 @@ def test_held_a_failed_list_after_a_good_one_keeps_the_default_class(monkeypatch
     assert operator.priority_classes[run.GLOBAL_DEFAULT][0] == 1000
 
 
-def _loop(monkeypatch, tenant_class, fail_classes):
-    operator = _operator()
-    other = operator.kube.list
-
-    def listed(kind, namespace=None, **kw):
-        if kind == "PriorityClass":
-            if fail_classes:
-                raise RuntimeError("forbidden")
-            return [{"metadata": {"name": "default"}, "value": 1000, "globalDefault": True},
-                    {"metadata": {"name": "low"}, "value": 5}]
-        if kind == "ResourceQuota":
-            return [] if namespace != "tenant" else [{
-                "metadata": {"name": "gpus"},
-                "spec": {"hard": {"requests.nvidia.com/gpu": "2"}, "scopeSelector": {"matchExpressions": [
-                    {"scopeName": "PriorityClass", "operator": "In", "values": ["default"]}]}},
-                "status": {"used": {"requests.nvidia.com/gpu": "2"}}}]
-        return other(kind, namespace, **kw)
-    monkeypatch.setattr(operator.kube, "list", listed)
-    targets = {("prod", "model"): _pool_target("prod", "model", 6, priority_class="low"),
-               ("tenant", "t"): _pool_target("tenant", "t", 2, priority_class=tenant_class)}
-    operator.uncapped = {("prod", "model"): _wanting(6), ("tenant", "t"): _wanting(8)}
-    asyncio.run(operator._share_pools(targets))
-    return operator.state.decisions[("prod", "model")], operator.state.decisions[("tenant", "t")]
-
-
 @pytest.mark.parametrize("tenant_class", [None, "default"], ids=["classless", "named-default"])
 def test_held_a_failed_first_class_list_cuts_no_prod_replica(monkeypatch, tenant_class):
-    prod, tenant = _loop(monkeypatch, tenant_class, fail_classes=True)
+    prod, tenant = _quota_scoped_loop(monkeypatch, tenant_class, fail_classes=True)
     assert prod.desired_replicas == 6, (prod, tenant)
 
 
 @pytest.mark.parametrize("tenant_class", [None, "default"], ids=["classless", "named-default"])
 def test_held_classless_and_named_default_read_the_same_quota(monkeypatch, tenant_class):
-    prod, tenant = _loop(monkeypatch, tenant_class, fail_classes=False)
+    prod, tenant = _quota_scoped_loop(monkeypatch, tenant_class, fail_classes=False)
     assert (prod.desired_replicas, tenant.desired_replicas) == (6, 2), (prod, tenant)
 
 
