@@ -166,6 +166,12 @@ def _groups(pods: list[dict]) -> list[list[dict]]:
     return [members for key, members in groups.items() if len(members) >= sizes.get(key, 0)]
 
 
+def _pod_priority(spec: dict) -> int:
+    """spec.priority, the value its PriorityClass gave the pod at admission (0 without, or not an integer)."""
+    priority = spec.get("priority")
+    return priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+
+
 def _bound(pod: dict) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName")) \
         and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
@@ -253,9 +259,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
                             sorted(requests.items())], sort_keys=True, default=str)
         keys, by_name = _node_reads(spec)
         selector = {str(k): v for k, v in (spec.get("nodeSelector") or {}).items()}
-        priority = spec.get("priority")
-        waiting = Unclaimed(str(meta.get("namespace") or ""),
-                            priority if isinstance(priority, int) and not isinstance(priority, bool) else 0, gpus)
+        waiting = Unclaimed(str(meta.get("namespace") or ""), _pod_priority(spec), gpus)
         for pool, nodes in pools.items():
             if pool == own_pool:
                 continue  # its claim counts it
@@ -306,13 +310,9 @@ def unclaimed_bound(pods: Iterable[dict], nodes: Iterable[str], claim_of: Callab
     out: dict[int, int] = {}
     claims: dict[tuple[str, str], tuple[int, int]] = {}  # claim -> (GPUs its pods here hold, their pod priority)
     for pod in pods:
-        spec = pod.get("spec") or {}
-        if spec.get("nodeName") not in names or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if not _bound(pod) or pod["spec"]["nodeName"] not in names or (gpus := pod_gpus(pod)) <= 0:
             continue
-        if (gpus := pod_gpus(pod)) <= 0:
-            continue
-        priority = spec.get("priority")
-        level = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+        level = _pod_priority(pod["spec"])
         if (key := claim_of(pod)) is None:
             out[level] = out.get(level, 0) + gpus
         else:

@@ -665,11 +665,17 @@ class Operator:
                                else [n for n in inventory if n.name in target.pool_nodes])
         claimed = {key: target for key, target in targets.items() if (target.pool,) in shared}
 
+        def claim_key(pod: dict[str, Any]) -> tuple[str, str] | None:
+            """The claimed backend whose replica the pod is (its labels name it and its workload made it)."""
+            meta = pod.get("metadata") or {}
+            key = (str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(BACKEND_LABEL)))
+            target = claimed.get(key)
+            return key if target is not None and made_by(pod, target.name) else None
+
         def claimed_in(pod: dict[str, Any]) -> tuple[str, ...] | None:
             """The pool whose claim counts the pod: its backend's, when the pod is that backend's replica."""
-            meta = pod.get("metadata") or {}
-            target = claimed.get((str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(BACKEND_LABEL))))
-            return (target.pool,) if target is not None and made_by(pod, target.name) else None
+            key = claim_key(pod)
+            return (claimed[key].pool,) if key is not None else None
 
         loop = asyncio.get_running_loop()
         try:
@@ -695,10 +701,10 @@ class Operator:
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
 
         def claim_of(pool: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[str, str] | None]:
+            """``claim_key`` for the claims of ``pool`` only."""
             def key(pod: dict[str, Any]) -> tuple[str, str] | None:
-                meta = pod.get("metadata") or {}
-                return ((str(meta.get("namespace") or ""), str((meta.get("labels") or {}).get(BACKEND_LABEL)))
-                        if claimed_in(pod) == pool else None)
+                found = claim_key(pod)
+                return found if found is not None and (claimed[found].pool,) == pool else None
             return key
         return (waiting, {pool: gpus_in_use(bound, names) for pool, names in nodes_of.items()},
                 {pool: unclaimed_bound(bound, names, claim_of(pool), counted) for pool, names in nodes_of.items()})
