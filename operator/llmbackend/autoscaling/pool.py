@@ -193,6 +193,10 @@ class PoolState:
     # (pool, backend) -> its Pending replicas never placed, as its pods last read said (``_never_placed``): a sync
     # that cannot read them keeps that judgement, not one the shares would flip back from once they are read again
     never_placed: dict[tuple[tuple[str, ...], Key], int] = field(default_factory=dict)
+    # (pool, backend) -> its replicas whose pods ran, as its pods last read said: a sync that cannot read them counts
+    # no more of them running (a Pending replica the scheduler placed since is the youngest pod, the first a higher
+    # pod priority's preemption takes)
+    ran: dict[tuple[tuple[str, ...], Key], int] = field(default_factory=dict)
 
 
 def _rank(c: Claim) -> tuple[int, int]:
@@ -972,6 +976,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 never[c.key] = n
     for k, n in never.items():
         new.never_placed[(pool, k)] = n
+    for c in members:
+        if c.bound is not None:
+            new.ran[(pool, c.key)] = runs(c)
+        elif (pool, c.key) in state.ran:
+            new.ran[(pool, c.key)] = state.ran[(pool, c.key)]
     held = {c.key: _held(c) - never.get(c.key, 0) for c in members}
     idle = {c.key: c.current - _held(c) for c in members}
     # what a quota admits bounds growth only: replicas that exist were admitted (or refused: held says so)
@@ -1088,7 +1097,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     unread_room, may_run = max(0, pool_gpus - read_running), {}
     for v in sorted((c for c in members if c.bound is None and c.gpus_per_replica > 0),
                     key=lambda c: -c.scheduling_priority):
-        may_run[v.key] = min(held[v.key], unread_room // v.gpus_per_replica)
+        may_run[v.key] = min(held[v.key], unread_room // v.gpus_per_replica, state.ran.get((pool, v.key), held[v.key]))
         unread_room -= may_run[v.key] * v.gpus_per_replica
     # GPUs of running replicas above each backend's floor, known from the pods (what a cut frees)
     running_givable = _GpusByRank(members, across)
