@@ -361,3 +361,17 @@ def test_benign_seed_3_trial_1074_the_kube_scheduler_may_do_what_the_pool_does()
     # and the fuzz's hit is this one
     trial_cs, pool, bare, across, unread = _trial(3, 1074)
     assert not across and not bare and _hits(trial_cs, pool, bare, across, unread) == [0]
+
+
+@pytest.mark.parametrize(("seed", "trial", "unread_p"), [(20, 598, None), (18, 789, 0.15), (20, 541, 0.15)],
+                         ids=["s20-t598", "s18-t789-15", "s20-t541-15"])
+def test_fuzz_seeds_17_to_20_hits_are_finding_2s_kind_all_read_and_need_the_tenants_class_5_bare_pods(
+        seed, trial, unread_p):
+    """Pass 35's tenant-gain fuzz, seeds 17-20 (2000 trials, none, 15 and 30 % unread; run 2026-12-07): its only hits.
+    Each hits with every claim read, beside another namespace's Pending class-5 replica, and none without T's
+    Pending class-5 bare pods (the model's oldest pods) or with them of class 0: finding 2's precondition."""
+    cs, _, bare, across, _ = _trial(seed, trial, unread_p)
+    assert _hits(cs, 0, bare, across, set())
+    assert any(c.scheduling_priority == 5 and c.namespace != "t" and c.bound < c.held for c in cs)
+    assert _hits(cs, 0, [], across, set()) == []
+    assert _hits(cs, 0, [(ns, g, r, w, 0) for ns, g, r, w, _ in bare], across, set()) == []
