@@ -87,7 +87,19 @@ them (the tenant loses; not a gain). (c) Finding 1 with an adopted Pending pod i
 deletes a Pending pod over its count first, so only for moments; not built.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): finding 1: ``holding.counted_waiting`` gives each claim's Pending pods the oldest first,
+up to the GPUs of its waiting replicas (``waiting_replicas`` x ``gpus_per_replica``; a claim not read: all its
+pods), and the loop's ``claimed_in`` answers the claim's pool for those only: the surge pod counts as a Pending pod
+no claim covers, in its own pool too, and stops W's reshuffle as T's bare pod does (both probes pass through
+``_share_pools``; ``tests/unit/test_pool_unclaimed.py`` tests ``counted_waiting``). Finding 3: the loop sets
+``global_default_class`` only from the LIST that reads ``GLOBAL_DEFAULT``'s value (``if GLOBAL_DEFAULT in stale``).
+Finding 2 stays open (medium, admin-made: the default class deleted or moved while pods admitted under it run): the
+claim has one pod priority for its running pods and its new ones; counting a classless backend at its running pods'
+spec.priority closes this shape and opens its mirror (its new pods, admitted at the lower default, counted at the
+old value cut a class between). docs/autoscaling.md tells the admin to roll out classless backends after changing
+the default."""
 
 from __future__ import annotations
 
@@ -235,7 +247,7 @@ def test_production_feed_a_pending_surge_pod_is_no_replica_and_no_unclaimed_pod(
     """The mechanism: the loop sees t at its Deployment's 1 replica; ``held_replicas`` says 1 and ``bound_replicas``
     1, so t has no waiting replica; and ``unclaimed_waiting`` leaves the surge pod out (``claimed_in``: t's pool, its
     claim counts it). Counted nowhere as a pod that waits."""
-    from llmbackend.autoscaling.holding import bound_replicas, held_replicas, unclaimed_waiting
+    from llmbackend.autoscaling.holding import bound_replicas, counted_waiting, held_replicas, unclaimed_waiting
 
     old = _rs_pod("T", "t", "t-old-0", 2, "n1", template="old")
     new = _rs_pod("T", "t", "t-new-0", 2, None, template="new")
@@ -245,20 +257,21 @@ def test_production_feed_a_pending_surge_pod_is_no_replica_and_no_unclaimed_pod(
     assert (held, bound) == (1, 1)
     pool = ("H100/abc",)
     assert unclaimed_waiting([new], {pool: [_node("n1", 8)]}, lambda pod: pool) == {pool: []}
+    # the fix: t's claim counts no waiting replica, so ``counted_waiting`` covers none of its Pending pods, and the
+    # loop's ``claimed_in`` answers None for the surge pod: it counts as a Pending pod no claim covers
+    assert counted_waiting([new], lambda pod: ("T", "t"), {("T", "t"): 0}) == set()
+    assert counted_waiting([new], lambda pod: ("T", "t"), {("T", "t"): 2}) == {("T", "t-new-0")}
 
 
 # FINDING 1 (high): a rollout's Pending surge pod is no claim's waiting replica and no unclaimed Pending pod: W's own reshuffle cuts v, and the tenant's older surge pod takes the GPUs
-@pytest.mark.xfail(strict=True, reason="pass 48 finding 1: a claimed backend's Pending surge pod counts nowhere; "
-                                       "the pool cuts W's v, whose GPUs the tenant's older surge pod takes")
+# Fixed (was a strict xfail): pass 48 finding 1: a claimed backend's Pending surge pod counts nowhere; the pool cuts W's v, whose GPUs the tenant's older surge pod takes
 @MODES
 def test_a_tenants_pending_surge_pod_stops_ws_reshuffle_as_a_bare_pod_does(monkeypatch, across):
     out = _surge_scene(monkeypatch, "surge", across)
     assert (out[("W", "x")], out[("W", "v")]) == (1, 2), out
 
 
-@pytest.mark.xfail(strict=True, reason="pass 48 finding 1 (gain): after the cut the surge pod runs on v's GPUs and "
-                                       "x's new replica waits: W 6 -> 4 GPUs, T 2 -> 4, where the scheduler alone "
-                                       "leaves the surge pod Pending")
+# Fixed (was a strict xfail): pass 48 finding 1 (gain): after the cut the surge pod runs on v's GPUs and x's new replica waits: W 6 -> 4 GPUs, T 2 -> 4, where the scheduler alone leaves the surge pod Pending
 @MODES
 def test_the_tenant_gains_no_gpus_of_w_from_a_pending_surge_pod(monkeypatch, across):
     first = _surge_scene(monkeypatch, "surge", across)
@@ -330,8 +343,7 @@ def test_control_within_the_ttl_the_default_reads_as_one_pair():
 
 
 # FINDING 3 (low): a LIST made for another name refreshes global_default_class, not GLOBAL_DEFAULT's value
-@pytest.mark.xfail(strict=True, reason="pass 48 finding 3: a LIST made for a new class name sets global_default_class "
-                                       "to d2 while GLOBAL_DEFAULT keeps d1's value 1000 until its own TTL")
+# Fixed (was a strict xfail): pass 48 finding 3: a LIST made for a new class name sets global_default_class to d2 while GLOBAL_DEFAULT keeps d1's value 1000 until its own TTL
 def test_the_default_class_name_and_value_come_from_one_list():
     name, value = _default_read(new_name=True)
     assert (name, value) in (("d1", 1000), ("d2", 10)), (name, value)

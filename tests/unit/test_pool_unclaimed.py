@@ -11,7 +11,7 @@ import pytest
 from test_autoscale_loop import _pool_target, _wanting
 from test_backoff import _operator
 
-from llmbackend.autoscaling.holding import unclaimed_waiting
+from llmbackend.autoscaling.holding import counted_waiting, unclaimed_waiting
 from llmbackend.autoscaling.pool import Claim, Unclaimed, share
 from llmbackend.planning.inventory import GPUNode
 
@@ -227,6 +227,34 @@ def test_a_claimed_backends_pod_counts_in_every_pool_but_its_own():
     pools = {POOL: NODES[POOL], other: NODES[POOL]}
     listed = unclaimed_waiting([_pod()], pools, lambda pod: other)
     assert listed == {POOL: [Unclaimed("t", 0, 1)], other: []}
+
+
+def _aged(pod: dict, created: str) -> dict:
+    pod["metadata"]["creationTimestamp"] = created
+    return pod
+
+
+def test_a_claims_pending_pods_count_as_its_waiting_replicas_the_oldest_first_and_the_rest_as_no_claims():
+    """A claim covers as many of its Pending pods as the GPUs of its waiting replicas, the oldest first; the rest (a
+    rollout's surge pod beside the old pod its Deployment counts, an adopted one) count as pods no claim covers, in
+    its own pool too (attack pass 48 finding 1). A claim not read covers all its pods (nothing known beyond)."""
+    old = _aged(_pod(name="old", gpus=2), "2026-12-07T10:00:00Z")
+    surge = _aged(_pod(name="surge", gpus=2), "2026-12-07T11:00:00Z")
+    other = _aged(_pod(namespace="w", name="w-0", gpus=2), "2026-12-07T09:00:00Z")
+    mine = {("t", "old"): ("t", "b"), ("t", "surge"): ("t", "b"), ("w", "w-0"): ("w", "c")}
+
+    def claim_of(pod):
+        return mine.get((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+
+    pods = [surge, old, other]
+    assert counted_waiting(pods, claim_of, {("t", "b"): 0, ("w", "c"): 2}) == {("w", "w-0")}
+    assert counted_waiting(pods, claim_of, {("t", "b"): 2, ("w", "c"): 2}) == {("t", "old"), ("w", "w-0")}
+    assert counted_waiting(pods, claim_of, {("t", "b"): 4}) == {("t", "old"), ("t", "surge"), ("w", "w-0")}
+    assert counted_waiting(pods, lambda pod: None, {("t", "b"): 4}) == set()  # bare pods: no claim's
+    # a pod more GPUs would not place is no waiting replica (``held`` leaves it out): it covers none of the GPUs
+    gated = _aged(_pod(name="gated", gpus=2, schedulingGates=[{"name": "q"}]), "2026-12-07T08:00:00Z")
+    mine[("t", "gated")] = ("t", "b")
+    assert counted_waiting([gated, *pods], claim_of, {("t", "b"): 2}) == {("t", "old"), ("w", "w-0")}
 
 
 def test_a_pod_pinned_to_a_node_counts_only_for_the_pool_of_that_node():

@@ -33,6 +33,7 @@ from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.holding import (
     bound_gpus,
     bound_replicas,
+    counted_waiting,
     gpus_in_use,
     held_replicas,
     is_group_pod,
@@ -672,11 +673,6 @@ class Operator:
             target = claimed.get(key)
             return key if target is not None and made_by(pod, target.name) else None
 
-        def claimed_in(pod: dict[str, Any]) -> tuple[str, ...] | None:
-            """The pool whose claim counts the pod: its backend's, when the pod is that backend's replica."""
-            key = claim_key(pod)
-            return (claimed[key].pool,) if key is not None else None
-
         loop = asyncio.get_running_loop()
         try:
             pending = await loop.run_in_executor(self.executor, functools.partial(
@@ -685,6 +681,16 @@ class Operator:
             log.warning("Pending pods not listed across namespaces for the GPU pool share (%s): a cut may free GPUs "
                         "that a pod no backend claims then takes", exc)
             return None, None, None
+        # of a claim's Pending pods, those its waiting replicas cover (not read: all); the rest no claim covers
+        covered = counted_waiting(pending, claim_key, {c.key: waiting_replicas(c) * max(0, c.gpus_per_replica)
+                                                       for c in claims if c.bound is not None})
+
+        def claimed_in(pod: dict[str, Any]) -> tuple[str, ...] | None:
+            """The pool whose claim counts the pod: its backend's, when the pod is one of the replicas it counts."""
+            key, meta = claim_key(pod), pod.get("metadata") or {}
+            counts = (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in covered
+            return (claimed[key].pool,) if key is not None and counts else None
+
         waiting = unclaimed_waiting(pending, pools, claimed_in)
         # a claim's replicas wait: its share may hand them idle GPUs, once what runs beside the claims is known
         nodes_of = {pool: {n.name for n in nodes} for pool, nodes in pools.items() if nodes is not None
@@ -799,7 +805,8 @@ class Operator:
             return
         for name in stale:
             self.priority_classes[name] = (values.get(name), now)
-        self.global_default_class = default_class
+        if GLOBAL_DEFAULT in stale:  # its name with its value, from one LIST (attack pass 48 finding 3)
+            self.global_default_class = default_class
 
     def _hold(self, key: tuple[str, str], target, reason: str, message: str) -> None:
         """A decision that keeps the replicas where they are, with why in status.autoscaling."""
