@@ -86,16 +86,28 @@ the surge pod, of the claim's class, which the scheduler would also place by pre
 not built.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): finding 1: ``holding.thin_waiting`` counts a backend's waiting replicas whose pods wait
+whole (a pod asking a replica's GPUs; a group none of whose pods is bound) and those that do not; the loop lowers
+``held`` by the thinner ones (its waiting replicas: the whole ones and those not created yet), and covers only a
+whole replica's pod (``run._coverable``): the thin pod, the old template's pod and the partial group's worker count
+as pods no claim covers at their own GPUs and stop W's reshuffle as a bare pod does. Finding 2: ``held_replicas``
+takes ``fits`` (``holding.could_run_on`` against the pool's nodes) and a Pending pod no node of the pool could hold
+is no waiting replica there, nor covered. The probes pass; ``tests/unit/test_pool_unclaimed.py`` tests the three
+functions."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 from test_backoff import _operator
 from test_pool_attack48 import MODES, SHORT, _loop, _member, _rs_pod, _target
 from test_pool_unclaimed import _node, _pod
 
-from llmbackend.autoscaling.holding import counted_waiting
+from llmbackend.autoscaling.holding import counted_waiting, thin_waiting
+from llmbackend.controller import run
 from llmbackend.planning.podfit import pod_gpus
 
 
@@ -289,12 +301,19 @@ def test_production_feed_a_thin_pending_pod_is_covered_as_a_whole_replica():
     old, new = (_at(_rs_pod("T", "t", "t-old-0", 2, None, template="old"), 2),
                 _at(_rs_pod("T", "t", "t-new-0", 4, None, template="new"), 3))
     assert counted_waiting([new, old], lambda pod: ("T", "t"), {("T", "t"): 4}) == {("T", "t-old-0")}
+    # the fix: the loop covers only a whole replica's pod (``run._coverable``), and ``thin_waiting`` says the thin
+    # pod is no whole waiting replica (the claim's waiting replicas drop by it): the 2-GPU pods count as no claim's
+    whole_only = functools.partial(run._coverable, loose=frozenset(), fits=lambda pod: True, multi_node=False,
+                                   gpus_per_replica=4)
+    assert counted_waiting([thin], lambda pod: ("T", "t"), {("T", "t"): 4}, lambda key, pod: whole_only(pod)) == set()
+    assert counted_waiting([new, old], lambda pod: ("T", "t"), {("T", "t"): 4},
+                           lambda key, pod: whole_only(pod)) == {("T", "t-new-0")}
+    assert thin_waiting([thin], 4, False, "t")[:2] == (0, 1)
+    assert thin_waiting([old, new], 4, False, "t")[:2] == (1, 1)
 
 
 # FINDING 1 (high): a claim's Pending pod that asks fewer GPUs than its replica is covered as the whole replica; step 1 counts the replica never placed at its full size, which does not fit what W's own reshuffle frees, and the tenant's smaller, older pod takes it
-@pytest.mark.xfail(strict=True, reason="pass 49 finding 1: t's Pending replica pod asks 2 GPUs (adopted thin pod, or "
-                                       "the old template's pod of a rollout to 4-GPU replicas); counted as a 4-GPU "
-                                       "never-placed replica it does not stop W's reshuffle, which it then takes")
+# Fixed (was a strict xfail): pass 49 finding 1: t's Pending replica pod asks 2 GPUs (adopted thin pod, or the old template's pod of a rollout to 4-GPU replicas); counted as a 4-GPU never-placed replica it does not stop W's reshuffle, which it then takes
 @MODES
 @pytest.mark.parametrize("tenant", ["thin", "rollout"])
 def test_a_thin_pending_replica_pod_stops_ws_reshuffle_as_a_bare_pod_does(monkeypatch, across, tenant):
@@ -302,9 +321,7 @@ def test_a_thin_pending_replica_pod_stops_ws_reshuffle_as_a_bare_pod_does(monkey
     assert out[("W", "v")] == 3, out
 
 
-@pytest.mark.xfail(strict=True, reason="pass 49 finding 1 (gain): the cut of v goes to t's older 2-GPU pod, x's new "
-                                       "pod waits and the pool cuts nothing back: W 8 -> 6 GPUs, T 0 -> 2, where "
-                                       "the kube-scheduler alone leaves t's pod Pending")
+# Fixed (was a strict xfail): pass 49 finding 1 (gain): the cut of v goes to t's older 2-GPU pod, x's new pod waits and the pool cuts nothing back: W 8 -> 6 GPUs, T 0 -> 2, where the kube-scheduler alone leaves t's pod Pending
 @MODES
 @pytest.mark.parametrize("tenant", ["thin", "rollout"])
 def test_the_tenant_gains_no_gpus_of_w_from_a_thin_pending_replica_pod(monkeypatch, across, tenant):
@@ -330,17 +347,14 @@ def test_control_a_bare_pod_beside_a_lone_leader_stops_ws_reshuffle(monkeypatch,
 
 
 # FINDING 1, multi-node shape (high, no pod of the tenant's making): a partial group's waiting replica counts at the group's GPUs, its Pending worker asks half
-@pytest.mark.xfail(strict=True, reason="pass 49 finding 1 (multi-node): t's partial group (leader bound, 2-GPU worker "
-                                       "Pending) reads as a 4-GPU never-placed replica; W's reshuffle cuts v and the "
-                                       "older worker takes the 2 GPUs")
+# Fixed (was a strict xfail): pass 49 finding 1 (multi-node): t's partial group (leader bound, 2-GPU worker Pending) reads as a 4-GPU never-placed replica; W's reshuffle cuts v and the older worker takes the 2 GPUs
 @MODES
 def test_a_partial_groups_pending_worker_stops_ws_reshuffle_as_a_bare_pod_does(monkeypatch, across):
     out = _mn_scene(monkeypatch, "partial", across)
     assert out[("W", "v")] == 2, out
 
 
-@pytest.mark.xfail(strict=True, reason="pass 49 finding 1 (multi-node gain): W 6 -> 4 GPUs, T 2 -> 4 (its group "
-                                       "completes on v's GPUs); the next sync cuts v again for x, W stays at 4")
+# Fixed (was a strict xfail): pass 49 finding 1 (multi-node gain): W 6 -> 4 GPUs, T 2 -> 4 (its group completes on v's GPUs); the next sync cuts v again for x, W stays at 4
 @MODES
 def test_the_tenant_gains_no_gpus_of_w_from_a_partial_group(monkeypatch, across):
     first = _mn_scene(monkeypatch, "partial", across)
@@ -413,17 +427,14 @@ def test_control_a_replica_pod_that_fits_this_pool_is_placed_on_vs_gpus(monkeypa
 
 
 # FINDING 2 (high): a claim counts its Pending pod as its waiting replica in its own pool whatever GPUs the pod asks for: an adopted replica pod that can only run in another pool makes the pool cut W's running replica in this one, for good, and the GPUs go to the tenant's lower pods
-@pytest.mark.xfail(strict=True, reason="pass 49 finding 2: t's only Pending pod (adopted) asks for pool B's GPUs; t's "
-                                       "claim in A counts it waiting there and the pool cuts W's v 4 -> 3 every sync, "
-                                       "2 GPUs idle in A, where the kube-scheduler alone cuts nothing")
+# Fixed (was a strict xfail): pass 49 finding 2: t's only Pending pod (adopted) asks for pool B's GPUs; t's claim in A counts it waiting there and the pool cuts W's v 4 -> 3 every sync, 2 GPUs idle in A, where the kube-scheduler alone cuts nothing
 @MODES
 def test_a_replica_pod_for_another_pool_cuts_no_running_replica_here(monkeypatch, across):
     decisions, running = _elsewhere(monkeypatch, "elsewhere", across)
     assert all(d[("W", "v")] == 4 for d in decisions), (decisions, running)
 
 
-@pytest.mark.xfail(strict=True, reason="pass 49 finding 2 (gain): the GPUs the cut of v frees go to T's older bare "
-                                       "class-less pods: W 8 -> 6 GPUs in A, T 0 -> 2, for good")
+# Fixed (was a strict xfail): pass 49 finding 2 (gain): the GPUs the cut of v frees go to T's older bare class-less pods: W 8 -> 6 GPUs in A, T 0 -> 2, for good
 def test_the_tenant_gains_no_gpus_of_w_from_a_replica_pod_for_another_pool(monkeypatch):
     decisions, running = _elsewhere(monkeypatch, "elsewhere", False, bare=2)
     assert running == {"W": 8, "T": 0}, (decisions, running)

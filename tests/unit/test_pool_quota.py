@@ -77,7 +77,7 @@ def test_the_loop_reads_the_namespaces_quotas_and_caps_the_claim_and_says_why(mo
                ("other", "v"): _pool_target("other", "v", 4)}
     operator.scalers = {key: {"pods": _pods(4)} for key in targets}  # the pods of each one's last evaluation
     quotas = {"tenant": [_quota(4, 4)], "other": []}
-    monkeypatch.setattr(operator, "_held", lambda key, target, pods: asyncio.sleep(0, result=target.current_replicas))
+    monkeypatch.setattr(operator, "_held", lambda key, target, pods, fits=None: asyncio.sleep(0, result=target.current_replicas))
 
     def listed(kind, namespace=None, label_selector=None, field_selector=None):
         assert kind == "ResourceQuota"
@@ -113,7 +113,7 @@ def test_a_backend_whose_pods_are_not_read_yet_is_still_capped_by_its_namespace_
     targets = {("tenant", "a"): _pool_target("tenant", "a", 4, priority_class="gold"),
                ("other", "v"): _pool_target("other", "v", 4)}
     operator.scalers = {("other", "v"): {"pods": _pods(4)}}  # the tenant's backend: no evaluation with pods yet
-    monkeypatch.setattr(operator, "_held", lambda key, target, pods: asyncio.sleep(0, result=target.current_replicas))
+    monkeypatch.setattr(operator, "_held", lambda key, target, pods, fits=None: asyncio.sleep(0, result=target.current_replicas))
     monkeypatch.setattr(operator, "_pool_pods", lambda key, target, pods: asyncio.sleep(0, result=pods))
     quotas = {"tenant": [_quota(4, 4)], "other": []}
     monkeypatch.setattr(operator.kube, "list", lambda kind, namespace=None, **_: quotas[namespace])

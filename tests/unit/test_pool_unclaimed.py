@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 
 import pytest
 from test_autoscale_loop import _pool_target, _wanting
 from test_backoff import _operator
 
-from llmbackend.autoscaling.holding import counted_waiting, unclaimed_waiting
+from llmbackend.autoscaling.holding import could_run_on, counted_waiting, held_replicas, thin_waiting, unclaimed_waiting
 from llmbackend.autoscaling.pool import Claim, Unclaimed, share
 from llmbackend.planning.inventory import GPUNode
 
@@ -384,3 +385,46 @@ def test_a_failed_list_of_bound_pods_leaves_what_they_hold_not_known_and_says_so
     pending, in_use, others = asyncio.run(operator._unclaimed(targets, _claims_of(targets, True)))
     assert pending == {("H100/abc",): []} and in_use is None and others is None
     assert "pods bound to the GPU pools' nodes not listed" in caplog.text
+
+
+def test_could_run_on_reads_the_pods_node_selector_against_the_pools_nodes():
+    nodes = [_node("n1", labels={"gpu": "a"}), _node("n2", labels={"gpu": "a"})]
+    assert could_run_on(_pod(), nodes) and could_run_on(_pod(), None)
+    assert could_run_on(_pod(nodeSelector={"gpu": "a"}), nodes)
+    assert not could_run_on(_pod(nodeSelector={"gpu": "b"}), nodes)  # another pool's
+    assert not could_run_on(_pod(gpus=8), nodes)  # no node of the pool has 8 GPUs
+
+
+def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():
+    """Attack pass 49 finding 2: a Pending pod (adopted with another pool's nodeSelector) counted as a waiting
+    replica of this pool, and step 1 cut another backend for it."""
+    nodes = [_node("n1", labels={"gpu": "a"})]
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "t-abc", "controller": True}
+    labels = {"pod-template-hash": "abc"}
+    here = _pod(name="here", labels=labels, owner=owner)
+    there = _pod(name="there", labels=labels, owner=owner, nodeSelector={"gpu": "b"})
+    fits = functools.partial(could_run_on, nodes=nodes)
+    assert held_replicas(1, [here], {}, None, True, grouped=False, workload_made="t", fits=fits) == 1
+    assert held_replicas(1, [there], {}, None, True, grouped=False, workload_made="t", fits=fits) == 0
+    assert held_replicas(1, [there], {}, None, True, grouped=False, workload_made="t") == 1  # (not judged)
+    assert thin_waiting([there], 1, False, "t", fits) == (0, 0, frozenset({("t", "there")}))
+
+
+def test_thin_waiting_tells_whole_waiting_replicas_from_thinner_pods_and_part_bound_groups():
+    """Attack pass 49 finding 1: a Pending pod asking fewer GPUs than a replica, or a group part bound, stood for a
+    whole waiting replica."""
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "t-abc", "controller": True}
+    labels = {"pod-template-hash": "abc"}
+    whole, thin = _pod(name="w", gpus=4, labels=labels, owner=owner), _pod(name="thin", gpus=2, labels=labels, owner=owner)
+    running = _pod(name="r", gpus=4, node="n1", phase="Running", labels=labels, owner=owner)
+    assert thin_waiting([whole, thin, running], 4, False, "t") == (1, 1, frozenset({("t", "thin")}))
+
+    def member(name, group, node):
+        pod = _pod(name=name, gpus=2, node=node, phase="Running" if node else "Pending",
+                   labels={"leaderworkerset.sigs.k8s.io/name": "t", "leaderworkerset.sigs.k8s.io/group-index": group},
+                   owner={"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "t" if name.endswith("l") else
+                          f"t-{group}", "controller": True})
+        pod["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/size": "2"}
+        return pod
+    groups = [member("g0l", "0", None), member("g0w", "0", None), member("g1l", "1", "n1"), member("g1w", "1", None)]
+    assert thin_waiting(groups, 4, True, "t") == (1, 1, frozenset({("t", "g1w")}))

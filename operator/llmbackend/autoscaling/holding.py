@@ -19,7 +19,8 @@ DEFAULT_SCHEDULER = "default-scheduler"
 
 def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None,
                   pool_nodes: frozenset[str] | None = None, needs_gpus: bool = False,
-                  grouped: bool = True, workload_made: str | None = None) -> int | None:
+                  grouped: bool = True, workload_made: str | None = None,
+                  fits: Callable[[dict], bool] | None = None) -> int | None:
     """Of ``current`` replicas, how many hold GPUs or wait only for GPUs; None when not known (no pods listed yet).
 
     With a Deployment: all but those it could not create (its ReplicaFailure condition: a quota on pods; or
@@ -32,15 +33,22 @@ def held_replicas(current: int, pods: list[dict] | None, deployment: dict | None
     was deleted, or the backend is multi-node, whose LeaderWorkerSet makes groups of pods): only what its pods hold,
     a group counted once and only when all its pods exist and each is bound or waits only for GPUs (``grouped``: the
     backend is multi-node; else each pod alone), only pods that request GPUs where ``needs_gpus``; a replica with
-    no pod holds nothing. A failed read is the caller's None, not this one's."""
+    no pod holds nothing. ``fits``: whether a Pending pod could run on a node of the pool (``could_run_on``); one
+    that could not (a pod adopted with another pool's nodeSelector) holds none of this pool's GPUs: counted waiting
+    here, step 1 cut another backend for a pod nothing here places (attack pass 49 finding 2). A failed read is the
+    caller's None, not this one's."""
     if pods is None:
         return None
     live = [p for p in _replica_pods(pods, needs_gpus, workload_made)
             if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    def not_here(p: dict) -> bool:  # Pending, and no node of the pool could hold it
+        return fits is not None and not (p.get("spec") or {}).get("nodeName") and not fits(p)
+
     if deployment is None:
         return min(current, sum(1 for group in _replicas(live, grouped)
-                                if all(_holds(p) and not _elsewhere(p, pool_nodes) for p in group)))
-    unplaceable = sum(1 for p in live if _unplaceable(p) or _elsewhere(p, pool_nodes))
+                                if all(_holds(p) and not _elsewhere(p, pool_nodes) and not not_here(p)
+                                       for p in group)))
+    unplaceable = sum(1 for p in live if _unplaceable(p) or _elsewhere(p, pool_nodes) or not_here(p))
     refused = 0
     # the Deployment controller's words for replicas it could not create (k8s.io/kubernetes v1.36
     # pkg/controller/deployment: sync.go getNewReplicaSet sets ReplicaSetCreateError, the ReplicaSet controller's
@@ -74,6 +82,55 @@ def bound_gpus(pods: list[dict] | None, pool_nodes: frozenset[str] | None = None
     finding 1)."""
     return sum(pod_gpus(p) for p in _replica_pods(pods or [], needs_gpus, workload_made)
                if _bound(p) and not _elsewhere(p, pool_nodes))
+
+
+def thin_waiting(pods: list[dict] | None, gpus_per_replica: int, grouped: bool, workload_made: str,
+                 fits: Callable[[dict], bool] | None = None) -> tuple[int, int, frozenset[tuple[str, str]]]:
+    """Of a backend's replicas whose pods wait for GPUs (Pending, placeable, ``fits`` the pool), those that wait
+    whole (a pod that asks a replica's GPUs; a multi-node group none of whose pods is bound), those that do not (a
+    pod that asks fewer: adopted, or an older template's in a rollout to more GPUs a replica; a group part bound,
+    part Pending), and the names (namespace, name) of the Pending pods no claim may cover as a waiting replica (the
+    thin ones, those of a group part bound, those ``fits`` rejects): counted as one waiting replica, they stood for a
+    whole replica's GPUs where they ask fewer, too large to stop a cut whose GPUs they then took (attack pass 49
+    finding 1); they wait as pods no claim covers, their own size."""
+    whole, thin = 0, 0
+    loose: set[tuple[str, str]] = set()
+    live = [p for p in _replica_pods(pods or [], True, workload_made)
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+    def waits(p: dict) -> bool:
+        return not (p.get("spec") or {}).get("nodeName") and not _unplaceable(p)
+
+    def name(p: dict) -> tuple[str, str]:
+        meta = p.get("metadata") or {}
+        return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+    for group in _replicas(live, grouped):
+        pending = [p for p in group if waits(p)]
+        if not pending:
+            continue
+        ok = [p for p in pending if fits is None or fits(p)]
+        loose.update(name(p) for p in pending if p not in ok)
+        if len(ok) < len(pending):
+            continue  # (not held: ``held_replicas`` with ``fits``)
+        if len(pending) == len(group) and (grouped or pod_gpus(group[0]) >= gpus_per_replica):
+            whole += 1
+        else:
+            thin += 1
+            loose.update(name(p) for p in pending)
+    return whole, thin, frozenset(loose)
+
+
+def could_run_on(pod: dict, nodes: Sequence[GPUNode] | None) -> bool:
+    """Whether the pod could run on one of these nodes with nothing else there (planning/podfit.py; None: not known,
+    it could)."""
+    if nodes is None:
+        return True
+    spec = pod.get("spec") or {}
+    keys, by_name = _node_reads(spec)
+    requests = pod_requests(spec)
+    kinds = {_node_kind(node, keys, by_name): node for node in nodes}  # (nodes of one kind place it alike)
+    return any(not failures(spec, requests, _with_volatile(node, keys)) for node in kinds.values())
 
 
 def _replicas(pods: list[dict], grouped: bool) -> list[list[dict]]:
@@ -294,12 +351,16 @@ def _waits_for_gpus(pod: dict) -> bool:
 
 
 def counted_waiting(pods: Iterable[dict], claim_of: Callable[[dict], tuple[str, str] | None],
-                    waiting_gpus: Mapping[tuple[str, str], int]) -> set[tuple[str, str]]:
+                    waiting_gpus: Mapping[tuple[str, str], int],
+                    coverable: Callable[[tuple[str, str], dict], bool] = lambda key, pod: True,
+                    ) -> set[tuple[str, str]]:
     """Of the Pending pods that wait for GPUs, (namespace, name) of those a claim counts as its waiting replicas: each
     claim's (``claim_of``) the oldest first, as far as the GPUs of its waiting replicas go (``waiting_gpus``; a claim
     missing: not read, all its pods). The rest no claim covers (``unclaimed_waiting`` counts them): a rollout's surge
     pod beside the old pod its Deployment's replicas count, a pod adopted beyond them. Counted nowhere, such a pod
-    stopped no cut as a bare Pending pod does, yet took what the cut freed (attack pass 48 finding 1)."""
+    stopped no cut as a bare Pending pod does, yet took what the cut freed (attack pass 48 finding 1). ``coverable``:
+    whether a claim's pod may stand for its waiting replica at all (``thin_waiting``: one that asks fewer GPUs than
+    a replica, or that no node of its pool could hold, may not)."""
     left = dict(waiting_gpus)
     out: set[tuple[str, str]] = set()
     mine = [(key, pod) for pod in pods if _waits_for_gpus(pod) and (key := claim_of(pod)) is not None]
@@ -308,7 +369,7 @@ def counted_waiting(pods: Iterable[dict], claim_of: Callable[[dict], tuple[str, 
         name = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if key not in left:
             out.add(name)
-        elif (gpus := pod_gpus(pod)) <= left[key]:
+        elif coverable(key, pod) and (gpus := pod_gpus(pod)) <= left[key]:
             left[key] -= gpus
             out.add(name)
     return out

@@ -33,17 +33,20 @@ from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.holding import (
     bound_gpus,
     bound_replicas,
+    could_run_on,
     counted_waiting,
     gpus_in_use,
     held_replicas,
     is_group_pod,
     made_by,
+    thin_waiting,
     unclaimed_bound,
     unclaimed_waiting,
 )
 from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, runs, share, waiting_replicas
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
+from ..planning.podfit import pod_gpus
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
 from . import egress, permissions
@@ -119,6 +122,17 @@ class WorkQueue:
 
     def __len__(self) -> int:
         return len(self._pending)
+
+
+def _coverable(pod: dict[str, Any], loose: frozenset[tuple[str, str]], fits: Callable[[dict[str, Any]], bool],
+               multi_node: bool, gpus_per_replica: int) -> bool:
+    """Whether a backend's Pending pod may stand for one of its waiting replicas (``holding.counted_waiting``): not
+    one ``thin_waiting`` set loose, one a node of its pool could hold, and a whole replica's pod (a multi-node
+    group's members each ask a part)."""
+    meta = pod.get("metadata") or {}
+    if (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in loose or not fits(pod):
+        return False
+    return multi_node or pod_gpus(pod) >= gpus_per_replica
 
 
 class Operator:
@@ -566,9 +580,14 @@ class Operator:
             del self.priority_classes[name]  # a class no backend runs with any more (names are the tenants')
         await self._read_priority_classes(in_use)
         quotas: dict[str, list[dict[str, Any]] | None] = {}  # namespace -> its ResourceQuotas, read once a pass
+        inventory = self.state.inventory.nodes()
+        # a backend -> whether one of its Pending pods may stand for its waiting replica (``counted_waiting``)
+        coverable: dict[tuple[str, str], Callable[[dict[str, Any]], bool]] = {}
         for key, target in targets.items():
             if not target.pool:
                 continue
+            pool_nodes = None if target.pool_nodes is None else [n for n in inventory if n.name in target.pool_nodes]
+            fits = functools.partial(could_run_on, nodes=pool_nodes)
             # every backend of a pool claims: one whose decision is held (or not made yet) keeps its replicas, which
             # hold GPUs and may wait for them as any other's. Its decision is not the pool's to cap, so none of them
             # is the pool's to give away either: they are its floor
@@ -603,11 +622,18 @@ class Operator:
                 # replicas whose pods can never hold a GPU (a quota or the API server refused them, or they cannot be
                 # placed for another reason) are nobody's GPUs: from the pods of its last evaluation and its
                 # Deployment's conditions
-                held = await self._held(key, target, pods)
+                held = await self._held(key, target, pods, fits)
             if held is not None and thin:
                 # (read as waiting they would hold GPUs step 1 finds room for, and cut another backend: attack pass
                 # 47 finding 1)
                 held = max(0, held - thin)
+            # its waiting replicas: those whose pods wait whole, and those not created yet; a Pending pod thinner
+            # than a replica (a group part bound) waits as a pod no claim covers, at its own GPUs
+            whole, thinner, loose = thin_waiting(pods, target.gpus_per_replica, target.multi_node, target.name, fits)
+            if held is not None and bound is not None and (waiting := max(0, held - bound)):
+                held -= waiting - min(waiting, whole + max(0, waiting - whole - thinner))
+            coverable[key] = functools.partial(_coverable, loose=loose, fits=fits, multi_node=target.multi_node,
+                                               gpus_per_replica=target.gpus_per_replica)
             if key[0] not in quotas:
                 quotas[key[0]] = await self._quotas(key[0])
             # what the namespace's quota on GPUs admits caps its claim (not known: the quotas unread). Its pods not
@@ -627,7 +653,7 @@ class Operator:
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], pod_class) if known else (),
                                 quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound))
-        unclaimed, gpus_held, others_bound = await self._unclaimed(targets, claims)
+        unclaimed, gpus_held, others_bound = await self._unclaimed(targets, claims, coverable)
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces,
                                              unclaimed, gpus_held, others_bound)
         for key, uncapped in list(self.uncapped.items()):
@@ -643,7 +669,8 @@ class Operator:
                                            scaler["source"].in_flight_by_pod())
             self._publish(key, target, new)
 
-    async def _unclaimed(self, targets: dict[tuple[str, str], Any], claims: list[Claim]) -> tuple[
+    async def _unclaimed(self, targets: dict[tuple[str, str], Any], claims: list[Claim],
+                         coverable: dict[tuple[str, str], Callable[[dict[str, Any]], bool]] | None = None) -> tuple[
             dict[tuple[str, ...], list[Unclaimed]] | None, dict[tuple[str, ...], int] | None,
             dict[tuple[str, ...], dict[int, int]] | None]:
         """Of each shared pool (a cut needs two backends), the Pending GPU pods no claim covers
@@ -683,7 +710,8 @@ class Operator:
             return None, None, None
         # of a claim's Pending pods, those its waiting replicas cover (not read: all); the rest no claim covers
         covered = counted_waiting(pending, claim_key, {c.key: waiting_replicas(c) * max(0, c.gpus_per_replica)
-                                                       for c in claims if c.bound is not None})
+                                                       for c in claims if c.bound is not None},
+                                  lambda key, pod: (coverable or {}).get(key, lambda pod: True)(pod))
 
         def claimed_in(pod: dict[str, Any]) -> tuple[str, ...] | None:
             """The pool whose claim counts the pod: its backend's, when the pod is one of the replicas it counts."""
@@ -731,7 +759,8 @@ class Operator:
             return None
         return [p for p in listed if is_group_pod(p)]
 
-    async def _held(self, key: tuple[str, str], target, pods: list[dict[str, Any]] | None) -> int | None:
+    async def _held(self, key: tuple[str, str], target, pods: list[dict[str, Any]] | None,
+                    fits: Callable[[dict[str, Any]], bool] | None = None) -> int | None:
         """Of a backend's replicas, those that hold GPUs of its pool (autoscaling/holding.py held_replicas); None: not
         known (its Deployment could not be read). A multi-node backend's groups are its pods (it has no Deployment).
         No live read per sync: a Deployment the synced watch cache does not have is absent (the API server refused
@@ -739,7 +768,8 @@ class Operator:
         was absent stays absent for this target, until the reconciler's next pass hands the loop a new one."""
         needs_gpus = target.gpus_per_replica > 0
         if target.multi_node:
-            return held_replicas(target.current_replicas, pods, None, target.pool_nodes, needs_gpus, workload_made=target.name)
+            return held_replicas(target.current_replicas, pods, None, target.pool_nodes, needs_gpus,
+                                 workload_made=target.name, fits=fits)
         store = self.caches.stores.get("Deployment")
         if store is not None and store.synced:
             deployment = store.get(*key)
@@ -755,7 +785,7 @@ class Operator:
             if deployment is None:
                 self.absent_deployments[key] = target
         return held_replicas(target.current_replicas, pods, deployment, target.pool_nodes, needs_gpus, grouped=False,
-                             workload_made=target.name)
+                             workload_made=target.name, fits=fits)
 
     async def _quotas(self, namespace: str) -> list[dict[str, Any]] | None:
         """The ResourceQuotas of a namespace, read live (their status.used moves with every pod the API server
