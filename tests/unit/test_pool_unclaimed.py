@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 
 import pytest
 from test_autoscale_loop import _pool_target, _wanting
@@ -389,10 +388,12 @@ def test_a_failed_list_of_bound_pods_leaves_what_they_hold_not_known_and_says_so
 
 def test_could_run_on_reads_the_pods_node_selector_against_the_pools_nodes():
     nodes = [_node("n1", labels={"gpu": "a"}), _node("n2", labels={"gpu": "a"})]
-    assert could_run_on(_pod(), nodes) and could_run_on(_pod(), None)
-    assert could_run_on(_pod(nodeSelector={"gpu": "a"}), nodes)
-    assert not could_run_on(_pod(nodeSelector={"gpu": "b"}), nodes)  # another pool's
-    assert not could_run_on(_pod(gpus=8), nodes)  # no node of the pool has 8 GPUs
+    fits = could_run_on(nodes)
+    assert fits(_pod()) and could_run_on(None)(_pod())
+    assert fits(_pod(nodeSelector={"gpu": "a"}))
+    assert not fits(_pod(nodeSelector={"gpu": "b"}))  # another pool's
+    assert not fits(_pod(gpus=8))  # no node of the pool has 8 GPUs
+    assert fits(_pod(name="other")) and not fits(_pod(name="x", nodeSelector={"gpu": "b"}))  # (judged once a shape)
 
 
 def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():
@@ -403,16 +404,17 @@ def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():
     labels = {"pod-template-hash": "abc"}
     here = _pod(name="here", labels=labels, owner=owner)
     there = _pod(name="there", labels=labels, owner=owner, nodeSelector={"gpu": "b"})
-    fits = functools.partial(could_run_on, nodes=nodes)
+    fits = could_run_on(nodes)
     assert held_replicas(1, [here], {}, None, True, grouped=False, workload_made="t", fits=fits) == 1
     assert held_replicas(1, [there], {}, None, True, grouped=False, workload_made="t", fits=fits) == 0
     assert held_replicas(1, [there], {}, None, True, grouped=False, workload_made="t") == 1  # (not judged)
     assert thin_waiting([there], 1, False, "t", fits) == (0, 0, frozenset({("t", "there")}))
 
 
-def test_thin_waiting_tells_whole_waiting_replicas_from_thinner_pods_and_part_bound_groups():
+def test_thin_waiting_tells_whole_waiting_replicas_from_thinner_pods_and_groups():
     """Attack pass 49 finding 1: a Pending pod asking fewer GPUs than a replica, or a group part bound, stood for a
-    whole waiting replica."""
+    whole waiting replica; pass 50 finding 1: so did a group none of whose pods is bound, whose pods the
+    kube-scheduler places one by one."""
     owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "t-abc", "controller": True}
     labels = {"pod-template-hash": "abc"}
     whole, thin = _pod(name="w", gpus=4, labels=labels, owner=owner), _pod(name="thin", gpus=2, labels=labels, owner=owner)
@@ -427,4 +429,4 @@ def test_thin_waiting_tells_whole_waiting_replicas_from_thinner_pods_and_part_bo
         pod["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/size": "2"}
         return pod
     groups = [member("g0l", "0", None), member("g0w", "0", None), member("g1l", "1", "n1"), member("g1w", "1", None)]
-    assert thin_waiting(groups, 4, True, "t") == (1, 1, frozenset({("t", "g1w")}))
+    assert thin_waiting(groups, 4, True, "t") == (0, 2, frozenset({("t", "g0l"), ("t", "g0w"), ("t", "g1w")}))

@@ -87,10 +87,10 @@ def bound_gpus(pods: list[dict] | None, pool_nodes: frozenset[str] | None = None
 def thin_waiting(pods: list[dict] | None, gpus_per_replica: int, grouped: bool, workload_made: str,
                  fits: Callable[[dict], bool] | None = None) -> tuple[int, int, frozenset[tuple[str, str]]]:
     """Of a backend's replicas whose pods wait for GPUs (Pending, placeable, ``fits`` the pool), those that wait
-    whole (a pod that asks a replica's GPUs; a multi-node group none of whose pods is bound), those that do not (a
-    pod that asks fewer: adopted, or an older template's in a rollout to more GPUs a replica; a group part bound,
-    part Pending), and the names (namespace, name) of the Pending pods no claim may cover as a waiting replica (the
-    thin ones, those of a group part bound, those ``fits`` rejects): counted as one waiting replica, they stood for a
+    whole (a pod that asks a replica's GPUs), those that do not (a pod that asks fewer: adopted, or an older
+    template's in a rollout to more GPUs a replica; a multi-node group with a Pending pod: the kube-scheduler places
+    a group's pods one by one, each asking a part of the replica's GPUs), and the names (namespace, name) of the Pending pods no claim may cover as a waiting replica (the
+    thin ones, a group's, those ``fits`` rejects): counted as one waiting replica, they stood for a
     whole replica's GPUs where they ask fewer, too large to stop a cut whose GPUs they then took (attack pass 49
     finding 1); they wait as pods no claim covers, their own size."""
     whole, thin = 0, 0
@@ -113,24 +113,40 @@ def thin_waiting(pods: list[dict] | None, gpus_per_replica: int, grouped: bool, 
         loose.update(name(p) for p in pending if p not in ok)
         if len(ok) < len(pending):
             continue  # (not held: ``held_replicas`` with ``fits``)
-        if len(pending) == len(group) and (grouped or pod_gpus(group[0]) >= gpus_per_replica):
+        if not grouped and pod_gpus(group[0]) >= gpus_per_replica:
             whole += 1
-        else:
+        else:  # (a group's pods are placed one by one, each asking a part: attack pass 50 finding 1)
             thin += 1
             loose.update(name(p) for p in pending)
     return whole, thin, frozenset(loose)
 
 
-def could_run_on(pod: dict, nodes: Sequence[GPUNode] | None) -> bool:
-    """Whether the pod could run on one of these nodes with nothing else there (planning/podfit.py; None: not known,
-    it could)."""
-    if nodes is None:
-        return True
-    spec = pod.get("spec") or {}
-    keys, by_name = _node_reads(spec)
-    requests = pod_requests(spec)
-    kinds = {_node_kind(node, keys, by_name): node for node in nodes}  # (nodes of one kind place it alike)
-    return any(not failures(spec, requests, _with_volatile(node, keys)) for node in kinds.values())
+def could_run_on(nodes: Sequence[GPUNode] | None) -> Callable[[dict], bool]:
+    """Whether a pod could run on one of these nodes with nothing else there (planning/podfit.py; None: not known,
+    it could). Judged once a pod shape (its node selection, tolerations and requests) and a kind of node, as
+    ``unclaimed_waiting`` does: a pool pass asks it for every Pending replica pod (attack pass 50 finding 2: walking
+    every node for every pod cost the pass ~8x the same pods bare)."""
+    judged: dict[str, bool] = {}
+    kinds: dict[tuple[tuple[str, ...], bool], list[GPUNode]] = {}
+
+    def fits(pod: dict) -> bool:
+        if nodes is None:
+            return True
+        spec = pod.get("spec") or {}
+        requests = pod_requests(spec)
+        shape = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
+                            sorted(requests.items())], sort_keys=True, default=str)
+        if shape not in judged:
+            keys, by_name = _node_reads(spec)
+            if (keys, by_name) not in kinds:
+                distinct: dict[tuple, GPUNode] = {}
+                for node in nodes:
+                    distinct.setdefault(_node_kind(node, keys, by_name), node)
+                kinds[(keys, by_name)] = list(distinct.values())
+            judged[shape] = any(not failures(spec, requests, _with_volatile(node, keys))
+                                for node in kinds[(keys, by_name)])
+        return judged[shape]
+    return fits
 
 
 def _replicas(pods: list[dict], grouped: bool) -> list[list[dict]]:

@@ -128,11 +128,11 @@ def _coverable(pod: dict[str, Any], loose: frozenset[tuple[str, str]], fits: Cal
                multi_node: bool, gpus_per_replica: int) -> bool:
     """Whether a backend's Pending pod may stand for one of its waiting replicas (``holding.counted_waiting``): not
     one ``thin_waiting`` set loose, one a node of its pool could hold, and a whole replica's pod (a multi-node
-    group's members each ask a part)."""
+    group's members each ask a part, and are placed one by one: none stands for its group)."""
     meta = pod.get("metadata") or {}
-    if (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in loose or not fits(pod):
+    if multi_node or (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in loose or not fits(pod):
         return False
-    return multi_node or pod_gpus(pod) >= gpus_per_replica
+    return pod_gpus(pod) >= gpus_per_replica
 
 
 class Operator:
@@ -583,11 +583,14 @@ class Operator:
         inventory = self.state.inventory.nodes()
         # a backend -> whether one of its Pending pods may stand for its waiting replica (``counted_waiting``)
         coverable: dict[tuple[str, str], Callable[[dict[str, Any]], bool]] = {}
+        fits_in: dict[frozenset[str] | None, Callable[[dict[str, Any]], bool]] = {}  # a pool's nodes -> the fit, cached
         for key, target in targets.items():
             if not target.pool:
                 continue
-            pool_nodes = None if target.pool_nodes is None else [n for n in inventory if n.name in target.pool_nodes]
-            fits = functools.partial(could_run_on, nodes=pool_nodes)
+            if target.pool_nodes not in fits_in:
+                fits_in[target.pool_nodes] = could_run_on(
+                    None if target.pool_nodes is None else [n for n in inventory if n.name in target.pool_nodes])
+            fits = fits_in[target.pool_nodes]
             # every backend of a pool claims: one whose decision is held (or not made yet) keeps its replicas, which
             # hold GPUs and may wait for them as any other's. Its decision is not the pool's to cap, so none of them
             # is the pool's to give away either: they are its floor
