@@ -4,7 +4,7 @@ claim the attack passes start from, and the checks their fuzzes share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from llmbackend.autoscaling.pool import Claim, Key, Unclaimed
 
@@ -81,7 +81,8 @@ def bare_gain_within_scheduler_alone(pool: int, claims: list[Claim], out: dict, 
 
 
 def grower_beyond_pool(pool: int, claims: list[Claim], out: dict, kept: Callable[[Claim], int],
-                       excused: Callable[[object], int] = lambda share: 0) -> Key | None:
+                       excused: Callable[[object], int] = lambda share: 0,
+                       bare_waiting: Iterable[tuple[int, int]] = ()) -> Key | None:
     """The attack passes' fuzz check: a backend that grew and holds, beside the pods of a higher pod priority and its
     own namespace's of its pod priority, more GPUs than the pool (None: none does). A backend that did not grow
     counts what it keeps (``kept``); ``excused``: replicas of a share not counted (those its status says were
@@ -89,7 +90,9 @@ def grower_beyond_pool(pool: int, claims: list[Claim], out: dict, kept: Callable
     the pods running at its pod priority and above, and the Pending replicas of a higher pod priority that could be
     placed: the scheduler places those first) is placed before or beside nothing; and of one pod priority's Pending
     replicas that each could be placed, only as many as fit together (the larger first) are placed: the kube-
-    scheduler places no more of them, whichever come first."""
+    scheduler places no more of them, whichever come first. ``bare_waiting``: (pod priority, GPUs) of the Pending
+    pods no claim covers, older than every claim's Pending replica (as ``_scheduled`` places them): those of a pod
+    priority that fit take its room before its Pending replicas."""
     def kept_of(d: Claim) -> int:
         return out[d.key].replicas if out[d.key].replicas > d.current else min(out[d.key].replicas, kept(d))
 
@@ -116,11 +119,23 @@ def grower_beyond_pool(pool: int, claims: list[Claim], out: dict, kept: Callable
         return pool - sum(min(e.bound, e.current) * e.gpus_per_replica for e in claims
                           if e.bound is not None and e.scheduling_priority >= level) - above
 
+    bare_at: dict[int, list[int]] = {}
+    for level, gpus in bare_waiting:
+        bare_at.setdefault(level, []).append(gpus)
+
+    def older_bare(level: int, room: int) -> int:
+        took = 0
+        for gpus in bare_at.get(level, ()):
+            if gpus <= room - took:
+                took += gpus
+        return took
+
     def placeable(d: Claim, n: int) -> int:
         if d.bound is None or d.gpus_per_replica <= 0:
             return n
         running = min(n, d.bound)
         room = room_at(d.scheduling_priority, placed_pending_above(d.scheduling_priority))
+        room -= older_bare(d.scheduling_priority, max(0, room))
         return running + min(n - running, max(0, room) // d.gpus_per_replica)
 
     for c in claims:

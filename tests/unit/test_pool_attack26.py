@@ -81,21 +81,30 @@ def _scheduled(claims: list[Claim], out: dict, bare) -> dict:
     return running
 
 
-def _runs(claims: list[Claim], across: bool = False, syncs: int = 3, bare=(), seen=None, bound_read: bool = True):
+def _runs(claims: list[Claim], across: bool = False, syncs: int = 3, bare=(), seen=None, bound_read: bool = True,
+          ages: bool = True):
     """Each sync: the shares (``seen``: the claims as the pool reads them), what the model runs after them, what ran
     before, and what it runs with every backend at its wanted replicas (the scheduler alone). ``bound_read``: the
-    pool is told the GPUs the pods bound to its nodes hold (``share``'s ``in_use``: the claims' and the bare pods')."""
+    pool is told the GPUs the pods bound to its nodes hold (``share``'s ``in_use``: the claims' and the bare pods').
+    ``ages``: the pool is told the pods' ages as the model has them (``_scheduled``: bare pods the oldest; a claim's
+    Pending replicas since the sync it first had some, or before the first sync)."""
     state, now, bare = None, 1000.0, list(bare)
     before = {c.key: c.bound or 0 for c in claims} | {("bare", i): b[2] for i, b in enumerate(bare)}
+    waiting_since = {c.key: now - 1 for c in claims}
     for _ in range(syncs):
-        listed = {POOL: [Unclaimed(ns, p, g) for ns, g, _, w, p in bare for _ in range(w)]}
+        listed = {POOL: [Unclaimed(ns, p, g, 0.0 if ages else None) for ns, g, _, w, p in bare for _ in range(w)]}
         bound = {POOL: sum((c.bound or 0) * c.gpus_per_replica for c in claims)
                  + sum(g * r for _, g, r, _, _ in bare)} if bound_read else None
         by_priority: dict[int, int] = {}  # the bare pods that run, by pod priority (``bound_unclaimed``)
         for _, g, r, _, p in bare:
             by_priority[p] = by_priority.get(p, 0) + g * r
-        out, state = share([seen(c) if seen else c for c in claims], now, state, across, listed, bound,
-                           {POOL: by_priority} if bound_read else None)
+        read = [seen(c) if seen else c for c in claims]
+        if ages:
+            for c in claims:
+                if c.bound is not None and (c.held if c.held is not None else c.current) <= c.bound:
+                    waiting_since[c.key] = now  # none waits: its next Pending replica is new
+            read = [dataclasses.replace(c, pending_since=waiting_since[c.key]) for c in read]
+        out, state = share(read, now, state, across, listed, bound, {POOL: by_priority} if bound_read else None)
         running = _scheduled(claims, out, bare)
         alone = _scheduled(claims, {c.key: dataclasses.replace(out[c.key], replicas=max(c.wanted, c.min_replicas))
                                     for c in claims}, bare)

@@ -491,7 +491,8 @@ def _fuzz(seed: int, trials: int, unread_p: float, bare_pods: bool, check_pool: 
                 seed, trial, across, unread, claims, _shares(out), running, before, alone, us)
             # (c) a grower holds no more than the pool beside a higher pod priority and its namespace's equals
             if check_pool and not any(before[("bare", i)] for i in range(len(us))):
-                beyond = grower_beyond_pool(pool, claims, out, lambda d: _kept(seen(d)))  # noqa: B023
+                beyond = grower_beyond_pool(pool, claims, out, lambda d: _kept(seen(d)),  # noqa: B023
+                                            bare_waiting=[(p, g) for _, g, _, w, p in us for _ in range(w)])
                 assert beyond is None, (seed, trial, across, beyond, claims, _shares(out))
         # (d) the shares settle where the reads are right (a bare pod that runs holds GPUs the pool does not count:
         # docs/autoscaling.md's "Limits"; an unread claim's pods are judged)

@@ -528,7 +528,8 @@ def _fuzz(seed: int, trials: int, unread_p: float, bare_p: float, pool_of=_fuzz_
             # (c) a grower holds no more than the pool beside a higher pod priority and its namespace's equals
             # (replicas its status says were preempted excused: their grant stays while their pods wait)
             if not any(before[("bare", i)] for i in range(len(us))):
-                beyond = grower_beyond_pool(pool, claims, out, lambda d: _kept(seen(d)), _preempted)  # noqa: B023
+                beyond = grower_beyond_pool(pool, claims, out, lambda d: _kept(seen(d)), _preempted,  # noqa: B023
+                                            [(p, g) for _, g, _, w, p in us for _ in range(w)])
                 assert beyond is None, (beyond, ctx)
         # (d) the shares settle where the reads are right and no bare pod ran
         assert unread or bare_ran or shares[-1] == shares[-2], (seed, trial, across, cs, bare, shares[-3:])

@@ -335,7 +335,9 @@ def test_the_loop_cuts_no_classless_backend_for_a_class_below_the_global_default
 
 # --- the fuzz: seeds 11-16, classified ------------------------------------------------------------------------------
 
-PASS39_F4 = [(11, 395, None), (12, 38, None), (12, 1615, None), (13, 427, None), (14, 698, None), (16, 936, 0.15)]
+# (16, 936, 0.15) was one of them; gone since step 3 counts the GPUs running pods no claim covers hold at a taker's
+# pod priority and above (pass 50's session; test_pool_attack39's running bare pods)
+PASS39_F4 = [(11, 395, None), (12, 38, None), (12, 1615, None), (13, 427, None), (14, 698, None)]
 
 
 @pytest.mark.parametrize(("seed", "trial", "unread_p"), PASS39_F4,

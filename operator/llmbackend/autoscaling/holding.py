@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from ..planning.inventory import GPU_RESOURCE, GPUNode
 from ..planning.podfit import failures, gpus_held_by_node, pod_gpus, pod_requests
 from ..render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
+from .coldstart import epoch_seconds
 from .pool import Unclaimed
 
 # The scheduler of pods that name none (k8s.io/api core/v1 DefaultSchedulerName)
@@ -119,6 +120,15 @@ def thin_waiting(pods: list[dict] | None, gpus_per_replica: int, grouped: bool, 
             thin += 1
             loose.update(name(p) for p in pending)
     return whole, thin, frozenset(loose)
+
+
+def oldest_waiting(pods: list[dict], workload_made: str) -> float | None:
+    """When the oldest of a backend's Pending replica pods that wait for GPUs was created (epoch seconds; None: none
+    such, or no readable time): the kube-scheduler places the Pending pods of its pod priority created before it
+    first (autoscaling/pool.py ``Claim.pending_since``)."""
+    times = [epoch_seconds((p.get("metadata") or {}).get("creationTimestamp"))
+             for p in _replica_pods(pods, True, workload_made) if _waits_for_gpus(p)]
+    return min((t for t in times if t is not None), default=None)
 
 
 def could_run_on(nodes: Sequence[GPUNode] | None) -> Callable[[dict], bool]:
@@ -329,7 +339,8 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
                             sorted(requests.items())], sort_keys=True, default=str)
         keys, by_name = _node_reads(spec)
         selector = {str(k): v for k, v in (spec.get("nodeSelector") or {}).items()}
-        waiting = Unclaimed(str(meta.get("namespace") or ""), _pod_priority(spec), gpus)
+        waiting = Unclaimed(str(meta.get("namespace") or ""), _pod_priority(spec), gpus,
+                            epoch_seconds(meta.get("creationTimestamp")))
         for pool, nodes in pools.items():
             if pool == own_pool:
                 continue  # its claim counts it

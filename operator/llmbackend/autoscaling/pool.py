@@ -137,6 +137,13 @@ class Claim:
     # backend from the ranks (those beneath its outrankers), and another namespace's pods that may wait from the
     # pool's deficit
     bound: int | None = None
+    # when its oldest Pending pod was created (epoch seconds): the kube-scheduler places the Pending pods no claim
+    # covers of its pod priority created before it first (``_never_placed``). None: not known, and none is counted
+    # before it
+    pending_since: float | None = None
+    # GPUs its pods bound to the pool's nodes hold beyond its running replicas (a rollout's surge pod, one leaving,
+    # one adopted): counted in ``share``'s ``bound_unclaimed``, they are its own, no room another's pods hold from it
+    beyond_gpus: int = 0
 
     @property
     def key(self) -> Key:
@@ -163,6 +170,7 @@ class Unclaimed:
     namespace: str
     pod_priority: int  # spec.priority, from its PriorityClass at admission (0 without)
     gpus: int
+    created: float | None = None  # metadata.creationTimestamp (epoch seconds); None: not known, older than no claim's
 
 
 @dataclass(frozen=True)
@@ -423,7 +431,8 @@ def _short(c: Claim) -> int:
 
 
 def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Mapping[Key, int],
-                  bound_others: Mapping[int, int] | None = None) -> tuple[dict[Key, int], set[Key], dict[int, int]]:
+                  bound_others: Mapping[int, int] | None = None, waiting_others: Iterable[Unclaimed] = (),
+                  unaccounted: int = 0) -> tuple[dict[Key, int], set[Key], dict[int, int], dict[int, int]]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place, and the
     backends a replica more could be placed for. The kube-scheduler preempts only pods of a lower pod priority and
     places a higher one's Pending pods first, and the pool cuts a pod of the replica's own pod priority for it only
@@ -442,7 +451,14 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
     that hold do not fit together (each fits alone; which of them runs is first come first served), the GPUs of
     those that do: a deficit the rest make is no one's to cut for. Pods no claim covers bound to the pool's nodes
     (``bound_others``, by pod priority: bare pods, another pool's backends) run at their pod priority: a Pending
-    replica fits beside those of its own and above, and preempts those below."""
+    replica fits beside those of its own and above, and preempts those below. The Pending pods no claim covers
+    (``waiting_others``) of a replica's pod priority created before its backend's oldest Pending pod
+    (``Claim.pending_since``; the scheduler's queue orders one pod priority by creation) take its room first, as far
+    as they fit it (attack pass 39 finding 2: counted after, a replica held GPUs a tenant's older bare pods got, and
+    an equal's growth waited on them); the GPUs they take, by pod priority, are the fourth result (step 3's room
+    counts them taken: else a sibling's growth got them, and the two flapped). Less ``unaccounted``: GPUs the pods
+    bound to the pool's nodes hold that no read pod accounts for (a replica read Pending may run on them: its pods
+    were read before it was bound; set apart, it was cut for a higher grower and the older pods took its GPUs)."""
     def keeps(c: Claim) -> int:  # of its running replicas, those it keeps
         return min(runs(c), max(c.wanted, c.min_replicas))
 
@@ -452,7 +468,26 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
     for level, gpus in (bound_others or {}).items():
         if gpus > 0:
             by_level.setdefault(level, [])
+    pods_at: dict[int, list[Unclaimed]] = {}
+    for pod in waiting_others:
+        if pod.gpus > 0 and pod.created is not None:
+            pods_at.setdefault(pod.pod_priority, []).append(pod)
+    for pods in pods_at.values():
+        pods.sort(key=lambda pod: pod.created or 0.0)
+
+    def placed_first(level: int, before: float, room: int) -> int:
+        """GPUs of the Pending pods no claim covers of pod priority ``level`` created before ``before`` that fit
+        ``room``, the oldest first."""
+        took = 0
+        for pod in pods_at.get(level, ()):
+            if (pod.created or 0.0) >= before or took >= room:
+                break
+            if pod.gpus <= room - took:
+                took += pod.gpus
+        return took
+
     out, fillable, fit_together = {}, set(), {}
+    first: dict[int, int] = {}
     taken_above = 0  # GPUs the higher pod priorities take
     for level in sorted(by_level, reverse=True):
         here = by_level[level]
@@ -483,6 +518,11 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
                     fillable.add(c.key)
                 continue
             pending = waiting_replicas(c)
+            if pending > 0 and c.pending_since is not None and (older := placed_first(
+                    level, c.pending_since, max(0, room))):
+                older = max(0, older - unaccounted)
+                room -= older
+                first[level] = max(first.get(level, 0), older)
             if (never := pending - max(0, room) // g) > 0:
                 out[c.key] = never
             placeable.append((g, min(max(0, pending - max(0, never)), max(0, c.wanted - runs(c))), room))
@@ -510,7 +550,7 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
             placed += fit * g
             from_free += min(fit, max(0, free_here - from_free) // g) * g
         taken_above += min(max(0, pool_gpus - taken_above), running + from_free)
-    return out, fillable, fit_together
+    return out, fillable, fit_together, first
 
 
 def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: float) -> list[list[Claim]]:
@@ -937,8 +977,12 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     exact = any(c.bound is not None for c in members) and read_running <= pool_gpus
     # step 1: what each holds; Pending replicas nothing could place hold nothing. They go once a backend that could
     # still claim a replica (``_short``; one a replica could be placed for) outranks theirs
-    never, fillable, fit_together = _never_placed(members, pool_gpus, across, growth or {}, bound_others) if exact \
-        else ({}, set(), {})
+    unclaimed = tuple(unclaimed)
+    unaccounted = max(0, in_use - read_running - sum(max(0, g) for g in (bound_others or {}).values())) \
+        if in_use is not None else 0
+    never, fillable, fit_together, placed_first = _never_placed(
+        members, pool_gpus, across, growth or {}, bound_others, unclaimed, unaccounted) if exact \
+        else ({}, set(), {}, {})
     outranked_by_a_taker = _outranked_by_any([c for c in members if _short(c) > 0 and c.key in fillable], across)
     some_unread = exact and any(c.bound is None for c in members)
     if some_unread:
@@ -1254,12 +1298,24 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         replicas that could not run beside the replicas read running (``surely_waiting``)."""
         return surely_waiting.pod_priority_below(c.scheduling_priority) if exact else 0
 
+    def others_running_from(c: Claim) -> int:
+        """GPUs of pods no claim covers bound to the pool's nodes, of c's pod priority and above, not c's own: no
+        grant counts them, and the scheduler preempts none of them for c's pods (a tenant's running bare pods of a
+        taker's pod priority made room it never got: W's own reshuffle cut a sibling for a replica that could not fit
+        beside them, and the tenant's lower Pending pod took the GPUs)."""
+        level = c.scheduling_priority
+        return max(0, sum(max(0, gpus) for lv, gpus in (bound_others or {}).items() if lv >= level) - c.beyond_gpus)
+
     def room(c: Claim) -> int:
         """The pool's GPUs ``c`` may take without a preemption: the free ones not kept for those that outrank it, or
         an overcommitted pool's deficit (negative), which GPUs counted as preempted in step 3 cover first: pods that
         wait for GPUs already may be those very replicas. GPUs granted to lower Pending replicas (``idle_below``)
         are c's too."""
-        return free + lacked_together(c) + idle_below(c) - kept_free(c)
+        gpus = free + lacked_together(c) + idle_below(c) - kept_free(c)
+        # less what older Pending pods no claim covers of c's pod priority or above take first (step 1 placed them
+        # before a Pending replica: c's new pods are younger still)
+        first = sum(taken for level, taken in placed_first.items() if level >= c.scheduling_priority)
+        return gpus - min(max(0, gpus), first + others_running_from(c))
 
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
@@ -1514,7 +1570,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             def beside_equals() -> int:
                 """What c's next pods may get beside the pods placed before or beside them and GPUs kept for those
                 that outrank it (lower pods the scheduler would preempt, or they drain)."""
-                return pool_gpus - kept_free(c) - granted_gpus.placed_before_or_beside(c)  # noqa: B023
+                return (pool_gpus - kept_free(c) - granted_gpus.placed_before_or_beside(c)  # noqa: B023
+                        - others_running_from(c))  # noqa: B023
 
             # as many whole replicas as the free GPUs and what those it outranks hold above their floors make, and
             # no more than the pool holds beside all it could not take (those it does not outrank, and the floors of

@@ -39,6 +39,7 @@ from ..autoscaling.holding import (
     held_replicas,
     is_group_pod,
     made_by,
+    oldest_waiting,
     thin_waiting,
     unclaimed_bound,
     unclaimed_waiting,
@@ -611,11 +612,14 @@ class Operator:
                                      target.multi_node, workload_made=target.name)
             # no more whole replicas than the GPUs its bound pods hold make; those the cap takes off are bound, not
             # waiting: they hold no replica's GPUs (their pods' count beside the claims: holding.unclaimed_bound)
-            thin = 0
+            thin, beyond = 0, 0
             if target.gpus_per_replica > 0:
-                thin = max(0, running - bound_gpus(pods, target.pool_nodes, True, target.name)
-                           // target.gpus_per_replica)
+                on_nodes = bound_gpus(pods, target.pool_nodes, True, target.name)
+                thin = max(0, running - on_nodes // target.gpus_per_replica)
                 running -= thin
+                # (its own pods beyond the replicas counted running: in ``bound_unclaimed``, but no room they take
+                # from it)
+                beyond = max(0, on_nodes - running * target.gpus_per_replica)
             bound = running if pods is not None else None
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
@@ -635,6 +639,9 @@ class Operator:
             whole, thinner, loose = thin_waiting(pods, target.gpus_per_replica, target.multi_node, target.name, fits)
             if held is not None and bound is not None and (waiting := max(0, held - bound)):
                 held -= waiting - min(waiting, whole + max(0, waiting - whole - thinner))
+            # when its oldest Pending pod was created (none yet: its replicas' pods are the newest): older Pending
+            # pods no claim covers of its pod priority are placed first (attack pass 39 finding 2)
+            pending_since = None if pods is None else (oldest_waiting(pods, target.name) or time.time())
             coverable[key] = functools.partial(_coverable, loose=loose, fits=fits, multi_node=target.multi_node,
                                                gpus_per_replica=target.gpus_per_replica)
             if key[0] not in quotas:
@@ -655,7 +662,8 @@ class Operator:
                                 cluster_wide=cluster_wide, class_priority=class_value, held=held,
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], pod_class) if known else (),
-                                quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound))
+                                quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound,
+                                pending_since=pending_since, beyond_gpus=beyond))
         unclaimed, gpus_held, others_bound = await self._unclaimed(targets, claims, coverable)
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces,
                                              unclaimed, gpus_held, others_bound)
