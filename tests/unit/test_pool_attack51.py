@@ -92,7 +92,16 @@ older pod. Only for the moment between the GPUs freeing and the scheduler bindin
 scheduler is slow); built in scratch, not kept.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): finding 1: ``holding.beyond_count`` books a claim's GPUs beyond its count at the pod
+priorities of the pods that hold them (its replicas are its pods of the highest pod priority; the rest beyond, split
+at a pod's GPUs), for ``unclaimed_bound`` and ``holding.beyond_gpus`` (``Claim.beyond_gpus`` counts only its own
+beyond GPUs at its pod priority and above). Finding 2: step 1 places an older pod no claim covers of another
+namespace in the GPUs free at that pod priority only, one of the claim's own namespace in the room its own cuts make
+too; step 3 counts as taken only what the older pods take of the free GPUs; and a backend whose Pending replicas the
+older pods leave no room (``behind_older``) claims no growth (a replica more is younger still: in ``across`` t cut
+its own t2 for GPUs its older bare pod took, and W's growth lost the free GPUs)."""
 
 from __future__ import annotations
 
@@ -155,17 +164,13 @@ def test_control_without_a_waiting_replica_the_bound_list_is_not_read_and_w_grow
 
 
 # FINDING 1 (high): unclaimed_bound books a claim's beyond GPUs at the pod priority of its last listed pod; bb9c983's others_running_from counts the tenant's class-0 pod's GPUs as taken for W's class-5 growth
+# Fixed (was a strict xfail): pass 51 finding 1 (high): t's adopted class-0 6-GPU pod, listed before its class-5 pod, has its 4 GPUs beyond t's count booked at pod priority 5 (unclaimed_bound: the last pod's); others_running_from counts them taken for W's class-5 w, which stays at 1 sync after sync (other order and 85a1dde: 3; the scheduler alone preempts the class-0 pod: 4)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 51 finding 1 (high): t's adopted class-0 6-GPU pod, listed before its "
-                   "class-5 pod, has its 4 GPUs beyond t's count booked at pod priority 5 (unclaimed_bound: the last "
-                   "pod's); others_running_from counts them taken for W's class-5 w, which stays at 1 sync after "
-                   "sync (other order and 85a1dde: 3; the scheduler alone preempts the class-0 pod: 4)")
 def test_a_tenants_lower_pods_beyond_its_count_hold_no_room_from_an_equal_taker(monkeypatch, across):
     assert _beyond_scene(monkeypatch, True, across, syncs=2) == [3, 3]
 
 
-@pytest.mark.xfail(strict=True, reason="pass 51 finding 1 (mechanism): unclaimed_bound books a claim's beyond GPUs "
-                   "at its last listed pod's pod priority: {5: 4} or {0: 4} by list order")
+# Fixed (was a strict xfail): pass 51 finding 1 (mechanism): unclaimed_bound books a claim's beyond GPUs at its last listed pod's pod priority: {5: 4} or {0: 4} by list order
 def test_mechanism_unclaimed_bound_books_beyond_gpus_at_the_last_pods_pod_priority():
     def claim_of(pod):
         return ("T", "t") if holding.made_by(pod, "t") else None
@@ -216,10 +221,8 @@ def test_held_an_older_bare_pod_that_fits_the_free_gpus_takes_them_first(monkeyp
 
 
 # FINDING 2 (high): placed_first fits an older bare pod into a room counting cuts of the claim's own equals that the pool never makes; step 3 subtracts it from the free GPUs of every taker: W's growth waits on idle GPUs for good
+# Fixed (was a strict xfail): pass 51 finding 2 (high): T's 6-GPU bare pod, older than t's Pending 8-GPU replica, fits t's step 1 room only with t2's GPUs (no cut is made: t is never placed), yet first[0] = 6 takes the 4 free GPUs from w's room: w stays 1 sync after sync (the scheduler alone: 3)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 51 finding 2 (high): T's 6-GPU bare pod, older than t's Pending 8-GPU "
-                   "replica, fits t's step 1 room only with t2's GPUs (no cut is made: t is never placed), yet first[0] "
-                   "= 6 takes the 4 free GPUs from w's room: w stays 1 sync after sync (the scheduler alone: 3)")
 def test_an_older_bare_pod_too_large_for_the_free_gpus_stalls_no_growth(monkeypatch, across):
     out = _older_scene(monkeypatch, across, syncs=2)
     assert [d[("W", "w")] for d in out] == [3, 3] and all(d[("T", "t2")] == 3 for d in out), out

@@ -11,7 +11,14 @@ import pytest
 from test_autoscale_loop import _pool_target, _wanting
 from test_backoff import _operator
 
-from llmbackend.autoscaling.holding import could_run_on, counted_waiting, held_replicas, thin_waiting, unclaimed_waiting
+from llmbackend.autoscaling.holding import (
+    beyond_count,
+    could_run_on,
+    counted_waiting,
+    held_replicas,
+    thin_waiting,
+    unclaimed_waiting,
+)
 from llmbackend.autoscaling.pool import Claim, Unclaimed, share
 from llmbackend.planning.inventory import GPUNode
 
@@ -430,3 +437,12 @@ def test_thin_waiting_tells_whole_waiting_replicas_from_thinner_pods_and_groups(
         return pod
     groups = [member("g0l", "0", None), member("g0w", "0", None), member("g1l", "1", "n1"), member("g1w", "1", None)]
     assert thin_waiting(groups, 4, True, "t") == (0, 2, frozenset({("t", "g0l"), ("t", "g0w"), ("t", "g1w")}))
+
+
+def test_beyond_count_books_a_claims_extra_gpus_at_the_pod_priorities_of_the_pods_that_hold_them():
+    """Attack pass 51 finding 1: the replicas a claim counts are its pods of the highest pod priority; the rest, split
+    at a pod's GPUs, at their own pod priority (not the last listed pod's)."""
+    assert beyond_count([(6, 0), (2, 5)], 4) == {0: 4}
+    assert beyond_count([(2, 5), (6, 0)], 4) == {0: 4}  # (list order does not matter)
+    assert beyond_count([(2, 5), (2, 5)], 4) == {}
+    assert beyond_count([(2, 5), (2, 0), (2, 5)], 2) == {5: 2, 0: 2}

@@ -421,7 +421,7 @@ def unclaimed_bound(pods: Iterable[dict], nodes: Iterable[str], claim_of: Callab
     replica (attack pass 45 finding 1: such a pod's GPUs counted nowhere)."""
     names = set(nodes)
     out: dict[int, int] = {}
-    claims: dict[tuple[str, str], tuple[int, int]] = {}  # claim -> (GPUs its pods here hold, their pod priority)
+    claims: dict[tuple[str, str], list[tuple[int, int]]] = {}  # claim -> (GPUs, pod priority) of its pods here
     for pod in pods:
         if not _bound(pod) or pod["spec"]["nodeName"] not in names or (gpus := pod_gpus(pod)) <= 0:
             continue
@@ -429,11 +429,35 @@ def unclaimed_bound(pods: Iterable[dict], nodes: Iterable[str], claim_of: Callab
         if (key := claim_of(pod)) is None:
             out[level] = out.get(level, 0) + gpus
         else:
-            claims[key] = (claims.get(key, (0, level))[0] + gpus, level)
-    for key, (gpus, level) in claims.items():
-        if (beyond := gpus - counted.get(key, gpus)) > 0:
-            out[level] = out.get(level, 0) + beyond
+            claims.setdefault(key, []).append((gpus, level))
+    for key, held in claims.items():
+        for level, gpus in beyond_count(held, counted.get(key, sum(g for g, _ in held))).items():
+            out[level] = out.get(level, 0) + gpus
     return out
+
+
+def beyond_count(held: Iterable[tuple[int, int]], counted: int) -> dict[int, int]:
+    """Of a claim's bound pods, (GPUs, pod priority) each, the GPUs beyond the ``counted`` GPUs of its running
+    replicas, by their own pod priority: its replicas are its pods of the highest pod priority, the rest (an adopted
+    pod of a lower class, an old template's) beyond. Booked at one pod's priority, whichever was listed last, a
+    tenant's adopted class-0 pod counted as room taken at its class for another namespace's growth (attack pass 51
+    finding 1)."""
+    out: dict[int, int] = {}
+    left = counted
+    for gpus, level in sorted(held, key=lambda pod: -pod[1]):
+        if gpus > left:
+            out[level] = out.get(level, 0) + gpus - left
+        left = max(0, left - gpus)
+    return out
+
+
+def beyond_gpus(pods: list[dict] | None, pool_nodes: frozenset[str] | None, workload_made: str, counted: int,
+                from_level: int) -> int:
+    """A backend's GPUs beyond its ``counted`` running replicas' (``beyond_count``) on the pool's nodes, of pod
+    priority ``from_level`` and above: its own pods among those ``unclaimed_bound`` books there."""
+    held = [(pod_gpus(p), _pod_priority(p.get("spec") or {})) for p in _replica_pods(pods or [], True, workload_made)
+            if _bound(p) and not _elsewhere(p, pool_nodes)]
+    return sum(gpus for level, gpus in beyond_count(held, counted).items() if level >= from_level)
 
 
 def _with_volatile(node: GPUNode, keys: tuple[str, ...]) -> GPUNode:

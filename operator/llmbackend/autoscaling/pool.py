@@ -432,7 +432,7 @@ def _short(c: Claim) -> int:
 
 def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Mapping[Key, int],
                   bound_others: Mapping[int, int] | None = None, waiting_others: Iterable[Unclaimed] = (),
-                  unaccounted: int = 0) -> tuple[dict[Key, int], set[Key], dict[int, int], dict[int, int]]:
+                  unaccounted: int = 0) -> tuple[dict[Key, int], set[Key], dict[int, int], dict[int, int], set[Key]]:
     """Step 1, known from the pods: of each backend's Pending replicas, those that nothing could place, and the
     backends a replica more could be placed for. The kube-scheduler preempts only pods of a lower pod priority and
     places a higher one's Pending pods first, and the pool cuts a pod of the replica's own pod priority for it only
@@ -456,7 +456,8 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
     (``Claim.pending_since``; the scheduler's queue orders one pod priority by creation) take its room first, as far
     as they fit it (attack pass 39 finding 2: counted after, a replica held GPUs a tenant's older bare pods got, and
     an equal's growth waited on them); the GPUs they take, by pod priority, are the fourth result (step 3's room
-    counts them taken: else a sibling's growth got them, and the two flapped). Less ``unaccounted``: GPUs the pods
+    counts them taken: else a sibling's growth got them, and the two flapped); the backends they leave a Pending
+    replica no room are the fifth (they claim no growth). Less ``unaccounted``: GPUs the pods
     bound to the pool's nodes hold that no read pod accounts for (a replica read Pending may run on them: its pods
     were read before it was bound; set apart, it was cut for a higher grower and the older pods took its GPUs)."""
     def keeps(c: Claim) -> int:  # of its running replicas, those it keeps
@@ -475,19 +476,25 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
     for pods in pods_at.values():
         pods.sort(key=lambda pod: pod.created or 0.0)
 
-    def placed_first(level: int, before: float, room: int) -> int:
-        """GPUs of the Pending pods no claim covers of pod priority ``level`` created before ``before`` that fit
-        ``room``, the oldest first."""
-        took = 0
+    def placed_first(level: int, before: float, room: int, free: int, namespace: str | None = None) -> int:
+        """GPUs of the Pending pods no claim covers of pod priority ``level`` created before ``before`` that fit, the
+        oldest first: those of ``namespace`` in ``room`` (what cuts of its own backends free goes to them first), the
+        others in the ``free`` GPUs of it only (a cut whose GPUs they would take is not made: ``third_waits``). A pod
+        placed in a room of cuts the pool never makes kept an equal's growth from free GPUs (attack pass 51 finding
+        2); one of another namespace placed there stopped an own reshuffle it could not take (pass 26)."""
+        took, took_free = 0, 0
         for pod in pods_at.get(level, ()):
             if (pod.created or 0.0) >= before or took >= room:
                 break
-            if pod.gpus <= room - took:
+            own = namespace is not None and pod.namespace == namespace
+            if pod.gpus <= room - took and (own or pod.gpus <= free - took_free):
                 took += pod.gpus
+                took_free += 0 if own else pod.gpus
         return took
 
     out, fillable, fit_together = {}, set(), {}
     first: dict[int, int] = {}
+    behind_older: set[Key] = set()
     taken_above = 0  # GPUs the higher pod priorities take
     for level in sorted(by_level, reverse=True):
         here = by_level[level]
@@ -518,11 +525,19 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
                     fillable.add(c.key)
                 continue
             pending = waiting_replicas(c)
+            free_here = pool_gpus - taken_above - running
             if pending > 0 and c.pending_since is not None and (older := placed_first(
-                    level, c.pending_since, max(0, room))):
-                older = max(0, older - unaccounted)
-                room -= older
-                first[level] = max(first.get(level, 0), older)
+                    level, c.pending_since, max(0, room), max(0, free_here), c.namespace)):
+                before_older = room
+                room -= max(0, older - unaccounted)
+                if max(0, pending - max(0, room) // g) > max(0, pending - max(0, before_older) // g):
+                    behind_older.add(c.key)
+                # of them, those the GPUs free at this pod priority hold are taken for step 3's growth too; not those
+                # a cut of c's outranked equals would free: the pool makes no cut for a replica they leave no room
+                # (counted taken, free GPUs idled while an equal's growth waited: attack pass 51 finding 2)
+                on_free = placed_first(level, c.pending_since, max(0, min(room + older, free_here)),
+                                       max(0, free_here))
+                first[level] = max(first.get(level, 0), max(0, on_free - unaccounted))
             if (never := pending - max(0, room) // g) > 0:
                 out[c.key] = never
             placeable.append((g, min(max(0, pending - max(0, never)), max(0, c.wanted - runs(c))), room))
@@ -550,7 +565,7 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
             placed += fit * g
             from_free += min(fit, max(0, free_here - from_free) // g) * g
         taken_above += min(max(0, pool_gpus - taken_above), running + from_free)
-    return out, fillable, fit_together, first
+    return out, fillable, fit_together, first, behind_older
 
 
 def _turns(tier: list[Claim], state: PoolState, pool: tuple[str, ...], now: float) -> list[list[Claim]]:
@@ -980,9 +995,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     unclaimed = tuple(unclaimed)
     unaccounted = max(0, in_use - read_running - sum(max(0, g) for g in (bound_others or {}).values())) \
         if in_use is not None else 0
-    never, fillable, fit_together, placed_first = _never_placed(
+    never, fillable, fit_together, placed_first, behind_older = _never_placed(
         members, pool_gpus, across, growth or {}, bound_others, unclaimed, unaccounted) if exact \
-        else ({}, set(), {}, {})
+        else ({}, set(), {}, {}, set())
     outranked_by_a_taker = _outranked_by_any([c for c in members if _short(c) > 0 and c.key in fillable], across)
     some_unread = exact and any(c.bound is None for c in members)
     if some_unread:
@@ -1032,7 +1047,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     grant = {c.key: max(0, min(held[c.key], c.wanted)) for c in members}
     kept = dict(grant)  # their quota GPUs are spent already (``share``)
     # a backend whose pods no node of the pool could hold claims nothing more: more GPUs would not run them
-    wants = {c.key: grant[c.key] if idle[c.key] or c.unplaceable else admitted[c.key] for c in members}
+    # nor one whose Pending replicas older pods no claim covers leave no room (step 1 counted every cut it may make
+    # for them): a replica more is younger still (granted, it cut its own namespace's equals for GPUs the older pods
+    # took, and an equal's growth lost the free GPUs: attack pass 51 finding 2)
+    wants = {c.key: grant[c.key] if idle[c.key] or c.unplaceable or c.key in behind_older else admitted[c.key]
+             for c in members}
     free = pool_gpus - sum(grant[k] * by_key[k].gpus_per_replica for k in grant)
     given: dict[Key, dict[Key, int]] = {k: {} for k in by_key}                   # victim -> preemptor -> replicas
     took: dict[Key, dict[Key, int]] = {k: {} for k in by_key}

@@ -31,6 +31,7 @@ from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.holding import (
+    beyond_gpus,
     bound_gpus,
     bound_replicas,
     could_run_on,
@@ -617,9 +618,10 @@ class Operator:
                 on_nodes = bound_gpus(pods, target.pool_nodes, True, target.name)
                 thin = max(0, running - on_nodes // target.gpus_per_replica)
                 running -= thin
-                # (its own pods beyond the replicas counted running: in ``bound_unclaimed``, but no room they take
-                # from it)
-                beyond = max(0, on_nodes - running * target.gpus_per_replica)
+                # (its own pods beyond the replicas counted running, of its pod priority and above: in
+                # ``bound_unclaimed``, but no room they take from it)
+                beyond = beyond_gpus(pods, target.pool_nodes, target.name, running * target.gpus_per_replica,
+                                     class_value or 0)
             bound = running if pods is not None else None
             if target.unplaceable:
                 # pods no node of the pool could hold (the reconciler judged the rendered pod: planning/podfit.py)
