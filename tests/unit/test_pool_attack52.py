@@ -74,7 +74,13 @@ tenant's lever (an unclaimed pod counted as placed) was built. (c) ``unclaimed_b
 room only (safe for the others; noted, not probed).
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): finding 1: where the pods bound to the pool's nodes are read, ``unclaimed_waiting``
+tells each Pending pod whether a node it could run on has its GPUs free now (``Unclaimed.fits_free``, from each
+node's allocatable GPUs less those its bound pods hold, the most free on a node of each kind), and step 1 places an
+older pod of another namespace in the free GPUs only if so. Finding 2 stays open (medium: the pool does not know on
+which node a cut frees GPUs; the scheduler alone makes no such reshuffle either and the tenant gains nothing)."""
 
 from __future__ import annotations
 
@@ -147,11 +153,9 @@ def test_held_an_older_bare_pod_free_to_land_on_n2_takes_the_free_gpus_first(mon
 
 
 # FINDING 1 (high): placed_first fits an older unclaimed Pending pod into the pool's free GPUs summed over its nodes: a pod pinned to a full node, or larger than any node's free GPUs, takes W's growth for as long as it waits (for ever)
+# Fixed (was a strict xfail): pass 52 finding 1: an older Pending pod that fits no node with free GPUs (pinned to a full node, or fragmented) counts as taking them in step 3: W's growth waits for good (pinned: 3 of 4; fragmented: 3 of 5)
 @MODES
 @pytest.mark.parametrize("shape, expected", [("pinned", 4), ("fragmented", 5)])
-@pytest.mark.xfail(strict=True, reason="pass 52 finding 1: an older Pending pod that fits no node with free GPUs "
-                                       "(pinned to a full node, or fragmented) counts as taking them in step 3: "
-                                       "W's growth waits for good (pinned: 3 of 4; fragmented: 3 of 5)")
 def test_a_pod_that_fits_no_node_with_free_gpus_takes_no_growth_of_w(monkeypatch, across, shape, expected):
     assert _growth_scene(monkeypatch, across, shape) == [expected, expected]
 

@@ -446,3 +446,17 @@ def test_beyond_count_books_a_claims_extra_gpus_at_the_pod_priorities_of_the_pod
     assert beyond_count([(2, 5), (6, 0)], 4) == {0: 4}  # (list order does not matter)
     assert beyond_count([(2, 5), (2, 5)], 4) == {}
     assert beyond_count([(2, 5), (2, 0), (2, 5)], 2) == {5: 2, 0: 2}
+
+
+def test_a_pending_pod_says_whether_a_node_it_could_run_on_has_its_gpus_free():
+    """Attack pass 52 finding 1: an older pod pinned to a full node, or asking more GPUs than any one node has free,
+    counted as taking the pool's free GPUs."""
+    pools = {POOL: [_node("n1", labels={"gpu": "h100", "host": "n1"}), _node("n2", labels={"gpu": "h100", "host": "n2"})]}
+    free = {"n1": 0, "n2": 4}
+    pinned, loose, large = (_pod(name="a", gpus=2, nodeSelector={"host": "n1"}), _pod(name="b", gpus=2),
+                            _pod(name="c", gpus=4))
+    assert [w.fits_free for w in unclaimed_waiting([pinned, loose, large], pools, lambda pod: None, free)[POOL]] == [
+        False, True, True]
+    assert [w.fits_free for w in unclaimed_waiting([large], pools, lambda pod: None, {"n1": 2, "n2": 2})[POOL]] == [
+        False]  # (free only in pieces smaller than it)
+    assert [w.fits_free for w in unclaimed_waiting([loose], pools, lambda pod: None)[POOL]] == [None]  # not read

@@ -308,7 +308,8 @@ def _short_of_gpus(message: str) -> bool:
 
 
 def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
-                      claimed_in: Callable[[dict], tuple[str, ...] | None]) -> dict[tuple[str, ...], list[Unclaimed]]:
+                      claimed_in: Callable[[dict], tuple[str, ...] | None],
+                      free_by_node: Mapping[str, int] | None = None) -> dict[tuple[str, ...], list[Unclaimed]]:
     """Each pool's Pending pods that ask for its GPUs and that no claim of that pool covers (``claimed_in``: the pool
     of the claimed backend whose replica the pod is, ``made_by`` its workload, else None): a bare pod, a backend the
     operator does not autoscale, a pod that forges a backend's labels, or a claimed backend's pod that asks for
@@ -320,11 +321,14 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     Counted: pods a scheduler judged short of GPUs, and pods of the default scheduler not judged yet (it judges a new
     pod within moments). Not counted: pods bound to a node, ended or leaving, that ask for no GPU, that
     ``_unplaceable`` says more GPUs would not place (scheduling gates; short of a volume, a pod affinity), and pods
-    of another scheduler not judged yet (one that does not exist never judges them, and they never run)."""
+    of another scheduler not judged yet (one that does not exist never judges them, and they never run).
+    ``free_by_node``: each node's GPUs no pod holds (the pods bound to it read; a node missing: not known): each pod
+    then says whether a node it could run on has its GPUs free (``Unclaimed.fits_free``)."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple, bool] = {}  # (pod shape, the keys a kind reads, by name, node kind) -> whether it holds it
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
     kinds: dict[tuple, list[tuple[tuple, GPUNode]]] = {}
+    kind_free: dict[tuple, dict[tuple, int | None]] = {}  # the same key -> each kind's most GPUs free on a node
     pool_keys = {pool: frozenset(k for node in nodes for k, _ in (*node.labels, *node.volatile_labels))
                  for pool, nodes in pools.items() if nodes is not None}
     for pod in pods:
@@ -353,11 +357,18 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
             here = tuple(k for k in keys if k in pool_keys[pool])
             if (pool, here, by_name) not in kinds:
                 distinct: dict[tuple, GPUNode] = {}
+                most_free: dict[tuple, int | None] = {}  # a kind -> the most GPUs free on a node of it
                 for node in nodes:
-                    distinct.setdefault(_node_kind(node, here, by_name), node)
+                    kind = _node_kind(node, here, by_name)
+                    distinct.setdefault(kind, node)
+                    free = None if free_by_node is None or node.name not in free_by_node else free_by_node[node.name]
+                    known = most_free.get(kind, -1)
+                    most_free[kind] = None if free is None or known is None else max(known, free)
                 kinds[(pool, here, by_name)] = list(distinct.items())
+                kind_free[(pool, here, by_name)] = most_free
             # its nodeSelector against a kind's label values first: most kinds fail it without a look at the rest
             wanted = [(i, selector[k]) for i, k in enumerate(here) if k in selector]
+            fit_kinds = []
             for kind, node in kinds[(pool, here, by_name)]:
                 if any(kind[0][i] != v for i, v in wanted):
                     continue
@@ -365,8 +376,13 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
                 if judged not in fits:
                     fits[judged] = not failures(spec, requests, _with_volatile(node, keys))
                 if fits[judged]:
-                    out[pool].append(waiting)
-                    break
+                    fit_kinds.append(kind)
+                    if free_by_node is None:
+                        break
+            if fit_kinds:
+                free_there = [kind_free[(pool, here, by_name)].get(kind) for kind in fit_kinds]
+                out[pool].append(waiting if free_by_node is None or None in free_there else dataclasses.replace(
+                    waiting, fits_free=any(f is not None and f >= gpus for f in free_there)))
     return out
 
 

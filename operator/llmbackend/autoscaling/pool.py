@@ -171,6 +171,10 @@ class Unclaimed:
     pod_priority: int  # spec.priority, from its PriorityClass at admission (0 without)
     gpus: int
     created: float | None = None  # metadata.creationTimestamp (epoch seconds); None: not known, older than no claim's
+    # whether a node it could run on has its GPUs free now (the pods bound to the pool's nodes read); None: not known.
+    # One that cannot land where GPUs are free (pinned to a full node; GPUs free only in pieces smaller than it)
+    # takes none of them (attack pass 52 finding 1)
+    fits_free: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -487,7 +491,7 @@ def _never_placed(members: list[Claim], pool_gpus: int, across: bool, growth: Ma
             if (pod.created or 0.0) >= before or took >= room:
                 break
             own = namespace is not None and pod.namespace == namespace
-            if pod.gpus <= room - took and (own or pod.gpus <= free - took_free):
+            if pod.gpus <= room - took and (own or (pod.gpus <= free - took_free and pod.fits_free is not False)):
                 took += pod.gpus
                 took_free += 0 if own else pod.gpus
         return took

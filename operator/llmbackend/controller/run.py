@@ -48,7 +48,7 @@ from ..autoscaling.holding import (
 from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, runs, share, waiting_replicas
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
-from ..planning.podfit import pod_gpus
+from ..planning.podfit import gpus_held_by_node, pod_gpus
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
 from . import egress, permissions
@@ -732,18 +732,22 @@ class Operator:
             counts = (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in covered
             return (claimed[key].pool,) if key is not None and counts else None
 
-        waiting = unclaimed_waiting(pending, pools, claimed_in)
         # a claim's replicas wait: its share may hand them idle GPUs, once what runs beside the claims is known
         nodes_of = {pool: {n.name for n in nodes} for pool, nodes in pools.items() if nodes is not None
                     and any(c.pool == pool and c.bound is not None and waiting_replicas(c) > 0 for c in claims)}
         if not nodes_of:
-            return waiting, None, None
+            return unclaimed_waiting(pending, pools, claimed_in), None, None
         try:
             bound = await loop.run_in_executor(self.executor, functools.partial(
                 self.kube.list, "Pod", None, field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"))
         except Exception as exc:  # noqa: BLE001 - not known: step 2 counts no GPU as idle, as before
             log.warning("pods bound to the GPU pools' nodes not listed (%s): the share counts no GPU as idle", exc)
-            return waiting, None, None
+            return unclaimed_waiting(pending, pools, claimed_in), None, None
+        # each node's GPUs no pod holds: whether a Pending pod could land where GPUs are free (``Unclaimed.fits_free``)
+        held_on = gpus_held_by_node(bound)
+        free_by_node = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0))
+                        for pool, nodes in pools.items() if pool in nodes_of and nodes is not None for n in nodes}
+        waiting = unclaimed_waiting(pending, pools, claimed_in, free_by_node)
         # what each claim counts running (whole replicas; not read: all its pods')
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
 
