@@ -77,9 +77,10 @@ A probe that holds asserts the claim; one that breaks asserts the safe behaviour
 finding.
 
 FIXED (2026-12-07, reviewer): finding 1: where the pods bound to the pool's nodes are read, ``unclaimed_waiting``
-tells each Pending pod whether a node it could run on has its GPUs free now (``Unclaimed.fits_free``, from each
-node's allocatable GPUs less those its bound pods hold, the most free on a node of each kind), and step 1 places an
-older pod of another namespace in the free GPUs only if so. Finding 2 stays open (medium: the pool does not know on
+tells each Pending pod whether a node it could run on has its GPUs free of pods it could not preempt
+(``Unclaimed.fits_free``: each node's allocatable GPUs less those its bound pods of the pod's priority and above
+hold, the most on a node of each kind; ``holding.gpus_held_by_node_priority``), and step 1 places an older pod of
+another namespace in the free GPUs only if so. Finding 2 stays open (medium: the pool does not know on
 which node a cut frees GPUs; the scheduler alone makes no such reshuffle either and the tenant gains nothing)."""
 
 from __future__ import annotations

@@ -450,13 +450,16 @@ def test_beyond_count_books_a_claims_extra_gpus_at_the_pod_priorities_of_the_pod
 
 def test_a_pending_pod_says_whether_a_node_it_could_run_on_has_its_gpus_free():
     """Attack pass 52 finding 1: an older pod pinned to a full node, or asking more GPUs than any one node has free,
-    counted as taking the pool's free GPUs."""
+    counted as taking the pool's free GPUs. Free of pods it could not preempt: those of its pod priority and above."""
     pools = {POOL: [_node("n1", labels={"gpu": "h100", "host": "n1"}), _node("n2", labels={"gpu": "h100", "host": "n2"})]}
-    free = {"n1": 0, "n2": 4}
+    held = {"n1": {0: 4}}  # (n2 empty)
     pinned, loose, large = (_pod(name="a", gpus=2, nodeSelector={"host": "n1"}), _pod(name="b", gpus=2),
                             _pod(name="c", gpus=4))
-    assert [w.fits_free for w in unclaimed_waiting([pinned, loose, large], pools, lambda pod: None, free)[POOL]] == [
+    assert [w.fits_free for w in unclaimed_waiting([pinned, loose, large], pools, lambda pod: None, held)[POOL]] == [
         False, True, True]
-    assert [w.fits_free for w in unclaimed_waiting([large], pools, lambda pod: None, {"n1": 2, "n2": 2})[POOL]] == [
-        False]  # (free only in pieces smaller than it)
+    halves = {"n1": {0: 2}, "n2": {0: 2}}
+    assert [w.fits_free for w in unclaimed_waiting([large], pools, lambda pod: None, halves)[POOL]] == [False]
+    # a pod of a higher pod priority preempts the pods of priority 0 there: the node is free to it
+    higher = _pod(name="d", gpus=2, priority=5, nodeSelector={"host": "n1"})
+    assert [w.fits_free for w in unclaimed_waiting([higher], pools, lambda pod: None, held)[POOL]] == [True]
     assert [w.fits_free for w in unclaimed_waiting([loose], pools, lambda pod: None)[POOL]] == [None]  # not read

@@ -309,7 +309,8 @@ def _short_of_gpus(message: str) -> bool:
 
 def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
                       claimed_in: Callable[[dict], tuple[str, ...] | None],
-                      free_by_node: Mapping[str, int] | None = None) -> dict[tuple[str, ...], list[Unclaimed]]:
+                      held_by_node: Mapping[str, Mapping[int, int]] | None = None,
+                      ) -> dict[tuple[str, ...], list[Unclaimed]]:
     """Each pool's Pending pods that ask for its GPUs and that no claim of that pool covers (``claimed_in``: the pool
     of the claimed backend whose replica the pod is, ``made_by`` its workload, else None): a bare pod, a backend the
     operator does not autoscale, a pod that forges a backend's labels, or a claimed backend's pod that asks for
@@ -322,13 +323,23 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     pod within moments). Not counted: pods bound to a node, ended or leaving, that ask for no GPU, that
     ``_unplaceable`` says more GPUs would not place (scheduling gates; short of a volume, a pod affinity), and pods
     of another scheduler not judged yet (one that does not exist never judges them, and they never run).
-    ``free_by_node``: each node's GPUs no pod holds (the pods bound to it read; a node missing: not known): each pod
-    then says whether a node it could run on has its GPUs free (``Unclaimed.fits_free``)."""
+    ``held_by_node``: the GPUs the pods bound to each node hold, by their pod priority (read; None: not known): each
+    pod then says whether a node it could run on has its GPUs free of pods it could not preempt, those of its pod
+    priority and above (``Unclaimed.fits_free``)."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple, bool] = {}  # (pod shape, the keys a kind reads, by name, node kind) -> whether it holds it
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
     kinds: dict[tuple, list[tuple[tuple, GPUNode]]] = {}
-    kind_free: dict[tuple, dict[tuple, int | None]] = {}  # the same key -> each kind's most GPUs free on a node
+    kind_nodes: dict[tuple, dict[tuple, list[GPUNode]]] = {}  # the same key -> each kind's nodes
+    free_memo: dict[tuple, int] = {}
+
+    def most_free(pool: tuple[str, ...], key: tuple, kind: tuple, level: int) -> int:
+        """The most GPUs free of pods of pod priority ``level`` and above on a node of ``kind``."""
+        if (key, kind, level) not in free_memo:
+            free_memo[(key, kind, level)] = max(
+                node.gpu_count - sum(g for lv, g in (held_by_node or {}).get(node.name, {}).items() if lv >= level)
+                for node in kind_nodes[key][kind])
+        return free_memo[(key, kind, level)]
     pool_keys = {pool: frozenset(k for node in nodes for k, _ in (*node.labels, *node.volatile_labels))
                  for pool, nodes in pools.items() if nodes is not None}
     for pod in pods:
@@ -357,15 +368,13 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
             here = tuple(k for k in keys if k in pool_keys[pool])
             if (pool, here, by_name) not in kinds:
                 distinct: dict[tuple, GPUNode] = {}
-                most_free: dict[tuple, int | None] = {}  # a kind -> the most GPUs free on a node of it
+                of_kind: dict[tuple, list[GPUNode]] = {}
                 for node in nodes:
                     kind = _node_kind(node, here, by_name)
                     distinct.setdefault(kind, node)
-                    free = None if free_by_node is None or node.name not in free_by_node else free_by_node[node.name]
-                    known = most_free.get(kind, -1)
-                    most_free[kind] = None if free is None or known is None else max(known, free)
+                    of_kind.setdefault(kind, []).append(node)
                 kinds[(pool, here, by_name)] = list(distinct.items())
-                kind_free[(pool, here, by_name)] = most_free
+                kind_nodes[(pool, here, by_name)] = of_kind
             # its nodeSelector against a kind's label values first: most kinds fail it without a look at the rest
             wanted = [(i, selector[k]) for i, k in enumerate(here) if k in selector]
             fit_kinds = []
@@ -377,12 +386,13 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
                     fits[judged] = not failures(spec, requests, _with_volatile(node, keys))
                 if fits[judged]:
                     fit_kinds.append(kind)
-                    if free_by_node is None:
+                    if held_by_node is None:
                         break
+            if fit_kinds and held_by_node is not None:
+                waiting = dataclasses.replace(waiting, fits_free=any(
+                    most_free(pool, (pool, here, by_name), kind, waiting.pod_priority) >= gpus for kind in fit_kinds))
             if fit_kinds:
-                free_there = [kind_free[(pool, here, by_name)].get(kind) for kind in fit_kinds]
-                out[pool].append(waiting if free_by_node is None or None in free_there else dataclasses.replace(
-                    waiting, fits_free=any(f is not None and f >= gpus for f in free_there)))
+                out[pool].append(waiting)
     return out
 
 
@@ -416,6 +426,17 @@ def counted_waiting(pods: Iterable[dict], claim_of: Callable[[dict], tuple[str, 
             left[key] -= gpus
             out.add(name)
     return out
+
+
+def gpus_held_by_node_priority(pods: Iterable[dict]) -> dict[str, dict[int, int]]:
+    """The GPUs the pods bound to each node hold (every pod's until it ends), by their pod priority."""
+    held: dict[str, dict[int, int]] = {}
+    for pod in pods:
+        if _bound(pod) and (gpus := pod_gpus(pod)) > 0:
+            by_level = held.setdefault(pod["spec"]["nodeName"], {})
+            level = _pod_priority(pod["spec"])
+            by_level[level] = by_level.get(level, 0) + gpus
+    return held
 
 
 def gpus_in_use(pods: Iterable[dict], nodes: Iterable[str]) -> int:

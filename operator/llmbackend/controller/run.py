@@ -36,6 +36,7 @@ from ..autoscaling.holding import (
     bound_replicas,
     could_run_on,
     counted_waiting,
+    gpus_held_by_node_priority,
     gpus_in_use,
     held_replicas,
     is_group_pod,
@@ -48,7 +49,7 @@ from ..autoscaling.holding import (
 from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, runs, share, waiting_replicas
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
-from ..planning.podfit import gpus_held_by_node, pod_gpus
+from ..planning.podfit import pod_gpus
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
 from . import egress, permissions
@@ -743,11 +744,9 @@ class Operator:
         except Exception as exc:  # noqa: BLE001 - not known: step 2 counts no GPU as idle, as before
             log.warning("pods bound to the GPU pools' nodes not listed (%s): the share counts no GPU as idle", exc)
             return unclaimed_waiting(pending, pools, claimed_in), None, None
-        # each node's GPUs no pod holds: whether a Pending pod could land where GPUs are free (``Unclaimed.fits_free``)
-        held_on = gpus_held_by_node(bound)
-        free_by_node = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0))
-                        for pool, nodes in pools.items() if pool in nodes_of and nodes is not None for n in nodes}
-        waiting = unclaimed_waiting(pending, pools, claimed_in, free_by_node)
+        # the GPUs each node's pods hold by pod priority: whether a Pending pod could land where GPUs are free of
+        # pods it could not preempt (``Unclaimed.fits_free``)
+        waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound))
         # what each claim counts running (whole replicas; not read: all its pods')
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
 
