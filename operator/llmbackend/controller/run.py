@@ -692,7 +692,10 @@ class Operator:
         cluster-wide list a pass; and the GPUs pods bound to its nodes hold (gpus_in_use), every pod's, listed only
         while a claim of a pool whose nodes are known has replicas that wait (step 2 of the share hands them the
         GPUs no pod holds), and of those the GPUs of pods no claim of the pool covers by pod priority (step 1 places
-        a Pending replica beside them: holding.unclaimed_bound). Not readable (an operator confined to some
+        a Pending replica beside them: holding.unclaimed_bound). A claim's Pending pods count as its own only as far
+        as its waiting replicas go and ``coverable`` admits them (holding.counted_waiting: a surge pod, a thinner
+        one, a group's member wait as pods no claim covers); with the bound pods read, each Pending pod says whether
+        a node it could run on has its GPUs free (Unclaimed.fits_free). Not readable (an operator confined to some
         namespaces, an API server that fails): None, the pool shares without them, and the log says so."""
         sizes = Counter(c.pool for c in claims)
         shared = {c.pool for c in claims if sizes[c.pool] > 1}
