@@ -74,7 +74,12 @@ Pending pod is counted in both pools' ``waiting_others`` with a ``fits_free`` ju
 finding 1's ledger this needs one ledger across pools (not built).
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): findings 1 and 2: ``unclaimed_waiting`` judges ``fits_free`` with a ledger, the
+scheduler's queue order (the higher pod priority, then the older first): each pod lands on the first node it could
+run on whose GPUs are free of pods of its pod priority and above and of the Pending pods placed before it; one that
+lands nowhere does not fit free. The probes pass."""
 
 from __future__ import annotations
 
@@ -136,10 +141,8 @@ def test_held_older_pods_that_fit_together_take_the_free_gpus_first(monkeypatch,
 
 
 # FINDING 1 (high): fits_free is judged per pod alone: older Pending pods that each fit a node's free GPUs but not together (two pinned to one node; three 2-GPU pods on 3 + 3 free GPUs) all count as taking the free GPUs, W's growth waits for good
+# Fixed (was a strict xfail): pass 53 finding 1: older Pending pods that each fit a node's free GPUs alone (fits_free per pod) but not together all count in placed_first: W's growth waits for good (pinned: 3 of 4; fragmented: 5 of 7)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 53 finding 1: older Pending pods that each fit a node's free GPUs "
-                                       "alone (fits_free per pod) but not together all count in placed_first: "
-                                       "W's growth waits for good (pinned: 3 of 4; fragmented: 5 of 7)")
 @pytest.mark.parametrize("shape, expected", [("pinned", 4), ("fragmented", 7)])
 def test_older_pods_that_fit_a_node_only_one_at_a_time_take_no_growth_of_w(monkeypatch, across, shape, expected):
     assert _growth_scene(monkeypatch, across, shape) == [expected, expected]
@@ -180,9 +183,7 @@ def test_control_one_pinned_pod_or_default_mode_keeps_ws_pending_replica(monkeyp
 
 
 # FINDING 2 (medium, across mode): two bare pods pinned to n1 both count as taking free GPUs: W's Pending replica, which the scheduler would place on n2 now, is "never placed" and cut for T's x (spec priority 10), whose pod then takes n2's GPUs
-@pytest.mark.xfail(strict=True, reason="pass 53 finding 2: with --priority-across-namespaces, two older bare pods "
-                                       "pinned to a node with room for one make W's placeable Pending replica "
-                                       "'never placed'; the pool cuts it (w 4 -> 3) for the tenant's x")
+# Fixed (was a strict xfail): pass 53 finding 2: with --priority-across-namespaces, two older bare pods pinned to a node with room for one make W's placeable Pending replica 'never placed'; the pool cuts it (w 4 -> 3) for the tenant's x
 def test_pinned_older_pods_cut_no_pending_replica_the_scheduler_would_place(monkeypatch):
     assert _cut_scene(monkeypatch, True) == [4, 4]
 

@@ -456,7 +456,9 @@ def test_a_pending_pod_says_whether_a_node_it_could_run_on_has_its_gpus_free():
     pinned, loose, large = (_pod(name="a", gpus=2, nodeSelector={"host": "n1"}), _pod(name="b", gpus=2),
                             _pod(name="c", gpus=4))
     assert [w.fits_free for w in unclaimed_waiting([pinned, loose, large], pools, lambda pod: None, held)[POOL]] == [
-        False, True, True]
+        False, True, False]  # (the 4-GPU pod lands after the 2-GPU one: n2 has 2 left; pass 53 finding 1)
+    assert [w.fits_free for w in unclaimed_waiting([large, loose], pools, lambda pod: None, held)[POOL]] == [
+        True, False]
     halves = {"n1": {0: 2}, "n2": {0: 2}}
     assert [w.fits_free for w in unclaimed_waiting([large], pools, lambda pod: None, halves)[POOL]] == [False]
     # a pod of a higher pod priority preempts the pods of priority 0 there: the node is free to it

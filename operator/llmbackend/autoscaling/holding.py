@@ -331,15 +331,8 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
     kinds: dict[tuple, list[tuple[tuple, GPUNode]]] = {}
     kind_nodes: dict[tuple, dict[tuple, list[GPUNode]]] = {}  # the same key -> each kind's nodes
-    free_memo: dict[tuple, int] = {}
-
-    def most_free(pool: tuple[str, ...], key: tuple, kind: tuple, level: int) -> int:
-        """The most GPUs free of pods of pod priority ``level`` and above on a node of ``kind``."""
-        if (key, kind, level) not in free_memo:
-            free_memo[(key, kind, level)] = max(
-                node.gpu_count - sum(g for lv, g in (held_by_node or {}).get(node.name, {}).items() if lv >= level)
-                for node in kind_nodes[key][kind])
-        return free_memo[(key, kind, level)]
+    # a pool -> (index in its list, the nodes it could run on) of each pod, where the bound pods were read
+    landing: dict[tuple[str, ...], list[tuple[int, list[GPUNode]]]] = {}
     pool_keys = {pool: frozenset(k for node in nodes for k, _ in (*node.labels, *node.volatile_labels))
                  for pool, nodes in pools.items() if nodes is not None}
     for pod in pods:
@@ -388,11 +381,26 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
                     fit_kinds.append(kind)
                     if held_by_node is None:
                         break
-            if fit_kinds and held_by_node is not None:
-                waiting = dataclasses.replace(waiting, fits_free=any(
-                    most_free(pool, (pool, here, by_name), kind, waiting.pod_priority) >= gpus for kind in fit_kinds))
             if fit_kinds:
+                if held_by_node is not None:
+                    landing.setdefault(pool, []).append((len(out[pool]), [
+                        node for kind in fit_kinds for node in kind_nodes[(pool, here, by_name)][kind]]))
                 out[pool].append(waiting)
+    # the scheduler's queue: the higher pod priority first, then the older; each pod lands on a node it could run on
+    # whose GPUs are free of pods it could not preempt and of the Pending pods placed before it. Judged one pod at a
+    # time, pods that each fit a node alone but not together all took free GPUs (attack pass 53 finding 1)
+    for pool, entries in landing.items():
+        taken: dict[str, int] = {}
+        queue = sorted(entries, key=lambda entry: (-out[pool][entry[0]].pod_priority,
+                                                   out[pool][entry[0]].created or float("inf")))
+        for index, nodes_there in queue:
+            queued = out[pool][index]
+            landed = next((n for n in nodes_there if n.gpu_count - taken.get(n.name, 0) - sum(
+                g for lv, g in (held_by_node or {}).get(n.name, {}).items() if lv >= queued.pod_priority)
+                >= queued.gpus), None)
+            if landed is not None:
+                taken[landed.name] = taken.get(landed.name, 0) + queued.gpus
+            out[pool][index] = dataclasses.replace(queued, fits_free=landed is not None)
     return out
 
 
