@@ -102,23 +102,19 @@ def thin_waiting(pods: list[dict] | None, gpus_per_replica: int, grouped: bool, 
     def waits(p: dict) -> bool:
         return not (p.get("spec") or {}).get("nodeName") and not _unplaceable(p)
 
-    def name(p: dict) -> tuple[str, str]:
-        meta = p.get("metadata") or {}
-        return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
     for group in _replicas(live, grouped):
         pending = [p for p in group if waits(p)]
         if not pending:
             continue
-        ok = [p for p in pending if fits is None or fits(p)]
-        loose.update(name(p) for p in pending if p not in ok)
-        if len(ok) < len(pending):
+        elsewhere = [pod_key(p) for p in pending if fits is not None and not fits(p)]
+        if elsewhere:
+            loose.update(elsewhere)
             continue  # (not held: ``held_replicas`` with ``fits``)
         if not grouped and pod_gpus(group[0]) >= gpus_per_replica:
             whole += 1
         else:  # (a group's pods are placed one by one, each asking a part: attack pass 50 finding 1)
             thin += 1
-            loose.update(name(p) for p in pending)
+            loose.update(pod_key(p) for p in pending)
     return whole, thin, frozenset(loose)
 
 
@@ -144,8 +140,7 @@ def could_run_on(nodes: Sequence[GPUNode] | None) -> Callable[[dict], bool]:
             return True
         spec = pod.get("spec") or {}
         requests = pod_requests(spec)
-        shape = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
-                            sorted(requests.items())], sort_keys=True, default=str)
+        shape = _pod_shape(spec, requests)
         if shape not in judged:
             keys, by_name = _node_reads(spec)
             if (keys, by_name) not in kinds:
@@ -249,6 +244,19 @@ def _groups(pods: list[dict]) -> list[list[dict]]:
     return [members for key, members in groups.items() if len(members) >= sizes.get(key, 0)]
 
 
+def pod_key(pod: dict) -> tuple[str, str]:
+    """(namespace, name): how the pool's feed names a pod between its reads."""
+    meta = pod.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _pod_shape(spec: dict, requests: Mapping[str, int]) -> str:
+    """What decides which nodes could hold a pod (its node selection, tolerations and requests): pods of one
+    shape are judged once a kind of node."""
+    return json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
+                       sorted(requests.items())], sort_keys=True, default=str)
+
+
 def _pod_priority(spec: dict) -> int:
     """spec.priority, the value its PriorityClass gave the pod at admission (0 without, or not an integer)."""
     priority = spec.get("priority")
@@ -343,8 +351,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
         own_pool = claimed_in(pod)
         requests = pod_requests(spec)
         # pods of one workload share a spec, and a pool's nodes a few kinds: a shape is judged once a node kind
-        shape = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations"),
-                            sorted(requests.items())], sort_keys=True, default=str)
+        shape = _pod_shape(spec, requests)
         keys, by_name = _node_reads(spec)
         selector = {str(k): v for k, v in (spec.get("nodeSelector") or {}).items()}
         waiting = Unclaimed(str(meta.get("namespace") or ""), _pod_priority(spec), gpus,
@@ -426,8 +433,7 @@ def counted_waiting(pods: Iterable[dict], claim_of: Callable[[dict], tuple[str, 
     out: set[tuple[str, str]] = set()
     mine = [(key, pod) for pod in pods if _waits_for_gpus(pod) and (key := claim_of(pod)) is not None]
     for key, pod in sorted(mine, key=lambda item: str((item[1].get("metadata") or {}).get("creationTimestamp") or "")):
-        meta = pod.get("metadata") or {}
-        name = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        name = pod_key(pod)
         if key not in left:
             out.add(name)
         elif coverable(key, pod) and (gpus := pod_gpus(pod)) <= left[key]:

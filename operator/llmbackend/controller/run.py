@@ -42,6 +42,7 @@ from ..autoscaling.holding import (
     is_group_pod,
     made_by,
     oldest_waiting,
+    pod_key,
     thin_waiting,
     unclaimed_bound,
     unclaimed_waiting,
@@ -132,8 +133,7 @@ def _coverable(pod: dict[str, Any], loose: frozenset[tuple[str, str]], fits: Cal
     """Whether a backend's Pending pod may stand for one of its waiting replicas (``holding.counted_waiting``): not
     one ``thin_waiting`` set loose, one a node of its pool could hold, and a whole replica's pod (a multi-node
     group's members each ask a part, and are placed one by one: none stands for its group)."""
-    meta = pod.get("metadata") or {}
-    if multi_node or (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in loose or not fits(pod):
+    if multi_node or pod_key(pod) in loose or not fits(pod):
         return False
     return pod_gpus(pod) >= gpus_per_replica
 
@@ -732,9 +732,8 @@ class Operator:
 
         def claimed_in(pod: dict[str, Any]) -> tuple[str, ...] | None:
             """The pool whose claim counts the pod: its backend's, when the pod is one of the replicas it counts."""
-            key, meta = claim_key(pod), pod.get("metadata") or {}
-            counts = (str(meta.get("namespace") or ""), str(meta.get("name") or "")) in covered
-            return (claimed[key].pool,) if key is not None and counts else None
+            key = claim_key(pod)
+            return (claimed[key].pool,) if key is not None and pod_key(pod) in covered else None
 
         # a claim's replicas wait: its share may hand them idle GPUs, once what runs beside the claims is known
         nodes_of = {pool: {n.name for n in nodes} for pool, nodes in pools.items() if nodes is not None
