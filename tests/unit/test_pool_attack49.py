@@ -150,6 +150,20 @@ def _thin_scene(monkeypatch, tenant, across, now=1000.0, after=None):
                  {("W", "x"): 2, ("W", "v"): 3, ("T", "t"): t_current}, [_node("n1", 8)], across=across, now=now)[0]
 
 
+def _w_after(first, free, t):
+    """W's side of the kube-scheduler after sync 1, once T's older Pending pods ``t`` took what fits of ``free``: x's
+    new pods (younger) on what is left, v at its share. The next sync's pods (x, v, t, W's Deployments' replicas) and
+    the GPUs each namespace runs."""
+    x = [_at(_rs_pod("W", "x", "x-abc-0", 2, "n1"), 1)]
+    for i in range(first[("W", "x")] - 1):
+        x.append(_at(_rs_pod("W", "x", f"x-abc-n{i}", 2, "n1" if free >= 2 else None), 5))
+        free -= 2 if free >= 2 else 0
+    v = [_at(_rs_pod("W", "v", f"v-abc-{i}", 2, "n1"), 1) for i in range(first[("W", "v")])]
+    running = {"W": 2 * sum(1 for p in x + v if p["spec"].get("nodeName")),
+               "T": sum(pod_gpus(p) for p in t if p["spec"].get("nodeName"))}
+    return (x, v, t, {"x": first[("W", "x")], "v": first[("W", "v")]}), running
+
+
 def _thin_after(first, tenant):
     """The kube-scheduler after sync 1: v's pods beyond its share go; the GPUs they free go to the Pending pods of pod
     priority 0 that fit, the older first: the tenant's 2-GPU pod (Pending since before the share), then x's new one."""
@@ -163,15 +177,7 @@ def _thin_after(first, tenant):
             t.append(_at(_rs_pod("T", "t", "t-new-0", 4, None, template="new"), 3))
     elif tenant == "real":
         t.append(_at(_rs_pod("T", "t", "t-abc-0", 4, None), 2))
-    x = [_at(_rs_pod("W", "x", "x-abc-0", 2, "n1"), 1)]
-    for i in range(first[("W", "x")] - 1):
-        x.append(_at(_rs_pod("W", "x", f"x-abc-n{i}", 2, "n1" if free >= 2 else None), 5))
-        free -= 2 if free >= 2 else 0
-    v = [_at(_rs_pod("W", "v", f"v-abc-{i}", 2, "n1"), 1) for i in range(first[("W", "v")])]
-    running = {"W": 2 * sum(1 for p in x + v if p["spec"].get("nodeName")),
-               "T": sum(pod_gpus(p)
-                        for p in t if p["spec"].get("nodeName"))}
-    return (x, v, t, {"x": first[("W", "x")], "v": first[("W", "v")]}), running
+    return _w_after(first, free, t)
 
 
 
@@ -263,14 +269,7 @@ def _mn_after(first, tenant):
     if tenant == "partial":
         tp.append(_at(_member("t-0-1", 0, 2, "n1" if free >= 2 else None, 0, False), 2))
         free -= 2 if free >= 2 else 0
-    x = [_at(_rs_pod("W", "x", "x-abc-0", 2, "n1"), 1)]
-    for i in range(first[("W", "x")] - 1):
-        x.append(_at(_rs_pod("W", "x", f"x-abc-n{i}", 2, "n1" if free >= 2 else None), 5))
-        free -= 2 if free >= 2 else 0
-    v = [_at(_rs_pod("W", "v", f"v-abc-{i}", 2, "n1"), 1) for i in range(first[("W", "v")])]
-    running = {"W": 2 * sum(1 for p in x + v if p["spec"].get("nodeName")),
-               "T": sum(pod_gpus(p) for p in tp if p["spec"].get("nodeName"))}
-    return (x, v, tp, {"x": first[("W", "x")], "v": first[("W", "v")]}), running
+    return _w_after(first, free, tp)
 
 
 @MODES

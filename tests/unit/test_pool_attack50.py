@@ -105,7 +105,7 @@ from __future__ import annotations
 import pytest
 from cpu_probe import quiet_cpu_s
 from test_pool_attack48 import MODES, SHORT, _loop, _member, _rs_pod, _target
-from test_pool_attack49 import _at
+from test_pool_attack49 import _at, _w_after
 from test_pool_unclaimed import _node, _pod
 
 from llmbackend.autoscaling import holding
@@ -155,15 +155,7 @@ def _group_after(first, tenant):
     elif tenant == "single":
         tp.append(_at(_rs_pod("T", "t", "t-abc-0", 4, "n1" if free >= 4 else None), 2))
         free -= 4 if free >= 4 else 0
-    x = [_at(_rs_pod("W", "x", "x-abc-0", 2, "n1"), 1)]
-    for i in range(first[("W", "x")] - 1):
-        x.append(_at(_rs_pod("W", "x", f"x-abc-n{i}", 2, "n1" if free >= 2 else None), 5))
-        free -= 2 if free >= 2 else 0
-    v = [_at(_rs_pod("W", "v", f"v-abc-{i}", 2, "n1"), 1) for i in range(first[("W", "v")])]
-    running = {"W": 2 * sum(1 for p in x + v if p["spec"].get("nodeName")),
-               "T": 2 * sum(1 for p in tp if p["spec"].get("nodeName") and tenant == "group")
-               + 4 * sum(1 for p in tp if p["spec"].get("nodeName") and tenant == "single")}
-    return (x, v, tp, {"x": first[("W", "x")], "v": first[("W", "v")]}), running
+    return _w_after(first, free, tp)
 
 
 @MODES
