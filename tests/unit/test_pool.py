@@ -390,3 +390,26 @@ def test_a_running_multi_node_backend_holds_its_groups_with_the_workers_from_the
     workers[1]["spec"] = {}  # a worker not placed yet (its scheduler has not judged it): that group holds nothing
     operator.caches.stores["Pod"].replace("", [*leaders, *workers])
     assert _held(operator, target, asyncio.run(operator._pool_pods(("tenant", "big"), target, leaders))) == 1
+
+
+def test_a_cut_read_again_before_the_reconciler_wrote_it_is_not_counted_twice():
+    """CI, stop 58: the loop's next sync read the lower backend at its old count (the reconciler had not written the
+    cut yet) and cut the same replicas again; status said 14 replicas were given up of 8."""
+    state = PoolState()
+    out, state = share([claim("chat", 10, current=0, wanted=8), claim("batch", 0, current=8, wanted=8)], 0.0, state)
+    assert out[("team", "batch")].preempted_by == "team/chat (priority 10): 7 replica(s)"
+    for t in (15.0, 30.0):  # batch still read at 8, then at the 1 the reconciler wrote
+        current = 8 if t == 15.0 else 1
+        out, state = share([claim("chat", 10, current=7, wanted=8), claim("batch", 0, current=current, wanted=8)], t,
+                           state)
+        assert out[("team", "batch")].replicas == 1
+        assert out[("team", "batch")].preempted_by == "team/chat (priority 10): 7 replica(s)", t
+
+
+def test_cuts_in_later_syncs_for_more_growth_still_add_up():
+    state = PoolState()
+    out, state = share([claim("chat", 10, current=0, wanted=3), claim("batch", 0, current=8, wanted=8)], 0.0, state)
+    assert out[("team", "batch")].preempted_by == "team/chat (priority 10): 3 replica(s)"
+    out, state = share([claim("chat", 10, current=3, wanted=7), claim("batch", 0, current=5, wanted=8)], 15.0, state)
+    assert out[("team", "batch")].replicas == 1
+    assert out[("team", "batch")].preempted_by == "team/chat (priority 10): 7 replica(s)"

@@ -1807,12 +1807,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                          f" GPU(s) it held within the last {HOLD_S:.0f}s")
     for c in members:
         k = c.key
-        # who preempted it: this sync's preemptors, and earlier ones while it is still short of what it wants
-        before = state.preempted.get(k, {}) if grant[k] < c.wanted else {}
-        by = {who: n for who, n in before.items() if who in by_key}
-        for who, n in given[k].items():
-            if n > 0:
-                by[who] = by.get(who, 0) + n
+        # who preempted it: this sync's preemptors, and earlier ones while it is still short of what it wants, no
+        # more replicas in all than it is short: a sync that reads the backend before the reconciler wrote its last
+        # cut (its replicas still the old count) cuts the same replicas again, which are not given up twice
+        by = {who: n for who, n in given[k].items() if n > 0}
+        short = c.wanted - grant[k] - sum(by.values())
+        for who, n in (state.preempted.get(k, {}).items() if grant[k] < c.wanted else ()):
+            if who in by_key and short > 0:
+                by[who] = by.get(who, 0) + min(n, short)
+                short -= min(n, short)
         if by:
             new.preempted[k] = by
         # (last time held, GPUs): only the most within HOLD_S is read, so an entry goes once a later one holds as
