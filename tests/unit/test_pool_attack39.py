@@ -122,7 +122,11 @@ for growth counts what those older pods take as taken (growth is younger still: 
 ``grower_beyond_pool`` places the model's bare pods (the oldest) first as well, and ``_runs`` tells the pool the ages
 the model has. Every fuzz passes with ages; the probes above pass, and
 ``test_production_feed_older_bare_pods_leave_v5_nothing_to_hold_and_w4_grows_to_3`` shows it through the loop (with
-no ages read it grants w4 2)."""
+no ages read it grants w4 2).
+
+FIXED (2026-12-07, reviewer, pass 55's session): finding 3 with pass 55 finding 1's fix: step 3 grants each tier's
+replicas step 1 set apart (older Pending pods than any a grant makes) before the namespaces' turns, the oldest
+first: w3's older Pending replica gets its GPUs in every draw of a pool's first pass."""
 
 from __future__ import annotations
 
@@ -265,13 +269,13 @@ def test_control_a_pass_of_memory_before_gives_w3_its_replica_in_every_draw_and_
         ran = _scheduled(cs, out, [])
         warm.add((ran[("w", "w3")], ran[("t", "t1")]))
     assert warm == {(1, 0)}, warm
-    assert first == {0, 1}, first  # a draw: half the first passes give w3's GPUs to t1
+    # (it was a draw: half the first passes gave w3's GPUs to t1; since pass 55's fix step 3 grants the replicas
+    # step 1 set apart before the turns, in every draw)
+    assert first == {1}, first
 
 
+# Fixed (was a strict xfail): pass 39 finding 3 (medium: first pass only): with no memory the class-0 turns are the draw and t1's cut replica comes back with its growth ahead of w3's older Pending 3-GPU replica: t 2 GPUs, w3 0, for good (alone: t1 preempted for x4, w3 1)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 39 finding 3 (medium: first pass only): with no memory the class-0 turns "
-                   "are the draw and t1's cut replica comes back with its growth ahead of w3's older Pending 3-GPU "
-                   "replica: t 2 GPUs, w3 0, for good (alone: t1 preempted for x4, w3 1)")
 def test_a_pools_first_pass_brings_no_cut_replica_back_before_an_older_pending_one(across):
     for i, (claims, out, running, _, _, _) in enumerate(_runs(_first_pass(), across, 3)):
         alone = _both_orders(claims, out)

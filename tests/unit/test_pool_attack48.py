@@ -162,8 +162,10 @@ def _loop(monkeypatch, targets, evaluated, live, wanted, nodes, classes=None, de
 def _target(ns, name, current, gpr, pool_gpus=8, nodes=frozenset({"n1"}), priority=None, priority_class=None,
             min_replicas=0, multi_node=False):
     t = _pool_target(ns, name, current, priority=priority, priority_class=priority_class)
+    # (the rendered pod of its replicas, as decide.py hands it over: what its ReplicaSet's pods here ask)
     return dataclasses.replace(t, gpus_per_replica=gpr, pool_gpus=pool_gpus, pool_nodes=nodes, multi_node=multi_node,
-                               spec=t.spec.model_copy(update={"min_replicas": min_replicas}))
+                               spec=t.spec.model_copy(update={"min_replicas": min_replicas}),
+                               replica_pod_spec=None if multi_node else _pod(gpus=gpr)["spec"])
 
 
 def _rs_pod(ns, backend, name, gpus, node, template="abc", priority=0):

@@ -92,6 +92,10 @@ from test_pool_unclaimed import _node, _pod
 
 from llmbackend.autoscaling import holding
 
+# syncs the default spec.autoscaling.syncPeriodSeconds apart: a Pending pod the ledger lands on free GPUs is
+# still on its way at the second (holding.SCHEDULER_SETTLE_S)
+SYNC_S = 15.0
+
 NODES2 = frozenset({"n1", "n2"})
 
 
@@ -129,7 +133,7 @@ def _growth_scene(monkeypatch, across, shape="pinned", t2=True, bare=True, bare_
     for i in range(syncs):
         decisions = _loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t, ("T", "t2"): p2}, w + t + p2 + b,
                           {("W", "w"): n_w + 2, ("T", "t"): n_t, ("T", "t2"): len(p2)}, _nodes(), across=across,
-                          now=1000.0 + 30 * i, operator=operator)[0]
+                          now=1000.0 + SYNC_S * i, operator=operator)[0]
         out.append(decisions[("W", "w")])
     return out
 
@@ -179,7 +183,7 @@ def _reshuffle_scene(monkeypatch, across, pin="n1", bare=True, syncs=2):
     for i in range(syncs):
         out.append(_loop(monkeypatch, targets, {("W", "v"): v, ("W", "x"): x, ("T", "t"): t}, v + x + t + b,
                          {("W", "v"): 4, ("W", "x"): 1, ("T", "t"): 4}, _nodes(), across=across,
-                         now=1000.0 + 30 * i, operator=operator)[0][("W", "v")])
+                         now=1000.0 + SYNC_S * i, operator=operator)[0][("W", "v")])
     return out
 
 

@@ -86,7 +86,7 @@ from __future__ import annotations
 import pytest
 from test_pool_attack48 import MODES, _loop, _operator, _rs_pod, _target
 from test_pool_attack49 import _at
-from test_pool_attack52 import NODES2, _bare, _nodes
+from test_pool_attack52 import NODES2, SYNC_S, _bare, _nodes
 
 # --- (F1) older pods that fit a node one at a time all count as taking its free GPUs ---------------------------------
 
@@ -109,7 +109,7 @@ def _growth_scene(monkeypatch, across, shape="pinned", pins=("n1", "n1"), nbare=
     for i in range(syncs):
         decisions = _loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t, ("T", "t2"): p2}, w + t + p2 + b,
                           {("W", "w"): n + 2, ("T", "t"): n, ("T", "t2"): len(p2)}, _nodes(), across=across,
-                          now=1000.0 + 30 * i, operator=operator)[0]
+                          now=1000.0 + SYNC_S * i, operator=operator)[0]
         out.append(decisions[("W", "w")])
     return out
 
@@ -167,7 +167,7 @@ def _cut_scene(monkeypatch, across, pins=("n1", "n1"), syncs=2):
     for i in range(syncs):
         out.append(_loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t, ("T", "x"): x}, w + t + x + b,
                          {("W", "w"): 4, ("T", "t"): 3, ("T", "x"): 1}, _nodes(), across=across,
-                         now=1000.0 + 30 * i, operator=operator)[0][("W", "w")])
+                         now=1000.0 + SYNC_S * i, operator=operator)[0][("W", "w")])
     return out
 
 
@@ -210,7 +210,7 @@ def _preempt_scene(monkeypatch, across, nbare, syncs=2):
     for i in range(syncs):
         out.append(_loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t, ("T", "t2"): p2}, w + t + p2 + b,
                          {("W", "w"): 4, ("T", "t"): 4, ("T", "t2"): 1}, _nodes(), classes={"five": 5},
-                         across=across, now=1000.0 + 30 * i, operator=operator)[0][("W", "w")])
+                         across=across, now=1000.0 + SYNC_S * i, operator=operator)[0][("W", "w")])
     return out
 
 

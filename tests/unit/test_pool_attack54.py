@@ -76,14 +76,24 @@ sync before that pod binds (transient, one sync; not built). (b) finding 2 with 
 finding 1 across namespaces with a spec priority instead of a class (across mode) - the same code path, not built.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
-finding."""
+finding.
+
+FIXED (2026-12-07, reviewer): finding 1: a claim's Pending pod stands for a waiting replica only where it could run
+on every node of the pool that the backend's rendered pod could (``holding.could_run_on(nodes, like=...)`` with
+``AutoscaleTarget.replica_pod_spec``, which decide.py hands over for a Deployment): the pinned pod waits as a pod no
+claim covers (through the fits_free ledger: n1 is full, it takes nothing). Pass 48's ``_target`` hands the loop the
+rendered pod as decide.py does. Finding 2, but for a settle time (now medium, transient): the loop remembers since
+when the ledger lands each Pending pod no claim covers on a node (``Operator.landed_since``); one the scheduler has
+left Pending there for ``holding.SCHEDULER_SETTLE_S`` (30 s: its backoff is 10 s) is refused on that node (it fails a
+filter the pool does not model) and the ledger lands it elsewhere or nowhere: W's growth waits two syncs, not for
+good. The scenes' syncs are now 15 s apart (the default syncPeriodSeconds; pass 52's ``SYNC_S``)."""
 
 from __future__ import annotations
 
 import pytest
 from test_pool_attack48 import MODES, _loop, _operator, _rs_pod, _target
 from test_pool_attack49 import _at
-from test_pool_attack52 import NODES2, _bare, _nodes
+from test_pool_attack52 import NODES2, SYNC_S, _bare, _nodes
 
 
 def _unschedulable(message):
@@ -120,12 +130,13 @@ def _anti_bare():
 # --- (F1, F2 growth) W's growth into n2's free GPUs ------------------------------------------------------------------
 
 
-def _growth_scene(monkeypatch, across, lever, t2=True, syncs=2):
+def _growth_scene(monkeypatch, across, lever, t2=True, syncs=2, bare_gone_at=None, memory=None):
     """Pool n1 (8) + n2 (8), every pod priority 0. T's t (2-GPU) runs 4 on n1 (full, its floor); W's w (2-GPU, min 1)
     runs 2 on n2 and wants 4 (4 GPUs free, all on n2). ``lever``: ``pinned``: t's fifth replica, an adopted pod pinned
     to n1, Pending (F1); ``anti``: T's bare pod of ``_anti_bare`` (F2); ``n1``: T's bare 2-GPU pod pinned to n1
     (pass 52's shape); None: neither. T's t2 (8-GPU) one Pending replica created 10:30 with a bare pod (``t2``).
-    Returns w's decisions."""
+    ``bare_gone_at``: from that sync on the bare pod is no longer Pending (bound elsewhere, or deleted); ``memory``: a
+    list that gets the loop's ``landed_since`` after each sync. Returns w's decisions."""
     t = [_at(_rs_pod("T", "t", f"t-abc-{i}", 2, "n1"), 1) for i in range(4)]
     t += [_pinned("T", "t", "t-abc-pinned", 20)] if lever == "pinned" else []
     w = [_at(_rs_pod("W", "w", f"w-abc-{i}", 2, "n2"), 1) for i in range(2)]
@@ -137,10 +148,13 @@ def _growth_scene(monkeypatch, across, lever, t2=True, syncs=2):
                ("T", "t2"): _target("T", "t2", len(p2), 8, pool_gpus=16, nodes=NODES2, min_replicas=len(p2))}
     operator, out = _operator(), []
     for i in range(syncs):
+        b = [] if bare_gone_at is not None and i >= bare_gone_at else b
         decisions = _loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t, ("T", "t2"): p2}, w + t + p2 + b,
                           {("W", "w"): 4, ("T", "t"): len(t), ("T", "t2"): len(p2)}, _nodes(), across=across,
-                          now=1000.0 + 30 * i, operator=operator)[0]
+                          now=1000.0 + SYNC_S * i, operator=operator)[0]
         out.append(decisions[("W", "w")])
+        if memory is not None:
+            memory.append(dict(operator.landed_since))
     return out
 
 
@@ -151,9 +165,8 @@ def test_control_without_the_pinned_pod_w_grows_to_what_n2_holds(monkeypatch, ac
 
 
 # FINDING 1 (high): a claim's adopted Pending pod pinned to a full node counts as a waiting replica with room in n2's free GPUs: W's growth waits for good
+# Fixed (was a strict xfail): pass 54 finding 1: t's adopted pod pinned to full n1 holds 2 of n2's free GPUs in step 1: the pool grants w 3 of the 4 the scheduler places
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 54 finding 1: t's adopted pod pinned to full n1 holds 2 of n2's free "
-                                       "GPUs in step 1: the pool grants w 3 of the 4 the scheduler places")
 def test_a_replica_pod_pinned_to_a_full_node_takes_no_growth_of_w(monkeypatch, across):
     assert _growth_scene(monkeypatch, across, "pinned") == [4, 4]
 
@@ -168,10 +181,11 @@ def test_control_without_ts_pending_replica_or_with_the_pod_pinned_to_n1_w_grows
 
 # FINDING 2 (high by the rubric; InterPodAffinity is a documented 'Not covered' filter): a bare pod anti-affinity keeps off n2 fits n2's free GPUs in the ledger: W's growth waits for good
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 54 finding 2: a bare pod with anti-affinity to w's pods counts as "
-                                       "taking n2's free GPUs (fits_free reads GPUs only): w 3, the scheduler 4")
 def test_a_pod_that_anti_affinity_keeps_off_n2_takes_no_growth_of_w(monkeypatch, across):
-    assert _growth_scene(monkeypatch, across, "anti") == [4, 4]
+    """Fixed but for the scheduler's settle time (it was a strict xfail: w 3 for good): the ledger lands the bare pod
+    on n2's free GPUs; once it has sat there Pending for ``holding.SCHEDULER_SETTLE_S`` (the third sync, 15 s apart)
+    the loop reads that the scheduler will not place it there, and w gets its 4."""
+    assert _growth_scene(monkeypatch, across, "anti", syncs=4) == [3, 3, 4, 4]
 
 
 # --- (F1 cut) W's running replica cut for a pinned pod of a higher class ---------------------------------------------
@@ -193,7 +207,7 @@ def _cut_scene(monkeypatch, across, pin=True, syncs=2, reconciled=False):
                                        priority_class="five")}
         decisions, op = _loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t}, w + t,
                               {("W", "w"): 4, ("T", "t"): 5}, _nodes(), classes={"five": 5}, across=across,
-                              now=1000.0 + 30 * i, operator=operator)
+                              now=1000.0 + SYNC_S * i, operator=operator)
         out.append((decisions[("W", "w")], op.shares[("W", "w")].preempted_by))
         if reconciled:
             w = w[:decisions[("W", "w")]]
@@ -208,17 +222,16 @@ def test_control_an_unpinned_fifth_replica_preempts_w_as_the_scheduler_does(monk
 
 
 # FINDING 1 (high): the pinned pod, which no preemption can place (n1: no lower pod; n2: not its node), is a held replica of class 5: the pool cuts w 4 -> 3 for it for good
+# Fixed (was a strict xfail): pass 54 finding 1: the pool cuts w 4 -> 3 for t's adopted class-5 pod pinned to full n1, which can never take n2's freed GPUs
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 54 finding 1: the pool cuts w 4 -> 3 for t's adopted class-5 pod "
-                                       "pinned to full n1, which can never take n2's freed GPUs")
 def test_a_replica_pod_pinned_to_a_full_node_cuts_no_running_replica_of_w(monkeypatch, across):
     assert [w for w, _ in _cut_scene(monkeypatch, across)] == [4, 4]
 
 
 def test_held_preempted_by_counts_the_cut_once_over_three_syncs(monkeypatch):
     """b9618c2: the cut written between syncs (w runs 3), w stays short by one: preemptedBy says one replica each
-    sync, never two."""
-    out = _cut_scene(monkeypatch, False, syncs=3, reconciled=True)
+    sync, never two. (The unpinned fifth replica's cut: since finding 1's fix the pinned one cuts nothing.)"""
+    out = _cut_scene(monkeypatch, False, pin=False, syncs=3, reconciled=True)
     assert out == [(3, "1 backend(s) of other namespaces: 1 replica(s)")] * 3
 
 
@@ -241,7 +254,7 @@ def _pending_cut_scene(monkeypatch, across, anti=True, syncs=2):
     for i in range(syncs):
         out.append(_loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t, ("T", "x"): x}, w + t + x + b,
                          {("W", "w"): 4, ("T", "t"): 4, ("T", "x"): 1}, _nodes(), across=across,
-                         now=1000.0 + 30 * i, operator=operator)[0][("W", "w")])
+                         now=1000.0 + SYNC_S * i, operator=operator)[0][("W", "w")])
     return out
 
 
@@ -253,7 +266,43 @@ def test_control_default_mode_or_pinned_pod_keeps_ws_pending_replica(monkeypatch
 
 
 # FINDING 2 (across): the anti-affinity pod makes W's placeable Pending replica 'never placed'; it is cut for T's x, whose pod takes n2's GPUs
-@pytest.mark.xfail(strict=True, reason="pass 54 finding 2: across, the bare pod anti-affinity keeps off n2 takes w's "
-                                       "Pending replica's room: the pool cuts it (w 4 -> 3) for T's x")
+def test_the_loop_remembers_a_pod_where_the_ledger_lands_it_only_while_it_is_pending(monkeypatch):
+    """``Operator.landed_since``: (namespace, pod, node) -> since when; the spot stays (refused) while the pod is
+    Pending, goes once it is not. An operator restart starts the memory over: the settle time again, not a lasting
+    loss."""
+    memory: list[dict] = []
+    assert _growth_scene(monkeypatch, False, "anti", syncs=5, bare_gone_at=4, memory=memory) == [3, 3, 4, 4, 4]
+    assert [m.get(("T", "bare-0", "n2")) for m in memory] == [1000.0] * 4 + [None]
+    assert memory[-1] == {}
+
+
 def test_a_pod_that_anti_affinity_keeps_off_n2_cuts_no_pending_replica_of_w(monkeypatch):
-    assert _pending_cut_scene(monkeypatch, True) == [4, 4]
+    """Fixed but for the scheduler's settle time (it was a strict xfail: w 3 for good): w's Pending replica is cut
+    for x while the bare pod may still land on n2, and comes back once the scheduler has left it there."""
+    assert _pending_cut_scene(monkeypatch, True, syncs=4) == [3, 3, 4, 4]
+
+
+# --- the fix's input: decide.py hands the loop the rendered pod of a Deployment's replicas ---------------------------
+
+
+def test_decide_hands_over_the_rendered_replica_pod_and_its_own_pods_reach_every_node_it_reaches():
+    """Finding 1's fix reads ``AutoscaleTarget.replica_pod_spec``: the Deployment template's pod spec, which every pod
+    its ReplicaSet makes carries; such a pod stands for a replica, one pinned to one node of the pool does not. A
+    LeaderWorkerSet's groups hand none over (their members never stand for a replica)."""
+    from test_decide import MODEL, NODES, first_pass
+
+    from llmbackend.autoscaling.holding import could_run_on
+
+    decision = first_pass({"model": MODEL, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4}})
+    target = decision.autoscale_target
+    (deployment,) = [c for c in decision.apply if c["kind"] == "Deployment"]
+    template = deployment["spec"]["template"]["spec"]
+    assert target is not None and target.pool and target.replica_pod_spec == template
+    pool = [n for n in NODES if n.name in target.pool_nodes]
+    assert len(pool) > 1, "a pool of several nodes"
+    fits = could_run_on(pool, like=target.replica_pod_spec)
+    assert fits({"spec": template})
+    pinned = {"spec": {**template, "nodeSelector": {**(template.get("nodeSelector") or {}),
+                                                    "kubernetes.io/hostname": pool[0].name}}}
+    assert could_run_on(pool)(pinned) == any(("kubernetes.io/hostname", pool[0].name) in n.labels for n in pool)
+    assert not fits(pinned)

@@ -403,6 +403,41 @@ def test_could_run_on_reads_the_pods_node_selector_against_the_pools_nodes():
     assert fits(_pod(name="other")) and not fits(_pod(name="x", nodeSelector={"gpu": "b"}))  # (judged once a shape)
 
 
+def test_like_the_backends_rendered_pod_a_pod_must_reach_every_node_that_one_reaches():
+    """Attack pass 54 finding 1: an adopted pod pinned to one node of the pool (full of its own backend's pods) held
+    GPUs free on another node it may not use."""
+    nodes = [_node(n, labels={"gpu": gpu, "kubernetes.io/hostname": n}) for n, gpu in (("n1", "a"), ("n2", "a"), ("n3", "b"))]
+    assert could_run_on(nodes)(_pod(name="pinned", nodeSelector={"kubernetes.io/hostname": "n1"}))  # (n1 alone could)
+    rendered = _pod(nodeSelector={"gpu": "a"})["spec"]  # reaches n1 and n2
+    fits = could_run_on(nodes, like=rendered)
+    assert fits(_pod(nodeSelector={"gpu": "a"})) and fits(_pod())  # as wide, or wider
+    assert not fits(_pod(name="pinned", nodeSelector={"kubernetes.io/hostname": "n1"}))
+    assert not fits(_pod(nodeSelector={"gpu": "b"}))  # another node altogether
+    assert not could_run_on(nodes)(_pod(nodeSelector={"gpu": "c"}))
+    # a rendered pod no node could hold (an unplaceable backend): judged as without it, on any node
+    nowhere = could_run_on(nodes, like=_pod(gpus=9)["spec"])
+    assert nowhere(_pod(nodeSelector={"gpu": "b"})) and not nowhere(_pod(gpus=9))
+
+
+def test_a_pod_the_scheduler_left_pending_beside_free_gpus_lands_there_no_more():
+    """Attack pass 54 finding 2: a filter the pool does not model (a pod anti-affinity) kept a bare pod off the node
+    whose free GPUs the ledger gave it; ``refused`` (the loop's memory, after ``SCHEDULER_SETTLE_S``) names that
+    node, and the ledger lands the pod elsewhere or nowhere."""
+    pools = {POOL: [_node("n1"), _node("n2"), _node("n3")]}
+    held = {"n1": {0: 4}, "n3": {0: 2}}  # n1 full, 4 free on n2, 2 on n3
+    pod = _pod(namespace="t", name="p", gpus=2)
+    (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held)[POOL]
+    assert (u.fits_free, u.pod, u.lands_on) == (True, ("t", "p"), "n2")
+    (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held, refused={("t", "p", "n2")})[POOL]
+    assert (u.fits_free, u.lands_on) == (True, "n3")
+    (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held,
+                             refused={("t", "p", "n2"), ("t", "p", "n3")})[POOL]
+    assert (u.fits_free, u.lands_on) == (False, None)
+    other = _pod(namespace="t", name="q", gpus=2)  # another pod is not refused where this one is
+    assert [w.lands_on for w in unclaimed_waiting([pod, other], pools, lambda pod: None, held,
+                                                  refused={("t", "p", "n2")})[POOL]] == ["n3", "n2"]
+
+
 def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():
     """Attack pass 49 finding 2: a Pending pod (adopted with another pool's nodeSelector) counted as a waiting
     replica of this pool, and step 1 cut another backend for it."""

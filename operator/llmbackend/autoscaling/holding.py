@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from ..planning.inventory import GPU_RESOURCE, GPUNode
 from ..planning.podfit import failures, gpus_held_by_node, pod_gpus, pod_requests
@@ -127,16 +127,25 @@ def oldest_waiting(pods: list[dict], workload_made: str) -> float | None:
     return min((t for t in times if t is not None), default=None)
 
 
-def could_run_on(nodes: Sequence[GPUNode] | None) -> Callable[[dict], bool]:
+def could_run_on(nodes: Sequence[GPUNode] | None, like: dict | None = None) -> Callable[[dict], bool]:
     """Whether a pod could run on one of these nodes with nothing else there (planning/podfit.py; None: not known,
-    it could). Judged once a pod shape (its node selection, tolerations and requests) and a kind of node, as
-    ``unclaimed_waiting`` does: a pool pass asks it for every Pending replica pod (attack pass 50 finding 2: walking
-    every node for every pod cost the pass ~8x the same pods bare)."""
+    it could). ``like``: a backend's rendered pod spec: then on every node that one could run on (a pod that reaches
+    fewer nodes than its backend's replicas, an adopted one pinned to a node full of its equals, held GPUs free on
+    nodes it may not use, and another backend was cut for it: attack pass 54 finding 1). Judged once a pod shape
+    (its node selection, tolerations and requests) and a kind of node, as ``unclaimed_waiting`` does: a pool pass
+    asks it for every Pending replica pod (attack pass 50 finding 2: walking every node for every pod cost the pass
+    ~8x the same pods bare)."""
     judged: dict[str, bool] = {}
     kinds: dict[tuple[tuple[str, ...], bool], list[GPUNode]] = {}
+    judge, over = any, nodes
+    if nodes is not None and like is not None:
+        like_keys = _node_reads(like)[0]
+        reach = [node for node in nodes if not failures(like, pod_requests(like), _with_volatile(node, like_keys))]
+        if reach:  # (a rendered pod no node could hold: the backend is unplaceable, its claim takes nothing)
+            judge, over = all, reach
 
     def fits(pod: dict) -> bool:
-        if nodes is None:
+        if over is None:
             return True
         spec = pod.get("spec") or {}
         requests = pod_requests(spec)
@@ -145,11 +154,11 @@ def could_run_on(nodes: Sequence[GPUNode] | None) -> Callable[[dict], bool]:
             keys, by_name = _node_reads(spec)
             if (keys, by_name) not in kinds:
                 distinct: dict[tuple, GPUNode] = {}
-                for node in nodes:
+                for node in over:
                     distinct.setdefault(_node_kind(node, keys, by_name), node)
                 kinds[(keys, by_name)] = list(distinct.values())
-            judged[shape] = any(not failures(spec, requests, _with_volatile(node, keys))
-                                for node in kinds[(keys, by_name)])
+            judged[shape] = judge(not failures(spec, requests, _with_volatile(node, keys))
+                                  for node in kinds[(keys, by_name)])
         return judged[shape]
     return fits
 
@@ -315,9 +324,17 @@ def _short_of_gpus(message: str) -> bool:
             or preemption.startswith("not eligible"))
 
 
+# How long a Pending pod may sit beside GPUs free for it on a node before the pool reads that the scheduler will not
+# place it there: the kube-scheduler retries a pod it found unschedulable within its backoff (podMaxBackoffSeconds,
+# 10 s by default) of a pod leaving a node, so one left Pending longer fails a filter the pool does not model (pod
+# anti-affinity, another pod's memory: docs/security.md "Not covered"; attack pass 54 finding 2)
+SCHEDULER_SETTLE_S = 30.0
+
+
 def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
                       claimed_in: Callable[[dict], tuple[str, ...] | None],
                       held_by_node: Mapping[str, Mapping[int, int]] | None = None,
+                      refused: Collection[tuple[str, str, str]] = (),
                       ) -> dict[tuple[str, ...], list[Unclaimed]]:
     """Each pool's Pending pods that ask for its GPUs and that no claim of that pool covers (``claimed_in``: the pool
     of the claimed backend whose replica the pod is, ``made_by`` its workload, else None): a bare pod, a backend the
@@ -333,7 +350,9 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     of another scheduler not judged yet (one that does not exist never judges them, and they never run).
     ``held_by_node``: the GPUs the pods bound to each node hold, by their pod priority (read; None: not known): each
     pod then says whether a node it could run on has its GPUs free of pods it could not preempt, those of its pod
-    priority and above (``Unclaimed.fits_free``)."""
+    priority and above (``Unclaimed.fits_free``). ``refused``: (namespace, name, node) of pods the scheduler left
+    Pending on a node with GPUs free for them for ``SCHEDULER_SETTLE_S`` (the loop's memory of ``Unclaimed.lands_on``):
+    the ledger lands them on another node or nowhere."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple, bool] = {}  # (pod shape, the keys a kind reads, by name, node kind) -> whether it holds it
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
@@ -355,7 +374,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
         keys, by_name = _node_reads(spec)
         selector = {str(k): v for k, v in (spec.get("nodeSelector") or {}).items()}
         waiting = Unclaimed(str(meta.get("namespace") or ""), _pod_priority(spec), gpus,
-                            epoch_seconds(meta.get("creationTimestamp")))
+                            epoch_seconds(meta.get("creationTimestamp")), pod=pod_key(pod))
         for pool, nodes in pools.items():
             if pool == own_pool:
                 continue  # its claim counts it
@@ -402,12 +421,14 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
                                                    out[pool][entry[0]].created or float("inf")))
         for index, nodes_there in queue:
             queued = out[pool][index]
-            landed = next((n for n in nodes_there if n.gpu_count - taken.get(n.name, 0) - sum(
-                g for lv, g in (held_by_node or {}).get(n.name, {}).items() if lv >= queued.pod_priority)
-                >= queued.gpus), None)
+            landed = next((n for n in nodes_there if (*(queued.pod or ("", "")), n.name) not in refused
+                           and n.gpu_count - taken.get(n.name, 0) - sum(
+                               g for lv, g in (held_by_node or {}).get(n.name, {}).items() if lv >= queued.pod_priority)
+                           >= queued.gpus), None)
             if landed is not None:
                 taken[landed.name] = taken.get(landed.name, 0) + queued.gpus
-            out[pool][index] = dataclasses.replace(queued, fits_free=landed is not None)
+            out[pool][index] = dataclasses.replace(queued, fits_free=landed is not None,
+                                                   lands_on=None if landed is None else landed.name)
     return out
 
 

@@ -89,6 +89,7 @@ import bisect
 import hashlib
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -175,6 +176,10 @@ class Unclaimed:
     # One that cannot land where GPUs are free (pinned to a full node; GPUs free only in pieces smaller than it)
     # takes none of them (attack pass 52 finding 1)
     fits_free: bool | None = None
+    # (namespace, name) of the pod, and the node the fits_free ledger landed it on (None: nowhere, or not judged):
+    # the loop's memory of how long the scheduler has left it Pending there (``holding.SCHEDULER_SETTLE_S``)
+    pod: tuple[str, str] | None = field(default=None, compare=False)
+    lands_on: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -1549,8 +1554,26 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 del given[cut.key][taker.key]
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
 
+    regranted: dict[Key, int] = {}  # of each backend's replicas step 1 set apart, those step 3 grants again
+
+    def set_apart_first(tier: list[Claim]) -> None:
+        """Replicas step 1 set apart are Pending pods, older than any a grant makes now: the scheduler places them
+        first, the oldest first, on what the tier gets free, before the namespaces' turns (attack pass 55 finding 1:
+        by the turns, a tenant's new backend got half of what a higher growth left over and an equal's older Pending
+        replicas were scaled away)."""
+        nonlocal free
+        for c in sorted((c for c in tier if never.get(c.key, 0) > regranted.get(c.key, 0) and c.gpus_per_replica > 0),
+                        key=lambda c: math.inf if c.pending_since is None else c.pending_since):
+            while (regranted.get(c.key, 0) < never[c.key] and grant[c.key] < wants[c.key] and fits_free(c)
+                   and quota_room(c) > 0):
+                set_grant(c, grant[c.key] + 1)
+                regranted[c.key] = regranted.get(c.key, 0) + 1
+                served.add(c.key)
+                free -= c.gpus_per_replica
+
     # step 3: growth, tier by tier: first those nobody still short outranks
     for tier in _tiers([c for c in members if wants[c.key] > grant[c.key]], across):
+        set_apart_first(tier)
         turns = _turns(tier, state, pool, now)
         # free GPUs, one replica a namespace in turn, its backends in turn. Whether a backend can grow only turns
         # from yes to no in this loop (its want is met, free GPUs only go, those kept for others shrink by no more
@@ -1777,6 +1800,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # tier's backends still short take them in the same turns now, not a sync later. Those of replicas
             # counted as preempted are the tier's only (a lower tier's pods would not preempt them): what is left of
             # them after these turns is dropped
+            set_apart_first(tier)
             queues = [deque(c for c in backends if grant[c.key] < wants[c.key]) for backends in turns]
             while queues:
                 for queue in queues:

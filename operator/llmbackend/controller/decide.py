@@ -224,8 +224,11 @@ def _converge(observed: Observed, ref: BackendRef, old_status: dict[str, Any], d
     if decision.autoscale_target is not None and decision.autoscale_target.pool and deployed is not None:
         # the pool takes GPUs from others only for pods the scheduler could place there (planning/podfit.py)
         pool_nodes = gpu_pool_nodes(deployed, observed.nodes, spec.scheduling.node_selector, tolerations)
-        decision.autoscale_target.unplaceable = unplaceable(serving_pod_specs(desired, workload_kind, ref.name), pool_nodes)
+        pod_specs = serving_pod_specs(desired, workload_kind, ref.name)
+        decision.autoscale_target.unplaceable = unplaceable(pod_specs, pool_nodes)
         decision.autoscale_target.pool_nodes = frozenset(node.name for node in pool_nodes)
+        if workload_kind == "Deployment" and pod_specs:
+            decision.autoscale_target.replica_pod_spec = pod_specs[0][1]
     wanted = [(c["kind"], c["metadata"]["name"]) for c in desired]
     # groups the LeaderWorkerSet would add (none to a LeaderWorkerSet that is someone else's: ResourceExists below)
     new_groups = groupnames.new_groups(spec, ref.name, plan_status, live_workload, replicas) \

@@ -59,6 +59,9 @@ class AutoscaleTarget:
     # the names of that pool's nodes (None: not known; empty: a pool of no nodes): a pod bound elsewhere holds none
     # of its GPUs
     pool_nodes: frozenset[str] | None = None
+    # the rendered pod spec of its replicas (a Deployment's; None: a LeaderWorkerSet's, or not rendered): one of its
+    # Pending pods stands for a waiting replica only where it could run wherever this one could
+    replica_pod_spec: dict[str, Any] | None = None
     # its replicas are LeaderWorkerSet groups (the plan's, never read from pods: anyone who may create pods in the
     # namespace can label one as a group's)
     multi_node: bool = False

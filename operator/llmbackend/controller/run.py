@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import json
 import logging
 import math
 import os
@@ -31,6 +32,7 @@ from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.holding import (
+    SCHEDULER_SETTLE_S,
     beyond_gpus,
     bound_gpus,
     bound_replicas,
@@ -169,6 +171,8 @@ class Operator:
         self.global_default_class: str | None = None  # the name of the class with globalDefault: true, as last read
         self.priority_across_namespaces = False
         self.pool_stale = False  # an evaluation ended since the pools were last shared
+        # (namespace, pod, node) -> since when the pool's ledger lands that Pending pod there (holding.unclaimed_waiting)
+        self.landed_since: dict[tuple[str, str, str], float] = {}
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -586,14 +590,17 @@ class Operator:
         inventory = self.state.inventory.nodes()
         # a backend -> whether one of its Pending pods may stand for its waiting replica (``counted_waiting``)
         coverable: dict[tuple[str, str], Callable[[dict[str, Any]], bool]] = {}
-        fits_in: dict[frozenset[str] | None, Callable[[dict[str, Any]], bool]] = {}  # a pool's nodes -> the fit, cached
+        # (a pool's nodes, the pod shape of its backend's replicas) -> the fit, cached
+        fits_in: dict[tuple[frozenset[str] | None, str], Callable[[dict[str, Any]], bool]] = {}
         for key, target in targets.items():
             if not target.pool:
                 continue
-            if target.pool_nodes not in fits_in:
-                fits_in[target.pool_nodes] = could_run_on(
-                    None if target.pool_nodes is None else [n for n in inventory if n.name in target.pool_nodes])
-            fits = fits_in[target.pool_nodes]
+            like = None if target.multi_node else target.replica_pod_spec
+            fit_key = (target.pool_nodes, json.dumps(like, sort_keys=True, default=str) if like else "")
+            if fit_key not in fits_in:
+                fits_in[fit_key] = could_run_on(
+                    None if target.pool_nodes is None else [n for n in inventory if n.name in target.pool_nodes], like)
+            fits = fits_in[fit_key]
             # every backend of a pool claims: one whose decision is held (or not made yet) keeps its replicas, which
             # hold GPUs and may wait for them as any other's. Its decision is not the pool's to cap, so none of them
             # is the pool's to give away either: they are its floor
@@ -747,8 +754,15 @@ class Operator:
             log.warning("pods bound to the GPU pools' nodes not listed (%s): the share counts no GPU as idle", exc)
             return unclaimed_waiting(pending, pools, claimed_in), None, None
         # the GPUs each node's pods hold by pod priority: whether a Pending pod could land where GPUs are free of
-        # pods it could not preempt (``Unclaimed.fits_free``)
-        waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound))
+        # pods it could not preempt (``Unclaimed.fits_free``), less the nodes where the scheduler has left it Pending
+        # beside such GPUs for longer than it takes to place a pod
+        now = time.time()
+        refused = {spot for spot, since in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
+        waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused)
+        still = {pod_key(pod) for pod in pending}
+        landed = {(*u.pod, u.lands_on) for pods in waiting.values() for u in pods if u.pod and u.lands_on}
+        self.landed_since = {spot: self.landed_since.get(spot, now) for spot in landed} | {
+            spot: self.landed_since[spot] for spot in refused if spot[:2] in still}
         # what each claim counts running (whole replicas; not read: all its pods')
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
 
