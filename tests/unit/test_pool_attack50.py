@@ -352,8 +352,11 @@ def _thick_scene(monkeypatch, old, across):
 
 @MODES
 def test_held_an_old_thick_pending_pod_of_a_rollout_to_fewer_gpus_gains_the_tenant_nothing(monkeypatch, across):
-    """The old 4-GPU pod is no pod the claim's 2-GPU waiting replica may stand for (4 > 2) and counts at its own 4;
-    step 1 reads t's waiting replica (the new template's pod the Deployment makes next) as taking what a cut of v
-    frees, and W's reshuffle waits: no cut the tenant could take. Control: without the old pod the cut goes to x."""
-    assert _thick_scene(monkeypatch, True, across)[("W", "v")] == 2
+    """The old 4-GPU pod asks more GPUs than t's rendered pod (2): since attack pass 56 finding 2 it stands for no
+    replica of t (a pod adopted into the current ReplicaSet asking more held GPUs it could never use, for good) and t
+    claims nothing for it: W's reshuffle goes ahead (v 1), and the 2 GPUs it frees fit x's pod, not the old one (it
+    asks 4). (Before, t's waiting replica - the new template's pod the Deployment makes next - was read as taking
+    them and the reshuffle waited; the Deployment controller replaces an old Pending pod with a new-template one
+    itself, which then counts as t's waiting replica.) Control: without the old pod the cut goes to x as well."""
+    assert _thick_scene(monkeypatch, True, across)[("W", "v")] == 1
     assert _thick_scene(monkeypatch, False, across)[("W", "v")] == 1

@@ -70,6 +70,14 @@ over ``pool_nodes`` from decide, a node added since is not in either (not built)
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
 finding.
+
+FIXED (2026-12-07, reviewer): finding 1: ``Claim.waiting_since`` carries each Pending replica pod's age (the loop
+reads ``holding.waiting_ages``); a backend's set-apart replicas are its youngest pods, and ``set_apart_first`` grants
+them one at a time across backends in age order (t's pod of 400, then w4's of 500). Finding 2: ``could_run_on(like=)``
+also refuses a pod that asks more GPUs than the rendered pod: the fat pod waits as no claim's, and the ledger lands it
+nowhere. Finding 3: the loop's memory is by (namespace, pod priority, GPUs, node), kept a settle time after such a
+pod was last seen: a pod created again under another name keeps the clock. The probes pass;
+``test_the_loop_reads_each_pending_replica_pods_age`` shows finding 1's input through the loop.
 """
 from __future__ import annotations
 
@@ -87,16 +95,17 @@ from test_pool_attack54 import _anti_bare
 def _leftover(t_since=400.0, t_n=3):
     """Pool 6: W's w2 (class 0, 3-GPU) runs 2, wants 1; W's w4 (1-GPU, min 0) 3 Pending since 500; X's h (class 5,
     4-GPU) new; T's t (1-GPU, min 0) ``t_n`` Pending since ``t_since`` (the oldest; the others created at 900)."""
+    # (the loop reads each Pending pod's age, ``Claim.waiting_since``; it is told here as the scene has them)
+    t_ages = () if t_since is None else (t_since, 900.0, 900.0)[:t_n]
     return [running_claim("W", "w2", 6, 2, 3, wanted=1), pending_claim("W", "w4", 6, 3, 1, min_replicas=0,
-                                                                         pending_since=500.0),
+                                                                         pending_since=500.0,
+                                                                         waiting_since=(500.0,) * 3),
             claim("X", "h", 6, class_priority=5, wanted=1, min_replicas=1, gpus_per_replica=4),
-            pending_claim("T", "t", 6, t_n, 1, min_replicas=0, pending_since=t_since)]
+            pending_claim("T", "t", 6, t_n, 1, min_replicas=0, pending_since=t_since, waiting_since=t_ages)]
 
 
+# Fixed (was a strict xfail): pass 56 finding 1 (high, lasting): t's one Pending pod of 400 dates its two of 900 too; set_apart_first grants t both GPUs h leaves over and w4's pods of 500 are scaled away (alone: t 1, w4 1)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 56 finding 1 (high, lasting): t's one Pending pod of 400 dates its two of "
-                   "900 too; set_apart_first grants t both GPUs h leaves over and w4's pods of 500 are scaled away "
-                   "(alone: t 1, w4 1)")
 def test_one_old_pending_pod_dates_not_all_of_a_backends_set_apart_replicas(across):
     for i, (_, out, running, _, _, _) in enumerate(_runs(_leftover(), across, 3, ages=False)):
         assert running[("T", "t")] <= 1 and running[("W", "w4")] >= 1, (i, _shares(out), running)
@@ -141,11 +150,9 @@ def _growth(monkeypatch, across, lever=None, syncs=3, t2=True, recycle=None):
     return out
 
 
+# Fixed (was a strict xfail): pass 56 finding 2 (high, lasting): a Pending pod adopted into t's ReplicaSet asking more GPUs than the template reaches every node 'with nothing else there' and stands for a 2-GPU waiting replica with room in n2's free GPUs: w 3 for good (alone: w 4)
 @MODES
 @pytest.mark.parametrize("lever", ["fat", "fat6"])
-@pytest.mark.xfail(strict=True, reason="pass 56 finding 2 (high, lasting): a Pending pod adopted into t's ReplicaSet "
-                   "asking more GPUs than the template reaches every node 'with nothing else there' and stands for a "
-                   "2-GPU waiting replica with room in n2's free GPUs: w 3 for good (alone: w 4)")
 def test_a_fat_adopted_replica_pod_takes_no_growth_of_w(monkeypatch, across, lever):
     assert _growth(monkeypatch, across, lever) == [4, 4, 4]
 
@@ -157,10 +164,8 @@ def test_control_without_the_fat_pod_w_grows_and_a_template_sized_fifth_replica_
     assert _growth(monkeypatch, across, lever) == [w] * 3
 
 
+# Fixed (was a strict xfail): pass 56 finding 3 (high by the rubric; a documented unmodelled filter): landed_since is keyed by the pod's name; T recreates its anti-affinity pod under a new name every 30 s and the settle time starts over: w 3 for good (alone: w 4)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 56 finding 3 (high by the rubric; a documented unmodelled filter): "
-                   "landed_since is keyed by the pod's name; T recreates its anti-affinity pod under a new name every "
-                   "30 s and the settle time starts over: w 3 for good (alone: w 4)")
 def test_a_recycled_anti_affinity_pod_holds_no_growth_of_w_for_good(monkeypatch, across):
     assert _growth(monkeypatch, across, "anti", syncs=6, recycle=2)[2:] == [4] * 4
 
@@ -170,3 +175,33 @@ def test_a_recycled_anti_affinity_pod_holds_no_growth_of_w_for_good(monkeypatch,
                          ids=["kept", "recycled-no-t2"])
 def test_control_the_same_pod_kept_is_refused_after_the_settle_time_and_without_t2_w_grows(monkeypatch, across, kw, w):
     assert _growth(monkeypatch, across, "anti", syncs=6, **kw) == w
+
+
+def test_the_loop_reads_each_pending_replica_pods_age(monkeypatch):
+    """Finding 1's fix through the production path: ``Claim.waiting_since`` is the creation time of each of the
+    backend's Pending replica pods that wait for GPUs, the oldest first (its ReplicaSet's only; bound pods and pods
+    it did not make are not its waiting replicas)."""
+    from test_pool_attack48 import _loop, _rs_pod, _target
+
+    from llmbackend.controller import run
+
+    t = [_at(_rs_pod("T", "t", "t-abc-0", 2, "n1"), 1), _at(_rs_pod("T", "t", "t-abc-1", 2, None), 40),
+         _at(_rs_pod("T", "t", "t-abc-2", 2, None), 20)]
+    stranger = _at(_rs_pod("T", "t", "t-abc-3", 2, None), 5)
+    stranger["metadata"]["ownerReferences"] = []
+    w = [_at(_rs_pod("W", "w", "w-abc-0", 2, "n2"), 1)]
+    seen = {}
+    real_share = run.share
+
+    def share(claims, *args, **kw):
+        seen.update({c.key: c for c in claims})
+        return real_share(claims, *args, **kw)
+    monkeypatch.setattr(run, "share", share)
+    targets = {("T", "t"): _target("T", "t", 3, 2, pool_gpus=16, nodes=NODES2),
+               ("W", "w"): _target("W", "w", 1, 2, pool_gpus=16, nodes=NODES2)}
+    _loop(monkeypatch, targets, {("T", "t"): t + [stranger], ("W", "w"): w}, t + w + [stranger],
+          {("T", "t"): 3, ("W", "w"): 1}, _nodes())
+    ages = seen[("T", "t")].waiting_since
+    assert ages == tuple(sorted(ages)) and len(ages) == 2 and seen[("T", "t")].pending_since == ages[0]
+    assert ages[1] - ages[0] == 20 * 60  # (``_at``: minutes past 10:00)
+    assert seen[("W", "w")].waiting_since == ()

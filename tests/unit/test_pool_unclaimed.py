@@ -413,6 +413,7 @@ def test_like_the_backends_rendered_pod_a_pod_must_reach_every_node_that_one_rea
     assert fits(_pod(nodeSelector={"gpu": "a"})) and fits(_pod())  # as wide, or wider
     assert not fits(_pod(name="pinned", nodeSelector={"kubernetes.io/hostname": "n1"}))
     assert not fits(_pod(nodeSelector={"gpu": "b"}))  # another node altogether
+    assert not fits(_pod(name="fat", gpus=2))  # more GPUs than the rendered pod asks (attack pass 56 finding 2)
     assert not could_run_on(nodes)(_pod(nodeSelector={"gpu": "c"}))
     # a rendered pod no node could hold (an unplaceable backend): judged as without it, on any node
     nowhere = could_run_on(nodes, like=_pod(gpus=9)["spec"])
@@ -427,15 +428,17 @@ def test_a_pod_the_scheduler_left_pending_beside_free_gpus_lands_there_no_more()
     held = {"n1": {0: 4}, "n3": {0: 2}}  # n1 full, 4 free on n2, 2 on n3
     pod = _pod(namespace="t", name="p", gpus=2)
     (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held)[POOL]
-    assert (u.fits_free, u.pod, u.lands_on) == (True, ("t", "p"), "n2")
-    (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held, refused={("t", "p", "n2")})[POOL]
+    assert (u.fits_free, u.lands_on) == (True, "n2")
+    (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held, refused={("t", 0, 2, "n2")})[POOL]
     assert (u.fits_free, u.lands_on) == (True, "n3")
     (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held,
-                             refused={("t", "p", "n2"), ("t", "p", "n3")})[POOL]
+                             refused={("t", 0, 2, "n2"), ("t", 0, 2, "n3")})[POOL]
     assert (u.fits_free, u.lands_on) == (False, None)
-    other = _pod(namespace="t", name="q", gpus=2)  # another pod is not refused where this one is
-    assert [w.lands_on for w in unclaimed_waiting([pod, other], pools, lambda pod: None, held,
-                                                  refused={("t", "p", "n2")})[POOL]] == ["n3", "n2"]
+    # refused by kind, not by name (a pod created again under another name is refused too: attack pass 56 finding
+    # 3); another namespace's pod, or one of another size, is not refused where these are
+    others = [_pod(namespace="t", name="q", gpus=2), _pod(namespace="u", name="p", gpus=2), _pod(namespace="t", gpus=1)]
+    assert [w.lands_on for w in unclaimed_waiting(others, pools, lambda pod: None, held,
+                                                  refused={("t", 0, 2, "n2")})[POOL]] == ["n3", "n2", "n2"]
 
 
 def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():

@@ -118,13 +118,13 @@ def thin_waiting(pods: list[dict] | None, gpus_per_replica: int, grouped: bool, 
     return whole, thin, frozenset(loose)
 
 
-def oldest_waiting(pods: list[dict], workload_made: str) -> float | None:
-    """When the oldest of a backend's Pending replica pods that wait for GPUs was created (epoch seconds; None: none
-    such, or no readable time): the kube-scheduler places the Pending pods of its pod priority created before it
-    first (autoscaling/pool.py ``Claim.pending_since``)."""
-    times = [epoch_seconds((p.get("metadata") or {}).get("creationTimestamp"))
-             for p in _replica_pods(pods, True, workload_made) if _waits_for_gpus(p)]
-    return min((t for t in times if t is not None), default=None)
+def waiting_ages(pods: list[dict], workload_made: str) -> tuple[float, ...]:
+    """When each of a backend's Pending replica pods that wait for GPUs was created (epoch seconds), the oldest first
+    (those with no readable time left out): the kube-scheduler places the Pending pods of its pod priority created
+    before each first (autoscaling/pool.py ``Claim.pending_since``, ``Claim.waiting_since``)."""
+    times = (epoch_seconds((p.get("metadata") or {}).get("creationTimestamp"))
+             for p in _replica_pods(pods, True, workload_made) if _waits_for_gpus(p))
+    return tuple(sorted(t for t in times if t is not None))
 
 
 def could_run_on(nodes: Sequence[GPUNode] | None, like: dict | None = None) -> Callable[[dict], bool]:
@@ -137,18 +137,22 @@ def could_run_on(nodes: Sequence[GPUNode] | None, like: dict | None = None) -> C
     ~8x the same pods bare)."""
     judged: dict[str, bool] = {}
     kinds: dict[tuple[tuple[str, ...], bool], list[GPUNode]] = {}
-    judge, over = any, nodes
+    judge, over, most_gpus = any, nodes, None
     if nodes is not None and like is not None:
         like_keys = _node_reads(like)[0]
         reach = [node for node in nodes if not failures(like, pod_requests(like), _with_volatile(node, like_keys))]
         if reach:  # (a rendered pod no node could hold: the backend is unplaceable, its claim takes nothing)
-            judge, over = all, reach
+            # nor one that asks more GPUs than the rendered pod (an adopted 8-GPU pod stood for a 2-GPU replica:
+            # held 2 GPUs free on a node it could never run on, attack pass 56 finding 2)
+            judge, over, most_gpus = all, reach, pod_gpus({"spec": like})
 
     def fits(pod: dict) -> bool:
         if over is None:
             return True
         spec = pod.get("spec") or {}
         requests = pod_requests(spec)
+        if most_gpus is not None and requests.get(GPU_RESOURCE, 0) > most_gpus:
+            return False
         shape = _pod_shape(spec, requests)
         if shape not in judged:
             keys, by_name = _node_reads(spec)
@@ -334,7 +338,7 @@ SCHEDULER_SETTLE_S = 30.0
 def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
                       claimed_in: Callable[[dict], tuple[str, ...] | None],
                       held_by_node: Mapping[str, Mapping[int, int]] | None = None,
-                      refused: Collection[tuple[str, str, str]] = (),
+                      refused: Collection[tuple[str, int, int, str]] = (),
                       ) -> dict[tuple[str, ...], list[Unclaimed]]:
     """Each pool's Pending pods that ask for its GPUs and that no claim of that pool covers (``claimed_in``: the pool
     of the claimed backend whose replica the pod is, ``made_by`` its workload, else None): a bare pod, a backend the
@@ -350,9 +354,11 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     of another scheduler not judged yet (one that does not exist never judges them, and they never run).
     ``held_by_node``: the GPUs the pods bound to each node hold, by their pod priority (read; None: not known): each
     pod then says whether a node it could run on has its GPUs free of pods it could not preempt, those of its pod
-    priority and above (``Unclaimed.fits_free``). ``refused``: (namespace, name, node) of pods the scheduler left
-    Pending on a node with GPUs free for them for ``SCHEDULER_SETTLE_S`` (the loop's memory of ``Unclaimed.lands_on``):
-    the ledger lands them on another node or nowhere."""
+    priority and above (``Unclaimed.fits_free``). ``refused``: (namespace, pod priority, GPUs, node) of pods the
+    scheduler left Pending on a node with GPUs free for them for ``SCHEDULER_SETTLE_S`` (the loop's memory of
+    ``Unclaimed.lands_on``): the ledger lands pods of that namespace, pod priority and size on another node or
+    nowhere. Not by the pod's name: a pod deleted and created again under another name started the clock over, for
+    good (attack pass 56 finding 3)."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple, bool] = {}  # (pod shape, the keys a kind reads, by name, node kind) -> whether it holds it
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
@@ -374,7 +380,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
         keys, by_name = _node_reads(spec)
         selector = {str(k): v for k, v in (spec.get("nodeSelector") or {}).items()}
         waiting = Unclaimed(str(meta.get("namespace") or ""), _pod_priority(spec), gpus,
-                            epoch_seconds(meta.get("creationTimestamp")), pod=pod_key(pod))
+                            epoch_seconds(meta.get("creationTimestamp")))
         for pool, nodes in pools.items():
             if pool == own_pool:
                 continue  # its claim counts it
@@ -421,7 +427,8 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
                                                    out[pool][entry[0]].created or float("inf")))
         for index, nodes_there in queue:
             queued = out[pool][index]
-            landed = next((n for n in nodes_there if (*(queued.pod or ("", "")), n.name) not in refused
+            landed = next((n for n in nodes_there
+                           if (queued.namespace, queued.pod_priority, queued.gpus, n.name) not in refused
                            and n.gpu_count - taken.get(n.name, 0) - sum(
                                g for lv, g in (held_by_node or {}).get(n.name, {}).items() if lv >= queued.pod_priority)
                            >= queued.gpus), None)

@@ -43,11 +43,11 @@ from ..autoscaling.holding import (
     held_replicas,
     is_group_pod,
     made_by,
-    oldest_waiting,
     pod_key,
     thin_waiting,
     unclaimed_bound,
     unclaimed_waiting,
+    waiting_ages,
 )
 from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, runs, share, waiting_replicas
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
@@ -140,6 +140,25 @@ def _coverable(pod: dict[str, Any], loose: frozenset[tuple[str, str]], fits: Cal
     return pod_gpus(pod) >= gpus_per_replica
 
 
+def _landed_memory(memory: dict[tuple[str, int, int, str], tuple[float, float]],
+                   refused: set[tuple[str, int, int, str]], waiting: dict[tuple[str, ...], list[Unclaimed]],
+                   now: float) -> dict[tuple[str, int, int, str], tuple[float, float]]:
+    """The loop's memory of where the fits_free ledger lands the Pending pods no claim covers, by (namespace, pod
+    priority, GPUs, node): (since when, last seen). A spot the ledger lands pods on keeps its clock; one refused stays
+    while pods of its kind wait; any other is kept a settle time after it was last seen, so a pod deleted and created
+    again (another name, the same kind) does not start the clock over (attack pass 56 finding 3)."""
+    kinds = {(u.namespace, u.pod_priority, u.gpus) for pods in waiting.values() for u in pods}
+    out = {spot: ((since, now) if spot in refused and spot[:3] in kinds else (since, seen))
+           for spot, (since, seen) in memory.items()
+           if (spot in refused and spot[:3] in kinds) or now - seen < SCHEDULER_SETTLE_S}
+    for pods in waiting.values():
+        for u in pods:
+            if u.lands_on is not None:
+                spot = (u.namespace, u.pod_priority, u.gpus, u.lands_on)
+                out[spot] = (out.get(spot, (now, now))[0], now)
+    return out
+
+
 class Operator:
     def __init__(self, kube: Kube, workers: int = DEFAULT_WORKERS, resync_seconds: float = 300, namespaces: list[str] | None = None):
         self.state = SharedState()
@@ -171,8 +190,9 @@ class Operator:
         self.global_default_class: str | None = None  # the name of the class with globalDefault: true, as last read
         self.priority_across_namespaces = False
         self.pool_stale = False  # an evaluation ended since the pools were last shared
-        # (namespace, pod, node) -> since when the pool's ledger lands that Pending pod there (holding.unclaimed_waiting)
-        self.landed_since: dict[tuple[str, str, str], float] = {}
+        # (namespace, pod priority, GPUs, node) -> (since when the pool's ledger lands such Pending pods there, when it
+        # last did): holding.unclaimed_waiting's ``refused``
+        self.landed_since: dict[tuple[str, int, int, str], tuple[float, float]] = {}
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -651,7 +671,8 @@ class Operator:
                 held -= waiting - min(waiting, whole + max(0, waiting - whole - thinner))
             # when its oldest Pending pod was created (none yet: its replicas' pods are the newest): older Pending
             # pods no claim covers of its pod priority are placed first (attack pass 39 finding 2)
-            pending_since = None if pods is None else (oldest_waiting(pods, target.name) or time.time())
+            ages = () if pods is None else waiting_ages(pods, target.name)
+            pending_since = None if pods is None else (ages[0] if ages else time.time())
             coverable[key] = functools.partial(_coverable, loose=loose, fits=fits, multi_node=target.multi_node,
                                                gpus_per_replica=target.gpus_per_replica)
             if key[0] not in quotas:
@@ -673,7 +694,7 @@ class Operator:
                                 unplaceable=target.unplaceable, quota=quota,
                                 quota_free=quota_free(namespace_quotas or [], pod_class) if known else (),
                                 quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound,
-                                pending_since=pending_since, beyond_gpus=beyond))
+                                pending_since=pending_since, waiting_since=ages, beyond_gpus=beyond))
         unclaimed, gpus_held, others_bound = await self._unclaimed(targets, claims, coverable)
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces,
                                              unclaimed, gpus_held, others_bound)
@@ -757,12 +778,9 @@ class Operator:
         # pods it could not preempt (``Unclaimed.fits_free``), less the nodes where the scheduler has left it Pending
         # beside such GPUs for longer than it takes to place a pod
         now = time.time()
-        refused = {spot for spot, since in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
+        refused = {spot for spot, (since, _) in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
         waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused)
-        still = {pod_key(pod) for pod in pending}
-        landed = {(*u.pod, u.lands_on) for pods in waiting.values() for u in pods if u.pod and u.lands_on}
-        self.landed_since = {spot: self.landed_since.get(spot, now) for spot in landed} | {
-            spot: self.landed_since[spot] for spot in refused if spot[:2] in still}
+        self.landed_since = _landed_memory(self.landed_since, refused, waiting, now)
         # what each claim counts running (whole replicas; not read: all its pods')
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
 
