@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 
 import pytest
 from test_autoscale_loop import _pool_target, _wanting
@@ -439,6 +440,32 @@ def test_a_pod_the_scheduler_left_pending_beside_free_gpus_lands_there_no_more()
     others = [_pod(namespace="t", name="q", gpus=2), _pod(namespace="u", name="p", gpus=2), _pod(namespace="t", gpus=1)]
     assert [w.lands_on for w in unclaimed_waiting(others, pools, lambda pod: None, held,
                                                   refused={("t", 0, 2, "n2")})[POOL]] == ["n3", "n2", "n2"]
+
+
+def test_a_pod_first_judged_after_the_node_had_its_gpus_free_is_refused_there_at_once():
+    """Attack pass 57 finding 1: a pod created again every settle time (another size each time) never sat out the
+    settle memory's clock. The scheduler's first verdict (PodScheduled's lastTransitionTime) after the node had the
+    GPUs free for the pod says at once that it will not place it there."""
+    from llmbackend.autoscaling.holding import JUDGED_MARGIN_S, gpus_free_since
+
+    room = gpus_free_since({}, {"n1": 0, "n2": 4}, 1000.0)
+    assert room == {"n1": {}, "n2": {1: 1000.0, 2: 1000.0, 3: 1000.0, 4: 1000.0}}
+    later = gpus_free_since(room, {"n1": 1, "n2": 2}, 1015.0)  # n2 keeps 2 of its 4 free, n1 frees one
+    assert later == {"n1": {1: 1015.0}, "n2": {1: 1000.0, 2: 1000.0}}
+    pools = {POOL: [_node("n1"), _node("n2")]}
+    held = {"n1": {0: 3}, "n2": {0: 2}}
+
+    def judged(at):
+        pod = _pod(namespace="t", name="p", gpus=2)
+        stamp = datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+                                        "lastTransitionTime": stamp}]
+        (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held, room_since=later)[POOL]
+        return u.lands_on
+    assert judged(1000.0 + JUDGED_MARGIN_S) is None  # judged with n2's 2 GPUs free: refused there, n1 has 1
+    assert judged(1000.0 + JUDGED_MARGIN_S - 1) == "n2"  # (within the clocks' margin: not known)
+    assert judged(990.0) == "n2"  # judged before they were free: the settle memory decides
 
 
 def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():

@@ -333,12 +333,17 @@ def _short_of_gpus(message: str) -> bool:
 # 10 s by default) of a pod leaving a node, so one left Pending longer fails a filter the pool does not model (pod
 # anti-affinity, another pod's memory: docs/security.md "Not covered"; attack pass 54 finding 2)
 SCHEDULER_SETTLE_S = 30.0
+# A pod the scheduler first found unschedulable this long after a node had the GPUs free for it was judged with them
+# free: it is refused there at once (attack pass 57 finding 1: created again every 30 s, a pod never sat out the
+# settle time). The margin covers the API server's clock against the operator's
+JUDGED_MARGIN_S = 5.0
 
 
 def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
                       claimed_in: Callable[[dict], tuple[str, ...] | None],
                       held_by_node: Mapping[str, Mapping[int, int]] | None = None,
                       refused: Collection[tuple[str, int, int, str]] = (),
+                      room_since: Mapping[str, Mapping[int, float]] | None = None,
                       ) -> dict[tuple[str, ...], list[Unclaimed]]:
     """Each pool's Pending pods that ask for its GPUs and that no claim of that pool covers (``claimed_in``: the pool
     of the claimed backend whose replica the pod is, ``made_by`` its workload, else None): a bare pod, a backend the
@@ -358,7 +363,9 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     scheduler left Pending on a node with GPUs free for them for ``SCHEDULER_SETTLE_S`` (the loop's memory of
     ``Unclaimed.lands_on``): the ledger lands pods of that namespace, pod priority and size on another node or
     nowhere. Not by the pod's name: a pod deleted and created again under another name started the clock over, for
-    good (attack pass 56 finding 3)."""
+    good (attack pass 56 finding 3). ``room_since``: node -> GPUs -> since when it has had that many free (the loop's
+    memory): a pod the scheduler first judged unschedulable ``JUDGED_MARGIN_S`` or more after that is refused there
+    at once."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple, bool] = {}  # (pod shape, the keys a kind reads, by name, node kind) -> whether it holds it
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
@@ -380,7 +387,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
         keys, by_name = _node_reads(spec)
         selector = {str(k): v for k, v in (spec.get("nodeSelector") or {}).items()}
         waiting = Unclaimed(str(meta.get("namespace") or ""), _pod_priority(spec), gpus,
-                            epoch_seconds(meta.get("creationTimestamp")))
+                            epoch_seconds(meta.get("creationTimestamp")), judged=_judged_at(pod))
         for pool, nodes in pools.items():
             if pool == own_pool:
                 continue  # its claim counts it
@@ -429,6 +436,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
             queued = out[pool][index]
             landed = next((n for n in nodes_there
                            if (queued.namespace, queued.pod_priority, queued.gpus, n.name) not in refused
+                           and not _judged_with_room(queued, (room_since or {}).get(n.name, {}))
                            and n.gpu_count - taken.get(n.name, 0) - sum(
                                g for lv, g in (held_by_node or {}).get(n.name, {}).items() if lv >= queued.pod_priority)
                            >= queued.gpus), None)
@@ -437,6 +445,30 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
             out[pool][index] = dataclasses.replace(queued, fits_free=landed is not None,
                                                    lands_on=None if landed is None else landed.name)
     return out
+
+
+def _judged_at(pod: dict) -> float | None:
+    """When the scheduler first found the pod unschedulable (its PodScheduled condition's lastTransitionTime, epoch
+    seconds; None: not judged, or no readable time). Later judgements with the same verdict keep that time."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            return epoch_seconds(condition.get("lastTransitionTime"))
+    return None
+
+
+def _judged_with_room(pod: Unclaimed, room_since: Mapping[int, float]) -> bool:
+    """Whether the scheduler first judged ``pod`` unschedulable after the node had the GPUs free for it (``room_since``:
+    GPUs -> since when the node has had that many free)."""
+    since = room_since.get(pod.gpus)
+    return pod.judged is not None and since is not None and pod.judged >= since + JUDGED_MARGIN_S
+
+
+def gpus_free_since(memory: Mapping[str, Mapping[int, float]], free: Mapping[str, int],
+                    now: float) -> dict[str, dict[int, float]]:
+    """node -> GPUs -> since when it has had that many free, from the last pass's and the GPUs each node has free now
+    (``free``): a count it still has keeps its time, one it gained starts now, one it lost goes."""
+    return {node: {k: (memory.get(node) or {}).get(k, now) for k in range(1, n + 1)} for node, n in free.items()}
 
 
 def _waits_for_gpus(pod: dict) -> bool:

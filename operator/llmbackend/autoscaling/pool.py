@@ -183,6 +183,8 @@ class Unclaimed:
     # the node the fits_free ledger landed it on (None: nowhere, or not judged): the loop's memory of how long the
     # scheduler has left such pods Pending there (``holding.SCHEDULER_SETTLE_S``)
     lands_on: str | None = field(default=None, compare=False)
+    # when the scheduler first found it unschedulable (PodScheduled's lastTransitionTime; None: not judged)
+    judged: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from ..autoscaling.holding import (
     bound_replicas,
     could_run_on,
     counted_waiting,
+    gpus_free_since,
     gpus_held_by_node_priority,
     gpus_in_use,
     held_replicas,
@@ -52,7 +53,7 @@ from ..autoscaling.holding import (
 from ..autoscaling.pool import Claim, PoolState, Share, Unclaimed, runs, share, waiting_replicas
 from ..autoscaling.quota import live_pod_gpus, quota_free, quota_replicas
 from ..autoscaling.sources import PrometheusRatioSource, TritonScraper, pod_regex_for
-from ..planning.podfit import pod_gpus
+from ..planning.podfit import gpus_held_by_node, pod_gpus
 from ..render.names import BACKEND_LABEL, serving_pod_ready
 from ..render.triton import METRICS_PORT
 from . import egress, permissions
@@ -193,6 +194,7 @@ class Operator:
         # (namespace, pod priority, GPUs, node) -> (since when the pool's ledger lands such Pending pods there, when it
         # last did): holding.unclaimed_waiting's ``refused``
         self.landed_since: dict[tuple[str, int, int, str], tuple[float, float]] = {}
+        self.room_since: dict[str, dict[int, float]] = {}  # node -> GPUs -> since when it has had that many free
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -779,7 +781,11 @@ class Operator:
         # beside such GPUs for longer than it takes to place a pod
         now = time.time()
         refused = {spot for spot, (since, _) in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
-        waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused)
+        held_on = gpus_held_by_node(bound)
+        self.room_since = gpus_free_since(self.room_since, {
+            n.name: max(0, n.gpu_count - held_on.get(n.name, 0)) for nodes in pools.values() for n in nodes or ()}, now)
+        waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused,
+                                    self.room_since)
         self.landed_since = _landed_memory(self.landed_since, refused, waiting, now)
         # what each claim counts running (whole replicas; not read: all its pods')
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
