@@ -267,13 +267,13 @@ def test_control_default_mode_or_pinned_pod_keeps_ws_pending_replica(monkeypatch
 
 # FINDING 2 (across): the anti-affinity pod makes W's placeable Pending replica 'never placed'; it is cut for T's x, whose pod takes n2's GPUs
 def test_the_loop_remembers_a_pod_where_the_ledger_lands_it_only_while_it_is_pending(monkeypatch):
-    """``Operator.landed_since``: (namespace, pod priority, GPUs, node) -> (since when, last seen); the spot stays
-    (refused) while such a pod is Pending, and a settle time after the last one goes (pass 56 finding 3: a pod created
-    again under another name kept the clock at zero). An operator restart starts the memory over: the settle time
-    again, not a lasting loss."""
+    """``Operator.landed_since``: (namespace, node) -> (since when, last seen); the spot stays (refused) while a pod
+    of the namespace is Pending, and a settle time after the last one goes (passes 56 and 57: a pod created again
+    under another name, or in another size, kept the clock at zero). An operator restart starts the memory over: the
+    settle time again, not a lasting loss."""
     memory: list[dict] = []
     assert _growth_scene(monkeypatch, False, "anti", syncs=7, bare_gone_at=4, memory=memory) == [3, 3, 4, 4, 4, 4, 4]
-    spot = ("T", 0, 2, "n2")
+    spot = ("T", "n2")
     assert [m.get(spot) for m in memory] == [(1000.0, 1000.0 + SYNC_S * i) for i in range(4)] + [
         (1000.0, 1045.0), None, None]
     assert memory[-1] == {}

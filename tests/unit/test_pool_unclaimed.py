@@ -430,16 +430,16 @@ def test_a_pod_the_scheduler_left_pending_beside_free_gpus_lands_there_no_more()
     pod = _pod(namespace="t", name="p", gpus=2)
     (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held)[POOL]
     assert (u.fits_free, u.lands_on) == (True, "n2")
-    (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held, refused={("t", 0, 2, "n2")})[POOL]
+    (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held, refused={("t", "n2")})[POOL]
     assert (u.fits_free, u.lands_on) == (True, "n3")
     (u,) = unclaimed_waiting([pod], pools, lambda pod: None, held,
-                             refused={("t", 0, 2, "n2"), ("t", 0, 2, "n3")})[POOL]
+                             refused={("t", "n2"), ("t", "n3")})[POOL]
     assert (u.fits_free, u.lands_on) == (False, None)
-    # refused by kind, not by name (a pod created again under another name is refused too: attack pass 56 finding
-    # 3); another namespace's pod, or one of another size, is not refused where these are
+    # refused by namespace, not by name, size or pod priority (a pod created again so is refused too: attack passes
+    # 56 and 57); another namespace's pod is not refused where these are
     others = [_pod(namespace="t", name="q", gpus=2), _pod(namespace="u", name="p", gpus=2), _pod(namespace="t", gpus=1)]
     assert [w.lands_on for w in unclaimed_waiting(others, pools, lambda pod: None, held,
-                                                  refused={("t", 0, 2, "n2")})[POOL]] == ["n3", "n2", "n2"]
+                                                  refused={("t", "n2")})[POOL]] == ["n3", "n2", None]
 
 
 def test_a_pod_first_judged_after_the_node_had_its_gpus_free_is_refused_there_at_once():
@@ -448,10 +448,10 @@ def test_a_pod_first_judged_after_the_node_had_its_gpus_free_is_refused_there_at
     GPUs free for the pod says at once that it will not place it there."""
     from llmbackend.autoscaling.holding import JUDGED_MARGIN_S, gpus_free_since
 
-    room = gpus_free_since({}, {"n1": 0, "n2": 4}, 1000.0)
-    assert room == {"n1": {}, "n2": {1: 1000.0, 2: 1000.0, 3: 1000.0, 4: 1000.0}}
-    later = gpus_free_since(room, {"n1": 1, "n2": 2}, 1015.0)  # n2 keeps 2 of its 4 free, n1 frees one
-    assert later == {"n1": {1: 1015.0}, "n2": {1: 1000.0, 2: 1000.0}}
+    room = gpus_free_since({}, {("n1", "t"): 0, ("n2", "t"): 4}, 1000.0)
+    assert room == {("n1", "t"): {}, ("n2", "t"): {1: 1000.0, 2: 1000.0, 3: 1000.0, 4: 1000.0}}
+    later = gpus_free_since(room, {("n1", "t"): 1, ("n2", "t"): 2}, 1015.0)  # n2 keeps 2 of its 4 free, n1 frees one
+    assert later == {("n1", "t"): {1: 1015.0}, ("n2", "t"): {1: 1000.0, 2: 1000.0}}
     pools = {POOL: [_node("n1"), _node("n2")]}
     held = {"n1": {0: 3}, "n2": {0: 2}}
 

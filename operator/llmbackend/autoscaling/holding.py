@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from ..planning.inventory import GPU_RESOURCE, GPUNode
 from ..planning.podfit import failures, gpus_held_by_node, pod_gpus, pod_requests
 from ..render.multinode import GROUP_INDEX_LABEL, LWS_NAME_LABEL
 from .coldstart import epoch_seconds
 from .pool import Unclaimed
+
+K = TypeVar("K", bound=Hashable)
 
 # The scheduler of pods that name none (k8s.io/api core/v1 DefaultSchedulerName)
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -342,8 +345,8 @@ JUDGED_MARGIN_S = 5.0
 def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequence[GPUNode] | None],
                       claimed_in: Callable[[dict], tuple[str, ...] | None],
                       held_by_node: Mapping[str, Mapping[int, int]] | None = None,
-                      refused: Collection[tuple[str, int, int, str]] = (),
-                      room_since: Mapping[str, Mapping[int, float]] | None = None,
+                      refused: Collection[tuple[str, str]] = (),
+                      room_since: Mapping[tuple[str, str], Mapping[int, float]] | None = None,
                       ) -> dict[tuple[str, ...], list[Unclaimed]]:
     """Each pool's Pending pods that ask for its GPUs and that no claim of that pool covers (``claimed_in``: the pool
     of the claimed backend whose replica the pod is, ``made_by`` its workload, else None): a bare pod, a backend the
@@ -359,13 +362,13 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     of another scheduler not judged yet (one that does not exist never judges them, and they never run).
     ``held_by_node``: the GPUs the pods bound to each node hold, by their pod priority (read; None: not known): each
     pod then says whether a node it could run on has its GPUs free of pods it could not preempt, those of its pod
-    priority and above (``Unclaimed.fits_free``). ``refused``: (namespace, pod priority, GPUs, node) of pods the
-    scheduler left Pending on a node with GPUs free for them for ``SCHEDULER_SETTLE_S`` (the loop's memory of
-    ``Unclaimed.lands_on``): the ledger lands pods of that namespace, pod priority and size on another node or
-    nowhere. Not by the pod's name: a pod deleted and created again under another name started the clock over, for
-    good (attack pass 56 finding 3). ``room_since``: node -> GPUs -> since when it has had that many free (the loop's
-    memory): a pod the scheduler first judged unschedulable ``JUDGED_MARGIN_S`` or more after that is refused there
-    at once."""
+    priority and above (``Unclaimed.fits_free``). ``refused``: (namespace, node) where the scheduler left the
+    namespace's Pending pods beside GPUs free for them for ``SCHEDULER_SETTLE_S`` (the loop's memory of
+    ``Unclaimed.lands_on``): the ledger lands that namespace's pods on another node or nowhere. Not by the pod's name,
+    size or pod priority: a pod deleted and created again so started the clock over, for good (attack passes 56 and
+    57). ``room_since``: (node, namespace) -> GPUs -> since when the node has had that many free of other namespaces'
+    pods (the loop's memory): a pod the scheduler first judged unschedulable ``JUDGED_MARGIN_S`` or more after that is
+    refused there at once."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple, bool] = {}  # (pod shape, the keys a kind reads, by name, node kind) -> whether it holds it
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
@@ -435,8 +438,8 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
         for index, nodes_there in queue:
             queued = out[pool][index]
             landed = next((n for n in nodes_there
-                           if (queued.namespace, queued.pod_priority, queued.gpus, n.name) not in refused
-                           and not _judged_with_room(queued, (room_since or {}).get(n.name, {}))
+                           if (queued.namespace, n.name) not in refused
+                           and not _judged_with_room(queued, (room_since or {}).get((n.name, queued.namespace), {}))
                            and n.gpu_count - taken.get(n.name, 0) - sum(
                                g for lv, g in (held_by_node or {}).get(n.name, {}).items() if lv >= queued.pod_priority)
                            >= queued.gpus), None)
@@ -464,11 +467,10 @@ def _judged_with_room(pod: Unclaimed, room_since: Mapping[int, float]) -> bool:
     return pod.judged is not None and since is not None and pod.judged >= since + JUDGED_MARGIN_S
 
 
-def gpus_free_since(memory: Mapping[str, Mapping[int, float]], free: Mapping[str, int],
-                    now: float) -> dict[str, dict[int, float]]:
-    """node -> GPUs -> since when it has had that many free, from the last pass's and the GPUs each node has free now
-    (``free``): a count it still has keeps its time, one it gained starts now, one it lost goes."""
-    return {node: {k: (memory.get(node) or {}).get(k, now) for k in range(1, n + 1)} for node, n in free.items()}
+def gpus_free_since(memory: Mapping[K, Mapping[int, float]], free: Mapping[K, int], now: float) -> dict[K, dict[int, float]]:
+    """(a node, as some pods see it) -> GPUs -> since when it has had that many free, from the last pass's and the
+    GPUs free now (``free``): a count it still has keeps its time, one it gained starts now, one it lost goes."""
+    return {spot: {k: (memory.get(spot) or {}).get(k, now) for k in range(1, n + 1)} for spot, n in free.items()}
 
 
 def _waits_for_gpus(pod: dict) -> bool:

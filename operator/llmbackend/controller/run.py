@@ -141,21 +141,20 @@ def _coverable(pod: dict[str, Any], loose: frozenset[tuple[str, str]], fits: Cal
     return pod_gpus(pod) >= gpus_per_replica
 
 
-def _landed_memory(memory: dict[tuple[str, int, int, str], tuple[float, float]],
-                   refused: set[tuple[str, int, int, str]], waiting: dict[tuple[str, ...], list[Unclaimed]],
-                   now: float) -> dict[tuple[str, int, int, str], tuple[float, float]]:
-    """The loop's memory of where the fits_free ledger lands the Pending pods no claim covers, by (namespace, pod
-    priority, GPUs, node): (since when, last seen). A spot the ledger lands pods on keeps its clock; one refused stays
-    while pods of its kind wait; any other is kept a settle time after it was last seen, so a pod deleted and created
-    again (another name, the same kind) does not start the clock over (attack pass 56 finding 3)."""
-    kinds = {(u.namespace, u.pod_priority, u.gpus) for pods in waiting.values() for u in pods}
-    out = {spot: ((since, now) if spot in refused and spot[:3] in kinds else (since, seen))
+def _landed_memory(memory: dict[tuple[str, str], tuple[float, float]], refused: set[tuple[str, str]],
+                   waiting: dict[tuple[str, ...], list[Unclaimed]], now: float) -> dict[tuple[str, str], tuple[float, float]]:
+    """The loop's memory of where the fits_free ledger lands the Pending pods no claim covers, by (namespace, node):
+    (since when, last seen). A spot the ledger lands pods on keeps its clock; one refused stays while pods of its
+    namespace wait; any other is kept a settle time after it was last seen, so a pod deleted and created again
+    (another name, another size or pod priority) does not start the clock over (attack passes 56, 57 and 58)."""
+    namespaces = {u.namespace for pods in waiting.values() for u in pods}
+    out = {spot: ((since, now) if spot in refused and spot[0] in namespaces else (since, seen))
            for spot, (since, seen) in memory.items()
-           if (spot in refused and spot[:3] in kinds) or now - seen < SCHEDULER_SETTLE_S}
+           if (spot in refused and spot[0] in namespaces) or now - seen < SCHEDULER_SETTLE_S}
     for pods in waiting.values():
         for u in pods:
             if u.lands_on is not None:
-                spot = (u.namespace, u.pod_priority, u.gpus, u.lands_on)
+                spot = (u.namespace, u.lands_on)
                 out[spot] = (out.get(spot, (now, now))[0], now)
     return out
 
@@ -191,10 +190,11 @@ class Operator:
         self.global_default_class: str | None = None  # the name of the class with globalDefault: true, as last read
         self.priority_across_namespaces = False
         self.pool_stale = False  # an evaluation ended since the pools were last shared
-        # (namespace, pod priority, GPUs, node) -> (since when the pool's ledger lands such Pending pods there, when it
-        # last did): holding.unclaimed_waiting's ``refused``
-        self.landed_since: dict[tuple[str, int, int, str], tuple[float, float]] = {}
-        self.room_since: dict[str, dict[int, float]] = {}  # node -> GPUs -> since when it has had that many free
+        # (namespace, node) -> (since when the pool's ledger lands the namespace's Pending pods there, when it last
+        # did): holding.unclaimed_waiting's ``refused``
+        self.landed_since: dict[tuple[str, str], tuple[float, float]] = {}
+        # (node, namespace) -> GPUs -> since when the node has had that many free of other namespaces' pods
+        self.room_since: dict[tuple[str, str], dict[int, float]] = {}
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -781,9 +781,17 @@ class Operator:
         # beside such GPUs for longer than it takes to place a pod
         now = time.time()
         refused = {spot for spot, (since, _) in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
+        # a node's room for a namespace's Pending pods leaves out the GPUs that namespace's own bound pods hold: a pod
+        # of its own run there for a pass restarted the clock before its next pod was judged (attack pass 58)
         held_on = gpus_held_by_node(bound)
+        own: dict[tuple[str, str], int] = {}
+        for pod in bound:
+            if node_name := (pod.get("spec") or {}).get("nodeName"):
+                own[(str(node_name), pod_key(pod)[0])] = own.get((str(node_name), pod_key(pod)[0]), 0) + pod_gpus(pod)
+        waiting_in = {pod_key(pod)[0] for pod in pending}
         self.room_since = gpus_free_since(self.room_since, {
-            n.name: max(0, n.gpu_count - held_on.get(n.name, 0)) for nodes in pools.values() for n in nodes or ()}, now)
+            (n.name, ns): max(0, n.gpu_count - held_on.get(n.name, 0) + own.get((n.name, ns), 0))
+            for nodes in pools.values() for n in nodes or () for ns in waiting_in}, now)
         waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused,
                                     self.room_since)
         self.landed_since = _landed_memory(self.landed_since, refused, waiting, now)
