@@ -415,6 +415,14 @@ def test_like_the_backends_rendered_pod_a_pod_must_reach_every_node_that_one_rea
     assert not fits(_pod(name="pinned", nodeSelector={"kubernetes.io/hostname": "n1"}))
     assert not fits(_pod(nodeSelector={"gpu": "b"}))  # another node altogether
     assert not fits(_pod(name="fat", gpus=2))  # more GPUs than the rendered pod asks (attack pass 56 finding 2)
+    # placed among other pods otherwise than the rendered pod (attack pass 59 finding 1): not one of its replicas
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "w"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    assert not fits(_pod(name="anti", affinity=anti))
+    assert not fits(_pod(name="spread", topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "zone",
+                                                                    "whenUnsatisfiable": "DoNotSchedule"}]))
+    assert not fits(_pod(name="other-scheduler", schedulerName="gang"))
+    assert fits(_pod(name="defaulted", schedulerName="default-scheduler"))  # (the API server fills the name in)
     assert not could_run_on(nodes)(_pod(nodeSelector={"gpu": "c"}))
     # a rendered pod no node could hold (an unplaceable backend): judged as without it, on any node
     nowhere = could_run_on(nodes, like=_pod(gpus=9)["spec"])

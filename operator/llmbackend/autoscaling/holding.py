@@ -140,14 +140,15 @@ def could_run_on(nodes: Sequence[GPUNode] | None, like: dict | None = None) -> C
     ~8x the same pods bare)."""
     judged: dict[str, bool] = {}
     kinds: dict[tuple[tuple[str, ...], bool], list[GPUNode]] = {}
-    judge, over, most_gpus = any, nodes, None
+    judge, over, most_gpus, among_pods = any, nodes, None, None
     if nodes is not None and like is not None:
         like_keys = _node_reads(like)[0]
         reach = [node for node in nodes if not failures(like, pod_requests(like), _with_volatile(node, like_keys))]
         if reach:  # (a rendered pod no node could hold: the backend is unplaceable, its claim takes nothing)
             # nor one that asks more GPUs than the rendered pod (an adopted 8-GPU pod stood for a 2-GPU replica:
-            # held 2 GPUs free on a node it could never run on, attack pass 56 finding 2)
-            judge, over, most_gpus = all, reach, pod_gpus({"spec": like})
+            # held 2 GPUs free on a node it could never run on, attack pass 56 finding 2), nor one placed among other
+            # pods otherwise than it (a pod anti-affinity the pool does not model, attack pass 59 finding 1)
+            judge, over, most_gpus, among_pods = all, reach, pod_gpus({"spec": like}), _among_pods(like)
 
     def fits(pod: dict) -> bool:
         if over is None:
@@ -155,6 +156,8 @@ def could_run_on(nodes: Sequence[GPUNode] | None, like: dict | None = None) -> C
         spec = pod.get("spec") or {}
         requests = pod_requests(spec)
         if most_gpus is not None and requests.get(GPU_RESOURCE, 0) > most_gpus:
+            return False
+        if among_pods is not None and _among_pods(spec) != among_pods:
             return False
         shape = _pod_shape(spec, requests)
         if shape not in judged:
@@ -168,6 +171,16 @@ def could_run_on(nodes: Sequence[GPUNode] | None, like: dict | None = None) -> C
                                   for node in kinds[(keys, by_name)])
         return judged[shape]
     return fits
+
+
+def _among_pods(spec: dict) -> str:
+    """What places a pod among other pods beside its nodes and requests, none of which the pool models: pod
+    (anti-)affinity, topology spread, the scheduler that places it (an empty name is the default one, as the API
+    server fills it)."""
+    affinity = spec.get("affinity") or {}
+    return json.dumps([affinity.get("podAffinity"), affinity.get("podAntiAffinity"),
+                       spec.get("topologySpreadConstraints"), spec.get("schedulerName") or DEFAULT_SCHEDULER],
+                      sort_keys=True, default=str)
 
 
 def _replicas(pods: list[dict], grouped: bool) -> list[list[dict]]:
