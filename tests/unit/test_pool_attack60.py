@@ -142,3 +142,25 @@ def test_control_the_same_pod_refused_or_plain(monkeypatch, across, lever, w):
     GPUs for the settle time (the scene keeps it so; a real one would have been bound) stands for no replica since
     the fix (w 4 at the third sync)."""
     assert _scene(monkeypatch, across, lever) == w
+
+
+def test_a_pass_that_cannot_list_the_pods_turns_no_replica_down(monkeypatch):
+    """The fix's memory of this pass: a pass whose Pending list fails keeps no pod turned down from the pass before
+    (its claims' ``held`` would drop by pods nobody read)."""
+    import asyncio
+    import types
+
+    from llmbackend.autoscaling.pool import Claim
+
+    operator = _operator()
+    operator.refused_replicas = {("T", "x"): 1}
+    operator.state.inventory = types.SimpleNamespace(nodes=_nodes)
+
+    def down(*args, **kwargs):
+        raise RuntimeError("the API server is down")
+    monkeypatch.setattr(operator.kube, "list", down)
+    targets = {key: _target(*key, 1, 2, pool_gpus=16, nodes=NODES2) for key in [("T", "x"), ("W", "w")]}
+    claims = [Claim(namespace=ns, name=name, pool=(t.pool,), pool_gpus=16, priority=0, current=1, wanted=2,
+                    min_replicas=0, gpus_per_replica=2, held=1, bound=0) for (ns, name), t in targets.items()]
+    assert asyncio.run(operator._unclaimed(targets, claims)) == (None, None, None)
+    assert operator.refused_replicas == {}

@@ -740,6 +740,7 @@ class Operator:
         one, a group's member wait as pods no claim covers); with the bound pods read, each Pending pod says whether
         a node it could run on has its GPUs free (Unclaimed.fits_free). Not readable (an operator confined to some
         namespaces, an API server that fails): None, the pool shares without them, and the log says so."""
+        self.refused_replicas = {}  # (this pass's: a pass that cannot read the pods turns none down)
         sizes = Counter(c.pool for c in claims)
         shared = {c.pool for c in claims if sizes[c.pool] > 1}
         if not shared:
@@ -773,7 +774,6 @@ class Operator:
         def may_cover(key: tuple[str, str], pod: dict[str, Any]) -> bool:
             """Whether a claim's Pending pod may stand for one of its waiting replicas (``coverable``)."""
             return pod_key(pod) not in turned_down and (coverable or {}).get(key, lambda pod: True)(pod)
-        self.refused_replicas = {}
 
         # a claim's replicas wait: its share may hand them idle GPUs, once what runs beside the claims is known
         nodes_of = {pool: {n.name for n in nodes} for pool, nodes in pools.items() if nodes is not None
