@@ -47,6 +47,10 @@ not get them), but W's ``_short`` is 0 for as long: W's growth elsewhere is froz
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
 finding.
+
+FIXED (2026-12-07, reviewer): finding 1: the room clocks (``Operator.free_since``, ``room_since``) hold only from one
+read of the bound pods to the next: a pass that reads none (nothing waits, or the list fails) forgets them, and the
+next read starts them anew. The probe passes.
 """
 from __future__ import annotations
 
@@ -95,10 +99,8 @@ def _stale(monkeypatch, across, early=True, mid_read=False):
     return d[("W", "w")], d[("T", "y")], dict(op.refused_replicas)
 
 
+# Fixed (was a strict xfail): pass 61 finding 1: free_since kept across passes that read no bound pods: W's replica judged while n2 was full is turned down the pass after T frees n2, and T's y is granted n2 (alone: W's older pod binds there)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 61 finding 1: free_since kept across passes that read no bound pods: W's "
-                   "replica judged while n2 was full is turned down the pass after T frees n2, and T's y is granted "
-                   "n2 (alone: W's older pod binds there)")
 def test_a_replica_judged_while_the_node_was_full_is_not_turned_down(monkeypatch, across):
     assert _stale(monkeypatch, across) == (4, 0, {})
 

@@ -741,6 +741,10 @@ class Operator:
         a node it could run on has its GPUs free (Unclaimed.fits_free). Not readable (an operator confined to some
         namespaces, an API server that fails): None, the pool shares without them, and the log says so."""
         self.refused_replicas = {}  # (this pass's: a pass that cannot read the pods turns none down)
+        # the room clocks hold only from one read of the bound pods to the next: across a pass that reads none, a node
+        # that filled and emptied in between looked free all along (attack pass 61)
+        free_before, room_before = self.free_since, self.room_since
+        self.free_since, self.room_since = {}, {}
         sizes = Counter(c.pool for c in claims)
         shared = {c.pool for c in claims if sizes[c.pool] > 1}
         if not shared:
@@ -792,7 +796,7 @@ class Operator:
         if bound is not None:
             held_on = gpus_held_by_node(bound)
             free = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0)) for nodes in pools.values() for n in nodes or ()}
-            self.free_since = gpus_free_since(self.free_since, free, now)
+            self.free_since = gpus_free_since(free_before, free, now)
             # a claim's Pending pod the scheduler leaves beside GPUs free for it stands for no replica: it fails a
             # filter the pool does not model (attack pass 60: listing them one by one left a host port, another pod's
             # CPU, a volume's zone); it waits as a pod no claim covers
@@ -828,7 +832,7 @@ class Operator:
             if node_name := (pod.get("spec") or {}).get("nodeName"):
                 own[(str(node_name), pod_key(pod)[0])] = own.get((str(node_name), pod_key(pod)[0]), 0) + pod_gpus(pod)
         waiting_in = {pod_key(pod)[0] for pod in pending}
-        self.room_since = gpus_free_since(self.room_since, {
+        self.room_since = gpus_free_since(room_before, {
             (n.name, ns): max(0, n.gpu_count - held_on.get(n.name, 0) + own.get((n.name, ns), 0))
             for nodes in pools.values() for n in nodes or () for ns in waiting_in}, now)
         waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused,
