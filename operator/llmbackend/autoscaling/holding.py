@@ -480,31 +480,6 @@ def _judged_with_room(pod: Unclaimed, room_since: Mapping[int, float]) -> bool:
     return pod.judged is not None and since is not None and pod.judged >= since + JUDGED_MARGIN_S
 
 
-def refused_beside_room(pod: dict, nodes: Sequence[GPUNode], free: Mapping[str, int],
-                        free_since: Mapping[str, Mapping[int, float]],
-                        refused: Collection[tuple[str, str]]) -> tuple[bool, str | None]:
-    """A claim's Pending pod as the scheduler left it: whether it refuses the pod on a node that could hold it (podfit,
-    nothing else there) and has the GPUs free for it, free of every pod (``free``): it first judged the pod
-    unschedulable ``JUDGED_MARGIN_S`` or more after the node had them free (``free_since``), or the settle memory names
-    the pod's namespace there (``refused``). Such a pod fails a filter the pool does not model (a host port, another
-    pod's CPU, a volume's zone: attack pass 60): it stands for no replica. Also the first node with room that could hold
-    it (where it lands, for the settle memory)."""
-    spec = pod.get("spec") or {}
-    requests = pod_requests(spec)
-    gpus, namespace, judged = requests.get(GPU_RESOURCE, 0), pod_key(pod)[0], _judged_at(pod)
-    keys = _node_reads(spec)[0]
-    lands = None
-    for node in nodes:
-        if free.get(node.name, 0) < gpus or failures(spec, requests, _with_volatile(node, keys)):
-            continue
-        lands = lands or node.name
-        since = (free_since.get(node.name) or {}).get(gpus)
-        if (namespace, node.name) in refused or (
-                judged is not None and since is not None and judged >= since + JUDGED_MARGIN_S):
-            return True, node.name
-    return False, lands
-
-
 def gpus_free_since(memory: Mapping[K, Mapping[int, float]], free: Mapping[K, int], now: float) -> dict[K, dict[int, float]]:
     """(a node, as some pods see it) -> GPUs -> since when it has had that many free, from the last pass's and the
     GPUs free now (``free``): a count it still has keeps its time, one it gained starts now, one it lost goes."""
