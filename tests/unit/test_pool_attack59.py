@@ -114,6 +114,9 @@ def test_a_claims_anti_affinity_replica_holds_no_growth_of_w_for_good(monkeypatc
 @pytest.mark.parametrize(("lever", "w"), [("plain", [3, 3, 3]), ("pinned", [4, 4, 4]), (None, [4, 4, 4])],
                          ids=["plain", "pinned-n1", "no-x"])
 def test_control_a_plain_or_pinned_replica_or_none(monkeypatch, across, lever, w):
+    """A plain replica takes n2 (w 3) while the scheduler may still place it: its verdict names GPUs only, so however
+    long the scene keeps it Pending beside n2's free GPUs it stands for its replica (pass 60's fix turns down only a
+    pod whose verdict names a filter the pool does not model)."""
     assert _adopted(monkeypatch, across, lever) == w
 
 

@@ -49,13 +49,13 @@ and ``runtimeClassName`` scheduling: the same shape as finding 1 where a DeviceC
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
 finding.
 
-TRIED, REVERTED (2026-12-07, reviewer): finding 1's first suggested fix (4b5e634, 70437f0): a claim's Pending pod the
-scheduler leaves beside GPUs free for it (judged after the node had them free, or the (namespace, node) settle
-memory) stood for no replica. `make test` on a fresh clone of 03ebae4 (CI's load) failed
-`test_gpu_pool_e2e.py::test_a_higher_priority_backend_takes_the_gpus_of_a_lower_one_and_both_say_so`: under load the
-scheduler left chat's Pending pods beside GPUs batch's drained pods had freed for the settle time, they were turned
-down, and batch, at chat's priority by then, was granted the GPUs back (8 replicas beside chat's 7). Time alone does
-not tell a refused pod from a slow scheduler for a claim's pods. Open (strict xfails above).
+FIXED (2026-12-07, reviewer): finding 1, by its first suggested fix, not by listing filters: a claim's own Pending pod
+that the scheduler leaves beside GPUs free for it on a node that could hold it (free of every pod) stands for no
+replica (``holding.refused_beside_room``: first judged unschedulable 5 s or more after the node had them free, or
+the settle memory names its namespace there; the loop also remembers since when each node has had each count of
+GPUs free, ``Operator.free_since``); it waits as a pod no claim covers and its claim's ``held`` drops by it
+(``Operator.refused_replicas``). At once where the loop's memory began before the pod was judged; else after the
+settle time.
 """
 from __future__ import annotations
 
@@ -83,10 +83,11 @@ def _porter(host_port=True):
             "spec": {"nodeName": "n2", "containers": [container]}, "status": {"phase": "Running"}}
 
 
-def _scene(monkeypatch, across, lever, porter=True, syncs=3):
+def _scene(monkeypatch, across, lever, porter=True, syncs=3, warm=False):
     """Pass 59's scene; x's one Pending replica (created at 990, judged at 991: n2 has had 2 GPUs free since before
     the first sync) is adopted and differs by ``lever``: ``hostport``, ``cpu``, ``pvc``, ``anti`` (pass 59's) or
-    ``plain`` (its template's). ``porter``: T's CPU-only pod on n2. Returns w's decisions."""
+    ``plain`` (its template's). ``porter``: T's CPU-only pod on n2. ``warm``: the operator ran a pass at 980, before x's
+    pod was created (its memory of n2's free GPUs begins then, not at the first sync). Returns w's decisions."""
     t = [_rs_pod("T", "t", f"t-abc-{i}", 2, "n1") for i in range(4)]
     w = [_rs_pod("W", "w", f"w-abc-{i}", 2, "n2") for i in range(3)]
     for pod in t + w:
@@ -112,6 +113,9 @@ def _scene(monkeypatch, across, lever, porter=True, syncs=3):
                ("T", "t"): _target("T", "t", 4, 2, pool_gpus=16, nodes=NODES2, min_replicas=4),
                ("T", "x"): _target("T", "x", 1, 2, pool_gpus=16, nodes=NODES2, min_replicas=1)}
     operator, out = _operator(), []
+    if warm:
+        _loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t, ("T", "x"): []}, w + t + extra,
+              {("W", "w"): 4, ("T", "t"): 4, ("T", "x"): 1}, _nodes(), across=across, now=980.0, operator=operator)
     for i in range(syncs):
         out.append(_loop(monkeypatch, targets, {("W", "w"): w, ("T", "t"): t, ("T", "x"): [x]}, w + t + [x] + extra,
                          {("W", "w"): 4, ("T", "t"): 4, ("T", "x"): 1}, _nodes(), across=across,
@@ -119,17 +123,44 @@ def _scene(monkeypatch, across, lever, porter=True, syncs=3):
     return out
 
 
+# Fixed (was a strict xfail): pass 60 finding 1: an adopted Pending replica kept off n2 by a filter could_run_on(like=) does not compare (hostPort, another pod's cpu, a zonal volume) still stands for x's replica and holds n2's free GPUs: w 3 for good (alone: w 4)
 @MODES
 @pytest.mark.parametrize("lever", ["hostport", "cpu", "pvc"])
-@pytest.mark.xfail(strict=True, reason="pass 60 finding 1: an adopted Pending replica kept off n2 by a filter "
-                   "could_run_on(like=) does not compare (hostPort, another pod's cpu, a zonal volume) still stands "
-                   "for x's replica and holds n2's free GPUs: w 3 for good (alone: w 4)")
 def test_an_adopted_replica_off_n2_by_an_unmodelled_filter_holds_no_growth(monkeypatch, across, lever):
-    assert _scene(monkeypatch, across, lever) == [4, 4, 4]
+    """Fixed: the scheduler judged x's pod at 991, after n2 had its 2 GPUs free (the loop's memory since its pass at
+    980): it stands for no replica of x at once. With no memory from before (the operator's first pass at 1000), the
+    settle time: w gets its 4 from the third sync, 30 s on."""
+    assert _scene(monkeypatch, across, lever, warm=True) == [4, 4, 4]
+    assert _scene(monkeypatch, across, lever, syncs=4) == [3, 3, 4, 4]
 
 
 @MODES
 @pytest.mark.parametrize(("lever", "w"), [("anti", [4, 4, 4]), ("plain", [3, 3, 3]), ("plain-port", [3, 3, 3])],
                          ids=["anti-refused", "plain", "porter-no-port"])
 def test_control_the_same_pod_refused_or_plain(monkeypatch, across, lever, w):
+    """A plain replica takes n2 (w 3) while the scheduler may still place it, however long it waits there: its verdict
+    names GPUs only, and time alone does not tell a refused pod from a slow scheduler (the fix's first form turned
+    such pods down after the settle time, w 4 at the third sync, and failed CI: ``holding.refused_beyond_model``)."""
     assert _scene(monkeypatch, across, lever) == w
+
+
+def test_a_pass_that_cannot_list_the_pods_turns_no_replica_down(monkeypatch):
+    """The fix's memory of this pass: a pass whose Pending list fails keeps no pod turned down from the pass before
+    (its claims' ``held`` would drop by pods nobody read)."""
+    import asyncio
+    import types
+
+    from llmbackend.autoscaling.pool import Claim
+
+    operator = _operator()
+    operator.refused_replicas = {("T", "x"): 1}
+    operator.state.inventory = types.SimpleNamespace(nodes=_nodes)
+
+    def down(*args, **kwargs):
+        raise RuntimeError("the API server is down")
+    monkeypatch.setattr(operator.kube, "list", down)
+    targets = {key: _target(*key, 1, 2, pool_gpus=16, nodes=NODES2) for key in [("T", "x"), ("W", "w")]}
+    claims = [Claim(namespace=ns, name=name, pool=(t.pool,), pool_gpus=16, priority=0, current=1, wanted=2,
+                    min_replicas=0, gpus_per_replica=2, held=1, bound=0) for (ns, name), t in targets.items()]
+    assert asyncio.run(operator._unclaimed(targets, claims)) == (None, None, None)
+    assert operator.refused_replicas == {}

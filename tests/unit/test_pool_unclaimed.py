@@ -476,6 +476,43 @@ def test_a_pod_first_judged_after_the_node_had_its_gpus_free_is_refused_there_at
     assert judged(990.0) == "n2"  # judged before they were free: the settle memory decides
 
 
+def test_a_claims_pending_pod_the_scheduler_leaves_beside_free_gpus_is_turned_down():
+    """Attack pass 60: a claim's adopted Pending pod kept off the free GPUs by a filter the pool does not model (a
+    host port, another pod's CPU, a volume's zone) stood for a waiting replica. The scheduler's word decides: judged
+    after a node that could hold it had the GPUs free (of every pod), or the settle memory names its namespace there,
+    and only where its verdict names a filter the pool does not model: one short of GPUs alone may wait on a slow
+    scheduler (CI under load: the first form of the fix turned such pods down and the pool gave the GPUs back)."""
+    from llmbackend.autoscaling.holding import JUDGED_MARGIN_S, refused_beside_room
+
+    nodes = [_node("n1"), _node("n2"), _node("n3", labels={"gpu": "other"})]
+    free = {"n1": 0, "n2": 2, "n3": 4}
+    since = {"n2": {1: 1000.0, 2: 1000.0}, "n3": {k: 1000.0 for k in range(1, 5)}}
+
+    ports = ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't have free ports for the "
+             "requested pod ports, 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are "
+             "available: 2 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.")
+    short = ("0/3 nodes are available: 2 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node "
+             "affinity/selector. preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, "
+             "1 Preemption is not helpful for scheduling.")
+
+    def pod(at=None, message=ports, **spec):
+        p = _pod(namespace="t", name="x", gpus=2, nodeSelector={"gpu": "h100"}, **spec)
+        if at is not None:
+            stamp = datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                          "message": message, "lastTransitionTime": stamp}]
+        return p
+    assert refused_beside_room(pod(1000.0 + JUDGED_MARGIN_S), nodes, free, since, ()) == (True, "n2")
+    assert refused_beside_room(pod(999.0), nodes, free, since, ()) == (False, "n2")  # judged before: not known
+    assert refused_beside_room(pod(999.0), nodes, free, since, {("t", "n2")}) == (True, "n2")  # the settle memory
+    assert refused_beside_room(pod(999.0), nodes, free, since, {("u", "n2")}) == (False, "n2")  # (another namespace's)
+    # no node it could run on has the GPUs free (n3 is not its kind): a plain wait for GPUs, it stands for its replica
+    assert refused_beside_room(pod(2000.0), nodes, {"n1": 0, "n2": 1, "n3": 4}, since, ()) == (False, None)
+    # short of GPUs alone (a slow scheduler, a stopping pod's GPUs), or not judged yet: whatever the clocks say
+    for waiting in (pod(2000.0, short), pod()):
+        assert refused_beside_room(waiting, nodes, free, since, {("t", "n2")}) == (False, None)
+
+
 def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():
     """Attack pass 49 finding 2: a Pending pod (adopted with another pool's nodeSelector) counted as a waiting
     replica of this pool, and step 1 cut another backend for it."""
@@ -538,3 +575,30 @@ def test_a_pending_pod_says_whether_a_node_it_could_run_on_has_its_gpus_free():
     higher = _pod(name="d", gpus=2, priority=5, nodeSelector={"host": "n1"})
     assert [w.fits_free for w in unclaimed_waiting([higher], pools, lambda pod: None, held)[POOL]] == [True]
     assert [w.fits_free for w in unclaimed_waiting([loose], pools, lambda pod: None)[POOL]] == [None]  # not read
+
+
+@pytest.mark.parametrize(("message", "beyond"), [
+    ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.", False),
+    ("0/4 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 2 Insufficient "
+     "nvidia.com/gpu. preemption: 0/4 nodes are available: 2 Preemption is not helpful for scheduling, 2 No "
+     "preemption victims found for incoming pod.", False),
+    ("0/2 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 1 node(s) had taints "
+     "that the pod didn't tolerate.", False),
+    ("0/2 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu.", True),
+    ("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Insufficient nvidia.com/gpu-shared.", True),
+    ("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had volume node affinity conflict.", True),
+    ("0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints.", True),
+    ("0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available: "
+     "3 Preemption is not helpful for scheduling.", True),
+    ("", False),
+])
+def test_a_verdict_names_a_filter_the_pool_does_not_model(message, beyond):
+    """The scheduler's words for the nodes (k8s.io/kubernetes v1.36 FitError.Error): GPUs, node affinity, taints and a
+    cordon are the pool's model (planning/podfit.py); anything else (another resource, a volume, spread, a
+    PreFilter's refusal) says more GPUs would not place the pod on some node. The preemption part is not read."""
+    from llmbackend.autoscaling.holding import refused_beyond_model
+
+    pod = {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                      "message": message}]}}
+    assert refused_beyond_model(pod) is beyond
+    assert refused_beyond_model({"status": {}}) is False

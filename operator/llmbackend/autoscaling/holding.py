@@ -480,6 +480,63 @@ def _judged_with_room(pod: Unclaimed, room_since: Mapping[int, float]) -> bool:
     return pod.judged is not None and since is not None and pod.judged >= since + JUDGED_MARGIN_S
 
 
+# The kube-scheduler's words for the filters the pool models (planning/podfit.py failures, and the GPUs its ledger
+# counts), k8s.io/kubernetes v1.36 pkg/scheduler/framework/plugins: noderesources/fit.go "Insufficient <resource>" (for
+# GPUs), nodeaffinity ErrReasonPod, tainttoleration "node(s) had untolerated taint(s)" (older releases: "... taint
+# {key: value}", ErrReasonNotMatch), nodeunschedulable ErrReasonUnschedulable
+MODELLED_REASONS = (f"Insufficient {GPU_RESOURCE}", "node(s) didn't match Pod's node affinity/selector",
+                    "node(s) had untolerated taint", "node(s) had taints that the pod didn't tolerate",
+                    "node(s) were unschedulable")
+
+
+def refused_beyond_model(pod: dict) -> bool:
+    """Whether the scheduler's verdict on a Pending pod names, for some node, a reason the pool does not model: a
+    host port, another pod's CPU or memory, a volume, pod affinity, topology spread, a PreFilter's refusal, anything
+    not in ``MODELLED_REASONS``. Its filters part reads (pkg/scheduler/framework/types.go FitError.Error) "0/N nodes
+    are available: " then "<count> <reason>" joined by ", " (or a PreFilter's message, no count), then "." and the
+    PostFilter's "preemption: ...". No verdict, or none in these words: False (nothing said)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            filters = str(condition.get("message") or "").partition("preemption: ")[0]
+            reasons = filters.partition(" nodes are available:")[2].strip().rstrip(".")
+            for said in filter(None, (r.strip() for r in reasons.split(", "))):
+                count, _, reason = said.partition(" ")
+                if not (count.isdigit() and (reason == MODELLED_REASONS[0] or reason.startswith(MODELLED_REASONS[1:]))):
+                    return True
+    return False
+
+
+def refused_beside_room(pod: dict, nodes: Sequence[GPUNode], free: Mapping[str, int],
+                        free_since: Mapping[str, Mapping[int, float]],
+                        refused: Collection[tuple[str, str]]) -> tuple[bool, str | None]:
+    """A claim's Pending pod as the scheduler left it: whether it refuses the pod on a node that could hold it (podfit,
+    nothing else there) and has the GPUs free for it, free of every pod (``free``): it first judged the pod
+    unschedulable ``JUDGED_MARGIN_S`` or more after the node had them free (``free_since``), or the settle memory names
+    the pod's namespace there (``refused``). Such a pod fails a filter the pool does not model (a host port, another
+    pod's CPU, a volume's zone: attack pass 60): it stands for no replica. Also the first node with room that could hold
+    it (where it lands, for the settle memory). Only a pod whose verdict names a filter the pool does not model
+    (``refused_beyond_model``): time alone does not tell a refused pod from a slow scheduler (a fresh clone's CI, its
+    scheduler slow under load, turned down pods judged short of GPUs and only of GPUs, and the pool gave the GPUs back
+    to the backend cut for them)."""
+    if not refused_beyond_model(pod):
+        return False, None
+    spec = pod.get("spec") or {}
+    requests = pod_requests(spec)
+    gpus, namespace, judged = requests.get(GPU_RESOURCE, 0), pod_key(pod)[0], _judged_at(pod)
+    keys = _node_reads(spec)[0]
+    lands = None
+    for node in nodes:
+        if free.get(node.name, 0) < gpus or failures(spec, requests, _with_volatile(node, keys)):
+            continue
+        lands = lands or node.name
+        since = (free_since.get(node.name) or {}).get(gpus)
+        if (namespace, node.name) in refused or (
+                judged is not None and since is not None and judged >= since + JUDGED_MARGIN_S):
+            return True, node.name
+    return False, lands
+
+
 def gpus_free_since(memory: Mapping[K, Mapping[int, float]], free: Mapping[K, int], now: float) -> dict[K, dict[int, float]]:
     """(a node, as some pods see it) -> GPUs -> since when it has had that many free, from the last pass's and the
     GPUs free now (``free``): a count it still has keeps its time, one it gained starts now, one it lost goes."""

@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import kopf
@@ -45,6 +45,7 @@ from ..autoscaling.holding import (
     is_group_pod,
     made_by,
     pod_key,
+    refused_beside_room,
     thin_waiting,
     unclaimed_bound,
     unclaimed_waiting,
@@ -142,12 +143,15 @@ def _coverable(pod: dict[str, Any], loose: frozenset[tuple[str, str]], fits: Cal
 
 
 def _landed_memory(memory: dict[tuple[str, str], tuple[float, float]], refused: set[tuple[str, str]],
-                   waiting: dict[tuple[str, ...], list[Unclaimed]], now: float) -> dict[tuple[str, str], tuple[float, float]]:
+                   waiting: dict[tuple[str, ...], list[Unclaimed]], now: float,
+                   also: Iterable[tuple[str, str]] = ()) -> dict[tuple[str, str], tuple[float, float]]:
     """The loop's memory of where the fits_free ledger lands the Pending pods no claim covers, by (namespace, node):
     (since when, last seen). A spot the ledger lands pods on keeps its clock; one refused stays while pods of its
     namespace wait; any other is kept a settle time after it was last seen, so a pod deleted and created again
-    (another name, another size or pod priority) does not start the clock over (attack passes 56, 57 and 58)."""
-    namespaces = {u.namespace for pods in waiting.values() for u in pods}
+    (another name, another size or pod priority) does not start the clock over (attack passes 56, 57 and 58).
+    ``also``: where claims' Pending pods land beside room (``holding.refused_beside_room``)."""
+    also = list(also)
+    namespaces = {u.namespace for pods in waiting.values() for u in pods} | {ns for ns, _ in also}
     out = {spot: ((since, now) if spot in refused and spot[0] in namespaces else (since, seen))
            for spot, (since, seen) in memory.items()
            if (spot in refused and spot[0] in namespaces) or now - seen < SCHEDULER_SETTLE_S}
@@ -156,6 +160,8 @@ def _landed_memory(memory: dict[tuple[str, str], tuple[float, float]], refused: 
             if u.lands_on is not None:
                 spot = (u.namespace, u.lands_on)
                 out[spot] = (out.get(spot, (now, now))[0], now)
+    for spot in also:
+        out[spot] = (out.get(spot, (now, now))[0], now)
     return out
 
 
@@ -195,6 +201,9 @@ class Operator:
         self.landed_since: dict[tuple[str, str], tuple[float, float]] = {}
         # (node, namespace) -> GPUs -> since when the node has had that many free of other namespaces' pods
         self.room_since: dict[tuple[str, str], dict[int, float]] = {}
+        self.free_since: dict[str, dict[int, float]] = {}  # node -> GPUs -> since when it has had that many free
+        # backend -> its Pending replica pods the scheduler leaves beside room this pass (holding.refused_beside_room)
+        self.refused_replicas: dict[tuple[str, str], int] = {}
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -698,6 +707,10 @@ class Operator:
                                 quota_own_gpus=live_pod_gpus(pods_known) if known else 0, bound=bound,
                                 pending_since=pending_since, waiting_since=ages, beyond_gpus=beyond))
         unclaimed, gpus_held, others_bound = await self._unclaimed(targets, claims, coverable)
+        # a Pending replica pod the scheduler leaves beside GPUs free for it holds no waiting replica of its claim
+        # (holding.refused_beside_room): it waits as a pod no claim covers
+        claims = [dataclasses.replace(c, held=max(c.bound or 0, c.held - n))
+                  if (n := self.refused_replicas.get(c.key, 0)) and c.held is not None else c for c in claims]
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces,
                                              unclaimed, gpus_held, others_bound)
         for key, uncapped in list(self.uncapped.items()):
@@ -727,9 +740,11 @@ class Operator:
         one, a group's member wait as pods no claim covers); with the bound pods read, each Pending pod says whether
         a node it could run on has its GPUs free (Unclaimed.fits_free). Not readable (an operator confined to some
         namespaces, an API server that fails): None, the pool shares without them, and the log says so."""
-        # the room clock holds only from one read of the bound pods to the next: across a pass that reads none, a node
+        self.refused_replicas = {}  # (this pass's: a pass that cannot read the pods turns none down)
+        # the room clocks hold only from one read of the bound pods to the next: across a pass that reads none, a node
         # that filled and emptied in between looked free all along (attack pass 61)
-        room_before, self.room_since = self.room_since, {}
+        free_before, room_before = self.free_since, self.room_since
+        self.free_since, self.room_since = {}, {}
         sizes = Counter(c.pool for c in claims)
         shared = {c.pool for c in claims if sizes[c.pool] > 1}
         if not shared:
@@ -758,35 +773,60 @@ class Operator:
             log.warning("Pending pods not listed across namespaces for the GPU pool share (%s): a cut may free GPUs "
                         "that a pod no backend claims then takes", exc)
             return None, None, None
+        turned_down: set[tuple[str, str]] = set()  # claims' Pending pods the scheduler leaves beside room
+
+        def may_cover(key: tuple[str, str], pod: dict[str, Any]) -> bool:
+            """Whether a claim's Pending pod may stand for one of its waiting replicas (``coverable``)."""
+            return pod_key(pod) not in turned_down and (coverable or {}).get(key, lambda pod: True)(pod)
+
+        # a claim's replicas wait: its share may hand them idle GPUs, once what runs beside the claims is known
+        nodes_of = {pool: {n.name for n in nodes} for pool, nodes in pools.items() if nodes is not None
+                    and any(c.pool == pool and c.bound is not None and waiting_replicas(c) > 0 for c in claims)}
+        bound: list[dict[str, Any]] | None = None
+        if nodes_of:
+            try:
+                bound = await loop.run_in_executor(self.executor, functools.partial(
+                    self.kube.list, "Pod", None,
+                    field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"))
+            except Exception as exc:  # noqa: BLE001 - not known: step 2 counts no GPU as idle, as before
+                log.warning("pods bound to the GPU pools' nodes not listed (%s): the share counts no GPU as idle", exc)
+        now = time.time()
+        refused = {spot for spot, (since, _) in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
+        beside_room: list[tuple[str, str]] = []  # (namespace, node) where claims' Pending pods land beside room
+        if bound is not None:
+            held_on = gpus_held_by_node(bound)
+            free = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0)) for nodes in pools.values() for n in nodes or ()}
+            self.free_since = gpus_free_since(free_before, free, now)
+            # a claim's Pending pod the scheduler leaves beside GPUs free for it stands for no replica: it fails a
+            # filter the pool does not model (attack pass 60: listing them one by one left a host port, another pod's
+            # CPU, a volume's zone); it waits as a pod no claim covers
+            for pod in pending:
+                key = claim_key(pod)
+                if key is None or not may_cover(key, pod) or pod_gpus(pod) <= 0:
+                    continue
+                no, lands = refused_beside_room(pod, pools.get((claimed[key].pool,)) or [], free, self.free_since,
+                                                refused)
+                if lands is not None:
+                    beside_room.append((key[0], lands))
+                if no:
+                    turned_down.add(pod_key(pod))
+                    self.refused_replicas[key] = self.refused_replicas.get(key, 0) + 1
         # of a claim's Pending pods, those its waiting replicas cover (not read: all); the rest no claim covers
         covered = counted_waiting(pending, claim_key, {c.key: waiting_replicas(c) * max(0, c.gpus_per_replica)
-                                                       for c in claims if c.bound is not None},
-                                  lambda key, pod: (coverable or {}).get(key, lambda pod: True)(pod))
+                                                       for c in claims if c.bound is not None}, may_cover)
 
         def claimed_in(pod: dict[str, Any]) -> tuple[str, ...] | None:
             """The pool whose claim counts the pod: its backend's, when the pod is one of the replicas it counts."""
             key = claim_key(pod)
             return (claimed[key].pool,) if key is not None and pod_key(pod) in covered else None
 
-        # a claim's replicas wait: its share may hand them idle GPUs, once what runs beside the claims is known
-        nodes_of = {pool: {n.name for n in nodes} for pool, nodes in pools.items() if nodes is not None
-                    and any(c.pool == pool and c.bound is not None and waiting_replicas(c) > 0 for c in claims)}
-        if not nodes_of:
-            return unclaimed_waiting(pending, pools, claimed_in), None, None
-        try:
-            bound = await loop.run_in_executor(self.executor, functools.partial(
-                self.kube.list, "Pod", None, field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"))
-        except Exception as exc:  # noqa: BLE001 - not known: step 2 counts no GPU as idle, as before
-            log.warning("pods bound to the GPU pools' nodes not listed (%s): the share counts no GPU as idle", exc)
+        if bound is None:
             return unclaimed_waiting(pending, pools, claimed_in), None, None
         # the GPUs each node's pods hold by pod priority: whether a Pending pod could land where GPUs are free of
         # pods it could not preempt (``Unclaimed.fits_free``), less the nodes where the scheduler has left it Pending
         # beside such GPUs for longer than it takes to place a pod
-        now = time.time()
-        refused = {spot for spot, (since, _) in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
         # a node's room for a namespace's Pending pods leaves out the GPUs that namespace's own bound pods hold: a pod
         # of its own run there for a pass restarted the clock before its next pod was judged (attack pass 58)
-        held_on = gpus_held_by_node(bound)
         own: dict[tuple[str, str], int] = {}
         for pod in bound:
             if node_name := (pod.get("spec") or {}).get("nodeName"):
@@ -797,7 +837,7 @@ class Operator:
             for nodes in pools.values() for n in nodes or () for ns in waiting_in}, now)
         waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused,
                                     self.room_since)
-        self.landed_since = _landed_memory(self.landed_since, refused, waiting, now)
+        self.landed_since = _landed_memory(self.landed_since, refused, waiting, now, beside_room)
         # what each claim counts running (whole replicas; not read: all its pods')
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
 
