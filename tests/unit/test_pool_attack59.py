@@ -64,8 +64,9 @@ finding.
 FIXED (2026-12-07, reviewer): finding 1: ``could_run_on(like=)`` also refuses a pod placed among other pods otherwise
 than the rendered pod (pod affinity or anti-affinity, topology spread, scheduler name: ``holding._among_pods``): the
 adopted anti-affinity pod stands for no replica of x and waits as a pod no claim covers, where the settle memory and
-the room clock judge it. Finding 2 stays open (medium, transient: a gated pod keeps its creation as its verdict time;
-remembering per pod the first pass that saw it Unschedulable would close it).
+the room clock judge it. Finding 2 (2026-12-07, later): the loop remembers the last pass that saw each Pending pod with
+no verdict (``holding.seen_unjudged``), and a verdict is no older than that (``holding._judged_at``): the pod seen
+gated is refused at once once ungated.
 """
 from __future__ import annotations
 
@@ -160,11 +161,13 @@ def _gated(monkeypatch, across, gated=True, period=4, cycles=3):
     return out
 
 
+# Fixed (was a strict xfail): pass 59 finding 2: a pod created gated keeps its creation as its judged time once ungated; ungated every 60 s it is never refused at once and the settle memory forgets it: w 3 two syncs in every four (alone: w 4)
 @MODES
-@pytest.mark.xfail(strict=True, reason="pass 59 finding 2: a pod created gated keeps its creation as its judged time "
-                   "once ungated; ungated every 60 s it is never refused at once and the settle memory forgets it: w 3 "
-                   "two syncs in every four (alone: w 4)")
 def test_a_gated_pod_is_refused_at_once_when_ungated_later(monkeypatch, across):
+    """Fixed: the loop remembers the last pass that saw each Pending pod with no verdict (gated here:
+    ``holding.seen_unjudged``); its verdict is no older than that pass, so bare-k (seen gated at its cycle's first
+    sync) is refused at once from the second cycle on. The first cycle's pod was seen gated at 1000 only, when n2's
+    room clock started: judged with the margin's doubt, the settle memory's to decide."""
     out = _gated(monkeypatch, across)
     assert out[4:] == [4] * 8, out
 

@@ -55,7 +55,12 @@ replica (``holding.refused_beside_room``: first judged unschedulable 5 s or more
 the settle memory names its namespace there; the loop also remembers since when each node has had each count of
 GPUs free, ``Operator.free_since``); it waits as a pod no claim covers and its claim's ``held`` drops by it
 (``Operator.refused_replicas``). At once where the loop's memory began before the pod was judged; else after the
-settle time.
+settle time. TRIED FIRST WITHOUT THE VERDICT, REVERTED (7cf0ca5): `make test` on a fresh clone failed
+`test_gpu_pool_e2e.py::test_a_higher_priority_backend_takes_the_gpus_of_a_lower_one_and_both_say_so`: under CI's
+load the scheduler left chat's Pending pods beside the GPUs batch's drained pods had freed for the settle time, they
+were turned down, and batch was granted the GPUs back. Time alone does not tell a refused pod from a slow scheduler;
+the scheduler's verdict does: since 101ab97 a pod is turned down only where its verdict names a filter the pool does
+not model (``holding.refused_beyond_model``: the host port, the cpu and the zone here; chat's said GPUs only).
 """
 from __future__ import annotations
 

@@ -602,3 +602,28 @@ def test_a_verdict_names_a_filter_the_pool_does_not_model(message, beyond):
                                       "message": message}]}}
     assert refused_beyond_model(pod) is beyond
     assert refused_beyond_model({"status": {}}) is False
+
+
+def test_a_verdict_is_no_older_than_the_last_pass_that_saw_the_pod_without_one():
+    """Attack pass 59 finding 2: a pod created with a scheduling gate has PodScheduled False (SchedulingGated) from its
+    creation, and the scheduler's Unschedulable verdict after the gate goes keeps that lastTransitionTime: a pod made
+    gated before a node had room and ungated later looked judged before the room. The loop's memory of the last pass
+    that saw the pod with no verdict bounds the verdict's time from below."""
+    from llmbackend.autoscaling.holding import _judged_at, seen_unjudged
+
+    def pod(name, reason=None, at=900.0, gpus=2):
+        p = _pod(namespace="t", name=name, gpus=gpus)
+        if reason is not None:
+            stamp = datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": reason,
+                                          "message": "", "lastTransitionTime": stamp}]
+        return p
+    memory = seen_unjudged({}, [pod("gated", "SchedulingGated"), pod("new"), pod("judged", "Unschedulable"),
+                                pod("cpu", gpus=0)], 1000.0)
+    assert memory == {("t", "gated"): 1000.0, ("t", "new"): 1000.0}  # the judged one was never seen without
+    later = [pod("gated", "Unschedulable"), pod("new", "Unschedulable", at=1010.0), pod("judged", "Unschedulable")]
+    memory = seen_unjudged(memory, later, 1015.0)
+    assert memory == {("t", "gated"): 1000.0, ("t", "new"): 1000.0}  # kept while they wait; gone once they do not
+    assert [_judged_at(p, memory) for p in later] == [1000.0, 1010.0, 900.0]
+    assert _judged_at(later[0]) == 900.0 and _judged_at(pod("gated", "SchedulingGated"), memory) is None
+    assert seen_unjudged(memory, [], 1030.0) == {}

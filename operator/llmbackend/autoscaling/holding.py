@@ -360,6 +360,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
                       held_by_node: Mapping[str, Mapping[int, int]] | None = None,
                       refused: Collection[tuple[str, str]] = (),
                       room_since: Mapping[tuple[str, str], Mapping[int, float]] | None = None,
+                      unjudged: Mapping[tuple[str, str], float] | None = None,
                       ) -> dict[tuple[str, ...], list[Unclaimed]]:
     """Each pool's Pending pods that ask for its GPUs and that no claim of that pool covers (``claimed_in``: the pool
     of the claimed backend whose replica the pod is, ``made_by`` its workload, else None): a bare pod, a backend the
@@ -381,7 +382,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     size or pod priority: a pod deleted and created again so started the clock over, for good (attack passes 56 and
     57). ``room_since``: (node, namespace) -> GPUs -> since when the node has had that many free of other namespaces'
     pods (the loop's memory): a pod the scheduler first judged unschedulable ``JUDGED_MARGIN_S`` or more after that is
-    refused there at once."""
+    refused there at once. ``unjudged``: the loop's memory of when it last saw each pod not judged (``seen_unjudged``)."""
     out: dict[tuple[str, ...], list[Unclaimed]] = {pool: [] for pool in pools}
     fits: dict[tuple, bool] = {}  # (pod shape, the keys a kind reads, by name, node kind) -> whether it holds it
     # (pool, the label keys a shape reads that some node of the pool has, by name) -> the pool's node kinds
@@ -403,7 +404,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
         keys, by_name = _node_reads(spec)
         selector = {str(k): v for k, v in (spec.get("nodeSelector") or {}).items()}
         waiting = Unclaimed(str(meta.get("namespace") or ""), _pod_priority(spec), gpus,
-                            epoch_seconds(meta.get("creationTimestamp")), judged=_judged_at(pod))
+                            epoch_seconds(meta.get("creationTimestamp")), judged=_judged_at(pod, unjudged))
         for pool, nodes in pools.items():
             if pool == own_pool:
                 continue  # its claim counts it
@@ -463,14 +464,44 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     return out
 
 
-def _judged_at(pod: dict) -> float | None:
-    """When the scheduler first found the pod unschedulable (its PodScheduled condition's lastTransitionTime, epoch
-    seconds; None: not judged, or no readable time). Later judgements with the same verdict keep that time."""
+def _judged_at(pod: dict, unjudged: Mapping[tuple[str, str], float] | None = None) -> float | None:
+    """When the scheduler first found the pod unschedulable, at the earliest (epoch seconds; None: not judged, or no
+    readable time): its PodScheduled condition's lastTransitionTime, which later verdicts keep while the status stays
+    False, and so does the verdict after a scheduling gate (the API server sets PodScheduled False, SchedulingGated,
+    at creation: a pod created gated before a node had room and ungated later looked judged before it, attack pass 59
+    finding 2); or ``unjudged``'s time for the pod, when later (the loop's last pass that saw it with no verdict)."""
+    verdict = _verdict(pod)
+    if verdict is None:
+        return None
+    times = [t for t in (epoch_seconds(verdict.get("lastTransitionTime")), (unjudged or {}).get(pod_key(pod)))
+             if t is not None]
+    return max(times) if times else None
+
+
+def _verdict(pod: dict) -> dict | None:
+    """The pod's PodScheduled condition where the scheduler found it unschedulable."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":
-            return epoch_seconds(condition.get("lastTransitionTime"))
+            return condition
     return None
+
+
+def seen_unjudged(memory: Mapping[tuple[str, str], float], pending: Iterable[dict],
+                  now: float) -> dict[tuple[str, str], float]:
+    """The loop's memory for ``_judged_at``: (namespace, name) of each Pending GPU pod -> the last pass that saw it with
+    no unschedulable verdict (not judged yet, or held by a scheduling gate); kept for the pods still Pending. A pod
+    created again under the same name came after the one seen: the time is still before its verdict."""
+    out: dict[tuple[str, str], float] = {}
+    for pod in pending:
+        key = pod_key(pod)
+        if pod_gpus(pod) <= 0:
+            continue
+        if _verdict(pod) is None:
+            out[key] = now
+        elif key in memory:
+            out[key] = memory[key]
+    return out
 
 
 def _judged_with_room(pod: Unclaimed, room_since: Mapping[int, float]) -> bool:
@@ -495,21 +526,20 @@ def refused_beyond_model(pod: dict) -> bool:
     not in ``MODELLED_REASONS``. Its filters part reads (pkg/scheduler/framework/types.go FitError.Error) "0/N nodes
     are available: " then "<count> <reason>" joined by ", " (or a PreFilter's message, no count), then "." and the
     PostFilter's "preemption: ...". No verdict, or none in these words: False (nothing said)."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == "Unschedulable":
-            filters = str(condition.get("message") or "").partition("preemption: ")[0]
-            reasons = filters.partition(" nodes are available:")[2].strip().rstrip(".")
-            for said in filter(None, (r.strip() for r in reasons.split(", "))):
-                count, _, reason = said.partition(" ")
-                if not (count.isdigit() and (reason == MODELLED_REASONS[0] or reason.startswith(MODELLED_REASONS[1:]))):
-                    return True
+    verdict = _verdict(pod)
+    filters = str((verdict or {}).get("message") or "").partition("preemption: ")[0]
+    reasons = filters.partition(" nodes are available:")[2].strip().rstrip(".")
+    for said in filter(None, (r.strip() for r in reasons.split(", "))):
+        count, _, reason = said.partition(" ")
+        if not (count.isdigit() and (reason == MODELLED_REASONS[0] or reason.startswith(MODELLED_REASONS[1:]))):
+            return True
     return False
 
 
 def refused_beside_room(pod: dict, nodes: Sequence[GPUNode], free: Mapping[str, int],
                         free_since: Mapping[str, Mapping[int, float]],
-                        refused: Collection[tuple[str, str]]) -> tuple[bool, str | None]:
+                        refused: Collection[tuple[str, str]],
+                        unjudged: Mapping[tuple[str, str], float] | None = None) -> tuple[bool, str | None]:
     """A claim's Pending pod as the scheduler left it: whether it refuses the pod on a node that could hold it (podfit,
     nothing else there) and has the GPUs free for it, free of every pod (``free``): it first judged the pod
     unschedulable ``JUDGED_MARGIN_S`` or more after the node had them free (``free_since``), or the settle memory names
@@ -523,7 +553,7 @@ def refused_beside_room(pod: dict, nodes: Sequence[GPUNode], free: Mapping[str, 
         return False, None
     spec = pod.get("spec") or {}
     requests = pod_requests(spec)
-    gpus, namespace, judged = requests.get(GPU_RESOURCE, 0), pod_key(pod)[0], _judged_at(pod)
+    gpus, namespace, judged = requests.get(GPU_RESOURCE, 0), pod_key(pod)[0], _judged_at(pod, unjudged)
     keys = _node_reads(spec)[0]
     lands = None
     for node in nodes:

@@ -46,6 +46,7 @@ from ..autoscaling.holding import (
     made_by,
     pod_key,
     refused_beside_room,
+    seen_unjudged,
     thin_waiting,
     unclaimed_bound,
     unclaimed_waiting,
@@ -202,6 +203,8 @@ class Operator:
         # (node, namespace) -> GPUs -> since when the node has had that many free of other namespaces' pods
         self.room_since: dict[tuple[str, str], dict[int, float]] = {}
         self.free_since: dict[str, dict[int, float]] = {}  # node -> GPUs -> since when it has had that many free
+        # (namespace, name) -> the last pass that saw the Pending pod with no verdict (holding.seen_unjudged)
+        self.unjudged: dict[tuple[str, str], float] = {}
         # backend -> its Pending replica pods the scheduler leaves beside room this pass (holding.refused_beside_room)
         self.refused_replicas: dict[tuple[str, str], int] = {}
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
@@ -766,6 +769,7 @@ class Operator:
             return key if target is not None and made_by(pod, target.name) else None
 
         loop = asyncio.get_running_loop()
+        listed_at = time.time()
         try:
             pending = await loop.run_in_executor(self.executor, functools.partial(
                 self.kube.list, "Pod", None, field_selector="spec.nodeName=,status.phase=Pending"))
@@ -773,6 +777,7 @@ class Operator:
             log.warning("Pending pods not listed across namespaces for the GPU pool share (%s): a cut may free GPUs "
                         "that a pod no backend claims then takes", exc)
             return None, None, None
+        self.unjudged = seen_unjudged(self.unjudged, pending, listed_at)
         turned_down: set[tuple[str, str]] = set()  # claims' Pending pods the scheduler leaves beside room
 
         def may_cover(key: tuple[str, str], pod: dict[str, Any]) -> bool:
@@ -805,7 +810,7 @@ class Operator:
                 if key is None or not may_cover(key, pod) or pod_gpus(pod) <= 0:
                     continue
                 no, lands = refused_beside_room(pod, pools.get((claimed[key].pool,)) or [], free, self.free_since,
-                                                refused)
+                                                refused, self.unjudged)
                 if lands is not None:
                     beside_room.append((key[0], lands))
                 if no:
@@ -836,7 +841,7 @@ class Operator:
             (n.name, ns): max(0, n.gpu_count - held_on.get(n.name, 0) + own.get((n.name, ns), 0))
             for nodes in pools.values() for n in nodes or () for ns in waiting_in}, now)
         waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused,
-                                    self.room_since)
+                                    self.room_since, self.unjudged)
         self.landed_since = _landed_memory(self.landed_since, refused, waiting, now, beside_room)
         # what each claim counts running (whole replicas; not read: all its pods')
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
