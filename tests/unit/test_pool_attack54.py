@@ -154,7 +154,7 @@ def _growth_scene(monkeypatch, across, lever, t2=True, syncs=2, bare_gone_at=Non
                           now=1000.0 + SYNC_S * i, operator=operator)[0]
         out.append(decisions[("W", "w")])
         if memory is not None:
-            memory.append(dict(operator.landed_since))
+            memory.append(dict(operator.scheduler_memory.landed_since))
     return out
 
 
@@ -267,7 +267,7 @@ def test_control_default_mode_or_pinned_pod_keeps_ws_pending_replica(monkeypatch
 
 # FINDING 2 (across): the anti-affinity pod makes W's placeable Pending replica 'never placed'; it is cut for T's x, whose pod takes n2's GPUs
 def test_the_loop_remembers_a_pod_where_the_ledger_lands_it_only_while_it_is_pending(monkeypatch):
-    """``Operator.landed_since``: (namespace, node) -> (since when, last seen); the spot stays (refused) while a pod
+    """``SchedulerMemory.landed_since``: (namespace, node) -> (since when, last seen); the spot stays (refused) while a pod
     of the namespace is Pending, and a settle time after the last one goes (passes 56 and 57: a pod created again
     under another name, or in another size, kept the clock at zero). An operator restart starts the memory over: the
     settle time again, not a lasting loss."""

@@ -627,3 +627,29 @@ def test_a_verdict_is_no_older_than_the_last_pass_that_saw_the_pod_without_one()
     assert [_judged_at(p, memory) for p in later] == [1000.0, 1010.0, 900.0]
     assert _judged_at(later[0]) == 900.0 and _judged_at(pod("gated", "SchedulingGated"), memory) is None
     assert seen_unjudged(memory, [], 1030.0) == {}
+
+
+def test_the_scheduler_memory_across_passes():
+    """``holding.SchedulerMemory``: the settle memory keeps a spot's clock while the ledger lands pods there and a
+    settle time after; the room clocks keep a count's time from one read of the bound pods to the next only."""
+    from llmbackend.autoscaling.holding import SCHEDULER_SETTLE_S, SchedulerMemory
+    from llmbackend.autoscaling.pool import Unclaimed
+
+    memory = SchedulerMemory()
+    lands = {("p",): [Unclaimed("t", 0, 2, 900.0, lands_on="n2")]}
+    for now in (1000.0, 1015.0):
+        memory.begin()
+        memory.note_free({"n2": 2}, now)
+        memory.note_landed(memory.settled(now), lands, now)
+    assert memory.landed_since == {("t", "n2"): (1000.0, 1015.0)} and memory.free_since == {"n2": {1: 1000.0, 2: 1000.0}}
+    assert memory.settled(1000.0 + SCHEDULER_SETTLE_S) == {("t", "n2")}
+    # refused, it stays while the namespace has pods waiting, whatever their name, size or pod priority
+    memory.note_landed({("t", "n2")}, {("p",): [Unclaimed("t", 5, 1, 1040.0)]}, 1100.0)
+    assert memory.landed_since == {("t", "n2"): (1000.0, 1100.0)}
+    memory.note_landed(set(), {}, 1100.0 + SCHEDULER_SETTLE_S)  # gone a settle time after it was last seen
+    assert memory.landed_since == {}
+    memory.begin()  # a pass that reads no bound pods: the next read starts the clocks anew
+    memory.begin()
+    memory.note_free({"n2": 2}, 1200.0)
+    memory.note_room({("n2", "t"): 1}, 1200.0)
+    assert memory.free_since == {"n2": {1: 1200.0, 2: 1200.0}} and memory.room_since == {("n2", "t"): {1: 1200.0}}

@@ -573,6 +573,61 @@ def gpus_free_since(memory: Mapping[K, Mapping[int, float]], free: Mapping[K, in
     return {spot: {k: (memory.get(spot) or {}).get(k, now) for k in range(1, n + 1)} for spot, n in free.items()}
 
 
+@dataclasses.dataclass
+class SchedulerMemory:
+    """What the pool's loop remembers between its passes to read the kube-scheduler's silence: a Pending pod it leaves
+    beside GPUs free for it fails a filter the pool does not model. Kept in the operator's process: an operator
+    restart forgets it, and the settle time then applies once. Each pass: ``begin`` (a pass that then reads no bound
+    pods leaves the room clocks empty), ``note_pending``, ``settled``, ``note_free``, ``note_room``, ``note_landed``."""
+
+    # (namespace, node) -> (since when the ledger lands the namespace's Pending pods there, when it last did)
+    landed_since: dict[tuple[str, str], tuple[float, float]] = dataclasses.field(default_factory=dict)
+    # (node, namespace) -> GPUs -> since when the node has had that many free of other namespaces' pods
+    room_since: dict[tuple[str, str], dict[int, float]] = dataclasses.field(default_factory=dict)
+    free_since: dict[str, dict[int, float]] = dataclasses.field(default_factory=dict)  # node -> GPUs -> since when
+    # (namespace, name) -> the last pass that saw the Pending pod with no verdict (``seen_unjudged``)
+    unjudged: dict[tuple[str, str], float] = dataclasses.field(default_factory=dict)
+    _clocks_before: tuple[dict, dict] = dataclasses.field(default=({}, {}), repr=False)
+
+    def begin(self) -> None:
+        """The room clocks hold only from one read of the bound pods to the next: across a pass that reads none, a node
+        that filled and emptied in between looked free all along (attack pass 61)."""
+        self._clocks_before = (self.free_since, self.room_since)
+        self.free_since, self.room_since = {}, {}
+
+    def note_pending(self, pending: Iterable[dict], listed_at: float) -> None:
+        self.unjudged = seen_unjudged(self.unjudged, pending, listed_at)
+
+    def settled(self, now: float) -> set[tuple[str, str]]:
+        """(namespace, node) where the ledger has landed the namespace's Pending pods for ``SCHEDULER_SETTLE_S``."""
+        return {spot for spot, (since, _) in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
+
+    def note_free(self, free: Mapping[str, int], now: float) -> None:
+        """GPUs free on each node, of every pod."""
+        self.free_since = gpus_free_since(self._clocks_before[0], free, now)
+
+    def note_room(self, room: Mapping[tuple[str, str], int], now: float) -> None:
+        """GPUs free on each node of other namespaces' pods, by (node, namespace)."""
+        self.room_since = gpus_free_since(self._clocks_before[1], room, now)
+
+    def note_landed(self, refused: Collection[tuple[str, str]], waiting: Mapping[tuple[str, ...], list[Unclaimed]],
+                    now: float, also: Iterable[tuple[str, str]] = ()) -> None:
+        """Where the fits_free ledger landed the Pending pods no claim covers (``waiting``), and claims' Pending pods
+        beside room (``also``: ``refused_beside_room``), by (namespace, node). A spot pods land on keeps its clock; one
+        ``refused`` stays while pods of its namespace wait; any other is kept a settle time after it was last seen,
+        so a pod deleted and created again (another name, size or pod priority) does not start the clock over (attack
+        passes 56, 57 and 58)."""
+        also = list(also)
+        namespaces = {u.namespace for pods in waiting.values() for u in pods} | {ns for ns, _ in also}
+        out = {spot: ((since, now) if spot in refused and spot[0] in namespaces else (since, seen))
+               for spot, (since, seen) in self.landed_since.items()
+               if (spot in refused and spot[0] in namespaces) or now - seen < SCHEDULER_SETTLE_S}
+        spots = [(u.namespace, u.lands_on) for pods in waiting.values() for u in pods if u.lands_on is not None]
+        for spot in [*spots, *also]:
+            out[spot] = (out.get(spot, (now, now))[0], now)
+        self.landed_since = out
+
+
 def _waits_for_gpus(pod: dict) -> bool:
     """Pending, unbound, not leaving, asking for GPUs, and not a pod more GPUs would not place (``_unplaceable``)."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}

@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -32,13 +32,12 @@ from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
 from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
 from ..autoscaling.holding import (
-    SCHEDULER_SETTLE_S,
+    SchedulerMemory,
     beyond_gpus,
     bound_gpus,
     bound_replicas,
     could_run_on,
     counted_waiting,
-    gpus_free_since,
     gpus_held_by_node_priority,
     gpus_in_use,
     held_replicas,
@@ -46,7 +45,6 @@ from ..autoscaling.holding import (
     made_by,
     pod_key,
     refused_beside_room,
-    seen_unjudged,
     thin_waiting,
     unclaimed_bound,
     unclaimed_waiting,
@@ -143,29 +141,6 @@ def _coverable(pod: dict[str, Any], loose: frozenset[tuple[str, str]], fits: Cal
     return pod_gpus(pod) >= gpus_per_replica
 
 
-def _landed_memory(memory: dict[tuple[str, str], tuple[float, float]], refused: set[tuple[str, str]],
-                   waiting: dict[tuple[str, ...], list[Unclaimed]], now: float,
-                   also: Iterable[tuple[str, str]] = ()) -> dict[tuple[str, str], tuple[float, float]]:
-    """The loop's memory of where the fits_free ledger lands the Pending pods no claim covers, by (namespace, node):
-    (since when, last seen). A spot the ledger lands pods on keeps its clock; one refused stays while pods of its
-    namespace wait; any other is kept a settle time after it was last seen, so a pod deleted and created again
-    (another name, another size or pod priority) does not start the clock over (attack passes 56, 57 and 58).
-    ``also``: where claims' Pending pods land beside room (``holding.refused_beside_room``)."""
-    also = list(also)
-    namespaces = {u.namespace for pods in waiting.values() for u in pods} | {ns for ns, _ in also}
-    out = {spot: ((since, now) if spot in refused and spot[0] in namespaces else (since, seen))
-           for spot, (since, seen) in memory.items()
-           if (spot in refused and spot[0] in namespaces) or now - seen < SCHEDULER_SETTLE_S}
-    for pods in waiting.values():
-        for u in pods:
-            if u.lands_on is not None:
-                spot = (u.namespace, u.lands_on)
-                out[spot] = (out.get(spot, (now, now))[0], now)
-    for spot in also:
-        out[spot] = (out.get(spot, (now, now))[0], now)
-    return out
-
-
 class Operator:
     def __init__(self, kube: Kube, workers: int = DEFAULT_WORKERS, resync_seconds: float = 300, namespaces: list[str] | None = None):
         self.state = SharedState()
@@ -197,14 +172,7 @@ class Operator:
         self.global_default_class: str | None = None  # the name of the class with globalDefault: true, as last read
         self.priority_across_namespaces = False
         self.pool_stale = False  # an evaluation ended since the pools were last shared
-        # (namespace, node) -> (since when the pool's ledger lands the namespace's Pending pods there, when it last
-        # did): holding.unclaimed_waiting's ``refused``
-        self.landed_since: dict[tuple[str, str], tuple[float, float]] = {}
-        # (node, namespace) -> GPUs -> since when the node has had that many free of other namespaces' pods
-        self.room_since: dict[tuple[str, str], dict[int, float]] = {}
-        self.free_since: dict[str, dict[int, float]] = {}  # node -> GPUs -> since when it has had that many free
-        # (namespace, name) -> the last pass that saw the Pending pod with no verdict (holding.seen_unjudged)
-        self.unjudged: dict[tuple[str, str], float] = {}
+        self.scheduler_memory = SchedulerMemory()  # the pool pass's reading of the scheduler's silence
         # backend -> its Pending replica pods the scheduler leaves beside room this pass (holding.refused_beside_room)
         self.refused_replicas: dict[tuple[str, str], int] = {}
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
@@ -744,10 +712,8 @@ class Operator:
         a node it could run on has its GPUs free (Unclaimed.fits_free). Not readable (an operator confined to some
         namespaces, an API server that fails): None, the pool shares without them, and the log says so."""
         self.refused_replicas = {}  # (this pass's: a pass that cannot read the pods turns none down)
-        # the room clocks hold only from one read of the bound pods to the next: across a pass that reads none, a node
-        # that filled and emptied in between looked free all along (attack pass 61)
-        free_before, room_before = self.free_since, self.room_since
-        self.free_since, self.room_since = {}, {}
+        memory = self.scheduler_memory
+        memory.begin()
         sizes = Counter(c.pool for c in claims)
         shared = {c.pool for c in claims if sizes[c.pool] > 1}
         if not shared:
@@ -777,7 +743,7 @@ class Operator:
             log.warning("Pending pods not listed across namespaces for the GPU pool share (%s): a cut may free GPUs "
                         "that a pod no backend claims then takes", exc)
             return None, None, None
-        self.unjudged = seen_unjudged(self.unjudged, pending, listed_at)
+        memory.note_pending(pending, listed_at)
         turned_down: set[tuple[str, str]] = set()  # claims' Pending pods the scheduler leaves beside room
 
         def may_cover(key: tuple[str, str], pod: dict[str, Any]) -> bool:
@@ -796,12 +762,12 @@ class Operator:
             except Exception as exc:  # noqa: BLE001 - not known: step 2 counts no GPU as idle, as before
                 log.warning("pods bound to the GPU pools' nodes not listed (%s): the share counts no GPU as idle", exc)
         now = time.time()
-        refused = {spot for spot, (since, _) in self.landed_since.items() if now - since >= SCHEDULER_SETTLE_S}
+        refused = memory.settled(now)
         beside_room: list[tuple[str, str]] = []  # (namespace, node) where claims' Pending pods land beside room
         if bound is not None:
             held_on = gpus_held_by_node(bound)
             free = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0)) for nodes in pools.values() for n in nodes or ()}
-            self.free_since = gpus_free_since(free_before, free, now)
+            memory.note_free(free, now)
             # a claim's Pending pod the scheduler leaves beside GPUs free for it stands for no replica: it fails a
             # filter the pool does not model (attack pass 60: listing them one by one left a host port, another pod's
             # CPU, a volume's zone); it waits as a pod no claim covers
@@ -809,8 +775,8 @@ class Operator:
                 key = claim_key(pod)
                 if key is None or not may_cover(key, pod) or pod_gpus(pod) <= 0:
                     continue
-                no, lands = refused_beside_room(pod, pools.get((claimed[key].pool,)) or [], free, self.free_since,
-                                                refused, self.unjudged)
+                no, lands = refused_beside_room(pod, pools.get((claimed[key].pool,)) or [], free, memory.free_since,
+                                                refused, memory.unjudged)
                 if lands is not None:
                     beside_room.append((key[0], lands))
                 if no:
@@ -837,12 +803,11 @@ class Operator:
             if node_name := (pod.get("spec") or {}).get("nodeName"):
                 own[(str(node_name), pod_key(pod)[0])] = own.get((str(node_name), pod_key(pod)[0]), 0) + pod_gpus(pod)
         waiting_in = {pod_key(pod)[0] for pod in pending}
-        self.room_since = gpus_free_since(room_before, {
-            (n.name, ns): max(0, n.gpu_count - held_on.get(n.name, 0) + own.get((n.name, ns), 0))
-            for nodes in pools.values() for n in nodes or () for ns in waiting_in}, now)
+        memory.note_room({(n.name, ns): max(0, n.gpu_count - held_on.get(n.name, 0) + own.get((n.name, ns), 0))
+                          for nodes in pools.values() for n in nodes or () for ns in waiting_in}, now)
         waiting = unclaimed_waiting(pending, pools, claimed_in, gpus_held_by_node_priority(bound), refused,
-                                    self.room_since, self.unjudged)
-        self.landed_since = _landed_memory(self.landed_since, refused, waiting, now, beside_room)
+                                    memory.room_since, memory.unjudged)
+        memory.note_landed(refused, waiting, now, beside_room)
         # what each claim counts running (whole replicas; not read: all its pods')
         counted = {c.key: runs(c) * max(0, c.gpus_per_replica) for c in claims if c.bound is not None}
 
