@@ -502,15 +502,24 @@ def test_a_claims_pending_pod_the_scheduler_leaves_beside_free_gpus_is_turned_do
             p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                           "message": message, "lastTransitionTime": stamp}]
         return p
-    assert refused_beside_room(pod(1000.0 + JUDGED_MARGIN_S), nodes, free, since, ()) == (True, "n2")
-    assert refused_beside_room(pod(999.0), nodes, free, since, ()) == (False, "n2")  # judged before: not known
-    assert refused_beside_room(pod(999.0), nodes, free, since, {("t", "n2")}) == (True, "n2")  # the settle memory
-    assert refused_beside_room(pod(999.0), nodes, free, since, {("u", "n2")}) == (False, "n2")  # (another namespace's)
+    assert refused_beside_room(pod(1000.0 + JUDGED_MARGIN_S), nodes, free, since, ()) == (True, ["n2"])
+    assert refused_beside_room(pod(999.0), nodes, free, since, ()) == (False, ["n2"])  # judged before: not known
+    assert refused_beside_room(pod(999.0), nodes, free, since, {("t", "n2")}) == (True, ["n2"])  # the settle memory
+    assert refused_beside_room(pod(999.0), nodes, free, since, {("u", "n2")}) == (False, ["n2"])  # (another namespace's)
     # no node it could run on has the GPUs free (n3 is not its kind): a plain wait for GPUs, it stands for its replica
-    assert refused_beside_room(pod(2000.0), nodes, {"n1": 0, "n2": 1, "n3": 4}, since, ()) == (False, None)
+    assert refused_beside_room(pod(2000.0), nodes, {"n1": 0, "n2": 1, "n3": 4}, since, ()) == (False, [])
     # short of GPUs alone (a slow scheduler, a stopping pod's GPUs), or not judged yet: whatever the clocks say
     for waiting in (pod(2000.0, short), pod()):
-        assert refused_beside_room(waiting, nodes, free, since, {("t", "n2")}) == (False, None)
+        assert refused_beside_room(waiting, nodes, free, since, {("t", "n2")}) == (False, [])
+    # every node with room must refuse it (pass 62 finding 2: n1 got its room after the verdict and may take it), and
+    # the verdict name as many nodes refused beyond the model (one host port here, for two nodes with room)
+    two = {"n1": 2, "n2": 2, "n3": 4}
+    younger = {**since, "n1": {1: 1010.0, 2: 1010.0}}
+    assert refused_beside_room(pod(1006.0), nodes, two, younger, ()) == (False, ["n1", "n2"])
+    assert refused_beside_room(pod(1020.0), nodes, two, younger, ()) == (False, ["n1", "n2"])  # one node named
+    both = ports.replace("1 Insufficient nvidia.com/gpu, 1 node(s) didn't have free ports", "2 node(s) didn't have "
+                         "free ports").replace("0/3", "0/3", 1)
+    assert refused_beside_room(pod(1020.0, both), nodes, two, younger, ()) == (True, ["n1", "n2"])
 
 
 def test_a_replica_pod_no_node_of_the_pool_could_hold_is_not_held_there():
@@ -578,30 +587,35 @@ def test_a_pending_pod_says_whether_a_node_it_could_run_on_has_its_gpus_free():
 
 
 @pytest.mark.parametrize(("message", "beyond"), [
-    ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.", False),
+    ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.", 0),
     ("0/4 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 2 Insufficient "
      "nvidia.com/gpu. preemption: 0/4 nodes are available: 2 Preemption is not helpful for scheduling, 2 No "
-     "preemption victims found for incoming pod.", False),
+     "preemption victims found for incoming pod.", 0),
     ("0/2 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 1 node(s) had taints "
-     "that the pod didn't tolerate.", False),
-    ("0/2 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu.", True),
-    ("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Insufficient nvidia.com/gpu-shared.", True),
-    ("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had volume node affinity conflict.", True),
-    ("0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints.", True),
+     "that the pod didn't tolerate.", 0),
+    ("0/2 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu.", 1),
+    # one node short of both (T's cpu there), the other of GPUs: nothing said of a node with room (pass 62 finding 1)
+    ("0/2 nodes are available: 1 Insufficient cpu, 2 Insufficient nvidia.com/gpu.", 0),
+    ("0/3 nodes are available: 1 Insufficient memory, 1 Too many pods, 2 Insufficient nvidia.com/gpu.", 1),
+    ("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Insufficient nvidia.com/gpu-shared.", 1),
+    ("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had volume node affinity conflict.", 1),
+    ("0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints.", 2),
     ("0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available: "
-     "3 Preemption is not helpful for scheduling.", True),
-    ("", False),
+     "3 Preemption is not helpful for scheduling.", 3),
+    ("", 0),
+    ("no nodes available to schedule pods", 0),
 ])
-def test_a_verdict_names_a_filter_the_pool_does_not_model(message, beyond):
+def test_a_verdict_names_the_nodes_refused_beyond_the_model(message, beyond):
     """The scheduler's words for the nodes (k8s.io/kubernetes v1.36 FitError.Error): GPUs, node affinity, taints and a
-    cordon are the pool's model (planning/podfit.py); anything else (another resource, a volume, spread, a
-    PreFilter's refusal) says more GPUs would not place the pod on some node. The preemption part is not read."""
-    from llmbackend.autoscaling.holding import refused_beyond_model
+    cordon are the pool's model (planning/podfit.py); the nodes neither short of GPUs nor refused by those were refused
+    for something else (another resource, a volume, spread, a PreFilter's refusal: all of them): more GPUs would not
+    place the pod there. The preemption part is not read."""
+    from llmbackend.autoscaling.holding import nodes_refused_beyond_model
 
     pod = {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                       "message": message}]}}
-    assert refused_beyond_model(pod) is beyond
-    assert refused_beyond_model({"status": {}}) is False
+    assert nodes_refused_beyond_model(pod) == beyond
+    assert nodes_refused_beyond_model({"status": {}}) == 0
 
 
 def test_a_verdict_is_no_older_than_the_last_pass_that_saw_the_pod_without_one():

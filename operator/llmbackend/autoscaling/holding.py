@@ -520,51 +520,62 @@ MODELLED_REASONS = (f"Insufficient {GPU_RESOURCE}", "node(s) didn't match Pod's 
                     "node(s) were unschedulable")
 
 
-def refused_beyond_model(pod: dict) -> bool:
-    """Whether the scheduler's verdict on a Pending pod names, for some node, a reason the pool does not model: a
-    host port, another pod's CPU or memory, a volume, pod affinity, topology spread, a PreFilter's refusal, anything
-    not in ``MODELLED_REASONS``. Its filters part reads (pkg/scheduler/framework/types.go FitError.Error) "0/N nodes
-    are available: " then "<count> <reason>" joined by ", " (or a PreFilter's message, no count), then "." and the
-    PostFilter's "preemption: ...". No verdict, or none in these words: False (nothing said)."""
+def nodes_refused_beyond_model(pod: dict) -> int:
+    """For how many nodes, at least, the scheduler's verdict on a Pending pod gives a reason the pool does not model
+    while not finding it short of GPUs there: a host port, another pod's CPU or memory, a volume, pod affinity,
+    topology spread, a PreFilter's refusal (every node), anything not in ``MODELLED_REASONS``. Its filters part reads
+    (pkg/scheduler/framework/types.go FitError.Error) "0/N nodes are available: " then "<count> <reason>" joined by
+    ", " (or a PreFilter's message, no count), then "." and the PostFilter's "preemption: ...". Counted by node, not by
+    word: NodeResourcesFit names every resource a node lacks, so a node short of GPUs and of CPU (T's pods there) is a
+    node short of GPUs, and its "Insufficient cpu" says nothing of the node with room (attack pass 62 finding 1). Each
+    node short of GPUs is one "Insufficient nvidia.com/gpu"; each node a modelled filter refuses (taints, node
+    affinity, a cordon: the filters before NodeResourcesFit, one reason each) is one of those; the rest of the N nodes
+    refused the pod for something else. No verdict, or none in these words: 0 (nothing said)."""
     verdict = _verdict(pod)
     filters = str((verdict or {}).get("message") or "").partition("preemption: ")[0]
-    reasons = filters.partition(" nodes are available:")[2].strip().rstrip(".")
-    for said in filter(None, (r.strip() for r in reasons.split(", "))):
+    head, available, reasons = filters.partition(" nodes are available:")
+    total = head.strip().partition("/")[2]
+    if not (available and total.isdigit()):
+        return 0
+    short, modelled = 0, 0
+    for said in filter(None, (r.strip() for r in reasons.strip().rstrip(".").split(", "))):
         count, _, reason = said.partition(" ")
-        if not (count.isdigit() and (reason == MODELLED_REASONS[0] or reason.startswith(MODELLED_REASONS[1:]))):
-            return True
-    return False
+        if count.isdigit() and reason == MODELLED_REASONS[0]:
+            short += int(count)
+        elif count.isdigit() and reason.startswith(MODELLED_REASONS[1:]):
+            modelled += int(count)
+    return max(0, int(total) - short - modelled)
 
 
 def refused_beside_room(pod: dict, nodes: Sequence[GPUNode], free: Mapping[str, int],
                         free_since: Mapping[str, Mapping[int, float]],
                         refused: Collection[tuple[str, str]],
-                        unjudged: Mapping[tuple[str, str], float] | None = None) -> tuple[bool, str | None]:
-    """A claim's Pending pod as the scheduler left it: whether it refuses the pod on a node that could hold it (podfit,
-    nothing else there) and has the GPUs free for it, free of every pod (``free``): it first judged the pod
-    unschedulable ``JUDGED_MARGIN_S`` or more after the node had them free (``free_since``), or the settle memory names
-    the pod's namespace there (``refused``). Such a pod fails a filter the pool does not model (a host port, another
-    pod's CPU, a volume's zone: attack pass 60): it stands for no replica. Also the first node with room that could hold
-    it (where it lands, for the settle memory). Only a pod whose verdict names a filter the pool does not model
-    (``refused_beyond_model``): time alone does not tell a refused pod from a slow scheduler (a fresh clone's CI, its
-    scheduler slow under load, turned down pods judged short of GPUs and only of GPUs, and the pool gave the GPUs back
-    to the backend cut for them)."""
-    if not refused_beyond_model(pod):
-        return False, None
+                        unjudged: Mapping[tuple[str, str], float] | None = None) -> tuple[bool, list[str]]:
+    """A claim's Pending pod as the scheduler left it: whether it refuses the pod on every node that could hold it
+    (podfit, nothing else there) and has the GPUs free for it, free of every pod (``free``): on each, it first judged
+    the pod unschedulable ``JUDGED_MARGIN_S`` or more after the node had them free (``free_since``), or the settle
+    memory names the pod's namespace there (``refused``); and its verdict names at least as many nodes refused beyond
+    the model (``nodes_refused_beyond_model``). Such a pod fails a filter the pool does not model (a host port, another
+    pod's CPU, a volume's zone: attack pass 60): it stands for no replica. A node that got room since may still take
+    it (attack pass 62 finding 2). Also those nodes with room (where it waits, for the settle memory). Time alone does
+    not tell a refused pod from a slow scheduler (a fresh clone's CI, its scheduler slow under load, turned down pods
+    judged short of GPUs and only of GPUs, and the pool gave the GPUs back to the backend cut for them): a pod whose
+    verdict names no node refused beyond the model is never turned down, nor does it feed the settle memory."""
+    beyond = nodes_refused_beyond_model(pod)
+    if not beyond:
+        return False, []
     spec = pod.get("spec") or {}
     requests = pod_requests(spec)
     gpus, namespace, judged = requests.get(GPU_RESOURCE, 0), pod_key(pod)[0], _judged_at(pod, unjudged)
     keys = _node_reads(spec)[0]
-    lands = None
-    for node in nodes:
-        if free.get(node.name, 0) < gpus or failures(spec, requests, _with_volatile(node, keys)):
-            continue
-        lands = lands or node.name
-        since = (free_since.get(node.name) or {}).get(gpus)
-        if (namespace, node.name) in refused or (
-                judged is not None and since is not None and judged >= since + JUDGED_MARGIN_S):
-            return True, node.name
-    return False, lands
+    rooms = [node.name for node in nodes
+             if free.get(node.name, 0) >= gpus and not failures(spec, requests, _with_volatile(node, keys))]
+
+    def refuses(node: str) -> bool:
+        since = (free_since.get(node) or {}).get(gpus)
+        return (namespace, node) in refused or (
+            judged is not None and since is not None and judged >= since + JUDGED_MARGIN_S)
+    return bool(rooms) and beyond >= len(rooms) and all(refuses(node) for node in rooms), rooms
 
 
 def gpus_free_since(memory: Mapping[K, Mapping[int, float]], free: Mapping[K, int], now: float) -> dict[K, dict[int, float]]:

@@ -775,10 +775,9 @@ class Operator:
                 key = claim_key(pod)
                 if key is None or not may_cover(key, pod) or pod_gpus(pod) <= 0:
                     continue
-                no, lands = refused_beside_room(pod, pools.get((claimed[key].pool,)) or [], free, memory.free_since,
+                no, rooms = refused_beside_room(pod, pools.get((claimed[key].pool,)) or [], free, memory.free_since,
                                                 refused, memory.unjudged)
-                if lands is not None:
-                    beside_room.append((key[0], lands))
+                beside_room.extend((key[0], node) for node in rooms)
                 if no:
                     turned_down.add(pod_key(pod))
                     self.refused_replicas[key] = self.refused_replicas.get(key, 0) + 1
