@@ -63,6 +63,13 @@ after the victims end either way.
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
 finding.
+
+OPEN (2026-12-07, reviewer), finding 1 stays a medium: its suggested fix (a node whose room is newer than the verdict
+is turned down by the clock only, never by the settle memory) reopens pass 60 finding 1 as a high: T frees n2 in the
+pass interval in which the scheduler rewrites its adopted pod's verdict ("1 ... free ports" for n2): the room and the
+new words are first seen by one pass, the verdict keeps its first lastTransitionTime, and the clock never says
+"judged after the room"; without the settle memory the pod stands for good. The residual needs a scheduler that
+leaves W's pod beside the room for the settle time (30 s), as pass 62 finding 1's did; docs/security.md says so.
 """
 from __future__ import annotations
 
