@@ -445,6 +445,13 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
     # the scheduler's queue: the higher pod priority first, then the older; each pod lands on a node it could run on
     # whose GPUs are free of pods it could not preempt and of the Pending pods placed before it. Judged one pod at a
     # time, pods that each fit a node alone but not together all took free GPUs (attack pass 53 finding 1)
+    held_from: dict[tuple[str, int], int] = {}  # (node, pod priority) -> GPUs held there at that priority and above
+
+    def unpreemptible(node: str, priority: int) -> int:
+        if (node, priority) not in held_from:
+            held_from[(node, priority)] = sum(g for lv, g in (held_by_node or {}).get(node, {}).items() if lv >= priority)
+        return held_from[(node, priority)]
+
     for pool, entries in landing.items():
         taken: dict[str, int] = {}
         queue = sorted(entries, key=lambda entry: (-out[pool][entry[0]].pod_priority,
@@ -454,8 +461,7 @@ def unclaimed_waiting(pods: Iterable[dict], pools: Mapping[tuple[str, ...], Sequ
             landed = next((n for n in nodes_there
                            if (queued.namespace, n.name) not in refused
                            and not _judged_with_room(queued, (room_since or {}).get((n.name, queued.namespace), {}))
-                           and n.gpu_count - taken.get(n.name, 0) - sum(
-                               g for lv, g in (held_by_node or {}).get(n.name, {}).items() if lv >= queued.pod_priority)
+                           and n.gpu_count - taken.get(n.name, 0) - unpreemptible(n.name, queued.pod_priority)
                            >= queued.gpus), None)
             if landed is not None:
                 taken[landed.name] = taken.get(landed.name, 0) + queued.gpus
