@@ -1353,11 +1353,31 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         an overcommitted pool's deficit (negative), which GPUs counted as preempted in step 3 cover first: pods that
         wait for GPUs already may be those very replicas. GPUs granted to lower Pending replicas (``idle_below``)
         are c's too."""
-        gpus = free + lacked_together(c) + idle_below(c) - kept_free(c)
+        gpus = free + lacked_together(c) + idle_below(c) - kept_free(c) + unplaced_for(c)
         # less what older Pending pods no claim covers of c's pod priority or above take first (step 1 placed them
         # before a Pending replica: c's new pods are younger still)
         first = sum(taken for level, taken in placed_first.items() if level >= c.scheduling_priority)
         return gpus - min(max(0, gpus), first + others_running_from(c))
+
+    # Known from the pods: of the GPUs granted to Pending replicas of backends whose cuts step 2 refused (a third
+    # namespace's Pending pods would have taken what they free) and that grow no further, those the GPUs no pod holds
+    # do not place (the scheduler's order: the highest pod priority, then the oldest), by pod priority; and what those
+    # GPUs leave once the Pending replicas of each pod priority and above are placed. No pod holds them this sync:
+    # held for such a replica, they kept idle GPUs from its namespace's lower growth, for good (attack pass 64
+    # finding 1). Set after step 2
+    unplaced_at: dict[int, int] = {}
+    unheld_after: list[tuple[int, int]] = []  # (pod priority, GPUs no pod holds left), the highest first
+    after_step_2 = {"free": 0}
+
+    def unplaced_for(c: Claim) -> int:
+        """GPUs granted above that no pod will hold this sync, c's to grow into as far as the GPUs no pod holds go
+        once the Pending replicas of its pod priority and above are placed (less what growth took since step 2)."""
+        unplaced = sum(gpus for level, gpus in unplaced_at.items() if level >= c.scheduling_priority)
+        if not unplaced:
+            return 0
+        left = next((gpus for level, gpus in reversed(unheld_after) if level >= c.scheduling_priority),
+                    unheld_after[-1][1] if unheld_after else 0)
+        return max(0, min(unplaced, left - (after_step_2["free"] - free) - free))
 
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
@@ -1446,6 +1466,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             return others_from(w, level, has + cut.gpus_per_replica + idle_gpus + scaled_down, cut.namespace) > 0
 
         cuts: list[tuple[Claim, Claim, bool]] = []  # (victim, taker, whether a running replica went), in cut order
+        refused_for: set[Key] = set()  # takers of cuts refused as feeding a third namespace's pods
         while free < 0 and candidates:
             _, i, cut = heapq.heappop(candidates)
             if exact and free + unread_waiting.total - unread_waiting.figure.get(cut.key, 0) + lacked_together(cut) >= 0:
@@ -1479,6 +1500,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             if feeds_others(cut) or (exact and (contested(taker, cut) or (fed_for and contested(fed_for, cut)))):
                 # a third namespace's older pods would get what the cut frees (first come first served), not the
                 # pods the cut is for. Nothing step 2 does changes that this sync
+                refused_for.add(taker.key)
                 continue
             if running:
                 # a running pod goes (its Pending ones went first): the GPU it frees goes to the pods that wait,
@@ -1566,6 +1588,30 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             if not given[cut.key][taker.key]:
                 del given[cut.key][taker.key]
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
+        if exact and refused_for:
+            unheld = freed_for_waiting + scaled_down
+            staying_at: dict[int, int] = {}  # pod priority -> GPUs of the read replicas that run and stay
+            for e in members:
+                if e.bound is not None and e.gpus_per_replica > 0:
+                    staying_at[e.scheduling_priority] = (staying_at.get(e.scheduling_priority, 0)
+                                                         + min(runs(e), grant[e.key]) * e.gpus_per_replica)
+            for c in sorted((c for c in members if c.bound is not None and c.gpus_per_replica > 0
+                             and grant[c.key] > runs(c)),
+                            key=lambda c: (-c.scheduling_priority, c.pending_since or math.inf)):
+                g, waits = c.gpus_per_replica, grant[c.key] - runs(c)
+                # beside the GPUs no pod holds, the scheduler preempts running pods of a lower pod priority for it
+                # (those first taken by higher ones not counted off: a replica counted placed holds its GPUs)
+                by_preemption = sum(gpus for level, gpus in staying_at.items() if level < c.scheduling_priority)
+                placed = min(waits, max(0, unheld + by_preemption) // g)
+                unheld -= min(max(0, unheld), placed * g)
+                if c.key in refused_for and grant[c.key] >= wants[c.key] and placed < waits:
+                    unplaced_at[c.scheduling_priority] = (unplaced_at.get(c.scheduling_priority, 0)
+                                                          + (waits - placed) * g)
+                if unheld_after and unheld_after[-1][0] == c.scheduling_priority:
+                    unheld_after[-1] = (c.scheduling_priority, unheld)
+                else:
+                    unheld_after.append((c.scheduling_priority, unheld))
+    after_step_2["free"] = free
 
     regranted: dict[Key, int] = {}  # of each backend's replicas step 1 set apart, those step 3 grants again
 
