@@ -1179,6 +1179,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # GPUs of running replicas above each backend's floor, known from the pods (what a cut frees)
     running_givable = _GpusByRank(members, across)
 
+    def running_below(level: int) -> int:
+        """Known from the pods, GPUs of the running replicas of a pod priority below ``level``, at their floors too (not
+        counted as preempted): the kube-scheduler preempts those for a pod of ``level`` whatever the pool cuts."""
+        return max(0, preemptible.pod_priority_below(level) - surely_waiting.pod_priority_below(level)) if exact else 0
+
     def track(v: Claim) -> None:
         g = max(0, v.gpus_per_replica)
         granted_gpus.set(v, grant[v.key] * g)
@@ -1454,7 +1459,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # (and of its own pod priority, those its backend outranks: the pool cuts them for it)
             for_it = cut.scheduling_priority < level or outranks(w, cut, across)
             own = running_givable.figure.get(cut.key, 0) if for_it else 0
-            freeable = (running_givable.pod_priority_below(level) + running_givable.equals_below(w) - own
+            # (of a lower pod priority, at their floors too: the kube-scheduler preempts those for it whatever the
+            # pool cuts; counted above their floors only, a tenant's lower backend at its floor stopped W's own
+            # reshuffle for good: attack pass 65 finding 1)
+            freeable = (running_below(level) + running_givable.equals_below(w) - own
                         + max(own, cut.gpus_per_replica))
             if has + freeable < g:
                 return True
@@ -1529,12 +1537,18 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         def leftover_above(level: int) -> int:
             if level not in left_above:
                 left_above.clear()
-                budget, at = freed_for_waiting, 0
+                budget, at, lower_used = freed_for_waiting, 0, 0
                 for lv in cut_levels:
                     while at < len(waiting_order) and waiting_order[at].scheduling_priority > lv:
                         w = waiting_order[at]
                         g = w.gpus_per_replica
-                        budget -= min(waiting_gpus.figure.get(w.key, 0), budget) // g * g
+                        # beside the freed GPUs, the scheduler preempts running pods of a lower pod priority for it,
+                        # at their floors too (attack pass 65 finding 1): the freed GPUs go first
+                        lower = max(0, running_below(w.scheduling_priority) - lower_used)
+                        takes = min(waiting_gpus.figure.get(w.key, 0), max(0, budget) + lower) // g * g
+                        from_freed = min(max(0, budget), takes)
+                        budget -= from_freed
+                        lower_used += takes - from_freed
                         at += 1
                     left_above[lv] = budget
             return left_above[level]
@@ -1545,15 +1559,20 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
 
         def after_siblings(v: Claim, budget: int, siblings: int) -> int:
             """What ``budget`` leaves once the waiting replicas of v's pod priority that outrank it took whole replicas
-            of it, the larger first; past PASS_OVER of them, the rest count whole (the look stays short)."""
+            of it, the larger first, with the running pods of a lower pod priority the scheduler preempts for them
+            (attack pass 65 finding 1); past PASS_OVER of them, the rest count whole (the look stays short)."""
             at = first_at.get(v.scheduling_priority, len(waiting_order))
+            lower = running_below(v.scheduling_priority)
             for w in itertools.islice(waiting_order, at, at + PASS_OVER):
                 if w.scheduling_priority != v.scheduling_priority:
                     break
                 if outranks(w, v, across):
                     waits = waiting_gpus.figure.get(w.key, 0)
                     siblings -= waits
-                    budget -= min(waits, budget) // w.gpus_per_replica * w.gpus_per_replica
+                    takes = min(waits, max(0, budget) + lower) // w.gpus_per_replica * w.gpus_per_replica
+                    from_freed = min(max(0, budget), takes)
+                    budget -= from_freed
+                    lower -= takes - from_freed
             return budget - siblings
 
         for cut, taker, running in reversed(cuts):
