@@ -72,6 +72,13 @@ refused level) can overcount for a grower whose pod priority has no entry; not b
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
 finding.
+
+FIXED (2026-12-07, reviewer): finding 1. ``feeds_others`` counts the running pods of a lower pod priority at their
+floors too (``running_below`` in ``share``: the kube-scheduler preempts those for the waiting replica whatever the pool
+cuts), and the give-back reads them the same way (``leftover_above`` and ``after_siblings``: beside the GPUs the cuts
+freed, a waiting replica of a higher pod priority takes the lower running pods the scheduler preempts for it), so W's
+cut of w2 for w1 stays: t0 keeps its share at its floor and its pods are preempted (t0 0 running, W 12 GPUs), as under
+the scheduler alone. The attacker's scratch fix (``feeds_others`` alone) was undone by the give-back, as it suspected.
 """
 from __future__ import annotations
 
@@ -107,13 +114,12 @@ def _floor(t0: bool = True, w1: int = 2, t_class: int | None = None, t_min: int 
     return cs
 
 
-@pytest.mark.xfail(strict=True, reason="pass 65 finding 1 (high, lasting): feeds_others counts only lower pods above "
-                   "their floors, so W's reshuffle for w1 is refused; w1's grant keeps w2's growth out and T's t0 at "
-                   "its floor keeps 6 GPUs beside W's class-10 demand for good (alone: t0 0, W 12 GPUs)")
+# Fixed (was a strict xfail): pass 65 finding 1 (high, lasting): feeds_others counts only lower pods above their floors, so W's reshuffle for w1 is refused; w1's grant keeps w2's growth out and T's t0 at its floor keeps 6 GPUs beside W's class-10 demand for good (alone: t0 0, W 12 GPUs)
 @MODES
 @pytest.mark.parametrize("kw", [dict(), dict(w1=1), dict(t_class=5), dict(t_min=1)],
                          ids=["w1-wants-2", "w1-wants-1", "t0-class-5", "t0-min-1"])
 def test_a_tenants_lower_backend_at_its_floor_stops_ws_own_reshuffle_and_keeps_its_gpus(across, kw):
+    """Fixed: the cut of w2 for w1 is made and kept; the scheduler preempts t0's floor pods for w1."""
     cs = _floor(**kw)
     runs = _last(cs, across)
     # the scheduler alone: w2's class-10 pods preempt t0 (W's own order: w1 1, w2 2): t0 0, W 12 GPUs
