@@ -216,7 +216,7 @@ def test_fuzz_hits_of_finding_2_hit_with_every_claim_read_and_the_tenants_bare_p
 
 @pytest.mark.parametrize(("seed", "trial", "unread_p", "needed"),
                          [(2, 201, 0.15, {("x", "x2")}), (2, 201, 0.3, {("x", "x2")}),
-                          (1, 3, 0.3, {("v", "v3"), ("x", "x2")}),
+                          (1, 3, 0.3, None),
                           (6, 1939, 0.15, {("x", "x3")}), (3, 501, 0.3, {("t", "t1"), ("v", "v2")})],
                          ids=["s2-t201-15", "s2-t201-30", "s1-t3-30", "s6-t1939-15", "s3-t501-30"])
 def test_unread_hits_go_once_the_claim_named_is_read(seed, trial, unread_p, needed):
@@ -225,6 +225,11 @@ def test_unread_hits_go_once_the_claim_named_is_read(seed, trial, unread_p, need
     a lower floor's preemption serves); now both v3 and x2 unread on the first pass: pass 43 finding 3's kind. (Seed 1
     trial 1281 at 15 %, v3 unread, is gone since pass 43's finding 3 fix: test_pool_attack43.py.)"""
     cs, pool, bare, across, unread = pass39._trial(seed, trial, unread_p)
+    if needed is None:
+        # gone since pass 66's fix (a waiting replica's give-back spends the lower running pods the scheduler preempts
+        # first); it needed v3 and x2 unread (pass 43 finding 3's kind)
+        assert pass39._hits(cs, pool, bare, across, unread) == []
+        return
     assert pass39._hits(cs, pool, bare, across, unread) == [0]
     assert pass39._hits(cs, pool, bare, across, set()) == []
     assert {k for k in unread if pass39._hits(cs, pool, bare, across, unread - {k}) == []} == needed

@@ -1371,18 +1371,32 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # held for such a replica, they kept idle GPUs from its namespace's lower growth, for good (attack pass 64
     # finding 1). Set after step 2
     unplaced_at: dict[int, int] = {}
-    unheld_after: list[tuple[int, int]] = []  # (pod priority, GPUs no pod holds left), the highest first
+    # (pod priority, GPUs no pod holds left, GPUs of lower running pods preempted for those placed), the highest first
+    unheld_after: list[tuple[int, int, int]] = []
+    staying_at_step_2: dict[int, int] = {}  # pod priority -> GPUs of the read replicas that run and stay
     after_step_2 = {"free": 0}
+
+    def unplaced_from(level: int) -> int:
+        """GPUs granted to the Pending replicas of ``level`` and above that no pod will hold this sync (attack pass 66
+        finding 2: counted as held there, W's growth never preempted a tenant's lower pod beside them)."""
+        return sum(gpus for lv, gpus in unplaced_at.items() if lv >= level)
 
     def unplaced_for(c: Claim) -> int:
         """GPUs granted above that no pod will hold this sync, c's to grow into as far as the GPUs no pod holds go
-        once the Pending replicas of its pod priority and above are placed (less what growth took since step 2)."""
-        unplaced = sum(gpus for level, gpus in unplaced_at.items() if level >= c.scheduling_priority)
-        if not unplaced:
-            return 0
-        left = next((gpus for level, gpus in reversed(unheld_after) if level >= c.scheduling_priority),
-                    unheld_after[-1][1] if unheld_after else 0)
-        return max(0, min(unplaced, left - (after_step_2["free"] - free) - free))
+        once the Pending replicas of its pod priority and above are placed, with the running pods of a lower pod
+        priority than c's that the scheduler preempts for its pods and not for those (attack pass 66 finding 2:
+        none idle, W's growth waited beside a tenant's lower pod for good), less what growth took since step 2."""
+        unplaced = unplaced_from(c.scheduling_priority)
+        return max(0, min(unplaced, left_for(c) - free)) if unplaced else 0
+
+    def left_for(c: Claim) -> int:
+        """What c's new pods may still be placed on once the Pending replicas of its pod priority and above are: the
+        GPUs no pod holds and the running pods below c's pod priority the scheduler preempts for it, less what growth
+        took since step 2 (``unheld_after``)."""
+        at = next(((level, gpus, used) for level, gpus, used in reversed(unheld_after)
+                   if level >= c.scheduling_priority), unheld_after[-1] if unheld_after else (0, 0, 0))
+        below = sum(gpus for level, gpus in staying_at_step_2.items() if level < c.scheduling_priority)
+        return max(0, at[1] + max(0, below - at[2]) - (after_step_2["free"] - free))
 
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
@@ -1532,25 +1546,31 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # lower pods). Read once, and kept as give-backs spend the freed GPUs: one of g GPUs at a level leaves the
         # levels at or above it g fewer (what they took stays) and the levels below it to be read again
         left_above: dict[int, int] = {}
+        below_left: dict[int, int] = {}  # of the running pods below each level, those the waiting above it left
         cut_levels = sorted({v.scheduling_priority for v, _, _ in cuts}, reverse=True)
 
         def leftover_above(level: int) -> int:
             if level not in left_above:
                 left_above.clear()
-                budget, at, lower_used = freed_for_waiting, 0, 0
+                below_left.clear()
                 for lv in cut_levels:
-                    while at < len(waiting_order) and waiting_order[at].scheduling_priority > lv:
-                        w = waiting_order[at]
+                    # for each waiting replica, the scheduler preempts the lowest first: running pods below the cuts'
+                    # level (at their floors too: attack pass 65 finding 1), before the GPUs the cuts freed (spent
+                    # after them, a cut those pods made needless was kept: attack pass 66 finding 1), then running
+                    # pods between that level and its own
+                    budget, first, between_used = freed_for_waiting, running_below(lv), 0
+                    for w in waiting_order:
+                        if w.scheduling_priority <= lv:
+                            break
                         g = w.gpus_per_replica
-                        # beside the freed GPUs, the scheduler preempts running pods of a lower pod priority for it,
-                        # at their floors too (attack pass 65 finding 1): the freed GPUs go first
-                        lower = max(0, running_below(w.scheduling_priority) - lower_used)
-                        takes = min(waiting_gpus.figure.get(w.key, 0), max(0, budget) + lower) // g * g
-                        from_freed = min(max(0, budget), takes)
+                        between = max(0, running_below(w.scheduling_priority) - running_below(lv) - between_used)
+                        takes = min(waiting_gpus.figure.get(w.key, 0), first + max(0, budget) + between) // g * g
+                        from_first = min(first, takes)
+                        from_freed = min(max(0, budget), takes - from_first)
+                        first -= from_first
                         budget -= from_freed
-                        lower_used += takes - from_freed
-                        at += 1
-                    left_above[lv] = budget
+                        between_used += takes - from_first - from_freed
+                    left_above[lv], below_left[lv] = budget, first
             return left_above[level]
 
         first_at: dict[int, int] = {}  # each pod priority's first place in ``waiting_order``
@@ -1562,7 +1582,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             of it, the larger first, with the running pods of a lower pod priority the scheduler preempts for them
             (attack pass 65 finding 1); past PASS_OVER of them, the rest count whole (the look stays short)."""
             at = first_at.get(v.scheduling_priority, len(waiting_order))
-            lower = running_below(v.scheduling_priority)
+            lower = below_left.get(v.scheduling_priority, running_below(v.scheduling_priority))
             for w in itertools.islice(waiting_order, at, at + PASS_OVER):
                 if w.scheduling_priority != v.scheduling_priority:
                     break
@@ -1570,9 +1590,9 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     waits = waiting_gpus.figure.get(w.key, 0)
                     siblings -= waits
                     takes = min(waits, max(0, budget) + lower) // w.gpus_per_replica * w.gpus_per_replica
-                    from_freed = min(max(0, budget), takes)
-                    budget -= from_freed
-                    lower -= takes - from_freed
+                    from_lower = min(lower, takes)  # (preempted before v's pods)
+                    lower -= from_lower
+                    budget -= min(max(0, budget), takes - from_lower)
             return budget - siblings
 
         for cut, taker, running in reversed(cuts):
@@ -1608,8 +1628,8 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 del given[cut.key][taker.key]
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
         if exact and refused_for:
-            unheld = freed_for_waiting + scaled_down
-            staying_at: dict[int, int] = {}  # pod priority -> GPUs of the read replicas that run and stay
+            unheld, preempted_for_them = freed_for_waiting + scaled_down, 0
+            staying_at = staying_at_step_2
             for e in members:
                 if e.bound is not None and e.gpus_per_replica > 0:
                     staying_at[e.scheduling_priority] = (staying_at.get(e.scheduling_priority, 0)
@@ -1619,17 +1639,19 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                             key=lambda c: (-c.scheduling_priority, c.pending_since or math.inf)):
                 g, waits = c.gpus_per_replica, grant[c.key] - runs(c)
                 # beside the GPUs no pod holds, the scheduler preempts running pods of a lower pod priority for it
-                # (those first taken by higher ones not counted off: a replica counted placed holds its GPUs)
-                by_preemption = sum(gpus for level, gpus in staying_at.items() if level < c.scheduling_priority)
+                by_preemption = max(0, sum(gpus for level, gpus in staying_at.items()
+                                           if level < c.scheduling_priority) - preempted_for_them)
                 placed = min(waits, max(0, unheld + by_preemption) // g)
-                unheld -= min(max(0, unheld), placed * g)
+                from_unheld = min(max(0, unheld), placed * g)
+                unheld -= from_unheld
+                preempted_for_them += placed * g - from_unheld
                 if c.key in refused_for and grant[c.key] >= wants[c.key] and placed < waits:
                     unplaced_at[c.scheduling_priority] = (unplaced_at.get(c.scheduling_priority, 0)
                                                           + (waits - placed) * g)
                 if unheld_after and unheld_after[-1][0] == c.scheduling_priority:
-                    unheld_after[-1] = (c.scheduling_priority, unheld)
+                    unheld_after[-1] = (c.scheduling_priority, unheld, preempted_for_them)
                 else:
-                    unheld_after.append((c.scheduling_priority, unheld))
+                    unheld_after.append((c.scheduling_priority, unheld, preempted_for_them))
     after_step_2["free"] = free
 
     regranted: dict[Key, int] = {}  # of each backend's replicas step 1 set apart, those step 3 grants again
@@ -1871,10 +1893,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             # below its own): only whole replicas it can complete
             if short > 0:
                 # (lower Pending replicas' GPUs are in room(c) already: not counted twice)
+                cap = pool_gpus - granted_gpus.pod_priority_from(c.scheduling_priority) + lacked_together(c)
+                if unplaced := unplaced_from(c.scheduling_priority):
+                    # granted above to Pending replicas no pod will hold this sync: no more than c's pods may be
+                    # placed on (attack pass 66 finding 2)
+                    cap = min(cap + unplaced, left_for(c))
                 short = min(short, max(0, room(c) + preemptible.pod_priority_below(c.scheduling_priority)
-                                       - idle_below(c)) // g,
-                            max(0, pool_gpus - granted_gpus.pod_priority_from(c.scheduling_priority)
-                                + lacked_together(c)) // g)
+                                       - idle_below(c)) // g, max(0, cap) // g)
             extra = 0
             counting: list[Claim] = []  # replicas counted since c's last whole one
             while short > 0 and (found := givers.preemptible(c)) is not None:
