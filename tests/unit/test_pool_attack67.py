@@ -63,6 +63,10 @@ hits and the 93 ``across`` hits (not classified). (d) Finding 1 through the prod
 
 A probe that holds asserts the claim; one that breaks asserts the safe behaviour and is a strict xfail naming the
 finding.
+
+FIXED (2026-12-07, reviewer): finding 1, by its suggested fix: of a backend not read, the replicas judged to run
+beside those read (``may_run``) stay in ``staying_at_step_2``, so ``left_for`` counts them as what the scheduler
+preempts for a grower of a higher pod priority.
 """
 from __future__ import annotations
 
@@ -191,9 +195,8 @@ def _unread(*names):
     return lambda c: dataclasses.replace(c, bound=None) if c.name in names else c
 
 
+# Fixed (was a strict xfail): pass 67 finding 1: an unread claim is left out of staying_at_step_2, so left_for does not count T's lower running pod and W's refused replica keeps W's growth off it
 @pytest.mark.parametrize("names", [("t0",), ("t0", "t3")], ids=["t0-unread", "t-unread"])
-@pytest.mark.xfail(strict=True, reason="pass 67 finding 1: an unread claim is left out of staying_at_step_2, so "
-                   "left_for does not count T's lower running pod and W's refused replica keeps W's growth off it")
 def test_an_unread_lower_pod_of_t_keeps_ws_growth_off_it(names):
     """The scheduler alone: w2's class-7 pods preempt t0 (no class): w2 4, t0 0 (W 4 GPUs)."""
     cs = _unread_scene()

@@ -1631,9 +1631,11 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             unheld, preempted_for_them = freed_for_waiting + scaled_down, 0
             staying_at = staying_at_step_2
             for e in members:
-                if e.bound is not None and e.gpus_per_replica > 0:
+                if e.gpus_per_replica > 0:
+                    # (of a backend not read, the replicas judged to run beside those read: pass 67 finding 1)
+                    stays = min(runs(e) if e.bound is not None else may_run.get(e.key, 0), grant[e.key])
                     staying_at[e.scheduling_priority] = (staying_at.get(e.scheduling_priority, 0)
-                                                         + min(runs(e), grant[e.key]) * e.gpus_per_replica)
+                                                         + stays * e.gpus_per_replica)
             for c in sorted((c for c in members if c.bound is not None and c.gpus_per_replica > 0
                              and grant[c.key] > runs(c)),
                             key=lambda c: (-c.scheduling_priority, c.pending_since or math.inf)):
