@@ -302,9 +302,8 @@ def _holds(pod: dict) -> bool:
     never: a scheduler that is not there) is not holding: a group of such pods holds its GPUs once it is placed."""
     if (pod.get("spec") or {}).get("nodeName"):
         return _bound(pod)
-    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
-               and _short_of_gpus(c.get("message") or "")
-               for c in (pod.get("status") or {}).get("conditions") or [])
+    verdict = _verdict(pod)
+    return verdict is not None and _short_of_gpus(verdict.get("message") or "")
 
 
 def _unplaceable(pod: dict) -> bool:
@@ -318,10 +317,8 @@ def _unplaceable(pod: dict) -> bool:
         return False
     if spec.get("schedulingGates"):
         return True
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == "Unschedulable":
-            return not _short_of_gpus(condition.get("message") or "")
+    if (verdict := _verdict(pod)) is not None:
+        return not _short_of_gpus(verdict.get("message") or "")
     return (spec.get("schedulerName") or DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER
 
 
@@ -513,8 +510,12 @@ def seen_unjudged(memory: Mapping[tuple[str, str], float], pending: Iterable[dic
 def _judged_with_room(pod: Unclaimed, room_since: Mapping[int, float]) -> bool:
     """Whether the scheduler first judged ``pod`` unschedulable after the node had the GPUs free for it (``room_since``:
     GPUs -> since when the node has had that many free)."""
-    since = room_since.get(pod.gpus)
-    return pod.judged is not None and since is not None and pod.judged >= since + JUDGED_MARGIN_S
+    return _judged_after(pod.judged, room_since.get(pod.gpus))
+
+
+def _judged_after(judged: float | None, room_since: float | None) -> bool:
+    """A verdict given ``JUDGED_MARGIN_S`` or more after the room was there was given with it."""
+    return judged is not None and room_since is not None and judged >= room_since + JUDGED_MARGIN_S
 
 
 # The kube-scheduler's words for the filters the pool models (planning/podfit.py failures, and the GPUs its ledger
@@ -578,9 +579,7 @@ def refused_beside_room(pod: dict, nodes: Sequence[GPUNode], free: Mapping[str, 
              if free.get(node.name, 0) >= gpus and not failures(spec, requests, _with_volatile(node, keys))]
 
     def refuses(node: str) -> bool:
-        since = (free_since.get(node) or {}).get(gpus)
-        return (namespace, node) in refused or (
-            judged is not None and since is not None and judged >= since + JUDGED_MARGIN_S)
+        return (namespace, node) in refused or _judged_after(judged, (free_since.get(node) or {}).get(gpus))
     return bool(rooms) and beyond >= len(rooms) and all(refuses(node) for node in rooms), rooms
 
 

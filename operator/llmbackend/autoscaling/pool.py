@@ -1374,7 +1374,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
     # (pod priority, GPUs no pod holds left, GPUs of lower running pods preempted for those placed), the highest first
     unheld_after: list[tuple[int, int, int]] = []
     staying_at_step_2: dict[int, int] = {}  # pod priority -> GPUs of the read replicas that run and stay
-    after_step_2 = {"free": 0}
+    free_after_step_2 = 0
 
     def unplaced_from(level: int) -> int:
         """GPUs granted to the Pending replicas of ``level`` and above that no pod will hold this sync (attack pass 66
@@ -1396,7 +1396,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         at = next(((level, gpus, used) for level, gpus, used in reversed(unheld_after)
                    if level >= c.scheduling_priority), unheld_after[-1] if unheld_after else (0, 0, 0))
         below = sum(gpus for level, gpus in staying_at_step_2.items() if level < c.scheduling_priority)
-        return max(0, at[1] + max(0, below - at[2]) - (after_step_2["free"] - free))
+        return max(0, at[1] + max(0, below - at[2]) - (free_after_step_2 - free))
 
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
@@ -1504,8 +1504,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 # down here, so it fits for the rest of the step. Known from the pods, one that outranks it may
                 # still wait (an older pod of its took the GPU while that one's pod was recreated): it does not fit
                 continue
-            if (exact and preemptible.pod_priority_below(cut.scheduling_priority)
-                    - surely_waiting.pod_priority_below(cut.scheduling_priority) >= -free):
+            if running_below(cut.scheduling_priority) >= -free:
                 # running pods of a lower pod priority than its own, at their floors (those above them were cut
                 # first), make the deficit: the kube-scheduler preempts those for the pods that wait, the lowest
                 # first, and a cut of this one would serve nobody (step 3's preemption loop reads them the same way)
@@ -1629,19 +1628,18 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
         if exact and refused_for:
             unheld, preempted_for_them = freed_for_waiting + scaled_down, 0
-            staying_at = staying_at_step_2
             for e in members:
                 if e.gpus_per_replica > 0:
                     # (of a backend not read, the replicas judged to run beside those read: pass 67 finding 1)
                     stays = min(runs(e) if e.bound is not None else may_run.get(e.key, 0), grant[e.key])
-                    staying_at[e.scheduling_priority] = (staying_at.get(e.scheduling_priority, 0)
-                                                         + stays * e.gpus_per_replica)
+                    staying_at_step_2[e.scheduling_priority] = (staying_at_step_2.get(e.scheduling_priority, 0)
+                                                                + stays * e.gpus_per_replica)
             for c in sorted((c for c in members if c.bound is not None and c.gpus_per_replica > 0
                              and grant[c.key] > runs(c)),
                             key=lambda c: (-c.scheduling_priority, c.pending_since or math.inf)):
                 g, waits = c.gpus_per_replica, grant[c.key] - runs(c)
                 # beside the GPUs no pod holds, the scheduler preempts running pods of a lower pod priority for it
-                by_preemption = max(0, sum(gpus for level, gpus in staying_at.items()
+                by_preemption = max(0, sum(gpus for level, gpus in staying_at_step_2.items()
                                            if level < c.scheduling_priority) - preempted_for_them)
                 placed = min(waits, max(0, unheld + by_preemption) // g)
                 from_unheld = min(max(0, unheld), placed * g)
@@ -1654,7 +1652,7 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                     unheld_after[-1] = (c.scheduling_priority, unheld, preempted_for_them)
                 else:
                     unheld_after.append((c.scheduling_priority, unheld, preempted_for_them))
-    after_step_2["free"] = free
+    free_after_step_2 = free
 
     regranted: dict[Key, int] = {}  # of each backend's replicas step 1 set apart, those step 3 grants again
 
