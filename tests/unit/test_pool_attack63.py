@@ -74,15 +74,14 @@ leaves W's pod beside the room for the settle time (30 s), as pass 62 finding 1'
 from __future__ import annotations
 
 import pytest
+import test_pool_attack62 as pass62
 from test_pool_attack48 import MODES, _loop, _operator, _rs_pod, _target
 from test_pool_attack52 import SYNC_S
 from test_pool_attack54 import _unschedulable
-from test_pool_attack57 import _stamp
-from test_pool_unclaimed import _node
+from test_pool_attack62 import NODES3, _nodes3
 
 from llmbackend.autoscaling import holding
 
-NODES3 = frozenset({"n1", "n2", "n3"})
 # W's verdict at 976: n3 (GPUs free then) lacked cpu (T's hog), n1 and n2 lacked GPUs
 CPU_N3 = _unschedulable("0/3 nodes are available: 1 Insufficient cpu, 2 Insufficient nvidia.com/gpu. preemption: "
                         "0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims "
@@ -90,21 +89,11 @@ CPU_N3 = _unschedulable("0/3 nodes are available: 1 Insufficient cpu, 2 Insuffic
 
 
 def _made(pod, created, judged=None, words=CPU_N3):
-    pod["metadata"]["creationTimestamp"] = _stamp(created)
-    if judged is not None:
-        pod["status"]["conditions"] = [{**c, "lastTransitionTime": _stamp(judged)} for c in words]
-    return pod
-
-
-def _nodes3():
-    return [_node(n, 8, labels={"gpu": "h100", "kubernetes.io/hostname": n}) for n in ("n1", "n2", "n3")]
+    return pass62._made(pod, created, judged, words)
 
 
 def _hog(node="n3"):
-    """T's CPU-only bare pod bound to ``node`` (60 cpu)."""
-    return {"metadata": {"name": f"hog-{node}", "namespace": "T", "labels": {}, "creationTimestamp": _stamp(500.0)},
-            "spec": {"nodeName": node, "containers": [{"name": "h", "resources": {"requests": {"cpu": "60"}}}]},
-            "status": {"phase": "Running"}}
+    return pass62._hog(node)
 
 
 # --- (F1) a count of nodes refused elsewhere, matched against a fresh room -------------------------------------------

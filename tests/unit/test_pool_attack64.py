@@ -189,7 +189,12 @@ def test_control_without_ts_equal_pod_or_with_one_replica_wanted_t_is_preempted(
 @MODES
 @pytest.mark.parametrize("scene", ["frozen", "own-apart"])
 def test_statuses_name_no_other_namespaces_backend(across, scene):
-    cs = _frozen(x=True) if scene == "frozen" else _own_apart()
+    assert_statuses_name_no_other_namespaces_backend(_frozen(x=True) if scene == "frozen" else _own_apart(), across)
+
+
+def assert_statuses_name_no_other_namespaces_backend(cs, across):
+    """Two syncs of ``cs``: no share's status (preemptedBy, waitingForCapacity, took) names a backend of another
+    namespace (passes 65 and 66 ask it of their scenes too)."""
     names = {c.key for c in cs}
     for _, out, _, _, _, _ in _runs(cs, across, 2):
         for key, s in out.items():

@@ -85,6 +85,7 @@ from __future__ import annotations
 import pytest
 from test_pool_attack26 import _runs, _shares
 from test_pool_attack28 import MODES, claim, running_claim
+from test_pool_attack64 import assert_statuses_name_no_other_namespaces_backend
 
 SYNCS = 12  # 12 syncs 30 s apart: past HOLD_S (300 s), so step 4's hysteresis has healed what it would
 
@@ -188,11 +189,4 @@ def test_a_tenant_taker_with_set_apart_replicas_takes_nothing_from_ws_equal_clas
 
 @MODES
 def test_statuses_name_no_other_namespaces_backend(across):
-    cs = _floor()
-    names = {c.key for c in cs}
-    for _, out, _, _, _, _ in _runs(cs, across, 2):
-        for key, s in out.items():
-            for text in (s.preempted_by, s.waiting_for_capacity, s.took):
-                for ns, name in names:
-                    if ns != key[0]:
-                        assert f"{ns}/{name} " not in (text or ""), (key, text)
+    assert_statuses_name_no_other_namespaces_backend(_floor(), across)

@@ -104,6 +104,7 @@ from __future__ import annotations
 import pytest
 from test_pool_attack26 import _runs
 from test_pool_attack28 import MODES, claim
+from test_pool_attack64 import assert_statuses_name_no_other_namespaces_backend
 
 SYNCS = 12  # 12 syncs 30 s apart: past HOLD_S (300 s), so step 4's hysteresis has healed what it would
 
@@ -223,11 +224,4 @@ def test_a_third_namespaces_class_pod_stops_the_cut_w4_keeps_its_replicas(across
 
 @pytest.mark.parametrize("scene", ["lower-first", "refused"])
 def test_statuses_name_no_other_namespaces_backend(scene):
-    cs = _lower_first() if scene == "lower-first" else _refused()
-    names = {c.key for c in cs}
-    for _, out, _, _, _, _ in _runs(cs, False, 2):
-        for key, s in out.items():
-            for text in (s.preempted_by, s.waiting_for_capacity, s.took):
-                for ns, name in names:
-                    if ns != key[0]:
-                        assert f"{ns}/{name} " not in (text or ""), (key, text)
+    assert_statuses_name_no_other_namespaces_backend(_lower_first() if scene == "lower-first" else _refused(), False)
