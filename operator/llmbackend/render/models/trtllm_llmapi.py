@@ -651,6 +651,8 @@ class TritonPythonModel:
         return self.engine_error is None
 
     def finalize(self) -> None:
+        if self.stopping.is_set():
+            return  # finalized already
         self._drain()
         self.stopping.set()
         self.stats_task.cancel()
@@ -665,6 +667,8 @@ class TritonPythonModel:
         self._end_all("the model is unloading")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()  # what initialize opened: left open, it warns when collected
         self.cancel_thread.join(5)
         self.ipc.stop(10)
 

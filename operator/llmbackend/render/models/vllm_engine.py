@@ -876,6 +876,8 @@ class TritonPythonModel:
         return self.engine_error is None
 
     def finalize(self) -> None:
+        if self.stopping.is_set():
+            return  # finalized already
         self._drain()
         self.stopping.set()
         self.health_task.cancel()
@@ -890,5 +892,7 @@ class TritonPythonModel:
         self._end_all("the model is unloading")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
+        if not self.thread.is_alive():
+            self.loop.close()  # what initialize opened: left open, it warns when collected
         self.cancel_thread.join(timeout=5)
         self.ipc.stop(10)
