@@ -62,7 +62,7 @@ taker of a higher pod priority, count the running floor pods of the cut's pod pr
 (the draw among equals taken over the floors too: a floor below the taker's class is no guarantee), or skip the
 cut of W where such floor pods at W's pod priority would make the room (as ``running_below`` does for lower ones).
 
-PROBES: 4 test functions, 5 cases (4 pass, 1 strict xfail; about 20 s on the loaded 2 cores), through
+PROBES: 4 test functions, 5 cases (all pass since finding 1's fix; 1 was a strict xfail; about 20 s on the loaded 2 cores), through
 ``_share_pools`` with the scheduler model.
 
 SUSPECTED, NOT SHOWN: (a) The directed grid asked for (each feed lever x each share() lever on fixed small pools)
@@ -261,11 +261,7 @@ def test_control_the_scheduler_alone_preempts_ts_floor_pod_too(monkeypatch):
     assert [_syncs(monkeypatch, _draw_scene(t1_min=n), 3, pool=False) for n in (1, 2)] == [8, 8]
 
 
-# FINDING 1 (medium): a floor on T's equal class-500 backend takes T out of the draw: W's class-500 pods are always cut for T's class-1000 growth (W 8 -> 4 GPUs, lasting), where the scheduler alone preempts T's floor pod
-@pytest.mark.xfail(
-    strict=True,
-    reason="pass 69 finding 1: T's minReplicas on its equal backend steers the cut for T's higher class onto W for good",
-)
+# FINDING 1 (medium, fixed): a floor on T's equal class-500 backend took T out of the draw: W's class-500 pods were always cut for T's class-1000 growth (W 8 -> 4 GPUs, lasting), where the scheduler alone preempts T's floor pod
 def test_a_floor_on_ts_equal_backend_does_not_steer_the_draw_onto_w(monkeypatch):
     """Start 1111, where the draw falls on T without the floor (W keeps 8): with t1's floor at 2 the pool cuts W's w1
     (two 2-GPU pods) at every start time, and equal priorities never take them back."""

@@ -1184,6 +1184,18 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         counted as preempted): the kube-scheduler preempts those for a pod of ``level`` whatever the pool cuts."""
         return max(0, preemptible.pod_priority_below(level) - surely_waiting.pod_priority_below(level)) if exact else 0
 
+    at_level: dict[int, list[Claim]] = {}
+    for v in members:
+        at_level.setdefault(v.scheduling_priority, []).append(v)
+
+    def floors_drawn_before(v: Claim) -> int:
+        """Known from the pods, GPUs of the running replicas at their floors of v's pod priority's backends that give
+        replicas up before v (``yields_first``): the kube-scheduler's victims among equals as the draw orders them."""
+        first = yields_first(v)
+        return sum(max(0, preemptible.figure.get(u.key, 0) - surely_waiting.figure.get(u.key, 0))
+                   for u in at_level[v.scheduling_priority]
+                   if u.namespace != v.namespace and grant[u.key] <= floor(u) and yields_first(u) < first) if not across else 0
+
     def track(v: Claim) -> None:
         g = max(0, v.gpus_per_replica)
         granted_gpus.set(v, grant[v.key] * g)
@@ -1748,10 +1760,14 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 gv = v.gpus_per_replica
                 if (exact and v.scheduling_priority < c.scheduling_priority
                         and preemptible.pod_priority_below(v.scheduling_priority)
-                        - surely_waiting.pod_priority_below(v.scheduling_priority) >= can_take * g - max(0, usable)):
+                        - surely_waiting.pod_priority_below(v.scheduling_priority) + floors_drawn_before(v)
+                        >= can_take * g - max(0, usable)):
                     # running pods of a lower pod priority than v's, at their floors, make what c lacks: the
                     # kube-scheduler preempts those for c's pods (the loop below counts them), and a cut of v would
-                    # serve nobody
+                    # serve nobody. So do those of v's pod priority at their floors that the draw puts before v: a
+                    # floor below c's pod priority is no guarantee, and among equals the draw says whose pods go
+                    # (counted above floors only, a tenant's floor at W's pod priority steered every cut for the
+                    # tenant's higher class onto W: attack pass 69 finding 1)
                     break
                 if exact and v.scheduling_priority >= c.scheduling_priority:
                     # its Pending pods (known from the pods) would take GPUs before c's new ones (older, of c's pod
