@@ -50,7 +50,10 @@ def test_a_higher_priority_backend_takes_the_gpus_of_a_lower_one_and_both_say_so
                      what="status.autoscaling.preemptedBy on batch")
     assert batch["preemptedBy"] == f"{namespace}/chat (priority 10): 7 replica(s)"
     assert batch["reason"] == "PreemptedBy"
-    assert f"held by {namespace}/chat (priority 10): 7 GPU(s)" in batch["waitingForCapacity"]
+    # (what chat's pods hold: 7 once its seventh pod is bound, which a loaded scheduler may take a sync or two for)
+    wait_for(lambda: f"held by {namespace}/chat (priority 10): 7 GPU(s)"
+             in (autoscaling_status(cluster, namespace, "batch").get("waitingForCapacity") or ""), timeout=30,
+             what="batch's waitingForCapacity naming chat's 7 GPUs")
     chat = wait_for(lambda: (a := autoscaling_status(cluster, namespace, "chat")).get("waitingForCapacity") and a,
                     timeout=30, what="status.autoscaling.waitingForCapacity on chat")
     assert chat["waitingForCapacity"] == (f"1 replica(s), 1 GPU(s), of a pool of 8; held by {namespace}/batch "
