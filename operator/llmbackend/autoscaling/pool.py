@@ -874,6 +874,69 @@ class _Yielders:
         return own is not None and own < _rank(c)
 
 
+@dataclass
+class _NeverHeld:
+    """GPUs granted to Pending replicas that no pod will hold this sync, read once after step 2 (``read``): of the
+    backends whose cuts step 2 refused (a third namespace's Pending pods would have taken what they free) and that grow
+    no further, the replicas the GPUs no pod holds, with the running pods of a lower pod priority the scheduler
+    preempts for them, do not place (the scheduler's order: the highest pod priority, then the oldest). Held for such
+    a replica, those GPUs kept idle GPUs from its namespace's lower growth for good (attack pass 64 finding 1); counted
+    as held, a grower never preempted a tenant's lower pod beside them (attack pass 66 finding 2)."""
+
+    at: dict[int, int] = field(default_factory=dict)  # pod priority -> GPUs granted to replicas no pod will hold
+    # (pod priority, GPUs no pod holds left, GPUs of lower running pods preempted for those placed), the highest first
+    unheld_after: list[tuple[int, int, int]] = field(default_factory=list)
+    staying: dict[int, int] = field(default_factory=dict)  # pod priority -> GPUs of the read replicas that run and stay
+    free_then: int = 0  # the pool's free GPUs once step 2 was done
+
+    @classmethod
+    def read(cls, staying: Iterable[tuple[int, int]], waiting: Iterable[tuple[int, float | None, int, int, bool]],
+             unheld: int, free: int) -> _NeverHeld:
+        """``staying``: (pod priority, GPUs) of the replicas that run and stay; ``waiting``: (pod priority, Pending
+        since, GPUs a replica, replicas granted beyond those running, whether its backend was refused a cut and grows
+        no further) of each read backend with granted replicas that wait; ``unheld``: the GPUs no pod holds."""
+        new = cls(free_then=free)
+        for level, gpus in staying:
+            new.staying[level] = new.staying.get(level, 0) + gpus
+        preempted_for_them = 0
+        for level, _, g, waits, for_good in sorted(waiting, key=lambda w: (-w[0], w[1] or math.inf)):
+            # beside the GPUs no pod holds, the scheduler preempts running pods of a lower pod priority for it
+            by_preemption = max(0, new.below(level) - preempted_for_them)
+            placed = min(waits, max(0, unheld + by_preemption) // g)
+            from_unheld = min(max(0, unheld), placed * g)
+            unheld -= from_unheld
+            preempted_for_them += placed * g - from_unheld
+            if for_good and placed < waits:
+                new.at[level] = new.at.get(level, 0) + (waits - placed) * g
+            if new.unheld_after and new.unheld_after[-1][0] == level:
+                new.unheld_after[-1] = (level, unheld, preempted_for_them)
+            else:
+                new.unheld_after.append((level, unheld, preempted_for_them))
+        return new
+
+    def below(self, level: int) -> int:
+        """GPUs of the replicas that run and stay, of a pod priority below ``level``."""
+        return sum(gpus for lv, gpus in self.staying.items() if lv < level)
+
+    def from_level(self, level: int) -> int:
+        """GPUs granted to the Pending replicas of ``level`` and above that no pod will hold this sync."""
+        return sum(gpus for lv, gpus in self.at.items() if lv >= level)
+
+    def left_for(self, level: int, free: int) -> int:
+        """What new pods of ``level`` may still be placed on once the Pending replicas of their pod priority and above
+        are: the GPUs no pod holds and the running pods below ``level`` the scheduler preempts for them, less what
+        growth took since step 2 (the pool's ``free`` GPUs now)."""
+        at = next(((lv, gpus, used) for lv, gpus, used in reversed(self.unheld_after) if lv >= level),
+                  self.unheld_after[-1] if self.unheld_after else (0, 0, 0))
+        return max(0, at[1] + max(0, self.below(level) - at[2]) - (self.free_then - free))
+
+    def room_for(self, level: int, free: int) -> int:
+        """Of the GPUs granted above that no pod will hold, those new pods of ``level`` may grow into: as far as
+        ``left_for`` goes (attack pass 66 finding 2: none idle, W's growth waited beside a tenant's lower pod)."""
+        unplaced = self.from_level(level)
+        return max(0, min(unplaced, self.left_for(level, free) - free)) if unplaced else 0
+
+
 class _Givers:
     """Who gives replicas up to a backend in step 3, in the order they give them (``yields_first``): those it
     outranks with a replica above their floor (minReplicas, and replicas counted as preempted already), and those of
@@ -1370,45 +1433,13 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
         an overcommitted pool's deficit (negative), which GPUs counted as preempted in step 3 cover first: pods that
         wait for GPUs already may be those very replicas. GPUs granted to lower Pending replicas (``idle_below``)
         are c's too."""
-        gpus = free + lacked_together(c) + idle_below(c) - kept_free(c) + unplaced_for(c)
+        gpus = free + lacked_together(c) + idle_below(c) - kept_free(c) + never_held.room_for(c.scheduling_priority, free)
         # less what older Pending pods no claim covers of c's pod priority or above take first (step 1 placed them
         # before a Pending replica: c's new pods are younger still)
         first = sum(taken for level, taken in placed_first.items() if level >= c.scheduling_priority)
         return gpus - min(max(0, gpus), first + others_running_from(c))
 
-    # Known from the pods: of the GPUs granted to Pending replicas of backends whose cuts step 2 refused (a third
-    # namespace's Pending pods would have taken what they free) and that grow no further, those the GPUs no pod holds
-    # do not place (the scheduler's order: the highest pod priority, then the oldest), by pod priority; and what those
-    # GPUs leave once the Pending replicas of each pod priority and above are placed. No pod holds them this sync:
-    # held for such a replica, they kept idle GPUs from its namespace's lower growth, for good (attack pass 64
-    # finding 1). Set after step 2
-    unplaced_at: dict[int, int] = {}
-    # (pod priority, GPUs no pod holds left, GPUs of lower running pods preempted for those placed), the highest first
-    unheld_after: list[tuple[int, int, int]] = []
-    staying_at_step_2: dict[int, int] = {}  # pod priority -> GPUs of the read replicas that run and stay
-    free_after_step_2 = 0
-
-    def unplaced_from(level: int) -> int:
-        """GPUs granted to the Pending replicas of ``level`` and above that no pod will hold this sync (attack pass 66
-        finding 2: counted as held there, W's growth never preempted a tenant's lower pod beside them)."""
-        return sum(gpus for lv, gpus in unplaced_at.items() if lv >= level)
-
-    def unplaced_for(c: Claim) -> int:
-        """GPUs granted above that no pod will hold this sync, c's to grow into as far as the GPUs no pod holds go
-        once the Pending replicas of its pod priority and above are placed, with the running pods of a lower pod
-        priority than c's that the scheduler preempts for its pods and not for those (attack pass 66 finding 2:
-        none idle, W's growth waited beside a tenant's lower pod for good), less what growth took since step 2."""
-        unplaced = unplaced_from(c.scheduling_priority)
-        return max(0, min(unplaced, left_for(c) - free)) if unplaced else 0
-
-    def left_for(c: Claim) -> int:
-        """What c's new pods may still be placed on once the Pending replicas of its pod priority and above are: the
-        GPUs no pod holds and the running pods below c's pod priority the scheduler preempts for it, less what growth
-        took since step 2 (``unheld_after``)."""
-        at = next(((level, gpus, used) for level, gpus, used in reversed(unheld_after)
-                   if level >= c.scheduling_priority), unheld_after[-1] if unheld_after else (0, 0, 0))
-        below = sum(gpus for level, gpus in staying_at_step_2.items() if level < c.scheduling_priority)
-        return max(0, at[1] + max(0, below - at[2]) - (free_after_step_2 - free))
+    never_held = _NeverHeld()  # read after step 2
 
     def fits_free(c: Claim) -> bool:
         """Whether a replica of ``c`` fits the free GPUs not kept for those that outrank it (a replica of no GPUs
@@ -1639,32 +1670,15 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
                 del given[cut.key][taker.key]
         # what is left: only equals (or backends at minReplicas) hold the pool: the scheduler decides whose pods wait
         if exact and refused_for:
-            unheld, preempted_for_them = freed_for_waiting + scaled_down, 0
-            for e in members:
-                if e.gpus_per_replica > 0:
-                    # (of a backend not read, the replicas judged to run beside those read: pass 67 finding 1)
-                    stays = min(runs(e) if e.bound is not None else may_run.get(e.key, 0), grant[e.key])
-                    staying_at_step_2[e.scheduling_priority] = (staying_at_step_2.get(e.scheduling_priority, 0)
-                                                                + stays * e.gpus_per_replica)
-            for c in sorted((c for c in members if c.bound is not None and c.gpus_per_replica > 0
-                             and grant[c.key] > runs(c)),
-                            key=lambda c: (-c.scheduling_priority, c.pending_since or math.inf)):
-                g, waits = c.gpus_per_replica, grant[c.key] - runs(c)
-                # beside the GPUs no pod holds, the scheduler preempts running pods of a lower pod priority for it
-                by_preemption = max(0, sum(gpus for level, gpus in staying_at_step_2.items()
-                                           if level < c.scheduling_priority) - preempted_for_them)
-                placed = min(waits, max(0, unheld + by_preemption) // g)
-                from_unheld = min(max(0, unheld), placed * g)
-                unheld -= from_unheld
-                preempted_for_them += placed * g - from_unheld
-                if c.key in refused_for and grant[c.key] >= wants[c.key] and placed < waits:
-                    unplaced_at[c.scheduling_priority] = (unplaced_at.get(c.scheduling_priority, 0)
-                                                          + (waits - placed) * g)
-                if unheld_after and unheld_after[-1][0] == c.scheduling_priority:
-                    unheld_after[-1] = (c.scheduling_priority, unheld, preempted_for_them)
-                else:
-                    unheld_after.append((c.scheduling_priority, unheld, preempted_for_them))
-    free_after_step_2 = free
+            never_held = _NeverHeld.read(
+                # (of a backend not read, the replicas judged to run beside those read: pass 67 finding 1)
+                ((e.scheduling_priority,
+                  min(runs(e) if e.bound is not None else may_run.get(e.key, 0), grant[e.key]) * e.gpus_per_replica)
+                 for e in members if e.gpus_per_replica > 0),
+                ((c.scheduling_priority, c.pending_since, c.gpus_per_replica, grant[c.key] - runs(c),
+                  c.key in refused_for and grant[c.key] >= wants[c.key])
+                 for c in members if c.bound is not None and c.gpus_per_replica > 0 and grant[c.key] > runs(c)),
+                freed_for_waiting + scaled_down, free)
 
     regranted: dict[Key, int] = {}  # of each backend's replicas step 1 set apart, those step 3 grants again
 
@@ -1910,10 +1924,10 @@ def _share_pool(members: list[Claim], now: float, state: PoolState, new: PoolSta
             if short > 0:
                 # (lower Pending replicas' GPUs are in room(c) already: not counted twice)
                 cap = pool_gpus - granted_gpus.pod_priority_from(c.scheduling_priority) + lacked_together(c)
-                if unplaced := unplaced_from(c.scheduling_priority):
+                if unplaced := never_held.from_level(c.scheduling_priority):
                     # granted above to Pending replicas no pod will hold this sync: no more than c's pods may be
                     # placed on (attack pass 66 finding 2)
-                    cap = min(cap + unplaced, left_for(c))
+                    cap = min(cap + unplaced, never_held.left_for(c.scheduling_priority, free))
                 short = min(short, max(0, room(c) + preemptible.pod_priority_below(c.scheduling_priority)
                                        - idle_below(c)) // g, max(0, cap) // g)
             extra = 0
