@@ -243,10 +243,12 @@ def test_replicas_given_up_for_another_backend_go_least_busy_first(monkeypatch):
     monkeypatch.setattr(source, "in_flight_by_pod", lambda: {"low-0": 3.0, "low-1": 0.0})
     operator.scalers[("ns", "low")] = {"source": source, "pods": pods}
     costs: list[tuple] = []
-    monkeypatch.setattr(operator, "_set_deletion_costs", lambda ns, p, in_flight: costs.append((ns, p, in_flight)))
+    monkeypatch.setattr(operator, "_set_deletion_costs",
+                        lambda ns, p, in_flight, first: costs.append((ns, p, in_flight, first)))
     operator.uncapped = {("ns", "high"): _wanting(8), ("ns", "low"): _wanting(6)}
     asyncio.run(operator._share_pools(targets))
-    assert costs == [("ns", pods, {"low-0": 3.0, "low-1": 0.0})]
+    # (no pod bound to a node of the pool: none makes the room first, drain.room_first)
+    assert costs == [("ns", pods, {"low-0": 3.0, "low-1": 0.0}, {})]
     assert operator.state.decisions[("ns", "low")].desired_replicas == 1
     asyncio.run(_close_source(source))
 

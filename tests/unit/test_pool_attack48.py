@@ -150,6 +150,15 @@ def _loop(monkeypatch, targets, evaluated, live, wanted, nodes, classes=None, de
         return [p for p in pods if not key or p["metadata"]["labels"].get(key) == value]
     monkeypatch.setattr(operator.kube, "list", listed)
     monkeypatch.setattr(operator.kube, "get", lambda kind, ns, name: {"metadata": {"name": name}, "status": {}})
+
+    def annotated(kind, namespace, name, annotations):
+        """A merge patch of a live pod's annotations (the pod-deletion-cost a cut sets), kept on the pod."""
+        assert kind == "Pod", kind
+        for p in live:
+            if (p["metadata"]["namespace"], p["metadata"]["name"]) == (namespace, name):
+                p["metadata"].setdefault("annotations", {}).update(annotations)
+        return {}
+    monkeypatch.setattr(operator.kube, "annotate", annotated)
     monkeypatch.setattr(run, "time", types.SimpleNamespace(time=lambda: now, monotonic=time.monotonic))
     operator.state.inventory = types.SimpleNamespace(nodes=lambda: nodes)
     for key, pods in evaluated.items():

@@ -85,6 +85,8 @@ from test_pool_attack48 import _loop, _operator, _rs_pod, _target
 from test_pool_attack57 import _stamp
 from test_pool_unclaimed import _node
 
+from llmbackend.autoscaling.drain import DELETION_COST_ANNOTATION
+
 CLASSES = {"lo": 100, "mid": 500, "hi": 1000}
 SYNC = 30.0
 
@@ -120,10 +122,16 @@ class _World:
         ]
 
     def reconcile(self, desired, now):
-        """Each ReplicaSet made to ``desired``: Pending pods go first, then the youngest."""
+        """Each ReplicaSet made to ``desired``: Pending pods go first, then the lowest pod-deletion-cost (the
+        ReplicaSet controller's ranks, ``ActivePodsWithRanks``), then the youngest."""
         for key, want in desired.items():
             pods = sorted(
-                self.mine(key), key=lambda p: (bool(p["spec"].get("nodeName")), -self.made[p["metadata"]["name"]])
+                self.mine(key),
+                key=lambda p: (
+                    bool(p["spec"].get("nodeName")),
+                    int((p["metadata"].get("annotations") or {}).get(DELETION_COST_ANNOTATION, 0)),
+                    -self.made[p["metadata"]["name"]],
+                ),
             )
             for pod in pods[: max(0, len(pods) - want)]:
                 self.pods.remove(pod)

@@ -83,7 +83,7 @@ of lower pod priorities are counted, instead of scaling the victim down), or, wh
 ``controller.kubernetes.io/pod-deletion-cost`` on the victim's pod on the node where the taker's replica fits with the
 free GPUs there, so the ReplicaSet deletes that one.
 
-PROBES: 7 test functions (5 pass, 2 strict xfail), through ``_share_pools`` with pass 69's scheduler model.
+PROBES: 8 test functions (7 pass, 1 strict xfail; finding 2 fixed since: it and a probe of the fix pass), through ``_share_pools`` with pass 69's scheduler model.
 
 NOT COVERED: no fresh fuzz (the time went to the 12 hits); finding 2's timing (T's pod Pending at the cut: created
 in the sync's window, or Pending since the pool was full) not studied beyond the scene; finding 1 with T's 1-GPU
@@ -172,11 +172,22 @@ def test_control_without_ts_pod_the_reshuffle_costs_w_nothing(monkeypatch):
     assert _syncs(monkeypatch, _reshuffle_scene(bare=False), 6) == 12
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING 2 (medium): W's reshuffle strands 2 GPUs T's older pod takes: W 10")
+# Fixed (was a strict xfail): FINDING 2 (medium): W's reshuffle strands 2 GPUs T's older pod takes: W 10
 def test_ws_own_reshuffle_does_not_hand_ts_older_pod_the_stranded_gpus(monkeypatch):
-    """The pool cuts w1 3 -> 2; the ReplicaSet deletes its pod on n2 (two of its pods there); w0's pod preempts
-    the other w1 pod on n2; T's older class-0 pod takes n3's 2 GPUs: W 10, lasting (scheduler alone 12)."""
+    """Was: the pool cuts w1 3 -> 2; the ReplicaSet deletes its pod on n2 (two of its pods there); w0's pod preempts
+    the other w1 pod on n2; T's older class-0 pod takes n3's 2 GPUs: W 10, lasting (scheduler alone 12). Since the
+    fix the cut sets w1's pod on n3 (2 GPUs free there: its own make w0's room) to go first (pod-deletion-cost,
+    ``drain.room_first``): w0's pod lands on n3, nothing is stranded, W keeps 12."""
     assert _syncs(monkeypatch, _reshuffle_scene(), 6) == 12
+
+
+def test_fixed_the_cut_removes_the_pod_on_the_node_where_it_makes_the_room(monkeypatch):
+    """One sync: the pool cuts w1 for w0's 4-GPU replica and sets w1's pod on n3 to go first; the ReplicaSet removes
+    it, and w0's new pod lands on n3 with no preemption (w1 keeps both pods on n2)."""
+    world = _reshuffle_scene()
+    _syncs(monkeypatch, world, 1)
+    assert sorted(p["spec"].get("nodeName") for p in world.mine(("W", "w1"))) == ["n2", "n2"]
+    assert sorted(p["spec"].get("nodeName") for p in world.mine(("W", "w0"))) == ["n1", "n3"]
 
 
 def test_held_a_full_pool_rollout_replaces_one_pod_at_a_time():

@@ -2,7 +2,8 @@
 
 The ReplicaSet controller deletes pods with the lowest ``controller.kubernetes.io/pod-deletion-cost`` first.
 Before a scale-down the operator sets each Ready pod's cost to its requests in flight (batch + engine queue, from
-the engine gauges it scrapes), so the replicas with the least work go. (Deployments only: a LeaderWorkerSet
+the engine gauges it scrapes), so the replicas with the least work go; a GPU pool's cut first removes the pods on
+a node where they make room for the replica the cut is for (``room_first``). (Deployments only: a LeaderWorkerSet
 removes its highest group index, a StatefulSet its highest ordinal; neither reads the cost.) The pods then drain
 as :mod:`llmbackend.render.drain` renders it (preStop wait, Triton exit timeout, termination grace).
 
@@ -14,8 +15,10 @@ replica).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from ..planning.podfit import pod_gpus
 from ..render.drain import MAX_DRAIN_S
 
 # Warn when the observed p99 exceeds this share of the drain bound: a request twice the p99 would then be cut when
@@ -25,18 +28,56 @@ DRAIN_WARN_FRACTION = 0.5
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 
 
-def deletion_costs(in_flight: Mapping[str, float], current: Mapping[str, str | None]) -> dict[str, str]:
+# A pod that makes room for the replica a GPU pool cut is for goes before every other (``room_first``); among those,
+# the node that needs the fewest of the backend's GPUs first, then the least busy. Within int32, as the annotation is
+ROOM_FIRST_COST = -(2**30)
+_ROOM_SHORT_STEP = 2**16
+
+
+def deletion_costs(in_flight: Mapping[str, float], current: Mapping[str, str | None],
+                   first: Mapping[str, int] | None = None) -> dict[str, str]:
     """Pod -> new pod-deletion-cost (the requests in its engine, rounded), only where it differs from ``current``.
+    ``first``: pods that go before all others (``room_first``: pod -> GPUs its node lacks beside what it frees).
 
     Pods without a reading (warming, scrape failed) are left alone: the ReplicaSet controller already removes
-    not-ready pods first."""
+    not-ready pods first; one that went first for an earlier cut (a negative cost) goes back to 0."""
+    first = first or {}
     out: dict[str, str] = {}
-    for pod, n in in_flight.items():
-        if n is None or not math.isfinite(n):  # a pod's own /metrics may say NaN or +Inf
-            continue
-        cost = str(max(0, min(int(round(n)), 2**31 - 1)))
-        if current.get(pod) != cost:
-            out[pod] = cost
+    for pod in {*in_flight, *first, *current}:
+        n = in_flight.get(pod)
+        busy = None if n is None or not math.isfinite(n) else max(0, min(int(round(n)), 2**31 - 1))
+        if pod in first:
+            cost = ROOM_FIRST_COST + first[pod] * _ROOM_SHORT_STEP + min(busy or 0, _ROOM_SHORT_STEP - 1)
+        elif busy is not None:
+            cost = busy
+        elif (current.get(pod) or "").startswith("-"):
+            cost = 0
+        else:
+            continue  # (a pod's own /metrics may say NaN or +Inf)
+        if current.get(pod) != str(cost):
+            out[pod] = str(cost)
+    return out
+
+
+def room_first(pods: Iterable[Mapping[str, Any]], free: Mapping[str, int], needed: int) -> dict[str, int]:
+    """Of the pods of a backend a GPU pool cut for another backend's replica of ``needed`` GPUs, those on a node
+    where the GPUs free there (``free``: node -> GPUs) and this backend's own make that room while the free ones alone
+    do not: pod -> the GPUs its node still lacks once this pod goes (0: it alone makes the room). The pool counts
+    GPUs; the kube-scheduler places a pod on one node: a cut that freed GPUs on another node stranded them, and the
+    scheduler preempted another pod for the replica while a tenant's older Pending pod took the stranded GPUs
+    (attack pass 72 finding 2)."""
+    on: dict[str, list[tuple[str, int]]] = {}
+    for pod in pods:
+        node, gpus = (pod.get("spec") or {}).get("nodeName"), pod_gpus(pod)
+        if node and gpus > 0:
+            on.setdefault(node, []).append((pod["metadata"]["name"], gpus))
+    out: dict[str, int] = {}
+    for node, held in on.items():
+        have = free.get(node)
+        if have is None or have >= needed or have + sum(g for _, g in held) < needed:
+            continue  # (room there already, or none this backend can make)
+        for name, gpus in held:
+            out[name] = max(0, needed - have - gpus)
     return out
 
 

@@ -30,7 +30,7 @@ from ..api import conditions as cond
 from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
-from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs
+from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs, room_first
 from ..autoscaling.holding import (
     SchedulerMemory,
     beyond_gpus,
@@ -175,6 +175,7 @@ class Operator:
         self.scheduler_memory = SchedulerMemory()  # the pool pass's reading of the scheduler's silence
         # backend -> its Pending replica pods the scheduler leaves beside room this pass (holding.refused_beside_room)
         self.refused_replicas: dict[tuple[str, str], int] = {}
+        self.free_by_node: dict[str, int] | None = None  # this pass's GPUs free on the pools' nodes, where read
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -689,12 +690,16 @@ class Operator:
                 continue  # its evaluation ended during this pass, after its backend went: dropped next round
             new, target = capped(uncapped, self.shares.get(key)), targets[key]
             scaler = self.scalers.get(key) or {}
-            if (new.desired_replicas < min(uncapped.desired_replicas, target.current_replicas)
-                    and isinstance(scaler.get("source"), TritonScraper) and scaler.get("pods")):
-                # replicas given up for another backend: the least busy pods go first (deletion cost), as any
-                # scale-down's, from the pods and in-flight counts of this backend's last evaluation
-                await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, scaler["pods"],
-                                           scaler["source"].in_flight_by_pod())
+            if new.desired_replicas < min(uncapped.desired_replicas, target.current_replicas) and scaler.get("pods"):
+                # replicas given up for another backend: those on a node where the GPUs they free make room for the
+                # replica they go for first, then the least busy pods (deletion cost), as any scale-down's, from
+                # the pods and in-flight counts of this backend's last evaluation
+                first = await self._room_first(key, target, targets, scaler["pods"])
+                source = scaler.get("source")
+                in_flight = source.in_flight_by_pod() if isinstance(source, TritonScraper) else {}
+                if first or in_flight:
+                    await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace,
+                                               scaler["pods"], in_flight, first)
             self._publish(key, target, new)
 
     async def _unclaimed(self, targets: dict[tuple[str, str], Any], claims: list[Claim],
@@ -712,6 +717,7 @@ class Operator:
         a node it could run on has its GPUs free (Unclaimed.fits_free). Not readable (an operator confined to some
         namespaces, an API server that fails): None, the pool shares without them, and the log says so."""
         self.refused_replicas = {}  # (this pass's: a pass that cannot read the pods turns none down)
+        self.free_by_node = None
         memory = self.scheduler_memory
         memory.begin()
         sizes = Counter(c.pool for c in claims)
@@ -768,6 +774,7 @@ class Operator:
             held_on = gpus_held_by_node(bound)
             free = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0)) for nodes in pools.values() for n in nodes or ()}
             memory.note_free(free, now)
+            self.free_by_node = free
             # a claim's Pending pod the scheduler leaves beside GPUs free for it stands for no replica: it fails a
             # filter the pool does not model (attack pass 60: listing them one by one left a host port, another pod's
             # CPU, a volume's zone); it waits as a pod no claim covers
@@ -933,11 +940,40 @@ class Operator:
             return None
         return await activation.held_requests(ready, METRICS_PORT)
 
-    def _set_deletion_costs(self, namespace: str, pods: list[dict[str, Any]], in_flight: dict[str, float]) -> None:
-        """Before a scale-down: the pods with the least in-flight work get the lowest deletion cost (go first)."""
+    async def _room_first(self, key: tuple[str, str], target: Any, targets: dict[tuple[str, str], Any],
+                          pods: list[dict[str, Any]]) -> dict[str, int]:
+        """Of a backend's pods, those a cut for another backend's replica removes first: on a node where they make
+        that replica's room (drain.room_first). The smallest replica of those it gives replicas up to; the GPUs free
+        by node as this pass read them, or listed now (not read: none first, the ReplicaSet's own order)."""
+        if target.multi_node:
+            return {}  # (a LeaderWorkerSet removes its highest group index: it reads no deletion cost)
+        sizes = [t.gpus_per_replica for taker in (self.pool_state.preempted.get(key) or {})
+                 if (t := targets.get(taker)) is not None and t.gpus_per_replica > 0]
+        if not sizes or target.pool_nodes is None:
+            return {}
+        if self.free_by_node is None:
+            try:
+                bound = await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(
+                    self.kube.list, "Pod", None,
+                    field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"))
+            except Exception as exc:  # noqa: BLE001 - the order is best effort; the scale-down proceeds
+                log.warning("pods bound to the GPU pools' nodes not listed (%s): a cut removes pods in the "
+                            "ReplicaSet's own order", exc)
+                return {}
+            held_on = gpus_held_by_node(bound)
+            self.free_by_node = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0))
+                                 for n in self.state.inventory.nodes()}
+        free = {node: gpus for node, gpus in self.free_by_node.items() if node in target.pool_nodes}
+        return room_first(pods, free, min(sizes))
+
+    def _set_deletion_costs(self, namespace: str, pods: list[dict[str, Any]], in_flight: dict[str, float],
+                            first: dict[str, int] | None = None) -> None:
+        """Before a scale-down: the pods that make room for the replica a pool cut is for (``first``), then those
+        with the least in-flight work get the lowest deletion cost (go first)."""
         current = {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(DELETION_COST_ANNOTATION)
                    for p in pods}
-        for pod, cost in deletion_costs({k: v for k, v in in_flight.items() if k in current}, current).items():
+        for pod, cost in deletion_costs({k: v for k, v in in_flight.items() if k in current}, current,
+                                        {k: v for k, v in (first or {}).items() if k in current}).items():
             try:
                 self.kube.annotate("Pod", namespace, pod, {DELETION_COST_ANNOTATION: cost})
             except Exception as exc:  # noqa: BLE001 - ordering is best effort; the scale-down proceeds
