@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import kopf
@@ -772,7 +772,7 @@ class Operator:
         beside_room: list[tuple[str, str]] = []  # (namespace, node) where claims' Pending pods land beside room
         if bound is not None:
             held_on = gpus_held_by_node(bound)
-            free = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0)) for nodes in pools.values() for n in nodes or ()}
+            free = _free_gpus((n for nodes in pools.values() for n in nodes or ()), held_on)
             memory.note_free(free, now)
             self.free_by_node = free
             # a claim's Pending pod the scheduler leaves beside GPUs free for it stands for no replica: it fails a
@@ -960,9 +960,7 @@ class Operator:
                 log.warning("pods bound to the GPU pools' nodes not listed (%s): a cut removes pods in the "
                             "ReplicaSet's own order", exc)
                 return {}
-            held_on = gpus_held_by_node(bound)
-            self.free_by_node = {n.name: max(0, n.gpu_count - held_on.get(n.name, 0))
-                                 for n in self.state.inventory.nodes()}
+            self.free_by_node = _free_gpus(self.state.inventory.nodes(), gpus_held_by_node(bound))
         free = {node: gpus for node, gpus in self.free_by_node.items() if node in target.pool_nodes}
         return room_first(pods, free, min(sizes))
 
@@ -978,6 +976,11 @@ class Operator:
                 self.kube.annotate("Pod", namespace, pod, {DELETION_COST_ANNOTATION: cost})
             except Exception as exc:  # noqa: BLE001 - ordering is best effort; the scale-down proceeds
                 log.warning("pod-deletion-cost on %s/%s: %s", namespace, pod, exc)
+
+
+def _free_gpus(nodes: Iterable[Any], held_on: dict[str, int]) -> dict[str, int]:
+    """Node -> its GPUs the bound pods (``held_on``: node -> GPUs they hold) leave free."""
+    return {n.name: max(0, n.gpu_count - held_on.get(n.name, 0)) for n in nodes}
 
 
 permissions.require("", "pods", "patch")  # pod-deletion-cost before a scale-down
