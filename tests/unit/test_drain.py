@@ -33,19 +33,28 @@ def _bound(name: str, node: str | None, gpus: int) -> dict:
 def test_room_first_names_the_pods_on_nodes_where_they_make_the_takers_room():
     pods = [_bound("n2-a", "n2", 2), _bound("n2-b", "n2", 2), _bound("n3-a", "n3", 2), _bound("pending", None, 2)]
     # a 4-GPU replica: n3 has 2 free (its pod alone makes the room), n2 none (both its pods would)
-    assert room_first(pods, {"n2": 0, "n3": 2}, 4) == {"n2-a": 2, "n2-b": 2, "n3-a": 0}
+    assert room_first(pods, {"n2": 0, "n3": 2}, 4) == {"n2-a": 2, "n2-b": 2, "n3-a": 1}
     # a node with the room already, or where this backend cannot make it, puts none of its pods first
     assert room_first(pods, {"n2": 4, "n3": 1}, 4) == {}
     # a node not in the pool (not in ``free``) neither
-    assert room_first(pods, {"n3": 2}, 4) == {"n3-a": 0}
+    assert room_first(pods, {"n3": 2}, 4) == {"n3-a": 1}
+
+
+def test_room_first_marks_only_the_pods_the_room_needs_the_least_busy_first():
+    pods = [_bound("a", "n2", 2), _bound("b", "n2", 2), _bound("c", "n2", 2)]
+    # a 2-GPU replica on a full node: one pod makes the room, the least busy (then by name)
+    assert room_first(pods, {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": float("nan")}) == {"c": 1}
+    assert room_first(pods, {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": 9.0}) == {"b": 1}
+    # a 4-GPU one: two of them
+    assert room_first(pods, {"n2": 0}, 4, {"a": 4.0, "b": 1.0, "c": 9.0}) == {"a": 2, "b": 2}
 
 
 def test_pods_that_make_room_go_first_then_the_least_busy_and_a_spent_mark_goes_back_to_0():
-    costs = deletion_costs({"a": 5.0, "b": 0.0, "c": 1.0}, {}, {"a": 0, "c": 2})
-    assert int(costs["a"]) < int(costs["c"]) < int(costs["b"]) == 0  # room with no GPUs lacking first, busy or not
-    assert int(costs["a"]) == ROOM_FIRST_COST + 5 and int(costs["a"]) >= -(2**31)
+    costs = deletion_costs({"a": 5.0, "b": 0.0, "c": 1.0}, {}, {"a": 1, "c": 2})
+    assert int(costs["a"]) < int(costs["c"]) < int(costs["b"]) == 0  # the node needing fewest first, busy or not
+    assert int(costs["a"]) == ROOM_FIRST_COST + 2**16 + 5 and int(costs["a"]) >= -(2**31)
     # no reading: put first all the same; once no cut needs it, a negative cost (ours) goes back to 0
-    assert deletion_costs({}, {}, {"warming": 0}) == {"warming": str(ROOM_FIRST_COST)}
+    assert deletion_costs({}, {}, {"warming": 1}) == {"warming": str(ROOM_FIRST_COST + 2**16)}
     assert deletion_costs({}, {"warming": str(ROOM_FIRST_COST), "other": "7"}) == {"warming": "0"}
 
 

@@ -12,7 +12,7 @@ extra list runs only when the pool pass could not read the pods; a failed list o
 node, of 0 GPUs, on nodes outside the pool, or a LeaderWorkerSet, put nothing first. (4) the pure functions' edges:
 int32 range, ``needed`` <= 0, free missing, pods of 0 GPUs, huge in-flight counts.
 
-FINDING 1 (medium): the room-first order ignores which nodes the taker's replica can run on. ``_room_first`` filters
+FINDING 1 (medium; fixed after the pass: room is counted per taker on the nodes it may run on): the room-first order ignores which nodes the taker's replica can run on. ``_room_first`` filters
 the free GPUs by the VICTIM's ``pool_nodes`` and never by the taker's (its nodeSelector / tolerations, a CRD field T
 sets). Reduced scene: pool n2/n3 (4 GPUs each); W runs 3 2-GPU pods (two on n2, one on n3; n3 has 2 free); T's
 4-GPU replica may run on n2 only (nodeSelector). The cut of W for T marks W's pod on n3 first (its GPUs and n3's 2
@@ -23,7 +23,8 @@ two: W ends 2 GPUs lower than with no mark at all. Fix: room on a node counts on
 (intersect with the taker's ``pool_nodes`` / its fit, ``fits_in``), or put nothing first where a taker's nodes are
 not known.
 
-FINDING 2 (low): every pod on a room node is marked, not just those the room needs, and a mark outlives the cut.
+FINDING 2 (low; fixed after the pass: only the pods the room needs, the least busy first, and a spent mark goes back
+to 0 at the next cut or scale-down, whatever the source): every pod on a room node is marked, not just those the room needs, and a mark outlives the cut.
 ``room_first`` gives each of W's pods on a qualifying node a mark below -2^30 even where one of them alone makes the
 room; the cut removes one, the others keep theirs. With a Triton source W's next scale-down resets them (``_evaluate``
 rewrites the costs), but with ``autoscaling.source: prometheus`` nothing writes a cost outside a cut (the ordinary
@@ -89,7 +90,7 @@ def _first(taker_nodes, free=None, pods=None, victim_nodes=("n2", "n3")):
     return asyncio.run(op._room_first(W, targets[W], targets, pods))
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING 1 (medium): room first on a node the taker cannot run on: W loses 2")
+# Fixed (was a strict xfail): FINDING 1 (medium): room first on a node the taker cannot run on: W loses 2
 def test_room_first_marks_no_pod_on_a_node_the_takers_replica_cannot_use():
     """T's replica may run on n2 only; W's pod on n3 goes first all the same (n3 is in W's pool_nodes)."""
     first = _first(taker_nodes=("n2",))
@@ -98,10 +99,10 @@ def test_room_first_marks_no_pod_on_a_node_the_takers_replica_cannot_use():
 
 def test_control_room_first_on_a_node_the_taker_can_use():
     """The case the change is for: T's replica may run on n2 or n3; W's pod on n3 (with 2 free) goes first."""
-    assert _first(taker_nodes=("n2", "n3")) == {"w-a": 2, "w-b": 2, "w-c": 0}
+    assert _first(taker_nodes=("n2", "n3")) == {"w-a": 2, "w-b": 2, "w-c": 1}  # (pods each node needs removed)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING 2 (low): every pod on a room node is marked, one needed; marks outlive")
+# Fixed (was a strict xfail): FINDING 2 (low): every pod on a room node is marked, one needed; marks outlive
 def test_room_first_marks_only_the_pods_the_room_needs():
     """n2 full with W's two 2-GPU pods; T's replica needs 2: either pod alone makes the room, both are marked."""
     marked = room_first([_bound("w-a", "n2", 2), _bound("w-b", "n2", 2)], {"n2": 0}, 2)
@@ -142,7 +143,7 @@ def test_held_room_marks_stay_in_int32_and_below_every_ordinary_cost():
     """GPUs lacking are bounded by one node's GPUs (have + held >= needed); a huge or NaN reading keeps the order."""
     pods = [_bound(f"p{i}", "n2", 1) for i in range(64)]
     first = room_first(pods, {"n2": 0}, 64)
-    assert set(first.values()) == {63}
+    assert set(first.values()) == {64}  # (all 64 pods of the node: it needs them all)
     costs = deletion_costs({"p0": 1e30, "p1": float("nan"), "idle": 0.0}, {}, first)
     assert -(2**31) <= int(costs["p1"]) < int(costs["p0"]) < 0 == int(costs["idle"])
     assert deletion_costs({"x": float("inf")}, {}) == {}  # no reading: left alone
@@ -178,5 +179,5 @@ def test_held_free_gpus_clamp_at_0_and_the_extra_list_runs_once(monkeypatch):
     monkeypatch.setattr(op.kube, "list", lambda *a, **k: lists.append(k) or pods)
     targets = {W: _target(2, ("n3",)), T: _target(4, ("n3",))}
     for _ in range(3):  # three cuts in one pass: one list
-        assert asyncio.run(op._room_first(W, targets[W], targets, pods)) == {"w-c": 0}  # n3: 2 free + its 2
+        assert asyncio.run(op._room_first(W, targets[W], targets, pods)) == {"w-c": 1}  # n3: 2 free + its 2
     assert len(lists) == 1

@@ -536,9 +536,11 @@ class Operator:
             # joining a full pool never creates pods it is about to lose
             pool_share = Share(min(decision.desired_replicas, target.current_replicas))
         desired = decision.desired_replicas if pool_share is None else min(decision.desired_replicas, pool_share.replicas)
-        if desired < target.current_replicas and isinstance(scaler["source"], TritonScraper):
+        if desired < target.current_replicas and pods:
+            # the least busy pods go first; whatever the source, a pool cut's spent room-first mark goes back to 0
+            source = scaler["source"]
             await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, pods,
-                                       scaler["source"].in_flight_by_pod())
+                                       source.in_flight_by_pod() if isinstance(source, TritonScraper) else {})
         ratio = reading.formatted() if reading.ratio is not None else None
         extra: dict[str, Any] = {"signal": reading.signal, "coldStartSeconds": round(cold_s), "coldStartSource": cold_from}
         if decision.engine is not None:
@@ -694,12 +696,11 @@ class Operator:
                 # replicas given up for another backend: those on a node where the GPUs they free make room for the
                 # replica they go for first, then the least busy pods (deletion cost), as any scale-down's, from
                 # the pods and in-flight counts of this backend's last evaluation
-                first = await self._room_first(key, target, targets, scaler["pods"])
                 source = scaler.get("source")
                 in_flight = source.in_flight_by_pod() if isinstance(source, TritonScraper) else {}
-                if first or in_flight:
-                    await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace,
-                                               scaler["pods"], in_flight, first)
+                first = await self._room_first(key, target, targets, scaler["pods"], in_flight)
+                await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace,
+                                           scaler["pods"], in_flight, first)
             self._publish(key, target, new)
 
     async def _unclaimed(self, targets: dict[tuple[str, str], Any], claims: list[Claim],
@@ -941,15 +942,16 @@ class Operator:
         return await activation.held_requests(ready, METRICS_PORT)
 
     async def _room_first(self, key: tuple[str, str], target: Any, targets: dict[tuple[str, str], Any],
-                          pods: list[dict[str, Any]]) -> dict[str, int]:
-        """Of a backend's pods, those a cut for another backend's replica removes first: on a node where they make
-        that replica's room (drain.room_first). The smallest replica of those it gives replicas up to; the GPUs free
-        by node as this pass read them, or listed now (not read: none first, the ReplicaSet's own order)."""
+                          pods: list[dict[str, Any]], busy: dict[str, float] | None = None) -> dict[str, int]:
+        """Of a backend's pods, those a cut for another backend's replica removes first: on a node that replica may
+        run on, where they make its room (drain.room_first), for each backend it gives replicas up to; the GPUs free
+        by node as this pass read them, or listed now (not read, or a taker's nodes not known: none first for it,
+        the ReplicaSet's own order)."""
         if target.multi_node:
             return {}  # (a LeaderWorkerSet removes its highest group index: it reads no deletion cost)
-        sizes = [t.gpus_per_replica for taker in (self.pool_state.preempted.get(key) or {})
-                 if (t := targets.get(taker)) is not None and t.gpus_per_replica > 0]
-        if not sizes or target.pool_nodes is None:
+        takers = [t for taker in (self.pool_state.preempted.get(key) or {})
+                  if (t := targets.get(taker)) is not None and t.gpus_per_replica > 0 and t.pool_nodes is not None]
+        if not takers or target.pool_nodes is None:
             return {}
         if self.free_by_node is None:
             try:
@@ -961,8 +963,13 @@ class Operator:
                             "ReplicaSet's own order", exc)
                 return {}
             self.free_by_node = _free_gpus(self.state.inventory.nodes(), gpus_held_by_node(bound))
-        free = {node: gpus for node, gpus in self.free_by_node.items() if node in target.pool_nodes}
-        return room_first(pods, free, min(sizes))
+        first: dict[str, int] = {}
+        for taker in takers:  # (a node the taker's pods may not run on is no room for it: attack pass 73 finding 1)
+            free = {node: gpus for node, gpus in self.free_by_node.items()
+                    if node in target.pool_nodes and node in taker.pool_nodes}
+            for pod, rank in room_first(pods, free, taker.gpus_per_replica, busy).items():
+                first[pod] = min(rank, first.get(pod, rank))
+        return first
 
     def _set_deletion_costs(self, namespace: str, pods: list[dict[str, Any]], in_flight: dict[str, float],
                             first: dict[str, int] | None = None) -> None:
