@@ -290,3 +290,16 @@ def test_a_scale_down_with_any_source_puts_a_spent_room_first_mark_back_to_0(mon
     asyncio.run(evaluate())
     assert operator.state.decisions[("ns", "b")].desired_replicas == 1  # (maxReplicas: a scale-down from 3)
     assert written == [("ns", "p0", {DELETION_COST_ANNOTATION: "0"})]
+
+
+def test_a_pool_pass_reads_each_claims_running_replicas_and_starts_a_fresh_room_ledger():
+    """The rooms a cut makes are for the replicas a taker does not run yet (attack pass 74 finding 2), as this
+    pass's claims read them; the GPUs free and the replicas lacking are spent once a pass (finding 4), anew each."""
+    from llmbackend.autoscaling.pool import Claim
+
+    operator = _operator()
+    operator.room_ledger = ({"n2": 0}, {("T", "t"): 0})  # (a pass before spent it)
+    claims = [Claim("T", "t", ("H100",), 8, 10, 1, 3, 1, 4, bound=1),
+              Claim("W", "w", ("A100",), 8, 0, 3, 3, 1, 2)]  # (pods not read: bound None)
+    assert asyncio.run(operator._unclaimed({}, claims)) == (None, None, None)  # (no pool shared: nothing listed)
+    assert operator.pool_running == {("T", "t"): 1} and operator.room_ledger is None

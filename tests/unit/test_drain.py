@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from llmbackend.api.v1alpha1 import LLMBackendSpec, PlanStatus
-from llmbackend.autoscaling.drain import DELETION_COST_ANNOTATION, ROOM_FIRST_COST, deletion_costs, room_first
+from llmbackend.autoscaling.drain import (
+    DELETION_COST_ANNOTATION,
+    ROOM_FIRST_COST,
+    Rooms,
+    deletion_costs,
+    removable,
+    room_first,
+)
 from llmbackend.render import drain
 from llmbackend.render.names import BackendRef
 from llmbackend.render.workloads import RolloutStrategy, desired_objects
@@ -32,26 +39,48 @@ def _bound(name: str, node: str | None, gpus: int) -> dict:
 
 def test_room_first_names_the_pods_on_nodes_where_they_make_the_takers_room():
     pods = [_bound("n2-a", "n2", 2), _bound("n2-b", "n2", 2), _bound("n3-a", "n3", 2), _bound("pending", None, 2)]
-    # a 4-GPU replica: n3 has 2 free (its pod alone makes the room), n2 none (both its pods would)
-    assert room_first(pods, {"n2": 0, "n3": 2}, 4) == {"n2-a": 2, "n2-b": 2, "n3-a": 1}
-    # a node with the room already, or where this backend cannot make it, puts none of its pods first
-    assert room_first(pods, {"n2": 4, "n3": 1}, 4) == {}
-    # a node not in the pool (not in ``free``) neither
-    assert room_first(pods, {"n3": 2}, 4) == {"n3-a": 1}
+    # a 4-GPU replica: n3 has 2 free (its pod alone makes the room), n2 none (both its pods would): n3's room first
+    assert room_first(removable(pods), {"n2": 0, "n3": 2}, 4).first == {"n3-a": 1}
+    # two such replicas: n3's room, then n2's, each room whole before the next
+    rooms = room_first(removable(pods), {"n2": 0, "n3": 2}, 4, replicas=2)
+    assert rooms == Rooms({"n3-a": 1, "n2-a": 2, "n2-b": 2}, {"n2": 0, "n3": 0}, 2)
+    # a node with the room already takes the replica, none of the pods goes first
+    assert room_first(removable(pods), {"n2": 4, "n3": 1}, 4) == Rooms({}, {"n2": 0, "n3": 1}, 1)
+    # a node not in the pool (not in ``free``) is no room
+    assert room_first(removable(pods), {"n3": 2}, 4, replicas=2) == Rooms({"n3-a": 1}, {"n3": 0}, 1)
+    # no more pods than the cut: n2's room needs two where one is left
+    assert room_first(removable(pods), {"n2": 0, "n3": 2}, 4, replicas=2, limit=2).first == {"n3-a": 1}
+    assert room_first(removable(pods), {"n2": 0, "n3": 2}, 4, replicas=2, start=5).first == {"n3-a": 5, "n2-a": 6, "n2-b": 6}
 
 
 def test_room_first_marks_only_the_pods_the_room_needs_the_least_busy_first():
     pods = [_bound("a", "n2", 2), _bound("b", "n2", 2), _bound("c", "n2", 2)]
     # a 2-GPU replica on a full node: one pod makes the room, the least busy (then by name)
-    assert room_first(pods, {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": float("nan")}) == {"c": 1}
-    assert room_first(pods, {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": 9.0}) == {"b": 1}
+    assert room_first(removable(pods), {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": float("nan")}).first == {"c": 1}
+    assert room_first(removable(pods), {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": 9.0}).first == {"b": 1}
     # a 4-GPU one: two of them
-    assert room_first(pods, {"n2": 0}, 4, {"a": 4.0, "b": 1.0, "c": 9.0}) == {"a": 2, "b": 2}
+    assert room_first(removable(pods), {"n2": 0}, 4, {"a": 4.0, "b": 1.0, "c": 9.0}).first == {"a": 1, "b": 1}
+
+
+def test_room_first_rooms_come_fewest_pods_then_least_busy_and_are_never_split():
+    """Two full nodes, a 4-GPU replica: the two least busy pods are on different nodes; the room is one node's."""
+    pods = [_bound("a", "n2", 2), _bound("b", "n2", 2), _bound("c", "n3", 2), _bound("d", "n3", 2)]
+    rooms = room_first(removable(pods), {"n2": 0, "n3": 0}, 4, {"a": 5.0, "b": 0.0, "c": 1.0, "d": 7.0})
+    assert rooms.first == {"a": 1, "b": 1} and rooms.free == {"n2": 0, "n3": 0}
+
+
+def test_room_first_leaves_out_pods_that_are_not_removable():
+    """A Failed pod's GPUs are free already (counted in ``free``); a pod being deleted goes anyway."""
+    failed = {**_bound("f", "n2", 2), "status": {"phase": "Failed"}}
+    gone = _bound("g", "n2", 2)
+    gone["metadata"]["deletionTimestamp"] = "2026-12-08T00:00:00Z"
+    assert room_first(removable([failed, gone, _bound("a", "n2", 2)]), {"n2": 2}, 4).first == {"a": 1}
+    assert room_first(removable([failed, gone]), {"n2": 2}, 4) == Rooms({}, {"n2": 2}, 0)
 
 
 def test_pods_that_make_room_go_first_then_the_least_busy_and_a_spent_mark_goes_back_to_0():
     costs = deletion_costs({"a": 5.0, "b": 0.0, "c": 1.0}, {}, {"a": 1, "c": 2})
-    assert int(costs["a"]) < int(costs["c"]) < int(costs["b"]) == 0  # the node needing fewest first, busy or not
+    assert int(costs["a"]) < int(costs["c"]) < int(costs["b"]) == 0  # the room ranked first, busy or not
     assert int(costs["a"]) == ROOM_FIRST_COST + 2**16 + 5 and int(costs["a"]) >= -(2**31)
     # no reading: put first all the same; once no cut needs it, a negative cost (ours) goes back to 0
     assert deletion_costs({}, {}, {"warming": 1}) == {"warming": str(ROOM_FIRST_COST + 2**16)}

@@ -54,7 +54,13 @@ import types
 import pytest
 from test_backoff import _operator
 
-from llmbackend.autoscaling.drain import DELETION_COST_ANNOTATION, ROOM_FIRST_COST, deletion_costs, room_first
+from llmbackend.autoscaling.drain import (
+    DELETION_COST_ANNOTATION,
+    ROOM_FIRST_COST,
+    deletion_costs,
+    removable,
+    room_first,
+)
 from llmbackend.autoscaling.pool import PoolState
 from llmbackend.controller import run
 
@@ -99,13 +105,13 @@ def test_room_first_marks_no_pod_on_a_node_the_takers_replica_cannot_use():
 
 def test_control_room_first_on_a_node_the_taker_can_use():
     """The case the change is for: T's replica may run on n2 or n3; W's pod on n3 (with 2 free) goes first."""
-    assert _first(taker_nodes=("n2", "n3")) == {"w-a": 2, "w-b": 2, "w-c": 1}  # (pods each node needs removed)
+    assert _first(taker_nodes=("n2", "n3")) == {"w-c": 1}  # (one replica: the room needing the fewest pods)
 
 
 # Fixed (was a strict xfail): FINDING 2 (low): every pod on a room node is marked, one needed; marks outlive
 def test_room_first_marks_only_the_pods_the_room_needs():
     """n2 full with W's two 2-GPU pods; T's replica needs 2: either pod alone makes the room, both are marked."""
-    marked = room_first([_bound("w-a", "n2", 2), _bound("w-b", "n2", 2)], {"n2": 0}, 2)
+    marked = room_first(removable([_bound("w-a", "n2", 2), _bound("w-b", "n2", 2)]), {"n2": 0}, 2).first
     assert len(marked) == 1
 
 
@@ -136,14 +142,14 @@ def test_held_the_annotations_stay_on_the_cut_backends_own_pods(monkeypatch):
     ],
 )
 def test_held_edges_put_nothing_first(pods, free, needed):
-    assert room_first(pods, free, needed) == {}
+    assert room_first(removable(pods), free, needed).first == {}
 
 
 def test_held_room_marks_stay_in_int32_and_below_every_ordinary_cost():
     """GPUs lacking are bounded by one node's GPUs (have + held >= needed); a huge or NaN reading keeps the order."""
     pods = [_bound(f"p{i}", "n2", 1) for i in range(64)]
-    first = room_first(pods, {"n2": 0}, 64)
-    assert set(first.values()) == {64}  # (all 64 pods of the node: it needs them all)
+    first = room_first(removable(pods), {"n2": 0}, 64).first
+    assert len(first) == 64 and set(first.values()) == {1}  # (all 64 pods of the node: one room needs them all)
     costs = deletion_costs({"p0": 1e30, "p1": float("nan"), "idle": 0.0}, {}, first)
     assert -(2**31) <= int(costs["p1"]) < int(costs["p0"]) < 0 == int(costs["idle"])
     assert deletion_costs({"x": float("inf")}, {}) == {}  # no reading: left alone
@@ -178,6 +184,7 @@ def test_held_free_gpus_clamp_at_0_and_the_extra_list_runs_once(monkeypatch):
     pods = [_bound("w-c", "n3", 2)]
     monkeypatch.setattr(op.kube, "list", lambda *a, **k: lists.append(k) or pods)
     targets = {W: _target(2, ("n3",)), T: _target(4, ("n3",))}
-    for _ in range(3):  # three cuts in one pass: one list
-        assert asyncio.run(op._room_first(W, targets[W], targets, pods)) == {"w-c": 1}  # n3: 2 free + its 2
+    assert asyncio.run(op._room_first(W, targets[W], targets, pods)) == {"w-c": 1}  # n3: 2 free + its 2
+    for _ in range(2):  # more cuts in the pass: one list (and T's one replica has its room: none first again)
+        assert asyncio.run(op._room_first(W, targets[W], targets, pods)) == {}
     assert len(lists) == 1

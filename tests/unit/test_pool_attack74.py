@@ -14,7 +14,8 @@ their ``nodeName``. (5) the victim's own evaluation between the cut pass and the
 (6) writes outside the cut backend, int32 range, odd pods, nodes outside the pool, 0-GPU takers, unknown nodes,
 the cost in pods and nodes.
 
-FINDING 1 (medium): one taker's replica, rooms on two nodes: every pod of both rooms gets the same rank and the least
+FINDING 1 (medium; fixed after the pass: a room per replica owed, the fewest pods then the least busy in all, each
+room its own rank, no more pods than the cut): one taker's replica, rooms on two nodes: every pod of both rooms gets the same rank and the least
 busy order then splits the cut across the nodes. ``room_first`` marks a room on EVERY node where one can be made
 (the pods "the room needs" per node), all at the rank "pods the node needs removed"; ``deletion_costs`` orders
 pods of equal rank by requests in flight only, so the pods of one room are not kept together. Reduced scene: n2
@@ -25,7 +26,8 @@ cut of 2, one of them by preemption) and 2 GPUs lie stranded for any older Pendi
 shape). Fix: mark rooms for as many of the taker's replicas as the cut is for (one node per replica: the fewest
 pods, then the least busy in all), or give each chosen node its own rank step so a node's pods go together.
 
-FINDING 2 (medium): a taker of an EARLIER sync still steers every later cut. ``_room_first`` computes a room for
+FINDING 2 (medium; fixed after the pass: rooms only for the replicas a taker does not run yet, as the pass's claims
+read them): a taker of an EARLIER sync still steers every later cut. ``_room_first`` computes a room for
 every backend in ``pool_state.preempted[W]``, which keeps earlier preemptors while W is short
 (pool.py: ``state.preempted`` merged into ``by``), whether or not that taker still has a replica waiting. T runs
 T2, 1-GPU replicas, nodeSelector n3, that once took a replica of W; on every full node of T2's nodes one of W's pods
@@ -36,7 +38,7 @@ other n2 pod (W loses 3 for 2) and c's GPUs on n3 lie free for T2 to grow into. 
 one on the node it names) for as long as W stays short. Fix: rooms only for takers of this sync's cut with
 replicas not placed (the share's grant above the pods the taker runs), for as many replicas as each is owed.
 
-FINDING 3 (medium): a Failed pod of W (evicted, OutOf nvidia.com/gpu; it keeps ``spec.nodeName`` until the pod GC)
+FINDING 3 (medium; fixed after the pass: Succeeded, Failed and deleting pods make no room): a Failed pod of W (evicted, OutOf nvidia.com/gpu; it keeps ``spec.nodeName`` until the pod GC)
 is counted twice: its GPUs are free already (``gpus_held_by_node`` skips Failed pods) and ``room_first`` counts
 them again as what its removal frees. With no in-flight reading it sorts "least busy" and alone "makes the room".
 Reduced scene: n2 (4 GPUs): W's running a (3 in flight) and Failed f (2 GPUs each), 2 free; n3 full with W's b,
@@ -46,7 +48,9 @@ replica fits neither, the scheduler preempts a pod of W for it (W loses 2 for 1)
 Succeeded/Failed in ``room_first`` (their GPUs are in ``free`` already); a pod being deleted (``deletionTimestamp``)
 frees its GPUs anyway and should count as free there, never as a pod to mark.
 
-FINDING 4 (low): victims cut in one pass each count the same free GPUs. ``free_by_node`` is read once a pass,
+FINDING 4 (low; OPEN: the free GPUs and the replicas a taker lacks are now one ledger the pass's cuts spend, so no
+node's free GPUs count twice, but victims are planned one at a time: V, planned first, takes n3's room through x,
+which W's y would have made; rooms over all the pass's victims together would place both): victims cut in one pass each count the same free GPUs. ``free_by_node`` is read once a pass,
 before the cuts, and every victim's ``_room_first`` counts a node's free GPUs as its own. Reduced scene: n2 (4 GPUs)
 full with V's a, b; n3 (8 GPUs): V's x, W's y (2 GPUs each), a third namespace's 2, 2 free; T's 4-GPU replicas
 (2 wanted, n2 and n3) cut V by 2 and W by 1. V's x and W's y both get rank 1 on n3 (each with n3's 2 free): V's cut
@@ -55,7 +59,8 @@ scheduler preempts b (V loses 3 for 2). V removing a and b (n2) and W y (n3) pla
 are spent once a pass: a ledger of the rooms marked so far (node -> GPUs promised), or the rooms counted over all
 the victims of the pass together.
 
-FINDING 5 (low): the victim's own evaluation wipes the room marks while the cut waits for the reconciler. After
+FINDING 5 (low; fixed after the pass: an evaluation whose pool share is below what it decided and the current
+replicas leaves the costs to the pool pass): the victim's own evaluation wipes the room marks while the cut waits for the reconciler. After
 a cut pass marked W's pods, W's next ``_evaluate`` (desired = its share, below ``current_replicas`` until the
 reconciler writes the replicas) rewrites every cost with ``first`` empty: a negative mark with no reading goes to
 0 (a Triton reading replaces it with the in-flight count). The next pool pass (the same second, or after the pool's
@@ -86,7 +91,13 @@ import pytest
 from test_backoff import _operator
 
 from llmbackend.api.v1alpha1 import AutoscalingSpec
-from llmbackend.autoscaling.drain import DELETION_COST_ANNOTATION, ROOM_FIRST_COST, deletion_costs, room_first
+from llmbackend.autoscaling.drain import (
+    DELETION_COST_ANNOTATION,
+    ROOM_FIRST_COST,
+    deletion_costs,
+    removable,
+    room_first,
+)
 from llmbackend.autoscaling.pool import PoolState, Share
 from llmbackend.controller import run
 from llmbackend.controller.decide import AutoscaleTarget
@@ -136,7 +147,7 @@ def _fits(free, removed, needed, nodes):
     return sum(after.get(n, 0) // needed for n in nodes)
 
 
-@pytest.mark.xfail(strict=True, reason="pass 74 finding 1: rooms on two nodes for one replica, busy order splits cut")
+# Fixed (was a strict xfail): FINDING 1 (medium): one replica's room split over two nodes by the busy order
 def test_one_replicas_room_is_not_split_across_two_nodes():
     """n2: a (5 in flight), b (0); n3: c (1), d (7); 2 GPUs each, both full; T1's 4-GPU replica, the cut is 2."""
     op = _operator()
@@ -161,13 +172,14 @@ def test_control_one_room_alone_is_kept_together():
     assert _fits(op.free_by_node, _removed(pods, busy, first, 1), 4, ("n2", "n3")) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="pass 74 finding 2: an earlier sync's 1-GPU taker pins the cut to its node")
+# Fixed (was a strict xfail): FINDING 2 (medium): an earlier sync's 1-GPU taker pinned the cut to its node
 def test_an_earlier_takers_room_does_not_steer_this_cut():
     """T2 (1 GPU, nodeSelector n3) took a replica of W earlier and runs it (its share met); T1 (4 GPUs, n2 only)
     cuts W by 2 now. W's pod on n3 gets rank 1 and goes first; T1's replica fits nowhere."""
     op = _operator()
     op.pool_state = PoolState(preempted={W: {T2: 1, T1: 2}})
     op.shares = {T2: Share(1), T1: Share(1)}
+    op.pool_running = {T2: 1, T1: 0}  # (the pass's claims: T2's replica runs, T1's waits)
     op.free_by_node = {"n2": 0, "n3": 0}
     pods = [_bound("a", "n2", 2), _bound("b", "n2", 2), _bound("c", "n3", 2)]
     targets = {
@@ -186,11 +198,11 @@ def test_control_without_the_earlier_taker_the_cut_makes_t1s_room():
     pods = [_bound("a", "n2", 2), _bound("b", "n2", 2), _bound("c", "n3", 2)]
     targets = {W: _target(2, ("n2", "n3")), T1: _target(4, ("n2",), namespace="T", current=0)}
     first = _room(op, W, targets, pods)
-    assert first == {"a": 2, "b": 2}
+    assert first == {"a": 1, "b": 1}  # (one room, rank 1)
     assert _fits(op.free_by_node, _removed(pods, {}, first, 2), 4, ("n2",)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="pass 74 finding 3: a Failed pod's GPUs counted free and again as freed")
+# Fixed (was a strict xfail): FINDING 3 (medium): a Failed pod's GPUs counted free and again as freed
 def test_a_failed_pod_makes_no_room():
     """n2: W's running a (3 in flight), W's Failed f (evicted, still bound), 2 free; n3 full with b, c; cut 1."""
     op = _operator()
@@ -208,7 +220,7 @@ def test_control_the_failed_pods_gpus_are_free_already():
     assert run._free_gpus([types.SimpleNamespace(name="n2", gpu_count=4)], held) == {"n2": 2}
 
 
-@pytest.mark.xfail(strict=True, reason="pass 74 finding 4: victims cut in one pass each count a node's free GPUs")
+@pytest.mark.xfail(strict=True, reason="pass 74 finding 4 (low, open): one victim at a time, V takes the room W made")
 def test_two_victims_in_one_pass_do_not_share_one_rooms_free_gpus():
     """n2 (4) full with V's a, b; n3 (8): V's x, W's y, a third's 2, 2 free; T1 wants 2 4-GPU replicas: V cut 2, W 1."""
     op = _operator()
@@ -226,7 +238,7 @@ def test_two_victims_in_one_pass_do_not_share_one_rooms_free_gpus():
     assert _fits(op.free_by_node, removed, 4, ("n2", "n3")) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="pass 74 finding 5: the victim's evaluation resets room marks before the write")
+# Fixed (was a strict xfail): FINDING 5 (low): the victim's evaluation reset the room marks before the replicas write
 def test_the_victims_evaluation_keeps_the_cuts_room_marks(monkeypatch):
     """W at 3 replicas wants 3; its share is 1 (cut by 2 for T1), p0 marked room-first; the reconciler has not
     written the replicas yet when W's next evaluation (Prometheus source) runs."""
@@ -306,7 +318,9 @@ def test_held_odd_takers_and_pods_put_nothing_first_and_raise_nothing():
 def test_held_room_marks_stay_in_int32_below_ordinary_costs_for_any_taker_size():
     pods = [_bound(f"p{i}", "n2", 1) for i in range(200)]
     for needed in (1, 7, 200, 10**9):
-        first = room_first(pods, {"n2": 0}, needed, {"p0": float("nan"), "p1": -5.0, "p2": float("inf")})
+        first = room_first(
+            removable(pods), {"n2": 0}, needed, {"p0": float("nan"), "p1": -5.0, "p2": float("inf")}
+        ).first
         assert all(rank <= min(needed, 200) for rank in first.values())
         costs = deletion_costs({"p1": 1e40, "idle": 0.0}, {}, first)
         assert all(-(2**31) <= int(c) < 0 for pod, c in costs.items() if pod in first)
@@ -318,7 +332,8 @@ def test_held_several_takers_merge_to_the_lowest_rank():
     op.free_by_node = {"n2": 0, "n3": 2}
     pods = [_bound("a", "n2", 2), _bound("b", "n2", 2), _bound("c", "n3", 2)]
     targets = {W: _target(2, ("n2", "n3")), T1: _target(4, ("n2", "n3"), "T"), T2: _target(2, ("n2",), "T")}
-    assert _room(op, W, targets, pods) == {"a": 1, "b": 2, "c": 1}
+    # (T1's 4-GPU room on n3, its pod alone with 2 free; then T2's 2-GPU room on n2: one pod, the next rank)
+    assert _room(op, W, targets, pods) == {"c": 1, "a": 2}
 
 
 def test_held_the_cost_is_linear_in_pods_and_nodes():

@@ -14,8 +14,10 @@ replica).
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..planning.podfit import pod_gpus
@@ -29,10 +31,11 @@ DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 
 
 # A pod that makes room for the replica a GPU pool cut is for goes before every other (``room_first``); among those,
-# the node that needs the fewest of the backend's pods removed first, then the least busy. Within int32, as the
-# annotation is
+# the room ranked first (the fewest pods removed), then the least busy. Within int32, as the annotation is, and
+# below every ordinary cost (>= 0) for any rank
 ROOM_FIRST_COST = -(2**30)
 _ROOM_SHORT_STEP = 2**16
+_ROOM_RANKS = 2**14 - 1
 
 
 def deletion_costs(in_flight: Mapping[str, float], current: Mapping[str, str | None],
@@ -48,7 +51,8 @@ def deletion_costs(in_flight: Mapping[str, float], current: Mapping[str, str | N
         n = in_flight.get(pod)
         busy = None if n is None or not math.isfinite(n) else max(0, min(int(round(n)), 2**31 - 1))
         if pod in first:
-            cost = ROOM_FIRST_COST + first[pod] * _ROOM_SHORT_STEP + min(busy or 0, _ROOM_SHORT_STEP - 1)
+            rank = max(0, min(first[pod], _ROOM_RANKS))
+            cost = ROOM_FIRST_COST + rank * _ROOM_SHORT_STEP + min(busy or 0, _ROOM_SHORT_STEP - 1)
         elif busy is not None:
             cost = busy
         elif (current.get(pod) or "").startswith("-"):
@@ -60,39 +64,93 @@ def deletion_costs(in_flight: Mapping[str, float], current: Mapping[str, str | N
     return out
 
 
-def room_first(pods: Iterable[Mapping[str, Any]], free: Mapping[str, int], needed: int,
-               busy: Mapping[str, float] | None = None) -> dict[str, int]:
-    """Of the pods of a backend a GPU pool cut for another backend's replica of ``needed`` GPUs, those to remove on a
-    node where the GPUs free there (``free``: node -> GPUs, the nodes the replica may run on) and this backend's own
-    make that room while the free ones alone do not: only as many as the room needs, the least ``busy`` first (pod ->
-    requests in flight), each -> how many of this backend's pods its node needs removed (the fewer, the sooner). The
-    pool counts GPUs; the kube-scheduler places a pod on one node: a cut that freed GPUs on another node stranded them,
-    and the scheduler preempted another pod for the replica while a tenant's older Pending pod took the stranded GPUs
-    (attack pass 72 finding 2)."""
-    on: dict[str, list[tuple[str, int]]] = {}
+@dataclass(frozen=True)
+class Rooms:
+    """What :func:`room_first` found: the pods to remove first, pod -> its room's rank (1 the first: the ReplicaSet
+    removes a whole room before the next), the GPUs left free by node once the rooms are made and the replicas
+    placed, and how many replicas were placed (in a room there already, then in rooms made)."""
+
+    first: dict[str, int]
+    free: dict[str, int]
+    placed: int
+
+
+def removable(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, int]]:
+    """(name, node, GPUs) of the pods a scale-down may remove that hold GPUs on a node: not Succeeded or Failed
+    (their GPUs are free already: counted again as freed, attack pass 74 finding 3), not being deleted."""
+    out = []
     for pod in pods:
-        node, gpus = (pod.get("spec") or {}).get("nodeName"), pod_gpus(pod)
-        if node and gpus > 0:
-            on.setdefault(node, []).append((pod["metadata"]["name"], gpus))
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        node, name = spec.get("nodeName"), meta.get("name")
+        if (node and name and not meta.get("deletionTimestamp")
+                and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and (gpus := pod_gpus(pod)) > 0):
+            out.append((str(name), str(node), gpus))
+    return out
+
+
+def room_first(pods: Iterable[tuple[str, str, int]], free: Mapping[str, int], needed: int,
+               busy: Mapping[str, float] | None = None, *, replicas: int = 1, limit: int | None = None,
+               start: int = 1) -> Rooms:
+    """Of the pods of a backend (:func:`removable`'s) a GPU pool cut for another backend's ``replicas`` replicas of
+    ``needed`` GPUs each, those to remove so that each replica finds one node with its GPUs free: ``free`` (node ->
+    GPUs free) names the nodes the replicas may run on. A replica takes a node with room there already first; then a
+    room is made on the node that needs the fewest pods removed (then the least ``busy`` ones: pod -> requests in
+    flight), one replica's room whole before the next (attack pass 74 finding 1), no more pods in all than ``limit``
+    (the cut: the rest would not go). Ranks start at ``start``.
+
+    The pool counts GPUs; the kube-scheduler places a pod on one node: a cut that freed GPUs on another node stranded
+    them, and the scheduler preempted another pod for the replica while a tenant's older Pending pod took the
+    stranded GPUs (attack pass 72 finding 2)."""
+    left = dict(free)
+    if needed <= 0 or replicas <= 0:
+        return Rooms({}, left, 0)
     load = busy or {}
 
-    def least_busy(item: tuple[str, int]) -> tuple[float, str]:
-        n = load.get(item[0])
-        return (n if n is not None and math.isfinite(n) else 0.0, item[0])
+    def idle(name: str) -> float:
+        n = load.get(name)
+        return max(0.0, n) if n is not None and math.isfinite(n) else 0.0
 
-    out: dict[str, int] = {}
-    for node, held in on.items():
-        have = free.get(node)
-        if have is None or have >= needed or have + sum(g for _, g in held) < needed:
-            continue  # (room there already, or none this backend can make)
-        taken: list[str] = []
-        for name, gpus in sorted(held, key=least_busy):
+    on: dict[str, list[tuple[float, str, int]]] = {}  # node -> its pods, the least busy first
+    for name, node, gpus in pods:
+        if node in left:
+            on.setdefault(node, []).append((idle(name), name, gpus))
+    for held in on.values():
+        held.sort()
+    used = dict.fromkeys(on, 0)  # node -> its pods taken for rooms already
+
+    placed = 0
+    for node in left:  # rooms there already
+        fit = min(left[node] // needed, replicas - placed)
+        left[node] -= fit * needed
+        placed += fit
+
+    def room(node: str) -> tuple[int, float, str] | None:
+        """(pods it needs removed, their requests in flight, node) for one more room there; None: none can be made."""
+        have, taken, busy_sum = left[node], 0, 0.0
+        for n, _, gpus in on[node][used[node]:]:
             if have >= needed:
                 break
-            taken.append(name)
-            have += gpus
-        out.update((name, len(taken)) for name in taken)
-    return out
+            have, taken, busy_sum = have + gpus, taken + 1, busy_sum + n
+        return (taken, busy_sum, node) if have >= needed else None
+
+    heap = [r for node in on if (r := room(node)) is not None]
+    heapq.heapify(heap)
+    first: dict[str, int] = {}
+    rank = start
+    while heap and placed < replicas:
+        taken, _, node = heapq.heappop(heap)
+        if limit is not None and len(first) + taken > limit:
+            break  # (rooms come fewest pods first: none after it fits the cut either)
+        for _, name, gpus in on[node][used[node]:used[node] + taken]:
+            first[name] = rank
+            left[node] += gpus
+        used[node] += taken
+        left[node] -= needed
+        placed, rank = placed + 1, rank + 1
+        if (again := room(node)) is not None:
+            heapq.heappush(heap, again)
+    return Rooms(first, left, placed)
 
 
 def drain_warning(p99_s: float | None, drain_s: int, previous: str | None = None, previous_drain_s: int | None = None,

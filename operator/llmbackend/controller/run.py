@@ -30,7 +30,7 @@ from ..api import conditions as cond
 from ..api.v1alpha1 import GROUP, PLURAL
 from ..autoscaling import activation, coldstart, metrics
 from ..autoscaling.decision import MEMORY_GAP_S, ScalerState, burst_warning, decide, panic_window_s, schedule_hold
-from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs, room_first
+from ..autoscaling.drain import DELETION_COST_ANNOTATION, deletion_costs, removable, room_first
 from ..autoscaling.holding import (
     SchedulerMemory,
     beyond_gpus,
@@ -176,6 +176,9 @@ class Operator:
         # backend -> its Pending replica pods the scheduler leaves beside room this pass (holding.refused_beside_room)
         self.refused_replicas: dict[tuple[str, str], int] = {}
         self.free_by_node: dict[str, int] | None = None  # this pass's GPUs free on the pools' nodes, where read
+        # this pass's cuts' ledger: GPUs free by node and replicas each taker lacks, as the rooms made spend them
+        self.room_ledger: tuple[dict[str, int], dict[tuple[str, str], int]] | None = None
+        self.pool_running: dict[tuple[str, str], int] = {}  # this pass's replicas running by claim, where read
         self.elector: LeaderElector | None = None  # with --leader-elect: released on a clean shutdown
 
     # ---- event intake (on the event loop; the watch threads hand their events over) ----
@@ -536,8 +539,13 @@ class Operator:
             # joining a full pool never creates pods it is about to lose
             pool_share = Share(min(decision.desired_replicas, target.current_replicas))
         desired = decision.desired_replicas if pool_share is None else min(decision.desired_replicas, pool_share.replicas)
-        if desired < target.current_replicas and pods:
-            # the least busy pods go first; whatever the source, a pool cut's spent room-first mark goes back to 0
+        pool_cut = pool_share is not None and pool_share.replicas < min(decision.desired_replicas,
+                                                                         target.current_replicas)
+        if desired < target.current_replicas and pods and not pool_cut:
+            # the least busy pods go first; whatever the source, a pool cut's spent room-first mark goes back to 0.
+            # (A cut the pool makes is the pool pass's to order: the pods that make a taker's room first; rewritten
+            # here before the replicas are, the marks were gone when the ReplicaSet read them, attack pass 74
+            # finding 5)
             source = scaler["source"]
             await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace, pods,
                                        source.in_flight_by_pod() if isinstance(source, TritonScraper) else {})
@@ -718,7 +726,8 @@ class Operator:
         a node it could run on has its GPUs free (Unclaimed.fits_free). Not readable (an operator confined to some
         namespaces, an API server that fails): None, the pool shares without them, and the log says so."""
         self.refused_replicas = {}  # (this pass's: a pass that cannot read the pods turns none down)
-        self.free_by_node = None
+        self.free_by_node, self.room_ledger = None, None
+        self.pool_running = {c.key: c.bound for c in claims if c.bound is not None}
         memory = self.scheduler_memory
         memory.begin()
         sizes = Counter(c.pool for c in claims)
@@ -943,14 +952,18 @@ class Operator:
 
     async def _room_first(self, key: tuple[str, str], target: Any, targets: dict[tuple[str, str], Any],
                           pods: list[dict[str, Any]], busy: dict[str, float] | None = None) -> dict[str, int]:
-        """Of a backend's pods, those a cut for another backend's replica removes first: on a node that replica may
-        run on, where they make its room (drain.room_first), for each backend it gives replicas up to; the GPUs free
-        by node as this pass read them, or listed now (not read, or a taker's nodes not known: none first for it,
-        the ReplicaSet's own order)."""
+        """Of a backend's pods, those a cut for other backends' replicas removes first: on a node the replica may run
+        on, where they make its room (drain.room_first), for each backend it gives replicas up to, as many rooms as
+        that one still has replicas not running (pass 74 finding 2: an earlier taker whose replicas run steers
+        nothing), no more pods than the cut. The pass's GPUs free by node (as it read them, or listed now) and the
+        replicas each taker still lacks are one ledger the pass's cuts spend, so no node's free GPUs count twice
+        (victims are still planned one at a time: the first may take a room the next would have made, pass 74
+        finding 4, open). Not read, or a taker's nodes not known: none first for it, the ReplicaSet's own order."""
         if target.multi_node:
             return {}  # (a LeaderWorkerSet removes its highest group index: it reads no deletion cost)
-        takers = [t for taker in (self.pool_state.preempted.get(key) or {})
-                  if (t := targets.get(taker)) is not None and t.gpus_per_replica > 0 and t.pool_nodes is not None]
+        given = self.pool_state.preempted.get(key) or {}
+        takers = [(k, t) for k in given
+                  if (t := targets.get(k)) is not None and t.gpus_per_replica > 0 and t.pool_nodes is not None]
         if not takers or target.pool_nodes is None:
             return {}
         if self.free_by_node is None:
@@ -963,12 +976,30 @@ class Operator:
                             "ReplicaSet's own order", exc)
                 return {}
             self.free_by_node = _free_gpus(self.state.inventory.nodes(), gpus_held_by_node(bound))
+        if self.room_ledger is None:
+            self.room_ledger = (dict(self.free_by_node), {})
+        free, lacking = self.room_ledger
+        share_ = self.shares.get(key)
+        cut = None if share_ is None else max(0, target.current_replicas - share_.replicas)
         first: dict[str, int] = {}
-        for taker in takers:  # (a node the taker's pods may not run on is no room for it: attack pass 73 finding 1)
-            free = {node: gpus for node, gpus in self.free_by_node.items()
-                    if node in target.pool_nodes and node in taker.pool_nodes}
-            for pod, rank in room_first(pods, free, taker.gpus_per_replica, busy).items():
-                first[pod] = min(rank, first.get(pod, rank))
+        held = removable(pods)
+        for taker_key, taker in takers:
+            if taker_key not in lacking:
+                # its replicas not running yet (running not read: those its victims gave it)
+                running, taker_share = self.pool_running.get(taker_key), self.shares.get(taker_key)
+                lacking[taker_key] = (sum(g.get(taker_key, 0) for g in self.pool_state.preempted.values())
+                                      if running is None or taker_share is None
+                                      else max(0, taker_share.replicas - running))
+            replicas = min(lacking[taker_key], given[taker_key])
+            if replicas <= 0:
+                continue
+            nodes = {n: gpus for n, gpus in free.items() if n in target.pool_nodes and n in taker.pool_nodes}
+            rooms = room_first([p for p in held if p[0] not in first], nodes,
+                               taker.gpus_per_replica, busy, replicas=replicas,
+                               limit=None if cut is None else cut - len(first), start=max(first.values(), default=0) + 1)
+            first.update(rooms.first)
+            free.update(rooms.free)
+            lacking[taker_key] -= rooms.placed
         return first
 
     def _set_deletion_costs(self, namespace: str, pods: list[dict[str, Any]], in_flight: dict[str, float],
