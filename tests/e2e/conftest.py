@@ -239,8 +239,10 @@ def model_cache_volume(namespace: str, claim: str = "llmbackend-model-cache") ->
                      "claimRef": {"namespace": namespace, "name": claim}}}
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.25, what: str = "condition") -> Any:
-    """Poll until predicate() is truthy; fail with `what` after `timeout` seconds."""
+def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.25, what: str = "condition",
+             show: Callable[[], Any] | None = None) -> Any:
+    """Poll until predicate() is truthy; fail with `what` after `timeout` seconds (and what ``show`` reads then: a
+    predicate that compares says only False)."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -248,7 +250,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float 
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    seen = f"; then: {show()!r}" if show is not None else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r}){seen}")
 
 
 def available(cluster: ClusterHandle, namespace: str, name: str) -> dict[str, Any] | None:

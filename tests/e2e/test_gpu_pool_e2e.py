@@ -49,7 +49,9 @@ def test_a_higher_priority_backend_takes_the_gpus_of_a_lower_one_and_both_say_so
     # (a loaded operator may cut batch over two syncs, 6 then 1: its status counts both once the second is in)
     batch = wait_for(lambda: (a := autoscaling_status(cluster, namespace, "batch")).get("preemptedBy")
                      == f"{namespace}/chat (priority 10): 7 replica(s)" and a, timeout=30,
-                     what="status.autoscaling.preemptedBy on batch naming chat's 7 replicas")
+                     what="status.autoscaling.preemptedBy on batch naming chat's 7 replicas",
+                     show=lambda: (autoscaling_status(cluster, namespace, "batch"),
+                                   autoscaling_status(cluster, namespace, "chat"), operator.log_tail()))
     assert batch["reason"] == "PreemptedBy"
     # (what chat's pods hold: 7 once its seventh pod is bound, which a loaded scheduler may take a sync or two for)
     wait_for(lambda: f"held by {namespace}/chat (priority 10): 7 GPU(s)"
