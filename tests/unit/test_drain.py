@@ -33,39 +33,41 @@ def test_deletion_costs_follow_in_flight_work(in_flight, current, expected):
 
 
 def _bound(name: str, node: str | None, gpus: int) -> dict:
+    """A Ready Running pod (the pods a deletion cost orders) of ``gpus`` GPUs on ``node``."""
     return {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [
-        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def test_room_first_names_the_pods_on_nodes_where_they_make_the_takers_room():
     pods = [_bound("n2-a", "n2", 2), _bound("n2-b", "n2", 2), _bound("n3-a", "n3", 2), _bound("pending", None, 2)]
     # a 4-GPU replica: n3 has 2 free (its pod alone makes the room), n2 none (both its pods would): n3's room first
-    assert room_first(removable(pods), {"n2": 0, "n3": 2}, 4).first == {"n3-a": 1}
+    assert room_first(removable(pods)[1], {"n2": 0, "n3": 2}, 4).first == {"n3-a": 1}
     # two such replicas: n3's room, then n2's, each room whole before the next
-    rooms = room_first(removable(pods), {"n2": 0, "n3": 2}, 4, replicas=2)
+    rooms = room_first(removable(pods)[1], {"n2": 0, "n3": 2}, 4, replicas=2)
     assert rooms == Rooms({"n3-a": 1, "n2-a": 2, "n2-b": 2}, {"n2": 0, "n3": 0}, 2)
     # a node with the room already takes the replica, none of the pods goes first
-    assert room_first(removable(pods), {"n2": 4, "n3": 1}, 4) == Rooms({}, {"n2": 0, "n3": 1}, 1)
+    assert room_first(removable(pods)[1], {"n2": 4, "n3": 1}, 4) == Rooms({}, {"n2": 0, "n3": 1}, 1)
     # a node not in the pool (not in ``free``) is no room
-    assert room_first(removable(pods), {"n3": 2}, 4, replicas=2) == Rooms({"n3-a": 1}, {"n3": 0}, 1)
+    assert room_first(removable(pods)[1], {"n3": 2}, 4, replicas=2) == Rooms({"n3-a": 1}, {"n3": 0}, 1)
     # no more pods than the cut: n2's room needs two where one is left
-    assert room_first(removable(pods), {"n2": 0, "n3": 2}, 4, replicas=2, limit=2).first == {"n3-a": 1}
-    assert room_first(removable(pods), {"n2": 0, "n3": 2}, 4, replicas=2, start=5).first == {"n3-a": 5, "n2-a": 6, "n2-b": 6}
+    assert room_first(removable(pods)[1], {"n2": 0, "n3": 2}, 4, replicas=2, limit=2).first == {"n3-a": 1}
+    assert room_first(removable(pods)[1], {"n2": 0, "n3": 2}, 4, replicas=2, start=5).first == {"n3-a": 5, "n2-a": 6, "n2-b": 6}
 
 
 def test_room_first_marks_only_the_pods_the_room_needs_the_least_busy_first():
     pods = [_bound("a", "n2", 2), _bound("b", "n2", 2), _bound("c", "n2", 2)]
     # a 2-GPU replica on a full node: one pod makes the room, the least busy (then by name)
-    assert room_first(removable(pods), {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": float("nan")}).first == {"c": 1}
-    assert room_first(removable(pods), {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": 9.0}).first == {"b": 1}
+    assert room_first(removable(pods)[1], {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": float("nan")}).first == {"c": 1}
+    assert room_first(removable(pods)[1], {"n2": 0}, 2, {"a": 4.0, "b": 1.0, "c": 9.0}).first == {"b": 1}
     # a 4-GPU one: two of them
-    assert room_first(removable(pods), {"n2": 0}, 4, {"a": 4.0, "b": 1.0, "c": 9.0}).first == {"a": 1, "b": 1}
+    assert room_first(removable(pods)[1], {"n2": 0}, 4, {"a": 4.0, "b": 1.0, "c": 9.0}).first == {"a": 1, "b": 1}
 
 
 def test_room_first_rooms_come_fewest_pods_then_least_busy_and_are_never_split():
     """Two full nodes, a 4-GPU replica: the two least busy pods are on different nodes; the room is one node's."""
     pods = [_bound("a", "n2", 2), _bound("b", "n2", 2), _bound("c", "n3", 2), _bound("d", "n3", 2)]
-    rooms = room_first(removable(pods), {"n2": 0, "n3": 0}, 4, {"a": 5.0, "b": 0.0, "c": 1.0, "d": 7.0})
+    rooms = room_first(removable(pods)[1], {"n2": 0, "n3": 0}, 4, {"a": 5.0, "b": 0.0, "c": 1.0, "d": 7.0})
     assert rooms.first == {"a": 1, "b": 1} and rooms.free == {"n2": 0, "n3": 0}
 
 
@@ -74,8 +76,25 @@ def test_room_first_leaves_out_pods_that_are_not_removable():
     failed = {**_bound("f", "n2", 2), "status": {"phase": "Failed"}}
     gone = _bound("g", "n2", 2)
     gone["metadata"]["deletionTimestamp"] = "2026-12-08T00:00:00Z"
-    assert room_first(removable([failed, gone, _bound("a", "n2", 2)]), {"n2": 2}, 4).first == {"a": 1}
-    assert room_first(removable([failed, gone]), {"n2": 2}, 4) == Rooms({}, {"n2": 2}, 0)
+    assert room_first(removable([failed, gone, _bound("a", "n2", 2)])[1], {"n2": 2}, 4).first == {"a": 1}
+    assert room_first(removable([failed, gone])[1], {"n2": 2}, 4) == Rooms({}, {"n2": 2}, 0)
+
+
+def test_removable_puts_first_the_pods_the_replicaset_removes_before_any_cost():
+    """Unassigned, Pending or Unknown, not Ready: the ReplicaSet removes them first whatever their costs."""
+    pulling = {**_bound("pulling", "n2", 2), "status": {"phase": "Pending"}}
+    cold = _bound("cold", "n3", 2)
+    cold["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    ahead, ranked = removable([pulling, cold, _bound("unbound", None, 2), _bound("a", "n2", 2), _bound("z", "n2", 0)])
+    assert ahead == [("pulling", "n2", 2), ("cold", "n3", 2), ("unbound", None, 2)] and ranked == [("a", "n2", 2)]
+
+
+def test_room_first_spends_none_of_what_the_backend_gives_on_a_room_there_already():
+    """Two 2-GPU replicas lacking, one given by this backend: n4's free room takes one, a room is made for the other."""
+    pods = removable([_bound("a", "n2", 2), _bound("b", "n3", 2)])[1]
+    rooms = room_first(pods, {"n2": 0, "n3": 0, "n4": 2}, 2, {"a": 5.0}, replicas=2, taking=1)
+    assert rooms == Rooms({"b": 1}, {"n2": 0, "n3": 0, "n4": 0}, 2)
+    assert room_first(pods, {"n2": 0, "n3": 0, "n4": 0}, 2, replicas=2, taking=1).placed == 1
 
 
 def test_pods_that_make_room_go_first_then_the_least_busy_and_a_spent_mark_goes_back_to_0():

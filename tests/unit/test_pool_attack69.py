@@ -91,6 +91,10 @@ CLASSES = {"lo": 100, "mid": 500, "hi": 1000}
 SYNC = 30.0
 
 
+def _running():  # (a bound pod here starts at once: Running and Ready, which the ReplicaSet reads)
+    return {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+
+
 def _gpus(pod):
     return int(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
 
@@ -158,7 +162,7 @@ class _World:
             fits = [n for n in sorted(self.nodes) if free[n] >= g]
             if fits:
                 pod["spec"]["nodeName"] = min(fits, key=lambda n: (free[n], n))
-                pod["status"] = {"phase": "Running"}
+                pod["status"] = _running()
                 continue
             best = None
             for n in sorted(self.nodes):
@@ -175,7 +179,7 @@ class _World:
             if best:
                 for q in best[1]:
                     self.pods.remove(q)
-                pod["spec"]["nodeName"], pod["status"] = best[0], {"phase": "Running"}
+                pod["spec"]["nodeName"], pod["status"] = best[0], _running()
                 continue
             pod["status"] = {
                 "phase": "Pending",

@@ -74,6 +74,7 @@ def _bound(name, node, gpus, namespace="W"):
             "nodeName": node,
             "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
         },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 
@@ -111,7 +112,7 @@ def test_control_room_first_on_a_node_the_taker_can_use():
 # Fixed (was a strict xfail): FINDING 2 (low): every pod on a room node is marked, one needed; marks outlive
 def test_room_first_marks_only_the_pods_the_room_needs():
     """n2 full with W's two 2-GPU pods; T's replica needs 2: either pod alone makes the room, both are marked."""
-    marked = room_first(removable([_bound("w-a", "n2", 2), _bound("w-b", "n2", 2)]), {"n2": 0}, 2).first
+    marked = room_first(removable([_bound("w-a", "n2", 2), _bound("w-b", "n2", 2)])[1], {"n2": 0}, 2).first
     assert len(marked) == 1
 
 
@@ -142,13 +143,13 @@ def test_held_the_annotations_stay_on_the_cut_backends_own_pods(monkeypatch):
     ],
 )
 def test_held_edges_put_nothing_first(pods, free, needed):
-    assert room_first(removable(pods), free, needed).first == {}
+    assert room_first(removable(pods)[1], free, needed).first == {}
 
 
 def test_held_room_marks_stay_in_int32_and_below_every_ordinary_cost():
     """GPUs lacking are bounded by one node's GPUs (have + held >= needed); a huge or NaN reading keeps the order."""
     pods = [_bound(f"p{i}", "n2", 1) for i in range(64)]
-    first = room_first(removable(pods), {"n2": 0}, 64).first
+    first = room_first(removable(pods)[1], {"n2": 0}, 64).first
     assert len(first) == 64 and set(first.values()) == {1}  # (all 64 pods of the node: one room needs them all)
     costs = deletion_costs({"p0": 1e30, "p1": float("nan"), "idle": 0.0}, {}, first)
     assert -(2**31) <= int(costs["p1"]) < int(costs["p0"]) < 0 == int(costs["idle"])

@@ -112,7 +112,7 @@ def _bound(name, node, gpus, namespace="W", phase="Running"):
             "nodeName": node,
             "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
         },
-        "status": {"phase": phase},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 
@@ -319,7 +319,7 @@ def test_held_room_marks_stay_in_int32_below_ordinary_costs_for_any_taker_size()
     pods = [_bound(f"p{i}", "n2", 1) for i in range(200)]
     for needed in (1, 7, 200, 10**9):
         first = room_first(
-            removable(pods), {"n2": 0}, needed, {"p0": float("nan"), "p1": -5.0, "p2": float("inf")}
+            removable(pods)[1], {"n2": 0}, needed, {"p0": float("nan"), "p1": -5.0, "p2": float("inf")}
         ).first
         assert all(rank <= min(needed, 200) for rank in first.values())
         costs = deletion_costs({"p1": 1e40, "idle": 0.0}, {}, first)

@@ -20,7 +20,8 @@ across victims and passes, the cut's ``limit`` (share missing, a stale or smalle
 ``given`` counts, ranks beyond ``_ROOM_RANKS`` and int32, odd pods, an ordinary scale-down beside a share, the cost
 with many victims and takers.
 
-FINDING 1 (medium): a room there already spends the victim's cut. ``_room_first`` asks ``room_first`` for
+FINDING 1 (medium; fixed after the pass: a room there already spends none of what the victim gives, ``taking``):
+a room there already spends the victim's cut. ``_room_first`` asks ``room_first`` for
 ``min(lacking, given)`` replicas, and ``room_first`` places them into rooms free already first; ``given`` is what THIS
 victim gave up, while ``lacking`` also counts the taker's replicas granted from free GPUs. The free room absorbs the
 replica W's cut is for, no room is made of W's pods, and the cut goes in the busy order. Reduced scene: n2 and n3
@@ -32,7 +33,7 @@ any older Pending pod (pass 72 finding 2's shape). Fix: place into rooms free al
 ``given`` (ask for ``lacking`` replicas and make rooms of the victim's pods for at most ``given``'s worth), or take
 the free rooms off ``lacking`` once a pass before any victim is planned.
 
-FINDING 2 (low): takers of one victim are planned one at a time in ``pool_state.preempted[W]``'s order, so a small
+FINDING 2 (low; fixed after the pass: the largest replicas are planned first): takers of one victim are planned one at a time in ``pool_state.preempted[W]``'s order, so a small
 taker first takes the only room a larger one could have. Reduced scene: n2 (4 GPUs) full with W's a, b; n3 (4) with
 W's c and a 2-GPU pod of T's own; n4 (4) full with W's d, e; T2 (1-GPU replicas, nodeSelector n2 or n3) served
 before T1 (4-GPU, n2 only) in this sync: W cut by 3 (1 for T2, 2 for T1). T2's room is a on n2 (fewest pods, ties to
@@ -42,7 +43,8 @@ other order (T1 first) the marks a, b (n2) then c (n3) place both. T orders its 
 goes to the backend that waited longest). Fix: plan the takers of a victim largest replica first (or their rooms
 together), as finding 4 of pass 74 asks across victims.
 
-FINDING 3 (medium): the pods the ReplicaSet removes before any deletion cost are not counted. The ReplicaSet
+FINDING 3 (medium; fixed after the pass: ``removable`` names the pods the ReplicaSet removes before any cost,
+their GPUs count as freed and the cut's limit less them; none marked where they are the whole cut): the pods the ReplicaSet removes before any deletion cost are not counted. The ReplicaSet
 controller ranks unassigned, then phase Pending (a bound pod whose image still pulls) and Unknown, then not-Ready
 pods before it reads pod-deletion-cost (drain.py's docstring says so itself); ``room_first`` marks a room as if the
 cost alone ordered the cut, so such a pod outside the room takes one of the cut's places and the room is left half
@@ -56,7 +58,7 @@ Ready, n2's room the least busy). An unbound Pending pod of W takes a place of t
 count the pods the ReplicaSet removes before any cost (no node; phase Pending or Unknown; not Ready) as removed
 first: their GPUs free on their nodes in the ledger and the limit the cut less their number, then make the rooms.
 
-FINDING 4 (low): ``pool_running`` is as old as the taker's own last evaluation, so an earlier taker whose replica
+FINDING 4 (low; OPEN: W loses no more pods, T picks which of the cut's rest): ``pool_running`` is as old as the taker's own last evaluation, so an earlier taker whose replica
 runs (pass 74 finding 2) still steers what is left of a cut, through T's own ``syncPeriodSeconds`` (up to 600). A
 claim's ``bound`` is read from ``scaler["pods"]``, the pods the backend's last ``_evaluate`` listed. T2 (1-GPU,
 nodeSelector n3, period 600) took a replica of W in an earlier sync; its last evaluation listed no pod (the replica
@@ -69,7 +71,8 @@ names). Reduced scene: ``test_a_takers_stale_pod_list_does_not_steer_the_rest_of
 taker's running replicas from the pass's own list of bound pods (``_unclaimed``'s ``bound``, or the list
 ``_room_first`` makes when ``free_by_node`` is None), not from the taker's evaluation.
 
-FINDING 5 (low): the victim's evaluation judges ``pool_cut`` by the previous pass's share, and the pool pass by the
+FINDING 5 (low; fixed after the pass: the pool pass writes the costs of any scale-down it publishes, rooms only
+for a pool cut): the victim's evaluation judges ``pool_cut`` by the previous pass's share, and the pool pass by the
 new one: when a cut ends in between (T1 deleted or its load gone) and W's own decision is a scale-down, neither
 writes a cost. Reduced scene: W at 3 replicas, its own decision 2 (maxReplicas), pod p0 room-marked by the last
 pass's cut to 1 for T1. ``_evaluate``: ``pool_cut`` (1 < min(2, 3)), nothing written; the pool pass: the share is 2,
@@ -206,7 +209,7 @@ def _place(free, removed, replicas):
 
 
 # FINDING 1 (medium): a room free already spends the victim's cut
-@pytest.mark.xfail(strict=True, reason="pass 75 finding 1: a free room absorbs the replica the victim's cut is for")
+# Fixed after the pass (was a strict xfail): a free room absorbs the replica the victim's cut is for
 def test_a_free_room_does_not_spend_the_victims_cut():
     """n2: W's a (5 in flight), n3: W's b (idle), 2 GPUs each, full; n4 2 free. T1 (2-GPU, n2 or n4) wants 2 more:
     one on n4's free GPUs, one of W's cut (given 1)."""
@@ -260,7 +263,7 @@ def _two_takers(order):
     )
 
 
-@pytest.mark.xfail(strict=True, reason="pass 75 finding 2: a 1-GPU taker planned first takes a 4-GPU one's room")
+# Fixed after the pass (was a strict xfail): a 1-GPU taker planned first takes a 4-GPU one's room
 def test_a_small_taker_planned_first_does_not_take_a_larger_takers_only_room():
     assert _two_takers({T2: 1, T1: 2})
 
@@ -270,7 +273,7 @@ def test_control_the_larger_taker_planned_first_places_both():
 
 
 # FINDING 3 (medium): pods the ReplicaSet removes before any cost are not counted
-@pytest.mark.xfail(strict=True, reason="pass 75 finding 3: a bound Pending (pulling) pod goes before the room's pods")
+# Fixed after the pass (was a strict xfail): a bound Pending (pulling) pod goes before the room's pods
 def test_a_pod_the_replicaset_removes_first_is_counted_in_the_room():
     """n2: W's ready a, b; n3: W's c (bound, image pulling: phase Pending), ready d; 2 GPUs each; cut 2."""
     op = _operator()
@@ -285,7 +288,7 @@ def test_a_pod_the_replicaset_removes_first_is_counted_in_the_room():
     assert _fits(op.free_by_node, _rs_removed(pods, {}, first, 2), 4, ("n2", "n3")) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="pass 75 finding 3: a Running, not Ready pod goes before the room's pods")
+# Fixed after the pass (was a strict xfail): a Running, not Ready pod goes before the room's pods
 def test_a_not_ready_pod_outside_the_room_does_not_split_the_cut():
     """The same with c Running but not Ready (a cold start; no reading counts it idle) and readings a 0, b 0, d 3,
     c 5 (its engine already busy): n2's room is the least busy, the ReplicaSet removes c first anyway."""
@@ -314,7 +317,9 @@ def test_control_all_ready_the_room_is_made():
 
 
 # FINDING 4 (low): pool_running from the taker's own last evaluation (syncPeriodSeconds up to 600)
-@pytest.mark.xfail(strict=True, reason="pass 75 finding 4: T2's stale pod list reads its running replica as lacking")
+@pytest.mark.xfail(
+    strict=True, reason="pass 75 finding 4 (low, open): T2's stale pod list reads its replica as lacking"
+)
 def test_a_takers_stale_pod_list_does_not_steer_the_rest_of_the_cut():
     """T2 (1 GPU, n3) took a replica of W earlier and runs it on n3 since its last evaluation (600 s period), which
     listed no pod. T1 (4 GPUs, nodeSelector n2 or n5; n5 full with a pod of T's own) is granted 2 replicas now: W cut
@@ -388,7 +393,7 @@ def _marked_pods():
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="pass 75 finding 5: a cut ends before the pool pass, no cost written")
+# Fixed after the pass (was a strict xfail): a cut ends before the pool pass, no cost written
 def test_a_cut_that_ends_before_the_pool_pass_leaves_no_scale_down_unwritten(monkeypatch):
     """W at 3 replicas decides 2 itself; the last pass's share was 1 (cut for T1, p0 marked); T1 is gone when the
     pool pass runs: the share is 2."""
@@ -471,7 +476,7 @@ def test_held_ranks_beyond_the_cap_stay_in_int32_below_ordinary_costs():
     costs = deletion_costs({"p": 1e300, "q": float("inf"), "r": float("nan"), "t": 2**40}, {}, first)
     assert all(-(2**31) <= int(costs[pod]) < 0 for pod in first)
     assert int(costs["t"]) == 2**31 - 1
-    rooms = room_first(removable([_bound("a", "n2", 2)]), {"n2": 0}, 2, start=2**40)
+    rooms = room_first(removable([_bound("a", "n2", 2)])[1], {"n2": 0}, 2, start=2**40)
     assert int(deletion_costs({}, {}, rooms.first)["a"]) < 0
 
 
@@ -488,7 +493,8 @@ def test_held_odd_pods_are_not_removable():
         gone,
         _bound("unbound", None, 2),
     ]
-    assert removable(odd) == [("x", "n2", 2)]
+    # (after the pass: pods with no status or phase are removed before any cost, as Pending ones: ahead of the rest)
+    assert removable(odd) == ([("s", "n2", 0), ("x", "n2", 2), ("unbound", None, 2)], [])
 
 
 def test_held_many_victims_and_takers_stay_linear():

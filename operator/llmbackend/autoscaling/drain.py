@@ -75,29 +75,41 @@ class Rooms:
     placed: int
 
 
-def removable(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, int]]:
-    """(name, node, GPUs) of the pods a scale-down may remove that hold GPUs on a node: not Succeeded or Failed
-    (their GPUs are free already: counted again as freed, attack pass 74 finding 3), not being deleted."""
-    out = []
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or () if isinstance(c, Mapping))
+
+
+def removable(pods: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[str, str | None, int]], list[tuple[str, str, int]]]:
+    """A backend's pods a scale-down may remove, as (name, node, GPUs), in two lists: those the ReplicaSet removes
+    before it reads any pod-deletion-cost (unassigned, phase Pending or Unknown, not Ready: the kube-controller-manager's
+    ``ActivePodsWithRanks`` order; attack pass 75 finding 3), then the Ready Running pods holding GPUs on a node,
+    which the cost orders. Neither holds a pod Succeeded or Failed (their GPUs are free already: counted again as
+    freed, attack pass 74 finding 3) or being deleted (the ReplicaSet counts it gone)."""
+    ahead: list[tuple[str, str | None, int]] = []
+    ranked: list[tuple[str, str, int]] = []
     for pod in pods:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        node, name = spec.get("nodeName"), meta.get("name")
-        if (node and name and not meta.get("deletionTimestamp")
-                and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                and (gpus := pod_gpus(pod)) > 0):
-            out.append((str(name), str(node), gpus))
-    return out
+        node, name, phase = spec.get("nodeName"), meta.get("name"), (pod.get("status") or {}).get("phase")
+        if not name or meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
+            continue
+        if not node or phase != "Running" or not _ready(pod):
+            ahead.append((str(name), str(node) if node else None, pod_gpus(pod)))
+        elif (gpus := pod_gpus(pod)) > 0:
+            ranked.append((str(name), str(node), gpus))
+    return ahead, ranked
 
 
 def room_first(pods: Iterable[tuple[str, str, int]], free: Mapping[str, int], needed: int,
-               busy: Mapping[str, float] | None = None, *, replicas: int = 1, limit: int | None = None,
-               start: int = 1) -> Rooms:
-    """Of the pods of a backend (:func:`removable`'s) a GPU pool cut for another backend's ``replicas`` replicas of
-    ``needed`` GPUs each, those to remove so that each replica finds one node with its GPUs free: ``free`` (node ->
-    GPUs free) names the nodes the replicas may run on. A replica takes a node with room there already first; then a
-    room is made on the node that needs the fewest pods removed (then the least ``busy`` ones: pod -> requests in
-    flight), one replica's room whole before the next (attack pass 74 finding 1), no more pods in all than ``limit``
-    (the cut: the rest would not go). Ranks start at ``start``.
+               busy: Mapping[str, float] | None = None, *, replicas: int = 1, taking: int | None = None,
+               limit: int | None = None, start: int = 1) -> Rooms:
+    """Of the pods of a backend (:func:`removable`'s ranked ones) a GPU pool cut for another backend's ``replicas``
+    replicas of ``needed`` GPUs each, those to remove so that each replica finds one node with its GPUs free:
+    ``free`` (node -> GPUs free) names the nodes the replicas may run on. A replica takes a node with room there
+    already first (it spends none of what this backend gives: attack pass 75 finding 1); then, for at most ``taking``
+    of them (None: all), a room is made on the node that needs the fewest pods removed (then the least ``busy`` ones:
+    pod -> requests in flight), one replica's room whole before the next (attack pass 74 finding 1), no more pods in
+    all than ``limit`` (the cut: the rest would not go). Ranks start at ``start``.
 
     The pool counts GPUs; the kube-scheduler places a pod on one node: a cut that freed GPUs on another node stranded
     them, and the scheduler preempted another pod for the replica while a tenant's older Pending pod took the
@@ -138,7 +150,8 @@ def room_first(pods: Iterable[tuple[str, str, int]], free: Mapping[str, int], ne
     heapq.heapify(heap)
     first: dict[str, int] = {}
     rank = start
-    while heap and placed < replicas:
+    made_at_most = placed + (replicas if taking is None else max(0, taking))
+    while heap and placed < min(replicas, made_at_most):
         taken, _, node = heapq.heappop(heap)
         if limit is not None and len(first) + taken > limit:
             break  # (rooms come fewest pods first: none after it fits the cut either)

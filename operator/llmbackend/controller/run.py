@@ -700,13 +700,15 @@ class Operator:
                 continue  # its evaluation ended during this pass, after its backend went: dropped next round
             new, target = capped(uncapped, self.shares.get(key)), targets[key]
             scaler = self.scalers.get(key) or {}
-            if new.desired_replicas < min(uncapped.desired_replicas, target.current_replicas) and scaler.get("pods"):
+            if new.desired_replicas < target.current_replicas and scaler.get("pods"):
                 # replicas given up for another backend: those on a node where the GPUs they free make room for the
                 # replica they go for first, then the least busy pods (deletion cost), as any scale-down's, from
-                # the pods and in-flight counts of this backend's last evaluation
+                # the pods and in-flight counts of this backend's last evaluation. Any scale-down: the evaluation
+                # judged a pool cut by the last pass's share, which may have ended since (attack pass 75 finding 5)
                 source = scaler.get("source")
                 in_flight = source.in_flight_by_pod() if isinstance(source, TritonScraper) else {}
-                first = await self._room_first(key, target, targets, scaler["pods"], in_flight)
+                first = (await self._room_first(key, target, targets, scaler["pods"], in_flight)
+                         if new.desired_replicas < min(uncapped.desired_replicas, target.current_replicas) else {})
                 await loop.run_in_executor(self.executor, self._set_deletion_costs, target.namespace,
                                            scaler["pods"], in_flight, first)
             self._publish(key, target, new)
@@ -954,8 +956,9 @@ class Operator:
                           pods: list[dict[str, Any]], busy: dict[str, float] | None = None) -> dict[str, int]:
         """Of a backend's pods, those a cut for other backends' replicas removes first: on a node the replica may run
         on, where they make its room (drain.room_first), for each backend it gives replicas up to, as many rooms as
-        that one still has replicas not running (pass 74 finding 2: an earlier taker whose replicas run steers
-        nothing), no more pods than the cut. The pass's GPUs free by node (as it read them, or listed now) and the
+        that one still has replicas not running and no room there already takes (pass 74 finding 2, pass 75 finding
+        1), no more pods than the cut less those the ReplicaSet removes before it reads a cost (pass 75 finding 3:
+        their GPUs count as freed). The pass's GPUs free by node (as it read them, or listed now) and the
         replicas each taker still lacks are one ledger the pass's cuts spend, so no node's free GPUs count twice
         (victims are still planned one at a time: the first may take a room the next would have made, pass 74
         finding 4, open). Not read, or a taker's nodes not known: none first for it, the ReplicaSet's own order."""
@@ -982,21 +985,29 @@ class Operator:
         share_ = self.shares.get(key)
         cut = None if share_ is None else max(0, target.current_replicas - share_.replicas)
         first: dict[str, int] = {}
-        held = removable(pods)
-        for taker_key, taker in takers:
+        ahead, held = removable(pods)
+        if cut is not None and len(ahead) >= cut:
+            return {}  # (the ReplicaSet takes the whole cut from them before it reads a cost)
+        for _, node, gpus in ahead:  # (they go first whatever their costs: their GPUs make rooms too)
+            if node in free:
+                free[node] += gpus
+        limit = None if cut is None else cut - len(ahead)
+        # the largest replicas first: a small one planned first may take the only room a large one has (attack pass
+        # 75 finding 2; the order of ``preempted`` is the takers' turns, which a tenant's backends play)
+        for taker_key, taker in sorted(takers, key=lambda kt: -kt[1].gpus_per_replica):
             if taker_key not in lacking:
                 # its replicas not running yet (running not read: those its victims gave it)
                 running, taker_share = self.pool_running.get(taker_key), self.shares.get(taker_key)
                 lacking[taker_key] = (sum(g.get(taker_key, 0) for g in self.pool_state.preempted.values())
                                       if running is None or taker_share is None
                                       else max(0, taker_share.replicas - running))
-            replicas = min(lacking[taker_key], given[taker_key])
-            if replicas <= 0:
+            if lacking[taker_key] <= 0 or given[taker_key] <= 0:
                 continue
             nodes = {n: gpus for n, gpus in free.items() if n in target.pool_nodes and n in taker.pool_nodes}
-            rooms = room_first([p for p in held if p[0] not in first], nodes,
-                               taker.gpus_per_replica, busy, replicas=replicas,
-                               limit=None if cut is None else cut - len(first), start=max(first.values(), default=0) + 1)
+            rooms = room_first([p for p in held if p[0] not in first], nodes, taker.gpus_per_replica, busy,
+                               replicas=lacking[taker_key], taking=given[taker_key],
+                               limit=None if limit is None else limit - len(first),
+                               start=max(first.values(), default=0) + 1)
             first.update(rooms.first)
             free.update(rooms.free)
             lacking[taker_key] -= rooms.placed
