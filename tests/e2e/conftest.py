@@ -142,7 +142,8 @@ SESSION_OPERATOR = pytest.StashKey[OperatorProcess]()
 def operator(request, cluster) -> OperatorProcess:
     """The session's operator. It runs only in the modules that use it (_session_operator_where_used): elsewhere it
     would reconcile every backend an admission test creates, CPU that no test asks for."""
-    op = OperatorProcess(cluster)
+    # (LLMB_E2E_VERBOSE=1: the operator logs at debug level, the GPU pool's passes included)
+    op = OperatorProcess(cluster, ["--verbose"] if os.environ.get("LLMB_E2E_VERBOSE") else None)
     op.start()
     request.session.stash[SESSION_OPERATOR] = op
     yield op

@@ -695,6 +695,10 @@ class Operator:
                   if (n := self.refused_replicas.get(c.key, 0)) and c.held is not None else c for c in claims]
         self.shares, self.pool_state = share(claims, time.time(), self.pool_state, self.priority_across_namespaces,
                                              unclaimed, gpus_held, others_bound)
+        if log.isEnabledFor(logging.DEBUG):  # (what a pass read and granted: --verbose)
+            log.debug("pool pass: %s", "; ".join(
+                f"{c.namespace}/{c.name} p{c.priority} current {c.current} wanted {c.wanted} held {c.held} "
+                f"bound {c.bound} -> {s.replicas if (s := self.shares.get(c.key)) else None}" for c in claims))
         for key, uncapped in list(self.uncapped.items()):
             if key not in targets:
                 continue  # its evaluation ended during this pass, after its backend went: dropped next round
