@@ -257,23 +257,17 @@ async def _close_source(source) -> None:
     await run._close_scaler({"source": source})
 
 
-def test_a_scale_down_with_any_source_puts_a_spent_room_first_mark_back_to_0(monkeypatch):
-    """A pool cut's room-first mark (drain.room_first) left on pods outlives the cut; before the backend's next
-    scale-down it goes back to 0, a Prometheus source's too (it reads no in-flight counts)."""
-    from llmbackend.autoscaling.drain import DELETION_COST_ANNOTATION, ROOM_FIRST_COST
+def prometheus_evaluation(monkeypatch, operator, key, replicas, pods, written):
+    """A backend at 3 replicas whose Prometheus source reads nothing (its decision: ``replicas``, its min and max),
+    over ``pods``; the annotations the operator writes go to ``written``. Returns its target."""
     from llmbackend.autoscaling.sources import PrometheusRatioSource
 
-    operator = _operator()
     monkeypatch.setattr(run.egress.settings, "prometheus_urls", ("http://127.0.0.1:*",))
     monkeypatch.setattr(run.egress.settings, "prometheus_queries", {"waiting": 'sum(q{namespace="{namespace}"})'})
-    spec = AutoscalingSpec.model_validate({"enabled": True, "minReplicas": 1, "maxReplicas": 1, "source": "prometheus",
-                                           "prometheus": {"url": "http://127.0.0.1:9"}})
-    target = AutoscaleTarget("ns", "b", spec, "llm", "llmbackend.dev/backend=b", 3, None, 1, 8)
-    marked = {DELETION_COST_ANNOTATION: str(ROOM_FIRST_COST + 2**16)}
-    pods = [{"metadata": {"name": "p0", "annotations": marked}, "status": {}},
-            {"metadata": {"name": "p1", "annotations": {DELETION_COST_ANNOTATION: "7"}}, "status": {}}]
+    spec = AutoscalingSpec.model_validate({"enabled": True, "minReplicas": replicas, "maxReplicas": replicas,
+                                           "source": "prometheus", "prometheus": {"url": "http://127.0.0.1:9"}})
+    target = AutoscaleTarget(key[0], key[1], spec, "llm", f"llmbackend.dev/backend={key[1]}", 3, None, 1, 8)
     monkeypatch.setattr(operator.kube, "list", lambda *a, **kw: pods)
-    written: list[tuple] = []
     monkeypatch.setattr(operator.kube, "annotate", lambda kind, ns, name, ann: written.append((ns, name, ann)))
 
     async def nothing(self, query):
@@ -281,13 +275,30 @@ def test_a_scale_down_with_any_source_puts_a_spent_room_first_mark_back_to_0(mon
 
     monkeypatch.setattr(PrometheusRatioSource, "_query", nothing)
     monkeypatch.setattr(PrometheusRatioSource, "waiting", nothing)
+    return target
 
+
+def evaluate_once(operator, key, target) -> None:
+    """One evaluation of the backend by a scaler made for it, closed after."""
     async def evaluate():
         scaler = operator._new_scaler(target)
-        await operator._evaluate(("ns", "b"), target, scaler)
+        await operator._evaluate(key, target, scaler)
         await run._close_scaler(scaler)
 
     asyncio.run(evaluate())
+
+
+def test_a_scale_down_with_any_source_puts_a_spent_room_first_mark_back_to_0(monkeypatch):
+    """A pool cut's room-first mark (drain.room_first) left on pods outlives the cut; before the backend's next
+    scale-down it goes back to 0, a Prometheus source's too (it reads no in-flight counts)."""
+    from llmbackend.autoscaling.drain import DELETION_COST_ANNOTATION, ROOM_FIRST_COST
+
+    operator, written = _operator(), []
+    marked = {DELETION_COST_ANNOTATION: str(ROOM_FIRST_COST + 2**16)}
+    pods = [{"metadata": {"name": "p0", "annotations": marked}, "status": {}},
+            {"metadata": {"name": "p1", "annotations": {DELETION_COST_ANNOTATION: "7"}}, "status": {}}]
+    target = prometheus_evaluation(monkeypatch, operator, ("ns", "b"), 1, pods, written)
+    evaluate_once(operator, ("ns", "b"), target)
     assert operator.state.decisions[("ns", "b")].desired_replicas == 1  # (maxReplicas: a scale-down from 3)
     assert written == [("ns", "p0", {DELETION_COST_ANNOTATION: "0"})]
 

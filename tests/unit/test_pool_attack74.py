@@ -88,9 +88,9 @@ import time
 import types
 
 import pytest
+from test_autoscale_loop import evaluate_once, prometheus_evaluation
 from test_backoff import _operator
 
-from llmbackend.api.v1alpha1 import AutoscalingSpec
 from llmbackend.autoscaling.drain import (
     DELETION_COST_ANNOTATION,
     ROOM_FIRST_COST,
@@ -100,19 +100,18 @@ from llmbackend.autoscaling.drain import (
 )
 from llmbackend.autoscaling.pool import PoolState, Share
 from llmbackend.controller import run
-from llmbackend.controller.decide import AutoscaleTarget
 
 W, V, T1, T2 = ("W", "w1"), ("V", "v1"), ("T", "t1"), ("T", "t2")
 
 
-def _bound(name, node, gpus, namespace="W", phase="Running"):
+def _bound(name, node, gpus, namespace="W", phase="Running", ready=True):
     return {
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "nodeName": node,
             "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
         },
-        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
 
 
@@ -242,46 +241,17 @@ def test_two_victims_in_one_pass_do_not_share_one_rooms_free_gpus():
 def test_the_victims_evaluation_keeps_the_cuts_room_marks(monkeypatch):
     """W at 3 replicas wants 3; its share is 1 (cut by 2 for T1), p0 marked room-first; the reconciler has not
     written the replicas yet when W's next evaluation (Prometheus source) runs."""
-    from llmbackend.autoscaling.sources import PrometheusRatioSource
-
-    op = _operator()
-    monkeypatch.setattr(run.egress.settings, "prometheus_urls", ("http://127.0.0.1:*",))
-    monkeypatch.setattr(run.egress.settings, "prometheus_queries", {"waiting": 'sum(q{namespace="{namespace}"})'})
-    spec = AutoscalingSpec.model_validate(
-        {
-            "enabled": True,
-            "minReplicas": 3,
-            "maxReplicas": 3,
-            "source": "prometheus",
-            "prometheus": {"url": "http://127.0.0.1:9"},
-        }
-    )
-    key = ("ns", "b")
-    target = AutoscaleTarget("ns", "b", spec, "llm", "llmbackend.dev/backend=b", 3, None, 1, 8)
-    op.shares[key] = Share(1)
-    op.pool_state = PoolState(preempted={key: {T1: 2}})
+    op, written, key = _operator(), [], ("ns", "b")
     marked = {DELETION_COST_ANNOTATION: str(ROOM_FIRST_COST + 2**16)}
     pods = [
         {"metadata": {"name": "p0", "annotations": marked}, "status": {}},
         {"metadata": {"name": "p1"}, "status": {}},
         {"metadata": {"name": "p2"}, "status": {}},
     ]
-    monkeypatch.setattr(op.kube, "list", lambda *a, **kw: pods)
-    written = []
-    monkeypatch.setattr(op.kube, "annotate", lambda kind, ns, name, ann: written.append((ns, name, ann)))
-
-    async def nothing(self, query):
-        return {}
-
-    monkeypatch.setattr(PrometheusRatioSource, "_query", nothing)
-    monkeypatch.setattr(PrometheusRatioSource, "waiting", nothing)
-
-    async def evaluate():
-        scaler = op._new_scaler(target)
-        await op._evaluate(key, target, scaler)
-        await run._close_scaler(scaler)
-
-    asyncio.run(evaluate())
+    target = prometheus_evaluation(monkeypatch, op, key, 3, pods, written)
+    op.shares[key] = Share(1)
+    op.pool_state = PoolState(preempted={key: {T1: 2}})
+    evaluate_once(op, key, target)
     assert op.state.decisions[key].desired_replicas == 1  # (the share's cut, not the backend's own scale-down)
     assert ("ns", "p0", {DELETION_COST_ANNOTATION: "0"}) not in written
 

@@ -105,12 +105,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-import types
 
 import pytest
+from test_autoscale_loop import evaluate_once, prometheus_evaluation
 from test_backoff import _operator
+from test_pool_attack74 import _bound, _room, _target
 
-from llmbackend.api.v1alpha1 import AutoscalingSpec
 from llmbackend.autoscaling.drain import (
     DELETION_COST_ANNOTATION,
     ROOM_FIRST_COST,
@@ -120,39 +120,10 @@ from llmbackend.autoscaling.drain import (
 )
 from llmbackend.autoscaling.pool import PoolState, Share
 from llmbackend.controller import run
-from llmbackend.controller.decide import AutoscaleTarget
+from llmbackend.render.names import pod_ready
 
 W, V, T1, T2 = ("W", "w1"), ("V", "v1"), ("T", "t1"), ("T", "t2")
 _PHASE = {"Pending": 0, "Unknown": 1, "Running": 2}
-
-
-def _bound(name, node, gpus, namespace="W", phase="Running", ready=True):
-    return {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
-        },
-        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
-
-
-def _target(gpr, nodes, namespace="W", current=3):
-    return types.SimpleNamespace(
-        gpus_per_replica=gpr,
-        pool_nodes=None if nodes is None else frozenset(nodes),
-        multi_node=False,
-        namespace=namespace,
-        current_replicas=current,
-    )
-
-
-def _room(op, key, targets, pods, busy=None):
-    return asyncio.run(op._room_first(key, targets[key], targets, pods, busy))
-
-
-def _ready(pod):
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod["status"].get("conditions", []))
 
 
 def _rs_removed(pods, busy, first, cut):
@@ -166,7 +137,7 @@ def _rs_removed(pods, busy, first, cut):
         return (
             bool(p["spec"].get("nodeName")),
             _PHASE.get(p["status"]["phase"], 2),
-            _ready(p),
+            pod_ready(p),
             int(costs.get(name, "0")),
             name,
         )
@@ -358,32 +329,6 @@ def test_control_with_t2s_pods_read_fresh_c_is_not_marked():
 
 
 # FINDING 5 (low): pool_cut judged by the last pass's share, the pool pass by the new one: neither writes
-def _evaluation(monkeypatch, op, key, max_replicas, pods, written):
-    from llmbackend.autoscaling.sources import PrometheusRatioSource
-
-    monkeypatch.setattr(run.egress.settings, "prometheus_urls", ("http://127.0.0.1:*",))
-    monkeypatch.setattr(run.egress.settings, "prometheus_queries", {"waiting": 'sum(q{namespace="{namespace}"})'})
-    spec = AutoscalingSpec.model_validate(
-        {
-            "enabled": True,
-            "minReplicas": max_replicas,
-            "maxReplicas": max_replicas,
-            "source": "prometheus",
-            "prometheus": {"url": "http://127.0.0.1:9"},
-        }
-    )
-    target = AutoscaleTarget(key[0], key[1], spec, "llm", f"llmbackend.dev/backend={key[1]}", 3, None, 1, 8)
-    monkeypatch.setattr(op.kube, "list", lambda *a, **kw: pods)
-    monkeypatch.setattr(op.kube, "annotate", lambda kind, ns, name, ann: written.append((ns, name, ann)))
-
-    async def nothing(self, query):
-        return {}
-
-    monkeypatch.setattr(PrometheusRatioSource, "_query", nothing)
-    monkeypatch.setattr(PrometheusRatioSource, "waiting", nothing)
-    return target
-
-
 def _marked_pods():
     marked = {DELETION_COST_ANNOTATION: str(ROOM_FIRST_COST + 2**16)}
     return [
@@ -399,7 +344,7 @@ def test_a_cut_that_ends_before_the_pool_pass_leaves_no_scale_down_unwritten(mon
     pool pass runs: the share is 2."""
     op, written, key = _operator(), [], ("ns", "b")
     pods = _marked_pods()
-    target = _evaluation(monkeypatch, op, key, 2, pods, written)
+    target = prometheus_evaluation(monkeypatch, op, key, 2, pods, written)
     op.shares[key] = Share(1)
     op.pool_state = PoolState(preempted={key: {T1: 2}})
     monkeypatch.setattr(run, "share", lambda *a, **kw: ({key: Share(2)}, PoolState()))
@@ -418,15 +363,9 @@ def test_a_cut_that_ends_before_the_pool_pass_leaves_no_scale_down_unwritten(mon
 def test_held_an_ordinary_scale_down_beside_a_share_not_below_it_writes(monkeypatch):
     """Share 2, W's own decision 2, current 3: not a pool cut, the evaluation writes (p0's spent mark back to 0)."""
     op, written, key = _operator(), [], ("ns", "b")
-    target = _evaluation(monkeypatch, op, key, 2, _marked_pods(), written)
+    target = prometheus_evaluation(monkeypatch, op, key, 2, _marked_pods(), written)
     op.shares[key] = Share(2)
-
-    async def evaluate():
-        scaler = op._new_scaler(target)
-        await op._evaluate(key, target, scaler)
-        await run._close_scaler(scaler)
-
-    asyncio.run(evaluate())
+    evaluate_once(op, key, target)
     assert ("ns", "p0", {DELETION_COST_ANNOTATION: "0"}) in written
 
 

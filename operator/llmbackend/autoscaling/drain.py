@@ -22,6 +22,7 @@ from typing import Any
 
 from ..planning.podfit import pod_gpus
 from ..render.drain import MAX_DRAIN_S
+from ..render.names import pod_ready
 
 # Warn when the observed p99 exceeds this share of the drain bound: a request twice the p99 would then be cut when
 # its replica leaves, and LLM request times (set by output length) have long tails.
@@ -75,11 +76,6 @@ class Rooms:
     placed: int
 
 
-def _ready(pod: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or () if isinstance(c, Mapping))
-
-
 def removable(pods: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[str, str | None, int]], list[tuple[str, str, int]]]:
     """A backend's pods a scale-down may remove, as (name, node, GPUs), in two lists: those the ReplicaSet removes
     before it reads any pod-deletion-cost (unassigned, phase Pending or Unknown, not Ready: the kube-controller-manager's
@@ -93,7 +89,7 @@ def removable(pods: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[str, str | 
         node, name, phase = spec.get("nodeName"), meta.get("name"), (pod.get("status") or {}).get("phase")
         if not name or meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
             continue
-        if not node or phase != "Running" or not _ready(pod):
+        if not node or phase != "Running" or not pod_ready(pod):
             ahead.append((str(name), str(node) if node else None, pod_gpus(pod)))
         elif (gpus := pod_gpus(pod)) > 0:
             ranked.append((str(name), str(node), gpus))
